@@ -1,5 +1,5 @@
 //! Keel's shared vocabulary: conversation messages and their content blocks, tool calls and
-//! results, token usage, error codes and the event stream.
+//! results, token usage, error codes, the event stream and the operations front ends send.
 //!
 //! Every other crate speaks these types. This crate holds data only: serde, no I/O, no async,
 //! no policy. The JSON shapes here are a public contract (`keel run --json`, the server, stored
@@ -7,6 +7,8 @@
 
 mod event;
 mod message;
+mod op;
 
 pub use event::{DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus};
 pub use message::{ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage};
+pub use op::{ApprovalScope, Attachment, Op, Submission};
