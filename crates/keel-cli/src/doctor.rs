@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::StreamExt;
 use keel_engine::Config;
-use keel_engine::config::Layer;
 use keel_llm::presets::{PRESETS, WireFormat};
 use keel_llm::{ChatRequest, ModelTarget, Provider, Role, Router, TurnAssembler, build_provider};
 use keel_protocol::Message;
@@ -53,8 +52,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn execute(args: DoctorArgs) -> anyhow::Result<u8> {
     let workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
-    let overrides = setup::llm_overrides(&args.llm);
-    let config = setup::load_config(&workspace, Layer::from_overrides(&overrides));
+    let config = setup::load_config(&workspace, setup::overrides(&args.llm).layer());
     let checks = collect(config, &workspace, args.ping)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);

@@ -154,10 +154,11 @@ pub enum ModeArg {
 }
 
 impl ModeArg {
-    pub fn as_str(self) -> &'static str {
+    /// The engine's execution mode this flag value names.
+    pub fn mode(self) -> keel_engine::ExecutionMode {
         match self {
-            ModeArg::React => "react",
-            ModeArg::PlanExec => "plan_exec",
+            ModeArg::React => keel_engine::ExecutionMode::React,
+            ModeArg::PlanExec => keel_engine::ExecutionMode::PlanExec,
         }
     }
 }

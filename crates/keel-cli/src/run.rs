@@ -1,12 +1,11 @@
-//! `keel run`.
+//! `keel run`: one session handle, one user message, the turn's events rendered as they come.
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_engine::config::Layer;
-use keel_engine::{EngineBuilder, EventSink, RunOptions};
-use keel_protocol::SessionStatus;
-use tokio_util::sync::CancellationToken;
+use keel_engine::EventSink;
+use keel_engine::runtime::{OpAck, SessionHandle};
+use keel_protocol::{Op, SessionStatus};
 
 use crate::render::{Human, JsonLines, stdout_color};
 use crate::{RunArgs, exit, setup};
@@ -32,66 +31,64 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             setup::UsageError("the task is empty; say what the agent should do".into()).into(),
         );
     }
-    let mut mode = args.mode.map(|m| m.as_str().to_string());
+    let mut overrides = setup::overrides(&args.llm);
+    overrides.mode = args.mode.map(crate::ModeArg::mode);
+    overrides.max_iterations = args.max_iterations;
+    let mut resumed = None;
     if let Some(session) = &args.resume {
         let record = setup::session_record(&workspace, session)?;
         if args.common.workspace.is_none() {
             // A resumed session runs where it started…
             workspace = setup::session_workspace(&record)?;
         }
-        // …and in the mode it started in.
-        mode.get_or_insert(record.mode);
+        // …in the mode it started in.
+        overrides.mode = overrides.mode.or(keel_engine::ExecutionMode::parse(&record.mode));
+        resumed = Some(record.id);
     }
-    let mut overrides = setup::llm_overrides(&args.llm);
-    if let Some(m) = mode {
-        overrides.push(("agent.mode", toml::Value::String(m)));
-    }
-    if let Some(n) = args.max_iterations {
-        overrides.push(("agent.max_iterations", toml::Value::Integer(i64::from(n))));
-    }
-    let config = setup::load_config(&workspace, Layer::from_overrides(&overrides))?;
-    let providers = setup::providers(&config, &workspace)?;
+    let config = setup::load_config(&workspace, overrides.layer())?;
     let store = setup::open_store(&config)?;
+    let builder = setup::session_builder(store);
+    let engine = builder
+        .engine_with(config, &workspace)
+        .map_err(setup::engine_usage_error)?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let engine = providers
-            .attach(EngineBuilder::new(config, &workspace).store(store))
-            .build()?;
         let sink: Arc<dyn EventSink> = if args.json {
             Arc::new(JsonLines)
         } else {
             Arc::new(Human::new(stdout_color(), true))
         };
-        let cancel = CancellationToken::new();
-        watch_ctrl_c(cancel.clone());
-        let options = RunOptions {
-            sinks: vec![sink],
-            cancel,
-            ..RunOptions::default()
+        let engine = Arc::new(engine);
+        let handle = match resumed {
+            Some(id) => SessionHandle::new(engine, id, vec![sink]),
+            None => SessionHandle::create(engine, vec![sink]).await?.0,
         };
-        let outcome = match &args.resume {
-            Some(session) => engine
-                .continue_session(session, &task, options)
-                .await
-                .map_err(setup::engine_usage_error)?,
-            None => engine.run(&task, options).await?,
+        let handle = Arc::new(handle.rebuild_with(builder, &workspace, overrides));
+        let ack = handle
+            .submit(Op::user_message(task))
+            .await
+            .map_err(setup::op_usage_error)?;
+        let OpAck::Turn(ticket) = ack else {
+            anyhow::bail!("the session did not start a turn for the message");
         };
-        Ok(exit_code(outcome.status))
+        watch_ctrl_c(handle.clone());
+        let result = ticket.finished().await;
+        Ok(exit_code(result.status))
     })
 }
 
-/// First Ctrl-C cancels the turn cleanly; a second one quits at once.
-fn watch_ctrl_c(cancel: CancellationToken) {
+/// First Ctrl-C interrupts the turn cleanly; a second one quits at once.
+fn watch_ctrl_c(handle: Arc<SessionHandle>) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
         eprintln!("\nkeel: cancelling the turn… (press Ctrl-C again to quit now)");
-        cancel.cancel();
+        let _ = handle.submit(Op::Interrupt).await;
         if tokio::signal::ctrl_c().await.is_ok() {
             std::process::exit(i32::from(exit::CANCELLED));
         }

@@ -1,43 +1,12 @@
 //! `keel serve`: the HTTP API and web UI, with sessions built exactly as `keel run` builds them.
 
 use std::io::Write;
-use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Context;
 use keel_engine::config::Layer;
-use keel_engine::{Config, EngineBuilder};
-use keel_server::{Server, ServerOptions, SessionSetup, TokenOrigin};
+use keel_server::{Server, ServerOptions, TokenOrigin};
 
 use crate::{ServeArgs, exit, setup};
-
-/// Session configuration and providers for the server: the CLI's own functions, with the
-/// `keel serve` provider flags as defaults under each request's choices.
-struct CliSetup {
-    defaults: Vec<(&'static str, toml::Value)>,
-}
-
-impl SessionSetup for CliSetup {
-    fn config(
-        &self,
-        workspace: &Path,
-        overrides: &[(&str, toml::Value)],
-    ) -> Result<Config, String> {
-        let mut all: Vec<(&str, toml::Value)> = self.defaults.clone();
-        all.extend(overrides.iter().cloned());
-        setup::load_config(workspace, Layer::from_overrides(&all)).map_err(|e| format!("{e:#}"))
-    }
-
-    fn providers(
-        &self,
-        config: &Config,
-        workspace: &Path,
-        builder: EngineBuilder,
-    ) -> Result<EngineBuilder, String> {
-        let providers = setup::providers(config, workspace).map_err(|e| format!("{e:#}"))?;
-        Ok(providers.attach(builder))
-    }
-}
 
 pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     let workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
@@ -65,10 +34,9 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let setup = CliSetup {
-            defaults: setup::llm_overrides(&args.llm),
-        };
-        let server = Server::bind(options, store, Arc::new(setup))
+        // The `keel serve` provider flags are defaults under each request's own choices.
+        let builder = setup::session_builder(store).defaults(setup::overrides(&args.llm));
+        let server = Server::bind(options, builder)
             .await
             .map_err(|e| setup::UsageError(e.to_string()))?;
         let addr = server.local_addr();

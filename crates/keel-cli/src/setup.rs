@@ -6,8 +6,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use keel_engine::EngineError;
 use keel_engine::config::{self, Layer};
-use keel_engine::{Config, EngineBuilder};
-use keel_llm::{Provider, Role, Router, build_provider};
+use keel_engine::Config;
+use keel_engine::runtime::{OpError, SessionBuilder, SessionOverrides};
 use keel_store::{SessionRecord, SqliteStore, Store, StoreError};
 
 use crate::ProviderArgs;
@@ -64,94 +64,25 @@ pub fn open_store(config: &Config) -> anyhow::Result<Arc<SqliteStore>> {
     Ok(Arc::new(store))
 }
 
-/// `[llm]` overrides from the provider flags shared by `keel run` and `keel doctor`.
-pub fn llm_overrides(args: &ProviderArgs) -> Vec<(&'static str, toml::Value)> {
-    let mut overrides = Vec::new();
-    let text = |v: &str| toml::Value::String(v.to_string());
-    if let Some(p) = &args.provider {
-        overrides.push(("llm.provider", text(p)));
-    }
-    if let Some(m) = &args.model {
-        overrides.push(("llm.model", text(m)));
-    }
-    if let Some(u) = &args.base_url {
-        overrides.push(("llm.base_url", text(u)));
-    }
-    if let Some(s) = &args.script {
+/// The session overrides the provider flags of `keel run`, `keel serve` and `keel doctor` make.
+pub fn overrides(args: &ProviderArgs) -> SessionOverrides {
+    SessionOverrides {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
         // Flag paths are relative to where the user typed them.
-        let abs = std::path::absolute(s).unwrap_or_else(|_| s.clone());
-        overrides.push(("llm.script", text(&abs.display().to_string())));
-        if args.provider.is_none() {
-            overrides.push(("llm.provider", text("scripted")));
-        }
-    }
-    overrides
-}
-
-/// The main model's provider and the fallback list, bare (the engine adds retries), and the
-/// auxiliary role's provider when it is a different model than main.
-pub struct Providers {
-    pub main: Arc<dyn Provider>,
-    pub fallbacks: Vec<Arc<dyn Provider>>,
-    pub auxiliary: Option<Arc<dyn Provider>>,
-}
-
-impl Providers {
-    /// Gives `builder` these providers (what `keel run` and `keel serve` sessions run on).
-    pub fn attach(self, builder: EngineBuilder) -> EngineBuilder {
-        let builder = builder
-            .provider(self.main)
-            .fallback_providers(self.fallbacks);
-        match self.auxiliary {
-            Some(auxiliary) => builder.auxiliary_provider(auxiliary),
-            None => builder,
-        }
+        script: args
+            .script
+            .as_ref()
+            .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.clone())),
+        ..SessionOverrides::default()
     }
 }
 
-/// Builds the configured providers. With none configured, says how to configure one; a
-/// missing key names its variable.
-pub fn providers(config: &Config, workspace: &Path) -> anyhow::Result<Providers> {
-    let router = Router::new(&config.llm, workspace);
-    if !router.is_configured() {
-        return Err(usage(keel_llm::router::not_configured_message()));
-    }
-    let main = router
-        .build(Role::Main, &env_var)
-        .map_err(|e| usage(e.to_string()))?;
-    let fallbacks = router
-        .fallbacks()
-        .and_then(|targets| {
-            targets
-                .iter()
-                .map(|t| build_provider(t, &env_var))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(|e| usage(format!("llm.fallback: {e}")))?;
-    // The auxiliary model only writes summaries, and the engine falls back to the main model
-    // for them: a broken one is worth a warning, not a refusal to run.
-    let auxiliary = match (router.target(Role::Main), router.target(Role::Auxiliary)) {
-        (Ok(main), Ok(aux)) if main != aux => match build_provider(&aux, &env_var) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!(
-                    "keel: warning: the auxiliary model {} is unavailable ({e}); summaries will use the main model",
-                    aux.label()
-                );
-                None
-            }
-        },
-        (_, Err(e)) => {
-            eprintln!("keel: warning: no auxiliary model ({e}); summaries will use the main model");
-            None
-        }
-        _ => None,
-    };
-    Ok(Providers {
-        main,
-        fallbacks,
-        auxiliary,
-    })
+/// The session builder every command that runs sessions uses: the user's configuration file
+/// and this process's environment, sessions stored in `store`.
+pub fn session_builder(store: Arc<dyn Store>) -> SessionBuilder {
+    SessionBuilder::from_environment(store)
 }
 
 /// A stored session's record (to resume or undo it from anywhere).
@@ -181,8 +112,17 @@ pub fn store_usage_error(e: StoreError) -> anyhow::Error {
 /// Engine errors about how a session was named or where it runs are usage errors.
 pub fn engine_usage_error(e: EngineError) -> anyhow::Error {
     match e {
-        EngineError::Setup(msg) => usage(msg),
+        EngineError::Setup(msg) | EngineError::Provider(msg) | EngineError::Busy(msg) => usage(msg),
+        EngineError::Config(c) => usage(c.to_string()),
         EngineError::Store(s) => store_usage_error(s),
         other => other.into(),
+    }
+}
+
+/// An op the session refused because of how it was asked is a usage error.
+pub fn op_usage_error(e: OpError) -> anyhow::Error {
+    match e {
+        OpError::Engine(e) => engine_usage_error(e),
+        other => usage(other.to_string()),
     }
 }

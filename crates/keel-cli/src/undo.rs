@@ -3,11 +3,13 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use keel_engine::config::Layer;
+use keel_engine::runtime::{UndoError, undo_session};
 use keel_engine::snapshot::{SnapshotInfo, Snapshots, UndoReport};
-use keel_protocol::{Event, EventKind, SessionStatus};
+use keel_protocol::SessionStatus;
 use keel_store::{SessionRecord, Store, StoreError};
 
 use crate::render::when;
@@ -57,26 +59,25 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
                 ))
                 .into());
             }
-            if r.status == SessionStatus::Running && !r.is_interrupted() {
-                return Err(UsageError(format!(
-                    "session {} is still running; cancel it before undoing its changes",
-                    r.id
-                ))
-                .into());
-            }
             r.id.clone()
         }
         None => latest_session(&snaps, store.as_ref(), &workspace)?,
     };
-    let report = match snaps.undo(&session, args.to) {
-        Ok(r) => r,
-        Err(
-            e @ (keel_engine::snapshot::SnapshotError::NoSnapshots(_)
-            | keel_engine::snapshot::SnapshotError::NothingAfter { .. }),
-        ) => return Err(UsageError(e.to_string()).into()),
-        Err(e) => return Err(e).context("the undo failed"),
+    let record = match record {
+        Some(r) => r,
+        None => store.get_session(&session).unwrap_or_else(|_| orphan(&session, &workspace)),
     };
-    record_undo(store.as_ref(), &report);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let store: Arc<dyn Store> = store;
+    let report = runtime
+        .block_on(undo_session(&store, &record, args.to, Vec::new()))
+        .map_err(|e| match e {
+            UndoError::NothingToUndo(m) | UndoError::Busy(m) => UsageError(m).into(),
+            other => anyhow::Error::new(other).context("the undo failed"),
+        })?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
@@ -107,24 +108,23 @@ fn latest_session(
     .into())
 }
 
-/// Appends an `undo` event to the session's log (best effort: the files are already back).
-fn record_undo(store: &dyn Store, report: &UndoReport) {
-    let Ok(last) = store.last_seq(&report.session) else {
-        return;
-    };
-    let event = Event {
-        session_id: report.session.clone(),
-        seq: last + 1,
-        ts: keel_store::now_ms(),
-        kind: EventKind::Undo {
-            turn: report.turn,
-            commit: report.commit.clone(),
-            modified: report.changes.modified.clone(),
-            recreated: report.changes.recreated.clone(),
-            removed: report.changes.removed.clone(),
-        },
-    };
-    let _ = store.append_event(&event);
+/// The record of a session whose snapshots outlived its stored history (deleted): its undo is
+/// not logged.
+fn orphan(id: &str, workspace: &Path) -> SessionRecord {
+    SessionRecord {
+        id: id.to_string(),
+        workspace: workspace.display().to_string(),
+        task: String::new(),
+        provider: String::new(),
+        model: String::new(),
+        mode: String::new(),
+        status: SessionStatus::Completed,
+        iterations: 0,
+        usage: keel_protocol::Usage::default(),
+        created_at: 0,
+        updated_at: 0,
+        pid: None,
+    }
 }
 
 fn print_report(out: &mut impl Write, report: &UndoReport) -> std::io::Result<()> {

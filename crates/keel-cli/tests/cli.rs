@@ -69,11 +69,15 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let events = json_lines(&out.stdout);
-    let last = events.last().unwrap();
+    // Every turn ends with turn_finished, as on the server.
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "turn_finished");
+    assert_eq!(end["status"], "blocked");
+    let last = &events[events.len() - 2];
     assert_eq!(last["type"], "session_finished");
     assert_eq!(last["status"], "blocked");
     assert_eq!(last["iterations"], 2);
-    let blocker = &events[events.len() - 2];
+    let blocker = &events[events.len() - 3];
     assert_eq!(blocker["type"], "blocker");
     assert_eq!(blocker["source"], "budget");
 
@@ -392,7 +396,10 @@ fn ctrl_c_cancels_the_turn_and_marks_the_session_cancelled() {
         .lines()
         .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
         .collect();
-    let last = rest.last().unwrap();
+    let end = rest.last().unwrap();
+    assert_eq!(end["type"], "turn_finished");
+    assert_eq!(end["status"], "cancelled");
+    let last = &rest[rest.len() - 2];
     assert_eq!(last["type"], "session_finished");
     assert_eq!(last["status"], "cancelled");
     let id = serde_json::from_str::<Value>(&first).unwrap()["session_id"]

@@ -88,7 +88,8 @@ fn the_plan_exec_demo_shows_the_whole_lifecycle_in_json() {
         tests["content"].as_str().unwrap().contains("2 passed"),
         "{tests}"
     );
-    let last = events.last().unwrap();
+    assert_eq!(events.last().unwrap()["type"], "turn_finished");
+    let last = &events[events.len() - 2];
     assert_eq!(last["type"], "session_finished");
     assert_eq!(last["status"], "completed");
     assert_eq!(last["iterations"], 8);

@@ -22,6 +22,7 @@ pub mod phase;
 pub mod process;
 pub mod prompt;
 mod run;
+pub mod runtime;
 mod session;
 pub mod snapshot;
 pub mod time;
@@ -46,6 +47,12 @@ pub enum EngineError {
     Workspace(#[from] keel_tools::PathError),
     #[error("{0}")]
     Setup(String),
+    /// The model provider cannot be built (none configured, a key missing, a bad script).
+    #[error("{0}")]
+    Provider(String),
+    /// The session is running a turn (here or in another process).
+    #[error("{0}")]
+    Busy(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -157,22 +157,23 @@ async fn begin(
     conclude(run, &emitter).await
 }
 
-/// Continues the stored session `session_ref` (full id or unique prefix) with `message`.
-pub(crate) async fn resume(
-    engine: &Engine,
-    session_ref: &str,
-    message: &str,
-    options: RunOptions,
-) -> Result<RunOutcome, EngineError> {
-    let reference = session_ref.to_string();
-    let record = blocking(&engine.store, move |s| s.get_session(&reference)).await?;
+/// The one check that a stored session is not running in some process (this one or another)
+/// before it is continued or its workspace restored.
+pub(crate) fn ensure_not_running(record: &SessionRecord) -> Result<(), EngineError> {
     if record.status == SessionStatus::Running && !record.is_interrupted() {
-        return Err(EngineError::Setup(format!(
+        return Err(EngineError::Busy(format!(
             "session {} is still running (process {}); wait for it to finish or cancel it first",
             record.id,
             record.pid.map_or_else(|| "?".into(), |p| p.to_string())
         )));
     }
+    Ok(())
+}
+
+/// The checks before `engine` continues the stored session `record`: not running, same
+/// workspace, same mode.
+pub(crate) fn ensure_resumable(engine: &Engine, record: &SessionRecord) -> Result<(), EngineError> {
+    ensure_not_running(record)?;
     let root = engine.workspace.root().display().to_string();
     if record.workspace != root {
         return Err(EngineError::Setup(format!(
@@ -189,6 +190,19 @@ pub(crate) async fn resume(
             record.mode
         )));
     }
+    Ok(())
+}
+
+/// Continues the stored session `session_ref` (full id or unique prefix) with `message`.
+pub(crate) async fn resume(
+    engine: &Engine,
+    session_ref: &str,
+    message: &str,
+    options: RunOptions,
+) -> Result<RunOutcome, EngineError> {
+    let reference = session_ref.to_string();
+    let record = blocking(&engine.store, move |s| s.get_session(&reference)).await?;
+    ensure_resumable(engine, &record)?;
     let id = record.id.clone();
     if record.status == SessionStatus::Idle {
         // Created before its first message (`create_session`): this message is its task.

@@ -8,16 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use keel_engine::config::Layer;
-use keel_engine::{Config, EngineBuilder};
-use keel_llm::scripted::ScriptedProvider;
 use keel_protocol::{Event, Message, SessionStatus, Usage};
-use keel_server::{Server, ServerOptions, SessionSetup};
+use keel_server::{Server, ServerOptions, SessionBuilder};
 use keel_store::{
     BlockerRecord, NewBlocker, NewSession, SessionRecord, SqliteStore, Store, StoreError,
 };
@@ -35,35 +31,6 @@ turns:
 
 /// Messages each session sends (each one a turn).
 const TURNS_PER_SESSION: usize = 2;
-
-struct BenchSetup;
-
-impl SessionSetup for BenchSetup {
-    fn config(
-        &self,
-        workspace: &Path,
-        overrides: &[(&str, toml::Value)],
-    ) -> Result<Config, String> {
-        Config::load(
-            None,
-            workspace,
-            Vec::new(),
-            Layer::from_overrides(overrides),
-        )
-        .map_err(|e| e.to_string())
-    }
-
-    fn providers(
-        &self,
-        config: &Config,
-        workspace: &Path,
-        builder: EngineBuilder,
-    ) -> Result<EngineBuilder, String> {
-        let script = config.llm.script.clone().ok_or("no script")?;
-        let p = ScriptedProvider::load(&workspace.join(script)).map_err(|e| e.to_string())?;
-        Ok(builder.provider(Arc::new(p)))
-    }
-}
 
 /// The SQLite store, noting when each event was committed.
 struct TimedStore {
@@ -86,6 +53,15 @@ impl Store for TimedStore {
     }
     fn set_session_task(&self, id: &str, task: &str) -> Result<(), StoreError> {
         self.inner.set_session_task(id, task)
+    }
+    fn set_session_model(
+        &self,
+        id: &str,
+        provider: &str,
+        model: &str,
+        mode: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.set_session_model(id, provider, model, mode)
     }
     fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         self.inner.delete_session(id)
@@ -251,7 +227,7 @@ async fn run(sessions: usize) -> Report {
         allowed_origins: vec![],
         default_workspace: dir.path().to_path_buf(),
     };
-    let server = Server::bind(options, store.clone(), Arc::new(BenchSetup))
+    let server = Server::bind(options, SessionBuilder::isolated(store.clone()))
         .await
         .unwrap();
     let addr = server.local_addr();

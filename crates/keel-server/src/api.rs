@@ -14,21 +14,15 @@ use utoipa::{IntoParams, ToSchema};
 use crate::error::{ApiError, ErrorBody, JsonBody, PathParams, QueryParams};
 use crate::hub::{Hub, SessionSpec, TurnResult, blocking};
 
-/// `react` (the default loop) or `plan_exec` (the same loop with the phase policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// `react` (the default loop) or `plan_exec` (the same loop with the phase policy): how the
+/// engine's one `ExecutionMode` appears in the OpenAPI document.
+#[derive(ToSchema)]
+#[schema(as = ExecutionMode)]
+#[allow(dead_code)]
 #[serde(rename_all = "snake_case")]
-pub enum ExecutionMode {
+enum ExecutionModeDoc {
     React,
     PlanExec,
-}
-
-impl ExecutionMode {
-    fn as_str(self) -> &'static str {
-        match self {
-            ExecutionMode::React => "react",
-            ExecutionMode::PlanExec => "plan_exec",
-        }
-    }
 }
 
 /// A new session. Every field is optional: the workspace's configuration supplies the rest.
@@ -44,7 +38,8 @@ pub struct CreateSessionRequest {
     /// The scripted provider's script file (relative to the workspace), for demos and tests.
     pub script: Option<String>,
     /// `react` (default) or `plan_exec`.
-    pub execution_mode: Option<ExecutionMode>,
+    #[schema(value_type = Option<ExecutionModeDoc>)]
+    pub execution_mode: Option<keel_engine::ExecutionMode>,
 }
 
 /// A session as the API shows it.
@@ -286,7 +281,7 @@ pub async fn create_session(
         provider: req.provider,
         model: req.model,
         script: req.script,
-        execution_mode: req.execution_mode.map(|m| m.as_str().to_string()),
+        execution_mode: req.execution_mode,
     };
     let record = hub.create(spec).await?;
     Ok((StatusCode::CREATED, Json(SessionView::new(&record, false))))
@@ -358,11 +353,9 @@ pub async fn send_message(
     JsonBody(req): JsonBody<SendMessageRequest>,
 ) -> Result<Json<MessageResponse>, ApiError> {
     let session = hub.session(&id).await?;
-    let handle = hub.start_turn(&session, req.content).await?;
+    let ticket = hub.start_turn(&session, req.content).await?;
     // The turn runs on its own task: a client that goes away does not stop it.
-    let turn = handle
-        .await
-        .map_err(|e| ApiError::internal(format!("the turn's task failed: {e}")))?;
+    let turn = ticket.finished().await;
     Ok(Json(MessageResponse::new(turn)))
 }
 

@@ -7,7 +7,6 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use keel_engine::EngineError;
 use keel_store::StoreError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -96,22 +95,6 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Conflict(m) => Self::conflict("conflict", m),
             other => Self::internal(other.to_string()),
-        }
-    }
-}
-
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Config(c) => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "config_error",
-                c.to_string(),
-            ),
-            EngineError::Store(s) => s.into(),
-            EngineError::Workspace(w) => Self::bad_request(w.to_string()),
-            EngineError::Setup(m) => Self::conflict("session_busy", m),
-            EngineError::Internal(m) => Self::internal(m),
         }
     }
 }

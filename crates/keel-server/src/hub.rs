@@ -1,50 +1,32 @@
-//! Live sessions: the engine each session runs on, its event channel, its one running turn.
+//! Live sessions: the session handle each session runs through, its event channel.
 //!
 //! Every session's events go to the store first (the engine's emitter), then to the session's
-//! broadcast channel, which WebSocket and SSE subscribers read (see [`crate::stream`]). A
-//! session runs one turn at a time; each turn is its own task, tracked so that shutdown can
-//! cancel it and wait until its last event is committed. Every turn a client starts ends with
-//! a stored `turn_finished` event.
+//! broadcast channel, which WebSocket and SSE subscribers read (see [`crate::stream`]). Turns,
+//! the busy rule, interrupts, undo and `turn_finished` belong to the engine's
+//! [`SessionHandle`]: the server only turns requests into [`Op`]s and the handle's answers
+//! into HTTP.
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use futures::FutureExt;
-use keel_engine::snapshot::{SnapshotError, Snapshots, UndoReport};
-use keel_engine::{
-    CollectingSink, Config, Emitter, Engine, EngineBuilder, EventSink, RunOptions, RunOutcome,
+use keel_engine::runtime::{
+    OpAck, OpError, SessionBuilder, SessionHandle, SessionOverrides, TurnTicket,
 };
-use keel_protocol::{Event, EventKind, SessionStatus};
+use keel_engine::snapshot::UndoReport;
+use keel_engine::{EngineError, EventSink, ExecutionMode};
+use keel_protocol::{Event, Op};
 use keel_store::{SessionRecord, Store, StoreError};
 use tokio::sync::broadcast;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ApiError;
 
+pub use keel_engine::runtime::TurnResult;
+
 /// Events kept for slow subscribers before they fall back to reading the store.
 const CHANNEL_CAPACITY: usize = 4096;
-
-/// What the server needs from the program hosting it: the same configuration loading and
-/// provider construction `keel run` uses, so a session behaves the same from every entry
-/// point.
-pub trait SessionSetup: Send + Sync {
-    /// The layered configuration of `workspace` with the request's `overrides`
-    /// (`("llm.provider", "scripted")`, …) on top.
-    fn config(&self, workspace: &Path, overrides: &[(&str, toml::Value)])
-    -> Result<Config, String>;
-
-    /// Adds the configured model provider(s) to `builder`.
-    fn providers(
-        &self,
-        config: &Config,
-        workspace: &Path,
-        builder: EngineBuilder,
-    ) -> Result<EngineBuilder, String>;
-}
 
 /// How a new session should run (the create request, after defaults).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,17 +37,14 @@ pub struct SessionSpec {
     pub model: Option<String>,
     /// The scripted provider's script file (relative to the workspace).
     pub script: Option<String>,
-    /// `react` or `plan_exec`.
-    pub execution_mode: Option<String>,
+    pub execution_mode: Option<ExecutionMode>,
 }
 
 /// One session the server knows about in this process.
 pub struct LiveSession {
     pub id: String,
     events: broadcast::Sender<Event>,
-    engine: tokio::sync::Mutex<Option<Arc<Engine>>>,
-    /// The running turn's cancellation, when one runs.
-    turn: tokio::sync::Mutex<Option<CancellationToken>>,
+    handle: tokio::sync::Mutex<Option<Arc<SessionHandle>>>,
     /// Cancelled when the session is deleted: its streams end.
     pub(crate) deleted: CancellationToken,
 }
@@ -79,13 +58,12 @@ impl std::fmt::Debug for LiveSession {
 }
 
 impl LiveSession {
-    fn new(id: String, engine: Option<Arc<Engine>>) -> Self {
+    fn new(id: String) -> Self {
         let (events, _) = broadcast::channel(CHANNEL_CAPACITY);
         Self {
             id,
             events,
-            engine: tokio::sync::Mutex::new(engine),
-            turn: tokio::sync::Mutex::new(None),
+            handle: tokio::sync::Mutex::new(None),
             deleted: CancellationToken::new(),
         }
     }
@@ -97,7 +75,14 @@ impl LiveSession {
 
     /// Whether a turn is running.
     pub fn turn_running(&self) -> bool {
-        self.turn.try_lock().map_or(true, |t| t.is_some())
+        match self.handle.try_lock() {
+            Ok(h) => h.as_ref().is_some_and(|h| h.turn_running()),
+            Err(_) => true,
+        }
+    }
+
+    fn sink(&self) -> Arc<dyn EventSink> {
+        Arc::new(ChannelSink(self.events.clone()))
     }
 }
 
@@ -111,25 +96,12 @@ impl EventSink for ChannelSink {
     }
 }
 
-/// How a turn ended.
-#[derive(Debug, Clone)]
-pub struct TurnResult {
-    pub status: SessionStatus,
-    /// The engine's outcome (absent when the run could not start or the engine failed).
-    pub outcome: Option<RunOutcome>,
-    /// Why the turn failed outside the run.
-    pub message: Option<String>,
-    /// Every event of the turn, `turn_finished` last.
-    pub events: Vec<Event>,
-}
-
-/// The server's sessions and turns.
+/// The server's sessions.
 pub struct Hub {
     pub(crate) store: Arc<dyn Store>,
-    setup: Arc<dyn SessionSetup>,
+    builder: SessionBuilder,
     default_workspace: PathBuf,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
-    turns: TaskTracker,
     pub(crate) streams: TaskTracker,
     /// Cancelled at shutdown: no new turns, running ones are cancelled.
     stopping: CancellationToken,
@@ -158,17 +130,13 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 impl Hub {
-    pub fn new(
-        store: Arc<dyn Store>,
-        setup: Arc<dyn SessionSetup>,
-        default_workspace: PathBuf,
-    ) -> Self {
+    /// A hub whose sessions `builder` builds (and stores in its store).
+    pub fn new(builder: SessionBuilder, default_workspace: PathBuf) -> Self {
         Self {
-            store,
-            setup,
+            store: builder.store().clone(),
+            builder,
             default_workspace,
             live: Mutex::new(HashMap::new()),
-            turns: TaskTracker::new(),
             streams: TaskTracker::new(),
             stopping: CancellationToken::new(),
             closed: CancellationToken::new(),
@@ -205,7 +173,7 @@ impl Hub {
         let mut live = self.live_map();
         Ok(live
             .entry(id.to_string())
-            .or_insert_with(|| Arc::new(LiveSession::new(id.to_string(), None)))
+            .or_insert_with(|| Arc::new(LiveSession::new(id.to_string())))
             .clone())
     }
 
@@ -235,32 +203,20 @@ impl Hub {
         Ok(canonical)
     }
 
-    /// Builds the engine for a session in `workspace` with these `[llm]`/`[agent]` overrides:
-    /// configuration and providers exactly as `keel run` builds them.
-    fn build_engine(
+    /// A handle on `session` running in `workspace` with `overrides`, built exactly as
+    /// `keel run` builds its sessions.
+    fn handle_for(
         &self,
+        session: &LiveSession,
         workspace: &Path,
-        overrides: &[(&str, toml::Value)],
-    ) -> Result<Engine, ApiError> {
-        let config = self.setup.config(workspace, overrides).map_err(|m| {
-            ApiError::new(
-                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                "config_error",
-                m,
-            )
-        })?;
-        let builder = EngineBuilder::new(config.clone(), workspace).store(self.store.clone());
-        let builder = self
-            .setup
-            .providers(&config, workspace, builder)
-            .map_err(|m| {
-                ApiError::new(
-                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                    "provider_error",
-                    m,
-                )
-            })?;
-        Ok(builder.build()?)
+        overrides: SessionOverrides,
+    ) -> Result<SessionHandle, ApiError> {
+        let engine = self.builder.engine(workspace, &overrides)?;
+        Ok(
+            SessionHandle::new(Arc::new(engine), session.id.clone(), vec![session.sink()])
+                .rebuild_with(self.builder.clone(), workspace, overrides)
+                .stop_with(&self.stopping),
+        )
     }
 
     /// Creates a session: its engine is built now (so a bad workspace, mode or provider is an
@@ -270,230 +226,111 @@ impl Hub {
             return Err(shutting_down());
         }
         let workspace = self.workspace(&spec)?;
-        let text = |s: &str| toml::Value::String(s.to_string());
-        let mut overrides: Vec<(&str, toml::Value)> = Vec::new();
-        if let Some(p) = spec.provider.as_deref().filter(|p| !p.is_empty()) {
-            overrides.push(("llm.provider", text(p)));
-        }
-        if let Some(m) = spec.model.as_deref().filter(|m| !m.is_empty()) {
-            overrides.push(("llm.model", text(m)));
-        }
-        if let Some(s) = spec.script.as_deref().filter(|s| !s.is_empty()) {
-            overrides.push(("llm.script", text(s)));
-            if spec.provider.is_none() {
-                overrides.push(("llm.provider", text("scripted")));
-            }
-        }
-        if let Some(m) = spec.execution_mode.as_deref().filter(|m| !m.is_empty()) {
-            overrides.push(("agent.mode", text(m)));
-        }
-        let engine = Arc::new(self.build_engine(&workspace, &overrides)?);
+        let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.trim().is_empty());
+        let overrides = SessionOverrides {
+            provider: non_empty(&spec.provider),
+            model: non_empty(&spec.model),
+            script: non_empty(&spec.script).map(PathBuf::from),
+            mode: spec.execution_mode,
+            ..SessionOverrides::default()
+        };
+        let engine = Arc::new(self.builder.engine(&workspace, &overrides)?);
         let record = engine.create_session().await?;
-        self.live_map().insert(
-            record.id.clone(),
-            Arc::new(LiveSession::new(record.id.clone(), Some(engine))),
-        );
+        let session = Arc::new(LiveSession::new(record.id.clone()));
+        let handle = SessionHandle::new(engine, record.id.clone(), vec![session.sink()])
+            .rebuild_with(self.builder.clone(), &workspace, overrides)
+            .stop_with(&self.stopping);
+        *session.handle.lock().await = Some(Arc::new(handle));
+        self.live_map().insert(record.id.clone(), session);
         Ok(record)
     }
 
-    /// The session's engine; for a session this process did not create, rebuilt from its
+    /// The session's handle; for a session this process did not create, rebuilt from its
     /// record (workspace, provider, model, mode) and the workspace's configuration.
-    async fn engine(&self, session: &LiveSession) -> Result<Arc<Engine>, ApiError> {
-        let mut slot = session.engine.lock().await;
-        if let Some(e) = slot.as_ref() {
-            return Ok(e.clone());
+    async fn handle(&self, session: &LiveSession) -> Result<Arc<SessionHandle>, ApiError> {
+        let mut slot = session.handle.lock().await;
+        if let Some(h) = slot.as_ref() {
+            return Ok(h.clone());
         }
         let record = self.record(&session.id).await?;
         let workspace = PathBuf::from(&record.workspace);
-        let text = |s: &str| toml::Value::String(s.to_string());
-        let overrides = [
-            ("llm.provider", text(&record.provider)),
-            ("llm.model", text(&record.model)),
-            ("agent.mode", text(&record.mode)),
-        ];
-        let engine = self.build_engine(&workspace, &overrides).map_err(|e| {
-            ApiError::new(
-                e.status,
-                e.code,
-                format!(
-                    "session {} was created by another process and cannot be rebuilt here: {}",
-                    record.id, e.message
-                ),
-            )
-        })?;
-        let engine = Arc::new(engine);
-        *slot = Some(engine.clone());
-        Ok(engine)
+        let handle = self
+            .handle_for(session, &workspace, SessionOverrides::from_record(&record))
+            .map_err(|e| {
+                ApiError::new(
+                    e.status,
+                    e.code,
+                    format!(
+                        "session {} was created by another process and cannot be rebuilt here: {}",
+                        record.id, e.message
+                    ),
+                )
+            })?;
+        let handle = Arc::new(handle);
+        *slot = Some(handle.clone());
+        Ok(handle)
     }
 
-    /// Starts a turn: `content` is the session's next user message (its task if it is the
-    /// first). Fails with 409 while another turn of the session runs. The turn runs on its
-    /// own task; the handle yields its result.
-    pub async fn start_turn(
-        &self,
-        session: &Arc<LiveSession>,
-        content: String,
-    ) -> Result<JoinHandle<TurnResult>, ApiError> {
+    /// Carries out `op` on `session`.
+    pub async fn submit(&self, session: &LiveSession, op: Op) -> Result<OpAck, ApiError> {
         if self.stopping.is_cancelled() {
             return Err(shutting_down());
         }
+        let handle = self.handle(session).await?;
+        handle
+            .submit(op)
+            .await
+            .map_err(|e| op_error(&session.id, e))
+    }
+
+    /// Starts a turn: `content` is the session's next user message (its task if it is the
+    /// first). Fails with 409 while another turn of the session runs.
+    pub async fn start_turn(
+        &self,
+        session: &LiveSession,
+        content: String,
+    ) -> Result<TurnTicket, ApiError> {
         if content.trim().is_empty() {
             return Err(ApiError::bad_request(
                 "the message is empty; say what the agent should do",
             ));
         }
-        let engine = self.engine(session).await?;
-        let mut slot = session.turn.lock().await;
-        if slot.is_some() {
-            return Err(turn_running(&session.id));
+        match self.submit(session, Op::user_message(content)).await? {
+            OpAck::Turn(ticket) => Ok(ticket),
+            _ => Err(ApiError::internal("the session did not start a turn")),
         }
-        let record = self.record(&session.id).await?;
-        if record.status == SessionStatus::Running && !record.is_interrupted() {
-            return Err(ApiError::conflict(
-                "session_busy",
-                format!(
-                    "session {} is running in another process ({}); wait for it to finish",
-                    record.id,
-                    record
-                        .pid
-                        .map_or_else(|| "?".into(), |p| format!("pid {p}"))
-                ),
-            ));
-        }
-        let cancel = self.stopping.child_token();
-        *slot = Some(cancel.clone());
-        drop(slot);
-
-        let session = session.clone();
-        let store = self.store.clone();
-        Ok(self.turns.spawn(async move {
-            let collect = CollectingSink::new();
-            let channel: Arc<dyn EventSink> = Arc::new(ChannelSink(session.events.clone()));
-            let options = RunOptions {
-                sinks: vec![channel.clone(), collect.clone()],
-                cancel,
-                ..RunOptions::default()
-            };
-            let run = AssertUnwindSafe(engine.continue_session(&session.id, &content, options))
-                .catch_unwind()
-                .await;
-            let (status, outcome, message) = match run {
-                Ok(Ok(outcome)) => (outcome.status, Some(outcome), None),
-                Ok(Err(e)) => (SessionStatus::Failed, None, Some(e.to_string())),
-                Err(_) => (
-                    SessionStatus::Failed,
-                    None,
-                    Some("the engine crashed while running this turn".to_string()),
-                ),
-            };
-            // Store and publish turn_finished while holding the turn slot, so the next turn's
-            // events can only follow it.
-            let mut slot = session.turn.lock().await;
-            let finished = finish_turn(
-                &store,
-                &session.id,
-                status,
-                message.clone(),
-                vec![channel, collect.clone()],
-            )
-            .await;
-            *slot = None;
-            drop(slot);
-            let message = match finished {
-                Ok(()) => message,
-                Err(e) => Some(format!(
-                    "{}the turn's end could not be recorded: {e}",
-                    message.map(|m| format!("{m}; ")).unwrap_or_default()
-                )),
-            };
-            TurnResult {
-                status,
-                outcome,
-                message,
-                events: collect.events(),
-            }
-        }))
     }
 
     /// Cancels the running turn of `session`.
     pub async fn cancel(&self, session: &LiveSession) -> Result<(), ApiError> {
-        match session.turn.lock().await.as_ref() {
-            Some(token) => {
-                token.cancel();
-                Ok(())
-            }
-            None => Err(ApiError::conflict(
-                "no_turn_running",
-                format!("session {} has no running turn to cancel", session.id),
-            )),
-        }
+        self.submit(session, Op::Interrupt).await.map(drop)
     }
 
     /// Restores the session's workspace to the end of `turn` (its last turn that changed
-    /// files when `None`) from the automatic snapshots, and records an `undo` event. Refused
-    /// while a turn runs.
+    /// files when `None`) and records an `undo` event. Refused while a turn runs.
     pub async fn undo(
         &self,
         session: &LiveSession,
         turn: Option<u32>,
     ) -> Result<UndoReport, ApiError> {
-        // Holding the slot keeps a turn from starting while files are restored.
-        let slot = session.turn.lock().await;
-        if slot.is_some() {
-            return Err(turn_running(&session.id));
+        match self.submit(session, Op::Undo { to_turn: turn }).await? {
+            OpAck::Undone(report) => Ok(report),
+            _ => Err(ApiError::internal("the session did not undo")),
         }
-        let record = self.record(&session.id).await?;
-        if record.status == SessionStatus::Running && !record.is_interrupted() {
-            return Err(ApiError::conflict(
-                "session_busy",
-                format!(
-                    "session {} is running in another process; undo it when it has finished",
-                    record.id
-                ),
-            ));
-        }
-        let (workspace, id) = (PathBuf::from(&record.workspace), record.id.clone());
-        let report = tokio::task::spawn_blocking(move || {
-            Snapshots::open(&workspace).and_then(|s| s.undo(&id, turn))
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("the undo task failed: {e}")))?
-        .map_err(|e| match e {
-            SnapshotError::NoSnapshots(_) | SnapshotError::NothingAfter { .. } => {
-                ApiError::conflict("nothing_to_undo", e.to_string())
-            }
-            other => ApiError::internal(other.to_string()),
-        })?;
-        let last = {
-            let id = session.id.clone();
-            blocking(&self.store, move |s| s.last_seq(&id)).await?
-        };
-        let sink: Arc<dyn EventSink> = Arc::new(ChannelSink(session.events.clone()));
-        let emitter = Emitter::new(session.id.clone(), last, self.store.clone(), vec![sink]);
-        emitter
-            .emit(EventKind::Undo {
-                turn: report.turn,
-                commit: report.commit.clone(),
-                modified: report.changes.modified.clone(),
-                recreated: report.changes.recreated.clone(),
-                removed: report.changes.removed.clone(),
-            })
-            .await?;
-        drop(slot);
-        Ok(report)
     }
 
     /// Deletes a session that is not running a turn, with everything stored about it.
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
         let session = self.session(id).await?;
-        let slot = session.turn.lock().await;
-        if slot.is_some() {
-            return Err(turn_running(id));
+        let slot = session.handle.lock().await;
+        if slot.as_ref().is_some_and(|h| h.turn_running()) {
+            return Err(op_error(id, OpError::TurnRunning(id.to_string())));
         }
         let wanted = id.to_string();
         blocking(&self.store, move |s| s.delete_session(&wanted)).await?;
         self.live_map().remove(id);
         session.deleted.cancel();
+        drop(slot);
         Ok(())
     }
 
@@ -501,8 +338,13 @@ impl Hub {
     /// until each has committed its last event, then tells streams to flush and close.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
-        self.turns.close();
-        self.turns.wait().await;
+        let sessions: Vec<Arc<LiveSession>> = self.live_map().values().cloned().collect();
+        for s in sessions {
+            let handle = s.handle.lock().await.clone();
+            if let Some(h) = handle {
+                h.shutdown().await;
+            }
+        }
         self.closed.cancel();
     }
 
@@ -513,33 +355,45 @@ impl Hub {
     }
 }
 
-/// Stores `turn_finished` after the session's last event and publishes it.
-async fn finish_turn(
-    store: &Arc<dyn Store>,
-    id: &str,
-    status: SessionStatus,
-    message: Option<String>,
-    sinks: Vec<Arc<dyn EventSink>>,
-) -> Result<(), String> {
-    let sid = id.to_string();
-    let last = blocking(store, move |s| s.last_seq(&sid))
-        .await
-        .map_err(|e| e.message)?;
-    let emitter = Emitter::new(id.to_string(), last, store.clone(), sinks);
-    emitter
-        .emit(EventKind::TurnFinished { status, message })
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// A refused op as an HTTP error.
+pub(crate) fn op_error(id: &str, e: OpError) -> ApiError {
+    use axum::http::StatusCode;
+    match e {
+        OpError::TurnRunning(_) => ApiError::conflict(
+            "turn_running",
+            format!(
+                "session {id} is already running a turn; wait for its turn_finished event or cancel it (POST /api/v1/sessions/{id}/cancel)"
+            ),
+        ),
+        OpError::Busy(m) => ApiError::conflict("session_busy", m),
+        OpError::NoTurnRunning(_) => ApiError::conflict("no_turn_running", e.to_string()),
+        OpError::NoPendingApproval(_) => ApiError::conflict("no_pending_approval", e.to_string()),
+        OpError::NothingToUndo(m) => ApiError::conflict("nothing_to_undo", m),
+        OpError::Invalid(m) => ApiError::bad_request(m),
+        OpError::Unsupported(m) => ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", m),
+        OpError::ShuttingDown => shutting_down(),
+        OpError::Engine(e) => e.into(),
+    }
 }
 
-fn turn_running(id: &str) -> ApiError {
-    ApiError::conflict(
-        "turn_running",
-        format!(
-            "session {id} is already running a turn; wait for its turn_finished event or cancel it (POST /api/v1/sessions/{id}/cancel)"
-        ),
-    )
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        use axum::http::StatusCode;
+        match e {
+            EngineError::Config(c) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "config_error",
+                c.to_string(),
+            ),
+            EngineError::Provider(m) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "provider_error", m)
+            }
+            EngineError::Store(s) => s.into(),
+            EngineError::Workspace(w) => Self::bad_request(w.to_string()),
+            EngineError::Setup(m) | EngineError::Busy(m) => Self::conflict("session_busy", m),
+            EngineError::Internal(m) => Self::internal(m),
+        }
+    }
 }
 
 fn shutting_down() -> ApiError {

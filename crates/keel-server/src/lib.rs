@@ -11,10 +11,11 @@
 //! - Security ([`security`]): loopback by default, a bearer token anywhere else, `Origin` and
 //!   `Host` checks, body size limits, JSON errors ([`error`]).
 //!
-//! Every session runs on an engine built by [`keel_engine::EngineBuilder`] with the host
-//! program's configuration and provider construction ([`SessionSetup`]), so a session behaves
-//! the same from the CLI, REST and WebSocket. This crate does not know how providers are
-//! configured or how the terminal renders events.
+//! Every session is built by the engine's [`SessionBuilder`] (configuration layers, providers,
+//! tools, guardrails) and driven through its session handle
+//! ([`keel_engine::runtime::SessionHandle`]): requests become `Op`s, so a session behaves the
+//! same from the CLI, REST and WebSocket. This crate does not know how the terminal renders
+//! events.
 
 pub mod api;
 pub mod error;
@@ -34,14 +35,14 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use axum::serve::ListenerExt;
-use keel_store::Store;
 use tokio::net::TcpListener;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use hub::{Hub, SessionSetup, SessionSpec, TurnResult};
+pub use hub::{Hub, SessionSpec, TurnResult};
+pub use keel_engine::runtime::SessionBuilder;
 pub use security::{Access, TokenOrigin};
 
 /// The largest request body (and WebSocket message) accepted.
@@ -175,8 +176,7 @@ impl Server {
     /// configured token gets a generated one).
     pub async fn bind(
         options: ServerOptions,
-        store: Arc<dyn Store>,
-        setup: Arc<dyn SessionSetup>,
+        builder: SessionBuilder,
     ) -> Result<Self, ServerError> {
         let target = format!("{}:{}", options.host.trim_matches(['[', ']']), options.port);
         let target = if options.host.contains(':') && !options.host.starts_with('[') {
@@ -203,7 +203,7 @@ impl Server {
                 source,
             })?;
         let addr = listener.local_addr()?;
-        let hub = Arc::new(Hub::new(store, setup, options.default_workspace));
+        let hub = Arc::new(Hub::new(builder, options.default_workspace));
         Ok(Self {
             hub,
             access: Arc::new(access),

@@ -177,6 +177,16 @@ pub trait Store: Send + Sync {
     /// Sets the task of a session created without one (its first message, on the server).
     fn set_session_task(&self, id: &str, task: &str) -> Result<(), StoreError>;
 
+    /// Records the provider, model and mode a session runs with from now on (a model switch
+    /// between turns; a mode chosen before the first message), so resuming it reproduces them.
+    fn set_session_model(
+        &self,
+        id: &str,
+        provider: &str,
+        model: &str,
+        mode: &str,
+    ) -> Result<(), StoreError>;
+
     /// Deletes a session with its messages, events and blockers.
     fn delete_session(&self, id: &str) -> Result<(), StoreError>;
 

@@ -359,6 +359,26 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn set_session_model(
+        &self,
+        id: &str,
+        provider: &str,
+        model: &str,
+        mode: &str,
+    ) -> Result<(), StoreError> {
+        let n = self
+            .lock()
+            .execute(
+                "UPDATE sessions SET provider = ?2, model = ?3, mode = ?4, updated_at = ?5 WHERE id = ?1",
+                params![id, provider, model, mode, now_ms() as i64],
+            )
+            .map_err(sql("recording a session's model"))?;
+        if n == 0 {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
     fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         // Messages, events and blockers go with it (ON DELETE CASCADE).
         let n = self

@@ -9,10 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use keel_engine::config::Layer;
-use keel_engine::{Config, EngineBuilder};
-use keel_llm::scripted::ScriptedProvider;
-use keel_server::{Server, ServerOptions, SessionSetup};
+use keel_server::{Server, ServerOptions, SessionBuilder};
 use keel_store::SqliteStore;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,48 +19,13 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-/// Configuration as `keel run` loads it (without the user's files), the scripted provider.
-pub struct TestSetup;
-
-impl SessionSetup for TestSetup {
-    fn config(
-        &self,
-        workspace: &Path,
-        overrides: &[(&str, toml::Value)],
-    ) -> Result<Config, String> {
-        let mut config = Config::load(
-            None,
-            workspace,
-            Vec::new(),
-            Layer::from_overrides(overrides),
-        )
-        .map_err(|e| e.to_string())?;
+/// Sessions built as `keel run` builds them, without the user's files or environment.
+pub fn test_builder(store: Arc<SqliteStore>) -> SessionBuilder {
+    SessionBuilder::isolated(store).adjust(Arc::new(|config: &mut keel_engine::Config| {
         // These tests compare runs event by event (token counts included); the codemap joins
         // the first message only once a background index build has finished, so it is off.
         config.index.codemap_tokens = 0;
-        Ok(config)
-    }
-
-    fn providers(
-        &self,
-        config: &Config,
-        workspace: &Path,
-        builder: EngineBuilder,
-    ) -> Result<EngineBuilder, String> {
-        match config.llm.provider.as_deref() {
-            Some("scripted") => {
-                let script = config
-                    .llm
-                    .script
-                    .clone()
-                    .ok_or("the scripted provider needs a script")?;
-                let p =
-                    ScriptedProvider::load(&workspace.join(script)).map_err(|e| e.to_string())?;
-                Ok(builder.provider(Arc::new(p)))
-            }
-            other => Err(format!("unknown provider {other:?}; available: scripted")),
-        }
-    }
+    }))
 }
 
 pub struct TestServer {
@@ -97,7 +59,7 @@ impl TestServer {
             allowed_origins: vec![],
             default_workspace: dir.path().join("ws"),
         };
-        let server = Server::bind(options, store.clone(), Arc::new(TestSetup))
+        let server = Server::bind(options, test_builder(store.clone()))
             .await
             .unwrap();
         let token = match server.token() {

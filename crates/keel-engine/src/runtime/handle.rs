@@ -1,0 +1,427 @@
+//! The session handle: the one owner of a live session. Front ends submit [`Op`]s; the handle
+//! runs turns one at a time, each on its own task, and every event — `turn_finished` last in
+//! every turn — goes to the store first, then to the handle's sinks.
+//!
+//! The rule for a message that arrives during a turn lives here and only here: it is refused
+//! ([`OpError::TurnRunning`]); the sender waits for `turn_finished` or interrupts.
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use keel_protocol::{Event, EventKind, Op, SessionStatus};
+use keel_store::SessionRecord;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::builder::{SessionBuilder, SessionOverrides};
+use super::undo::{UndoError, undo_session};
+use crate::session::blocking;
+use crate::snapshot::UndoReport;
+use crate::{CollectingSink, Emitter, Engine, EngineError, EventSink, ExecutionMode, RunOptions, RunOutcome};
+
+/// Why an op was not carried out. Nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error(
+        "session {0} is already running a turn; wait for its turn_finished event or interrupt it"
+    )]
+    TurnRunning(String),
+    /// Running in another process (or this one, outside this handle).
+    #[error("{0}")]
+    Busy(String),
+    #[error("session {0} has no running turn to interrupt")]
+    NoTurnRunning(String),
+    #[error("no tool call {0} is waiting for approval in this session")]
+    NoPendingApproval(String),
+    #[error("{0}")]
+    NothingToUndo(String),
+    /// The op is malformed or does not apply to this session.
+    #[error("{0}")]
+    Invalid(String),
+    /// The op is understood but this handle cannot carry it out.
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("the session is shutting down; no new operations are accepted")]
+    ShuttingDown,
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// What an accepted op started or did.
+#[derive(Debug)]
+pub enum OpAck {
+    /// A turn started; its ticket yields how it ended.
+    Turn(TurnTicket),
+    /// The workspace was restored (`undo` event recorded).
+    Undone(UndoReport),
+    /// Done at once (interrupt requested, model switched, shut down).
+    Done,
+}
+
+/// A running turn.
+#[derive(Debug)]
+pub struct TurnTicket(JoinHandle<TurnResult>);
+
+impl TurnTicket {
+    /// Waits for the turn to end (after its `turn_finished` event is stored and published).
+    pub async fn finished(self) -> TurnResult {
+        self.0.await.unwrap_or_else(|e| TurnResult {
+            status: SessionStatus::Failed,
+            outcome: None,
+            message: Some(format!("the turn's task failed: {e}")),
+            events: Vec::new(),
+        })
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone)]
+pub struct TurnResult {
+    pub status: SessionStatus,
+    /// The engine's outcome (absent when the run could not start or the engine failed).
+    pub outcome: Option<RunOutcome>,
+    /// Why the turn failed outside the run.
+    pub message: Option<String>,
+    /// Every event of the turn, `turn_finished` last.
+    pub events: Vec<Event>,
+}
+
+/// How to build this session's engine again (another model, another mode).
+#[derive(Debug, Clone)]
+struct Rebuild {
+    builder: SessionBuilder,
+    workspace: PathBuf,
+    overrides: SessionOverrides,
+}
+
+/// The one owner of a live session.
+pub struct SessionHandle {
+    id: String,
+    engine: tokio::sync::Mutex<Arc<Engine>>,
+    rebuild: tokio::sync::Mutex<Option<Rebuild>>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    /// The running turn's cancellation, when one runs.
+    turn: TurnSlot,
+    /// Cancelled at shutdown: no new ops, the running turn is cancelled.
+    stop: CancellationToken,
+    turns: TaskTracker,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionHandle {
+    /// A handle on the stored session `id`, run by `engine`, publishing to `sinks`.
+    pub fn new(engine: Arc<Engine>, id: impl Into<String>, sinks: Vec<Arc<dyn EventSink>>) -> Self {
+        Self {
+            id: id.into(),
+            engine: tokio::sync::Mutex::new(engine),
+            rebuild: tokio::sync::Mutex::new(None),
+            sinks,
+            turn: Arc::new(tokio::sync::Mutex::new(None)),
+            stop: CancellationToken::new(),
+            turns: TaskTracker::new(),
+        }
+    }
+
+    /// Records a new session of `engine` (idle until its first message) and a handle on it.
+    pub async fn create(
+        engine: Arc<Engine>,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<(Self, SessionRecord), EngineError> {
+        let record = engine.create_session().await?;
+        Ok((Self::new(engine, record.id.clone(), sinks), record))
+    }
+
+    /// Lets `SetModel` and `SetMode` rebuild the engine with `builder` for `workspace`, from
+    /// the `overrides` the session was built with.
+    pub fn rebuild_with(
+        mut self,
+        builder: SessionBuilder,
+        workspace: impl Into<PathBuf>,
+        overrides: SessionOverrides,
+    ) -> Self {
+        self.rebuild = tokio::sync::Mutex::new(Some(Rebuild {
+            builder,
+            workspace: workspace.into(),
+            overrides,
+        }));
+        self
+    }
+
+    /// Ties the handle to `parent`: cancelling it shuts the handle down (a server stopping).
+    pub fn stop_with(mut self, parent: &CancellationToken) -> Self {
+        self.stop = parent.child_token();
+        self
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether a turn is running.
+    pub fn turn_running(&self) -> bool {
+        self.turn.try_lock().map_or(true, |t| t.is_some())
+    }
+
+    /// The engine the next turn runs on.
+    pub async fn engine(&self) -> Arc<Engine> {
+        self.engine.lock().await.clone()
+    }
+
+    /// Carries out `op`.
+    pub async fn submit(&self, op: Op) -> Result<OpAck, OpError> {
+        if self.stop.is_cancelled() && op != Op::Shutdown {
+            return Err(OpError::ShuttingDown);
+        }
+        match op {
+            Op::UserMessage { text, attachments } => {
+                let mut message = text;
+                for a in attachments {
+                    message.push_str(&format!(
+                        "\n\n<attachment name=\"{}\">\n{}\n</attachment>",
+                        a.name, a.content
+                    ));
+                }
+                self.start_turn(message).await.map(OpAck::Turn)
+            }
+            Op::Interrupt => match self.turn.lock().await.as_ref() {
+                Some(token) => {
+                    token.cancel();
+                    Ok(OpAck::Done)
+                }
+                None => Err(OpError::NoTurnRunning(self.id.clone())),
+            },
+            Op::Approve { call_id, .. } | Op::Deny { call_id, .. } => {
+                Err(OpError::NoPendingApproval(call_id))
+            }
+            Op::AnswerBlocker { id, answer } => self.answer_blocker(id, answer).await,
+            Op::Undo { to_turn } => self.undo(to_turn).await.map(OpAck::Undone),
+            Op::SetModel { model } => {
+                if model.trim().is_empty() {
+                    return Err(OpError::Invalid("the model name is empty".into()));
+                }
+                self.switch(|o| o.model = Some(model.trim().to_string()))
+                    .await
+                    .map(|()| OpAck::Done)
+            }
+            Op::SetMode { mode } => {
+                let Some(mode) = ExecutionMode::parse(mode.trim()) else {
+                    return Err(OpError::Invalid(format!(
+                        "unknown mode `{mode}`; use react or plan_exec"
+                    )));
+                };
+                let record = self.record().await?;
+                if record.status != SessionStatus::Idle && record.mode != mode.as_str() {
+                    return Err(OpError::Invalid(format!(
+                        "session {} has started in {} mode; a session keeps its mode (start a new one in {mode} mode)",
+                        self.id, record.mode
+                    )));
+                }
+                self.switch(|o| o.mode = Some(mode)).await.map(|()| OpAck::Done)
+            }
+            Op::Compact => Err(OpError::Unsupported(
+                "compacting on demand is not available yet; the context is compacted automatically at agent.compact_threshold".into(),
+            )),
+            Op::Shutdown => {
+                self.shutdown().await;
+                Ok(OpAck::Done)
+            }
+        }
+    }
+
+    /// Cancels the running turn, refuses further ops and waits until the turn has stored its
+    /// last event.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        self.turns.close();
+        self.turns.wait().await;
+    }
+
+    async fn record(&self) -> Result<SessionRecord, OpError> {
+        let engine = self.engine().await;
+        let id = self.id.clone();
+        Ok(blocking(engine.store(), move |s| s.get_session(&id)).await?)
+    }
+
+    /// Starts a turn with `message` (the session's task if it is its first). The one place
+    /// that decides whether a turn may start.
+    async fn start_turn(&self, message: String) -> Result<TurnTicket, OpError> {
+        let mut slot = self.turn.lock().await;
+        if slot.is_some() {
+            return Err(OpError::TurnRunning(self.id.clone()));
+        }
+        let record = self.record().await?;
+        let engine = self.engine().await;
+        crate::session::ensure_resumable(&engine, &record).map_err(|e| match e {
+            EngineError::Busy(m) => OpError::Busy(m),
+            EngineError::Setup(m) => OpError::Invalid(m),
+            other => OpError::Engine(other),
+        })?;
+        if message.trim().is_empty() && record.status == SessionStatus::Idle {
+            return Err(OpError::Invalid(
+                "the message is empty; say what the agent should do".into(),
+            ));
+        }
+        let cancel = self.stop.child_token();
+        *slot = Some(cancel.clone());
+        drop(slot);
+
+        let (sinks, id, slot) = (self.sinks.clone(), self.id.clone(), self.turn.clone());
+        Ok(TurnTicket(self.turns.spawn(run_turn(
+            engine, id, message, cancel, sinks, slot,
+        ))))
+    }
+
+    /// Answers the session's blocker `id` and goes on with the answer (a turn).
+    async fn answer_blocker(&self, id: String, answer: String) -> Result<OpAck, OpError> {
+        if answer.trim().is_empty() {
+            return Err(OpError::Invalid(
+                "the answer is empty; say what the agent should know or do".into(),
+            ));
+        }
+        if self.turn_running() {
+            return Err(OpError::TurnRunning(self.id.clone()));
+        }
+        let engine = self.engine().await;
+        let wanted = id.clone();
+        let blocker = blocking(engine.store(), move |s| s.get_blocker(&wanted)).await?;
+        if blocker.session_id != self.id {
+            return Err(OpError::Invalid(format!(
+                "blocker {id} belongs to session {}, not {}",
+                blocker.session_id, self.id
+            )));
+        }
+        let (bid, text) = (blocker.id.clone(), answer.trim().to_string());
+        blocking(engine.store(), move |s| s.answer_blocker(&bid, &text)).await?;
+        // An empty message continues the session; the stored answer travels with it.
+        self.start_turn(String::new()).await.map(OpAck::Turn)
+    }
+
+    /// Restores the workspace from the session's snapshots; refused while a turn runs.
+    async fn undo(&self, turn: Option<u32>) -> Result<UndoReport, OpError> {
+        // Holding the slot keeps a turn from starting while files are restored.
+        let slot = self.turn.lock().await;
+        if slot.is_some() {
+            return Err(OpError::TurnRunning(self.id.clone()));
+        }
+        let record = self.record().await?;
+        let engine = self.engine().await;
+        let report = undo_session(engine.store(), &record, turn, self.sinks.clone())
+            .await
+            .map_err(|e| match e {
+                UndoError::NothingToUndo(m) => OpError::NothingToUndo(m),
+                UndoError::Busy(m) => OpError::Busy(m),
+                UndoError::Snapshot(s) => OpError::Engine(EngineError::Internal(s.to_string())),
+                UndoError::Engine(e) => OpError::Engine(e),
+            })?;
+        drop(slot);
+        Ok(report)
+    }
+
+    /// Rebuilds the engine with changed overrides between turns and records the session's new
+    /// provider, model and mode.
+    async fn switch(&self, change: impl FnOnce(&mut SessionOverrides)) -> Result<(), OpError> {
+        let slot = self.turn.lock().await;
+        if slot.is_some() {
+            return Err(OpError::TurnRunning(self.id.clone()));
+        }
+        let mut rebuild = self.rebuild.lock().await;
+        let Some(r) = rebuild.as_mut() else {
+            return Err(OpError::Unsupported(
+                "this session's engine was given to it ready-made; it cannot switch models or modes".into(),
+            ));
+        };
+        let mut overrides = r.overrides.clone();
+        change(&mut overrides);
+        let engine = Arc::new(r.builder.engine(&r.workspace, &overrides)?);
+        let info = engine.provider.info();
+        let (id, mode) = (self.id.clone(), engine.mode().as_str().to_string());
+        blocking(engine.store(), move |s| {
+            s.set_session_model(&id, &info.provider, &info.model, &mode)
+        })
+        .await?;
+        r.overrides = overrides;
+        *self.engine.lock().await = engine;
+        drop(slot);
+        Ok(())
+    }
+}
+
+/// The running turn's cancellation, shared with the turn's task (which frees it).
+type TurnSlot = Arc<tokio::sync::Mutex<Option<CancellationToken>>>;
+
+/// Runs one turn: the engine's run, then `turn_finished` stored and published while the slot
+/// is still held, so the next turn's events can only follow it.
+async fn run_turn(
+    engine: Arc<Engine>,
+    id: String,
+    message: String,
+    cancel: CancellationToken,
+    sinks: Vec<Arc<dyn EventSink>>,
+    slot: TurnSlot,
+) -> TurnResult {
+    let collect = CollectingSink::new();
+    let mut all = sinks;
+    all.push(collect.clone());
+    let options = RunOptions {
+        sinks: all.clone(),
+        cancel,
+        ..RunOptions::default()
+    };
+    let run = AssertUnwindSafe(engine.continue_session(&id, &message, options))
+        .catch_unwind()
+        .await;
+    let (status, outcome, message) = match run {
+        Ok(Ok(outcome)) => (outcome.status, Some(outcome), None),
+        Ok(Err(e)) => (SessionStatus::Failed, None, Some(e.to_string())),
+        Err(_) => (
+            SessionStatus::Failed,
+            None,
+            Some("the engine crashed while running this turn".to_string()),
+        ),
+    };
+    let mut held = slot.lock().await;
+    let finished = finish_turn(&engine, &id, status, message.clone(), all).await;
+    *held = None;
+    drop(held);
+    let message = match finished {
+        Ok(()) => message,
+        Err(e) => Some(format!(
+            "{}the turn's end could not be recorded: {e}",
+            message.map(|m| format!("{m}; ")).unwrap_or_default()
+        )),
+    };
+    TurnResult {
+        status,
+        outcome,
+        message,
+        events: collect.events(),
+    }
+}
+
+/// Stores `turn_finished` after the session's last event and publishes it.
+async fn finish_turn(
+    engine: &Engine,
+    id: &str,
+    status: SessionStatus,
+    message: Option<String>,
+    sinks: Vec<Arc<dyn EventSink>>,
+) -> Result<(), EngineError> {
+    let sid = id.to_string();
+    let last = blocking(engine.store(), move |s| s.last_seq(&sid)).await?;
+    let emitter = Emitter::new(id.to_string(), last, engine.store().clone(), sinks);
+    emitter
+        .emit(EventKind::TurnFinished { status, message })
+        .await
+        .map(|_| ())
+}
