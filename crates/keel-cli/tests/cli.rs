@@ -105,8 +105,9 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let events = json_lines(&out.stdout);
-    assert_eq!(events.last().unwrap()["status"], "max_steps");
-    assert_eq!(events[events.len() - 2]["error_code"], "max_steps");
+    assert_eq!(events.last().unwrap()["type"], "turn_finished");
+    assert_eq!(events[events.len() - 2]["status"], "max_steps");
+    assert_eq!(events[events.len() - 3]["error_code"], "max_steps");
 }
 
 #[test]

@@ -99,7 +99,7 @@ fn openai_compatible_run_end_to_end() {
             .unwrap()
             .contains("Cargo.toml")
     );
-    let finished = ev.last().unwrap();
+    let finished = session_finished(&ev);
     assert_eq!(finished["status"], "completed");
     assert_eq!(finished["usage"]["input_tokens"], 2600);
     assert_eq!(finished["usage"]["requests"], 2);
@@ -186,7 +186,7 @@ fn anthropic_run_end_to_end_with_a_byte_stable_head_across_turns_and_runs() {
         let ev = events(&out);
         let first = of_type(&ev, "assistant_message")[0];
         assert_eq!(first["reasoning"], "The user wants a summary. List files.");
-        let cost = ev.last().unwrap()["usage"]["cost_usd"].as_f64().unwrap();
+        let cost = session_finished(&ev)["usage"]["cost_usd"].as_f64().unwrap();
         assert!(cost > 0.0);
     }
     let reqs = server.requests();
@@ -265,7 +265,7 @@ fn deepseek_reasoning_round_trip_over_three_turns() {
         .unwrap();
     assert_exit(&out, 0);
     let ev = events(&out);
-    assert_eq!(ev.last().unwrap()["iterations"], 3);
+    assert_eq!(session_finished(&ev)["iterations"], 3);
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3, "no request was rejected");
     assert_eq!(reqs[0].path, "/chat/completions");
@@ -368,7 +368,7 @@ fn rate_limits_are_retried_and_a_spent_budget_fails_with_the_providers_message()
             .contains("Rate limit: 40 requests per minute"),
         "{error}"
     );
-    assert_eq!(ev.last().unwrap()["status"], "failed");
+    assert_eq!(session_finished(&ev)["status"], "failed");
 }
 
 #[test]
@@ -404,7 +404,7 @@ fn the_fallback_list_takes_over_from_a_failing_main_model() {
     assert_eq!(fb[0]["from"], "openai/gpt-4o");
     assert_eq!(fb[0]["to"], "local/qwen2.5-coder");
     assert!(fb[0]["message"].as_str().unwrap().contains("upstream down"));
-    assert_eq!(ev.last().unwrap()["status"], "completed");
+    assert_eq!(session_finished(&ev)["status"], "completed");
     assert_eq!(main.requests().len(), 2);
     assert!(
         backup.requests()[0].header("authorization").is_none(),
@@ -525,4 +525,13 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
         text.contains("✗ config") && text.contains("fallbak"),
         "{text}"
     );
+}
+
+/// The run's `session_finished` event (the turn's `turn_finished` follows it).
+fn session_finished(ev: &[Value]) -> &Value {
+    assert_eq!(ev.last().unwrap()["type"], "turn_finished");
+    ev.iter()
+        .rev()
+        .find(|e| e["type"] == "session_finished")
+        .unwrap()
 }
