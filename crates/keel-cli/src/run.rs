@@ -42,7 +42,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             workspace = setup::session_workspace(&record)?;
         }
         // …in the mode it started in.
-        overrides.mode = overrides.mode.or(keel_engine::ExecutionMode::parse(&record.mode));
+        overrides.mode = overrides
+            .mode
+            .or(keel_engine::ExecutionMode::parse(&record.mode));
         resumed = Some(record.id);
     }
     let config = setup::load_config(&workspace, overrides.layer())?;

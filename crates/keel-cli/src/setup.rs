@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use keel_engine::Config;
 use keel_engine::EngineError;
 use keel_engine::config::{self, Layer};
-use keel_engine::Config;
 use keel_engine::runtime::{OpError, SessionBuilder, SessionOverrides};
 use keel_store::{SessionRecord, SqliteStore, Store, StoreError};
 

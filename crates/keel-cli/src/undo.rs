@@ -65,7 +65,9 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
     };
     let record = match record {
         Some(r) => r,
-        None => store.get_session(&session).unwrap_or_else(|_| orphan(&session, &workspace)),
+        None => store
+            .get_session(&session)
+            .unwrap_or_else(|_| orphan(&session, &workspace)),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

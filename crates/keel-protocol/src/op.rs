@@ -136,7 +136,10 @@ mod tests {
                     answer: "yes".into(),
                 },
             ),
-            (r#"{"type":"undo","to_turn":2}"#, Op::Undo { to_turn: Some(2) }),
+            (
+                r#"{"type":"undo","to_turn":2}"#,
+                Op::Undo { to_turn: Some(2) },
+            ),
             (r#"{"type":"shutdown"}"#, Op::Shutdown),
         ];
         for (json, op) in cases {

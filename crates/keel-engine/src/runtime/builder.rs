@@ -216,7 +216,9 @@ impl SessionBuilder {
         let env = |name: &str| self.env_var(name);
         let router = Router::new(&config.llm, workspace);
         if !router.is_configured() {
-            return Err(EngineError::Provider(keel_llm::router::not_configured_message()));
+            return Err(EngineError::Provider(
+                keel_llm::router::not_configured_message(),
+            ));
         }
         let main = router
             .build(Role::Main, &env)
@@ -292,7 +294,8 @@ mod tests {
     fn a_script_alone_selects_the_scripted_provider() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let store: Arc<dyn Store> = Arc::new(
-            keel_store::SqliteStore::open(&dir.path().join("k.db")).unwrap_or_else(|e| panic!("{e}")),
+            keel_store::SqliteStore::open(&dir.path().join("k.db"))
+                .unwrap_or_else(|e| panic!("{e}")),
         );
         let b = SessionBuilder::isolated(store);
         let overrides = SessionOverrides {
@@ -300,7 +303,9 @@ mod tests {
             max_iterations: Some(7),
             ..SessionOverrides::default()
         };
-        let config = b.config(dir.path(), &overrides).unwrap_or_else(|e| panic!("{e}"));
+        let config = b
+            .config(dir.path(), &overrides)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.llm.provider.as_deref(), Some("scripted"));
         assert_eq!(config.agent.max_iterations, 7);
         // No provider at all is an error that says how to configure one.

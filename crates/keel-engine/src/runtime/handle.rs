@@ -20,7 +20,9 @@ use super::builder::{SessionBuilder, SessionOverrides};
 use super::undo::{UndoError, undo_session};
 use crate::session::blocking;
 use crate::snapshot::UndoReport;
-use crate::{CollectingSink, Emitter, Engine, EngineError, EventSink, ExecutionMode, RunOptions, RunOutcome};
+use crate::{
+    CollectingSink, Emitter, Engine, EngineError, EventSink, ExecutionMode, RunOptions, RunOutcome,
+};
 
 /// Why an op was not carried out. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
@@ -277,9 +279,10 @@ impl SessionHandle {
         drop(slot);
 
         let (sinks, id, slot) = (self.sinks.clone(), self.id.clone(), self.turn.clone());
-        Ok(TurnTicket(self.turns.spawn(run_turn(
-            engine, id, message, cancel, sinks, slot,
-        ))))
+        Ok(TurnTicket(
+            self.turns
+                .spawn(run_turn(engine, id, message, cancel, sinks, slot)),
+        ))
     }
 
     /// Answers the session's blocker `id` and goes on with the answer (a turn).
