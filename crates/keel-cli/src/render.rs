@@ -410,8 +410,38 @@ impl Human {
                     s.reset
                 ));
             }
-            // The server's end-of-turn marker: the status was shown by `session_finished`;
-            // only a turn that failed outside the run has more to say.
+            EventKind::ApprovalRequested {
+                call_id,
+                summary,
+                class,
+                ..
+            } => {
+                close(&mut out, st);
+                out.push_str(&format!(
+                    "{}? approval needed ({class}): {summary}{} {}[{call_id}]{}\n",
+                    s.yellow, s.reset, s.dim, s.reset
+                ));
+            }
+            EventKind::ApprovalResolved {
+                approved, reason, ..
+            } => {
+                close(&mut out, st);
+                if *approved {
+                    out.push_str(&format!("{}✓ approved{}\n", s.green, s.reset));
+                } else {
+                    out.push_str(&format!(
+                        "{}✗ denied{}{}\n",
+                        s.red,
+                        reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default(),
+                        s.reset
+                    ));
+                }
+            }
+            // The end of every turn: the status was shown by `session_finished`; only a turn
+            // that failed outside the run has more to say.
             EventKind::TurnFinished { status, message } => {
                 if let Some(message) = message {
                     close(&mut out, st);

@@ -264,6 +264,9 @@ pub struct RunOptions {
     /// Answers the model's `ask_user` questions interactively; without it a question raises a
     /// blocker and the run ends `blocked`.
     pub ask_user: Option<SharedUserPrompt>,
+    /// Asks a person before risky tool calls (`[approval]`); without it every call the
+    /// sandbox allows runs.
+    pub approvals: Option<Arc<crate::approval::ApprovalGate>>,
 }
 
 /// How a run ended.

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use keel_llm::{ChatRequest, LlmError, ModelTurn, StreamEvent, TurnAssembler};
@@ -20,6 +21,7 @@ use keel_protocol::{
 };
 use keel_tools::{ToolContext, ToolEffect, ToolError, ToolOutput};
 
+use crate::approval::ApprovalGate;
 use crate::blockers::{
     BlockerDraft, BlockerSource, SharedUserPrompt, credentials_blocker, question_in_metadata,
 };
@@ -95,6 +97,8 @@ pub(crate) struct Run<'a> {
     pub(crate) verify_failures: u32,
     /// Answers `ask_user` interactively when set.
     pub(crate) ask_user: Option<SharedUserPrompt>,
+    /// Asks a person before risky calls, when the session has an approval gate.
+    pub(crate) approvals: Option<Arc<ApprovalGate>>,
     /// The plan_exec phase machine (none in react mode).
     pub(crate) phase: Option<PhaseState>,
     /// The iteration whose first write was already preceded by a snapshot.
@@ -135,6 +139,7 @@ impl<'a> Run<'a> {
             changed: false,
             verify_failures: 0,
             ask_user,
+            approvals: None,
             phase: engine
                 .phase_policy
                 .clone()
@@ -333,7 +338,8 @@ impl<'a> Run<'a> {
     }
 
     /// Checks every tool call before it runs: the loop guard, then the phase policy (a
-    /// disallowed call is refused with a structured `phase_violation` and an event).
+    /// disallowed call is refused with a structured `phase_violation` and an event), then
+    /// approval (a denied call is refused with the reason).
     async fn pre_dispatch(&mut self, call: &ToolCall) -> Result<Dispatch, EngineError> {
         if let Some(looping) = self.guard.check(call) {
             return Ok(Dispatch::Stop(
@@ -341,10 +347,18 @@ impl<'a> Run<'a> {
                 format!("not run: {looping}; a loop is not progress"),
             ));
         }
-        Ok(match self.phase_check(call).await? {
-            Ok(access) => Dispatch::Run(access),
-            Err(refusal) => Dispatch::Refuse(refusal),
-        })
+        let access = match self.phase_check(call).await? {
+            Ok(access) => access,
+            Err(refusal) => return Ok(Dispatch::Refuse(refusal)),
+        };
+        if let Some(gate) = self.approvals.clone()
+            && let Err(refusal) = gate
+                .check(call, &self.engine.tools, self.emitter, &self.ctx.cancel)
+                .await?
+        {
+            return Ok(Dispatch::Refuse(refusal));
+        }
+        Ok(Dispatch::Run(access))
     }
 
     /// Runs an allowed call: `advance_phase` is the loop's own; anything that may write is

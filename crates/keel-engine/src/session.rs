@@ -147,6 +147,7 @@ async fn begin(
         compactor(engine),
         options.ask_user.clone(),
     );
+    run.approvals = options.approvals.clone();
     let mut context = options.context.clone();
     context.extend(run.phase_intro());
     if let Some(map) = codemap(engine).await {
@@ -281,6 +282,7 @@ pub(crate) async fn resume(
         compactor(engine),
         options.ask_user.clone(),
     );
+    run.approvals = options.approvals.clone();
     run.messages = messages;
     run.usage = record.usage;
     run.iterations = record.iterations;

@@ -232,9 +232,30 @@ pub enum EventKind {
         iterations: u32,
         usage: Usage,
     },
-    /// The server finished handling one user message (`keel serve`): the last event of every
-    /// turn a client started, also when the run could not start or the engine failed, so a
-    /// client always knows the turn is over.
+    /// A tool call waits for a person's approval (`Approve` or `Deny` with its `call_id`).
+    ApprovalRequested {
+        call_id: String,
+        tool: String,
+        /// The command line, or the tool and its main argument.
+        summary: String,
+        /// The command-safety class (`destructive`, `network`, `unknown`, …) or the tool's
+        /// effect (`writes_workspace`).
+        class: String,
+    },
+    /// How a call that needed approval was settled: approved (once or for the session), or
+    /// denied with the reason the model is given (a person, the timeout, a headless run).
+    ApprovalResolved {
+        call_id: String,
+        approved: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<crate::ApprovalScope>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The session finished handling one user message (a *turn*; each model request inside
+    /// it is a *step*, `turn_started`'s `iteration`): the last event of every turn, from every
+    /// front end, also when the run could not start or the engine failed, so a client always
+    /// knows the turn is over.
     TurnFinished {
         status: SessionStatus,
         /// Why the turn failed before or outside the run, when it did.
@@ -292,6 +313,8 @@ impl EventKind {
             EventKind::Error(_) => "error",
             EventKind::SessionFinished { .. } => "session_finished",
             EventKind::TurnFinished { .. } => "turn_finished",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalResolved { .. } => "approval_resolved",
         }
     }
 }

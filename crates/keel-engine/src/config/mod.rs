@@ -22,10 +22,13 @@ pub struct Config {
     pub snapshots: SnapshotsConfig,
     pub server: ServerConfig,
     pub index: IndexConfig,
+    pub approval: ApprovalConfig,
 }
 
+mod approval;
 mod sections;
 
+pub use approval::{ApprovalConfig, ApprovalPolicy, ProjectApprovalKeys};
 pub use sections::*;
 
 /// A configuration problem, naming the key and its source.
@@ -187,12 +190,30 @@ impl Config {
         {
             layers.push(layer);
         }
-        if let Some(layer) = Layer::from_file(&workspace.join(".keel").join("config.toml"))? {
+        // The project may only make approval stricter: its `[approval]` is applied apart.
+        let mut project_approval = None;
+        if let Some(mut layer) = Layer::from_file(&workspace.join(".keel").join("config.toml"))? {
+            if let Some(table) = layer.table.remove("approval") {
+                project_approval = Some((layer.source.clone(), table));
+            }
             layers.push(layer);
         }
         layers.push(Layer::from_env(env));
         layers.push(overrides);
-        Self::from_layers(layers)
+        let mut config = Self::from_layers(layers)?;
+        if let Some((source, table)) = project_approval {
+            let set = ProjectApprovalKeys {
+                policy: table.get("policy").is_some(),
+                timeout_secs: table.get("timeout_secs").is_some(),
+            };
+            let project: ApprovalConfig =
+                table.try_into().map_err(|e: toml::de::Error| ConfigError {
+                    source_name: source,
+                    message: format!("[approval]: {}", e.to_string().trim()),
+                })?;
+            config.approval.tighten_with(&project, &set);
+        }
+        Ok(config)
     }
 
     fn validate(&self) -> Result<(), ConfigError> {

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use super::builder::{SessionBuilder, SessionOverrides};
 use super::undo::{UndoError, undo_session};
+use crate::approval::{ApprovalGate, Decision};
 use crate::session::blocking;
 use crate::snapshot::UndoReport;
 use crate::{
@@ -105,6 +106,8 @@ pub struct SessionHandle {
     engine: tokio::sync::Mutex<Arc<Engine>>,
     rebuild: tokio::sync::Mutex<Option<Rebuild>>,
     sinks: Vec<Arc<dyn EventSink>>,
+    /// Asks before risky calls; `Approve` and `Deny` answer it.
+    approvals: Option<Arc<ApprovalGate>>,
     /// The running turn's cancellation, when one runs.
     turn: TurnSlot,
     /// Cancelled at shutdown: no new ops, the running turn is cancelled.
@@ -128,6 +131,7 @@ impl SessionHandle {
             engine: tokio::sync::Mutex::new(engine),
             rebuild: tokio::sync::Mutex::new(None),
             sinks,
+            approvals: None,
             turn: Arc::new(tokio::sync::Mutex::new(None)),
             stop: CancellationToken::new(),
             turns: TaskTracker::new(),
@@ -157,6 +161,17 @@ impl SessionHandle {
             overrides,
         }));
         self
+    }
+
+    /// Asks `gate` before risky tool calls; `Approve` and `Deny` ops answer it.
+    pub fn approvals(mut self, gate: Arc<ApprovalGate>) -> Self {
+        self.approvals = Some(gate);
+        self
+    }
+
+    /// The session's approval gate, if it has one.
+    pub fn approval_gate(&self) -> Option<&Arc<ApprovalGate>> {
+        self.approvals.as_ref()
     }
 
     /// Ties the handle to `parent`: cancelling it shuts the handle down (a server stopping).
@@ -203,8 +218,12 @@ impl SessionHandle {
                 }
                 None => Err(OpError::NoTurnRunning(self.id.clone())),
             },
-            Op::Approve { call_id, .. } | Op::Deny { call_id, .. } => {
-                Err(OpError::NoPendingApproval(call_id))
+            Op::Approve { call_id, scope } => {
+                self.decide(&call_id, Decision::Approve(scope))
+            }
+            Op::Deny { call_id, reason } => {
+                let reason = reason.filter(|r| !r.trim().is_empty());
+                self.decide(&call_id, Decision::Deny(reason))
             }
             Op::AnswerBlocker { id, answer } => self.answer_blocker(id, answer).await,
             Op::Undo { to_turn } => self.undo(to_turn).await.map(OpAck::Undone),
@@ -249,6 +268,14 @@ impl SessionHandle {
         self.turns.wait().await;
     }
 
+    /// Answers the call `call_id` waiting for approval.
+    fn decide(&self, call_id: &str, decision: Decision) -> Result<OpAck, OpError> {
+        match &self.approvals {
+            Some(gate) if gate.resolve(call_id, decision) => Ok(OpAck::Done),
+            _ => Err(OpError::NoPendingApproval(call_id.to_string())),
+        }
+    }
+
     async fn record(&self) -> Result<SessionRecord, OpError> {
         let engine = self.engine().await;
         let id = self.id.clone();
@@ -278,10 +305,16 @@ impl SessionHandle {
         *slot = Some(cancel.clone());
         drop(slot);
 
-        let (sinks, id, slot) = (self.sinks.clone(), self.id.clone(), self.turn.clone());
+        let options = RunOptions {
+            sinks: self.sinks.clone(),
+            cancel,
+            approvals: self.approvals.clone(),
+            ..RunOptions::default()
+        };
+        let (id, slot) = (self.id.clone(), self.turn.clone());
         Ok(TurnTicket(
             self.turns
-                .spawn(run_turn(engine, id, message, cancel, sinks, slot)),
+                .spawn(run_turn(engine, id, message, options, slot)),
         ))
     }
 
@@ -369,18 +402,12 @@ async fn run_turn(
     engine: Arc<Engine>,
     id: String,
     message: String,
-    cancel: CancellationToken,
-    sinks: Vec<Arc<dyn EventSink>>,
+    mut options: RunOptions,
     slot: TurnSlot,
 ) -> TurnResult {
     let collect = CollectingSink::new();
-    let mut all = sinks;
-    all.push(collect.clone());
-    let options = RunOptions {
-        sinks: all.clone(),
-        cancel,
-        ..RunOptions::default()
-    };
+    options.sinks.push(collect.clone());
+    let all = options.sinks.clone();
     let run = AssertUnwindSafe(engine.continue_session(&id, &message, options))
         .catch_unwind()
         .await;

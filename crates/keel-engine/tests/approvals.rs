@@ -1,0 +1,274 @@
+//! Approvals through the session handle: a destructive command under `on-request` waits for
+//! a person; approve runs it, deny does not (the file is untouched) and the model reads the
+//! reason; a headless gate denies with an explanation; the timeout denies; `scope: session`
+//! is remembered.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_engine::CollectingSink;
+use keel_engine::approval::ApprovalGate;
+use keel_engine::config::ApprovalPolicy;
+use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides, TurnResult};
+use keel_protocol::{ApprovalScope, Event, EventKind, Op, SessionStatus};
+use keel_store::SqliteStore;
+
+const REMOVE_TWICE: &str = r#"
+turns:
+  - tool_calls:
+      - {id: call_rm_1, name: run_command, arguments: {command: "rm notes.txt"}}
+  - text: "I will leave it."
+  - tool_calls:
+      - {id: call_rm_2, name: run_command, arguments: {command: "rm notes.txt"}}
+  - text: "Removed."
+"#;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    handle: Arc<SessionHandle>,
+    sink: Arc<CollectingSink>,
+}
+
+async fn setup(
+    script: &str,
+    policy: ApprovalPolicy,
+    interactive: bool,
+    timeout_secs: u64,
+) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "keep me\n").unwrap();
+    let ws = ws.canonicalize().unwrap();
+    std::fs::write(dir.path().join("s.yaml"), script).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
+    let b = SessionBuilder::isolated(store).adjust(Arc::new(move |c: &mut keel_engine::Config| {
+        c.index.codemap_tokens = 0;
+        c.snapshots.enabled = false;
+        c.approval.timeout_secs = timeout_secs;
+    }));
+    let overrides = SessionOverrides {
+        script: Some(dir.path().join("s.yaml")),
+        ..SessionOverrides::default()
+    };
+    let config = b.config(&ws, &overrides).unwrap();
+    let gate = Arc::new(ApprovalGate::from_config(
+        &config,
+        Some(policy),
+        interactive,
+    ));
+    let engine = Arc::new(b.engine_with(config, &ws).unwrap());
+    let sink = CollectingSink::new();
+    let (handle, _) = SessionHandle::create(engine, vec![sink.clone()])
+        .await
+        .unwrap();
+    Setup {
+        _dir: dir,
+        ws,
+        handle: Arc::new(handle.approvals(gate)),
+        sink,
+    }
+}
+
+async fn wait_for(sink: &CollectingSink, what: impl Fn(&Event) -> bool) -> Event {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(e) = sink.events().into_iter().find(|e| what(e)) {
+            return e;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for an event");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn requested(call: &str) -> impl Fn(&Event) -> bool + '_ {
+    move |e| matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id == call)
+}
+
+fn result_of<'a>(turn: &'a TurnResult, call: &str) -> (&'a str, bool) {
+    turn.events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult {
+                id,
+                content,
+                is_error,
+                ..
+            } if id == call => Some((content.as_str(), *is_error)),
+            _ => None,
+        })
+        .unwrap()
+}
+
+fn exists(ws: &Path) -> bool {
+    ws.join("notes.txt").exists()
+}
+
+#[tokio::test]
+async fn a_destructive_command_waits_deny_keeps_the_file_approve_runs_it() {
+    let s = setup(REMOVE_TWICE, ApprovalPolicy::OnRequest, true, 600).await;
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("tidy up")).await.unwrap() else {
+        panic!()
+    };
+    let asked = wait_for(&s.sink, requested("call_rm_1")).await;
+    match &asked.kind {
+        EventKind::ApprovalRequested {
+            tool,
+            summary,
+            class,
+            ..
+        } => {
+            assert_eq!(tool, "run_command");
+            assert_eq!(summary, "rm notes.txt");
+            assert_eq!(class, "destructive");
+        }
+        _ => unreachable!(),
+    }
+    // It waits: nothing ran.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(exists(&s.ws));
+    assert!(!ticket_done(&s.sink));
+    s.handle
+        .submit(Op::Deny {
+            call_id: "call_rm_1".into(),
+            reason: Some("the notes are needed".into()),
+        })
+        .await
+        .unwrap();
+    let denied = ticket.finished().await;
+    assert_eq!(denied.status, SessionStatus::Completed);
+    assert!(exists(&s.ws), "a denied command does not run");
+    let (content, is_error) = result_of(&denied, "call_rm_1");
+    assert!(is_error);
+    assert!(
+        content.contains("denied") && content.contains("the notes are needed"),
+        "{content}"
+    );
+
+    // The second turn: approved, it runs.
+    let OpAck::Turn(ticket) = s
+        .handle
+        .submit(Op::user_message("remove it now"))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    wait_for(&s.sink, requested("call_rm_2")).await;
+    // Answering a call that does not wait is refused.
+    assert!(
+        s.handle
+            .submit(Op::Approve {
+                call_id: "call_rm_1".into(),
+                scope: ApprovalScope::Once
+            })
+            .await
+            .is_err()
+    );
+    s.handle
+        .submit(Op::Approve {
+            call_id: "call_rm_2".into(),
+            scope: ApprovalScope::Once,
+        })
+        .await
+        .unwrap();
+    let approved = ticket.finished().await;
+    assert_eq!(approved.status, SessionStatus::Completed);
+    assert!(!exists(&s.ws), "an approved command runs");
+    assert!(!result_of(&approved, "call_rm_2").1);
+    assert!(approved.events.iter().any(|e| matches!(
+        &e.kind,
+        EventKind::ApprovalResolved {
+            approved: true,
+            scope: Some(ApprovalScope::Once),
+            ..
+        }
+    )));
+}
+
+fn ticket_done(sink: &CollectingSink) -> bool {
+    sink.events()
+        .iter()
+        .any(|e| e.type_name() == "turn_finished")
+}
+
+#[tokio::test]
+async fn headless_asks_become_denials_with_an_explanation() {
+    let s = setup(REMOVE_TWICE, ApprovalPolicy::OnRequest, false, 600).await;
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("tidy up")).await.unwrap() else {
+        panic!()
+    };
+    let turn = ticket.finished().await;
+    assert!(exists(&s.ws));
+    assert!(
+        !turn
+            .events
+            .iter()
+            .any(|e| e.type_name() == "approval_requested")
+    );
+    let (content, is_error) = result_of(&turn, "call_rm_1");
+    assert!(is_error);
+    assert!(
+        content.contains("nobody to approve") && content.contains("--approval never"),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn never_runs_without_asking_and_the_timeout_denies() {
+    let s = setup(REMOVE_TWICE, ApprovalPolicy::Never, true, 600).await;
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("tidy up")).await.unwrap() else {
+        panic!()
+    };
+    ticket.finished().await;
+    assert!(!exists(&s.ws), "`never` asks nothing (today's behaviour)");
+
+    let s = setup(REMOVE_TWICE, ApprovalPolicy::OnRequest, true, 1).await;
+    let started = Instant::now();
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("tidy up")).await.unwrap() else {
+        panic!()
+    };
+    let turn = ticket.finished().await;
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(exists(&s.ws));
+    assert!(
+        result_of(&turn, "call_rm_1")
+            .0
+            .contains("nobody answered within 1 s")
+    );
+}
+
+#[tokio::test]
+async fn a_session_scope_approval_is_remembered() {
+    const THREE: &str = r#"
+turns:
+  - tool_calls:
+      - {id: a, name: run_command, arguments: {command: "curl -sS http://127.0.0.1:9/ || true"}}
+      - {id: b, name: run_command, arguments: {command: "curl -sS http://127.0.0.1:9/ || true"}}
+  - text: "Done."
+"#;
+    let s = setup(THREE, ApprovalPolicy::OnRequest, true, 600).await;
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("probe")).await.unwrap() else {
+        panic!()
+    };
+    wait_for(&s.sink, requested("a")).await;
+    s.handle
+        .submit(Op::Approve {
+            call_id: "a".into(),
+            scope: ApprovalScope::Session,
+        })
+        .await
+        .unwrap();
+    let turn = ticket.finished().await;
+    let asked = turn
+        .events
+        .iter()
+        .filter(|e| e.type_name() == "approval_requested")
+        .count();
+    assert_eq!(asked, 1, "the second identical call ran without asking");
+    assert!(!result_of(&turn, "b").0.contains("not run"));
+}
