@@ -140,9 +140,36 @@ pub struct RunArgs {
     /// delivery, enforced). Default: `agent.mode`; a resumed session keeps its own.
     #[arg(long, value_enum, value_name = "MODE")]
     pub mode: Option<ModeArg>,
+    /// Which tool calls need approval. Nobody can answer a headless run, so a call that
+    /// would ask is denied (the model is told why): `never` (default: nothing asks; the
+    /// sandbox still applies), `on-request` (destructive, network and unknown commands are
+    /// denied), `untrusted` (everything but reading is denied). `[approval]` rules still apply.
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "never")]
+    pub approval: ApprovalArg,
     /// The task for the agent (with --resume: an optional follow-up message).
     #[arg(value_name = "TASK", required_unless_present = "resume")]
     pub task: Vec<String>,
+}
+
+/// `--approval` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalArg {
+    Never,
+    #[value(name = "on-request")]
+    OnRequest,
+    Untrusted,
+}
+
+impl ApprovalArg {
+    /// The engine's policy this flag value names.
+    pub fn policy(self) -> keel_engine::config::ApprovalPolicy {
+        use keel_engine::config::ApprovalPolicy;
+        match self {
+            ApprovalArg::Never => ApprovalPolicy::Never,
+            ApprovalArg::OnRequest => ApprovalPolicy::OnRequest,
+            ApprovalArg::Untrusted => ApprovalPolicy::Untrusted,
+        }
+    }
 }
 
 /// `--mode` values.

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use keel_engine::EventSink;
+use keel_engine::approval::ApprovalGate;
+use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{OpAck, SessionHandle};
 use keel_protocol::{Op, SessionStatus};
 
@@ -50,6 +52,10 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let config = setup::load_config(&workspace, overrides.layer())?;
     let store = setup::open_store(&config)?;
     let builder = setup::session_builder(store);
+    // Nobody can answer a headless run: a call that would ask is denied.
+    let policy = args.approval.policy();
+    let gate = Arc::new(ApprovalGate::from_config(&config, Some(policy), false));
+    eprintln!("keel: approval policy: {}", approval_note(policy));
     let engine = builder
         .engine_with(config, &workspace)
         .map_err(setup::engine_usage_error)?;
@@ -69,7 +75,11 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             Some(id) => SessionHandle::new(engine, id, vec![sink]),
             None => SessionHandle::create(engine, vec![sink]).await?.0,
         };
-        let handle = Arc::new(handle.rebuild_with(builder, &workspace, overrides));
+        let handle = Arc::new(
+            handle
+                .rebuild_with(builder, &workspace, overrides)
+                .approvals(gate),
+        );
         let ack = handle
             .submit(Op::user_message(task))
             .await
@@ -81,6 +91,21 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         let result = ticket.finished().await;
         Ok(exit_code(result.status))
     })
+}
+
+/// What `policy` means in a run nobody can answer.
+fn approval_note(policy: ApprovalPolicy) -> String {
+    match policy {
+        ApprovalPolicy::Never => {
+            "never (tool calls the sandbox allows run without asking; [approval] deny rules still apply)".into()
+        }
+        ApprovalPolicy::OnRequest => {
+            "on-request (headless: destructive, network and unknown commands are denied and the model is told why)".into()
+        }
+        ApprovalPolicy::Untrusted => {
+            "untrusted (headless: everything but reading is denied and the model is told why)".into()
+        }
+    }
 }
 
 /// First Ctrl-C interrupts the turn cleanly; a second one quits at once.
