@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{
     OpAck, OpError, SessionBuilder, SessionHandle, SessionOverrides, TurnTicket,
 };
@@ -211,12 +212,24 @@ impl Hub {
         workspace: &Path,
         overrides: SessionOverrides,
     ) -> Result<SessionHandle, ApiError> {
-        let engine = self.builder.engine(workspace, &overrides)?;
-        Ok(
-            SessionHandle::new(Arc::new(engine), session.id.clone(), vec![session.sink()])
-                .rebuild_with(self.builder.clone(), workspace, overrides)
-                .stop_with(&self.stopping),
-        )
+        let engine = Arc::new(self.builder.engine(workspace, &overrides)?);
+        Ok(self.wrap(session, engine, workspace, overrides))
+    }
+
+    /// The handle of `session` on `engine`: events to its channel, approvals answered by
+    /// clients (`[approval] policy`, interactive), stopped with the server.
+    fn wrap(
+        &self,
+        session: &LiveSession,
+        engine: Arc<keel_engine::Engine>,
+        workspace: &Path,
+        overrides: SessionOverrides,
+    ) -> SessionHandle {
+        let gate = Arc::new(ApprovalGate::from_config(engine.config(), None, true));
+        SessionHandle::new(engine, session.id.clone(), vec![session.sink()])
+            .rebuild_with(self.builder.clone(), workspace, overrides)
+            .approvals(gate)
+            .stop_with(&self.stopping)
     }
 
     /// Creates a session: its engine is built now (so a bad workspace, mode or provider is an
@@ -237,9 +250,7 @@ impl Hub {
         let engine = Arc::new(self.builder.engine(&workspace, &overrides)?);
         let record = engine.create_session().await?;
         let session = Arc::new(LiveSession::new(record.id.clone()));
-        let handle = SessionHandle::new(engine, record.id.clone(), vec![session.sink()])
-            .rebuild_with(self.builder.clone(), &workspace, overrides)
-            .stop_with(&self.stopping);
+        let handle = self.wrap(&session, engine, &workspace, overrides);
         *session.handle.lock().await = Some(Arc::new(handle));
         self.live_map().insert(record.id.clone(), session);
         Ok(record)

@@ -18,6 +18,7 @@
 //! events.
 
 pub mod api;
+pub mod approvals;
 pub mod error;
 pub mod hub;
 pub mod live;
@@ -123,6 +124,8 @@ pub fn api_routes() -> (Router<Arc<Hub>>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::send_message))
         .routes(routes!(api::cancel_turn))
         .routes(routes!(api::undo))
+        .routes(routes!(approvals::approve))
+        .routes(routes!(approvals::deny))
         .routes(routes!(api::list_events))
         .routes(routes!(live::events_stream))
         .routes(routes!(live::session_ws))

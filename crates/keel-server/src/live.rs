@@ -30,6 +30,19 @@ pub enum ClientMessage {
     UserMessage { content: String },
     /// Cancels the running turn.
     Cancel,
+    /// Lets the call waiting for approval run (`scope`: `once` or `session`).
+    Approve {
+        call_id: String,
+        #[serde(default)]
+        #[schema(value_type = Option<String>)]
+        scope: keel_protocol::ApprovalScope,
+    },
+    /// Refuses the call waiting for approval; the model reads the reason.
+    Deny {
+        call_id: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
 }
 
 /// Sent instead of an event when a client message cannot be acted on (no `seq`).
@@ -65,7 +78,8 @@ fn since(q: SinceQuery, headers: &HeaderMap) -> u64 {
 }
 
 /// The session's event stream over a WebSocket. Send `{"type": "user_message", "content"}` to
-/// run a turn and `{"type": "cancel"}` to cancel it; every event arrives as its JSON object
+/// run a turn, `{"type": "cancel"}` to cancel it, and `{"type": "approve", "call_id", "scope"?}`
+/// or `{"type": "deny", "call_id", "reason"?}` to answer an `approval_requested` event; every event arrives as its JSON object
 /// (as in `keel run --json`), each turn ending with `turn_finished`. Refusals come as
 /// `{"type": "request_error", "error_code", "message"}`. Reconnect with `?since_seq=` set to the
 /// last seq received.
@@ -173,7 +187,7 @@ async fn ws_loop(
 async fn handle_client(hub: &Hub, session: &Arc<LiveSession>, text: &str) -> Result<(), ApiError> {
     let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
         ApiError::bad_request(format!(
-            "cannot read the message ({e}); send {{\"type\": \"user_message\", \"content\": \"…\"}} or {{\"type\": \"cancel\"}}"
+            "cannot read the message ({e}); send {{\"type\": \"user_message\", \"content\": \"…\"}}, {{\"type\": \"cancel\"}}, or {{\"type\": \"approve\" | \"deny\", \"call_id\": \"…\"}}"
         ))
     })?;
     match msg {
@@ -182,6 +196,14 @@ async fn handle_client(hub: &Hub, session: &Arc<LiveSession>, text: &str) -> Res
             hub.start_turn(session, content).await.map(drop)
         }
         ClientMessage::Cancel => hub.cancel(session).await,
+        ClientMessage::Approve { call_id, scope } => hub
+            .submit(session, keel_protocol::Op::Approve { call_id, scope })
+            .await
+            .map(drop),
+        ClientMessage::Deny { call_id, reason } => hub
+            .submit(session, keel_protocol::Op::Deny { call_id, reason })
+            .await
+            .map(drop),
     }
 }
 
