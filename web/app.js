@@ -20,6 +20,12 @@ const transcript = new Transcript($("transcript"), {
   onBlocker: () => loadBlockers(),
   onUsage: (usage) => showUsage(usage),
   onStatus: (status) => showStatus(status),
+  onApproval: (callId, a) => {
+    const msg = a.approve
+      ? { type: "approve", call_id: callId, scope: a.scope }
+      : { type: "deny", call_id: callId, ...(a.reason ? { reason: a.reason } : {}) };
+    if (!state.socket?.send(msg)) toast("Not connected; the answer was not sent.", "error");
+  },
   onTurnFinished: () => {
     setRunning(false);
     refreshList();

@@ -31,7 +31,8 @@ export function renderDiff(diff) {
 export class Transcript {
   /**
    * `hooks`: onPhase(phase, previous), onViolation(event), onBlocker(event), onUsage(usage),
-   * onStatus(status), onTurnFinished(event), onNotice(text, kind).
+   * onStatus(status), onTurnFinished(event), onNotice(text, kind),
+   * onApproval(callId, answer) with answer {approve: true, scope} or {approve: false, reason}.
    */
   constructor(root, hooks) {
     this.root = root;
@@ -44,6 +45,7 @@ export class Transcript {
     this.bubble = null; // the assistant bubble receiving streamed text
     this.reasoning = null;
     this.tools = new Map(); // tool call id -> its <details>
+    this.approvals = new Map(); // call id -> its approval box
     this.usage = null;
   }
 
@@ -205,6 +207,12 @@ export class Transcript {
         this.endBubble();
         this.notice(`error [${e.error_code}]: ${e.message}`, "error");
         break;
+      case "approval_requested":
+        this.approvalRequested(e);
+        break;
+      case "approval_resolved":
+        this.approvalResolved(e);
+        break;
       case "session_finished":
         this.endBubble();
         this.usage = e.usage;
@@ -233,6 +241,48 @@ export class Transcript {
       requests: (u.requests ?? 0) + (usage.requests ?? 0),
     };
     this.hooks.onUsage(this.usage);
+  }
+
+  /** A call waiting for a person: what it is, and approve / deny buttons. */
+  approvalRequested(e) {
+    this.endBubble();
+    const box = el("div", "approval");
+    box.dataset.callId = e.call_id;
+    box.append(
+      el("div", "approval-what", `approval needed (${e.class}): ${e.summary}`),
+    );
+    const buttons = el("div", "approval-buttons");
+    const answer = (a) => {
+      for (const b of buttons.querySelectorAll("button")) b.disabled = true;
+      this.hooks.onApproval?.(e.call_id, a);
+    };
+    const approve = el("button", "approve", "Approve");
+    approve.type = "button";
+    approve.addEventListener("click", () => answer({ approve: true, scope: "once" }));
+    const always = el("button", "approve-session", "Approve for this session");
+    always.type = "button";
+    always.addEventListener("click", () => answer({ approve: true, scope: "session" }));
+    const deny = el("button", "deny", "Deny");
+    deny.type = "button";
+    deny.addEventListener("click", () => answer({ approve: false, reason: null }));
+    buttons.append(approve, always, deny);
+    box.append(buttons);
+    this.root.append(box);
+    this.approvals.set(e.call_id, box);
+  }
+
+  approvalResolved(e) {
+    const text = e.approved
+      ? `approved${e.scope === "session" ? " for this session" : ""}`
+      : `denied${e.reason ? `: ${e.reason}` : ""}`;
+    const box = this.approvals.get(e.call_id);
+    if (!box) {
+      this.notice(`${e.call_id}: ${text}`, e.approved ? "ok" : "warn");
+      return;
+    }
+    box.querySelector(".approval-buttons")?.remove();
+    box.classList.add(e.approved ? "approved" : "denied");
+    box.append(el("div", "approval-answer", text));
   }
 
   toolCall(e) {
