@@ -136,6 +136,11 @@ pub struct RunArgs {
     /// answered blockers are delivered with it.
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
+    /// Continue the latest session of this workspace (like --resume with its id). A resumed
+    /// session runs with the provider, model, base URL, script and mode it started with;
+    /// flags given again override them.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub cont: bool,
     /// Execution mode: `react`, or `plan_exec` (planning → building → verification →
     /// delivery, enforced). Default: `agent.mode`; a resumed session keeps its own.
     #[arg(long, value_enum, value_name = "MODE")]
@@ -147,7 +152,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "POLICY", default_value = "never")]
     pub approval: ApprovalArg,
     /// The task for the agent (with --resume: an optional follow-up message).
-    #[arg(value_name = "TASK", required_unless_present = "resume")]
+    #[arg(value_name = "TASK", required_unless_present_any = ["resume", "cont"])]
     pub task: Vec<String>,
 }
 

@@ -6,6 +6,7 @@ use anyhow::Context;
 use keel_engine::EventSink;
 use keel_engine::approval::ApprovalGate;
 use keel_engine::config::ApprovalPolicy;
+use keel_engine::runtime::SessionOverrides;
 use keel_engine::runtime::{OpAck, SessionHandle};
 use keel_protocol::{Op, SessionStatus};
 
@@ -28,25 +29,29 @@ pub fn exit_code(status: SessionStatus) -> u8 {
 pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let mut workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
     let task = args.task.join(" ");
-    if task.trim().is_empty() && args.resume.is_none() {
+    let resume = match (&args.resume, args.cont) {
+        (Some(id), _) => Some(setup::session_record(&workspace, id)?),
+        (None, true) => Some(setup::latest_session(&workspace)?),
+        (None, false) => None,
+    };
+    if task.trim().is_empty() && resume.is_none() {
         return Err(
             setup::UsageError("the task is empty; say what the agent should do".into()).into(),
         );
     }
-    let mut overrides = setup::overrides(&args.llm);
-    overrides.mode = args.mode.map(crate::ModeArg::mode);
-    overrides.max_iterations = args.max_iterations;
+    let mut flags = setup::overrides(&args.llm);
+    flags.mode = args.mode.map(crate::ModeArg::mode);
+    flags.max_iterations = args.max_iterations;
+    let mut overrides = flags.clone();
     let mut resumed = None;
-    if let Some(session) = &args.resume {
-        let record = setup::session_record(&workspace, session)?;
+    if let Some(record) = resume {
         if args.common.workspace.is_none() {
             // A resumed session runs where it started…
             workspace = setup::session_workspace(&record)?;
         }
-        // …in the mode it started in.
-        overrides.mode = overrides
-            .mode
-            .or(keel_engine::ExecutionMode::parse(&record.mode));
+        // …with the provider, model, base URL, script and mode it started with, unless
+        // flags say otherwise.
+        overrides = SessionOverrides::resuming(&record, &flags);
         resumed = Some(record.id);
     }
     let config = setup::load_config(&workspace, overrides.layer())?;

@@ -92,6 +92,22 @@ pub fn session_record(cwd: &Path, session: &str) -> anyhow::Result<SessionRecord
     store.get_session(session).map_err(store_usage_error)
 }
 
+/// The newest session that ran in `workspace` (`keel run --continue`).
+pub fn latest_session(workspace: &Path) -> anyhow::Result<SessionRecord> {
+    let config = load_config(workspace, Layer::from_overrides(&[]))?;
+    let store = open_store(&config)?;
+    let here = workspace.display().to_string();
+    store
+        .list_sessions(usize::MAX >> 1)?
+        .into_iter()
+        .find(|r| r.workspace == here)
+        .ok_or_else(|| {
+            usage(format!(
+                "no session has run in {here} yet; start one with keel run \"task\""
+            ))
+        })
+}
+
 /// The workspace a stored session ran in (for `--resume`/`--session` without `--workspace`).
 pub fn session_workspace(record: &SessionRecord) -> anyhow::Result<PathBuf> {
     workspace_dir(Some(Path::new(&record.workspace)))

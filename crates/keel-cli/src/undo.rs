@@ -126,6 +126,8 @@ fn orphan(id: &str, workspace: &Path) -> SessionRecord {
         created_at: 0,
         updated_at: 0,
         pid: None,
+        base_url: String::new(),
+        script: String::new(),
     }
 }
 

@@ -64,6 +64,14 @@ fn new_session(engine: &Engine, task: &str) -> NewSession {
         provider: info.provider,
         model: info.model,
         mode: engine.mode().as_str().to_string(),
+        base_url: engine.config.llm.base_url.clone().unwrap_or_default(),
+        script: engine
+            .config
+            .llm
+            .script
+            .as_ref()
+            .map(|s| s.display().to_string())
+            .unwrap_or_default(),
     }
 }
 

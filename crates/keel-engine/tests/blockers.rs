@@ -194,6 +194,8 @@ async fn resume_refuses_sessions_it_cannot_continue() {
             provider: "scripted".into(),
             model: "scripted".into(),
             mode: "react".into(),
+            base_url: String::new(),
+            script: String::new(),
         })
         .unwrap();
     let e = h

@@ -50,6 +50,10 @@ pub struct NewSession {
     pub provider: String,
     pub model: String,
     pub mode: String,
+    /// The provider's base URL when one was chosen for this session (`--base-url`), else empty.
+    pub base_url: String,
+    /// The scripted provider's script, else empty.
+    pub script: String,
 }
 
 /// A stored session.
@@ -70,6 +74,12 @@ pub struct SessionRecord {
     pub updated_at: u64,
     /// Process id of the run that last owned the session (to detect interrupted runs).
     pub pid: Option<u32>,
+    /// The provider's base URL chosen for this session, else empty.
+    #[serde(default)]
+    pub base_url: String,
+    /// The scripted provider's script, else empty.
+    #[serde(default)]
+    pub script: String,
 }
 
 impl SessionRecord {

@@ -62,6 +62,11 @@ CREATE TABLE blockers (
 CREATE INDEX blockers_session ON blockers(session_id, created_at);
 CREATE INDEX blockers_status ON blockers(status, created_at);
 "#,
+    // 3: how a session was started, so resuming it needs no repeated flags.
+    r#"
+ALTER TABLE sessions ADD COLUMN base_url TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN script TEXT NOT NULL DEFAULT '';
+"#,
 ];
 
 /// Sessions, messages and events in one SQLite database file.
@@ -292,6 +297,8 @@ fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<(SessionRecord, Stri
             created_at: r.get::<_, i64>(9)? as u64,
             updated_at: r.get::<_, i64>(10)? as u64,
             pid: r.get::<_, Option<i64>>(11)?.map(|p| p as u32),
+            base_url: r.get(12)?,
+            script: r.get(13)?,
         },
         status,
         usage,
@@ -309,16 +316,16 @@ fn finish_record(
     Ok(rec)
 }
 
-const SESSION_COLUMNS: &str = "id, workspace, task, provider, model, mode, status, iterations, usage, created_at, updated_at, pid";
+const SESSION_COLUMNS: &str = "id, workspace, task, provider, model, mode, status, iterations, usage, created_at, updated_at, pid, base_url, script";
 
 impl Store for SqliteStore {
     fn create_session(&self, s: &NewSession) -> Result<(), StoreError> {
         let now = now_ms() as i64;
         self.lock()
             .execute(
-                "INSERT INTO sessions (id, workspace, task, provider, model, mode, status, created_at, updated_at, pid)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?7, ?8)",
-                params![s.id, s.workspace, s.task, s.provider, s.model, s.mode, now, std::process::id()],
+                "INSERT INTO sessions (id, workspace, task, provider, model, mode, status, created_at, updated_at, pid, base_url, script)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?7, ?8, ?9, ?10)",
+                params![s.id, s.workspace, s.task, s.provider, s.model, s.mode, now, std::process::id(), s.base_url, s.script],
             )
             .map_err(sql("creating a session"))?;
         Ok(())
@@ -610,6 +617,8 @@ mod tests {
             provider: "scripted".into(),
             model: "scripted".into(),
             mode: "react".into(),
+            base_url: String::new(),
+            script: String::new(),
         }
     }
 

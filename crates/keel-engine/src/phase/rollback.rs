@@ -198,6 +198,8 @@ mod tests {
                 provider: "p".into(),
                 model: "m".into(),
                 mode: "plan_exec".into(),
+                base_url: String::new(),
+                script: String::new(),
             })
             .unwrap_or_else(|e| panic!("{e}"));
         let sink = CollectingSink::new();

@@ -49,9 +49,25 @@ impl SessionOverrides {
         Self {
             provider: set(&record.provider),
             model: set(&record.model),
+            base_url: set(&record.base_url),
+            script: set(&record.script).map(PathBuf::from),
             mode: ExecutionMode::parse(&record.mode),
-            ..Self::default()
+            max_iterations: None,
         }
+    }
+
+    /// What resuming `record` with these flag overrides runs with: the flags win, and a flag
+    /// naming another provider (or a script) drops the record's model, base URL and script,
+    /// which belonged to its provider.
+    pub fn resuming(record: &SessionRecord, flags: &SessionOverrides) -> Self {
+        let mut stored = Self::from_record(record);
+        if flags.provider.is_some() || flags.script.is_some() {
+            stored.provider = None;
+            stored.model = None;
+            stored.base_url = None;
+            stored.script = None;
+        }
+        stored.with(flags)
     }
 
     /// The configuration layer these overrides make (the highest one).
