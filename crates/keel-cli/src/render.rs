@@ -550,6 +550,8 @@ mod tests {
             session_id: "s".into(),
             seq: 1,
             ts: 0,
+            run_id: String::new(),
+            parent_run_id: None,
             kind,
         }
     }

@@ -40,6 +40,7 @@ fn demo_run_emits_the_event_stream_creates_the_file_and_is_listed() {
     insta::assert_json_snapshot!("demo_events", events, {
         "[].session_id" => "[session]",
         "[].ts" => "[ts]",
+        "[].run_id" => "[run]",
         "[].workspace" => "[workspace]",
         "[].usage.input_tokens" => "[estimate]",
         "[].commit" => "[commit]",

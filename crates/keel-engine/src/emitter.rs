@@ -56,6 +56,8 @@ impl EventSink for CollectingSink {
 /// sink ever sees an event that a crash could lose.
 pub struct Emitter {
     session_id: String,
+    run_id: String,
+    parent_run_id: Option<String>,
     last_seq: tokio::sync::Mutex<u64>,
     store: Arc<dyn Store>,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -79,10 +81,26 @@ impl Emitter {
     ) -> Self {
         Self {
             session_id,
+            run_id: crate::time::new_run_id(),
+            parent_run_id: None,
             last_seq: tokio::sync::Mutex::new(last_seq),
             store,
             sinks,
         }
+    }
+
+    /// Stamps events with `run_id` (and the run that started it) instead of a fresh id.
+    pub fn in_run(mut self, run_id: Option<String>, parent_run_id: Option<String>) -> Self {
+        if let Some(id) = run_id {
+            self.run_id = id;
+        }
+        self.parent_run_id = parent_run_id;
+        self
+    }
+
+    /// The run whose events this emitter stamps.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
     }
 
     /// The session this emitter numbers events for.
@@ -97,6 +115,8 @@ impl Emitter {
             session_id: self.session_id.clone(),
             seq: *last + 1,
             ts: crate::time::now_ms(),
+            run_id: self.run_id.clone(),
+            parent_run_id: self.parent_run_id.clone(),
             kind,
         };
         let store = self.store.clone();

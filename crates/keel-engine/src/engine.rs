@@ -267,6 +267,10 @@ pub struct RunOptions {
     /// Asks a person before risky tool calls (`[approval]`); without it every call the
     /// sandbox allows runs.
     pub approvals: Option<Arc<crate::approval::ApprovalGate>>,
+    /// The id this run's events carry (a fresh one when unset).
+    pub run_id: Option<String>,
+    /// The run that started this one (a subagent's parent turn).
+    pub parent_run_id: Option<String>,
 }
 
 /// How a run ended.

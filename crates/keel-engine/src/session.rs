@@ -131,7 +131,8 @@ async fn begin(
         0,
         engine.store.clone(),
         options.sinks.clone(),
-    );
+    )
+    .in_run(options.run_id.clone(), options.parent_run_id.clone());
     emitter
         .emit(EventKind::SessionStarted {
             task: task.to_string(),
@@ -268,7 +269,8 @@ pub(crate) async fn resume(
         last_seq,
         engine.store.clone(),
         options.sinks.clone(),
-    );
+    )
+    .in_run(options.run_id.clone(), options.parent_run_id.clone());
     {
         let (id, usage, iterations) = (id.clone(), record.usage, record.iterations);
         blocking(&engine.store, move |s| {

@@ -49,6 +49,12 @@ pub fn new_session_id() -> String {
     format!("{y:04}{m:02}{d:02}-{h:02}{mi:02}{s:02}-{random:06x}")
 }
 
+/// A new run id: `r-` and 16 hex digits, time-ordered.
+pub fn new_run_id() -> String {
+    let id = uuid::Uuid::now_v7().as_u128();
+    format!("r-{:016x}", (id >> 64) as u64 ^ (id as u64).rotate_left(17))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

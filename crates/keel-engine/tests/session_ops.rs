@@ -241,6 +241,21 @@ async fn a_session_driven_only_through_ops() {
         .filter(|e| e.type_name() == "turn_finished")
         .count();
     assert_eq!(finished, 4);
+    // Each turn is one run: its events, turn_finished included, share a run id no other
+    // turn has; the undo is a run of its own.
+    let mut runs: Vec<&str> = Vec::new();
+    for e in &stored {
+        assert!(e.run_id.starts_with("r-"), "{e:?}");
+        assert_eq!(e.parent_run_id, None);
+        if runs.last() != Some(&e.run_id.as_str()) {
+            assert!(!runs.contains(&e.run_id.as_str()), "a run's events are contiguous");
+            runs.push(&e.run_id);
+        }
+    }
+    assert_eq!(runs.len(), 5, "four turns and one undo");
+    for t in [&first, &answered, &interrupted, &last] {
+        assert!(t.events.iter().all(|e| e.run_id == t.events[0].run_id));
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,11 @@
-//! The event stream: everything the engine does, as typed events with a session id and a
-//! monotonic sequence number. The CLI, `--json` output, the store and the server consume it.
+//! The event stream: everything the engine does, as typed events with a session id, a
+//! monotonic sequence number and the run that produced them. The CLI, `--json` output, the
+//! store and the server consume it.
+//!
+//! Two words are kept apart: a **turn** is one user message and everything the session does
+//! about it (it ends with `turn_finished`); a **step** is one model request inside a turn
+//! (`turn_started {iteration}` — the historical name of a step's start, kept because event
+//! type names are a public contract — then the reply and its tool calls).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -14,6 +20,14 @@ pub struct Event {
     pub seq: u64,
     /// Unix time in milliseconds when the event was emitted.
     pub ts: u64,
+    /// The run that produced the event: one turn of an agent (a user message and the model
+    /// requests — steps — it takes), or one operation on the session (an undo). A subagent's
+    /// or flow node's events carry their own run id.
+    #[serde(default)]
+    pub run_id: String,
+    /// The run that started this one (a subagent's parent turn), absent for a top-level run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -48,6 +62,8 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         phase: Option<String>,
     },
+    /// A step starts: one model request (`iteration` counts the session's steps). Despite its
+    /// name it is not a turn; a turn is a user message and ends with `turn_finished`.
     TurnStarted {
         iteration: u32,
     },
@@ -426,6 +442,8 @@ mod tests {
             session_id: "s1".into(),
             seq: 3,
             ts: 0,
+            run_id: String::new(),
+            parent_run_id: None,
             kind: EventKind::ToolResult {
                 id: "c1".into(),
                 name: "read_file".into(),

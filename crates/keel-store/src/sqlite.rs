@@ -627,6 +627,8 @@ mod tests {
             session_id: id.into(),
             seq,
             ts: 1,
+            run_id: "r-1".into(),
+            parent_run_id: None,
             kind: EventKind::TurnStarted {
                 iteration: seq as u32,
             },

@@ -309,6 +309,7 @@ impl SessionHandle {
             sinks: self.sinks.clone(),
             cancel,
             approvals: self.approvals.clone(),
+            run_id: Some(crate::time::new_run_id()),
             ..RunOptions::default()
         };
         let (id, slot) = (self.id.clone(), self.turn.clone());
@@ -408,6 +409,7 @@ async fn run_turn(
     let collect = CollectingSink::new();
     options.sinks.push(collect.clone());
     let all = options.sinks.clone();
+    let (run_id, parent) = (options.run_id.clone(), options.parent_run_id.clone());
     let run = AssertUnwindSafe(engine.continue_session(&id, &message, options))
         .catch_unwind()
         .await;
@@ -421,7 +423,7 @@ async fn run_turn(
         ),
     };
     let mut held = slot.lock().await;
-    let finished = finish_turn(&engine, &id, status, message.clone(), all).await;
+    let finished = finish_turn(&engine, &id, status, message.clone(), all, run_id, parent).await;
     *held = None;
     drop(held);
     let message = match finished {
@@ -446,10 +448,13 @@ async fn finish_turn(
     status: SessionStatus,
     message: Option<String>,
     sinks: Vec<Arc<dyn EventSink>>,
+    run_id: Option<String>,
+    parent_run_id: Option<String>,
 ) -> Result<(), EngineError> {
     let sid = id.to_string();
     let last = blocking(engine.store(), move |s| s.last_seq(&sid)).await?;
-    let emitter = Emitter::new(id.to_string(), last, engine.store().clone(), sinks);
+    let emitter = Emitter::new(id.to_string(), last, engine.store().clone(), sinks)
+        .in_run(run_id, parent_run_id);
     emitter
         .emit(EventKind::TurnFinished { status, message })
         .await

@@ -321,8 +321,9 @@ pub async fn ws_with_headers(
 pub fn comparable(event: &Value) -> Value {
     let mut e = event.clone();
     if let Some(o) = e.as_object_mut() {
-        // Ids, clocks, where the workspace is, and snapshot commits (they hash a time).
-        for key in ["session_id", "ts", "duration_ms", "workspace", "commit"] {
+        // Ids (of the session and of each run), clocks, where the workspace is, and snapshot
+        // commits (they hash a time).
+        for key in ["session_id", "ts", "run_id", "duration_ms", "workspace", "commit"] {
             o.remove(key);
         }
     }
