@@ -305,11 +305,21 @@ export class Transcript {
     }
     d.classList.remove("pending");
     d.classList.add(e.is_error ? "failed" : "ok");
-    const diff = e.metadata?.diff;
+    // The typed part of the result (older stored events carried the diff in metadata).
+    const details = e.details ?? {};
+    const diff = details.diff ?? e.metadata?.diff;
     if (diff) {
       d.append(renderDiff(diff));
       d.open = true;
     }
+    if (details.exit_code !== undefined && details.exit_code !== 0) {
+      d.append(el("div", "exit-code", `exit code ${details.exit_code}`));
+    }
     d.append(el("pre", `result${e.is_error ? " error" : ""}`, e.content));
+    if (details.truncated) {
+      d.append(
+        el("div", "truncated", `output cut: ${details.truncated.shown_chars} of ${details.truncated.original_chars} characters shown`),
+      );
+    }
   }
 }

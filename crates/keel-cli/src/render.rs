@@ -161,7 +161,10 @@ impl Human {
                 ));
             }
             EventKind::ToolResult {
-                is_error, content, ..
+                is_error,
+                content,
+                details,
+                ..
             } => {
                 if *is_error && content.starts_with("{\"error\":\"phase_violation\"") {
                     return out; // the phase_violation line above already says it
@@ -181,6 +184,21 @@ impl Human {
                             String::new()
                         },
                         s.reset
+                    ));
+                }
+                // The typed part of the result: what changed, what was cut.
+                if !*is_error && !details.files.is_empty() {
+                    out.push_str(&format!(
+                        "      {}changed: {}{}\n",
+                        s.dim,
+                        details.files.join(", "),
+                        s.reset
+                    ));
+                }
+                if let Some(t) = details.truncated {
+                    out.push_str(&format!(
+                        "      {}(output cut: {} of {} characters shown){}\n",
+                        s.dim, t.shown_chars, t.original_chars, s.reset
                     ));
                 }
             }
@@ -586,6 +604,22 @@ mod tests {
                 name: "read_file".into(),
                 is_error: false,
                 content: "3\tfn a()\n4\t}\n".into(),
+                details: Default::default(),
+                metadata: None,
+            },
+            EventKind::ToolResult {
+                id: "2".into(),
+                name: "edit_file".into(),
+                is_error: false,
+                content: "Edited `src/lib.rs`.".into(),
+                details: keel_protocol::ToolDetails {
+                    files: vec!["src/lib.rs".into()],
+                    truncated: Some(keel_protocol::Truncation {
+                        original_chars: 90_000,
+                        shown_chars: 30_000,
+                    }),
+                    ..Default::default()
+                },
                 metadata: None,
             },
         ] {
@@ -593,7 +627,7 @@ mod tests {
         }
         assert_eq!(
             out,
-            "Let me look.\n  → read_file src/lib.rs:3-9\n    ✓ 3\tfn a() (+1 lines)\n"
+            "Let me look.\n  → read_file src/lib.rs:3-9\n    ✓ 3\tfn a() (+1 lines)\n    ✓ Edited `src/lib.rs`.\n      changed: src/lib.rs\n      (output cut: 30000 of 90000 characters shown)\n"
         );
     }
 

@@ -42,13 +42,13 @@ fn the_fuzzy_edit_example_runs_and_shows_its_diffs() {
         results[0]["content"]
     );
     assert_eq!(results[1]["metadata"]["match_level"], "fuzzy");
-    let diff = results[1]["metadata"]["diff"].as_str().unwrap();
+    let diff = results[1]["details"]["diff"].as_str().unwrap();
     assert!(
         diff.contains("-    a * b\n+    a.saturating_mul(b)\n"),
         "{diff}"
     );
     assert_eq!(
-        results[2]["metadata"]["paths"],
+        results[2]["details"]["files"],
         serde_json::json!(["tests/mul.rs"])
     );
     let lib = std::fs::read_to_string(work.join("src/lib.rs")).unwrap();

@@ -13,9 +13,9 @@
 use std::sync::{Arc, LazyLock};
 
 use futures::future::BoxFuture;
+use keel_protocol::ToolDetails;
 use keel_store::BlockerRecord;
 use regex::Regex;
-use serde_json::Value;
 
 /// Who raised a blocker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,17 +81,17 @@ pub fn new_blocker_id() -> String {
     format!("blk-{random:08x}")
 }
 
-/// The question a tool asked the engine to put to the user, from the metadata convention
-/// `{"blocker": {"question": "…", "context": "…"}}` (the `ask_user` tool sets it).
-pub fn question_in_metadata(metadata: Option<&Value>) -> Option<(String, Option<String>)> {
-    let blocker = metadata?.get("blocker")?;
-    let question = blocker.get("question")?.as_str()?.trim();
+/// The question a tool asked the engine to put to the user (its typed blocker request; the
+/// `ask_user` tool sets it).
+pub fn requested_question(details: &ToolDetails) -> Option<(String, Option<String>)> {
+    let blocker = details.blocker.as_ref()?;
+    let question = blocker.question.trim();
     if question.is_empty() {
         return None;
     }
     let context = blocker
-        .get("context")
-        .and_then(Value::as_str)
+        .context
+        .as_deref()
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .map(str::to_string);
@@ -222,15 +222,24 @@ mod tests {
     }
 
     #[test]
-    fn questions_come_from_tool_metadata() {
-        let m = serde_json::json!({"blocker": {"question": " Which DB? ", "context": ""}});
+    fn questions_come_from_the_typed_blocker_request() {
+        let ask = |question: &str, context: Option<&str>| ToolDetails {
+            blocker: Some(keel_protocol::BlockerRequest {
+                question: question.into(),
+                context: context.map(str::to_string),
+            }),
+            ..ToolDetails::default()
+        };
         assert_eq!(
-            question_in_metadata(Some(&m)),
+            requested_question(&ask(" Which DB? ", Some(""))),
             Some(("Which DB?".to_string(), None))
         );
-        let empty = serde_json::json!({"blocker": {"question": "  "}});
-        assert_eq!(question_in_metadata(Some(&empty)), None);
-        assert_eq!(question_in_metadata(None), None);
+        assert_eq!(
+            requested_question(&ask("Which DB?", Some(" both exist "))),
+            Some(("Which DB?".to_string(), Some("both exist".to_string())))
+        );
+        assert_eq!(requested_question(&ask("  ", None)), None);
+        assert_eq!(requested_question(&ToolDetails::default()), None);
     }
 
     #[test]

@@ -17,13 +17,13 @@ use futures::{FutureExt, StreamExt};
 use keel_llm::{ChatRequest, LlmError, ModelTurn, StreamEvent, TurnAssembler};
 use keel_protocol::{
     ContentBlock, DeltaChannel, ErrorCode, EventKind, Message, Role, SessionStatus, ToolCall,
-    ToolSpec, Usage,
+    ToolDetails, ToolSpec, Truncation, Usage,
 };
 use keel_tools::{ToolContext, ToolEffect, ToolError, ToolOutput};
 
 use crate::approval::ApprovalGate;
 use crate::blockers::{
-    BlockerDraft, BlockerSource, SharedUserPrompt, credentials_blocker, question_in_metadata,
+    BlockerDraft, BlockerSource, SharedUserPrompt, credentials_blocker, requested_question,
 };
 use crate::compaction::Compactor;
 use crate::engine::Engine;
@@ -450,18 +450,20 @@ impl<'a> Run<'a> {
                     }
                 }
             };
-            let (content, is_error, metadata) = match result {
-                Ok(ToolOutput { content, metadata }) => {
-                    let content = self
-                        .after_success(call, content, metadata.as_ref(), &mut stop)
-                        .await;
-                    (content, false, metadata)
+            let (content, is_error, mut details, metadata) = match result {
+                Ok(ToolOutput {
+                    content,
+                    details,
+                    metadata,
+                }) => {
+                    let content = self.after_success(call, content, &details, &mut stop).await;
+                    (content, false, details, metadata)
                 }
                 Err(ToolError::Model(msg)) => {
                     if !refused {
                         self.after_error(call, &msg, &mut stop);
                     }
-                    (msg, true, None)
+                    (msg, true, ToolDetails::default(), None)
                 }
                 Err(ToolError::Fatal(msg)) => {
                     let failure = Failure::new(
@@ -476,16 +478,25 @@ impl<'a> Run<'a> {
                             "an earlier tool call in this reply failed fatally",
                         ));
                     }
-                    (msg, true, None)
+                    (msg, true, ToolDetails::default(), None)
                 }
             };
+            let original_chars = content.chars().count();
             let content = keel_tools::text::truncate_middle(&content, MAX_TOOL_RESULT_CHARS);
+            let shown_chars = content.chars().count();
+            if shown_chars < original_chars {
+                details.truncated = Some(Truncation {
+                    original_chars,
+                    shown_chars,
+                });
+            }
             self.emitter
                 .emit(EventKind::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     is_error,
                     content: content.clone(),
+                    details,
                     metadata,
                 })
                 .await?;
@@ -517,17 +528,17 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Records a successful call; a question for the user (the `ask_user` metadata) is
+    /// Records a successful call; a question for the user (`ask_user`'s blocker request) is
     /// answered interactively or becomes a blocker. Returns the content the model sees.
     async fn after_success(
         &mut self,
         call: &ToolCall,
         content: String,
-        metadata: Option<&serde_json::Value>,
+        details: &ToolDetails,
         stop: &mut Option<(Ending, &'static str)>,
     ) -> String {
-        self.note_change(call, metadata);
-        if let Some(code) = failed_exit_code(&self.engine.tools, call, metadata) {
+        self.note_change(call, details);
+        if let Some(code) = failed_exit_code(&self.engine.tools, call, details) {
             // A command that ran but failed is a failed attempt, whatever the tool's result
             // type says.
             self.after_error(call, &format!("exit code {code}\n{content}"), stop);
@@ -541,8 +552,7 @@ impl<'a> Run<'a> {
             .tools
             .get(&call.name)
             .is_some_and(|t| t.effect() == ToolEffect::Control);
-        let Some((question, context)) = question_in_metadata(metadata).filter(|_| is_control)
-        else {
+        let Some((question, context)) = requested_question(details).filter(|_| is_control) else {
             return content;
         };
         if let Some(prompt) = self.ask_user.clone()
@@ -611,16 +621,16 @@ impl<'a> Run<'a> {
     }
 }
 
-/// The non-zero `exit_code` a command-running tool reported in its metadata, if any.
+/// The non-zero exit code a command-running tool reported, if any.
 fn failed_exit_code(
     tools: &keel_tools::ToolRegistry,
     call: &ToolCall,
-    metadata: Option<&serde_json::Value>,
-) -> Option<i64> {
+    details: &ToolDetails,
+) -> Option<i32> {
     let runs_commands = tools
         .get(&call.name)
         .is_some_and(|t| t.effect() == ToolEffect::RunsCommands);
-    let code = metadata?.get("exit_code")?.as_i64()?;
+    let code = details.exit_code?;
     (runs_commands && code != 0).then_some(code)
 }
 

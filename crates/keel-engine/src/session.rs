@@ -340,18 +340,26 @@ pub(crate) async fn resume(
     conclude(run, &emitter).await
 }
 
-/// Files a session's tool results reported writing (metadata `paths`).
+/// Files a session's tool results reported writing (their typed `files`; events stored
+/// before tool results were typed said it in `metadata.paths`).
 fn files_written(events: &[keel_protocol::Event]) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
     for e in events {
         if let EventKind::ToolResult {
             is_error: false,
-            metadata: Some(m),
+            details,
+            metadata,
             ..
         } = &e.kind
-            && let Some(paths) = m.get("paths").and_then(|p| p.as_array())
         {
-            files.extend(paths.iter().filter_map(|p| p.as_str()).map(str::to_string));
+            files.extend(details.files.iter().cloned());
+            if let Some(paths) = metadata
+                .as_ref()
+                .and_then(|m| m.get("paths"))
+                .and_then(|p| p.as_array())
+            {
+                files.extend(paths.iter().filter_map(|p| p.as_str()).map(str::to_string));
+            }
         }
     }
     files

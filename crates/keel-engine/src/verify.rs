@@ -126,7 +126,7 @@ impl Run<'_> {
 
     /// Notes that a call succeeded: files it wrote, and whether it changed anything (which
     /// makes final verification run).
-    pub(crate) fn note_change(&mut self, call: &ToolCall, metadata: Option<&serde_json::Value>) {
+    pub(crate) fn note_change(&mut self, call: &ToolCall, details: &keel_protocol::ToolDetails) {
         let effect = self.engine.tools.get(&call.name).map(|t| t.effect());
         if matches!(
             effect,
@@ -134,14 +134,7 @@ impl Run<'_> {
         ) {
             self.changed = true;
         }
-        if let Some(paths) = metadata
-            .and_then(|m| m.get("paths"))
-            .and_then(|p| p.as_array())
-        {
-            for p in paths.iter().filter_map(|p| p.as_str()) {
-                self.files.insert(p.to_string());
-            }
-        }
+        self.files.extend(details.files.iter().cloned());
     }
 
     /// The model answered without tool calls. Decides whether that ends the run: a request for

@@ -102,7 +102,13 @@ async fn fuzzy_chain_edits_show_their_diffs_in_the_event_stream() {
         .unwrap();
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
 
-    let results: Vec<(String, bool, String, serde_json::Value)> = sink
+    let results: Vec<(
+        String,
+        bool,
+        String,
+        serde_json::Value,
+        keel_protocol::ToolDetails,
+    )> = sink
         .events()
         .into_iter()
         .filter_map(|e| match e.kind {
@@ -110,9 +116,16 @@ async fn fuzzy_chain_edits_show_their_diffs_in_the_event_stream() {
                 name,
                 is_error,
                 content,
+                details,
                 metadata,
                 ..
-            } => Some((name, is_error, content, metadata.unwrap_or_default())),
+            } => Some((
+                name,
+                is_error,
+                content,
+                metadata.unwrap_or_default(),
+                details,
+            )),
             _ => None,
         })
         .collect();
@@ -137,10 +150,10 @@ async fn fuzzy_chain_edits_show_their_diffs_in_the_event_stream() {
     );
 
     // Python: found by ignoring indentation, re-indented into the class.
-    let (_, _, content, meta) = &results[2];
+    let (_, _, content, meta, details) = &results[2];
     assert_eq!(meta["match_level"], "indentation-agnostic");
-    assert_eq!(meta["paths"], serde_json::json!(["inventory.py"]));
-    let diff = meta["diff"].as_str().unwrap();
+    assert_eq!(details.files, vec!["inventory.py".to_string()]);
+    let diff = details.diff.as_deref().unwrap();
     assert!(
         diff.contains(
             "+        if count < 0:\n+            raise ValueError(\"count must be positive\")\n"
@@ -160,10 +173,10 @@ async fn fuzzy_chain_edits_show_their_diffs_in_the_event_stream() {
     );
 
     // Rust: found fuzzily; the misremembered doc comment stays as the file had it.
-    let (_, _, content, meta) = &results[3];
+    let (_, _, content, meta, details) = &results[3];
     assert_eq!(meta["match_level"], "fuzzy");
     assert!(content.contains("similarity 0."), "{content}");
-    let diff = meta["diff"].as_str().unwrap();
+    let diff = details.diff.as_deref().unwrap();
     assert!(
         diff.contains("+        log::trace!(\"pushed {value}\");"),
         "{diff}"

@@ -248,7 +248,10 @@ async fn a_session_driven_only_through_ops() {
         assert!(e.run_id.starts_with("r-"), "{e:?}");
         assert_eq!(e.parent_run_id, None);
         if runs.last() != Some(&e.run_id.as_str()) {
-            assert!(!runs.contains(&e.run_id.as_str()), "a run's events are contiguous");
+            assert!(
+                !runs.contains(&e.run_id.as_str()),
+                "a run's events are contiguous"
+            );
             runs.push(&e.run_id);
         }
     }

@@ -174,7 +174,7 @@ impl keel_tools::Tool for FailingTests {
             Ok(keel_tools::ToolOutput::text(format!(
                 "running 4 tests\nerror[E0425]: cannot find value `total` in this scope\n --> src/sum{n}.rs:{n}:9"
             ))
-            .with_metadata(serde_json::json!({"exit_code": 101})))
+            .with_exit_code(Some(101)))
         })
     }
 }

@@ -93,7 +93,11 @@ pub enum EventKind {
         name: String,
         is_error: bool,
         content: String,
-        /// Structured extras (a diff, match level, exit code …) for UIs; not sent to the model.
+        /// What the call did, typed: files changed and their diff, exit code, a question for
+        /// the user, truncation. Renderers and guardrails read these.
+        #[serde(default, skip_serializing_if = "crate::ToolDetails::is_empty")]
+        details: crate::ToolDetails,
+        /// Free-form extras for UIs (a match level, a sandbox name …); not sent to the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
@@ -442,13 +446,18 @@ mod tests {
             session_id: "s1".into(),
             seq: 3,
             ts: 0,
-            run_id: String::new(),
-            parent_run_id: None,
+            run_id: "r-1".into(),
+            parent_run_id: Some("r-0".into()),
             kind: EventKind::ToolResult {
                 id: "c1".into(),
-                name: "read_file".into(),
+                name: "edit_file".into(),
                 is_error: false,
-                content: "1\tfn main() {}".into(),
+                content: "Edited.".into(),
+                details: crate::ToolDetails {
+                    files: vec!["src/main.rs".into()],
+                    exit_code: Some(0),
+                    ..crate::ToolDetails::default()
+                },
                 metadata: None,
             },
         };
@@ -456,10 +465,26 @@ mod tests {
         assert_eq!(json["type"], "tool_result");
         assert_eq!(json["seq"], 3);
         assert_eq!(json["session_id"], "s1");
+        assert_eq!(json["run_id"], "r-1");
+        assert_eq!(json["parent_run_id"], "r-0");
         assert_eq!(json["is_error"], false);
+        assert_eq!(json["details"]["files"][0], "src/main.rs");
+        assert!(
+            json["details"].get("diff").is_none(),
+            "unset fields are left out"
+        );
         let back: Event = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, ev);
         assert_eq!(back.type_name(), "tool_result");
+        // Events stored before runs and typed results read back with empty ones.
+        let old: Event = serde_json::from_str(
+            r#"{"session_id":"s","seq":1,"ts":0,"type":"tool_result","id":"c","name":"n","is_error":false,"content":""}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(old.run_id, "");
+        assert!(
+            matches!(old.kind, EventKind::ToolResult { ref details, .. } if details.is_empty())
+        );
     }
 
     #[test]

@@ -5,10 +5,12 @@
 //! no policy. The JSON shapes here are a public contract (`keel run --json`, the server, stored
 //! transcripts): rename nothing, add with `#[serde(default)]`.
 
+mod details;
 mod event;
 mod message;
 mod op;
 
+pub use details::{BlockerRequest, ToolDetails, Truncation};
 pub use event::{DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus};
 pub use message::{ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage};
 pub use op::{ApprovalScope, Attachment, Op, Submission};

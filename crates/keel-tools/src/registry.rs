@@ -135,20 +135,9 @@ impl ToolRegistry {
     }
 }
 
-/// `metadata.paths` of a tool result.
+/// The files a tool result says it wrote.
 fn written_paths(output: &ToolOutput) -> Vec<String> {
-    output
-        .metadata
-        .as_ref()
-        .and_then(|m| m.get("paths"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    output.details.files.clone()
 }
 
 /// Levenshtein distance over chars (names are short).

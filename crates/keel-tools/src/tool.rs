@@ -3,6 +3,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
+use keel_protocol::{BlockerRequest, ToolDetails};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -27,13 +28,13 @@ pub enum ToolEffect {
 pub struct ToolOutput {
     /// What the model sees.
     pub content: String,
-    /// Structured extras for UIs and events (a diff, a match level, an exit code); never sent
-    /// to the model. Conventions every tool follows so hooks and UIs can rely on them:
-    /// - `"paths": ["a/b.rs", …]` — workspace-relative files the call created, changed or
-    ///   deleted (tools with [`ToolEffect::WritesFiles`] must set it on success);
-    /// - `"diff": "--- a/…"` — a unified diff of what changed, when there is one;
-    /// - `"blocker": {"question": "…", "context": "…"}` — a [`ToolEffect::Control`] tool asks
-    ///   the engine to put a question to the user (`ask_user`); the run pauses until answered.
+    /// What the call did, typed: the files it changed (tools with
+    /// [`ToolEffect::WritesFiles`] must set them on success) and their diff, a command's exit
+    /// code, a question for the user (a [`ToolEffect::Control`] tool like `ask_user`; the run
+    /// pauses until answered). The loop, its guardrails and the renderers read these.
+    pub details: ToolDetails,
+    /// Free-form extras for UIs and events (a match level, a sandbox name); never sent to the
+    /// model and never read by the loop.
     pub metadata: Option<Value>,
 }
 
@@ -42,13 +43,40 @@ impl ToolOutput {
     pub fn text(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
-            metadata: None,
+            ..Self::default()
         }
     }
 
     /// Adds metadata.
     pub fn with_metadata(mut self, metadata: Value) -> Self {
         self.metadata = Some(metadata);
+        self
+    }
+
+    /// Records the files the call created, changed or deleted.
+    pub fn with_files(mut self, files: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.details.files = files.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Records a unified diff of the change.
+    pub fn with_diff(mut self, diff: impl Into<String>) -> Self {
+        self.details.diff = Some(diff.into());
+        self
+    }
+
+    /// Records the exit code of the command the call ran.
+    pub fn with_exit_code(mut self, code: Option<i32>) -> Self {
+        self.details.exit_code = code;
+        self
+    }
+
+    /// Asks the engine to put `question` to the user.
+    pub fn with_blocker(mut self, question: impl Into<String>, context: Option<String>) -> Self {
+        self.details.blocker = Some(BlockerRequest {
+            question: question.into(),
+            context,
+        });
         self
     }
 }

@@ -97,10 +97,11 @@ async fn run_case(case: &Path) -> Result<(), String> {
                     show(&expected)
                 ));
             }
-            let meta = out.metadata.unwrap_or_default();
-            let paths = meta["paths"].as_array().cloned().unwrap_or_default();
-            if paths.is_empty() || meta["diff"].as_str().unwrap_or("").is_empty() {
-                return Err(format!("{name}: metadata lacks paths or diff: {meta}"));
+            let details = &out.details;
+            if details.files.is_empty() || details.diff.as_deref().unwrap_or("").is_empty() {
+                return Err(format!(
+                    "{name}: the result lacks files or diff: {details:?}"
+                ));
             }
         }
     }

@@ -310,7 +310,7 @@ async fn long_output_keeps_head_and_tail() {
     assert!(c.contains("omitted"), "{c}");
     assert!(c.ends_with("stderr:\noops"), "{c}");
     assert!(c.len() < 1_300, "{} chars", c.len());
-    assert_eq!(out.metadata.unwrap()["exit_code"], 3);
+    assert_eq!(out.details.exit_code, Some(3));
 }
 
 #[tokio::test]
@@ -581,7 +581,7 @@ async fn auto_lint_reports_findings_after_create_file() {
     );
 }
 
-/// A writing tool that is not create_file: the hook keys off `metadata.paths`.
+/// A writing tool that is not create_file: the hook keys off the result's typed `files`.
 struct WriteTwo;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -599,7 +599,7 @@ impl TypedTool for WriteTwo {
     async fn run(&self, _: NoArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         std::fs::write(ctx.workspace.root().join("a.py"), "ok = True\n").unwrap();
         std::fs::write(ctx.workspace.root().join("b.py"), "if True\n").unwrap();
-        Ok(ToolOutput::text("wrote two").with_metadata(json!({"paths": ["a.py", "b.py"]})))
+        Ok(ToolOutput::text("wrote two").with_files(["a.py", "b.py"]))
     }
 }
 
@@ -616,7 +616,7 @@ impl TypedTool for SneakyReader {
         ToolEffect::ReadOnly
     }
     async fn run(&self, _: NoArgs, _: &ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text("read").with_metadata(json!({"paths": ["b.py"]})))
+        Ok(ToolOutput::text("read").with_files(["b.py"]))
     }
 }
 

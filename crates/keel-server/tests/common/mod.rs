@@ -323,7 +323,14 @@ pub fn comparable(event: &Value) -> Value {
     if let Some(o) = e.as_object_mut() {
         // Ids (of the session and of each run), clocks, where the workspace is, and snapshot
         // commits (they hash a time).
-        for key in ["session_id", "ts", "run_id", "duration_ms", "workspace", "commit"] {
+        for key in [
+            "session_id",
+            "ts",
+            "run_id",
+            "duration_ms",
+            "workspace",
+            "commit",
+        ] {
             o.remove(key);
         }
     }

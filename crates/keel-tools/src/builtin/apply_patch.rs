@@ -66,12 +66,13 @@ impl TypedTool for ApplyPatch {
                 .max()
                 .map(|l| l.name())
                 .unwrap_or("exact");
-            Ok(ToolOutput::text(content).with_metadata(serde_json::json!({
-                "paths": plan.paths,
-                "diff": plan.diff,
-                "match_level": worst,
-                "match_levels": levels,
-            })))
+            Ok(ToolOutput::text(content)
+                .with_files(plan.paths)
+                .with_diff(plan.diff)
+                .with_metadata(serde_json::json!({
+                    "match_level": worst,
+                    "match_levels": levels,
+                })))
         })
         .await
     }

@@ -1,7 +1,7 @@
 //! `ask_user`: the model asks the user a question it cannot answer itself.
 //!
-//! The tool only records the question: its output carries the metadata
-//! `{"blocker": {"question", "context"}}` and the engine decides what happens — in an
+//! The tool only records the question: its output carries the typed blocker request
+//! (`details.blocker`: question, context) and the engine decides what happens — in an
 //! interactive session the user answers at once; otherwise the run pauses as `blocked` and the
 //! answer arrives when the session resumes.
 
@@ -58,9 +58,7 @@ impl TypedTool for AskUser {
             .filter(|c| !c.is_empty());
         Ok(
             ToolOutput::text("Question recorded for the user; the run pauses until they answer.")
-                .with_metadata(serde_json::json!({
-                    "blocker": {"question": question, "context": context}
-                })),
+                .with_blocker(question, context.map(str::to_string)),
         )
     }
 }
@@ -73,7 +71,7 @@ mod tests {
     use serde_json::json;
 
     #[tokio::test]
-    async fn records_the_question_as_blocker_metadata() {
+    async fn records_the_question_as_a_typed_blocker_request() {
         let f = Fixture::new();
         let out = AskUser
             .execute(
@@ -82,9 +80,9 @@ mod tests {
             )
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let meta = out.metadata.unwrap_or_default();
-        assert_eq!(meta["blocker"]["question"], "Which database?");
-        assert_eq!(meta["blocker"]["context"], "Both are configured.");
+        let blocker = out.details.blocker.unwrap_or_default();
+        assert_eq!(blocker.question, "Which database?");
+        assert_eq!(blocker.context.as_deref(), Some("Both are configured."));
         assert_eq!(Tool::effect(&AskUser), ToolEffect::Control);
     }
 

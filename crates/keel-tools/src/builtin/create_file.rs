@@ -69,7 +69,8 @@ impl TypedTool for CreateFile {
                 "Created `{rel}` ({lines} lines, {}).",
                 human_size(bytes.len() as u64)
             ))
-            .with_metadata(serde_json::json!({"paths": [rel], "created": true})))
+            .with_files([rel])
+            .with_metadata(serde_json::json!({"created": true})))
         })
         .await
     }

@@ -132,9 +132,10 @@ impl TypedTool for EditFile {
             }
             content.push('\n');
             content.push_str(&crate::text::truncate_middle(&diff, budget));
-            Ok(ToolOutput::text(content).with_metadata(serde_json::json!({
-                "paths": [rel],
-                "diff": diff,
+            Ok(ToolOutput::text(content)
+                .with_files([rel])
+                .with_diff(diff)
+                .with_metadata(serde_json::json!({
                 "match_level": worst.name(),
                 "match_levels": levels,
             })))
@@ -219,12 +220,12 @@ mod tests {
             "{}",
             out.content
         );
-        let meta = out.metadata.unwrap_or_default();
-        assert_eq!(meta["paths"], json!(["app.py"]));
-        assert_eq!(meta["match_level"], "exact");
+        assert_eq!(out.details.files, vec!["app.py".to_string()]);
+        assert_eq!(out.metadata.unwrap_or_default()["match_level"], "exact");
         assert!(
-            meta["diff"]
-                .as_str()
+            out.details
+                .diff
+                .as_deref()
                 .unwrap_or("")
                 .starts_with("--- a/app.py\n+++ b/app.py\n")
         );

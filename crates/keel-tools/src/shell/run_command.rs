@@ -101,14 +101,15 @@ impl TypedTool for RunCommand {
             text.push('\n');
         }
         text.push_str(&render(&out, timeout, ctx.max_output_chars));
-        Ok(ToolOutput::text(text).with_metadata(serde_json::json!({
-            "exit_code": out.exit_code(),
-            "timed_out": out.ending == Ending::TimedOut,
-            "class": analysis.class,
-            "sandbox": policy.as_str(),
-            "sandboxed": out.sandboxed,
-            "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
-        })))
+        Ok(ToolOutput::text(text)
+            .with_exit_code(out.exit_code())
+            .with_metadata(serde_json::json!({
+                "timed_out": out.ending == Ending::TimedOut,
+                "class": analysis.class,
+                "sandbox": policy.as_str(),
+                "sandboxed": out.sandboxed,
+                "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+            })))
     }
 }
 

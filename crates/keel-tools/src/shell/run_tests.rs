@@ -158,16 +158,17 @@ impl TypedTool for RunTests {
             text.push_str("\n\nOutput:\n");
             text.push_str(&crate::text::truncate_middle(&combined, budget));
         }
-        Ok(ToolOutput::text(text).with_metadata(serde_json::json!({
-            "runner": test.runner,
-            "command": test.command,
-            "cwd": where_,
-            "exit_code": out.exit_code(),
-            "passed": summary.passed,
-            "failed": summary.failed,
-            "skipped": summary.skipped,
-            "counted": summary.counted,
-            "sandbox": policy.as_str(),
-        })))
+        Ok(ToolOutput::text(text)
+            .with_exit_code(out.exit_code())
+            .with_metadata(serde_json::json!({
+                "runner": test.runner,
+                "command": test.command,
+                "cwd": where_,
+                "passed": summary.passed,
+                "failed": summary.failed,
+                "skipped": summary.skipped,
+                "counted": summary.counted,
+                "sandbox": policy.as_str(),
+            })))
     }
 }
