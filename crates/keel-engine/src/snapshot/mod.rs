@@ -18,6 +18,7 @@
 //! turn that writes files or runs commands) and holds no session state.
 
 mod git;
+mod safe_git;
 mod turn;
 
 use std::path::{Path, PathBuf};
@@ -344,5 +345,7 @@ pub fn private_repository(workspace: &Path) -> PathBuf {
     workspace.join(".keel").join("snapshots")
 }
 
+#[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod tests;
