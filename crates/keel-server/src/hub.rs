@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ApiError;
+use crate::roots::{WorkspaceRoots, without_excerpts};
 
 /// Events kept for slow subscribers before they fall back to reading the store.
 const CHANNEL_CAPACITY: usize = 4096;
@@ -128,6 +129,8 @@ pub struct Hub {
     pub(crate) store: Arc<dyn Store>,
     setup: Arc<dyn SessionSetup>,
     default_workspace: PathBuf,
+    /// Where sessions may run and scripts may come from.
+    roots: WorkspaceRoots,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
     turns: TaskTracker,
     pub(crate) streams: TaskTracker,
@@ -162,11 +165,13 @@ impl Hub {
         store: Arc<dyn Store>,
         setup: Arc<dyn SessionSetup>,
         default_workspace: PathBuf,
+        roots: WorkspaceRoots,
     ) -> Self {
         Self {
             store,
             setup,
             default_workspace,
+            roots,
             live: Mutex::new(HashMap::new()),
             turns: TaskTracker::new(),
             streams: TaskTracker::new(),
@@ -214,25 +219,13 @@ impl Hub {
         self.live_map().get(id).is_some_and(|s| s.turn_running())
     }
 
-    /// The workspace a spec names, canonical.
+    /// The workspace a spec names, canonical and under the server's roots.
     fn workspace(&self, spec: &SessionSpec) -> Result<PathBuf, ApiError> {
         let path = match spec.workspace.as_deref().map(str::trim) {
             None | Some("") => self.default_workspace.clone(),
             Some(w) => self.default_workspace.join(w),
         };
-        let canonical = path.canonicalize().map_err(|e| {
-            ApiError::bad_request(format!(
-                "workspace `{}` cannot be opened: {e}",
-                path.display()
-            ))
-        })?;
-        if !canonical.is_dir() {
-            return Err(ApiError::bad_request(format!(
-                "workspace `{}` is not a directory",
-                path.display()
-            )));
-        }
-        Ok(canonical)
+        self.roots.workspace(&path)
     }
 
     /// Builds the engine for a session in `workspace` with these `[llm]`/`[agent]` overrides:
@@ -242,11 +235,12 @@ impl Hub {
         workspace: &Path,
         overrides: &[(&str, toml::Value)],
     ) -> Result<Engine, ApiError> {
+        // Errors go to a client: parsers' quotes of the files (config, script) are left out.
         let config = self.setup.config(workspace, overrides).map_err(|m| {
             ApiError::new(
                 axum::http::StatusCode::UNPROCESSABLE_ENTITY,
                 "config_error",
-                m,
+                without_excerpts(&m),
             )
         })?;
         let builder = EngineBuilder::new(config.clone(), workspace).store(self.store.clone());
@@ -254,10 +248,15 @@ impl Hub {
             .setup
             .providers(&config, workspace, builder)
             .map_err(|m| {
+                let message = if m.contains("invalid script") {
+                    "the script is not a valid Keel script (YAML with a `turns` list); run it with `keel run --script FILE` on the server to see where".to_string()
+                } else {
+                    without_excerpts(&m)
+                };
                 ApiError::new(
                     axum::http::StatusCode::UNPROCESSABLE_ENTITY,
                     "provider_error",
-                    m,
+                    message,
                 )
             })?;
         Ok(builder.build()?)
@@ -279,7 +278,8 @@ impl Hub {
             overrides.push(("llm.model", text(m)));
         }
         if let Some(s) = spec.script.as_deref().filter(|s| !s.is_empty()) {
-            overrides.push(("llm.script", text(s)));
+            let script = self.roots.script(&workspace, s)?;
+            overrides.push(("llm.script", text(&script.display().to_string())));
             if spec.provider.is_none() {
                 overrides.push(("llm.provider", text("scripted")));
             }
@@ -305,6 +305,7 @@ impl Hub {
         }
         let record = self.record(&session.id).await?;
         let workspace = PathBuf::from(&record.workspace);
+        self.roots.check_existing(&workspace)?;
         let text = |s: &str| toml::Value::String(s.to_string());
         let overrides = [
             ("llm.provider", text(&record.provider)),
@@ -453,6 +454,7 @@ impl Hub {
             ));
         }
         let (workspace, id) = (PathBuf::from(&record.workspace), record.id.clone());
+        self.roots.check_existing(&workspace)?;
         let report = tokio::task::spawn_blocking(move || {
             Snapshots::open(&workspace).and_then(|s| s.undo(&id, turn))
         })

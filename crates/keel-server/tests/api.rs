@@ -188,7 +188,7 @@ async fn bad_requests_get_json_errors_with_fitting_status_codes() {
         (
             "POST",
             "/api/v1/sessions".into(),
-            Some(r#"{"workspace": "/definitely/not/here"}"#),
+            Some(r#"{"workspace": "definitely/not/here"}"#),
             "application/json",
             400,
             "bad_request",
@@ -283,7 +283,7 @@ async fn bad_requests_get_json_errors_with_fitting_status_codes() {
         ),
     ];
     for (method, path, body, content_type, status, code) in cases {
-        let mut headers = vec![];
+        let mut headers = srv.auth_headers();
         if !content_type.is_empty() {
             headers.push(("Content-Type".to_string(), content_type.to_string()));
         }
@@ -307,7 +307,10 @@ async fn bad_requests_get_json_errors_with_fitting_status_codes() {
         .raw(
             "POST",
             &format!("/api/v1/sessions/{id}/messages"),
-            &[("Content-Type".into(), "application/json".into())],
+            &[
+                ("Content-Type".into(), "application/json".into()),
+                srv.auth_headers()[0].clone(),
+            ],
             Some(&huge),
         )
         .await;
@@ -325,9 +328,10 @@ async fn a_second_message_while_a_turn_runs_is_a_conflict_and_cancel_ends_the_tu
     let path = format!("/api/v1/sessions/{id}/messages");
     let first = {
         let addr = srv.addr;
+        let token = srv.token.clone().unwrap();
         let path = path.clone();
         tokio::spawn(async move {
-            let probe = Probe { addr };
+            let probe = Probe { addr, token };
             probe.post(&path, json!({"content": "think"})).await
         })
     };
@@ -383,6 +387,7 @@ async fn a_second_message_while_a_turn_runs_is_a_conflict_and_cancel_ends_the_tu
 /// A second client on the same server (for requests made from spawned tasks).
 struct Probe {
     addr: std::net::SocketAddr,
+    token: String,
 }
 
 impl Probe {
@@ -391,8 +396,9 @@ impl Probe {
         let body = body.to_string();
         let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
+            self.token,
             body.len()
         );
         s.write_all(req.as_bytes()).await.unwrap();
@@ -536,12 +542,14 @@ async fn many_sessions_run_at_once() {
         ids.push(srv.create_session(&script, "react").await);
     }
     let addr = srv.addr;
+    let token = srv.token.clone().unwrap();
     let turns: Vec<_> = ids
         .iter()
         .map(|id| {
             let path = format!("/api/v1/sessions/{id}/messages");
+            let token = token.clone();
             tokio::spawn(async move {
-                Probe { addr }
+                Probe { addr, token }
                     .post(&path, json!({"content": "explain"}))
                     .await
             })
@@ -637,5 +645,122 @@ async fn the_ui_is_served_with_a_strict_content_security_policy() {
     }
     let (status, _, body) = srv.raw("GET", "/ui/../Cargo.toml", &[], None).await;
     assert_eq!(status, 404, "{body}");
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_loopback_server_requires_its_token_too() {
+    let mut srv = TestServer::start().await;
+    let token = srv.token.clone().expect("a token is generated on loopback");
+    assert_eq!(token.len(), 64);
+    let (status, _, body) = srv.raw("GET", "/api/v1/sessions", &[], None).await;
+    assert_eq!(
+        status, 401,
+        "another local process without the token: {body}"
+    );
+    let (status, _, _) = srv
+        .raw(
+            "POST",
+            "/api/v1/sessions",
+            &[("Content-Type".into(), "application/json".into())],
+            Some(r#"{"workspace": "/", "script": "/etc/passwd"}"#),
+        )
+        .await;
+    assert_eq!(status, 401);
+    let wrong = [(
+        "Authorization".to_string(),
+        format!("Bearer {}0", &token[..63]),
+    )];
+    assert_eq!(
+        srv.raw("GET", "/api/v1/sessions", &wrong, None).await.0,
+        401
+    );
+    assert_eq!(srv.get("/api/v1/sessions").await.0, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn sessions_run_only_under_the_workspace_roots() {
+    let mut srv = TestServer::start().await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/etc", srv.workspace().join("etc-link")).unwrap();
+    let foreign = [
+        "/".to_string(),
+        "/etc".to_string(),
+        elsewhere.path().display().to_string(),
+        "../..".to_string(),
+        "etc-link".to_string(),
+        "/nonexistent/dir".to_string(),
+    ];
+    for workspace in foreign {
+        let (status, body) = srv
+            .post(
+                "/api/v1/sessions",
+                json!({"workspace": workspace, "provider": "scripted"}),
+            )
+            .await;
+        assert_eq!(status, 403, "{workspace}: {body}");
+        assert_eq!(body["error_code"], "outside_workspace_roots", "{body}");
+    }
+    let (status, body) = srv.get("/api/v1/sessions").await;
+    assert_eq!((status, body.as_array().map(Vec::len)), (200, Some(0)));
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn scripts_come_only_from_the_roots_and_errors_never_quote_files() {
+    let mut srv = TestServer::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.yaml");
+    std::fs::write(&secret, "root:$6$SECRET-HASH:19000:0:99999:7:::\n").unwrap();
+    for script in [
+        "/etc/shadow".to_string(),
+        "/etc/passwd".to_string(),
+        secret.display().to_string(),
+        "../../../../../../etc/passwd".to_string(),
+    ] {
+        let (status, body) = srv
+            .post(
+                "/api/v1/sessions",
+                json!({"provider": "scripted", "script": script}),
+            )
+            .await;
+        assert_eq!(status, 403, "{script}: {body}");
+        let text = body.to_string();
+        assert!(
+            !text.contains("root:") && !text.contains("SECRET-HASH"),
+            "{script}: the file's content leaked: {text}"
+        );
+    }
+    // A file under the roots that is not a script: refused without quoting it.
+    let bad = srv.script("notes.yaml", "password: SECRET-IN-WORKSPACE: [\n");
+    let (status, body) = srv
+        .post(
+            "/api/v1/sessions",
+            json!({"provider": "scripted", "script": bad}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(!body.to_string().contains("SECRET-IN-WORKSPACE"), "{body}");
+    // A project config that does not parse: the error names it without quoting it.
+    std::fs::create_dir_all(srv.workspace().join(".keel")).unwrap();
+    std::fs::write(
+        srv.workspace().join(".keel/config.toml"),
+        "api_key = SECRET-IN-CONFIG\n",
+    )
+    .unwrap();
+    let ok = srv.script("ok.yaml", READ_THEN_ANSWER);
+    let (status, body) = srv
+        .post(
+            "/api/v1/sessions",
+            json!({"provider": "scripted", "script": ok}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("config.toml"),
+        "{body}"
+    );
+    assert!(!body.to_string().contains("SECRET-IN-CONFIG"), "{body}");
     srv.shutdown().await;
 }

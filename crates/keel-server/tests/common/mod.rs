@@ -96,6 +96,8 @@ impl TestServer {
             token: token.map(str::to_string),
             allowed_origins: vec![],
             default_workspace: dir.path().join("ws"),
+            // The temp directory: `ws`, the other workspaces and scripts tests make beside it.
+            workspace_roots: vec![dir.path().to_path_buf()],
         };
         let server = Server::bind(options, store.clone(), Arc::new(TestSetup))
             .await
@@ -135,6 +137,14 @@ impl TestServer {
     pub fn script(&self, name: &str, yaml: &str) -> String {
         std::fs::write(self.workspace().join(name), yaml).unwrap();
         name.to_string()
+    }
+
+    /// The `Authorization` header every API request needs.
+    pub fn auth_headers(&self) -> Vec<(String, String)> {
+        self.token
+            .iter()
+            .map(|t| ("Authorization".to_string(), format!("Bearer {t}")))
+            .collect()
     }
 
     pub fn host(&self) -> String {
