@@ -165,14 +165,19 @@ impl Git {
                 } else {
                     EMPTY_TREE_SHA1
                 };
-                return Ok(Self {
+                let user = Self {
                     index: git_dir.join("keel-snapshot.index"),
                     kind: RepoKind::User { git_dir },
                     prefix: lines.get(3).copied().unwrap_or_default().to_string(),
                     work_tree,
-                    workspace,
+                    workspace: workspace.clone(),
                     attr_source: attr_ok.then_some(empty),
-                });
+                };
+                // A workspace inside another repository's ignored or untracked directory is
+                // not that repository's business: nothing is written into it.
+                if user.prefix.is_empty() || user.tracks_workspace() {
+                    return Ok(user);
+                }
             }
         }
         Ok(Self {
@@ -183,6 +188,27 @@ impl Git {
             workspace,
             attr_source: attr_ok.then_some(EMPTY_TREE_SHA1),
         })
+    }
+
+    /// Whether the repository tracks files in the workspace (a subdirectory of its work
+    /// tree): committed in `HEAD`, or at least in the user's index.
+    fn tracks_workspace(&self) -> bool {
+        let dir = self.prefix.trim_end_matches('/');
+        let committed = format!("HEAD:{dir}");
+        if self
+            .run(&["rev-parse", "--verify", "--quiet", &committed], None)
+            .is_ok()
+        {
+            return true;
+        }
+        let Ok(mut c) = self.command(&["ls-files", "--cached", "-z", "--", "."]) else {
+            return false;
+        };
+        c.env("GIT_INDEX_FILE", self.git_dir().join("index"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        c.output()
+            .is_ok_and(|out| out.status.success() && !out.stdout.is_empty())
     }
 
     pub(super) fn git_dir(&self) -> &Path {

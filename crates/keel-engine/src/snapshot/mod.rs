@@ -7,9 +7,11 @@
 //! their old content and mode back, files the agent created are removed, files it deleted come
 //! back — and reports what changed.
 //!
-//! Inside a git repository the snapshots live in that repository (objects and refs only), built
-//! with a separate index file (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash
-//! are never touched. Elsewhere Keel keeps a private repository in `.keel/snapshots`. Files the
+//! When the workspace is a git repository's root or a tracked part of it, the snapshots live in
+//! that repository (objects and refs only), built with a separate index file
+//! (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash are never touched. Elsewhere
+//! (no repository, or an ignored or untracked directory of another one) Keel keeps a private
+//! repository in `.keel/snapshots` and writes nothing into the outer repository. Files the
 //! repository ignores (`.gitignore`: build output, dependencies) and Keel's own `.keel/`
 //! directory are neither recorded nor restored. Attribute-driven conversions (line endings,
 //! filters) are switched off so a restore gives back the exact bytes (git 2.40 or newer).
@@ -133,8 +135,9 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    /// The snapshot store for `workspace`: its git repository if it is inside one, else the
-    /// private repository in `.keel/snapshots` (created on the first snapshot). Runs
+    /// The snapshot store for `workspace`: its git repository if it is that repository's root
+    /// or a tracked part of it, else the private repository in `.keel/snapshots` (created on
+    /// the first snapshot). Runs
     /// `git rev-parse` once; fails only when git itself cannot run.
     pub fn open(workspace: &Path) -> Result<Self, SnapshotError> {
         Ok(Self {

@@ -307,3 +307,52 @@ fn turns_resolve_to_the_first_snapshot_at_or_after_them() {
         Err(SnapshotError::BadName(_))
     ));
 }
+
+#[test]
+fn a_workspace_in_an_ignored_directory_of_another_repository_keeps_its_own_store() {
+    require_git();
+    let dir = tempfile::tempdir().unwrap();
+    let outer = dir.path();
+    git(outer, &["init", "-q"]);
+    write(outer, ".gitignore", b"scratch/\n");
+    write(outer, "tracked.txt", b"outer\n");
+    git(outer, &["add", "."]);
+    git(outer, &["commit", "-qm", "init"]);
+    let ws = outer.join("scratch/project");
+    seed(&ws);
+    let before = tree(&ws);
+    let outer_status = git(outer, &["status", "--porcelain", "--ignored"]);
+
+    let snaps = Snapshots::open(&ws).unwrap();
+    assert!(
+        !snaps.in_user_repository(),
+        "the outer repository is not used"
+    );
+    let s0 = snaps.take("s", 0, None).unwrap();
+    mutate(&ws);
+    snaps.take("s", 1, Some(&s0)).unwrap();
+    snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(tree(&ws), before);
+
+    assert!(ws.join(".keel/snapshots/HEAD").exists(), "a private store");
+    assert!(!outer.join(".git/keel-snapshot.index").exists());
+    assert_eq!(
+        git(outer, &["for-each-ref", "refs/keel"]),
+        "",
+        "no snapshot refs in the outer repository"
+    );
+    assert_eq!(
+        git(outer, &["status", "--porcelain", "--ignored"]),
+        outer_status
+    );
+
+    // An untracked (not ignored) directory: private as well; a tracked one uses the repository.
+    let fresh = outer.join("fresh");
+    write(&fresh, "a.txt", b"a\n");
+    assert!(!Snapshots::open(&fresh).unwrap().in_user_repository());
+    git(outer, &["add", "fresh"]);
+    assert!(
+        Snapshots::open(&fresh).unwrap().in_user_repository(),
+        "staged files make it a tracked part"
+    );
+}
