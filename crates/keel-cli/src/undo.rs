@@ -4,9 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use keel_engine::config::Layer;
-use keel_engine::snapshot::{SnapshotInfo, Snapshots, UndoReport};
+use keel_engine::snapshot::{RedoReport, SnapshotError, SnapshotInfo, Snapshots, UndoReport};
 use keel_protocol::{Event, EventKind, SessionStatus};
 use keel_store::{SessionRecord, Store, StoreError};
 
@@ -68,14 +67,20 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
         }
         None => latest_session(&snaps, store.as_ref(), &workspace)?,
     };
-    let report = match snaps.undo(&session, args.to) {
-        Ok(r) => r,
-        Err(
-            e @ (keel_engine::snapshot::SnapshotError::NoSnapshots(_)
-            | keel_engine::snapshot::SnapshotError::NothingAfter { .. }),
-        ) => return Err(UsageError(e.to_string()).into()),
-        Err(e) => return Err(e).context("the undo failed"),
-    };
+    if args.list {
+        return list(&snaps, &session, args.json);
+    }
+    if args.redo {
+        let report = snaps.redo(&session).map_err(refusal)?;
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        } else {
+            print_redo(&mut out, &report)?;
+        }
+        return Ok(exit::COMPLETED);
+    }
+    let report = snaps.undo(&session, args.to).map_err(refusal)?;
     record_undo(store.as_ref(), &report);
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -84,6 +89,87 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
     }
     print_report(&mut out, &report)?;
     Ok(exit::COMPLETED)
+}
+
+/// Snapshot errors caused by what the user asked (nothing to undo or redo) are usage errors.
+fn refusal(e: SnapshotError) -> anyhow::Error {
+    match e {
+        SnapshotError::NoSnapshots(_)
+        | SnapshotError::NothingAfter { .. }
+        | SnapshotError::AtOldest { .. }
+        | SnapshotError::NothingToRedo(_)
+        | SnapshotError::RedoStale { .. } => UsageError(e.to_string()).into(),
+        other => anyhow::Error::new(other).context("the undo failed"),
+    }
+}
+
+/// `keel undo --list`: the session's snapshots, where the workspace is, what undo restores.
+fn list(snaps: &Snapshots, session: &str, json: bool) -> anyhow::Result<u8> {
+    let history = snaps.history(session).map_err(refusal)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&history)?)?;
+        return Ok(exit::COMPLETED);
+    }
+    if history.is_empty() {
+        writeln!(out, "Session {session} has no snapshots here.")?;
+        return Ok(exit::COMPLETED);
+    }
+    writeln!(
+        out,
+        "Snapshots of session {session} (restore one with `keel undo --to TURN`):"
+    )?;
+    writeln!(
+        out,
+        "{:>5}  {:<10}  {:<16}  NOTE",
+        "TURN", "COMMIT", "TAKEN (UTC)"
+    )?;
+    for h in &history {
+        let s = &h.snapshot;
+        let mut notes = Vec::new();
+        if h.current {
+            notes.push("← the workspace now");
+        }
+        if h.next_undo {
+            notes.push("← `keel undo` restores this");
+        }
+        if h.unchanged {
+            notes.push("(same as the one before)");
+        }
+        writeln!(
+            out,
+            "{:>5}  {:<10}  {:<16}  {}",
+            s.turn,
+            &s.commit[..s.commit.len().min(10)],
+            when(s.created * 1000),
+            notes.join(" ")
+        )?;
+    }
+    if !history.iter().any(|h| h.current) {
+        writeln!(out, "The workspace has changes after the last snapshot.")?;
+    }
+    Ok(exit::COMPLETED)
+}
+
+fn print_redo(out: &mut impl Write, report: &RedoReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Redid the last undo of session {}: the workspace is back to the state it replaced ({}); {} file(s) changed:",
+        report.session,
+        &report.commit[..report.commit.len().min(10)],
+        report.changes.len()
+    )?;
+    let c = &report.changes;
+    for (label, files) in [
+        ("modified ", &c.modified),
+        ("recreated", &c.recreated),
+        ("removed  ", &c.removed),
+    ] {
+        for f in files {
+            writeln!(out, "  {label}  {f}")?;
+        }
+    }
+    Ok(())
 }
 
 /// The newest session with snapshots in this workspace.
@@ -157,7 +243,7 @@ fn print_report(out: &mut impl Write, report: &UndoReport) -> std::io::Result<()
     if let Some(replaced) = &report.replaced {
         writeln!(
             out,
-            "The state before this undo is kept as snapshot commit {}.",
+            "The state before this undo is kept as commit {}: `keel undo --redo` brings it back; `keel undo` again steps further back.",
             &replaced[..replaced.len().min(10)]
         )?;
     }
@@ -206,7 +292,7 @@ pub fn snapshots(args: SnapshotsArgs) -> anyhow::Result<u8> {
     }
     writeln!(
         out,
-        "Restore one with: keel undo --session SESSION --to TURN (the workspace as it was at the end of that turn)"
+        "Restore one with: keel undo --session SESSION --to TURN (the workspace as it was at the end of that turn); `keel undo` steps back one at a time, `keel undo --list` shows where you are"
     )?;
     Ok(exit::COMPLETED)
 }

@@ -461,7 +461,9 @@ impl Hub {
         .await
         .map_err(|e| ApiError::internal(format!("the undo task failed: {e}")))?
         .map_err(|e| match e {
-            SnapshotError::NoSnapshots(_) | SnapshotError::NothingAfter { .. } => {
+            SnapshotError::NoSnapshots(_)
+            | SnapshotError::NothingAfter { .. }
+            | SnapshotError::AtOldest { .. } => {
                 ApiError::conflict("nothing_to_undo", e.to_string())
             }
             other => ApiError::internal(other.to_string()),

@@ -378,6 +378,23 @@ impl Git {
         Ok(())
     }
 
+    /// The workspace's tree now (staged into Keel's index).
+    pub(super) fn current_tree(&self) -> Result<String, SnapshotError> {
+        self.write_tree()
+    }
+
+    /// The tree of `commit`'s first parent, if it has one.
+    pub(super) fn parent_tree(&self, commit: &str) -> Option<String> {
+        let spec = format!("{commit}^1^{{tree}}");
+        self.stdout(&["rev-parse", "--verify", "--quiet", &spec])
+            .ok()
+    }
+
+    /// Deletes a ref (a redone undo).
+    pub(super) fn delete_ref(&self, reference: &str) -> Result<(), SnapshotError> {
+        self.run(&["update-ref", "-d", reference], None).map(|_| ())
+    }
+
     /// Stages the workspace into Keel's index and writes its tree.
     fn write_tree(&self) -> Result<String, SnapshotError> {
         self.ensure_repository()?;

@@ -20,6 +20,7 @@
 //! turn that writes files or runs commands) and holds no session state.
 
 mod git;
+mod history;
 mod safe_git;
 mod turn;
 
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use git::git_available;
 use git::{Git, RepoKind};
+pub use history::{HistoryEntry, RedoReport};
 
 /// The ref namespace of turn snapshots.
 pub const SNAPSHOT_REFS: &str = "refs/keel/snapshots";
@@ -72,6 +74,16 @@ pub enum SnapshotError {
         turn: u32,
         last: u32,
     },
+    #[error(
+        "the workspace is already at session {session}'s first snapshot (turn {turn}, before it changed anything); there is nothing older to restore (`keel undo --redo` brings back what the last undo replaced)"
+    )]
+    AtOldest { session: String, turn: u32 },
+    #[error("session {0} has no undo to redo")]
+    NothingToRedo(String),
+    #[error(
+        "the workspace changed since session {session}'s last undo, so redoing it would overwrite those changes; the state that undo replaced is kept as commit {commit} (`git checkout {commit} -- .` restores it by hand)"
+    )]
+    RedoStale { session: String, commit: String },
     #[error("the restore of {commit} did not give the snapshot back exactly: {detail}")]
     Mismatch { commit: String, detail: String },
 }
@@ -262,27 +274,6 @@ impl Snapshots {
                     last: last.turn,
                 }),
         }
-    }
-
-    /// Restores the workspace to snapshot `turn` of `session` (the session's last snapshot
-    /// when `None`: undoing its last turn that changed files). The state replaced is kept
-    /// under [`UNDO_REFS`] first.
-    pub fn undo(&self, session: &str, turn: Option<u32>) -> Result<UndoReport, SnapshotError> {
-        let target = self.resolve(session, turn)?;
-        let reference = format!("{UNDO_REFS}/{session}/{}", now_millis());
-        let message = format!(
-            "keel undo: session {session}, state before restoring turn {}",
-            target.turn
-        );
-        let replaced = self.git.snapshot(&reference, &message, None)?;
-        let changes = self.git.restore(&target.commit, Some(&replaced.tree))?;
-        Ok(UndoReport {
-            session: session.to_string(),
-            turn: turn.unwrap_or(target.turn),
-            commit: target.commit,
-            changes,
-            replaced: Some(replaced.commit),
-        })
     }
 
     /// Restores the workspace to `commit` (any snapshot or checkpoint) and reports what
