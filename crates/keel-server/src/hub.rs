@@ -444,6 +444,7 @@ impl Hub {
             return Err(turn_running(&session.id));
         }
         let record = self.record(&session.id).await?;
+        self.roots.check_existing(Path::new(&record.workspace))?;
         if record.status == SessionStatus::Running && !record.is_interrupted() {
             return Err(ApiError::conflict(
                 "session_busy",
@@ -454,7 +455,6 @@ impl Hub {
             ));
         }
         let (workspace, id) = (PathBuf::from(&record.workspace), record.id.clone());
-        self.roots.check_existing(&workspace)?;
         let report = tokio::task::spawn_blocking(move || {
             Snapshots::open(&workspace).and_then(|s| s.undo(&id, turn))
         })

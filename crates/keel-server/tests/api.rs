@@ -764,3 +764,34 @@ async fn scripts_come_only_from_the_roots_and_errors_never_quote_files() {
     assert!(!body.to_string().contains("SECRET-IN-CONFIG"), "{body}");
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_driven() {
+    let mut srv = TestServer::start().await;
+    // `keel run` in another directory left this session in the shared store.
+    let elsewhere = tempfile::tempdir().unwrap();
+    srv.store
+        .create_session(&keel_store::NewSession {
+            id: "20260101-000000-abcdef".into(),
+            workspace: elsewhere.path().display().to_string(),
+            task: "t".into(),
+            provider: "scripted".into(),
+            model: "scripted".into(),
+            mode: "react".into(),
+        })
+        .unwrap();
+    let id = "20260101-000000-abcdef";
+    let (status, body) = srv
+        .post(
+            &format!("/api/v1/sessions/{id}/messages"),
+            json!({"content": "go on"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error_code"], "outside_workspace_roots");
+    let (status, body) = srv
+        .post(&format!("/api/v1/sessions/{id}/undo"), json!({}))
+        .await;
+    assert_eq!(status, 403, "{body}");
+    srv.shutdown().await;
+}
