@@ -73,10 +73,17 @@ pub struct UndoArgs {
     /// The session (id or unique prefix; default: the latest session with snapshots here).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// Restore the workspace as it was at the end of this turn (0: before the session changed
-    /// anything). Default: undo the session's last turn that changed files.
-    #[arg(long, value_name = "TURN")]
+    /// Restore snapshot TURN: the workspace as it was at the end of that turn, numbered as
+    /// `keel snapshots` and `keel undo --list` show (0: before the session changed anything).
+    /// Default: one step back from where the workspace is (repeat to go further back).
+    #[arg(long, value_name = "TURN", conflicts_with_all = ["list", "redo"])]
     pub to: Option<u32>,
+    /// List the session's snapshots, where the workspace is and what `keel undo` restores.
+    #[arg(long, conflicts_with = "redo")]
+    pub list: bool,
+    /// Bring back what the last undo replaced (while the workspace is still as it left it).
+    #[arg(long)]
+    pub redo: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -27,6 +27,12 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         port: config.server.port,
         token: config.server.token.clone(),
         allowed_origins: config.server.allowed_origins.clone(),
+        workspace_roots: config
+            .server
+            .workspaces
+            .iter()
+            .map(|w| workspace.join(keel_tools::sandbox::expand_home(w)))
+            .collect(),
         default_workspace: workspace,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -44,16 +50,23 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         let mut out = std::io::stdout().lock();
         match server.token() {
             TokenOrigin::Generated(token) => {
+                let stored = keel_server::security::write_token_file(
+                    &keel_engine::config::data_dir(&setup::env_var),
+                    token,
+                );
                 writeln!(out, "Keel is serving {url}#token={token}")?;
+                let kept = match &stored {
+                    Ok(path) => format!("also in {}, readable only by you", path.display()),
+                    Err(e) => format!("it could not be stored: {e}"),
+                };
                 writeln!(
                     out,
-                    "API token (shown once; send it as `Authorization: Bearer <token>`): {token}"
+                    "API token ({kept}; send it as `Authorization: Bearer <token>`): {token}"
                 )?;
             }
             TokenOrigin::Configured => {
                 writeln!(out, "Keel is serving {url} (API token required)")?;
             }
-            TokenOrigin::None => writeln!(out, "Keel is serving {url}")?,
         }
         writeln!(out, "Press Ctrl-C to stop.")?;
         out.flush()?;

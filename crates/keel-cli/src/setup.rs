@@ -49,8 +49,12 @@ pub fn workspace_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
 /// Loads the layered configuration for `workspace` with `overrides` from flags on top.
 pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config> {
     let user = config::user_config_path(&env_var);
-    Config::load(user.as_deref(), workspace, std::env::vars(), overrides)
-        .map_err(|e| usage(e.to_string()))
+    let config = Config::load(user.as_deref(), workspace, std::env::vars(), overrides)
+        .map_err(|e| usage(e.to_string()))?;
+    for warning in &config.warnings {
+        eprintln!("keel: warning: {warning}");
+    }
+    Ok(config)
 }
 
 /// Opens the session store named by the configuration (or the default location).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use keel_engine::config::Layer;
 use keel_engine::runtime::{UndoError, undo_session};
-use keel_engine::snapshot::{SnapshotInfo, Snapshots, UndoReport};
+use keel_engine::snapshot::{RedoReport, SnapshotError, SnapshotInfo, Snapshots, UndoReport};
 use keel_protocol::SessionStatus;
 use keel_store::{SessionRecord, Store, StoreError};
 
@@ -59,10 +59,31 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
                 ))
                 .into());
             }
+            if r.status == SessionStatus::Running && !r.is_interrupted() {
+                return Err(UsageError(format!(
+                    "session {} is still running; cancel it before undoing its changes",
+                    r.id
+                ))
+                .into());
+            }
             r.id.clone()
         }
         None => latest_session(&snaps, store.as_ref(), &workspace)?,
     };
+    if args.list {
+        return list(&snaps, &session, args.json);
+    }
+    if args.redo {
+        let report = snaps.redo(&session).map_err(refusal)?;
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        } else {
+            print_redo(&mut out, &report)?;
+        }
+        return Ok(exit::COMPLETED);
+    }
+    // Undo exists once: the engine's `undo_session` restores and records the `undo` event.
     let record = match record {
         Some(r) => r,
         None => store
@@ -78,6 +99,7 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
         .block_on(undo_session(&store, &record, args.to, Vec::new()))
         .map_err(|e| match e {
             UndoError::NothingToUndo(m) | UndoError::Busy(m) => UsageError(m).into(),
+            UndoError::Snapshot(s) => refusal(s),
             other => anyhow::Error::new(other).context("the undo failed"),
         })?;
     let mut out = std::io::stdout().lock();
@@ -87,6 +109,87 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
     }
     print_report(&mut out, &report)?;
     Ok(exit::COMPLETED)
+}
+
+/// Snapshot errors caused by what the user asked (nothing to undo or redo) are usage errors.
+fn refusal(e: SnapshotError) -> anyhow::Error {
+    match e {
+        SnapshotError::NoSnapshots(_)
+        | SnapshotError::NothingAfter { .. }
+        | SnapshotError::AtOldest { .. }
+        | SnapshotError::NothingToRedo(_)
+        | SnapshotError::RedoStale { .. } => UsageError(e.to_string()).into(),
+        other => anyhow::Error::new(other).context("the undo failed"),
+    }
+}
+
+/// `keel undo --list`: the session's snapshots, where the workspace is, what undo restores.
+fn list(snaps: &Snapshots, session: &str, json: bool) -> anyhow::Result<u8> {
+    let history = snaps.history(session).map_err(refusal)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&history)?)?;
+        return Ok(exit::COMPLETED);
+    }
+    if history.is_empty() {
+        writeln!(out, "Session {session} has no snapshots here.")?;
+        return Ok(exit::COMPLETED);
+    }
+    writeln!(
+        out,
+        "Snapshots of session {session} (restore one with `keel undo --to TURN`):"
+    )?;
+    writeln!(
+        out,
+        "{:>5}  {:<10}  {:<16}  NOTE",
+        "TURN", "COMMIT", "TAKEN (UTC)"
+    )?;
+    for h in &history {
+        let s = &h.snapshot;
+        let mut notes = Vec::new();
+        if h.current {
+            notes.push("← the workspace now");
+        }
+        if h.next_undo {
+            notes.push("← `keel undo` restores this");
+        }
+        if h.unchanged {
+            notes.push("(same as the one before)");
+        }
+        writeln!(
+            out,
+            "{:>5}  {:<10}  {:<16}  {}",
+            s.turn,
+            &s.commit[..s.commit.len().min(10)],
+            when(s.created * 1000),
+            notes.join(" ")
+        )?;
+    }
+    if !history.iter().any(|h| h.current) {
+        writeln!(out, "The workspace has changes after the last snapshot.")?;
+    }
+    Ok(exit::COMPLETED)
+}
+
+fn print_redo(out: &mut impl Write, report: &RedoReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Redid the last undo of session {}: the workspace is back to the state it replaced ({}); {} file(s) changed:",
+        report.session,
+        &report.commit[..report.commit.len().min(10)],
+        report.changes.len()
+    )?;
+    let c = &report.changes;
+    for (label, files) in [
+        ("modified ", &c.modified),
+        ("recreated", &c.recreated),
+        ("removed  ", &c.removed),
+    ] {
+        for f in files {
+            writeln!(out, "  {label}  {f}")?;
+        }
+    }
+    Ok(())
 }
 
 /// The newest session with snapshots in this workspace.
@@ -161,7 +264,7 @@ fn print_report(out: &mut impl Write, report: &UndoReport) -> std::io::Result<()
     if let Some(replaced) = &report.replaced {
         writeln!(
             out,
-            "The state before this undo is kept as snapshot commit {}.",
+            "The state before this undo is kept as commit {}: `keel undo --redo` brings it back; `keel undo` again steps further back.",
             &replaced[..replaced.len().min(10)]
         )?;
     }
@@ -210,7 +313,7 @@ pub fn snapshots(args: SnapshotsArgs) -> anyhow::Result<u8> {
     }
     writeln!(
         out,
-        "Restore one with: keel undo --session SESSION --to TURN (the workspace as it was at the end of that turn)"
+        "Restore one with: keel undo --session SESSION --to TURN (the workspace as it was at the end of that turn); `keel undo` steps back one at a time, `keel undo --list` shows where you are"
     )?;
     Ok(exit::COMPLETED)
 }

@@ -305,3 +305,99 @@ fn without_git_the_run_goes_on_and_says_undo_is_unavailable() {
     assert!(env.work.join("a.txt").exists() && env.work.join("b.txt").exists());
     assert_eq!(events.last().unwrap()["status"], "completed");
 }
+
+/// A one-turn script writing `path` with `content`.
+fn writes(path: &str, content: &str) -> String {
+    format!(
+        "turns:\n  - text: \"Writing.\"\n    tool_calls:\n      - name: create_file\n        arguments: {{path: \"{path}\", content: \"{content}\\n\"}}\n  - text: \"Done.\"\n"
+    )
+}
+
+#[test]
+fn repeated_undo_walks_back_three_writing_turns_and_redo_walks_forward() {
+    let env = Env::new();
+    git(&env.work, &["init", "-q", "-b", "main"]);
+    git(&env.work, &["add", "."]);
+    git(&env.work, &["commit", "-qm", "demo"]);
+    let mut trees = vec![tree(&env.work)];
+    let mut snapshot_numbers = Vec::new();
+    let mut id = String::new();
+    for (n, content) in ["one", "two", "three"].iter().enumerate() {
+        let script = env.script(
+            &format!("w{n}.yaml"),
+            &writes(&format!("notes/{content}.txt"), content),
+        );
+        let mut cmd = env.keel_with_toolchain();
+        cmd.args(["run", "--json", "--script"]).arg(&script);
+        if n > 0 {
+            cmd.args(["--resume", &id]);
+        }
+        let out = cmd.arg(format!("write {content}")).output().unwrap();
+        ok(&out);
+        let events = json_lines(&out.stdout);
+        id = events[0]["session_id"].as_str().unwrap().to_string();
+        snapshot_numbers.extend(
+            events
+                .iter()
+                .filter(|e| e["type"] == "snapshot")
+                .map(|e| e["turn"].as_u64().unwrap()),
+        );
+        trees.push(tree(&env.work));
+    }
+    assert_eq!(snapshot_numbers.len(), 3, "one snapshot per writing turn");
+    for pair in trees.windows(2) {
+        assert_ne!(pair[0], pair[1], "each turn wrote");
+    }
+
+    // `keel undo --list` shows the numbers the events carry.
+    let listed = env
+        .keel_with_toolchain()
+        .args(["undo", "--list", "--json"])
+        .output()
+        .unwrap();
+    ok(&listed);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let numbers: Vec<u64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, snapshot_numbers);
+    assert_eq!(listed[2]["next_undo"], true, "{listed:#}");
+
+    for back in (0..3).rev() {
+        let out = env.keel_with_toolchain().args(["undo"]).output().unwrap();
+        ok(&out);
+        assert_eq!(
+            tree(&env.work),
+            trees[back],
+            "undo {} restores the tree before writing turn {}",
+            3 - back,
+            back + 1
+        );
+    }
+    let out = env.keel_with_toolchain().args(["undo"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "nothing older");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("first snapshot"));
+
+    let out = env
+        .keel_with_toolchain()
+        .args(["undo", "--redo"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(
+        tree(&env.work),
+        trees[1],
+        "redo brings back the last undone turn"
+    );
+    let to = snapshot_numbers[2].to_string();
+    let out = env
+        .keel_with_toolchain()
+        .args(["undo", "--to", &to])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(tree(&env.work), trees[2], "--to takes the listed number");
+}

@@ -20,6 +20,8 @@ struct Served {
     extra: Vec<String>,
     _tmp: tempfile::TempDir,
     workspace: PathBuf,
+    /// Keel's data directory (`KEEL_HOME`).
+    data: PathBuf,
 }
 
 impl Served {
@@ -77,7 +79,15 @@ impl Served {
             extra,
             _tmp: tmp,
             workspace,
+            data: home.join("data"),
         }
+    }
+
+    /// The token in the printed URL (`#token=…`).
+    fn token(&self) -> Option<String> {
+        self.url
+            .split_once("#token=")
+            .map(|(_, t)| t.trim().to_string())
     }
 
     fn addr(&self) -> String {
@@ -111,9 +121,12 @@ impl Served {
     fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
         let mut s = TcpStream::connect(self.addr()).unwrap();
         let body = body.to_string();
+        let auth = self
+            .token()
+            .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
         write!(
             s,
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr(),
             body.len()
         )
@@ -159,19 +172,71 @@ impl Drop for Served {
 }
 
 #[test]
-fn serve_binds_loopback_without_a_token_and_stops_cleanly_on_sigterm() {
+fn serve_on_loopback_generates_a_private_token_and_stops_cleanly_on_sigterm() {
     let served = Served::start(&[]);
     assert!(
         served.url.starts_with("http://127.0.0.1:"),
         "{}",
         served.url
     );
-    assert!(served.extra.is_empty(), "no token line: {:?}", served.extra);
-    assert_eq!(served.get_status("/api/v1/sessions", None), 200);
-    assert_eq!(served.get_status("/", None), 200);
+    let token = served.token().expect("the URL carries the token");
+    assert_eq!(token.len(), 64, "{}", served.url);
+    let file = served.data.join("server-token");
+    assert!(
+        served
+            .extra
+            .iter()
+            .any(|l| l.contains(&file.display().to_string())),
+        "the token line names the file: {:?}",
+        served.extra
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "readable only by the user");
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    }
+    // Another local process without the token cannot drive it.
+    assert_eq!(served.get_status("/api/v1/sessions", None), 401);
+    let (status, _) = {
+        let mut s = TcpStream::connect(served.addr()).unwrap();
+        let body = r#"{"workspace": "/", "script": "/etc/passwd"}"#;
+        write!(
+            s,
+            "POST /api/v1/sessions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            served.addr(),
+            body.len()
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        (text.split_whitespace().nth(1).map(str::to_string), text)
+    };
+    assert_eq!(status.as_deref(), Some("401"));
+    assert_eq!(served.get_status("/api/v1/sessions", Some(&token)), 200);
+    assert_eq!(
+        served.get_status("/", None),
+        200,
+        "the page itself is public"
+    );
+    // With the token, still only the workspace it was started in.
+    let (status, body) = served.post("/api/v1/sessions", &serde_json::json!({"workspace": "/"}));
+    assert_eq!(status, 403, "{body}");
     let (code, err) = served.stop();
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("stopping"), "{err}");
+}
+
+#[test]
+fn serve_refuses_to_start_in_the_root_directory() {
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["serve", "--port", "0", "-w", "/"])
+        .env("KEEL_HOME", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("system directory"), "{err}");
 }
 
 #[test]
@@ -321,7 +386,12 @@ fn the_web_ui_works_in_a_real_browser() {
     }
     let served = Served::start(&[]);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
-    let fixtures = tests_dir.join("fixtures");
+    // Scripts must come from under the server's workspace roots: copy them in.
+    let fixtures = served.workspace.join("fixtures");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    for name in ["react.yaml", "plan_exec.yaml"] {
+        std::fs::copy(tests_dir.join("fixtures").join(name), fixtures.join(name)).unwrap();
+    }
     let out = Command::new("node")
         .arg(tests_dir.join("ui.test.mjs"))
         .arg(&served.url)

@@ -124,6 +124,9 @@ struct Report {
     wall: Duration,
 }
 
+/// The server's API token (every server requires one).
+const TOKEN: &str = "bench-token-0123456789abcdef";
+
 async fn create(addr: std::net::SocketAddr) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = r#"{"provider": "scripted", "script": "script.yaml"}"#;
@@ -131,7 +134,7 @@ async fn create(addr: std::net::SocketAddr) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     let req = format!(
-        "POST /api/v1/sessions HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /api/v1/sessions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes())
@@ -155,7 +158,7 @@ async fn client(addr: std::net::SocketAddr) -> (String, usize, Vec<String>, Vec<
         Ok(id) => id,
         Err(e) => return (String::new(), 0, vec![format!("create: {e}")], receipts),
     };
-    let url = format!("ws://{addr}/api/v1/sessions/{id}/ws");
+    let url = format!("ws://{addr}/api/v1/sessions/{id}/ws?token={TOKEN}");
     let (mut ws, _) = match tokio_tungstenite::connect_async(url).await {
         Ok(ws) => ws,
         Err(e) => return (id, 0, vec![format!("connect: {e}")], receipts),
@@ -223,9 +226,10 @@ async fn run(sessions: usize) -> Report {
     let options = ServerOptions {
         host: "127.0.0.1".into(),
         port: 0,
-        token: None,
+        token: Some(TOKEN.into()),
         allowed_origins: vec![],
         default_workspace: dir.path().to_path_buf(),
+        workspace_roots: vec![],
     };
     let server = Server::bind(options, SessionBuilder::isolated(store.clone()))
         .await

@@ -239,8 +239,9 @@ impl From<BlockerRecord> for BlockerView {
 #[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UndoRequest {
-    /// Restore the workspace as it was at the end of this turn (0: before the session changed
-    /// anything). Default: undo the session's last turn that changed files.
+    /// Restore snapshot `turn`: the workspace as it was at the end of that turn, numbered as
+    /// the session's `snapshot` events (0: before the session changed anything). Default: one
+    /// step back from where the workspace is (repeated calls walk further back).
     pub turn: Option<u32>,
 }
 

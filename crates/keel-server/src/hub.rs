@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ApiError;
+use crate::roots::{WorkspaceRoots, without_excerpts};
 
 pub use keel_engine::runtime::TurnResult;
 
@@ -102,6 +103,8 @@ pub struct Hub {
     pub(crate) store: Arc<dyn Store>,
     builder: SessionBuilder,
     default_workspace: PathBuf,
+    /// Where sessions may run and scripts may come from.
+    roots: WorkspaceRoots,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
     pub(crate) streams: TaskTracker,
     /// Cancelled at shutdown: no new turns, running ones are cancelled.
@@ -131,12 +134,14 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 impl Hub {
-    /// A hub whose sessions `builder` builds (and stores in its store).
-    pub fn new(builder: SessionBuilder, default_workspace: PathBuf) -> Self {
+    /// A hub whose sessions `builder` builds (and stores in its store), in workspaces under
+    /// `roots`.
+    pub fn new(builder: SessionBuilder, default_workspace: PathBuf, roots: WorkspaceRoots) -> Self {
         Self {
             store: builder.store().clone(),
             builder,
             default_workspace,
+            roots,
             live: Mutex::new(HashMap::new()),
             streams: TaskTracker::new(),
             stopping: CancellationToken::new(),
@@ -183,25 +188,13 @@ impl Hub {
         self.live_map().get(id).is_some_and(|s| s.turn_running())
     }
 
-    /// The workspace a spec names, canonical.
+    /// The workspace a spec names, canonical and under the server's roots.
     fn workspace(&self, spec: &SessionSpec) -> Result<PathBuf, ApiError> {
         let path = match spec.workspace.as_deref().map(str::trim) {
             None | Some("") => self.default_workspace.clone(),
             Some(w) => self.default_workspace.join(w),
         };
-        let canonical = path.canonicalize().map_err(|e| {
-            ApiError::bad_request(format!(
-                "workspace `{}` cannot be opened: {e}",
-                path.display()
-            ))
-        })?;
-        if !canonical.is_dir() {
-            return Err(ApiError::bad_request(format!(
-                "workspace `{}` is not a directory",
-                path.display()
-            )));
-        }
-        Ok(canonical)
+        self.roots.workspace(&path)
     }
 
     /// A handle on `session` running in `workspace` with `overrides`, built exactly as
@@ -243,7 +236,10 @@ impl Hub {
         let overrides = SessionOverrides {
             provider: non_empty(&spec.provider),
             model: non_empty(&spec.model),
-            script: non_empty(&spec.script).map(PathBuf::from),
+            script: match non_empty(&spec.script) {
+                Some(s) => Some(self.roots.script(&workspace, &s)?),
+                None => None,
+            },
             mode: spec.execution_mode,
             ..SessionOverrides::default()
         };
@@ -265,8 +261,18 @@ impl Hub {
         }
         let record = self.record(&session.id).await?;
         let workspace = PathBuf::from(&record.workspace);
+        // A stored session may have been started by `keel run` anywhere: it is driven here
+        // only inside the roots, and so is its script.
+        self.roots.check_existing(&workspace)?;
+        let mut overrides = SessionOverrides::from_record(&record);
+        if let Some(script) = overrides.script.take() {
+            overrides.script = Some(
+                self.roots
+                    .script(&workspace, &script.display().to_string())?,
+            );
+        }
         let handle = self
-            .handle_for(session, &workspace, SessionOverrides::from_record(&record))
+            .handle_for(session, &workspace, overrides)
             .map_err(|e| {
                 ApiError::new(
                     e.status,
@@ -391,13 +397,20 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         use axum::http::StatusCode;
         match e {
+            // Errors go to a client: parsers' quotes of the files (config, script) are left
+            // out.
             EngineError::Config(c) => Self::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "config_error",
-                c.to_string(),
+                without_excerpts(&c.to_string()),
             ),
             EngineError::Provider(m) => {
-                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "provider_error", m)
+                let message = if m.contains("invalid script") {
+                    "the script is not a valid Keel script (YAML with a `turns` list); run it with `keel run --script FILE` on the server to see where".to_string()
+                } else {
+                    without_excerpts(&m)
+                };
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "provider_error", message)
             }
             EngineError::Store(s) => s.into(),
             EngineError::Workspace(w) => Self::bad_request(w.to_string()),

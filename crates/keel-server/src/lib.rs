@@ -8,8 +8,9 @@
 //!   any `seq` without gaps or duplicates ([`stream`]).
 //! - An OpenAPI document generated from the handlers' types at `/api/v1/openapi.json`.
 //! - The web UI from `web/`, embedded ([`ui`]).
-//! - Security ([`security`]): loopback by default, a bearer token anywhere else, `Origin` and
-//!   `Host` checks, body size limits, JSON errors ([`error`]).
+//! - Security ([`security`]): loopback by default, a bearer token always (generated when none
+//!   is configured), `Origin` and `Host` checks, body size limits, JSON errors ([`error`]);
+//!   sessions and scripts only under the workspace roots ([`roots`]).
 //!
 //! Every session is built by the engine's [`SessionBuilder`] (configuration layers, providers,
 //! tools, guardrails) and driven through its session handle
@@ -22,6 +23,7 @@ pub mod approvals;
 pub mod error;
 pub mod hub;
 pub mod live;
+pub mod roots;
 pub mod security;
 pub mod stream;
 pub mod ui;
@@ -44,6 +46,7 @@ use utoipa_axum::routes;
 
 pub use hub::{Hub, SessionSpec, TurnResult};
 pub use keel_engine::runtime::SessionBuilder;
+pub use roots::WorkspaceRoots;
 pub use security::{Access, TokenOrigin};
 
 /// The largest request body (and WebSocket message) accepted.
@@ -59,12 +62,15 @@ pub struct ServerOptions {
     pub host: String,
     /// Port (0: any free one).
     pub port: u16,
-    /// Bearer token; required and generated when `host` is not a loopback address.
+    /// Bearer token; generated when none is given (loopback included).
     pub token: Option<String>,
     /// Browser origins allowed besides the server's own.
     pub allowed_origins: Vec<String>,
     /// The directory relative session workspaces are resolved against.
     pub default_workspace: PathBuf,
+    /// Directories sessions may run in (and take scripts from); empty means
+    /// `default_workspace` only.
+    pub workspace_roots: Vec<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -80,6 +86,8 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Security(#[from] security::SecurityError),
+    #[error(transparent)]
+    Roots(#[from] roots::RootsError),
     #[error("the server stopped with an error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -88,7 +96,7 @@ pub enum ServerError {
 #[openapi(
     info(
         title = "Keel API",
-        description = "Run Keel agent sessions over HTTP: REST for sessions and turns, a WebSocket or SSE stream of every event. Errors are `{error_code, message}`. Servers bound to a non-loopback address require `Authorization: Bearer <token>` (or `?token=` on streams).",
+        description = "Run Keel agent sessions over HTTP: REST for sessions and turns, a WebSocket or SSE stream of every event. Errors are `{error_code, message}`. Every API request needs `Authorization: Bearer <token>` (or `?token=` on streams); the token is configured, or generated and printed at start-up.",
     ),
     modifiers(&BearerAuth),
     tags(
@@ -175,8 +183,9 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Binds the address and settles the access rules (a non-loopback address without a
-    /// configured token gets a generated one).
+    /// Checks the workspace roots, binds the address and settles the access rules (without a
+    /// configured token one is generated, on loopback too: any local process could otherwise
+    /// drive the server).
     pub async fn bind(
         options: ServerOptions,
         builder: SessionBuilder,
@@ -198,6 +207,12 @@ impl Server {
                 host: options.host.clone(),
                 reason: "no address".into(),
             })?;
+        let roots = if options.workspace_roots.is_empty() {
+            vec![options.default_workspace.clone()]
+        } else {
+            options.workspace_roots.clone()
+        };
+        let roots = WorkspaceRoots::new(&roots)?;
         let (access, token) = Access::for_bind(addr.ip(), options.token, options.allowed_origins)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -206,7 +221,7 @@ impl Server {
                 source,
             })?;
         let addr = listener.local_addr()?;
-        let hub = Arc::new(Hub::new(builder, options.default_workspace));
+        let hub = Arc::new(Hub::new(builder, options.default_workspace, roots));
         Ok(Self {
             hub,
             access: Arc::new(access),

@@ -2,12 +2,14 @@
 //! WebSocket hijacking from a page the user happens to visit) and the `Host` check of a
 //! loopback server (no DNS rebinding).
 //!
-//! The policy: a server bound to a loopback address answers local clients without a token
-//! (unless one is configured); bound anywhere else it requires one, generated when none is
-//! configured. Tokens are compared in constant time. The static web UI needs no token (it holds
-//! no data); everything under `/api/` does.
+//! The policy: every server requires a token, generated when none is configured — on loopback
+//! too, since any local process (a sandboxed command included) could otherwise drive it. A
+//! generated token is printed in the start-up URL (`#token=…`, which the web UI picks up) and
+//! stored readable only by the user ([`write_token_file`]). Tokens are compared in constant
+//! time. The static web UI needs no token (it holds no data); everything under `/api/` does.
 
 use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -22,7 +24,7 @@ use crate::error::ApiError;
 #[derive(Debug, thiserror::Error)]
 pub enum SecurityError {
     #[error(
-        "the server token is {0} characters long; use at least {MIN_TOKEN_CHARS} (or leave it unset on a non-loopback address to get a generated one)"
+        "the server token is {0} characters long; use at least {MIN_TOKEN_CHARS} (or leave it unset to get a generated one)"
     )]
     ShortToken(usize),
     #[error("cannot generate a server token: {0}")]
@@ -43,8 +45,6 @@ pub struct Access {
 /// How the server's token came about (to tell the user once).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenOrigin {
-    /// No token: loopback only.
-    None,
     /// From configuration or `--token`.
     Configured,
     /// Generated at start-up (shown once).
@@ -52,8 +52,8 @@ pub enum TokenOrigin {
 }
 
 impl Access {
-    /// The rules for a server bound to `ip`: a configured `token` is always required; a
-    /// non-loopback address without one gets a generated token.
+    /// The rules for a server bound to `ip`: a configured `token` is required, and without
+    /// one a generated token is (on every address, loopback included).
     pub fn for_bind(
         ip: IpAddr,
         token: Option<String>,
@@ -69,7 +69,6 @@ impl Access {
                 }
                 (Some(t), TokenOrigin::Configured)
             }
-            None if loopback => (None, TokenOrigin::None),
             None => {
                 let t = generate_token()?;
                 (Some(t.clone()), TokenOrigin::Generated(t))
@@ -157,6 +156,30 @@ impl Access {
     }
 }
 
+/// Stores a generated token as `server-token` in `dir` (Keel's data directory), readable and
+/// writable by the user only, for local clients; returns the file's path.
+pub fn write_token_file(dir: &Path, token: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("server-token");
+    // Removed first: an existing file (or a link planted in its place) keeps its own mode.
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut file = options.open(&path)?;
+    #[cfg(unix)]
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(format!("{token}\n").as_bytes())?;
+    Ok(path)
+}
+
 /// A 256-bit random token, hex-encoded.
 pub fn generate_token() -> Result<String, SecurityError> {
     let mut bytes = [0u8; 32];
@@ -227,21 +250,46 @@ mod tests {
     }
 
     #[test]
-    fn a_non_loopback_bind_generates_a_token_and_a_loopback_one_needs_none() {
-        let (access, origin) = Access::for_bind(IpAddr::from([0, 0, 0, 0]), None, vec![])
-            .unwrap_or_else(|e| panic!("{e}"));
-        let TokenOrigin::Generated(token) = origin else {
-            panic!("no generated token");
-        };
-        assert_eq!(token.len(), 64);
-        assert!(access.requires_token());
-        let (local, origin) =
-            Access::for_bind(loopback(), None, vec![]).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(origin, TokenOrigin::None);
-        assert!(!local.requires_token());
+    fn every_bind_without_a_token_generates_one_loopback_included() {
+        for ip in [IpAddr::from([0, 0, 0, 0]), loopback()] {
+            let (access, origin) =
+                Access::for_bind(ip, None, vec![]).unwrap_or_else(|e| panic!("{e}"));
+            let TokenOrigin::Generated(token) = origin else {
+                panic!("no generated token on {ip}");
+            };
+            assert_eq!(token.len(), 64);
+            assert!(access.requires_token());
+            let h = headers(&[("host", "127.0.0.1:7700")]);
+            assert_eq!(
+                access
+                    .check(&h, "/api/v1/sessions", None)
+                    .map_err(|e| e.code),
+                Err("unauthorized"),
+                "{ip}: a request without the token is refused"
+            );
+        }
         let short = Access::for_bind(loopback(), Some("abc".into()), vec![]);
         assert!(matches!(short, Err(SecurityError::ShortToken(3))));
         assert_ne!(generate_token().ok(), generate_token().ok());
+    }
+
+    #[test]
+    fn the_token_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("server-token"), "old").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(
+            dir.path().join("server-token"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let path = write_token_file(dir.path(), "t0k3n").unwrap_or_else(|e| panic!("{e}"));
+        let meta = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&path).ok().as_deref(),
+            Some("t0k3n\n")
+        );
     }
 
     #[test]
@@ -287,17 +335,22 @@ mod tests {
 
     #[test]
     fn foreign_origins_and_hosts_are_refused() {
-        let (access, _) =
-            Access::for_bind(loopback(), None, vec!["https://keel.example.com/".into()])
-                .unwrap_or_else(|e| panic!("{e}"));
+        let (access, _) = Access::for_bind(
+            loopback(),
+            Some("s3cret-token-0123456789".into()),
+            vec!["https://keel.example.com/".into()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let same = headers(&[
             ("host", "127.0.0.1:7700"),
             ("origin", "http://127.0.0.1:7700"),
+            ("authorization", "Bearer s3cret-token-0123456789"),
         ]);
         assert!(access.check(&same, "/api/v1/sessions", None).is_ok());
         let listed = headers(&[
             ("host", "localhost:7700"),
             ("origin", "https://keel.example.com"),
+            ("authorization", "Bearer s3cret-token-0123456789"),
         ]);
         assert!(access.check(&listed, "/api/v1/sessions", None).is_ok());
         let foreign = headers(&[

@@ -188,7 +188,7 @@ async fn bad_requests_get_json_errors_with_fitting_status_codes() {
         (
             "POST",
             "/api/v1/sessions".into(),
-            Some(r#"{"workspace": "/definitely/not/here"}"#),
+            Some(r#"{"workspace": "definitely/not/here"}"#),
             "application/json",
             400,
             "bad_request",
@@ -283,7 +283,7 @@ async fn bad_requests_get_json_errors_with_fitting_status_codes() {
         ),
     ];
     for (method, path, body, content_type, status, code) in cases {
-        let mut headers = vec![];
+        let mut headers = srv.auth_headers();
         if !content_type.is_empty() {
             headers.push(("Content-Type".to_string(), content_type.to_string()));
         }
@@ -307,7 +307,10 @@ async fn bad_requests_get_json_errors_with_fitting_status_codes() {
         .raw(
             "POST",
             &format!("/api/v1/sessions/{id}/messages"),
-            &[("Content-Type".into(), "application/json".into())],
+            &[
+                ("Content-Type".into(), "application/json".into()),
+                srv.auth_headers()[0].clone(),
+            ],
             Some(&huge),
         )
         .await;
@@ -325,9 +328,10 @@ async fn a_second_message_while_a_turn_runs_is_a_conflict_and_cancel_ends_the_tu
     let path = format!("/api/v1/sessions/{id}/messages");
     let first = {
         let addr = srv.addr;
+        let token = srv.token.clone().unwrap();
         let path = path.clone();
         tokio::spawn(async move {
-            let probe = Probe { addr };
+            let probe = Probe { addr, token };
             probe.post(&path, json!({"content": "think"})).await
         })
     };
@@ -383,6 +387,7 @@ async fn a_second_message_while_a_turn_runs_is_a_conflict_and_cancel_ends_the_tu
 /// A second client on the same server (for requests made from spawned tasks).
 struct Probe {
     addr: std::net::SocketAddr,
+    token: String,
 }
 
 impl Probe {
@@ -391,8 +396,9 @@ impl Probe {
         let body = body.to_string();
         let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
+            self.token,
             body.len()
         );
         s.write_all(req.as_bytes()).await.unwrap();
@@ -536,12 +542,14 @@ async fn many_sessions_run_at_once() {
         ids.push(srv.create_session(&script, "react").await);
     }
     let addr = srv.addr;
+    let token = srv.token.clone().unwrap();
     let turns: Vec<_> = ids
         .iter()
         .map(|id| {
             let path = format!("/api/v1/sessions/{id}/messages");
+            let token = token.clone();
             tokio::spawn(async move {
-                Probe { addr }
+                Probe { addr, token }
                     .post(&path, json!({"content": "explain"}))
                     .await
             })

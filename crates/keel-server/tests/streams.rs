@@ -213,6 +213,9 @@ async fn sse_events(
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
+    for (k, v) in srv.auth_headers() {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = String::new();
@@ -389,13 +392,14 @@ async fn shutdown_cancels_running_turns_and_loses_no_committed_event() {
         .await;
     let rest = {
         let addr = srv.addr;
+        let token = srv.token.clone().unwrap();
         let path = format!("/api/v1/sessions/{rest_id}/messages");
         tokio::spawn(async move {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let body = json!({"content": "look"}).to_string();
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             let req = format!(
-                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
             );
             s.write_all(req.as_bytes()).await.unwrap();

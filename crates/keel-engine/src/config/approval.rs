@@ -46,9 +46,9 @@ impl std::fmt::Display for ApprovalPolicy {
 
 /// `[approval]`. Rules name a tool (`"create_file"`) or a tool and a command prefix
 /// (`"run_command:git push"`). `deny` wins over `allow`, `allow` over `ask`, and all three over
-/// the policy. A project's `.keel/config.toml` may only make this stricter: its `policy`
-/// counts only when stricter, its `ask` and `deny` are added, its `allow` and a longer
-/// `timeout_secs` are ignored.
+/// the policy. A project's `.keel/config.toml` may only make this stricter (its rows in
+/// [`super::PROJECT_RULES`]): its `policy` counts only when stricter, its `ask` and `deny` are
+/// added, its `allow` may only drop entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalConfig {
@@ -75,35 +75,6 @@ impl Default for ApprovalConfig {
             timeout_secs: 600,
         }
     }
-}
-
-impl ApprovalConfig {
-    /// Applies a project's `[approval]` table: only what makes approval stricter counts.
-    pub fn tighten_with(&mut self, project: &ApprovalConfig, set: &ProjectApprovalKeys) {
-        if set.policy && project.policy > self.policy {
-            self.policy = project.policy;
-        }
-        for rule in &project.ask {
-            if !self.ask.contains(rule) {
-                self.ask.push(rule.clone());
-            }
-        }
-        for rule in &project.deny {
-            if !self.deny.contains(rule) {
-                self.deny.push(rule.clone());
-            }
-        }
-        if set.timeout_secs && project.timeout_secs < self.timeout_secs {
-            self.timeout_secs = project.timeout_secs;
-        }
-    }
-}
-
-/// Which `[approval]` keys a project file set (a default must not count as a choice).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProjectApprovalKeys {
-    pub policy: bool,
-    pub timeout_secs: bool,
 }
 
 #[cfg(test)]

@@ -223,12 +223,15 @@ pub struct ServerConfig {
     pub host: String,
     /// TCP port (0 picks a free one).
     pub port: u16,
-    /// Bearer token API clients must send. Unset on a non-loopback address: one is generated
-    /// and printed at start-up.
+    /// Bearer token API clients must send. Unset: one is generated at each start-up, printed
+    /// in the URL and stored in `$KEEL_HOME/server-token` (mode 0600).
     pub token: Option<String>,
     /// Extra browser origins (`https://keel.example.com`) allowed besides the server's own,
     /// e.g. behind a reverse proxy.
     pub allowed_origins: Vec<String>,
+    /// Directories sessions may run in (and take scripts from), `~` expanded; empty means the
+    /// `--workspace` the server was started in. `/` and system directories are refused.
+    pub workspaces: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -238,6 +241,7 @@ impl Default for ServerConfig {
             port: 7700,
             token: None,
             allowed_origins: Vec::new(),
+            workspaces: Vec::new(),
         }
     }
 }

@@ -199,6 +199,10 @@ impl SessionBuilder {
         if let Some(adjust) = &self.adjust {
             adjust(&mut config);
         }
+        // Project settings that were refused (a project may only tighten security keys).
+        for w in &config.warnings {
+            (self.warn)(&w.to_string());
+        }
         Ok(config)
     }
 

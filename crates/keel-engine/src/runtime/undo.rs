@@ -44,9 +44,9 @@ pub async fn undo_session(
     .await
     .map_err(|e| UndoError::Engine(EngineError::Internal(format!("the undo task failed: {e}"))))?
     .map_err(|e| match e {
-        SnapshotError::NoSnapshots(_) | SnapshotError::NothingAfter { .. } => {
-            UndoError::NothingToUndo(e.to_string())
-        }
+        SnapshotError::NoSnapshots(_)
+        | SnapshotError::NothingAfter { .. }
+        | SnapshotError::AtOldest { .. } => UndoError::NothingToUndo(e.to_string()),
         other => UndoError::Snapshot(other),
     })?;
     let id = record.id.clone();

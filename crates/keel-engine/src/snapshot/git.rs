@@ -1,7 +1,8 @@
 //! The git plumbing behind snapshots: every command gets the snapshot repository, the
-//! workspace as work tree and Keel's own index file through the environment, with the caller's
-//! `GIT_*` variables removed, so nothing reaches the user's index, HEAD or configuration
-//! choices that would change bytes (line-ending conversion, filters).
+//! workspace as work tree and Keel's own index file through the environment, so nothing
+//! reaches the user's index or HEAD, and runs hardened ([`super::safe_git`]): no program the
+//! repository names (hooks, fsmonitor, filters, drivers, pagers) ever runs, and no
+//! configuration choice changes bytes (line-ending conversion).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::safe_git::{hardened_git, neutralisers};
 use super::{RestoreReport, SnapshotError, private_repository};
 
 /// Pathspec limiting every operation to the workspace, minus Keel's own directories (written
@@ -110,18 +112,17 @@ pub fn git_available() -> bool {
     git_version().is_some()
 }
 
-/// `git` with the caller's `GIT_*` environment removed and no terminal prompts.
+/// Whether this git takes configuration through `GIT_CONFIG_COUNT` (2.31 or newer).
+fn config_env_supported() -> bool {
+    git_version().is_some_and(|v| v >= (2, 31))
+}
+
+/// `git` hardened, without repository-specific overrides (for `--version`, discovery, init:
+/// commands that read no attributes).
 fn bare_command() -> Command {
-    let mut c = Command::new("git");
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("GIT_") {
-            c.env_remove(name);
-        }
-    }
-    c.env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null());
-    c
+    // The forced keys hold no `=`, so this cannot fail; fall back to a plain `git` only to
+    // report its absence.
+    hardened_git(&[], false).unwrap_or_else(|_| Command::new("git"))
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -164,14 +165,19 @@ impl Git {
                 } else {
                     EMPTY_TREE_SHA1
                 };
-                return Ok(Self {
+                let user = Self {
                     index: git_dir.join("keel-snapshot.index"),
                     kind: RepoKind::User { git_dir },
                     prefix: lines.get(3).copied().unwrap_or_default().to_string(),
                     work_tree,
-                    workspace,
+                    workspace: workspace.clone(),
                     attr_source: attr_ok.then_some(empty),
-                });
+                };
+                // A workspace inside another repository's ignored or untracked directory is
+                // not that repository's business: nothing is written into it.
+                if user.prefix.is_empty() || user.tracks_workspace() {
+                    return Ok(user);
+                }
             }
         }
         Ok(Self {
@@ -184,6 +190,27 @@ impl Git {
         })
     }
 
+    /// Whether the repository tracks files in the workspace (a subdirectory of its work
+    /// tree): committed in `HEAD`, or at least in the user's index.
+    fn tracks_workspace(&self) -> bool {
+        let dir = self.prefix.trim_end_matches('/');
+        let committed = format!("HEAD:{dir}");
+        if self
+            .run(&["rev-parse", "--verify", "--quiet", &committed], None)
+            .is_ok()
+        {
+            return true;
+        }
+        let Ok(mut c) = self.command(&["ls-files", "--cached", "-z", "--", "."]) else {
+            return false;
+        };
+        c.env("GIT_INDEX_FILE", self.git_dir().join("index"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        c.output()
+            .is_ok_and(|out| out.status.success() && !out.stdout.is_empty())
+    }
+
     pub(super) fn git_dir(&self) -> &Path {
         match &self.kind {
             RepoKind::User { git_dir } | RepoKind::Private { git_dir } => git_dir,
@@ -194,13 +221,43 @@ impl Git {
         self.git_dir().join("HEAD").exists()
     }
 
-    /// A git command against the snapshot repository, run in the workspace.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = bare_command();
+    /// The repository's variables: its git directory, work tree and Keel's index.
+    fn repository_env(&self, c: &mut Command) {
         c.env("GIT_DIR", self.git_dir())
             .env("GIT_WORK_TREE", &self.work_tree)
-            .env("GIT_INDEX_FILE", &self.index)
-            .env("GIT_AUTHOR_NAME", "Keel")
+            .env("GIT_INDEX_FILE", &self.index);
+    }
+
+    /// Overrides blanking every program the repository's configuration (with its includes)
+    /// names: filter, diff and merge drivers, credential helpers, signing programs, pagers.
+    /// Read before each command, since the model may change the configuration at any time.
+    fn driver_overrides(&self) -> Result<Vec<(String, String)>, SnapshotError> {
+        if !self.exists() {
+            return Ok(Vec::new());
+        }
+        let args = ["config", "--list", "--name-only", "-z"];
+        let mut c = hardened_git(&[], config_env_supported()).map_err(|m| self.fail(&args, m))?;
+        self.repository_env(&mut c);
+        let out = c
+            .args(args)
+            .current_dir(&self.workspace)
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| self.fail(&args, e.to_string()))?;
+        if !out.status.success() {
+            // An unreadable configuration: git would fail the real command the same way, but
+            // never run it without knowing what to switch off.
+            return Err(self.fail(&args, text(&out.stderr)));
+        }
+        Ok(neutralisers(&out.stdout))
+    }
+
+    /// A hardened git command against the snapshot repository, run in the workspace.
+    fn command(&self, args: &[&str]) -> Result<Command, SnapshotError> {
+        let extra = self.driver_overrides()?;
+        let mut c = hardened_git(&extra, config_env_supported()).map_err(|m| self.fail(args, m))?;
+        self.repository_env(&mut c);
+        c.env("GIT_AUTHOR_NAME", "Keel")
             .env("GIT_AUTHOR_EMAIL", "keel@localhost")
             .env("GIT_COMMITTER_NAME", "Keel")
             .env("GIT_COMMITTER_EMAIL", "keel@localhost");
@@ -212,15 +269,13 @@ impl Git {
             "core.safecrlf=false",
             "core.fileMode=true",
             "core.symlinks=true",
-            "core.attributesFile=/dev/null",
             "core.quotePath=false",
-            "gc.auto=0",
             "advice.addEmbeddedRepo=false",
         ] {
             c.args(["-c", setting]);
         }
         c.args(args).current_dir(&self.workspace);
-        c
+        Ok(c)
     }
 
     fn fail(&self, args: &[&str], message: String) -> SnapshotError {
@@ -233,7 +288,7 @@ impl Git {
 
     /// Runs git and returns its output, or an error with its stderr.
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Output, SnapshotError> {
-        let mut cmd = self.command(args);
+        let mut cmd = self.command(args)?;
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         if input.is_some() {
             cmd.stdin(Stdio::piped());
@@ -300,7 +355,7 @@ impl Git {
         })?;
         let dir = git_dir.display().to_string();
         let out = bare_command()
-            .args(["init", "--quiet", "--bare", &dir])
+            .args(["init", "--quiet", "--bare", "--template=", &dir])
             .output()
             .map_err(|e| self.fail(&["init", "--bare", &dir], e.to_string()))?;
         if !out.status.success() {
@@ -321,6 +376,23 @@ impl Git {
                 source,
             })?;
         Ok(())
+    }
+
+    /// The workspace's tree now (staged into Keel's index).
+    pub(super) fn current_tree(&self) -> Result<String, SnapshotError> {
+        self.write_tree()
+    }
+
+    /// The tree of `commit`'s first parent, if it has one.
+    pub(super) fn parent_tree(&self, commit: &str) -> Option<String> {
+        let spec = format!("{commit}^1^{{tree}}");
+        self.stdout(&["rev-parse", "--verify", "--quiet", &spec])
+            .ok()
+    }
+
+    /// Deletes a ref (a redone undo).
+    pub(super) fn delete_ref(&self, reference: &str) -> Result<(), SnapshotError> {
+        self.run(&["update-ref", "-d", reference], None).map(|_| ())
     }
 
     /// Stages the workspace into Keel's index and writes its tree.

@@ -7,9 +7,11 @@
 //! their old content and mode back, files the agent created are removed, files it deleted come
 //! back — and reports what changed.
 //!
-//! Inside a git repository the snapshots live in that repository (objects and refs only), built
-//! with a separate index file (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash
-//! are never touched. Elsewhere Keel keeps a private repository in `.keel/snapshots`. Files the
+//! When the workspace is a git repository's root or a tracked part of it, the snapshots live in
+//! that repository (objects and refs only), built with a separate index file
+//! (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash are never touched. Elsewhere
+//! (no repository, or an ignored or untracked directory of another one) Keel keeps a private
+//! repository in `.keel/snapshots` and writes nothing into the outer repository. Files the
 //! repository ignores (`.gitignore`: build output, dependencies) and Keel's own `.keel/`
 //! directory are neither recorded nor restored. Attribute-driven conversions (line endings,
 //! filters) are switched off so a restore gives back the exact bytes (git 2.40 or newer).
@@ -18,6 +20,8 @@
 //! turn that writes files or runs commands) and holds no session state.
 
 mod git;
+mod history;
+mod safe_git;
 mod turn;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use git::git_available;
 use git::{Git, RepoKind};
+pub use history::{HistoryEntry, RedoReport};
 
 /// The ref namespace of turn snapshots.
 pub const SNAPSHOT_REFS: &str = "refs/keel/snapshots";
@@ -69,6 +74,16 @@ pub enum SnapshotError {
         turn: u32,
         last: u32,
     },
+    #[error(
+        "the workspace is already at session {session}'s first snapshot (turn {turn}, before it changed anything); there is nothing older to restore (`keel undo --redo` brings back what the last undo replaced)"
+    )]
+    AtOldest { session: String, turn: u32 },
+    #[error("session {0} has no undo to redo")]
+    NothingToRedo(String),
+    #[error(
+        "the workspace changed since session {session}'s last undo, so redoing it would overwrite those changes; the state that undo replaced is kept as commit {commit} (`git checkout {commit} -- .` restores it by hand)"
+    )]
+    RedoStale { session: String, commit: String },
     #[error("the restore of {commit} did not give the snapshot back exactly: {detail}")]
     Mismatch { commit: String, detail: String },
 }
@@ -132,8 +147,9 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    /// The snapshot store for `workspace`: its git repository if it is inside one, else the
-    /// private repository in `.keel/snapshots` (created on the first snapshot). Runs
+    /// The snapshot store for `workspace`: its git repository if it is that repository's root
+    /// or a tracked part of it, else the private repository in `.keel/snapshots` (created on
+    /// the first snapshot). Runs
     /// `git rev-parse` once; fails only when git itself cannot run.
     pub fn open(workspace: &Path) -> Result<Self, SnapshotError> {
         Ok(Self {
@@ -260,27 +276,6 @@ impl Snapshots {
         }
     }
 
-    /// Restores the workspace to snapshot `turn` of `session` (the session's last snapshot
-    /// when `None`: undoing its last turn that changed files). The state replaced is kept
-    /// under [`UNDO_REFS`] first.
-    pub fn undo(&self, session: &str, turn: Option<u32>) -> Result<UndoReport, SnapshotError> {
-        let target = self.resolve(session, turn)?;
-        let reference = format!("{UNDO_REFS}/{session}/{}", now_millis());
-        let message = format!(
-            "keel undo: session {session}, state before restoring turn {}",
-            target.turn
-        );
-        let replaced = self.git.snapshot(&reference, &message, None)?;
-        let changes = self.git.restore(&target.commit, Some(&replaced.tree))?;
-        Ok(UndoReport {
-            session: session.to_string(),
-            turn: turn.unwrap_or(target.turn),
-            commit: target.commit,
-            changes,
-            replaced: Some(replaced.commit),
-        })
-    }
-
     /// Restores the workspace to `commit` (any snapshot or checkpoint) and reports what
     /// changed. Ignored files and `.keel/` are left alone.
     pub fn restore(&self, commit: &str) -> Result<RestoreReport, SnapshotError> {
@@ -344,5 +339,7 @@ pub fn private_repository(workspace: &Path) -> PathBuf {
     workspace.join(".keel").join("snapshots")
 }
 
+#[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod tests;

@@ -307,3 +307,125 @@ fn turns_resolve_to_the_first_snapshot_at_or_after_them() {
         Err(SnapshotError::BadName(_))
     ));
 }
+
+#[test]
+fn a_workspace_in_an_ignored_directory_of_another_repository_keeps_its_own_store() {
+    require_git();
+    let dir = tempfile::tempdir().unwrap();
+    let outer = dir.path();
+    git(outer, &["init", "-q"]);
+    write(outer, ".gitignore", b"scratch/\n");
+    write(outer, "tracked.txt", b"outer\n");
+    git(outer, &["add", "."]);
+    git(outer, &["commit", "-qm", "init"]);
+    let ws = outer.join("scratch/project");
+    seed(&ws);
+    let before = tree(&ws);
+    let outer_status = git(outer, &["status", "--porcelain", "--ignored"]);
+
+    let snaps = Snapshots::open(&ws).unwrap();
+    assert!(
+        !snaps.in_user_repository(),
+        "the outer repository is not used"
+    );
+    let s0 = snaps.take("s", 0, None).unwrap();
+    mutate(&ws);
+    snaps.take("s", 1, Some(&s0)).unwrap();
+    snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(tree(&ws), before);
+
+    assert!(ws.join(".keel/snapshots/HEAD").exists(), "a private store");
+    assert!(!outer.join(".git/keel-snapshot.index").exists());
+    assert_eq!(
+        git(outer, &["for-each-ref", "refs/keel"]),
+        "",
+        "no snapshot refs in the outer repository"
+    );
+    assert_eq!(
+        git(outer, &["status", "--porcelain", "--ignored"]),
+        outer_status
+    );
+
+    // An untracked (not ignored) directory: private as well; a tracked one uses the repository.
+    let fresh = outer.join("fresh");
+    write(&fresh, "a.txt", b"a\n");
+    assert!(!Snapshots::open(&fresh).unwrap().in_user_repository());
+    git(outer, &["add", "fresh"]);
+    assert!(
+        Snapshots::open(&fresh).unwrap().in_user_repository(),
+        "staged files make it a tracked part"
+    );
+}
+
+#[test]
+fn repeated_undo_steps_back_one_snapshot_at_a_time_and_redo_walks_forward() {
+    require_git();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q"]);
+    seed(root);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "init"]);
+    let snaps = Snapshots::open(root).unwrap();
+    // Three writing turns, each preceded by its snapshot; one turn in between wrote nothing.
+    let t0 = tree(root);
+    let s0 = snaps.take("s", 0, None).unwrap();
+    write(root, "src/lib.rs", b"pub fn one() {}\n");
+    let t1 = tree(root);
+    let s1 = snaps.take("s", 1, Some(&s0)).unwrap();
+    let s2 = snaps.take("s", 2, Some(&s1)).unwrap();
+    assert_eq!(s2.commit, s1.commit, "nothing changed: the same state");
+    write(root, "new.txt", b"two\n");
+    std::fs::remove_dir_all(root.join("docs")).unwrap(); // git has no empty directories
+    let t2 = tree(root);
+    snaps.take("s", 4, Some(&s2)).unwrap();
+    write(root, "new.txt", b"three\n");
+    set_exec(&root.join("run.sh"));
+    let t3 = tree(root);
+
+    let history = snaps.history("s").unwrap();
+    let turns: Vec<u32> = history.iter().map(|h| h.snapshot.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 4], "the numbers the events carry");
+    assert!(
+        history.iter().all(|h| !h.current),
+        "the workspace is past them"
+    );
+    assert!(history[3].next_undo && history[2].unchanged);
+
+    let mut reports = Vec::new();
+    for expected in [&t2, &t1, &t0] {
+        let r = snaps.undo("s", None).unwrap();
+        assert_eq!(
+            &tree(root),
+            expected,
+            "undo {} restores that tree exactly",
+            reports.len() + 1
+        );
+        reports.push(r.turn);
+    }
+    assert_eq!(
+        reports,
+        [4, 2, 0],
+        "each undo one writing step further back"
+    );
+    assert!(snaps.history("s").unwrap()[0].current);
+    let e = snaps.undo("s", None).unwrap_err();
+    assert!(matches!(e, SnapshotError::AtOldest { turn: 0, .. }), "{e}");
+
+    for expected in [&t1, &t2, &t3] {
+        snaps.redo("s").unwrap();
+        assert_eq!(&tree(root), expected, "redo walks forward again");
+    }
+    assert!(matches!(
+        snaps.redo("s"),
+        Err(SnapshotError::NothingToRedo(_))
+    ));
+
+    // --to names a snapshot by the same number; a redo after new changes is refused.
+    snaps.undo("s", Some(1)).unwrap();
+    assert_eq!(tree(root), t1);
+    write(root, "later.txt", b"new work\n");
+    let e = snaps.redo("s").unwrap_err();
+    assert!(matches!(e, SnapshotError::RedoStale { .. }), "{e}");
+    assert!(root.join("later.txt").exists(), "nothing overwritten");
+}

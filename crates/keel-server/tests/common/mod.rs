@@ -58,6 +58,8 @@ impl TestServer {
             token: token.map(str::to_string),
             allowed_origins: vec![],
             default_workspace: dir.path().join("ws"),
+            // The temp directory: `ws`, the other workspaces and scripts tests make beside it.
+            workspace_roots: vec![dir.path().to_path_buf()],
         };
         let server = Server::bind(options, test_builder(store.clone()))
             .await
@@ -97,6 +99,14 @@ impl TestServer {
     pub fn script(&self, name: &str, yaml: &str) -> String {
         std::fs::write(self.workspace().join(name), yaml).unwrap();
         name.to_string()
+    }
+
+    /// The `Authorization` header every API request needs.
+    pub fn auth_headers(&self) -> Vec<(String, String)> {
+        self.token
+            .iter()
+            .map(|t| ("Authorization".to_string(), format!("Bearer {t}")))
+            .collect()
     }
 
     pub fn host(&self) -> String {

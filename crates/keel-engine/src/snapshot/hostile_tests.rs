@@ -1,0 +1,310 @@
+//! Keel's own git work against a hostile repository: each test plants one way a repository can
+//! make git run a program (config keys, hooks, attributes, includes), then takes snapshots,
+//! undoes and redoes, and checks that the planted program never ran — no canary file outside
+//! or inside the workspace, no environment dump.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::*;
+
+struct Hostile {
+    _dir: tempfile::TempDir,
+    /// The workspace (a git repository unless the test says otherwise).
+    ws: PathBuf,
+    /// A directory outside the workspace where the payload would leave its canaries.
+    outside: PathBuf,
+    /// The payload: an executable script that leaves canaries and dumps its environment.
+    payload: PathBuf,
+}
+
+fn setup(with_repo: bool) -> Hostile {
+    assert!(
+        git_available(),
+        "these tests need git on PATH (CI installs it: apt-get install git)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(outside.join("bin")).unwrap();
+    let payload = outside.join("bin").join("payload");
+    std::fs::write(
+        &payload,
+        format!(
+            "#!/bin/sh\ntouch '{o}/canary' '{w}/canary'\nenv > '{o}/env-dump'\ncat\n",
+            o = outside.display(),
+            w = ws.display()
+        ),
+    )
+    .unwrap();
+    make_executable(&payload);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    std::fs::write(ws.join("b.dat"), "data\n").unwrap();
+    if with_repo {
+        git(&ws, &["init", "-q"]);
+        git(&ws, &["add", "."]);
+        git(&ws, &["commit", "-qm", "init"]);
+    }
+    Hostile {
+        _dir: dir,
+        ws,
+        outside,
+        payload,
+    }
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The test's own git (planting only: `git config` runs nothing).
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgSign=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn config(h: &Hostile, key: &str, value: &str) {
+    git(&h.ws, &["config", key, value]);
+}
+
+fn hook(dir: &Path, name: &str, h: &Hostile) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(&h.payload, dir.join(name)).unwrap();
+    make_executable(&dir.join(name));
+}
+
+/// Snapshot, change every file, snapshot, undo to the first, redo, and list.
+fn exercise(ws: &Path) -> Result<(), SnapshotError> {
+    let snaps = Snapshots::open(ws)?;
+    let s0 = snaps.take("hostile", 0, None)?;
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    std::fs::write(ws.join("b.dat"), "changed\n").unwrap();
+    std::fs::write(ws.join("c.txt"), "new\n").unwrap();
+    snaps.take("hostile", 1, Some(&s0))?;
+    let undo = snaps.undo("hostile", Some(0))?;
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert!(!ws.join("c.txt").exists());
+    let replaced = undo.replaced.expect("the replaced state is kept");
+    snaps.restore(&replaced)?;
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "two\n");
+    snaps.list("hostile")?;
+    Ok(())
+}
+
+/// Runs the exercise and checks that nothing planted ran, then that the exercise succeeded.
+fn assert_contained(h: &Hostile, vector: &str) {
+    let result = exercise(&h.ws);
+    for canary in [h.outside.join("canary"), h.ws.join("canary")] {
+        assert!(
+            !canary.exists(),
+            "{vector}: the planted program ran ({} exists)",
+            canary.display()
+        );
+    }
+    assert!(
+        !h.outside.join("env-dump").exists(),
+        "{vector}: the planted program dumped Keel's environment"
+    );
+    if let Err(e) = result {
+        panic!("{vector}: snapshots failed in a hostile repository: {e}");
+    }
+}
+
+#[test]
+fn core_fsmonitor_from_the_repository_config_never_runs() {
+    let h = setup(true);
+    config(&h, "core.fsmonitor", &h.payload.display().to_string());
+    assert_contained(&h, "core.fsmonitor");
+}
+
+#[test]
+fn hooks_in_the_repository_never_run() {
+    let h = setup(true);
+    for name in [
+        "reference-transaction",
+        "post-index-change",
+        "post-checkout",
+        "pre-auto-gc",
+    ] {
+        hook(&h.ws.join(".git/hooks"), name, &h);
+    }
+    assert_contained(&h, ".git/hooks");
+}
+
+#[test]
+fn core_hooks_path_never_runs_hooks() {
+    let h = setup(true);
+    let dir = h.outside.join("hooks");
+    for name in ["reference-transaction", "post-index-change"] {
+        hook(&dir, name, &h);
+    }
+    config(&h, "core.hooksPath", &dir.display().to_string());
+    assert_contained(&h, "core.hooksPath");
+}
+
+#[test]
+fn filters_named_in_info_attributes_never_run() {
+    let h = setup(true);
+    let p = h.payload.display().to_string();
+    std::fs::write(h.ws.join(".git/info/attributes"), "* filter=evil\n").unwrap();
+    config(&h, "filter.evil.clean", &p);
+    config(&h, "filter.evil.smudge", &p);
+    config(&h, "filter.evil.required", "true");
+    assert_contained(&h, "filter clean/smudge via .git/info/attributes");
+}
+
+#[test]
+fn filters_named_in_gitattributes_never_run() {
+    let h = setup(true);
+    let p = h.payload.display().to_string();
+    std::fs::write(h.ws.join(".gitattributes"), "*.txt filter=evil\n").unwrap();
+    config(&h, "filter.evil.clean", &p);
+    config(&h, "filter.evil.smudge", &p);
+    assert_contained(&h, "filter clean/smudge via .gitattributes");
+}
+
+#[test]
+fn a_long_running_process_filter_never_runs() {
+    let h = setup(true);
+    std::fs::write(h.ws.join(".git/info/attributes"), "* filter=proc\n").unwrap();
+    config(&h, "filter.proc.process", &h.payload.display().to_string());
+    config(&h, "filter.proc.required", "true");
+    assert_contained(&h, "filter.<driver>.process");
+}
+
+#[test]
+fn diff_drivers_textconv_and_external_diff_never_run() {
+    let h = setup(true);
+    let p = h.payload.display().to_string();
+    std::fs::write(h.ws.join(".git/info/attributes"), "* diff=evil\n").unwrap();
+    config(&h, "diff.evil.textconv", &p);
+    config(&h, "diff.evil.command", &p);
+    config(&h, "diff.external", &p);
+    assert_contained(&h, "diff drivers, textconv, diff.external");
+}
+
+#[test]
+fn included_config_files_cannot_bring_commands_in() {
+    let h = setup(true);
+    let included = h.outside.join("evil.gitconfig");
+    std::fs::write(
+        &included,
+        format!(
+            "[core]\n\tfsmonitor = {p}\n[filter \"inc\"]\n\tclean = {p}\n\tsmudge = {p}\n\trequired = true\n",
+            p = h.payload.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(h.ws.join(".git/info/attributes"), "* filter=inc\n").unwrap();
+    config(&h, "include.path", &included.display().to_string());
+    let gitdir = format!("includeIf.gitdir:{}/.path", h.ws.display());
+    config(&h, &gitdir, &included.display().to_string());
+    assert_contained(&h, "include.path / includeIf");
+}
+
+#[test]
+fn driver_names_with_dots_and_equals_signs_are_neutralised() {
+    let h = setup(true);
+    let p = h.payload.display().to_string();
+    std::fs::write(h.ws.join(".git/info/attributes"), "* filter=a.b=c\n").unwrap();
+    config(&h, "filter.a.b=c.clean", &p);
+    config(&h, "filter.a.b=c.smudge", &p);
+    assert_contained(&h, "a driver named `a.b=c`");
+}
+
+#[test]
+fn pagers_aliases_and_other_command_keys_never_run() {
+    let h = setup(true);
+    let p = h.payload.display().to_string();
+    for key in [
+        "core.pager",
+        "pager.diff",
+        "pager.add",
+        "core.sshCommand",
+        "core.askPass",
+        "core.editor",
+        "core.gitProxy",
+        "credential.helper",
+        "gpg.program",
+        "gpg.ssh.program",
+        "core.alternateRefsCommand",
+        "sequence.editor",
+    ] {
+        config(&h, key, &p);
+    }
+    config(&h, "commit.gpgSign", "true");
+    config(&h, "alias.snapshot", &format!("!{p}"));
+    config(&h, "gc.auto", "1");
+    config(&h, "maintenance.auto", "true");
+    assert_contained(&h, "pagers, aliases, ssh/askpass/credential/gpg commands");
+}
+
+#[test]
+fn the_private_repository_of_a_plain_directory_is_hardened_too() {
+    let h = setup(false);
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    snaps.take("first", 0, None).unwrap();
+    let git_dir = private_repository(&h.ws);
+    let p = h.payload.display().to_string();
+    let set = |key: &str, value: &str| {
+        git(
+            &h.ws,
+            &[
+                "config",
+                "--file",
+                &git_dir.join("config").display().to_string(),
+                key,
+                value,
+            ],
+        )
+    };
+    set("core.fsmonitor", &p);
+    set("filter.evil.clean", &p);
+    set("filter.evil.smudge", &p);
+    std::fs::write(git_dir.join("info/attributes"), "* filter=evil\n").unwrap();
+    hook(&git_dir.join("hooks"), "reference-transaction", &h);
+    assert_contained(&h, "the private repository's config and hooks");
+}
+
+#[test]
+fn replace_refs_cannot_swap_what_a_snapshot_restores() {
+    let h = setup(true);
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    // A replace ref maps the snapshot's commit onto another one with different content.
+    std::fs::write(h.ws.join("a.txt"), "planted\n").unwrap();
+    git(&h.ws, &["add", "a.txt"]);
+    git(&h.ws, &["commit", "-qm", "planted"]);
+    git(&h.ws, &["replace", "-f", &s0.commit, "HEAD"]);
+    std::fs::write(h.ws.join("a.txt"), "later\n").unwrap();
+    snaps.restore(&s0.commit).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(h.ws.join("a.txt")).unwrap(),
+        "one\n",
+        "the snapshot's own content, not the replacement's"
+    );
+}

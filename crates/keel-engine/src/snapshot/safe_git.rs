@@ -1,0 +1,219 @@
+//! Running git so that it executes nothing the repository (or anyone but Keel) controls.
+//!
+//! Snapshots run outside the sandbox with Keel's own rights, in a repository the model may
+//! have written to, so every way git has of running a program is switched off:
+//! - the environment is an allowlist (`PATH`, `TMPDIR`), so no `GIT_*` variable, no secret and
+//!   no `HOME` reaches git; system and global config are not read (`GIT_CONFIG_NOSYSTEM`,
+//!   `GIT_CONFIG_GLOBAL=/dev/null`), so `safe.directory`, `trace2.*` and templates cannot come
+//!   from there either;
+//! - every config key that names a program is forced off at command-line precedence, which
+//!   beats the repository's own config and anything it includes ([`FORCED`]);
+//! - the repository's filter, diff and merge drivers, credential helpers and signing programs
+//!   are read from its config (including `include.path`/`includeIf` files) before each
+//!   command and blanked one by one ([`neutralisers`]), so attributes from
+//!   `.git/info/attributes` or `.gitattributes` name drivers that do nothing;
+//! - replace refs are ignored (a snapshot restores its own content) and the pager is off.
+//!
+//! Aliases never apply: Keel runs only built-in commands, which aliases cannot shadow.
+
+use std::ffi::OsString;
+use std::process::{Command, Stdio};
+
+/// Config keys forced at command-line precedence on every git Keel runs.
+pub(super) const FORCED: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.sshCommand", ""),
+    ("core.gitProxy", ""),
+    ("core.askPass", ""),
+    ("core.editor", ":"),
+    ("core.pager", "cat"),
+    ("core.alternateRefsCommand", ""),
+    ("core.useReplaceRefs", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.attributesFile", "/dev/null"),
+    ("sequence.editor", ":"),
+    ("diff.external", ""),
+    ("credential.helper", ""),
+    ("gpg.program", ""),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+];
+
+/// Keys of the repository's config that name a program: `(section, key, safe value)`, for any
+/// subsection (driver name, URL, signing format).
+const DRIVER_KEYS: &[(&str, &str, &str)] = &[
+    ("filter", "clean", ""),
+    ("filter", "smudge", ""),
+    ("filter", "process", ""),
+    ("filter", "required", "false"),
+    ("diff", "command", ""),
+    ("diff", "textconv", ""),
+    ("merge", "driver", ""),
+    ("credential", "helper", ""),
+    ("gpg", "program", ""),
+    ("pager", "", "false"),
+    // Config-defined hooks (newer git): not run by today's 2.4x, blanked ahead of time.
+    ("hook", "command", ""),
+];
+
+/// The overrides that blank every program-naming key in `names` (the NUL-separated output of
+/// `git config --list --name-only -z`).
+pub(super) fn neutralisers(names: &[u8]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for raw in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(raw).into_owned();
+        let lower = name.to_ascii_lowercase();
+        let Some((section, rest)) = lower.split_once('.') else {
+            continue;
+        };
+        // The key is after the last dot; a subsection (which may hold dots) sits between.
+        let key = rest.rsplit_once('.').map_or(rest, |(_, k)| k);
+        let has_subsection = rest.contains('.');
+        let safe = DRIVER_KEYS.iter().find_map(|(s, k, v)| {
+            let key_matches = if k.is_empty() {
+                // `pager.<command>`: any key directly under the section.
+                !has_subsection
+            } else {
+                has_subsection && key == *k
+            };
+            (*s == section && key_matches).then_some(*v)
+        });
+        if let Some(value) = safe
+            && !out.iter().any(|(n, _)| *n == name)
+        {
+            out.push((name, value.to_string()));
+        }
+    }
+    out
+}
+
+/// The environment git runs with: only what it needs from Keel's, plus the settings that
+/// keep system and global configuration out.
+pub(super) fn environment(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = inherited
+        .into_iter()
+        .filter(|(name, _)| name == "PATH" || name == "TMPDIR")
+        .collect();
+    if !env.iter().any(|(n, _)| n == "PATH") {
+        env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    for (name, value) in [
+        ("LC_ALL", "C"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_OPTIONAL_LOCKS", "0"),
+    ] {
+        env.push((name.into(), value.into()));
+    }
+    env
+}
+
+/// `git` with the allowlisted environment, no pager, no stdin, the [`FORCED`] settings and
+/// `extra` overrides. With `config_env` (git 2.31 or newer) the settings go in as
+/// `GIT_CONFIG_COUNT` pairs, which take any key verbatim; older git gets `-c key=value`, which
+/// cannot carry a key holding `=`: such a key is refused (the error names it).
+pub(super) fn hardened_git(
+    extra: &[(String, String)],
+    config_env: bool,
+) -> Result<Command, String> {
+    let mut c = Command::new("git");
+    c.env_clear()
+        .envs(environment(std::env::vars_os()))
+        .stdin(Stdio::null())
+        .arg("--no-pager");
+    let pairs = FORCED
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(extra.iter().cloned());
+    let mut count = 0usize;
+    for (key, value) in pairs {
+        if config_env {
+            c.env(format!("GIT_CONFIG_KEY_{count}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{count}"), value);
+            count += 1;
+        } else if key.contains('=') {
+            return Err(format!(
+                "the repository's configuration names a program under `{key}`, which this git cannot switch off; install git 2.31 or newer"
+            ));
+        } else {
+            c.arg("-c").arg(format!("{key}={value}"));
+        }
+    }
+    if config_env {
+        c.env("GIT_CONFIG_COUNT", count.to_string());
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_naming_keys_are_found_in_any_subsection() {
+        let names = b"core.bare\0filter.evil.clean\0Filter.A.b=c.smudge\0filter.x.required\0diff.tc.textconv\0diff.renames\0credential.https://h.helper\0gpg.ssh.program\0pager.diff\0pager.x.y\0merge.m.driver\0filter.evil.clean\0hook.h.command\0";
+        let got = neutralisers(names);
+        let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "filter.evil.clean",
+                "Filter.A.b=c.smudge",
+                "filter.x.required",
+                "diff.tc.textconv",
+                "credential.https://h.helper",
+                "gpg.ssh.program",
+                "pager.diff",
+                "merge.m.driver",
+                "hook.h.command"
+            ]
+        );
+        assert_eq!(got[2].1, "false", "a required filter is made optional");
+        assert_eq!(got[0].1, "", "a command is blanked");
+    }
+
+    #[test]
+    fn the_environment_is_an_allowlist() {
+        let env = environment([
+            ("PATH".into(), "/bin".into()),
+            ("HOME".into(), "/home/u".into()),
+            ("OPENAI_API_KEY".into(), "sk-secret".into()),
+            (
+                "GIT_CONFIG_PARAMETERS".into(),
+                "'core.fsmonitor=evil'".into(),
+            ),
+            ("GIT_DIR".into(), "/elsewhere".into()),
+            ("GIT_EXEC_PATH".into(), "/tmp/evil".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+        ]);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect();
+        assert!(names.contains(&"PATH".to_string()));
+        assert!(names.contains(&"TMPDIR".to_string()));
+        for gone in [
+            "HOME",
+            "OPENAI_API_KEY",
+            "GIT_CONFIG_PARAMETERS",
+            "GIT_DIR",
+            "GIT_EXEC_PATH",
+        ] {
+            assert!(!names.contains(&gone.to_string()), "{gone} reached git");
+        }
+        let global = env
+            .iter()
+            .find(|(n, _)| n == "GIT_CONFIG_GLOBAL")
+            .map(|(_, v)| v.clone());
+        assert_eq!(global, Some("/dev/null".into()));
+    }
+}

@@ -1,0 +1,158 @@
+//! The server's boundaries: a token on every address, sessions and scripts only under the
+//! workspace roots, errors that never quote a file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use keel_store::Store;
+use serde_json::json;
+
+#[tokio::test]
+async fn a_loopback_server_requires_its_token_too() {
+    let mut srv = TestServer::start().await;
+    let token = srv.token.clone().expect("a token is generated on loopback");
+    assert_eq!(token.len(), 64);
+    let (status, _, body) = srv.raw("GET", "/api/v1/sessions", &[], None).await;
+    assert_eq!(
+        status, 401,
+        "another local process without the token: {body}"
+    );
+    let (status, _, _) = srv
+        .raw(
+            "POST",
+            "/api/v1/sessions",
+            &[("Content-Type".into(), "application/json".into())],
+            Some(r#"{"workspace": "/", "script": "/etc/passwd"}"#),
+        )
+        .await;
+    assert_eq!(status, 401);
+    let wrong = [(
+        "Authorization".to_string(),
+        format!("Bearer {}0", &token[..63]),
+    )];
+    assert_eq!(
+        srv.raw("GET", "/api/v1/sessions", &wrong, None).await.0,
+        401
+    );
+    assert_eq!(srv.get("/api/v1/sessions").await.0, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn sessions_run_only_under_the_workspace_roots() {
+    let mut srv = TestServer::start().await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/etc", srv.workspace().join("etc-link")).unwrap();
+    let foreign = [
+        "/".to_string(),
+        "/etc".to_string(),
+        elsewhere.path().display().to_string(),
+        "../..".to_string(),
+        "etc-link".to_string(),
+        "/nonexistent/dir".to_string(),
+    ];
+    for workspace in foreign {
+        let (status, body) = srv
+            .post(
+                "/api/v1/sessions",
+                json!({"workspace": workspace, "provider": "scripted"}),
+            )
+            .await;
+        assert_eq!(status, 403, "{workspace}: {body}");
+        assert_eq!(body["error_code"], "outside_workspace_roots", "{body}");
+    }
+    let (status, body) = srv.get("/api/v1/sessions").await;
+    assert_eq!((status, body.as_array().map(Vec::len)), (200, Some(0)));
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn scripts_come_only_from_the_roots_and_errors_never_quote_files() {
+    let mut srv = TestServer::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.yaml");
+    std::fs::write(&secret, "root:$6$SECRET-HASH:19000:0:99999:7:::\n").unwrap();
+    for script in [
+        "/etc/shadow".to_string(),
+        "/etc/passwd".to_string(),
+        secret.display().to_string(),
+        "../../../../../../etc/passwd".to_string(),
+    ] {
+        let (status, body) = srv
+            .post(
+                "/api/v1/sessions",
+                json!({"provider": "scripted", "script": script}),
+            )
+            .await;
+        assert_eq!(status, 403, "{script}: {body}");
+        let text = body.to_string();
+        assert!(
+            !text.contains("root:") && !text.contains("SECRET-HASH"),
+            "{script}: the file's content leaked: {text}"
+        );
+    }
+    // A file under the roots that is not a script: refused without quoting it.
+    let bad = srv.script("notes.yaml", "password: SECRET-IN-WORKSPACE: [\n");
+    let (status, body) = srv
+        .post(
+            "/api/v1/sessions",
+            json!({"provider": "scripted", "script": bad}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(!body.to_string().contains("SECRET-IN-WORKSPACE"), "{body}");
+    // A project config that does not parse: the error names it without quoting it.
+    std::fs::create_dir_all(srv.workspace().join(".keel")).unwrap();
+    std::fs::write(
+        srv.workspace().join(".keel/config.toml"),
+        "api_key = SECRET-IN-CONFIG\n",
+    )
+    .unwrap();
+    let ok = srv.script("ok.yaml", "turns:\n  - text: \"Hello.\"\n");
+    let (status, body) = srv
+        .post(
+            "/api/v1/sessions",
+            json!({"provider": "scripted", "script": ok}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("config.toml"),
+        "{body}"
+    );
+    assert!(!body.to_string().contains("SECRET-IN-CONFIG"), "{body}");
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_driven() {
+    let mut srv = TestServer::start().await;
+    // `keel run` in another directory left this session in the shared store.
+    let elsewhere = tempfile::tempdir().unwrap();
+    srv.store
+        .create_session(&keel_store::NewSession {
+            id: "20260101-000000-abcdef".into(),
+            workspace: elsewhere.path().display().to_string(),
+            task: "t".into(),
+            provider: "scripted".into(),
+            model: "scripted".into(),
+            mode: "react".into(),
+        })
+        .unwrap();
+    let id = "20260101-000000-abcdef";
+    let (status, body) = srv
+        .post(
+            &format!("/api/v1/sessions/{id}/messages"),
+            json!({"content": "go on"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error_code"], "outside_workspace_roots");
+    let (status, body) = srv
+        .post(&format!("/api/v1/sessions/{id}/undo"), json!({}))
+        .await;
+    assert_eq!(status, 403, "{body}");
+    srv.shutdown().await;
+}
