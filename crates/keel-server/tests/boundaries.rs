@@ -139,6 +139,8 @@ async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_driven(
             provider: "scripted".into(),
             model: "scripted".into(),
             mode: "react".into(),
+            base_url: String::new(),
+            script: String::new(),
         })
         .unwrap();
     let id = "20260101-000000-abcdef";
