@@ -52,13 +52,15 @@ impl EventSink for CollectingSink {
     }
 }
 
-/// Assigns `seq` and `ts`, writes each event to the store, then hands it to the sinks — so no
-/// sink ever sees an event that a crash could lose.
+/// Stamps `ts` and the run, has the store write each event (the store assigns `seq` inside
+/// the write), then hands it to the sinks — so no sink ever sees an event that a crash could
+/// lose, and several writers (tasks, processes) never number two events alike.
 pub struct Emitter {
     session_id: String,
     run_id: String,
     parent_run_id: Option<String>,
-    last_seq: tokio::sync::Mutex<u64>,
+    /// Held from the write to the last sink, so sinks see this emitter's events in seq order.
+    order: tokio::sync::Mutex<()>,
     store: Arc<dyn Store>,
     sinks: Vec<Arc<dyn EventSink>>,
 }
@@ -72,18 +74,13 @@ impl std::fmt::Debug for Emitter {
 }
 
 impl Emitter {
-    /// An emitter continuing after `last_seq` (0 for a new session).
-    pub fn new(
-        session_id: String,
-        last_seq: u64,
-        store: Arc<dyn Store>,
-        sinks: Vec<Arc<dyn EventSink>>,
-    ) -> Self {
+    /// An emitter of `session_id`'s events (the store continues its numbering).
+    pub fn new(session_id: String, store: Arc<dyn Store>, sinks: Vec<Arc<dyn EventSink>>) -> Self {
         Self {
             session_id,
             run_id: crate::time::new_run_id(),
             parent_run_id: None,
-            last_seq: tokio::sync::Mutex::new(last_seq),
+            order: tokio::sync::Mutex::new(()),
             store,
             sinks,
         }
@@ -110,27 +107,25 @@ impl Emitter {
 
     /// Stores and publishes one event.
     pub async fn emit(&self, kind: EventKind) -> Result<Event, EngineError> {
-        let mut last = self.last_seq.lock().await;
-        let event = Event {
+        let order = self.order.lock().await;
+        let draft = Event {
             session_id: self.session_id.clone(),
-            seq: *last + 1,
+            seq: 0, // assigned by the store
             ts: crate::time::now_ms(),
             run_id: self.run_id.clone(),
             parent_run_id: self.parent_run_id.clone(),
             kind,
         };
         let store = self.store.clone();
-        let to_store = event.clone();
-        tokio::task::spawn_blocking(move || store.append_event(&to_store))
+        let event = tokio::task::spawn_blocking(move || store.append_event(&draft))
             .await
             .map_err(|e| EngineError::Internal(format!("event writer task failed: {e}")))??;
-        *last = event.seq;
         // Publish while still holding the lock so sinks see events in seq order even when
         // several tasks emit at once.
         for sink in &self.sinks {
             sink.publish(&event);
         }
-        drop(last);
+        drop(order);
         Ok(event)
     }
 }

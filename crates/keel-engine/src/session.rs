@@ -128,7 +128,6 @@ async fn begin(
     let workspace = engine.workspace.root().display().to_string();
     let emitter = Emitter::new(
         session_id.clone(),
-        0,
         engine.store.clone(),
         options.sinks.clone(),
     )
@@ -229,12 +228,11 @@ pub(crate) async fn resume(
         .await?;
         return begin(engine, id, message, options).await;
     }
-    let (messages, last_seq, blockers, events) = {
+    let (messages, blockers, events) = {
         let id = id.clone();
         blocking(&engine.store, move |s| {
             Ok((
                 s.messages(&id)?,
-                s.last_seq(&id)?,
                 s.list_blockers(Some(&id), true)?,
                 s.events(&id, 0)?,
             ))
@@ -264,13 +262,8 @@ pub(crate) async fn resume(
     let answered_ids: Vec<String> = answered.iter().map(|b| b.id.clone()).collect();
     answered.retain(|b| b.source != crate::blockers::BlockerSource::Budget.as_str());
 
-    let emitter = Emitter::new(
-        id.clone(),
-        last_seq,
-        engine.store.clone(),
-        options.sinks.clone(),
-    )
-    .in_run(options.run_id.clone(), options.parent_run_id.clone());
+    let emitter = Emitter::new(id.clone(), engine.store.clone(), options.sinks.clone())
+        .in_run(options.run_id.clone(), options.parent_run_id.clone());
     {
         let (id, usage, iterations) = (id.clone(), record.usage, record.iterations);
         blocking(&engine.store, move |s| {

@@ -66,14 +66,14 @@ impl Store for TimedStore {
     fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         self.inner.delete_session(id)
     }
-    fn append_event(&self, event: &Event) -> Result<(), StoreError> {
-        self.inner.append_event(event)?;
+    fn append_event(&self, event: &Event) -> Result<Event, StoreError> {
+        let event = self.inner.append_event(event)?;
         let now = Instant::now();
         self.committed
             .lock()
             .unwrap()
             .insert((event.session_id.clone(), event.seq), now);
-        Ok(())
+        Ok(event)
     }
     fn append_message(&self, session_id: &str, message: &Message) -> Result<(), StoreError> {
         self.inner.append_message(session_id, message)

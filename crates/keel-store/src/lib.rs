@@ -200,8 +200,10 @@ pub trait Store: Send + Sync {
     /// Deletes a session with its messages, events and blockers.
     fn delete_session(&self, id: &str) -> Result<(), StoreError>;
 
-    /// Durably appends one event. Fails if an event with the same seq exists.
-    fn append_event(&self, event: &Event) -> Result<(), StoreError>;
+    /// Durably appends one event with the next `seq` of its session, assigned here, inside
+    /// the write (the `seq` the event carries is ignored), so writers in several processes
+    /// never produce a duplicate or a gap. Returns the event as stored.
+    fn append_event(&self, event: &Event) -> Result<Event, StoreError>;
 
     /// Durably appends one message to the session's transcript.
     fn append_message(&self, session_id: &str, message: &Message) -> Result<(), StoreError>;

@@ -398,24 +398,39 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn append_event(&self, event: &Event) -> Result<(), StoreError> {
-        let body = serde_json::to_string(event).map_err(|e| StoreError::Corrupt {
+    fn append_event(&self, event: &Event) -> Result<Event, StoreError> {
+        let mut conn = self.lock();
+        // IMMEDIATE takes the database's write lock first: the seq read and the insert are one
+        // step for every process sharing the file (others wait up to the busy timeout).
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql("starting an event append"))?;
+        let last: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?1",
+                [&event.session_id],
+                |r| r.get(0),
+            )
+            .map_err(sql("numbering an event"))?;
+        let mut stored = event.clone();
+        stored.seq = last as u64 + 1;
+        let body = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt {
             context: "serialising an event".into(),
             reason: e.to_string(),
         })?;
-        self.lock()
-            .execute(
-                "INSERT INTO events (session_id, seq, type, ts, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    event.session_id,
-                    event.seq as i64,
-                    event.type_name(),
-                    event.ts as i64,
-                    body
-                ],
-            )
-            .map_err(sql("appending an event"))?;
-        Ok(())
+        tx.execute(
+            "INSERT INTO events (session_id, seq, type, ts, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                stored.session_id,
+                stored.seq as i64,
+                stored.type_name(),
+                stored.ts as i64,
+                body
+            ],
+        )
+        .map_err(sql("appending an event"))?;
+        tx.commit().map_err(sql("committing an event"))?;
+        Ok(stored)
     }
 
     fn append_message(&self, session_id: &str, message: &Message) -> Result<(), StoreError> {
@@ -645,9 +660,9 @@ mod tests {
         {
             let store = SqliteStore::open(&path)?;
             store.create_session(&session("abc123"))?;
-            store.append_event(&event("abc123", 1))?;
-            store.append_event(&event("abc123", 2))?;
-            assert!(store.append_event(&event("abc123", 2)).is_err(), "dup seq");
+            // The store numbers events: whatever seq they carry, they get the next one.
+            assert_eq!(store.append_event(&event("abc123", 7))?.seq, 1);
+            assert_eq!(store.append_event(&event("abc123", 1))?.seq, 2);
             store.append_message("abc123", &Message::user_text("hi"))?;
             store.append_message("abc123", &Message::assistant_text("hello"))?;
             let usage = Usage {

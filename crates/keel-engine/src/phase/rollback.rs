@@ -203,7 +203,7 @@ mod tests {
             })
             .unwrap_or_else(|e| panic!("{e}"));
         let sink = CollectingSink::new();
-        let emitter = Emitter::new("s".into(), 0, store, vec![sink.clone()]);
+        let emitter = Emitter::new("s".into(), store, vec![sink.clone()]);
         let plan = RollbackPlan {
             phase: Phase::Building,
             validation_command: validation,

@@ -451,10 +451,8 @@ async fn finish_turn(
     run_id: Option<String>,
     parent_run_id: Option<String>,
 ) -> Result<(), EngineError> {
-    let sid = id.to_string();
-    let last = blocking(engine.store(), move |s| s.last_seq(&sid)).await?;
-    let emitter = Emitter::new(id.to_string(), last, engine.store().clone(), sinks)
-        .in_run(run_id, parent_run_id);
+    let emitter =
+        Emitter::new(id.to_string(), engine.store().clone(), sinks).in_run(run_id, parent_run_id);
     emitter
         .emit(EventKind::TurnFinished { status, message })
         .await

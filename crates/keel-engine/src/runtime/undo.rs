@@ -50,18 +50,18 @@ pub async fn undo_session(
         other => UndoError::Snapshot(other),
     })?;
     let id = record.id.clone();
-    let last = blocking(store, move |s| match s.get_session(&id) {
-        Ok(_) => s.last_seq(&id).map(Some),
+    let stored = blocking(store, move |s| match s.get_session(&id) {
+        Ok(_) => Ok(true),
         // Snapshots can outlive a deleted session: there is no log to record the undo in.
-        Err(keel_store::StoreError::NotFound(_)) => Ok(None),
+        Err(keel_store::StoreError::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     })
     .await
     .map_err(UndoError::Engine)?;
-    let Some(last) = last else {
+    if !stored {
         return Ok(report);
-    };
-    let emitter = Emitter::new(record.id.clone(), last, store.clone(), sinks);
+    }
+    let emitter = Emitter::new(record.id.clone(), store.clone(), sinks);
     emitter
         .emit(EventKind::Undo {
             turn: report.turn,
