@@ -115,7 +115,7 @@ pub async fn session_ws(
 }
 
 enum Step {
-    Event(Result<Option<Event>, ApiError>),
+    Event(Result<Option<Box<Event>>, ApiError>),
     Client(Option<Result<Message, axum::Error>>),
     Flush,
     Deleted,
@@ -133,7 +133,7 @@ async fn ws_loop(
             _ = hub.closed.cancelled() => Step::Flush,
             _ = session.deleted.cancelled() => Step::Deleted,
             msg = socket.recv() => Step::Client(msg),
-            ev = sub.next() => Step::Event(ev),
+            ev = sub.next() => Step::Event(ev.map(|e| e.map(Box::new))),
         };
         match step {
             Step::Event(Ok(Some(event))) => {
