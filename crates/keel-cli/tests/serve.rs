@@ -345,6 +345,73 @@ fn server_sessions_use_the_cli_provider_setup_real_providers_included() {
     assert!(!stderr.contains(KEY));
 }
 
+/// The shape of an event stream: each event's type and what identifies it beyond ids and
+/// clocks (a tool's name and error flag, a status).
+fn shape(events: &[serde_json::Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let t = e["type"].as_str().unwrap_or("?");
+            match t {
+                "tool_call" => format!("{t}:{}", e["name"]),
+                "tool_result" => format!("{t}:{}:{}", e["name"], e["is_error"]),
+                "session_finished" | "turn_finished" => format!("{t}:{}", e["status"]),
+                _ => t.to_string(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn keel_run_and_keel_serve_emit_the_same_turn() {
+    let served = Served::start(&[]);
+    std::fs::write(
+        served.workspace.join("s.yaml"),
+        "turns:\n  - text: \"Looking.\"\n    tool_calls: [{name: list_files, arguments: {}}]\n  - text: \"It holds src/lib.rs.\"\n",
+    )
+    .unwrap();
+    let (status, session) =
+        served.post("/api/v1/sessions", &serde_json::json!({"script": "s.yaml"}));
+    assert_eq!(status, 201, "{session}");
+    let id = session["id"].as_str().unwrap();
+    let (status, turn) = served.post(
+        &format!("/api/v1/sessions/{id}/messages"),
+        &serde_json::json!({"content": "what is here?"}),
+    );
+    assert_eq!(status, 200, "{turn}");
+    let over_http = shape(turn["events"].as_array().unwrap());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["run", "--json", "--script", "s.yaml", "what is here?"])
+        .current_dir(&served.workspace)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", served.data.parent().unwrap())
+        .env("KEEL_HOME", &served.data)
+        .env("KEEL_SHELL__LINT__ENABLED", "false")
+        .env("KEEL_VERIFY__ENABLED", "false")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_cli: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        shape(&from_cli),
+        over_http,
+        "one session runtime, one event sequence"
+    );
+    assert_eq!(over_http.last().unwrap(), "turn_finished:\"completed\"");
+    let (code, stderr) = served.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// What the browser test needs, or why it cannot run.
 fn browser_prerequisites(tests_dir: &Path) -> Result<(), String> {
     let node = Command::new("node").arg("--version").output();
