@@ -31,7 +31,8 @@ pub fn register_defaults(registry: &mut ToolRegistry) {
         .register(EditFile::default())
         .register(ApplyPatch)
         .register(CodebaseSearch::default())
-        .register(Grep::default());
+        .register(Grep::default())
+        .register(crate::catalog::ToolSearch);
 }
 
 /// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`).
