@@ -527,7 +527,7 @@ fn todos(args: &mut Args) -> Result<&'static str, String> {
                 let step = take(&mut m, &["step", "content", "text", "title", "task"])
                     .unwrap_or(Value::Null);
                 let status = take(&mut m, &["status", "state"]).unwrap_or(json!("pending"));
-                json!({"step": step, "status": status})
+                json!({"step": step, "status": plan_status(status)})
             }
             Value::String(s) => json!({"step": s, "status": "pending"}),
             other => other,
@@ -536,6 +536,21 @@ fn todos(args: &mut Args) -> Result<&'static str, String> {
     args.clear();
     args.insert("steps".into(), Value::Array(steps));
     Ok("update_plan")
+}
+
+/// Other harnesses' step statuses in Keel's words (unknown ones are left for the tool to
+/// report).
+fn plan_status(status: Value) -> Value {
+    let Some(s) = status.as_str() else {
+        return status;
+    };
+    let norm = s.trim().to_lowercase().replace(['-', ' '], "_");
+    match norm.as_str() {
+        "completed" | "complete" | "done" | "finished" => json!("done"),
+        "in_progress" | "inprogress" | "active" | "doing" | "started" => json!("in_progress"),
+        "pending" | "todo" | "not_started" | "open" => json!("pending"),
+        _ => status,
+    }
 }
 
 fn patch(args: &mut Args) -> Result<&'static str, String> {
@@ -681,7 +696,7 @@ mod tests {
         );
         assert_eq!(
             map("TodoWrite", json!({"todos": [{"content": "a", "status": "completed", "activeForm": "x"}]})),
-            ("update_plan".into(), json!({"steps": [{"step": "a", "status": "completed"}]}))
+            ("update_plan".into(), json!({"steps": [{"step": "a", "status": "done"}]}))
         );
         assert_eq!(
             map("Grep", json!({"pattern": "Foo", "path": "src", "-i": true, "output_mode": "content"})),
