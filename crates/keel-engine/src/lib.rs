@@ -12,6 +12,7 @@
 //! HTTP (keel-llm), how tools touch files (keel-tools) or how events are stored (keel-store).
 
 pub mod blockers;
+mod calls;
 pub mod compaction;
 pub mod config;
 mod emitter;

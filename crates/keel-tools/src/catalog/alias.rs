@@ -61,7 +61,6 @@ pub const ALIASES: &[Alias] = &[
     a("grep_files", CX, "grep", grep_like),
     a("read", OC, "read_file", read_zero_based),
     a("write", OC, "create_file", write),
-    a("edit", OC, "edit_file", edit_one),
     a("bash", OC, "run_command", bash_ms),
     a("glob", OC, "list_files", glob),
     a("list", OC, "list_files", list),
@@ -128,7 +127,7 @@ pub const INTENTS: &[Intent] = &[
     },
     Intent {
         verb: "edit",
-        rule: "`patch` → apply_patch; `edits` or `search`/`old_str` → edit_file; `content` → create_file",
+        rule: "`patch` → apply_patch; `edits` or `search`/`old_str`/`oldString` → edit_file (this also serves opencode's `edit`); `content` → create_file",
     },
     Intent {
         verb: "test",
@@ -136,7 +135,7 @@ pub const INTENTS: &[Intent] = &[
     },
     Intent {
         verb: "shell",
-        rule: "→ run_command",
+        rule: "→ run_command (Codex's `shell` arguments — an argv list, `workdir`, `timeout_ms` — are mapped)",
     },
     Intent {
         verb: "ask",
@@ -189,7 +188,7 @@ pub fn route_intent(verb: &str, args: &mut Args) -> Option<Result<&'static str, 
             }
         }
         "test" | "tests" => tests(args),
-        "run_shell" | "sh" => command(args),
+        "shell" | "run_shell" | "sh" => codex_shell(args),
         "ask" => ask(args),
         "delegate" | "subagent" | "task" => Err(
             "there is no subagent tool in this session: do the work yourself with the listed tools".into(),

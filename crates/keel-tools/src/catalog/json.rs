@@ -10,6 +10,9 @@
 
 use serde_json::{Map, Number, Value};
 
+/// The fix that closes brackets missing at the end (refused when the reply was cut off).
+pub(crate) const CLOSED_BRACKETS: &str = "closed brackets missing at the end";
+
 /// Deepest nesting the tolerant parser accepts (arguments are shallow; this bounds recursion).
 const MAX_DEPTH: usize = 64;
 
@@ -350,7 +353,7 @@ impl Lenient {
             match self.separator('}')? {
                 Some(Closed::Present) => return Ok(Value::Object(map)),
                 Some(Closed::Added) => {
-                    self.fix("closed brackets missing at the end");
+                    self.fix(CLOSED_BRACKETS);
                     return Ok(Value::Object(map));
                 }
                 None => {}
@@ -377,7 +380,7 @@ impl Lenient {
             match self.separator(']')? {
                 Some(Closed::Present) => return Ok(Value::Array(items)),
                 Some(Closed::Added) => {
-                    self.fix("closed brackets missing at the end");
+                    self.fix(CLOSED_BRACKETS);
                     return Ok(Value::Array(items));
                 }
                 None => {}

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::alias::{ALIASES, Args, route_intent};
 use super::coerce::{fit_to_schema, schema_help};
-use super::json::repair_json;
+use super::json::{CLOSED_BRACKETS, repair_json};
 use crate::ToolRegistry;
 
 /// One visible change Keel made to a call before running it (the `tool_repaired` event).
@@ -50,6 +50,9 @@ impl Resolved {
         Some(format!("[keel: {}]", parts.join("; ")))
     }
 }
+
+/// Said only when the finish reason was the output limit.
+const CUT_OFF: &str = "your reply was cut off at the output token limit (finish reason `length`) in the middle of this call's arguments, so it was not run. Send it again with less text: split a large file into create_file with the first part, then edit_file to add the rest.";
 
 /// Longest argument text quoted in a repair's `from`.
 const QUOTE_CHARS: usize = 400;
@@ -104,16 +107,18 @@ pub fn resolve_call(
             to.to_string()
         }
     };
+    let mapped_note = match &target {
+        Target::Mapped { .. } => format!("arguments mapped onto {tool}'s fields"),
+        _ => "renamed fields to the tool's own".to_string(),
+    };
     let Some(runner) = registry.get(&tool).filter(|_| registry.dispatchable(&tool)) else {
         return Err(format!(
             "`{name}` maps to `{tool}`, which is not available in this session. Available tools: {}.",
             registry.listed_names().join(", ")
         ));
     };
-    if Value::Object(args.clone()) != before && notes.is_empty() {
-        notes.push("renamed fields to the tool's own".into());
-    } else if Value::Object(args.clone()) != before {
-        notes.push("renamed fields to the tool's own".into());
+    if Value::Object(args.clone()) != before {
+        notes.push(mapped_note);
     }
     let schema = runner.input_schema();
     fit_to_schema(&tool, &mut args, &schema, &mut notes)?;
@@ -180,31 +185,12 @@ fn lookup(registry: &ToolRegistry, name: &str) -> Result<Target, String> {
         }
     }
     let normal = normalise(name);
-    // Verbs that are also some harness's tool name (`edit`) route by their arguments.
-    if super::INTENTS.iter().any(|i| i.verb == normal) {
-        let verb = normal.clone();
-        return Ok(Target::Mapped {
-            map: Box::new(move |args: &mut Args| {
-                route_intent(&verb, args).unwrap_or_else(|| Err("unknown intent".into()))
-            }),
-            how: format!("intent verb `{normal}`"),
-        });
-    }
-    if let Some(alias) = ALIASES
-        .iter()
-        .find(|a| a.name == name)
-        .or_else(|| ALIASES.iter().find(|a| a.name.to_lowercase() == normal))
-    {
-        return Ok(Target::Mapped {
-            map: Box::new(alias.map),
-            how: format!("{} alias", alias.family),
-        });
-    }
-    if normal != name && registry.state(&normal).is_some_and(|s| s.dispatchable()) {
-        return Ok(Target::Renamed {
-            to: normal,
-            how: "spelling normalised".into(),
-        });
+    let alias = |a: &super::alias::Alias| Target::Mapped {
+        map: Box::new(a.map),
+        how: format!("{} alias", a.family),
+    };
+    if let Some(a) = ALIASES.iter().find(|a| a.name == name) {
+        return Ok(alias(a));
     }
     if route_intent(&normal, &mut Map::new()).is_some() {
         let verb = normal.clone();
@@ -213,6 +199,15 @@ fn lookup(registry: &ToolRegistry, name: &str) -> Result<Target, String> {
                 route_intent(&verb, args).unwrap_or_else(|| Err("unknown intent".into()))
             }),
             how: format!("intent verb `{normal}`"),
+        });
+    }
+    if let Some(a) = ALIASES.iter().find(|a| a.name.to_lowercase() == normal) {
+        return Ok(alias(a));
+    }
+    if normal != name && registry.state(&normal).is_some_and(|s| s.dispatchable()) {
+        return Ok(Target::Renamed {
+            to: normal,
+            how: "spelling normalised".into(),
         });
     }
     if matches!(
@@ -305,19 +300,19 @@ fn parse_arguments(
                 return Ok(m);
             }
             match repair_json(raw) {
+                // Cut off at the output limit: closing the brackets would drop what was lost.
+                Ok(r) if cut_off && r.fixes.contains(&CLOSED_BRACKETS) => Err(CUT_OFF.to_string()),
                 Ok(r) => {
                     notes.extend(r.fixes.iter().map(|f| f.to_string()));
                     match r.value {
                         Value::Object(map) => Ok(map),
                         other => Err(format!(
-                            "the arguments must be a JSON object of named arguments, got {}; nothing was run.",
+                            "expected a JSON object of named arguments, got {}; nothing was run.",
                             short(&other.to_string())
                         )),
                     }
                 }
-                Err(e) if cut_off && e.ends_early => Err(
-                    "your reply was cut off at the output token limit (finish reason `length`) in the middle of this call's arguments, so it was not run. Send it again with less text: split a large file into create_file with the first part, then edit_file to add the rest.".to_string(),
-                ),
+                Err(e) if cut_off && e.ends_early => Err(CUT_OFF.to_string()),
                 Err(e) => Err(format!(
                     "the arguments are not valid JSON and cannot be repaired without guessing: {}; nothing was run. Send one JSON object with double-quoted keys and strings.",
                     e.message
@@ -325,7 +320,7 @@ fn parse_arguments(
             }
         }
         other => Err(format!(
-            "the arguments must be a JSON object of named arguments, got {}; nothing was run.",
+            "expected a JSON object of named arguments, got {}; nothing was run.",
             short(&other.to_string())
         )),
     }
