@@ -494,7 +494,12 @@ fn render_plan(plan: &serde_json::Value, s: &Style) -> String {
         .cloned()
         .unwrap_or_default();
     let done = steps.iter().filter(|st| st["status"] == "done").count();
-    out.push_str(&format!("    {}plan ({done}/{} done){}\n", s.dim, steps.len(), s.reset));
+    out.push_str(&format!(
+        "    {}plan ({done}/{} done){}\n",
+        s.dim,
+        steps.len(),
+        s.reset
+    ));
     for step in &steps {
         let text = first_line(step["step"].as_str().unwrap_or(""), 100);
         let line = match step["status"].as_str() {
@@ -623,7 +628,8 @@ mod tests {
                 id: "1".into(),
                 name: "update_plan".into(),
                 is_error: false,
-                content: "[keel: ran `TodoWrite` as `update_plan`]\nPlan updated (1/3 done):".into(),
+                content: "[keel: ran `TodoWrite` as `update_plan`]\nPlan updated (1/3 done):"
+                    .into(),
                 metadata: Some(serde_json::json!({"plan": {"steps": [
                     {"step": "write the test", "status": "done"},
                     {"step": "fix the bug", "status": "in_progress"},

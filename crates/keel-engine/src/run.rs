@@ -20,10 +20,10 @@ use keel_protocol::{
 };
 use keel_tools::{ToolContext, ToolEffect, ToolError, ToolOutput};
 
-use crate::calls::PreparedCall;
 use crate::blockers::{
     BlockerDraft, BlockerSource, SharedUserPrompt, credentials_blocker, question_in_metadata,
 };
+use crate::calls::PreparedCall;
 use crate::compaction::Compactor;
 use crate::engine::Engine;
 use crate::fallback::Failure;

@@ -103,15 +103,33 @@ turns:
     let reqs = s.provider.requests();
     assert_eq!(reqs.len(), 2, "one call, no second attempt");
     let listed: Vec<&str> = reqs[0].tools.iter().map(|t| t.name.as_str()).collect();
-    assert!(!listed.contains(&"update_plan"), "deferred, not listed: {listed:?}");
+    assert!(
+        !listed.contains(&"update_plan"),
+        "deferred, not listed: {listed:?}"
+    );
     assert!(listed.len() <= 10, "at most ten active tools: {listed:?}");
-    let search = reqs[0].tools.iter().find(|t| t.name == "tool_search").unwrap();
-    assert!(search.description.contains("update_plan"), "{}", search.description);
+    let search = reqs[0]
+        .tools
+        .iter()
+        .find(|t| t.name == "tool_search")
+        .unwrap();
+    assert!(
+        search.description.contains("update_plan"),
+        "{}",
+        search.description
+    );
     let results = s.results();
     assert_eq!(results.len(), 1);
     assert!(!results[0].1, "{results:?}");
-    assert!(results[0].2.starts_with("Plan updated (0/2 done)"), "{}", results[0].2);
-    assert!(s.repairs().is_empty(), "a deferred call by name is not a repair");
+    assert!(
+        results[0].2.starts_with("Plan updated (0/2 done)"),
+        "{}",
+        results[0].2
+    );
+    assert!(
+        s.repairs().is_empty(),
+        "a deferred call by name is not a repair"
+    );
 }
 
 #[tokio::test]
@@ -135,9 +153,16 @@ turns:
     );
     s.run().await;
     let results = s.results();
-    assert!(results[0].2.contains("## update_plan (deferred)"), "{}", results[0].2);
+    assert!(
+        results[0].2.contains("## update_plan (deferred)"),
+        "{}",
+        results[0].2
+    );
     assert!(results[0].2.contains("Schema: {"), "{}", results[0].2);
-    assert!(!results[1].1, "found and called in the same reply: {results:?}");
+    assert!(
+        !results[1].1,
+        "found and called in the same reply: {results:?}"
+    );
     assert!(results[2].2.contains("## git_diff") && results[2].2.contains("## git_status"));
     let reqs = s.provider.requests();
     assert_eq!(reqs.len(), 4);
@@ -182,13 +207,24 @@ turns:
     let a = s.read("src/a.rs");
     assert_eq!(
         a,
-        s.read("src/b.rs").replacen("fn main() {\n", "fn main() {\n    // added\n", 1)
+        s.read("src/b.rs")
+            .replacen("fn main() {\n", "fn main() {\n    // added\n", 1)
     );
     assert_eq!(s.read("src/c.rs"), "pub fn c() {}\n");
     let repairs = s.repairs();
-    assert!(repairs.iter().any(|r| r.0 == "str_replace_editor" && r.1 == "edit_file"));
+    assert!(
+        repairs
+            .iter()
+            .any(|r| r.0 == "str_replace_editor" && r.1 == "edit_file")
+    );
     assert!(repairs.iter().any(|r| r.1 == "insert_lines"));
-    assert!(results[2].2.starts_with("[keel: ran `str_replace_editor` as `edit_file`"), "{}", results[2].2);
+    assert!(
+        results[2]
+            .2
+            .starts_with("[keel: ran `str_replace_editor` as `edit_file`"),
+        "{}",
+        results[2].2
+    );
 }
 
 #[tokio::test]
@@ -211,13 +247,31 @@ turns:
     s.run().await;
     let results = s.results();
     assert!(results.iter().all(|r| r.0 == "run_command"), "{results:?}");
-    assert!(!results[0].1 && results[0].2.contains("from-bash"), "{results:?}");
-    assert!(!results[1].1 && results[1].2.contains("from-codex"), "{results:?}");
-    assert!(results[2].1 && results[2].2.contains("deny list"), "{}", results[2].2);
+    assert!(
+        !results[0].1 && results[0].2.contains("from-bash"),
+        "{results:?}"
+    );
+    assert!(
+        !results[1].1 && results[1].2.contains("from-codex"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].1 && results[2].2.contains("deny list"),
+        "{}",
+        results[2].2
+    );
     assert!(!results[3].1, "{results:?}");
     let repairs = s.repairs();
-    assert!(repairs.iter().any(|r| r.0 == "Bash" && r.2 == "name: Claude Code alias"));
-    assert!(repairs.iter().any(|r| r.0 == "shell" && r.2 == "name: Codex alias"));
+    assert!(
+        repairs
+            .iter()
+            .any(|r| r.0 == "Bash" && r.2 == "name: Claude Code alias")
+    );
+    assert!(
+        repairs
+            .iter()
+            .any(|r| r.0 == "shell" && r.2 == "name: Codex alias")
+    );
 }
 
 #[tokio::test]
@@ -246,7 +300,11 @@ turns:
     let results = s.results();
     assert!(results.iter().all(|r| !r.1), "{results:?}");
     assert!(results[1].2.contains("let total"), "{}", results[1].2);
-    assert!(!results[1].2.contains("println"), "only line 2: {}", results[1].2);
+    assert!(
+        !results[1].2.contains("println"),
+        "only line 2: {}",
+        results[1].2
+    );
     assert_eq!(s.read("notes.md"), "uno\ndos\n");
     assert!(s.read("src/a.rs").contains("40 + 2"));
     assert!(results[4].2.contains("[>] test"), "{}", results[4].2);
@@ -271,14 +329,35 @@ turns:
     let out = s.run().await;
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
     assert_eq!(s.read("x.txt"), "line one\nline two");
-    assert!(!s.dir.path().join("y.txt").exists(), "ambiguous JSON is never guessed");
+    assert!(
+        !s.dir.path().join("y.txt").exists(),
+        "ambiguous JSON is never guessed"
+    );
     let results = s.results();
     assert!(!results[0].1, "{results:?}");
-    assert!(results[0].2.starts_with("[keel: arguments repaired"), "{}", results[0].2);
-    assert!(results[1].1 && results[1].2.contains("not valid JSON"), "{}", results[1].2);
-    assert!(results[1].2.contains("Schema of create_file"), "{}", results[1].2);
-    assert!(!results[1].2.contains("cut off"), "only a `length` finish is a cut-off");
-    assert!(!results[2].1 && results[2].2.contains("let total"), "{results:?}");
+    assert!(
+        results[0].2.starts_with("[keel: arguments repaired"),
+        "{}",
+        results[0].2
+    );
+    assert!(
+        results[1].1 && results[1].2.contains("not valid JSON"),
+        "{}",
+        results[1].2
+    );
+    assert!(
+        results[1].2.contains("Schema of create_file"),
+        "{}",
+        results[1].2
+    );
+    assert!(
+        !results[1].2.contains("cut off"),
+        "only a `length` finish is a cut-off"
+    );
+    assert!(
+        !results[2].1 && results[2].2.contains("let total"),
+        "{results:?}"
+    );
     // The transcript sent back holds objects only (providers reject string inputs).
     let second = serde_json::to_value(&s.provider.requests()[1].messages).unwrap();
     let uses: Vec<&serde_json::Value> = second
@@ -326,11 +405,17 @@ turns:
     s.run().await;
     let results = s.results();
     assert_eq!(results.len(), 3);
-    assert!(results[2].1 && results[2].2.contains("a loop is not progress"), "{results:?}");
+    assert!(
+        results[2].1 && results[2].2.contains("a loop is not progress"),
+        "{results:?}"
+    );
     assert!(
         s.events().iter().any(|e| matches!(
             e.kind,
-            EventKind::Recovery { error_code: ErrorCode::LoopDetected, .. }
+            EventKind::Recovery {
+                error_code: ErrorCode::LoopDetected,
+                ..
+            }
         )),
         "the loop guard counted the broken calls"
     );
@@ -354,12 +439,27 @@ turns:
     s.run().await;
     let results = s.results();
     assert!(results[0].1, "{results:?}");
-    assert!(results[0].2.contains("nearest tool is `read_file`"), "{}", results[0].2);
-    assert!(results[0].2.contains("Schema of read_file"), "{}", results[0].2);
+    assert!(
+        results[0].2.contains("nearest tool is `read_file`"),
+        "{}",
+        results[0].2
+    );
+    assert!(
+        results[0].2.contains("Schema of read_file"),
+        "{}",
+        results[0].2
+    );
     assert_eq!(results[1].0, "grep");
-    assert!(!results[1].1 && results[1].2.contains("src/a.rs"), "{results:?}");
+    assert!(
+        !results[1].1 && results[1].2.contains("src/a.rs"),
+        "{results:?}"
+    );
     assert_eq!(results[2].0, "read_file");
     assert!(!results[2].1, "{results:?}");
     let first_reply = &s.provider.requests()[1].messages;
-    assert!(first_reply.iter().any(|m| m.content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. }))));
+    assert!(first_reply.iter().any(|m| {
+        m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+    }));
 }

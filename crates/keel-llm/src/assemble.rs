@@ -396,6 +396,9 @@ mod tests {
             turn.tool_calls[0].arguments,
             Value::String("{\"path\": \"a.txt\", \"content\": \"hel".into())
         );
-        assert_eq!(turn.usage.output_tokens, 4096, "the step's tokens still count");
+        assert_eq!(
+            turn.usage.output_tokens, 4096,
+            "the step's tokens still count"
+        );
     }
 }

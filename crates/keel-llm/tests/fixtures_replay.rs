@@ -173,7 +173,11 @@ async fn anthropic_streams_assemble_exactly() {
                 // Cut at max_tokens: the raw text reaches the loop (to be refused with a clear
                 // message there), the turn and its usage are kept.
                 assert_eq!(turn.stop_reason, StopReason::MaxTokens, "{name}");
-                assert_eq!(turn.tool_calls[0].arguments, Value::String(p.to_string()), "{name}");
+                assert_eq!(
+                    turn.tool_calls[0].arguments,
+                    Value::String(p.to_string()),
+                    "{name}"
+                );
                 assert_eq!(turn.tool_calls[0].name, calls[0]["name"].as_str().unwrap());
             }
             (Ok(turn), None) => {

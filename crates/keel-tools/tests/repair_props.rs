@@ -12,7 +12,8 @@ fn leaf() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
-        (-1.0e6f64..1.0e6).prop_map(Value::from),
+        // Exact binary fractions: serde_json's own float parsing round-trips them.
+        any::<i32>().prop_map(|i| Value::from(f64::from(i) / 4.0)),
         // Text with quotes, backslashes, newlines, tabs, braces and non-ASCII.
         "[a-z0-9 '\"\\\\\n\t{}\\[\\],:é→]{0,16}".prop_map(Value::String),
     ]
@@ -61,7 +62,10 @@ fn sloppy(v: &Value) -> String {
             format!("[{},]", inner.join(", "))
         }
         Value::Object(m) => {
-            let inner: Vec<String> = m.iter().map(|(k, v)| format!("{k}: {}", sloppy(v))).collect();
+            let inner: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", sloppy(v)))
+                .collect();
             format!("{{{},}}", inner.join(", "))
         }
         other => other.to_string(),

@@ -96,7 +96,12 @@ async fn output(cmd: &mut Command) -> Result<Result<String, String>, ToolError> 
     })?;
     let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| ToolError::model(format!("git did not finish within {}s", GIT_TIMEOUT.as_secs())))?
+        .map_err(|_| {
+            ToolError::model(format!(
+                "git did not finish within {}s",
+                GIT_TIMEOUT.as_secs()
+            ))
+        })?
         .map_err(|e| ToolError::model(format!("git failed: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if out.status.success() {
@@ -130,7 +135,13 @@ impl TypedTool for GitStatus {
     async fn run(&self, _args: GitStatusArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let out = run_git(
             ctx.workspace.root(),
-            &["status", "--short", "--branch", "--untracked-files=normal", "--ignore-submodules=all"],
+            &[
+                "status",
+                "--short",
+                "--branch",
+                "--untracked-files=normal",
+                "--ignore-submodules=all",
+            ],
         )
         .await?;
         let clean = out.lines().all(|l| l.starts_with("##"));
@@ -194,7 +205,11 @@ impl TypedTool for GitDiff {
         }
         let out = run_git(ctx.workspace.root(), &argv).await?;
         if out.trim().is_empty() {
-            let what = if args.staged == Some(true) { "staged" } else { "unstaged" };
+            let what = if args.staged == Some(true) {
+                "staged"
+            } else {
+                "unstaged"
+            };
             return Ok(ToolOutput::text(format!("no {what} changes")));
         }
         Ok(
@@ -268,10 +283,17 @@ mod tests {
         f.write("new.txt", "x\n");
         let status = f.ok(&GitStatus, json!({})).await;
         assert!(status.contains("## main"), "{status}");
-        assert!(status.contains(" M a.txt") && status.contains("?? new.txt"), "{status}");
+        assert!(
+            status.contains(" M a.txt") && status.contains("?? new.txt"),
+            "{status}"
+        );
         let diff = f.ok(&GitDiff, json!({"path": "a.txt"})).await;
         assert!(diff.contains("+two"), "{diff}");
-        assert!(f.ok(&GitDiff, json!({"staged": true})).await.contains("no staged changes"));
+        assert!(
+            f.ok(&GitDiff, json!({"staged": true}))
+                .await
+                .contains("no staged changes")
+        );
         assert!(!hit.exists(), "git ran repository-controlled code");
         let outside = f.err(&GitDiff, json!({"path": "../etc"})).await;
         assert!(!outside.is_empty());
@@ -286,6 +308,9 @@ mod tests {
         // A temp dir may sit inside some repository; point discovery at the dir itself.
         std::fs::create_dir_all(f.dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
         let e = f.err(&GitStatus, json!({})).await;
-        assert!(e.contains("not a git repository") || e.contains("git status failed"), "{e}");
+        assert!(
+            e.contains("not a git repository") || e.contains("git status failed"),
+            "{e}"
+        );
     }
 }

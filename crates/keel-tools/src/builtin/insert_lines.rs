@@ -102,16 +102,25 @@ mod tests {
         let f = Fixture::new();
         f.write("a.txt", "one\r\ntwo\r\n");
         f.ok(&ReadFile, json!({"path": "a.txt"})).await;
-        f.ok(&InsertLines, json!({"path": "a.txt", "after_line": 1, "text": "mid"}))
-            .await;
+        f.ok(
+            &InsertLines,
+            json!({"path": "a.txt", "after_line": 1, "text": "mid"}),
+        )
+        .await;
         let got = std::fs::read_to_string(f.dir.path().join("a.txt")).unwrap_or_default();
         assert_eq!(got, "one\r\nmid\r\ntwo\r\n");
-        f.ok(&InsertLines, json!({"path": "a.txt", "after_line": 0, "text": "top\n"}))
-            .await;
+        f.ok(
+            &InsertLines,
+            json!({"path": "a.txt", "after_line": 0, "text": "top\n"}),
+        )
+        .await;
         let got = std::fs::read_to_string(f.dir.path().join("a.txt")).unwrap_or_default();
         assert_eq!(got, "top\r\none\r\nmid\r\ntwo\r\n");
         let e = f
-            .err(&InsertLines, json!({"path": "a.txt", "after_line": 9, "text": "x"}))
+            .err(
+                &InsertLines,
+                json!({"path": "a.txt", "after_line": 9, "text": "x"}),
+            )
             .await;
         assert!(e.contains("between 0 and 4"), "{e}");
     }

@@ -112,8 +112,8 @@ impl TypedTool for UpdatePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin::testutil::Fixture;
     use crate::Tool;
+    use crate::builtin::testutil::Fixture;
     use serde_json::json;
 
     #[tokio::test]
@@ -148,9 +148,16 @@ mod tests {
             )
             .await;
         assert!(two.contains("exactly one in progress"), "{two}");
-        assert!(f.err(&UpdatePlan, json!({"steps": []})).await.contains("at least one"));
+        assert!(
+            f.err(&UpdatePlan, json!({"steps": []}))
+                .await
+                .contains("at least one")
+        );
         let bad = f
-            .err(&UpdatePlan, json!({"steps": [{"step": "a", "status": "finished"}]}))
+            .err(
+                &UpdatePlan,
+                json!({"steps": [{"step": "a", "status": "finished"}]}),
+            )
             .await;
         assert!(bad.contains("status"), "{bad}");
     }

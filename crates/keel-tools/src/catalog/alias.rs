@@ -50,9 +50,24 @@ pub const ALIASES: &[Alias] = &[
     a("Glob", CC, "list_files", glob),
     a("LS", CC, "list_files", list),
     a("TodoWrite", CC, "update_plan", todos),
-    a("str_replace_editor", AT, "read_file / create_file / edit_file / insert_lines", text_editor),
-    a("str_replace_based_edit_tool", AT, "read_file / create_file / edit_file / insert_lines", text_editor),
-    a("text_editor", GS, "read_file / create_file / edit_file / insert_lines", text_editor),
+    a(
+        "str_replace_editor",
+        AT,
+        "read_file / create_file / edit_file / insert_lines",
+        text_editor,
+    ),
+    a(
+        "str_replace_based_edit_tool",
+        AT,
+        "read_file / create_file / edit_file / insert_lines",
+        text_editor,
+    ),
+    a(
+        "text_editor",
+        GS,
+        "read_file / create_file / edit_file / insert_lines",
+        text_editor,
+    ),
     a("shell", CX, "run_command", codex_shell),
     a("local_shell", CX, "run_command", codex_shell),
     a("container.exec", CX, "run_command", codex_shell),
@@ -213,7 +228,8 @@ const PATH_KEYS: &[&str] = &[
 ];
 
 fn has_any(args: &Args, keys: &[&str]) -> bool {
-    keys.iter().any(|k| args.get(*k).is_some_and(|v| !v.is_null()))
+    keys.iter()
+        .any(|k| args.get(*k).is_some_and(|v| !v.is_null()))
 }
 
 /// Removes the first of `keys` present (with a non-null value) and returns its value.
@@ -229,7 +245,7 @@ fn take(args: &mut Args, keys: &[&str]) -> Option<Value> {
 }
 
 /// Moves the first present synonym of `path` into `path`.
-fn rename_path(args: &mut Args) {
+pub(super) fn rename_path(args: &mut Args) {
     if !args.contains_key("path")
         && let Some(p) = take(args, PATH_KEYS)
     {
@@ -285,9 +301,15 @@ fn write(args: &mut Args) -> Result<&'static str, String> {
 
 /// One search/replace pair from the foreign spellings.
 fn pair(e: &mut Args) -> Result<Value, String> {
-    let search = take(e, &["search", "old_string", "oldString", "old_str", "old_text"]);
-    let replace = take(e, &["replace", "new_string", "newString", "new_str", "new_text"])
-        .unwrap_or_else(|| json!(""));
+    let search = take(
+        e,
+        &["search", "old_string", "oldString", "old_str", "old_text"],
+    );
+    let replace = take(
+        e,
+        &["replace", "new_string", "newString", "new_str", "new_text"],
+    )
+    .unwrap_or_else(|| json!(""));
     let Some(search) = search else {
         return Err("each edit needs the exact text to replace (`old_string`)".into());
     };
@@ -382,8 +404,18 @@ fn command_with(args: &mut Args, timeout_in_ms: bool) -> Result<&'static str, St
         let secs = (ms.max(0) as u64).div_ceil(1000).max(1);
         args.insert("timeout".into(), json!(secs));
     }
-    for k in ["description", "justification", "with_escalated_permissions", "requires_approval",
-        "is_background", "yield_time_ms", "max_output_tokens", "login", "shell", "sandbox_permissions"] {
+    for k in [
+        "description",
+        "justification",
+        "with_escalated_permissions",
+        "requires_approval",
+        "is_background",
+        "yield_time_ms",
+        "max_output_tokens",
+        "login",
+        "shell",
+        "sandbox_permissions",
+    ] {
         args.remove(k);
     }
     if take(args, &["run_in_background"]) == Some(json!(true)) {
@@ -446,7 +478,16 @@ fn grep_like(args: &mut Args) -> Result<&'static str, String> {
     if insensitive && let Some(Value::String(p)) = args.get_mut("pattern") {
         *p = format!("(?i){p}");
     }
-    let glob = take(args, &["glob", "include", "file_pattern", "include_pattern", "includes"]);
+    let glob = take(
+        args,
+        &[
+            "glob",
+            "include",
+            "file_pattern",
+            "include_pattern",
+            "includes",
+        ],
+    );
     let ty = take(args, &["type"]).and_then(|t| t.as_str().and_then(type_glob));
     let glob = glob
         .and_then(|g| g.as_str().map(str::to_string))
@@ -467,7 +508,15 @@ fn grep_like(args: &mut Args) -> Result<&'static str, String> {
     if let Some(n) = take(args, &["head_limit", "limit", "max_count"]) {
         args.insert("max_results".into(), n);
     }
-    for k in ["output_mode", "-n", "-A", "-B", "-C", "multiline", "recursive"] {
+    for k in [
+        "output_mode",
+        "-n",
+        "-A",
+        "-B",
+        "-C",
+        "multiline",
+        "recursive",
+    ] {
         args.remove(k);
     }
     Ok("grep")
@@ -532,8 +581,12 @@ fn todos(args: &mut Args) -> Result<&'static str, String> {
             other => other,
         })
         .collect();
+    let explanation = take(args, &["explanation", "reason"]);
     args.clear();
     args.insert("steps".into(), Value::Array(steps));
+    if let Some(e) = explanation {
+        args.insert("explanation".into(), e);
+    }
     Ok("update_plan")
 }
 
@@ -573,7 +626,10 @@ fn ask(args: &mut Args) -> Result<&'static str, String> {
             .filter_map(|o| o.as_str().map(str::to_string))
             .collect();
         if !opts.is_empty() && !args.contains_key("context") {
-            args.insert("context".into(), json!(format!("Options: {}", opts.join(" / "))));
+            args.insert(
+                "context".into(),
+                json!(format!("Options: {}", opts.join(" / "))),
+            );
         }
     }
     Ok("ask_user")
@@ -674,48 +730,96 @@ mod tests {
     #[test]
     fn claude_code_and_codex_arguments_map() {
         assert_eq!(
-            map("Read", json!({"file_path": "a.rs", "offset": 10, "limit": 5})),
-            ("read_file".into(), json!({"path": "a.rs", "start_line": 10, "end_line": 14}))
+            map(
+                "Read",
+                json!({"file_path": "a.rs", "offset": 10, "limit": 5})
+            ),
+            (
+                "read_file".into(),
+                json!({"path": "a.rs", "start_line": 10, "end_line": 14})
+            )
         );
         assert_eq!(
             map("read", json!({"filePath": "a.rs", "offset": 0, "limit": 5})),
-            ("read_file".into(), json!({"path": "a.rs", "start_line": 1, "end_line": 5}))
+            (
+                "read_file".into(),
+                json!({"path": "a.rs", "start_line": 1, "end_line": 5})
+            )
         );
         assert_eq!(
-            map("Bash", json!({"command": "ls", "timeout": 120000, "description": "list"})),
-            ("run_command".into(), json!({"command": "ls", "timeout": 120}))
+            map(
+                "Bash",
+                json!({"command": "ls", "timeout": 120000, "description": "list"})
+            ),
+            (
+                "run_command".into(),
+                json!({"command": "ls", "timeout": 120})
+            )
         );
         assert_eq!(
-            map("shell", json!({"command": ["bash", "-lc", "cargo test"], "workdir": "crates/a", "timeout_ms": 1500})),
-            ("run_command".into(), json!({"command": "cd crates/a && cargo test", "timeout": 2}))
+            map(
+                "shell",
+                json!({"command": ["bash", "-lc", "cargo test"], "workdir": "crates/a", "timeout_ms": 1500})
+            ),
+            (
+                "run_command".into(),
+                json!({"command": "cd crates/a && cargo test", "timeout": 2})
+            )
         );
         assert_eq!(
             map("shell", json!({"command": ["rg", "-n", "fn main", "src"]})).1["command"],
             "rg -n 'fn main' src"
         );
         assert_eq!(
-            map("TodoWrite", json!({"todos": [{"content": "a", "status": "completed", "activeForm": "x"}]})),
-            ("update_plan".into(), json!({"steps": [{"step": "a", "status": "done"}]}))
+            map(
+                "TodoWrite",
+                json!({"todos": [{"content": "a", "status": "completed", "activeForm": "x"}]})
+            ),
+            (
+                "update_plan".into(),
+                json!({"steps": [{"step": "a", "status": "done"}]})
+            )
         );
         assert_eq!(
-            map("Grep", json!({"pattern": "Foo", "path": "src", "-i": true, "output_mode": "content"})),
-            ("grep".into(), json!({"pattern": "(?i)Foo", "glob": "{src,src/**}"}))
+            map(
+                "Grep",
+                json!({"pattern": "Foo", "path": "src", "-i": true, "output_mode": "content"})
+            ),
+            (
+                "grep".into(),
+                json!({"pattern": "(?i)Foo", "glob": "{src,src/**}"})
+            )
         );
     }
 
     #[test]
     fn editor_commands_map() {
         assert_eq!(
-            map("str_replace_editor", json!({"command": "str_replace", "path": "a", "old_str": "x", "new_str": "y"})),
-            ("edit_file".into(), json!({"path": "a", "edits": [{"search": "x", "replace": "y"}]}))
+            map(
+                "str_replace_editor",
+                json!({"command": "str_replace", "path": "a", "old_str": "x", "new_str": "y"})
+            ),
+            (
+                "edit_file".into(),
+                json!({"path": "a", "edits": [{"search": "x", "replace": "y"}]})
+            )
         );
         assert_eq!(
-            map("str_replace_based_edit_tool", json!({"command": "view", "path": "a", "view_range": [3, -1]})),
+            map(
+                "str_replace_based_edit_tool",
+                json!({"command": "view", "path": "a", "view_range": [3, -1]})
+            ),
             ("read_file".into(), json!({"path": "a", "start_line": 3}))
         );
         assert_eq!(
-            map("replace_in_file", json!({"path": "a", "diff": "<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n"})),
-            ("edit_file".into(), json!({"path": "a", "edits": [{"search": "old", "replace": "new"}]}))
+            map(
+                "replace_in_file",
+                json!({"path": "a", "diff": "<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n"})
+            ),
+            (
+                "edit_file".into(),
+                json!({"path": "a", "edits": [{"search": "old", "replace": "new"}]})
+            )
         );
     }
 }

@@ -73,7 +73,12 @@ pub fn schema_help(tool: &str, schema: &Value) -> String {
     )
 }
 
-fn coerce(key: &str, value: &mut Value, schema: &Value, notes: &mut Vec<String>) -> Result<(), String> {
+fn coerce(
+    key: &str,
+    value: &mut Value,
+    schema: &Value,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
     let Some(ty) = schema.get("type").and_then(Value::as_str) else {
         return Ok(());
     };
@@ -266,7 +271,8 @@ fn example_value(name: &str, schema: &Value) -> Value {
             "search" => "exact text now in the file",
             "replace" => "the new text",
             "content" => "the whole file content",
-            "patch" => "*** Begin Patch\n*** Update File: src/main.rs\n@@\n-old line\n+new line\n*** End Patch",
+            "patch" =>
+                "*** Begin Patch\n*** Update File: src/main.rs\n@@\n-old line\n+new line\n*** End Patch",
             "question" => "Which database should the tests use?",
             "step" => "Write the failing test",
             _ => "…",
@@ -314,7 +320,11 @@ mod tests {
             json!({"path": "42", "start_line": 10, "verbose": true, "globs": ["*.rs"],
                    "edits": [{"search": "a", "replace": "b"}], "kind": "symbols"})
         );
-        assert!(notes.iter().any(|n| n.contains("dropped unknown field `colour`")));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("dropped unknown field `colour`"))
+        );
         let (v, _) = fit(json!({"path": "a", "edits": "[{\"search\": \"a\", \"replace\": \"b\"}]", "start_line": 3.0})).unwrap();
         assert_eq!(v["edits"][0]["replace"], "b");
         assert_eq!(v["start_line"], 3);
@@ -331,7 +341,9 @@ mod tests {
             json!({"path": "a", "kind": "everything"}),
             json!({"path": "a", "edits": [{"search": "a"}]}),
         ] {
-            let e = fit(bad.clone()).err().unwrap_or_else(|| panic!("{bad} was accepted"));
+            let e = fit(bad.clone())
+                .err()
+                .unwrap_or_else(|| panic!("{bad} was accepted"));
             assert!(e.contains("Schema of t"), "{e}");
         }
     }

@@ -293,7 +293,8 @@ impl Lenient {
             }
             let s: String = p.chars[p.pos..p.pos + 4].iter().collect();
             p.pos += 4;
-            u32::from_str_radix(&s, 16).map_err(|_| p.fail(format!("`\\u{s}` is not a valid escape")))
+            u32::from_str_radix(&s, 16)
+                .map_err(|_| p.fail(format!("`\\u{s}` is not a valid escape")))
         };
         let first = hex(self)?;
         if (0xD800..0xDC00).contains(&first) {
@@ -337,13 +338,17 @@ impl Lenient {
                     self.word()
                 }
                 None => return Err(self.cut("the arguments end where a key should start")),
-                Some(c) => return Err(self.fail(format!("unexpected `{c}` where a key should start"))),
+                Some(c) => {
+                    return Err(self.fail(format!("unexpected `{c}` where a key should start")));
+                }
             };
             self.skip_ws();
             match self.peek() {
                 Some(':') => self.pos += 1,
                 None => return Err(self.cut("the arguments end after a key")),
-                Some(c) => return Err(self.fail(format!("expected `:` after key `{key}`, found `{c}`"))),
+                Some(c) => {
+                    return Err(self.fail(format!("expected `:` after key `{key}`, found `{c}`")));
+                }
             }
             let value = self.value(depth + 1)?;
             if map.contains_key(&key) {
@@ -450,14 +455,46 @@ mod tests {
     fn unambiguous_mistakes_are_repaired() {
         let cases = [
             (r#"{"path": "a.rs",}"#, json!({"path": "a.rs"}), "trailing"),
-            (r#"{'path': 'a.rs'}"#, json!({"path": "a.rs"}), "single quotes"),
-            (r#"{path: "a.rs", max_depth: 2}"#, json!({"path": "a.rs", "max_depth": 2}), "bare"),
-            ("{\"content\": \"a\nb\tc\"}", json!({"content": "a\nb\tc"}), "newlines"),
-            ("```json\n{\"path\": \"a\"}\n```", json!({"path": "a"}), "fence"),
-            (r#""{\"path\": \"a\"}""#, json!({"path": "a"}), "JSON string"),
-            (r#"{"path": "a", "edits": [{"search": "x", "replace": "y"}"#, json!({"path": "a", "edits": [{"search": "x", "replace": "y"}]}), "closed"),
-            (r#"{"pattern": "\d+\s"}"#, json!({"pattern": "\\d+\\s"}), "escapes"),
-            (r#"{"verbose": True, "path": None}"#, json!({"verbose": true, "path": null}), "Python"),
+            (
+                r#"{'path': 'a.rs'}"#,
+                json!({"path": "a.rs"}),
+                "single quotes",
+            ),
+            (
+                r#"{path: "a.rs", max_depth: 2}"#,
+                json!({"path": "a.rs", "max_depth": 2}),
+                "bare",
+            ),
+            (
+                "{\"content\": \"a\nb\tc\"}",
+                json!({"content": "a\nb\tc"}),
+                "newlines",
+            ),
+            (
+                "```json\n{\"path\": \"a\"}\n```",
+                json!({"path": "a"}),
+                "fence",
+            ),
+            (
+                r#""{\"path\": \"a\"}""#,
+                json!({"path": "a"}),
+                "JSON string",
+            ),
+            (
+                r#"{"path": "a", "edits": [{"search": "x", "replace": "y"}"#,
+                json!({"path": "a", "edits": [{"search": "x", "replace": "y"}]}),
+                "closed",
+            ),
+            (
+                r#"{"pattern": "\d+\s"}"#,
+                json!({"pattern": "\\d+\\s"}),
+                "escapes",
+            ),
+            (
+                r#"{"verbose": True, "path": None}"#,
+                json!({"verbose": true, "path": null}),
+                "Python",
+            ),
         ];
         for (raw, want, fix) in cases {
             let (v, fixes) = ok(raw);

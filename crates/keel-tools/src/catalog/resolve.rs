@@ -303,6 +303,10 @@ fn parse_arguments(
                 // Cut off at the output limit: closing the brackets would drop what was lost.
                 Ok(r) if cut_off && r.fixes.contains(&CLOSED_BRACKETS) => Err(CUT_OFF.to_string()),
                 Ok(r) => {
+                    if r.fixes.is_empty() {
+                        // Valid JSON text inside a JSON string: the model encoded it twice.
+                        notes.push("decoded arguments sent as a JSON string".into());
+                    }
                     notes.extend(r.fixes.iter().map(|f| f.to_string()));
                     match r.value {
                         Value::Object(map) => Ok(map),
@@ -340,13 +344,17 @@ fn canonical_fields(tool: &str, args: &mut Args) -> Result<(), String> {
             ALIASES.iter().find(|a| a.name == "Read")
         }
         "create_file" => ALIASES.iter().find(|a| a.name == "Write"),
-        "edit_file" if !args.contains_key("edits") => ALIASES.iter().find(|a| a.name == "Edit"),
+        "edit_file"
+            if !args.contains_key("edits")
+                && ["old_string", "oldString", "old_str", "search"]
+                    .iter()
+                    .any(|k| args.contains_key(*k)) =>
+        {
+            ALIASES.iter().find(|a| a.name == "Edit")
+        }
         "edit_file" => {
-            if !args.contains_key("path") {
-                ALIASES.iter().find(|a| a.name == "MultiEdit")
-            } else {
-                None
-            }
+            super::alias::rename_path(args);
+            None
         }
         "grep" => ALIASES.iter().find(|a| a.name == "Grep"),
         "list_files" => ALIASES.iter().find(|a| a.name == "LS"),

@@ -174,7 +174,9 @@ fn rank(docs: &[Doc], query: &str) -> Vec<usize> {
             .collect();
         for i in 0..docs.len() {
             let d = &docs[i];
-            if !hits.contains(&i) && (re.is_match(&d.description) || d.terms.iter().any(|t| re.is_match(t))) {
+            if !hits.contains(&i)
+                && (re.is_match(&d.description) || d.terms.iter().any(|t| re.is_match(t)))
+            {
                 hits.push(i);
             }
         }
