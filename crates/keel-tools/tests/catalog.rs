@@ -66,15 +66,21 @@ impl keel_tools::Tool for Named {
 fn registry() -> ToolRegistry {
     let mut r = ToolRegistry::new();
     builtin::register_defaults(&mut r);
-    r.register_with_state(Arc::new(Named("echo_active", Echo("active"))), ToolState::Active)
-        .register(Named("echo_deferred", Echo("deferred")))
-        .register_with_state(Arc::new(Named("echo_hidden", Echo("hidden"))), ToolState::Hidden)
-        .register_with_state(
-            Arc::new(Named("echo_old", Echo("deprecated"))),
-            ToolState::Deprecated {
-                replacement: "echo_active".into(),
-            },
-        );
+    r.register_with_state(
+        Arc::new(Named("echo_active", Echo("active"))),
+        ToolState::Active,
+    )
+    .register(Named("echo_deferred", Echo("deferred")))
+    .register_with_state(
+        Arc::new(Named("echo_hidden", Echo("hidden"))),
+        ToolState::Hidden,
+    )
+    .register_with_state(
+        Arc::new(Named("echo_old", Echo("deprecated"))),
+        ToolState::Deprecated {
+            replacement: "echo_active".into(),
+        },
+    );
     r.register(Named("echo_gone", Echo("removed")));
     assert!(r.set_state(
         "echo_gone",
@@ -104,12 +110,29 @@ async fn each_state_in_the_catalog_in_search_and_in_dispatch() {
     let r = registry();
     let listed: Vec<String> = r.specs().into_iter().map(|s| s.name).collect();
     assert!(listed.contains(&"echo_active".to_string()));
-    for unlisted in ["echo_deferred", "echo_hidden", "echo_old", "echo_gone", "insert_lines"] {
-        assert!(!listed.contains(&unlisted.to_string()), "{unlisted} is listed");
+    for unlisted in [
+        "echo_deferred",
+        "echo_hidden",
+        "echo_old",
+        "echo_gone",
+        "insert_lines",
+    ] {
+        assert!(
+            !listed.contains(&unlisted.to_string()),
+            "{unlisted} is listed"
+        );
     }
     // tool_search's description names the deferred tools (and only them).
-    let ts = r.specs().into_iter().find(|s| s.name == TOOL_SEARCH).unwrap();
-    assert!(ts.description.contains("echo_deferred"), "{}", ts.description);
+    let ts = r
+        .specs()
+        .into_iter()
+        .find(|s| s.name == TOOL_SEARCH)
+        .unwrap();
+    assert!(
+        ts.description.contains("echo_deferred"),
+        "{}",
+        ts.description
+    );
     assert!(!ts.description.contains("echo_hidden") && !ts.description.contains("echo_old"));
 
     let found = search(&r, "echo text back").await;
@@ -120,9 +143,15 @@ async fn each_state_in_the_catalog_in_search_and_in_dispatch() {
         assert!(!found.contains(never), "{never} found: {found}");
     }
     let regex = search(&r, "^echo_(d|h)").await;
-    assert!(regex.contains("echo_deferred") && !regex.contains("echo_hidden"), "{regex}");
+    assert!(
+        regex.contains("echo_deferred") && !regex.contains("echo_hidden"),
+        "{regex}"
+    );
     let select = search(&r, "select:git_diff,update_plan").await;
-    assert!(select.contains("## git_diff") && select.contains("## update_plan"), "{select}");
+    assert!(
+        select.contains("## git_diff") && select.contains("## update_plan"),
+        "{select}"
+    );
 
     let (_d, ctx) = ctx();
     for (name, says) in [
@@ -146,7 +175,10 @@ async fn each_state_in_the_catalog_in_search_and_in_dispatch() {
     };
     assert!(msg.contains("was removed; use `echo_active`"), "{msg}");
     let msg = resolve_call(&r, "echo_gone", &json!({"text": "hi"}), false).unwrap_err();
-    assert!(msg.contains("Use `echo_active` instead") && msg.contains("Schema of echo_active"), "{msg}");
+    assert!(
+        msg.contains("Use `echo_active` instead") && msg.contains("Schema of echo_active"),
+        "{msg}"
+    );
     // Old transcripts replay: hidden and deprecated names resolve to themselves.
     for name in ["echo_hidden", "echo_old", "echo_deferred"] {
         let r = resolve_call(&r, name, &json!({"text": "x"}), false).unwrap();
@@ -176,7 +208,10 @@ async fn the_default_catalog_is_ten_tools_with_the_rest_deferred() {
             "tool_search"
         ]
     );
-    assert_eq!(r.deferred_names(), ["ask_user", "git_diff", "git_status", "update_plan"]);
+    assert_eq!(
+        r.deferred_names(),
+        ["ask_user", "git_diff", "git_status", "update_plan"]
+    );
     assert_eq!(r.state("insert_lines"), Some(&ToolState::Hidden));
     // The catalog's bytes are the same however it was built.
     let again = {
@@ -190,7 +225,10 @@ async fn the_default_catalog_is_ten_tools_with_the_rest_deferred() {
         serde_json::to_string(&again.specs()).unwrap()
     );
     let found = search(&r, "git").await;
-    assert!(found.contains("git_status") && found.contains("git_diff"), "{found}");
+    assert!(
+        found.contains("git_status") && found.contains("git_diff"),
+        "{found}"
+    );
     let none = search(&r, "kubernetes").await;
     assert!(none.starts_with("No tool matches"), "{none}");
 }
@@ -203,10 +241,22 @@ fn repairs_are_described_and_clean_calls_are_untouched() {
     let fixed = resolve_call(&r, "echo_active", &json!("{'text': 'a',}"), false).unwrap();
     assert_eq!(fixed.args, json!({"text": "a"}));
     assert_eq!(fixed.repairs.len(), 1);
-    assert!(fixed.repairs[0].how.contains("single quotes"), "{:?}", fixed.repairs);
+    assert!(
+        fixed.repairs[0].how.contains("single quotes"),
+        "{:?}",
+        fixed.repairs
+    );
     assert_eq!(fixed.repairs[0].from, "{'text': 'a',}");
-    assert!(fixed.note().unwrap().starts_with("[keel: arguments repaired"));
+    assert!(
+        fixed
+            .note()
+            .unwrap()
+            .starts_with("[keel: arguments repaired")
+    );
     let unknown = resolve_call(&r, "ech_active", &json!({"text": "a"}), false).unwrap_err();
-    assert!(unknown.contains("nearest tool is `echo_active`"), "{unknown}");
+    assert!(
+        unknown.contains("nearest tool is `echo_active`"),
+        "{unknown}"
+    );
     assert!(unknown.contains("Schema of echo_active"), "{unknown}");
 }
