@@ -486,7 +486,7 @@ fn compact(n: u64) -> String {
 }
 
 /// An `update_plan` checklist: one line per step, the current one highlighted.
-fn render_plan(plan: &serde_json::Value, s: &Style) -> String {
+fn render_plan(plan: &serde_json::Value, s: Style) -> String {
     let mut out = String::new();
     let steps = plan
         .get("steps")

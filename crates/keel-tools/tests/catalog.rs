@@ -260,3 +260,45 @@ fn repairs_are_described_and_clean_calls_are_untouched() {
     );
     assert!(unknown.contains("Schema of echo_active"), "{unknown}");
 }
+
+#[test]
+fn the_documented_tables_list_every_alias_and_intent() {
+    let doc = include_str!("../../../docs/TOOL_CATALOG.md");
+    for a in keel_tools::catalog::ALIASES {
+        assert!(
+            doc.contains(&format!("| `{}` | {} | {} |", a.name, a.family, a.target)),
+            "docs/TOOL_CATALOG.md lacks the alias row for `{}`",
+            a.name
+        );
+    }
+    for i in keel_tools::catalog::INTENTS {
+        assert!(
+            doc.contains(&format!("| `{}` | {} |", i.verb, i.rule)),
+            "docs/TOOL_CATALOG.md lacks the intent row for `{}`",
+            i.verb
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_missing_program_is_named_with_what_to_install() {
+    let mut r = ToolRegistry::new();
+    keel_tools::shell::register(&mut r, Default::default(), Default::default());
+    let (_d, ctx) = ctx();
+    let out = r
+        .execute(
+            "run_command",
+            json!({"command": "keel-no-such-program-xyz --version"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(out.content.starts_with("exit code: 127"), "{}", out.content);
+    assert!(
+        out.content
+            .contains("`keel-no-such-program-xyz` is not installed here")
+            && out.content.contains("install `keel-no-such-program-xyz`"),
+        "{}",
+        out.content
+    );
+}
