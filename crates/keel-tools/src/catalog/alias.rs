@@ -235,10 +235,10 @@ fn has_any(args: &Args, keys: &[&str]) -> bool {
 /// Removes the first of `keys` present (with a non-null value) and returns its value.
 fn take(args: &mut Args, keys: &[&str]) -> Option<Value> {
     for k in keys {
-        if let Some(v) = args.remove(*k) {
-            if !v.is_null() {
-                return Some(v);
-            }
+        if let Some(v) = args.remove(*k)
+            && !v.is_null()
+        {
+            return Some(v);
         }
     }
     None
@@ -414,6 +414,7 @@ fn command_with(args: &mut Args, timeout_in_ms: bool) -> Result<&'static str, St
         "max_output_tokens",
         "login",
         "shell",
+        "tty",
         "sandbox_permissions",
     ] {
         args.remove(k);

@@ -137,16 +137,16 @@ pub fn resolve_call(
     })
 }
 
+/// An alias's or intent's argument mapping: rewrites the arguments, returns the tool.
+type ArgsMapper = dyn Fn(&mut Args) -> Result<&'static str, String>;
+
 enum Target {
     /// A registered, dispatchable name.
     Registered(String),
     /// Another spelling of a registered name.
     Renamed { to: String, how: String },
     /// An alias or intent verb, with its argument mapping.
-    Mapped {
-        map: Box<dyn Fn(&mut Args) -> Result<&'static str, String>>,
-        how: String,
-    },
+    Mapped { map: Box<ArgsMapper>, how: String },
 }
 
 impl Target {

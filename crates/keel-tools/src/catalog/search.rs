@@ -172,8 +172,7 @@ fn rank(docs: &[Doc], query: &str) -> Vec<usize> {
         let mut hits: Vec<usize> = (0..docs.len())
             .filter(|&i| re.is_match(&docs[i].name))
             .collect();
-        for i in 0..docs.len() {
-            let d = &docs[i];
+        for (i, d) in docs.iter().enumerate() {
             if !hits.contains(&i)
                 && (re.is_match(&d.description) || d.terms.iter().any(|t| re.is_match(t)))
             {
