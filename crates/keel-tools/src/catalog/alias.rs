@@ -21,14 +21,6 @@ pub struct Alias {
     pub map: fn(&mut Args) -> Result<&'static str, String>,
 }
 
-/// An intent verb (SPEC §11): a tiny vocabulary a weak model can use instead of tool names.
-#[derive(Debug, Clone, Copy)]
-pub struct Intent {
-    pub verb: &'static str,
-    /// How the verb routes, for the documentation.
-    pub rule: &'static str,
-}
-
 const CC: &str = "Claude Code";
 const OC: &str = "opencode";
 const AT: &str = "Anthropic text editor";
@@ -130,92 +122,7 @@ const fn a(
     }
 }
 
-/// The intent verbs and how each routes.
-pub const INTENTS: &[Intent] = &[
-    Intent {
-        verb: "search",
-        rule: "`pattern` or `regex` given → grep; otherwise → codebase_search (`query`)",
-    },
-    Intent {
-        verb: "inspect",
-        rule: "a `path` (or `file`) given → read_file; otherwise → list_files",
-    },
-    Intent {
-        verb: "edit",
-        rule: "`patch` → apply_patch; `edits` or `search`/`old_str`/`oldString` → edit_file (this also serves opencode's `edit`); `content` → create_file",
-    },
-    Intent {
-        verb: "test",
-        rule: "→ run_tests",
-    },
-    Intent {
-        verb: "shell",
-        rule: "→ run_command (Codex's `shell` arguments — an argv list, `workdir`, `timeout_ms` — are mapped)",
-    },
-    Intent {
-        verb: "ask",
-        rule: "→ ask_user",
-    },
-    Intent {
-        verb: "delegate",
-        rule: "no subagent tool in this build: an error saying to do the work with the listed tools",
-    },
-    Intent {
-        verb: "workflow",
-        rule: "flows run with `keel flow run`, not from a tool call: an error saying so",
-    },
-];
-
-/// Routes an intent verb; `None` when `verb` is not one.
-pub fn route_intent(verb: &str, args: &mut Args) -> Option<Result<&'static str, String>> {
-    Some(match verb {
-        "search" | "find" => {
-            if let Some(p) = take(args, &["regex"]) {
-                args.insert("pattern".into(), p);
-            }
-            if args.contains_key("pattern") {
-                grep_like(args)
-            } else {
-                search(args)
-            }
-        }
-        "inspect" | "view" | "look" => {
-            if has_any(args, PATH_KEYS) {
-                read_one_based(args)
-            } else {
-                list(args)
-            }
-        }
-        "edit" | "modify" | "change" => {
-            if has_any(args, &["patch", "diff", "input"]) {
-                patch(args)
-            } else if has_any(args, &["edits", "search", "old_str", "old_string", "oldString"]) {
-                if args.contains_key("edits") {
-                    rename_path(args);
-                    Ok("edit_file")
-                } else {
-                    edit_one(args)
-                }
-            } else if has_any(args, &["content", "file_text", "contents"]) {
-                write(args)
-            } else {
-                Err("the `edit` intent needs `patch` (apply_patch), `edits` or `search`/`replace` (edit_file), or `content` for a new file (create_file)".into())
-            }
-        }
-        "test" | "tests" => tests(args),
-        "shell" | "run_shell" | "sh" => codex_shell(args),
-        "ask" => ask(args),
-        "delegate" | "subagent" | "task" => Err(
-            "there is no subagent tool in this session: do the work yourself with the listed tools".into(),
-        ),
-        "workflow" | "flow" => Err(
-            "workflows are run by the user with `keel flow run`, not by a tool call: do the steps with the listed tools".into(),
-        ),
-        _ => return None,
-    })
-}
-
-const PATH_KEYS: &[&str] = &[
+pub(super) const PATH_KEYS: &[&str] = &[
     "path",
     "file_path",
     "filePath",
@@ -227,13 +134,13 @@ const PATH_KEYS: &[&str] = &[
     "relative_workspace_path",
 ];
 
-fn has_any(args: &Args, keys: &[&str]) -> bool {
+pub(super) fn has_any(args: &Args, keys: &[&str]) -> bool {
     keys.iter()
         .any(|k| args.get(*k).is_some_and(|v| !v.is_null()))
 }
 
 /// Removes the first of `keys` present (with a non-null value) and returns its value.
-fn take(args: &mut Args, keys: &[&str]) -> Option<Value> {
+pub(super) fn take(args: &mut Args, keys: &[&str]) -> Option<Value> {
     for k in keys {
         if let Some(v) = args.remove(*k)
             && !v.is_null()
@@ -281,7 +188,7 @@ fn read_lines(args: &mut Args, zero_based: bool) -> Result<&'static str, String>
     Ok("read_file")
 }
 
-fn read_one_based(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn read_one_based(args: &mut Args) -> Result<&'static str, String> {
     read_lines(args, false)
 }
 
@@ -289,7 +196,7 @@ fn read_zero_based(args: &mut Args) -> Result<&'static str, String> {
     read_lines(args, true)
 }
 
-fn write(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn write(args: &mut Args) -> Result<&'static str, String> {
     rename_path(args);
     if !args.contains_key("content")
         && let Some(c) = take(args, &["file_text", "contents", "text", "code"])
@@ -319,7 +226,7 @@ fn pair(e: &mut Args) -> Result<Value, String> {
     Ok(json!({"search": search, "replace": replace}))
 }
 
-fn edit_one(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn edit_one(args: &mut Args) -> Result<&'static str, String> {
     rename_path(args);
     let edit = pair(args)?;
     args.remove("expected_replacements");
@@ -433,7 +340,7 @@ fn bash_ms(args: &mut Args) -> Result<&'static str, String> {
     command_with(args, true)
 }
 
-fn codex_shell(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn codex_shell(args: &mut Args) -> Result<&'static str, String> {
     command_with(args, false)
 }
 
@@ -468,7 +375,7 @@ fn quote(word: &str) -> String {
     }
 }
 
-fn grep_like(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn grep_like(args: &mut Args) -> Result<&'static str, String> {
     if !args.contains_key("pattern")
         && let Some(p) = take(args, &["regex", "query", "search", "pattern_regex"])
     {
@@ -551,7 +458,7 @@ fn glob(args: &mut Args) -> Result<&'static str, String> {
     Ok("list_files")
 }
 
-fn list(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn list(args: &mut Args) -> Result<&'static str, String> {
     rename_path(args);
     if let Some(d) = take(args, &["depth"]) {
         args.insert("max_depth".into(), d);
@@ -606,7 +513,7 @@ fn plan_status(status: Value) -> Value {
     }
 }
 
-fn patch(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn patch(args: &mut Args) -> Result<&'static str, String> {
     if !args.contains_key("patch")
         && let Some(p) = take(args, &["patchText", "input", "diff"])
     {
@@ -615,7 +522,7 @@ fn patch(args: &mut Args) -> Result<&'static str, String> {
     Ok("apply_patch")
 }
 
-fn ask(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn ask(args: &mut Args) -> Result<&'static str, String> {
     if !args.contains_key("question")
         && let Some(q) = take(args, &["prompt", "message", "text", "query"])
     {
@@ -636,14 +543,14 @@ fn ask(args: &mut Args) -> Result<&'static str, String> {
     Ok("ask_user")
 }
 
-fn tests(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn tests(args: &mut Args) -> Result<&'static str, String> {
     if let Some(p) = take(args, &["path", "file", "test_path", "target"]) {
         args.insert("path".into(), p);
     }
     Ok("run_tests")
 }
 
-fn search(args: &mut Args) -> Result<&'static str, String> {
+pub(super) fn search(args: &mut Args) -> Result<&'static str, String> {
     if !args.contains_key("query")
         && let Some(q) = take(args, &["q", "text", "search", "search_query", "pattern"])
     {

@@ -8,12 +8,14 @@
 
 mod alias;
 mod coerce;
+mod intent;
 mod json;
 mod resolve;
 mod search;
 
-pub use alias::{ALIASES, Alias, INTENTS, Intent, route_intent};
+pub use alias::{ALIASES, Alias};
 pub use coerce::{example_for, fit_to_schema, schema_help};
+pub use intent::{INTENTS, Intent, route_intent};
 pub use json::{JsonRepairError, RepairedJson, repair_json};
 pub use resolve::{Repair, Resolved, resolve_call};
 pub use search::{TOOL_SEARCH, ToolSearch, search_tools};

@@ -3,8 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::alias::{ALIASES, Args, route_intent};
+use super::alias::{ALIASES, Args};
 use super::coerce::{fit_to_schema, schema_help};
+use super::intent::route_intent;
 use super::json::{CLOSED_BRACKETS, repair_json};
 use crate::ToolRegistry;
 
@@ -368,7 +369,11 @@ fn canonical_fields(tool: &str, args: &mut Args) -> Result<(), String> {
     };
     if let Some(alias) = mapped {
         let got = (alias.map)(args)?;
-        debug_assert_eq!(got, tool);
+        if got != tool {
+            return Err(format!(
+                "these arguments are for `{got}`, not `{tool}`: call `{got}` instead"
+            ));
+        }
     }
     Ok(())
 }
