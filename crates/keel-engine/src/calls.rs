@@ -32,13 +32,17 @@ impl PreparedCall {
 
 /// Resolves every call of a reply. "Cut off" is only ever said when the finish reason was the
 /// output limit.
-pub(crate) fn prepare_calls(tools: &ToolRegistry, turn: &ModelTurn) -> Vec<PreparedCall> {
+pub(crate) fn prepare_calls(
+    tools: &ToolRegistry,
+    turn: &ModelTurn,
+    workspace: &std::path::Path,
+) -> Vec<PreparedCall> {
     let cut_off = turn.stop_reason == StopReason::MaxTokens;
     turn.tool_calls
         .iter()
         .map(|call| PreparedCall {
             sent: call.clone(),
-            resolved: resolve_call(tools, &call.name, &call.arguments, cut_off),
+            resolved: resolve_call(tools, &call.name, &call.arguments, cut_off, Some(workspace)),
         })
         .collect()
 }

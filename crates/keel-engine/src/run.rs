@@ -191,7 +191,8 @@ impl<'a> Run<'a> {
                     usage: turn.usage,
                 })
                 .await?;
-            let calls = crate::calls::prepare_calls(&self.engine.tools, &turn);
+            let calls =
+                crate::calls::prepare_calls(&self.engine.tools, &turn, self.ctx.workspace.root());
             let message = crate::calls::transcript_message(&turn, &calls);
             if message.content.is_empty() {
                 // An empty reply is not an answer: nudge once per occurrence and go on.

@@ -174,14 +174,14 @@ async fn each_state_in_the_catalog_in_search_and_in_dispatch() {
         panic!("a removed tool ran: {gone:?}")
     };
     assert!(msg.contains("was removed; use `echo_active`"), "{msg}");
-    let msg = resolve_call(&r, "echo_gone", &json!({"text": "hi"}), false).unwrap_err();
+    let msg = resolve_call(&r, "echo_gone", &json!({"text": "hi"}), false, None).unwrap_err();
     assert!(
         msg.contains("Use `echo_active` instead") && msg.contains("Schema of echo_active"),
         "{msg}"
     );
     // Old transcripts replay: hidden and deprecated names resolve to themselves.
     for name in ["echo_hidden", "echo_old", "echo_deferred"] {
-        let r = resolve_call(&r, name, &json!({"text": "x"}), false).unwrap();
+        let r = resolve_call(&r, name, &json!({"text": "x"}), false, None).unwrap();
         assert_eq!(r.tool, name);
         assert!(r.repairs.is_empty());
     }
@@ -236,9 +236,9 @@ async fn the_default_catalog_is_ten_tools_with_the_rest_deferred() {
 #[test]
 fn repairs_are_described_and_clean_calls_are_untouched() {
     let r = registry();
-    let clean = resolve_call(&r, "echo_active", &json!({"text": "a"}), false).unwrap();
+    let clean = resolve_call(&r, "echo_active", &json!({"text": "a"}), false, None).unwrap();
     assert!(clean.repairs.is_empty() && clean.note().is_none());
-    let fixed = resolve_call(&r, "echo_active", &json!("{'text': 'a',}"), false).unwrap();
+    let fixed = resolve_call(&r, "echo_active", &json!("{'text': 'a',}"), false, None).unwrap();
     assert_eq!(fixed.args, json!({"text": "a"}));
     assert_eq!(fixed.repairs.len(), 1);
     assert!(
@@ -253,7 +253,7 @@ fn repairs_are_described_and_clean_calls_are_untouched() {
             .unwrap()
             .starts_with("[keel: arguments repaired")
     );
-    let unknown = resolve_call(&r, "ech_active", &json!({"text": "a"}), false).unwrap_err();
+    let unknown = resolve_call(&r, "ech_active", &json!({"text": "a"}), false, None).unwrap_err();
     assert!(
         unknown.contains("nearest tool is `echo_active`"),
         "{unknown}"
@@ -301,4 +301,30 @@ async fn a_missing_program_is_named_with_what_to_install() {
         "{}",
         out.content
     );
+}
+
+#[test]
+fn absolute_paths_inside_the_workspace_become_relative_and_others_stay() {
+    let r = registry();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let inside = format!("{}/src/a.rs", root.display());
+    let got = resolve_call(&r, "Read", &json!({"file_path": inside}), false, Some(root)).unwrap();
+    assert_eq!(got.args, json!({"path": "src/a.rs"}));
+    assert!(
+        got.repairs.iter().any(|x| x.how.contains("absolute path")),
+        "{:?}",
+        got.repairs
+    );
+    let whole = format!("{}", root.display());
+    let got = resolve_call(&r, "LS", &json!({"path": whole}), false, Some(root)).unwrap();
+    assert_eq!(got.args, json!({"path": "."}));
+    // Outside, or escaping with `..`: left as sent, for the tool's confinement to refuse.
+    for path in [
+        "/etc/passwd".to_string(),
+        format!("{}/../x", root.display()),
+    ] {
+        let got = resolve_call(&r, "read_file", &json!({"path": path}), false, Some(root)).unwrap();
+        assert_eq!(got.args["path"], path.as_str());
+    }
 }

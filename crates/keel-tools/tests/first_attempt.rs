@@ -12,8 +12,12 @@
 use keel_tools::shell::{LintSettings, ShellSettings};
 use keel_tools::{ToolRegistry, builtin, resolve_call, shell};
 use serde_json::Value;
+use std::path::Path;
 
 const CORPUS: &str = include_str!("corpus/tool_calls.jsonl");
+
+/// The workspace the corpus's absolute paths refer to.
+const WORKSPACE: &str = "/work/app";
 
 /// The catalog before this issue: every tool listed, nothing else dispatchable.
 const OLD_TOOLS: &[&str] = &[
@@ -138,7 +142,13 @@ fn first_attempt_success_before_and_after_with_no_meaning_changed() {
         };
 
         // After: the catalog's resolver.
-        let resolved = resolve_call(&reg, name, &as_received(raw), cut_off);
+        let resolved = resolve_call(
+            &reg,
+            name,
+            &as_received(raw),
+            cut_off,
+            Some(Path::new(WORKSPACE)),
+        );
         let after_ok = match (&resolved, expect.get("error").and_then(Value::as_str)) {
             (Ok(r), None) => {
                 let same =

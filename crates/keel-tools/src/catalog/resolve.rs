@@ -1,6 +1,8 @@
 //! From what the model sent to a call Keel can run: name lookup (exact, spelling, alias,
 //! intent verb), argument repair and schema fitting, with every change recorded.
 
+use std::path::Path;
+
 use serde_json::{Map, Value};
 
 use super::alias::{ALIASES, Args};
@@ -63,11 +65,16 @@ const QUOTE_CHARS: usize = 400;
 /// JSON string. `cut_off` says the reply stopped at the output limit (finish reason `length`).
 /// An `Err` is a message for the model (it quotes the schema when the tool is known); nothing
 /// ran.
+///
+/// With `workspace`, an absolute `path` inside it becomes workspace-relative (models trained on
+/// harnesses that want absolute paths send them); any other path is left for the tool's own
+/// confinement to judge.
 pub fn resolve_call(
     registry: &ToolRegistry,
     name: &str,
     arguments: &Value,
     cut_off: bool,
+    workspace: Option<&Path>,
 ) -> Result<Resolved, String> {
     let mut repairs = Vec::new();
     let target = lookup(registry, name)?;
@@ -123,6 +130,14 @@ pub fn resolve_call(
     }
     let schema = runner.input_schema();
     fit_to_schema(&tool, &mut args, &schema, &mut notes)?;
+    if let (Some(root), Some(Value::String(path))) = (workspace, args.get_mut("path"))
+        && let Some(rel) = relative_to(root, path)
+    {
+        notes.push(format!(
+            "`path`: the absolute path → `{rel}` in the workspace"
+        ));
+        *path = rel;
+    }
     let args = Value::Object(args);
     if !notes.is_empty() {
         repairs.push(Repair {
@@ -376,6 +391,28 @@ fn canonical_fields(tool: &str, args: &mut Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `path` relative to `root` when it is absolute and inside it (`.` for the root itself).
+fn relative_to(root: &Path, path: &str) -> Option<String> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let canonical = root.canonicalize().ok();
+    let rest = p
+        .strip_prefix(root)
+        .ok()
+        .or_else(|| canonical.as_deref().and_then(|c| p.strip_prefix(c).ok()))?;
+    // Only plain components: `..` stays for the workspace to refuse.
+    if rest
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return None;
+    }
+    let rel = rest.to_str()?.to_string();
+    Some(if rel.is_empty() { ".".into() } else { rel })
 }
 
 fn quote(arguments: &Value) -> String {
