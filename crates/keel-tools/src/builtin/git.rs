@@ -20,8 +20,11 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A git command that runs no repository-controlled code (hooks, fsmonitor, pagers, external
 /// diff, textconv, filters) with no system or global config and a minimal environment.
-/// `filter_keys` are the repository's `filter.<driver>.{clean,smudge,process}` settings, each
-/// overridden to nothing.
+/// `filter_keys` are the repository's `filter.<driver>.{clean,smudge,process,required}`
+/// settings, each overridden to nothing (`required` to false). The engine's snapshot git
+/// (`keel-engine` `snapshot::safe_git`) does the same for its own commands; this copy lives
+/// here because tools cannot depend on the engine — one shared helper in a lower crate is the
+/// next step.
 pub(crate) fn read_only_git(root: &Path, filter_keys: &[String]) -> Command {
     let mut c = Command::new("git");
     c.env_clear();
@@ -42,12 +45,20 @@ pub(crate) fn read_only_git(root: &Path, filter_keys: &[String]) -> Command {
         "diff.external=",
         "core.pager=cat",
         "core.quotePath=false",
+        "core.untrackedCache=false",
+        "core.useReplaceRefs=false",
+        "submodule.recurse=false",
         "color.ui=false",
     ] {
         c.args(["-c", setting]);
     }
     for key in filter_keys {
-        c.args(["-c", &format!("{key}=")]);
+        let blank = if key.to_ascii_lowercase().ends_with(".required") {
+            "false"
+        } else {
+            ""
+        };
+        c.args(["-c", &format!("{key}={blank}")]);
     }
     c.current_dir(root)
         .stdin(Stdio::null())
@@ -64,7 +75,7 @@ async fn run_git(root: &Path, args: &[&str]) -> Result<String, ToolError> {
         "config",
         "--name-only",
         "--get-regexp",
-        r"^filter\..*\.(clean|smudge|process)$",
+        r"^filter\..*\.(clean|smudge|process|required)$",
     ]))
     .await?
     {
@@ -271,6 +282,7 @@ mod tests {
         for (k, v) in [
             ("filter.evil.clean", evil.as_str()),
             ("filter.evil.smudge", evil.as_str()),
+            ("filter.evil.required", "true"),
             ("diff.evil.textconv", evil.as_str()),
             ("diff.external", evil.as_str()),
             ("core.fsmonitor", evil.as_str()),
