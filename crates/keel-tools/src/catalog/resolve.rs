@@ -91,13 +91,18 @@ pub fn resolve_call(
         }
     };
     let before = Value::Object(args.clone());
+    // A mapping that cannot be done says why, with the schema of the tool it was for.
+    let with_schema = |tool: &str, msg: String| match registry.get(tool) {
+        Some(t) => format!("{msg}\n{}", schema_help(t.name(), &t.input_schema())),
+        None => msg,
+    };
     let tool = match &target {
         Target::Registered(t) => {
-            canonical_fields(t, &mut args)?;
+            canonical_fields(t, &mut args).map_err(|m| with_schema(t, m))?;
             t.clone()
         }
         Target::Renamed { to, how } => {
-            canonical_fields(to, &mut args)?;
+            canonical_fields(to, &mut args).map_err(|m| with_schema(to, m))?;
             repairs.push(Repair {
                 from: name.to_string(),
                 to: to.clone(),
@@ -105,8 +110,18 @@ pub fn resolve_call(
             });
             to.clone()
         }
-        Target::Mapped { map, how } => {
-            let to = map(&mut args).map_err(|m| format!("`{name}` ({how}): {m}"))?;
+        Target::Mapped {
+            map,
+            how,
+            target: target_hint,
+        } => {
+            let to = map(&mut args).map_err(|m| {
+                let msg = format!("`{name}` ({how}): {m}");
+                match target_hint {
+                    Some(t) => with_schema(t, msg),
+                    None => msg,
+                }
+            })?;
             repairs.push(Repair {
                 from: name.to_string(),
                 to: to.to_string(),
@@ -162,7 +177,12 @@ enum Target {
     /// Another spelling of a registered name.
     Renamed { to: String, how: String },
     /// An alias or intent verb, with its argument mapping.
-    Mapped { map: Box<ArgsMapper>, how: String },
+    Mapped {
+        map: Box<ArgsMapper>,
+        how: String,
+        /// The one tool it maps to, when there is one (for error messages).
+        target: Option<&'static str>,
+    },
 }
 
 impl Target {
@@ -204,6 +224,7 @@ fn lookup(registry: &ToolRegistry, name: &str) -> Result<Target, String> {
     let alias = |a: &super::alias::Alias| Target::Mapped {
         map: Box::new(a.map),
         how: format!("{} alias", a.family),
+        target: (!a.target.contains(' ')).then_some(a.target),
     };
     if let Some(a) = ALIASES.iter().find(|a| a.name == name) {
         return Ok(alias(a));
@@ -215,6 +236,7 @@ fn lookup(registry: &ToolRegistry, name: &str) -> Result<Target, String> {
                 route_intent(&verb, args).unwrap_or_else(|| Err("unknown intent".into()))
             }),
             how: format!("intent verb `{normal}`"),
+            target: None,
         });
     }
     if let Some(a) = ALIASES.iter().find(|a| a.name.to_lowercase() == normal) {
