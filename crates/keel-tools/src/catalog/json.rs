@@ -4,8 +4,8 @@
 //! tolerant parser run, and it fixes only mistakes with one possible meaning: markdown fences
 //! around the JSON, trailing commas, single-quoted strings, unquoted keys, raw newlines and tabs
 //! inside strings, escapes JSON does not know (`"\d+"` in a regex), Python's `True`/`False`/
-//! `None`, a JSON string that holds the JSON object, and closing brackets missing at the very
-//! end after a complete value. Anything else — a missing comma, an apostrophe inside a
+//! `None`, a JSON string that holds the JSON object, closing brackets missing at the very
+//! end after a complete value, and stray closing brackets after it. Anything else — a missing comma, an apostrophe inside a
 //! single-quoted string, text cut off inside a string or a number — is an error, never a guess.
 
 use serde_json::{Map, Number, Value};
@@ -166,6 +166,15 @@ impl Lenient {
         self.skip_ws();
         let v = self.value(0)?;
         self.skip_ws();
+        // Stray closing brackets after a complete value add nothing: drop them.
+        if self.pos < self.chars.len()
+            && self.chars[self.pos..]
+                .iter()
+                .all(|c| matches!(c, '}' | ']') || c.is_whitespace())
+        {
+            self.fix("removed extra closing brackets at the end");
+            self.pos = self.chars.len();
+        }
         if self.pos < self.chars.len() {
             return Err(self.fail("unexpected text after the arguments"));
         }
@@ -494,6 +503,11 @@ mod tests {
                 r#"{"verbose": True, "path": None}"#,
                 json!({"verbose": true, "path": null}),
                 "Python",
+            ),
+            (
+                r#"{"path": "a", "edits": [{"search": "x", "replace": "y"}]}}"#,
+                json!({"path": "a", "edits": [{"search": "x", "replace": "y"}]}),
+                "extra closing",
             ),
         ];
         for (raw, want, fix) in cases {

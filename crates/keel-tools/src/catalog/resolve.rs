@@ -76,6 +76,20 @@ pub fn resolve_call(
     cut_off: bool,
     workspace: Option<&Path>,
 ) -> Result<Resolved, String> {
+    if let Some((inner, inner_args)) = wrapped_call(registry, name, arguments) {
+        // `{"name": "read_file", "arguments": {…}}` sent as the arguments of a generic
+        // `tool_call`/`function` call, or of the same tool: resolve the inner call.
+        let mut resolved = resolve_call(registry, &inner, &inner_args, cut_off, workspace)?;
+        resolved.repairs.insert(
+            0,
+            Repair {
+                from: name.to_string(),
+                to: inner.clone(),
+                how: format!("name: the call `{inner}` was wrapped in `{name}`'s arguments"),
+            },
+        );
+        return Ok(resolved);
+    }
     let mut repairs = Vec::new();
     let target = lookup(registry, name)?;
     let mut notes: Vec<String> = Vec::new();
@@ -413,6 +427,58 @@ fn canonical_fields(tool: &str, args: &mut Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Names small models use for "call a tool" instead of the tool's own name.
+const DISPATCHER_NAMES: &[&str] = &[
+    "tool_call",
+    "tool_use",
+    "function",
+    "function_call",
+    "call",
+    "call_tool",
+    "use_tool",
+    "invoke",
+];
+
+/// A call wrapped as `{"name"|"tool": N, "arguments"|"parameters"|"args"|"input": {…}}` — and
+/// nothing else — in the arguments of a dispatcher name or of `N` itself: the inner name and
+/// arguments. Tools whose schema has a `name` or `tool` field are never unwrapped.
+fn wrapped_call(registry: &ToolRegistry, name: &str, arguments: &Value) -> Option<(String, Value)> {
+    let parsed;
+    let map = match arguments {
+        Value::Object(m) => m,
+        Value::String(raw) => {
+            parsed = repair_json(raw).ok()?.value;
+            parsed.as_object()?
+        }
+        _ => return None,
+    };
+    if map.len() != 2 {
+        return None;
+    }
+    let inner = ["name", "tool", "tool_name", "function"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_str))?;
+    let args = ["arguments", "parameters", "args", "input"]
+        .iter()
+        .find_map(|k| map.get(*k))?;
+    if !(args.is_object() || args.is_string()) {
+        return None;
+    }
+    let normal = normalise(name);
+    let same = normalise(inner) == normal;
+    if !(DISPATCHER_NAMES.contains(&normal.as_str()) || same) {
+        return None;
+    }
+    let has_own_field = registry
+        .get(name)
+        .and_then(|t| t.input_schema().get("properties").cloned())
+        .is_some_and(|p| p.get("name").is_some() || p.get("tool").is_some());
+    if has_own_field {
+        return None;
+    }
+    Some((inner.to_string(), args.clone()))
 }
 
 /// `path` relative to `root` when it is absolute and inside it (`.` for the root itself).
