@@ -145,6 +145,14 @@ export class Transcript {
       case "tool_result":
         this.toolResult(e);
         break;
+      case "tool_repaired":
+        this.notice(
+          e.how.startsWith("name: ")
+            ? `${e.from} → ${e.to} (${e.how.slice(6)})`
+            : `arguments repaired: ${e.how}`,
+          "repair",
+        );
+        break;
       case "phase_changed":
         this.endBubble();
         this.notice(`phase: ${e.previous || "start"} → ${e.phase}`, "phase");
@@ -311,6 +319,17 @@ export class Transcript {
     if (diff) {
       d.append(renderDiff(diff));
       d.open = true;
+    }
+    const plan = e.metadata?.plan;
+    if (plan && Array.isArray(plan.steps)) {
+      const list = el("ul", "plan");
+      for (const step of plan.steps) {
+        const mark = step.status === "done" ? "✓" : step.status === "in_progress" ? "▸" : "○";
+        list.append(el("li", `plan-step ${step.status}`, `${mark} ${step.step}`));
+      }
+      d.append(list);
+      d.open = true;
+      return;
     }
     if (details.exit_code !== undefined && details.exit_code !== 0) {
       d.append(el("div", "exit-code", `exit code ${details.exit_code}`));

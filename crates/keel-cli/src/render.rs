@@ -160,16 +160,34 @@ impl Human {
                     summarize_args(arguments)
                 ));
             }
+            EventKind::ToolRepaired { from, to, how, .. } => {
+                close(&mut out, st);
+                let line = match how.strip_prefix("name: ") {
+                    Some(why) => format!("{from} → {to} ({why})"),
+                    None => format!("arguments repaired: {}", first_line(how, 100)),
+                };
+                out.push_str(&format!("    {}↪ {line}{}\n", s.yellow, s.reset));
+            }
             EventKind::ToolResult {
                 is_error,
                 content,
                 details,
+                metadata,
                 ..
             } => {
                 if *is_error && content.starts_with("{\"error\":\"phase_violation\"") {
                     return out; // the phase_violation line above already says it
                 }
                 close(&mut out, st);
+                // The repair note is shown by the tool_repaired line already.
+                let content = match content.strip_prefix("[keel: ") {
+                    Some(rest) => rest.split_once('\n').map_or("", |(_, body)| body),
+                    None => content.as_str(),
+                };
+                if let Some(plan) = metadata.as_ref().and_then(|m| m.get("plan")) {
+                    out.push_str(&render_plan(plan, s));
+                    return out;
+                }
                 let first = first_line(content, 110);
                 if *is_error {
                     out.push_str(&format!("    {}✗ {first}{}\n", s.red, s.reset));
@@ -513,6 +531,33 @@ fn compact(n: u64) -> String {
     }
 }
 
+/// An `update_plan` checklist: one line per step, the current one highlighted.
+fn render_plan(plan: &serde_json::Value, s: Style) -> String {
+    let mut out = String::new();
+    let steps = plan
+        .get("steps")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let done = steps.iter().filter(|st| st["status"] == "done").count();
+    out.push_str(&format!(
+        "    {}plan ({done}/{} done){}\n",
+        s.dim,
+        steps.len(),
+        s.reset
+    ));
+    for step in &steps {
+        let text = first_line(step["step"].as_str().unwrap_or(""), 100);
+        let line = match step["status"].as_str() {
+            Some("done") => format!("{}✓ {text}{}", s.green, s.reset),
+            Some("in_progress") => format!("{}▸ {text}{}", s.bold, s.reset),
+            _ => format!("{}○ {text}{}", s.dim, s.reset),
+        };
+        out.push_str(&format!("      {line}\n"));
+    }
+    out
+}
+
 /// The argument a person wants to see first: a path, pattern or command; else compact JSON.
 fn summarize_args(args: &Value) -> String {
     for key in ["path", "command", "pattern", "query", "symbol", "question"] {
@@ -628,6 +673,39 @@ mod tests {
         assert_eq!(
             out,
             "Let me look.\n  → read_file src/lib.rs:3-9\n    ✓ 3\tfn a() (+1 lines)\n    ✓ Edited `src/lib.rs`.\n      changed: src/lib.rs\n      (output cut: 30000 of 90000 characters shown)\n"
+        );
+    }
+
+    #[test]
+    fn repairs_and_the_plan_are_shown() {
+        let h = Human::new(false, true);
+        let mut st = HumanState::default();
+        let mut out = String::new();
+        for kind in [
+            EventKind::ToolRepaired {
+                call_id: "1".into(),
+                from: "TodoWrite".into(),
+                to: "update_plan".into(),
+                how: "name: Claude Code alias".into(),
+            },
+            EventKind::ToolResult {
+                id: "1".into(),
+                name: "update_plan".into(),
+                is_error: false,
+                content: "[keel: ran `TodoWrite` as `update_plan`]\nPlan updated (1/3 done):"
+                    .into(),
+                metadata: Some(serde_json::json!({"plan": {"steps": [
+                    {"step": "write the test", "status": "done"},
+                    {"step": "fix the bug", "status": "in_progress"},
+                    {"step": "run the suite", "status": "pending"}
+                ]}})),
+            },
+        ] {
+            out.push_str(&h.render(&ev(kind), &mut st));
+        }
+        assert_eq!(
+            out,
+            "    ↪ TodoWrite → update_plan (Claude Code alias)\n    plan (1/3 done)\n      ✓ write the test\n      ▸ fix the bug\n      ○ run the suite\n"
         );
     }
 

@@ -13,6 +13,7 @@
 
 pub mod approval;
 pub mod blockers;
+mod calls;
 pub mod compaction;
 pub mod config;
 mod emitter;

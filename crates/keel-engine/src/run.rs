@@ -25,6 +25,7 @@ use crate::approval::ApprovalGate;
 use crate::blockers::{
     BlockerDraft, BlockerSource, SharedUserPrompt, credentials_blocker, requested_question,
 };
+use crate::calls::PreparedCall;
 use crate::compaction::Compactor;
 use crate::engine::Engine;
 use crate::fallback::Failure;
@@ -195,7 +196,9 @@ impl<'a> Run<'a> {
                     usage: turn.usage,
                 })
                 .await?;
-            let message = turn.to_message();
+            let calls =
+                crate::calls::prepare_calls(&self.engine.tools, &turn, self.ctx.workspace.root());
+            let message = crate::calls::transcript_message(&turn, &calls);
             if message.content.is_empty() {
                 // An empty reply is not an answer: nudge once per occurrence and go on.
                 self.push_message(Message::assistant_text("(no reply)"))
@@ -220,7 +223,7 @@ impl<'a> Run<'a> {
                     None => continue,
                 }
             }
-            if let Batch::Stop(ending) = self.run_tools(&turn.tool_calls).await? {
+            if let Batch::Stop(ending) = self.run_tools(&calls).await? {
                 return Ok(ending);
             }
         }
@@ -403,22 +406,56 @@ impl<'a> Run<'a> {
     /// Runs the calls of one reply in order and records what they mean for the guardrails. A
     /// cancelled, fatal, looping or blocking call still leaves a result for every call, so the
     /// transcript stays valid for resumption.
-    async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<Batch, Interrupt> {
-        let mut blocks = Vec::with_capacity(calls.len());
+    async fn run_tools(&mut self, prepared: &[PreparedCall]) -> Result<Batch, Interrupt> {
+        let mut blocks = Vec::with_capacity(prepared.len());
         let mut stop: Option<(Ending, &'static str)> = None;
-        for call in calls {
+        for p in prepared {
             let mut refused = false;
             self.emitter
                 .emit(EventKind::ToolCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
+                    id: p.sent.id.clone(),
+                    name: p.sent.name.clone(),
+                    arguments: p.sent.arguments.clone(),
                 })
                 .await?;
+            // The canonical call runs and is what the guardrails see (a `Bash` call is checked
+            // as `run_command`); every repair is an event and a note in the result.
+            let call = &p.runnable();
+            let note = match &p.resolved {
+                Ok(r) => {
+                    for repair in &r.repairs {
+                        self.emitter
+                            .emit(EventKind::ToolRepaired {
+                                call_id: call.id.clone(),
+                                from: repair.from.clone(),
+                                to: repair.to.clone(),
+                                how: repair.how.clone(),
+                            })
+                            .await?;
+                    }
+                    r.note()
+                }
+                Err(_) => None,
+            };
             let result = if let Some((_, why)) = &stop {
                 Err(ToolError::model(format!("not run: {why}")))
             } else if self.ctx.cancel.is_cancelled() {
                 Err(ToolError::model("not run: the user cancelled the turn"))
+            } else if let Err(unresolved) = &p.resolved {
+                // A call that cannot run as sent is the model's to fix: it reads why (with the
+                // schema); it counts for the loop guard and the fix tracker like any failure.
+                match self.guard.check(call) {
+                    Some(looping) => {
+                        stop = Some((
+                            Ending::Failed(Failure::new(ErrorCode::LoopDetected, looping.clone())),
+                            "a loop was detected",
+                        ));
+                        Err(ToolError::Model(format!(
+                            "not run: {looping}; a loop is not progress"
+                        )))
+                    }
+                    None => Err(ToolError::Model(unresolved.clone())),
+                }
             } else {
                 match self.pre_dispatch(call).await? {
                     Dispatch::Run(access) => {
@@ -480,6 +517,10 @@ impl<'a> Run<'a> {
                     }
                     (msg, true, ToolDetails::default(), None)
                 }
+            };
+            let content = match note {
+                Some(note) if !content.starts_with("not run:") => format!("{note}\n{content}"),
+                _ => content,
             };
             let original_chars = content.chars().count();
             let content = keel_tools::text::truncate_middle(&content, MAX_TOOL_RESULT_CHARS);

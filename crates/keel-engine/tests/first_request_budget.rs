@@ -33,6 +33,11 @@ async fn the_first_request_fits_in_4000_tokens() {
     }
     let tokens = estimate_request(&first.system, &first.tools, &first.messages);
     assert!(tokens <= 4_000, "first request is about {tokens} tokens");
+    // The cached head (system prompt + the active catalog): at most ten tools, ≤ 2,500 tokens.
+    assert!(first.tools.len() <= 10, "{names:?}");
+    let head = estimate_request(&first.system, &first.tools, &[]);
+    eprintln!("head: about {head} tokens for {} tools", first.tools.len());
+    assert!(head <= 2_500, "the head is about {head} tokens");
 }
 
 /// With a repository to map, the codemap rides in the first user message (never in the

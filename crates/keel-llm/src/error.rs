@@ -27,9 +27,10 @@ pub enum LlmError {
     BadRequest { status: u16, message: String },
     #[error("the reply stream ended before it was complete: {0}")]
     Truncated(String),
-    #[error(
-        "the arguments of tool call `{name}` are not valid JSON ({reason}); the reply was probably cut off"
-    )]
+    /// Not produced by [`crate::TurnAssembler`], which passes unparseable arguments on to the
+    /// agent loop as text (to repair, or to return to the model with the schema); kept for
+    /// callers that need a strict turn.
+    #[error("the arguments of tool call `{name}` are not valid JSON ({reason})")]
     InvalidToolArguments {
         name: String,
         raw: String,

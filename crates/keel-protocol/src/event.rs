@@ -101,6 +101,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
+    /// Keel changed a tool call before running it: a foreign or misspelled name mapped onto
+    /// a canonical tool, or malformed arguments repaired (`how` says what was done). Follows
+    /// the call's `tool_call` event; the result carries a short note too.
+    ToolRepaired {
+        call_id: String,
+        from: String,
+        to: String,
+        how: String,
+    },
     PhaseChanged {
         phase: String,
         previous: String,
@@ -313,6 +322,7 @@ impl EventKind {
             EventKind::AssistantMessage { .. } => "assistant_message",
             EventKind::ToolCall { .. } => "tool_call",
             EventKind::ToolResult { .. } => "tool_result",
+            EventKind::ToolRepaired { .. } => "tool_repaired",
             EventKind::PhaseChanged { .. } => "phase_changed",
             EventKind::PhaseViolation { .. } => "phase_violation",
             EventKind::PhaseValidation { .. } => "phase_validation",
@@ -485,6 +495,20 @@ mod tests {
         assert!(
             matches!(old.kind, EventKind::ToolResult { ref details, .. } if details.is_empty())
         );
+    }
+
+    #[test]
+    fn tool_repaired_serialises_with_its_fields() {
+        let kind = EventKind::ToolRepaired {
+            call_id: "c1".into(),
+            from: "Bash".into(),
+            to: "run_command".into(),
+            how: "name: Claude Code alias".into(),
+        };
+        let json = serde_json::to_value(&kind).unwrap_or_default();
+        assert_eq!(json["type"], "tool_repaired");
+        assert_eq!(json["call_id"], "c1");
+        assert_eq!(kind.type_name(), "tool_repaired");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! describes and executes tools (callers pick the sandbox policy on the [`ToolContext`]).
 
 pub mod builtin;
+pub mod catalog;
 mod context;
 pub mod edit;
 pub mod fs;
@@ -26,6 +27,7 @@ pub mod text;
 mod tool;
 mod workspace;
 
+pub use catalog::{Repair, Resolved, ToolState, resolve_call};
 pub use context::{FileStamp, ReadTracker, ToolContext};
 pub use registry::{PostWriteHook, ToolRegistry};
 pub use schema::schema_for;

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use keel_protocol::ToolSpec;
 use serde_json::Value;
 
+use crate::catalog::{TOOL_SEARCH, ToolSearch, ToolState, default_state, search_tools};
 use crate::{Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 
 /// Runs after every successful call of a tool with [`ToolEffect::WritesFiles`], given the
@@ -21,11 +22,14 @@ pub trait PostWriteHook: Send + Sync {
     ) -> BoxFuture<'a, Option<String>>;
 }
 
-/// Tools by name. Iteration and the advertised catalog are sorted by name, so the catalog's
-/// bytes never depend on registration order (the cached prompt head relies on this).
+/// Tools by name, with the lifecycle table beside them (one [`ToolState`] per name; see
+/// [`crate::catalog`]). Iteration and the advertised catalog are sorted by name, so the
+/// catalog's bytes never depend on registration order (the cached prompt head relies on this).
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// The lifecycle table: every registered tool's state, plus removed names.
+    states: BTreeMap<String, ToolState>,
     post_write: Option<Arc<dyn PostWriteHook>>,
 }
 
@@ -41,15 +45,69 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// Adds a tool, replacing any tool of the same name.
+    /// Adds a tool in its default state ([`default_state`]: the built-in catalog's state,
+    /// `deferred` for any other tool), replacing any tool of the same name.
     pub fn register(&mut self, tool: impl Tool + 'static) -> &mut Self {
         self.register_arc(Arc::new(tool))
     }
 
-    /// Adds a shared tool, replacing any tool of the same name.
+    /// Adds a shared tool in its default state, replacing any tool of the same name.
     pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> &mut Self {
-        self.tools.insert(tool.name().to_string(), tool);
+        let state = default_state(tool.name());
+        self.register_with_state(tool, state)
+    }
+
+    /// Adds a shared tool in the given state, replacing any tool of the same name.
+    pub fn register_with_state(&mut self, tool: Arc<dyn Tool>, state: ToolState) -> &mut Self {
+        let name = tool.name().to_string();
+        self.tools.insert(name.clone(), tool);
+        self.states.insert(name, state);
         self
+    }
+
+    /// Sets a name's lifecycle state. A [`ToolState::Removed`] name needs no tool; every other
+    /// state applies only to a registered tool (`false` when there is none).
+    pub fn set_state(&mut self, name: &str, state: ToolState) -> bool {
+        if matches!(state, ToolState::Removed { .. }) {
+            self.tools.remove(name);
+        } else if !self.tools.contains_key(name) {
+            return false;
+        }
+        self.states.insert(name.to_string(), state);
+        true
+    }
+
+    /// A name's lifecycle state (`None` for a name never registered or removed).
+    pub fn state(&self, name: &str) -> Option<&ToolState> {
+        self.states.get(name)
+    }
+
+    /// Whether a call by this exact name runs.
+    pub fn dispatchable(&self, name: &str) -> bool {
+        self.tools.contains_key(name) && self.state(name).is_some_and(ToolState::dispatchable)
+    }
+
+    /// Names in the first-turn catalog, sorted.
+    pub fn listed_names(&self) -> Vec<String> {
+        self.names_where(ToolState::listed)
+    }
+
+    /// Names `tool_search` can find (active and deferred), sorted.
+    pub fn searchable_names(&self) -> Vec<String> {
+        self.names_where(ToolState::searchable)
+    }
+
+    /// Deferred names, sorted.
+    pub fn deferred_names(&self) -> Vec<String> {
+        self.names_where(|s| *s == ToolState::Deferred)
+    }
+
+    fn names_where(&self, keep: impl Fn(&ToolState) -> bool) -> Vec<String> {
+        self.tools
+            .keys()
+            .filter(|n| self.state(n).is_some_and(&keep))
+            .cloned()
+            .collect()
     }
 
     /// Sets the hook that runs after every successful file-writing tool call (replacing any
@@ -59,8 +117,9 @@ impl ToolRegistry {
         self
     }
 
-    /// Removes a tool by name.
+    /// Removes a tool by name (and its lifecycle entry).
     pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.states.remove(name);
         self.tools.remove(name)
     }
 
@@ -79,30 +138,57 @@ impl ToolRegistry {
         self.tools.values()
     }
 
-    /// The catalog as advertised to the model, sorted by name.
+    /// The first-turn catalog as advertised to the model: the active tools, sorted by name.
+    /// `tool_search`'s description names the deferred tools, so it is deterministic too.
     pub fn specs(&self) -> Vec<ToolSpec> {
+        let deferred = self.deferred_names();
         self.tools
             .values()
+            .filter(|t| self.state(t.name()).is_some_and(ToolState::listed))
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
-                description: t.description().to_string(),
+                description: if t.name() == TOOL_SEARCH {
+                    ToolSearch::describe(&deferred)
+                } else {
+                    t.description().to_string()
+                },
                 input_schema: t.input_schema(),
             })
             .collect()
     }
 
     /// Runs the named tool. An unknown name is a model error naming the closest tool and
-    /// listing the available ones, never a crash.
+    /// listing the available ones, never a crash; a removed one says what replaced it; a
+    /// deprecated one runs and its result metadata carries `deprecated: {replacement}`.
     pub async fn execute(
         &self,
         name: &str,
         args: Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(tool) = self.tools.get(name) else {
+        let Some(tool) = self.tools.get(name).filter(|_| self.dispatchable(name)) else {
             return Err(ToolError::Model(self.unknown_tool_message(name)));
         };
+        if name == TOOL_SEARCH {
+            return search_tools(self, &args);
+        }
         let mut output = tool.execute(args, ctx).await?;
+        if let Some(ToolState::Deprecated { replacement }) = self.state(name) {
+            let mut meta = match output.metadata.take() {
+                Some(Value::Object(m)) => m,
+                Some(other) => {
+                    let mut m = serde_json::Map::new();
+                    m.insert("value".into(), other);
+                    m
+                }
+                None => serde_json::Map::new(),
+            };
+            meta.insert(
+                "deprecated".into(),
+                serde_json::json!({"tool": name, "replacement": replacement}),
+            );
+            output.metadata = Some(Value::Object(meta));
+        }
         if tool.effect() == ToolEffect::WritesFiles
             && let Some(hook) = &self.post_write
         {
@@ -120,10 +206,17 @@ impl ToolRegistry {
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {
-        let available: Vec<&str> = self.names().collect();
-        let nearest = available
-            .iter()
-            .map(|n| (edit_distance(&name.to_lowercase(), n), *n))
+        if let Some(ToolState::Removed { replacement }) = self.state(name) {
+            return match replacement {
+                Some(r) => format!("the tool `{name}` was removed; use `{r}` instead."),
+                None => format!("the tool `{name}` was removed."),
+            };
+        }
+        let available = self.listed_names();
+        let nearest = self
+            .searchable_names()
+            .into_iter()
+            .map(|n| (edit_distance(&name.to_lowercase(), &n), n))
             .min()
             .filter(|(d, n)| *d <= n.len() / 2 + 1);
         let mut msg = format!("unknown tool `{name}`.");
@@ -141,7 +234,7 @@ fn written_paths(output: &ToolOutput) -> Vec<String> {
 }
 
 /// Levenshtein distance over chars (names are short).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];

@@ -145,7 +145,7 @@ impl TypedTool for EditFile {
 }
 
 /// Reads the file to edit, with errors that say what to do.
-fn read_for_edit(path: &std::path::Path, rel: &str) -> Result<Vec<u8>, ToolError> {
+pub(crate) fn read_for_edit(path: &std::path::Path, rel: &str) -> Result<Vec<u8>, ToolError> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => {
             return Err(ToolError::model(format!(

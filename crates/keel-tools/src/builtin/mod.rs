@@ -5,23 +5,31 @@ mod ask_user;
 mod codebase_search;
 mod create_file;
 mod edit_file;
+mod git;
 mod grep;
+mod insert_lines;
 mod list_files;
 mod read_file;
+mod update_plan;
 
 pub use apply_patch::ApplyPatch;
 pub use ask_user::AskUser;
 pub use codebase_search::{CodebaseSearch, CodebaseSearchArgs};
 pub use create_file::CreateFile;
 pub use edit_file::EditFile;
+pub use git::{GitDiff, GitStatus};
 pub use grep::{Grep, GrepArgs};
+pub use insert_lines::InsertLines;
 pub use list_files::ListFiles;
 pub use read_file::{LARGE_FILE_LINES, ReadFile};
+pub use update_plan::{PlanStep, StepStatus, UpdatePlan};
 
 use crate::ToolRegistry;
 
-/// Registers the built-in tools every session has. `codebase_search` and `grep` use the
-/// default index settings; an engine replaces them with configured ones (same names).
+/// Registers the built-in tools every session has, each in its catalog state
+/// ([`crate::catalog::default_state`]): `git_status`, `git_diff`, `update_plan` and `ask_user`
+/// are deferred, `insert_lines` is hidden. `codebase_search` and `grep` use the default index
+/// settings; an engine replaces them with configured ones (same names).
 pub fn register_defaults(registry: &mut ToolRegistry) {
     registry
         .register(ListFiles)
@@ -31,7 +39,15 @@ pub fn register_defaults(registry: &mut ToolRegistry) {
         .register(EditFile::default())
         .register(ApplyPatch)
         .register(CodebaseSearch::default())
-        .register(Grep::default());
+        .register(Grep::default())
+        .register(crate::catalog::ToolSearch)
+        .register(GitStatus)
+        .register(GitDiff)
+        .register(UpdatePlan)
+        .register_with_state(
+            std::sync::Arc::new(InsertLines),
+            crate::catalog::ToolState::Hidden,
+        );
 }
 
 /// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`).

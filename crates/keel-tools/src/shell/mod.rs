@@ -9,6 +9,7 @@
 
 pub mod exec;
 mod lint;
+mod missing;
 mod options;
 mod programs;
 mod run_command;

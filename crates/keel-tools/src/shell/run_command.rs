@@ -101,6 +101,12 @@ impl TypedTool for RunCommand {
             text.push('\n');
         }
         text.push_str(&render(&out, timeout, ctx.max_output_chars));
+        if out.exit_code() == Some(127)
+            && let Some(hint) = super::missing::missing_program_hint(Some(127), &out.stderr.text())
+        {
+            text.push('\n');
+            text.push_str(&hint);
+        }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
             .with_metadata(serde_json::json!({

@@ -158,6 +158,12 @@ impl TypedTool for RunTests {
             text.push_str("\n\nOutput:\n");
             text.push_str(&crate::text::truncate_middle(&combined, budget));
         }
+        if !out.success()
+            && let Some(hint) = super::missing::missing_program_hint(out.exit_code(), &combined)
+        {
+            text.push_str("\n\n");
+            text.push_str(&hint);
+        }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
             .with_metadata(serde_json::json!({

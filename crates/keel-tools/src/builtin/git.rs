@@ -1,0 +1,328 @@
+//! `git_status` and `git_diff`: read-only views of the workspace's git repository.
+//!
+//! Git runs through [`read_only_git`], which keeps every piece of repository-controlled code
+//! out: no hooks, no fsmonitor, no pager, no external diff or textconv, no clean/smudge/process
+//! filters, no system or global config, and a cleaned environment. It is one function so it can
+//! be swapped for the shared hardened git helper.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::process::Command;
+
+use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
+
+/// Longest a read-only git command may run.
+const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A git command that runs no repository-controlled code (hooks, fsmonitor, pagers, external
+/// diff, textconv, filters) with no system or global config and a minimal environment.
+/// `filter_keys` are the repository's `filter.<driver>.{clean,smudge,process,required}`
+/// settings, each overridden to nothing (`required` to false). The engine's snapshot git
+/// (`keel-engine` `snapshot::safe_git`) does the same for its own commands; this copy lives
+/// here because tools cannot depend on the engine — one shared helper in a lower crate is the
+/// next step.
+pub(crate) fn read_only_git(root: &Path, filter_keys: &[String]) -> Command {
+    let mut c = Command::new("git");
+    c.env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        c.env("PATH", path);
+    }
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_PAGER", "cat")
+        .env("PAGER", "cat")
+        .env("LC_ALL", "C");
+    c.arg("--no-pager");
+    for setting in [
+        "core.fsmonitor=false",
+        "core.hooksPath=/dev/null",
+        "diff.external=",
+        "core.pager=cat",
+        "core.quotePath=false",
+        "core.untrackedCache=false",
+        "core.useReplaceRefs=false",
+        "submodule.recurse=false",
+        "color.ui=false",
+    ] {
+        c.args(["-c", setting]);
+    }
+    for key in filter_keys {
+        let blank = if key.to_ascii_lowercase().ends_with(".required") {
+            "false"
+        } else {
+            ""
+        };
+        c.args(["-c", &format!("{key}={blank}")]);
+    }
+    c.current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+/// Runs read-only git in the workspace and returns its stdout.
+async fn run_git(root: &Path, args: &[&str]) -> Result<String, ToolError> {
+    // Reading config runs no code; it tells which filter drivers to switch off.
+    let filters = match output(read_only_git(root, &[]).args([
+        "config",
+        "--name-only",
+        "--get-regexp",
+        r"^filter\..*\.(clean|smudge|process|required)$",
+    ]))
+    .await?
+    {
+        Ok(list) => list.lines().map(str::to_string).collect(),
+        Err(_) => Vec::new(), // exit 1: no filter configured
+    };
+    let mut cmd = read_only_git(root, &filters);
+    cmd.args(args);
+    match output(&mut cmd).await? {
+        Ok(out) => Ok(out),
+        Err(err) if err.contains("not a git repository") => Err(ToolError::model(
+            "the workspace is not a git repository, so there is no git status or diff",
+        )),
+        Err(err) => Err(ToolError::model(format!(
+            "git {} failed: {}",
+            args.first().unwrap_or(&""),
+            err.trim()
+        ))),
+    }
+}
+
+/// Stdout on success, stderr on a non-zero exit; a missing git or a timeout is an error.
+async fn output(cmd: &mut Command) -> Result<Result<String, String>, ToolError> {
+    let child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ToolError::model(
+            "git is not installed (or not on PATH); install it (Debian/Ubuntu: `apt-get install git`) to use git_status and git_diff",
+        ),
+        _ => ToolError::model(format!("cannot start git: {e}")),
+    })?;
+    let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
+        .await
+        .map_err(|_| {
+            ToolError::model(format!(
+                "git did not finish within {}s",
+                GIT_TIMEOUT.as_secs()
+            ))
+        })?
+        .map_err(|e| ToolError::model(format!("git failed: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(Ok(stdout))
+    } else {
+        Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned()))
+    }
+}
+
+/// Arguments of `git_status` (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitStatusArgs {}
+
+/// `git status --short --branch`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitStatus;
+
+impl TypedTool for GitStatus {
+    type Args = GitStatusArgs;
+    const NAME: &'static str = "git_status";
+
+    fn description(&self) -> &str {
+        "Show the git branch and changed, staged and untracked files (read-only)."
+    }
+
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::ReadOnly
+    }
+
+    async fn run(&self, _args: GitStatusArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let out = run_git(
+            ctx.workspace.root(),
+            &[
+                "status",
+                "--short",
+                "--branch",
+                "--untracked-files=normal",
+                "--ignore-submodules=all",
+            ],
+        )
+        .await?;
+        let clean = out.lines().all(|l| l.starts_with("##"));
+        let mut text = crate::text::truncate_middle(out.trim_end(), ctx.max_output_chars);
+        if clean {
+            text.push_str("\n(working tree clean)");
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+/// Arguments of `git_diff`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitDiffArgs {
+    /// Only this file or directory.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The staged changes instead of the unstaged ones.
+    #[serde(default)]
+    pub staged: Option<bool>,
+}
+
+/// `git diff` of the working tree (or the index).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitDiff;
+
+impl TypedTool for GitDiff {
+    type Args = GitDiffArgs;
+    const NAME: &'static str = "git_diff";
+
+    fn description(&self) -> &str {
+        "Show the unified diff of uncommitted changes (or the staged ones), optionally for one path (read-only)."
+    }
+
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::ReadOnly
+    }
+
+    async fn run(&self, args: GitDiffArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let rel = match args.path.as_deref() {
+            Some(p) => {
+                let resolved = ctx.workspace.resolve(p)?;
+                Some(ctx.workspace.relative(&resolved))
+            }
+            None => None,
+        };
+        let mut argv = vec![
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--ignore-submodules=all",
+        ];
+        if args.staged == Some(true) {
+            argv.push("--cached");
+        }
+        argv.push("--");
+        if let Some(r) = rel.as_deref() {
+            argv.push(if r.is_empty() { "." } else { r });
+        }
+        let out = run_git(ctx.workspace.root(), &argv).await?;
+        if out.trim().is_empty() {
+            let what = if args.staged == Some(true) {
+                "staged"
+            } else {
+                "unstaged"
+            };
+            return Ok(ToolOutput::text(format!("no {what} changes")));
+        }
+        Ok(
+            ToolOutput::text(crate::text::truncate_middle(&out, ctx.max_output_chars))
+                .with_diff(out),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtin::testutil::Fixture;
+    use serde_json::json;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?} failed");
+    }
+
+    fn have_git() -> bool {
+        let found = crate::shell::exec::find_program("git").is_some();
+        if !found {
+            assert!(std::env::var_os("CI").is_none(), "CI must install git");
+            eprintln!("SKIPPED: git is not installed");
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn status_and_diff_run_no_repository_code() {
+        if !have_git() {
+            return;
+        }
+        let f = Fixture::new();
+        let root = f.dir.path();
+        let canary = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let hit = canary.path().join("ran");
+        let script = format!("#!/bin/sh\ntouch {}\ncat\n", hit.display());
+        let evil = canary.path().join("evil.sh");
+        std::fs::write(&evil, script).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let evil = evil.display().to_string();
+        git(root, &["init", "-q", "-b", "main"]);
+        git(root, &["config", "user.email", "t@example.com"]);
+        git(root, &["config", "user.name", "t"]);
+        f.write("a.txt", "one\n");
+        f.write(".gitattributes", "*.txt filter=evil diff=evil\n");
+        git(root, &["add", "."]);
+        git(root, &["commit", "-qm", "init"]);
+        // Every hook point a repository controls, pointing at the canary.
+        for (k, v) in [
+            ("filter.evil.clean", evil.as_str()),
+            ("filter.evil.smudge", evil.as_str()),
+            ("filter.evil.required", "true"),
+            ("diff.evil.textconv", evil.as_str()),
+            ("diff.external", evil.as_str()),
+            ("core.fsmonitor", evil.as_str()),
+            ("core.pager", evil.as_str()),
+            ("core.hooksPath", canary.path().to_str().unwrap_or("/")),
+        ] {
+            git(root, &["config", k, v]);
+        }
+        f.write("a.txt", "one\ntwo\n");
+        f.write("new.txt", "x\n");
+        let status = f.ok(&GitStatus, json!({})).await;
+        assert!(status.contains("## main"), "{status}");
+        assert!(
+            status.contains(" M a.txt") && status.contains("?? new.txt"),
+            "{status}"
+        );
+        let diff = f.ok(&GitDiff, json!({"path": "a.txt"})).await;
+        assert!(diff.contains("+two"), "{diff}");
+        assert!(
+            f.ok(&GitDiff, json!({"staged": true}))
+                .await
+                .contains("no staged changes")
+        );
+        assert!(!hit.exists(), "git ran repository-controlled code");
+        let outside = f.err(&GitDiff, json!({"path": "../etc"})).await;
+        assert!(!outside.is_empty());
+    }
+
+    #[tokio::test]
+    async fn outside_a_repository_says_so() {
+        if !have_git() {
+            return;
+        }
+        let f = Fixture::new();
+        // A temp dir may sit inside some repository; point discovery at the dir itself.
+        std::fs::create_dir_all(f.dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        let e = f.err(&GitStatus, json!({})).await;
+        assert!(
+            e.contains("not a git repository") || e.contains("git status failed"),
+            "{e}"
+        );
+    }
+}
