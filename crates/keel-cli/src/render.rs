@@ -694,6 +694,7 @@ mod tests {
                 is_error: false,
                 content: "[keel: ran `TodoWrite` as `update_plan`]\nPlan updated (1/3 done):"
                     .into(),
+                details: Default::default(),
                 metadata: Some(serde_json::json!({"plan": {"steps": [
                     {"step": "write the test", "status": "done"},
                     {"step": "fix the bug", "status": "in_progress"},
