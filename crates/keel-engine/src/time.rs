@@ -1,14 +1,7 @@
 //! Clock helpers and session ids, without a date-time dependency.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Unix time in milliseconds.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+/// Unix time in milliseconds (the one clock helper, shared with the store's timestamps).
+pub use keel_store::now_ms;
 
 /// (year, month, day) of a count of days since 1970-01-01 (proleptic Gregorian).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {

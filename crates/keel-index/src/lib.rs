@@ -93,15 +93,8 @@ impl IndexError {
     }
 }
 
-/// FNV-1a, 64-bit: stable across runs and platforms.
-pub(crate) fn content_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+/// FNV-1a, 64-bit: stable across runs and platforms (the one content hash, from keel-protocol).
+pub(crate) use keel_protocol::fnv1a as content_hash;
 
 /// Nanoseconds since the Unix epoch, now.
 pub(crate) fn now_ns() -> i64 {

@@ -60,15 +60,8 @@ impl FileStamp {
     }
 }
 
-/// FNV-1a, 64-bit: stable across runs and platforms, fast enough for source files.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+/// FNV-1a, 64-bit (the one content hash, from keel-protocol).
+pub use keel_protocol::fnv1a;
 
 /// Which files the session has seen, and in what state.
 #[derive(Debug, Default)]
