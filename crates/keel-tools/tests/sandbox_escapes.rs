@@ -95,7 +95,12 @@ fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, (Vec<u8>, u32, i64, i64)>) {
     let meta = std::fs::symlink_metadata(dir).unwrap();
     out.insert(
         dir.to_path_buf(),
-        (b"dir".to_vec(), meta.mode(), meta.mtime(), meta.mtime_nsec()),
+        (
+            b"dir".to_vec(),
+            meta.mode(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+        ),
     );
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let p = entry.path();
@@ -200,7 +205,13 @@ async fn read_only_corpus_changes_nothing_and_connects_nowhere() {
     }
     assert!(escaped.is_empty(), "{escaped:#?}");
     // The runner is really running things: the same harness sees a permitted read.
-    let out = run(world.root(), SandboxPolicy::ReadOnly, false, "cat README.md").await;
+    let out = run(
+        world.root(),
+        SandboxPolicy::ReadOnly,
+        false,
+        "cat README.md",
+    )
+    .await;
     assert_eq!(out.stdout.text(), "# fixture\n");
 }
 
