@@ -166,6 +166,7 @@ pub async fn run_command_with_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn spec(cmd: &str, dir: &std::path::Path, timeout_ms: u64) -> CommandSpec {
         CommandSpec::shell(cmd, dir, Duration::from_millis(timeout_ms))
