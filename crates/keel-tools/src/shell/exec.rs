@@ -236,10 +236,9 @@ pub const ENV_ALLOWLIST: &[&str] = &[
 /// or listed in `keep`.
 pub fn is_allowed_var(name: &str, keep: &[String]) -> bool {
     ENV_ALLOWLIST.contains(&name)
-        || (name.starts_with("LC_")
-            && name[3..]
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b == b'_'))
+        || name.strip_prefix("LC_").is_some_and(|rest| {
+            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        })
         || keep.iter().any(|k| k == name)
 }
 
