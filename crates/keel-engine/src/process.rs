@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keel_tools::sandbox::SandboxPolicy;
+use keel_tools::sandbox::{GitProtection, SandboxPolicy};
 use keel_tools::shell::ShellSettings;
 use keel_tools::shell::exec::{self, Ending, ExecRequest};
 use tokio_util::sync::CancellationToken;
@@ -39,6 +39,8 @@ pub struct CommandSpec {
     pub shell: ShellSettings,
     /// The kernel policy (workspace-write by default).
     pub policy: SandboxPolicy,
+    /// How much of `.git` is read-only (all of it by default).
+    pub git: GitProtection,
 }
 
 impl CommandSpec {
@@ -55,6 +57,7 @@ impl CommandSpec {
             max_output_bytes: 256 * 1024,
             shell: ShellSettings::default(),
             policy: SandboxPolicy::WorkspaceWrite,
+            git: GitProtection::Whole,
         }
     }
 
@@ -143,6 +146,7 @@ pub async fn run_command_with_timeout(
     req.timeout = spec.timeout;
     req.policy = spec.shell.policy_for(spec.policy);
     req.roots = spec.shell.roots_for(&spec.workspace);
+    req.roots.git = spec.git;
     req.env_keep = spec.shell.env_keep.clone();
     req.env_set = spec.env.clone();
     req.cancel = cancel.clone();

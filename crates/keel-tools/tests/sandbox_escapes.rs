@@ -346,3 +346,45 @@ async fn read_only_metadata_changes_are_refused_even_in_the_private_temp_dir() {
         .mode();
     assert_ne!(mode & 0o777, 0);
 }
+
+/// A user-configured rollback (`git checkout -- .`) may update the index and refs, never the
+/// config or hooks.
+#[tokio::test]
+async fn rollback_protection_keeps_git_config_and_hooks_read_only() {
+    if !landlock("rollback_protection_keeps_git_config_and_hooks_read_only")
+        || !have(
+            sandbox::support().mount_namespace.is_ok(),
+            "rollback_protection_keeps_git_config_and_hooks_read_only",
+            "no mount namespace (Keel not root)",
+        )
+    {
+        return;
+    }
+    let world = World::new();
+    let mut req = ExecRequest::new(
+        vec![
+            OsString::from("bash"),
+            OsString::from("-c"),
+            OsString::from(
+                "echo idx > .git/index; echo evil >> .git/config; echo x > .git/hooks/post-checkout; true",
+            ),
+        ],
+        world.root(),
+    );
+    req.roots = WritableRoots {
+        workspace: Some(world.root().to_path_buf()),
+        git: sandbox::GitProtection::CodePaths,
+        ..WritableRoots::default()
+    };
+    let out = exec::run(req).await.unwrap();
+    assert!(out.success(), "{}", out.combined_text());
+    assert_eq!(
+        std::fs::read_to_string(world.root().join(".git/index")).unwrap(),
+        "idx\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.root().join(".git/config")).unwrap(),
+        "[core]\n\tbare = false\n"
+    );
+    assert!(!world.root().join(".git/hooks/post-checkout").exists());
+}

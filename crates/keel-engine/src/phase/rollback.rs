@@ -68,7 +68,10 @@ struct Ran {
 }
 
 async fn run(command: &str, plan: &RollbackPlan<'_>, cancel: &CancellationToken) -> Ran {
-    let spec = CommandSpec::shell(command, plan.cwd, plan.timeout).with_shell(plan.shell);
+    let mut spec = CommandSpec::shell(command, plan.cwd, plan.timeout).with_shell(plan.shell);
+    // The user's own rollback (`git checkout -- .`) may update the index and refs; what makes
+    // git run code (config, hooks) stays read-only.
+    spec.git = keel_tools::sandbox::GitProtection::CodePaths;
     match run_command_with_timeout(&spec, cancel).await {
         Ok(out) => Ran {
             passed: out.success(),

@@ -43,6 +43,28 @@ use serde::{Deserialize, Serialize};
 /// Paths inside the workspace no command and no file tool may change.
 pub const PROTECTED_DIRS: &[&str] = &[".git", ".keel"];
 
+/// How much of the workspace's `.git` is read-only to a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GitProtection {
+    /// All of `.git`: what the model runs (commands, tests, gates, lint).
+    #[default]
+    Whole,
+    /// Only what makes git run code or read settings — `config`, `config.worktree`, `hooks`,
+    /// `info`, `modules`, `worktrees` — so a user-configured rollback such as
+    /// `git checkout -- .` can update the index and refs.
+    CodePaths,
+}
+
+/// The parts of `.git` protected under [`GitProtection::CodePaths`].
+pub const GIT_CODE_PATHS: &[&str] = &[
+    ".git/config",
+    ".git/config.worktree",
+    ".git/hooks",
+    ".git/info",
+    ".git/modules",
+    ".git/worktrees",
+];
+
 /// Where a command may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -245,6 +267,8 @@ pub struct WritableRoots {
     /// Paths read-only to commands besides [`PROTECTED_DIRS`] (relative ones are under the
     /// workspace).
     pub protected: Vec<PathBuf>,
+    /// How much of `.git` is protected.
+    pub git: GitProtection,
 }
 
 impl WritableRoots {
@@ -274,7 +298,18 @@ impl WritableRoots {
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         if let Some(w) = &self.workspace {
-            out.extend(PROTECTED_DIRS.iter().map(|d| w.join(d)));
+            match self.git {
+                GitProtection::Whole => out.extend(PROTECTED_DIRS.iter().map(|d| w.join(d))),
+                GitProtection::CodePaths => {
+                    out.extend(GIT_CODE_PATHS.iter().map(|d| w.join(d)));
+                    out.extend(
+                        PROTECTED_DIRS
+                            .iter()
+                            .filter(|d| **d != ".git")
+                            .map(|d| w.join(d)),
+                    );
+                }
+            }
             out.extend(self.protected.iter().map(|p| w.join(p)));
         } else {
             out.extend(self.protected.iter().filter(|p| p.is_absolute()).cloned());

@@ -187,6 +187,7 @@ impl ShellSettings {
             extra: self.writable.clone(),
             network: self.network,
             protected: self.protected.clone(),
+            git: crate::sandbox::GitProtection::Whole,
         }
     }
 }
