@@ -439,7 +439,11 @@ fn sandbox_check_prints_one_json_object_and_runs_nothing() {
 fn sandbox_check_survives_ten_thousand_nested_parentheses() {
     let env = Env::new();
     let deep = format!("{}ls{}", "(".repeat(10_000), ")".repeat(10_000));
-    let out = env.keel().args(["sandbox", "--check", &deep]).output().unwrap();
+    let out = env
+        .keel()
+        .args(["sandbox", "--check", &deep])
+        .output()
+        .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -8,6 +8,7 @@
 //! the [`crate::ToolContext`].
 
 pub mod exec;
+mod hidden;
 mod lint;
 mod missing;
 mod options;

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser};
 
+pub(crate) use super::hidden::is_code_env;
 use super::words::{Word, resolve};
 
 /// What a command may do, from harmless to harmful. A command's class is the most severe of
@@ -205,67 +206,6 @@ const STATEMENTS: &[&str] = &[
     "test_command",
 ];
 
-/// Variables that change which code runs when set for (or before) a command.
-const CODE_ENV: &[&str] = &[
-    "PATH",
-    "IFS",
-    "BASH_ENV",
-    "ENV",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "PS4",
-    "PROMPT_COMMAND",
-    "PAGER",
-    "MANPAGER",
-    "EDITOR",
-    "VISUAL",
-    "BROWSER",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "NODE_OPTIONS",
-    "PERL5OPT",
-    "PERL5LIB",
-    "RUBYOPT",
-    "PYTHONPATH",
-    "PYTHONSTARTUP",
-    "RUSTC",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-    "CARGO_BUILD_RUSTC_WRAPPER",
-];
-
-/// True when setting `name` can change which code a program runs or which configuration it
-/// reads (a planted config names programs): loader and interpreter variables, `HOME` and the
-/// XDG directories (where configs live), every `GIT_*` variable, exported bash functions.
-pub(crate) fn is_code_env(name: &str) -> bool {
-    CODE_ENV.contains(&name)
-        || matches!(
-            name,
-            "HOME"
-                | "ZDOTDIR"
-                | "INPUTRC"
-                | "PYTHONHOME"
-                | "RUBYLIB"
-                | "NODE_PATH"
-                | "CARGO_HOME"
-                | "RUSTUP_HOME"
-                | "RUSTFLAGS"
-                | "CARGO_ENCODED_RUSTFLAGS"
-                | "NPM_CONFIG_USERCONFIG"
-        )
-        || [
-            "LD_",
-            "DYLD_",
-            "GIT_",
-            "XDG_",
-            "BASH_FUNC_",
-            "CARGO_TARGET_",
-            "NPM_CONFIG_",
-        ]
-        .iter()
-        .any(|p| name.starts_with(p))
-}
-
 impl Analyzer<'_> {
     pub(crate) fn flag(&mut self, class: SafetyClass, reason: String) {
         if !self.findings.iter().any(|(_, r)| *r == reason) {
@@ -345,43 +285,10 @@ impl Analyzer<'_> {
             return;
         };
         self.depth += 1;
-        self.scan_text(src);
+        super::hidden::scan_text(self, src);
         let root = tree.root_node();
         self.children(root, src, &Stdin::Inherited);
         self.depth -= 1;
-    }
-
-    /// What the grammar does not show as a command: bash's network pseudo-files, other
-    /// processes' environments, and array subscripts with command substitution, which bash
-    /// evaluates inside arithmetic (`let 'x=a[$(cmd)]'`, even single-quoted).
-    fn scan_text(&mut self, src: &str) {
-        if src.contains("/dev/tcp/") || src.contains("/dev/udp/") {
-            self.flag(
-                SafetyClass::Network,
-                "`/dev/tcp` or `/dev/udp` opens a network connection".into(),
-            );
-        }
-        if src.contains("/proc/")
-            && ["environ", "/mem", "/maps", "/cmdline", "/fd/"]
-                .iter()
-                .any(|n| src.contains(n))
-        {
-            self.flag(
-                SafetyClass::Unknown,
-                "reads another process's environment or memory through /proc".into(),
-            );
-        }
-        let subscript_runs_code = src.match_indices('[').any(|(i, _)| {
-            let inner = &src[i + 1..];
-            let inner = &inner[..inner.find(']').unwrap_or(inner.len())];
-            inner.contains("$(") || inner.contains('`')
-        });
-        if subscript_runs_code {
-            self.flag(
-                SafetyClass::Unknown,
-                "an array subscript holds a command substitution, which arithmetic runs".into(),
-            );
-        }
     }
 
     /// A `cd` (or `git -C`) to `dir`: once it may leave the workspace, relative writes count as
