@@ -388,3 +388,45 @@ async fn rollback_protection_keeps_git_config_and_hooks_read_only() {
     );
     assert!(!world.root().join(".git/hooks/post-checkout").exists());
 }
+
+/// A configured `~/.cargo` cache never makes `~/.cargo/bin` writable: a planted `cargo` there
+/// would run outside the sandbox the next time the user builds.
+#[tokio::test]
+async fn a_writable_cargo_home_keeps_its_bin_dir_read_only() {
+    if !landlock("a_writable_cargo_home_keeps_its_bin_dir_read_only") {
+        return;
+    }
+    let cargo_home = sandbox::expand_home("~/.cargo");
+    let bin = cargo_home.join("bin");
+    if !bin.is_dir() || !cargo_home.join("registry").is_dir() {
+        println!("SKIPPED: no {} with a registry here", bin.display());
+        return;
+    }
+    let world = World::new();
+    let canary = format!("keel-canary-{}", std::process::id());
+    let mut req = ExecRequest::new(
+        vec![
+            OsString::from("bash"),
+            OsString::from("-c"),
+            OsString::from(format!(
+                "touch {bin}/{canary}; mv {bin} {home}/bin-moved; mkdir -p {home}/registry && touch {home}/registry/{canary} && rm {home}/registry/{canary}",
+                bin = bin.display(),
+                home = cargo_home.display(),
+            )),
+        ],
+        world.root(),
+    );
+    req.roots = WritableRoots {
+        workspace: Some(world.root().to_path_buf()),
+        extra: vec![cargo_home.clone()],
+        ..WritableRoots::default()
+    };
+    let out = exec::run(req).await.unwrap();
+    let planted = bin.join(&canary);
+    let _ = std::fs::remove_file(&planted);
+    assert!(!planted.exists() && bin.is_dir(), "{}", out.combined_text());
+    assert!(!cargo_home.join("bin-moved").exists());
+    // The rest of the cache stays writable (the last step succeeded): its directories are
+    // granted one by one, without `bin`.
+    assert!(out.success(), "{}", out.combined_text());
+}
