@@ -95,7 +95,7 @@ fn collect(
     let models = model_checks(&config, workspace, &setup::env_var);
     checks.extend(models.checks);
     checks.push(key_check(&config, &setup::env_var));
-    checks.push(sandbox_check(&config));
+    checks.extend(sandbox_checks(&config));
     checks.push(crate::index::health_check(&config, workspace));
     // Other areas push their checks here, before the pings.
     if ping && !models.pingable.is_empty() {
@@ -108,20 +108,39 @@ fn collect(
     Ok(checks)
 }
 
-/// Whether shell commands can be confined by the kernel (Landlock) and whether config allows it.
-fn sandbox_check(config: &Config) -> Check {
-    let line = keel_tools::sandbox::describe_support();
-    if !config.shell.sandbox {
+/// Whether shell commands can be confined by the kernel and whether config allows it, then
+/// one line per mechanism saying exactly what this kernel enforces and what it cannot.
+fn sandbox_checks(config: &Config) -> Vec<Check> {
+    use keel_tools::sandbox;
+    let line = sandbox::describe_support();
+    let mut checks = vec![if !config.shell.sandbox {
         Check::new(
             "sandbox",
             Status::Warn,
             format!("disabled by `shell.sandbox = false`; the kernel offers: {line}"),
         )
-    } else if keel_tools::sandbox::is_available() {
+    } else if sandbox::is_available() {
         Check::new("sandbox", Status::Ok, line)
     } else {
         Check::new("sandbox", Status::Warn, line)
+    }];
+    if !config.shell.sandbox {
+        return checks;
     }
+    for (name, statement) in sandbox::describe_enforcement() {
+        let status = if statement.contains("NOT") || statement.contains("NO ") {
+            Status::Warn
+        } else {
+            Status::Ok
+        };
+        let statement = if name.starts_with("network") && config.shell.network {
+            format!("ON by `shell.network = true` (commands may use the network); {statement}")
+        } else {
+            statement
+        };
+        checks.push(Check::new(format!("sandbox: {name}"), status, statement));
+    }
+    checks
 }
 
 struct ModelChecks {

@@ -62,11 +62,7 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
     );
     req.policy = policy;
     req.timeout = settings.max_timeout;
-    req.roots = keel_tools::sandbox::WritableRoots {
-        workspace: Some(workspace.clone()),
-        private_tmp: None,
-        extra: settings.writable.clone(),
-    };
+    req.roots = settings.roots_for(&workspace);
     req.env_keep = settings.env_keep.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

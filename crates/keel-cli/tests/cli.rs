@@ -445,6 +445,25 @@ fn sandbox_check_prints_one_json_object_and_runs_nothing() {
 }
 
 #[test]
+fn sandbox_check_survives_ten_thousand_nested_parentheses() {
+    let env = Env::new();
+    let deep = format!("{}ls{}", "(".repeat(10_000), ")".repeat(10_000));
+    let out = env
+        .keel()
+        .args(["sandbox", "--check", &deep])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["class"], "unknown", "{v}");
+}
+
+#[test]
 fn sandbox_runs_commands_under_the_chosen_policy() {
     if !keel_tools::sandbox::is_available() {
         println!(

@@ -490,15 +490,34 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(
-        names,
+        names
+            .iter()
+            .filter(|n| !n.starts_with("sandbox: "))
+            .collect::<Vec<_>>(),
         [
-            "config",
-            "main",
-            "auxiliary",
-            "child",
-            "keys",
-            "sandbox",
-            "index"
+            &"config",
+            &"main",
+            &"auxiliary",
+            &"child",
+            &"keys",
+            &"sandbox",
+            &"index"
+        ]
+    );
+    // Then one line per mechanism: exactly what this kernel enforces and what it cannot.
+    let mechanisms: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("sandbox: "))
+        .collect();
+    assert_eq!(
+        mechanisms,
+        [
+            "file writes",
+            "network (off by default)",
+            "signals, abstract sockets",
+            "metadata (read-only policy)",
+            "protected paths (.git, .keel)",
+            "Keel's environment"
         ]
     );
     // The sandbox line says whether commands are confined (Landlock) or analysis-only.

@@ -1,47 +1,70 @@
-//! Running a shell command for the harness itself (verification gates, later rollback and
-//! validation commands): a working directory, a timeout, cancellation, bounded output, and a
-//! kill of the whole process group so nothing the command started outlives it.
+//! Running a shell command for the harness itself (verification gates, phase validation and
+//! rollback commands): a thin adapter over keel-tools' one command runner
+//! ([`keel_tools::shell::exec`]), so these commands get exactly what the model's
+//! `run_command` gets — the kernel sandbox (workspace-write: the workspace minus `.git`/`.keel`,
+//! a private temp dir, network off unless configured), the allowlisted environment, a timeout
+//! and cancellation that kill the whole process group, and bounded output.
 //!
-//! This is not the model's `run_command` tool (keel-tools owns that, with its safety checks
-//! and sandbox): commands run here come from the user's configuration, not from the model.
+//! Their command lines come from configuration or detection, but what they run (a planted
+//! `package.json` test script, a Makefile) is repository content: it is confined like anything
+//! the model runs, and its output (stored in events) never holds Keel's secrets.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use keel_tools::sandbox::{GitProtection, SandboxPolicy};
+use keel_tools::shell::ShellSettings;
+use keel_tools::shell::exec::{self, Ending, ExecRequest};
 use tokio_util::sync::CancellationToken;
 
-/// How long readers may keep draining output after the command's process group was killed
-/// (a process that left the group can hold the pipe open forever).
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-
-/// A command line to run with `sh -c`.
-#[derive(Debug, Clone, PartialEq)]
+/// A command line to run with the shell, confined.
+#[derive(Debug, Clone)]
 pub struct CommandSpec {
     /// The shell command line.
     pub command: String,
     /// Working directory.
     pub cwd: PathBuf,
+    /// The workspace root: writable (minus its protected paths) under the workspace-write
+    /// policy. Defaults to `cwd`.
+    pub workspace: PathBuf,
     /// Wall-clock limit; the process group is killed when it passes.
     pub timeout: Duration,
-    /// Extra environment variables (the rest is inherited).
+    /// Extra environment variables (on top of the allowlisted environment).
     pub env: Vec<(String, String)>,
     /// Bytes kept per stream (stdout, stderr); beyond it the head and tail are kept.
     pub max_output_bytes: usize,
+    /// The sandbox and environment settings (`[shell]`: sandbox on/off, network, writable
+    /// caches, `env_keep`).
+    pub shell: ShellSettings,
+    /// The kernel policy (workspace-write by default).
+    pub policy: SandboxPolicy,
+    /// How much of `.git` is read-only (all of it by default).
+    pub git: GitProtection,
 }
 
 impl CommandSpec {
-    /// `command` in `cwd` with `timeout`, inheriting the environment, keeping 256 KB per
-    /// stream.
+    /// `command` in `cwd` with `timeout`, confined by the default `[shell]` settings (sandbox
+    /// on, network off, allowlisted environment), keeping 256 KB per stream.
     pub fn shell(command: impl Into<String>, cwd: impl Into<PathBuf>, timeout: Duration) -> Self {
+        let cwd = cwd.into();
         Self {
             command: command.into(),
-            cwd: cwd.into(),
+            workspace: cwd.clone(),
+            cwd,
             timeout,
             env: Vec::new(),
             max_output_bytes: 256 * 1024,
+            shell: ShellSettings::default(),
+            policy: SandboxPolicy::WorkspaceWrite,
+            git: GitProtection::Whole,
         }
+    }
+
+    /// The same, confined by these `[shell]` settings.
+    pub fn with_shell(mut self, shell: &ShellSettings) -> Self {
+        self.shell = shell.clone();
+        self
     }
 }
 
@@ -57,6 +80,8 @@ pub struct CommandOutput {
     /// Killed because the run was cancelled.
     pub cancelled: bool,
     pub duration: Duration,
+    /// True when the kernel sandbox confined the run.
+    pub sandboxed: bool,
 }
 
 impl CommandOutput {
@@ -101,149 +126,51 @@ pub enum ProcessError {
         #[source]
         source: std::io::Error,
     },
-    #[error("waiting for `{command}` failed: {source}")]
-    Wait {
-        command: String,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
-/// Runs `spec` to completion, timeout or cancellation. The command gets its own process
-/// group; when it ends, times out or is cancelled the whole group is killed, so background
-/// children never outlive it. stdin is closed.
+/// Runs `spec` to completion, timeout or cancellation, through the one command runner. The
+/// command gets its own process group; when it ends, times out or is cancelled the whole group
+/// is killed, so background children never outlive it. stdin is closed.
 pub async fn run_command_with_timeout(
     spec: &CommandSpec,
     cancel: &CancellationToken,
 ) -> Result<CommandOutput, ProcessError> {
-    let started = Instant::now();
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    #[cfg(unix)]
-    cmd.process_group(0);
-    let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
+    let mut req = ExecRequest::new(
+        vec![
+            exec::shell_program().into_os_string(),
+            OsString::from("-c"),
+            OsString::from(&spec.command),
+        ],
+        &spec.cwd,
+    );
+    req.timeout = spec.timeout;
+    req.policy = spec.shell.policy_for(spec.policy);
+    req.roots = spec.shell.roots_for(&spec.workspace);
+    req.roots.git = spec.git;
+    req.env_keep = spec.shell.env_keep.clone();
+    req.env_set = spec.env.clone();
+    req.cancel = cancel.clone();
+    let out = exec::run(req).await.map_err(|source| ProcessError::Spawn {
         command: spec.command.clone(),
         cwd: spec.cwd.display().to_string(),
         source,
     })?;
-    let pid = child.id();
-    let max = spec.max_output_bytes.max(64);
-    let stdout = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(read_capped(s, max)));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(read_capped(s, max)));
-
-    let mut timed_out = false;
-    let mut cancelled = false;
-    let status = tokio::select! {
-        s = child.wait() => Some(s),
-        _ = tokio::time::sleep(spec.timeout) => { timed_out = true; None }
-        _ = cancel.cancelled() => { cancelled = true; None }
-    };
-    let status = match status {
-        Some(s) => s,
-        None => {
-            kill_group(pid);
-            let _ = child.start_kill();
-            child.wait().await
-        }
-    }
-    .map_err(|source| ProcessError::Wait {
-        command: spec.command.clone(),
-        source,
-    })?;
-    // The leader is gone; whatever it left running in its group goes too.
-    kill_group(pid);
-
-    let stdout = drain(stdout).await;
-    let stderr = drain(stderr).await;
+    let budget = spec.max_output_bytes.max(64);
     Ok(CommandOutput {
-        exit_code: status.code(),
-        stdout,
-        stderr,
-        timed_out,
-        cancelled,
-        duration: started.elapsed(),
+        exit_code: out.exit_code(),
+        stdout: out.stdout.render(budget),
+        stderr: out.stderr.render(budget),
+        timed_out: out.ending == Ending::TimedOut,
+        cancelled: out.ending == Ending::Cancelled,
+        duration: out.duration,
+        sandboxed: out.sandboxed,
     })
-}
-
-#[cfg(unix)]
-fn kill_group(pid: Option<u32>) {
-    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
-        return;
-    };
-    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-        // ESRCH (the group is already gone) is the common, harmless outcome.
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group(_pid: Option<u32>) {}
-
-async fn drain(task: Option<tokio::task::JoinHandle<String>>) -> String {
-    let Some(mut task) = task else {
-        return String::new();
-    };
-    match tokio::time::timeout(DRAIN_GRACE, &mut task).await {
-        Ok(Ok(text)) => text,
-        Ok(Err(_)) => String::new(),
-        Err(_) => {
-            task.abort();
-            "[output not collected: a process that left the command's group kept it open]".into()
-        }
-    }
-}
-
-/// Reads a stream to its end, keeping the first and last `max / 2` bytes.
-async fn read_capped(mut stream: impl AsyncRead + Unpin, max: usize) -> String {
-    let half = max / 2;
-    let mut head: Vec<u8> = Vec::new();
-    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
-    let mut dropped: u64 = 0;
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        for &b in &buf[..n] {
-            if head.len() < half {
-                head.push(b);
-            } else {
-                tail.push_back(b);
-                if tail.len() > half {
-                    tail.pop_front();
-                    dropped += 1;
-                }
-            }
-        }
-    }
-    let mut text = String::from_utf8_lossy(&head).into_owned();
-    if dropped > 0 {
-        text.push_str(&format!("\n[… {dropped} bytes omitted …]\n"));
-    }
-    let tail: Vec<u8> = tail.into_iter().collect();
-    text.push_str(&String::from_utf8_lossy(&tail));
-    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn spec(cmd: &str, dir: &std::path::Path, timeout_ms: u64) -> CommandSpec {
         CommandSpec::shell(cmd, dir, Duration::from_millis(timeout_ms))
@@ -341,7 +268,7 @@ mod tests {
         assert!(out.success());
         assert!(out.stdout.starts_with("FIRST"));
         assert!(out.stdout.trim_end().ends_with("LAST"));
-        assert!(out.stdout.contains("bytes omitted"));
+        assert!(out.stdout.contains("omitted"), "{}", out.stdout);
         assert!(out.stdout.len() < 1_200);
     }
 

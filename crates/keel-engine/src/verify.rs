@@ -155,8 +155,11 @@ impl Run<'_> {
         let round = self.verify_failures + 1;
         let timeout = Duration::from_secs(self.engine.config.verify.timeout_secs);
         let mut results = Vec::with_capacity(gates.len());
+        let shell = self.engine.config.shell.tool_settings();
         for gate in gates {
-            let spec = CommandSpec::shell(&gate.command, self.engine.workspace.root(), timeout);
+            // Gates run repository code (a test script): confined like the model's commands.
+            let spec = CommandSpec::shell(&gate.command, self.engine.workspace.root(), timeout)
+                .with_shell(&shell);
             let out = match run_command_with_timeout(&spec, &self.ctx.cancel).await {
                 Ok(out) => out,
                 Err(e) => {
@@ -165,7 +168,7 @@ impl Run<'_> {
                             ErrorCode::ConfigError,
                             format!("verification gate `{}` could not run: {e}", gate.name),
                         )
-                        .with_hint("check `[verify] commands` and that `sh` is available"),
+                        .with_hint("check `[verify] commands` and that a shell is available"),
                     )));
                 }
             };

@@ -207,3 +207,42 @@ turns:
     assert!(!v[0].1, "first round fails: no result.txt yet");
     assert!(v[1].1, "second round passes");
 }
+
+/// The escape through gates: the model plants a `package.json` whose test script dumps the
+/// environment, reads Keel's own through /proc and writes outside the workspace; the default
+/// gate (`npm test`) runs it. Now it runs confined with the allowlisted environment: nothing
+/// is written outside and the `verification` event holds none of Keel's variables.
+#[tokio::test]
+async fn a_planted_test_script_runs_confined_and_sees_no_secrets() {
+    if keel_tools::shell::exec::find_program("npm").is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "npm is missing (CI installs it)"
+        );
+        println!("SKIPPED: npm is not installed");
+        return;
+    }
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let pwned = outside.path().join("pwned");
+    let script = format!(
+        "env; cat /proc/$PPID/environ; for p in /proc/[0-9]*; do cat $p/environ; done; echo x > {}; exit 1",
+        pwned.display()
+    );
+    let package = serde_json::json!({"name": "x", "version": "1.0.0", "scripts": {"test": script}});
+    let mut h = Harness::new(&format!(
+        "turns:\n  - tool_calls: [{{name: create_file, arguments: {{path: package.json, content: {}}}}}]\n  - text: \"Done.\"\n  - text: \"Done again.\"\n",
+        serde_json::to_string(&package.to_string()).unwrap()
+    ));
+    h.config.agent.self_correction_cap = 0;
+    let _ = h.run("add tests").await;
+    let v = verifications(&h);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].0, "tests");
+    let output = &v[0].3;
+    assert!(output.contains("PATH="), "the script ran: {output}");
+    assert!(!pwned.exists(), "the gate wrote outside the workspace");
+    // Cargo sets these for the test process (Keel): never allowlisted.
+    for leaked in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "RUST_TEST_THREADS"] {
+        assert!(!output.contains(leaked), "{leaked} leaked: {output}");
+    }
+}

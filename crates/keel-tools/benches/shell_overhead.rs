@@ -51,6 +51,10 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
+    // A repository: the workspace-write sandbox makes `.git` and `.keel` read-only (a mount
+    // namespace with bind mounts, when Keel runs as root).
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join(".keel")).unwrap();
     let true_path = exec::find_program("true").unwrap();
     println!("sandbox: {}", sandbox::describe_support());
 

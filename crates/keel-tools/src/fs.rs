@@ -7,6 +7,47 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Reads a regular file. FIFOs, sockets and devices are refused before anything blocks on
+/// them: the type is checked first, the file is opened non-blocking, and the opened file's
+/// type is checked again (it may have been swapped in between). The error names the type.
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    check_regular(&std::fs::metadata(path)?)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let meta = file.metadata()?;
+    check_regular(&meta)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `Ok` for regular files; an `InvalidInput` error naming the type otherwise.
+pub fn check_regular(meta: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {kind}; the file tools read and write only regular files"),
+    ))
+}
+
 /// How an atomic write treats an existing target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {

@@ -1,4 +1,25 @@
-//! Text helpers shared by tools: budgets that keep both ends of long output.
+//! Text helpers shared by tools: budgets that keep both ends of long output, and file names
+//! made safe to print.
+
+/// A file name or path as tool output shows it: control characters (a newline, an escape
+/// sequence, a carriage return) are escaped (`\n`, `\x1b`), so a crafted name cannot fake
+/// extra lines or results in a listing.
+pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// Shortens `text` to about `budget` characters by keeping its head and its tail and stating
 /// how much was left out in between. Text within budget is returned unchanged. Cuts fall on
@@ -64,6 +85,14 @@ mod tests {
         assert!(text.starts_with(head) && text.ends_with(tail));
         // The head lost only its final newline to the seam.
         assert_eq!(head.len() + 1 + omitted + tail.len(), text.len());
+    }
+
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        assert_eq!(escape_name("src/a.rs"), "src/a.rs");
+        assert_eq!(escape_name("a\nb.txt"), "a\\nb.txt");
+        assert_eq!(escape_name("x\x1b[31m\r"), "x\\x1b[31m\\r");
+        assert!(!escape_name("é\u{7f}").contains('\u{7f}'));
     }
 
     #[test]

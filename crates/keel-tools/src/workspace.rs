@@ -20,6 +20,11 @@ pub enum PathError {
     DanglingSymlink(String),
     #[error("`{0}` contains a NUL byte")]
     Nul(String),
+    #[error(
+        "`{0}` is protected (`.git/`, `.keel/` and the project's protected paths are read-only \
+         to the agent); change other files, or ask the user to change this one"
+    )]
+    Protected(String),
     #[error("cannot open the workspace `{path}`: {reason}")]
     Root { path: String, reason: String },
     #[error("cannot inspect `{path}`: {reason}")]
@@ -30,6 +35,8 @@ pub enum PathError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace {
     root: PathBuf,
+    /// Paths (relative to the root) read-only besides `.git` and `.keel`.
+    protected: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -47,7 +54,28 @@ impl Workspace {
                 reason: "not a directory".into(),
             });
         }
-        Ok(Self { root: canonical })
+        Ok(Self {
+            root: canonical,
+            protected: Vec::new(),
+        })
+    }
+
+    /// The same workspace with more paths (relative to the root) read-only to the file tools,
+    /// besides `.git/` and `.keel/`.
+    pub fn with_protected(mut self, paths: Vec<PathBuf>) -> Self {
+        self.protected = paths;
+        self
+    }
+
+    /// Resolves a path the agent wants to write, create, move or delete: like [`Self::resolve`],
+    /// and refused when it is or lies under a protected path (checked after symlinks are
+    /// resolved, so an alias of `.git` is refused too).
+    pub fn resolve_writable(&self, rel: &str) -> Result<PathBuf, PathError> {
+        let path = self.resolve(rel)?;
+        if crate::sandbox::is_protected(&self.root, &path, &self.protected) {
+            return Err(PathError::Protected(rel.to_string()));
+        }
+        Ok(path)
     }
 
     /// The canonical root directory.
@@ -178,6 +206,31 @@ mod tests {
             Err(PathError::Absolute(_))
         ));
         assert!(matches!(ws.resolve("a\0b"), Err(PathError::Nul(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn protected_paths_are_not_writable_even_through_an_alias() {
+        let (dir, ws) = ws();
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(dir.path().join(".git"), dir.path().join("g"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        for rel in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            ".keel/config.toml",
+            "g/config",
+            ".git",
+        ] {
+            assert!(
+                matches!(ws.resolve_writable(rel), Err(PathError::Protected(_))),
+                "{rel}"
+            );
+            assert!(ws.resolve(rel).is_ok(), "{rel} stays readable");
+        }
+        assert!(ws.resolve_writable("src/.git").is_ok());
+        let ws = ws.with_protected(vec![PathBuf::from("CONSTITUTION.md")]);
+        assert!(ws.resolve_writable("CONSTITUTION.md").is_err());
     }
 
     #[cfg(unix)]

@@ -86,8 +86,7 @@ async fn run_in(dir: &Path, policy: SandboxPolicy, script: &str) -> exec::ExecOu
     req.policy = policy;
     req.roots = WritableRoots {
         workspace: Some(dir.to_path_buf()),
-        private_tmp: None,
-        extra: vec![],
+        ..WritableRoots::default()
     };
     req.timeout = Duration::from_secs(30);
     exec::run(req).await.unwrap()
@@ -325,29 +324,37 @@ async fn stdin_is_closed() {
 }
 
 /// Runs as a child of itself with secrets in its environment (tests cannot set variables in
-/// their own process safely), and checks the command does not see them.
+/// their own process safely), and checks the command sees only the allowlist: not the secrets,
+/// whatever their names, and not Keel's own environment through /proc.
 #[tokio::test]
 async fn secrets_are_not_passed_to_commands() {
+    const CANARY: &str = "canary-5f3a9c";
     if std::env::var_os("KEEL_SECRET_CHILD").is_some() {
         let f = Fixture::new();
-        let out = f.ok("run_command", json!({"command": "env"})).await;
-        assert!(
-            out.content.contains("KEEL_VISIBLE_MARKER=yes"),
-            "{}",
-            out.content
-        );
-        for leaked in [
-            "OPENAI_API_KEY",
-            "sk-test-123",
-            "GITHUB_TOKEN",
-            "ghp-456",
-            "hunter2",
-        ] {
-            assert!(
-                !out.content.contains(leaked),
-                "{leaked} leaked: {}",
-                out.content
-            );
+        let script = "env; echo ==parent; cat /proc/$PPID/environ; echo ==keel; \
+                      cat /proc/$KEEL_PID/environ; echo ==self-leader; \
+                      for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null; done; true";
+        let script = script.replace("$KEEL_PID", &std::process::id().to_string());
+        let out = f.ok("run_command", json!({ "command": script })).await;
+        assert!(out.content.contains("PATH="), "{}", out.content);
+        if sandbox::is_available() {
+            for leaked in [
+                CANARY,
+                "KEEL_VISIBLE_NOT_ALLOWED",
+                "GH_PAT",
+                "MYSQL_PWD",
+                "SENTRY_DSN",
+            ] {
+                assert!(
+                    !out.content.contains(leaked),
+                    "{leaked} leaked: {}",
+                    out.content
+                );
+            }
+        } else {
+            // Without Landlock /proc/<keel>/environ is readable: only check the command's own.
+            let own = out.content.split("==parent").next().unwrap_or_default();
+            assert!(!own.contains(CANARY), "{own}");
         }
         println!("child checked the environment");
         return;
@@ -359,10 +366,12 @@ async fn secrets_are_not_passed_to_commands() {
             "--nocapture",
         ])
         .env("KEEL_SECRET_CHILD", "1")
-        .env("OPENAI_API_KEY", "sk-test-123")
-        .env("GITHUB_TOKEN", "ghp-456")
-        .env("DATABASE_URL", "postgres://app:hunter2@db/x")
-        .env("KEEL_VISIBLE_MARKER", "yes")
+        .env("OPENAI_API_KEY2", CANARY)
+        .env("GH_PAT", CANARY)
+        .env("MYSQL_PWD", CANARY)
+        .env("SENTRY_DSN", format!("https://{CANARY}@sentry.example/1"))
+        .env("KEEL_TEST_SECRET_CANARY", CANARY)
+        .env("KEEL_VISIBLE_NOT_ALLOWED", "yes")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -304,11 +304,16 @@ pub struct ShellConfig {
     pub timeout_secs: u64,
     /// The largest timeout the model may ask for.
     pub max_timeout_secs: u64,
-    /// Confine commands with the kernel sandbox (Landlock) when the kernel supports it.
+    /// Confine commands with the kernel sandbox (Landlock, seccomp, a mount namespace) when
+    /// the kernel supports it.
     pub sandbox: bool,
-    /// Extra directories commands may write in the workspace-write sandbox (`~` expands).
+    /// Allow network access inside the sandbox (off: no TCP, UDP or socket connections).
+    pub network: bool,
+    /// Extra directories commands may write in the workspace-write sandbox (`~` expands), e.g.
+    /// `"~/.cargo/registry"`; `~/.cargo/bin` is never writable.
     pub writable: Vec<String>,
-    /// Environment variables passed to commands although their names look secret.
+    /// Environment variables passed to commands besides the allowlist (PATH, HOME, LANG,
+    /// LC_*, TERM, TZ, USER, SHELL, tool locations such as CARGO_HOME).
     pub env_keep: Vec<String>,
     /// The test command for `run_tests` and verification (default: detected).
     pub test_command: Option<String>,
@@ -327,6 +332,7 @@ impl Default for ShellConfig {
             timeout_secs: tools.default_timeout.as_secs(),
             max_timeout_secs: tools.max_timeout.as_secs(),
             sandbox: true,
+            network: false,
             writable: keel_tools::shell::DEFAULT_WRITABLE
                 .iter()
                 .map(|s| s.to_string())
@@ -380,6 +386,8 @@ impl ShellConfig {
             default_timeout: Duration::from_secs(self.timeout_secs),
             max_timeout: Duration::from_secs(self.max_timeout_secs),
             sandbox: self.sandbox,
+            network: self.network,
+            protected: Vec::new(),
             writable: self
                 .writable
                 .iter()

@@ -262,12 +262,14 @@ impl Run<'_> {
         };
         let phase = state.phase;
         let rules = state.policy.rules(phase).clone();
+        let shell = self.engine.config.shell.tool_settings();
         let plan = RollbackPlan {
             phase,
             validation_command: rules.validation_command.as_deref(),
             rollback_command: rules.rollback_command.as_deref(),
             cwd: self.engine.workspace.root(),
             timeout: Duration::from_secs(self.engine.config.rollback.timeout_secs),
+            shell: &shell,
         };
         let outcome = after_phase_failure(&plan, self.emitter, &self.ctx.cancel).await?;
         let session = self.emitter.session_id().to_string();

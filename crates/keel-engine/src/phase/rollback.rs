@@ -7,9 +7,9 @@
 //! command run is recorded in the session log (`phase_validation`, `rollback_started`,
 //! `rollback_completed`, `rollback_failed`).
 //!
-//! The commands come from the user's configuration and run through the harness's own
-//! subprocess runner ([`crate::process`]: working directory, timeout, process-group kill), not
-//! through the model's shell tool and its phase restrictions.
+//! The commands come from the user's configuration and run through the one command runner
+//! ([`crate::process`]: the kernel sandbox, allowlisted environment, timeout, process-group
+//! kill), not through the model's shell tool and its phase restrictions.
 
 use std::path::Path;
 use std::time::Duration;
@@ -55,6 +55,8 @@ pub struct RollbackPlan<'a> {
     pub rollback_command: Option<&'a str>,
     pub cwd: &'a Path,
     pub timeout: Duration,
+    /// The `[shell]` sandbox and environment settings the commands run under.
+    pub shell: &'a keel_tools::shell::ShellSettings,
 }
 
 struct Ran {
@@ -66,7 +68,10 @@ struct Ran {
 }
 
 async fn run(command: &str, plan: &RollbackPlan<'_>, cancel: &CancellationToken) -> Ran {
-    let spec = CommandSpec::shell(command, plan.cwd, plan.timeout);
+    let mut spec = CommandSpec::shell(command, plan.cwd, plan.timeout).with_shell(plan.shell);
+    // The user's own rollback (`git checkout -- .`) may update the index and refs; what makes
+    // git run code (config, hooks) stays read-only.
+    spec.git = keel_tools::sandbox::GitProtection::CodePaths;
     match run_command_with_timeout(&spec, cancel).await {
         Ok(out) => Ran {
             passed: out.success(),
@@ -204,12 +209,14 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let sink = CollectingSink::new();
         let emitter = Emitter::new("s".into(), store, vec![sink.clone()]);
+        let shell = keel_tools::shell::ShellSettings::default();
         let plan = RollbackPlan {
             phase: Phase::Building,
             validation_command: validation,
             rollback_command: rollback,
             cwd: dir.path(),
             timeout: Duration::from_secs(20),
+            shell: &shell,
         };
         let out = after_phase_failure(&plan, &emitter, &CancellationToken::new())
             .await

@@ -142,7 +142,10 @@ impl TypedTool for CodebaseSearch {
                 } else {
                     format!("{}-{}", h.start_line, h.end_line)
                 };
-                out.push_str(&format!("{}:{span}{what}", h.path));
+                out.push_str(&format!(
+                    "{}:{span}{what}",
+                    crate::text::escape_name(&h.path)
+                ));
                 if !h.why.is_empty() {
                     let why: Vec<&str> = h.why.iter().take(3).map(String::as_str).collect();
                     out.push_str(&format!("  ({})", why.join("; ")));

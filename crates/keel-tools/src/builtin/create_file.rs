@@ -34,7 +34,7 @@ impl TypedTool for CreateFile {
     }
 
     async fn run(&self, args: CreateFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve(&args.path)?;
+        let path = ctx.workspace.resolve_writable(&args.path)?;
         let rel = ctx.workspace.relative(&path);
         if rel == "." {
             return Err(ToolError::model(

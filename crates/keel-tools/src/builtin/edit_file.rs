@@ -50,7 +50,7 @@ impl TypedTool for EditFile {
     }
 
     async fn run(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve(&args.path)?;
+        let path = ctx.workspace.resolve_writable(&args.path)?;
         let rel = ctx.workspace.relative(&path);
         if args.edits.is_empty() {
             return Err(ToolError::model(
@@ -160,7 +160,7 @@ pub(crate) fn read_for_edit(path: &std::path::Path, rel: &str) -> Result<Vec<u8>
         }
         Err(e) => return Err(ToolError::model(format!("cannot read `{rel}`: {e}"))),
     }
-    std::fs::read(path).map_err(|e| ToolError::model(format!("cannot read `{rel}`: {e}")))
+    crate::fs::read_regular(path).map_err(|e| ToolError::model(format!("cannot read `{rel}`: {e}")))
 }
 
 /// Refuses files the session has not read, or that changed since.

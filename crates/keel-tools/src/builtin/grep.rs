@@ -66,7 +66,12 @@ impl TypedTool for Grep {
             }
             let mut out = String::new();
             for m in &r.matches {
-                out.push_str(&format!("{}:{}: {}\n", m.path, m.line, m.text));
+                out.push_str(&format!(
+                    "{}:{}: {}\n",
+                    crate::text::escape_name(&m.path),
+                    m.line,
+                    m.text
+                ));
             }
             let files: std::collections::BTreeSet<&str> =
                 r.matches.iter().map(|m| m.path.as_str()).collect();

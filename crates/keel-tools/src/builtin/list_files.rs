@@ -170,6 +170,8 @@ fn walk(
     Ok(out)
 }
 
+use crate::text::escape_name;
+
 fn format_listing(shown: &str, entries: &[Entry], filtered: bool) -> String {
     let files = entries.iter().filter(|e| !e.is_dir).count();
     if entries.is_empty() {
@@ -183,9 +185,13 @@ fn format_listing(shown: &str, entries: &[Entry], filtered: bool) -> String {
         let mut out = String::new();
         for e in entries {
             if e.is_dir {
-                out.push_str(&format!("{}/\n", e.rel));
+                out.push_str(&format!("{}/\n", escape_name(&e.rel)));
             } else {
-                out.push_str(&format!("{}  ({})\n", e.rel, human_size(e.size)));
+                out.push_str(&format!(
+                    "{}  ({})\n",
+                    escape_name(&e.rel),
+                    human_size(e.size)
+                ));
             }
         }
         out.push_str(&format!("[{files} files]\n"));
@@ -216,7 +222,11 @@ fn format_listing(shown: &str, entries: &[Entry], filtered: bool) -> String {
         "`{shown}` holds {files} files, too many to list; per directory (narrow with path, pattern or max_depth):\n"
     );
     for (dir, (count, bytes)) in per_dir.iter().take(MAX_ENTRIES) {
-        out.push_str(&format!("{dir}/  {count} files, {}\n", human_size(*bytes)));
+        out.push_str(&format!(
+            "{}/  {count} files, {}\n",
+            escape_name(dir),
+            human_size(*bytes)
+        ));
     }
     if per_dir.len() > MAX_ENTRIES {
         out.push_str(&format!(
@@ -225,7 +235,11 @@ fn format_listing(shown: &str, entries: &[Entry], filtered: bool) -> String {
         ));
     }
     for e in top_files.iter().take(50) {
-        out.push_str(&format!("{}  ({})\n", e.rel, human_size(e.size)));
+        out.push_str(&format!(
+            "{}  ({})\n",
+            escape_name(&e.rel),
+            human_size(e.size)
+        ));
     }
     if top_files.len() > 50 {
         out.push_str(&format!("… and {} more files here\n", top_files.len() - 50));

@@ -78,13 +78,14 @@ impl TypedTool for ReadFile {
                     "`{rel}` is a directory; use list_files to see what it contains"
                 )));
             }
+            crate::fs::check_regular(&meta).map_err(|e| not_readable(&rel, &e))?;
             if meta.len() > MAX_READ_BYTES {
                 return Ok(ToolOutput::text(format!(
                     "`{rel}` is {}: too large to read here. Search it with grep or inspect it with a command.",
                     human_size(meta.len())
                 )));
             }
-            let bytes = std::fs::read(&path).map_err(|e| not_readable(&rel, &e))?;
+            let bytes = crate::fs::read_regular(&path).map_err(|e| not_readable(&rel, &e))?;
             reads.record(&path, &bytes);
             render(&rel, &bytes, &args)
         })
@@ -98,7 +99,10 @@ fn not_readable(rel: &str, e: &std::io::Error) -> ToolError {
             "`{rel}` does not exist; use list_files to find the right path"
         ))
     } else {
-        ToolError::model(format!("cannot read `{rel}`: {e}"))
+        ToolError::model(format!(
+            "cannot read `{}`: {e}",
+            crate::text::escape_name(rel)
+        ))
     }
 }
 

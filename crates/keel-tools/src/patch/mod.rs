@@ -231,11 +231,13 @@ fn resolve(
     op: &'static str,
     path: &str,
 ) -> Result<(PathBuf, String), PatchError> {
-    let abs = workspace.resolve(path).map_err(|e| PatchError::File {
-        op,
-        path: path.to_string(),
-        message: e.to_string(),
-    })?;
+    let abs = workspace
+        .resolve_writable(path)
+        .map_err(|e| PatchError::File {
+            op,
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
     let rel = workspace.relative(&abs);
     if rel == "." {
         return Err(file_err(
@@ -259,7 +261,8 @@ fn read_existing(abs: &std::path::Path, rel: &str) -> Result<Vec<u8>, PatchError
             ));
         }
     }
-    std::fs::read(abs).map_err(|e| file_err("Update File", rel, &format!("cannot read it: {e}")))
+    crate::fs::read_regular(abs)
+        .map_err(|e| file_err("Update File", rel, &format!("cannot read it: {e}")))
 }
 
 /// Applies hunks in order; on failure, the failing hunk's index and what went wrong.

@@ -1,7 +1,9 @@
 //! Running one program the way every shell tool does: in its own process group (the whole
 //! group is killed on timeout, cancellation or when the call is dropped), stdin closed, output
-//! captured with a bounded memory footprint, the environment scrubbed of secrets, and the
-//! kernel sandbox applied.
+//! captured with a bounded memory footprint, an allowlisted environment, and the kernel sandbox
+//! applied. This is Keel's one command runner: `run_command`, `run_tests`, auto-lint, and (in
+//! keel-engine) verification gates and phase validation/rollback commands all go through
+//! [`run`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -29,10 +31,13 @@ pub struct ExecRequest {
     pub policy: SandboxPolicy,
     /// Writable roots for the sandbox (the private temp dir is added here).
     pub roots: WritableRoots,
-    /// Variables kept even though their names look secret.
+    /// Variables passed through besides [`ENV_ALLOWLIST`] (`[shell] env_keep`).
     pub env_keep: Vec<String>,
     /// Variables set on top of the scrubbed environment.
     pub env_set: Vec<(String, String)>,
+    /// Variables set to a directory (this name) inside the command's private temp dir, for
+    /// caches that must not land in the workspace.
+    pub env_in_tmp: Vec<(String, String)>,
     pub cancel: CancellationToken,
 }
 
@@ -51,6 +56,7 @@ impl ExecRequest {
             policy: SandboxPolicy::WorkspaceWrite,
             env_keep: Vec::new(),
             env_set: Vec::new(),
+            env_in_tmp: Vec::new(),
             cancel: CancellationToken::new(),
         }
     }
@@ -187,69 +193,59 @@ impl Captured {
     }
 }
 
-/// Names (and values) of environment variables that carry credentials: a `_`-separated part
-/// such as `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `CREDENTIALS`, `AUTH`, a name ending in one of
-/// them (`APIKEY`), or a URL value with a password (`https://user:pass@host`).
-pub fn is_secret_var(name: &str, value: &str) -> bool {
-    const PARTS: &[&str] = &[
-        "KEY",
-        "KEYS",
-        "APIKEY",
-        "TOKEN",
-        "TOKENS",
-        "SECRET",
-        "SECRETS",
-        "PASSWORD",
-        "PASSWD",
-        "PASS",
-        "PASSPHRASE",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-        "COOKIE",
-        "PRIVATE",
-    ];
-    const SUFFIXES: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD"];
-    let upper = name.to_ascii_uppercase();
-    if upper.split('_').any(|p| PARTS.contains(&p)) || SUFFIXES.iter().any(|s| upper.ends_with(s)) {
-        return true;
-    }
-    url_has_password(value)
-}
-
-fn url_has_password(value: &str) -> bool {
-    let Some(idx) = value.find("://") else {
-        return false;
-    };
-    let rest = &value[idx + 3..];
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    authority
-        .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-}
-
-/// Variables removed whatever their name: they make the shell or the loader run other code.
-const UNSAFE_ENV: &[&str] = &[
-    "BASH_ENV",
-    "ENV",
-    "LD_PRELOAD",
-    "LD_AUDIT",
-    "PROMPT_COMMAND",
+/// Variables every command gets from Keel's environment (when set): what programs need to find
+/// themselves, their locale and their terminal. Everything else is dropped unless listed in
+/// `[shell] env_keep`: a command never sees Keel's API keys, tokens or anything it was not
+/// meant to.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "COLORTERM",
+    // Tool-specific locations that hold no secrets.
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOCACHE",
+    "GOMODCACHE",
+    "GOFLAGS",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYENV_ROOT",
+    "NVM_DIR",
+    "NODE_PATH",
+    "JAVA_HOME",
+    "GEM_HOME",
+    "GEM_PATH",
+    "DOTNET_ROOT",
+    "PKG_CONFIG_PATH",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
 ];
 
-/// The current environment without secrets (unless listed in `keep`) and without variables
-/// that inject code into the shell.
+/// True when `name` is passed to commands: on [`ENV_ALLOWLIST`], a locale variable (`LC_*`),
+/// or listed in `keep`.
+pub fn is_allowed_var(name: &str, keep: &[String]) -> bool {
+    ENV_ALLOWLIST.contains(&name)
+        || name.strip_prefix("LC_").is_some_and(|rest| {
+            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        })
+        || keep.iter().any(|k| k == name)
+}
+
+/// Keel's environment reduced to the allowlist ([`is_allowed_var`]) plus `keep`.
 pub fn scrubbed_env(keep: &[String]) -> Vec<(OsString, OsString)> {
     std::env::vars_os()
-        .filter(|(k, v)| {
-            let (Some(name), value) = (k.to_str(), v.to_string_lossy()) else {
-                return false;
-            };
-            if UNSAFE_ENV.contains(&name) {
-                return false;
-            }
-            keep.iter().any(|k| k == name) || !is_secret_var(name, &value)
-        })
+        .filter(|(k, _)| k.to_str().is_some_and(|name| is_allowed_var(name, keep)))
         .collect()
 }
 
@@ -327,6 +323,9 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
         .env("CARGO_TERM_COLOR", "never");
     for (k, v) in &req.env_set {
         cmd.env(k, v);
+    }
+    for (k, sub) in &req.env_in_tmp {
+        cmd.env(k, private_tmp.path().join(sub));
     }
     let mut roots = req.roots.clone();
     roots.private_tmp = Some(private_tmp.path().to_path_buf());
@@ -417,35 +416,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_are_recognised() {
-        for name in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GITHUB_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "DB_PASSWORD",
-            "MYAPIKEY",
-            "SSH_AUTH_SOCK",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-        ] {
-            assert!(is_secret_var(name, "x"), "{name}");
-        }
+    fn the_environment_is_an_allowlist() {
         for name in [
             "PATH",
             "HOME",
-            "GIT_AUTHOR_NAME",
-            "KEYBOARD_LAYOUT",
-            "PWD",
+            "LANG",
+            "LC_ALL",
+            "LC_CTYPE",
             "CARGO_HOME",
+            "VIRTUAL_ENV",
         ] {
-            assert!(!is_secret_var(name, "/usr/bin"), "{name}");
+            assert!(is_allowed_var(name, &[]), "{name}");
         }
-        assert!(is_secret_var(
+        for name in [
+            "OPENAI_API_KEY",
+            "OPENAI_API_KEY2",
+            "GH_PAT",
+            "MYSQL_PWD",
+            "SENTRY_DSN",
             "DATABASE_URL",
-            "postgres://app:hunter2@db:5432/x"
-        ));
-        assert!(!is_secret_var("DATABASE_URL", "postgres://db:5432/x"));
+            "LD_PRELOAD",
+            "BASH_ENV",
+            "GIT_CONFIG_GLOBAL",
+            "KEEL_TEST_SECRET_CANARY",
+            "LC_",
+            "LC_x",
+        ] {
+            assert!(!is_allowed_var(name, &[]), "{name}");
+        }
+        assert!(is_allowed_var("GH_PAT", &["GH_PAT".to_string()]));
     }
 
     #[test]

@@ -219,13 +219,8 @@ impl AutoLint {
             // py_compile writes .pyc files: keep them out of the workspace.
             req.env_set
                 .push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
-            req.env_set.push((
-                "PYTHONPYCACHEPREFIX".into(),
-                std::env::temp_dir()
-                    .join("keel-pycache")
-                    .display()
-                    .to_string(),
-            ));
+            req.env_in_tmp
+                .push(("PYTHONPYCACHEPREFIX".into(), "pycache".into()));
             let out = match exec::run(req).await {
                 Ok(o) => o,
                 Err(e) => return Some(format!("[auto-check] `{shown}` could not start: {e}")),

@@ -8,6 +8,7 @@
 //! the [`crate::ToolContext`].
 
 pub mod exec;
+mod hidden;
 mod lint;
 mod missing;
 mod options;
@@ -38,9 +39,9 @@ pub const DEFAULT_DENY: &[&str] = &[
     "sudo", "su", "doas", "shutdown", "reboot", "halt", "poweroff",
 ];
 
-/// Directories writable in the workspace-write sandbox besides the workspace and temp dirs:
-/// the caches that build tools write even for local builds.
-pub const DEFAULT_WRITABLE: &[&str] = &["~/.cargo", "~/.cache", "~/.npm", "~/go"];
+/// Directories writable in the workspace-write sandbox besides the workspace and the command's
+/// private temp dir: none unless configured (`[shell] writable`, e.g. `~/.cargo/registry`).
+pub const DEFAULT_WRITABLE: &[&str] = &[];
 
 /// How the shell tools behave (from the `[shell]` configuration section).
 #[derive(Debug, Clone)]
@@ -53,9 +54,15 @@ pub struct ShellSettings {
     pub max_timeout: Duration,
     /// Use the kernel sandbox when available.
     pub sandbox: bool,
+    /// Allow network access inside the sandbox (`[shell] network`, default off).
+    pub network: bool,
+    /// Paths read-only to commands and file tools besides `.git` and `.keel` (relative to the
+    /// workspace).
+    pub protected: Vec<PathBuf>,
     /// Extra writable directories for the workspace-write sandbox (`~` expanded).
     pub writable: Vec<PathBuf>,
-    /// Environment variables passed through although their names look secret.
+    /// Environment variables passed to commands besides the allowlist
+    /// ([`exec::ENV_ALLOWLIST`]).
     pub env_keep: Vec<String>,
     /// The test command, overriding detection.
     pub test_command: Option<String>,
@@ -70,6 +77,8 @@ impl Default for ShellSettings {
             default_timeout: Duration::from_secs(60),
             max_timeout: Duration::from_secs(300),
             sandbox: true,
+            network: false,
+            protected: Vec::new(),
             writable: DEFAULT_WRITABLE
                 .iter()
                 .map(|p| crate::sandbox::expand_home(p))

@@ -7,6 +7,29 @@ use super::words::Word;
 
 use SafetyClass::{Destructive, Unknown, WritesWorkspace};
 
+/// True when `--name` selects the long option `option` the way getopt_long reads it: the
+/// full name or any prefix of it (`--out` for `--output`, `--in-pl` for `--in-place`).
+/// Prefixes shared with another option are ambiguous to getopt (an error), so counting them
+/// is only ever more careful.
+pub(crate) fn abbreviates(name: &str, option: &str) -> bool {
+    let option = option.trim_start_matches('-');
+    !name.is_empty() && option.starts_with(name)
+}
+
+/// The long option `--name` selects among `known` (full names without dashes), as
+/// getopt_long resolves it: an exact name, else a unique prefix. `None` when unknown or
+/// ambiguous: the caller treats it as unknown.
+pub(crate) fn resolve_long<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
+    if let Some(exact) = known.iter().find(|k| **k == name) {
+        return Some(exact);
+    }
+    let mut hits = known.iter().filter(|k| abbreviates(name, k));
+    match (hits.next(), hits.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
 /// `--version` / `--help` alone.
 pub(crate) fn only_help(args: &[Word]) -> bool {
     args.len() == 1 && (args[0].is("--version") || args[0].is("--help"))
@@ -54,10 +77,7 @@ fn find_option<'w>(args: &'w [Word], short: &[char], long: &[&str]) -> Option<&'
         let v = w.text.as_str();
         if let Some(l) = v.strip_prefix("--") {
             let name = l.split('=').next().unwrap_or("");
-            if long
-                .iter()
-                .any(|o| o.trim_start_matches('-') == name && !name.is_empty())
-            {
+            if long.iter().any(|o| abbreviates(name, o)) {
                 return Some(w);
             }
         } else if v.starts_with('-') && v[1..].chars().any(|c| short.contains(&c)) {
@@ -108,7 +128,7 @@ pub(crate) fn option_writes(
                     Some((n, val)) => (n, Some(val)),
                     None => (l, None),
                 };
-                if long.iter().any(|o| o.trim_start_matches('-') == name) {
+                if long.iter().any(|o| abbreviates(name, o)) {
                     let target = match value {
                         Some(val) => Some(Word::lit(val)),
                         None => args.get(i + 1).cloned(),

@@ -446,6 +446,20 @@ fn network(a: &mut Analyzer, program: &str, args: &[Word]) {
     }
 }
 
+/// tar's long options that run a program or write a side file, matched by any prefix.
+const TAR_RUNS_OR_WRITES: &[&str] = &[
+    "checkpoint-action",
+    "to-command",
+    "use-compress-program",
+    "info-script",
+    "new-volume-script",
+    "rsh-command",
+    "rmt-command",
+    "index-file",
+    "listed-incremental",
+    "volno-file",
+];
+
 fn tar(a: &mut Analyzer, args: &[Word]) {
     let mut mode: Vec<char> = Vec::new();
     for (i, w) in args.iter().enumerate() {
@@ -453,6 +467,28 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
         if i == 0 && !v.starts_with('-') {
             mode.extend(v.chars());
         } else if let Some(l) = v.strip_prefix("--") {
+            let name = l.split('=').next().unwrap_or("");
+            let mode_option = [
+                "list",
+                "extract",
+                "get",
+                "create",
+                "append",
+                "update",
+                "delete",
+                "to-stdout",
+            ]
+            .contains(&name);
+            if !mode_option
+                && TAR_RUNS_OR_WRITES
+                    .iter()
+                    .any(|o| super::options::abbreviates(name, o))
+            {
+                return a.flag(
+                    Unknown,
+                    format!("`tar {v}` runs a program or writes a file Keel cannot see"),
+                );
+            }
             match l {
                 "list" => mode.push('t'),
                 "extract" | "get" => mode.push('x'),
@@ -464,7 +500,17 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
                 _ => {}
             }
         } else if v.starts_with('-') {
-            mode.extend(short_flags(w, &['f', 'C', 'T', 'X', 'b', 'H']));
+            let flags = short_flags(
+                w,
+                &['f', 'C', 'T', 'X', 'b', 'H', 'I', 'F', 'g', 'K', 'N', 'V'],
+            );
+            if let Some(c) = flags.iter().find(|c| matches!(c, 'I' | 'F' | 'g')) {
+                return a.flag(
+                    Unknown,
+                    format!("`tar -{c}` runs a program or writes a file Keel cannot see"),
+                );
+            }
+            mode.extend(flags);
         }
     }
     let writes = mode

@@ -176,10 +176,19 @@ impl ShellSettings {
 
     /// The writable roots for a command in `ctx`'s workspace.
     pub fn roots(&self, ctx: &ToolContext) -> WritableRoots {
+        self.roots_for(ctx.workspace.root())
+    }
+
+    /// The sandbox's roots for a command in `workspace`: the workspace, configured caches,
+    /// protected paths and the network setting.
+    pub fn roots_for(&self, workspace: &std::path::Path) -> WritableRoots {
         WritableRoots {
-            workspace: Some(ctx.workspace.root().to_path_buf()),
+            workspace: Some(workspace.to_path_buf()),
             private_tmp: None,
             extra: self.writable.clone(),
+            network: self.network,
+            protected: self.protected.clone(),
+            git: crate::sandbox::GitProtection::Whole,
         }
     }
 }

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser};
 
+pub(crate) use super::hidden::is_code_env;
 use super::words::{Word, resolve};
 
 /// What a command may do, from harmless to harmful. A command's class is the most severe of
@@ -105,6 +106,9 @@ pub struct CommandSafety {
 
 /// How deep `sh -c`, `eval` and friends may nest before the command counts as unknown.
 const MAX_DEPTH: usize = 8;
+/// How deep the syntax tree may nest (parentheses, substitutions, blocks) before the command
+/// counts as unknown: the walk is recursive, and its stack must stay small.
+const MAX_NODE_DEPTH: usize = 100;
 
 thread_local! {
     static PARSER: std::cell::RefCell<Option<Parser>> = const { std::cell::RefCell::new(None) };
@@ -137,6 +141,8 @@ impl CommandSafety {
             commands: Vec::new(),
             depth: 0,
             functions: HashSet::new(),
+            node_depth: 0,
+            cwd_outside: false,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -172,6 +178,10 @@ pub(crate) struct Analyzer<'s> {
     commands: Vec<Vec<String>>,
     depth: usize,
     functions: HashSet<String>,
+    /// How deep the syntax-tree walk is (10,000 nested parentheses must not overflow the stack).
+    node_depth: usize,
+    /// A `cd` may have left the workspace: relative paths are no longer inside it.
+    cwd_outside: bool,
 }
 
 /// Node kinds that are statements (run something).
@@ -196,55 +206,6 @@ const STATEMENTS: &[&str] = &[
     "test_command",
 ];
 
-/// Variables that change which code runs when set for (or before) a command.
-const CODE_ENV: &[&str] = &[
-    "PATH",
-    "IFS",
-    "BASH_ENV",
-    "ENV",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "PS4",
-    "PROMPT_COMMAND",
-    "PAGER",
-    "MANPAGER",
-    "EDITOR",
-    "VISUAL",
-    "BROWSER",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "NODE_OPTIONS",
-    "PERL5OPT",
-    "PERL5LIB",
-    "RUBYOPT",
-    "PYTHONPATH",
-    "PYTHONSTARTUP",
-    "RUSTC",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-    "CARGO_BUILD_RUSTC_WRAPPER",
-];
-
-pub(crate) fn is_code_env(name: &str) -> bool {
-    CODE_ENV.contains(&name)
-        || name.starts_with("LD_")
-        || name.starts_with("DYLD_")
-        || (name.starts_with("GIT_")
-            && [
-                "GIT_SSH",
-                "GIT_SSH_COMMAND",
-                "GIT_EXTERNAL_DIFF",
-                "GIT_PAGER",
-                "GIT_EDITOR",
-                "GIT_EXEC_PATH",
-                "GIT_ASKPASS",
-                "GIT_PROXY_COMMAND",
-                "GIT_SEQUENCE_EDITOR",
-            ]
-            .contains(&name))
-        || name.starts_with("GIT_CONFIG")
-}
-
 impl Analyzer<'_> {
     pub(crate) fn flag(&mut self, class: SafetyClass, reason: String) {
         if !self.findings.iter().any(|(_, r)| *r == reason) {
@@ -256,7 +217,18 @@ impl Analyzer<'_> {
         self.read_programs.insert(program.to_string());
     }
 
-    fn finish(self) -> Analysis {
+    fn finish(mut self) -> Analysis {
+        if self.cwd_outside
+            && self
+                .findings
+                .iter()
+                .any(|(c, _)| *c == SafetyClass::WritesWorkspace)
+        {
+            self.findings.push((
+                SafetyClass::Destructive,
+                "a `cd` leaves the workspace, so its writes land outside it".into(),
+            ));
+        }
         let class = self
             .findings
             .iter()
@@ -313,9 +285,22 @@ impl Analyzer<'_> {
             return;
         };
         self.depth += 1;
+        super::hidden::scan_text(self, src);
         let root = tree.root_node();
         self.children(root, src, &Stdin::Inherited);
         self.depth -= 1;
+    }
+
+    /// A `cd` (or `git -C`) to `dir`: once it may leave the workspace, relative writes count as
+    /// writes outside it.
+    pub(crate) fn cd(&mut self, dir: &Word) {
+        let outside = match dir.value() {
+            Some(path) => path == "-" || path_scope(path) != PathScope::Inside,
+            None => true,
+        };
+        if outside {
+            self.cwd_outside = true;
+        }
     }
 
     fn children(&mut self, node: Node, src: &str, stdin: &Stdin) {
@@ -329,6 +314,19 @@ impl Analyzer<'_> {
     /// Visits any node: statements are judged, everything else is searched for nested
     /// statements (substitutions) and parse errors.
     fn any(&mut self, node: Node, src: &str, stdin: &Stdin) {
+        if self.node_depth >= MAX_NODE_DEPTH {
+            self.flag(
+                SafetyClass::Unknown,
+                "the command nests too deeply to analyse".into(),
+            );
+            return;
+        }
+        self.node_depth += 1;
+        self.any_node(node, src, stdin);
+        self.node_depth -= 1;
+    }
+
+    fn any_node(&mut self, node: Node, src: &str, stdin: &Stdin) {
         if node.is_error() || node.is_missing() {
             let text: String = src[node.byte_range()].chars().take(40).collect();
             self.flag(
@@ -372,7 +370,13 @@ impl Analyzer<'_> {
             "redirected_statement" => self.redirected(node, src, stdin),
             "function_definition" => {
                 if let Some(name) = node.child_by_field_name("name") {
-                    self.functions.insert(src[name.byte_range()].to_string());
+                    let name = src[name.byte_range()].to_string();
+                    // A function can shadow any command for the rest of the script.
+                    self.flag(
+                        SafetyClass::Unknown,
+                        format!("defines the shell function `{name}`, which can shadow commands"),
+                    );
+                    self.functions.insert(name);
                 }
                 // The body is judged as if it ran.
                 self.children(node, src, stdin);
@@ -523,7 +527,11 @@ impl Analyzer<'_> {
         if is_sink(path) {
             return;
         }
-        match path_scope(path) {
+        let scope = match path_scope(path) {
+            PathScope::Inside if self.cwd_outside => PathScope::Outside,
+            scope => scope,
+        };
+        match scope {
             PathScope::Inside | PathScope::Temp => self.flag(
                 SafetyClass::WritesWorkspace,
                 format!("{how} writes `{path}`"),
@@ -630,6 +638,21 @@ impl Analyzer<'_> {
         if self.functions.contains(program) {
             // Its body was judged where it was defined.
             return;
+        }
+        match program {
+            "cd" | "pushd" => match words.get(1) {
+                Some(dir) if !dir.is("--") => self.cd(dir),
+                Some(_) => {}
+                // `cd` alone goes home.
+                None => self.cwd_outside = true,
+            },
+            "exec" if words.len() == 1 => {
+                self.flag(
+                    SafetyClass::Unknown,
+                    "`exec` with redirections changes the shell's open files".into(),
+                );
+            }
+            _ => {}
         }
         let program = program.to_string();
         super::programs::judge(self, &program, &words[1..], stdin);

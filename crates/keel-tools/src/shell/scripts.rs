@@ -2,7 +2,49 @@
 //! commands are read-only; `w`, `e`, `s///w`, `s///e` and `-i` are not) and `awk` (no
 //! `system()`, pipes, output redirection or extensions).
 
-use super::options::short_flags;
+use super::options::{resolve_long, short_flags};
+
+/// GNU sed's long options; anything else (or an ambiguous prefix) is unknown.
+const SED_LONG: &[&str] = &[
+    "expression",
+    "file",
+    "in-place",
+    "line-length",
+    "null-data",
+    "zero-terminated",
+    "quiet",
+    "silent",
+    "regexp-extended",
+    "separate",
+    "sandbox",
+    "unbuffered",
+    "posix",
+    "debug",
+    "follow-symlinks",
+    "binary",
+    "help",
+    "version",
+];
+
+/// awk options known to change nothing but parsing (`-F`, `-v` take a value).
+const AWK_SAFE_SHORT: &[char] = &['F', 'v', 'b', 'c', 'P', 'r', 'S', 'n', 'N', 'O', 'M'];
+const AWK_SAFE_LONG: &[&str] = &[
+    "field-separator",
+    "assign",
+    "characters-as-bytes",
+    "traditional",
+    "posix",
+    "re-interval",
+    "sandbox",
+    "use-lc-numeric",
+    "optimize",
+    "no-optimize",
+    "bignum",
+    "non-decimal-data",
+    "version",
+    "help",
+    "copyright",
+];
 use super::safety::{Analyzer, SafetyClass};
 use super::words::Word;
 
@@ -35,7 +77,15 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
         if !options_done && v == "--" {
             options_done = true;
         } else if !options_done && v.starts_with("--") {
-            let name = v.trim_start_matches('-').split('=').next().unwrap_or("");
+            let raw = v.trim_start_matches('-').split('=').next().unwrap_or("");
+            let Some(name) = resolve_long(raw, SED_LONG) else {
+                a.flag(
+                    Unknown,
+                    format!("`sed {v}` is an option Keel does not know (or an ambiguous one)"),
+                );
+                i += 1;
+                continue;
+            };
             match name {
                 "in-place" => a.flag(
                     WritesWorkspace,
@@ -223,22 +273,56 @@ pub(crate) fn awk(a: &mut Analyzer, program: &str, args: &[Word]) {
     let mut i = 0;
     let mut code: Option<&Word> = None;
     while let Some(w) = args.get(i) {
-        match w.value() {
-            Some("-f") | Some("--file") => {
+        let Some(v) = w.value() else {
+            if w.could_be_option() {
                 return a.flag(
                     Unknown,
-                    format!("`{program} -f` runs a program Keel cannot see"),
+                    format!("`{}` could expand to an option of `{program}`", w.source),
                 );
             }
-            Some("-v") | Some("-F") => i += 1,
-            Some("-i") | Some("-l") | Some("--include") | Some("--load") => {
-                return a.flag(Unknown, format!("`{program}` loads extension code"));
+            code = Some(w);
+            break;
+        };
+        if v == "--" {
+            code = args.get(i + 1);
+            break;
+        }
+        if let Some(l) = v.strip_prefix("--") {
+            let (raw, value) = match l.split_once('=') {
+                Some((n, val)) => (n, Some(val)),
+                None => (l, None),
+            };
+            match resolve_long(raw, AWK_SAFE_LONG) {
+                Some("field-separator" | "assign") if value.is_none() => i += 1,
+                Some(_) => {}
+                None => {
+                    // --file, --source, --include, --load, --exec, --dump-variables,
+                    // --profile, --pretty-print, --debug…: code or output Keel cannot see.
+                    return a.flag(
+                        Unknown,
+                        format!("`{program} {v}` loads code, writes a file, or is not known"),
+                    );
+                }
             }
-            Some(v) if v.starts_with('-') && v.len() > 1 => {}
-            _ => {
-                code = Some(w);
-                break;
+        } else if v.starts_with('-') && v.len() > 1 {
+            for (k, c) in v[1..].char_indices() {
+                if !AWK_SAFE_SHORT.contains(&c) {
+                    return a.flag(
+                        Unknown,
+                        format!("`{program} -{c}` loads code, writes a file, or is not known"),
+                    );
+                }
+                if c == 'F' || c == 'v' {
+                    // The rest of the word is the value; else the next word is.
+                    if k + 2 >= v.len() {
+                        i += 1;
+                    }
+                    break;
+                }
             }
+        } else {
+            code = Some(w);
+            break;
         }
         i += 1;
     }

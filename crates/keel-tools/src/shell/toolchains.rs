@@ -67,7 +67,21 @@ fn git(a: &mut Analyzer, args: &[Word]) {
             );
         };
         match v {
-            "-C" | "--git-dir" | "--work-tree" | "--namespace" => i += 2,
+            "--namespace" => i += 2,
+            "-C" => {
+                if let Some(dir) = args.get(i + 1) {
+                    a.cd(dir);
+                }
+                i += 2;
+            }
+            _ if v.starts_with("--git-dir") || v.starts_with("--work-tree") => {
+                return a.flag(
+                    Unknown,
+                    format!(
+                        "`git {v}` uses another repository, whose configuration can run programs"
+                    ),
+                );
+            }
             "-c" | "--config-env" | "--exec-path" => {
                 return a.flag(
                     Unknown,
@@ -433,6 +447,21 @@ fn git_read(a: &mut Analyzer, name: &str, rest: &[Word]) {
 }
 
 fn cargo(a: &mut Analyzer, args: &[Word]) {
+    // `--config` anywhere (before or after the subcommand) can name a rustc wrapper or a
+    // runner: code Keel cannot see.
+    if let Some(w) = args.iter().find(|w| {
+        w.value()
+            .is_none_or(|v| v == "--config" || v.starts_with("--config=") || v.starts_with("-Z"))
+    }) && w.value().is_some()
+    {
+        return a.flag(
+            Unknown,
+            format!(
+                "`cargo {}` overrides configuration, which can run programs",
+                w.text
+            ),
+        );
+    }
     let mut i = 0;
     while let Some(w) = args.get(i) {
         match w.value() {
@@ -632,7 +661,17 @@ fn formatter(a: &mut Analyzer, program: &str, args: &[Word]) {
         "clang-format" => !has_option(args, &['i'], &[]),
         "shfmt" => !has_option(args, &['w'], &["--write"]),
         "autopep8" => !has_option(args, &['i'], &["--in-place"]),
-        _ => has_option(args, &['c', 'l'], &["--check", "--diff", "--check-only"]),
+        // rustfmt -l lists the files it changed — and changes them.
+        "rustfmt" => {
+            has_option(args, &[], &["--check"])
+                || args
+                    .iter()
+                    .zip(args.iter().skip(1))
+                    .any(|(o, v)| o.is("--emit") && v.is("stdout"))
+                || args.iter().any(|w| w.is("--emit=stdout"))
+        }
+        "black" => has_option(args, &[], &["--check", "--diff"]),
+        _ => has_option(args, &['c'], &["--check", "--diff", "--check-only"]),
     };
     if checks || only_help(args) {
         a.read_only(program);

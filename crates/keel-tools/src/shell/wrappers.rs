@@ -41,6 +41,22 @@ pub(crate) fn script_from_words(a: &mut Analyzer, program: &str, words: &[Word])
     a.script(&text.join(" "));
 }
 
+/// GNU env's long options.
+const ENV_LONG: &[&str] = &[
+    "ignore-environment",
+    "null",
+    "unset",
+    "chdir",
+    "split-string",
+    "block-signal",
+    "default-signal",
+    "ignore-signal",
+    "list-signal-handling",
+    "debug",
+    "help",
+    "version",
+];
+
 pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
     let mut i = 0;
     while let Some(w) = args.get(i) {
@@ -49,16 +65,59 @@ pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
             i += 1;
             break;
         }
-        if matches!(v, "-u" | "--unset" | "-C" | "--chdir") {
-            i += 2;
+        if let Some(l) = v.strip_prefix("--") {
+            let (raw, value) = match l.split_once('=') {
+                Some((n, val)) => (n, Some(val)),
+                None => (l, None),
+            };
+            match super::options::resolve_long(raw, ENV_LONG) {
+                Some("split-string") => {
+                    // `env --split-string='prog args'` splits the string into words.
+                    return match value {
+                        Some(val) => script_from_words(a, "env -S", &[Word::lit(val)]),
+                        None => script_from_words(a, "env -S", &args[i + 1..]),
+                    };
+                }
+                Some("unset" | "chdir") if value.is_none() => i += 2,
+                Some(_) => i += 1,
+                None => {
+                    a.flag(
+                        Unknown,
+                        format!("`env {v}` is an option Keel does not know"),
+                    );
+                    return;
+                }
+            }
             continue;
         }
-        if v == "-S" || v.starts_with("--split-string") {
-            // `env -S "prog args"` splits the string into words.
-            let rest = &args[i + 1..];
-            return script_from_words(a, "env -S", rest);
-        }
-        if v.starts_with('-') {
+        if let Some(flags) = v.strip_prefix('-').filter(|f| !f.is_empty()) {
+            for (k, c) in flags.char_indices() {
+                match c {
+                    'i' | '0' | 'v' => {}
+                    // `-S'prog args'` (attached) or `-S 'prog args'`.
+                    'S' => {
+                        let attached = &flags[k + 1..];
+                        return if attached.is_empty() {
+                            script_from_words(a, "env -S", &args[i + 1..])
+                        } else {
+                            script_from_words(a, "env -S", &[Word::lit(attached)])
+                        };
+                    }
+                    'u' | 'C' => {
+                        if k + 1 == flags.len() {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    _ => {
+                        a.flag(
+                            Unknown,
+                            format!("`env -{c}` is an option Keel does not know"),
+                        );
+                        return;
+                    }
+                }
+            }
             i += 1;
             continue;
         }

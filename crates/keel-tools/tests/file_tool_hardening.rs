@@ -1,0 +1,171 @@
+//! File tools against hostile workspaces: protected paths, FIFOs, sockets and devices, and
+//! names crafted to fake output lines.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use keel_tools::builtin::{ApplyPatch, CreateFile, EditFile, Grep, ListFiles, ReadFile};
+use keel_tools::{Tool, ToolContext, ToolError, Workspace};
+use serde_json::json;
+
+struct F {
+    dir: tempfile::TempDir,
+    ctx: ToolContext,
+}
+
+impl F {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".keel")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(dir.path().join(".keel/config.toml"), "[shell]\n").unwrap();
+        let ctx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        Self { dir, ctx }
+    }
+
+    /// The tool's result within 10 s: a hang is a failure, not a stuck test.
+    async fn call(&self, tool: &dyn Tool, args: serde_json::Value) -> Result<String, String> {
+        match tokio::time::timeout(Duration::from_secs(10), tool.execute(args, &self.ctx)).await {
+            Err(_) => panic!("the tool hung"),
+            Ok(Ok(out)) => Ok(out.content),
+            Ok(Err(ToolError::Model(m))) => Err(m),
+            Ok(Err(ToolError::Fatal(m))) => panic!("fatal: {m}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn protected_paths_are_read_only_to_every_file_tool() {
+    let f = F::new();
+    let before_git = std::fs::read(f.dir.path().join(".git/config")).unwrap();
+    let before_keel = std::fs::read(f.dir.path().join(".keel/config.toml")).unwrap();
+    // Reading is fine (and lets edit_file's read-before-edit check pass).
+    assert!(
+        f.call(&ReadFile, json!({"path": ".git/config"}))
+            .await
+            .is_ok()
+    );
+    assert!(
+        f.call(&ReadFile, json!({"path": ".keel/config.toml"}))
+            .await
+            .is_ok()
+    );
+    let edit = EditFile::default();
+    let attempts: Vec<(&dyn Tool, serde_json::Value)> = vec![
+        (
+            &CreateFile,
+            json!({"path": ".git/hooks/pre-commit", "content": "touch pwned"}),
+        ),
+        (
+            &CreateFile,
+            json!({"path": ".keel/new.toml", "content": "x"}),
+        ),
+        (
+            &edit,
+            json!({"path": ".git/config", "edits": [{"search": "[core]", "replace": "[core]\n\tfsmonitor = touch pwned"}]}),
+        ),
+        (
+            &edit,
+            json!({"path": ".keel/config.toml", "edits": [{"search": "[shell]", "replace": "[shell]\nsandbox = false"}]}),
+        ),
+        (
+            &ApplyPatch,
+            json!({"patch": "*** Begin Patch\n*** Update File: .git/config\n@@\n-[core]\n+[core]\n+\tfsmonitor = touch pwned\n*** End Patch"}),
+        ),
+        (
+            &ApplyPatch,
+            json!({"patch": "*** Begin Patch\n*** Delete File: .keel/config.toml\n*** End Patch"}),
+        ),
+        (
+            &ApplyPatch,
+            json!({"patch": "*** Begin Patch\n*** Add File: .GIT/hooks/post-checkout\n+touch pwned\n*** End Patch"}),
+        ),
+    ];
+    for (tool, args) in attempts {
+        let err = f
+            .call(tool, args.clone())
+            .await
+            .expect_err(&format!("{args}"));
+        assert!(err.contains("protected"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read(f.dir.path().join(".git/config")).unwrap(),
+        before_git
+    );
+    assert_eq!(
+        std::fs::read(f.dir.path().join(".keel/config.toml")).unwrap(),
+        before_keel
+    );
+    assert!(!f.dir.path().join(".git/hooks/pre-commit").exists());
+    assert!(!f.dir.path().join(".keel/new.toml").exists());
+    assert!(
+        !f.dir.path().join(".GIT").exists()
+            && !f.dir.path().join(".git/hooks/post-checkout").exists()
+    );
+}
+
+#[tokio::test]
+async fn fifos_sockets_and_devices_are_refused_without_hanging() {
+    let f = F::new();
+    let fifo = f.dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let _sock = std::os::unix::net::UnixListener::bind(f.dir.path().join("sock")).unwrap();
+    // A device node inside the workspace needs root (CI); elsewhere only the other two.
+    let dev = std::process::Command::new("mknod")
+        .arg(f.dir.path().join("zero"))
+        .args(["c", "1", "5"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut cases = vec![("pipe", "FIFO"), ("sock", "socket")];
+    if dev {
+        cases.push(("zero", "device"));
+    }
+    for (path, kind) in cases {
+        let err = f.call(&ReadFile, json!({"path": path})).await.unwrap_err();
+        assert!(err.contains(kind), "{path}: {err}");
+    }
+    let err = f
+        .call(
+            &EditFile::default(),
+            json!({"path": "pipe", "edits": [{"search": "a", "replace": "b"}]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.contains("FIFO") || err.contains("read"), "{err}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+#[tokio::test]
+async fn names_with_control_characters_are_escaped_in_listings_and_results() {
+    let f = F::new();
+    std::fs::write(f.dir.path().join("a\nb.txt  (1 B)\nfake.rs"), "needle\n").unwrap();
+    std::fs::write(f.dir.path().join("c\x1b[2Jd.txt"), "needle\n").unwrap();
+    let listing = f.call(&ListFiles, json!({})).await.unwrap();
+    assert!(listing.contains("a\\nb.txt  (1 B)\\nfake.rs"), "{listing}");
+    assert!(listing.contains("c\\x1b[2Jd.txt"), "{listing}");
+    assert!(
+        !listing.contains('\x1b') && !listing.lines().any(|l| l.starts_with("fake.rs")),
+        "{listing}"
+    );
+    let grep = Grep::default();
+    let hits = f.call(&grep, json!({"pattern": "needle"})).await.unwrap();
+    assert!(!hits.contains('\x1b'), "{hits}");
+    assert!(
+        !hits
+            .lines()
+            .any(|l| l.starts_with("b.txt") || l.starts_with("fake.rs")),
+        "{hits}"
+    );
+}
