@@ -128,7 +128,7 @@ export class Transcript {
           this.bubble.remove();
           this.bubble = null;
         }
-        this.notice(`model request failed, retry ${e.attempt} in ${e.delay_ms} ms: ${e.message}`, "warn");
+        this.notice(retryNotice(e), "warn");
         break;
       case "model_fallback":
         if (this.bubble) {
@@ -281,4 +281,11 @@ export class Transcript {
     }
     d.append(el("pre", `result${e.is_error ? " error" : ""}`, e.content));
   }
+}
+
+/** One short line for a model retry: what failed, attempt k of n, the wait. */
+export function retryNotice(e) {
+  const of = e.attempts ? ` of ${e.attempts}` : "";
+  const wait = (e.delay_ms / 1000).toFixed(1);
+  return `${e.message} — attempt ${e.attempt + 1}${of}, waiting ${wait}s`;
 }

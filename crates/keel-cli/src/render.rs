@@ -380,13 +380,15 @@ impl Human {
             }
             EventKind::ModelRetry {
                 attempt,
+                attempts,
                 delay_ms,
                 message,
             } => {
                 close(&mut out, st);
                 out.push_str(&format!(
-                    "{}↻ retry {attempt} in {:.1}s: {message}{}\n",
+                    "{}↻ {message} — attempt {} of {attempts}, waiting {:.1}s{}\n",
                     s.yellow,
+                    attempt + 1,
                     *delay_ms as f64 / 1000.0,
                     s.reset
                 ));
@@ -460,6 +462,11 @@ impl EventSink for Human {
 
 /// `1.2k in · 340 out · $0.0042`, leaving out what is zero.
 pub fn usage_line(u: &Usage) -> String {
+    if u.input_tokens == 0 && u.output_tokens == 0 && u.cost_usd == 0.0 {
+        // Every real request has input tokens: zero means the provider did not say (some
+        // local servers send no usage). "0 tokens" would be a wrong figure.
+        return "tokens not reported".to_string();
+    }
     let mut parts = vec![
         format!("{} tokens in", compact(u.input_tokens)),
         format!("{} out", compact(u.output_tokens)),
@@ -691,5 +698,6 @@ mod tests {
             ..Usage::default()
         };
         assert_eq!(usage_line(&u), "12k tokens in · 999 out · 1.5k cached");
+        assert_eq!(usage_line(&Usage::default()), "tokens not reported");
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use keel_engine::config::Layer;
 use keel_engine::{EngineBuilder, EventSink, RunOptions};
-use keel_protocol::SessionStatus;
+use keel_protocol::{ErrorCode, SessionStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::render::{Human, JsonLines, stdout_color};
@@ -80,6 +80,15 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
                 .map_err(setup::engine_usage_error)?,
             None => engine.run(&task, options).await?,
         };
+        // A provider that refuses the key or does not know the model is a configuration
+        // error: exit 2, as for any other (README).
+        if outcome
+            .error
+            .as_ref()
+            .is_some_and(|e| e.error_code == ErrorCode::ConfigError)
+        {
+            return Ok(exit::USAGE);
+        }
         Ok(exit_code(outcome.status))
     })
 }

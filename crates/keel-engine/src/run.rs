@@ -309,10 +309,12 @@ impl<'a> Run<'a> {
                 }
                 StreamEvent::Retry {
                     attempt,
+                    attempts,
                     delay,
                     message,
                 } => Some(EventKind::ModelRetry {
                     attempt: *attempt,
+                    attempts: *attempts,
                     delay_ms: delay.as_millis() as u64,
                     message: message.clone(),
                 }),

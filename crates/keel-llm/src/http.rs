@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::stream::{self, BoxStream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 
+use crate::router::ModelTarget;
 use crate::sse::{SseEvent, SseParser};
 use crate::{EventStream, LlmError, StreamEvent};
 
@@ -45,8 +46,11 @@ impl std::fmt::Debug for ApiKey {
 pub struct Timeouts {
     /// TCP + TLS connection set-up.
     pub connect: Duration,
-    /// Silence allowed while waiting for the response headers or the next chunk of a stream.
+    /// Silence allowed between chunks of a stream, once the reply has begun.
     pub idle: Duration,
+    /// Silence allowed before the reply begins (response headers and first chunk; a whole
+    /// non-streamed reply): prompt processing on a local server can take minutes.
+    pub first_byte: Duration,
 }
 
 impl Default for Timeouts {
@@ -54,6 +58,7 @@ impl Default for Timeouts {
         Self {
             connect: Duration::from_secs(10),
             idle: Duration::from_secs(120),
+            first_byte: Duration::from_secs(120),
         }
     }
 }
@@ -81,12 +86,57 @@ pub(crate) trait Decoder: Send + 'static {
     -> Result<(), LlmError>;
 }
 
+/// What error messages name about the endpoint: the model, the API root and where the key
+/// comes from (the variable, never its value).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ErrorContext {
+    pub(crate) model: String,
+    pub(crate) base_url: String,
+    pub(crate) key_env: Option<String>,
+    pub(crate) has_key: bool,
+}
+
+impl ErrorContext {
+    /// The context of `target`, sending `key` or none.
+    pub(crate) fn of(target: &ModelTarget, key: Option<&ApiKey>) -> Self {
+        Self {
+            model: target.model.clone(),
+            base_url: display_url(&target.base_url),
+            key_env: target.api_key_env.clone(),
+            has_key: key.is_some(),
+        }
+    }
+
+    /// What to check after the server refused the key.
+    fn key_advice(&self) -> String {
+        match (&self.key_env, self.has_key) {
+            (Some(var), true) => format!(
+                "Keel sent the key from {var} to {}: check that it is valid for this server and model `{}`",
+                self.base_url, self.model
+            ),
+            (Some(var), false) => format!(
+                "no key was sent: {var} is not set; export the key for {} as {var}",
+                self.base_url
+            ),
+            (None, _) => format!(
+                "{} wants a key: name its variable in llm.providers.NAME.api_key_env",
+                self.base_url
+            ),
+        }
+    }
+}
+
 /// A reqwest client bound to one provider's key and timeouts.
 #[derive(Clone)]
 pub(crate) struct HttpClient {
     client: reqwest::Client,
     timeouts: Timeouts,
     key: Option<ApiKey>,
+    context: ErrorContext,
+    /// A server on the user's machine (or a local-server preset): a timed-out request is not
+    /// sent again, because the server is still generating the abandoned one and a new one
+    /// would queue behind it.
+    local: bool,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -99,13 +149,13 @@ impl std::fmt::Debug for HttpClient {
 }
 
 impl HttpClient {
-    /// A client for requests to `base_url`. Proxies from the environment apply, except to a
-    /// server on this machine (a local Ollama or llama.cpp is never reached through a proxy).
-    pub(crate) fn new(
-        timeouts: Timeouts,
-        key: Option<ApiKey>,
-        base_url: &str,
-    ) -> Result<Self, LlmError> {
+    /// A client for requests to `target`'s API root. Proxies from the environment apply,
+    /// except to a server on this machine (a local Ollama or llama.cpp is never reached
+    /// through a proxy).
+    pub(crate) fn new(target: &ModelTarget, key: Option<ApiKey>) -> Result<Self, LlmError> {
+        let timeouts = target.timeouts;
+        let base_url = target.base_url.as_str();
+        let context = ErrorContext::of(target, key.as_ref());
         install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
@@ -120,6 +170,8 @@ impl HttpClient {
             client,
             timeouts,
             key,
+            context,
+            local: target.local,
         })
     }
 
@@ -146,14 +198,10 @@ impl HttpClient {
             request = request.header(name, value);
         }
         let shown = display_url(url);
-        let response = tokio::time::timeout(self.timeouts.idle, request.send())
+        let first_byte = self.timeouts.first_byte;
+        let response = tokio::time::timeout(first_byte, request.send())
             .await
-            .map_err(|_| {
-                LlmError::Timeout(format!(
-                    "no response from {shown} within {}s",
-                    self.timeouts.idle.as_secs()
-                ))
-            })?
+            .map_err(|_| self.silence(&format!("no response from {shown}"), first_byte))?
             .map_err(|e| self.transport_error(&e, &shown))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
@@ -167,7 +215,7 @@ impl HttpClient {
                 status,
                 &headers,
                 &text,
-                &shown,
+                &self.context,
                 self.key.as_ref(),
             ));
         }
@@ -176,9 +224,9 @@ impl HttpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
-            let bytes = tokio::time::timeout(self.timeouts.idle, response.bytes())
+            let bytes = tokio::time::timeout(first_byte, response.bytes())
                 .await
-                .map_err(|_| LlmError::Timeout(format!("the reply from {shown} stalled")))?
+                .map_err(|_| self.silence(&format!("the reply from {shown} stalled"), first_byte))?
                 .map_err(|e| self.transport_error(&e, &shown))?;
             let mut decoder = decoder;
             let mut out = Vec::new();
@@ -192,10 +240,17 @@ impl HttpClient {
         Ok(decode(
             body,
             decoder,
-            self.timeouts.idle,
+            self.timeouts,
+            self.local,
             shown,
             self.key.clone(),
         ))
+    }
+
+    /// The error for `waited` of silence: a plain (retryable) timeout, or for a local server
+    /// one that is not resent.
+    fn silence(&self, what: &str, waited: Duration) -> LlmError {
+        silence_error(what, waited, self.local)
     }
 
     fn transport_error(&self, e: &reqwest::Error, url: &str) -> LlmError {
@@ -203,12 +258,24 @@ impl HttpClient {
         if e.is_timeout() {
             LlmError::Timeout(format!("{url}: {detail}"))
         } else if e.is_connect() {
-            LlmError::Connection(format!(
-                "cannot connect to {url}: {detail}; is the server running and the base URL right?"
-            ))
+            LlmError::Unreachable {
+                url: self.context.base_url.clone(),
+                detail: format!("{detail}; check the base URL (--base-url) if it is running"),
+            }
         } else {
             LlmError::Connection(format!("{url}: {detail}"))
         }
+    }
+}
+
+fn silence_error(what: &str, waited: Duration, local: bool) -> LlmError {
+    let secs = waited.as_secs();
+    if local {
+        LlmError::Stalled(format!(
+            "{what} for {secs}s; the local server is probably still generating, and a new request would queue behind it, so Keel does not resend it: raise llm.idle_timeout_secs, lower llm.max_output_tokens or use a smaller model"
+        ))
+    } else {
+        LlmError::Timeout(format!("{what} for {secs}s"))
     }
 }
 
@@ -294,6 +361,32 @@ pub(crate) fn provider_message(body: &str) -> (String, Option<String>) {
         if let Some(s) = err.as_str() {
             return (shorten(s), None);
         }
+        // FastAPI/pydantic (llama-cpp-python, some proxies): {"detail": [{"loc", "msg", "type"}]}.
+        if let Some(items) = v.get("detail").and_then(|d| d.as_array()) {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|i| {
+                    let loc = i
+                        .get("loc")
+                        .and_then(|l| l.as_array())
+                        .map(|l| {
+                            l.iter()
+                                .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                                .collect::<Vec<_>>()
+                                .join(".")
+                        })
+                        .unwrap_or_default();
+                    let msg = i.get("msg").and_then(|m| m.as_str()).unwrap_or("invalid");
+                    format!("{loc}: {msg}")
+                })
+                .collect();
+            if !parts.is_empty() {
+                return (
+                    shorten(&format!("validation error: {}", parts.join("; "))),
+                    Some("validation_error".into()),
+                );
+            }
+        }
         let message = err
             .get("message")
             .and_then(|m| m.as_str())
@@ -339,18 +432,22 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64))
 }
 
-/// Maps a non-2xx reply to a typed error carrying the provider's message.
+/// Maps a non-2xx reply to a typed error carrying the provider's message, naming the model,
+/// the API root and the key variable where the user has to act.
 pub(crate) fn status_error(
     status: u16,
     headers: &HeaderMap,
     body: &str,
-    url: &str,
+    ctx: &ErrorContext,
     key: Option<&ApiKey>,
 ) -> LlmError {
     let (message, kind) = provider_message(body);
     let message = redact(&message, key);
     let retry_after = retry_after(headers);
     let kind = kind.unwrap_or_default();
+    if let Some(window) = context_overflow(status, &kind, body) {
+        return LlmError::ContextLength { message, window };
+    }
     match status {
         429 => LlmError::RateLimited {
             message,
@@ -364,15 +461,83 @@ pub(crate) fn status_error(
             message,
             retry_after,
         },
-        401 | 403 => LlmError::Auth { status, message },
-        408 => LlmError::Timeout(format!("{url} answered HTTP 408: {message}")),
-        500..=599 => LlmError::Server { status, message },
-        404 => LlmError::BadRequest {
+        401 | 403 => LlmError::Auth {
             status,
-            message: format!("{message} (POST {url}: check the model name and the base URL)"),
+            message: format!("{message}; {}", ctx.key_advice()),
+        },
+        408 => LlmError::Timeout(format!("{} answered HTTP 408: {message}", ctx.base_url)),
+        // A server that reports a malformed request as a 5xx (llama-cpp-python's validation
+        // errors): the same request fails the same way every time.
+        500..=599 if is_validation(&kind, &message) => LlmError::BadRequest { status, message },
+        500..=599 => LlmError::Server { status, message },
+        404 => LlmError::ModelNotFound {
+            status,
+            model: ctx.model.clone(),
+            base_url: ctx.base_url.clone(),
+            message,
         },
         _ => LlmError::BadRequest { status, message },
     }
+}
+
+/// Whether an error reply says the request itself is invalid (it will not pass on retry).
+fn is_validation(kind: &str, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    matches!(kind, "validation_error" | "invalid_request_error")
+        || m.contains("validation error")
+        || m.contains("input should be")
+        || m.contains("field required")
+}
+
+/// When the reply says the request is larger than the context window (OpenAI and vLLM
+/// `context_length_exceeded` / "maximum context length is N tokens", llama.cpp
+/// `exceed_context_size_error` with `n_ctx`, llama-cpp-python "exceed context window of N",
+/// Anthropic "prompt is too long"): the window the server reported, if any.
+pub(crate) fn context_overflow(status: u16, kind: &str, body: &str) -> Option<Option<u64>> {
+    if !(400..500).contains(&status) && !(500..600).contains(&status) {
+        return None;
+    }
+    let lower = body.to_ascii_lowercase();
+    let matched = matches!(
+        kind,
+        "context_length_exceeded" | "exceed_context_size_error"
+    ) || lower.contains("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("exceeds the available context size")
+        || lower.contains("exceed context window")
+        || lower.contains("context window of")
+        || lower.contains("prompt is too long")
+        || lower.contains("context length exceeded");
+    if !matched {
+        return None;
+    }
+    let from_field = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error")
+                .and_then(|e| e.get("n_ctx"))
+                .and_then(|n| n.as_u64())
+        });
+    Some(from_field.or_else(|| window_in_text(&lower)))
+}
+
+/// The number after "maximum context length is", "context size (" or "context window of".
+fn window_in_text(lower: &str) -> Option<u64> {
+    [
+        "maximum context length is",
+        "available context size (",
+        "context window of",
+    ]
+    .iter()
+    .find_map(|marker| {
+        let rest = &lower[lower.find(marker)? + marker.len()..];
+        let digits: String = rest
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
 }
 
 /// Maps an error reported inside a stream (Anthropic `event: error`, an OpenAI-compatible
@@ -390,6 +555,10 @@ pub(crate) fn stream_error(kind: &str, message: String) -> LlmError {
         "authentication_error" | "permission_error" => LlmError::Auth {
             status: 401,
             message,
+        },
+        "context_length_exceeded" | "exceed_context_size_error" => LlmError::ContextLength {
+            message,
+            window: None,
         },
         "invalid_request_error" => LlmError::BadRequest {
             status: 400,
@@ -409,7 +578,10 @@ struct DecodeState<D> {
     decoder: D,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     done: bool,
-    idle: Duration,
+    timeouts: Timeouts,
+    /// Whether a chunk has arrived (the idle timeout applies from then on).
+    started: bool,
+    local: bool,
     url: String,
     key: Option<ApiKey>,
 }
@@ -418,7 +590,8 @@ struct DecodeState<D> {
 fn decode<D: Decoder>(
     body: BoxStream<'static, Result<Vec<u8>, reqwest::Error>>,
     decoder: D,
-    idle: Duration,
+    timeouts: Timeouts,
+    local: bool,
     url: String,
     key: Option<ApiKey>,
 ) -> EventStream {
@@ -428,7 +601,9 @@ fn decode<D: Decoder>(
         decoder,
         pending: VecDeque::new(),
         done: false,
-        idle,
+        timeouts,
+        started: false,
+        local,
         url,
         key,
     };
@@ -440,15 +615,21 @@ fn decode<D: Decoder>(
             if st.done {
                 return None;
             }
-            let next = tokio::time::timeout(st.idle, st.body.next()).await;
+            let wait = if st.started {
+                st.timeouts.idle
+            } else {
+                st.timeouts.first_byte
+            };
+            let next = tokio::time::timeout(wait, st.body.next()).await;
+            st.started = true;
             let mut sse = Vec::new();
             let mut out = Vec::new();
             let result = match next {
-                Err(_) => Err(LlmError::Timeout(format!(
-                    "the reply stream from {} was silent for {}s",
-                    st.url,
-                    st.idle.as_secs()
-                ))),
+                Err(_) => Err(silence_error(
+                    &format!("the reply stream from {} was silent", st.url),
+                    wait,
+                    st.local,
+                )),
                 Ok(Some(Err(e))) => Err(LlmError::Connection(format!(
                     "the connection to {} broke off mid-reply: {}",
                     st.url,
@@ -551,7 +732,7 @@ mod tests {
             401,
             &HeaderMap::new(),
             r#"{"error": {"message": "Incorrect API key provided: sk-test-1234567890", "type": "invalid_request_error"}}"#,
-            "https://api.openai.com/v1/chat/completions",
+            &ErrorContext::default(),
             Some(&key),
         );
         let text = format!("{err} {err:?}");
@@ -567,7 +748,7 @@ mod tests {
             429,
             &h,
             r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#,
-            "u",
+            &ErrorContext::default(),
             None,
         );
         assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
@@ -576,17 +757,23 @@ mod tests {
             529,
             &HeaderMap::new(),
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-            "u",
+            &ErrorContext::default(),
             None,
         );
         assert!(matches!(e, LlmError::Overloaded { .. }));
-        let e = status_error(503, &HeaderMap::new(), "upstream down", "u", None);
+        let e = status_error(
+            503,
+            &HeaderMap::new(),
+            "upstream down",
+            &ErrorContext::default(),
+            None,
+        );
         assert!(matches!(e, LlmError::Server { status: 503, .. }) && e.is_retryable());
         let e = status_error(
             400,
             &HeaderMap::new(),
             r#"{"error":"model not found"}"#,
-            "u",
+            &ErrorContext::default(),
             None,
         );
         assert!(matches!(e, LlmError::BadRequest { .. }) && !e.is_retryable());
@@ -594,5 +781,94 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("retry-after-ms", "250".parse().unwrap_or_else(|_| panic!()));
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+    }
+
+    fn ctx() -> ErrorContext {
+        ErrorContext {
+            model: "qwen3-coder".into(),
+            base_url: "http://localhost:8080/v1".into(),
+            key_env: Some("LLAMA_API_KEY".into()),
+            has_key: false,
+        }
+    }
+
+    #[test]
+    fn not_found_and_auth_name_the_model_url_and_key_variable() {
+        let e = status_error(
+            404,
+            &HeaderMap::new(),
+            r#"{"error":{"message":"model 'qwen3-coder' not found","type":"not_found_error"}}"#,
+            &ctx(),
+            None,
+        );
+        let text = e.to_string();
+        assert!(matches!(e, LlmError::ModelNotFound { .. }) && !e.is_retryable());
+        assert!(
+            text.contains("`qwen3-coder`") && text.contains("http://localhost:8080/v1"),
+            "{text}"
+        );
+        let e = status_error(
+            401,
+            &HeaderMap::new(),
+            r#"{"error":"unauthorized"}"#,
+            &ctx(),
+            None,
+        );
+        let text = e.to_string();
+        assert!(text.contains("LLAMA_API_KEY is not set"), "{text}");
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn validation_errors_reported_as_5xx_are_not_retryable() {
+        // llama-cpp-python's answer to `"content": null` on an assistant message.
+        let body = r#"{"detail":[{"type":"string_type","loc":["body","messages",2,"content"],"msg":"Input should be a valid string","input":null}]}"#;
+        let e = status_error(500, &HeaderMap::new(), body, &ctx(), None);
+        assert!(
+            matches!(e, LlmError::BadRequest { status: 500, .. }),
+            "{e:?}"
+        );
+        assert!(!e.is_retryable());
+        assert!(e.to_string().contains("body.messages.2.content"), "{e}");
+        let e = status_error(422, &HeaderMap::new(), body, &ctx(), None);
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn context_overflow_in_every_wording_carries_the_window() {
+        let cases = [
+            (
+                400,
+                r#"{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}"#,
+                Some(4096),
+            ),
+            (
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+                Some(8192),
+            ),
+            (
+                400,
+                r#"{"error":{"message":"Requested tokens (5000) exceed context window of 2048","type":"internal_server_error"}}"#,
+                Some(2048),
+            ),
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+                None,
+            ),
+        ];
+        for (status, body, window) in cases {
+            let e = status_error(status, &HeaderMap::new(), body, &ctx(), None);
+            assert_eq!(
+                e,
+                LlmError::ContextLength {
+                    message: provider_message(body).0,
+                    window
+                },
+                "{body}"
+            );
+            assert!(!e.is_retryable());
+        }
     }
 }
