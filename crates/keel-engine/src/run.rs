@@ -178,6 +178,21 @@ impl<'a> Run<'a> {
             }
             let turn = match self.call_model().await {
                 Ok(turn) => turn,
+                // Too large for the server (its window is smaller than Keel thought): learn
+                // the window, compact to it, and send once more.
+                Err(Interrupt::Llm(keel_llm::LlmError::ContextLength { window, .. })) => {
+                    self.compactor
+                        .budget
+                        .learn_overflow(window, self.context_tokens());
+                    self.maybe_compact().await?;
+                    match self.call_model().await {
+                        Ok(turn) => turn,
+                        Err(Interrupt::Llm(e)) => {
+                            return Ok(Ending::Failed(Failure::from_llm(&e)));
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
                 Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(Failure::from_llm(&e))),
                 Err(other) => return Err(other),
             };

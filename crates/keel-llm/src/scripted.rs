@@ -8,7 +8,7 @@
 //!     tool_calls:
 //!       - name: read_file
 //!         arguments: {path: "src/lib.rs"}
-//!   - error: rate_limit          # rate_limit | server | timeout | overloaded
+//!   - error: rate_limit          # rate_limit | server | timeout | overloaded | context_length
 //!   - text: "Done: fixed the bug."
 //! ```
 //!
@@ -101,6 +101,8 @@ pub enum ScriptError {
     Server,
     Timeout,
     Overloaded,
+    /// The request does not fit the context window (not retried; the engine compacts).
+    ContextLength,
 }
 
 /// Usage a script can report for a turn.
@@ -297,6 +299,10 @@ fn simulated_error(err: ScriptError) -> LlmError {
         ScriptError::Overloaded => LlmError::Overloaded {
             message: "scripted overload".into(),
             retry_after: Some(Duration::from_millis(0)),
+        },
+        ScriptError::ContextLength => LlmError::ContextLength {
+            message: "scripted: the request exceeds the available context size".into(),
+            window: None,
         },
     }
 }
