@@ -9,7 +9,7 @@ use keel_protocol::{ErrorCode, SessionStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{RunArgs, exit, setup};
+use crate::{RunArgs, exit, input, setup};
 
 /// The exit code for a run's final status.
 pub fn exit_code(status: SessionStatus) -> u8 {
@@ -26,11 +26,12 @@ pub fn exit_code(status: SessionStatus) -> u8 {
 
 pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let mut workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
-    let task = args.task.join(" ");
+    let task = input::task_text(&args.task, args.resume.is_some())?;
     if task.trim().is_empty() && args.resume.is_none() {
-        return Err(
-            setup::UsageError("the task is empty; say what the agent should do".into()).into(),
-        );
+        return Err(setup::UsageError(
+            "the task is empty; say what the agent should do: keel run \"TASK\", or pipe it in: echo \"TASK\" | keel run -".into(),
+        )
+        .into());
     }
     let mut mode = args.mode.map(|m| m.as_str().to_string());
     if let Some(session) = &args.resume {
@@ -42,6 +43,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         // …and in the mode it started in.
         mode.get_or_insert(record.mode);
     }
+    let task = input::attach_mentioned_files(&task, &workspace)?;
     let mut overrides = setup::llm_overrides(&args.llm);
     if let Some(m) = mode {
         overrides.push(("agent.mode", toml::Value::String(m)));
