@@ -11,6 +11,7 @@ mod run;
 mod sandbox;
 mod serve;
 mod sessions;
+mod sessions_rm;
 mod setup;
 mod undo;
 
@@ -82,7 +83,7 @@ enum Command {
     /// Run a task in a workspace until the agent finishes.
     #[command(after_help = help::RUN)]
     Run(RunArgs),
-    /// List stored sessions, or show one.
+    /// List this workspace's sessions (--all: every workspace's), show one, delete or prune.
     Sessions(SessionsArgs),
     /// List the questions blocked runs are waiting on, or answer one.
     Blocker(BlockerArgs),
@@ -347,6 +348,12 @@ pub struct MapArgs {
 pub struct SessionsArgs {
     #[command(subcommand)]
     pub command: Option<SessionsCommand>,
+    /// The workspace whose sessions to list (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// List the sessions of every workspace, with a WORKSPACE column.
+    #[arg(long)]
+    pub all: bool,
     /// How many sessions to list.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -364,6 +371,30 @@ pub enum SessionsCommand {
         /// Print the stored events as JSON lines.
         #[arg(long)]
         json: bool,
+    },
+    /// Delete sessions (events, messages, blockers) and their workspace snapshots.
+    Rm {
+        /// Session ids or unique prefixes of them.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Delete sessions not updated for a while, and their workspace snapshots.
+    #[command(
+        after_help = "Examples:\n  keel sessions prune --older-than 30d\n  keel sessions prune --older-than 12h --all --dry-run"
+    )]
+    Prune {
+        /// Age: a number and a unit, s, m, h, d or w (`30d`, `12h`).
+        #[arg(long, value_name = "AGE", required = true)]
+        older_than: String,
+        /// Every workspace's sessions, not only this workspace's.
+        #[arg(long)]
+        all: bool,
+        /// The workspace whose sessions to prune (default: the current directory).
+        #[arg(long, short = 'w', value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// List what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
