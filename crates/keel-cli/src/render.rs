@@ -79,7 +79,14 @@ struct HumanState {
     open_line: bool,
     /// Which stream the open line belongs to.
     channel: Option<DeltaChannel>,
+    /// A write refused in this run and not redone since (tool and first line of the
+    /// reason): a run that ends "completed" after it gets no success mark.
+    refused_write: Option<String>,
 }
+
+/// The tools that write files: a refusal of one means the change the model meant to make is
+/// not in the workspace.
+const WRITE_TOOLS: &[&str] = &["create_file", "edit_file", "apply_patch"];
 
 impl Human {
     pub fn new(color: bool, live: bool) -> Self {
@@ -172,8 +179,13 @@ impl Human {
                 is_error,
                 content,
                 metadata,
+                name,
                 ..
             } => {
+                if WRITE_TOOLS.contains(&name.as_str()) {
+                    st.refused_write =
+                        is_error.then(|| format!("{name}: {}", first_line(content, 80)));
+                }
                 if *is_error && content.starts_with("{\"error\":\"phase_violation\"") {
                     return out; // the phase_violation line above already says it
                 }
@@ -419,6 +431,19 @@ impl Human {
                 usage,
             } => {
                 close(&mut out, st);
+                if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
+                {
+                    out.push_str(&format!(
+                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {iterations} iteration(s) · {}{}\n",
+                        s.yellow,
+                        s.reset,
+                        s.dim,
+                        usage_line(usage),
+                        s.reset
+                    ));
+                    return out;
+                }
+                st.refused_write = None;
                 let (mark, color) = match status {
                     SessionStatus::Completed => ("✓", s.green),
                     SessionStatus::Blocked => ("?", s.yellow),

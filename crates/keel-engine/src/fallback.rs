@@ -94,7 +94,7 @@ impl Failure {
                 "the server rejects this request as it is, so retrying cannot help: read its message and log; for a local OpenAI-compatible server see the README's troubleshooting section",
             ),
             LlmError::ScriptExhausted(_) => {
-                failure.with_hint("add turns to the script, ending with a text-only turn")
+                failure.with_hint("add turns to the script, ending with a text-only turn (a resumed session goes on after the turns it already played)")
             }
             LlmError::InvalidToolArguments { .. } => {
                 failure.with_hint("retry; the model's reply was cut off or malformed")

@@ -217,6 +217,19 @@ pub(crate) async fn resume(
         })
         .await?
     };
+    // A scripted model goes on with the turn after the last one this session played, not
+    // from its first (a live model ignores this). Each reply and each retried failure played
+    // one turn.
+    let played = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::AssistantMessage { .. } | EventKind::ModelRetry { .. }
+            )
+        })
+        .count();
+    engine.provider.fast_forward(played);
     // Blockers still open are settled by resuming: the new message is the reply (a budget
     // blocker needs none).
     let mut answered = Vec::new();

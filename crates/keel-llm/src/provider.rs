@@ -96,4 +96,9 @@ pub trait Provider: Send + Sync {
     fn adaptations(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// A resumed session already received `replies` replies. A provider that replays recorded
+    /// replies (the scripted model) continues after them instead of from its first; a live
+    /// model ignores this.
+    fn fast_forward(&self, _replies: usize) {}
 }

@@ -179,6 +179,12 @@ impl Provider for ReliableProvider {
         self.models[self.start_index().min(self.models.len() - 1)].adaptations()
     }
 
+    fn fast_forward(&self, replies: usize) {
+        for m in &self.models {
+            m.fast_forward(replies);
+        }
+    }
+
     fn stream<'a>(
         &'a self,
         request: &'a ChatRequest,

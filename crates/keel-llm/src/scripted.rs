@@ -255,6 +255,17 @@ impl ScriptedProvider {
 }
 
 impl Provider for ScriptedProvider {
+    /// Skips the turns a resumed session already played — once, before the first request of
+    /// this process (a provider that has played turns keeps its place).
+    fn fast_forward(&self, replies: usize) {
+        if let Ok(mut state) = self.state.lock()
+            && state.next == 0
+            && state.requests.is_empty()
+        {
+            state.next = replies.min(self.script.turns.len());
+        }
+    }
+
     fn info(&self) -> ProviderInfo {
         ProviderInfo {
             provider: "scripted".into(),
