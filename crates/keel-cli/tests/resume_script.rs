@@ -51,8 +51,7 @@ fn resuming_a_scripted_session_continues_the_script_where_it_stopped() {
     );
     let last_text = events
         .iter()
-        .filter(|e| e["type"] == "assistant_message")
-        .last()
+        .rfind(|e| e["type"] == "assistant_message")
         .unwrap();
     assert_eq!(last_text["text"], "Done: wrote NOTES.md.");
 
