@@ -375,7 +375,7 @@ impl<'a> Run<'a> {
         access: CommandAccess,
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
         if call.name == ADVANCE_PHASE && self.phase.is_some() {
-            return Ok(Ok(self.advance_call().await?));
+            return Ok(Ok(self.advance_call(&call.arguments).await?));
         }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {
@@ -414,6 +414,7 @@ impl<'a> Run<'a> {
         let mut stop: Option<(Ending, &'static str)> = None;
         for p in prepared {
             let mut refused = false;
+            let mut ran_with: Option<CommandAccess> = None;
             self.emitter
                 .emit(EventKind::ToolCall {
                     id: p.sent.id.clone(),
@@ -462,6 +463,7 @@ impl<'a> Run<'a> {
             } else {
                 match self.pre_dispatch(call).await? {
                     Dispatch::Run(access) => {
+                        ran_with = Some(access);
                         let outcome = self.dispatch(call, access).await?;
                         match outcome {
                             Ok(r) => r,
@@ -519,6 +521,14 @@ impl<'a> Run<'a> {
                     (msg, true, None)
                 }
             };
+            if let Some(access) = ran_with {
+                self.phase_note_call(call, !is_error, access);
+            }
+            if !is_error && changes_state(&self.engine.tools, call) {
+                // A call that changed something is progress, not a loop, however alike the
+                // calls around it are.
+                self.guard.reset();
+            }
             let content = match note {
                 Some(note) if !content.starts_with("not run:") => format!("{note}\n{content}"),
                 _ => content,
@@ -680,6 +690,14 @@ pub(crate) fn wire_messages(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
+}
+
+/// Whether a successful `call` changed the workspace or the run's state (a write, a phase
+/// change).
+fn changes_state(tools: &keel_tools::ToolRegistry, call: &ToolCall) -> bool {
+    tools
+        .get(&call.name)
+        .is_some_and(|t| matches!(t.effect(), ToolEffect::WritesFiles | ToolEffect::Control))
 }
 
 #[cfg(test)]

@@ -220,16 +220,17 @@ pub(crate) async fn resume(
     // A scripted model goes on with the turn after the last one this session played, not
     // from its first (a live model ignores this). Each reply and each retried failure played
     // one turn.
-    let played = events
+    let played: Vec<String> = events
         .iter()
-        .filter(|e| {
-            matches!(
-                e.kind,
-                EventKind::AssistantMessage { .. } | EventKind::ModelRetry { .. }
-            )
+        .filter_map(|e| match &e.kind {
+            EventKind::AssistantMessage {
+                text, tool_calls, ..
+            } => Some(keel_llm::scripted::reply_fingerprint(text, *tool_calls)),
+            EventKind::ModelRetry { .. } => Some(keel_llm::scripted::RETRY_FINGERPRINT.to_string()),
+            _ => None,
         })
-        .count();
-    engine.provider.fast_forward(played);
+        .collect();
+    engine.provider.fast_forward(&played);
     // Blockers still open are settled by resuming: the new message is the reply (a budget
     // blocker needs none).
     let mut answered = Vec::new();

@@ -97,8 +97,9 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
-    /// A resumed session already received `replies` replies. A provider that replays recorded
-    /// replies (the scripted model) continues after them instead of from its first; a live
-    /// model ignores this.
-    fn fast_forward(&self, _replies: usize) {}
+    /// A resumed session already received these replies (each a
+    /// [`crate::scripted::reply_fingerprint`], in order). A provider that replays recorded
+    /// replies (the scripted model) continues after them when they are its own first ones; a
+    /// live model ignores this.
+    fn fast_forward(&self, _played: &[String]) {}
 }

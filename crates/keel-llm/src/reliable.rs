@@ -179,9 +179,9 @@ impl Provider for ReliableProvider {
         self.models[self.start_index().min(self.models.len() - 1)].adaptations()
     }
 
-    fn fast_forward(&self, replies: usize) {
+    fn fast_forward(&self, played: &[String]) {
         for m in &self.models {
-            m.fast_forward(replies);
+            m.fast_forward(played);
         }
     }
 

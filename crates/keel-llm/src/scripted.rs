@@ -153,6 +153,15 @@ impl Script {
     }
 }
 
+/// What a resumed session's stored reply looks like to [`Provider::fast_forward`]: its text
+/// and how many tool calls it made.
+pub fn reply_fingerprint(text: &str, tool_calls: usize) -> String {
+    format!("{}|{tool_calls}", text.trim())
+}
+
+/// The fingerprint of a failed attempt that was retried (an `error:` turn).
+pub const RETRY_FINGERPRINT: &str = "(retried error)";
+
 /// Plays a [`Script`].
 #[derive(Debug, Clone)]
 pub struct ScriptedProvider {
@@ -255,14 +264,22 @@ impl ScriptedProvider {
 }
 
 impl Provider for ScriptedProvider {
-    /// Skips the turns a resumed session already played — once, before the first request of
-    /// this process (a provider that has played turns keeps its place).
-    fn fast_forward(&self, replies: usize) {
-        if let Ok(mut state) = self.state.lock()
-            && state.next == 0
-            && state.requests.is_empty()
-        {
-            state.next = replies.min(self.script.turns.len());
+    /// Skips the turns a resumed session already played — when they are this script's first
+    /// turns (a different script starts from its top), and only before this process's first
+    /// request (a provider that has played turns keeps its place).
+    fn fast_forward(&self, played: &[String]) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if state.next != 0 || !state.requests.is_empty() || played.len() > self.script.turns.len() {
+            return;
+        }
+        let ours = self.script.turns.iter().map(|t| match t.error {
+            Some(_) => RETRY_FINGERPRINT.to_string(),
+            None => reply_fingerprint(t.text.as_deref().unwrap_or(""), t.tool_calls.len()),
+        });
+        if ours.zip(played).all(|(a, b)| a == *b) {
+            state.next = played.len();
         }
     }
 
