@@ -1,6 +1,9 @@
 // The transcript: turns events into chat bubbles, streamed text, collapsible tool calls with
 // their results and diffs, and notices. Every event type of the stream has a case here, so
-// nothing is dropped silently; text always goes in through textContent (never as HTML).
+// nothing is dropped silently; text always goes in through textContent (never as HTML), and a
+// finished answer is rendered as Markdown by building DOM nodes (markdown.js).
+
+import { renderMarkdown } from "./markdown.js";
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -117,7 +120,7 @@ export class Transcript {
       case "assistant_message":
         if (e.text) {
           this.assistantBubble();
-          this.bubbleText.textContent = e.text;
+          this.bubbleText.replaceChildren(renderMarkdown(e.text));
         }
         this.endBubble();
         if (e.usage) this.addUsage(e.usage);
@@ -250,11 +253,16 @@ export class Transcript {
     const summary = el("summary");
     summary.append(el("span", "tool-name", e.name), el("span", "tool-args", short(e.arguments)));
     d.append(summary);
-    d.append(el("pre", "args", JSON.stringify(e.arguments, null, 2)));
+    // The full arguments, collapsed: the summary line already shows their start.
+    const args = el("details", "args");
+    args.append(el("summary", null, "arguments"), el("pre", null, JSON.stringify(e.arguments, null, 2)));
+    d.append(args);
     this.root.append(d);
     this.tools.set(e.id, d);
   }
 
+  /** One view of the result: the diff for an edit (with what the tool said besides it), the
+   *  output for anything else. */
   toolResult(e) {
     let d = this.tools.get(e.id);
     if (!d) {
@@ -264,12 +272,13 @@ export class Transcript {
     d.classList.remove("pending");
     d.classList.add(e.is_error ? "failed" : "ok");
     const diff = e.metadata?.diff;
-    if (diff) {
-      d.append(renderDiff(diff));
-      d.open = true;
-    }
     const plan = e.metadata?.plan;
-    if (plan && Array.isArray(plan.steps)) {
+    if (diff && !e.is_error) {
+      d.append(renderDiff(diff));
+      const rest = withoutDiff(e.content, diff);
+      if (rest) d.append(el("pre", "result note", rest));
+      d.open = true;
+    } else if (plan && Array.isArray(plan.steps) && !e.is_error) {
       const list = el("ul", "plan");
       for (const step of plan.steps) {
         const mark = step.status === "done" ? "✓" : step.status === "in_progress" ? "▸" : "○";
@@ -277,10 +286,23 @@ export class Transcript {
       }
       d.append(list);
       d.open = true;
-      return;
+    } else {
+      d.append(el("pre", `result${e.is_error ? " error" : ""}`, e.content));
     }
-    d.append(el("pre", `result${e.is_error ? " error" : ""}`, e.content));
   }
+}
+
+/** A tool result's text without the diff it carries (shown rendered instead): the block of
+ *  diff lines from the diff's first line on is dropped; what the tool said before and after it
+ *  (the summary, lint findings) stays. */
+export function withoutDiff(content, diff) {
+  const first = diff.split("\n")[0];
+  const lines = content.split("\n");
+  const start = lines.indexOf(first);
+  if (start < 0) return content.trim();
+  let end = start;
+  while (end < lines.length && /^([ +\-@\\]|…|$)/.test(lines[end])) end++;
+  return [...lines.slice(0, start), ...lines.slice(end)].join("\n").trim();
 }
 
 /** One short line for a model retry: what failed, attempt k of n, the wait. */
