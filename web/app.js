@@ -43,6 +43,11 @@ function showUsage(u) {
   if (!u) return;
   const tokens = (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
   const cost = u.cost_usd ? ` · $${u.cost_usd.toFixed(4)}` : "";
+  if (tokens === 0 && u.requests) {
+    // Every request has input tokens: zero means the provider did not report them.
+    $("usage").textContent = `${u.requests} requests · tokens not reported${cost}`;
+    return;
+  }
   $("usage").textContent = `${u.requests ?? 0} requests · ${tokens.toLocaleString()} tokens (${(u.input_tokens ?? 0).toLocaleString()} in, ${(u.output_tokens ?? 0).toLocaleString()} out)${cost}`;
 }
 
