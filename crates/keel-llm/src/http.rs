@@ -1,6 +1,6 @@
 //! The HTTP layer shared by the provider clients: one reqwest client per provider (rustls with
 //! the ring crypto provider), connect, first-byte and idle-stream timeouts, transport failures
-//! → [`LlmError`] (HTTP error replies: [`crate::wire_errors`]), and a body reader that turns
+//! → [`LlmError`] (HTTP error replies: the `wire_errors` module), and a body reader that turns
 //! server-sent events into [`StreamEvent`]s through a wire-format [`Decoder`].
 //!
 //! API keys travel only in request headers. Error texts are built here, never from reqwest's
