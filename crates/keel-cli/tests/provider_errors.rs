@@ -122,3 +122,31 @@ fn an_unknown_model_and_a_refused_key_exit_2_after_one_request_each() {
     assert!(!message.contains("sk-test-0000"));
     assert_eq!(server.requests().len(), 2, "a refused key is not retried");
 }
+
+#[test]
+fn doctor_ping_says_which_switches_a_local_server_needed() {
+    let env = Env::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A server whose stream stops after its first bytes, and which answers whole replies.
+    let whole = r#"{"id":"c1","object":"chat.completion","model":"qwen","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"pong"}}],"usage":{"prompt_tokens":12,"completion_tokens":1}}"#;
+    let server = rt
+        .block_on(MockServer::queue(vec![
+            MockReply::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"),
+            MockReply::json(whole),
+        ]))
+        .unwrap();
+    let base = format!("{}/v1", server.url());
+    let out = env
+        .keel()
+        .args(["doctor", "--ping", "--provider", "llamacpp", "--model", "qwen", "--base-url", &base])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ping = text.lines().find(|l| l.contains("ping llamacpp/qwen")).unwrap_or("");
+    assert!(ping.contains("\"pong\""), "{text}");
+    assert!(ping.contains("needed: whole replies"), "{text}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].json()["max_tokens"], 64, "a ping asks for a short reply");
+    assert_eq!(requests[1].json()["stream"], false);
+}
