@@ -138,15 +138,31 @@ fn doctor_ping_says_which_switches_a_local_server_needed() {
     let base = format!("{}/v1", server.url());
     let out = env
         .keel()
-        .args(["doctor", "--ping", "--provider", "llamacpp", "--model", "qwen", "--base-url", &base])
+        .args([
+            "doctor",
+            "--ping",
+            "--provider",
+            "llamacpp",
+            "--model",
+            "qwen",
+            "--base-url",
+            &base,
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let ping = text.lines().find(|l| l.contains("ping llamacpp/qwen")).unwrap_or("");
+    let ping = text
+        .lines()
+        .find(|l| l.contains("ping llamacpp/qwen"))
+        .unwrap_or("");
     assert!(ping.contains("\"pong\""), "{text}");
     assert!(ping.contains("needed: whole replies"), "{text}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0].json()["max_tokens"], 64, "a ping asks for a short reply");
+    assert_eq!(
+        requests[0].json()["max_tokens"],
+        64,
+        "a ping asks for a short reply"
+    );
     assert_eq!(requests[1].json()["stream"], false);
 }

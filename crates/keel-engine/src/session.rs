@@ -220,16 +220,7 @@ pub(crate) async fn resume(
     // A scripted model goes on with the turn after the last one this session played, not
     // from its first (a live model ignores this). Each reply and each retried failure played
     // one turn.
-    let played: Vec<String> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::AssistantMessage {
-                text, tool_calls, ..
-            } => Some(keel_llm::scripted::reply_fingerprint(text, *tool_calls)),
-            EventKind::ModelRetry { .. } => Some(keel_llm::scripted::RETRY_FINGERPRINT.to_string()),
-            _ => None,
-        })
-        .collect();
+    let played = played_replies(&events);
     engine.provider.fast_forward(&played);
     // Blockers still open are settled by resuming: the new message is the reply (a budget
     // blocker needs none).
@@ -473,4 +464,31 @@ async fn raise_blocker(
         source: new.source,
         evidence: new.evidence,
     })
+}
+
+/// The replies a session received, as [`keel_llm::scripted::reply_fingerprint`]s: each
+/// assistant message with the tools it called, and each retried failure.
+fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
+    let mut replies: Vec<Option<(String, Vec<String>)>> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::AssistantMessage { text, .. } => {
+                replies.push(Some((text.clone(), Vec::new())));
+            }
+            EventKind::ToolCall { name, .. } => {
+                if let Some(Some((_, tools))) = replies.last_mut() {
+                    tools.push(name.clone());
+                }
+            }
+            EventKind::ModelRetry { .. } => replies.push(None),
+            _ => {}
+        }
+    }
+    replies
+        .into_iter()
+        .map(|r| match r {
+            Some((text, tools)) => keel_llm::scripted::reply_fingerprint(&text, &tools),
+            None => keel_llm::scripted::RETRY_FINGERPRINT.to_string(),
+        })
+        .collect()
 }

@@ -154,9 +154,9 @@ impl Script {
 }
 
 /// What a resumed session's stored reply looks like to [`Provider::fast_forward`]: its text
-/// and how many tool calls it made.
-pub fn reply_fingerprint(text: &str, tool_calls: usize) -> String {
-    format!("{}|{tool_calls}", text.trim())
+/// and the names of the tools it called, in order.
+pub fn reply_fingerprint(text: &str, tools: &[String]) -> String {
+    format!("{}|{}", text.trim(), tools.join(","))
 }
 
 /// The fingerprint of a failed attempt that was retried (an `error:` turn).
@@ -276,7 +276,13 @@ impl Provider for ScriptedProvider {
         }
         let ours = self.script.turns.iter().map(|t| match t.error {
             Some(_) => RETRY_FINGERPRINT.to_string(),
-            None => reply_fingerprint(t.text.as_deref().unwrap_or(""), t.tool_calls.len()),
+            None => reply_fingerprint(
+                t.text.as_deref().unwrap_or(""),
+                &t.tool_calls
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>(),
+            ),
         });
         if ours.zip(played).all(|(a, b)| a == *b) {
             state.next = played.len();
