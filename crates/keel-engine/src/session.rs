@@ -469,15 +469,17 @@ async fn raise_blocker(
 /// The replies a session received, as [`keel_llm::scripted::reply_fingerprint`]s: each
 /// assistant message with the tools it called, and each retried failure.
 fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
-    let mut replies: Vec<Option<(String, Vec<String>)>> = Vec::new();
+    let mut replies: Vec<Option<(String, Vec<(String, serde_json::Value)>)>> = Vec::new();
     for e in events {
         match &e.kind {
             EventKind::AssistantMessage { text, .. } => {
                 replies.push(Some((text.clone(), Vec::new())));
             }
-            EventKind::ToolCall { name, .. } => {
-                if let Some(Some((_, tools))) = replies.last_mut() {
-                    tools.push(name.clone());
+            EventKind::ToolCall {
+                name, arguments, ..
+            } => {
+                if let Some(Some((_, calls))) = replies.last_mut() {
+                    calls.push((name.clone(), arguments.clone()));
                 }
             }
             EventKind::ModelRetry { .. } => replies.push(None),
@@ -487,7 +489,7 @@ fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
     replies
         .into_iter()
         .map(|r| match r {
-            Some((text, tools)) => keel_llm::scripted::reply_fingerprint(&text, &tools),
+            Some((text, calls)) => keel_llm::scripted::reply_fingerprint(&text, &calls),
             None => keel_llm::scripted::RETRY_FINGERPRINT.to_string(),
         })
         .collect()

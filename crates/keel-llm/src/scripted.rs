@@ -154,9 +154,22 @@ impl Script {
 }
 
 /// What a resumed session's stored reply looks like to [`Provider::fast_forward`]: its text
-/// and the names of the tools it called, in order.
-pub fn reply_fingerprint(text: &str, tools: &[String]) -> String {
-    format!("{}|{}", text.trim(), tools.join(","))
+/// and the tools it called with their arguments, in order.
+pub fn reply_fingerprint(text: &str, calls: &[(String, Value)]) -> String {
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|(name, args)| format!("{name}({args})"))
+        .collect();
+    format!("{}|{}", text.trim(), calls.join(";"))
+}
+
+/// A scripted call's arguments as the engine will see them.
+fn call_arguments(call: &ScriptToolCall) -> Value {
+    match (&call.raw_arguments, &call.arguments) {
+        (Some(raw), _) => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone())),
+        (None, Some(v)) => v.clone(),
+        (None, None) => Value::Object(serde_json::Map::new()),
+    }
 }
 
 /// The fingerprint of a failed attempt that was retried (an `error:` turn).
@@ -280,7 +293,7 @@ impl Provider for ScriptedProvider {
                 t.text.as_deref().unwrap_or(""),
                 &t.tool_calls
                     .iter()
-                    .map(|c| c.name.clone())
+                    .map(|c| (c.name.clone(), call_arguments(c)))
                     .collect::<Vec<_>>(),
             ),
         });
