@@ -469,7 +469,9 @@ async fn raise_blocker(
 /// The replies a session received, as [`keel_llm::scripted::reply_fingerprint`]s: each
 /// assistant message with the tools it called, and each retried failure.
 fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
-    let mut replies: Vec<Option<(String, Vec<(String, serde_json::Value)>)>> = Vec::new();
+    /// A reply's text and its calls (name, arguments); `None` for a retried failure.
+    type Reply = Option<(String, Vec<(String, serde_json::Value)>)>;
+    let mut replies: Vec<Reply> = Vec::new();
     for e in events {
         match &e.kind {
             EventKind::AssistantMessage { text, .. } => {
