@@ -4,11 +4,13 @@
 import { api, ApiError, initToken, setToken, SessionSocket } from "./api.js";
 import { Transcript } from "./chat.js";
 import { PhaseIndicator, toast } from "./phase.js";
+import { installShortcuts, renderSessionList, updateListedStatus } from "./sessions.js";
 
 const $ = (id) => document.getElementById(id);
 
 const state = {
   session: null, // the open session's view
+  status: null, // the open session's status, as its stream last said
   socket: null,
   running: false,
 };
@@ -37,6 +39,9 @@ function showStatus(status) {
   const s = $("session-status");
   s.textContent = status;
   s.dataset.status = status;
+  state.status = status;
+  // The list shows the same status as the header.
+  if (state.session) updateListedStatus($("session-list"), state.session.id, status);
   setRunning(status === "running");
 }
 
@@ -44,6 +49,11 @@ function showUsage(u) {
   if (!u) return;
   const tokens = (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
   const cost = u.cost_usd ? ` · $${u.cost_usd.toFixed(4)}` : "";
+  if (tokens === 0 && u.requests) {
+    // Every request has input tokens: zero means the provider did not report them.
+    $("usage").textContent = `${u.requests} requests · tokens not reported${cost}`;
+    return;
+  }
   $("usage").textContent = `${u.requests ?? 0} requests · ${tokens.toLocaleString()} tokens (${(u.input_tokens ?? 0).toLocaleString()} in, ${(u.output_tokens ?? 0).toLocaleString()} out)${cost}`;
 }
 
@@ -71,22 +81,11 @@ async function refreshList() {
     showError(err);
     return;
   }
-  const list = $("session-list");
-  list.replaceChildren();
-  for (const s of sessions) {
-    const li = document.createElement("li");
-    li.dataset.id = s.id;
-    li.classList.toggle("active", s.id === state.session?.id);
-    const title = document.createElement("span");
-    title.className = "task";
-    title.textContent = s.task || "(new session)";
-    const meta = document.createElement("span");
-    meta.className = "meta";
-    meta.textContent = `${s.status} · ${s.execution_mode} · ${s.id.slice(-8)}`;
-    li.append(title, meta);
-    li.addEventListener("click", () => openSession(s.id));
-    list.append(li);
-  }
+  renderSessionList($("session-list"), sessions, {
+    openId: state.session?.id,
+    openStatus: state.status,
+    onOpen: openSession,
+  });
 }
 
 async function openSession(id) {
@@ -104,9 +103,12 @@ async function openSession(id) {
   $("session-title").textContent = session.task || "New session";
   $("session-mode").textContent = session.execution_mode;
   document.body.dataset.mode = session.execution_mode;
+  $("session-workspace").textContent = session.workspace;
+  $("session-id").textContent = session.id;
   transcript.clear();
   phases.reset(session.execution_mode);
-  showStatus(session.status);
+  state.status = null;
+  showStatus(session.turn_running ? "running" : session.status);
   showUsage(session.usage);
   setRunning(session.turn_running);
   $("blockers").hidden = true;
@@ -194,12 +196,14 @@ $("composer").addEventListener("submit", (ev) => {
   if (sendMessage(box.value)) box.value = "";
 });
 
-$("message").addEventListener("keydown", (ev) => {
-  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
-    ev.preventDefault();
-    $("composer").requestSubmit();
-  }
+installShortcuts($("shortcuts"), {
+  send: () => $("composer").requestSubmit(),
+  cancel: () => {
+    if (state.running) state.socket?.send({ type: "cancel" });
+  },
+  focus: () => $("message").focus(),
 });
+$("show-shortcuts").addEventListener("click", () => $("shortcuts").showModal());
 
 $("undo").addEventListener("click", async () => {
   if (!state.session) return;

@@ -1,6 +1,9 @@
 // The transcript: turns events into chat bubbles, streamed text, collapsible tool calls with
 // their results and diffs, and notices. Every event type of the stream has a case here, so
-// nothing is dropped silently; text always goes in through textContent (never as HTML).
+// nothing is dropped silently; text always goes in through textContent (never as HTML), and a
+// finished answer is rendered as Markdown by building DOM nodes (markdown.js).
+
+import { renderMarkdown } from "./markdown.js";
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -119,7 +122,7 @@ export class Transcript {
       case "assistant_message":
         if (e.text) {
           this.assistantBubble();
-          this.bubbleText.textContent = e.text;
+          this.bubbleText.replaceChildren(renderMarkdown(e.text));
         }
         this.endBubble();
         if (e.usage) this.addUsage(e.usage);
@@ -130,7 +133,7 @@ export class Transcript {
           this.bubble.remove();
           this.bubble = null;
         }
-        this.notice(`model request failed, retry ${e.attempt} in ${e.delay_ms} ms: ${e.message}`, "warn");
+        this.notice(retryNotice(e), "warn");
         break;
       case "model_fallback":
         if (this.bubble) {
@@ -300,11 +303,16 @@ export class Transcript {
     const summary = el("summary");
     summary.append(el("span", "tool-name", e.name), el("span", "tool-args", short(e.arguments)));
     d.append(summary);
-    d.append(el("pre", "args", JSON.stringify(e.arguments, null, 2)));
+    // The full arguments, collapsed: the summary line already shows their start.
+    const args = el("details", "args");
+    args.append(el("summary", null, "arguments"), el("pre", null, JSON.stringify(e.arguments, null, 2)));
+    d.append(args);
     this.root.append(d);
     this.tools.set(e.id, d);
   }
 
+  /** One view of the result: the diff for an edit (with what the tool said besides it), the
+   *  output for anything else. */
   toolResult(e) {
     let d = this.tools.get(e.id);
     if (!d) {
@@ -316,12 +324,13 @@ export class Transcript {
     // The typed part of the result (older stored events carried the diff in metadata).
     const details = e.details ?? {};
     const diff = details.diff ?? e.metadata?.diff;
-    if (diff) {
-      d.append(renderDiff(diff));
-      d.open = true;
-    }
     const plan = e.metadata?.plan;
-    if (plan && Array.isArray(plan.steps)) {
+    if (diff && !e.is_error) {
+      d.append(renderDiff(diff));
+      const rest = withoutDiff(e.content, diff);
+      if (rest) d.append(el("pre", "result note", rest));
+      d.open = true;
+    } else if (plan && Array.isArray(plan.steps) && !e.is_error) {
       const list = el("ul", "plan");
       for (const step of plan.steps) {
         const mark = step.status === "done" ? "✓" : step.status === "in_progress" ? "▸" : "○";
@@ -329,16 +338,36 @@ export class Transcript {
       }
       d.append(list);
       d.open = true;
-      return;
+    } else {
+      d.append(el("pre", `result${e.is_error ? " error" : ""}`, e.content));
     }
     if (details.exit_code !== undefined && details.exit_code !== 0) {
       d.append(el("div", "exit-code", `exit code ${details.exit_code}`));
     }
-    d.append(el("pre", `result${e.is_error ? " error" : ""}`, e.content));
     if (details.truncated) {
       d.append(
         el("div", "truncated", `output cut: ${details.truncated.shown_chars} of ${details.truncated.original_chars} characters shown`),
       );
     }
   }
+}
+
+/** A tool result's text without the diff it carries (shown rendered instead): the block of
+ *  diff lines from the diff's first line on is dropped; what the tool said before and after it
+ *  (the summary, lint findings) stays. */
+export function withoutDiff(content, diff) {
+  const first = diff.split("\n")[0];
+  const lines = content.split("\n");
+  const start = lines.indexOf(first);
+  if (start < 0) return content.trim();
+  let end = start;
+  while (end < lines.length && /^([ +\-@\\]|…|$)/.test(lines[end])) end++;
+  return [...lines.slice(0, start), ...lines.slice(end)].join("\n").trim();
+}
+
+/** One short line for a model retry: what failed, attempt k of n, the wait. */
+export function retryNotice(e) {
+  const of = e.attempts ? ` of ${e.attempts}` : "";
+  const wait = (e.delay_ms / 1000).toFixed(1);
+  return `${e.message} — attempt ${e.attempt + 1}${of}, waiting ${wait}s`;
 }

@@ -2,8 +2,9 @@
 //
 //   node ui.test.mjs <server-url> <workspace> <react-script> <plan-exec-script> <screenshot-dir>
 //
-// Started by crates/keel-cli/tests/browser.rs against a real `keel serve` with the scripted
-// provider. Exits non-zero with a message on the first failed expectation.
+// Started by crates/keel-cli/tests/serve.rs against a real `keel serve` with the scripted
+// provider. Exits non-zero with a message on the first failed expectation. Screenshots at a
+// wide (1280 px) and a narrow (400 px) width are kept in <screenshot-dir>.
 
 import { chromium } from "playwright-core";
 import { existsSync, mkdirSync } from "node:fs";
@@ -84,8 +85,14 @@ async function createSession(script, mode) {
   await page.fill('#new-session input[name="provider"]', "scripted");
   await page.fill('#new-session input[name="script"]', script);
   await page.selectOption('#new-session select[name="execution_mode"]', mode);
+  const before = await page.textContent("#session-id");
   await page.click("#create-session");
   await page.waitForSelector("#session-header:not([hidden])");
+  // The new session is open (not the previous one still on screen).
+  await page.waitForFunction((old) => {
+    const id = document.getElementById("session-id").textContent;
+    return id && id !== old;
+  }, before);
   await page.waitForFunction(() => document.getElementById("connection").dataset.state === "live");
   await page.evaluate(installRecorder);
 }
@@ -125,13 +132,42 @@ await step("a react session streams text and shows tool calls, with no phase ind
   const final = await page.textContent("#transcript .msg.assistant:last-of-type .text");
   expect(final.includes("Added mul"), `final answer shown: ${final}`);
   const tools = await page.$$eval("#transcript .tool-call", (els) => els.map((e) => e.dataset.tool));
-  expect(JSON.stringify(tools) === JSON.stringify(["read_file", "create_file"]), `tool calls shown: ${tools}`);
-  // Tool calls are collapsible; the result is inside.
+  expect(
+    JSON.stringify(tools) === JSON.stringify(["read_file", "edit_file", "create_file"]),
+    `tool calls shown: ${tools}`,
+  );
+  // Tool calls are collapsible; the result is inside, the full arguments collapsed beside it.
   const first = page.locator("#transcript .tool-call").first();
   expect(!(await first.evaluate((d) => d.open)), "tool calls start collapsed");
-  await first.locator("summary").click();
+  await first.locator(":scope > summary").click();
   expect(await first.evaluate((d) => d.open), "a tool call opens");
   expect((await first.locator("pre.result").textContent()).includes("fn add"), "its result is shown");
+  expect(!(await first.locator("details.args").evaluate((d) => d.open)), "its arguments are collapsed");
+  // An edit shows one view: the rendered diff, not the raw diff again as text.
+  const edit = page.locator('#transcript .tool-call[data-tool="edit_file"]');
+  const views = await edit.evaluate((d) => ({
+    diffs: d.querySelectorAll("pre.diff").length,
+    raw: [...d.querySelectorAll(":scope > pre.result")].map((p) => p.textContent).join("\n"),
+    added: [...d.querySelectorAll("pre.diff .add")].map((l) => l.textContent).join(""),
+  }));
+  expect(views.diffs === 1, `one rendered diff: ${JSON.stringify(views)}`);
+  expect(!/^(@@|\+\/\/\/|--- )/m.test(views.raw), `no raw diff beside it: ${views.raw}`);
+  expect(views.added.includes("/// Adds two numbers."), `the diff shows the change: ${views.added}`);
+  // The answer is Markdown, rendered; the HTML in it is text and never runs.
+  const answer = await page.evaluate(() => {
+    const last = [...document.querySelectorAll("#transcript .msg.assistant .text")].pop();
+    return {
+      strong: last.querySelector("strong")?.textContent,
+      code: last.querySelector("code")?.textContent,
+      items: last.querySelectorAll("li").length,
+      elements: last.querySelectorAll("img, script").length,
+      text: last.textContent,
+      xss: window.__xss ?? null,
+    };
+  });
+  expect(answer.strong === "mul" && answer.code === "src/mul.rs" && answer.items === 2, `markdown rendered: ${JSON.stringify(answer)}`);
+  expect(answer.elements === 0 && answer.xss === null, `no HTML from the model ran: ${JSON.stringify(answer)}`);
+  expect(answer.text.includes("<img src=x"), `the HTML is shown as text: ${answer.text}`);
   // Diffs (metadata.diff of a write) render with added and removed lines marked.
   const diff = await page.evaluate(async () => {
     const { renderDiff } = await import("/ui/chat.js");
@@ -146,7 +182,54 @@ await step("a react session streams text and shows tool calls, with no phase ind
   expect(/\d+ requests · [\d,]+ tokens/.test(usage), `usage shown: ${usage}`);
   const listed = await page.textContent("#session-list");
   expect(listed.includes("add a mul function"), "the session list shows the task");
+  // The list: an id prefix that is unique (and what the CLI accepts), the workspace, and the
+  // same status as the header.
+  const item = await page.evaluate(() => {
+    const li = document.querySelector("#session-list li.active");
+    return {
+      id: li.dataset.id,
+      shown: li.querySelector(".id").textContent,
+      others: [...document.querySelectorAll("#session-list li")].map((l) => l.dataset.id).filter((i) => i !== li.dataset.id),
+      workspace: li.querySelector(".workspace").title,
+      status: li.querySelector(".status").textContent,
+      header: document.getElementById("session-status").textContent,
+      headerWorkspace: document.getElementById("session-workspace").textContent,
+    };
+  });
+  expect(item.id.startsWith(item.shown) && item.shown.length >= 15, `id prefix: ${JSON.stringify(item)}`);
+  expect(item.others.every((o) => !o.startsWith(item.shown)), `the prefix is unique: ${JSON.stringify(item)}`);
+  expect(item.workspace === workspace && item.headerWorkspace === workspace, `workspace shown: ${JSON.stringify(item)}`);
+  expect(item.status === item.header, `list and header agree: ${JSON.stringify(item)}`);
   await page.screenshot({ path: join(shots, "react.png"), fullPage: true });
+});
+
+await step("status agrees while a turn runs", async () => {
+  await createSession(reactScript, "react");
+  await send("add a mul function again");
+  await page.waitForFunction(() => {
+    const li = document.querySelector("#session-list li.active .status");
+    return li && li.textContent === document.getElementById("session-status").textContent;
+  });
+  await page.waitForFunction(
+    () => !document.body.classList.contains("running") && document.getElementById("session-status").textContent !== "running",
+    null,
+    { timeout: 30000 },
+  );
+  const [listed, header] = await page.evaluate(() => [
+    document.querySelector("#session-list li.active .status").textContent,
+    document.getElementById("session-status").textContent,
+  ]);
+  expect(listed === header, `list ${listed} vs header ${header}`);
+});
+
+await step("keyboard shortcuts are listed", async () => {
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.press("?");
+  await page.waitForFunction(() => document.getElementById("shortcuts").open);
+  const text = await page.textContent("#shortcuts");
+  expect(text.includes("Ctrl+Enter") && text.includes("Esc"), `shortcuts listed: ${text}`);
+  await page.keyboard.press("Escape");
+  await page.waitForFunction(() => !document.getElementById("shortcuts").open);
 });
 
 await step("a plan_exec session moves through all four phases and toasts a violation", async () => {
@@ -185,6 +268,35 @@ await step("undo restores the workspace from before the last change", async () =
   expect(rec.toasts.some((t) => t.text.includes("Restored the end of turn")), `undo toast: ${JSON.stringify(rec.toasts)}`);
   expect(!existsSync(join(workspace, "src/sub.rs")), "src/sub.rs is gone");
   expect(existsSync(join(workspace, "src/mul.rs")), "the other session's file stays");
+});
+
+/** Whether any toast's box overlaps a control. */
+async function toastsCoverControls() {
+  return page.evaluate(async () => {
+    const { toast } = await import("/ui/phase.js");
+    toast("a long notice that could cover something important, like the buttons of the composer", "violation", 60000);
+    const boxes = (sel) => [...document.querySelectorAll(sel)].map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0);
+    const toasts = boxes("#toasts .toast");
+    const controls = boxes("button:not([disabled]), #composer button, textarea, select, input");
+    const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const hits = toasts.some((t) => controls.some((c) => overlap(t, c)));
+    document.querySelectorAll("#toasts .toast").forEach((t) => t.remove());
+    return hits;
+  });
+}
+
+await step("the layout works from 400 px to wide, and toasts never cover controls", async () => {
+  for (const [width, name] of [[1280, "wide.png"], [400, "narrow.png"]]) {
+    await page.setViewportSize({ width, height: 900 });
+    const fits = await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
+    expect(fits, `no horizontal scrolling at ${width} px`);
+    await page.locator("#send").scrollIntoViewIfNeeded();
+    const send = await page.locator("#send").boundingBox();
+    expect(send && send.x >= 0 && send.x + send.width <= width, `the Send button is on screen at ${width} px: ${JSON.stringify(send)}`);
+    expect(!(await toastsCoverControls()), `a toast covers a control at ${width} px`);
+    await page.screenshot({ path: join(shots, name), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
 });
 
 await step("reopening the session replays its history, phase included", async () => {

@@ -47,6 +47,9 @@ impl Check {
     }
 }
 
+/// The output limit of a ping.
+const PING_MAX_TOKENS: u32 = 64;
+
 /// How long one ping may take.
 const PING_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -295,21 +298,39 @@ async fn ping_checks(models: Vec<(String, Arc<dyn Provider>)>) -> Vec<Check> {
         messages: vec![Message::user_text(
             "This is a connectivity test. Reply with the single word: pong",
         )],
-        max_tokens: None,
+        // A small model asked for one word can still ramble to the end of its context.
+        max_tokens: Some(PING_MAX_TOKENS),
     };
     let mut checks = Vec::new();
     for (label, provider) in models {
         let started = Instant::now();
-        let result = tokio::time::timeout(PING_TIMEOUT, ping(provider.as_ref(), &request)).await;
+        let result = tokio::time::timeout(PING_TIMEOUT, async {
+            match ping(provider.as_ref(), &request).await {
+                // A stream cut off before its finish reason: the client has switched to whole
+                // replies; one more try shows whether that is what this server needs.
+                Err(keel_llm::LlmError::Truncated(_)) => ping(provider.as_ref(), &request).await,
+                other => other,
+            }
+        })
+        .await;
         let secs = started.elapsed().as_secs_f64();
         let name = format!("ping {label}");
         checks.push(match result {
             Ok(Ok(turn)) => {
                 let reply: String = turn.text.trim().chars().take(60).collect();
+                let needed = provider.adaptations();
+                let needed = if needed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · needed: {}", needed.join("; "))
+                };
                 Check::new(
                     name,
                     Status::Ok,
-                    format!("\"{reply}\" in {secs:.1}s · {}", usage_line(&turn.usage)),
+                    format!(
+                        "\"{reply}\" in {secs:.1}s · {}{needed}",
+                        usage_line(&turn.usage)
+                    ),
                 )
             }
             Ok(Err(e)) => Check::new(name, Status::Fail, e.to_string()),

@@ -15,6 +15,17 @@ use keel_index::{Index, IndexStats, Progress, SearchKind, SearchQuery};
 use crate::doctor::{Check, Status};
 use crate::{IndexArgs, MapArgs, SearchArgs, exit, setup};
 
+/// A rate for people: "276 files/s", "0.4 files/s" (never "276.4334/s").
+fn files_per_sec(rate: f64) -> String {
+    if !rate.is_finite() || rate <= 0.0 {
+        "— files/s".to_string()
+    } else if rate < 10.0 {
+        format!("{rate:.1} files/s")
+    } else {
+        format!("{rate:.0} files/s")
+    }
+}
+
 /// A progress bar on stderr when it is a terminal; silent otherwise.
 struct Bar {
     bar: Option<indicatif::ProgressBar>,
@@ -27,8 +38,16 @@ impl Bar {
             let b = indicatif::ProgressBar::new(0);
             b.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "indexing {bar:30} {pos}/{len} files ({per_sec}, {eta} left)",
+                    "indexing {bar:30} {pos}/{len} files ({rate}, {eta} left)",
                 )
+                .map(|style| {
+                    style.with_key(
+                        "rate",
+                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                            let _ = w.write_str(&files_per_sec(state.per_sec()));
+                        },
+                    )
+                })
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             b
@@ -288,4 +307,16 @@ pub fn health_check(config: &Config, workspace: &Path) -> Check {
 fn print_out(text: &str) {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::files_per_sec;
+
+    #[test]
+    fn progress_rates_are_rounded() {
+        assert_eq!(files_per_sec(276.4334), "276 files/s");
+        assert_eq!(files_per_sec(0.4334), "0.4 files/s");
+        assert_eq!(files_per_sec(f64::NAN), "— files/s");
+    }
 }

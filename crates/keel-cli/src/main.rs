@@ -2,20 +2,59 @@
 //! agent behaviour lives in the library crates; this binary wires them together.
 
 mod blocker;
+mod completions;
 mod doctor;
 mod index;
+mod input;
 mod render;
 mod run;
 mod sandbox;
 mod serve;
 mod sessions;
+mod sessions_rm;
 mod setup;
 mod undo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+/// Examples shown under `--help` (`after_help`).
+mod help {
+    pub const RUN: &str = "\
+Examples:
+  keel run \"fix the failing test in parser.rs\"
+  echo \"add a --verbose flag\" | keel run -             # the task from standard input
+  keel run \"explain @src/lib.rs and add doc comments\"  # @path attaches a workspace file
+  keel run --json --max-iterations 50 -w ../other \"…\"  # JSON events, a cap, another repository
+  keel run --mode plan_exec \"…\"                        # plan → build → verify → deliver
+  keel run --resume 20261121-2158 \"use Postgres 16\"    # continue a session
+  keel run --provider ollama --model qwen3-coder \"…\"   # a local model
+
+Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 3 blocked, 130 cancelled.";
+
+    pub const SERVE: &str = "\
+Examples:
+  keel serve                                   # http://127.0.0.1:7700/ for this directory
+  keel serve -w ~/src/app --port 8080          # another workspace and port
+  keel serve --provider scripted --script examples/demo.yaml
+  KEEL_SERVER__TOKEN=… keel serve --host 0.0.0.0   # other machines need the bearer token";
+
+    pub const UNDO: &str = "\
+Examples:
+  keel snapshots                               # what can be restored, per session and turn
+  keel undo                                    # undo the latest session's last writing turn
+  keel undo --session 20261121-2158 --to 0     # the workspace before that session
+  keel undo --to 2 --json                      # the end of turn 2, report as JSON";
+
+    pub const COMPLETIONS: &str = "\
+Examples:
+  keel completions bash > ~/.local/share/bash-completion/completions/keel
+  keel completions zsh > \"${fpath[1]}/_keel\"
+  keel completions fish > ~/.config/fish/completions/keel.fish
+  keel completions powershell >> $PROFILE";
+}
 
 /// Exit codes (documented in the README): 0 completed, 1 failed, 2 usage or configuration
 /// error, 3 blocked, 130 cancelled.
@@ -42,8 +81,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a task in a workspace until the agent finishes.
+    #[command(after_help = help::RUN)]
     Run(RunArgs),
-    /// List stored sessions, or show one.
+    /// List this workspace's sessions (--all: every workspace's), show one, delete or prune.
     Sessions(SessionsArgs),
     /// List the questions blocked runs are waiting on, or answer one.
     Blocker(BlockerArgs),
@@ -53,10 +93,12 @@ enum Command {
     /// their values); with --ping, send each model a one-line test prompt.
     Doctor(DoctorArgs),
     /// Restore the workspace to a turn of a session (its automatic snapshots).
+    #[command(after_help = help::UNDO)]
     Undo(UndoArgs),
     /// List the workspace snapshots sessions took (what `keel undo` can restore).
     Snapshots(SnapshotsArgs),
     /// Serve the HTTP API (REST, WebSocket, SSE) and the web UI.
+    #[command(after_help = help::SERVE)]
     Serve(ServeArgs),
     /// Build or refresh the codebase index (.keel/index.db); --watch keeps it live.
     Index(IndexArgs),
@@ -64,6 +106,16 @@ enum Command {
     Search(SearchArgs),
     /// Print the codemap: directories, key files by import centrality, their definitions.
     Map(MapArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    #[command(after_help = help::COMPLETIONS)]
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -158,8 +210,10 @@ pub struct RunArgs {
     /// denied), `untrusted` (everything but reading is denied). `[approval]` rules still apply.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "never")]
     pub approval: ApprovalArg,
-    /// The task for the agent (with --resume: an optional follow-up message).
-    #[arg(value_name = "TASK", required_unless_present_any = ["resume", "cont"])]
+    /// The task for the agent (with --resume or --continue: an optional follow-up message).
+    /// `-`, or no TASK with a pipe on standard input, reads it from standard input; `@path`
+    /// attaches a workspace file.
+    #[arg(value_name = "TASK")]
     pub task: Vec<String>,
 }
 
@@ -327,6 +381,12 @@ pub struct MapArgs {
 pub struct SessionsArgs {
     #[command(subcommand)]
     pub command: Option<SessionsCommand>,
+    /// The workspace whose sessions to list (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// List the sessions of every workspace, with a WORKSPACE column.
+    #[arg(long)]
+    pub all: bool,
     /// How many sessions to list.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -344,6 +404,30 @@ pub enum SessionsCommand {
         /// Print the stored events as JSON lines.
         #[arg(long)]
         json: bool,
+    },
+    /// Delete sessions (events, messages, blockers) and their workspace snapshots.
+    Rm {
+        /// Session ids or unique prefixes of them.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Delete sessions not updated for a while, and their workspace snapshots.
+    #[command(
+        after_help = "Examples:\n  keel sessions prune --older-than 30d\n  keel sessions prune --older-than 12h --all --dry-run"
+    )]
+    Prune {
+        /// Age: a number and a unit, s, m, h, d or w (`30d`, `12h`).
+        #[arg(long, value_name = "AGE", required = true)]
+        older_than: String,
+        /// Every workspace's sessions, not only this workspace's.
+        #[arg(long)]
+        all: bool,
+        /// The workspace whose sessions to prune (default: the current directory).
+        #[arg(long, short = 'w', value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// List what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -394,6 +478,7 @@ fn main() -> ExitCode {
         Command::Index(args) => index::execute_index(args),
         Command::Search(args) => index::execute_search(args),
         Command::Map(args) => index::execute_map(args),
+        Command::Completions(args) => completions::execute(args, Cli::command()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

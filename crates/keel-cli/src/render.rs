@@ -79,7 +79,14 @@ struct HumanState {
     open_line: bool,
     /// Which stream the open line belongs to.
     channel: Option<DeltaChannel>,
+    /// A write refused in this run and not redone since (tool and first line of the
+    /// reason): a run that ends "completed" after it gets no success mark.
+    refused_write: Option<String>,
 }
+
+/// The tools that write files: a refusal of one means the change the model meant to make is
+/// not in the workspace.
+const WRITE_TOOLS: &[&str] = &["create_file", "edit_file", "apply_patch"];
 
 impl Human {
     pub fn new(color: bool, live: bool) -> Self {
@@ -173,8 +180,13 @@ impl Human {
                 content,
                 details,
                 metadata,
+                name,
                 ..
             } => {
+                if WRITE_TOOLS.contains(&name.as_str()) {
+                    st.refused_write =
+                        is_error.then(|| format!("{name}: {}", first_line(content, 80)));
+                }
                 if *is_error && content.starts_with("{\"error\":\"phase_violation\"") {
                     return out; // the phase_violation line above already says it
                 }
@@ -396,13 +408,15 @@ impl Human {
             }
             EventKind::ModelRetry {
                 attempt,
+                attempts,
                 delay_ms,
                 message,
             } => {
                 close(&mut out, st);
                 out.push_str(&format!(
-                    "{}↻ retry {attempt} in {:.1}s: {message}{}\n",
+                    "{}↻ {message} — attempt {} of {attempts}, waiting {:.1}s{}\n",
                     s.yellow,
+                    attempt + 1,
                     *delay_ms as f64 / 1000.0,
                     s.reset
                 ));
@@ -433,6 +447,19 @@ impl Human {
                 usage,
             } => {
                 close(&mut out, st);
+                if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
+                {
+                    out.push_str(&format!(
+                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {iterations} iteration(s) · {}{}\n",
+                        s.yellow,
+                        s.reset,
+                        s.dim,
+                        usage_line(usage),
+                        s.reset
+                    ));
+                    return out;
+                }
+                st.refused_write = None;
                 let (mark, color) = match status {
                     SessionStatus::Completed => ("✓", s.green),
                     SessionStatus::Blocked => ("?", s.yellow),
@@ -506,6 +533,11 @@ impl EventSink for Human {
 
 /// `1.2k in · 340 out · $0.0042`, leaving out what is zero.
 pub fn usage_line(u: &Usage) -> String {
+    if u.input_tokens == 0 && u.output_tokens == 0 && u.cost_usd == 0.0 {
+        // Every real request has input tokens: zero means the provider did not say (some
+        // local servers send no usage). "0 tokens" would be a wrong figure.
+        return "tokens not reported".to_string();
+    }
     let mut parts = vec![
         format!("{} tokens in", compact(u.input_tokens)),
         format!("{} out", compact(u.output_tokens)),
@@ -756,5 +788,6 @@ mod tests {
             ..Usage::default()
         };
         assert_eq!(usage_line(&u), "12k tokens in · 999 out · 1.5k cached");
+        assert_eq!(usage_line(&Usage::default()), "tokens not reported");
     }
 }

@@ -8,10 +8,10 @@ use keel_engine::approval::ApprovalGate;
 use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::SessionOverrides;
 use keel_engine::runtime::{OpAck, SessionHandle};
-use keel_protocol::{Op, SessionStatus};
+use keel_protocol::{ErrorCode, Op, SessionStatus};
 
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{RunArgs, exit, setup};
+use crate::{RunArgs, exit, input, setup};
 
 /// The exit code for a run's final status.
 pub fn exit_code(status: SessionStatus) -> u8 {
@@ -28,16 +28,18 @@ pub fn exit_code(status: SessionStatus) -> u8 {
 
 pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let mut workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
-    let task = args.task.join(" ");
+    let continuing = args.resume.is_some() || args.cont;
+    let task = input::task_text(&args.task, continuing)?;
     let resume = match (&args.resume, args.cont) {
         (Some(id), _) => Some(setup::session_record(&workspace, id)?),
         (None, true) => Some(setup::latest_session(&workspace)?),
         (None, false) => None,
     };
     if task.trim().is_empty() && resume.is_none() {
-        return Err(
-            setup::UsageError("the task is empty; say what the agent should do".into()).into(),
-        );
+        return Err(setup::UsageError(
+            "the task is empty; say what the agent should do: keel run \"TASK\", or pipe it in: echo \"TASK\" | keel run -".into(),
+        )
+        .into());
     }
     let mut flags = setup::overrides(&args.llm);
     flags.mode = args.mode.map(crate::ModeArg::mode);
@@ -54,6 +56,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         overrides = SessionOverrides::resuming(&record, &flags);
         resumed = Some(record.id);
     }
+    let task = input::attach_mentioned_files(&task, &workspace)?;
     let config = setup::load_config(&workspace, overrides.layer())?;
     let store = setup::open_store(&config)?;
     let builder = setup::session_builder(store);
@@ -94,6 +97,16 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         };
         watch_ctrl_c(handle.clone());
         let result = ticket.finished().await;
+        // A provider that refuses the key or does not know the model is a configuration
+        // error: exit 2, as for any other (README).
+        if result
+            .outcome
+            .as_ref()
+            .and_then(|o| o.error.as_ref())
+            .is_some_and(|e| e.error_code == ErrorCode::ConfigError)
+        {
+            return Ok(exit::USAGE);
+        }
         Ok(exit_code(result.status))
     })
 }

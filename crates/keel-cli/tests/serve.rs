@@ -476,10 +476,12 @@ fn the_web_ui_works_in_a_real_browser() {
         "the browser test failed (screenshots in {}):\n{stdout}\n{stderr}",
         shots.display()
     );
-    assert!(
-        shots.join("plan_exec.png").is_file(),
-        "the screenshot was saved"
-    );
+    for shot in ["plan_exec.png", "wide.png", "narrow.png"] {
+        assert!(
+            shots.join(shot).is_file(),
+            "the screenshot {shot} was saved"
+        );
+    }
     let (code, err) = served.stop();
     assert_eq!(code, Some(0), "{err}");
 }

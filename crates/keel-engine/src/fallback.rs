@@ -33,6 +33,10 @@ pub struct Failure {
     pub status: SessionStatus,
     /// Specific advice from where the failure was raised, shown before the class's rules.
     pub hints: Vec<String>,
+    /// Sending the same request again cannot change the outcome (a request the provider
+    /// rejects as invalid, a model it does not have, no server at the address): no recovery
+    /// attempt, and the error is not called retryable.
+    pub permanent: bool,
 }
 
 impl Failure {
@@ -44,6 +48,7 @@ impl Failure {
             original: None,
             status: SessionStatus::Failed,
             hints: Vec::new(),
+            permanent: false,
         }
     }
 
@@ -62,17 +67,34 @@ impl Failure {
     /// Classifies a provider failure (after the request's own retries).
     pub fn from_llm(e: &LlmError) -> Self {
         let code = match e {
-            LlmError::Timeout(_) => ErrorCode::Timeout,
-            LlmError::Auth { .. } | LlmError::Config(_) => ErrorCode::ConfigError,
+            LlmError::Timeout(_) | LlmError::Stalled(_) => ErrorCode::Timeout,
+            LlmError::Auth { .. } | LlmError::Config(_) | LlmError::ModelNotFound { .. } => {
+                ErrorCode::ConfigError
+            }
+            LlmError::ContextLength { .. } => ErrorCode::ContextOverflow,
             _ => ErrorCode::LlmFailure,
         };
-        let failure = Failure::new(code, e.to_string()).with_original(format!("{e:?}"));
+        let mut failure = Failure::new(code, e.to_string()).with_original(format!("{e:?}"));
+        failure.permanent = matches!(
+            e,
+            LlmError::BadRequest { .. }
+                | LlmError::InvalidResponse(_)
+                | LlmError::Unreachable { .. }
+                | LlmError::Stalled(_)
+                | LlmError::ScriptExhausted(_)
+        );
         match e {
             LlmError::Auth { .. } => failure.with_hint(
                 "check the API key variable for this provider (`keel doctor` shows which are set)",
             ),
+            LlmError::Unreachable { .. } => failure.with_hint(
+                "start the model server, or point --base-url (llm.base_url) at the one that runs; `keel doctor --ping` checks it",
+            ),
+            LlmError::BadRequest { .. } | LlmError::InvalidResponse(_) => failure.with_hint(
+                "the server rejects this request as it is, so retrying cannot help: read its message and log; for a local OpenAI-compatible server see the README's troubleshooting section",
+            ),
             LlmError::ScriptExhausted(_) => {
-                failure.with_hint("add turns to the script, ending with a text-only turn")
+                failure.with_hint("add turns to the script, ending with a text-only turn (a resumed session goes on after the turns it already played)")
             }
             LlmError::InvalidToolArguments { .. } => {
                 failure.with_hint("retry; the model's reply was cut off or malformed")
@@ -83,13 +105,14 @@ impl Failure {
 
     /// Whether a recovery attempt (reflect and retry with the main model) can help.
     pub fn recoverable(&self) -> bool {
-        matches!(
-            self.code,
-            ErrorCode::Timeout
-                | ErrorCode::LoopDetected
-                | ErrorCode::LlmFailure
-                | ErrorCode::MaxSteps
-        )
+        !self.permanent
+            && matches!(
+                self.code,
+                ErrorCode::Timeout
+                    | ErrorCode::LoopDetected
+                    | ErrorCode::LlmFailure
+                    | ErrorCode::MaxSteps
+            )
     }
 }
 
@@ -174,6 +197,8 @@ fn rules(code: ErrorCode) -> (&'static str, &'static [&'static str], bool) {
 /// the message (the code stays the original failure's: it is the root cause).
 pub fn emergency_error(failure: &Failure, recovery_failures: &[Failure]) -> ErrorInfo {
     let (lead, suggestions, retryable) = rules(failure.code);
+    // A permanent failure keeps only its own hints: "retry later" would be wrong advice.
+    let retryable = retryable && !failure.permanent;
     let mut message = format!("{lead}: {}", failure.message);
     for (i, f) in recovery_failures.iter().enumerate() {
         message.push_str(&format!(
@@ -183,7 +208,12 @@ pub fn emergency_error(failure: &Failure, recovery_failures: &[Failure]) -> Erro
         ));
     }
     let mut all: Vec<String> = failure.hints.clone();
-    all.extend(suggestions.iter().map(|s| s.to_string()));
+    all.extend(
+        suggestions
+            .iter()
+            .filter(|s| !(failure.permanent && s.starts_with("retry")))
+            .map(|s| s.to_string()),
+    );
     all.dedup();
     ErrorInfo {
         error_code: failure.code,
@@ -357,6 +387,44 @@ mod tests {
             &[],
         );
         assert!(auth.suggestions[0].contains("API key"), "hint first");
+    }
+
+    #[test]
+    fn requests_the_server_rejects_as_invalid_are_neither_recovered_nor_retryable() {
+        for e in [
+            LlmError::BadRequest {
+                status: 500,
+                message:
+                    "validation error: body.messages.2.content: Input should be a valid string"
+                        .into(),
+            },
+            LlmError::Unreachable {
+                url: "http://localhost:8080/v1".into(),
+                detail: "connection refused".into(),
+            },
+        ] {
+            let f = Failure::from_llm(&e);
+            assert!(!f.recoverable(), "{e}");
+            let info = emergency_error(&f, &[]);
+            assert!(!info.retryable, "{e}");
+            assert!(
+                info.suggestions.iter().all(|s| !s.contains("retry later")),
+                "{:?}",
+                info.suggestions
+            );
+        }
+        let f = Failure::from_llm(&LlmError::ModelNotFound {
+            status: 404,
+            model: "qwen".into(),
+            base_url: "http://localhost:11434/v1".into(),
+            message: "model not found".into(),
+        });
+        assert_eq!(f.code, ErrorCode::ConfigError);
+        let f = Failure::from_llm(&LlmError::ContextLength {
+            message: "too long".into(),
+            window: Some(4096),
+        });
+        assert_eq!(f.code, ErrorCode::ContextOverflow);
     }
 
     #[test]

@@ -183,6 +183,21 @@ impl<'a> Run<'a> {
             }
             let turn = match self.call_model().await {
                 Ok(turn) => turn,
+                // Too large for the server (its window is smaller than Keel thought): learn
+                // the window, compact to it, and send once more.
+                Err(Interrupt::Llm(keel_llm::LlmError::ContextLength { window, .. })) => {
+                    self.compactor
+                        .budget
+                        .learn_overflow(window, self.context_tokens());
+                    self.maybe_compact().await?;
+                    match self.call_model().await {
+                        Ok(turn) => turn,
+                        Err(Interrupt::Llm(e)) => {
+                            return Ok(Ending::Failed(Failure::from_llm(&e)));
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
                 Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(Failure::from_llm(&e))),
                 Err(other) => return Err(other),
             };
@@ -314,10 +329,12 @@ impl<'a> Run<'a> {
                 }
                 StreamEvent::Retry {
                     attempt,
+                    attempts,
                     delay,
                     message,
                 } => Some(EventKind::ModelRetry {
                     attempt: *attempt,
+                    attempts: *attempts,
                     delay_ms: delay.as_millis() as u64,
                     message: message.clone(),
                 }),
@@ -372,7 +389,7 @@ impl<'a> Run<'a> {
         access: CommandAccess,
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
         if call.name == ADVANCE_PHASE && self.phase.is_some() {
-            return Ok(Ok(self.advance_call().await?));
+            return Ok(Ok(self.advance_call(&call.arguments).await?));
         }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {
@@ -411,6 +428,7 @@ impl<'a> Run<'a> {
         let mut stop: Option<(Ending, &'static str)> = None;
         for p in prepared {
             let mut refused = false;
+            let mut ran_with: Option<CommandAccess> = None;
             self.emitter
                 .emit(EventKind::ToolCall {
                     id: p.sent.id.clone(),
@@ -459,6 +477,7 @@ impl<'a> Run<'a> {
             } else {
                 match self.pre_dispatch(call).await? {
                     Dispatch::Run(access) => {
+                        ran_with = Some(access);
                         let outcome = self.dispatch(call, access).await?;
                         match outcome {
                             Ok(r) => r,
@@ -518,6 +537,14 @@ impl<'a> Run<'a> {
                     (msg, true, ToolDetails::default(), None)
                 }
             };
+            if let Some(access) = ran_with {
+                self.phase_note_call(call, !is_error, access);
+            }
+            if !is_error && changes_state(&self.engine.tools, call) {
+                // A call that changed something is progress, not a loop, however alike the
+                // calls around it are.
+                self.guard.reset();
+            }
             let content = match note {
                 Some(note) if !content.starts_with("not run:") => format!("{note}\n{content}"),
                 _ => content,
@@ -687,6 +714,14 @@ pub(crate) fn wire_messages(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
+}
+
+/// Whether a successful `call` changed the workspace or the run's state (a write, a phase
+/// change).
+fn changes_state(tools: &keel_tools::ToolRegistry, call: &ToolCall) -> bool {
+    tools
+        .get(&call.name)
+        .is_some_and(|t| matches!(t.effect(), ToolEffect::WritesFiles | ToolEffect::Control))
 }
 
 #[cfg(test)]

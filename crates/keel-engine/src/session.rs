@@ -239,6 +239,11 @@ pub(crate) async fn resume(
         })
         .await?
     };
+    // A scripted model goes on with the turn after the last one this session played, not
+    // from its first (a live model ignores this). Each reply and each retried failure played
+    // one turn.
+    let played = played_replies(&events);
+    engine.provider.fast_forward(&played);
     // Blockers still open are settled by resuming: the new message is the reply (a budget
     // blocker needs none).
     let mut answered = Vec::new();
@@ -486,4 +491,35 @@ async fn raise_blocker(
         source: new.source,
         evidence: new.evidence,
     })
+}
+
+/// The replies a session received, as [`keel_llm::scripted::reply_fingerprint`]s: each
+/// assistant message with the tools it called, and each retried failure.
+fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
+    /// A reply's text and its calls (name, arguments); `None` for a retried failure.
+    type Reply = Option<(String, Vec<(String, serde_json::Value)>)>;
+    let mut replies: Vec<Reply> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::AssistantMessage { text, .. } => {
+                replies.push(Some((text.clone(), Vec::new())));
+            }
+            EventKind::ToolCall {
+                name, arguments, ..
+            } => {
+                if let Some(Some((_, calls))) = replies.last_mut() {
+                    calls.push((name.clone(), arguments.clone()));
+                }
+            }
+            EventKind::ModelRetry { .. } => replies.push(None),
+            _ => {}
+        }
+    }
+    replies
+        .into_iter()
+        .map(|r| match r {
+            Some((text, calls)) => keel_llm::scripted::reply_fingerprint(&text, &calls),
+            None => keel_llm::scripted::RETRY_FINGERPRINT.to_string(),
+        })
+        .collect()
 }

@@ -224,3 +224,41 @@ async fn without_an_auxiliary_model_the_main_model_summarises() {
     assert!(!who.is_empty());
     assert!(who.iter().all(|w| w == "main"), "{who:?}");
 }
+
+#[tokio::test]
+async fn a_context_overflow_from_the_server_compacts_and_sends_once_more() {
+    // The server's window is smaller than Keel thought: after 12 reads it refuses the
+    // request as too long; Keel compacts to what it learned and sends a smaller one.
+    let mut script = String::from("turns:\n");
+    for i in 0..12 {
+        script.push_str(&format!(
+            "  - text: \"Reading module {i}.\"\n    tool_calls:\n      - name: read_file\n        arguments: {{path: \"src/mod_{i}.rs\"}}\n"
+        ));
+    }
+    script.push_str("  - error: context_length\n  - text: \"Done: read the modules.\"\n");
+    let mut h = Harness::new(&script);
+    long_session_workspace(&mut h);
+    h.auxiliary = Some(Arc::new(scripted(&summaries_script(5, "Summary"))));
+    let out = h.run(TASK).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    assert_eq!(
+        compactions(&h).len(),
+        1,
+        "one compaction, after the overflow"
+    );
+    assert_eq!(
+        h.count("recovery"),
+        0,
+        "no recovery attempt resends the large prompt"
+    );
+    let requests = h.provider.requests();
+    let n = requests.len();
+    let refused = h.request_text(n - 2);
+    let resent = h.request_text(n - 1);
+    assert!(
+        resent.len() * 2 < refused.len(),
+        "the retry is smaller: {} vs {} bytes",
+        resent.len(),
+        refused.len()
+    );
+}

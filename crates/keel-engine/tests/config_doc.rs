@@ -62,6 +62,7 @@ fn config_doc_matches_the_code() {
             api_key_env: Some("X".into()),
             reasoning_content: Some(true),
             stream_usage: Some(true),
+            tool_results_as_user: Some(true),
         },
     );
     full.llm.models.insert(
@@ -72,6 +73,7 @@ fn config_doc_matches_the_code() {
             context_window: Some(1),
             max_output_tokens: Some(1),
             thinking_budget: Some(1024),
+            tool_results_as_user: Some(true),
         },
     );
     full.llm.prices.insert(

@@ -351,6 +351,7 @@ mod tests {
             },
             StreamEvent::Retry {
                 attempt: 1,
+                attempts: 2,
                 delay: std::time::Duration::ZERO,
                 message: "connection reset".into(),
             },

@@ -91,6 +91,10 @@ pub struct ProviderEntry {
     /// Request usage in the stream (`stream_options.include_usage`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_usage: Option<bool>,
+    /// Send tool results as user messages rather than `role: tool` (for chat templates that
+    /// drop tool messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_results_as_user: Option<bool>,
 }
 
 /// `[llm.models.NAME]`: a model alias.
@@ -108,6 +112,9 @@ pub struct ModelEntry {
     pub max_output_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// Send tool results as user messages for this model (overrides the provider's setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_results_as_user: Option<bool>,
 }
 
 impl LlmConfig {

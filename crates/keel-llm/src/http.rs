@@ -1,7 +1,7 @@
 //! The HTTP layer shared by the provider clients: one reqwest client per provider (rustls with
-//! the ring crypto provider), connect and idle-stream timeouts, HTTP status → [`LlmError`] with
-//! the provider's own message and `retry-after`, and a body reader that turns server-sent
-//! events into [`StreamEvent`]s through a wire-format [`Decoder`].
+//! the ring crypto provider), connect, first-byte and idle-stream timeouts, transport failures
+//! → [`LlmError`] (HTTP error replies: the `wire_errors` module), and a body reader that turns
+//! server-sent events into [`StreamEvent`]s through a wire-format [`Decoder`].
 //!
 //! API keys travel only in request headers. Error texts are built here, never from reqwest's
 //! `Display` (which includes the URL), and any occurrence of the key in a provider's message
@@ -12,9 +12,11 @@ use std::sync::Once;
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream, StreamExt};
-use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use reqwest::header::CONTENT_TYPE;
 
+use crate::router::ModelTarget;
 use crate::sse::{SseEvent, SseParser};
+pub(crate) use crate::wire_errors::{ErrorContext, status_error, stream_error};
 use crate::{EventStream, LlmError, StreamEvent};
 
 /// An API key read from the environment. Its value never appears in `Debug` output, logs or
@@ -45,8 +47,11 @@ impl std::fmt::Debug for ApiKey {
 pub struct Timeouts {
     /// TCP + TLS connection set-up.
     pub connect: Duration,
-    /// Silence allowed while waiting for the response headers or the next chunk of a stream.
+    /// Silence allowed between chunks of a stream, once the reply has begun.
     pub idle: Duration,
+    /// Silence allowed before the reply begins (response headers and first chunk; a whole
+    /// non-streamed reply): prompt processing on a local server can take minutes.
+    pub first_byte: Duration,
 }
 
 impl Default for Timeouts {
@@ -54,6 +59,7 @@ impl Default for Timeouts {
         Self {
             connect: Duration::from_secs(10),
             idle: Duration::from_secs(120),
+            first_byte: Duration::from_secs(120),
         }
     }
 }
@@ -87,6 +93,11 @@ pub(crate) struct HttpClient {
     client: reqwest::Client,
     timeouts: Timeouts,
     key: Option<ApiKey>,
+    context: ErrorContext,
+    /// A server on the user's machine (or a local-server preset): a timed-out request is not
+    /// sent again, because the server is still generating the abandoned one and a new one
+    /// would queue behind it.
+    local: bool,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -99,13 +110,13 @@ impl std::fmt::Debug for HttpClient {
 }
 
 impl HttpClient {
-    /// A client for requests to `base_url`. Proxies from the environment apply, except to a
-    /// server on this machine (a local Ollama or llama.cpp is never reached through a proxy).
-    pub(crate) fn new(
-        timeouts: Timeouts,
-        key: Option<ApiKey>,
-        base_url: &str,
-    ) -> Result<Self, LlmError> {
+    /// A client for requests to `target`'s API root. Proxies from the environment apply,
+    /// except to a server on this machine (a local Ollama or llama.cpp is never reached
+    /// through a proxy).
+    pub(crate) fn new(target: &ModelTarget, key: Option<ApiKey>) -> Result<Self, LlmError> {
+        let timeouts = target.timeouts;
+        let base_url = target.base_url.as_str();
+        let context = ErrorContext::of(target, key.as_ref());
         install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
@@ -120,6 +131,8 @@ impl HttpClient {
             client,
             timeouts,
             key,
+            context,
+            local: target.local,
         })
     }
 
@@ -146,14 +159,10 @@ impl HttpClient {
             request = request.header(name, value);
         }
         let shown = display_url(url);
-        let response = tokio::time::timeout(self.timeouts.idle, request.send())
+        let first_byte = self.timeouts.first_byte;
+        let response = tokio::time::timeout(first_byte, request.send())
             .await
-            .map_err(|_| {
-                LlmError::Timeout(format!(
-                    "no response from {shown} within {}s",
-                    self.timeouts.idle.as_secs()
-                ))
-            })?
+            .map_err(|_| self.silence(&format!("no response from {shown}"), first_byte))?
             .map_err(|e| self.transport_error(&e, &shown))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
@@ -167,7 +176,7 @@ impl HttpClient {
                 status,
                 &headers,
                 &text,
-                &shown,
+                &self.context,
                 self.key.as_ref(),
             ));
         }
@@ -176,9 +185,9 @@ impl HttpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
-            let bytes = tokio::time::timeout(self.timeouts.idle, response.bytes())
+            let bytes = tokio::time::timeout(first_byte, response.bytes())
                 .await
-                .map_err(|_| LlmError::Timeout(format!("the reply from {shown} stalled")))?
+                .map_err(|_| self.silence(&format!("the reply from {shown} stalled"), first_byte))?
                 .map_err(|e| self.transport_error(&e, &shown))?;
             let mut decoder = decoder;
             let mut out = Vec::new();
@@ -192,10 +201,17 @@ impl HttpClient {
         Ok(decode(
             body,
             decoder,
-            self.timeouts.idle,
+            self.timeouts,
+            self.local,
             shown,
             self.key.clone(),
         ))
+    }
+
+    /// The error for `waited` of silence: a plain (retryable) timeout, or for a local server
+    /// one that is not resent.
+    fn silence(&self, what: &str, waited: Duration) -> LlmError {
+        silence_error(what, waited, self.local)
     }
 
     fn transport_error(&self, e: &reqwest::Error, url: &str) -> LlmError {
@@ -203,12 +219,24 @@ impl HttpClient {
         if e.is_timeout() {
             LlmError::Timeout(format!("{url}: {detail}"))
         } else if e.is_connect() {
-            LlmError::Connection(format!(
-                "cannot connect to {url}: {detail}; is the server running and the base URL right?"
-            ))
+            LlmError::Unreachable {
+                url: self.context.base_url.clone(),
+                detail: format!("{detail}; check the base URL (--base-url) if it is running"),
+            }
         } else {
             LlmError::Connection(format!("{url}: {detail}"))
         }
+    }
+}
+
+fn silence_error(what: &str, waited: Duration, local: bool) -> LlmError {
+    let secs = waited.as_secs();
+    if local {
+        LlmError::Stalled(format!(
+            "{what} for {secs}s; the local server is probably still generating, and a new request would queue behind it, so Keel does not resend it: raise llm.idle_timeout_secs, lower llm.max_output_tokens or use a smaller model"
+        ))
+    } else {
+        LlmError::Timeout(format!("{what} for {secs}s"))
     }
 }
 
@@ -285,131 +313,16 @@ pub(crate) fn redact(text: &str, key: Option<&ApiKey>) -> String {
     }
 }
 
-/// The provider's own error message and type from an error body (Anthropic
-/// `{"error": {"type", "message"}}`, OpenAI `{"error": {"message", "type", "code"}}`, Ollama
-/// `{"error": "…"}`), else the body text, shortened.
-pub(crate) fn provider_message(body: &str) -> (String, Option<String>) {
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
-        let err = v.get("error").unwrap_or(&v);
-        if let Some(s) = err.as_str() {
-            return (shorten(s), None);
-        }
-        let message = err
-            .get("message")
-            .and_then(|m| m.as_str())
-            .map(str::to_string);
-        let kind = err
-            .get("type")
-            .and_then(|t| t.as_str())
-            .or_else(|| err.get("code").and_then(|c| c.as_str()))
-            .map(str::to_string);
-        if let Some(m) = message {
-            return (shorten(&m), kind);
-        }
-    }
-    let trimmed = body.trim();
-    if trimmed.is_empty() {
-        ("(empty reply body)".into(), None)
-    } else {
-        (shorten(trimmed), None)
-    }
-}
-
-fn shorten(s: &str) -> String {
-    const MAX: usize = 600;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        let cut: String = s.chars().take(MAX).collect();
-        format!("{cut}…")
-    }
-}
-
-/// `retry-after-ms` (OpenAI) or `retry-after` in seconds. HTTP dates are not parsed: the
-/// policy's own backoff applies then.
-pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_millis(ms as u64));
-    }
-    let secs = get("retry-after")?.trim().parse::<f64>().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64))
-}
-
-/// Maps a non-2xx reply to a typed error carrying the provider's message.
-pub(crate) fn status_error(
-    status: u16,
-    headers: &HeaderMap,
-    body: &str,
-    url: &str,
-    key: Option<&ApiKey>,
-) -> LlmError {
-    let (message, kind) = provider_message(body);
-    let message = redact(&message, key);
-    let retry_after = retry_after(headers);
-    let kind = kind.unwrap_or_default();
-    match status {
-        429 => LlmError::RateLimited {
-            message,
-            retry_after,
-        },
-        529 => LlmError::Overloaded {
-            message,
-            retry_after,
-        },
-        _ if kind == "overloaded_error" => LlmError::Overloaded {
-            message,
-            retry_after,
-        },
-        401 | 403 => LlmError::Auth { status, message },
-        408 => LlmError::Timeout(format!("{url} answered HTTP 408: {message}")),
-        500..=599 => LlmError::Server { status, message },
-        404 => LlmError::BadRequest {
-            status,
-            message: format!("{message} (POST {url}: check the model name and the base URL)"),
-        },
-        _ => LlmError::BadRequest { status, message },
-    }
-}
-
-/// Maps an error reported inside a stream (Anthropic `event: error`, an OpenAI-compatible
-/// chunk with `error`) by its type.
-pub(crate) fn stream_error(kind: &str, message: String) -> LlmError {
-    match kind {
-        "overloaded_error" => LlmError::Overloaded {
-            message,
-            retry_after: None,
-        },
-        "rate_limit_error" | "rate_limit_exceeded" | "rate_limit" => LlmError::RateLimited {
-            message,
-            retry_after: None,
-        },
-        "authentication_error" | "permission_error" => LlmError::Auth {
-            status: 401,
-            message,
-        },
-        "invalid_request_error" => LlmError::BadRequest {
-            status: 400,
-            message,
-        },
-        // api_error, server_error and anything unknown: the provider failed mid-reply.
-        _ => LlmError::Server {
-            status: 500,
-            message,
-        },
-    }
-}
-
 struct DecodeState<D> {
     body: BoxStream<'static, Result<Vec<u8>, reqwest::Error>>,
     parser: SseParser,
     decoder: D,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     done: bool,
-    idle: Duration,
+    timeouts: Timeouts,
+    /// Whether a chunk has arrived (the idle timeout applies from then on).
+    started: bool,
+    local: bool,
     url: String,
     key: Option<ApiKey>,
 }
@@ -418,7 +331,8 @@ struct DecodeState<D> {
 fn decode<D: Decoder>(
     body: BoxStream<'static, Result<Vec<u8>, reqwest::Error>>,
     decoder: D,
-    idle: Duration,
+    timeouts: Timeouts,
+    local: bool,
     url: String,
     key: Option<ApiKey>,
 ) -> EventStream {
@@ -428,7 +342,9 @@ fn decode<D: Decoder>(
         decoder,
         pending: VecDeque::new(),
         done: false,
-        idle,
+        timeouts,
+        started: false,
+        local,
         url,
         key,
     };
@@ -440,15 +356,21 @@ fn decode<D: Decoder>(
             if st.done {
                 return None;
             }
-            let next = tokio::time::timeout(st.idle, st.body.next()).await;
+            let wait = if st.started {
+                st.timeouts.idle
+            } else {
+                st.timeouts.first_byte
+            };
+            let next = tokio::time::timeout(wait, st.body.next()).await;
+            st.started = true;
             let mut sse = Vec::new();
             let mut out = Vec::new();
             let result = match next {
-                Err(_) => Err(LlmError::Timeout(format!(
-                    "the reply stream from {} was silent for {}s",
-                    st.url,
-                    st.idle.as_secs()
-                ))),
+                Err(_) => Err(silence_error(
+                    &format!("the reply stream from {} was silent", st.url),
+                    wait,
+                    st.local,
+                )),
                 Ok(Some(Err(e))) => Err(LlmError::Connection(format!(
                     "the connection to {} broke off mid-reply: {}",
                     st.url,
@@ -541,58 +463,5 @@ mod tests {
             display_url("http://127.0.0.1:8080/v1"),
             "http://127.0.0.1:8080/v1"
         );
-    }
-
-    #[test]
-    fn key_debug_and_messages_hide_the_value() {
-        let key = ApiKey::new("sk-test-1234567890").unwrap_or_else(|| panic!("key"));
-        assert!(!format!("{key:?}").contains("1234567890"));
-        let err = status_error(
-            401,
-            &HeaderMap::new(),
-            r#"{"error": {"message": "Incorrect API key provided: sk-test-1234567890", "type": "invalid_request_error"}}"#,
-            "https://api.openai.com/v1/chat/completions",
-            Some(&key),
-        );
-        let text = format!("{err} {err:?}");
-        assert!(!text.contains("sk-test-1234567890"), "{text}");
-        assert!(matches!(err, LlmError::Auth { status: 401, .. }));
-    }
-
-    #[test]
-    fn statuses_map_to_typed_errors_with_the_provider_message() {
-        let mut h = HeaderMap::new();
-        h.insert("retry-after", "7".parse().unwrap_or_else(|_| panic!()));
-        let e = status_error(
-            429,
-            &h,
-            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#,
-            "u",
-            None,
-        );
-        assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
-        assert!(e.to_string().contains("per-minute rate limit"), "{e}");
-        let e = status_error(
-            529,
-            &HeaderMap::new(),
-            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-            "u",
-            None,
-        );
-        assert!(matches!(e, LlmError::Overloaded { .. }));
-        let e = status_error(503, &HeaderMap::new(), "upstream down", "u", None);
-        assert!(matches!(e, LlmError::Server { status: 503, .. }) && e.is_retryable());
-        let e = status_error(
-            400,
-            &HeaderMap::new(),
-            r#"{"error":"model not found"}"#,
-            "u",
-            None,
-        );
-        assert!(matches!(e, LlmError::BadRequest { .. }) && !e.is_retryable());
-        assert!(e.to_string().contains("model not found"));
-        let mut h = HeaderMap::new();
-        h.insert("retry-after-ms", "250".parse().unwrap_or_else(|_| panic!()));
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
     }
 }

@@ -35,6 +35,7 @@ pub mod router;
 pub mod scripted;
 pub mod sse;
 pub mod tokens;
+mod wire_errors;
 
 pub use anthropic::AnthropicProvider;
 pub use assemble::{ModelTurn, StopReason, TurnAssembler};

@@ -36,6 +36,9 @@ pub struct Capabilities {
     pub max_completion_tokens: bool,
     /// Place prompt-cache breakpoints (`cache_control`, Anthropic).
     pub cache_control: bool,
+    /// Send tool results as user messages instead of `role: tool` (for chat templates that
+    /// drop tool messages).
+    pub tool_results_as_user: bool,
 }
 
 /// A built-in provider.
@@ -50,6 +53,9 @@ pub struct Preset {
     /// Whether requests fail without a key (local servers usually need none).
     pub key_required: bool,
     pub caps: Capabilities,
+    /// Whether it is a server on the user's machine: requests get [`LOCAL_MAX_OUTPUT_TOKENS`]
+    /// unless configured, and a longer wait for the first byte ([`LOCAL_FIRST_BYTE_SECS`]).
+    pub local: bool,
     /// One line for `keel doctor` and error messages.
     pub summary: &'static str,
 }
@@ -59,7 +65,16 @@ const OPENAI_COMPATIBLE: Capabilities = Capabilities {
     reasoning_content: false,
     max_completion_tokens: false,
     cache_control: false,
+    tool_results_as_user: false,
 };
+
+/// The output limit sent to local servers when none is configured: without one, a small
+/// model can generate until its context is full (minutes on a laptop).
+pub const LOCAL_MAX_OUTPUT_TOKENS: u32 = 4096;
+
+/// Seconds a local server may take before the first byte of a reply (prompt processing on a
+/// CPU is slow), when `llm.idle_timeout_secs` is left at its default.
+pub const LOCAL_FIRST_BYTE_SECS: u64 = 600;
 
 /// Every preset, in the order they are listed to users.
 pub const PRESETS: &[Preset] = &[
@@ -74,7 +89,9 @@ pub const PRESETS: &[Preset] = &[
             reasoning_content: false,
             max_completion_tokens: false,
             cache_control: true,
+            tool_results_as_user: false,
         },
+        local: false,
         summary: "Anthropic Messages API",
     },
     Preset {
@@ -87,6 +104,7 @@ pub const PRESETS: &[Preset] = &[
             max_completion_tokens: true,
             ..OPENAI_COMPATIBLE
         },
+        local: false,
         summary: "OpenAI Chat Completions",
     },
     Preset {
@@ -99,6 +117,7 @@ pub const PRESETS: &[Preset] = &[
             reasoning_content: true,
             ..OPENAI_COMPATIBLE
         },
+        local: false,
         summary: "DeepSeek (reasoning_content round-tripped)",
     },
     Preset {
@@ -108,6 +127,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: Some("OPENROUTER_API_KEY"),
         key_required: true,
         caps: OPENAI_COMPATIBLE,
+        local: false,
         summary: "OpenRouter",
     },
     Preset {
@@ -117,6 +137,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: Some("OLLAMA_API_KEY"),
         key_required: false,
         caps: OPENAI_COMPATIBLE,
+        local: true,
         summary: "local Ollama server",
     },
     Preset {
@@ -126,6 +147,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: Some("VLLM_API_KEY"),
         key_required: false,
         caps: OPENAI_COMPATIBLE,
+        local: true,
         summary: "vLLM OpenAI-compatible server",
     },
     Preset {
@@ -135,6 +157,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: Some("LLAMA_API_KEY"),
         key_required: false,
         caps: OPENAI_COMPATIBLE,
+        local: true,
         summary: "llama.cpp server (llama-server)",
     },
 ];

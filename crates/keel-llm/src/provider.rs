@@ -46,11 +46,13 @@ pub enum StreamEvent {
     Usage(Usage),
     /// The reply is complete. Every well-formed stream ends with exactly one of these.
     Finish { stop_reason: StopReason },
-    /// The attempt so far failed with a retryable error (`message`); everything streamed since
-    /// the request began is void, and the same request is sent again after `delay`. Emitted by
+    /// The attempt so far failed with a retryable error (`message`, one short line);
+    /// everything streamed since the request began is void, and the same request is sent
+    /// again after `delay` as attempt `attempt + 1` of `attempts`. Emitted by
     /// [`crate::ReliableProvider`].
     Retry {
         attempt: u32,
+        attempts: u32,
         delay: Duration,
         message: String,
     },
@@ -88,4 +90,16 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<EventStream, LlmError>>;
+
+    /// What this endpoint needed beyond the plain wire format — configured switches and ones
+    /// learned from the server's behaviour — one short phrase each, for `keel doctor --ping`.
+    fn adaptations(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A resumed session already received these replies (each a
+    /// [`crate::scripted::reply_fingerprint`], in order). A provider that replays recorded
+    /// replies (the scripted model) continues after them when they are its own first ones; a
+    /// live model ignores this.
+    fn fast_forward(&self, _played: &[String]) {}
 }

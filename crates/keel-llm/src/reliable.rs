@@ -95,6 +95,10 @@ struct State {
     position: usize,
     /// Retries spent on the current model.
     attempt: u32,
+    /// Events the current attempt has delivered.
+    delivered: usize,
+    /// Whether the previous attempt's stream ended empty, before any event.
+    previous_empty: bool,
     inner: Option<EventStream>,
     /// A notice to deliver before the next attempt, and the delay after it.
     pending: Option<(StreamEvent, Duration)>,
@@ -112,12 +116,24 @@ impl State {
     fn after_error(&mut self, error: LlmError) -> Result<(), LlmError> {
         self.inner = None;
         self.attempt += 1;
+        let empty = self.delivered == 0 && matches!(error, LlmError::Truncated(_));
+        self.delivered = 0;
+        let error = if empty && std::mem::replace(&mut self.previous_empty, true) {
+            // The same empty reply twice: the server answers this request that way.
+            LlmError::InvalidResponse(format!(
+                "the server sent an empty reply stream twice for the same request ({error}); it is likely rejecting the request without saying why: check its log"
+            ))
+        } else {
+            self.previous_empty = empty;
+            error
+        };
         if let Some(delay) = self.policy.delay_for(self.attempt, &error) {
             self.pending = Some((
                 StreamEvent::Retry {
                     attempt: self.attempt,
+                    attempts: self.policy.attempts_for(&error),
                     delay,
-                    message: error.to_string(),
+                    message: error.summary(),
                 },
                 delay,
             ));
@@ -127,6 +143,7 @@ impl State {
             let from = label(self.models[self.current()].as_ref());
             self.position += 1;
             self.attempt = 0;
+            self.previous_empty = false;
             let to = label(self.models[self.current()].as_ref());
             self.pending = Some((
                 StreamEvent::Fallback {
@@ -158,6 +175,16 @@ impl Provider for ReliableProvider {
         self.models[self.start_index().min(self.models.len() - 1)].info()
     }
 
+    fn adaptations(&self) -> Vec<String> {
+        self.models[self.start_index().min(self.models.len() - 1)].adaptations()
+    }
+
+    fn fast_forward(&self, played: &[String]) {
+        for m in &self.models {
+            m.fast_forward(played);
+        }
+    }
+
     fn stream<'a>(
         &'a self,
         request: &'a ChatRequest,
@@ -172,6 +199,8 @@ impl Provider for ReliableProvider {
             order: (start..n).chain(0..start).collect(),
             position: 0,
             attempt: 0,
+            delivered: 0,
+            previous_empty: false,
             inner: None,
             pending: None,
             wait: None,
@@ -206,6 +235,7 @@ impl Provider for ReliableProvider {
                     };
                     match inner.next().await {
                         Some(Ok(event)) => {
+                            st.delivered += 1;
                             if matches!(event, StreamEvent::Finish { .. }) {
                                 st.finished = true;
                                 if st.position > 0 {

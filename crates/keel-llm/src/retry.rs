@@ -4,6 +4,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::LlmError;
 
+/// The pause before the second (and last) attempt at an address where nothing listens.
+pub const UNREACHABLE_DELAY: Duration = Duration::from_millis(300);
+
 /// How often and how patiently to retry a failed model request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
@@ -38,11 +41,27 @@ impl RetryPolicy {
         }
     }
 
+    /// How many attempts in all (the first one included) `error` gets: two for an address
+    /// where nothing listens, `max_retries + 1` otherwise.
+    pub fn attempts_for(&self, error: &LlmError) -> u32 {
+        let all = self.max_retries.saturating_add(1);
+        if matches!(error, LlmError::Unreachable { .. }) {
+            all.min(2)
+        } else {
+            all
+        }
+    }
+
     /// The delay before retry number `attempt` (1-based) after `error`, or `None` when the
     /// error is not retryable or the budget is spent.
     pub fn delay_for(&self, attempt: u32, error: &LlmError) -> Option<Duration> {
-        if !error.is_retryable() || attempt > self.max_retries {
+        if !error.is_retryable() || attempt + 1 > self.attempts_for(error) {
             return None;
+        }
+        if matches!(error, LlmError::Unreachable { .. }) {
+            // A server that is not running will not start during a backoff: one quick
+            // second look (it may have been restarting), then the error.
+            return Some(UNREACHABLE_DELAY);
         }
         if let Some(after) = error.retry_after() {
             return (after <= self.max_retry_after).then_some(after);
@@ -94,6 +113,19 @@ mod tests {
             message: "no".into(),
         };
         assert_eq!(p.delay_for(1, &bad), None);
+    }
+
+    #[test]
+    fn an_unreachable_server_gets_one_quick_second_attempt() {
+        let p = RetryPolicy::default();
+        let e = LlmError::Unreachable {
+            url: "http://127.0.0.1:9/v1".into(),
+            detail: "connection refused".into(),
+        };
+        assert_eq!(p.attempts_for(&e), 2);
+        assert_eq!(p.delay_for(1, &e), Some(UNREACHABLE_DELAY));
+        assert_eq!(p.delay_for(2, &e), None);
+        assert_eq!(RetryPolicy::none().delay_for(1, &e), None);
     }
 
     #[test]

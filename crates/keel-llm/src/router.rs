@@ -15,7 +15,10 @@ use crate::config::LlmConfig;
 use crate::http::{ApiKey, Timeouts};
 use crate::models::{Price, lookup, price_for};
 use crate::openai::OpenAiProvider;
-use crate::presets::{Capabilities, PRESETS, WireFormat, preset, preset_names};
+use crate::presets::{
+    Capabilities, LOCAL_FIRST_BYTE_SECS, LOCAL_MAX_OUTPUT_TOKENS, PRESETS, WireFormat, preset,
+    preset_names,
+};
 use crate::scripted::ScriptedProvider;
 use crate::{LlmError, Provider};
 
@@ -65,6 +68,9 @@ pub struct ModelTarget {
     /// Price used for cost accounting, when known.
     pub price: Option<Price>,
     pub timeouts: Timeouts,
+    /// A local-server preset (ollama, vllm, llamacpp): a longer wait for the first byte,
+    /// timeouts not resent, a default output limit (see [`crate::presets::LOCAL_FIRST_BYTE_SECS`]).
+    pub local: bool,
     /// The script of the scripted provider.
     pub script: Option<PathBuf>,
     /// How it was chosen, for messages: `llm.model`, `alias fast` …
@@ -196,6 +202,7 @@ impl Router {
         let timeouts = Timeouts {
             connect: Duration::from_secs(c.connect_timeout_secs),
             idle: Duration::from_secs(c.idle_timeout_secs),
+            first_byte: Duration::from_secs(c.idle_timeout_secs),
         };
         let (max_output_tokens, thinking_budget, context_window) = match alias {
             Some(a) => (a.max_output_tokens, a.thinking_budget, a.context_window),
@@ -223,6 +230,7 @@ impl Router {
                 thinking_budget,
                 price: None,
                 timeouts,
+                local: false,
                 script,
                 chosen_by: chosen_by.to_string(),
             });
@@ -249,10 +257,25 @@ impl Router {
             if let Some(v) = e.stream_usage {
                 caps.stream_usage = v;
             }
+            if let Some(v) = e.tool_results_as_user {
+                caps.tool_results_as_user = v;
+            }
+        }
+        if let Some(v) = alias.and_then(|a| a.tool_results_as_user) {
+            caps.tool_results_as_user = v;
         }
         let api_key_env = entry
             .and_then(|e| e.api_key_env.clone())
             .or_else(|| preset.key_env.map(str::to_string));
+        let local = preset.local;
+        let mut timeouts = timeouts;
+        if local && c.idle_timeout_secs == LlmConfig::default().idle_timeout_secs {
+            timeouts.first_byte = Duration::from_secs(LOCAL_FIRST_BYTE_SECS);
+        }
+        let max_output_tokens = match max_output_tokens {
+            None if local => Some(LOCAL_MAX_OUTPUT_TOKENS),
+            other => other,
+        };
         Ok(ModelTarget {
             provider: provider.to_string(),
             wire: preset.wire,
@@ -266,6 +289,7 @@ impl Router {
             thinking_budget,
             price: price_for(model, &c.prices),
             timeouts,
+            local,
             script: None,
             chosen_by: chosen_by.to_string(),
         })
@@ -404,6 +428,7 @@ mod tests {
                 api_key_env: Some("WORK_KEY".into()),
                 reasoning_content: Some(true),
                 stream_usage: Some(false),
+                tool_results_as_user: None,
             },
         );
         c.models.insert(

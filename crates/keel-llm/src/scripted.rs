@@ -8,7 +8,7 @@
 //!     tool_calls:
 //!       - name: read_file
 //!         arguments: {path: "src/lib.rs"}
-//!   - error: rate_limit          # rate_limit | server | timeout | overloaded
+//!   - error: rate_limit          # rate_limit | server | timeout | overloaded | context_length
 //!   - text: "Done: fixed the bug."
 //! ```
 //!
@@ -101,6 +101,8 @@ pub enum ScriptError {
     Server,
     Timeout,
     Overloaded,
+    /// The request does not fit the context window (not retried; the engine compacts).
+    ContextLength,
 }
 
 /// Usage a script can report for a turn.
@@ -150,6 +152,28 @@ impl Script {
         Ok(())
     }
 }
+
+/// What a resumed session's stored reply looks like to [`Provider::fast_forward`]: its text
+/// and the tools it called with their arguments, in order.
+pub fn reply_fingerprint(text: &str, calls: &[(String, Value)]) -> String {
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|(name, args)| format!("{name}({args})"))
+        .collect();
+    format!("{}|{}", text.trim(), calls.join(";"))
+}
+
+/// A scripted call's arguments as the engine will see them.
+fn call_arguments(call: &ScriptToolCall) -> Value {
+    match (&call.raw_arguments, &call.arguments) {
+        (Some(raw), _) => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone())),
+        (None, Some(v)) => v.clone(),
+        (None, None) => Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// The fingerprint of a failed attempt that was retried (an `error:` turn).
+pub const RETRY_FINGERPRINT: &str = "(retried error)";
 
 /// Plays a [`Script`].
 #[derive(Debug, Clone)]
@@ -253,6 +277,31 @@ impl ScriptedProvider {
 }
 
 impl Provider for ScriptedProvider {
+    /// Skips the turns a resumed session already played — when they are this script's first
+    /// turns (a different script starts from its top), and only before this process's first
+    /// request (a provider that has played turns keeps its place).
+    fn fast_forward(&self, played: &[String]) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if state.next != 0 || !state.requests.is_empty() || played.len() > self.script.turns.len() {
+            return;
+        }
+        let ours = self.script.turns.iter().map(|t| match t.error {
+            Some(_) => RETRY_FINGERPRINT.to_string(),
+            None => reply_fingerprint(
+                t.text.as_deref().unwrap_or(""),
+                &t.tool_calls
+                    .iter()
+                    .map(|c| (c.name.clone(), call_arguments(c)))
+                    .collect::<Vec<_>>(),
+            ),
+        });
+        if ours.zip(played).all(|(a, b)| a == *b) {
+            state.next = played.len();
+        }
+    }
+
     fn info(&self) -> ProviderInfo {
         ProviderInfo {
             provider: "scripted".into(),
@@ -297,6 +346,10 @@ fn simulated_error(err: ScriptError) -> LlmError {
         ScriptError::Overloaded => LlmError::Overloaded {
             message: "scripted overload".into(),
             retry_after: Some(Duration::from_millis(0)),
+        },
+        ScriptError::ContextLength => LlmError::ContextLength {
+            message: "scripted: the request exceeds the available context size".into(),
+            window: None,
         },
     }
 }

@@ -244,8 +244,13 @@ pub enum EventKind {
     /// A model request failed in a way worth retrying; Keel waits `delay_ms` and sends it
     /// again. Text streamed before the failure is superseded by the retry's.
     ModelRetry {
+        /// Retries so far (1 for the first retry): the next attempt is `attempt + 1`.
         attempt: u32,
+        /// Attempts this failure gets in all, the first included (0: not recorded).
+        #[serde(default)]
+        attempts: u32,
         delay_ms: u64,
+        /// One short line: the kind of failure and the start of the provider's message.
         message: String,
     },
     /// The model `from` still failed after its retries; the request went to `to`, the next

@@ -38,6 +38,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("../../../web/phase.js"),
     ),
+    (
+        "markdown.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../web/markdown.js"),
+    ),
+    (
+        "sessions.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../web/sessions.js"),
+    ),
 ];
 
 /// The page's content security policy: its own scripts, styles and connections only.

@@ -34,8 +34,8 @@ turns:
         arguments: {}
   - text: "Verifying the new file."
     tool_calls:
-      - name: read_file
-        arguments: {path: "src/sub.rs"}
+      - name: run_tests
+        arguments: {}
   - text: "Verified."
     tool_calls:
       - name: advance_phase

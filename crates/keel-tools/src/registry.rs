@@ -11,7 +11,7 @@ use crate::catalog::{TOOL_SEARCH, ToolSearch, ToolState, default_state, search_t
 use crate::{Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 
 /// Runs after every successful call of a tool with [`ToolEffect::WritesFiles`], given the
-/// workspace-relative paths it wrote (`metadata.paths`); what it returns is appended to the
+/// workspace-relative paths it wrote (`details.files`); what it returns is appended to the
 /// tool result. Auto-lint ([`crate::shell::AutoLint`]) is one.
 pub trait PostWriteHook: Send + Sync {
     /// Inspects the written files; `Some(text)` is appended to the tool result for the model.

@@ -41,6 +41,9 @@ pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Compaction aims this far below the threshold, so it does not run again next turn.
 const TARGET_FRACTION_OF_THRESHOLD: f64 = 0.6;
 
+/// The smallest window learned from an overflow (a smaller one leaves no room to work).
+const MIN_LEARNED_WINDOW: u64 = 1_000;
+
 /// The context window, the threshold and the estimate's calibration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextBudget {
@@ -81,6 +84,14 @@ impl ContextBudget {
     }
 
     /// Learns from a request's reported usage: `estimated` is its uncalibrated estimate.
+    /// The server refused a request of about `sent` tokens as too large, saying its window
+    /// is `reported` tokens (when it did): the window shrinks to what is known to fit at
+    /// most, so the next compaction aims below it.
+    pub fn learn_overflow(&mut self, reported: Option<u64>, sent: u64) {
+        let limit = reported.map_or(sent, |r| r.min(sent));
+        self.window = self.window.min(limit).max(MIN_LEARNED_WINDOW);
+    }
+
     pub fn observe(&mut self, estimated: u64, usage: &Usage) {
         // `input_tokens` already counts the cached prompt tokens (see `Usage`).
         let reported = usage.input_tokens;

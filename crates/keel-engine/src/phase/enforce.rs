@@ -16,6 +16,9 @@ use super::{
 use crate::EngineError;
 use crate::run::Run;
 
+/// The test tool: running it is what lets verification end.
+const RUN_TESTS: &str = "run_tests";
+
 /// A run's place in the phase machine.
 pub(crate) struct PhaseState {
     pub(crate) policy: Arc<PhasePolicy>,
@@ -24,6 +27,10 @@ pub(crate) struct PhaseState {
     pub(crate) steps: u32,
     /// The model was reminded in this phase that a plan_exec task ends in delivery.
     pub(crate) nudged: bool,
+    /// A call in this phase changed the workspace (a successful write, or a command).
+    pub(crate) changed: bool,
+    /// The tests or a test command ran in this phase (whatever their outcome).
+    pub(crate) checked: bool,
     pub(crate) judge: Arc<dyn CommandJudge>,
 }
 
@@ -34,6 +41,8 @@ impl PhaseState {
             policy,
             steps: 0,
             nudged: false,
+            changed: false,
+            checked: false,
             judge,
         }
     }
@@ -147,9 +156,56 @@ impl Run<'_> {
         }
     }
 
+    /// Notes a call that ran in the current phase with `access` (not one the policy
+    /// refused), for the phases' exit criteria.
+    pub(crate) fn phase_note_call(
+        &mut self,
+        call: &ToolCall,
+        succeeded: bool,
+        access: CommandAccess,
+    ) {
+        let effect = self.engine.tools.get(&call.name).map(|t| t.effect());
+        let Some(state) = &mut self.phase else {
+            return;
+        };
+        match effect {
+            Some(ToolEffect::WritesFiles) if succeeded => state.changed = true,
+            Some(ToolEffect::RunsCommands) => {
+                // A test run counts whatever its outcome: run_tests, or in verification a
+                // command the policy recognised as the project's tests (the only commands
+                // it lets write). A command in building may write.
+                let test_command =
+                    state.phase == Phase::Verification && access == CommandAccess::Write;
+                if call.name == RUN_TESTS || test_command {
+                    state.checked = true;
+                }
+                if succeeded && state.phase == Phase::Building {
+                    state.changed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Why the current phase cannot be left yet, if it cannot: building needs a change (or a
+    /// `summary` saying why none is needed), verification needs the tests to have run in it.
+    fn exit_refusal(state: &PhaseState, summary: Option<&str>) -> Option<String> {
+        let stated = summary.is_some_and(|s| s.split_whitespace().count() >= 3);
+        match state.phase {
+            Phase::Building if !state.changed && !stated => Some(
+                "not advanced: nothing changed in the building phase yet. Make the change first (edit_file, create_file, apply_patch); if the task needs no change, call advance_phase again with `summary` saying why.".to_string(),
+            ),
+            Phase::Verification if !state.checked => Some(
+                "not advanced: the tests have not run in the verification phase. Call run_tests (or a test command with run_command) first, then advance_phase.".to_string(),
+            ),
+            _ => None,
+        }
+    }
+
     /// Answers an `advance_phase` call.
     pub(crate) async fn advance_call(
         &mut self,
+        arguments: &serde_json::Value,
     ) -> Result<Result<ToolOutput, ToolError>, EngineError> {
         let Some(state) = &self.phase else {
             return Ok(Err(ToolError::model(
@@ -160,6 +216,10 @@ impl Run<'_> {
             return Ok(Err(ToolError::model(
                 "already at final phase (delivery): every tool is allowed; finish with a short summary of what changed",
             )));
+        }
+        let summary = arguments.get("summary").and_then(|s| s.as_str());
+        if let Some(refusal) = Self::exit_refusal(state, summary) {
+            return Ok(Err(ToolError::model(refusal)));
         }
         let Some((previous, phase)) = self.advance().await? else {
             return Ok(Err(ToolError::model("already at final phase (delivery)")));
@@ -211,6 +271,8 @@ impl Run<'_> {
         state.phase = next;
         state.steps = 0;
         state.nudged = false;
+        state.changed = false;
+        state.checked = false;
         self.save_checkpoint(previous, "phase completed").await?;
         self.emitter
             .emit(EventKind::PhaseChanged {

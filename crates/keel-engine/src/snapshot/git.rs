@@ -601,3 +601,16 @@ impl Git {
         Ok(())
     }
 }
+
+impl Git {
+    /// Deletes the refs named (one `git update-ref --stdin` transaction); the objects they
+    /// kept become garbage git collects later.
+    pub(super) fn delete_refs(&self, names: &[String]) -> Result<(), SnapshotError> {
+        if names.is_empty() || !self.exists() {
+            return Ok(());
+        }
+        let input: String = names.iter().map(|n| format!("delete {n}\n")).collect();
+        self.run(&["update-ref", "--stdin"], Some(input.as_bytes()))?;
+        Ok(())
+    }
+}

@@ -21,6 +21,7 @@
 
 mod git;
 mod history;
+mod prune;
 mod safe_git;
 mod turn;
 

@@ -40,7 +40,7 @@ impl AnthropicProvider {
     /// A client for `target`, authenticating with `key`.
     pub fn new(target: &ModelTarget, key: Option<ApiKey>) -> Result<Self, LlmError> {
         Ok(Self {
-            http: HttpClient::new(target.timeouts, key, &target.base_url)?,
+            http: HttpClient::new(target, key)?,
             url: format!("{}/v1/messages", target.base_url),
             target: target.clone(),
         })

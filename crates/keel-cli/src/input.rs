@@ -1,0 +1,149 @@
+//! Where `keel run`'s task comes from: the arguments, standard input (`keel run -`, or a pipe
+//! with no task arguments), and `@path` mentions that attach a workspace file to the task.
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+
+use crate::setup::UsageError;
+
+/// The most a task read from standard input may hold.
+const MAX_STDIN_BYTES: u64 = 1024 * 1024;
+/// The most one attached file may hold (larger files: the agent reads them itself).
+const MAX_ATTACHMENT_BYTES: u64 = 100 * 1024;
+/// The most files one task may attach.
+const MAX_ATTACHMENTS: usize = 10;
+
+/// The task text from the arguments: `-` alone reads standard input, and so do no arguments
+/// when standard input is a pipe or a file (not a terminal). `resuming` allows an empty task.
+pub fn task_text(args: &[String], resuming: bool) -> anyhow::Result<String> {
+    let stdin = std::io::stdin();
+    let wants_stdin = match args {
+        [only] if only == "-" => true,
+        [] => !resuming && !stdin.is_terminal(),
+        _ => false,
+    };
+    if !wants_stdin {
+        return Ok(args.join(" "));
+    }
+    let mut text = String::new();
+    stdin
+        .lock()
+        .take(MAX_STDIN_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| UsageError(format!("cannot read the task from standard input: {e}")))?;
+    if text.len() as u64 > MAX_STDIN_BYTES {
+        return Err(UsageError(format!(
+            "the task on standard input is over {} KB; put the material in a file in the workspace and mention it as @path",
+            MAX_STDIN_BYTES / 1024
+        ))
+        .into());
+    }
+    Ok(text.trim().to_string())
+}
+
+/// Appends the files the task mentions as `@path` (relative to `workspace`) to the task, each
+/// in a fenced block under its path. A mention that names no file is left as written
+/// (`@decorator`, an e-mail address); one that names a file outside the workspace, a binary
+/// file or one over 100 KB is a usage error saying what to do.
+pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<String> {
+    let mut attached: Vec<(String, String)> = Vec::new();
+    for word in task.split_whitespace() {
+        let Some(raw) = word.strip_prefix('@') else {
+            continue;
+        };
+        // Trailing punctuation belongs to the sentence, not the path.
+        let rel = raw.trim_end_matches([',', '.', ';', ':', ')', '!', '?', '"', '\'']);
+        if rel.is_empty() || attached.iter().any(|(p, _)| p == rel) {
+            continue;
+        }
+        let candidate = workspace.join(rel);
+        if !candidate.is_file() {
+            continue;
+        }
+        let resolved = candidate
+            .canonicalize()
+            .map_err(|e| UsageError(format!("@{rel}: cannot be opened: {e}")))?;
+        if !resolved.starts_with(workspace) {
+            return Err(UsageError(format!(
+                "@{rel} is outside the workspace ({}); only workspace files can be attached",
+                workspace.display()
+            ))
+            .into());
+        }
+        if attached.len() == MAX_ATTACHMENTS {
+            return Err(UsageError(format!(
+                "the task attaches more than {MAX_ATTACHMENTS} files; mention the rest by path without @ and the agent will read them"
+            ))
+            .into());
+        }
+        let size = resolved.metadata().map(|m| m.len()).unwrap_or(0);
+        if size > MAX_ATTACHMENT_BYTES {
+            return Err(UsageError(format!(
+                "@{rel} is {} KB, over the {} KB an attachment may have; mention it without @ and the agent will read the parts it needs",
+                size / 1024,
+                MAX_ATTACHMENT_BYTES / 1024
+            ))
+            .into());
+        }
+        let bytes = std::fs::read(&resolved)
+            .map_err(|e| UsageError(format!("@{rel}: cannot be read: {e}")))?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Err(UsageError(format!(
+                "@{rel} is not UTF-8 text and cannot be attached; mention it without @"
+            ))
+            .into());
+        };
+        attached.push((rel.to_string(), text));
+    }
+    if attached.is_empty() {
+        return Ok(task.to_string());
+    }
+    let mut out = task.to_string();
+    out.push_str("\n\nAttached files:");
+    for (path, text) in attached {
+        let fence = if text.contains("```") { "````" } else { "```" };
+        out.push_str(&format!("\n\n{path}\n{fence}\n{}", text.trim_end()));
+        out.push_str(&format!("\n{fence}"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentioned_files_are_attached_and_other_mentions_left_alone() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap_or_else(|e| panic!("{e}"));
+        let out = attach_mentioned_files("fix @src/a.rs, thanks to @alice", &ws)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.starts_with("fix @src/a.rs, thanks to @alice\n\nAttached files:"));
+        assert!(out.contains("src/a.rs\n```\nfn a() {}\n```"), "{out}");
+        assert!(!out.contains("alice\n```"));
+        let plain = attach_mentioned_files("no mentions", &ws).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plain, "no mentions");
+    }
+
+    #[test]
+    fn files_outside_the_workspace_or_binary_are_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let ws = root.join("ws");
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("secret.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("blob.bin"), [0xff, 0xfe, 0x00]).unwrap_or_else(|e| panic!("{e}"));
+        let e = attach_mentioned_files("read @../secret.txt", &ws)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("outside the workspace"), "{e}");
+        let e = attach_mentioned_files("read @blob.bin", &ws)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("not UTF-8"), "{e}");
+    }
+}

@@ -1,0 +1,115 @@
+//! PLAN_EXEC exit criteria: building is left only after a change (or a stated reason none is
+//! needed), verification only after the tests ran in it; the loop guard does not count calls
+//! that changed state (three `advance_phase` calls in a row are progress, not a loop).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use keel_engine::{CollectingSink, Config, EngineBuilder, RunOptions, RunOutcome};
+use keel_llm::retry::RetryPolicy;
+use keel_llm::scripted::ScriptedProvider;
+use keel_protocol::{EventKind, SessionStatus};
+use keel_store::SqliteStore;
+
+/// Runs `script` in plan_exec mode on a workspace whose test checks `hello.txt`.
+async fn run(script: &str) -> (RunOutcome, Arc<CollectingSink>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "# demo\n").unwrap();
+    std::fs::write(
+        dir.path().join("tests.sh"),
+        "grep -q hello hello.txt && echo '1 passed'\n",
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.agent.mode = "plan_exec".into();
+    config.shell.lint.enabled = false;
+    config.shell.test_command = Some("sh tests.sh".into());
+    config.verify.enabled = false;
+    let sink = CollectingSink::new();
+    let engine = EngineBuilder::new(config, dir.path())
+        .provider(Arc::new(ScriptedProvider::from_yaml(script).unwrap()))
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    let options = RunOptions {
+        sinks: vec![sink.clone()],
+        ..RunOptions::default()
+    };
+    let out = engine.run("say hello", options).await.unwrap();
+    (out, sink)
+}
+
+/// `advance_phase` results, in order: (refused, text).
+fn advances(sink: &CollectingSink) -> Vec<(bool, String)> {
+    sink.events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ToolResult {
+                name,
+                is_error,
+                content,
+                ..
+            } if name == "advance_phase" => Some((is_error, content)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn phases(sink: &CollectingSink) -> Vec<String> {
+    sink.events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::PhaseChanged { phase, .. } => Some(phase),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn building_needs_a_change_and_verification_needs_the_tests() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: advance_phase, arguments: {summary: "planned"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done: hello.txt says hello and the test passes."
+"#;
+    let (out, sink) = run(script).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let a = advances(&sink);
+    assert_eq!(a.len(), 5, "{a:?}");
+    assert!(!a[0].0, "planning → building");
+    assert!(
+        a[1].0 && a[1].1.contains("nothing changed in the building phase"),
+        "{a:?}"
+    );
+    assert!(!a[2].0, "building → verification after the change");
+    assert!(a[3].0 && a[3].1.contains("tests have not run"), "{a:?}");
+    assert!(!a[4].0, "verification → delivery after run_tests");
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+#[tokio::test]
+async fn a_stated_reason_leaves_building_and_advancing_is_never_a_loop() {
+    // Three identical advance_phase calls in a row: each changes the phase, so none counts
+    // towards the loop guard; the third is refused (no tests yet), not a loop.
+    let call = r#"{name: advance_phase, arguments: {summary: "the file already says hello, no change is needed"}}"#;
+    let script = format!(
+        "turns:\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{{name: run_command, arguments: {{command: \"sh tests.sh\"}}}}]\n  - tool_calls: [{call}]\n  - text: \"Done.\"\n"
+    );
+    let (out, sink) = run(&script).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    assert_eq!(sink.types().iter().filter(|t| **t == "error").count(), 0);
+    let a = advances(&sink);
+    assert_eq!(
+        a.iter().map(|(refused, _)| *refused).collect::<Vec<_>>(),
+        [false, false, true, false]
+    );
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
