@@ -232,6 +232,8 @@ mod tests {
             created_at,
             updated_at: created_at,
             pid: None,
+            base_url: String::new(),
+            script: String::new(),
         }
     }
 

@@ -71,10 +71,11 @@ impl ApprovalRules {
         let class = match (&analysis, effect) {
             (Some(a), _) => a.class.as_str(),
             (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => "read_only",
-            (None, Some(ToolEffect::WritesFiles)) => "writes_workspace",
-            // A tool that runs commands without naming one here, or one we do not know
-            // (an MCP tool): it may do anything.
-            (None, _) => "unknown",
+            // A tool that runs the project's own command (`run_tests`: the configured or
+            // detected test command) builds and writes in the workspace.
+            (None, Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)) => "writes_workspace",
+            // A tool we do not know (an MCP tool): it may do anything.
+            (None, None) => "unknown",
         };
         let summary = CallSummary {
             tool: call.name.clone(),
@@ -118,8 +119,10 @@ impl ApprovalRules {
             Some(SafetyClass::Network | SafetyClass::Unknown | SafetyClass::Destructive) => true,
             None => match effect {
                 Some(ToolEffect::ReadOnly | ToolEffect::Control) => false,
-                Some(ToolEffect::WritesFiles) => self.policy == ApprovalPolicy::Untrusted,
-                Some(ToolEffect::RunsCommands) | None => true,
+                Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands) => {
+                    self.policy == ApprovalPolicy::Untrusted
+                }
+                None => true,
             },
         };
         (if risky { Verdict::Ask } else { Verdict::Allow }, summary)
