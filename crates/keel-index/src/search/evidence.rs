@@ -32,6 +32,16 @@ const W_ERROR_KIND_DEF: f64 = 0.35;
 const DEF_MAX_FILES: usize = 10;
 /// The most identifier lookups one report makes.
 const MAX_IDENT_LOOKUPS: usize = 48;
+/// A file the report names by path (`jsonrep.py`, `src/app/models.py`).
+const W_PATH_MENTION: f64 = 1.5;
+/// An identifier with no definition, mentioned in few files (an alias, a constant).
+const W_MENTION: f64 = 0.4;
+const MENTION_MAX_FILES: usize = 6;
+/// A single lowercase word (`fix`, `parse`) is as often English as a name.
+const PLAIN_WORD: f64 = 0.4;
+/// Locations found by evidence enter the location ranking at this share of their weight
+/// (the file already has the evidence).
+const LOCATION_SHARE: f64 = 0.35;
 /// The most one file gains from definitions (a snippet naming ten methods of one class).
 const DEF_CAP: f64 = 2.0;
 
@@ -142,6 +152,7 @@ fn symbol_in_file(
 
 fn location(file_id: i64, path: &str, sym: SymRow, score: f64, why: String) -> Cand {
     let (start, end, qualified, kind) = sym;
+    let score = score.min(2.0) * LOCATION_SHARE;
     Cand {
         file_id,
         path: path.to_string(),
@@ -201,9 +212,18 @@ pub(super) fn message_fragments(message: &str) -> Vec<Vec<String>> {
 pub(super) fn gather(
     conn: &Connection,
     report: &Report,
+    paths: &[String],
     filter: &dyn Fn(&str) -> bool,
 ) -> Result<Evidence, IndexError> {
     let mut ev = Evidence::default();
+    let mut named = BTreeSet::new();
+    for p in paths.iter().take(20) {
+        for (id, path) in files_by_suffix(conn, p, filter)? {
+            if named.insert(id) {
+                ev.add(id, &path, W_PATH_MENTION, format!("named by the report (`{p}`)"));
+            }
+        }
+    }
     frames(conn, report, filter, &mut ev)?;
     messages(conn, report, filter, &mut ev)?;
     dotted(conn, report, filter, &mut ev)?;
@@ -350,7 +370,7 @@ fn messages(
                     symbol,
                     kind,
                     text: 0.0,
-                    sym: w,
+                    sym: w * LOCATION_SHARE,
                     why: vec![why],
                 });
             }
@@ -484,7 +504,15 @@ fn definitions(
                 .filter(|r| filter(&r.1) && r.5 != "impl" && r.5 != "import")
                 .collect();
             let files: BTreeSet<i64> = rows.iter().map(|r| r.0).collect();
-            if files.is_empty() || files.len() > DEF_MAX_FILES {
+            let plain = ident.chars().all(|c| c.is_ascii_lowercase());
+            let weight = if plain { weight * PLAIN_WORD } else { weight };
+            if files.is_empty() {
+                if !plain {
+                    mentions(conn, ident, weight, filter, ev)?;
+                }
+                continue;
+            }
+            if files.len() > DEF_MAX_FILES {
                 continue;
             }
             let share = weight / (files.len() as f64).sqrt();
@@ -506,6 +534,45 @@ fn definitions(
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// An identifier nothing defines (an alias, a constant, a generated name): the few files
+/// that mention it get a little.
+fn mentions(
+    conn: &Connection,
+    ident: &str,
+    weight: f64,
+    filter: &dyn Fn(&str) -> bool,
+    ev: &mut Evidence,
+) -> Result<(), IndexError> {
+    let words: Vec<String> = ident
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    if words.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT f.id, f.path FROM
+         (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid LIMIT 40) m
+         JOIN chunks c ON c.id = m.rowid JOIN files f ON f.id = c.file_id ORDER BY f.path",
+    )?;
+    let phrase = format!("body : \"{}\"", words.join(" "));
+    let files: Vec<(i64, String)> = stmt
+        .query_map([&phrase], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|(_, p)| filter(p))
+        .collect();
+    if files.is_empty() || files.len() > MENTION_MAX_FILES {
+        return Ok(());
+    }
+    let share = W_MENTION * weight / (files.len() as f64).sqrt();
+    for (id, path) in files {
+        ev.add(id, &path, share, format!("mentions `{ident}`"));
     }
     Ok(())
 }

@@ -205,8 +205,7 @@ impl Index {
                         }
                         cands.extend(body);
                     }
-                    path_candidates(conn, &all_terms, &filter, &mut path_scores)?;
-                    evidence = gather(conn, &report, &filter)?;
+                    evidence = gather(conn, &report, &all_terms.paths, &filter)?;
                     cands.extend(std::mem::take(&mut evidence.locations));
                 }
             }

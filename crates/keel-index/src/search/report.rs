@@ -180,7 +180,10 @@ const NOT_IDENTIFIERS: &[&str] = &[
 
 fn is_noise(ident: &str) -> bool {
     let lower = ident.to_ascii_lowercase();
-    ident.len() < 3 || NOT_IDENTIFIERS.contains(&lower.as_str())
+    ident.len() < 3
+        || NOT_IDENTIFIERS.contains(&lower.as_str())
+        // Dunder names (`__init__`) are in every class.
+        || (ident.starts_with("__") && ident.ends_with("__"))
 }
 
 /// Error type names: `TypeError`, `pydicom.errors.InvalidDicomError`, `IOException`.
@@ -255,6 +258,11 @@ impl Report {
             }
             if let Some(f) = js_frame(line).filter(|_| line.contains(" (")) {
                 other_frames.push(f);
+                continue;
+            }
+            if let Some((f, e)) = warning_line(line) {
+                other_frames.push(f);
+                r.errors.push(e);
                 continue;
             }
             if let Some(f) = go_or_rust_location(line, i.checked_sub(1).map(|j| lines[j])) {
@@ -438,6 +446,29 @@ fn go_or_rust_location(line: &str, prev: Option<&str>) -> Option<Frame> {
         line: line_no,
         function,
     })
+}
+
+/// Python warnings and compiler-style diagnostics: `path.py:470: FutureWarning: message`.
+fn warning_line(line: &str) -> Option<(Frame, ErrorLine)> {
+    let mut parts = line.splitn(4, ": ");
+    let loc = parts.next()?;
+    let kind = parts.next()?.trim();
+    let message = parts.next().map(str::trim).unwrap_or("");
+    if !looks_error_kind(kind) {
+        return None;
+    }
+    let (path, line_no) = path_line_col(loc)?;
+    Some((
+        Frame {
+            path,
+            line: line_no,
+            function: None,
+        },
+        ErrorLine {
+            kind: Some(kind.to_string()),
+            message: message.to_string(),
+        },
+    ))
 }
 
 /// `pkg.(*T).Put(0xc0, {0x4b})` → `pkg.(*T).Put`: drops a trailing balanced argument list.
