@@ -324,6 +324,9 @@ pub struct SearchArgs {
     /// any, symbol or file.
     #[arg(long, default_value = "any", value_name = "KIND")]
     pub kind: String,
+    /// One hit per file, files ranked by all their evidence (same as `--kind file`).
+    #[arg(long, conflicts_with = "kind")]
+    pub files: bool,
     /// Only paths matching this glob (`*.py`, `src/**/*.rs`).
     #[arg(long, value_name = "GLOB")]
     pub glob: Option<String>,

@@ -108,23 +108,52 @@ fn normalize_frame_path(p: &str) -> String {
         .join("/")
 }
 
-/// Indexed files whose whole path is a suffix of `path` (at a `/`).
+/// Indexed files a printed path refers to: the file whose path shares the longest run of
+/// trailing segments with it — the whole indexed path (`/home/u/app/src/x/y.py` →
+/// `src/x/y.py`), or at least the package directory and the file (an installed package:
+/// `site-packages/x/y.py` → `src/x/y.py`).
 fn files_by_suffix(
     conn: &Connection,
     path: &str,
     filter: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<(i64, String)>, IndexError> {
     let path = normalize_frame_path(path);
-    let name = path.rsplit('/').next().unwrap_or(&path);
+    let segs: Vec<&str> = path.split('/').collect();
+    let name = segs.last().copied().unwrap_or("");
     let mut stmt =
         conn.prepare_cached("SELECT id, path FROM files WHERE name = ?1 ORDER BY path")?;
     let rows: Vec<(i64, String)> = stmt
         .query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
-    Ok(rows
-        .into_iter()
-        .filter(|(_, p)| (path == *p || path.ends_with(&format!("/{p}"))) && filter(p))
-        .collect())
+    let mut best = 0usize;
+    let mut out = Vec::new();
+    for (id, p) in rows {
+        if !filter(&p) {
+            continue;
+        }
+        let psegs: Vec<&str> = p.split('/').collect();
+        let common = psegs
+            .iter()
+            .rev()
+            .zip(segs.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let whole = common == psegs.len();
+        // A bare file name (`jsonrep.py`) names every file so called.
+        let bare = segs.len() == 1 && common == 1;
+        if !(whole || bare || common >= 2) {
+            continue;
+        }
+        match common.cmp(&best) {
+            std::cmp::Ordering::Greater => {
+                best = common;
+                out = vec![(id, p)];
+            }
+            std::cmp::Ordering::Equal => out.push((id, p)),
+            std::cmp::Ordering::Less => {}
+        }
+    }
+    Ok(out)
 }
 
 type SymRow = (usize, usize, String, String);
@@ -150,9 +179,8 @@ fn symbol_in_file(
     Ok(rows.next().transpose()?)
 }
 
-fn location(file_id: i64, path: &str, sym: SymRow, score: f64, why: String) -> Cand {
+fn location(file_id: i64, path: &str, sym: SymRow, score: f64, bonus: f64, why: String) -> Cand {
     let (start, end, qualified, kind) = sym;
-    let score = score.min(2.0) * LOCATION_SHARE;
     Cand {
         file_id,
         path: path.to_string(),
@@ -162,6 +190,7 @@ fn location(file_id: i64, path: &str, sym: SymRow, score: f64, why: String) -> C
         kind: Some(kind),
         text: 0.0,
         sym: score,
+        bonus,
         why: vec![why],
     }
 }
@@ -218,9 +247,19 @@ pub(super) fn gather(
     let mut ev = Evidence::default();
     let mut named = BTreeSet::new();
     for p in paths.iter().take(20) {
-        for (id, path) in files_by_suffix(conn, p, filter)? {
+        let files = files_by_suffix(conn, p, filter)?;
+        // `__init__.py` names no file in particular.
+        if files.len() > 3 {
+            continue;
+        }
+        for (id, path) in files {
             if named.insert(id) {
-                ev.add(id, &path, W_PATH_MENTION, format!("named by the report (`{p}`)"));
+                ev.add(
+                    id,
+                    &path,
+                    W_PATH_MENTION,
+                    format!("named by the report (`{p}`)"),
+                );
             }
         }
     }
@@ -283,7 +322,9 @@ fn frames(
                     id,
                     &path,
                     sym,
-                    weight * share,
+                    weight * share * LOCATION_SHARE,
+                    // The frame's function is where to look first.
+                    weight * share * (1.0 - LOCATION_SHARE) * W_SYMBOL,
                     format!("traceback frame `{f}`"),
                 ));
             }
@@ -306,73 +347,89 @@ fn messages(
     type Row = (i64, String, i64, i64, Option<String>, Option<String>);
     let mut done = BTreeSet::new();
     for err in report.errors.iter().take(6) {
-        for frag in message_fragments(&err.message) {
-            if !done.insert(frag.clone()) {
-                continue;
+        for whole in message_fragments(&err.message) {
+            // The whole run, or (when the code interpolates a value the report shows, as
+            // in `f"no {name} left"`) its four-word windows.
+            let mut tries = vec![whole.clone()];
+            if whole.len() > 4 {
+                // At most five windows, spread over the run.
+                let windows: Vec<Vec<String>> = whole.windows(4).map(<[String]>::to_vec).collect();
+                let step = windows.len().div_ceil(5).max(1);
+                tries.extend(windows.into_iter().step_by(step));
             }
-            let phrase = format!("body : \"{}\"", frag.join(" "));
-            let rows: Vec<Row> = stmt
-                .query_map([&phrase], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })?
-                .collect::<Result<_, _>>()?;
-            let files: BTreeSet<i64> = rows.iter().filter(|r| filter(&r.1)).map(|r| r.0).collect();
-            if files.is_empty() || files.len() > MESSAGE_MAX_FILES {
-                continue;
-            }
-            let raising = format!(
-                "{phrase} AND body : (\"raise\" OR \"throw\" OR \"panic\" OR \"errorf\" OR \"error\" OR \"exception\"{})",
-                err.kind
-                    .as_deref()
-                    .map_or(String::new(), |k| format!(" OR \"{}\"", k.replace('"', "")))
-            );
-            let raise_rows: Vec<Row> = stmt
-                .query_map([&raising], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })?
-                .collect::<Result<_, _>>()?;
-            let raise_files: BTreeSet<i64> = raise_rows.iter().map(|r| r.0).collect();
-            let share = 1.0 / (files.len() as f64).sqrt();
-            let text = frag.join(" ");
-            for (fid, path, start, end, symbol, kind) in rows {
-                if !filter(&path) {
+            // Each file is credited once per run (by its longest matching part).
+            let mut credited = BTreeSet::new();
+            for (n, frag) in tries.into_iter().enumerate() {
+                if !done.insert(frag.clone()) {
                     continue;
                 }
-                let raises = raise_files.contains(&fid);
-                let w = if raises { W_RAISE } else { W_MESSAGE } * share;
-                let why = if raises {
-                    format!("raises the reported error (\"{text}\")")
-                } else {
-                    format!("holds the reported message (\"{text}\")")
-                };
-                if ev.files.get(&fid).is_none_or(|e| !e.why.contains(&why)) {
-                    ev.add(fid, &path, w, why.clone());
+                let phrase = format!("body : \"{}\"", frag.join(" "));
+                let rows: Vec<Row> = stmt
+                    .query_map([&phrase], |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                let files: BTreeSet<i64> =
+                    rows.iter().filter(|r| filter(&r.1)).map(|r| r.0).collect();
+                if files.is_empty() || files.len() > MESSAGE_MAX_FILES {
+                    continue;
                 }
-                ev.locations.push(Cand {
-                    file_id: fid,
-                    path,
-                    start: start.max(1) as usize,
-                    end: end.max(1) as usize,
-                    symbol,
-                    kind,
-                    text: 0.0,
-                    sym: w * LOCATION_SHARE,
-                    why: vec![why],
-                });
+                let raising = format!(
+                    "{phrase} AND body : (\"raise\" OR \"throw\" OR \"panic\" OR \"errorf\" OR \"error\" OR \"exception\"{})",
+                    err.kind
+                        .as_deref()
+                        .map_or(String::new(), |k| format!(" OR \"{}\"", k.replace('"', "")))
+                );
+                let raise_rows: Vec<Row> = stmt
+                    .query_map([&raising], |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                let raise_files: BTreeSet<i64> = raise_rows.iter().map(|r| r.0).collect();
+                let share = 1.0 / (files.len() as f64).sqrt();
+                let text = frag.join(" ");
+                for (fid, path, start, end, symbol, kind) in rows {
+                    if !filter(&path) {
+                        continue;
+                    }
+                    let raises = raise_files.contains(&fid);
+                    let part = if n == 0 { 1.0 } else { 0.8 };
+                    let w = if raises { W_RAISE } else { W_MESSAGE } * share * part;
+                    let why = if raises {
+                        format!("raises the reported error (\"{text}\")")
+                    } else {
+                        format!("holds the reported message (\"{text}\")")
+                    };
+                    if credited.insert(fid) {
+                        ev.add(fid, &path, w, why.clone());
+                    }
+                    ev.locations.push(Cand {
+                        file_id: fid,
+                        path,
+                        start: start.max(1) as usize,
+                        end: end.max(1) as usize,
+                        symbol,
+                        kind,
+                        text: 0.0,
+                        sym: w * LOCATION_SHARE,
+                        bonus: 0.0,
+                        why: vec![why],
+                    });
+                }
             }
         }
     }
@@ -429,7 +486,8 @@ fn dotted(
                                     id,
                                     &path,
                                     sym,
-                                    W_MODULE_MEMBER,
+                                    W_MODULE_MEMBER * LOCATION_SHARE,
+                                    0.0,
                                     format!("`{dotted_name}`"),
                                 ));
                             } else if k >= 2 {
@@ -529,7 +587,8 @@ fn definitions(
                     fid,
                     &path,
                     sym,
-                    s,
+                    s * LOCATION_SHARE,
+                    0.0,
                     format!("defines `{name}` ({said})"),
                 ));
             }
@@ -562,7 +621,9 @@ fn mentions(
     )?;
     let phrase = format!("body : \"{}\"", words.join(" "));
     let files: Vec<(i64, String)> = stmt
-        .query_map([&phrase], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+        .query_map([&phrase], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .filter(|(_, p)| filter(p))

@@ -136,6 +136,9 @@ struct Cand {
     kind: Option<String>,
     text: f64,
     sym: f64,
+    /// Added to this location's score in location results only (its file's score already
+    /// has the same evidence).
+    bonus: f64,
     why: Vec<String>,
 }
 
@@ -232,6 +235,7 @@ impl Index {
                     kind: None,
                     text: 0.0,
                     sym: 0.0,
+                    bonus: 0.0,
                     why: Vec::new(),
                 });
             }
@@ -336,7 +340,7 @@ fn locations_ranked(
         .into_iter()
         .map(|(s, mut c)| {
             let rest = per_file.get(&c.file_id).copied().unwrap_or(s) - s;
-            let mut s = s + (rest * 0.05).min(0.2) + evidence.score(c.file_id);
+            let mut s = s + (rest * 0.05).min(0.2) + evidence.score(c.file_id) + c.bonus;
             explain_file(&mut c, evidence, role_weight, &mut s);
             (s, c)
         })

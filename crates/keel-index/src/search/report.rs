@@ -269,12 +269,13 @@ impl Report {
                 other_frames.push(f);
                 continue;
             }
+            let code = in_block || raw.starts_with("    ") || raw.starts_with('\t');
             if !line.contains("panicked at '")
-                && let Some(e) = error_line(line)
+                && let Some(e) =
+                    error_line(line).or_else(|| code.then(|| custom_error_line(line)).flatten())
             {
                 r.errors.push(e);
             }
-            let code = in_block || raw.starts_with("    ") || raw.starts_with('\t');
             if code || i == 0 || line == r.title {
                 let (idents, seen) = if code && line != r.title {
                     (&mut r.block_identifiers, &mut seen_block)
@@ -530,6 +531,23 @@ fn error_line(line: &str) -> Option<ErrorLine> {
         });
     }
     None
+}
+
+/// In code: `OutOfStock: message`, `shop.errors.OutOfStock: message` (an exception class
+/// whose name does not say Error).
+fn custom_error_line(line: &str) -> Option<ErrorLine> {
+    let (head, msg) = line.split_once(": ")?;
+    let last = head.rsplit('.').next().unwrap_or(head);
+    let camel = last.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && last.chars().skip(1).any(|c| c.is_ascii_uppercase())
+        && last.chars().any(|c| c.is_ascii_lowercase())
+        && head
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    (camel && !msg.trim().is_empty()).then(|| ErrorLine {
+        kind: Some(last.to_string()),
+        message: msg.trim().to_string(),
+    })
 }
 
 /// The contents of inline `code spans` of a line.
