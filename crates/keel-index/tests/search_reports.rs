@@ -198,6 +198,17 @@ fn results(idx: &Index, qs: &[String]) -> String {
     out
 }
 
+/// Paths in row-id order: a fresh build numbers files (and so their chunks and symbols) in
+/// path order, whatever the walk and thread timing, so equal scores always tie the same way.
+fn id_order(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db.join("i.db")).unwrap();
+    let mut stmt = conn.prepare("SELECT path FROM files ORDER BY id").unwrap();
+    stmt.query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 fn build(root: &Path, threads: usize) -> (tempfile::TempDir, Index) {
     let db = tempfile::tempdir().unwrap();
     let settings = IndexSettings {
@@ -286,7 +297,12 @@ fn fresh_builds_give_identical_results() {
     let names = generate(a.path(), 5_000, false);
     assert_eq!(generate(b.path(), 5_000, true), names);
     let (_x, ia) = build(a.path(), 1);
-    let (_y, ib) = build(b.path(), 3);
+    let (y, ib) = build(b.path(), 3);
+    let ids = id_order(y.path());
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids.len(), 5_000);
+    assert!(ids == sorted, "row ids follow the path order");
     let qs = queries(&names);
     assert_eq!(qs.len(), 100);
     let (ra, rb) = (results(&ia, &qs), results(&ib, &qs));
