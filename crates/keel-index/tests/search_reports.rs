@@ -152,6 +152,37 @@ fn an_error_message_puts_the_raising_file_first_and_tests_below_it() {
 }
 
 #[test]
+fn a_failing_test_in_a_traceback_points_at_the_module_it_tests() {
+    let repo = shop_repo();
+    let (_db, idx) = fresh(repo.path());
+    let report = r#"test_reserve_takes_units_out_of_stock fails on Python 3.12
+
+```
+Traceback (most recent call last):
+  File "/home/me/app/py/tests/test_inventory.py", line 14, in test_reserve_takes_units_out_of_stock
+    assert reserve(stock, "widget", 2) == 1
+AssertionError
+```
+"#;
+    let hits = files(&idx, report, 5);
+    let p = paths(&hits);
+    // The report is about a test: the test first, then the module it tests.
+    assert_eq!(
+        p[..2],
+        ["py/tests/test_inventory.py", "py/shop/inventory.py"],
+        "{hits:#?}"
+    );
+    assert!(
+        hits[1]
+            .why
+            .iter()
+            .any(|w| w.contains("a test in the traceback")),
+        "{:?}",
+        hits[1].why
+    );
+}
+
+#[test]
 fn file_results_return_as_many_distinct_files_as_asked() {
     let repo = shop_repo();
     let (_db, idx) = fresh(repo.path());

@@ -9,6 +9,7 @@ use rusqlite::{Connection, params};
 
 use super::report::Report;
 use super::*;
+use crate::pathrole::PathRole;
 
 /// Innermost project frame's weight; each frame further out keeps `FRAME_DECAY` of the last.
 const W_FRAME: f64 = 2.0;
@@ -32,6 +33,8 @@ const W_ERROR_KIND_DEF: f64 = 0.35;
 const DEF_MAX_FILES: usize = 10;
 /// The most identifier lookups one report makes.
 const MAX_IDENT_LOOKUPS: usize = 48;
+/// The modules a test in the traceback imports, per frame weight.
+const W_TESTED: f64 = 0.4;
 /// A file the report names by path (`jsonrep.py`, `src/app/models.py`).
 const W_PATH_MENTION: f64 = 1.5;
 /// An identifier with no definition, mentioned in few files (an alias, a constant).
@@ -287,6 +290,9 @@ fn frames(
         matched += 1;
         let share = 1.0 / files.len() as f64;
         for (id, path) in files {
+            if PathRole::of(&path) == PathRole::Test {
+                tested_modules(conn, id, &path, weight * share, filter, ev)?;
+            }
             let at = frame.line.map_or(String::new(), |l| format!(":{l}"));
             let func = frame
                 .function
@@ -329,6 +335,42 @@ fn frames(
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A test the traceback runs through points at the modules it imports (the code under
+/// test): each gets a share of the frame's weight.
+fn tested_modules(
+    conn: &Connection,
+    test_id: i64,
+    test_path: &str,
+    weight: f64,
+    filter: &dyn Fn(&str) -> bool,
+    ev: &mut Evidence,
+) -> Result<(), IndexError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT f.id, f.path FROM imports i JOIN files f ON f.path = i.target
+         WHERE i.file_id = ?1 ORDER BY f.path LIMIT 12",
+    )?;
+    let targets: Vec<(i64, String)> = stmt
+        .query_map([test_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let targets: Vec<(i64, String)> = targets
+        .into_iter()
+        .filter(|(_, p)| filter(p) && PathRole::of(p) == PathRole::Source)
+        .collect();
+    if targets.is_empty() {
+        return Ok(());
+    }
+    let each = W_TESTED * weight / (targets.len() as f64).sqrt();
+    for (id, path) in targets {
+        ev.add(
+            id,
+            &path,
+            each,
+            format!("imported by {test_path} (a test in the traceback)"),
+        );
     }
     Ok(())
 }
