@@ -12,9 +12,10 @@
 //!    directory (read-only policy) or also the workspace and configured tool caches
 //!    (workspace-write policy); with network off, no TCP bind/connect (ABI ≥ 4); signals and
 //!    abstract UNIX sockets scoped to the sandbox (ABI ≥ 6).
-//! 3. **seccomp** ([`seccomp`]): with network off, `socket()` only for `AF_UNIX` and no
-//!    `connect`/`bind`/`listen`/`accept`/addressed `sendto`/io_uring (UNIX-socket paths and UDP
-//!    are what Landlock has no rule for); under the read-only policy also no metadata changes
+//! 3. **seccomp** ([`seccomp`]): with network off, `socket()` only for `AF_UNIX` stream and
+//!    seqpacket sockets (no UNIX datagram sockets, whose `sendmsg` reaches any named socket)
+//!    and no `connect`/`bind`/`listen`/`accept`/addressed `sendto`/io_uring (UNIX-socket paths
+//!    and UDP are what Landlock has no rule for); under the read-only policy also no metadata changes
 //!    (chmod, chown, utime, xattr families).
 //! 4. **Privileges** ([`privileges`]): `no_new_privs`; Keel itself non-dumpable and the
 //!    command without `CAP_SYS_PTRACE` (and other capabilities reaching outside), which keeps
@@ -184,9 +185,9 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
         "no Landlock TCP rules on this kernel (ABI < 4)"
     };
     let other = match &s.seccomp {
-        Ok(()) => {
-            "other socket families, socket connect/bind and io_uring denied by seccomp".to_string()
-        }
+        Ok(()) => "other socket families, UNIX datagram sockets, socket connect/bind and io_uring \
+             denied by seccomp"
+            .to_string(),
         Err(e) => format!("NO seccomp ({e}): UDP and UNIX-socket connections are not blocked"),
     };
     out.push((
