@@ -489,3 +489,52 @@ async fn network_off_blocks_datagrams_to_named_unix_sockets() {
     assert!(out.success(), "{}", out.combined_text());
     assert!(received(), "network = true must deliver the datagram");
 }
+
+#[tokio::test]
+async fn keel_home_secrets_are_hidden_from_commands() {
+    let test = "keel_home_secrets_are_hidden_from_commands";
+    let mounts = sandbox::support().mount_namespace.clone();
+    if !have(mounts.is_ok(), test, &format!("{mounts:?}")) {
+        return;
+    }
+    let world = World::new();
+    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let token = home.path().join("server-token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "cat {0}/server-token; ls -A {0}; echo planted > {0}/x",
+        home.path().display()
+    );
+    for policy in [SandboxPolicy::ReadOnly, SandboxPolicy::WorkspaceWrite] {
+        let mut req = ExecRequest::new(
+            vec![
+                OsString::from("bash"),
+                OsString::from("-c"),
+                OsString::from(&script),
+            ],
+            world.root(),
+        );
+        req.policy = policy;
+        req.roots = WritableRoots {
+            workspace: Some(world.root().to_path_buf()),
+            hidden: vec![home.path().to_path_buf()],
+            ..WritableRoots::default()
+        };
+        let out = exec::run(req).await.unwrap();
+        let text = out.combined_text();
+        assert!(!text.contains("s3cret"), "{policy:?}: {text}");
+        assert!(
+            !text.contains("server-token\n"),
+            "{policy:?} listed it: {text}"
+        );
+        assert!(!home.path().join("x").exists(), "{policy:?} wrote into it");
+        // The rest of the command's world is unchanged.
+        let out = run(world.root(), policy, false, "cat README.md").await;
+        assert_eq!(out.stdout.text(), "# fixture\n", "{policy:?}");
+    }
+    // Unconfined, the same script reads it: the test can see a leak.
+    let out = run(world.root(), SandboxPolicy::Off, false, &script).await;
+    assert!(out.combined_text().contains("s3cret"));
+    std::fs::remove_file(home.path().join("x")).unwrap();
+}
