@@ -518,6 +518,7 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
             "signals, abstract sockets",
             "metadata (read-only policy)",
             "protected paths (.git, .keel)",
+            "Keel's data and config dirs",
             "Keel's environment"
         ]
     );
