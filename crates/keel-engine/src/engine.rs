@@ -43,6 +43,8 @@ pub struct Engine {
     pub(crate) snapshots: Option<LazySnapshots>,
     /// The workspace index, shared by `codebase_search` and the codemap.
     pub(crate) index: Arc<SharedIndex>,
+    /// The repository constitution (`.keel/constitution.json`), validated at build.
+    pub(crate) constitution: Arc<crate::constitution::Constitution>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -212,7 +214,8 @@ impl EngineBuilder {
             max_retries: self.config.llm.max_retries,
             ..RetryPolicy::default()
         });
-        let system_prompt = prompt::system_prompt(workspace.root());
+        let constitution = crate::constitution::Constitution::load(workspace.root())?;
+        let system_prompt = prompt::system_prompt_with(workspace.root(), &constitution);
         // Retries and fallbacks live in the provider stream, announced as events there.
         let provider: Arc<dyn Provider> =
             Arc::new(ReliableProvider::new(provider, retry).with_fallbacks(self.fallbacks));
@@ -248,6 +251,7 @@ impl EngineBuilder {
             judge,
             snapshots,
             index,
+            constitution: Arc::new(constitution),
         })
     }
 }
@@ -292,6 +296,11 @@ impl Engine {
     /// The system prompt (the cached head's text part).
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
+    }
+
+    /// The repository constitution this engine enforces.
+    pub fn constitution(&self) -> &crate::constitution::Constitution {
+        &self.constitution
     }
 
     /// The tool registry.

@@ -104,6 +104,8 @@ pub(crate) struct Run<'a> {
     pub(crate) last_snapshot: Option<crate::snapshot::SnapshotInfo>,
     /// A snapshot failed: no more attempts in this run.
     pub(crate) snapshots_failed: bool,
+    /// Nested instruction files and glob rules not yet injected (`rules`).
+    pub(crate) tail_rules: crate::rules::TailRules,
 }
 
 /// What one batch of tool calls led to.
@@ -143,6 +145,7 @@ impl<'a> Run<'a> {
             snapshot_turn: None,
             last_snapshot: None,
             snapshots_failed: false,
+            tail_rules: crate::rules::TailRules::new(engine.workspace.root()),
         }
     }
 
@@ -361,6 +364,9 @@ impl<'a> Run<'a> {
                 format!("not run: {looping}; a loop is not progress"),
             ));
         }
+        if let Some(refusal) = self.engine.constitution.check_call(call) {
+            return Ok(Dispatch::Refuse(refusal));
+        }
         Ok(match self.phase_check(call).await? {
             Ok(access) => Dispatch::Run(access),
             Err(refusal) => Dispatch::Refuse(refusal),
@@ -497,6 +503,7 @@ impl<'a> Run<'a> {
                     let content = self
                         .after_success(call, content, metadata.as_ref(), &mut stop)
                         .await;
+                    let content = self.tail_rules.annotate(call, content);
                     (content, false, metadata)
                 }
                 Err(ToolError::Model(msg)) => {

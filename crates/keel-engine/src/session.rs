@@ -273,6 +273,8 @@ pub(crate) async fn resume(
         options.ask_user.clone(),
     );
     run.messages = messages;
+    run.tail_rules
+        .mark_injected(crate::rules::injected_in(&run.messages));
     run.usage = record.usage;
     run.iterations = record.iterations;
     run.files = files_written(&events);
