@@ -6,6 +6,7 @@ mod completions;
 mod doctor;
 mod index;
 mod input;
+mod memory;
 mod render;
 mod run;
 mod sandbox;
@@ -109,6 +110,9 @@ enum Command {
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     #[command(after_help = help::COMPLETIONS)]
     Completions(CompletionsArgs),
+    /// The user memory and promoted lessons: add, list, search, edit, rm, clear, promote,
+    /// doctor.
+    Memory(memory::MemoryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -439,6 +443,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::execute(args),
         Command::Sessions(args) => sessions::execute(args),
+        Command::Memory(args) => memory::execute(args),
         Command::Blocker(args) => blocker::execute(args),
         Command::Sandbox(args) => sandbox::execute(args),
         Command::Doctor(args) => doctor::execute(args),

@@ -21,6 +21,7 @@ mod engine;
 pub mod fallback;
 pub mod frontmatter;
 pub mod gates;
+pub mod memory;
 pub mod phase;
 pub mod process;
 pub mod prompt;
