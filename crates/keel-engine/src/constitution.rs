@@ -120,6 +120,16 @@ impl Constitution {
         Ok(c)
     }
 
+    /// The protected paths that are plain paths (no glob characters), for the file tools'
+    /// and the kernel sandbox's read-only lists.
+    pub fn plain_protected(&self) -> Vec<std::path::PathBuf> {
+        self.protected_paths
+            .iter()
+            .filter(|p| !p.contains(['*', '?', '[', '{']))
+            .map(|p| std::path::PathBuf::from(p.trim_start_matches("./").trim_end_matches('/')))
+            .collect()
+    }
+
     /// Nothing to enforce or state.
     pub fn is_empty(&self) -> bool {
         self.protected_paths.is_empty()

@@ -158,7 +158,11 @@ impl EngineBuilder {
         let store = self
             .store
             .ok_or_else(|| EngineError::Setup("no session store configured".into()))?;
-        let workspace = Workspace::new(&self.workspace)?;
+        // The constitution's plain protected paths also feed the file tools' and the kernel
+        // sandbox's read-only lists (globs are enforced before a tool runs).
+        let constitution = crate::constitution::Constitution::load(&self.workspace)?;
+        let workspace =
+            Workspace::new(&self.workspace)?.with_protected(constitution.plain_protected());
         let index = Arc::new(SharedIndex::new(self.config.index.settings()));
         let mut tools = self.tools.unwrap_or_else(|| {
             let mut r = ToolRegistry::new();
@@ -171,11 +175,9 @@ impl EngineBuilder {
                 r.remove("codebase_search");
             }
             if self.config.shell.enabled {
-                keel_tools::shell::register(
-                    &mut r,
-                    self.config.shell.tool_settings(),
-                    self.config.shell.lint_settings(),
-                );
+                let mut settings = self.config.shell.tool_settings();
+                settings.protected.extend(constitution.plain_protected());
+                keel_tools::shell::register(&mut r, settings, self.config.shell.lint_settings());
             }
             r
         });
@@ -214,7 +216,6 @@ impl EngineBuilder {
             max_retries: self.config.llm.max_retries,
             ..RetryPolicy::default()
         });
-        let constitution = crate::constitution::Constitution::load(workspace.root())?;
         let system_prompt = prompt::system_prompt_with(workspace.root(), &constitution);
         // Retries and fallbacks live in the provider stream, announced as events there.
         let provider: Arc<dyn Provider> =
