@@ -181,6 +181,8 @@ impl EngineBuilder {
             }
             r
         });
+        // Session working memory: the loop answers it; deferred, so the head is unchanged.
+        tools.register(crate::results::ReadResult);
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),

@@ -25,6 +25,7 @@ pub mod memory;
 pub mod phase;
 pub mod process;
 pub mod prompt;
+pub mod results;
 pub mod rules;
 mod run;
 mod session;

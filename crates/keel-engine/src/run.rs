@@ -106,6 +106,8 @@ pub(crate) struct Run<'a> {
     pub(crate) snapshots_failed: bool,
     /// Nested instruction files and glob rules not yet injected (`rules`).
     pub(crate) tail_rules: crate::rules::TailRules,
+    /// Oversized tool results kept whole for `read_result` (session working memory).
+    pub(crate) stored_results: crate::results::StoredResults,
 }
 
 /// What one batch of tool calls led to.
@@ -146,6 +148,7 @@ impl<'a> Run<'a> {
             last_snapshot: None,
             snapshots_failed: false,
             tail_rules: crate::rules::TailRules::new(engine.workspace.root()),
+            stored_results: crate::results::StoredResults::default(),
         }
     }
 
@@ -383,6 +386,9 @@ impl<'a> Run<'a> {
         if call.name == ADVANCE_PHASE && self.phase.is_some() {
             return Ok(Ok(self.advance_call(&call.arguments).await?));
         }
+        if call.name == crate::results::READ_RESULT {
+            return Ok(Ok(self.stored_results.read(&call.arguments)));
+        }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {
             biased;
@@ -540,7 +546,7 @@ impl<'a> Run<'a> {
                 Some(note) if !content.starts_with("not run:") => format!("{note}\n{content}"),
                 _ => content,
             };
-            let content = keel_tools::text::truncate_middle(&content, MAX_TOOL_RESULT_CHARS);
+            let content = self.stored_results.fit(content, MAX_TOOL_RESULT_CHARS);
             self.emitter
                 .emit(EventKind::ToolResult {
                     id: call.id.clone(),
