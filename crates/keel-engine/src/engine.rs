@@ -45,6 +45,8 @@ pub struct Engine {
     pub(crate) index: Arc<SharedIndex>,
     /// The repository constitution (`.keel/constitution.json`), validated at build.
     pub(crate) constitution: Arc<crate::constitution::Constitution>,
+    /// The skills found at build (`skills`).
+    pub(crate) skills: Arc<crate::skills::SkillSet>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -183,6 +185,11 @@ impl EngineBuilder {
         });
         // Session working memory: the loop answers it; deferred, so the head is unchanged.
         tools.register(crate::results::ReadResult);
+        let skills =
+            crate::skills::discover(workspace.root(), crate::rules::user_config_dir().as_deref());
+        if !skills.skills.is_empty() {
+            tools.register(crate::skills::SkillTool);
+        }
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),
@@ -255,6 +262,7 @@ impl EngineBuilder {
             snapshots,
             index,
             constitution: Arc::new(constitution),
+            skills: Arc::new(skills),
         })
     }
 }
@@ -299,6 +307,11 @@ impl Engine {
     /// The system prompt (the cached head's text part).
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
+    }
+
+    /// The skills this engine found.
+    pub fn skills(&self) -> &crate::skills::SkillSet {
+        &self.skills
     }
 
     /// The repository constitution this engine enforces.

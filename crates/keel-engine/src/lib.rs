@@ -29,6 +29,7 @@ pub mod results;
 pub mod rules;
 mod run;
 mod session;
+pub mod skills;
 pub mod snapshot;
 pub mod time;
 pub mod tracker;

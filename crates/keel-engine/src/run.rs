@@ -108,6 +108,8 @@ pub(crate) struct Run<'a> {
     pub(crate) tail_rules: crate::rules::TailRules,
     /// Oversized tool results kept whole for `read_result` (session working memory).
     pub(crate) stored_results: crate::results::StoredResults,
+    /// Loaded skills and the active tool restriction (`skills`).
+    pub(crate) skills: crate::skills::SkillState,
 }
 
 /// What one batch of tool calls led to.
@@ -149,6 +151,7 @@ impl<'a> Run<'a> {
             snapshots_failed: false,
             tail_rules: crate::rules::TailRules::new(engine.workspace.root()),
             stored_results: crate::results::StoredResults::default(),
+            skills: crate::skills::SkillState::new(engine.skills.clone(), engine.workspace.root()),
         }
     }
 
@@ -367,6 +370,9 @@ impl<'a> Run<'a> {
                 format!("not run: {looping}; a loop is not progress"),
             ));
         }
+        if let Some(refusal) = self.skills.check(&call.name) {
+            return Ok(Dispatch::Refuse(refusal));
+        }
         if let Some(refusal) = self.engine.constitution.check_call(call) {
             return Ok(Dispatch::Refuse(refusal));
         }
@@ -385,6 +391,9 @@ impl<'a> Run<'a> {
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
         if call.name == ADVANCE_PHASE && self.phase.is_some() {
             return Ok(Ok(self.advance_call(&call.arguments).await?));
+        }
+        if call.name == crate::skills::SKILL_TOOL {
+            return Ok(Ok(self.skills.call(&call.arguments)));
         }
         if call.name == crate::results::READ_RESULT {
             return Ok(Ok(self.stored_results.read(&call.arguments)));
@@ -510,6 +519,7 @@ impl<'a> Run<'a> {
                         .after_success(call, content, metadata.as_ref(), &mut stop)
                         .await;
                     let content = self.tail_rules.annotate(call, content);
+                    let content = crate::skills::annotate(&mut self.skills, call, content);
                     (content, false, metadata)
                 }
                 Err(ToolError::Model(msg)) => {

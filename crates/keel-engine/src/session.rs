@@ -162,6 +162,7 @@ async fn begin(
     );
     let mut context = options.context.clone();
     context.extend(tail_layers(engine).await?);
+    context.extend(run.skills.first_message(task));
     context.extend(run.phase_intro());
     if let Some(map) = codemap(engine).await {
         context.push(map);
@@ -289,6 +290,7 @@ pub(crate) async fn resume(
     run.messages = messages;
     run.tail_rules
         .mark_injected(crate::rules::injected_in(&run.messages));
+    run.skills.mark_loaded(&run.messages);
     run.usage = record.usage;
     run.iterations = record.iterations;
     run.files = files_written(&events);
@@ -320,6 +322,11 @@ pub(crate) async fn resume(
     }
     let answers = answers_text(&answered);
     let mut text = prompt::continuation_message(message, answers.as_deref());
+    for block in run.skills.mentioned(message) {
+        text.push('\n');
+        text.push_str(&block);
+        text.push('\n');
+    }
     if let Some(reminder) = run.phase_reminder() {
         text.push('\n');
         text.push_str(&reminder);
