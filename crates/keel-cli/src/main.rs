@@ -3,6 +3,7 @@
 
 mod blocker;
 mod completions;
+mod context;
 mod doctor;
 mod index;
 mod input;
@@ -14,6 +15,7 @@ mod serve;
 mod sessions;
 mod sessions_rm;
 mod setup;
+mod skills;
 mod undo;
 
 use std::path::PathBuf;
@@ -113,6 +115,10 @@ enum Command {
     /// The user memory and promoted lessons: add, list, search, edit, rm, clear, promote,
     /// doctor.
     Memory(memory::MemoryArgs),
+    /// Skills found here: list, show one, create one.
+    Skills(skills::SkillsArgs),
+    /// Every layer of what the model is told here: source, size, head or tail, how to clear.
+    Context(context::ContextArgs),
 }
 
 #[derive(Debug, Args)]
@@ -444,6 +450,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::execute(args),
         Command::Sessions(args) => sessions::execute(args),
         Command::Memory(args) => memory::execute(args),
+        Command::Skills(args) => skills::execute(args),
+        Command::Context(args) => context::execute(args),
         Command::Blocker(args) => blocker::execute(args),
         Command::Sandbox(args) => sandbox::execute(args),
         Command::Doctor(args) => doctor::execute(args),

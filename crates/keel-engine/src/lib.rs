@@ -16,6 +16,7 @@ mod calls;
 pub mod compaction;
 pub mod config;
 pub mod constitution;
+pub mod context;
 mod emitter;
 mod engine;
 pub mod fallback;
