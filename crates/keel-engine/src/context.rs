@@ -101,10 +101,13 @@ pub fn nested_rule_files(root: &Path) -> Vec<String> {
                 format!("{rel}/{name}")
             };
             match e.file_type() {
-                Ok(t) if t.is_dir() => {
-                    if depth < 6 && !name.starts_with('.') && !SKIP.contains(&name.as_str()) {
-                        stack.push((e.path(), child, depth + 1));
-                    }
+                Ok(t)
+                    if t.is_dir()
+                        && depth < 6
+                        && !name.starts_with('.')
+                        && !SKIP.contains(&name.as_str()) =>
+                {
+                    stack.push((e.path(), child, depth + 1));
                 }
                 Ok(t)
                     if t.is_file()
