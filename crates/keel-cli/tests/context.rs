@@ -72,7 +72,7 @@ fn context_sizes_match_the_bytes_sent() {
         .env("OPENAI_API_KEY", "sk-test")
         .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
         .args(["--base-url", &format!("{}/v1", server.url())])
-        .arg("say hello")
+        .arg("say hello, using $deploy")
         .output()
         .unwrap();
     assert_exit(&out, 0);
@@ -112,6 +112,8 @@ fn context_sizes_match_the_bytes_sent() {
         skills.len()
     );
     assert!(skills.contains("- deploy: Deploy the service"));
+    // `$deploy` in the CLI task loads the skill into the same message.
+    assert!(user.contains("<skill name=\"deploy\" activation=\"model\">"), "{user}");
     // The table form names every layer.
     let table = stdout(&env, &["context"]);
     for name in [
