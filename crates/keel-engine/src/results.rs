@@ -57,6 +57,8 @@ impl TypedTool for ReadResult {
 #[derive(Debug, Default)]
 pub struct StoredResults {
     results: BTreeMap<String, Vec<char>>,
+    /// Handles stored since the last [`StoredResults::take_unsaved`].
+    unsaved: Vec<String>,
 }
 
 impl StoredResults {
@@ -72,9 +74,28 @@ impl StoredResults {
         let page = PAGE_CHARS.min(limit);
         let head: String = chars[..page.min(total)].iter().collect();
         self.results.insert(handle.clone(), chars);
+        self.unsaved.push(handle.clone());
         format!(
             "[keel: this result has {total} characters, more than the {limit} shown at once; it is stored whole as `{handle}`. Characters 0–{page} follow. Read on with read_result {{\"handle\": \"{handle}\", \"offset\": {page}}}.]\n{head}"
         )
+    }
+
+    /// Results stored since the last call, `(handle, content)`, to persist.
+    pub fn take_unsaved(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.unsaved)
+            .into_iter()
+            .filter_map(|h| {
+                let text: String = self.results.get(&h)?.iter().collect();
+                Some((h, text))
+            })
+            .collect()
+    }
+
+    /// Restores results stored by earlier runs of the session.
+    pub fn restore(&mut self, stored: Vec<(String, String)>) {
+        for (handle, content) in stored {
+            self.results.insert(handle, content.chars().collect());
+        }
     }
 
     /// How many results are stored, and their total characters.

@@ -281,6 +281,18 @@ impl<'a> Run<'a> {
         Ending::Failed(failure)
     }
 
+    /// Saves newly stored oversized results with the session (a store that cannot keep
+    /// them leaves them for this run only).
+    async fn persist_results(&mut self) {
+        for (handle, content) in self.stored_results.take_unsaved() {
+            let id = self.emitter.session_id().to_string();
+            let _ = crate::session::blocking(&self.engine.store, move |s| {
+                s.save_result(&id, &handle, &content)
+            })
+            .await;
+        }
+    }
+
     pub(crate) async fn push_message(&mut self, message: Message) -> Result<(), EngineError> {
         let id = self.emitter.session_id().to_string();
         let stored = message.clone();
@@ -557,6 +569,7 @@ impl<'a> Run<'a> {
                 _ => content,
             };
             let content = self.stored_results.fit(content, MAX_TOOL_RESULT_CHARS);
+            self.persist_results().await;
             self.emitter
                 .emit(EventKind::ToolResult {
                     id: call.id.clone(),

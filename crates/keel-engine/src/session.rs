@@ -291,6 +291,11 @@ pub(crate) async fn resume(
     run.tail_rules
         .mark_injected(crate::rules::injected_in(&run.messages));
     run.skills.mark_loaded(&run.messages);
+    {
+        let sid = id.clone();
+        let stored = blocking(&engine.store, move |s| s.stored_results(&sid)).await?;
+        run.stored_results.restore(stored);
+    }
     run.usage = record.usage;
     run.iterations = record.iterations;
     run.files = files_written(&events);

@@ -52,6 +52,7 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
         ));
     }
     script.push_str("  - text: done\n");
+    script.push_str("  - tool_calls:\n      - name: read_result\n        arguments: {handle: r1, offset: 0}\n  - text: again\n");
     let provider = ScriptedProvider::from_yaml(&script).unwrap();
     let engine = EngineBuilder::new(config, dir.path())
         .provider(Arc::new(provider.clone()))
@@ -59,7 +60,7 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
         .tools(tools)
         .build()
         .unwrap();
-    engine
+    let out = engine
         .run("read the log", RunOptions::default())
         .await
         .unwrap();
@@ -85,4 +86,17 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
     // The handle is named in the first, cut result.
     let first_result = serde_json::to_string(&requests[1].messages).unwrap();
     assert!(first_result.contains("stored whole as `r1`"));
+    // The stored result outlives the run: a resumed session still reads it.
+    engine
+        .continue_session(
+            &out.session_id,
+            "once more from the top",
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    let resumed = provider.requests();
+    let tail = serde_json::to_string(&resumed.last().unwrap().messages.last()).unwrap();
+    assert!(tail.contains("`r1` characters 0–20000 of"), "{tail}");
+    assert!(tail.contains("line 00000"));
 }

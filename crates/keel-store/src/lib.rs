@@ -229,6 +229,21 @@ pub trait Store: Send + Sync {
     fn memory_entries(&self) -> Result<Vec<MemoryEntry>, StoreError> {
         Ok(Vec::new())
     }
+
+    /// Keeps a session's oversized tool result whole under `handle` (session working
+    /// memory). Stores without it say so; the engine then keeps it for the run only.
+    fn save_result(&self, session_id: &str, handle: &str, content: &str) -> Result<(), StoreError> {
+        let _ = (session_id, handle, content);
+        Err(StoreError::Conflict(
+            "this store cannot keep tool results; they last for the run".into(),
+        ))
+    }
+
+    /// A session's stored tool results, `(handle, content)`, oldest first.
+    fn stored_results(&self, session_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let _ = session_id;
+        Ok(Vec::new())
+    }
 }
 
 /// Unix time in milliseconds.

@@ -18,6 +18,13 @@ CREATE TABLE memory (
     updated_at  INTEGER NOT NULL
 );
 CREATE INDEX memory_kind ON memory(kind, id);
+CREATE TABLE stored_results (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    handle      TEXT NOT NULL,
+    content     TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (session_id, handle)
+);
 "#;
 
 /// Longest memory entry accepted, in characters: memory is for short facts.
@@ -147,6 +154,35 @@ fn get(conn: &Connection, id: i64) -> Result<MemoryEntry, StoreError> {
             "no memory entry {id}; `keel memory list` shows the ids"
         ))),
     }
+}
+
+/// Saves a session's oversized tool result under `handle` (session working memory).
+pub(crate) fn save_result(
+    conn: &Connection,
+    session_id: &str,
+    handle: &str,
+    content: &str,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT OR REPLACE INTO stored_results (session_id, handle, content, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![session_id, handle, content, now_ms() as i64],
+    )
+    .map_err(sql("saving a stored tool result"))?;
+    Ok(())
+}
+
+/// A session's stored results, `(handle, content)`, oldest first.
+pub(crate) fn results(
+    conn: &Connection,
+    session_id: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut stmt = conn
+        .prepare("SELECT handle, content FROM stored_results WHERE session_id = ?1 ORDER BY created_at, handle")
+        .map_err(sql("reading stored tool results"))?;
+    stmt.query_map(params![session_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(sql("reading stored tool results"))?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(sql("reading stored tool results"))
 }
 
 impl SqliteStore {

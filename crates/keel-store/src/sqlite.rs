@@ -566,6 +566,14 @@ impl Store for SqliteStore {
         self.with_connection(|c| crate::memory::list(c, None))
     }
 
+    fn save_result(&self, session_id: &str, handle: &str, content: &str) -> Result<(), StoreError> {
+        self.with_connection(|c| crate::memory::save_result(c, session_id, handle, content))
+    }
+
+    fn stored_results(&self, session_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.with_connection(|c| crate::memory::results(c, session_id))
+    }
+
     fn mark_blockers_delivered(&self, ids: &[String]) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn
