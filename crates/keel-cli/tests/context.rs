@@ -113,7 +113,10 @@ fn context_sizes_match_the_bytes_sent() {
     );
     assert!(skills.contains("- deploy: Deploy the service"));
     // `$deploy` in the CLI task loads the skill into the same message.
-    assert!(user.contains("<skill name=\"deploy\" activation=\"model\">"), "{user}");
+    assert!(
+        user.contains("<skill name=\"deploy\" activation=\"model\">"),
+        "{user}"
+    );
     // The table form names every layer.
     let table = stdout(&env, &["context"]);
     for name in [
