@@ -57,9 +57,7 @@ async fn first_request(root: &Path, git: bool) -> ChatRequest {
         )
         .unwrap();
     let provider = ScriptedProvider::from_yaml("turns:\n  - text: done\n").unwrap();
-    let mut config = Config::default();
-    config.index.enabled = false;
-    let engine = EngineBuilder::new(config, root)
+    let engine = EngineBuilder::new(Config::default(), root)
         .provider(Arc::new(provider.clone()))
         .store(Arc::new(store))
         .build()
