@@ -200,7 +200,12 @@ fn render_stats(s: &IndexStats) -> String {
 
 pub fn execute_search(args: SearchArgs) -> anyhow::Result<u8> {
     let (workspace, config) = load(&args.common)?;
-    let kind = SearchKind::parse(&args.kind).ok_or_else(|| {
+    let kind_arg = if args.files {
+        "file"
+    } else {
+        args.kind.as_str()
+    };
+    let kind = SearchKind::parse(kind_arg).ok_or_else(|| {
         setup::UsageError(format!(
             "--kind {} is not a kind; use any, symbol or file",
             args.kind

@@ -3,9 +3,11 @@
 
 mod blocker;
 mod completions;
+mod context;
 mod doctor;
 mod index;
 mod input;
+mod memory;
 mod render;
 mod run;
 mod sandbox;
@@ -13,6 +15,7 @@ mod serve;
 mod sessions;
 mod sessions_rm;
 mod setup;
+mod skills;
 mod undo;
 
 use std::path::PathBuf;
@@ -109,6 +112,13 @@ enum Command {
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     #[command(after_help = help::COMPLETIONS)]
     Completions(CompletionsArgs),
+    /// The user memory and promoted lessons: add, list, search, edit, rm, clear, promote,
+    /// doctor.
+    Memory(memory::MemoryArgs),
+    /// Skills found here: list, show one, create one.
+    Skills(skills::SkillsArgs),
+    /// Every layer of what the model is told here: source, size, head or tail, how to clear.
+    Context(context::ContextArgs),
 }
 
 #[derive(Debug, Args)]
@@ -357,6 +367,9 @@ pub struct SearchArgs {
     /// any, symbol or file.
     #[arg(long, default_value = "any", value_name = "KIND")]
     pub kind: String,
+    /// One hit per file, files ranked by all their evidence (same as `--kind file`).
+    #[arg(long, conflicts_with = "kind")]
+    pub files: bool,
     /// Only paths matching this glob (`*.py`, `src/**/*.rs`).
     #[arg(long, value_name = "GLOB")]
     pub glob: Option<String>,
@@ -469,6 +482,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::execute(args),
         Command::Sessions(args) => sessions::execute(args),
+        Command::Memory(args) => memory::execute(args),
+        Command::Skills(args) => skills::execute(args),
+        Command::Context(args) => context::execute(args),
         Command::Blocker(args) => blocker::execute(args),
         Command::Sandbox(args) => sandbox::execute(args),
         Command::Doctor(args) => doctor::execute(args),

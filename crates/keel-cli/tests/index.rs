@@ -76,6 +76,19 @@ fn index_search_map_and_doctor() {
     assert_eq!(hits[0]["start_line"], 7);
     let out = stdout(&env.keel(&["search", "--kind", "file", "HttpClient"]));
     assert!(out.starts_with("rust/src/net/http.rs:"), "{out}");
+    // `--files`: one hit per file, as many files as asked for.
+    let out = stdout(&env.keel(&["search", "--files", "--json", "--limit", "4", "price"]));
+    let hits: Value = serde_json::from_str(&out).unwrap();
+    let mut paths: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 4, "{out}");
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), 4, "{out}");
     let bad = env.keel(&["search", "--kind", "class", "x"]);
     assert_eq!(bad.status.code(), Some(2));
 

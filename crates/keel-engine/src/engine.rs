@@ -43,6 +43,10 @@ pub struct Engine {
     pub(crate) snapshots: Option<LazySnapshots>,
     /// The workspace index, shared by `codebase_search` and the codemap.
     pub(crate) index: Arc<SharedIndex>,
+    /// The repository constitution (`.keel/constitution.json`), validated at build.
+    pub(crate) constitution: Arc<crate::constitution::Constitution>,
+    /// The skills found at build (`skills`).
+    pub(crate) skills: Arc<crate::skills::SkillSet>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -156,7 +160,11 @@ impl EngineBuilder {
         let store = self
             .store
             .ok_or_else(|| EngineError::Setup("no session store configured".into()))?;
-        let workspace = Workspace::new(&self.workspace)?;
+        // The constitution's plain protected paths also feed the file tools' and the kernel
+        // sandbox's read-only lists (globs are enforced before a tool runs).
+        let constitution = crate::constitution::Constitution::load(&self.workspace)?;
+        let workspace =
+            Workspace::new(&self.workspace)?.with_protected(constitution.plain_protected());
         let index = Arc::new(SharedIndex::new(self.config.index.settings()));
         let mut tools = self.tools.unwrap_or_else(|| {
             let mut r = ToolRegistry::new();
@@ -169,14 +177,19 @@ impl EngineBuilder {
                 r.remove("codebase_search");
             }
             if self.config.shell.enabled {
-                keel_tools::shell::register(
-                    &mut r,
-                    self.config.shell.tool_settings(),
-                    self.config.shell.lint_settings(),
-                );
+                let mut settings = self.config.shell.tool_settings();
+                settings.protected.extend(constitution.plain_protected());
+                keel_tools::shell::register(&mut r, settings, self.config.shell.lint_settings());
             }
             r
         });
+        // Session working memory: the loop answers it; deferred, so the head is unchanged.
+        tools.register(crate::results::ReadResult);
+        let skills =
+            crate::skills::discover(workspace.root(), crate::rules::user_config_dir().as_deref());
+        if !skills.skills.is_empty() {
+            tools.register(crate::skills::SkillTool);
+        }
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),
@@ -212,7 +225,7 @@ impl EngineBuilder {
             max_retries: self.config.llm.max_retries,
             ..RetryPolicy::default()
         });
-        let system_prompt = prompt::system_prompt(workspace.root());
+        let system_prompt = prompt::system_prompt_with(workspace.root(), &constitution);
         // Retries and fallbacks live in the provider stream, announced as events there.
         let provider: Arc<dyn Provider> =
             Arc::new(ReliableProvider::new(provider, retry).with_fallbacks(self.fallbacks));
@@ -248,6 +261,8 @@ impl EngineBuilder {
             judge,
             snapshots,
             index,
+            constitution: Arc::new(constitution),
+            skills: Arc::new(skills),
         })
     }
 }
@@ -299,6 +314,16 @@ impl Engine {
     /// The system prompt (the cached head's text part).
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
+    }
+
+    /// The skills this engine found.
+    pub fn skills(&self) -> &crate::skills::SkillSet {
+        &self.skills
+    }
+
+    /// The repository constitution this engine enforces.
+    pub fn constitution(&self) -> &crate::constitution::Constitution {
+        &self.constitution
     }
 
     /// The tool registry.

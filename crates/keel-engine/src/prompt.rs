@@ -18,18 +18,32 @@ pub const PROJECT_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
 const MAX_PROJECT_FILE_CHARS: usize = 20_000;
 
 /// The system prompt for a workspace: base layer, then the project layer if the repository
-/// has instruction files.
+/// has instruction files, then its constitution (an invalid one is left out here; the
+/// engine refuses to start with it).
 pub fn system_prompt(workspace: &Path) -> String {
+    let constitution = crate::constitution::Constitution::load(workspace).unwrap_or_default();
+    system_prompt_with(workspace, &constitution)
+}
+
+/// The system prompt with an already validated constitution.
+pub fn system_prompt_with(
+    workspace: &Path,
+    constitution: &crate::constitution::Constitution,
+) -> String {
     let mut out = BASE_PROMPT.trim_end().to_string();
-    if let Some(project) = project_layer(workspace) {
+    for layer in [project_layer(workspace), constitution.head_text()]
+        .into_iter()
+        .flatten()
+    {
         out.push_str("\n\n");
-        out.push_str(&project);
+        out.push_str(&layer);
     }
     out.push('\n');
     out
 }
 
-/// The project layer: the repository's AGENTS.md and CLAUDE.md, if present.
+/// The project layer: the repository's root AGENTS.md and CLAUDE.md, then its
+/// `.keel/rules/*.md` without `globs`, if present.
 pub fn project_layer(workspace: &Path) -> Option<String> {
     let mut sections = Vec::new();
     for name in PROJECT_FILES {
@@ -48,6 +62,7 @@ pub fn project_layer(workspace: &Path) -> Option<String> {
         };
         sections.push(format!("## From {name}\n{body}"));
     }
+    sections.extend(crate::rules::head_rules(workspace));
     if sections.is_empty() {
         return None;
     }

@@ -108,6 +108,12 @@ pub(crate) struct Run<'a> {
     pub(crate) last_snapshot: Option<crate::snapshot::SnapshotInfo>,
     /// A snapshot failed: no more attempts in this run.
     pub(crate) snapshots_failed: bool,
+    /// Nested instruction files and glob rules not yet injected (`rules`).
+    pub(crate) tail_rules: crate::rules::TailRules,
+    /// Oversized tool results kept whole for `read_result` (session working memory).
+    pub(crate) stored_results: crate::results::StoredResults,
+    /// Loaded skills and the active tool restriction (`skills`).
+    pub(crate) skills: crate::skills::SkillState,
 }
 
 /// What one batch of tool calls led to.
@@ -148,6 +154,9 @@ impl<'a> Run<'a> {
             snapshot_turn: None,
             last_snapshot: None,
             snapshots_failed: false,
+            tail_rules: crate::rules::TailRules::new(engine.workspace.root()),
+            stored_results: crate::results::StoredResults::default(),
+            skills: crate::skills::SkillState::new(engine.skills.clone(), engine.workspace.root()),
         }
     }
 
@@ -277,6 +286,18 @@ impl<'a> Run<'a> {
         Ending::Failed(failure)
     }
 
+    /// Saves newly stored oversized results with the session (a store that cannot keep
+    /// them leaves them for this run only).
+    async fn persist_results(&mut self) {
+        for (handle, content) in self.stored_results.take_unsaved() {
+            let id = self.emitter.session_id().to_string();
+            let _ = crate::session::blocking(&self.engine.store, move |s| {
+                s.save_result(&id, &handle, &content)
+            })
+            .await;
+        }
+    }
+
     pub(crate) async fn push_message(&mut self, message: Message) -> Result<(), EngineError> {
         let id = self.emitter.session_id().to_string();
         let stored = message.clone();
@@ -367,6 +388,12 @@ impl<'a> Run<'a> {
                 format!("not run: {looping}; a loop is not progress"),
             ));
         }
+        if let Some(refusal) = self.skills.check(&call.name) {
+            return Ok(Dispatch::Refuse(refusal));
+        }
+        if let Some(refusal) = self.engine.constitution.check_call(call) {
+            return Ok(Dispatch::Refuse(refusal));
+        }
         let access = match self.phase_check(call).await? {
             Ok(access) => access,
             Err(refusal) => return Ok(Dispatch::Refuse(refusal)),
@@ -390,6 +417,12 @@ impl<'a> Run<'a> {
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
         if call.name == ADVANCE_PHASE && self.phase.is_some() {
             return Ok(Ok(self.advance_call(&call.arguments).await?));
+        }
+        if call.name == crate::skills::SKILL_TOOL {
+            return Ok(Ok(self.skills.call(&call.arguments)));
+        }
+        if call.name == crate::results::READ_RESULT {
+            return Ok(Ok(self.stored_results.read(&call.arguments)));
         }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {
@@ -513,6 +546,8 @@ impl<'a> Run<'a> {
                     metadata,
                 }) => {
                     let content = self.after_success(call, content, &details, &mut stop).await;
+                    let content = self.tail_rules.annotate(call, content);
+                    let content = crate::skills::annotate(&mut self.skills, call, content);
                     (content, false, details, metadata)
                 }
                 Err(ToolError::Model(msg)) => {
@@ -550,7 +585,8 @@ impl<'a> Run<'a> {
                 _ => content,
             };
             let original_chars = content.chars().count();
-            let content = keel_tools::text::truncate_middle(&content, MAX_TOOL_RESULT_CHARS);
+            let content = self.stored_results.fit(content, MAX_TOOL_RESULT_CHARS);
+            self.persist_results().await;
             let shown_chars = content.chars().count();
             if shown_chars < original_chars {
                 details.truncated = Some(Truncation {

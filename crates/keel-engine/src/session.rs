@@ -94,6 +94,19 @@ async fn codemap(engine: &Engine) -> Option<String> {
     Some(prompt::codemap_block(&map))
 }
 
+/// The first message's standing layers: the user's own rules file, their memory and the
+/// promoted lessons — all tail, so the cached head never depends on them.
+async fn tail_layers(engine: &Engine) -> Result<Vec<String>, EngineError> {
+    let entries = blocking(&engine.store, |s| s.memory_entries()).await?;
+    let mut out: Vec<String> = Vec::new();
+    out.extend(crate::rules::user_rules(
+        crate::rules::user_config_dir().as_deref(),
+    ));
+    out.extend(crate::memory::user_memory_block(&entries));
+    out.extend(crate::memory::lessons_block(&entries));
+    Ok(out)
+}
+
 /// A new session for `task`.
 pub(crate) async fn start(
     engine: &Engine,
@@ -157,6 +170,8 @@ async fn begin(
     );
     run.approvals = options.approvals.clone();
     let mut context = options.context.clone();
+    context.extend(tail_layers(engine).await?);
+    context.extend(run.skills.first_message(task));
     context.extend(run.phase_intro());
     if let Some(map) = codemap(engine).await {
         context.push(map);
@@ -292,6 +307,14 @@ pub(crate) async fn resume(
     );
     run.approvals = options.approvals.clone();
     run.messages = messages;
+    run.tail_rules
+        .mark_injected(crate::rules::injected_in(&run.messages));
+    run.skills.mark_loaded(&run.messages);
+    {
+        let sid = id.clone();
+        let stored = blocking(&engine.store, move |s| s.stored_results(&sid)).await?;
+        run.stored_results.restore(stored);
+    }
     run.usage = record.usage;
     run.iterations = record.iterations;
     run.files = files_written(&events);
@@ -323,6 +346,11 @@ pub(crate) async fn resume(
     }
     let answers = answers_text(&answered);
     let mut text = prompt::continuation_message(message, answers.as_deref());
+    for block in run.skills.mentioned(message) {
+        text.push('\n');
+        text.push_str(&block);
+        text.push('\n');
+    }
     if let Some(reminder) = run.phase_reminder() {
         text.push('\n');
         text.push_str(&reminder);

@@ -8,7 +8,7 @@
 //! resolves every import again. An interrupted build therefore resumes where it stopped and
 //! ends equal to a fresh build.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -204,7 +204,7 @@ impl Index {
             .filter(|(p, _)| !found_paths.contains(p.as_str()))
             .map(|(p, s)| (p.clone(), s.id))
             .collect();
-        let jobs: Vec<(FoundFile, Option<FileState>)> = found
+        let mut jobs: Vec<(FoundFile, Option<FileState>)> = found
             .iter()
             .filter_map(|f| {
                 let prev = states.get(&f.path).copied();
@@ -214,6 +214,9 @@ impl Index {
                 }
             })
             .collect();
+        // Path order, whatever order the walk found them in: with the in-order writes below,
+        // the same tree always gets the same row ids (so equal scores tie the same way).
+        jobs.sort_by(|a, b| a.0.path.cmp(&b.0.path));
         progress.planned(found.len(), jobs.len());
         let mut changes = Changes::default();
         changes.stats.files = found.len();
@@ -281,10 +284,19 @@ impl Index {
                 let mut tx = self.conn.transaction()?;
                 let mut in_batch = 0usize;
                 let mut batch_start = Instant::now();
+                // Outcomes arrive in whatever order the workers finish; they are written in
+                // job order (the few that arrive early wait here), so row ids do not depend
+                // on thread timing.
+                let mut pending: BTreeMap<usize, Outcome> = BTreeMap::new();
+                let mut next_write = 0usize;
                 for (i, outcome) in rx.iter() {
-                    changes.apply(&tx, outcome, prevs.get(&i).copied().flatten())?;
-                    done += 1;
-                    in_batch += 1;
+                    pending.insert(i, outcome);
+                    while let Some(outcome) = pending.remove(&next_write) {
+                        changes.apply(&tx, outcome, prevs.get(&next_write).copied().flatten())?;
+                        next_write += 1;
+                        done += 1;
+                        in_batch += 1;
+                    }
                     if in_batch >= BATCH_FILES || batch_start.elapsed() >= BATCH_TIME {
                         tx.commit()?;
                         progress.advanced(done);

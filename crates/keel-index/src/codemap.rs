@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::pathrole::PathRole;
 use crate::{Index, IndexError};
 
 /// Share of the budget the directory list may use.
@@ -90,9 +91,18 @@ impl Index {
         }
         let rank = pagerank(files.len(), &edges);
         let mut order: Vec<usize> = (0..files.len()).collect();
+        // Tests, fixtures, vendored and generated code come after the source they serve.
+        let role: Vec<f64> = files
+            .iter()
+            .map(|(_, f)| match PathRole::of(&f.path) {
+                PathRole::Source => 1.0,
+                PathRole::Docs => 0.5,
+                _ => 0.2,
+            })
+            .collect();
         let score = |i: usize| -> f64 {
             let defs = top_symbols.get(&i).map_or(0, Vec::len) as f64;
-            rank[i] + 1e-4 * (1.0 + defs).ln() / files.len() as f64
+            (rank[i] + 1e-4 * (1.0 + defs).ln() / files.len() as f64) * role[i]
         };
         order.sort_by(|&a, &b| {
             score(b)

@@ -19,6 +19,7 @@ pub mod codemap;
 pub mod grep;
 pub mod imports;
 mod index;
+pub mod pathrole;
 pub mod search;
 pub mod service;
 mod store;

@@ -8,11 +8,13 @@
 //! The trait is synchronous; async callers run it on a blocking thread. This crate holds no
 //! policy: it does not decide what a session's status means.
 
+mod memory;
 mod sqlite;
 
 use keel_protocol::{Event, Message, SessionStatus, Usage};
 use serde::{Deserialize, Serialize};
 
+pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 pub use sqlite::SqliteStore;
 
 /// A store failure. The message says which operation failed and why.
@@ -243,6 +245,27 @@ pub trait Store: Send + Sync {
 
     /// Marks answered blockers as delivered to the agent.
     fn mark_blockers_delivered(&self, ids: &[String]) -> Result<(), StoreError>;
+
+    /// The user memory and promoted lessons to inject into a new session, oldest first.
+    /// Stores without a memory table have none.
+    fn memory_entries(&self) -> Result<Vec<MemoryEntry>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Keeps a session's oversized tool result whole under `handle` (session working
+    /// memory). Stores without it say so; the engine then keeps it for the run only.
+    fn save_result(&self, session_id: &str, handle: &str, content: &str) -> Result<(), StoreError> {
+        let _ = (session_id, handle, content);
+        Err(StoreError::Conflict(
+            "this store cannot keep tool results; they last for the run".into(),
+        ))
+    }
+
+    /// A session's stored tool results, `(handle, content)`, oldest first.
+    fn stored_results(&self, session_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let _ = session_id;
+        Ok(Vec::new())
+    }
 }
 
 /// Unix time in milliseconds.

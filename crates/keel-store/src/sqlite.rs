@@ -62,7 +62,9 @@ CREATE TABLE blockers (
 CREATE INDEX blockers_session ON blockers(session_id, created_at);
 CREATE INDEX blockers_status ON blockers(status, created_at);
 "#,
-    // 3: how a session was started, so resuming it needs no repeated flags.
+    // 3: user memory and promoted lessons (`memory`).
+    crate::memory::MIGRATION,
+    // 4: how a session was started, so resuming it needs no repeated flags.
     r#"
 ALTER TABLE sessions ADD COLUMN base_url TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN script TEXT NOT NULL DEFAULT '';
@@ -600,6 +602,18 @@ impl Store for SqliteStore {
         )
         .map_err(sql("answering a blocker"))?;
         read_blocker(&conn, &id)
+    }
+
+    fn memory_entries(&self) -> Result<Vec<crate::MemoryEntry>, StoreError> {
+        self.with_connection(|c| crate::memory::list(c, None))
+    }
+
+    fn save_result(&self, session_id: &str, handle: &str, content: &str) -> Result<(), StoreError> {
+        self.with_connection(|c| crate::memory::save_result(c, session_id, handle, content))
+    }
+
+    fn stored_results(&self, session_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.with_connection(|c| crate::memory::results(c, session_id))
     }
 
     fn mark_blockers_delivered(&self, ids: &[String]) -> Result<(), StoreError> {

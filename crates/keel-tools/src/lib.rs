@@ -20,6 +20,7 @@ pub mod edit;
 pub mod fs;
 pub mod patch;
 mod registry;
+pub mod safe_git;
 pub mod sandbox;
 mod schema;
 pub mod shell;

@@ -430,3 +430,111 @@ async fn a_writable_cargo_home_keeps_its_bin_dir_read_only() {
     // granted one by one, without `bin`.
     assert!(out.success(), "{}", out.combined_text());
 }
+
+#[tokio::test]
+async fn network_off_blocks_datagrams_to_named_unix_sockets() {
+    let test = "network_off_blocks_datagrams_to_named_unix_sockets";
+    let seccomp = sandbox::support().seccomp.clone();
+    if !have(seccomp.is_ok(), test, &format!("{seccomp:?}"))
+        || !have(
+            exec::find_program("python3").is_some(),
+            test,
+            "python3 not found",
+        )
+    {
+        return;
+    }
+    let world = World::new();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("s.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let received = || {
+        let mut buf = [0u8; 16];
+        listener.recv(&mut buf).is_ok()
+    };
+    let sock = path.display().to_string();
+    let attempts = [
+        format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendmsg([b'x'], [], 0, '{sock}')\""
+        ),
+        format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK); s.sendto(b'x', '{sock}')\""
+        ),
+        format!(
+            "python3 -c \"import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendmsg([b'x'], [], 0, '{sock}')\""
+        ),
+        format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_RAW); s.sendmsg([b'x'], [], 0, '{sock}')\""
+        ),
+    ];
+    for policy in [SandboxPolicy::ReadOnly, SandboxPolicy::WorkspaceWrite] {
+        for cmd in &attempts {
+            let out = run(world.root(), policy, false, cmd).await;
+            assert!(
+                !received(),
+                "{policy:?}: `{cmd}` reached the socket: {}",
+                out.combined_text()
+            );
+        }
+    }
+    // The same datagram arrives when the network is on: the test can see an escape.
+    let out = run(
+        world.root(),
+        SandboxPolicy::WorkspaceWrite,
+        true,
+        &attempts[0],
+    )
+    .await;
+    assert!(out.success(), "{}", out.combined_text());
+    assert!(received(), "network = true must deliver the datagram");
+}
+
+#[tokio::test]
+async fn keel_home_secrets_are_hidden_from_commands() {
+    let test = "keel_home_secrets_are_hidden_from_commands";
+    let mounts = sandbox::support().mount_namespace.clone();
+    if !have(mounts.is_ok(), test, &format!("{mounts:?}")) {
+        return;
+    }
+    let world = World::new();
+    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let token = home.path().join("server-token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "cat {0}/server-token; ls -A {0}; echo planted > {0}/x",
+        home.path().display()
+    );
+    for policy in [SandboxPolicy::ReadOnly, SandboxPolicy::WorkspaceWrite] {
+        let mut req = ExecRequest::new(
+            vec![
+                OsString::from("bash"),
+                OsString::from("-c"),
+                OsString::from(&script),
+            ],
+            world.root(),
+        );
+        req.policy = policy;
+        req.roots = WritableRoots {
+            workspace: Some(world.root().to_path_buf()),
+            hidden: vec![home.path().to_path_buf()],
+            ..WritableRoots::default()
+        };
+        let out = exec::run(req).await.unwrap();
+        let text = out.combined_text();
+        assert!(!text.contains("s3cret"), "{policy:?}: {text}");
+        assert!(
+            !text.contains("server-token\n"),
+            "{policy:?} listed it: {text}"
+        );
+        assert!(!home.path().join("x").exists(), "{policy:?} wrote into it");
+        // The rest of the command's world is unchanged.
+        let out = run(world.root(), policy, false, "cat README.md").await;
+        assert_eq!(out.stdout.text(), "# fixture\n", "{policy:?}");
+    }
+    // Unconfined, the same script reads it: the test can see a leak.
+    let out = run(world.root(), SandboxPolicy::Off, false, &script).await;
+    assert!(out.combined_text().contains("s3cret"));
+    std::fs::remove_file(home.path().join("x")).unwrap();
+}

@@ -116,6 +116,14 @@ impl Env {
         p
     }
 
+    /// Writes the user's own config (`$HOME/.config/keel/config.toml`), trusted unlike the
+    /// workspace's.
+    pub fn user_config(&self, text: &str) {
+        let dir = self.home.join(".config/keel");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    }
+
     /// Writes the workspace's `.keel/config.toml`.
     pub fn config(&self, text: &str) {
         std::fs::create_dir_all(self.work.join(".keel")).unwrap();

@@ -26,6 +26,10 @@ pub enum ProjectRule {
     Superset,
     /// A value from a scale, strictest first: the project may only pick one at least as strict.
     Ordered(&'static [&'static str]),
+    /// A provider's base URL: only for a provider that sends no API key (a keyless local
+    /// preset such as `ollama`); the provider then gets no key variable at
+    /// all, so no key reaches the host the project chose.
+    KeylessEndpoint,
 }
 
 /// The protected keys (`*` matches any one table key, e.g. a phase name).
@@ -49,6 +53,9 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("approval.allow", ProjectRule::Subset),
     ("approval.ask", ProjectRule::Superset),
     ("approval.deny", ProjectRule::Superset),
+    // Where a provider's requests (and key) go: see [`restrict_endpoints`].
+    ("llm.base_url", ProjectRule::KeylessEndpoint),
+    ("llm.providers.*.base_url", ProjectRule::KeylessEndpoint),
 ];
 
 /// A project setting that was not applied.
@@ -77,6 +84,9 @@ impl std::fmt::Display for ConfigWarning {
 pub(super) fn restrict(lower: &Table, table: &mut Table, source: &str) -> Vec<ConfigWarning> {
     let mut warnings = Vec::new();
     for (pattern, rule) in PROJECT_RULES {
+        if *rule == ProjectRule::KeylessEndpoint {
+            continue;
+        }
         let parts: Vec<&str> = pattern.split('.').collect();
         apply(
             lower,
@@ -87,6 +97,89 @@ pub(super) fn restrict(lower: &Table, table: &mut Table, source: &str) -> Vec<Co
             source,
             &mut warnings,
         );
+    }
+    warnings.extend(restrict_endpoints(lower, table, source));
+    warnings
+}
+
+/// The [`ProjectRule::KeylessEndpoint`] keys. A project's `llm.base_url` is moved to
+/// `llm.providers.<provider>.base_url` of the provider it names (so a `--provider` flag never
+/// carries it to another provider); a base URL is kept only for a keyless provider, whose key
+/// variable is then set to none (`api_key_env = ""`), whatever the user's layers or
+/// environment hold.
+fn restrict_endpoints(lower: &Table, table: &mut Table, source: &str) -> Vec<ConfigWarning> {
+    let mut warnings = Vec::new();
+    let Some(Value::Table(llm)) = table.get_mut("llm") else {
+        return warnings;
+    };
+    let lower_llm = match lower.get("llm") {
+        Some(Value::Table(t)) => t.clone(),
+        _ => Table::new(),
+    };
+    let warn = |key: String, message: String| ConfigWarning {
+        source: source.to_string(),
+        key,
+        message,
+    };
+    let mut asked: Vec<(String, String, Value)> = Vec::new();
+    if let Some(url) = llm.remove("base_url") {
+        let provider = llm
+            .get("provider")
+            .or_else(|| lower_llm.get("provider"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        match provider {
+            Some(p) => asked.push(("llm.base_url".into(), p, url)),
+            None => warnings.push(warn(
+                "llm.base_url".into(),
+                format!("= {url} is ignored: no `llm.provider` names the provider it is for"),
+            )),
+        }
+    }
+    if let Some(Value::Table(providers)) = llm.get_mut("providers") {
+        for (name, entry) in providers.iter_mut() {
+            if let Value::Table(entry) = entry
+                && let Some(url) = entry.remove("base_url")
+            {
+                asked.push((format!("llm.providers.{name}.base_url"), name.clone(), url));
+            }
+        }
+    }
+    for (key, provider, url) in asked {
+        if provider == "scripted" {
+            continue; // plays a file: a base URL means nothing to it
+        }
+        let preset_name = [&*llm, &lower_llm]
+            .into_iter()
+            .find_map(|t| {
+                t.get("providers")?
+                    .get(&provider)?
+                    .get("preset")?
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| provider.clone());
+        let keyless = keel_llm::presets::preset(&preset_name).is_some_and(|p| !p.key_required);
+        if !keyless {
+            warnings.push(warn(
+                key,
+                format!(
+                    "= {url} is ignored: provider `{provider}` (preset `{preset_name}`) sends an API key, which must never go to a host a project chose; only keyless local presets (ollama, vllm, llamacpp) may be pointed elsewhere"
+                ),
+            ));
+            continue;
+        }
+        let providers = llm
+            .entry("providers")
+            .or_insert_with(|| Value::Table(Table::new()));
+        if let Value::Table(providers) = providers
+            && let Value::Table(entry) = providers
+                .entry(provider.as_str())
+                .or_insert_with(|| Value::Table(Table::new()))
+        {
+            entry.insert("base_url".into(), url);
+            entry.insert("api_key_env".into(), Value::String(String::new()));
+        }
     }
     warnings
 }
@@ -155,6 +248,7 @@ enum Verdict {
 fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
     match rule {
         ProjectRule::UserOnly => Verdict::Drop("is ignored".into()),
+        ProjectRule::KeylessEndpoint => Verdict::Keep(value), // see `restrict_endpoints`
         ProjectRule::Bool { strict } => match value.as_bool() {
             Some(b) if b == strict => Verdict::Keep(value),
             Some(b) => Verdict::Drop(format!("= {b} is ignored")),
@@ -251,6 +345,7 @@ mod tests {
                 "shell.env_keep",
                 "server",
                 "llm.providers.evil.api_key_env",
+                "llm.providers.evil.base_url",
                 "approval.policy"
             ]
         );
@@ -291,6 +386,63 @@ mod tests {
             warnings[0]
                 .to_string()
                 .contains("`shell.sandbox` = false is ignored")
+        );
+    }
+
+    #[test]
+    fn a_project_never_points_a_keyed_provider_at_its_own_host() {
+        let lower = table(
+            "[llm]\nprovider = \"openai\"\n[llm.providers.corp]\npreset = \"openai\"\nbase_url = \"https://corp/v1\"\napi_key_env = \"CORP_KEY\"\n",
+        );
+        let mut project = table(
+            "[llm]\nbase_url = \"http://evil/v1\"\n[llm.providers.corp]\nbase_url = \"http://evil/v1\"\n[llm.providers.anthropic]\nbase_url = \"http://evil\"\n[llm.providers.mine]\npreset = \"anthropic\"\nbase_url = \"http://evil\"\n",
+        );
+        let warnings = restrict(&lower, &mut project, "/p/.keel/config.toml");
+        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "llm.base_url",
+                "llm.providers.anthropic.base_url",
+                "llm.providers.corp.base_url",
+                "llm.providers.mine.base_url"
+            ]
+        );
+        let text = warnings[0].to_string();
+        assert!(text.contains("/p/.keel/config.toml"), "{text}");
+        assert!(text.contains("`openai`"), "{text}");
+        assert!(!project.to_string().contains("evil"), "{project}");
+    }
+
+    #[test]
+    fn a_project_may_point_a_keyless_local_provider_anywhere_without_a_key() {
+        let lower = table(
+            "[llm.providers.ollama]\napi_key_env = \"OPENAI_API_KEY\"\n[llm.providers.box]\npreset = \"vllm\"\n",
+        );
+        let mut project = table(
+            "[llm]\nprovider = \"ollama\"\nbase_url = \"http://gpu:11434/v1\"\n[llm.providers.box]\nbase_url = \"http://box:8000/v1\"\n[llm.providers.mine]\npreset = \"llamacpp\"\nbase_url = \"http://mine/v1\"\n",
+        );
+        let warnings = restrict(&lower, &mut project, "p");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let providers = &project["llm"]["providers"];
+        for (name, url) in [
+            ("ollama", "http://gpu:11434/v1"),
+            ("box", "http://box:8000/v1"),
+            ("mine", "http://mine/v1"),
+        ] {
+            assert_eq!(providers[name]["base_url"].as_str(), Some(url), "{name}");
+            assert_eq!(
+                providers[name]["api_key_env"].as_str(),
+                Some(""),
+                "{name}: no key variable, whatever the user's layers name"
+            );
+        }
+        assert!(
+            !project["llm"]
+                .as_table()
+                .is_some_and(|t| t.contains_key("base_url")),
+            "moved to the provider it names, so a --provider flag never carries it elsewhere"
         );
     }
 

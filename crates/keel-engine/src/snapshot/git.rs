@@ -1,17 +1,16 @@
 //! The git plumbing behind snapshots: every command gets the snapshot repository, the
 //! workspace as work tree and Keel's own index file through the environment, so nothing
-//! reaches the user's index or HEAD, and runs hardened ([`super::safe_git`]): no program the
+//! reaches the user's index or HEAD, and runs hardened ([`keel_tools::safe_git`]): no program the
 //! repository names (hooks, fsmonitor, filters, drivers, pagers) ever runs, and no
 //! configuration choice changes bytes (line-ending conversion).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::safe_git::{hardened_git, neutralisers};
 use super::{RestoreReport, SnapshotError, private_repository};
+use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
 
 /// Pathspec limiting every operation to the workspace, minus Keel's own directories (written
 /// as a glob: a plain `.keel` pathspec is an error when `.keel/` is ignored).
@@ -87,34 +86,9 @@ pub(super) struct Git {
 const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
 
-/// The installed git's (major, minor), probed once per process; `None` when git cannot run.
-fn git_version() -> Option<(u32, u32)> {
-    static VERSION: OnceLock<Option<(u32, u32)>> = OnceLock::new();
-    *VERSION.get_or_init(|| {
-        let out = bare_command().arg("--version").output().ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let version = text.split_whitespace().nth(2)?;
-        let mut parts = version.split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts
-            .next()
-            .and_then(|m| m.parse().ok())
-            .unwrap_or_default();
-        Some((major, minor))
-    })
-}
-
 /// True when a usable `git` is on PATH.
 pub fn git_available() -> bool {
     git_version().is_some()
-}
-
-/// Whether this git takes configuration through `GIT_CONFIG_COUNT` (2.31 or newer).
-fn config_env_supported() -> bool {
-    git_version().is_some_and(|v| v >= (2, 31))
 }
 
 /// `git` hardened, without repository-specific overrides (for `--version`, discovery, init:

@@ -22,7 +22,6 @@
 mod git;
 mod history;
 mod prune;
-mod safe_git;
 mod turn;
 
 use std::path::{Path, PathBuf};

@@ -11,18 +11,23 @@
 //! the file, line span, symbol, a short snippet read from the file, and why it matched.
 //! [`Ranking::Bm25`] ranks by chunk-body BM25 alone (the baseline the benchmarks compare to).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use globset::GlobMatcher;
 use rusqlite::params;
 use serde::Serialize;
 
+use crate::pathrole::PathRole;
 use crate::terms::{QueryTerms, fts_or};
 use crate::{Index, IndexError};
 
+mod evidence;
+pub mod report;
 mod signals;
 mod snippet;
 
+use evidence::{Evidence, gather};
+use report::Report;
 use signals::*;
 use snippet::*;
 
@@ -105,6 +110,10 @@ const W_TEXT: f64 = 1.0;
 const W_SYMBOL: f64 = 1.1;
 const W_PATH: f64 = 0.5;
 const W_GRAPH: f64 = 0.35;
+/// Full-text matches of a long report's whole text (prose and snippets included).
+const W_BODY: f64 = 0.5;
+/// How a file's best locations add up for file results.
+const FILE_SHARES: [f64; 3] = [1.0, 0.3, 0.15];
 /// BM25 column weights of `chunks_fts` (symbol, body, terms) in hybrid ranking.
 const CHUNK_WEIGHTS: &str = "bm25(2.0, 1.0, 0.5)";
 /// How many chunk candidates BM25 contributes.
@@ -127,6 +136,9 @@ struct Cand {
     kind: Option<String>,
     text: f64,
     sym: f64,
+    /// Added to this location's score in location results only (its file's score already
+    /// has the same evidence).
+    bonus: f64,
     why: Vec<String>,
 }
 
@@ -137,23 +149,38 @@ impl Index {
             Some(g) if !g.trim().is_empty() => Some(compile_glob(g)?),
             _ => None,
         };
-        let terms = QueryTerms::parse(&q.text);
-        if terms.is_empty() {
+        let report = Report::parse(&q.text);
+        // A long report: the ordinary pipeline gets its focus (title, code identifiers,
+        // error lines); the rest reaches the ranking as structural evidence and a
+        // low-weight full-text pass over the whole text.
+        let long = report.long && q.ranking == Ranking::Hybrid;
+        let all_terms = QueryTerms::parse(&q.text);
+        let terms = if long {
+            QueryTerms::parse(&report.focus_text())
+        } else {
+            all_terms.clone()
+        };
+        if terms.is_empty() && all_terms.is_empty() {
             return Ok(Vec::new());
         }
         let limit = q.limit.clamp(1, 200);
         let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
-        let fetch = if glob.is_some() {
+        let mut fetch = if glob.is_some() {
             TEXT_CANDIDATES * 6
         } else {
             TEXT_CANDIDATES
         };
+        if q.kind == SearchKind::File {
+            // Enough chunks for `limit` distinct files.
+            fetch = fetch.max(limit * 8);
+        }
         let conn = &self.conn;
         let mut cands: Vec<Cand> = Vec::new();
         let mut path_scores: HashMap<i64, (f64, String)> = HashMap::new();
+        let mut evidence = Evidence::default();
         match q.ranking {
             Ranking::Bm25 => {
-                if let Some(fts) = terms.fts_any() {
+                if let Some(fts) = all_terms.fts_any() {
                     text_candidates(
                         conn,
                         &format!("body : ({fts})"),
@@ -171,21 +198,44 @@ impl Index {
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
+                if long {
+                    let body_words = self.selective_words(&all_terms)?;
+                    if let Some(fts) = fts_or(&body_words) {
+                        let mut body = Vec::new();
+                        text_candidates(conn, &fts, CHUNK_WEIGHTS, fetch, &filter, &mut body)?;
+                        for c in &mut body {
+                            c.text *= W_BODY;
+                        }
+                        cands.extend(body);
+                    }
+                    evidence = gather(conn, &report, &all_terms.paths, &filter)?;
+                    cands.extend(std::mem::take(&mut evidence.locations));
+                }
             }
         }
         let mut hits = merge(cands);
-        // Files that match only by path still deserve a hit.
-        for (fid, (score, path)) in &path_scores {
-            if !hits.iter().any(|h| h.file_id == *fid) && *score > 0.3 {
+        // Files that match only by path or by evidence still deserve a hit.
+        let path_floor = if q.kind == SearchKind::File { 0.0 } else { 0.3 };
+        let mut extra: Vec<(i64, String)> = path_scores
+            .iter()
+            .filter(|(_, (score, _))| *score > path_floor)
+            .map(|(fid, (_, path))| (*fid, path.clone()))
+            .chain(evidence.files.iter().map(|(fid, e)| (*fid, e.path.clone())))
+            .collect();
+        extra.sort();
+        extra.dedup();
+        for (fid, path) in extra {
+            if !hits.iter().any(|h| h.file_id == fid) {
                 hits.push(Cand {
-                    file_id: *fid,
-                    path: path.clone(),
+                    file_id: fid,
+                    path,
                     start: 1,
                     end: 1,
                     symbol: None,
                     kind: None,
                     text: 0.0,
                     sym: 0.0,
+                    bonus: 0.0,
                     why: Vec::new(),
                 });
             }
@@ -215,29 +265,27 @@ impl Index {
         if q.kind == SearchKind::Symbol {
             scored.retain(|(_, c)| c.symbol.is_some());
         }
-        // Other hits in the same file add a little: a file that matches in many places is
-        // more likely the one.
-        let mut per_file: HashMap<i64, Vec<f64>> = HashMap::new();
-        for (s, c) in &scored {
-            per_file.entry(c.file_id).or_default().push(*s);
-        }
-        for (s, c) in scored.iter_mut() {
-            if let Some(all) = per_file.get(&c.file_id) {
-                let rest: f64 = all.iter().sum::<f64>() - *s;
-                *s += (rest * 0.05).min(0.2);
+        let behaviour = long || !report.errors.is_empty();
+        let hybrid = q.ranking == Ranking::Hybrid;
+        let role_weight = |path: &str| {
+            if hybrid {
+                PathRole::of(path).weight(report.about_tests, behaviour)
+            } else {
+                1.0
             }
-        }
+        };
+        let mut scored = if q.kind == SearchKind::File {
+            files_ranked(scored, &evidence, &role_weight)
+        } else {
+            locations_ranked(scored, &evidence, &role_weight)
+        };
         scored.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
                 .then_with(|| a.1.path.cmp(&b.1.path))
                 .then(a.1.start.cmp(&b.1.start))
         });
-        if q.kind == SearchKind::File {
-            let mut seen = BTreeSet::new();
-            scored.retain(|(_, c)| seen.insert(c.file_id));
-        }
         scored.truncate(limit);
-        let words = &terms.words;
+        let words = &all_terms.words;
         let mut out = Vec::with_capacity(scored.len());
         let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
         for (score, c) in scored {
@@ -247,7 +295,18 @@ impl Index {
             let (snippet, found) = snippet(lines.as_deref().unwrap_or(&[]), c.start, c.end, words);
             let mut why = c.why;
             if !found.is_empty() && c.text > 0.0 {
-                why.insert(0, format!("text: {}", found.join(", ")));
+                let shown: Vec<&String> = found.iter().take(8).collect();
+                why.insert(
+                    0,
+                    format!(
+                        "text: {}",
+                        shown
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
             }
             dedup_keep_order(&mut why);
             out.push(Hit {
@@ -262,6 +321,81 @@ impl Index {
             });
         }
         Ok(out)
+    }
+}
+
+/// Location results: each location's own score, a little for other hits in its file (a
+/// file that matches in many places is more likely the one), its file's evidence, and its
+/// file's role.
+fn locations_ranked(
+    scored: Vec<(f64, Cand)>,
+    evidence: &Evidence,
+    role_weight: &dyn Fn(&str) -> f64,
+) -> Vec<(f64, Cand)> {
+    let mut per_file: HashMap<i64, f64> = HashMap::new();
+    for (s, c) in &scored {
+        *per_file.entry(c.file_id).or_default() += *s;
+    }
+    scored
+        .into_iter()
+        .map(|(s, mut c)| {
+            let rest = per_file.get(&c.file_id).copied().unwrap_or(s) - s;
+            let mut s = s + (rest * 0.05).min(0.2) + evidence.score(c.file_id) + c.bonus;
+            explain_file(&mut c, evidence, role_weight, &mut s);
+            (s, c)
+        })
+        .collect()
+}
+
+/// File results: one per file, scored by its strongest locations (the best, then a share of
+/// the next two: a file matching in several places beats one lucky chunk), plus its
+/// evidence, times its role's weight. The hit is the best location.
+fn files_ranked(
+    scored: Vec<(f64, Cand)>,
+    evidence: &Evidence,
+    role_weight: &dyn Fn(&str) -> f64,
+) -> Vec<(f64, Cand)> {
+    let mut by_file: BTreeMap<i64, Vec<(f64, Cand)>> = BTreeMap::new();
+    for (s, c) in scored {
+        by_file.entry(c.file_id).or_default().push((s, c));
+    }
+    by_file
+        .into_values()
+        .filter_map(|mut locs| {
+            locs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.start.cmp(&b.1.start)));
+            let agg = locs
+                .iter()
+                .zip(FILE_SHARES)
+                .map(|((s, _), share)| s * share)
+                .sum::<f64>();
+            let mut it = locs.into_iter();
+            let (_, mut best) = it.next()?;
+            for (_, other) in it.take(2) {
+                best.why.extend(other.why);
+            }
+            let mut s = agg + evidence.score(best.file_id);
+            explain_file(&mut best, evidence, role_weight, &mut s);
+            Some((s, best))
+        })
+        .collect()
+}
+
+/// Adds the file's evidence reasons and role to a hit, and applies the role's weight.
+fn explain_file(c: &mut Cand, evidence: &Evidence, role_weight: &dyn Fn(&str) -> f64, s: &mut f64) {
+    if let Some(e) = evidence.files.get(&c.file_id) {
+        for w in &e.why {
+            if !c.why.contains(w) {
+                c.why.push(w.clone());
+            }
+        }
+    }
+    let w = role_weight(&c.path);
+    if w < 1.0 {
+        *s *= w;
+        c.why.push(format!(
+            "{} (ranked below source)",
+            PathRole::of(&c.path).label()
+        ));
     }
 }
 

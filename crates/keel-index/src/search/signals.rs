@@ -56,6 +56,7 @@ pub(super) fn text_candidates(
             kind,
             text: if best > 0.0 { -rank / best } else { 0.0 },
             sym: 0.0,
+            bonus: 0.0,
             why: Vec::new(),
         });
     }
@@ -133,6 +134,7 @@ pub(super) fn symbol_candidates(
             kind: Some(kind),
             text: 0.0,
             sym: s,
+            bonus: 0.0,
             why: vec![why],
         });
     };
@@ -263,6 +265,7 @@ pub(super) fn merge(mut cands: Vec<Cand>) -> Vec<Cand> {
                 let o = &mut out[i];
                 o.text = o.text.max(c.text);
                 o.sym = o.sym.max(c.sym);
+                o.bonus = o.bonus.max(c.bonus);
                 if o.symbol.is_none() {
                     o.symbol = c.symbol;
                     o.kind = c.kind;
@@ -355,6 +358,7 @@ pub(super) fn graph_boost(
                         kind: None,
                         text: 0.0,
                         sym: 0.0,
+                        bonus: 0.0,
                         why: vec![why],
                     },
                 ));

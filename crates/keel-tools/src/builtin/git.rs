@@ -1,9 +1,9 @@
 //! `git_status` and `git_diff`: read-only views of the workspace's git repository.
 //!
-//! Git runs through [`read_only_git`], which keeps every piece of repository-controlled code
-//! out: no hooks, no fsmonitor, no pager, no external diff or textconv, no clean/smudge/process
-//! filters, no system or global config, and a cleaned environment. It is one function so it can
-//! be swapped for the shared hardened git helper.
+//! Git runs through [`crate::safe_git`], the one hardened invocation Keel uses (the engine's
+//! snapshots too): no hooks, no fsmonitor, no pager, no external diff, and every filter, diff
+//! and merge driver, credential helper and signing program the repository's config names
+//! blanked before each command; no system or global config and an allowlisted environment.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -13,76 +13,49 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::process::Command;
 
+use crate::safe_git::{config_env_supported, hardened_git, neutralisers};
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// Longest a read-only git command may run.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A git command that runs no repository-controlled code (hooks, fsmonitor, pagers, external
-/// diff, textconv, filters) with no system or global config and a minimal environment.
-/// `filter_keys` are the repository's `filter.<driver>.{clean,smudge,process,required}`
-/// settings, each overridden to nothing (`required` to false). The engine's snapshot git
-/// (`keel-engine` `snapshot::safe_git`) does the same for its own commands; this copy lives
-/// here because tools cannot depend on the engine — one shared helper in a lower crate is the
-/// next step.
-pub(crate) fn read_only_git(root: &Path, filter_keys: &[String]) -> Command {
-    let mut c = Command::new("git");
-    c.env_clear();
-    if let Some(path) = std::env::var_os("PATH") {
-        c.env("PATH", path);
-    }
-    c.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_PAGER", "cat")
-        .env("PAGER", "cat")
-        .env("LC_ALL", "C");
-    c.arg("--no-pager");
-    for setting in [
-        "core.fsmonitor=false",
-        "core.hooksPath=/dev/null",
-        "diff.external=",
-        "core.pager=cat",
-        "core.quotePath=false",
-        "core.untrackedCache=false",
-        "core.useReplaceRefs=false",
-        "submodule.recurse=false",
-        "color.ui=false",
-    ] {
-        c.args(["-c", setting]);
-    }
-    for key in filter_keys {
-        let blank = if key.to_ascii_lowercase().ends_with(".required") {
-            "false"
-        } else {
-            ""
-        };
-        c.args(["-c", &format!("{key}={blank}")]);
-    }
+/// Output settings of the tools (not hardening): paths as they are, no colour.
+const DISPLAY: &[(&str, &str)] = &[("core.quotePath", "false"), ("color.ui", "false")];
+
+/// The hardened git in `root` with `extra` overrides, output captured.
+fn read_only_git(root: &Path, extra: &[(String, String)]) -> Result<Command, ToolError> {
+    let mut all: Vec<(String, String)> = DISPLAY
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    all.extend(extra.iter().cloned());
+    let mut c =
+        Command::from(hardened_git(&all, config_env_supported()).map_err(ToolError::model)?);
     c.current_dir(root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    c
+    Ok(c)
 }
 
 /// Runs read-only git in the workspace and returns its stdout.
 async fn run_git(root: &Path, args: &[&str]) -> Result<String, ToolError> {
-    // Reading config runs no code; it tells which filter drivers to switch off.
-    let filters = match output(read_only_git(root, &[]).args([
-        "config",
-        "--name-only",
-        "--get-regexp",
-        r"^filter\..*\.(clean|smudge|process|required)$",
-    ]))
-    .await?
-    {
-        Ok(list) => list.lines().map(str::to_string).collect(),
-        Err(_) => Vec::new(), // exit 1: no filter configured
-    };
-    let mut cmd = read_only_git(root, &filters);
+    // Reading config runs no code; it tells which programs to switch off.
+    let drivers =
+        match output(read_only_git(root, &[])?.args(["config", "--list", "--name-only", "-z"]))
+            .await?
+        {
+            Ok(names) => neutralisers(names.as_bytes()),
+            Err(err) if err.contains("not a git repository") => Vec::new(),
+            Err(err) => {
+                return Err(ToolError::model(format!(
+                    "cannot read the repository's git configuration (so git is not run): {}",
+                    err.trim()
+                )));
+            }
+        };
+    let mut cmd = read_only_git(root, &drivers)?;
     cmd.args(args);
     match output(&mut cmd).await? {
         Ok(out) => Ok(out),
@@ -284,6 +257,9 @@ mod tests {
             ("filter.evil.smudge", evil.as_str()),
             ("filter.evil.required", "true"),
             ("diff.evil.textconv", evil.as_str()),
+            ("diff.evil.command", evil.as_str()),
+            ("pager.diff", evil.as_str()),
+            ("pager.status", evil.as_str()),
             ("diff.external", evil.as_str()),
             ("core.fsmonitor", evil.as_str()),
             ("core.pager", evil.as_str()),

@@ -6,15 +6,18 @@
 //! 1. **A private mount namespace** ([`mounts`]) in which the workspace's protected paths
 //!    (`.git`, `.keel`, and any extra ones) are bind-mounted read-only. Landlock only grants
 //!    rights (it has no "deny below a granted directory"), so this is how `.git` stays read-only
-//!    inside a writable workspace. It needs `CAP_SYS_ADMIN` (Keel running as root); without it,
+//!    inside a writable workspace, and Keel's own data and config directories
+//!    ([`keel_private_dirs`]: server token, session database) are covered by an empty
+//!    read-only tmpfs under every policy. It needs `CAP_SYS_ADMIN` (Keel running as root); without it,
 //!    the protected paths are guarded by the file tools only and [`support`] says so.
 //! 2. **Landlock** ([`rules`]): read and execute anywhere; write only the private temp
 //!    directory (read-only policy) or also the workspace and configured tool caches
 //!    (workspace-write policy); with network off, no TCP bind/connect (ABI ≥ 4); signals and
 //!    abstract UNIX sockets scoped to the sandbox (ABI ≥ 6).
-//! 3. **seccomp** ([`seccomp`]): with network off, `socket()` only for `AF_UNIX` and no
-//!    `connect`/`bind`/`listen`/`accept`/addressed `sendto`/io_uring (UNIX-socket paths and UDP
-//!    are what Landlock has no rule for); under the read-only policy also no metadata changes
+//! 3. **seccomp** ([`seccomp`]): with network off, `socket()` only for `AF_UNIX` stream and
+//!    seqpacket sockets (no UNIX datagram sockets, whose `sendmsg` reaches any named socket)
+//!    and no `connect`/`bind`/`listen`/`accept`/addressed `sendto`/io_uring (UNIX-socket paths
+//!    and UDP are what Landlock has no rule for); under the read-only policy also no metadata changes
 //!    (chmod, chown, utime, xattr families).
 //! 4. **Privileges** ([`privileges`]): `no_new_privs`; Keel itself non-dumpable and the
 //!    command without `CAP_SYS_PTRACE` (and other capabilities reaching outside), which keeps
@@ -184,9 +187,9 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
         "no Landlock TCP rules on this kernel (ABI < 4)"
     };
     let other = match &s.seccomp {
-        Ok(()) => {
-            "other socket families, socket connect/bind and io_uring denied by seccomp".to_string()
-        }
+        Ok(()) => "other socket families, UNIX datagram sockets, socket connect/bind and io_uring \
+             denied by seccomp"
+            .to_string(),
         Err(e) => format!("NO seccomp ({e}): UDP and UNIX-socket connections are not blocked"),
     };
     out.push((
@@ -219,6 +222,18 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
             Err(e) => format!(
                 "refused by the file tools only; NOT read-only to commands ({e}; run Keel \
                  with CAP_SYS_ADMIN to enforce)"
+            ),
+        },
+    ));
+    out.push((
+        "Keel's data and config dirs",
+        match &s.mount_namespace {
+            Ok(()) => "hidden from commands behind an empty read-only tmpfs (server token, \
+                       session database)"
+                .to_string(),
+            Err(e) => format!(
+                "NOT hidden: a command running as you can read the server token and session \
+                 database ({e})"
             ),
         },
     ));
@@ -269,6 +284,9 @@ pub struct WritableRoots {
     pub protected: Vec<PathBuf>,
     /// How much of `.git` is protected.
     pub git: GitProtection,
+    /// Directories hidden from commands (an empty read-only directory in their place) besides
+    /// Keel's own ([`keel_private_dirs`], always hidden).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl WritableRoots {
@@ -290,6 +308,25 @@ impl WritableRoots {
         out.sort();
         out.dedup();
         out.retain(|p| p.exists());
+        out
+    }
+
+    /// The directories hidden from a command under `policy`: [`Self::hidden`] and Keel's own
+    /// (read from this process's environment), those that exist and hold none of the
+    /// command's workspace or writable directories.
+    pub fn hidden_paths(&self, policy: SandboxPolicy) -> Vec<PathBuf> {
+        let mut keep: Vec<PathBuf> = self.for_policy(policy);
+        keep.extend(self.workspace.iter().cloned());
+        let mut out: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .cloned()
+            .chain(keel_private_dirs(&|k| std::env::var(k).ok()))
+            .filter(|h| h.is_absolute() && h.is_dir())
+            .filter(|h| !keep.iter().any(|k| k.starts_with(h)))
+            .collect();
+        out.sort();
+        out.dedup();
         out
     }
 
@@ -317,6 +354,25 @@ impl WritableRoots {
         out.retain(|p| p.symlink_metadata().is_ok());
         out
     }
+}
+
+/// Keel's own directories, hidden from every confined command: the data directory
+/// (`$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else `~/.local/share/keel`: the server token and
+/// the session database) and the user config directory (`$XDG_CONFIG_HOME/keel`, else
+/// `~/.config/keel`), which holds nothing a command needs. Relative paths are left out.
+pub fn keel_private_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let set = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let home = set("HOME");
+    let data = set("KEEL_HOME")
+        .or_else(|| set("XDG_DATA_HOME").map(|x| x.join("keel")))
+        .or_else(|| home.as_ref().map(|h| h.join(".local/share/keel")));
+    let config = set("XDG_CONFIG_HOME")
+        .map(|x| x.join("keel"))
+        .or_else(|| home.as_ref().map(|h| h.join(".config/keel")));
+    data.into_iter()
+        .chain(config)
+        .filter(|p| p.is_absolute())
+        .collect()
 }
 
 /// Directories no configuration makes writable: where a planted program would be run later by
@@ -398,12 +454,14 @@ where
     } else {
         Vec::new()
     };
+    let hidden = roots.hidden_paths(policy);
     let network = roots.network;
     let s = support();
     let confine = policy != SandboxPolicy::Off;
     let landlock = confine && s.enforced;
     let seccomp = confine && s.seccomp.is_ok();
-    let mount = confine && s.mount_namespace.is_ok() && !protected.is_empty();
+    let mount =
+        confine && s.mount_namespace.is_ok() && (!protected.is_empty() || !hidden.is_empty());
     if confine {
         privileges::hide_keel_process();
     }
@@ -411,7 +469,7 @@ where
         .name("keel-sandbox-spawn".into())
         .spawn(move || {
             if mount {
-                mounts::protect(&protected)?;
+                mounts::protect(&protected, &hidden)?;
             }
             if confine {
                 privileges::drop_capabilities()?;
@@ -500,6 +558,56 @@ mod tests {
             Path::new("/w/CONSTITUTION.md"),
             &[PathBuf::from("CONSTITUTION.md")]
         ));
+    }
+
+    #[test]
+    fn keel_private_dirs_follow_the_data_and_config_overrides() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            keel_private_dirs(&env(&[("HOME", "/h"), ("KEEL_HOME", "/data")])),
+            vec![PathBuf::from("/data"), PathBuf::from("/h/.config/keel")]
+        );
+        assert_eq!(
+            keel_private_dirs(&env(&[
+                ("HOME", "/h"),
+                ("XDG_DATA_HOME", "/x/d"),
+                ("XDG_CONFIG_HOME", "/x/c")
+            ])),
+            vec![PathBuf::from("/x/d/keel"), PathBuf::from("/x/c/keel")]
+        );
+        assert_eq!(
+            keel_private_dirs(&env(&[("HOME", "/h")])),
+            vec![
+                PathBuf::from("/h/.local/share/keel"),
+                PathBuf::from("/h/.config/keel")
+            ]
+        );
+        assert!(keel_private_dirs(&env(&[("KEEL_HOME", "rel")])).is_empty());
+    }
+
+    #[test]
+    fn a_hidden_dir_holding_the_workspace_is_not_hidden() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        let secret = dir.path().join("secret");
+        for d in [&ws, &secret] {
+            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let roots = WritableRoots {
+            workspace: Some(ws.clone()),
+            hidden: vec![dir.path().to_path_buf(), secret.clone(), ws.join("missing")],
+            ..WritableRoots::default()
+        };
+        let hidden = roots.hidden_paths(SandboxPolicy::ReadOnly);
+        assert!(hidden.contains(&secret), "{hidden:?}");
+        assert!(!hidden.contains(&dir.path().to_path_buf()), "{hidden:?}");
+        assert!(!hidden.contains(&ws.join("missing")), "{hidden:?}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Protected paths made read-only to commands: the spawning thread moves into a private mount
 //! namespace (propagation to the host cut), bind-mounts each protected path onto itself and
-//! remounts it read-only; the child inherits that view, and Landlock (applied next) forbids it
-//! to change mounts. Creating a mount namespace needs `CAP_SYS_ADMIN`; [`probe`] says whether
+//! remounts it read-only, and covers Keel's own data and config directories (server token,
+//! session database) with an empty read-only tmpfs; the child inherits that view, and Landlock
+//! (applied next) forbids it to change mounts. Creating a mount namespace needs `CAP_SYS_ADMIN`; [`probe`] says whether
 //! this process has it.
 
 #[cfg(target_os = "linux")]
@@ -24,8 +25,9 @@ mod imp {
             .map_err(|e| io::Error::other(format!("cannot create a mount namespace: {e}")))
     }
 
-    /// In a private mount namespace of the calling thread, makes each of `paths` read-only.
-    pub(in crate::sandbox) fn protect(paths: &[PathBuf]) -> io::Result<()> {
+    /// In a private mount namespace of the calling thread, makes each of `paths` read-only and
+    /// each of `hidden` an empty read-only directory.
+    pub(in crate::sandbox) fn protect(paths: &[PathBuf], hidden: &[PathBuf]) -> io::Result<()> {
         unshare_mount_namespace()?;
         mount_change(
             "/",
@@ -42,6 +44,22 @@ mod imp {
             mount_bind_recursive(path, path).map_err(|e| fail("bind mount", e))?;
             mount_remount(path, MountFlags::BIND | MountFlags::RDONLY, "")
                 .map_err(|e| fail("read-only remount", e))?;
+        }
+        for dir in hidden {
+            // An empty, read-only tmpfs over the directory: the command sees nothing of it.
+            rustix::mount::mount(
+                "tmpfs",
+                dir,
+                "tmpfs",
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                Some(c"size=4k,mode=0555"),
+            )
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "cannot hide `{}` from the command (tmpfs mount): {e}",
+                    dir.display()
+                ))
+            })?;
         }
         Ok(())
     }
@@ -73,7 +91,10 @@ mod imp {
 pub(super) use imp::{probe, protect};
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn protect(_paths: &[std::path::PathBuf]) -> std::io::Result<()> {
+pub(super) fn protect(
+    _paths: &[std::path::PathBuf],
+    _hidden: &[std::path::PathBuf],
+) -> std::io::Result<()> {
     Ok(())
 }
 

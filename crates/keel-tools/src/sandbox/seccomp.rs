@@ -4,7 +4,11 @@
 //! - Always: `ioctl(TIOCSTI/TIOCLINUX)` (typing into the user's terminal).
 //! - Network off: `socket()` of any family but `AF_UNIX`, `connect`, `bind`, `listen`,
 //!   `accept`, `sendto` with an address, `sendmmsg`, and io_uring (whose operations seccomp
-//!   cannot see). Pipes and `socketpair` keep working.
+//!   cannot see). UNIX *datagram* sockets are refused too, from `socket()` and `socketpair()`:
+//!   `sendmsg` carries its destination inside a `msghdr` that seccomp cannot read, and a
+//!   datagram socket (even one of a pair) sends to any named socket path given there — the
+//!   user's D-Bus, systemd or ssh-agent listeners. Stream and seqpacket sockets cannot send
+//!   without `connect`, which is denied. Pipes and stream `socketpair`s keep working.
 //! - Read-only policy: metadata changes — the chmod, chown, utime and xattr families.
 
 use std::io;
@@ -44,6 +48,9 @@ mod imp {
     const SYS_REMOVEXATTRAT: i64 = 466;
 
     const TIOCSTI: u64 = 0x5412;
+    /// The socket type bits of `socket()`/`socketpair()`'s second argument (the rest are
+    /// `SOCK_NONBLOCK`/`SOCK_CLOEXEC`).
+    const SOCK_TYPE_MASK: u64 = 0xf;
     const TIOCLINUX: u64 = 0x541C;
 
     fn metadata_calls() -> Vec<i64> {
@@ -102,6 +109,30 @@ mod imp {
         SeccompRule::new(conditions).map_err(io::Error::other)
     }
 
+    /// `AF_UNIX` with type `SOCK_DGRAM`, or `SOCK_RAW` (which the kernel turns into a datagram
+    /// socket for `AF_UNIX`), whatever the flags.
+    fn unix_datagram_rules() -> io::Result<Vec<SeccompRule>> {
+        [libc::SOCK_DGRAM, libc::SOCK_RAW]
+            .into_iter()
+            .map(|kind| {
+                rule(vec![
+                    cond(
+                        0,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::Eq,
+                        libc::AF_UNIX as u64,
+                    )?,
+                    cond(
+                        1,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+                        kind as u64,
+                    )?,
+                ])
+            })
+            .collect()
+    }
+
     pub(super) fn program(filter: Filter) -> io::Result<BpfProgram> {
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         rules.insert(
@@ -126,15 +157,15 @@ mod imp {
                 // An empty rule list matches every call.
                 rules.insert(call, Vec::new());
             }
-            rules.insert(
-                libc::SYS_socket,
-                vec![rule(vec![cond(
-                    0,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::Ne,
-                    libc::AF_UNIX as u64,
-                )?])?],
-            );
+            let mut socket_rules = vec![rule(vec![cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::AF_UNIX as u64,
+            )?])?];
+            socket_rules.extend(unix_datagram_rules()?);
+            rules.insert(libc::SYS_socket, socket_rules);
+            rules.insert(libc::SYS_socketpair, unix_datagram_rules()?);
             // sendto with a destination address is a connect in disguise.
             rules.insert(
                 libc::SYS_sendto,

@@ -189,6 +189,7 @@ impl ShellSettings {
             network: self.network,
             protected: self.protected.clone(),
             git: crate::sandbox::GitProtection::Whole,
+            hidden: Vec::new(),
         }
     }
 }

@@ -1,7 +1,9 @@
-//! Running git so that it executes nothing the repository (or anyone but Keel) controls.
+//! Running git so that it executes nothing the repository (or anyone but Keel) controls: the
+//! one hardened git invocation, used by the engine's snapshots and by the read-only
+//! `git_status`/`git_diff` tools.
 //!
-//! Snapshots run outside the sandbox with Keel's own rights, in a repository the model may
-//! have written to, so every way git has of running a program is switched off:
+//! Both run outside the sandbox with Keel's own rights, in a repository the model may have
+//! written to, so every way git has of running a program is switched off:
 //! - the environment is an allowlist (`PATH`, `TMPDIR`), so no `GIT_*` variable, no secret and
 //!   no `HOME` reaches git; system and global config are not read (`GIT_CONFIG_NOSYSTEM`,
 //!   `GIT_CONFIG_GLOBAL=/dev/null`), so `safe.directory`, `trace2.*` and templates cannot come
@@ -12,7 +14,8 @@
 //!   are read from its config (including `include.path`/`includeIf` files) before each
 //!   command and blanked one by one ([`neutralisers`]), so attributes from
 //!   `.git/info/attributes` or `.gitattributes` name drivers that do nothing;
-//! - replace refs are ignored (a snapshot restores its own content) and the pager is off.
+//! - replace refs are ignored (a snapshot restores its own content) and the pager is off
+//!   (`--no-pager`, `core.pager`, `GIT_PAGER`, `PAGER`).
 //!
 //! Aliases never apply: Keel runs only built-in commands, which aliases cannot shadow.
 
@@ -20,7 +23,7 @@ use std::ffi::OsString;
 use std::process::{Command, Stdio};
 
 /// Config keys forced at command-line precedence on every git Keel runs.
-pub(super) const FORCED: &[(&str, &str)] = &[
+pub const FORCED: &[(&str, &str)] = &[
     ("core.fsmonitor", "false"),
     ("core.hooksPath", "/dev/null"),
     ("core.sshCommand", ""),
@@ -42,6 +45,7 @@ pub(super) const FORCED: &[(&str, &str)] = &[
     ("submodule.recurse", "false"),
     ("gc.auto", "0"),
     ("maintenance.auto", "false"),
+    ("color.ui", "false"),
 ];
 
 /// Keys of the repository's config that name a program: `(section, key, safe value)`, for any
@@ -63,7 +67,7 @@ const DRIVER_KEYS: &[(&str, &str, &str)] = &[
 
 /// The overrides that blank every program-naming key in `names` (the NUL-separated output of
 /// `git config --list --name-only -z`).
-pub(super) fn neutralisers(names: &[u8]) -> Vec<(String, String)> {
+pub fn neutralisers(names: &[u8]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for raw in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
         let name = String::from_utf8_lossy(raw).into_owned();
@@ -94,7 +98,7 @@ pub(super) fn neutralisers(names: &[u8]) -> Vec<(String, String)> {
 
 /// The environment git runs with: only what it needs from Keel's, plus the settings that
 /// keep system and global configuration out.
-pub(super) fn environment(
+pub fn environment(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = inherited
@@ -111,20 +115,45 @@ pub(super) fn environment(
         ("GIT_TERMINAL_PROMPT", "0"),
         ("GIT_NO_REPLACE_OBJECTS", "1"),
         ("GIT_OPTIONAL_LOCKS", "0"),
+        ("GIT_PAGER", "cat"),
+        ("PAGER", "cat"),
     ] {
         env.push((name.into(), value.into()));
     }
     env
 }
 
+/// The installed git's (major, minor), probed once per process; `None` when git cannot run.
+pub fn git_version() -> Option<(u32, u32)> {
+    static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let mut c = hardened_git(&[], false).ok()?;
+        let out = c.arg("--version").output().ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = text.split_whitespace().nth(2)?;
+        let mut parts = version.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_default();
+        Some((major, minor))
+    })
+}
+
+/// Whether this git takes configuration through `GIT_CONFIG_COUNT` (2.31 or newer).
+pub fn config_env_supported() -> bool {
+    git_version().is_some_and(|v| v >= (2, 31))
+}
+
 /// `git` with the allowlisted environment, no pager, no stdin, the [`FORCED`] settings and
 /// `extra` overrides. With `config_env` (git 2.31 or newer) the settings go in as
 /// `GIT_CONFIG_COUNT` pairs, which take any key verbatim; older git gets `-c key=value`, which
 /// cannot carry a key holding `=`: such a key is refused (the error names it).
-pub(super) fn hardened_git(
-    extra: &[(String, String)],
-    config_env: bool,
-) -> Result<Command, String> {
+pub fn hardened_git(extra: &[(String, String)], config_env: bool) -> Result<Command, String> {
     let mut c = Command::new("git");
     c.env_clear()
         .envs(environment(std::env::vars_os()))

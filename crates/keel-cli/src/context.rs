@@ -1,0 +1,73 @@
+//! `keel context [--json]`: every layer of what the model is told here — source, size,
+//! head or tail, how to view or clear it. [`dashboard`] returns the data (for `/context`).
+
+use std::io::Write;
+
+use clap::Args;
+use keel_engine::config::Layer as ConfigLayer;
+use keel_engine::context::{Dashboard, Placement};
+use keel_store::Store;
+
+use crate::{CommonArgs, exit, setup};
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The dashboard for a workspace, as a new session there would see it. An invalid
+/// constitution is an error, as at the start of a run.
+pub fn dashboard(workspace: &std::path::Path) -> anyhow::Result<Dashboard> {
+    let config = setup::load_config(workspace, ConfigLayer::from_overrides(&[]))?;
+    let store = setup::open_store(&config)?;
+    let constitution = keel_engine::constitution::Constitution::load(workspace)
+        .map_err(|e| setup::UsageError(e.to_string()))?;
+    let config_dir = keel_engine::rules::user_config_dir();
+    let skills = keel_engine::skills::discover(workspace, config_dir.as_deref());
+    let entries = store.memory_entries()?;
+    Ok(keel_engine::context::dashboard(
+        workspace,
+        config_dir.as_deref(),
+        &constitution,
+        &skills,
+        &entries,
+    ))
+}
+
+pub fn execute(args: ContextArgs) -> anyhow::Result<u8> {
+    let ws = setup::workspace_dir(args.common.workspace.as_deref())?;
+    let d = dashboard(&ws)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&d)?)?;
+        return Ok(exit::COMPLETED);
+    }
+    writeln!(
+        out,
+        "Context for {}: system prompt {} bytes, about {} tokens (cached head).\n",
+        d.workspace, d.system_prompt_bytes, d.system_prompt_tokens
+    )?;
+    writeln!(
+        out,
+        "{:<28} {:<14} {:>7} {:>6}  source",
+        "layer", "where", "tokens", "items"
+    )?;
+    for l in &d.layers {
+        let place = match l.placement {
+            Placement::Head => "head",
+            Placement::FirstMessage => "first message",
+            Placement::OnDemand => "on demand",
+        };
+        writeln!(
+            out,
+            "{:<28} {:<14} {:>7} {:>6}  {}",
+            l.name, place, l.tokens, l.items, l.source
+        )?;
+        writeln!(out, "{:<28} view: {}; clear: {}", "", l.view, l.clear)?;
+    }
+    Ok(exit::COMPLETED)
+}

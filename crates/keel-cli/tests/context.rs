@@ -1,0 +1,158 @@
+//! `keel context --json` against what a run actually sends: the system prompt, the
+//! constitution, the skill listing and the user memory, measured on the bytes a mock model
+//! server received. Also `keel skills list|show|new`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use keel_llm::mock::{MockReply, MockServer, bodies};
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+fn stdout(env: &Env, args: &[&str]) -> String {
+    let out = env.keel().args(args).output().unwrap();
+    assert_exit(&out, 0);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn block<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
+    let start = text
+        .find(open)
+        .unwrap_or_else(|| panic!("no {open} in {text}"));
+    let end = text[start..].find(close).unwrap() + start + close.len();
+    &text[start..end]
+}
+
+fn layer<'a>(d: &'a Value, name: &str) -> &'a Value {
+    d["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no layer {name}"))
+}
+
+#[test]
+fn context_sizes_match_the_bytes_sent() {
+    let env = Env::new();
+    std::fs::write(env.work.join("AGENTS.md"), "Keep functions short.\n").unwrap();
+    std::fs::create_dir_all(env.work.join(".keel")).unwrap();
+    std::fs::write(
+        env.work.join(".keel/constitution.json"),
+        r#"{"protected_paths": ["LICENSE"], "required_gates": ["cargo test"]}"#,
+    )
+    .unwrap();
+    stdout(
+        &env,
+        &[
+            "skills",
+            "new",
+            "deploy",
+            "--description",
+            "Deploy the service",
+        ],
+    );
+    assert!(stdout(&env, &["skills", "list"]).contains("deploy"));
+    assert!(stdout(&env, &["skills", "show", "deploy"]).contains("activation: model"));
+    stdout(&env, &["memory", "add", "prefers small commits"]);
+
+    let d: Value = serde_json::from_str(&stdout(&env, &["context", "--json"])).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(MockServer::queue(vec![MockReply::sse(bodies::openai(
+            "",
+            "Done.",
+            &[],
+            (100, 5),
+        ))]))
+        .unwrap();
+    let out = env
+        .keel()
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &format!("{}/v1", server.url())])
+        .arg("say hello, using $deploy")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let body = server.requests()[0].json();
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    let user = match &body["messages"][1]["content"] {
+        Value::String(s) => s.clone(),
+        other => other[0]["text"].as_str().unwrap().to_string(),
+    };
+    assert_eq!(
+        d["system_prompt_bytes"].as_u64().unwrap() as usize,
+        system.len()
+    );
+    // The head layers add up to the system prompt (joined by blank lines, one final newline).
+    let head: Vec<u64> = d["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["placement"] == "head" && l["bytes"].as_u64().unwrap() > 0)
+        .map(|l| l["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(head.len(), 3, "base, root rules, constitution");
+    assert_eq!(
+        head.iter().sum::<u64>() as usize + 2 * (head.len() - 1) + 1,
+        system.len()
+    );
+    assert!(system.contains("- cargo test"));
+    let memory = block(&user, "<user-memory>", "</user-memory>");
+    assert_eq!(
+        layer(&d, "user memory")["bytes"].as_u64().unwrap() as usize,
+        memory.len()
+    );
+    assert_eq!(layer(&d, "user memory")["placement"], "first_message");
+    let skills = block(&user, "<skills>", "</skills>");
+    assert_eq!(
+        layer(&d, "skills (listed)")["bytes"].as_u64().unwrap() as usize,
+        skills.len()
+    );
+    assert!(skills.contains("- deploy: Deploy the service"));
+    // `$deploy` in the CLI task loads the skill into the same message.
+    assert!(
+        user.contains("<skill name=\"deploy\" activation=\"model\">"),
+        "{user}"
+    );
+    // The table form names every layer.
+    let table = stdout(&env, &["context"]);
+    for name in [
+        "base prompt",
+        "root rules",
+        "nested rules",
+        "constitution",
+        "user memory",
+        "overlay",
+        "codemap",
+        "session working memory",
+    ] {
+        assert!(table.contains(name), "{name} missing from {table}");
+    }
+}
+
+#[test]
+fn an_invalid_constitution_stops_keel_run_and_keel_context_with_exit_2() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.join(".keel")).unwrap();
+    std::fs::write(env.work.join(".keel/constitution.json"), r#"{"gates": []}"#).unwrap();
+    let out = env.keel().args(["context"]).output().unwrap();
+    assert_exit(&out, 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `gates`"));
+    let script = env.script("s.yaml", "turns:\n  - text: done\n");
+    let out = env
+        .keel()
+        .args(["run", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("hi")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(".keel/constitution.json") && err.contains("unknown field `gates`"),
+        "{err}"
+    );
+    assert_ne!(out.status.code(), Some(0));
+}

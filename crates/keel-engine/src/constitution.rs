@@ -1,0 +1,351 @@
+//! The repository constitution: `.keel/constitution.json`, durable local law.
+//!
+//! ```json
+//! {
+//!   "protected_paths": ["migrations/", "secrets/**", "LICENSE"],
+//!   "forbidden_commands": ["git push", "terraform apply"],
+//!   "required_gates": ["cargo test --workspace"],
+//!   "conventions": ["Public functions have doc comments."]
+//! }
+//! ```
+//!
+//! Every field is optional and is a list of strings; any other key or type is an error at
+//! start-up naming the field. Authority runs base rules → constitution → task → runtime
+//! policy, and the user's current request outranks the constitution where they conflict.
+//! The enforceable parts are enforced before a tool runs ([`Constitution::check_call`]):
+//! no tool writes a protected path (`edit_file`, `create_file`, `insert_lines`,
+//! `apply_patch`, and any `run_command` that is not read-only and names one — `sed -i`,
+//! `>` …), and a forbidden command is refused. The rest (gates, conventions) is stated in
+//! the byte-stable head ([`Constitution::head_text`]), which depends only on the file.
+
+use std::path::Path;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use keel_protocol::ToolCall;
+use serde_json::Value;
+
+use crate::config::ConfigError;
+
+/// Where the constitution lives, relative to the workspace root.
+pub const CONSTITUTION_FILE: &str = ".keel/constitution.json";
+/// The fields a constitution may have.
+pub const FIELDS: &[&str] = &[
+    "protected_paths",
+    "forbidden_commands",
+    "required_gates",
+    "conventions",
+];
+/// Tools that write the files they name.
+const WRITE_TOOLS: &[&str] = &["edit_file", "create_file", "insert_lines", "apply_patch"];
+/// Tools that run shell commands from a `command` argument.
+const COMMAND_TOOLS: &[&str] = &["run_command"];
+
+/// A validated constitution (empty when the file does not exist).
+#[derive(Debug, Clone, Default)]
+pub struct Constitution {
+    pub protected_paths: Vec<String>,
+    pub forbidden_commands: Vec<String>,
+    pub required_gates: Vec<String>,
+    pub conventions: Vec<String>,
+    globs: Option<GlobSet>,
+}
+
+fn error(message: String) -> ConfigError {
+    ConfigError {
+        source_name: CONSTITUTION_FILE.into(),
+        message,
+    }
+}
+
+impl Constitution {
+    /// Reads the workspace's constitution. No file is an empty constitution; a file that is
+    /// not valid JSON or breaks the schema is an error naming the field.
+    pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(workspace.join(CONSTITUTION_FILE)) {
+            Ok(text) => Self::parse(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(error(format!("cannot read it: {e}"))),
+        }
+    }
+
+    /// Parses and validates constitution JSON.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| error(format!("not valid JSON: {e}; fix the syntax")))?;
+        let Value::Object(map) = value else {
+            return Err(error(
+                "the top level must be a JSON object with the fields protected_paths, forbidden_commands, required_gates, conventions".into(),
+            ));
+        };
+        let mut c = Constitution::default();
+        for (key, v) in &map {
+            let list = match key.as_str() {
+                "protected_paths" => &mut c.protected_paths,
+                "forbidden_commands" => &mut c.forbidden_commands,
+                "required_gates" => &mut c.required_gates,
+                "conventions" => &mut c.conventions,
+                other => {
+                    return Err(error(format!(
+                        "unknown field `{other}`; the fields are {}",
+                        FIELDS.join(", ")
+                    )));
+                }
+            };
+            let Value::Array(items) = v else {
+                return Err(error(format!("`{key}` must be a list of strings")));
+            };
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().map(str::trim) {
+                    Some(s) if !s.is_empty() => list.push(s.to_string()),
+                    Some(_) => return Err(error(format!("`{key}[{i}]` is empty"))),
+                    None => return Err(error(format!("`{key}[{i}]` must be a string"))),
+                }
+            }
+        }
+        let mut builder = GlobSetBuilder::new();
+        for (i, p) in c.protected_paths.iter().enumerate() {
+            if p.starts_with('/') || p.split('/').any(|s| s == "..") {
+                return Err(error(format!(
+                    "`protected_paths[{i}]` (`{p}`) must be relative to the workspace root, without `..`"
+                )));
+            }
+            if p.contains(['*', '?', '[', '{']) {
+                let glob = Glob::new(p).map_err(|e| {
+                    error(format!("`protected_paths[{i}]` is not a valid glob: {e}"))
+                })?;
+                builder.add(glob);
+            }
+        }
+        c.globs = builder.build().ok();
+        Ok(c)
+    }
+
+    /// The protected paths that are plain paths (no glob characters), for the file tools'
+    /// and the kernel sandbox's read-only lists.
+    pub fn plain_protected(&self) -> Vec<std::path::PathBuf> {
+        self.protected_paths
+            .iter()
+            .filter(|p| !p.contains(['*', '?', '[', '{']))
+            .map(|p| std::path::PathBuf::from(p.trim_start_matches("./").trim_end_matches('/')))
+            .collect()
+    }
+
+    /// Nothing to enforce or state.
+    pub fn is_empty(&self) -> bool {
+        self.protected_paths.is_empty()
+            && self.forbidden_commands.is_empty()
+            && self.required_gates.is_empty()
+            && self.conventions.is_empty()
+    }
+
+    /// The protected entry covering `path` (workspace-relative), if any. The constitution
+    /// file itself is always protected once it exists.
+    pub fn protecting(&self, path: &str) -> Option<String> {
+        let path = path.trim_start_matches("./");
+        if !self.is_empty() && path == CONSTITUTION_FILE {
+            return Some(CONSTITUTION_FILE.into());
+        }
+        for p in &self.protected_paths {
+            let plain = p.trim_start_matches("./").trim_end_matches('/');
+            if path == plain || path.starts_with(&format!("{plain}/")) {
+                return Some(p.clone());
+            }
+        }
+        if self.globs.as_ref().is_some_and(|g| g.is_match(path)) {
+            return self
+                .protected_paths
+                .iter()
+                .find(|p| Glob::new(p).is_ok_and(|g| g.compile_matcher().is_match(path)))
+                .cloned();
+        }
+        None
+    }
+
+    /// Why `call` may not run under this constitution, or `None`.
+    pub fn check_call(&self, call: &ToolCall) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let refuse = |path: &str, entry: &str| {
+            format!(
+                "not run: `{path}` is protected by the repository constitution ({CONSTITUTION_FILE}, protected_paths `{entry}`); no tool may write it. Leave it unchanged; if the user's request needs this change, tell them so they can make it themselves."
+            )
+        };
+        if WRITE_TOOLS.contains(&call.name.as_str()) {
+            for path in crate::rules::touched_paths(call) {
+                if let Some(entry) = self.protecting(&path) {
+                    return Some(refuse(&path, &entry));
+                }
+            }
+        }
+        if COMMAND_TOOLS.contains(&call.name.as_str())
+            && let Some(command) = call.arguments.get("command").and_then(Value::as_str)
+        {
+            let squeezed = command.split_whitespace().collect::<Vec<_>>().join(" ");
+            if let Some(f) = self
+                .forbidden_commands
+                .iter()
+                .find(|f| contains_words(&squeezed, f))
+            {
+                return Some(format!(
+                    "not run: `{f}` is a forbidden command in the repository constitution ({CONSTITUTION_FILE}, forbidden_commands); do the task without it, or tell the user it is needed."
+                ));
+            }
+            if !keel_tools::shell::classify(command).is_read_only()
+                && let Some((word, entry)) = self.protected_in_command(command)
+            {
+                return Some(refuse(&word, &entry));
+            }
+        }
+        None
+    }
+
+    /// A protected path named by a word of `command` (quotes, `>` and `=` stripped).
+    fn protected_in_command(&self, command: &str) -> Option<(String, String)> {
+        command
+            .split(|c: char| c.is_whitespace() || matches!(c, '>' | '<' | '|' | ';' | '&' | '='))
+            .map(|w| w.trim_matches(|c| matches!(c, '"' | '\'' | '(' | ')')))
+            .filter(|w| !w.is_empty() && !w.starts_with('-'))
+            .find_map(|w| self.protecting(w).map(|e| (w.to_string(), e)))
+    }
+
+    /// The head section: stable text from the file alone, or `None` for no constitution.
+    pub fn head_text(&self) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut out = format!(
+            "# Repository constitution\nDurable local law from {CONSTITUTION_FILE}. Authority, lowest to highest: Keel's base rules, this constitution, the task, runtime policy; where the user's current request conflicts with the constitution, the request wins — say that you are departing from it. Protected paths and forbidden commands are enforced by the tools."
+        );
+        let mut section = |title: &str, items: &[String]| {
+            if !items.is_empty() {
+                out.push_str(&format!("\n{title}:"));
+                for i in items {
+                    out.push_str(&format!("\n- {i}"));
+                }
+            }
+        };
+        section(
+            "Protected paths (no tool may write them)",
+            &self.protected_paths,
+        );
+        section("Forbidden commands", &self.forbidden_commands);
+        section(
+            "Required gates (run them and see them pass before you say you are done)",
+            &self.required_gates,
+        );
+        section("Conventions", &self.conventions);
+        Some(out)
+    }
+}
+
+/// `needle` occurs in `haystack` on word boundaries (both whitespace-squeezed).
+fn contains_words(haystack: &str, needle: &str) -> bool {
+    let needle = needle.split_whitespace().collect::<Vec<_>>().join(" ");
+    if needle.is_empty() {
+        return false;
+    }
+    haystack.match_indices(&needle).any(|(i, _)| {
+        let before = haystack[..i].chars().next_back();
+        let after = haystack[i + needle.len()..].chars().next();
+        let boundary =
+            |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
+        boundary(before) && boundary(after)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: args,
+        }
+    }
+
+    fn sample() -> Constitution {
+        Constitution::parse(
+            r#"{"protected_paths": ["migrations/", "**/*.lock"], "forbidden_commands": ["git push"],
+                "required_gates": ["make test"], "conventions": ["Tabs."]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{}", e.message))
+    }
+
+    #[test]
+    fn invalid_constitutions_name_the_field() {
+        let cases = [
+            (r#"{"protected": []}"#, "unknown field `protected`"),
+            (r#"{"conventions": "tabs"}"#, "`conventions` must be a list"),
+            (
+                r#"{"protected_paths": ["a", 3]}"#,
+                "`protected_paths[1]` must be a string",
+            ),
+            (r#"{"protected_paths": ["../x"]}"#, "`protected_paths[0]`"),
+            ("[1]", "top level must be a JSON object"),
+            ("{", "not valid JSON"),
+        ];
+        for (text, want) in cases {
+            let e = Constitution::parse(text)
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn protected_paths_refuse_writes_but_not_reads() {
+        let c = sample();
+        let edit = call("edit_file", json!({"path": "migrations/001.sql"}));
+        assert!(c.check_call(&edit).is_some_and(|m| m.contains("protected")));
+        assert!(
+            c.check_call(&call("create_file", json!({"path": "a/Cargo.lock"})))
+                .is_some()
+        );
+        assert!(
+            c.check_call(&call("read_file", json!({"path": "migrations/001.sql"})))
+                .is_none()
+        );
+        assert!(
+            c.check_call(&call("edit_file", json!({"path": "src/migrations.rs"})))
+                .is_none()
+        );
+        let patch =
+            "*** Begin Patch\n*** Update File: migrations/001.sql\n@@\n-a\n+b\n*** End Patch\n";
+        assert!(
+            c.check_call(&call("apply_patch", json!({"patch": patch})))
+                .is_some()
+        );
+        assert!(
+            c.check_call(&call("edit_file", json!({"path": CONSTITUTION_FILE})))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn commands_writing_protected_paths_or_forbidden_are_refused() {
+        let c = sample();
+        let run = |cmd: &str| c.check_call(&call("run_command", json!({"command": cmd})));
+        assert!(run("sed -i 's/a/b/' migrations/001.sql").is_some());
+        assert!(run("echo x > migrations/002.sql").is_some());
+        assert!(run("echo x >migrations/002.sql").is_some());
+        assert!(run("git  push origin main").is_some_and(|m| m.contains("forbidden")));
+        assert!(run("cat migrations/001.sql").is_none());
+        assert!(run("cargo test").is_none());
+        assert!(run("git push-helper").is_none());
+    }
+
+    #[test]
+    fn head_text_is_stable_and_states_the_authority_order() {
+        let a = sample().head_text().unwrap_or_default();
+        assert_eq!(a, sample().head_text().unwrap_or_default());
+        assert!(
+            a.contains("the request wins") && a.contains("- make test") && a.contains("- Tabs.")
+        );
+        assert!(Constitution::default().head_text().is_none());
+    }
+}

@@ -1,0 +1,317 @@
+//! What the model is told, layer by layer, for `keel context` and `/context`: each layer's
+//! source, size (bytes and estimated tokens), whether it sits in the cached head or the
+//! tail, and how to view or clear it. The texts are computed by the same functions the
+//! engine uses to build requests, so the sizes are the sizes sent.
+
+use std::path::Path;
+
+use keel_store::MemoryEntry;
+use serde::Serialize;
+
+use crate::constitution::Constitution;
+use crate::skills::{Activation, SkillSet};
+use crate::{memory, prompt, rules};
+
+/// Where a layer sits in a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// The byte-stable system prompt, cached across turns, runs and days.
+    Head,
+    /// The first user message of a session.
+    FirstMessage,
+    /// Injected later, in a tool result, when it starts to apply.
+    OnDemand,
+}
+
+/// One layer of the context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Layer {
+    pub name: String,
+    pub source: String,
+    pub placement: Placement,
+    /// UTF-8 bytes of the text as sent (0 for a layer not present).
+    pub bytes: usize,
+    pub tokens: u64,
+    /// How many entries (files, skills, facts) it holds.
+    pub items: usize,
+    pub view: String,
+    pub clear: String,
+}
+
+/// The whole dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dashboard {
+    pub workspace: String,
+    /// Bytes of the system prompt (the head's text part) as sent.
+    pub system_prompt_bytes: usize,
+    pub system_prompt_tokens: u64,
+    pub layers: Vec<Layer>,
+}
+
+fn sized(text: Option<&str>) -> (usize, u64) {
+    text.map_or((0, 0), |t| (t.len(), keel_llm::tokens::estimate_text(t)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn layer(
+    name: &str,
+    source: impl Into<String>,
+    placement: Placement,
+    text: Option<&str>,
+    items: usize,
+    view: &str,
+    clear: &str,
+) -> Layer {
+    let (bytes, tokens) = sized(text);
+    Layer {
+        name: name.into(),
+        source: source.into(),
+        placement,
+        bytes,
+        tokens,
+        items,
+        view: view.into(),
+        clear: clear.into(),
+    }
+}
+
+/// Nested instruction files under `root` (not the root's own), at most a few levels deep,
+/// skipping hidden and dependency directories.
+pub fn nested_rule_files(root: &Path) -> Vec<String> {
+    const SKIP: &[&str] = &["node_modules", "target", "vendor", "dist", "build"];
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new(), 0usize)];
+    let mut visited = 0usize;
+    while let Some((dir, rel, depth)) = stack.pop() {
+        visited += 1;
+        if visited > 5_000 {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            match e.file_type() {
+                Ok(t)
+                    if t.is_dir()
+                        && depth < 6
+                        && !name.starts_with('.')
+                        && !SKIP.contains(&name.as_str()) =>
+                {
+                    stack.push((e.path(), child, depth + 1));
+                }
+                Ok(t)
+                    if t.is_file()
+                        && !rel.is_empty()
+                        && prompt::PROJECT_FILES.contains(&name.as_str()) =>
+                {
+                    out.push(child)
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The dashboard of `workspace` (the user's config dir, memory entries and skills as the
+/// engine would see them).
+pub fn dashboard(
+    workspace: &Path,
+    config_dir: Option<&Path>,
+    constitution: &Constitution,
+    skills: &SkillSet,
+    entries: &[MemoryEntry],
+) -> Dashboard {
+    let system = prompt::system_prompt_with(workspace, constitution);
+    let (system_prompt_bytes, system_prompt_tokens) = sized(Some(&system));
+    let mut layers = Vec::new();
+    layers.push(layer(
+        "base prompt",
+        "built into Keel",
+        Placement::Head,
+        Some(prompt::BASE_PROMPT.trim_end()),
+        1,
+        "keel context --json (fixed per Keel version)",
+        "cannot be cleared",
+    ));
+    let project = prompt::project_layer(workspace);
+    let root_files: Vec<String> = prompt::PROJECT_FILES
+        .iter()
+        .filter(|f| workspace.join(f).is_file())
+        .map(|f| f.to_string())
+        .chain(
+            rules::rule_files(workspace)
+                .into_iter()
+                .filter(|r| r.globs.is_empty())
+                .map(|r| r.source),
+        )
+        .collect();
+    layers.push(layer(
+        "root rules",
+        if root_files.is_empty() {
+            "none".to_string()
+        } else {
+            root_files.join(", ")
+        },
+        Placement::Head,
+        project.as_deref(),
+        root_files.len(),
+        "open the files",
+        "edit or delete the files",
+    ));
+    let constitution_text = constitution.head_text();
+    layers.push(layer(
+        "constitution",
+        crate::constitution::CONSTITUTION_FILE,
+        Placement::Head,
+        constitution_text.as_deref(),
+        usize::from(constitution_text.is_some()),
+        "open .keel/constitution.json",
+        "edit or delete .keel/constitution.json",
+    ));
+    let nested = nested_rule_files(workspace);
+    let nested_text: String = nested
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(workspace.join(f)).ok())
+        .collect();
+    let glob_rules: Vec<rules::RuleFile> = rules::rule_files(workspace)
+        .into_iter()
+        .filter(|r| !r.globs.is_empty())
+        .collect();
+    let glob_text: String = glob_rules.iter().map(|r| r.body.as_str()).collect();
+    layers.push(layer(
+        "nested rules",
+        if nested.is_empty() { "none".to_string() } else { nested.join(", ") },
+        Placement::OnDemand,
+        (!nested.is_empty()).then_some(nested_text.as_str()),
+        nested.len(),
+        "open the files; each is injected once, with the first file read or edited under its directory",
+        "edit or delete the files",
+    ));
+    layers.push(layer(
+        "glob rules",
+        if glob_rules.is_empty() {
+            "none".to_string()
+        } else {
+            glob_rules
+                .iter()
+                .map(|r| r.source.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        Placement::OnDemand,
+        (!glob_rules.is_empty()).then_some(glob_text.as_str()),
+        glob_rules.len(),
+        "open the files; each is injected with the first matching file",
+        "edit or delete the files",
+    ));
+    let user = rules::user_rules(config_dir);
+    layers.push(layer(
+        "user rules",
+        config_dir.map_or("none".into(), |d| d.join("AGENTS.md").display().to_string()),
+        Placement::FirstMessage,
+        user.as_deref(),
+        usize::from(user.is_some()),
+        "open the file",
+        "edit or delete the file",
+    ));
+    let listing = skills.listing();
+    layers.push(layer(
+        "skills (listed)",
+        format!("{} model skill(s)", skills.with(Activation::Model).count()),
+        Placement::FirstMessage,
+        listing.as_deref(),
+        skills.with(Activation::Model).count(),
+        "keel skills list / keel skills show NAME",
+        "delete the skill folder, or set another activation",
+    ));
+    let always: Vec<String> = skills
+        .with(Activation::Always)
+        .map(|s| crate::skills::activation_block(s, workspace, "always on in this repository"))
+        .collect();
+    let always_text = always.join("\n");
+    layers.push(layer(
+        "skills (always active)",
+        skills
+            .with(Activation::Always)
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Placement::FirstMessage,
+        (!always.is_empty()).then_some(always_text.as_str()),
+        always.len(),
+        "keel skills show NAME",
+        "delete the skill folder, or set another activation",
+    ));
+    let on_demand = skills.skills.len() - always.len();
+    layers.push(layer(
+        "skills (on demand)",
+        "glob, manual ($name) and model skills once loaded",
+        Placement::OnDemand,
+        None,
+        on_demand,
+        "keel skills list",
+        "delete the skill folder",
+    ));
+    let facts = memory::user_memory_block(entries);
+    layers.push(layer(
+        "user memory",
+        "session database (keel memory)",
+        Placement::FirstMessage,
+        facts.as_deref(),
+        entries
+            .iter()
+            .filter(|e| e.kind == keel_store::MemoryKind::Fact)
+            .count(),
+        "keel memory list --kind fact",
+        "keel memory rm ID / keel memory clear --kind fact",
+    ));
+    let lessons = memory::lessons_block(entries);
+    layers.push(layer(
+        "overlay (promoted lessons)",
+        "session database (keel memory promote)",
+        Placement::FirstMessage,
+        lessons.as_deref(),
+        entries
+            .iter()
+            .filter(|e| e.kind == keel_store::MemoryKind::Lesson)
+            .count(),
+        "keel memory list --kind lesson",
+        "keel memory rm ID / keel memory clear --kind lesson",
+    ));
+    layers.push(layer(
+        "codemap",
+        ".keel/index.db ([index] codemap_tokens)",
+        Placement::FirstMessage,
+        None,
+        0,
+        "keel map",
+        "[index] codemap_tokens = 0",
+    ));
+    layers.push(layer(
+        "session working memory",
+        "tool results over the size limit, per session",
+        Placement::OnDemand,
+        None,
+        0,
+        "read_result {handle, offset} inside the session",
+        "ends with the session",
+    ));
+    Dashboard {
+        workspace: workspace.display().to_string(),
+        system_prompt_bytes,
+        system_prompt_tokens,
+        layers,
+    }
+}

@@ -1,0 +1,325 @@
+//! Localization on real issues from projects other than Django: does `codebase_search`
+//! (file results, the whole issue text as the query) put a file the real fix changed at the
+//! top? Reported next to whole-file BM25 computed in the same run, per project.
+//!
+//! Data: `benches/data/dev_issues.jsonl` — SWE-bench Lite *dev* instances (never the test
+//! split): the issue text (problem statement; a few long config or script dumps trimmed,
+//! marked `trimmed`), the files of the gold patch, and the PyPI release searched (`sdist`);
+//! `source` says where each record was read. The trees are not in the repository:
+//!
+//! ```text
+//! python3 crates/keel-index/benches/data/fetch_dev_sources.py /tmp/keel-dev-trees
+//! cargo bench -p keel-index --bench localize -- --trees /tmp/keel-dev-trees
+//! ```
+//!
+//! Without `--trees` (or with trees missing) the bench says so and skips those issues.
+//! Metrics: Acc@k (a gold file among the first k results), MRR over the first 20.
+//! Baseline: Okapi BM25 (k1 1.2, b 0.75) over whole files, candidates = the tree's indexed
+//! non-test `.py` files (the measurement of issue 15), query = the same text.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use keel_index::pathrole::PathRole;
+use keel_index::terms::{is_stopword, split_identifier};
+use keel_index::{Index, IndexSettings, NoProgress, Ranking, SearchKind, SearchQuery};
+
+const DEPTH: usize = 20;
+/// Projects whose issues were looked at while tuning; the others are held out.
+const TUNED: &[&str] = &["sqlfluff", "astroid", "pydicom"];
+
+struct Issue {
+    id: String,
+    project: String,
+    sdist: String,
+    files: Vec<String>,
+    query: String,
+}
+
+fn tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for tok in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        if tok.is_empty() {
+            continue;
+        }
+        let lower = tok.to_lowercase();
+        let parts = split_identifier(tok);
+        if parts.len() > 1 {
+            for p in parts {
+                if p.len() > 1 && !is_stopword(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        if lower.len() > 1 && !is_stopword(&lower) {
+            out.push(lower);
+        }
+    }
+    out
+}
+
+/// Whole-file BM25 over a fixed candidate set.
+struct Bm25 {
+    docs: Vec<(String, HashMap<String, u32>, usize)>,
+    df: HashMap<String, usize>,
+    avg: f64,
+}
+
+impl Bm25 {
+    fn new(root: &Path, paths: &[String]) -> Bm25 {
+        let mut docs = Vec::new();
+        let mut df: HashMap<String, usize> = HashMap::new();
+        for p in paths {
+            let text = std::fs::read_to_string(root.join(p)).unwrap_or_default();
+            let toks = tokens(&text);
+            let mut tf: HashMap<String, u32> = HashMap::new();
+            for t in &toks {
+                *tf.entry(t.clone()).or_default() += 1;
+            }
+            for t in tf.keys() {
+                *df.entry(t.clone()).or_default() += 1;
+            }
+            docs.push((p.clone(), tf, toks.len()));
+        }
+        let avg = docs.iter().map(|d| d.2 as f64).sum::<f64>() / docs.len().max(1) as f64;
+        Bm25 { docs, df, avg }
+    }
+
+    fn rank(&self, query: &str) -> Vec<String> {
+        let mut q = tokens(query);
+        q.sort();
+        q.dedup();
+        let n = self.docs.len() as f64;
+        let mut scored: Vec<(f64, &str)> = self
+            .docs
+            .iter()
+            .map(|(path, tf, len)| {
+                let mut s = 0.0;
+                for t in &q {
+                    let Some(&f) = tf.get(t) else { continue };
+                    let df = *self.df.get(t).unwrap_or(&0) as f64;
+                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                    let f = f as f64;
+                    s += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * *len as f64 / self.avg));
+                }
+                (s, path.as_str())
+            })
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        scored
+            .into_iter()
+            .take(DEPTH)
+            .map(|(_, p)| p.to_string())
+            .collect()
+    }
+}
+
+#[derive(Default, Clone)]
+struct Tally {
+    n: usize,
+    at: [usize; 4],
+    rr: f64,
+}
+
+impl Tally {
+    fn add(&mut self, ranked: &[String], gold: &[String]) -> Option<usize> {
+        self.n += 1;
+        let pos = ranked.iter().position(|p| gold.contains(p));
+        if let Some(pos) = pos {
+            for (i, k) in [1, 5, 10, 20].iter().enumerate() {
+                if pos < *k {
+                    self.at[i] += 1;
+                }
+            }
+            self.rr += 1.0 / (pos as f64 + 1.0);
+        }
+        pos
+    }
+
+    fn row(&self, name: &str, label: &str) -> String {
+        let pct = |x: usize| 100.0 * x as f64 / self.n.max(1) as f64;
+        format!(
+            "| {name} | {label} | {} | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.3} |",
+            self.n,
+            pct(self.at[0]),
+            pct(self.at[1]),
+            pct(self.at[2]),
+            pct(self.at[3]),
+            self.rr / self.n.max(1) as f64
+        )
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data");
+    let mut issues_file = here.join("dev_issues.jsonl");
+    let mut trees: Option<PathBuf> = None;
+    let mut verbose = false;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--issues" => issues_file = args.next().map(PathBuf::from).unwrap(),
+            "--trees" => trees = args.next().map(PathBuf::from),
+            "-v" | "--verbose" => verbose = true,
+            _ => {}
+        }
+    }
+    let issues: Vec<Issue> = std::fs::read_to_string(&issues_file)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            Issue {
+                id: s("id"),
+                project: s("project"),
+                sdist: s("sdist"),
+                files: v["files"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|f| f.as_str().map(str::to_string))
+                    .collect(),
+                query: s("query"),
+            }
+        })
+        .collect();
+    let Some(trees) = trees else {
+        println!(
+            "SKIPPED: no --trees DIR. Fetch the sources first:\n  python3 crates/keel-index/benches/data/fetch_dev_sources.py DIR"
+        );
+        return;
+    };
+    let mut by_tree: BTreeMap<String, Vec<&Issue>> = BTreeMap::new();
+    for i in &issues {
+        by_tree
+            .entry(i.sdist.replace("==", "-"))
+            .or_default()
+            .push(i);
+    }
+    let mut keel: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut bm25: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut chunk_bm25: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut times: Vec<Duration> = Vec::new();
+    let mut skipped = Vec::new();
+    for (tree, list) in &by_tree {
+        let root = trees.join(tree);
+        if !root.is_dir() {
+            skipped.push(tree.clone());
+            continue;
+        }
+        let db_dir = tempfile::tempdir().unwrap();
+        let mut idx = Index::open_at(
+            &root,
+            &db_dir.path().join("index.db"),
+            IndexSettings::default(),
+        )
+        .unwrap();
+        idx.refresh(&NoProgress).unwrap();
+        let conn = rusqlite::Connection::open(db_dir.path().join("index.db")).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT path FROM files ORDER BY path")
+            .unwrap();
+        let paths: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .flatten()
+            .filter(|p| {
+                p.ends_with(".py") && !matches!(PathRole::of(p), PathRole::Test | PathRole::Fixture)
+            })
+            .collect();
+        let base = Bm25::new(&root, &paths);
+        for issue in list {
+            let gold = &issue.files;
+            let b = base.rank(&issue.query);
+            let bpos = bm25.entry(issue.project.clone()).or_default().add(&b, gold);
+            let mut q = SearchQuery::new(issue.query.clone());
+            q.kind = SearchKind::File;
+            q.limit = DEPTH;
+            let t = Instant::now();
+            let hits = idx.search(&q).unwrap();
+            times.push(t.elapsed());
+            let k: Vec<String> = hits.iter().map(|h| h.path.clone()).collect();
+            let kpos = keel.entry(issue.project.clone()).or_default().add(&k, gold);
+            q.ranking = Ranking::Bm25;
+            let c: Vec<String> = idx
+                .search(&q)
+                .unwrap()
+                .iter()
+                .map(|h| h.path.clone())
+                .collect();
+            chunk_bm25
+                .entry(issue.project.clone())
+                .or_default()
+                .add(&c, gold);
+            let show = |p: Option<usize>| p.map_or("-".to_string(), |p| (p + 1).to_string());
+            println!(
+                "{:<36} keel {:>3}  bm25 {:>3}  ({} files listed)",
+                issue.id,
+                show(kpos),
+                show(bpos),
+                k.len()
+            );
+            if verbose {
+                for h in hits.iter().take(5) {
+                    println!("    {:.3} {} {:?}", h.score, h.path, h.why);
+                }
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        println!(
+            "SKIPPED (tree missing under {}): {}",
+            trees.display(),
+            skipped.join(", ")
+        );
+    }
+    println!("\n| project | ranking | issues | Acc@1 | Acc@5 | Acc@10 | Acc@20 | MRR |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let sum = |m: &BTreeMap<String, Tally>, pick: &dyn Fn(&str) -> bool| {
+        let mut t = Tally::default();
+        for (p, x) in m {
+            if pick(p) {
+                t.n += x.n;
+                t.rr += x.rr;
+                for i in 0..4 {
+                    t.at[i] += x.at[i];
+                }
+            }
+        }
+        t
+    };
+    for p in keel.keys() {
+        println!("{}", keel[p].row(p, "keel"));
+        println!("{}", bm25[p].row(p, "whole-file BM25"));
+    }
+    let tuned = |p: &str| TUNED.contains(&p);
+    let held = |p: &str| !TUNED.contains(&p);
+    for (name, pick) in [
+        ("tuned-on", &tuned as &dyn Fn(&str) -> bool),
+        ("held-out", &held),
+    ] {
+        println!("{}", sum(&keel, pick).row(name, "keel"));
+        println!("{}", sum(&bm25, pick).row(name, "whole-file BM25"));
+        println!(
+            "{}",
+            sum(&chunk_bm25, pick).row(name, "chunk BM25 (keel's baseline)")
+        );
+    }
+    let all = |_: &str| true;
+    println!("{}", sum(&keel, &all).row("all", "keel"));
+    println!("{}", sum(&bm25, &all).row("all", "whole-file BM25"));
+    times.sort();
+    if !times.is_empty() {
+        println!(
+            "\nkeel search latency (whole issue text, file results): p50 {:.1} ms, max {:.1} ms",
+            times[times.len() / 2].as_secs_f64() * 1000.0,
+            times[times.len() - 1].as_secs_f64() * 1000.0
+        );
+    }
+}
