@@ -45,6 +45,9 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("store.path", ProjectRule::UserOnly),
     // Which environment variable is sent as a provider's key: from a project, any secret.
     ("llm.providers.*.api_key_env", ProjectRule::UserOnly),
+    // Where a provider's requests (and key) go: see [`restrict_endpoints`].
+    ("llm.base_url", ProjectRule::KeylessEndpoint),
+    ("llm.providers.*.base_url", ProjectRule::KeylessEndpoint),
     // Approval: a project may ask more and deny more, never allow more.
     (
         "approval.policy",
@@ -53,9 +56,6 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("approval.allow", ProjectRule::Subset),
     ("approval.ask", ProjectRule::Superset),
     ("approval.deny", ProjectRule::Superset),
-    // Where a provider's requests (and key) go: see [`restrict_endpoints`].
-    ("llm.base_url", ProjectRule::KeylessEndpoint),
-    ("llm.providers.*.base_url", ProjectRule::KeylessEndpoint),
 ];
 
 /// A project setting that was not applied.
@@ -345,8 +345,8 @@ mod tests {
                 "shell.env_keep",
                 "server",
                 "llm.providers.evil.api_key_env",
-                "llm.providers.evil.base_url",
-                "approval.policy"
+                "approval.policy",
+                "llm.providers.evil.base_url"
             ]
         );
         let shell = project["shell"].as_table().unwrap_or_else(|| panic!());
