@@ -97,6 +97,11 @@ impl Human {
         }
     }
 
+    /// One event as text on its own (no streaming state), as `keel run` would print it.
+    pub(crate) fn line(&self, event: &Event) -> String {
+        self.render(event, &mut HumanState::default())
+    }
+
     fn render(&self, event: &Event, st: &mut HumanState) -> String {
         let s = self.style;
         let mut out = String::new();
@@ -591,7 +596,7 @@ fn render_plan(plan: &serde_json::Value, s: Style) -> String {
 }
 
 /// The argument a person wants to see first: a path, pattern or command; else compact JSON.
-fn summarize_args(args: &Value) -> String {
+pub(crate) fn summarize_args(args: &Value) -> String {
     for key in ["path", "command", "pattern", "query", "symbol", "question"] {
         if let Some(v) = args.get(key).and_then(Value::as_str) {
             let mut s = v.to_string();
