@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use super::composer::{self, Composer};
 use super::slash::{self, Slash};
 use super::theme::Theme;
-use super::transcript::{CellKind, Level, Transcript, elapsed_text, spinner};
+use super::transcript::{Level, Transcript, elapsed_text, spinner};
 
 /// Two presses of Esc or Ctrl-C within this many milliseconds quit.
 const DOUBLE_PRESS_MS: u64 = 2000;
@@ -64,7 +64,7 @@ pub struct App {
     /// `!command` outputs that go with the next message.
     pub shell_outputs: Vec<Attachment>,
     pub workspace: std::path::PathBuf,
-    /// The mode (`react`, `plan_exec`) and approval policy shown in the status line.
+    /// The mode (`react`, `plan_exec`) shown in the status line, and the approval policy.
     pub mode: String,
     pub approval: String,
 }
@@ -359,7 +359,7 @@ impl App {
         }
         let message = self.composer.submit();
         self.scroll = 0;
-        self.transcript.push(CellKind::User(text));
+        self.transcript.typed(text);
         if let Some(id) = self.transcript.blocker.take() {
             return Some(Action::Op(Op::AnswerBlocker {
                 id,
@@ -537,7 +537,6 @@ impl App {
         if let Some(p) = st.context_percent() {
             parts.push(format!("ctx {p}%"));
         }
-        parts.push(format!("approval {}", self.approval));
         let mut spans = vec![Span::styled(parts.join(" · "), self.theme.dim)];
         if self.running {
             spans.insert(

@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(c.text(), "hello!\nworld");
         c.end();
         c.delete_word();
-        assert_eq!(c.text(), "");
+        assert_eq!(c.text(), "\nworld", "Ctrl-W deletes the word before the cursor");
     }
 
     #[test]

@@ -65,10 +65,11 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut chat = Chat::open(&args, tx.clone()).await?;
         let _guard = TerminalGuard::enter()?;
-        spawn_input(tx.clone());
         let backend = CrosstermBackend::new(std::io::stdout());
         let mut terminal = Terminal::new(backend).context("cannot draw on the terminal")?;
         terminal.clear()?;
+        // Only now: the set-up above reads the terminal's answers itself.
+        spawn_input(tx.clone());
         if let Some(prompt) = args.prompt() {
             chat.app.composer.set_text(&prompt);
             chat.send_composer().await;

@@ -111,6 +111,8 @@ pub struct Transcript {
     pub status: Status,
     /// The blocker waiting for an answer: the next message answers it.
     pub blocker: Option<String>,
+    /// A message typed here waits for the session's echo of it.
+    typed: bool,
 }
 
 impl Transcript {
@@ -133,6 +135,24 @@ impl Transcript {
             } => Some((call_id.as_str(), summary.as_str())),
             _ => None,
         })
+    }
+
+    /// The user's message as the session recorded it, unless this screen already shows it
+    /// (it was typed here).
+    fn user_message(&mut self, text: &str) {
+        if std::mem::take(&mut self.typed) {
+            return;
+        }
+        let text = text.trim();
+        if !text.is_empty() {
+            self.push(CellKind::User(text.to_string()));
+        }
+    }
+
+    /// A message typed on this screen: shown now, and not again when the session records it.
+    pub fn typed(&mut self, text: String) {
+        self.push(CellKind::User(text));
+        self.typed = true;
     }
 
     fn depth_of(&mut self, event: &Event) -> usize {
@@ -169,6 +189,7 @@ impl Transcript {
                 provider,
                 model,
                 phase,
+                task,
                 ..
             } => {
                 if depth == 0 {
@@ -176,8 +197,10 @@ impl Transcript {
                     self.status.model = model.clone();
                     self.status.phase = phase.clone();
                     self.status.session = Some(event.session_id.clone());
+                    self.user_message(task);
                 }
             }
+            EventKind::SessionResumed { message, .. } if depth == 0 => self.user_message(message),
             EventKind::TurnStarted { .. } | EventKind::Snapshot { .. } => {}
             EventKind::AssistantDelta { text, channel } => {
                 let reasoning = *channel == DeltaChannel::Reasoning;
