@@ -123,7 +123,12 @@ impl Renderer<'_> {
             }
             Md::Code(t) => {
                 let style = self.style().patch(self.theme.code);
-                self.push(&t, style);
+                if self.theme.color {
+                    self.push(&t, style);
+                } else {
+                    // Without colour the backticks are what marks code.
+                    self.push(&format!("`{t}`"), style);
+                }
             }
             Md::SoftBreak => {
                 let style = self.style();
@@ -369,6 +374,99 @@ pub fn highlight(line: &str, lang: &str, theme: &Theme) -> Vec<Span<'static>> {
     spans
 }
 
+/// Markdown arriving in pieces, printed block by block: whatever precedes the last blank line
+/// is complete and is rendered once; the rest waits for more text or the end.
+#[derive(Debug, Default)]
+pub struct MarkdownStream {
+    text: String,
+    printed: usize,
+}
+
+impl MarkdownStream {
+    /// Adds `delta`; returns the lines that became complete.
+    pub fn push(&mut self, delta: &str, theme: &Theme) -> Vec<Line<'static>> {
+        self.text.push_str(delta);
+        let Some(end) = self.text.rfind("\n\n") else {
+            return Vec::new();
+        };
+        let lines = render(&self.text[..end], theme);
+        self.take(lines)
+    }
+
+    /// The message is complete (`full`: its final text, when known): the lines not printed
+    /// yet. Ready for the next message afterwards.
+    pub fn finish(&mut self, full: Option<&str>, theme: &Theme) -> Vec<Line<'static>> {
+        if let Some(full) = full {
+            self.text = full.to_string();
+        }
+        let lines = render(&self.text, theme);
+        let rest = self.take(lines);
+        *self = Self::default();
+        rest
+    }
+
+    /// Whether text waits to be printed.
+    pub fn is_open(&self) -> bool {
+        !self.text.is_empty()
+    }
+
+    fn take(&mut self, lines: Vec<Line<'static>>) -> Vec<Line<'static>> {
+        if lines.len() <= self.printed {
+            return Vec::new();
+        }
+        let new = lines[self.printed..].to_vec();
+        self.printed = lines.len();
+        new
+    }
+}
+
+/// `lines` as terminal text, one `\n`-terminated line each: ANSI styles when `color`.
+pub fn to_ansi(lines: &[Line<'_>], color: bool) -> String {
+    use ratatui::style::Color;
+    let mut out = String::new();
+    for line in lines {
+        for span in &line.spans {
+            let style = line.style.patch(span.style);
+            let mut codes: Vec<&str> = Vec::new();
+            if color {
+                let m = style.add_modifier;
+                if m.contains(Modifier::BOLD) {
+                    codes.push("1");
+                }
+                if m.contains(Modifier::DIM) {
+                    codes.push("2");
+                }
+                if m.contains(Modifier::ITALIC) {
+                    codes.push("3");
+                }
+                if m.contains(Modifier::UNDERLINED) {
+                    codes.push("4");
+                }
+                if m.contains(Modifier::CROSSED_OUT) {
+                    codes.push("9");
+                }
+                codes.push(match style.fg {
+                    Some(Color::Red) => "31",
+                    Some(Color::Green) => "32",
+                    Some(Color::Yellow) => "33",
+                    Some(Color::Blue) => "34",
+                    Some(Color::Magenta) => "35",
+                    Some(Color::Cyan) => "36",
+                    _ => "",
+                });
+                codes.retain(|c| !c.is_empty());
+            }
+            if codes.is_empty() {
+                out.push_str(&span.content);
+            } else {
+                out.push_str(&format!("\x1b[{}m{}\x1b[0m", codes.join(";"), span.content));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// `lines` as plain text (tests, and `keel run` without colour).
 pub fn plain(lines: &[Line<'_>]) -> String {
     lines
@@ -391,8 +489,28 @@ mod tests {
         ));
         assert_eq!(
             out,
-            "# Plan\n\nFirst do this:\n\n1. read main.rs\n2. fix it\n\n• a\n• b\n\n  ┌ rust\n  │ fn main() {}"
+            "# Plan\n\nFirst do this:\n\n1. read `main.rs`\n2. fix it\n\n• a\n• b\n\n  ┌ rust\n  │ fn main() {}"
         );
+    }
+
+    #[test]
+    fn a_stream_prints_each_block_once_when_it_is_complete() {
+        let theme = Theme::plain();
+        let mut stream = MarkdownStream::default();
+        let mut shown = Vec::new();
+        for piece in ["# Ti", "tle\n\nSome ", "text\nmore", "\n\n- a\n", "- b"] {
+            shown.extend(stream.push(piece, &theme));
+            if piece == "# Ti" {
+                assert!(shown.is_empty(), "nothing is complete yet");
+            }
+        }
+        assert_eq!(plain(&shown), "# Title\n\nSome text more");
+        shown.extend(stream.finish(None, &theme));
+        assert_eq!(plain(&shown), "# Title\n\nSome text more\n\n• a\n• b");
+        assert!(!stream.is_open());
+        let colored = to_ansi(&render("**hi**", &Theme::colored()), true);
+        assert_eq!(colored, "\x1b[1mhi\x1b[0m\n");
+        assert_eq!(to_ansi(&render("**hi**", &Theme::colored()), false), "hi\n");
     }
 
     #[test]
