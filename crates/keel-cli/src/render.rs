@@ -896,7 +896,10 @@ mod tests {
                 &mut st,
             ));
         }
-        assert_eq!(out, "## Plan\n", "the heading is out as soon as its block is complete");
+        assert_eq!(
+            out, "## Plan\n",
+            "the heading is out as soon as its block is complete"
+        );
         out.push_str(&h.render(
             &ev(EventKind::AssistantMessage {
                 text: "## Plan\n\n- read **it**\n- fix `add`\n".into(),

@@ -59,14 +59,29 @@ impl Tmux {
     fn start(&self, command: &str) {
         let ok = self
             .tmux()
-            .args(["new-session", "-d", "-s", "t", "-x", "100", "-y", "30", command])
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "100",
+                "-y",
+                "30",
+                command,
+            ])
             .status()
             .unwrap();
         assert!(ok.success(), "tmux could not start");
     }
 
     fn send(&self, keys: &[&str]) {
-        let ok = self.tmux().args(["send-keys", "-t", "t"]).args(keys).status().unwrap();
+        let ok = self
+            .tmux()
+            .args(["send-keys", "-t", "t"])
+            .args(keys)
+            .status()
+            .unwrap();
         assert!(ok.success());
     }
 
@@ -166,13 +181,22 @@ fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
 
     term.type_line("tidy up the repo");
     let screen = term.wait_for("[y] yes once");
-    assert!(screen.contains("? approve run_command (destructive): rm README.md"), "{screen}");
-    assert!(env.work.join("README.md").exists(), "nothing runs before the approval");
+    assert!(
+        screen.contains("? approve run_command (destructive): rm README.md"),
+        "{screen}"
+    );
+    assert!(
+        env.work.join("README.md").exists(),
+        "nothing runs before the approval"
+    );
     term.send(&["y"]);
 
     let screen = term.wait_for("add now wraps");
     assert!(screen.contains("✓ approved once"), "{screen}");
-    assert!(screen.contains("-    a + b"), "the diff shows the removed line:\n{screen}");
+    assert!(
+        screen.contains("-    a + b"),
+        "the diff shows the removed line:\n{screen}"
+    );
     assert!(screen.contains("+    a.wrapping_add(b)"), "{screen}");
     assert!(screen.contains("## Done"), "{screen}");
     assert!(!env.work.join("README.md").exists());

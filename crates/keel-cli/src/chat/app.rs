@@ -181,7 +181,8 @@ impl App {
             match key.code {
                 KeyCode::Up => picker.selected = picker.selected.saturating_sub(1),
                 KeyCode::Down => {
-                    picker.selected = (picker.selected + 1).min(picker.items.len().saturating_sub(1));
+                    picker.selected =
+                        (picker.selected + 1).min(picker.items.len().saturating_sub(1));
                 }
                 KeyCode::Enter => {
                     let chosen = picker.items.get(picker.selected).map(|(v, _)| v.clone());
@@ -206,8 +207,12 @@ impl App {
                     }
                 }
                 KeyCode::Char('j') => self.composer.insert("\n"),
-                KeyCode::Char('o') => self.transcript.expand_output = !self.transcript.expand_output,
-                KeyCode::Char('t') => self.transcript.show_reasoning = !self.transcript.show_reasoning,
+                KeyCode::Char('o') => {
+                    self.transcript.expand_output = !self.transcript.expand_output
+                }
+                KeyCode::Char('t') => {
+                    self.transcript.show_reasoning = !self.transcript.show_reasoning
+                }
                 KeyCode::Char('u') => self.composer.clear(),
                 KeyCode::Char('w') => self.composer.delete_word(),
                 KeyCode::Char('a') => self.composer.home(),
@@ -366,14 +371,11 @@ impl App {
                 answer: message,
             }));
         }
-        let mut attachments: Vec<Attachment> = composer::mentioned_files(
-            &message,
-            &self.workspace,
-            MENTION_MAX_CHARS,
-        )
-        .into_iter()
-        .map(|(name, content)| Attachment { name, content })
-        .collect();
+        let mut attachments: Vec<Attachment> =
+            composer::mentioned_files(&message, &self.workspace, MENTION_MAX_CHARS)
+                .into_iter()
+                .map(|(name, content)| Attachment { name, content })
+                .collect();
         attachments.append(&mut self.shell_outputs);
         self.turn_started(now_ms);
         Some(Action::Op(Op::UserMessage {
@@ -432,7 +434,10 @@ impl App {
         if self.transcript.cells.is_empty() {
             let welcome = vec![
                 Line::styled("keel chat", self.theme.heading),
-                Line::styled(format!("workspace {}", self.workspace.display()), self.theme.dim),
+                Line::styled(
+                    format!("workspace {}", self.workspace.display()),
+                    self.theme.dim,
+                ),
                 Line::styled(
                     "Say what to do. /help lists commands; @path attaches a file; !cmd runs a command.",
                     self.theme.dim,
@@ -441,8 +446,10 @@ impl App {
             frame.render_widget(Paragraph::new(welcome), area);
             return;
         }
-        let lines = self.transcript.lines(area.width, now_ms, &self.theme);
         let height = usize::from(area.height);
+        let lines =
+            self.transcript
+                .last_lines(height + self.scroll, area.width, now_ms, &self.theme);
         let max_scroll = lines.len().saturating_sub(height);
         let scroll = self.scroll.min(max_scroll);
         let end = lines.len() - scroll;
@@ -476,7 +483,14 @@ impl App {
         frame.render_widget(Paragraph::new(lines).block(block), area);
     }
 
-    fn draw_composer(&self, frame: &mut Frame<'_>, area: Rect, lines: &[&str], crow: usize, ccol: usize) {
+    fn draw_composer(
+        &self,
+        frame: &mut Frame<'_>,
+        area: Rect,
+        lines: &[&str],
+        crow: usize,
+        ccol: usize,
+    ) {
         let title = if self.deny_reason.is_some() {
             " why deny it? Enter sends · Esc cancels ".to_string()
         } else if self.transcript.pending_approval().is_some() && self.composer.is_empty() {

@@ -219,7 +219,11 @@ impl Composer {
             return;
         }
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(f, "{line}");
         }
     }
@@ -227,7 +231,9 @@ impl Composer {
     /// The `@word` being typed at the cursor (without the `@`) and where it starts.
     pub fn mention(&self) -> Option<(usize, &str)> {
         let before = &self.text[..self.cursor];
-        let start = before.rfind(|c: char| c.is_whitespace()).map_or(0, |i| i + 1);
+        let start = before
+            .rfind(|c: char| c.is_whitespace())
+            .map_or(0, |i| i + 1);
         let word = &before[start..];
         word.strip_prefix('@').map(|w| (start, w))
     }
@@ -259,7 +265,10 @@ pub fn history_path(data_dir: &Path, workspace: &Path) -> PathBuf {
     workspace.hash(&mut h);
     let name = workspace
         .file_name()
-        .map(|n| n.to_string_lossy().replace(|c: char| !c.is_alphanumeric(), "_"))
+        .map(|n| {
+            n.to_string_lossy()
+                .replace(|c: char| !c.is_alphanumeric(), "_")
+        })
         .unwrap_or_default();
     data_dir
         .join("history")
@@ -367,7 +376,11 @@ mod tests {
         assert_eq!(c.text(), "hello!\nworld");
         c.end();
         c.delete_word();
-        assert_eq!(c.text(), "\nworld", "Ctrl-W deletes the word before the cursor");
+        assert_eq!(
+            c.text(),
+            "\nworld",
+            "Ctrl-W deletes the word before the cursor"
+        );
     }
 
     #[test]
@@ -404,11 +417,19 @@ mod tests {
 
     #[test]
     fn mentions_complete_fuzzily_and_attach_file_content() {
-        let files: Vec<String> = ["src/main.rs", "src/chat/app.rs", "README.md", "docs/mainline.md"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(fuzzy(&files, "main", 5), vec!["src/main.rs", "docs/mainline.md"]);
+        let files: Vec<String> = [
+            "src/main.rs",
+            "src/chat/app.rs",
+            "README.md",
+            "docs/mainline.md",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            fuzzy(&files, "main", 5),
+            vec!["src/main.rs", "docs/mainline.md"]
+        );
         assert_eq!(fuzzy(&files, "scapp", 5), vec!["src/chat/app.rs"]);
         let mut c = Composer::default();
         c.insert("fix @mai");

@@ -78,7 +78,8 @@ impl Renderer<'_> {
 
     fn flush(&mut self) {
         if !self.current.is_empty() {
-            self.lines.push(Line::from(std::mem::take(&mut self.current)));
+            self.lines
+                .push(Line::from(std::mem::take(&mut self.current)));
         }
     }
 
@@ -154,11 +155,7 @@ impl Renderer<'_> {
 
     fn start(&mut self, tag: Tag<'_>) {
         match tag {
-            Tag::Paragraph => {
-                if self.lists.is_empty() {
-                    self.blank();
-                }
-            }
+            Tag::Paragraph if self.lists.is_empty() => self.blank(),
             Tag::Heading { level, .. } => {
                 self.blank();
                 let marks = match level {
@@ -177,7 +174,9 @@ impl Renderer<'_> {
             Tag::CodeBlock(kind) => {
                 self.blank();
                 let lang = match kind {
-                    CodeBlockKind::Fenced(l) => l.split([',', ' ']).next().unwrap_or("").to_string(),
+                    CodeBlockKind::Fenced(l) => {
+                        l.split([',', ' ']).next().unwrap_or("").to_string()
+                    }
                     CodeBlockKind::Indented => String::new(),
                 };
                 self.code = Some((lang, String::new()));
@@ -202,8 +201,12 @@ impl Renderer<'_> {
                 };
                 self.prefix_pending = Some(bullet);
             }
-            Tag::Emphasis => self.styles.push(Style::default().add_modifier(Modifier::ITALIC)),
-            Tag::Strong => self.styles.push(Style::default().add_modifier(Modifier::BOLD)),
+            Tag::Emphasis => self
+                .styles
+                .push(Style::default().add_modifier(Modifier::ITALIC)),
+            Tag::Strong => self
+                .styles
+                .push(Style::default().add_modifier(Modifier::BOLD)),
             Tag::Strikethrough => self
                 .styles
                 .push(Style::default().add_modifier(Modifier::CROSSED_OUT)),
@@ -265,42 +268,118 @@ fn keywords(lang: &str) -> (&'static [&'static str], &'static str) {
         ),
         "python" | "py" => (
             &[
-                "and", "as", "assert", "async", "await", "class", "def", "elif", "else",
-                "except", "finally", "for", "from", "if", "import", "in", "is", "lambda", "not",
-                "or", "pass", "raise", "return", "try", "while", "with", "yield", "None", "True",
+                "and", "as", "assert", "async", "await", "class", "def", "elif", "else", "except",
+                "finally", "for", "from", "if", "import", "in", "is", "lambda", "not", "or",
+                "pass", "raise", "return", "try", "while", "with", "yield", "None", "True",
                 "False", "self",
             ],
             "#",
         ),
         "js" | "javascript" | "ts" | "typescript" | "jsx" | "tsx" => (
             &[
-                "async", "await", "break", "case", "catch", "class", "const", "continue",
-                "default", "else", "export", "extends", "for", "from", "function", "if",
-                "import", "in", "interface", "let", "new", "of", "return", "switch", "this",
-                "throw", "try", "type", "var", "while", "true", "false", "null", "undefined",
+                "async",
+                "await",
+                "break",
+                "case",
+                "catch",
+                "class",
+                "const",
+                "continue",
+                "default",
+                "else",
+                "export",
+                "extends",
+                "for",
+                "from",
+                "function",
+                "if",
+                "import",
+                "in",
+                "interface",
+                "let",
+                "new",
+                "of",
+                "return",
+                "switch",
+                "this",
+                "throw",
+                "try",
+                "type",
+                "var",
+                "while",
+                "true",
+                "false",
+                "null",
+                "undefined",
             ],
             "//",
         ),
         "go" => (
             &[
-                "break", "case", "chan", "const", "continue", "default", "defer", "else", "for",
-                "func", "go", "if", "import", "interface", "map", "package", "range", "return",
-                "select", "struct", "switch", "type", "var", "nil", "true", "false",
+                "break",
+                "case",
+                "chan",
+                "const",
+                "continue",
+                "default",
+                "defer",
+                "else",
+                "for",
+                "func",
+                "go",
+                "if",
+                "import",
+                "interface",
+                "map",
+                "package",
+                "range",
+                "return",
+                "select",
+                "struct",
+                "switch",
+                "type",
+                "var",
+                "nil",
+                "true",
+                "false",
             ],
             "//",
         ),
         "c" | "cpp" | "c++" | "h" | "java" => (
             &[
-                "break", "case", "class", "const", "continue", "else", "enum", "for", "if",
-                "include", "namespace", "new", "public", "private", "return", "static", "struct",
-                "switch", "typedef", "void", "while", "int", "char", "bool", "true", "false",
+                "break",
+                "case",
+                "class",
+                "const",
+                "continue",
+                "else",
+                "enum",
+                "for",
+                "if",
+                "include",
+                "namespace",
+                "new",
+                "public",
+                "private",
+                "return",
+                "static",
+                "struct",
+                "switch",
+                "typedef",
+                "void",
+                "while",
+                "int",
+                "char",
+                "bool",
+                "true",
+                "false",
             ],
             "//",
         ),
         "sh" | "bash" | "shell" | "zsh" | "console" => (
             &[
-                "if", "then", "else", "elif", "fi", "for", "do", "done", "while", "case",
-                "esac", "function", "export", "local", "return",
+                "if", "then", "else", "elif", "fi", "for", "do", "done", "while", "case", "esac",
+                "function", "export", "local", "return",
             ],
             "#",
         ),
@@ -467,11 +546,17 @@ pub fn to_ansi(lines: &[Line<'_>], color: bool) -> String {
     out
 }
 
-/// `lines` as plain text (tests, and `keel run` without colour).
+/// `lines` as plain text.
+#[cfg(test)]
 pub fn plain(lines: &[Line<'_>]) -> String {
     lines
         .iter()
-        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect::<String>())
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

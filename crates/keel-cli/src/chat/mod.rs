@@ -61,28 +61,32 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut chat = Chat::open(&args, tx.clone()).await?;
-        let _guard = TerminalGuard::enter()?;
-        let backend = CrosstermBackend::new(std::io::stdout());
-        let mut terminal = Terminal::new(backend).context("cannot draw on the terminal")?;
-        terminal.clear()?;
-        // Only now: the set-up above reads the terminal's answers itself.
-        spawn_input(tx.clone());
-        if let Some(prompt) = args.prompt() {
-            chat.app.composer.set_text(&prompt);
-            chat.send_composer().await;
-        }
-        run_loop(&mut terminal, &mut chat, rx).await?;
-        chat.shutdown().await;
-        Ok(exit::COMPLETED)
-    })
-    .map(|code| {
-        // Back on the normal screen: say how to come back.
-        eprintln!("keel: the session is stored; `keel -c` continues it");
-        code
-    })
+    runtime
+        .block_on(async move {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let mut chat = Chat::open(&args, tx.clone()).await?;
+            let _guard = TerminalGuard::enter()?;
+            let backend = CrosstermBackend::new(std::io::stdout());
+            let mut terminal = Terminal::new(backend).context("cannot draw on the terminal")?;
+            terminal.clear()?;
+            // Only now: the set-up above reads the terminal's answers itself.
+            spawn_input(tx.clone());
+            if let Some(prompt) = args.prompt() {
+                chat.app.composer.set_text(&prompt);
+                chat.send_composer().await;
+            }
+            run_loop(&mut terminal, &mut chat, rx).await?;
+            let id = chat.session_id();
+            chat.shutdown().await;
+            Ok(id)
+        })
+        .map(|id| {
+            // Back on the normal screen: say how to come back.
+            if let Some(id) = id {
+                eprintln!("keel: session {id} is stored; `keel -c` continues it");
+            }
+            exit::COMPLETED
+        })
 }
 
 async fn run_loop(

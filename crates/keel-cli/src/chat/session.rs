@@ -91,10 +91,8 @@ impl Chat {
         };
         let config = setup::load_config(&workspace, overrides.layer())?;
         let store: Arc<dyn Store> = setup::open_store(&config)?;
-        let history = composer::history_path(
-            &keel_engine::config::data_dir(&setup::env_var),
-            &workspace,
-        );
+        let history =
+            composer::history_path(&keel_engine::config::data_dir(&setup::env_var), &workspace);
         let builder = setup::session_builder(store.clone());
         let engine = Arc::new(
             builder
@@ -119,6 +117,11 @@ impl Chat {
             chat.attach(record).await;
         }
         Ok(chat)
+    }
+
+    /// The live session's id, once there is one.
+    pub fn session_id(&self) -> Option<String> {
+        self.handle.as_ref().map(|h| h.id().to_string())
     }
 
     pub fn shell_running(&self) -> bool {
@@ -162,7 +165,11 @@ impl Chat {
             .map_err(|e| format!("cannot start a session: {e}"))?;
         let handle = Arc::new(
             handle
-                .rebuild_with(self.builder.clone(), &self.workspace, self.overrides.clone())
+                .rebuild_with(
+                    self.builder.clone(),
+                    &self.workspace,
+                    self.overrides.clone(),
+                )
                 .approvals(self.gate()),
         );
         self.app.transcript.status.session = Some(handle.id().to_string());
@@ -182,7 +189,11 @@ impl Chat {
             }
         }
         let handle = SessionHandle::new(self.engine.clone(), record.id.clone(), self.sinks())
-            .rebuild_with(self.builder.clone(), &self.workspace, self.overrides.clone())
+            .rebuild_with(
+                self.builder.clone(),
+                &self.workspace,
+                self.overrides.clone(),
+            )
             .approvals(self.gate());
         self.handle = Some(Arc::new(handle));
         self.app.transcript = Transcript::default();
@@ -199,9 +210,10 @@ impl Chat {
                     self.app.on_event(e, e.ts);
                 }
             }
-            Err(e) => self
-                .app
-                .notice(format!("cannot read the session's events: {e}"), Level::Error),
+            Err(e) => self.app.notice(
+                format!("cannot read the session's events: {e}"),
+                Level::Error,
+            ),
         }
         self.app.running = false;
         self.app.transcript.status.session = Some(record.id.clone());
@@ -287,6 +299,7 @@ impl Chat {
             Ok(h) => h,
             Err(e) => {
                 self.app.running = false;
+                self.app.transcript.untyped();
                 self.app.notice(e, Level::Error);
                 return;
             }
@@ -297,6 +310,7 @@ impl Chat {
             Err(e) => {
                 if starts_turn {
                     self.app.running = false;
+                    self.app.transcript.untyped();
                 }
                 self.app.notice(format!("✗ {e}"), Level::Error);
             }
@@ -463,7 +477,10 @@ impl Chat {
 
     async fn resume(&mut self, id: &str) {
         if self.app.running {
-            self.app.notice("✗ a turn is running; interrupt it (Esc) before switching sessions", Level::Error);
+            self.app.notice(
+                "✗ a turn is running; interrupt it (Esc) before switching sessions",
+                Level::Error,
+            );
             return;
         }
         let record = match self.store.get_session(id) {
@@ -569,7 +586,8 @@ impl Chat {
                 Ok(out) => {
                     let mut text = out.combined_text();
                     if text.chars().count() > SHELL_OUTPUT_CHARS {
-                        text = text.chars().take(SHELL_OUTPUT_CHARS).collect::<String>() + "\n… (cut)";
+                        text =
+                            text.chars().take(SHELL_OUTPUT_CHARS).collect::<String>() + "\n… (cut)";
                     }
                     let status = match out.ending {
                         exec::Ending::Exited(c) => format!("exit code {c}"),
@@ -601,8 +619,19 @@ impl Chat {
 /// `0198f3a2 · 2026-11-23 16:20 · completed · fix the tests`
 fn session_label(r: &SessionRecord) -> String {
     let id: String = r.id.chars().take(8).collect();
-    let task: String = r.task.lines().next().unwrap_or("").chars().take(50).collect();
-    format!("{id} · {} · {} · {task}", crate::render::when(r.updated_at), r.status)
+    let task: String = r
+        .task
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(50)
+        .collect();
+    format!(
+        "{id} · {} · {} · {task}",
+        crate::render::when(r.updated_at),
+        r.status
+    )
 }
 
 /// An event the chat makes itself (a `!command`, `/diff`), drawn like the session's own.

@@ -5,14 +5,29 @@
 pub const COMMANDS: &[(&str, &str)] = &[
     ("help", "list the commands and keys"),
     ("new", "start a new session in this workspace"),
-    ("resume", "pick a session of this workspace to continue (/resume ID)"),
+    (
+        "resume",
+        "pick a session of this workspace to continue (/resume ID)",
+    ),
     ("sessions", "list the recent sessions of this workspace"),
-    ("model", "show the model, or use another from the next turn (/model NAME)"),
-    ("mode", "show the mode, or set it before the first message (/mode react|plan_exec)"),
+    (
+        "model",
+        "show the model, or use another from the next turn (/model NAME)",
+    ),
+    (
+        "mode",
+        "show the mode, or set it before the first message (/mode react|plan_exec)",
+    ),
     ("phase", "show the plan_exec phase"),
     ("approval", "show the approval policy"),
-    ("undo", "restore the workspace to before the last turn that changed files (/undo TURN)"),
-    ("diff", "show the workspace's uncommitted changes (git diff)"),
+    (
+        "undo",
+        "restore the workspace to before the last turn that changed files (/undo TURN)",
+    ),
+    (
+        "diff",
+        "show the workspace's uncommitted changes (git diff)",
+    ),
     ("compact", "compact the conversation's context now"),
     ("cost", "show tokens and cost of this session"),
     ("context", "show how full the model's context window is"),
@@ -20,8 +35,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("skills", "list the skills the agent can load"),
     ("rules", "show the project rules the agent follows"),
     ("mcp", "list connected MCP servers"),
-    ("init", "write a starter project-rules file for this workspace"),
-    ("quit", "leave keel chat (the session stays stored: keel -c continues it)"),
+    (
+        "init",
+        "write a starter project-rules file for this workspace",
+    ),
+    (
+        "quit",
+        "leave keel chat (the session stays stored: keel -c continues it)",
+    ),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +118,10 @@ pub fn parse(line: &str) -> Result<Slash, String> {
             Err(if near.is_empty() {
                 format!("unknown command /{other}; /help lists them")
             } else {
-                format!("unknown command /{other}; did you mean /{}?", near.join(", /"))
+                format!(
+                    "unknown command /{other}; did you mean /{}?",
+                    near.join(", /")
+                )
             })
         }
     }
@@ -137,13 +161,20 @@ mod tests {
             assert!(parse(&format!("/{name}")).is_ok(), "/{name}");
         }
         assert_eq!(parse("/undo 2"), Ok(Slash::Undo(Some(2))));
-        assert_eq!(parse("/model  gpt-x "), Ok(Slash::Model(Some("gpt-x".into()))));
+        assert_eq!(
+            parse("/model  gpt-x "),
+            Ok(Slash::Model(Some("gpt-x".into())))
+        );
         assert!(parse("/undo two").unwrap_err().contains("turn number"));
         assert_eq!(
             parse("/re").unwrap_err(),
             "unknown command /re; did you mean /resume?"
         );
-        assert!(parse("/cost now").unwrap_err().contains("takes no argument"));
+        assert!(
+            parse("/cost now")
+                .unwrap_err()
+                .contains("takes no argument")
+        );
         assert!(help().contains("/quit"));
     }
 }

@@ -90,7 +90,10 @@ fn a_streamed_markdown_answer_renders_as_it_grows() {
     let cut = answer.find("    a + 1").unwrap();
     let (head, tail) = answer.split_at(cut);
     for (i, piece) in head.as_bytes().chunks(7).enumerate() {
-        app.on_event(&delta(2 + i as u64, std::str::from_utf8(piece).unwrap()), T0);
+        app.on_event(
+            &delta(2 + i as u64, std::str::from_utf8(piece).unwrap()),
+            T0,
+        );
     }
     insta::assert_snapshot!("streaming_mid_answer", screen(&app, 80, 24, T0 + 1500));
     app.on_event(&delta(90, tail), T0);
@@ -316,7 +319,16 @@ fn a_subagent_is_nested_under_its_parent() {
         ),
         T0,
     );
-    app.on_event(&sub(6, EventKind::AssistantDelta { text: "Found **one** test.".into(), channel: DeltaChannel::Text }), T0);
+    app.on_event(
+        &sub(
+            6,
+            EventKind::AssistantDelta {
+                text: "Found **one** test.".into(),
+                channel: DeltaChannel::Text,
+            },
+        ),
+        T0,
+    );
     insta::assert_snapshot!("nested_subagent", screen(&app, 80, 10, T0 + 800));
 }
 
@@ -334,7 +346,10 @@ fn reasoning_is_dimmed_one_line_until_expanded() {
         T0,
     );
     let s = screen(&app, 80, 8, T0);
-    assert!(s.contains("▸ thinking, 2 lines (Ctrl-T shows): second thought"), "{s}");
+    assert!(
+        s.contains("▸ thinking, 2 lines (Ctrl-T shows): second thought"),
+        "{s}"
+    );
     assert!(!s.contains("first thought"));
     app.on_key(ctrl('t'), T0);
     assert!(screen(&app, 80, 8, T0).contains("  first thought"));
@@ -344,7 +359,10 @@ fn reasoning_is_dimmed_one_line_until_expanded() {
 fn esc_interrupts_then_quits_and_ctrl_d_quits_on_an_empty_line() {
     let mut app = app();
     app.turn_started(T0);
-    assert_eq!(app.on_key(key(KeyCode::Esc), T0), Some(Action::Op(Op::Interrupt)));
+    assert_eq!(
+        app.on_key(key(KeyCode::Esc), T0),
+        Some(Action::Op(Op::Interrupt))
+    );
     assert!(!app.quit);
     assert!(screen(&app, 80, 12, T0).contains("press Esc again to quit"));
     app.on_key(key(KeyCode::Esc), T0 + 500);
@@ -399,7 +417,10 @@ fn a_blocker_is_answered_from_the_composer() {
 fn slash_commands_complete_and_parse() {
     let mut app = app();
     type_text(&mut app, "/und");
-    assert!(screen(&app, 80, 12, T0).contains("/undo"), "the popup offers /undo");
+    assert!(
+        screen(&app, 80, 12, T0).contains("/undo"),
+        "the popup offers /undo"
+    );
     app.on_key(key(KeyCode::Tab), T0);
     type_text(&mut app, "2");
     assert_eq!(

@@ -232,7 +232,13 @@ impl Transcript {
             } => {
                 let mut had_reasoning = false;
                 let mut had_text = false;
-                for cell in self.cells.iter_mut().rev().filter(|c| c.depth == depth).take(2) {
+                for cell in self
+                    .cells
+                    .iter_mut()
+                    .rev()
+                    .filter(|c| c.depth == depth)
+                    .take(2)
+                {
                     match &mut cell.kind {
                         CellKind::Reasoning { streaming, .. } if *streaming => {
                             *streaming = false;
@@ -249,7 +255,10 @@ impl Transcript {
                         _ => {}
                     }
                 }
-                if let Some(r) = reasoning.as_deref().filter(|r| !r.is_empty() && !had_reasoning) {
+                if let Some(r) = reasoning
+                    .as_deref()
+                    .filter(|r| !r.is_empty() && !had_reasoning)
+                {
                     self.push_at(
                         CellKind::Reasoning {
                             text: r.to_string(),
@@ -430,30 +439,49 @@ impl Transcript {
         }
     }
 
-    /// Every cell as wrapped lines for a screen `width` columns wide at `now_ms`.
-    pub fn lines(&self, width: u16, now_ms: u64, theme: &Theme) -> Vec<Line<'static>> {
-        let mut out = Vec::new();
-        for (i, cell) in self.cells.iter().enumerate() {
-            let gap = matches!(
-                cell.kind,
-                CellKind::User(_) | CellKind::Assistant { .. }
-            ) && i > 0
+    /// At least the last `wanted` lines (whole cells, from the newest back): a frame renders
+    /// only what it can show, however long the session.
+    pub fn last_lines(
+        &self,
+        wanted: usize,
+        width: u16,
+        now_ms: u64,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
+        let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
+        let mut count = 0;
+        for (i, cell) in self.cells.iter().enumerate().rev() {
+            if count >= wanted {
+                break;
+            }
+            let mut block = Vec::new();
+            let gap = matches!(cell.kind, CellKind::User(_) | CellKind::Assistant { .. })
+                && i > 0
                 && cell.depth == 0;
             if gap {
-                out.push(Line::default());
+                block.push(Line::default());
             }
             let prefix = "│ ".repeat(cell.depth);
             let room = usize::from(width).saturating_sub(prefix.chars().count());
             for line in self.cell_lines(cell, now_ms, theme) {
                 for mut piece in wrap(&line, room, "  ") {
                     if !prefix.is_empty() {
-                        piece.spans.insert(0, Span::styled(prefix.clone(), theme.dim));
+                        piece
+                            .spans
+                            .insert(0, Span::styled(prefix.clone(), theme.dim));
                     }
-                    out.push(piece);
+                    block.push(piece);
                 }
             }
+            count += block.len();
+            blocks.push(block);
         }
-        out
+        blocks.into_iter().rev().flatten().collect()
+    }
+
+    /// A message typed here could not be sent: the session's record of it will not come.
+    pub fn untyped(&mut self) {
+        self.typed = false;
     }
 
     fn cell_lines(&self, cell: &Cell, now_ms: u64, theme: &Theme) -> Vec<Line<'static>> {
@@ -480,7 +508,10 @@ impl Transcript {
                     lines
                 } else {
                     let last = if *streaming {
-                        text.lines().last().map(|l| format!(": {}", l.trim())).unwrap_or_default()
+                        text.lines()
+                            .last()
+                            .map(|l| format!(": {}", l.trim()))
+                            .unwrap_or_default()
                     } else {
                         String::new()
                     };
@@ -521,7 +552,9 @@ impl Transcript {
                 ])];
                 match status {
                     ToolStatus::Running => {}
-                    ToolStatus::Failed => lines.extend(self.output_lines(output, theme.error, theme)),
+                    ToolStatus::Failed => {
+                        lines.extend(self.output_lines(output, theme.error, theme))
+                    }
                     ToolStatus::Done => {
                         if let Some(d) = diff {
                             lines.extend(self.limit(diff_lines(d, theme), DIFF_LINES, theme));
@@ -571,13 +604,20 @@ impl Transcript {
                     Level::Warn => theme.warn,
                     Level::Error => theme.error,
                 };
-                text.lines().map(|l| Line::styled(l.to_string(), style)).collect()
+                text.lines()
+                    .map(|l| Line::styled(l.to_string(), style))
+                    .collect()
             }
         }
     }
 
     /// A command's output, cut to a few lines unless expanded.
-    fn output_lines(&self, output: &str, style: ratatui::style::Style, theme: &Theme) -> Vec<Line<'static>> {
+    fn output_lines(
+        &self,
+        output: &str,
+        style: ratatui::style::Style,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
         let lines: Vec<Line<'static>> = output
             .trim_end()
             .lines()
@@ -587,12 +627,20 @@ impl Transcript {
         self.limit(lines, OUTPUT_LINES, theme)
     }
 
-    fn limit(&self, mut lines: Vec<Line<'static>>, max: usize, theme: &Theme) -> Vec<Line<'static>> {
+    fn limit(
+        &self,
+        mut lines: Vec<Line<'static>>,
+        max: usize,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
         if !self.expand_output && lines.len() > max {
             let more = lines.len() - max;
             lines.truncate(max);
             lines.push(Line::styled(
-                format!("  … {more} more line{} (Ctrl-O expands)", if more == 1 { "" } else { "s" }),
+                format!(
+                    "  … {more} more line{} (Ctrl-O expands)",
+                    if more == 1 { "" } else { "s" }
+                ),
                 theme.dim,
             ));
         }

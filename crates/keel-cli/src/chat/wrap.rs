@@ -102,7 +102,13 @@ mod tests {
 
     #[test]
     fn long_words_are_cut_and_wide_characters_counted_by_columns() {
-        assert_eq!(text(&wrap(&Line::from("abcdefghij"), 4, "")), vec!["abcd", "efgh", "ij"]);
-        assert_eq!(text(&wrap(&Line::from("日本語日本"), 4, "")), vec!["日本", "語日", "本"]);
+        assert_eq!(
+            text(&wrap(&Line::from("abcdefghij"), 4, "")),
+            vec!["abcd", "efgh", "ij"]
+        );
+        assert_eq!(
+            text(&wrap(&Line::from("日本語日本"), 4, "")),
+            vec!["日本", "語日", "本"]
+        );
     }
 }
