@@ -191,7 +191,7 @@ fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
     );
     term.send(&["y"]);
 
-    let screen = term.wait_for("add now wraps");
+    let screen = term.wait_for("now wraps");
     assert!(screen.contains("✓ approved once"), "{screen}");
     assert!(
         screen.contains("-    a + b"),
@@ -224,4 +224,29 @@ fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
     term.wait_for("› tidy up the repo");
     term.type_line("/quit");
     term.wait_exit();
+}
+
+#[test]
+fn without_a_terminal_keel_prints_its_usage_and_chat_points_to_run() {
+    let env = Env::new();
+    let out = env.keel().output().unwrap();
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Usage: keel"), "{err}");
+    assert!(err.contains("keel chat"), "{err}");
+
+    let out = env.keel().args(["chat", "hello"]).output().unwrap();
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("keel chat needs a terminal"), "{err}");
+    assert!(err.contains("keel run"), "{err}");
+    assert!(
+        !env.home.join("data").join("history").exists(),
+        "nothing was recorded"
+    );
+
+    let out = env.keel().arg("--help").output().unwrap();
+    assert_exit(&out, 0);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("chat"), "{help}");
 }

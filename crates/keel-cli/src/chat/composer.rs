@@ -260,9 +260,14 @@ impl Composer {
 /// Where the composer's history for `workspace` lives: one file per workspace under
 /// `<data dir>/history/`.
 pub fn history_path(data_dir: &Path, workspace: &Path) -> PathBuf {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    workspace.hash(&mut h);
+    // FNV-1a: stable across Rust releases (the standard hasher is not), so the file is found
+    // again after a toolchain upgrade.
+    let hash = workspace
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
     let name = workspace
         .file_name()
         .map(|n| {
@@ -272,11 +277,12 @@ pub fn history_path(data_dir: &Path, workspace: &Path) -> PathBuf {
         .unwrap_or_default();
     data_dir
         .join("history")
-        .join(format!("{name}-{:016x}.jsonl", h.finish()))
+        .join(format!("{name}-{hash:016x}.jsonl"))
 }
 
-/// `@path` mentions in `message` that name files in `workspace`, with their content (cut to
-/// `max` characters: head and a note of what was left out).
+/// `@path` mentions in `message` that name files in `workspace`, with their content; a file
+/// over `max` characters comes as its outline (definitions with line ranges, for a language
+/// the index parses) or else its head, saying what was left out.
 pub fn mentioned_files(message: &str, workspace: &Path, max: usize) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for word in message.split_whitespace() {
@@ -295,17 +301,46 @@ pub fn mentioned_files(message: &str, workspace: &Path, max: usize) -> Vec<(Stri
             continue;
         };
         let content = if text.chars().count() > max {
-            let head: String = text.chars().take(max).collect();
-            format!(
-                "{head}\n… ({} more lines not attached; read the file for the rest)",
-                text[head.len()..].lines().count()
-            )
+            shortened(&path, &text, max)
         } else {
             text
         };
         out.push((rel.to_string(), content));
     }
     out
+}
+
+/// A large file as its outline, or its head.
+fn shortened(path: &Path, text: &str, max: usize) -> String {
+    use keel_index::SymbolExtractor;
+    let lines = text.lines().count();
+    if let Ok(symbols) = keel_index::TreeSitterExtractor::new().extract_path(path, text)
+        && !symbols.symbols.is_empty()
+    {
+        let mut outline = format!(
+            "outline ({lines} lines; too large to attach whole: read_file the parts you need)\n"
+        );
+        for s in &symbols.symbols {
+            let line = format!(
+                "{}{}-{} {}\n",
+                "  ".repeat(s.depth),
+                s.start_line,
+                s.end_line,
+                s.signature
+            );
+            if outline.len() + line.len() > max {
+                outline.push_str("…\n");
+                break;
+            }
+            outline.push_str(&line);
+        }
+        return outline;
+    }
+    let head: String = text.chars().take(max).collect();
+    format!(
+        "{head}\n… ({} more lines not attached; read the file for the rest)",
+        text[head.len()..].lines().count()
+    )
 }
 
 /// Workspace files matching `query` fuzzily (its characters in order), best first: a
@@ -401,8 +436,14 @@ mod tests {
         c.down(); // past the newest: the draft comes back
         c.down();
         assert_eq!(c.text(), "draft");
-        let again = Composer::with_history(Some(file));
+        let again = Composer::with_history(Some(file.clone()));
         assert_eq!(again.history, vec!["first", "second\nline"]);
+        assert_eq!(
+            file.file_name().and_then(|n| n.to_str()),
+            Some("proj-dbdce1c433ba3cd7.jsonl"),
+            "one stable file per workspace"
+        );
+        assert_ne!(file, history_path(dir.path(), Path::new("/w/other")));
     }
 
     #[test]
@@ -441,5 +482,14 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap_or_else(|e| panic!("{e}"));
         let got = mentioned_files("see @a.txt, and @missing.rs", dir.path(), 100);
         assert_eq!(got, vec![("a.txt".to_string(), "alpha\n".to_string())]);
+        let big: String = (0..200)
+            .map(|i| format!("/// Doc {i}.\npub fn f{i}() -> u32 {{\n    {i}\n}}\n"))
+            .collect();
+        std::fs::write(dir.path().join("big.rs"), &big).unwrap_or_else(|e| panic!("{e}"));
+        let got = mentioned_files("@big.rs", dir.path(), 2000);
+        let outline = &got[0].1;
+        assert!(outline.starts_with("outline (800 lines;"), "{outline}");
+        assert!(outline.contains("1-4 pub fn f0() -> u32 {"), "{outline}");
+        assert!(outline.len() <= 2100, "bounded: {}", outline.len());
     }
 }

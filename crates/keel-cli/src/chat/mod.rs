@@ -20,7 +20,7 @@ pub mod wrap;
 mod tests;
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use crossterm::event::{
@@ -41,6 +41,8 @@ use session::{Chat, Msg};
 
 /// How often the screen is redrawn while something moves (spinners, elapsed times).
 const TICK: Duration = Duration::from_millis(100);
+/// The shortest time between two frames drawn for session events (keys draw at once).
+const FRAME: Duration = Duration::from_millis(33);
 
 /// Milliseconds since the Unix epoch (event timestamps use the same clock).
 pub fn now_ms() -> u64 {
@@ -96,27 +98,39 @@ async fn run_loop(
 ) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // A key is drawn at once; a streamed answer at most every FRAME.
+    let mut dirty = true;
+    let mut urgent = true;
+    let mut last_draw = Instant::now();
     loop {
-        let now = now_ms();
-        terminal.draw(|f| chat.app.draw(f, now))?;
+        if dirty && (urgent || last_draw.elapsed() >= FRAME) {
+            let now = now_ms();
+            terminal.draw(|f| chat.app.draw(f, now))?;
+            last_draw = Instant::now();
+            (dirty, urgent) = (false, false);
+        }
         if chat.app.quit {
             return Ok(());
         }
         let animate = chat.app.running || chat.shell_running();
+        let next_frame = FRAME.saturating_sub(last_draw.elapsed());
         tokio::select! {
             msg = rx.recv() => {
                 let Some(msg) = msg else { return Ok(()) };
+                urgent |= msg.is_input();
                 chat.on_msg(msg).await;
-                // Take whatever else is queued before drawing again (a streamed answer's
-                // deltas arrive faster than frames are worth drawing).
+                // Take whatever else is queued before drawing again.
                 while let Ok(msg) = rx.try_recv() {
+                    urgent |= msg.is_input();
                     chat.on_msg(msg).await;
                     if chat.app.quit {
                         break;
                     }
                 }
+                dirty = true;
             }
-            _ = tick.tick(), if animate => {}
+            _ = tick.tick(), if animate => dirty = true,
+            _ = tokio::time::sleep(next_frame), if dirty => {}
         }
     }
 }

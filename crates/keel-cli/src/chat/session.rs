@@ -43,6 +43,13 @@ pub enum Msg {
     },
 }
 
+impl Msg {
+    /// Typed by the user (drawn at once) rather than produced by the session.
+    pub fn is_input(&self) -> bool {
+        matches!(self, Msg::Key(_) | Msg::Paste(_) | Msg::Redraw)
+    }
+}
+
 /// Forwards the session's events to the chat loop.
 struct ChannelSink(UnboundedSender<Msg>);
 
