@@ -508,20 +508,28 @@ impl App {
             .title(Span::styled(title, self.theme.dim));
         let rows = usize::from(area.height.saturating_sub(2)).max(1);
         let first = crow.saturating_sub(rows - 1);
+        // A line wider than the composer scrolls sideways so the cursor stays in view.
+        let room = usize::from(area.width.saturating_sub(3)).max(1);
+        let shift = ccol.saturating_sub(room);
         let shown: Vec<Line<'_>> = lines
             .iter()
             .enumerate()
             .skip(first)
             .take(rows)
             .map(|(i, l)| {
+                let text = if i == crow && shift > 0 {
+                    skip_columns(l, shift)
+                } else {
+                    l.to_string()
+                };
                 Line::from(vec![
                     Span::styled(if i == 0 { "› " } else { "  " }, self.theme.user),
-                    Span::raw(l.to_string()),
+                    Span::raw(text),
                 ])
             })
             .collect();
         frame.render_widget(Paragraph::new(shown).block(block), area);
-        let x = area.x + 2 + u16::try_from(ccol).unwrap_or(u16::MAX);
+        let x = area.x + 2 + u16::try_from(ccol - shift).unwrap_or(u16::MAX);
         let y = area.y + 1 + u16::try_from(crow - first).unwrap_or(0);
         if x < area.right() && y < area.bottom() {
             frame.set_cursor_position(Position::new(x, y));
@@ -567,6 +575,21 @@ impl App {
         }
         Line::from(spans)
     }
+}
+
+/// `line` without its first `cols` display columns.
+fn skip_columns(line: &str, cols: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    let mut seen = 0;
+    line.chars()
+        .skip_while(|c| {
+            if seen >= cols {
+                return false;
+            }
+            seen += c.width().unwrap_or(0);
+            true
+        })
+        .collect()
 }
 
 /// `999`, `1.2k`, `12k`, `1.5M`.

@@ -447,3 +447,16 @@ fn a_narrow_terminal_still_shows_composer_and_status() {
     assert!(lines[9].starts_with("scripted/demo-model"), "{s}");
     assert!(lines[7].starts_with("›"), "{s}");
 }
+
+#[test]
+fn a_long_line_scrolls_sideways_to_keep_the_cursor_in_view() {
+    let mut app = app();
+    let text: String = (0..30).map(|i| format!("w{i:02} ")).collect();
+    type_text(&mut app, text.trim_end());
+    let mut term = Terminal::new(TestBackend::new(40, 10)).unwrap();
+    term.draw(|f| app.draw(f, T0)).unwrap();
+    let s = buffer_text(term.backend().buffer());
+    assert!(s.contains("w28 w29"), "the end of the line is shown:\n{s}");
+    let pos = term.get_cursor_position().unwrap();
+    assert!(pos.x < 40, "the cursor is on screen: {pos:?}");
+}
