@@ -916,7 +916,11 @@ mod tests {
                 name: "edit_file".into(),
                 is_error: false,
                 content: "Edited `a.rs` (1 edit).".into(),
-                metadata: Some(serde_json::json!({"diff": "@@ -1 +1 @@\n-old\n+new\n"})),
+                details: keel_protocol::ToolDetails {
+                    diff: Some("@@ -1 +1 @@\n-old\n+new\n".into()),
+                    ..Default::default()
+                },
+                metadata: None,
             }),
             &mut st,
         );

@@ -262,12 +262,7 @@ impl Composer {
 pub fn history_path(data_dir: &Path, workspace: &Path) -> PathBuf {
     // FNV-1a: stable across Rust releases (the standard hasher is not), so the file is found
     // again after a toolchain upgrade.
-    let hash = workspace
-        .to_string_lossy()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let hash = keel_protocol::fnv1a(workspace.to_string_lossy().as_bytes());
     let name = workspace
         .file_name()
         .map(|n| {

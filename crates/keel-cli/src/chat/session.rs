@@ -12,7 +12,7 @@ use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverride
 use keel_engine::{Engine, EventSink};
 use keel_protocol::{Attachment, Event, EventKind, Op};
 use keel_store::{SessionRecord, Store};
-use keel_tools::sandbox::{SandboxPolicy, WritableRoots};
+use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::shell::exec;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -275,6 +275,7 @@ impl Chat {
                         name: "!".into(),
                         is_error: failed,
                         content: output.clone(),
+                        details: Default::default(),
                         metadata: None,
                     }),
                     now,
@@ -540,7 +541,11 @@ impl Chat {
                         name: "git diff".into(),
                         is_error: false,
                         content: String::new(),
-                        metadata: Some(serde_json::json!({ "diff": diff })),
+                        details: keel_protocol::ToolDetails {
+                            diff: Some(diff),
+                            ..Default::default()
+                        },
+                        metadata: None,
                     }),
                     now,
                 );
@@ -580,11 +585,7 @@ impl Chat {
         );
         req.policy = settings.policy_for(SandboxPolicy::WorkspaceWrite);
         req.timeout = settings.default_timeout;
-        req.roots = WritableRoots {
-            workspace: Some(self.workspace.clone()),
-            private_tmp: None,
-            extra: settings.writable.clone(),
-        };
+        req.roots = settings.roots_for(&self.workspace);
         req.env_keep = settings.env_keep.clone();
         let tx = self.tx.clone();
         self.shells += 1;

@@ -149,7 +149,11 @@ fn edit_events(app: &mut App) {
                 name: "edit_file".into(),
                 is_error: false,
                 content: "Edited `src/lib.rs` (1 edit).".into(),
-                metadata: Some(json!({"diff": "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -3,3 +3,3 @@\n /// Adds two numbers.\n pub fn add(a: i32, b: i32) -> i32 {\n-    a + b\n+    a.wrapping_add(b)\n"})),
+                details: keel_protocol::ToolDetails {
+                    diff: Some("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -3,3 +3,3 @@\n /// Adds two numbers.\n pub fn add(a: i32, b: i32) -> i32 {\n-    a + b\n+    a.wrapping_add(b)\n".into()),
+                    ..Default::default()
+                },
+                metadata: None,
             },
         ),
         T0,
@@ -264,6 +268,7 @@ fn a_failed_command_is_marked_and_long_output_folds() {
                 name: "run_command".into(),
                 is_error: true,
                 content: output,
+                details: Default::default(),
                 metadata: None,
             },
         ),
@@ -314,6 +319,7 @@ fn a_subagent_is_nested_under_its_parent() {
                 name: "grep".into(),
                 is_error: false,
                 content: "tests/a.rs:3".into(),
+                details: Default::default(),
                 metadata: None,
             },
         ),

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use keel_protocol::{ApprovalScope, DeltaChannel, Event, EventKind, SessionStatus, Usage};
 use ratatui::text::{Line, Span};
-use serde_json::Value;
 
 use super::markdown;
 use super::theme::Theme;
@@ -302,13 +301,12 @@ impl Transcript {
                 id,
                 is_error,
                 content,
-                metadata,
+                details,
                 ..
             } => {
-                let diff_of = metadata
-                    .as_ref()
-                    .and_then(|m| m.get("diff"))
-                    .and_then(Value::as_str)
+                let diff_of = details
+                    .diff
+                    .as_deref()
                     .filter(|d| !d.is_empty())
                     .map(str::to_string);
                 for cell in self.cells.iter_mut().rev() {
