@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod composer;
+pub mod layers;
 pub mod markdown;
 mod session;
 pub mod slash;

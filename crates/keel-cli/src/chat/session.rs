@@ -467,7 +467,30 @@ impl Chat {
                     (Some(w), Some(p)) => format!("context: {} of {w} tokens ({p}%) in the latest request", st.context_tokens),
                     _ => format!("context: {} tokens in the latest request (the model's window is unknown)", st.context_tokens),
                 };
+                let text = match crate::context::dashboard(&self.workspace) {
+                    Ok(d) => format!("{text}\n{}", super::layers::context_text(&d)),
+                    Err(e) => format!("{text}\n✗ cannot read the prompt's layers: {e}"),
+                };
                 self.app.notice(text, Level::Info);
+            }
+            Slash::Memory => match self.store.memory_entries() {
+                Ok(entries) => self
+                    .app
+                    .notice(super::layers::memory_text(&entries), Level::Info),
+                Err(e) => self
+                    .app
+                    .notice(format!("✗ cannot read memory: {e}"), Level::Error),
+            },
+            Slash::Skills => {
+                let config_dir = keel_engine::rules::user_config_dir();
+                let set = keel_engine::skills::discover(&self.workspace, config_dir.as_deref());
+                self.app
+                    .notice(super::layers::skills_text(&set), Level::Info);
+            }
+            Slash::Rules => {
+                let files = keel_engine::rules::rule_files(&self.workspace);
+                self.app
+                    .notice(super::layers::rules_text(&files), Level::Info);
             }
             Slash::Unavailable(name, why) => {
                 self.app.notice(format!("/{name}: {why}"), Level::Warn);

@@ -30,10 +30,13 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("compact", "compact the conversation's context now"),
     ("cost", "show tokens and cost of this session"),
-    ("context", "show how full the model's context window is"),
-    ("memory", "memory across sessions (not in Keel yet)"),
-    ("skills", "skills the agent can load (not in Keel yet)"),
-    ("rules", "project rules files (not in Keel yet)"),
+    (
+        "context",
+        "show how full the model's context window is and every layer of the prompt",
+    ),
+    ("memory", "list the memory kept across sessions"),
+    ("skills", "list the skills the agent can load here"),
+    ("rules", "list the project's rules files (.keel/rules)"),
     ("mcp", "MCP servers (not in Keel yet)"),
     ("init", "a starter project-rules file (not in Keel yet)"),
     (
@@ -57,6 +60,9 @@ pub enum Slash {
     Compact,
     Cost,
     Context,
+    Memory,
+    Skills,
+    Rules,
     /// A command whose feature Keel does not have yet.
     Unavailable(&'static str, &'static str),
     Quit,
@@ -94,19 +100,13 @@ pub fn parse(line: &str) -> Result<Slash, String> {
         "compact" => no_arg(Slash::Compact),
         "cost" => no_arg(Slash::Cost),
         "context" => no_arg(Slash::Context),
-        "memory" => Ok(Slash::Unavailable(
-            "memory",
-            "Keel has no memory across sessions yet; put lasting facts in the project's docs",
-        )),
-        "skills" => Ok(Slash::Unavailable("skills", "Keel has no skills yet")),
-        "rules" => Ok(Slash::Unavailable(
-            "rules",
-            "Keel does not load project rules files yet",
-        )),
+        "memory" => no_arg(Slash::Memory),
+        "skills" => no_arg(Slash::Skills),
+        "rules" => no_arg(Slash::Rules),
         "mcp" => Ok(Slash::Unavailable("mcp", "Keel has no MCP client yet")),
         "init" => Ok(Slash::Unavailable(
             "init",
-            "Keel does not load project rules files yet, so there is nothing to initialise",
+            "Keel cannot write a starter rules file yet; create .keel/rules/NAME.md by hand (/rules lists them)",
         )),
         "quit" | "exit" | "q" => no_arg(Slash::Quit),
         "" => Err("type a command after `/`; /help lists them".into()),
@@ -173,5 +173,10 @@ mod tests {
                 .contains("takes no argument")
         );
         assert!(help().contains("/quit"));
+        // Issue 17's features are real commands now, not "not in Keel yet".
+        assert_eq!(parse("/memory"), Ok(Slash::Memory));
+        assert_eq!(parse("/skills"), Ok(Slash::Skills));
+        assert_eq!(parse("/rules"), Ok(Slash::Rules));
+        assert_eq!(parse("/context"), Ok(Slash::Context));
     }
 }

@@ -466,3 +466,65 @@ fn a_long_line_scrolls_sideways_to_keep_the_cursor_in_view() {
     let pos = term.get_cursor_position().unwrap();
     assert!(pos.x < 40, "the cursor is on screen: {pos:?}");
 }
+
+/// `/memory`, `/skills`, `/rules` and `/context` show issue 17's data (they used to say the
+/// feature does not exist).
+#[test]
+fn memory_skills_rules_and_context_slash_commands_show_the_workspace_layers() {
+    use super::layers;
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    std::fs::create_dir_all(root.join(".keel/rules")).unwrap();
+    std::fs::write(root.join(".keel/rules/style.md"), "Use tabs.\nNo unwrap.\n").unwrap();
+    std::fs::write(
+        root.join(".keel/rules/sql.md"),
+        "---\nglobs: [\"**/*.sql\"]\n---\nUse snake_case columns.\n",
+    )
+    .unwrap();
+    keel_engine::skills::create(root, "release", "Cut a release.").unwrap();
+
+    let rules = layers::rules_text(&keel_engine::rules::rule_files(root));
+    assert_eq!(
+        rules,
+        ".keel/rules/sql.md (when touching **/*.sql, 1 line)\n.keel/rules/style.md (always, 2 lines)"
+    );
+    assert!(layers::rules_text(&[]).starts_with("No rules files"));
+
+    let skills = layers::skills_text(&keel_engine::skills::discover(root, None));
+    assert!(skills.starts_with("release ("), "{skills}");
+    assert!(skills.contains("Cut a release."), "{skills}");
+    assert!(layers::skills_text(&Default::default()).contains("keel skills new"));
+
+    let entry = keel_store::MemoryEntry {
+        id: 7,
+        kind: keel_store::MemoryKind::Fact,
+        text: "prefers small commits".into(),
+        source: "user".into(),
+        created_at: 0,
+        updated_at: 0,
+    };
+    let memory = layers::memory_text(std::slice::from_ref(&entry));
+    assert!(memory.starts_with("m7"), "{memory}");
+    assert!(memory.contains("prefers small commits") && memory.contains("[user]"));
+    assert!(layers::memory_text(&[]).starts_with("No memory entries"));
+
+    let dashboard = keel_engine::context::Dashboard {
+        workspace: root.display().to_string(),
+        system_prompt_bytes: 400,
+        system_prompt_tokens: 100,
+        layers: vec![keel_engine::context::Layer {
+            name: "project rules".into(),
+            source: ".keel/rules".into(),
+            placement: keel_engine::context::Placement::Head,
+            bytes: 40,
+            tokens: 10,
+            items: 2,
+            view: "/rules".into(),
+            clear: "delete the files".into(),
+        }],
+    };
+    assert_eq!(
+        layers::context_text(&dashboard),
+        "system prompt: 400 bytes, about 100 tokens\nproject rules: 10 tokens, 2 items (head) — .keel/rules"
+    );
+}
