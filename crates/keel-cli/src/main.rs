@@ -2,6 +2,7 @@
 //! agent behaviour lives in the library crates; this binary wires them together.
 
 mod blocker;
+mod chat;
 mod completions;
 mod context;
 mod doctor;
@@ -74,15 +75,28 @@ pub mod exit {
     name = "keel",
     version,
     about = "A coding-agent harness: the harness handles memory, search, routing, state and guardrails, so the model only has to think.",
-    propagate_version = true
+    propagate_version = true,
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// With no command on a terminal, `keel` opens `keel chat`: continue the latest session
+    /// of this workspace.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    cont: bool,
+    /// With no command: open `keel chat` on this stored session (id or unique prefix).
+    #[arg(long, value_name = "SESSION")]
+    resume: Option<String>,
+    /// With no command: the workspace `keel chat` works in.
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Work with the agent interactively in the terminal (plain `keel` on a terminal opens it).
+    Chat(ChatArgs),
     /// Run a task in a workspace until the agent finishes.
     #[command(after_help = help::RUN)]
     Run(RunArgs),
@@ -164,7 +178,7 @@ pub struct SnapshotsArgs {
 }
 
 /// Options shared by commands that need configuration.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct CommonArgs {
     /// The repository to work in (default: the current directory).
     #[arg(long, short = 'w', value_name = "DIR")]
@@ -172,7 +186,7 @@ pub struct CommonArgs {
 }
 
 /// Which model to use, overriding `[llm]` configuration.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct ProviderArgs {
     /// Model provider: anthropic, openai, deepseek, openrouter, ollama, vllm, llamacpp, a
     /// `[llm.providers]` name, or scripted.
@@ -225,6 +239,38 @@ pub struct RunArgs {
     /// attaches a workspace file.
     #[arg(value_name = "TASK")]
     pub task: Vec<String>,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub llm: ProviderArgs,
+    /// Continue a stored session (id or unique prefix).
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+    /// Continue the latest session of this workspace.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub cont: bool,
+    /// Execution mode of a new session: `react` or `plan_exec` (default: `agent.mode`).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub mode: Option<ModeArg>,
+    /// Which tool calls ask you first (default: `[approval] policy`, on-request): `never`,
+    /// `on-request` (destructive, network and unknown commands), `untrusted` (all but reading).
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approval: Option<ApprovalArg>,
+    /// A first message, sent as soon as the screen opens.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Vec<String>,
+}
+
+impl ChatArgs {
+    /// The first message, if one was given.
+    pub fn prompt(&self) -> Option<String> {
+        let p = self.prompt.join(" ");
+        (!p.trim().is_empty()).then_some(p)
+    }
 }
 
 /// `--approval` values.
@@ -476,10 +522,34 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Plain `keel`: the chat on a terminal; elsewhere the usage, as before there was a chat.
+fn no_command(cont: bool, resume: Option<String>, workspace: Option<PathBuf>) -> ExitCode {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        let args = ChatArgs {
+            common: CommonArgs { workspace },
+            cont,
+            resume,
+            ..ChatArgs::default()
+        };
+        return finish(chat::execute(args));
+    }
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    eprintln!("{}", cmd.render_usage());
+    eprintln!(
+        "keel needs a command when it is not on a terminal (keel chat opens the interactive UI there); keel --help lists them"
+    );
+    ExitCode::from(exit::USAGE)
+}
+
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        return no_command(cli.cont, cli.resume, cli.workspace);
+    };
+    let result = match command {
+        Command::Chat(args) => chat::execute(args),
         Command::Run(args) => run::execute(args),
         Command::Sessions(args) => sessions::execute(args),
         Command::Memory(args) => memory::execute(args),
@@ -496,6 +566,11 @@ fn main() -> ExitCode {
         Command::Map(args) => index::execute_map(args),
         Command::Completions(args) => completions::execute(args, Cli::command()),
     };
+    finish(result)
+}
+
+/// The exit code of a command's result, the error printed.
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_BROKEN_PIPE as u8),

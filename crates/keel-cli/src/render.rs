@@ -8,6 +8,12 @@ use keel_engine::time::utc_datetime;
 use keel_protocol::{DeltaChannel, Event, EventKind, SessionStatus, Usage};
 use serde_json::Value;
 
+use crate::chat::markdown::{self, MarkdownStream, to_ansi};
+use crate::chat::theme::Theme;
+
+/// Diff lines `keel run` prints for one edit.
+const DIFF_LINES: usize = 30;
+
 /// Prints each event as one JSON line on stdout, flushed, and nothing else.
 pub struct JsonLines;
 
@@ -66,10 +72,14 @@ pub fn stdout_color() -> bool {
 }
 
 /// Renders events for a person. In live mode the answer streams from deltas; in replay mode
-/// (a stored transcript) it comes from the complete assistant messages.
+/// (a stored transcript) it comes from the complete assistant messages. Answers are Markdown,
+/// rendered by the same code as `keel chat`'s transcript (block by block as they stream).
 pub struct Human {
     style: Style,
+    theme: Theme,
     live: bool,
+    /// Show a spinner with the elapsed time while a tool runs (live, on a terminal).
+    spinner: bool,
     state: Mutex<HumanState>,
 }
 
@@ -82,6 +92,12 @@ struct HumanState {
     /// A write refused in this run and not redone since (tool and first line of the
     /// reason): a run that ends "completed" after it gets no success mark.
     refused_write: Option<String>,
+    /// The answer streaming as Markdown.
+    markdown: MarkdownStream,
+    /// The running tool's spinner.
+    spinner: Option<indicatif::ProgressBar>,
+    /// When each running tool call started (event time, ms).
+    started: std::collections::HashMap<String, u64>,
 }
 
 /// The tools that write files: a refusal of one means the change the model meant to make is
@@ -92,19 +108,40 @@ impl Human {
     pub fn new(color: bool, live: bool) -> Self {
         Self {
             style: Style::new(color),
+            theme: if color {
+                Theme::colored()
+            } else {
+                Theme::plain()
+            },
             live,
+            spinner: false,
             state: Mutex::new(HumanState::default()),
         }
     }
 
+    /// Shows a spinner with the elapsed time while each tool call runs.
+    pub fn with_spinner(mut self, on: bool) -> Self {
+        self.spinner = on;
+        self
+    }
+
+    /// One event as text on its own (no streaming state), as `keel run` would print it.
+    pub(crate) fn line(&self, event: &Event) -> String {
+        self.render(event, &mut HumanState::default())
+    }
+
     fn render(&self, event: &Event, st: &mut HumanState) -> String {
         let s = self.style;
+        let theme = &self.theme;
         let mut out = String::new();
         let close = |out: &mut String, st: &mut HumanState| {
             if st.open_line {
                 out.push_str(s.reset);
                 out.push('\n');
                 st.open_line = false;
+            }
+            if st.markdown.is_open() {
+                out.push_str(&to_ansi(&st.markdown.finish(None, theme), theme.color));
             }
             st.channel = None;
         };
@@ -136,6 +173,11 @@ impl Human {
                     }
                     st.channel = Some(*channel);
                 }
+                if *channel == DeltaChannel::Text {
+                    let lines = st.markdown.push(text, theme);
+                    out.push_str(&to_ansi(&lines, theme.color));
+                    return out;
+                }
                 out.push_str(text);
                 st.open_line = !text.ends_with('\n');
                 if !st.open_line && *channel == DeltaChannel::Reasoning {
@@ -145,19 +187,30 @@ impl Human {
             EventKind::AssistantMessage {
                 text, reasoning, ..
             } => {
-                close(&mut out, st);
-                if !self.live {
+                if self.live {
+                    if st.open_line {
+                        out.push_str(s.reset);
+                        out.push('\n');
+                        st.open_line = false;
+                    }
+                    // The message's final text finishes what its deltas started.
+                    let rest = st.markdown.finish(Some(text), theme);
+                    out.push_str(&to_ansi(&rest, theme.color));
+                    st.channel = None;
+                } else {
+                    close(&mut out, st);
                     if let Some(r) = reasoning.as_deref().filter(|r| !r.is_empty()) {
                         out.push_str(&format!("{}{}{}\n", s.dim, r.trim_end(), s.reset));
                     }
                     if !text.is_empty() {
-                        out.push_str(text.trim_end());
-                        out.push('\n');
+                        out.push_str(&to_ansi(&markdown::render(text, theme), theme.color));
                     }
                 }
             }
             EventKind::ToolCall {
-                name, arguments, ..
+                id,
+                name,
+                arguments,
             } => {
                 close(&mut out, st);
                 out.push_str(&format!(
@@ -166,6 +219,28 @@ impl Human {
                     s.reset,
                     summarize_args(arguments)
                 ));
+                st.started.insert(id.clone(), event.ts);
+                if self.spinner {
+                    if let Some(previous) = st.spinner.take() {
+                        previous.finish_and_clear();
+                    }
+                    // Printed before the spinner starts drawing below it.
+                    let mut stdout = std::io::stdout().lock();
+                    let _ = stdout.write_all(std::mem::take(&mut out).as_bytes());
+                    let _ = stdout.flush();
+                    drop(stdout);
+                    let bar = indicatif::ProgressBar::with_draw_target(
+                        None,
+                        indicatif::ProgressDrawTarget::stdout(),
+                    );
+                    if let Ok(style) =
+                        indicatif::ProgressStyle::with_template("    {spinner} {elapsed}")
+                    {
+                        bar.set_style(style);
+                    }
+                    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+                    st.spinner = Some(bar);
+                }
             }
             EventKind::ToolRepaired { from, to, how, .. } => {
                 close(&mut out, st);
@@ -176,6 +251,7 @@ impl Human {
                 out.push_str(&format!("    {}↪ {line}{}\n", s.yellow, s.reset));
             }
             EventKind::ToolResult {
+                id,
                 is_error,
                 content,
                 details,
@@ -200,13 +276,20 @@ impl Human {
                     out.push_str(&render_plan(plan, s));
                     return out;
                 }
+                let took = st
+                    .started
+                    .remove(id)
+                    .map(|t| event.ts.saturating_sub(t))
+                    .filter(|ms| *ms >= 1000)
+                    .map(|ms| format!(" · {:.1}s", ms as f64 / 1000.0))
+                    .unwrap_or_default();
                 let first = first_line(content, 110);
                 if *is_error {
-                    out.push_str(&format!("    {}✗ {first}{}\n", s.red, s.reset));
+                    out.push_str(&format!("    {}✗ {first}{took}{}\n", s.red, s.reset));
                 } else {
                     let lines = content.lines().count();
                     out.push_str(&format!(
-                        "    {}✓ {first}{}{}\n",
+                        "    {}✓ {first}{}{took}{}\n",
                         s.dim,
                         if lines > 1 {
                             format!(" (+{} lines)", lines - 1)
@@ -215,6 +298,22 @@ impl Human {
                         },
                         s.reset
                     ));
+                    // An edit's diff, coloured like the chat's.
+                    if self.live
+                        && let Some(diff) = details.diff.as_deref().filter(|d| !d.is_empty())
+                    {
+                        let lines = crate::chat::transcript::diff_lines(diff, theme);
+                        let shown = lines.len().min(DIFF_LINES);
+                        out.push_str(&to_ansi(&lines[..shown], theme.color));
+                        if lines.len() > shown {
+                            out.push_str(&format!(
+                                "  {}… {} more diff lines{}\n",
+                                s.dim,
+                                lines.len() - shown,
+                                s.reset
+                            ));
+                        }
+                    }
                 }
                 // The typed part of the result: what changed, what was cut.
                 if !*is_error && !details.files.is_empty() {
@@ -525,6 +624,10 @@ impl EventSink for Human {
         if text.is_empty() {
             return;
         }
+        // Whatever is printed replaces the running tool's spinner line.
+        if let Some(spinner) = st.spinner.take() {
+            spinner.finish_and_clear();
+        }
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
@@ -591,7 +694,7 @@ fn render_plan(plan: &serde_json::Value, s: Style) -> String {
 }
 
 /// The argument a person wants to see first: a path, pattern or command; else compact JSON.
-fn summarize_args(args: &Value) -> String {
+pub(crate) fn summarize_args(args: &Value) -> String {
     for key in ["path", "command", "pattern", "query", "symbol", "question"] {
         if let Some(v) = args.get(key).and_then(Value::as_str) {
             let mut s = v.to_string();
@@ -777,6 +880,54 @@ mod tests {
             &mut st,
         );
         assert_eq!(out, "● resumed session s: use postgres\n");
+    }
+
+    #[test]
+    fn answers_render_as_markdown_and_edits_show_their_diff() {
+        let h = Human::new(false, true);
+        let mut st = HumanState::default();
+        let mut out = String::new();
+        for piece in ["## Plan\n\n- read **", "it**\n- fix `add`\n"] {
+            out.push_str(&h.render(
+                &ev(EventKind::AssistantDelta {
+                    text: piece.into(),
+                    channel: DeltaChannel::Text,
+                }),
+                &mut st,
+            ));
+        }
+        assert_eq!(
+            out, "## Plan\n",
+            "the heading is out as soon as its block is complete"
+        );
+        out.push_str(&h.render(
+            &ev(EventKind::AssistantMessage {
+                text: "## Plan\n\n- read **it**\n- fix `add`\n".into(),
+                reasoning: None,
+                tool_calls: 0,
+                usage: Usage::default(),
+            }),
+            &mut st,
+        ));
+        assert_eq!(out, "## Plan\n\n• read it\n• fix `add`\n");
+        let out = h.render(
+            &ev(EventKind::ToolResult {
+                id: "e".into(),
+                name: "edit_file".into(),
+                is_error: false,
+                content: "Edited `a.rs` (1 edit).".into(),
+                details: keel_protocol::ToolDetails {
+                    diff: Some("@@ -1 +1 @@\n-old\n+new\n".into()),
+                    ..Default::default()
+                },
+                metadata: None,
+            }),
+            &mut st,
+        );
+        assert_eq!(
+            out,
+            "    ✓ Edited `a.rs` (1 edit).\n  @@ -1 +1 @@\n  -old\n  +new\n"
+        );
     }
 
     #[test]

@@ -76,7 +76,10 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         let sink: Arc<dyn EventSink> = if args.json {
             Arc::new(JsonLines)
         } else {
-            Arc::new(Human::new(stdout_color(), true))
+            Arc::new(
+                Human::new(stdout_color(), true)
+                    .with_spinner(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+            )
         };
         let engine = Arc::new(engine);
         let handle = match resumed {

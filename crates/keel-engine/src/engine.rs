@@ -361,6 +361,11 @@ impl Engine {
         &self.config
     }
 
+    /// The main model's provider, name and context window (for a front end's status line).
+    pub fn provider_info(&self) -> keel_llm::ProviderInfo {
+        self.provider.info()
+    }
+
     /// The store sessions are written to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

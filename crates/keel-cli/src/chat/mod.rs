@@ -1,0 +1,216 @@
+//! `keel chat`: the interactive terminal UI. One live session ([`SessionHandle`]) driven by
+//! ops from the keyboard; its events drawn as a transcript (full-screen, alternate screen —
+//! see docs/ARCHITECTURE.md for why).
+//!
+//! - `app`: the screen's state, keys and drawing (no terminal, no session: testable);
+//! - `session`: creating, resuming and driving the session, slash commands, `!command`;
+//! - `transcript`, `markdown`, `wrap`, `theme`: what is drawn;
+//! - `composer`, `slash`: what is typed.
+
+pub mod app;
+pub mod composer;
+pub mod layers;
+pub mod markdown;
+mod session;
+pub mod slash;
+pub mod theme;
+pub mod transcript;
+pub mod wrap;
+
+#[cfg(test)]
+mod tests;
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use crossterm::event::{
+    DisableBracketedPaste, EnableBracketedPaste, Event as TermEvent, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
+};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::sync::mpsc;
+
+use crate::{ChatArgs, exit, setup};
+use app::App;
+use session::{Chat, Msg};
+
+/// How often the screen is redrawn while something moves (spinners, elapsed times).
+const TICK: Duration = Duration::from_millis(100);
+/// The shortest time between two frames drawn for session events (keys draw at once).
+const FRAME: Duration = Duration::from_millis(33);
+
+/// Milliseconds since the Unix epoch (event timestamps use the same clock).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(setup::UsageError(
+            "keel chat needs a terminal; for scripts and pipes use keel run \"task\" (add -c to continue the latest session)".into(),
+        )
+        .into());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime
+        .block_on(async move {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let mut chat = Chat::open(&args, tx.clone()).await?;
+            let _guard = TerminalGuard::enter()?;
+            let backend = CrosstermBackend::new(std::io::stdout());
+            let mut terminal = Terminal::new(backend).context("cannot draw on the terminal")?;
+            terminal.clear()?;
+            // Only now: the set-up above reads the terminal's answers itself.
+            spawn_input(tx.clone());
+            if let Some(prompt) = args.prompt() {
+                chat.app.composer.set_text(&prompt);
+                chat.send_composer().await;
+            }
+            run_loop(&mut terminal, &mut chat, rx).await?;
+            let id = chat.session_id();
+            chat.shutdown().await;
+            Ok(id)
+        })
+        .map(|id| {
+            // Back on the normal screen: say how to come back.
+            if let Some(id) = id {
+                eprintln!("keel: session {id} is stored; `keel -c` continues it");
+            }
+            exit::COMPLETED
+        })
+}
+
+async fn run_loop(
+    terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+    chat: &mut Chat,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+) -> anyhow::Result<()> {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // A key is drawn at once; a streamed answer at most every FRAME.
+    let mut dirty = true;
+    let mut urgent = true;
+    let mut last_draw = Instant::now();
+    loop {
+        if dirty && (urgent || last_draw.elapsed() >= FRAME) {
+            let now = now_ms();
+            terminal.draw(|f| chat.app.draw(f, now))?;
+            last_draw = Instant::now();
+            (dirty, urgent) = (false, false);
+        }
+        if chat.app.quit {
+            return Ok(());
+        }
+        let animate = chat.app.running || chat.shell_running();
+        let next_frame = FRAME.saturating_sub(last_draw.elapsed());
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some(msg) = msg else { return Ok(()) };
+                urgent |= msg.is_input();
+                chat.on_msg(msg).await;
+                // Take whatever else is queued before drawing again.
+                while let Ok(msg) = rx.try_recv() {
+                    urgent |= msg.is_input();
+                    chat.on_msg(msg).await;
+                    if chat.app.quit {
+                        break;
+                    }
+                }
+                dirty = true;
+            }
+            _ = tick.tick(), if animate => dirty = true,
+            _ = tokio::time::sleep(next_frame), if dirty => {}
+        }
+    }
+}
+
+/// Reads the terminal's input on its own thread (crossterm's read blocks).
+fn spawn_input(tx: mpsc::UnboundedSender<Msg>) {
+    std::thread::spawn(move || {
+        while let Ok(event) = crossterm::event::read() {
+            let msg = match event {
+                TermEvent::Key(k) => Msg::Key(k),
+                TermEvent::Paste(p) => Msg::Paste(p),
+                TermEvent::Resize(..) => Msg::Redraw,
+                _ => continue,
+            };
+            if tx.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Whether the keyboard protocol was switched on (and must be switched off).
+static ENHANCED_KEYS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Raw mode, the alternate screen and bracketed paste while it lives; the terminal as it
+/// was when dropped — also when a panic unwinds.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> anyhow::Result<Self> {
+        enable_raw_mode().context("cannot switch the terminal to raw mode")?;
+        let mut out = std::io::stdout();
+        execute!(out, EnterAlternateScreen, EnableBracketedPaste)
+            .context("cannot set up the terminal")?;
+        // Shift-Enter is only told apart from Enter by terminals that speak the keyboard
+        // protocol; elsewhere Ctrl-J makes a new line.
+        if crossterm::terminal::supports_keyboard_enhancement().unwrap_or(false)
+            && execute!(
+                out,
+                PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+            )
+            .is_ok()
+        {
+            ENHANCED_KEYS.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            default(info);
+        }));
+        Ok(Self)
+    }
+}
+
+fn restore() {
+    let mut out = std::io::stdout();
+    if ENHANCED_KEYS.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        let _ = execute!(out, PopKeyboardEnhancementFlags);
+    }
+    let _ = execute!(
+        out,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = disable_raw_mode();
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Keeps `App` reachable for the session module.
+pub(crate) fn app_for(workspace: std::path::PathBuf, history: Option<std::path::PathBuf>) -> App {
+    App::new(
+        workspace,
+        composer::Composer::with_history(history),
+        theme::Theme::from_env(),
+    )
+}

@@ -1,0 +1,682 @@
+//! The transcript: the session's events folded into cells (a user message, a streamed
+//! answer, reasoning, a tool call with its result, an approval, a notice) and drawn as lines.
+//! Events of a subagent (`parent_run_id`) are nested under the run that started it.
+
+use std::collections::HashMap;
+
+use keel_protocol::{ApprovalScope, DeltaChannel, Event, EventKind, SessionStatus, Usage};
+use ratatui::text::{Line, Span};
+
+use super::markdown;
+use super::theme::Theme;
+use super::wrap::wrap;
+
+/// Output lines of a command shown before "… N more lines".
+const OUTPUT_LINES: usize = 4;
+/// Diff lines shown before "… N more lines".
+const DIFF_LINES: usize = 40;
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Ok,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolStatus {
+    Running,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalState {
+    Pending,
+    Approved(ApprovalScope),
+    Denied(Option<String>),
+}
+
+#[derive(Debug, Clone)]
+pub enum CellKind {
+    User(String),
+    Assistant {
+        text: String,
+        streaming: bool,
+    },
+    Reasoning {
+        text: String,
+        streaming: bool,
+    },
+    Tool {
+        id: String,
+        name: String,
+        arg: String,
+        start_ms: u64,
+        end_ms: Option<u64>,
+        status: ToolStatus,
+        output: String,
+        diff: Option<String>,
+    },
+    Approval {
+        call_id: String,
+        tool: String,
+        summary: String,
+        class: String,
+        state: ApprovalState,
+    },
+    Notice(String, Level),
+}
+
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub kind: CellKind,
+    /// 0 for the session's own runs, 1 for a subagent, …
+    pub depth: usize,
+}
+
+/// What the status line shows.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub provider: String,
+    pub model: String,
+    pub usage: Usage,
+    /// Prompt tokens of the latest model request: how full the context is.
+    pub context_tokens: u64,
+    pub context_window: Option<u64>,
+    pub phase: Option<String>,
+    pub session: Option<String>,
+}
+
+impl Status {
+    /// The context fill in percent, when the window is known.
+    pub fn context_percent(&self) -> Option<u64> {
+        self.context_window
+            .filter(|w| *w > 0)
+            .map(|w| (self.context_tokens * 100 / w).min(100))
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Transcript {
+    pub cells: Vec<Cell>,
+    depths: HashMap<String, usize>,
+    /// Command output and long diffs shown whole (Ctrl-O).
+    pub expand_output: bool,
+    /// Reasoning shown whole rather than as one line (Ctrl-T).
+    pub show_reasoning: bool,
+    pub status: Status,
+    /// The blocker waiting for an answer: the next message answers it.
+    pub blocker: Option<String>,
+    /// A message typed here waits for the session's echo of it.
+    typed: bool,
+}
+
+impl Transcript {
+    pub fn push(&mut self, kind: CellKind) {
+        self.cells.push(Cell { kind, depth: 0 });
+    }
+
+    pub fn notice(&mut self, text: impl Into<String>, level: Level) {
+        self.push(CellKind::Notice(text.into(), level));
+    }
+
+    /// The approval waiting for an answer, if any (the oldest).
+    pub fn pending_approval(&self) -> Option<(&str, &str)> {
+        self.cells.iter().find_map(|c| match &c.kind {
+            CellKind::Approval {
+                call_id,
+                summary,
+                state: ApprovalState::Pending,
+                ..
+            } => Some((call_id.as_str(), summary.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The user's message as the session recorded it, unless this screen already shows it
+    /// (it was typed here).
+    fn user_message(&mut self, text: &str) {
+        if std::mem::take(&mut self.typed) {
+            return;
+        }
+        let text = text.trim();
+        if !text.is_empty() {
+            self.push(CellKind::User(text.to_string()));
+        }
+    }
+
+    /// A message typed on this screen: shown now, and not again when the session records it.
+    pub fn typed(&mut self, text: String) {
+        self.push(CellKind::User(text));
+        self.typed = true;
+    }
+
+    fn depth_of(&mut self, event: &Event) -> usize {
+        let depth = match &event.parent_run_id {
+            Some(parent) => self.depths.get(parent).copied().unwrap_or(0) + 1,
+            None => 0,
+        };
+        if !event.run_id.is_empty() {
+            self.depths.entry(event.run_id.clone()).or_insert(depth);
+        }
+        depth
+    }
+
+    fn push_at(&mut self, kind: CellKind, depth: usize) {
+        self.cells.push(Cell { kind, depth });
+    }
+
+    /// The open (streaming) cell of this kind at `depth`.
+    fn streaming(&mut self, depth: usize, reasoning: bool) -> Option<&mut String> {
+        let last = self.cells.iter_mut().rev().find(|c| c.depth == depth)?;
+        match &mut last.kind {
+            CellKind::Assistant { text, streaming } if *streaming && !reasoning => Some(text),
+            CellKind::Reasoning { text, streaming } if *streaming && reasoning => Some(text),
+            _ => None,
+        }
+    }
+
+    /// Folds one event in. `live`: answers come from deltas (a replayed transcript has only
+    /// the complete messages).
+    pub fn apply(&mut self, event: &Event) {
+        let depth = self.depth_of(event);
+        match &event.kind {
+            EventKind::SessionStarted {
+                provider,
+                model,
+                phase,
+                task,
+                ..
+            } => {
+                if depth == 0 {
+                    self.status.provider = provider.clone();
+                    self.status.model = model.clone();
+                    self.status.phase = phase.clone();
+                    self.status.session = Some(event.session_id.clone());
+                    self.user_message(task);
+                }
+            }
+            EventKind::SessionResumed { message, .. } if depth == 0 => self.user_message(message),
+            EventKind::TurnStarted { .. } | EventKind::Snapshot { .. } => {}
+            EventKind::AssistantDelta { text, channel } => {
+                let reasoning = *channel == DeltaChannel::Reasoning;
+                if let Some(open) = self.streaming(depth, reasoning) {
+                    open.push_str(text);
+                } else {
+                    let text = text.clone();
+                    self.push_at(
+                        if reasoning {
+                            CellKind::Reasoning {
+                                text,
+                                streaming: true,
+                            }
+                        } else {
+                            CellKind::Assistant {
+                                text,
+                                streaming: true,
+                            }
+                        },
+                        depth,
+                    );
+                }
+            }
+            EventKind::AssistantMessage {
+                text,
+                reasoning,
+                usage,
+                ..
+            } => {
+                let mut had_reasoning = false;
+                let mut had_text = false;
+                for cell in self
+                    .cells
+                    .iter_mut()
+                    .rev()
+                    .filter(|c| c.depth == depth)
+                    .take(2)
+                {
+                    match &mut cell.kind {
+                        CellKind::Reasoning { streaming, .. } if *streaming => {
+                            *streaming = false;
+                            had_reasoning = true;
+                        }
+                        CellKind::Assistant {
+                            text: shown,
+                            streaming,
+                        } if *streaming => {
+                            *streaming = false;
+                            shown.clone_from(text);
+                            had_text = true;
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(r) = reasoning
+                    .as_deref()
+                    .filter(|r| !r.is_empty() && !had_reasoning)
+                {
+                    self.push_at(
+                        CellKind::Reasoning {
+                            text: r.to_string(),
+                            streaming: false,
+                        },
+                        depth,
+                    );
+                }
+                if !had_text && !text.trim().is_empty() {
+                    self.push_at(
+                        CellKind::Assistant {
+                            text: text.clone(),
+                            streaming: false,
+                        },
+                        depth,
+                    );
+                }
+                self.status.usage.add(usage);
+                if depth == 0 && usage.input_tokens > 0 {
+                    self.status.context_tokens = usage.input_tokens;
+                }
+            }
+            EventKind::ToolCall {
+                id,
+                name,
+                arguments,
+            } => self.push_at(
+                CellKind::Tool {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arg: crate::render::summarize_args(arguments),
+                    start_ms: event.ts,
+                    end_ms: None,
+                    status: ToolStatus::Running,
+                    output: String::new(),
+                    diff: None,
+                },
+                depth,
+            ),
+            EventKind::ToolResult {
+                id,
+                is_error,
+                content,
+                details,
+                ..
+            } => {
+                let diff_of = details
+                    .diff
+                    .as_deref()
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_string);
+                for cell in self.cells.iter_mut().rev() {
+                    if let CellKind::Tool {
+                        id: cid,
+                        end_ms,
+                        status,
+                        output,
+                        diff,
+                        ..
+                    } = &mut cell.kind
+                        && cid == id
+                    {
+                        *end_ms = Some(event.ts);
+                        *status = if *is_error {
+                            ToolStatus::Failed
+                        } else {
+                            ToolStatus::Done
+                        };
+                        output.clone_from(content);
+                        diff.clone_from(&diff_of);
+                        break;
+                    }
+                }
+            }
+            EventKind::ApprovalRequested {
+                call_id,
+                tool,
+                summary,
+                class,
+            } => self.push_at(
+                CellKind::Approval {
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    summary: summary.clone(),
+                    class: class.clone(),
+                    state: ApprovalState::Pending,
+                },
+                depth,
+            ),
+            EventKind::ApprovalResolved {
+                call_id,
+                approved,
+                scope,
+                reason,
+            } => {
+                for cell in &mut self.cells {
+                    if let CellKind::Approval {
+                        call_id: cid,
+                        state,
+                        ..
+                    } = &mut cell.kind
+                        && cid == call_id
+                    {
+                        *state = if *approved {
+                            ApprovalState::Approved(scope.unwrap_or_default())
+                        } else {
+                            ApprovalState::Denied(reason.clone())
+                        };
+                    }
+                }
+            }
+            EventKind::PhaseChanged { phase, previous } => {
+                self.status.phase = Some(phase.clone());
+                self.push_at(
+                    CellKind::Notice(format!("◆ phase {previous} → {phase}"), Level::Info),
+                    depth,
+                );
+            }
+            EventKind::Blocker { id, question, .. } => {
+                self.blocker = Some(id.clone());
+                self.push_at(
+                    CellKind::Notice(
+                        format!("? blocked: {question}\n  type your answer below; Enter sends it"),
+                        Level::Warn,
+                    ),
+                    depth,
+                );
+            }
+            EventKind::SessionFinished { status, .. } => {
+                let level = match status {
+                    SessionStatus::Completed => return, // the answer says it
+                    SessionStatus::Blocked => return,   // the blocker says it
+                    SessionStatus::Cancelled => Level::Warn,
+                    _ => Level::Error,
+                };
+                let mark = if level == Level::Error { "✗" } else { "■" };
+                self.push_at(CellKind::Notice(format!("{mark} {status}"), level), depth);
+            }
+            EventKind::Undo {
+                turn,
+                modified,
+                recreated,
+                removed,
+                ..
+            } => {
+                let mut text = format!("↶ undo: workspace restored to the end of turn {turn}");
+                for (label, files) in [
+                    ("restored", modified),
+                    ("recreated", recreated),
+                    ("removed", removed),
+                ] {
+                    if !files.is_empty() {
+                        text.push_str(&format!("\n  {label}: {}", files.join(", ")));
+                    }
+                }
+                self.push_at(CellKind::Notice(text, Level::Info), depth);
+            }
+            _ => {
+                // Everything else reads as `keel run` prints it.
+                let text = crate::render::Human::new(false, true).line(event);
+                let text = text.trim_end();
+                if !text.is_empty() {
+                    let level = match &event.kind {
+                        EventKind::Error(_)
+                        | EventKind::RollbackFailed { .. }
+                        | EventKind::TurnFinished { .. } => Level::Error,
+                        EventKind::ModelRetry { .. }
+                        | EventKind::ModelFallback { .. }
+                        | EventKind::Recovery { .. }
+                        | EventKind::PhaseViolation { .. }
+                        | EventKind::SnapshotFailed { .. } => Level::Warn,
+                        _ => Level::Info,
+                    };
+                    self.push_at(CellKind::Notice(text.to_string(), level), depth);
+                }
+            }
+        }
+    }
+
+    /// At least the last `wanted` lines (whole cells, from the newest back): a frame renders
+    /// only what it can show, however long the session.
+    pub fn last_lines(
+        &self,
+        wanted: usize,
+        width: u16,
+        now_ms: u64,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
+        let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
+        let mut count = 0;
+        for (i, cell) in self.cells.iter().enumerate().rev() {
+            if count >= wanted {
+                break;
+            }
+            let mut block = Vec::new();
+            let gap = matches!(cell.kind, CellKind::User(_) | CellKind::Assistant { .. })
+                && i > 0
+                && cell.depth == 0;
+            if gap {
+                block.push(Line::default());
+            }
+            let prefix = "│ ".repeat(cell.depth);
+            let room = usize::from(width).saturating_sub(prefix.chars().count());
+            for line in self.cell_lines(cell, now_ms, theme) {
+                for mut piece in wrap(&line, room, "  ") {
+                    if !prefix.is_empty() {
+                        piece
+                            .spans
+                            .insert(0, Span::styled(prefix.clone(), theme.dim));
+                    }
+                    block.push(piece);
+                }
+            }
+            count += block.len();
+            blocks.push(block);
+        }
+        blocks.into_iter().rev().flatten().collect()
+    }
+
+    /// A message typed here could not be sent: the session's record of it will not come.
+    pub fn untyped(&mut self) {
+        self.typed = false;
+    }
+
+    fn cell_lines(&self, cell: &Cell, now_ms: u64, theme: &Theme) -> Vec<Line<'static>> {
+        match &cell.kind {
+            CellKind::User(text) => text
+                .lines()
+                .enumerate()
+                .map(|(i, l)| {
+                    Line::from(vec![
+                        Span::styled(if i == 0 { "› " } else { "  " }, theme.user),
+                        Span::styled(l.to_string(), theme.bold),
+                    ])
+                })
+                .collect(),
+            CellKind::Assistant { text, .. } => markdown::render(text, theme),
+            CellKind::Reasoning { text, streaming } => {
+                let n = text.lines().filter(|l| !l.trim().is_empty()).count();
+                if self.show_reasoning {
+                    let mut lines = vec![Line::styled("▾ thinking (Ctrl-T hides)", theme.dim)];
+                    lines.extend(
+                        text.lines()
+                            .map(|l| Line::styled(format!("  {l}"), theme.dim)),
+                    );
+                    lines
+                } else {
+                    let last = if *streaming {
+                        text.lines()
+                            .last()
+                            .map(|l| format!(": {}", l.trim()))
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    };
+                    vec![Line::styled(
+                        format!(
+                            "▸ thinking, {n} line{} (Ctrl-T shows){last}",
+                            if n == 1 { "" } else { "s" }
+                        ),
+                        theme.dim,
+                    )]
+                }
+            }
+            CellKind::Tool {
+                name,
+                arg,
+                start_ms,
+                end_ms,
+                status,
+                output,
+                diff,
+                ..
+            } => {
+                let elapsed = end_ms.unwrap_or(now_ms).saturating_sub(*start_ms);
+                let (mark, style) = match status {
+                    ToolStatus::Running => (spinner(now_ms), theme.tool),
+                    ToolStatus::Done => ("✓", theme.ok),
+                    ToolStatus::Failed => ("✗", theme.error),
+                };
+                let mut lines = vec![Line::from(vec![
+                    Span::styled(format!("{mark} "), style),
+                    Span::styled(name.clone(), theme.tool),
+                    Span::raw(if arg.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {arg}")
+                    }),
+                    Span::styled(format!(" · {}", elapsed_text(elapsed)), theme.dim),
+                ])];
+                match status {
+                    ToolStatus::Running => {}
+                    ToolStatus::Failed => {
+                        lines.extend(self.output_lines(output, theme.error, theme))
+                    }
+                    ToolStatus::Done => {
+                        if let Some(d) = diff {
+                            lines.extend(self.limit(diff_lines(d, theme), DIFF_LINES, theme));
+                        } else if matches!(name.as_str(), "run_command" | "run_tests" | "!") {
+                            lines.extend(self.output_lines(output, theme.dim, theme));
+                        }
+                    }
+                }
+                lines
+            }
+            CellKind::Approval {
+                tool,
+                summary,
+                class,
+                state,
+                ..
+            } => {
+                let mut lines = vec![Line::from(vec![
+                    Span::styled("? approve ", theme.warn),
+                    Span::styled(format!("{tool} "), theme.tool),
+                    Span::styled(format!("({class})"), theme.warn),
+                    Span::raw(format!(": {summary}")),
+                ])];
+                lines.push(match state {
+                    ApprovalState::Pending => Line::styled(
+                        "  [y] yes once · [a] yes for this session · [n] no · [r] no, with a reason",
+                        theme.bold,
+                    ),
+                    ApprovalState::Approved(ApprovalScope::Session) => {
+                        Line::styled("  ✓ approved for this session", theme.ok)
+                    }
+                    ApprovalState::Approved(_) => Line::styled("  ✓ approved once", theme.ok),
+                    ApprovalState::Denied(reason) => Line::styled(
+                        format!(
+                            "  ✗ denied{}",
+                            reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                        ),
+                        theme.error,
+                    ),
+                });
+                lines
+            }
+            CellKind::Notice(text, level) => {
+                let style = match level {
+                    Level::Info => theme.dim,
+                    Level::Ok => theme.ok,
+                    Level::Warn => theme.warn,
+                    Level::Error => theme.error,
+                };
+                text.lines()
+                    .map(|l| Line::styled(l.to_string(), style))
+                    .collect()
+            }
+        }
+    }
+
+    /// A command's output, cut to a few lines unless expanded.
+    fn output_lines(
+        &self,
+        output: &str,
+        style: ratatui::style::Style,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
+        let lines: Vec<Line<'static>> = output
+            .trim_end()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| Line::styled(format!("  {l}"), style))
+            .collect();
+        self.limit(lines, OUTPUT_LINES, theme)
+    }
+
+    fn limit(
+        &self,
+        mut lines: Vec<Line<'static>>,
+        max: usize,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
+        if !self.expand_output && lines.len() > max {
+            let more = lines.len() - max;
+            lines.truncate(max);
+            lines.push(Line::styled(
+                format!(
+                    "  … {more} more line{} (Ctrl-O expands)",
+                    if more == 1 { "" } else { "s" }
+                ),
+                theme.dim,
+            ));
+        }
+        lines
+    }
+}
+
+/// A unified diff, coloured: additions, removals, hunk headers.
+pub fn diff_lines(diff: &str, theme: &Theme) -> Vec<Line<'static>> {
+    diff.lines()
+        .map(|l| {
+            let style = if l.starts_with("+++") || l.starts_with("---") {
+                theme.bold
+            } else if l.starts_with('+') {
+                theme.added
+            } else if l.starts_with('-') {
+                theme.removed
+            } else if l.starts_with("@@") {
+                theme.hunk
+            } else {
+                theme.dim
+            };
+            Line::styled(format!("  {l}"), style)
+        })
+        .collect()
+}
+
+pub fn spinner(now_ms: u64) -> &'static str {
+    SPINNER[usize::try_from(now_ms / 100 % 10).unwrap_or(0)]
+}
+
+/// `0.4s`, `12s`, `2m05s`.
+pub fn elapsed_text(ms: u64) -> String {
+    if ms < 10_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 60_000 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, ms % 60_000 / 1000)
+    }
+}

@@ -1,0 +1,252 @@
+//! `keel chat` end to end: the real binary in a real terminal (tmux), driven by keystrokes.
+//! A scripted session asks to run a destructive command (approved with `y`), edits a file
+//! (its diff shows), then `/undo` restores the file, Ctrl-D quits, and `keel -c` reopens
+//! the session with its transcript. Needs tmux: skipped (visibly) without it outside CI,
+//! a failure in CI (`.ci/run` installs it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const SCRIPT: &str = r###"
+turns:
+  - text: "I'll remove the old readme first."
+    tool_calls:
+      - {id: rm1, name: run_command, arguments: {command: "rm README.md"}}
+  - tool_calls:
+      - {id: rd1, name: read_file, arguments: {path: src/lib.rs}}
+  - tool_calls:
+      - name: edit_file
+        arguments:
+          path: src/lib.rs
+          edits:
+            - {search: "a + b", replace: "a.wrapping_add(b)"}
+  - text: "## Done\n\n- removed **README.md**\n- `add` now wraps\n"
+"###;
+
+/// A tmux server of its own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn available() -> bool {
+        Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    fn new(tag: &str) -> Self {
+        Self {
+            socket: format!("keel-chat-test-{}-{tag}", std::process::id()),
+        }
+    }
+
+    fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket, "-f", "/dev/null"]);
+        c
+    }
+
+    /// Starts `command` (a shell line) in a 100×30 window.
+    fn start(&self, command: &str) {
+        let ok = self
+            .tmux()
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "100",
+                "-y",
+                "30",
+                command,
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "tmux could not start");
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let ok = self
+            .tmux()
+            .args(["send-keys", "-t", "t"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn type_line(&self, text: &str) {
+        let ok = self
+            .tmux()
+            .args(["send-keys", "-t", "t", "-l", text])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        self.send(&["Enter"]);
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-t", "t"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn alive(&self) -> bool {
+        self.tmux()
+            .args(["has-session", "-t", "t"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// Waits until the screen shows `needle`; the screen is in the failure message.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if screen.contains(needle) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{needle}` never appeared; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_exit(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.alive() {
+            assert!(
+                Instant::now() < deadline,
+                "keel chat did not quit; the screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").output();
+    }
+}
+
+/// The shell line that runs keel in `env`'s workspace with only `env`'s variables.
+fn keel_line(env: &Env, args: &str) -> String {
+    let q = |p: &Path| format!("'{}'", p.display());
+    format!(
+        "cd {} && exec env -i PATH=\"$PATH\" TERM=xterm-256color HOME={} KEEL_HOME={} \
+         KEEL_SHELL__LINT__ENABLED=false KEEL_VERIFY__ENABLED=false NO_COLOR=1 {} {args}",
+        q(&env.work),
+        q(&env.home),
+        q(&env.home.join("data")),
+        q(Path::new(env!("CARGO_BIN_EXE_keel"))),
+    )
+}
+
+#[test]
+fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
+    if !Tmux::available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is missing; CI must install it (.ci/run)"
+        );
+        eprintln!("SKIPPED keel chat tmux test: tmux is not installed");
+        return;
+    }
+    let env = Env::new();
+    let script = env.script("chat.yaml", SCRIPT);
+    let original = std::fs::read_to_string(env.work.join("src/lib.rs")).unwrap();
+    let term = Tmux::new("a");
+    term.start(&keel_line(
+        &env,
+        &format!("chat --provider scripted --script '{}'", script.display()),
+    ));
+    term.wait_for("Enter sends");
+
+    term.type_line("tidy up the repo");
+    let screen = term.wait_for("[y] yes once");
+    assert!(
+        screen.contains("? approve run_command (destructive): rm README.md"),
+        "{screen}"
+    );
+    assert!(
+        env.work.join("README.md").exists(),
+        "nothing runs before the approval"
+    );
+    term.send(&["y"]);
+
+    let screen = term.wait_for("now wraps");
+    assert!(screen.contains("✓ approved once"), "{screen}");
+    assert!(
+        screen.contains("-    a + b"),
+        "the diff shows the removed line:\n{screen}"
+    );
+    assert!(screen.contains("+    a.wrapping_add(b)"), "{screen}");
+    assert!(screen.contains("## Done"), "{screen}");
+    assert!(!env.work.join("README.md").exists());
+    let edited = std::fs::read_to_string(env.work.join("src/lib.rs")).unwrap();
+    assert!(edited.contains("a.wrapping_add(b)"));
+
+    term.wait_for("Enter sends"); // the turn is over
+    term.type_line("/undo");
+    term.wait_for("undo: workspace restored");
+    assert_eq!(
+        std::fs::read_to_string(env.work.join("src/lib.rs")).unwrap(),
+        original,
+        "/undo restores the edited file"
+    );
+
+    term.send(&["C-d"]);
+    term.wait_exit();
+
+    // `keel -c` reopens the latest session of the workspace with its transcript.
+    let term = Tmux::new("b");
+    term.start(&keel_line(&env, "-c"));
+    let screen = term.wait_for("resumed session");
+    assert!(screen.contains("undo: workspace restored"), "{screen}");
+    term.send(&["PageUp"]); // the first message has scrolled off: scroll back to it
+    term.wait_for("› tidy up the repo");
+    term.type_line("/quit");
+    term.wait_exit();
+}
+
+#[test]
+fn without_a_terminal_keel_prints_its_usage_and_chat_points_to_run() {
+    let env = Env::new();
+    let out = env.keel().output().unwrap();
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Usage: keel"), "{err}");
+    assert!(err.contains("keel chat"), "{err}");
+
+    let out = env.keel().args(["chat", "hello"]).output().unwrap();
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("keel chat needs a terminal"), "{err}");
+    assert!(err.contains("keel run"), "{err}");
+    assert!(
+        !env.home.join("data").join("history").exists(),
+        "nothing was recorded"
+    );
+
+    let out = env.keel().arg("--help").output().unwrap();
+    assert_exit(&out, 0);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("chat"), "{help}");
+}
