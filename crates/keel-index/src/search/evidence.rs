@@ -387,6 +387,20 @@ fn messages(
          JOIN chunks c ON c.id = m.rowid JOIN files f ON f.id = c.file_id ORDER BY f.path, c.start_line",
     )?;
     type Row = (i64, String, i64, i64, Option<String>, Option<String>);
+    // The chunks (file, path, span, symbol, kind) whose body matches an FTS query.
+    let mut chunk_rows = |query: &str| -> rusqlite::Result<Vec<Row>> {
+        stmt.query_map([query], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect()
+    };
     let mut done = BTreeSet::new();
     for err in report.errors.iter().take(6) {
         for whole in message_fragments(&err.message) {
@@ -406,18 +420,7 @@ fn messages(
                     continue;
                 }
                 let phrase = format!("body : \"{}\"", frag.join(" "));
-                let rows: Vec<Row> = stmt
-                    .query_map([&phrase], |r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                        ))
-                    })?
-                    .collect::<Result<_, _>>()?;
+                let rows: Vec<Row> = chunk_rows(&phrase)?;
                 let files: BTreeSet<i64> =
                     rows.iter().filter(|r| filter(&r.1)).map(|r| r.0).collect();
                 if files.is_empty() || files.len() > MESSAGE_MAX_FILES {
@@ -429,18 +432,7 @@ fn messages(
                         .as_deref()
                         .map_or(String::new(), |k| format!(" OR \"{}\"", k.replace('"', "")))
                 );
-                let raise_rows: Vec<Row> = stmt
-                    .query_map([&raising], |r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                        ))
-                    })?
-                    .collect::<Result<_, _>>()?;
+                let raise_rows: Vec<Row> = chunk_rows(&raising)?;
                 let raise_files: BTreeSet<i64> = raise_rows.iter().map(|r| r.0).collect();
                 let share = 1.0 / (files.len() as f64).sqrt();
                 let text = frag.join(" ");
