@@ -87,31 +87,7 @@ impl TaskRunner {
     /// The task layer the next run of `task` would get (the intent preview).
     pub fn preview(&self, id: u32) -> Result<String, EngineError> {
         let task = self.store.task(&self.ws(), id)?;
-        let (brief, _) = self.brief(&task)?;
-        Ok(brief)
-    }
-
-    /// The task layer and the ids of the answers it delivers for the first time.
-    fn brief(&self, task: &TaskRecord) -> Result<(String, Vec<String>), EngineError> {
-        let prd = match task.prd {
-            Some(p) => self.store.prd(&self.ws(), Some(p), None).ok(),
-            None => None,
-        };
-        let mut answered = Vec::new();
-        for s in &task.sessions {
-            answered.extend(
-                self.store
-                    .list_blockers(Some(s), true)?
-                    .into_iter()
-                    .filter(|b| b.status != BlockerStatus::Open),
-            );
-        }
-        let fresh = answered
-            .iter()
-            .filter(|b| b.status == BlockerStatus::Answered)
-            .map(|b| b.id.clone())
-            .collect();
-        Ok((task_brief(task, prd.as_ref(), &answered), fresh))
+        preview_for(&self.store, &self.ws(), &task)
     }
 
     /// Runs one task (resuming its interrupted session if it has one) and records the outcome
@@ -148,7 +124,7 @@ impl TaskRunner {
                 )
             }
             None => {
-                let (brief, fresh) = self.brief(&task)?;
+                let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
                 let (handle, record) =
                     SessionHandle::create(self.engine.clone(), self.sinks.clone()).await?;
                 self.store.claim_task(&ws, id, &record.id, pid)?;
@@ -339,6 +315,43 @@ impl TaskRunner {
             .await,
         )
     }
+}
+
+/// The task layer the next run of `task` in workspace `ws` would get (the intent preview):
+/// no model, no session needed.
+pub fn preview_for(
+    store: &SqliteStore,
+    ws: &str,
+    task: &TaskRecord,
+) -> Result<String, EngineError> {
+    Ok(brief_for(store, ws, task)?.0)
+}
+
+/// The task layer and the ids of the answers it delivers for the first time.
+fn brief_for(
+    store: &SqliteStore,
+    ws: &str,
+    task: &TaskRecord,
+) -> Result<(String, Vec<String>), EngineError> {
+    let prd = match task.prd {
+        Some(p) => store.prd(ws, Some(p), None).ok(),
+        None => None,
+    };
+    let mut answered = Vec::new();
+    for s in &task.sessions {
+        answered.extend(
+            store
+                .list_blockers(Some(s), true)?
+                .into_iter()
+                .filter(|b| b.status != BlockerStatus::Open),
+        );
+    }
+    let fresh = answered
+        .iter()
+        .filter(|b| b.status == BlockerStatus::Answered)
+        .map(|b| b.id.clone())
+        .collect();
+    Ok((task_brief(task, prd.as_ref(), &answered), fresh))
 }
 
 /// Runs one gate command in `workspace`.

@@ -1,0 +1,391 @@
+//! From a PRD to working code with a scripted model: `keel init`, `keel prd add`, `keel task
+//! generate`, `keel work batch`; a blocked task answered and re-run; bad structured output;
+//! a batch killed with SIGKILL and re-run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Every `tests/*.sh` must pass (none yet passes vacuously).
+const TEST_COMMAND: &str =
+    r#"for t in tests/*.sh; do [ -e "$t" ] || continue; sh "$t" || exit 1; done"#;
+
+const PRD: &str = "# Greeter\n\nA tiny shell program: `sh greet.sh NAME` prints `Hello, NAME!`; \
+`sh bye.sh NAME` prints `Bye, NAME!`. Every script has a test in tests/.\n";
+
+/// An empty directory (not a copy of the demo repository).
+fn empty_env() -> Env {
+    let src = tempfile::tempdir().unwrap();
+    Env::with_repo(src.path())
+}
+
+fn run(env: &Env, args: &[&str]) -> Output {
+    env.keel().args(args).output().unwrap()
+}
+
+fn ok(env: &Env, args: &[&str]) -> String {
+    let out = run(env, args);
+    assert_exit(&out, 0);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn tasks(env: &Env) -> Vec<Value> {
+    serde_json::from_str::<Value>(&ok(env, &["task", "list", "--json"]))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// `keel init`, the test command set, the PRD added.
+fn prepared() -> Env {
+    let env = empty_env();
+    let first = ok(&env, &["init"]);
+    assert!(
+        first.contains("wrote .keel/config.toml, .keel/project.md"),
+        "{first}"
+    );
+    let project = std::fs::read_to_string(env.work.join(".keel/project.md")).unwrap();
+    assert!(project.contains("new project"), "{project}");
+    let config = std::fs::read_to_string(env.work.join(".keel/config.toml")).unwrap();
+    let config = config.replace(
+        "# test_command = \"pytest -q\"",
+        &format!("test_command = {}", toml_str(TEST_COMMAND)),
+    );
+    std::fs::write(env.work.join(".keel/config.toml"), config).unwrap();
+    ok(&env, &["init"]);
+    assert!(
+        ok(&env, &["init"]).contains("nothing changed"),
+        "init is idempotent"
+    );
+    std::fs::write(env.work.join("prd.md"), PRD).unwrap();
+    assert!(ok(&env, &["prd", "add", "prd.md"]).contains("PRD #1 \"Greeter\""));
+    env
+}
+
+fn toml_str(s: &str) -> String {
+    format!("'{s}'")
+}
+
+fn generation(tasks: &Value) -> String {
+    serde_json::to_string(&json!({"turns": [{"text": tasks.to_string()}]})).unwrap()
+}
+
+fn three_tasks() -> Value {
+    json!([
+        {"id": 1, "title": "Write greet.sh", "description": "sh greet.sh NAME prints Hello, NAME!",
+         "acceptance_criteria": ["greet.sh exists and prints Hello, NAME!"], "depends_on": [], "size": "s"},
+        {"id": 2, "title": "Test greet.sh", "description": "tests/test_greet.sh checks the greeting",
+         "acceptance_criteria": ["a test checks greet.sh"], "depends_on": [1], "size": "xs"},
+        {"id": 3, "title": "Write bye.sh with a test", "description": "sh bye.sh NAME prints Bye, NAME!",
+         "acceptance_criteria": ["bye.sh prints Bye, NAME!", "a test checks bye.sh"], "depends_on": [2], "size": "s"}
+    ])
+}
+
+fn create(path: &str, content: &str) -> Value {
+    json!({"name": "create_file", "arguments": {"path": path, "content": content}})
+}
+
+const GREET: &str = "echo \"Hello, $1!\"\n";
+const TEST_GREET: &str =
+    "[ \"$(sh greet.sh Ada)\" = \"Hello, Ada!\" ] || { echo greet broken; exit 1; }\n";
+const BYE: &str = "echo \"Bye, $1!\"\n";
+const TEST_BYE: &str = "[ \"$(sh bye.sh Ada)\" = \"Bye, Ada!\" ] || { echo bye broken; exit 1; }\n";
+
+fn task1_turns() -> Vec<Value> {
+    vec![
+        json!({"tool_calls": [create("greet.sh", GREET)]}),
+        json!({"text": "greet.sh written.\nCRITERION 1: met — evidence: file `greet.sh`"}),
+    ]
+}
+
+fn task2_turns(delay_ms: Option<u64>) -> Vec<Value> {
+    let mut first = json!({"tool_calls": [create("tests/test_greet.sh", TEST_GREET)]});
+    if let Some(d) = delay_ms {
+        first["delay_ms"] = json!(d);
+    }
+    vec![
+        first,
+        json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "sh tests/test_greet.sh"}}]}),
+        json!({"text": "Test added.\nCRITERION 1: met — evidence: test tests/test_greet.sh"}),
+    ]
+}
+
+fn task3_turns() -> Vec<Value> {
+    vec![
+        json!({"tool_calls": [create("bye.sh", BYE), create("tests/test_bye.sh", TEST_BYE)]}),
+        json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "sh bye.sh Ada"}}]}),
+        json!({"text": "bye.sh done.\nCRITERION 1: met — evidence: command `sh bye.sh`\nCRITERION 2: met — evidence: test tests/test_bye.sh"}),
+    ]
+}
+
+fn script(env: &Env, name: &str, turns: Vec<Value>) -> String {
+    let body = serde_json::to_string(&json!({ "turns": turns })).unwrap();
+    env.script(name, &body).display().to_string()
+}
+
+fn sessions_created(env: &Env) -> Vec<(String, u64)> {
+    let v: Value = serde_json::from_str(&ok(env, &["sessions", "--json"])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_string(),
+                s["created_at"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_prd_becomes_a_tested_program() {
+    let env = prepared();
+    let gen_script = env.script("gen.json", &generation(&three_tasks()));
+    let out = ok(
+        &env,
+        &["task", "generate", "--script", gen_script.to_str().unwrap()],
+    );
+    assert!(out.contains("Generated 3 tasks from PRD #1"), "{out}");
+    let listed = tasks(&env);
+    assert_eq!(listed.len(), 3);
+    assert_eq!(listed[1]["depends_on"], json!([1]));
+    assert_eq!(listed[2]["depends_on"], json!([2]));
+
+    // The intent preview: the task layer with criteria and the PRD, nothing run.
+    let preview = ok(&env, &["work", "start", "3"]);
+    assert!(preview.contains("1. bye.sh prints Bye, NAME!"), "{preview}");
+    assert!(
+        preview.contains("`sh bye.sh NAME` prints `Bye, NAME!`"),
+        "the PRD excerpt"
+    );
+    // Dependencies are enforced.
+    let early = run(
+        &env,
+        &[
+            "work",
+            "start",
+            "3",
+            "--execute",
+            "--script",
+            &gen_script.display().to_string(),
+        ],
+    );
+    assert_exit(&early, 2);
+    assert!(String::from_utf8_lossy(&early.stderr).contains("depends on #2"));
+
+    let mut turns = task1_turns();
+    turns.extend(task2_turns(None));
+    turns.extend(task3_turns());
+    let batch = script(&env, "batch.json", turns);
+    let out = ok(&env, &["work", "batch", "--script", &batch]);
+    assert!(
+        out.contains("Task #3 \"Write bye.sh with a test\": done"),
+        "{out}"
+    );
+
+    // The program's tests pass.
+    let check = std::process::Command::new("sh")
+        .args(["-c", TEST_COMMAND])
+        .current_dir(&env.work)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+
+    // Every task done, in dependency order, each with one session and a proof.
+    let listed = tasks(&env);
+    let created = sessions_created(&env);
+    let mut starts = Vec::new();
+    for t in &listed {
+        assert_eq!(t["status"], "done", "{t}");
+        let sessions = t["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), 1);
+        let id = sessions[0].as_str().unwrap();
+        starts.push(created.iter().find(|(s, _)| s == id).unwrap().1);
+    }
+    assert!(
+        starts.windows(2).all(|w| w[0] <= w[1]),
+        "tasks ran in order: {starts:?}"
+    );
+    let show: Value = serde_json::from_str(&ok(&env, &["task", "show", "3", "--json"])).unwrap();
+    let proof = &show["proofs"][0]["body"];
+    assert_eq!(proof["tests_after"]["passed"], true, "{proof}");
+    assert_eq!(proof["criteria"][0]["status"], "met", "{proof}");
+    assert_eq!(proof["criteria"][1]["status"], "met", "{proof}");
+    let files: Vec<&str> = proof["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["bye.sh", "tests/test_bye.sh"]);
+    assert_eq!(
+        proof["tests_before"]["passed"], true,
+        "task 2's test passed before task 3"
+    );
+    // The human view shows the proof.
+    let human = ok(&env, &["task", "show", "3"]);
+    assert!(human.contains("[met] a test checks bye.sh"), "{human}");
+    assert!(human.contains("added    bye.sh (+1 -0)"), "{human}");
+    assert!(ok(&env, &["work", "status"]).contains("3 tasks: 3 done"));
+}
+
+#[test]
+fn a_blocked_task_gets_its_answer_in_the_next_run() {
+    let env = prepared();
+    ok(
+        &env,
+        &[
+            "task",
+            "add",
+            "Write greet.sh",
+            "--criterion",
+            "greet.sh greets",
+            "--size",
+            "s",
+        ],
+    );
+    let ask = script(
+        &env,
+        "ask.json",
+        vec![
+            json!({"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which greeting word?"}}]}),
+        ],
+    );
+    let out = run(&env, &["work", "start", "1", "--execute", "--script", &ask]);
+    assert_exit(&out, 3);
+    let t = &tasks(&env)[0];
+    assert_eq!(t["status"], "blocked");
+    assert_eq!(t["question"], "Which greeting word?");
+    let blockers: Value = serde_json::from_str(&ok(&env, &["blocker", "list", "--json"])).unwrap();
+    let id = blockers[0]["id"].as_str().unwrap().to_string();
+    let answered = ok(&env, &["blocker", "answer", &id, "Use Howdy"]);
+    assert!(answered.contains("Task #1 is ready again"), "{answered}");
+    assert_eq!(tasks(&env)[0]["status"], "ready");
+
+    let mut turns = vec![json!({"tool_calls": [create("greet.sh", "echo \"Howdy, $1!\"\n")]})];
+    turns.push(json!({"text": "Done.\nCRITERION 1: met — evidence: file greet.sh"}));
+    let rerun = script(&env, "rerun.json", turns);
+    ok(
+        &env,
+        &["work", "start", "1", "--execute", "--script", &rerun],
+    );
+    let t = &tasks(&env)[0];
+    assert_eq!(t["status"], "done");
+    let second = t["sessions"][1].as_str().unwrap();
+    let events = ok(&env, &["sessions", "show", second, "--json"]);
+    let started = json_lines(events.as_bytes())
+        .into_iter()
+        .find(|e| e["type"] == "session_started")
+        .unwrap();
+    let prompt = started["task"].as_str().unwrap();
+    assert!(
+        prompt.contains("Q (") && prompt.contains("A: Use Howdy"),
+        "{prompt}"
+    );
+    // Delivered once: the blocker is no longer merely answered.
+    let all: Value =
+        serde_json::from_str(&ok(&env, &["blocker", "list", "--all", "--json"])).unwrap();
+    assert_eq!(all[0]["status"], "delivered");
+}
+
+#[test]
+fn bad_structured_output_is_re_asked_once_then_refused_with_nothing_stored() {
+    let env = prepared();
+    let mut cycle = three_tasks();
+    cycle[0]["depends_on"] = json!([3]);
+    let mut dangling = three_tasks();
+    dangling[1]["depends_on"] = json!([9]);
+    let mut wrong = three_tasks();
+    wrong[2]["acceptance_criteria"] = json!(42);
+
+    for (bad, says) in [
+        (&cycle, "cycle"),
+        (&dangling, "task 9, which is not in the list"),
+        (&wrong, "must be an array of strings"),
+    ] {
+        let body =
+            json!({"turns": [{"text": bad.to_string()}, {"text": format!("Sorry:\n{bad}")}]});
+        let s = env.script("bad.json", &body.to_string());
+        let out = run(&env, &["task", "generate", "--script", s.to_str().unwrap()]);
+        assert_exit(&out, 1);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("nothing was stored") && err.contains(says),
+            "{err}"
+        );
+        assert!(tasks(&env).is_empty(), "nothing half-stored");
+    }
+
+    // A bad first answer repaired by the second.
+    let body = json!({"turns": [{"text": cycle.to_string()}, {"text": format!("```json\n{}\n```", three_tasks())}]});
+    let s = env.script("fixed.json", &body.to_string());
+    ok(&env, &["task", "generate", "--script", s.to_str().unwrap()]);
+    assert_eq!(tasks(&env).len(), 3);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_killed_batch_resumes_without_running_a_task_twice() {
+    let env = prepared();
+    let gen_script = env.script("gen.json", &generation(&three_tasks()));
+    ok(
+        &env,
+        &["task", "generate", "--script", gen_script.to_str().unwrap()],
+    );
+    let mut turns = task1_turns();
+    turns.extend(task2_turns(Some(20_000)));
+    let first = script(&env, "first.json", turns);
+    let mut child = env
+        .keel()
+        .args(["work", "batch", "--script", &first])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = tasks(&env);
+        if t[1]["status"] == "in_progress" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "task 2 never started: {t:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Let the task's first model request start, then SIGKILL.
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = tasks(&env);
+    assert_eq!(
+        (t[0]["status"].as_str(), t[1]["status"].as_str()),
+        (Some("done"), Some("in_progress"))
+    );
+    assert!(ok(&env, &["task", "list"]).contains("interrupted"));
+
+    // Re-run: task 2 continues in its own session, task 3 follows; task 1 is not run again.
+    let mut turns = task2_turns(None);
+    turns.extend(task3_turns());
+    let second = script(&env, "second.json", turns);
+    let out = ok(&env, &["work", "batch", "--script", &second]);
+    assert!(!out.contains("Task #1"), "{out}");
+    let t = tasks(&env);
+    for task in &t {
+        assert_eq!(task["status"], "done", "{task}");
+        assert_eq!(task["sessions"].as_array().unwrap().len(), 1, "{task}");
+    }
+    let show: Value = serde_json::from_str(&ok(&env, &["task", "show", "2", "--json"])).unwrap();
+    let proofs = show["proofs"].as_array().unwrap();
+    assert_eq!(proofs.len(), 1);
+    assert_eq!(proofs[0]["body"]["resumed"], true);
+    assert!(Path::new(&env.work.join("bye.sh")).is_file());
+}
