@@ -3,7 +3,6 @@
 use std::io::Write;
 
 use keel_engine::config::Layer;
-use keel_store::work::{TaskEdit, TaskStatus};
 use keel_store::{BlockerRecord, Store};
 
 use crate::render::when;
@@ -29,17 +28,7 @@ pub fn execute(args: BlockerArgs) -> anyhow::Result<u8> {
                 .answer_blocker(&id, answer.trim())
                 .map_err(setup::store_usage_error)?;
             // A task blocked on this question is ready again; its next run gets the answer.
-            let mut tasks = Vec::new();
-            for (ws, id) in store.tasks_of_session(&b.session_id)? {
-                if store.task(&ws, id)?.status == TaskStatus::Blocked {
-                    let ready = TaskEdit {
-                        status: Some(TaskStatus::Ready),
-                        ..TaskEdit::default()
-                    };
-                    store.edit_task(&ws, id, &ready)?;
-                    tasks.push(id);
-                }
-            }
+            let tasks = store.ready_tasks_of_session(&b.session_id)?;
             match tasks.first() {
                 Some(id) => println!(
                     "Answered {}. Task #{id} is ready again; its next run gets the answer: keel work start {id} --execute",

@@ -46,6 +46,14 @@ fn tasks(env: &Env) -> Vec<Value> {
 
 /// `keel init`, the test command set, the PRD added.
 fn prepared() -> Env {
+    let env = initialised();
+    std::fs::write(env.work.join("prd.md"), PRD).unwrap();
+    assert!(ok(&env, &["prd", "add", "prd.md"]).contains("PRD #1 \"Greeter\""));
+    env
+}
+
+/// `keel init` (twice more: idempotent) with the test command set.
+fn initialised() -> Env {
     let env = empty_env();
     let first = ok(&env, &["init"]);
     assert!(
@@ -65,8 +73,6 @@ fn prepared() -> Env {
         ok(&env, &["init"]).contains("nothing changed"),
         "init is idempotent"
     );
-    std::fs::write(env.work.join("prd.md"), PRD).unwrap();
-    assert!(ok(&env, &["prd", "add", "prd.md"]).contains("PRD #1 \"Greeter\""));
     env
 }
 
@@ -145,6 +151,13 @@ fn sessions_created(env: &Env) -> Vec<(String, u64)> {
         .collect()
 }
 
+fn batch_turns() -> Vec<Value> {
+    let mut turns = task1_turns();
+    turns.extend(task2_turns(None));
+    turns.extend(task3_turns());
+    turns
+}
+
 #[test]
 fn a_prd_becomes_a_tested_program() {
     let env = prepared();
@@ -181,10 +194,7 @@ fn a_prd_becomes_a_tested_program() {
     assert_exit(&early, 2);
     assert!(String::from_utf8_lossy(&early.stderr).contains("depends on #2"));
 
-    let mut turns = task1_turns();
-    turns.extend(task2_turns(None));
-    turns.extend(task3_turns());
-    let batch = script(&env, "batch.json", turns);
+    let batch = script(&env, "batch.json", batch_turns());
     let out = ok(&env, &["work", "batch", "--script", &batch]);
     assert!(
         out.contains("Task #3 \"Write bye.sh with a test\": done"),
@@ -388,4 +398,173 @@ fn a_killed_batch_resumes_without_running_a_task_twice() {
     assert_eq!(proofs.len(), 1);
     assert_eq!(proofs[0]["body"]["resumed"], true);
     assert!(Path::new(&env.work.join("bye.sh")).is_file());
+}
+
+/// What a run produced, without ids, times and paths that differ between two runs.
+fn essence(tasks: &[Value], proofs: &[Value]) -> Value {
+    let tasks: Vec<Value> = tasks
+        .iter()
+        .map(|t| {
+            json!([
+                t["id"],
+                t["title"],
+                t["status"],
+                t["depends_on"],
+                t["criteria"],
+                t["size"]
+            ])
+        })
+        .collect();
+    let proofs: Vec<Value> = proofs
+        .iter()
+        .map(|p| {
+            let criteria: Vec<Value> = p["criteria"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| json!([c["status"], c["evidence"]]))
+                .collect();
+            json!([
+                p["task"],
+                p["run_status"],
+                p["tests_before"]["passed"],
+                p["tests_after"]["passed"],
+                p["files"],
+                criteria
+            ])
+        })
+        .collect();
+    json!({"tasks": tasks, "proofs": proofs})
+}
+
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or_default())
+}
+
+#[test]
+fn rest_gives_the_same_result_as_the_cli() {
+    use std::io::BufRead;
+    // The CLI run.
+    let cli = prepared();
+    let gen_script = cli.script("gen.json", &generation(&three_tasks()));
+    ok(
+        &cli,
+        &["task", "generate", "--script", gen_script.to_str().unwrap()],
+    );
+    let batch = script(&cli, "batch.json", batch_turns());
+    ok(&cli, &["work", "batch", "--script", &batch]);
+    let cli_tasks = tasks(&cli);
+    let cli_proofs: Vec<Value> = (1..=3)
+        .map(|i| {
+            let v: Value =
+                serde_json::from_str(&ok(&cli, &["task", "show", &i.to_string(), "--json"]))
+                    .unwrap();
+            v["proofs"][0]["body"].clone()
+        })
+        .collect();
+
+    // The same run over REST.
+    let rest = initialised();
+    let gen_script = rest.script("gen.json", &generation(&three_tasks()));
+    let batch = script(&rest, "batch.json", batch_turns());
+    let mut child = rest
+        .keel()
+        .args(["serve", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let (code, prd) = http(&addr, "POST", "/api/v1/prds", Some(&json!({"body": PRD})));
+    assert_eq!(
+        (code, prd["title"].as_str()),
+        (201, Some("Greeter")),
+        "{prd}"
+    );
+    let (code, generated) = http(
+        &addr,
+        "POST",
+        "/api/v1/tasks/generate",
+        Some(&json!({"script": gen_script})),
+    );
+    assert_eq!(code, 201, "{generated}");
+    let (code, preview) = http(
+        &addr,
+        "POST",
+        "/api/v1/work/start",
+        Some(&json!({"task": 3})),
+    );
+    assert_eq!(code, 200);
+    assert!(
+        preview["task_layer"]
+            .as_str()
+            .unwrap()
+            .contains("1. bye.sh prints Bye, NAME!")
+    );
+    let (code, report) = http(
+        &addr,
+        "POST",
+        "/api/v1/work/batch",
+        Some(&json!({"script": batch})),
+    );
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["runs"].as_array().unwrap().len(), 3);
+    let (_, rest_tasks) = http(&addr, "GET", "/api/v1/tasks", None);
+    let rest_proofs: Vec<Value> = (1..=3)
+        .map(|i| {
+            http(&addr, "GET", &format!("/api/v1/tasks/{i}"), None).1["proofs"][0]["body"].clone()
+        })
+        .collect();
+    let (_, status) = http(&addr, "GET", "/api/v1/work/status", None);
+    assert_eq!(status["counts"]["done"], 3);
+    let (_, doc) = http(&addr, "GET", "/api/v1/openapi.json", None);
+    for path in [
+        "/api/v1/prds",
+        "/api/v1/tasks/{id}",
+        "/api/v1/tasks/generate",
+        "/api/v1/work/start",
+        "/api/v1/work/batch",
+        "/api/v1/work/status",
+    ] {
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "{path} is in the OpenAPI document"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert_eq!(
+        essence(rest_tasks.as_array().unwrap(), &rest_proofs),
+        essence(&cli_tasks, &cli_proofs)
+    );
 }

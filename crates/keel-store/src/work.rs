@@ -755,6 +755,25 @@ impl SqliteStore {
             .map_err(sql("finding a session's task"))
     }
 
+    /// After a blocker of `session_id` is answered: its blocked tasks become ready again (the
+    /// next run gets the answer). Returns them.
+    pub fn ready_tasks_of_session(&self, session_id: &str) -> Result<Vec<u32>, StoreError> {
+        let mut readied = Vec::new();
+        for (ws, id) in self.tasks_of_session(session_id)? {
+            let n = self
+                .lock()
+                .execute(
+                    "UPDATE tasks SET status = 'ready', question = NULL, updated_at = ?1 WHERE workspace = ?2 AND num = ?3 AND status = 'blocked'",
+                    params![now_ms() as i64, ws, id],
+                )
+                .map_err(sql("readying a task"))?;
+            if n > 0 {
+                readied.push(id);
+            }
+        }
+        Ok(readied)
+    }
+
     /// Stores a proof for a task's run.
     pub fn add_proof(
         &self,
