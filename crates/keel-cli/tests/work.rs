@@ -458,9 +458,35 @@ fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Val
     (status, serde_json::from_str(body).unwrap_or_default())
 }
 
+/// `keel serve --port 0` in the workspace: the process, its URL and its address.
+fn serve(env: &Env) -> (std::process::Child, String, String) {
+    use std::io::BufRead;
+    let mut child = env
+        .keel()
+        .args(["serve", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    // Keep reading: a closed pipe would end the server at its next line of output.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    (child, url, addr)
+}
+
 #[test]
 fn rest_gives_the_same_result_as_the_cli() {
-    use std::io::BufRead;
     // The CLI run.
     let cli = prepared();
     let gen_script = cli.script("gen.json", &generation(&three_tasks()));
@@ -484,26 +510,7 @@ fn rest_gives_the_same_result_as_the_cli() {
     let rest = initialised();
     let gen_script = rest.script("gen.json", &generation(&three_tasks()));
     let batch = script(&rest, "batch.json", batch_turns());
-    let mut child = rest
-        .keel()
-        .args(["serve", "--port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
+    let (mut child, _, addr) = serve(&rest);
     let (code, prd) = http(&addr, "POST", "/api/v1/prds", Some(&json!({"body": PRD})));
     assert_eq!(
         (code, prd["title"].as_str()),
@@ -567,4 +574,65 @@ fn rest_gives_the_same_result_as_the_cli() {
         essence(rest_tasks.as_array().unwrap(), &rest_proofs),
         essence(&cli_tasks, &cli_proofs)
     );
+}
+
+/// Why the browser test cannot run here, if it cannot.
+fn browser_missing(tests_dir: &Path) -> Option<String> {
+    let node = std::process::Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        return Some("node is not installed".into());
+    }
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Some(format!("chromium is not at {chromium}"));
+    }
+    if !tests_dir.join("node_modules/playwright-core").is_dir() {
+        return Some(format!(
+            "playwright-core is not installed: npm ci --prefix {}",
+            tests_dir.display()
+        ));
+    }
+    None
+}
+
+#[test]
+fn the_tasks_board_runs_a_batch_and_shows_proofs_in_a_browser() {
+    let tests_dir = repo_root().join("web/tests");
+    if let Some(why) = browser_missing(&tests_dir) {
+        if std::env::var_os("CI").is_none() {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED the_tasks_board_runs_a_batch_and_shows_proofs_in_a_browser: {why}"
+            );
+            return;
+        }
+        panic!("the browser test cannot run in CI: {why}; .ci/run installs everything it needs");
+    }
+    let env = prepared();
+    let gen_script = env.script("gen.json", &generation(&three_tasks()));
+    ok(
+        &env,
+        &["task", "generate", "--script", gen_script.to_str().unwrap()],
+    );
+    let batch = script(&env, "batch.json", batch_turns());
+    let (mut child, url, _) = serve(&env);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("board");
+    let out = std::process::Command::new("node")
+        .arg(tests_dir.join("board.test.mjs"))
+        .arg(&url)
+        .arg(&batch)
+        .arg(&shots)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "the board test failed (screenshots in {}):\n{}\n{}",
+        shots.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tasks(&env).iter().all(|t| t["status"] == "done"));
 }
