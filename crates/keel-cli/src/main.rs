@@ -526,3 +526,15 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks a subcommand's definition only when it is used; this checks all of them
+    /// (a flag clashing with the global `--version`, duplicate short options …).
+    #[test]
+    fn every_command_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -31,6 +31,7 @@ pub enum PrdCommand {
         title: Option<String>,
     },
     /// Print a PRD (default: the latest one) at its latest version or at --version.
+    #[command(disable_version_flag = true)]
     Show {
         id: Option<u32>,
         #[arg(long, value_name = "N")]

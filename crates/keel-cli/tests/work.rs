@@ -172,12 +172,34 @@ fn a_prd_becomes_a_tested_program() {
     assert_eq!(listed[1]["depends_on"], json!([1]));
     assert_eq!(listed[2]["depends_on"], json!([2]));
 
+    // Dependencies stay acyclic and nothing depended on can be removed.
+    let cycle = run(&env, &["task", "edit", "1", "--deps", "3"]);
+    assert_exit(&cycle, 2);
+    assert!(String::from_utf8_lossy(&cycle.stderr).contains("cycle: #1 → #3 → #2 → #1"));
+    let rm = run(&env, &["task", "rm", "1"]);
+    assert_exit(&rm, 2);
+    assert!(String::from_utf8_lossy(&rm.stderr).contains("#2 depend on task #1"));
+    // PRD versions: an edit stores version 2; version 1 stays readable.
+    std::fs::write(
+        env.work.join("prd2.md"),
+        format!("{PRD}\nNo other scripts.\n"),
+    )
+    .unwrap();
+    assert!(ok(&env, &["prd", "edit", "1", "prd2.md"]).contains("version 2"));
+    let v1: Value =
+        serde_json::from_str(&ok(&env, &["prd", "show", "1", "--version", "1", "--json"])).unwrap();
+    assert_eq!(v1["body"], PRD);
+
     // The intent preview: the task layer with criteria and the PRD, nothing run.
     let preview = ok(&env, &["work", "start", "3"]);
     assert!(preview.contains("1. bye.sh prints Bye, NAME!"), "{preview}");
     assert!(
         preview.contains("`sh bye.sh NAME` prints `Bye, NAME!`"),
         "the PRD excerpt"
+    );
+    assert!(
+        preview.contains("version=\"2\""),
+        "the latest PRD version: {preview}"
     );
     // Dependencies are enforced.
     let early = run(

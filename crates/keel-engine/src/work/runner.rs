@@ -116,12 +116,19 @@ impl TaskRunner {
                 self.store.claim_task(&ws, id, session, pid)?;
                 let handle =
                     SessionHandle::new(self.engine.clone(), session.clone(), self.sinks.clone());
-                (
-                    handle,
-                    "Continue the task from where you stopped (the previous run was interrupted)."
-                        .to_string(),
-                    Vec::new(),
-                )
+                // Killed before its first turn started: the session has no task yet, so it
+                // gets the whole task layer; otherwise it continues its own transcript.
+                if self.store.get_session(session)?.status == SessionStatus::Idle {
+                    let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
+                    (handle, brief, fresh)
+                } else {
+                    (
+                        handle,
+                        "Continue the task from where you stopped (the previous run was interrupted)."
+                            .to_string(),
+                        Vec::new(),
+                    )
+                }
             }
             None => {
                 let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
@@ -135,12 +142,17 @@ impl TaskRunner {
         let gates = self.gates();
         let before = proof::snapshot_files(&self.workspace);
         let tests_before = self.run_tests(&gates).await;
-        let ack = handle
-            .submit(Op::user_message(message))
-            .await
-            .map_err(|e| err(format!("task #{id} could not start: {e}")))?;
-        let OpAck::Turn(ticket) = ack else {
-            return Err(err("the session did not start a turn for the task"));
+        let ticket = match handle.submit(Op::user_message(message)).await {
+            Ok(OpAck::Turn(ticket)) => ticket,
+            other => {
+                // Nothing ran: the task is ready again rather than stuck in progress.
+                self.store.finish_task(&ws, id, TaskStatus::Ready, None)?;
+                let why = match other {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "the session did not start a turn".into(),
+                };
+                return Err(err(format!("task #{id} could not start: {why}")));
+            }
         };
         let result = ticket.finished().await;
         if !fresh.is_empty() {
