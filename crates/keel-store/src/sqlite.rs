@@ -69,7 +69,7 @@ CREATE INDEX blockers_status ON blockers(status, created_at);
 ALTER TABLE sessions ADD COLUMN base_url TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN script TEXT NOT NULL DEFAULT '';
 "#,
-    // 4: PRDs (versioned), tasks with dependencies, and proofs (see `work.rs`).
+    // 5: PRDs (versioned), tasks with dependencies, and proofs (see `work/`).
     crate::work::MIGRATION,
 ];
 

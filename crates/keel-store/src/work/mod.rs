@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 mod sqlite;
 
-/// Schema migration 4.
+/// Schema migration 5 (after 3: memory, 4: session start columns).
 pub(crate) const MIGRATION: &str = r#"
 CREATE TABLE prds (
     workspace   TEXT NOT NULL,
