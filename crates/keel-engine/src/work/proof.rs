@@ -181,7 +181,8 @@ static CRITERION: LazyLock<Option<Regex>> = LazyLock::new(|| {
 static EVIDENCE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"(?i)evidence\s*:\s*(test|command|file)\s+(.+)$").ok());
 
-/// Commands the session ran successfully (`run_command` calls whose result was no error).
+/// Commands the session ran successfully: `run_command` calls whose result was no error and
+/// whose typed details report exit code 0 (a command that ran but failed is not evidence).
 pub fn commands_run(events: &[Event]) -> Vec<String> {
     let mut calls: BTreeMap<String, String> = BTreeMap::new();
     let mut ok = Vec::new();
@@ -198,10 +199,14 @@ pub fn commands_run(events: &[Event]) -> Vec<String> {
             }
             EventKind::ToolResult {
                 id,
-                is_error: false,
+                is_error,
+                details,
                 ..
             } => {
-                if let Some(c) = calls.remove(id) {
+                if let Some(c) = calls.remove(id)
+                    && !is_error
+                    && details.exit_code == Some(0)
+                {
                     ok.push(c);
                 }
             }
@@ -362,6 +367,46 @@ fn check_evidence(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(seq: u64, kind: EventKind) -> Event {
+        Event {
+            session_id: "s".into(),
+            seq,
+            ts: 0,
+            run_id: String::new(),
+            parent_run_id: None,
+            kind,
+        }
+    }
+
+    #[test]
+    fn only_commands_that_exited_zero_count_as_run() {
+        let call = |id: &str, command: &str| EventKind::ToolCall {
+            id: id.into(),
+            name: "run_command".into(),
+            arguments: serde_json::json!({ "command": command }),
+        };
+        let result = |id: &str, exit_code: Option<i32>| EventKind::ToolResult {
+            id: id.into(),
+            name: "run_command".into(),
+            is_error: false,
+            content: String::new(),
+            details: keel_protocol::ToolDetails {
+                exit_code,
+                ..Default::default()
+            },
+            metadata: None,
+        };
+        let events = [
+            event(1, call("a", "python greet.py")),
+            event(2, result("a", Some(0))),
+            event(3, call("b", "python missing.py")),
+            event(4, result("b", Some(2))),
+            event(5, call("c", "sleep 999")),
+            event(6, result("c", None)),
+        ];
+        assert_eq!(commands_run(&events), vec!["python greet.py".to_string()]);
+    }
 
     #[test]
     fn evidence_is_checked_not_trusted() {
