@@ -137,6 +137,13 @@ fn script(env: &Env, name: &str, turns: Vec<Value>) -> String {
     env.script(name, &body).display().to_string()
 }
 
+/// A script file inside the workspace (where `keel serve` accepts scripts from).
+fn workspace_script(env: &Env, name: &str, body: &str) -> String {
+    let p = env.work.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
 fn sessions_created(env: &Env) -> Vec<(String, u64)> {
     let v: Value = serde_json::from_str(&ok(env, &["sessions", "--json"])).unwrap();
     v.as_array()
@@ -459,13 +466,20 @@ fn essence(tasks: &[Value], proofs: &[Value]) -> Value {
     json!({"tasks": tasks, "proofs": proofs})
 }
 
-fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+/// Where a `keel serve` listens and the bearer token its URL carries (`#token=…`).
+struct Rest {
+    addr: String,
+    token: String,
+}
+
+fn http(rest: &Rest, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     use std::io::{Read, Write};
+    let Rest { addr, token } = rest;
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -480,8 +494,8 @@ fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Val
     (status, serde_json::from_str(body).unwrap_or_default())
 }
 
-/// `keel serve --port 0` in the workspace: the process, its URL and its address.
-fn serve(env: &Env) -> (std::process::Child, String, String) {
+/// `keel serve --port 0` in the workspace: the process, its URL and its address with token.
+fn serve(env: &Env) -> (std::process::Child, String, Rest) {
     use std::io::BufRead;
     let mut child = env
         .keel()
@@ -500,11 +514,18 @@ fn serve(env: &Env) -> (std::process::Child, String, String) {
         .find(|w| w.starts_with("http://"))
         .unwrap()
         .to_string();
-    let addr = url
+    let (base, token) = url
+        .split_once("#token=")
+        .expect("the URL carries the token");
+    let addr = base
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .to_string();
-    (child, url, addr)
+    let rest = Rest {
+        addr,
+        token: token.to_string(),
+    };
+    (child, url, rest)
 }
 
 #[test]
@@ -530,14 +551,31 @@ fn rest_gives_the_same_result_as_the_cli() {
 
     // The same run over REST.
     let rest = initialised();
-    let gen_script = rest.script("gen.json", &generation(&three_tasks()));
-    let batch = script(&rest, "batch.json", batch_turns());
+    // The server takes scripts only from inside its workspace roots (as for sessions).
+    let gen_script = workspace_script(&rest, "gen.json", &generation(&three_tasks()));
+    let batch = workspace_script(
+        &rest,
+        "batch.json",
+        &serde_json::to_string(&json!({ "turns": batch_turns() })).unwrap(),
+    );
     let (mut child, _, addr) = serve(&rest);
     let (code, prd) = http(&addr, "POST", "/api/v1/prds", Some(&json!({"body": PRD})));
     assert_eq!(
         (code, prd["title"].as_str()),
         (201, Some("Greeter")),
         "{prd}"
+    );
+    let outside = rest.script("outside.json", &generation(&three_tasks()));
+    let (code, refused) = http(
+        &addr,
+        "POST",
+        "/api/v1/tasks/generate",
+        Some(&json!({"script": outside.display().to_string()})),
+    );
+    assert_eq!(
+        (code, refused["error_code"].as_str()),
+        (403, Some("outside_workspace_roots")),
+        "{refused}"
     );
     let (code, generated) = http(
         &addr,
@@ -637,7 +675,12 @@ fn the_tasks_board_runs_a_batch_and_shows_proofs_in_a_browser() {
         &env,
         &["task", "generate", "--script", gen_script.to_str().unwrap()],
     );
-    let batch = script(&env, "batch.json", batch_turns());
+    // The board sends the script to the server, which takes scripts only from its roots.
+    let batch = workspace_script(
+        &env,
+        "batch.json",
+        &serde_json::to_string(&json!({ "turns": batch_turns() })).unwrap(),
+    );
     let (mut child, url, _) = serve(&env);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("board");
     let out = std::process::Command::new("node")

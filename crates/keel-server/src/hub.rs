@@ -170,6 +170,12 @@ impl Hub {
         })
     }
 
+    /// The canonical script file `script` (relative to `workspace`) names, refused outside
+    /// the roots — the same rule as a created session's script.
+    pub fn script_for(&self, workspace: &Path, script: &str) -> Result<PathBuf, ApiError> {
+        self.roots.script(workspace, script)
+    }
+
     fn live_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveSession>>> {
         self.live
             .lock()

@@ -3,7 +3,7 @@
 //! (`keel_engine::work::TaskRunner`). Every request may name a `workspace` (default: the
 //! server's); records are per workspace.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Json;
@@ -307,7 +307,8 @@ pub async fn delete_task(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn overrides(req: &WorkRequest) -> Result<SessionOverrides, ApiError> {
+/// The request's provider choices; its script, like a session's, only from inside the roots.
+fn overrides(hub: &Hub, root: &Path, req: &WorkRequest) -> Result<SessionOverrides, ApiError> {
     let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.trim().is_empty());
     let mode = match req.execution_mode.as_deref() {
         Some(m) => Some(keel_engine::ExecutionMode::parse(m).ok_or_else(|| {
@@ -320,7 +321,10 @@ fn overrides(req: &WorkRequest) -> Result<SessionOverrides, ApiError> {
     Ok(SessionOverrides {
         provider: non_empty(&req.provider),
         model: non_empty(&req.model),
-        script: non_empty(&req.script).map(PathBuf::from),
+        script: match non_empty(&req.script) {
+            Some(script) => Some(hub.script_for(root, &script)?),
+            None => None,
+        },
         mode,
         ..SessionOverrides::default()
     })
@@ -337,7 +341,7 @@ pub async fn generate(
     let store = work_store(&hub)?;
     let (root, w) = ws(&hub, req.workspace.as_deref())?;
     let builder = hub.builder().clone();
-    let config = builder.config(&root, &overrides(&req)?)?;
+    let config = builder.config(&root, &overrides(&hub, &root, &req)?)?;
     let provider = builder.providers(&config, &root)?.main;
     let (w2, prd) = (w.clone(), req.prd);
     let (prd, existing) = on_store(store.clone(), move |s| {
@@ -374,7 +378,7 @@ pub async fn generate(
 fn runner(hub: &Hub, req: &WorkRequest) -> Result<TaskRunner, ApiError> {
     let store = work_store(hub)?;
     let (root, _) = ws(hub, req.workspace.as_deref())?;
-    let engine = hub.builder().engine(&root, &overrides(req)?)?;
+    let engine = hub.builder().engine(&root, &overrides(hub, &root, req)?)?;
     Ok(TaskRunner::new(Arc::new(engine), store, Vec::new()))
 }
 
