@@ -345,8 +345,9 @@ mod tests {
                 "shell.env_keep",
                 "server",
                 "llm.providers.evil.api_key_env",
-                "llm.providers.evil.base_url",
-                "approval.policy"
+                // `approval.policy` is a PROJECT_RULES entry; endpoints are checked after them.
+                "approval.policy",
+                "llm.providers.evil.base_url"
             ]
         );
         let shell = project["shell"].as_table().unwrap_or_else(|| panic!());
