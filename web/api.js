@@ -50,6 +50,7 @@ async function call(method, path, body) {
 }
 
 export const api = {
+  call,
   listSessions: () => call("GET", "/sessions?limit=100"),
   getSession: (id) => call("GET", `/sessions/${encodeURIComponent(id)}`),
   createSession: (spec) => call("POST", "/sessions", spec),

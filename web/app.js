@@ -5,6 +5,7 @@ import { api, ApiError, initToken, setToken, SessionSocket } from "./api.js";
 import { Transcript } from "./chat.js";
 import { PhaseIndicator, toast } from "./phase.js";
 import { installShortcuts, renderSessionList, updateListedStatus } from "./sessions.js";
+import { TasksBoard } from "./tasks.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -99,6 +100,7 @@ async function openSession(id) {
   state.socket?.close();
   state.session = session;
   $("empty").hidden = true;
+  $("board").hidden = true;
   for (const id of ["session-header", "transcript", "composer"]) $(id).hidden = false;
   $("session-title").textContent = session.task || "New session";
   $("session-mode").textContent = session.execution_mode;
@@ -237,6 +239,18 @@ $("new-session").addEventListener("submit", async (ev) => {
 
 $("token-form").addEventListener("submit", () => {
   setToken($("token-input").value.trim());
+  refreshList();
+});
+
+const board = new TasksBoard($("board"), { onError: showError, onInfo: (m) => toast(m) });
+
+$("show-tasks").addEventListener("click", () => {
+  state.socket?.close();
+  state.socket = null;
+  state.session = null;
+  for (const id of ["session-header", "transcript", "composer", "blockers", "empty"]) $(id).hidden = true;
+  $("board").hidden = false;
+  board.load();
   refreshList();
 });
 

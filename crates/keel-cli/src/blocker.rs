@@ -27,10 +27,18 @@ pub fn execute(args: BlockerArgs) -> anyhow::Result<u8> {
             let b = store
                 .answer_blocker(&id, answer.trim())
                 .map_err(setup::store_usage_error)?;
-            println!(
-                "Answered {}. Continue the session with: keel run --resume {}",
-                b.id, b.session_id
-            );
+            // A task blocked on this question is ready again; its next run gets the answer.
+            let tasks = store.ready_tasks_of_session(&b.session_id)?;
+            match tasks.first() {
+                Some(id) => println!(
+                    "Answered {}. Task #{id} is ready again; its next run gets the answer: keel work start {id} --execute",
+                    b.id
+                ),
+                None => println!(
+                    "Answered {}. Continue the session with: keel run --resume {}",
+                    b.id, b.session_id
+                ),
+            }
             Ok(exit::COMPLETED)
         }
     }

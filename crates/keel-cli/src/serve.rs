@@ -41,10 +41,11 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         // The `keel serve` provider flags are defaults under each request's own choices.
-        let builder = setup::session_builder(store).defaults(setup::overrides(&args.llm));
+        let builder = setup::session_builder(store.clone()).defaults(setup::overrides(&args.llm));
         let server = Server::bind(options, builder)
             .await
             .map_err(|e| setup::UsageError(e.to_string()))?;
+        server.hub().set_work_store(store);
         let addr = server.local_addr();
         let url = format!("http://{addr}/");
         let mut out = std::io::stdout().lock();

@@ -124,7 +124,8 @@ pub fn store_usage_error(e: StoreError) -> anyhow::Error {
         | StoreError::Ambiguous { .. }
         | StoreError::BlockerNotFound(_)
         | StoreError::AmbiguousBlocker { .. }
-        | StoreError::Conflict(_) => usage(e.to_string()),
+        | StoreError::Conflict(_)
+        | StoreError::Missing(_) => usage(e.to_string()),
         other => other.into(),
     }
 }

@@ -37,6 +37,7 @@ pub mod snapshot;
 pub mod time;
 pub mod tracker;
 pub mod verify;
+pub mod work;
 
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use config::{Config, ConfigError};

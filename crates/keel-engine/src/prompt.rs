@@ -11,8 +11,9 @@ use std::path::Path;
 /// Keel's base layer.
 pub const BASE_PROMPT: &str = include_str!("prompts/base.md");
 
-/// Project instruction files read into the project layer, in this order.
-pub const PROJECT_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
+/// Project instruction files read into the project layer, in this order
+/// (`.keel/project.md` is the tech stack `keel init` detected).
+pub const PROJECT_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md", ".keel/project.md"];
 
 /// Longest project instruction file taken whole; longer ones are cut with a note.
 const MAX_PROJECT_FILE_CHARS: usize = 20_000;

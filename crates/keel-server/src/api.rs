@@ -454,6 +454,8 @@ pub async fn answer_blocker(
         return Err(not_found());
     }
     let updated = blocking(&hub.store, move |s| s.answer_blocker(&blocker.id, &answer)).await?;
+    // A task blocked on this question is ready again.
+    crate::tasks::ready_tasks_of(&hub, &updated.session_id).await?;
     Ok(Json(updated.into()))
 }
 

@@ -87,7 +87,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(_) | StoreError::BlockerNotFound(_) => {
+            StoreError::NotFound(_) | StoreError::BlockerNotFound(_) | StoreError::Missing(_) => {
                 Self::not_found(e.to_string())
             }
             StoreError::Ambiguous { .. } | StoreError::AmbiguousBlocker { .. } => {

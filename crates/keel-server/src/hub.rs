@@ -111,6 +111,8 @@ pub struct Hub {
     stopping: CancellationToken,
     /// Cancelled once every turn has ended: streams send what they have and close.
     pub(crate) closed: CancellationToken,
+    /// PRDs, tasks and proofs (`/api/v1/prds`, `/tasks`, `/work`), when the store is SQLite.
+    pub(crate) work: std::sync::OnceLock<Arc<keel_store::SqliteStore>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -146,7 +148,32 @@ impl Hub {
             streams: TaskTracker::new(),
             stopping: CancellationToken::new(),
             closed: CancellationToken::new(),
+            work: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Serves PRDs, tasks and proofs from `store` (the same database as the sessions').
+    pub fn set_work_store(&self, store: Arc<keel_store::SqliteStore>) {
+        let _ = self.work.set(store);
+    }
+
+    /// The builder sessions are built with.
+    pub fn builder(&self) -> &SessionBuilder {
+        &self.builder
+    }
+
+    /// The canonical workspace a request names (default: the server's).
+    pub fn workspace_for(&self, workspace: Option<&str>) -> Result<PathBuf, ApiError> {
+        self.workspace(&SessionSpec {
+            workspace: workspace.map(str::to_string),
+            ..SessionSpec::default()
+        })
+    }
+
+    /// The canonical script file `script` (relative to `workspace`) names, refused outside
+    /// the roots — the same rule as a created session's script.
+    pub fn script_for(&self, workspace: &Path, script: &str) -> Result<PathBuf, ApiError> {
+        self.roots.script(workspace, script)
     }
 
     fn live_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveSession>>> {

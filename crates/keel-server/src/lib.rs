@@ -3,7 +3,7 @@
 //!
 //! - REST under `/api/v1` ([`api`]): create/list/get/delete sessions, send a message and get
 //!   the turn's result with its events and phase events, cancel, undo to a turn, list events,
-//!   blockers.
+//!   blockers; PRDs, tasks, work and proofs ([`tasks`]).
 //! - A WebSocket and an SSE stream per session ([`live`]) carrying every event, resumable from
 //!   any `seq` without gaps or duplicates ([`stream`]).
 //! - An OpenAPI document generated from the handlers' types at `/api/v1/openapi.json`.
@@ -26,6 +26,7 @@ pub mod live;
 pub mod roots;
 pub mod security;
 pub mod stream;
+pub mod tasks;
 pub mod ui;
 
 use std::future::Future;
@@ -104,6 +105,7 @@ pub enum ServerError {
         (name = "turns", description = "Send messages, cancel turns"),
         (name = "events", description = "The event stream: stored, WebSocket, SSE"),
         (name = "blockers", description = "Questions sessions wait on"),
+        (name = "tasks", description = "PRDs, tasks with dependencies, work runs and their proofs"),
     )
 )]
 struct ApiDoc;
@@ -139,6 +141,18 @@ pub fn api_routes() -> (Router<Arc<Hub>>, utoipa::openapi::OpenApi) {
         .routes(routes!(live::session_ws))
         .routes(routes!(api::list_blockers))
         .routes(routes!(api::answer_blocker))
+        .routes(routes!(tasks::list_prds, tasks::add_prd))
+        .routes(routes!(tasks::get_prd, tasks::edit_prd))
+        .routes(routes!(tasks::list_tasks, tasks::add_task))
+        .routes(routes!(
+            tasks::get_task,
+            tasks::edit_task,
+            tasks::delete_task
+        ))
+        .routes(routes!(tasks::generate))
+        .routes(routes!(tasks::start))
+        .routes(routes!(tasks::batch))
+        .routes(routes!(tasks::status))
         .split_for_parts()
 }
 

@@ -48,6 +48,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("../../../web/sessions.js"),
     ),
+    (
+        "tasks.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../web/tasks.js"),
+    ),
 ];
 
 /// The page's content security policy: its own scripts, styles and connections only.

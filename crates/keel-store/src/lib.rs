@@ -10,6 +10,7 @@
 
 mod memory;
 mod sqlite;
+pub mod work;
 
 use keel_protocol::{Event, Message, SessionStatus, Usage};
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,9 @@ pub enum StoreError {
     /// The operation does not fit the record's state; the message says what to do instead.
     #[error("{0}")]
     Conflict(String),
+    /// A PRD or task that does not exist; the message says how to list them.
+    #[error("{0}")]
+    Missing(String),
 }
 
 /// What a new session is.

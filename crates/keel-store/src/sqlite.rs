@@ -69,6 +69,8 @@ CREATE INDEX blockers_status ON blockers(status, created_at);
 ALTER TABLE sessions ADD COLUMN base_url TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN script TEXT NOT NULL DEFAULT '';
 "#,
+    // 5: PRDs (versioned), tasks with dependencies, and proofs (see `work/`).
+    crate::work::MIGRATION,
 ];
 
 /// Sessions, messages and events in one SQLite database file.
@@ -82,7 +84,7 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-fn sql(context: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+pub(crate) fn sql(context: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
     move |source| StoreError::Sqlite {
         context: context.to_string(),
         source,
@@ -157,7 +159,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite inconsistent (it has its own
         // transactions), so a poisoned mutex is still safe to use.
         self.conn

@@ -345,6 +345,7 @@ mod tests {
                 "shell.env_keep",
                 "server",
                 "llm.providers.evil.api_key_env",
+                // `approval.policy` is a PROJECT_RULES entry; endpoints are checked after them.
                 "approval.policy",
                 "llm.providers.evil.base_url"
             ]

@@ -1,0 +1,388 @@
+//! Running tasks: one task (`keel work start --execute`) or every ready one in dependency
+//! order (`keel work batch`), each in its own session of the session runtime.
+//!
+//! **One at a time, in place.** Tasks generated from one PRD build on each other (task 2 edits
+//! the files task 1 created), so running dependents in separate git worktrees would need a
+//! merge after every task, with conflicts nobody is there to resolve; and independent tasks
+//! of a small PRD are rare enough that parallelism buys little. Running in place also means
+//! the user's workspace *is* the result — no branch to merge afterwards.
+//!
+//! **Crash safety.** A task is claimed (`in_progress`, with this process's pid and its
+//! session id) in the store before its turn starts, and its end status is stored before the
+//! next task is picked. After a kill, the interrupted task (in progress, its process gone) is
+//! resumed first — its *own* session continues, so nothing it did is redone — and done tasks
+//! are never picked again: no task runs twice, none is lost.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_protocol::{Op, SessionStatus};
+use keel_store::work::{TaskRecord, TaskStatus};
+use keel_store::{BlockerStatus, SqliteStore, Store};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::context::task_brief;
+use super::proof::{self, GateRun, Proof};
+use crate::gates::ProjectGates;
+use crate::process::{CommandSpec, run_command_with_timeout};
+use crate::runtime::{OpAck, SessionHandle};
+use crate::verify::GateDetector;
+use crate::{Engine, EngineError, EventSink};
+
+/// How one task's run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRun {
+    pub task: u32,
+    pub title: String,
+    pub session_id: String,
+    pub status: TaskStatus,
+    /// The question, when the run ended blocked.
+    pub question: Option<String>,
+    pub resumed: bool,
+    pub proof: Option<Proof>,
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchReport {
+    pub runs: Vec<TaskRun>,
+    /// Tasks left waiting because a dependency failed or is blocked: (task, dependency).
+    pub stopped: Vec<(u32, u32)>,
+}
+
+/// Runs tasks of one workspace with one engine (one provider for the whole batch).
+pub struct TaskRunner {
+    engine: Arc<Engine>,
+    store: Arc<SqliteStore>,
+    workspace: PathBuf,
+    sinks: Vec<Arc<dyn EventSink>>,
+}
+
+fn err(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Setup(e.to_string())
+}
+
+impl TaskRunner {
+    /// A runner whose sessions run on `engine`, record tasks in `store` and publish to `sinks`.
+    pub fn new(
+        engine: Arc<Engine>,
+        store: Arc<SqliteStore>,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Self {
+        let workspace = engine.workspace().root().to_path_buf();
+        Self {
+            engine,
+            store,
+            workspace,
+            sinks,
+        }
+    }
+
+    fn ws(&self) -> String {
+        self.workspace.display().to_string()
+    }
+
+    /// The task layer the next run of `task` would get (the intent preview).
+    pub fn preview(&self, id: u32) -> Result<String, EngineError> {
+        let task = self.store.task(&self.ws(), id)?;
+        preview_for(&self.store, &self.ws(), &task)
+    }
+
+    /// Runs one task (resuming its interrupted session if it has one) and records the outcome
+    /// and its proof.
+    pub async fn run_task(&self, id: u32) -> Result<TaskRun, EngineError> {
+        let ws = self.ws();
+        let task = self.store.task(&ws, id)?;
+        if task.status == TaskStatus::Done {
+            return Err(err(format!(
+                "task #{id} is already done; `keel task edit {id} --status ready` runs it again"
+            )));
+        }
+        if task.status == TaskStatus::Blocked {
+            return Err(err(format!(
+                "task #{id} is blocked on a question: {}; answer it with `keel blocker answer ID \"…\"` (`keel blocker list` shows the id)",
+                task.question.as_deref().unwrap_or("(no question recorded)")
+            )));
+        }
+        let resume = task
+            .is_interrupted()
+            .then(|| task.session_id.clone())
+            .flatten();
+        let pid = std::process::id();
+        let (handle, message, fresh) = match &resume {
+            Some(session) => {
+                self.store.claim_task(&ws, id, session, pid)?;
+                let handle =
+                    SessionHandle::new(self.engine.clone(), session.clone(), self.sinks.clone());
+                // Killed before its first turn started: the session has no task yet, so it
+                // gets the whole task layer; otherwise it continues its own transcript.
+                if self.store.get_session(session)?.status == SessionStatus::Idle {
+                    let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
+                    (handle, brief, fresh)
+                } else {
+                    (
+                        handle,
+                        "Continue the task from where you stopped (the previous run was interrupted)."
+                            .to_string(),
+                        Vec::new(),
+                    )
+                }
+            }
+            None => {
+                let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
+                let (handle, record) =
+                    SessionHandle::create(self.engine.clone(), self.sinks.clone()).await?;
+                self.store.claim_task(&ws, id, &record.id, pid)?;
+                (handle, brief, fresh)
+            }
+        };
+        let session_id = handle.id().to_string();
+        let gates = self.gates();
+        let before = proof::snapshot_files(&self.workspace);
+        let tests_before = self.run_tests(&gates).await;
+        let ticket = match handle.submit(Op::user_message(message)).await {
+            Ok(OpAck::Turn(ticket)) => ticket,
+            other => {
+                // Nothing ran: the task is ready again rather than stuck in progress.
+                self.store.finish_task(&ws, id, TaskStatus::Ready, None)?;
+                let why = match other {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "the session did not start a turn".into(),
+                };
+                return Err(err(format!("task #{id} could not start: {why}")));
+            }
+        };
+        let result = ticket.finished().await;
+        if !fresh.is_empty() {
+            self.store.mark_blockers_delivered(&fresh)?;
+        }
+        let (status, question) = match result.status {
+            SessionStatus::Completed => (TaskStatus::Done, None),
+            SessionStatus::Blocked => (
+                TaskStatus::Blocked,
+                Some(
+                    result
+                        .outcome
+                        .as_ref()
+                        .and_then(|o| o.blocker.as_ref())
+                        .map(|b| b.question.clone())
+                        .unwrap_or_else(|| "the run stopped with a question".into()),
+                ),
+            ),
+            SessionStatus::Cancelled => (TaskStatus::Ready, None),
+            _ => (TaskStatus::Failed, None),
+        };
+        let mut status = status;
+        let mut proof = None;
+        if matches!(status, TaskStatus::Done | TaskStatus::Failed) {
+            let tests_after = self.run_tests(&gates).await;
+            let events = self.store.events(&session_id, 0)?;
+            let mut all_gates = proof::verification_gates(&events);
+            all_gates.extend(tests_after.iter().cloned());
+            let final_text = result
+                .outcome
+                .as_ref()
+                .map(|o| o.final_text.clone())
+                .unwrap_or_default();
+            let criteria = proof::check_criteria(
+                &task.criteria,
+                &final_text,
+                &self.workspace,
+                tests_after.as_ref(),
+                &proof::commands_run(&events),
+            );
+            let p = Proof {
+                task: id,
+                session_id: session_id.clone(),
+                run_status: result.status.as_str().to_string(),
+                tests_before,
+                tests_after,
+                gates: all_gates,
+                files: proof::diff_files(&before, &proof::snapshot_files(&self.workspace)),
+                criteria,
+                resumed: resume.is_some(),
+            };
+            // A run that says it is done while the project's gates fail is not done.
+            if status == TaskStatus::Done && !p.gates_passed() {
+                status = TaskStatus::Failed;
+            }
+            let body = serde_json::to_value(&p).map_err(err)?;
+            self.store.add_proof(&ws, id, &session_id, &body)?;
+            proof = Some(p);
+        }
+        self.store
+            .finish_task(&ws, id, status, question.as_deref())?;
+        Ok(TaskRun {
+            task: id,
+            title: task.title,
+            session_id,
+            status,
+            question,
+            resumed: resume.is_some(),
+            proof,
+        })
+    }
+
+    /// The next task a batch should run: an interrupted one first, then the lowest-numbered
+    /// ready task whose dependencies are done (within `scope` when given).
+    pub fn next_task(&self, scope: Option<&[u32]>) -> Result<Option<u32>, EngineError> {
+        let tasks = self.store.list_tasks(&self.ws())?;
+        let in_scope = |t: &TaskRecord| scope.is_none_or(|s| s.contains(&t.id));
+        if let Some(t) = tasks.iter().find(|t| in_scope(t) && t.is_interrupted()) {
+            return Ok(Some(t.id));
+        }
+        let done = |d: &u32| {
+            tasks
+                .iter()
+                .any(|t| t.id == *d && t.status == TaskStatus::Done)
+        };
+        Ok(tasks
+            .iter()
+            .find(|t| in_scope(t) && t.status == TaskStatus::Ready && t.depends_on.iter().all(done))
+            .map(|t| t.id))
+    }
+
+    /// Runs ready tasks one at a time in dependency order until none is left (or `until` is
+    /// done). Dependents of a failed or blocked task are not started.
+    pub async fn run_batch(&self, until: Option<u32>) -> Result<BatchReport, EngineError> {
+        let ws = self.ws();
+        let scope = match until {
+            Some(u) => Some(self.closure(u)?),
+            None => None,
+        };
+        let mut report = BatchReport::default();
+        while let Some(id) = self.next_task(scope.as_deref())? {
+            let run = self.run_task(id).await?;
+            let stop = run.status == TaskStatus::Ready; // cancelled
+            report.runs.push(run);
+            if stop {
+                break;
+            }
+        }
+        let tasks = self.store.list_tasks(&ws)?;
+        for t in &tasks {
+            if t.status != TaskStatus::Ready || scope.as_ref().is_some_and(|s| !s.contains(&t.id)) {
+                continue;
+            }
+            if let Some(d) = t.depends_on.iter().find(|d| {
+                tasks.iter().any(|x| {
+                    x.id == **d && matches!(x.status, TaskStatus::Failed | TaskStatus::Blocked)
+                })
+            }) {
+                report.stopped.push((t.id, *d));
+            }
+        }
+        Ok(report)
+    }
+
+    /// `id` and every task it depends on, directly or not.
+    fn closure(&self, id: u32) -> Result<Vec<u32>, EngineError> {
+        let tasks = self.store.list_tasks(&self.ws())?;
+        if !tasks.iter().any(|t| t.id == id) {
+            return Err(err(format!(
+                "no task #{id} in this workspace; `keel task list` lists them"
+            )));
+        }
+        let mut out = vec![id];
+        let mut i = 0;
+        while i < out.len() {
+            if let Some(t) = tasks.iter().find(|t| t.id == out[i]) {
+                for d in &t.depends_on {
+                    if !out.contains(d) {
+                        out.push(*d);
+                    }
+                }
+            }
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    fn gates(&self) -> Vec<crate::Gate> {
+        ProjectGates {
+            test_command: self.engine.config().shell.test_command.clone(),
+        }
+        .detect(&self.workspace)
+        .into_iter()
+        .filter(|g| g.name == "tests")
+        .collect()
+    }
+
+    /// Runs the project's test command (detected again after the run: the task may have
+    /// added the first tests).
+    async fn run_tests(&self, gates: &[crate::Gate]) -> Option<GateRun> {
+        let gate = gates
+            .first()
+            .cloned()
+            .or_else(|| self.gates().into_iter().next())?;
+        Some(
+            run_gate(
+                &self.workspace,
+                &gate.name,
+                &gate.command,
+                self.engine.config().verify.timeout_secs,
+            )
+            .await,
+        )
+    }
+}
+
+/// The task layer the next run of `task` in workspace `ws` would get (the intent preview):
+/// no model, no session needed.
+pub fn preview_for(
+    store: &SqliteStore,
+    ws: &str,
+    task: &TaskRecord,
+) -> Result<String, EngineError> {
+    Ok(brief_for(store, ws, task)?.0)
+}
+
+/// The task layer and the ids of the answers it delivers for the first time.
+fn brief_for(
+    store: &SqliteStore,
+    ws: &str,
+    task: &TaskRecord,
+) -> Result<(String, Vec<String>), EngineError> {
+    let prd = match task.prd {
+        Some(p) => store.prd(ws, Some(p), None).ok(),
+        None => None,
+    };
+    let mut answered = Vec::new();
+    for s in &task.sessions {
+        answered.extend(
+            store
+                .list_blockers(Some(s), true)?
+                .into_iter()
+                .filter(|b| b.status != BlockerStatus::Open),
+        );
+    }
+    let fresh = answered
+        .iter()
+        .filter(|b| b.status == BlockerStatus::Answered)
+        .map(|b| b.id.clone())
+        .collect();
+    Ok((task_brief(task, prd.as_ref(), &answered), fresh))
+}
+
+/// Runs one gate command in `workspace`.
+pub async fn run_gate(workspace: &Path, name: &str, command: &str, timeout_secs: u64) -> GateRun {
+    let spec = CommandSpec::shell(command, workspace, Duration::from_secs(timeout_secs.max(1)));
+    match run_command_with_timeout(&spec, &CancellationToken::new()).await {
+        Ok(out) => GateRun {
+            name: name.into(),
+            command: command.into(),
+            passed: out.success(),
+            exit_code: out.exit_code,
+            output: proof::tail(&out.combined(), 2_000),
+        },
+        Err(e) => GateRun {
+            name: name.into(),
+            command: command.into(),
+            passed: false,
+            exit_code: None,
+            output: e.to_string(),
+        },
+    }
+}
