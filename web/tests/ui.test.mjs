@@ -7,8 +7,8 @@
 // wide (1280 px) and a narrow (400 px) width are kept in <screenshot-dir>.
 
 import { chromium } from "playwright-core";
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 
 const [url, workspace, reactScript, planScript, shots] = process.argv.slice(2);
 if (!shots) {
@@ -220,6 +220,27 @@ await step("status agrees while a turn runs", async () => {
     document.getElementById("session-status").textContent,
   ]);
   expect(listed === header, `list ${listed} vs header ${header}`);
+});
+
+await step("approve and deny buttons answer a call that waits for a person", async () => {
+  writeFileSync(join(workspace, "scratch-approved.txt"), "approve me\n");
+  writeFileSync(join(workspace, "scratch-denied.txt"), "deny me\n");
+  await createSession(join(dirname(reactScript), "approval.yaml"), "react");
+  await send("clean up the scratch files");
+  const first = page.locator("#transcript .approval").nth(0);
+  await first.waitFor({ timeout: 30000 });
+  const what = await first.locator(".approval-what").textContent();
+  expect(what.includes("rm scratch-approved.txt"), `the approval names the command: ${what}`);
+  expect(existsSync(join(workspace, "scratch-approved.txt")), "nothing runs before the answer");
+  await first.locator("button.approve").click();
+  await page.waitForSelector("#transcript .approval.approved");
+  const second = page.locator("#transcript .approval").nth(1);
+  await second.waitFor({ timeout: 30000 });
+  await second.locator("button:has-text('Deny')").click();
+  await page.waitForSelector("#transcript .approval.denied");
+  await waitForStatus("completed");
+  expect(!existsSync(join(workspace, "scratch-approved.txt")), "the approved command ran");
+  expect(existsSync(join(workspace, "scratch-denied.txt")), "the denied command did not run");
 });
 
 await step("keyboard shortcuts are listed", async () => {

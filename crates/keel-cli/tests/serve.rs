@@ -456,7 +456,7 @@ fn the_web_ui_works_in_a_real_browser() {
     // Scripts must come from under the server's workspace roots: copy them in.
     let fixtures = served.workspace.join("fixtures");
     std::fs::create_dir_all(&fixtures).unwrap();
-    for name in ["react.yaml", "plan_exec.yaml"] {
+    for name in ["react.yaml", "plan_exec.yaml", "approval.yaml"] {
         std::fs::copy(tests_dir.join("fixtures").join(name), fixtures.join(name)).unwrap();
     }
     let out = Command::new("node")
