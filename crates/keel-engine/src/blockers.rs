@@ -28,16 +28,19 @@ pub enum BlockerSource {
     FixTracker,
     /// The iteration budget ran out while the run was still making progress.
     Budget,
+    /// A hook stopped the run ([`crate::hooks::HookAction::Stop`]).
+    Hook,
 }
 
 impl BlockerSource {
-    /// The name stored and shown (`model`, `pattern`, `fix_tracker`, `budget`).
+    /// The name stored and shown (`model`, `pattern`, `fix_tracker`, `budget`, `hook`).
     pub fn as_str(self) -> &'static str {
         match self {
             BlockerSource::Model => "model",
             BlockerSource::Pattern => "pattern",
             BlockerSource::FixTracker => "fix_tracker",
             BlockerSource::Budget => "budget",
+            BlockerSource::Hook => "hook",
         }
     }
 }

@@ -47,6 +47,8 @@ pub struct Engine {
     pub(crate) constitution: Arc<crate::constitution::Constitution>,
     /// The skills found at build (`skills`).
     pub(crate) skills: Arc<crate::skills::SkillSet>,
+    /// The guardrails and custom hooks the loop asks, in order.
+    pub(crate) hooks: Vec<crate::hooks::Slot>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -72,6 +74,7 @@ pub struct EngineBuilder {
     tools: Option<ToolRegistry>,
     retry: Option<RetryPolicy>,
     judge: Option<Arc<dyn CommandJudge>>,
+    hooks: Vec<Arc<dyn crate::hooks::Hook>>,
 }
 
 impl EngineBuilder {
@@ -88,7 +91,15 @@ impl EngineBuilder {
             tools: None,
             retry: None,
             judge: None,
+            hooks: Vec::new(),
         }
+    }
+
+    /// Adds a custom hook: it runs after the built-in guardrails and before final
+    /// verification and approval, in the order hooks are added (see [`crate::hooks`]).
+    pub fn hook(mut self, hook: Arc<dyn crate::hooks::Hook>) -> Self {
+        self.hooks.push(hook);
+        self
     }
 
     /// The execution mode, overriding `agent.mode`: the one switch between the plain loop and
@@ -248,6 +259,7 @@ impl EngineBuilder {
             .snapshots
             .enabled
             .then(|| LazySnapshots::new(workspace.root()));
+        let hooks = crate::hooks::builtin::standard(phase_policy.is_some(), &self.hooks);
         Ok(Engine {
             provider,
             auxiliary: self.auxiliary,
@@ -263,6 +275,7 @@ impl EngineBuilder {
             index,
             constitution: Arc::new(constitution),
             skills: Arc::new(skills),
+            hooks,
         })
     }
 }

@@ -291,16 +291,16 @@ impl Run<'_> {
                 Some(_) => recovery_failures.push(failure.clone()),
             }
             let first = root.as_ref().unwrap_or(&failure);
-            // Recovery retries with the loop's own policy; plan_exec runs bypass it (the
-            // phase policy and recovery are mutually exclusive) and roll back instead.
+            // Recovery retries with the loop's own policy unless a hook forbids it (plan_exec
+            // runs roll back instead: the phase policy and recovery are mutually exclusive).
             let can_recover = chain.enabled
                 && chain.recovery.enabled
                 && attempt < chain.recovery.max_retries
                 && failure.recoverable()
-                && self.phase.is_none();
+                && self.recovery_allowed();
             if !can_recover {
                 let mut first = first.clone();
-                for hint in self.phase_failed().await? {
+                for hint in self.failure_hints().await? {
                     first = first.with_hint(hint);
                 }
                 let first = &first;
@@ -322,7 +322,7 @@ impl Run<'_> {
                     evaluation: evaluation(&failure),
                 })
                 .await?;
-            self.guard.reset();
+            self.recovery_started();
             self.push_message(Message::user_text(recovery_prompt(&failure, attempt)))
                 .await?;
             ending = self.drive().await?;

@@ -2,12 +2,14 @@
 //! until it answers without tool calls and verification passes (completed), a blocker is
 //! raised (blocked), a failure ends it (failed) or the user cancels (cancelled).
 //!
-//! Each step of the state machine lives in its own module: compaction before a request
-//! (`compaction`), checks before a tool runs ([`Run::pre_dispatch`]: the loop guard, then the
-//! plan_exec phase policy, `phase`), a workspace snapshot before the turn's first write
-//! (`snapshot`), the fix tracker and blockers after a result (`tracker`, `blockers`),
-//! final verification when the model says it is done (`verify`), and the fallback chain
-//! around the whole attempt (`fallback`). Starting and resuming sessions is `session`.
+//! The loop only asks the session's hooks (`hooks`) at its points: before each request
+//! (compaction), before each tool call (the loop guard, skills, the constitution, the
+//! plan_exec phase policy, approval), after each result (the fix tracker, blockers, rules,
+//! the phase's exit criteria, verification's change tracking), once after a reply's results
+//! (auto-advance) and when the model says it is done (ambiguity, the phase nudge, final
+//! verification). A workspace snapshot precedes the turn's first write (`snapshot`); the
+//! fallback chain wraps the whole attempt (`fallback`). Starting and resuming sessions is
+//! `session`.
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
@@ -19,18 +21,17 @@ use keel_protocol::{
     ContentBlock, DeltaChannel, ErrorCode, EventKind, Message, Role, SessionStatus, ToolCall,
     ToolDetails, ToolSpec, Truncation, Usage,
 };
-use keel_tools::{ToolContext, ToolEffect, ToolError, ToolOutput};
+use keel_tools::{ToolContext, ToolError, ToolOutput};
 
 use crate::approval::ApprovalGate;
-use crate::blockers::{
-    BlockerDraft, BlockerSource, SharedUserPrompt, credentials_blocker, requested_question,
-};
+use crate::blockers::{BlockerDraft, BlockerSource, SharedUserPrompt};
 use crate::calls::PreparedCall;
 use crate::compaction::Compactor;
 use crate::engine::Engine;
 use crate::fallback::Failure;
-use crate::phase::{ADVANCE_PHASE, CommandAccess, PhaseState};
-use crate::tracker::{FixTracker, LoopGuard, Progress, call_target};
+use crate::hooks::builtin::{Dispatch, Outcome, Stop, loop_check};
+use crate::phase::{CommandAccess, PhaseState};
+use crate::tracker::{FixTracker, LoopGuard, Progress};
 use crate::{Emitter, EngineError};
 
 /// Hard cap on one tool result as sent to the model; tools keep their own tighter budgets.
@@ -60,16 +61,6 @@ pub(crate) enum Ending {
     Blocked(BlockerDraft),
     /// The attempt failed; the fallback chain decides what happens next.
     Failed(Failure),
-}
-
-/// What happens to a tool call before it runs.
-pub(crate) enum Dispatch {
-    /// Run it; commands it starts get this access (the read-only sandbox in read-only phases).
-    Run(CommandAccess),
-    /// Do not run it; tell the model why (a policy refusal the loop survives).
-    Refuse(String),
-    /// Do not run it and end the attempt with this failure; the model reads the message.
-    Stop(Failure, String),
 }
 
 /// The state of a session's loop: the working context and everything the guardrails track.
@@ -175,7 +166,9 @@ impl<'a> Run<'a> {
                     iteration: self.iterations,
                 })
                 .await?;
-            self.maybe_compact().await?;
+            if let Some(ending) = self.before_request().await? {
+                return Ok(ending);
+            }
             let estimated = keel_llm::tokens::estimate_request(
                 &self.engine.system_prompt,
                 &self.tools,
@@ -242,7 +235,7 @@ impl<'a> Run<'a> {
                     .await?;
                     continue;
                 }
-                match self.finish(&turn.text).await? {
+                match self.on_finish(&turn.text).await? {
                     Some(ending) => return Ok(ending),
                     None => continue,
                 }
@@ -373,48 +366,16 @@ impl<'a> Run<'a> {
         assembler.finish().map_err(Interrupt::Llm)
     }
 
-    /// Checks every tool call before it runs: the loop guard, then the phase policy (a
-    /// disallowed call is refused with a structured `phase_violation` and an event), then
-    /// approval (a denied call is refused with the reason).
-    async fn pre_dispatch(&mut self, call: &ToolCall) -> Result<Dispatch, EngineError> {
-        if let Some(looping) = self.guard.check(call) {
-            return Ok(Dispatch::Stop(
-                Failure::new(ErrorCode::LoopDetected, looping.clone()),
-                format!("not run: {looping}; a loop is not progress"),
-            ));
-        }
-        if let Some(refusal) = self.skills.check(&call.name) {
-            return Ok(Dispatch::Refuse(refusal));
-        }
-        if let Some(refusal) = self.engine.constitution.check_call(call) {
-            return Ok(Dispatch::Refuse(refusal));
-        }
-        let access = match self.phase_check(call).await? {
-            Ok(access) => access,
-            Err(refusal) => return Ok(Dispatch::Refuse(refusal)),
-        };
-        if let Some(gate) = self.approvals.clone()
-            && let Err(refusal) = gate
-                .check(call, &self.engine.tools, self.emitter, &self.ctx.cancel)
-                .await?
-        {
-            return Ok(Dispatch::Refuse(refusal));
-        }
-        Ok(Dispatch::Run(access))
-    }
-
-    /// Runs an allowed call: `advance_phase` is the loop's own; anything that may write is
-    /// preceded by the turn's snapshot.
+    /// Runs an allowed call: a call a hook owns (`advance_phase`, the skill tool) and
+    /// `read_result` are the run's own; anything that may write is preceded by the turn's
+    /// snapshot.
     async fn dispatch(
         &mut self,
         call: &ToolCall,
         access: CommandAccess,
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
-        if call.name == ADVANCE_PHASE && self.phase.is_some() {
-            return Ok(Ok(self.advance_call(&call.arguments).await?));
-        }
-        if call.name == crate::skills::SKILL_TOOL {
-            return Ok(Ok(self.skills.call(&call.arguments)));
+        if let Some(result) = self.hook_tool(call).await? {
+            return Ok(Ok(result));
         }
         if call.name == crate::results::READ_RESULT {
             return Ok(Ok(self.stored_results.read(&call.arguments)));
@@ -448,15 +409,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Runs the calls of one reply in order and records what they mean for the guardrails. A
-    /// cancelled, fatal, looping or blocking call still leaves a result for every call, so the
-    /// transcript stays valid for resumption.
+    /// Runs the calls of one reply in order; the hooks judge each before it runs and record
+    /// what its result means. A cancelled, fatal, looping or blocking call still leaves a
+    /// result for every call, so the transcript stays valid for resumption.
     async fn run_tools(&mut self, prepared: &[PreparedCall]) -> Result<Batch, Interrupt> {
         let mut blocks = Vec::with_capacity(prepared.len());
-        let mut stop: Option<(Ending, &'static str)> = None;
+        let mut stop: Stop = None;
         for p in prepared {
-            let mut refused = false;
-            let mut ran_with: Option<CommandAccess> = None;
             self.emitter
                 .emit(EventKind::ToolCall {
                     id: p.sent.id.clone(),
@@ -464,8 +423,8 @@ impl<'a> Run<'a> {
                     arguments: p.sent.arguments.clone(),
                 })
                 .await?;
-            // The canonical call runs and is what the guardrails see (a `Bash` call is checked
-            // as `run_command`); every repair is an event and a note in the result.
+            // The canonical call runs and is what the hooks see (a `Bash` call is checked as
+            // `run_command`); every repair is an event and a note in the result.
             let call = &p.runnable();
             let note = match &p.resolved {
                 Ok(r) => {
@@ -483,102 +442,15 @@ impl<'a> Run<'a> {
                 }
                 Err(_) => None,
             };
-            let result = if let Some((_, why)) = &stop {
-                Err(ToolError::model(format!("not run: {why}")))
-            } else if self.ctx.cancel.is_cancelled() {
-                Err(ToolError::model("not run: the user cancelled the turn"))
-            } else if let Err(unresolved) = &p.resolved {
-                // A call that cannot run as sent is the model's to fix: it reads why (with the
-                // schema); it counts for the loop guard and the fix tracker like any failure.
-                match self.guard.check(call) {
-                    Some(looping) => {
-                        stop = Some((
-                            Ending::Failed(Failure::new(ErrorCode::LoopDetected, looping.clone())),
-                            "a loop was detected",
-                        ));
-                        Err(ToolError::Model(format!(
-                            "not run: {looping}; a loop is not progress"
-                        )))
-                    }
-                    None => Err(ToolError::Model(unresolved.clone())),
-                }
-            } else {
-                match self.pre_dispatch(call).await? {
-                    Dispatch::Run(access) => {
-                        ran_with = Some(access);
-                        let outcome = self.dispatch(call, access).await?;
-                        match outcome {
-                            Ok(r) => r,
-                            Err(panic) => {
-                                let failure = Failure::new(
-                                    ErrorCode::InternalError,
-                                    format!("tool `{}` crashed: {panic}", call.name),
-                                );
-                                stop = Some((
-                                    Ending::Failed(failure),
-                                    "an earlier tool call in this reply crashed",
-                                ));
-                                Err(ToolError::model(format!(
-                                    "internal error: the tool crashed ({panic})"
-                                )))
-                            }
-                        }
-                    }
-                    Dispatch::Refuse(msg) => {
-                        refused = true;
-                        Err(ToolError::Model(msg))
-                    }
-                    Dispatch::Stop(failure, msg) => {
-                        stop = Some((Ending::Failed(failure), "a loop was detected"));
-                        Err(ToolError::Model(msg))
-                    }
-                }
-            };
-            let (content, is_error, mut details, metadata) = match result {
-                Ok(ToolOutput {
-                    content,
-                    details,
-                    metadata,
-                }) => {
-                    let content = self.after_success(call, content, &details, &mut stop).await;
-                    let content = self.tail_rules.annotate(call, content);
-                    let content = crate::skills::annotate(&mut self.skills, call, content);
-                    (content, false, details, metadata)
-                }
-                Err(ToolError::Model(msg)) => {
-                    if !refused {
-                        self.after_error(call, &msg, &mut stop);
-                    }
-                    (msg, true, ToolDetails::default(), None)
-                }
-                Err(ToolError::Fatal(msg)) => {
-                    let failure = Failure::new(
-                        ErrorCode::ToolFailure,
-                        format!("tool `{}` failed: {msg}", call.name),
-                    )
-                    .with_original(msg.clone())
-                    .with_hint("check the message above; it is not something the model can fix");
-                    if stop.is_none() {
-                        stop = Some((
-                            Ending::Failed(failure),
-                            "an earlier tool call in this reply failed fatally",
-                        ));
-                    }
-                    (msg, true, ToolDetails::default(), None)
-                }
-            };
-            if let Some(access) = ran_with {
-                self.phase_note_call(call, !is_error, access);
-            }
-            if !is_error && changes_state(&self.engine.tools, call) {
-                // A call that changed something is progress, not a loop, however alike the
-                // calls around it are.
-                self.guard.reset();
-            }
+            let mut out = self.run_one(p, call, &mut stop).await?;
+            self.after_tool(call, &mut out, &mut stop).await;
             let content = match note {
-                Some(note) if !content.starts_with("not run:") => format!("{note}\n{content}"),
-                _ => content,
+                Some(note) if !out.content.starts_with("not run:") => {
+                    format!("{note}\n{}", out.content)
+                }
+                _ => out.content,
             };
+            let mut details = out.details;
             let original_chars = content.chars().count();
             let content = self.stored_results.fit(content, MAX_TOOL_RESULT_CHARS);
             self.persist_results().await;
@@ -593,24 +465,24 @@ impl<'a> Run<'a> {
                 .emit(EventKind::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
-                    is_error,
+                    is_error: out.is_error,
                     content: content.clone(),
                     details,
-                    metadata,
+                    metadata: out.metadata,
                 })
                 .await?;
             blocks.push(ContentBlock::ToolResult {
                 tool_use_id: call.id.clone(),
                 content,
-                is_error,
+                is_error: out.is_error,
             });
         }
-        // A phase step is done (violations count too); auto-advance says so after the results.
-        // A batch that ends the attempt does not advance: the failure belongs to this phase.
-        if stop.is_none()
-            && let Some(note) = self.phase_step_done().await?
-        {
-            blocks.push(ContentBlock::Text { text: note });
+        // Hooks may add notes after the results (a phase step is done and auto-advance moved
+        // on). A batch that ends the attempt adds none: the failure belongs to this step.
+        if stop.is_none() {
+            for text in self.after_batch().await? {
+                blocks.push(ContentBlock::Text { text });
+            }
         }
         // Keep the transcript whole (every tool_use answered), whatever happens next.
         self.push_message(Message {
@@ -627,110 +499,96 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Records a successful call; a question for the user (`ask_user`'s blocker request) is
-    /// answered interactively or becomes a blocker. Returns the content the model sees.
-    async fn after_success(
+    /// One call of a batch: not run after a stop or a cancel, the model's to fix when it
+    /// could not be resolved, else judged by the hooks and run.
+    async fn run_one(
         &mut self,
+        p: &PreparedCall,
         call: &ToolCall,
-        content: String,
-        details: &ToolDetails,
-        stop: &mut Option<(Ending, &'static str)>,
-    ) -> String {
-        self.note_change(call, details);
-        if let Some(code) = failed_exit_code(&self.engine.tools, call, details) {
-            // A command that ran but failed is a failed attempt, whatever the tool's result
-            // type says.
-            self.after_error(call, &format!("exit code {code}\n{content}"), stop);
-            return content;
-        }
-        let target = call_target(call);
-        self.tracker.record_success(&call.name, target.as_deref());
-        self.progress.record_success(call, self.iterations);
-        let is_control = self
-            .engine
-            .tools
-            .get(&call.name)
-            .is_some_and(|t| t.effect() == ToolEffect::Control);
-        let Some((question, context)) = requested_question(details).filter(|_| is_control) else {
-            return content;
-        };
-        if let Some(prompt) = self.ask_user.clone()
-            && let Some(answer) = prompt.ask(&question, context.as_deref()).await
-        {
-            return format!("The user answered: {answer}");
-        }
-        if stop.is_none() {
-            let mut evidence = Vec::new();
-            if let Some(c) = context {
-                evidence.push(c);
+        stop: &mut Stop,
+    ) -> Result<Outcome, EngineError> {
+        let (mut ran_with, mut refused) = (None, false);
+        let result = if let Some((_, why)) = stop {
+            Err(ToolError::model(format!("not run: {why}")))
+        } else if self.ctx.cancel.is_cancelled() {
+            Err(ToolError::model("not run: the user cancelled the turn"))
+        } else if let Err(unresolved) = &p.resolved {
+            // A call that cannot run as sent is the model's to fix: it reads why (with the
+            // schema); it counts for the loop guard and the fix tracker like any failure.
+            match loop_check(self, call) {
+                Some(Dispatch::Stop(ending, why, msg)) => {
+                    *stop = Some((ending, why));
+                    Err(ToolError::Model(msg))
+                }
+                _ => Err(ToolError::Model(unresolved.clone())),
             }
-            *stop = Some((
-                Ending::Blocked(BlockerDraft {
-                    question,
-                    source: BlockerSource::Model,
-                    evidence,
-                }),
-                "the run paused for the user's answer",
-            ));
+        } else {
+            match self.before_tool(call).await? {
+                Dispatch::Run(access) => {
+                    ran_with = Some(access);
+                    match self.dispatch(call, access).await? {
+                        Ok(r) => r,
+                        Err(panic) => {
+                            let failure = Failure::new(
+                                ErrorCode::InternalError,
+                                format!("tool `{}` crashed: {panic}", call.name),
+                            );
+                            *stop = Some((
+                                Ending::Failed(failure),
+                                "an earlier tool call in this reply crashed",
+                            ));
+                            Err(ToolError::model(format!(
+                                "internal error: the tool crashed ({panic})"
+                            )))
+                        }
+                    }
+                }
+                Dispatch::Refuse(msg) => {
+                    refused = true;
+                    Err(ToolError::Model(msg))
+                }
+                Dispatch::Stop(ending, why, msg) => {
+                    *stop = Some((ending, why));
+                    Err(ToolError::Model(msg))
+                }
+            }
+        };
+        let mut out = Outcome {
+            content: String::new(),
+            is_error: true,
+            details: ToolDetails::default(),
+            metadata: None,
+            ran_with,
+            refused,
+            fatal: false,
+        };
+        match result {
+            Ok(output) => {
+                out.content = output.content;
+                out.is_error = false;
+                out.details = output.details;
+                out.metadata = output.metadata;
+            }
+            Err(ToolError::Model(msg)) => out.content = msg,
+            Err(ToolError::Fatal(msg)) => {
+                let failure = Failure::new(
+                    ErrorCode::ToolFailure,
+                    format!("tool `{}` failed: {msg}", call.name),
+                )
+                .with_original(msg.clone())
+                .with_hint("check the message above; it is not something the model can fix");
+                if stop.is_none() {
+                    *stop = Some((
+                        Ending::Failed(failure),
+                        "an earlier tool call in this reply failed fatally",
+                    ));
+                }
+                out.content = msg;
+                out.fatal = true;
+            }
         }
-        content
+        Ok(out)
     }
-
-    /// Records a failed call with the fix tracker and checks it for blocker patterns.
-    fn after_error(
-        &mut self,
-        call: &ToolCall,
-        message: &str,
-        stop: &mut Option<(Ending, &'static str)>,
-    ) {
-        if message.starts_with("not run:") {
-            return;
-        }
-        let effect = self.engine.tools.get(&call.name).map(|t| t.effect());
-        let fix_attempt = matches!(
-            effect,
-            Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)
-        );
-        let target = call_target(call);
-        let escalation =
-            self.tracker
-                .record_error(&call.name, target.as_deref(), message, fix_attempt);
-        if stop.is_some() {
-            return;
-        }
-        if effect == Some(ToolEffect::RunsCommands)
-            && let Some(draft) = credentials_blocker(&call.name, message)
-        {
-            *stop = Some((
-                Ending::Blocked(draft),
-                "the run paused: credentials are missing",
-            ));
-            return;
-        }
-        if let Some(esc) = escalation {
-            *stop = Some((
-                Ending::Blocked(BlockerDraft {
-                    question: esc.question,
-                    source: BlockerSource::FixTracker,
-                    evidence: esc.evidence,
-                }),
-                "the run paused for a human to look at the repeated failures",
-            ));
-        }
-    }
-}
-
-/// The non-zero exit code a command-running tool reported, if any.
-fn failed_exit_code(
-    tools: &keel_tools::ToolRegistry,
-    call: &ToolCall,
-    details: &ToolDetails,
-) -> Option<i32> {
-    let runs_commands = tools
-        .get(&call.name)
-        .is_some_and(|t| t.effect() == ToolEffect::RunsCommands);
-    let code = details.exit_code?;
-    (runs_commands && code != 0).then_some(code)
 }
 
 /// The messages as sent: consecutive messages of the same role merged (a resumed session's
@@ -745,14 +603,6 @@ pub(crate) fn wire_messages(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
-}
-
-/// Whether a successful `call` changed the workspace or the run's state (a write, a phase
-/// change).
-fn changes_state(tools: &keel_tools::ToolRegistry, call: &ToolCall) -> bool {
-    tools
-        .get(&call.name)
-        .is_some_and(|t| matches!(t.effect(), ToolEffect::WritesFiles | ToolEffect::Control))
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@ use std::time::Duration;
 use keel_protocol::{ErrorCode, EventKind, Message, ToolCall};
 use keel_tools::ToolEffect;
 
-use crate::blockers::ambiguity_blocker;
 use crate::fallback::Failure;
 use crate::process::{CommandSpec, run_command_with_timeout};
 use crate::run::{Ending, Interrupt, Run};
@@ -137,17 +136,10 @@ impl Run<'_> {
         self.files.extend(details.files.iter().cloned());
     }
 
-    /// The model answered without tool calls. Decides whether that ends the run: a request for
-    /// clarification becomes a blocker; otherwise the gates run, and a failure either goes
-    /// back to the model (`None`: keep looping) or, past the cap, fails the run.
+    /// The verification hook at the finish (after the other hooks let the answer stand): the
+    /// gates run, and a failure either goes back to the model (`None`: keep looping) or, past
+    /// the cap, fails the run.
     pub(crate) async fn finish(&mut self, text: &str) -> Result<Option<Ending>, Interrupt> {
-        if let Some(draft) = ambiguity_blocker(text) {
-            return Ok(Some(Ending::Blocked(draft)));
-        }
-        if let Some(nudge) = self.phase_finish_nudge() {
-            self.push_message(Message::user_text(nudge)).await?;
-            return Ok(None);
-        }
         let gates = self.gates();
         if gates.is_empty() {
             return Ok(Some(Ending::Completed(text.to_string())));

@@ -114,6 +114,7 @@ pub struct SessionBuilder {
     defaults: SessionOverrides,
     adjust: Option<ConfigAdjust>,
     warn: Warn,
+    hooks: Vec<Arc<dyn crate::hooks::Hook>>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -138,6 +139,7 @@ impl SessionBuilder {
             defaults: SessionOverrides::default(),
             adjust: None,
             warn: Arc::new(|m| eprintln!("keel: warning: {m}")),
+            hooks: Vec::new(),
         }
     }
 
@@ -150,6 +152,7 @@ impl SessionBuilder {
             defaults: SessionOverrides::default(),
             adjust: None,
             warn: Arc::new(|_| {}),
+            hooks: Vec::new(),
         }
     }
 
@@ -162,6 +165,13 @@ impl SessionBuilder {
     /// Adjusts each loaded configuration.
     pub fn adjust(mut self, adjust: ConfigAdjust) -> Self {
         self.adjust = Some(adjust);
+        self
+    }
+
+    /// Adds a custom hook to every session this builder makes (after the built-in
+    /// guardrails, before final verification and approval; see [`crate::hooks`]).
+    pub fn hook(mut self, hook: Arc<dyn crate::hooks::Hook>) -> Self {
+        self.hooks.push(hook);
         self
     }
 
@@ -225,6 +235,9 @@ impl SessionBuilder {
             .fallback_providers(providers.fallbacks);
         if let Some(aux) = providers.auxiliary {
             builder = builder.auxiliary_provider(aux);
+        }
+        for hook in &self.hooks {
+            builder = builder.hook(hook.clone());
         }
         builder.build()
     }

@@ -1,0 +1,114 @@
+//! Hooks: the guardrails' way into the loop.
+//!
+//! The loop in `run.rs` only asks the session's hooks, in order, at five points: before each
+//! model request, before each tool call, after each tool result (and once after a reply's
+//! batch of results), when the model says it is done, and when an attempt fails. Everything
+//! that judges a run — compaction, the loop guard and fix tracker, skills, the constitution,
+//! the plan_exec phase policy (including `advance_phase`), approvals, blockers, final
+//! verification — is a hook the engine builder registers ([`builtin::standard`]); flows,
+//! subagents and tests add their own [`Hook`]s with [`crate::EngineBuilder::hook`] or
+//! [`crate::runtime::SessionBuilder::hook`].
+//!
+//! Order: the built-in hooks that keep the run sane come first (loop guard, blockers, rules,
+//! skills, constitution, phase policy, compaction), then the custom hooks in the order they
+//! were added, then final verification and approval (the expensive checks, and asking a
+//! person, come last: a call a hook denies is never put to a person).
+
+pub(crate) mod builtin;
+mod dispatch;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use keel_protocol::{ToolCall, ToolDetails};
+
+pub(crate) use builtin::Builtin;
+
+/// What a hook wants at its point.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HookAction {
+    /// Nothing to add; the next hook decides.
+    #[default]
+    Continue,
+    /// `before_tool`: do not run the call; the model reads this message as the call's (error)
+    /// result. Elsewhere it acts as [`HookAction::Note`].
+    Deny(String),
+    /// Tell the model something: before a request, a user note appended to the context; after
+    /// a tool, a line appended to its result; at the finish, a user message and another step
+    /// (the answer does not end the run yet).
+    Note(String),
+    /// End the attempt: the session becomes `blocked` with this question for a person
+    /// (source `hook`); resuming it continues.
+    Stop(String),
+}
+
+/// What a hook can see of the run at every point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookContext {
+    pub session_id: String,
+    /// Model requests so far in this session (the current one included).
+    pub iteration: u32,
+    /// The plan_exec phase (`None` in react mode).
+    pub phase: Option<String>,
+}
+
+/// A tool result as a hook sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResultView {
+    /// What the model will read (before notes of later hooks).
+    pub content: String,
+    pub is_error: bool,
+    pub details: ToolDetails,
+}
+
+/// A custom guardrail. Every method has a default that does nothing, so a hook implements only
+/// its points. Hooks run in order and must not block: a slow check should await, not spin.
+pub trait Hook: Send + Sync {
+    /// A short name for logs and errors.
+    fn name(&self) -> &str;
+
+    /// Before each model request (after compaction).
+    fn before_request<'a>(&'a self, _cx: &'a HookContext) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+
+    /// Before a tool call runs (after the built-in checks allowed it, before approval).
+    fn before_tool<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        _call: &'a ToolCall,
+    ) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+
+    /// After a tool call's result is known (also for calls that were refused or not run).
+    fn after_tool<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        _call: &'a ToolCall,
+        _result: &'a ToolResultView,
+    ) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+
+    /// When the model answers without tool calls (before final verification).
+    fn on_finish<'a>(&'a self, _cx: &'a HookContext, _text: &'a str) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+}
+
+/// One registered hook: a built-in guardrail (with access to the run's state) or a custom one.
+#[derive(Clone)]
+pub(crate) enum Slot {
+    Builtin(Builtin),
+    Custom(Arc<dyn Hook>),
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slot::Builtin(b) => write!(f, "{b:?}"),
+            Slot::Custom(h) => write!(f, "Custom({})", h.name()),
+        }
+    }
+}
