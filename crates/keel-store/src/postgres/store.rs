@@ -1,8 +1,8 @@
 //! The [`Store`] trait on PostgreSQL.
 
 use keel_protocol::{Event, Message, SessionStatus, Usage};
-use sqlx::{AssertSqlSafe, Row};
 use sqlx::postgres::PgRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::{PgStore, db_err};
 use crate::{
@@ -92,7 +92,11 @@ enum Found {
 impl PgStore {
     /// The full id in `table` (a fixed table name, never user input) matching `id_or_prefix`
     /// exactly or as a unique prefix.
-    async fn resolve(&self, table: &str, id_or_prefix: &str) -> Result<Result<String, Found>, StoreError> {
+    async fn resolve(
+        &self,
+        table: &str,
+        id_or_prefix: &str,
+    ) -> Result<Result<String, Found>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT id FROM {table} WHERE id = $1
              UNION ALL
@@ -137,12 +141,14 @@ impl PgStore {
     }
 
     async fn read_blocker(&self, id: &str) -> Result<BlockerRecord, StoreError> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {BLOCKER_COLUMNS} FROM blockers WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err("reading a blocker"))?
-            .ok_or_else(|| StoreError::BlockerNotFound(id.to_string()))?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {BLOCKER_COLUMNS} FROM blockers WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err("reading a blocker"))?
+        .ok_or_else(|| StoreError::BlockerNotFound(id.to_string()))?;
         blocker_from_row(&row)
     }
 
@@ -203,7 +209,11 @@ impl PgStore {
         Ok(stored)
     }
 
-    async fn read_events(&self, session_id: &str, since_seq: u64) -> Result<Vec<Event>, StoreError> {
+    async fn read_events(
+        &self,
+        session_id: &str,
+        since_seq: u64,
+    ) -> Result<Vec<Event>, StoreError> {
         let rows = sqlx::query(
             "SELECT seq, body FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq",
         )
@@ -614,11 +624,12 @@ impl Store for PgStore {
 
     fn lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Option<Lease>> {
         Box::pin(async move {
-            let row = sqlx::query("SELECT holder, expires_at FROM run_leases WHERE session_id = $1")
-                .bind(session_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_err("reading a run lease"))?;
+            let row =
+                sqlx::query("SELECT holder, expires_at FROM run_leases WHERE session_id = $1")
+                    .bind(session_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_err("reading a run lease"))?;
             row.map(|r| {
                 Ok(Lease {
                     holder: r.try_get(0)?,

@@ -1,0 +1,450 @@
+//! One store test suite, run against every backend: SQLite (always) and PostgreSQL (with the
+//! `postgres` feature and `KEEL_TEST_DATABASE_URL`, e.g. the cluster `.ci/run` starts:
+//! `postgres://keelpg@127.0.0.1:55432/keel_test`). Without a database the Postgres half says
+//! SKIPPED and what to do; in CI (`CI=true`) it fails instead.
+//!
+//! Every check uses its own fresh session ids, so runs can share one database.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_protocol::{Event, EventKind, Message, SessionStatus, Usage};
+use keel_store::{
+    BlockerStatus, MemoryEntry, MemoryKind, NewBlocker, NewSession, SqliteStore, Store, StoreError,
+    StoreFuture,
+};
+
+/// A backend under test: the trait object, plus what the trait does not cover (adding memory).
+struct Backend {
+    name: &'static str,
+    store: Arc<dyn Store>,
+    add_memory: Box<dyn Fn(String) -> StoreFuture<'static, MemoryEntry> + Send + Sync>,
+}
+
+/// A session id unique to this process and moment (runs may share a Postgres database).
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+fn new_session(id: &str) -> NewSession {
+    NewSession {
+        id: id.into(),
+        workspace: "/w".into(),
+        task: "the task".into(),
+        provider: "scripted".into(),
+        model: "scripted".into(),
+        mode: "react".into(),
+        base_url: String::new(),
+        script: "s.yaml".into(),
+    }
+}
+
+fn event(session_id: &str, iteration: u32) -> Event {
+    Event {
+        session_id: session_id.into(),
+        seq: 999, // ignored: the store assigns seq
+        ts: 1,
+        run_id: "r-1".into(),
+        parent_run_id: None,
+        kind: EventKind::TurnStarted { iteration },
+    }
+}
+
+async fn sessions_round_trip(b: &Backend) {
+    let s = b.store.as_ref();
+    let id = unique("rt");
+    s.create_session(&new_session(&id)).await.unwrap();
+    let rec = s.get_session(&id).await.unwrap();
+    assert_eq!(rec.status, SessionStatus::Running);
+    assert_eq!(
+        (rec.task.as_str(), rec.script.as_str()),
+        ("the task", "s.yaml")
+    );
+    assert!(rec.lease.is_none());
+
+    let usage = Usage {
+        input_tokens: 7,
+        ..Usage::default()
+    };
+    s.update_session(&id, SessionStatus::Completed, 3, &usage)
+        .await
+        .unwrap();
+    s.set_session_task(&id, "new task").await.unwrap();
+    s.set_session_model(&id, "openai", "gpt-x", "plan_exec")
+        .await
+        .unwrap();
+    let rec = s.get_session(&id[..id.len() - 2]).await.unwrap();
+    assert_eq!(rec.id, id, "a unique prefix finds the session");
+    assert_eq!(rec.status, SessionStatus::Completed);
+    assert_eq!((rec.iterations, rec.usage.input_tokens), (3, 7));
+    assert_eq!(
+        (
+            rec.task.as_str(),
+            rec.provider.as_str(),
+            rec.model.as_str(),
+            rec.mode.as_str()
+        ),
+        ("new task", "openai", "gpt-x", "plan_exec")
+    );
+    assert!(
+        s.list_sessions(1000)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id)
+    );
+    assert!(matches!(
+        s.update_session("no-such-session", SessionStatus::Failed, 0, &usage)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    s.append_message(&id, &Message::user_text("one"))
+        .await
+        .unwrap();
+    s.append_message(&id, &Message::user_text("two"))
+        .await
+        .unwrap();
+    let texts: Vec<String> = s
+        .messages(&id)
+        .await
+        .unwrap()
+        .iter()
+        .map(Message::text)
+        .collect();
+    assert_eq!(texts, ["one", "two"]);
+
+    s.save_result(&id, "h1", "first").await.unwrap();
+    s.save_result(&id, "h1", "replaced").await.unwrap();
+    assert_eq!(
+        s.stored_results(&id).await.unwrap(),
+        [("h1".to_string(), "replaced".to_string())]
+    );
+
+    s.delete_session(&id).await.unwrap();
+    assert!(matches!(
+        s.get_session(&id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(s.events(&id, 0).await.unwrap().is_empty());
+}
+
+async fn events_round_trip(b: &Backend) {
+    let s = b.store.as_ref();
+    let id = unique("ev");
+    s.create_session(&new_session(&id)).await.unwrap();
+    assert_eq!(s.last_seq(&id).await.unwrap(), 0);
+    for i in 1..=5 {
+        let stored = s.append_event(&event(&id, i)).await.unwrap();
+        assert_eq!(stored.seq, u64::from(i), "the store assigns seq");
+    }
+    let all = s.events(&id, 0).await.unwrap();
+    assert_eq!(
+        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(all[2], {
+        let mut e = event(&id, 3);
+        e.seq = 3;
+        e
+    });
+    let since = s.events(&id, 3).await.unwrap();
+    assert_eq!(since.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(s.last_seq(&id).await.unwrap(), 5);
+    assert!(
+        s.append_event(&event("no-such-session", 1)).await.is_err(),
+        "an event of an unknown session is refused"
+    );
+}
+
+/// N writers append to one session at once: every seq from 1 to the total, once.
+async fn seq_gap_free_under_concurrent_writers(b: &Backend) {
+    const WRITERS: u32 = 8;
+    const EACH: u32 = 25;
+    let id = unique("seq");
+    b.store.create_session(&new_session(&id)).await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let (store, id) = (b.store.clone(), id.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for i in 0..EACH {
+                seqs.push(
+                    store
+                        .append_event(&event(&id, w * 1000 + i))
+                        .await
+                        .unwrap()
+                        .seq,
+                );
+            }
+            seqs
+        }));
+    }
+    let mut returned = Vec::new();
+    for t in tasks {
+        returned.extend(t.await.unwrap());
+    }
+    returned.sort_unstable();
+    let expected: Vec<u64> = (1..=u64::from(WRITERS * EACH)).collect();
+    assert_eq!(returned, expected, "{}: returned seqs are gap-free", b.name);
+    let stored: Vec<u64> = b
+        .store
+        .events(&id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(stored, expected, "{}: stored seqs are gap-free", b.name);
+}
+
+async fn leases_expire_and_renew(b: &Backend) {
+    let s = b.store.as_ref();
+    let id = unique("lease");
+    s.create_session(&new_session(&id)).await.unwrap();
+    assert!(s.acquire_lease(&id, "a", 400).await.unwrap());
+    assert!(
+        !s.acquire_lease(&id, "b", 400).await.unwrap(),
+        "a live lease keeps others out"
+    );
+    assert!(
+        s.acquire_lease(&id, "a", 400).await.unwrap(),
+        "its holder may take it again"
+    );
+    let rec = s.get_session(&id).await.unwrap();
+    assert_eq!(rec.lease.as_ref().map(|l| l.holder.as_str()), Some("a"));
+    assert!(!rec.is_interrupted());
+    assert!(s.renew_lease(&id, "a", 400).await.unwrap());
+    assert!(!s.renew_lease(&id, "b", 400).await.unwrap());
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        s.get_session(&id).await.unwrap().is_interrupted(),
+        "expired"
+    );
+    assert!(
+        s.acquire_lease(&id, "b", 10_000).await.unwrap(),
+        "an expired lease is taken over"
+    );
+    assert!(
+        !s.renew_lease(&id, "a", 400).await.unwrap(),
+        "the old holder lost it"
+    );
+    s.release_lease(&id, "a").await.unwrap();
+    assert_eq!(
+        s.lease(&id).await.unwrap().map(|l| l.holder),
+        Some("b".into())
+    );
+    s.release_lease(&id, "b").await.unwrap();
+    assert_eq!(s.lease(&id).await.unwrap(), None);
+}
+
+async fn blockers(b: &Backend) {
+    let s = b.store.as_ref();
+    let id = unique("blk");
+    s.create_session(&new_session(&id)).await.unwrap();
+    let blocker_id = format!("{id}-b1");
+    s.create_blocker(&NewBlocker {
+        id: blocker_id.clone(),
+        session_id: id.clone(),
+        question: "which database?".into(),
+        source: "model".into(),
+        evidence: vec!["e1".into()],
+    })
+    .await
+    .unwrap();
+    let open = s.list_blockers(Some(&id), false).await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(
+        (open[0].status, open[0].evidence.clone()),
+        (BlockerStatus::Open, vec!["e1".to_string()])
+    );
+    assert!(
+        s.list_blockers(None, false)
+            .await
+            .unwrap()
+            .iter()
+            .any(|b| b.id == blocker_id)
+    );
+
+    let answered = s.answer_blocker(&blocker_id, "postgres").await.unwrap();
+    assert_eq!(answered.status, BlockerStatus::Answered);
+    assert_eq!(answered.answer.as_deref(), Some("postgres"));
+    assert!(answered.answered_at.is_some());
+    assert!(s.list_blockers(Some(&id), false).await.unwrap().is_empty());
+    assert_eq!(s.list_blockers(Some(&id), true).await.unwrap().len(), 1);
+
+    s.mark_blockers_delivered(std::slice::from_ref(&blocker_id))
+        .await
+        .unwrap();
+    let got = s
+        .get_blocker(&blocker_id[..blocker_id.len() - 1])
+        .await
+        .unwrap();
+    assert_eq!(got.status, BlockerStatus::Delivered);
+    assert!(matches!(
+        s.answer_blocker(&blocker_id, "again").await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.get_blocker("no-such-blocker").await,
+        Err(StoreError::BlockerNotFound(_))
+    ));
+}
+
+async fn memory(b: &Backend) {
+    let text = unique("prefers tabs");
+    let added = (b.add_memory)(text.clone()).await.unwrap();
+    assert_eq!(added.kind, MemoryKind::Fact);
+    let all = b.store.memory_entries().await.unwrap();
+    let found = all
+        .iter()
+        .find(|e| e.text == text)
+        .expect("the entry is listed");
+    assert_eq!((found.id, found.source.as_str()), (added.id, "user"));
+    assert!(all.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+}
+
+async fn ambiguous_prefixes(b: &Backend) {
+    let s = b.store.as_ref();
+    let base = unique("amb");
+    for n in ["x1", "x2"] {
+        s.create_session(&new_session(&format!("{base}{n}")))
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        s.get_session(&format!("{base}x")).await,
+        Err(StoreError::Ambiguous { count: 2, .. })
+    ));
+    assert!(matches!(
+        s.get_session("").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        s.get_session("%").await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn run_suite(b: Backend) {
+    let started = Instant::now();
+    sessions_round_trip(&b).await;
+    events_round_trip(&b).await;
+    seq_gap_free_under_concurrent_writers(&b).await;
+    leases_expire_and_renew(&b).await;
+    blockers(&b).await;
+    memory(&b).await;
+    ambiguous_prefixes(&b).await;
+    eprintln!("{}: store suite passed in {:?}", b.name, started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_store_passes_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
+    let mem = store.clone();
+    run_suite(Backend {
+        name: "sqlite",
+        store,
+        add_memory: Box::new(move |text| {
+            let mem = mem.clone();
+            Box::pin(async move {
+                mem.call(move |db| db.add_memory(MemoryKind::Fact, &text, "user"))
+                    .await
+            })
+        }),
+    })
+    .await;
+}
+
+/// The Postgres URL, or `None` after saying why the Postgres half is skipped (a failure in CI).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+fn test_database_url() -> Option<String> {
+    match std::env::var("KEEL_TEST_DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ => {
+            let what = "KEEL_TEST_DATABASE_URL is not set: start PostgreSQL and set it, e.g. \
+                        `source .ci/postgres.sh` (as root) exports \
+                        postgres://keelpg@127.0.0.1:55432/keel_test";
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "the Postgres store suite must run in CI: {what}"
+            );
+            eprintln!("SKIPPED: the Postgres store suite: {what}");
+            None
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_store_passes_the_suite() {
+    let Some(url) = test_database_url() else {
+        return;
+    };
+    let store = Arc::new(keel_store::PgStore::connect(&url).await.unwrap());
+    store.migrate().await.unwrap();
+    // Opened after migrating, the schema check passes.
+    keel_store::PgStore::open(&url).await.unwrap();
+    let mem = store.clone();
+    run_suite(Backend {
+        name: "postgres",
+        store,
+        add_memory: Box::new(move |text| {
+            let mem = mem.clone();
+            Box::pin(async move { mem.add_memory(MemoryKind::Fact, &text, "user").await })
+        }),
+    })
+    .await;
+}
+
+/// Several migrators at once (several servers starting): each migration applies once.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_migrators_apply_each_migration_once() {
+    let Some(url) = test_database_url() else {
+        return;
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            keel_store::PgStore::connect(&url)
+                .await
+                .unwrap()
+                .migrate()
+                .await
+                .unwrap()
+        }));
+    }
+    let mut versions = Vec::new();
+    for t in tasks {
+        versions.extend(t.await.unwrap().into_iter().map(|m| m.version));
+    }
+    let unique_versions: std::collections::BTreeSet<_> = versions.iter().collect();
+    assert_eq!(
+        unique_versions.len(),
+        versions.len(),
+        "no migration ran twice: {versions:?}"
+    );
+}
+
+#[cfg(not(feature = "postgres"))]
+#[test]
+fn postgres_store_passes_the_suite() {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "the Postgres store suite must run in CI: build with `--features postgres`"
+    );
+    eprintln!(
+        "SKIPPED: the Postgres store suite: keel-store was built without the `postgres` feature; \
+         run `cargo test -p keel-store --features postgres --test store_suite`"
+    );
+}
