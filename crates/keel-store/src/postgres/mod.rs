@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool, Row};
 
 use crate::{MemoryEntry, MemoryKind, StoreError, now_ms};
 
@@ -78,16 +78,25 @@ impl PgStore {
             ))
         })?;
         let options = options.application_name("keel");
+        // One direct connection first: its error is the real one (refused, unknown user, no
+        // such database), where a pool would only report a timeout.
+        let unreachable = |e: String| {
+            open_err(format!(
+                "{e}; check that PostgreSQL is running, the URL (or KEEL_DATABASE_URL) is right and the user may connect"
+            ))
+        };
+        let first = tokio::time::timeout(
+            Duration::from_secs(10),
+            PgConnection::connect_with(&options),
+        )
+        .await
+        .map_err(|_| unreachable("no answer within 10 s".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+        let _ = first.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .map_err(|e| {
-                open_err(format!(
-                    "{e}; check that PostgreSQL is running, the URL (or KEEL_DATABASE_URL) is right and the user may connect"
-                ))
-            })?;
+            .connect_lazy_with(options);
         Ok(Self { pool, shown })
     }
 
