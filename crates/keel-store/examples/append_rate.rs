@@ -84,8 +84,7 @@ async fn measure(name: &str, store: Arc<dyn Store>, n: u32) -> Result<(), StoreE
         }));
     }
     for t in tasks {
-        t.await
-            .map_err(|e| StoreError::Internal(e.to_string()))??;
+        t.await.map_err(|e| StoreError::Internal(e.to_string()))??;
     }
     let total = start.elapsed();
     println!(

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_protocol::{Event, EventKind, Message, SessionStatus, Usage};
+use keel_store::work::{NewTask, TaskEdit, TaskStatus, WorkStore};
 use keel_store::{
     BlockerStatus, MemoryEntry, MemoryKind, NewBlocker, NewSession, SqliteStore, Store, StoreError,
     StoreFuture,
@@ -21,6 +22,7 @@ struct Backend {
     name: &'static str,
     store: Arc<dyn Store>,
     add_memory: Box<dyn Fn(String) -> StoreFuture<'static, MemoryEntry> + Send + Sync>,
+    work: Arc<dyn WorkStore>,
 }
 
 /// A session id unique to this process and moment (runs may share a Postgres database).
@@ -333,6 +335,161 @@ async fn ambiguous_prefixes(b: &Backend) {
     ));
 }
 
+fn task(title: &str, after: &[usize]) -> NewTask {
+    NewTask {
+        title: title.into(),
+        description: format!("do {title}"),
+        criteria: vec![format!("{title} works")],
+        size: "s".into(),
+        depends_on: vec![],
+        after: after.to_vec(),
+    }
+}
+
+async fn prds_keep_every_version(b: &Backend) {
+    let w = b.work.as_ref();
+    let ws = unique("/ws-prd");
+    let p = w.add_prd(&ws, "Tool", "v1 text").await.unwrap();
+    assert_eq!((p.id, p.version, p.title.as_str()), (1, 1, "Tool"));
+    let p = w.edit_prd(&ws, 1, "v2 text").await.unwrap();
+    assert_eq!(p.version, 2);
+    assert_eq!(
+        w.edit_prd(&ws, 1, "v2 text").await.unwrap().version,
+        2,
+        "unchanged: no version"
+    );
+    assert_eq!(w.prd(&ws, Some(1), Some(1)).await.unwrap().body, "v1 text");
+    assert_eq!(w.prd(&ws, None, None).await.unwrap().body, "v2 text");
+    assert!(matches!(
+        w.prd(&ws, Some(1), Some(9)).await,
+        Err(StoreError::Missing(_))
+    ));
+    assert!(matches!(
+        w.prd(&unique("/other"), None, None).await,
+        Err(StoreError::Missing(_))
+    ));
+    w.add_prd(&ws, "Second", "b").await.unwrap();
+    let ids: Vec<u32> = w
+        .list_prds(&ws)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, [1, 2]);
+}
+
+async fn tasks_dependencies_and_proofs(b: &Backend) {
+    let w = b.work.as_ref();
+    let ws = unique("/ws-task");
+    let mut bad = task("b", &[0]);
+    bad.size = "huge".into();
+    let err = w
+        .add_tasks(&ws, None, &[task("a", &[]), bad])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("huge"), "{err}");
+    assert!(
+        w.list_tasks(&ws).await.unwrap().is_empty(),
+        "a failing list stores nothing"
+    );
+
+    let ids = w
+        .add_tasks(
+            &ws,
+            None,
+            &[task("a", &[]), task("b", &[0]), task("c", &[1])],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids, [1, 2, 3]);
+    assert_eq!(w.task(&ws, 3).await.unwrap().depends_on, [2]);
+    let err = w.claim_task(&ws, 2, "s1", 1).await.unwrap_err();
+    assert!(err.to_string().contains("depends on #1"), "{err}");
+    let cycle = TaskEdit {
+        depends_on: Some(vec![3]),
+        ..TaskEdit::default()
+    };
+    let err = w.edit_task(&ws, 1, &cycle).await.unwrap_err();
+    assert!(err.to_string().contains("cycle"), "{err}");
+    let err = w.remove_task(&ws, 1).await.unwrap_err();
+    assert!(err.to_string().contains("#2 depend"), "{err}");
+
+    let rename = TaskEdit {
+        title: Some(" renamed ".into()),
+        size: Some("m".into()),
+        ..TaskEdit::default()
+    };
+    let t1 = w.edit_task(&ws, 1, &rename).await.unwrap();
+    assert_eq!(
+        (t1.title.as_str(), t1.size.as_str(), t1.status),
+        ("renamed", "m", TaskStatus::Ready)
+    );
+
+    let session = unique("task-session");
+    let me = std::process::id();
+    let claimed = w.claim_task(&ws, 1, &session, me).await.unwrap();
+    assert_eq!(
+        (claimed.status, claimed.pid),
+        (TaskStatus::InProgress, Some(me))
+    );
+    assert_eq!(claimed.sessions, std::slice::from_ref(&session));
+    assert_eq!(
+        w.tasks_of_session(&session).await.unwrap(),
+        [(ws.clone(), 1)]
+    );
+    w.finish_task(&ws, 1, TaskStatus::Blocked, Some("which port?"))
+        .await
+        .unwrap();
+    let t1 = w.task(&ws, 1).await.unwrap();
+    assert_eq!(
+        (t1.status, t1.question.as_deref(), t1.pid),
+        (TaskStatus::Blocked, Some("which port?"), None)
+    );
+    assert_eq!(w.ready_tasks_of_session(&session).await.unwrap(), [1]);
+    assert_eq!(w.task(&ws, 1).await.unwrap().status, TaskStatus::Ready);
+    w.claim_task(&ws, 1, &session, me).await.unwrap();
+    w.finish_task(&ws, 1, TaskStatus::Done, None).await.unwrap();
+    assert_eq!(
+        w.claim_task(&ws, 2, "s2", me).await.unwrap().status,
+        TaskStatus::InProgress
+    );
+
+    w.add_proof(&ws, 1, &session, &serde_json::json!({"tests": "passed"}))
+        .await
+        .unwrap();
+    w.add_proof(&ws, 1, &session, &serde_json::json!({"n": 2}))
+        .await
+        .unwrap();
+    let proofs = w.proofs(&ws, 1).await.unwrap();
+    assert_eq!(proofs.len(), 2);
+    assert_eq!(proofs[1].body, serde_json::json!({"n": 2}), "oldest first");
+
+    w.remove_task(&ws, 3).await.unwrap();
+    assert!(matches!(w.task(&ws, 3).await, Err(StoreError::Missing(_))));
+    assert_eq!(w.list_tasks(&ws).await.unwrap().len(), 2);
+}
+
+/// Writers adding tasks to one workspace at once get distinct, consecutive numbers.
+async fn concurrent_task_numbering(b: &Backend) {
+    let ws = unique("/ws-par");
+    let mut handles = Vec::new();
+    for i in 0..6 {
+        let (w, ws) = (b.work.clone(), ws.clone());
+        handles.push(tokio::spawn(async move {
+            w.add_tasks(&ws, None, &[task(&format!("t{i}"), &[])])
+                .await
+                .unwrap()
+        }));
+    }
+    let mut ids = Vec::new();
+    for h in handles {
+        ids.extend(h.await.unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6], "{}", b.name);
+}
+
 async fn run_suite(b: Backend) {
     let started = Instant::now();
     sessions_round_trip(&b).await;
@@ -342,6 +499,9 @@ async fn run_suite(b: Backend) {
     blockers(&b).await;
     memory(&b).await;
     ambiguous_prefixes(&b).await;
+    prds_keep_every_version(&b).await;
+    tasks_dependencies_and_proofs(&b).await;
+    concurrent_task_numbering(&b).await;
     eprintln!("{}: store suite passed in {:?}", b.name, started.elapsed());
 }
 
@@ -352,6 +512,7 @@ async fn sqlite_store_passes_the_suite() {
     let mem = store.clone();
     run_suite(Backend {
         name: "sqlite",
+        work: store.clone(),
         store,
         add_memory: Box::new(move |text| {
             let mem = mem.clone();
@@ -396,6 +557,7 @@ async fn postgres_store_passes_the_suite() {
     let mem = store.clone();
     run_suite(Backend {
         name: "postgres",
+        work: store.clone(),
         store,
         add_memory: Box::new(move |text| {
             let mem = mem.clone();

@@ -114,23 +114,23 @@ CREATE TABLE stored_results (
         sql: r#"
 CREATE TABLE prds (
     workspace   TEXT NOT NULL,
-    num         INTEGER NOT NULL,
+    num         BIGINT NOT NULL,
     title       TEXT NOT NULL,
     created_at  BIGINT NOT NULL,
     PRIMARY KEY (workspace, num)
 );
 CREATE TABLE prd_versions (
     workspace   TEXT NOT NULL,
-    prd         INTEGER NOT NULL,
-    version     INTEGER NOT NULL,
+    prd         BIGINT NOT NULL,
+    version     BIGINT NOT NULL,
     body        TEXT NOT NULL,
     created_at  BIGINT NOT NULL,
     PRIMARY KEY (workspace, prd, version)
 );
 CREATE TABLE tasks (
     workspace    TEXT NOT NULL,
-    num          INTEGER NOT NULL,
-    prd          INTEGER,
+    num          BIGINT NOT NULL,
+    prd          BIGINT,
     title        TEXT NOT NULL,
     description  TEXT NOT NULL,
     criteria     TEXT NOT NULL DEFAULT '[]',
@@ -138,32 +138,33 @@ CREATE TABLE tasks (
     status       TEXT NOT NULL,
     question     TEXT,
     session_id   TEXT,
-    pid          INTEGER,
+    pid          BIGINT,
     created_at   BIGINT NOT NULL,
     updated_at   BIGINT NOT NULL,
     PRIMARY KEY (workspace, num)
 );
 CREATE TABLE task_deps (
     workspace   TEXT NOT NULL,
-    task        INTEGER NOT NULL,
-    depends_on  INTEGER NOT NULL,
+    task        BIGINT NOT NULL,
+    depends_on  BIGINT NOT NULL,
     PRIMARY KEY (workspace, task, depends_on)
 );
 CREATE TABLE task_sessions (
     workspace   TEXT NOT NULL,
-    task        INTEGER NOT NULL,
+    task        BIGINT NOT NULL,
     session_id  TEXT NOT NULL,
     started_at  BIGINT NOT NULL,
     PRIMARY KEY (workspace, task, session_id)
 );
 CREATE TABLE proofs (
+    id          BIGSERIAL PRIMARY KEY,
     workspace   TEXT NOT NULL,
-    task        INTEGER NOT NULL,
+    task        BIGINT NOT NULL,
     session_id  TEXT NOT NULL,
     body        TEXT NOT NULL,
     created_at  BIGINT NOT NULL
 );
-CREATE INDEX proofs_task ON proofs(workspace, task, created_at);
+CREATE INDEX proofs_task ON proofs(workspace, task, created_at, id);
 "#,
     },
 ];

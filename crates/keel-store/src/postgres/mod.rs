@@ -6,8 +6,9 @@
 //! row lock orders concurrent writers in any number of processes and a failed insert rolls
 //! the counter back, so `seq` stays gap-free and unique per session.
 //!
-//! PRDs, tasks and memory editing (`keel prd`, `keel task`, `keel memory add`) are methods of
-//! the SQLite database only; their tables exist here (migration 3) for the job queue to come.
+//! PRDs, tasks and proofs are async methods here too (`work/postgres.rs`), and both stores
+//! implement [`WorkStore`](crate::work::WorkStore). Memory editing beyond
+//! [`PgStore::add_memory`] (`keel memory edit|rm|clear|search`) is SQLite-only for now.
 
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub use migrations::AppliedMigration;
 /// The PostgreSQL store: a pool of connections to one database, shared by every clone.
 #[derive(Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
     /// The URL without its password, for messages.
     shown: String,
 }
