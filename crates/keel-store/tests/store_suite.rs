@@ -554,6 +554,7 @@ async fn postgres_store_passes_the_suite() {
     store.migrate().await.unwrap();
     // Opened after migrating, the schema check passes.
     keel_store::PgStore::open(&url).await.unwrap();
+    postgres_memory_editing(&store).await;
     let mem = store.clone();
     run_suite(Backend {
         name: "postgres",
@@ -565,6 +566,62 @@ async fn postgres_store_passes_the_suite() {
         }),
     })
     .await;
+}
+
+/// Memory editing beyond the trait (the SQLite side has the same methods on `SqliteDb`,
+/// covered by its unit tests). `clear_memory` is left out: the test database is shared.
+#[cfg(feature = "postgres")]
+async fn postgres_memory_editing(store: &keel_store::PgStore) {
+    let tag = unique("tabs");
+    let a = store
+        .add_memory(MemoryKind::Fact, &format!("  prefers\n{tag} "), "user")
+        .await
+        .unwrap();
+    assert_eq!(a.text, format!("prefers {tag}"));
+    let l = store
+        .add_memory(
+            MemoryKind::Lesson,
+            &format!("run fmt {tag}"),
+            "session 0123",
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .list_memory(Some(MemoryKind::Lesson))
+            .await
+            .unwrap()
+            .contains(&l)
+    );
+    assert!(
+        !store
+            .list_memory(Some(MemoryKind::Fact))
+            .await
+            .unwrap()
+            .contains(&l)
+    );
+    assert_eq!(
+        store.search_memory(&tag.to_uppercase()).await.unwrap(),
+        [a.clone(), l.clone()]
+    );
+    let edited = store.edit_memory(a.id, "prefers spaces").await.unwrap();
+    assert_eq!((edited.id, edited.text.as_str()), (a.id, "prefers spaces"));
+    assert!(store.edit_memory(-1, "x").await.is_err());
+    assert!(
+        store
+            .add_memory(MemoryKind::Fact, " ", "user")
+            .await
+            .is_err()
+    );
+    assert!(
+        store
+            .add_memory(MemoryKind::Fact, &"x".repeat(600), "user")
+            .await
+            .is_err()
+    );
+    assert_eq!(store.remove_memory(l.id).await.unwrap().id, l.id);
+    assert!(store.remove_memory(l.id).await.is_err());
+    store.remove_memory(a.id).await.unwrap();
 }
 
 /// Several migrators at once (several servers starting): each migration applies once.

@@ -7,16 +7,17 @@
 //! the counter back, so `seq` stays gap-free and unique per session.
 //!
 //! PRDs, tasks and proofs are async methods here too (`work/postgres.rs`), and both stores
-//! implement [`WorkStore`](crate::work::WorkStore). Memory editing beyond
-//! [`PgStore::add_memory`] (`keel memory edit|rm|clear|search`) is SQLite-only for now.
+//! implement [`WorkStore`](crate::work::WorkStore); memory editing is async methods here
+//! (`memory.rs`) matching `SqliteDb`'s.
 
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgConnection, PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool};
 
-use crate::{MemoryEntry, MemoryKind, StoreError, now_ms};
+use crate::StoreError;
 
+mod memory;
 mod migrations;
 mod store;
 
@@ -139,68 +140,6 @@ impl PgStore {
     /// The number of known schema migrations (the newest version).
     pub fn schema_version() -> i64 {
         migrations::MIGRATIONS.last().map_or(0, |m| m.version)
-    }
-
-    /// Saves a user fact or promoted lesson and returns it.
-    pub async fn add_memory(
-        &self,
-        kind: MemoryKind,
-        text: &str,
-        source: &str,
-    ) -> Result<MemoryEntry, StoreError> {
-        let text = crate::memory::clean(text)?;
-        let now = now_ms() as i64;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO memory (kind, text, source, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $4) RETURNING id",
-        )
-        .bind(kind.as_str())
-        .bind(&text)
-        .bind(source)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db_err("saving a memory entry"))?;
-        Ok(MemoryEntry {
-            id,
-            kind,
-            text,
-            source: source.to_string(),
-            created_at: now,
-            updated_at: now,
-        })
-    }
-
-    pub(crate) async fn memory_list(&self) -> Result<Vec<MemoryEntry>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, kind, text, source, created_at, updated_at FROM memory ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err("listing memory"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let get = || -> Result<(MemoryEntry, String), sqlx::Error> {
-                Ok((
-                    MemoryEntry {
-                        id: r.try_get(0)?,
-                        kind: MemoryKind::Fact,
-                        text: r.try_get(2)?,
-                        source: r.try_get(3)?,
-                        created_at: r.try_get(4)?,
-                        updated_at: r.try_get(5)?,
-                    },
-                    r.try_get(1)?,
-                ))
-            };
-            let (mut entry, kind) = get().map_err(db_err("reading memory"))?;
-            entry.kind = MemoryKind::parse(&kind).ok_or_else(|| StoreError::Corrupt {
-                context: format!("memory entry {}", entry.id),
-                reason: format!("unknown kind `{kind}`"),
-            })?;
-            out.push(entry);
-        }
-        Ok(out)
     }
 }
 
