@@ -3,7 +3,8 @@
 //! `postgres://keelpg@127.0.0.1:55432/keel_test`). Without a database the Postgres half says
 //! SKIPPED and what to do; in CI (`CI=true`) it fails instead.
 //!
-//! Every check uses its own fresh session ids, so runs can share one database.
+//! The Postgres half creates a fresh database on that server per test (and drops it after);
+//! every check also uses its own session ids and workspaces.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -547,9 +548,13 @@ fn test_database_url() -> Option<String> {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_store_passes_the_suite() {
-    let Some(url) = test_database_url() else {
+    let Some(base) = test_database_url() else {
         return;
     };
+    let db = FreshDb::create(&base).await;
+    let url = db.url.clone();
+    let err = keel_store::PgStore::open(&url).await.unwrap_err();
+    assert!(err.to_string().contains("keel db migrate"), "{err}");
     let store = Arc::new(keel_store::PgStore::connect(&url).await.unwrap());
     store.migrate().await.unwrap();
     // Opened after migrating, the schema check passes.
@@ -566,10 +571,51 @@ async fn postgres_store_passes_the_suite() {
         }),
     })
     .await;
+    db.drop_now().await;
+}
+
+/// A new, empty database on the test server, so every run starts from an empty schema.
+#[cfg(feature = "postgres")]
+struct FreshDb {
+    base: String,
+    name: String,
+    url: String,
+}
+
+#[cfg(feature = "postgres")]
+impl FreshDb {
+    async fn create(base: &str) -> Self {
+        use sqlx::Connection;
+        let name = unique("keel_suite").replace('-', "_");
+        let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let (prefix, _) = base.rsplit_once('/').expect("a database URL ends in /NAME");
+        let url = format!("{prefix}/{name}");
+        Self {
+            base: base.to_string(),
+            name,
+            url,
+        }
+    }
+
+    async fn drop_now(self) {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
 }
 
 /// Memory editing beyond the trait (the SQLite side has the same methods on `SqliteDb`,
-/// covered by its unit tests). `clear_memory` is left out: the test database is shared.
+/// covered by its unit tests).
 #[cfg(feature = "postgres")]
 async fn postgres_memory_editing(store: &keel_store::PgStore) {
     let tag = unique("tabs");
@@ -621,16 +667,23 @@ async fn postgres_memory_editing(store: &keel_store::PgStore) {
     );
     assert_eq!(store.remove_memory(l.id).await.unwrap().id, l.id);
     assert!(store.remove_memory(l.id).await.is_err());
-    store.remove_memory(a.id).await.unwrap();
+    assert_eq!(
+        store.clear_memory(Some(MemoryKind::Lesson)).await.unwrap(),
+        0
+    );
+    assert_eq!(store.clear_memory(None).await.unwrap(), 1);
+    assert!(store.list_memory(None).await.unwrap().is_empty());
 }
 
 /// Several migrators at once (several servers starting): each migration applies once.
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_migrators_apply_each_migration_once() {
-    let Some(url) = test_database_url() else {
+    let Some(base) = test_database_url() else {
         return;
     };
+    let db = FreshDb::create(&base).await;
+    let url = db.url.clone();
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let url = url.clone();
@@ -647,12 +700,10 @@ async fn concurrent_migrators_apply_each_migration_once() {
     for t in tasks {
         versions.extend(t.await.unwrap().into_iter().map(|m| m.version));
     }
-    let unique_versions: std::collections::BTreeSet<_> = versions.iter().collect();
-    assert_eq!(
-        unique_versions.len(),
-        versions.len(),
-        "no migration ran twice: {versions:?}"
-    );
+    versions.sort_unstable();
+    let every: Vec<i64> = (1..=keel_store::PgStore::schema_version()).collect();
+    assert_eq!(versions, every, "each migration ran exactly once");
+    db.drop_now().await;
 }
 
 #[cfg(not(feature = "postgres"))]
