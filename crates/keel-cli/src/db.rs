@@ -49,6 +49,44 @@ fn migrate(flag: Option<String>) -> anyhow::Result<u8> {
     }
 }
 
+/// `keel doctor`'s database line, when a PostgreSQL URL is configured (`KEEL_DATABASE_URL` or
+/// `[database] url`): reachable, and migrated to this keel's schema.
+pub fn health_check(config: &keel_engine::Config) -> Option<crate::doctor::Check> {
+    use crate::doctor::{Check, Status};
+    let url = setup::env_var("KEEL_DATABASE_URL")
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| config.database.url.clone())?;
+    let url = url.trim().to_string();
+    let shown = keel_store::redact_url(&url);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return Some(Check::new("database", Status::Fail, e.to_string())),
+    };
+    let result = runtime.block_on(async {
+        let store = PgStore::connect(&url).await?;
+        store.is_current().await
+    });
+    Some(match result {
+        Ok(true) => Check::new(
+            "database",
+            Status::Ok,
+            format!(
+                "{shown}: reachable, schema version {}",
+                PgStore::schema_version()
+            ),
+        ),
+        Ok(false) => Check::new(
+            "database",
+            Status::Fail,
+            format!("{shown}: reachable, but its schema is behind; run `keel db migrate`"),
+        ),
+        Err(e) => Check::new("database", Status::Fail, e.to_string()),
+    })
+}
+
 fn migrate_postgres(url: &str) -> anyhow::Result<u8> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(setup::UsageError(format!(

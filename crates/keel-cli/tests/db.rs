@@ -2,7 +2,8 @@
 //! `KEEL_TEST_DATABASE_URL`, e.g. what `.ci/run` exports — skipped visibly without it, a
 //! failure in CI) the first run applies every migration and the next ones apply nothing,
 //! whether the URL comes from `--database`, `[database] url` or `KEEL_DATABASE_URL`; without a
-//! URL it migrates the local SQLite session database.
+//! URL it migrates the local SQLite session database. `keel doctor` reports the database's
+//! schema before and after.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -87,6 +88,20 @@ fn migrate_applies_each_postgres_migration_once() {
     };
     let (url, name) = fresh_database(&base);
     let env = Env::new();
+    let doctor = |env: &Env| {
+        let out = env
+            .keel()
+            .args(["doctor", "--provider", "scripted"])
+            .env("KEEL_DATABASE_URL", &url)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = doctor(&env);
+    assert!(
+        before.contains("schema is behind; run `keel db migrate`"),
+        "doctor sees the unmigrated database:\n{before}"
+    );
 
     let (first, _) = run(&env, &["db", "migrate", "--database", &url], None);
     assert!(
@@ -109,6 +124,8 @@ fn migrate_applies_each_postgres_migration_once() {
     // And from KEEL_DATABASE_URL.
     let (third, _) = run(&env, &["db", "migrate"], Some(("KEEL_DATABASE_URL", &url)));
     assert!(third.contains("is up to date"), "{third}");
+    let after = doctor(&env);
+    assert!(after.contains("reachable, schema version"), "{after}");
     drop_database(&base, &name);
 }
 

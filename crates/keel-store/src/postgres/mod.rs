@@ -132,6 +132,16 @@ impl PgStore {
         migrations::migrate(&mut conn).await
     }
 
+    /// `true` when every migration this keel knows is applied (`keel doctor`).
+    pub async fn is_current(&self) -> Result<bool, StoreError> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(db_err("taking a connection"))?;
+        migrations::is_current(&mut conn).await
+    }
+
     /// The database URL without its password.
     pub fn display_url(&self) -> &str {
         &self.shown
