@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 #[cfg(feature = "postgres")]
-pub use postgres::{AppliedMigration, PgStore, redact_url};
+pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, PgStore, redact_url};
 pub use sqlite::{SqliteDb, SqliteStore};
 
 /// A store failure. The message says which operation failed and why.

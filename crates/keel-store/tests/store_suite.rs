@@ -560,6 +560,7 @@ async fn postgres_store_passes_the_suite() {
     // Opened after migrating, the schema check passes.
     keel_store::PgStore::open(&url).await.unwrap();
     postgres_memory_editing(&store).await;
+    postgres_event_notices(&store).await;
     let mem = store.clone();
     run_suite(Backend {
         name: "postgres",
@@ -572,6 +573,33 @@ async fn postgres_store_passes_the_suite() {
     })
     .await;
     db.drop_now().await;
+}
+
+/// Every append notifies listeners (`seq:session id` at commit), whichever connection wrote.
+#[cfg(feature = "postgres")]
+async fn postgres_event_notices(store: &keel_store::PgStore) {
+    let mut notices = store.listen_events().await.unwrap();
+    let id = unique("notify");
+    store.create_session(&new_session(&id)).await.unwrap();
+    let (writer, wid) = (store.clone(), id.clone());
+    tokio::spawn(async move {
+        for i in 1..=3 {
+            writer.append_event(&event(&wid, i)).await.unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let (session, seq) = tokio::time::timeout(Duration::from_secs(10), notices.next())
+            .await
+            .expect("a notice within 10 s")
+            .unwrap();
+        if session == id {
+            got.push(seq);
+        }
+    }
+    assert_eq!(got, [1, 2, 3], "one notice per event, in order");
 }
 
 /// A new, empty database on the test server, so every run starts from an empty schema.

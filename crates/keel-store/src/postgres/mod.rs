@@ -19,9 +19,11 @@ use crate::StoreError;
 
 mod memory;
 mod migrations;
+mod notify;
 mod store;
 
 pub use migrations::AppliedMigration;
+pub use notify::{EVENTS_CHANNEL, EventNotices};
 
 /// The PostgreSQL store: a pool of connections to one database, shared by every clone.
 #[derive(Clone)]

@@ -193,9 +193,12 @@ impl PgStore {
             reason: e.to_string(),
         })?;
         let seq: Option<i64> = sqlx::query_scalar(
-            "WITH n AS (UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq)
-             INSERT INTO events (session_id, seq, type, ts, body)
-             SELECT $1, n.last_seq, $2, $3, $4 FROM n RETURNING seq",
+            // The notice (`seq:session id` on `keel_events`) is delivered at commit, to every
+            // listener on this database (`PgStore::listen_events`).
+            "WITH n AS (UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq),
+                  ins AS (INSERT INTO events (session_id, seq, type, ts, body)
+                          SELECT $1, n.last_seq, $2, $3, $4 FROM n RETURNING seq)
+             SELECT seq FROM ins, LATERAL (SELECT pg_notify('keel_events', ins.seq::TEXT || ':' || $1)) AS notified",
         )
         .bind(&event.session_id)
         .bind(event.type_name())
