@@ -17,8 +17,13 @@ if [ ! -s "$keel_pg_dir/data/PG_VERSION" ]; then
     --auth-local=trust --auth-host=trust -E UTF8 >/dev/null
 fi
 if ! runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" status >/dev/null 2>&1; then
-  runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" -l "$keel_pg_dir/server.log" -w \
-    -o "-c listen_addresses=127.0.0.1 -p $keel_pg_port -k $keel_pg_dir -c max_connections=300" start >/dev/null
+  if ! runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" -l "$keel_pg_dir/server.log" -w \
+      -o "-c listen_addresses=127.0.0.1 -p $keel_pg_port -k $keel_pg_dir -c max_connections=300" \
+      start >"$keel_pg_dir/pg_ctl.log" 2>&1; then
+    echo "PostgreSQL did not start:" >&2
+    cat "$keel_pg_dir/pg_ctl.log" "$keel_pg_dir/server.log" >&2
+    return 1
+  fi
 fi
 if ! psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = 'keel_test'" | grep -q 1; then
