@@ -12,6 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_protocol::{Event, EventKind, Message, SessionStatus, Usage};
+mod common;
+use common::*;
+
 use keel_store::work::{NewTask, TaskEdit, TaskStatus, WorkStore};
 use keel_store::{
     BlockerStatus, MemoryEntry, MemoryKind, NewBlocker, NewSession, SqliteStore, Store, StoreError,
@@ -24,15 +27,6 @@ struct Backend {
     store: Arc<dyn Store>,
     add_memory: Box<dyn Fn(String) -> StoreFuture<'static, MemoryEntry> + Send + Sync>,
     work: Arc<dyn WorkStore>,
-}
-
-/// A session id unique to this process and moment (runs may share a Postgres database).
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{tag}-{}-{nanos}", std::process::id())
 }
 
 fn new_session(id: &str) -> NewSession {
@@ -526,25 +520,6 @@ async fn sqlite_store_passes_the_suite() {
     .await;
 }
 
-/// The Postgres URL, or `None` after saying why the Postgres half is skipped (a failure in CI).
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-fn test_database_url() -> Option<String> {
-    match std::env::var("KEEL_TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            let what = "KEEL_TEST_DATABASE_URL is not set: start PostgreSQL and set it, e.g. \
-                        `source .ci/postgres.sh` (as root) exports \
-                        postgres://keelpg@127.0.0.1:55432/keel_test";
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "the Postgres store suite must run in CI: {what}"
-            );
-            eprintln!("SKIPPED: the Postgres store suite: {what}");
-            None
-        }
-    }
-}
-
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_store_passes_the_suite() {
@@ -600,46 +575,6 @@ async fn postgres_event_notices(store: &keel_store::PgStore) {
         }
     }
     assert_eq!(got, [1, 2, 3], "one notice per event, in order");
-}
-
-/// A new, empty database on the test server, so every run starts from an empty schema.
-#[cfg(feature = "postgres")]
-struct FreshDb {
-    base: String,
-    name: String,
-    url: String,
-}
-
-#[cfg(feature = "postgres")]
-impl FreshDb {
-    async fn create(base: &str) -> Self {
-        use sqlx::Connection;
-        let name = unique("keel_suite").replace('-', "_");
-        let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        let (prefix, _) = base.rsplit_once('/').expect("a database URL ends in /NAME");
-        let url = format!("{prefix}/{name}");
-        Self {
-            base: base.to_string(),
-            name,
-            url,
-        }
-    }
-
-    async fn drop_now(self) {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
 }
 
 /// Memory editing beyond the trait (the SQLite side has the same methods on `SqliteDb`,
