@@ -5,6 +5,7 @@ mod blocker;
 mod chat;
 mod completions;
 mod context;
+mod db;
 mod doctor;
 mod index;
 mod init;
@@ -145,6 +146,9 @@ enum Command {
     Task(task::TaskArgs),
     /// Run tasks: one (`start`), all ready ones in order (`batch`), or see where they stand.
     Work(work::WorkArgs),
+    /// The store's database: `keel db migrate` applies its schema migrations (PostgreSQL with
+    /// --database or KEEL_DATABASE_URL, else the local SQLite session database).
+    Db(db::DbArgs),
 }
 
 #[derive(Debug, Args)]
@@ -581,6 +585,7 @@ fn main() -> ExitCode {
         Command::Prd(args) => prd::execute(args),
         Command::Task(args) => task::execute(args),
         Command::Work(args) => work::execute(args),
+        Command::Db(args) => db::execute(args),
     };
     finish(result)
 }

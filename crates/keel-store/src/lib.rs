@@ -3,7 +3,8 @@
 //!
 //! [`SqliteStore`] is the embedded default (WAL journal, bundled SQLite): an event appended here
 //! is committed before the engine publishes it, so a killed process never loses an event anyone
-//! saw. A shared server store (PostgreSQL) can implement the same trait later.
+//! saw. [`PgStore`] (cargo feature `postgres`) is the shared server store: the same trait on
+//! PostgreSQL, with versioned migrations applied by `keel db migrate`.
 //!
 //! The trait is async (boxed futures, so `Arc<dyn Store>` works); the SQLite store runs its
 //! work on tokio's blocking pool. "Is this session's run alive" is a lease row renewed by a
@@ -12,6 +13,8 @@
 
 mod lease;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 pub mod work;
 
@@ -20,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
+#[cfg(feature = "postgres")]
+pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, PgStore, redact_url};
 pub use sqlite::{SqliteDb, SqliteStore};
 
 /// A store failure. The message says which operation failed and why.
@@ -31,6 +36,9 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A PostgreSQL store failure (the driver's message, never the connection password).
+    #[error("database error while {context}: {reason}")]
+    Database { context: String, reason: String },
     #[error("cannot open the session store at {path}: {reason}")]
     Open { path: String, reason: String },
     #[error("stored data is corrupt ({context}): {reason}")]

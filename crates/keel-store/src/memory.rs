@@ -48,7 +48,7 @@ impl MemoryKind {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "fact" => Some(MemoryKind::Fact),
             "lesson" => Some(MemoryKind::Lesson),
@@ -77,7 +77,7 @@ fn sql(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
 }
 
 /// A memory text as stored: trimmed, one line, not empty, not too long.
-fn clean(text: &str) -> Result<String, StoreError> {
+pub(crate) fn clean(text: &str) -> Result<String, StoreError> {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.is_empty() {
         return Err(StoreError::Conflict(

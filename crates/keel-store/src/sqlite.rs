@@ -180,6 +180,32 @@ impl SqliteDb {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The schema version of this database: how many migrations it has had.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        let version: i64 = self
+            .lock()
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql("reading the schema version"))?;
+        Ok(u32::try_from(version).unwrap_or(0))
+    }
+
+    /// The schema version of the database file at `path` without migrating it (`None` when
+    /// there is no file yet).
+    pub fn schema_version_at(path: &Path) -> Result<Option<u32>, StoreError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql("reading the schema version"))?;
+        Ok(Some(u32::try_from(version).unwrap_or(0)))
+    }
+
     /// Runs `f` with the connection (for crates that add their own tables via migrations here).
     pub fn with_connection<T>(&self, f: impl FnOnce(&Connection) -> T) -> T {
         f(&self.lock())

@@ -14,6 +14,7 @@ pub struct Config {
     pub agent: AgentConfig,
     pub llm: LlmConfig,
     pub store: StoreConfig,
+    pub database: DatabaseConfig,
     pub fallback_chain: FallbackChainConfig,
     pub verify: VerifyConfig,
     pub shell: ShellConfig,

@@ -227,6 +227,16 @@ impl Default for StoreConfig {
     }
 }
 
+/// `[database]`: the shared PostgreSQL database (`keel db migrate`). User-only: a project's
+/// file cannot point keel at a database.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; `KEEL_DATABASE_URL` and
+    /// `--database` take precedence. Unset: the local SQLite store.
+    pub url: Option<String>,
+}
+
 /// `[server]`: `keel serve`, the HTTP API and web UI.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -9,7 +9,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
+mod store;
+
+pub use store::WorkStore;
 
 /// Schema migration 5 (after 3: memory, 4: session start columns).
 pub(crate) const MIGRATION: &str = r#"
