@@ -28,12 +28,14 @@ pub fn dashboard(workspace: &std::path::Path) -> anyhow::Result<Dashboard> {
     let config_dir = keel_engine::rules::user_config_dir();
     let skills = keel_engine::skills::discover(workspace, config_dir.as_deref());
     let entries = store.db().memory_entries()?;
+    let codemap = keel_engine::context::codemap_layer(workspace, &config.index);
     Ok(keel_engine::context::dashboard(
         workspace,
         config_dir.as_deref(),
         &constitution,
         &skills,
         &entries,
+        &codemap,
     ))
 }
 

@@ -487,6 +487,7 @@ impl Human {
                 gate,
                 passed,
                 output,
+                required,
                 ..
             } => {
                 close(&mut out, st);
@@ -495,7 +496,12 @@ impl Human {
                 } else {
                     ("✗", s.red)
                 };
-                out.push_str(&format!("  {color}{mark} verify {gate}{}\n", s.reset));
+                let why = if *required {
+                    " (required by the constitution)"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("  {color}{mark} verify {gate}{why}{}\n", s.reset));
                 if !passed {
                     out.push_str(&format!(
                         "{}{}{}\n",

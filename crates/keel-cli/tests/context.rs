@@ -133,6 +133,83 @@ fn context_sizes_match_the_bytes_sent() {
     }
 }
 
+/// The codemap layer: absent before the index exists (and a run then sends none), and once
+/// `keel index` built it, the dashboard's size is the size of the `<codemap>` block the mock
+/// server received in the first message.
+#[test]
+fn the_codemap_layer_matches_the_codemap_sent() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(
+        env.work.join("src/billing.rs"),
+        "/// Totals an invoice.\npub fn invoice_total(lines: &[u64]) -> u64 {\n    lines.iter().sum()\n}\n\npub struct Ledger {\n    pub entries: Vec<u64>,\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.work.join("src/lib.rs"),
+        "pub mod billing;\n\npub fn greet(name: &str) -> String {\n    format!(\"hi {name}\")\n}\n",
+    )
+    .unwrap();
+    let before: Value = serde_json::from_str(&stdout(&env, &["context", "--json"])).unwrap();
+    let layer_before = layer(&before, "codemap");
+    assert_eq!(layer_before["bytes"], 0);
+    assert!(
+        layer_before["source"]
+            .as_str()
+            .unwrap()
+            .contains("not built"),
+        "{layer_before}"
+    );
+
+    stdout(&env, &["index"]);
+    let d: Value = serde_json::from_str(&stdout(&env, &["context", "--json"])).unwrap();
+    let codemap = layer(&d, "codemap");
+    assert_eq!(codemap["placement"], "first_message");
+    assert_eq!(codemap["items"], 1);
+    assert_eq!(codemap["view"], "keel map");
+    assert!(
+        codemap["clear"]
+            .as_str()
+            .unwrap()
+            .contains("codemap_tokens = 0")
+    );
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(MockServer::queue(vec![MockReply::sse(bodies::openai(
+            "",
+            "Done.",
+            &[],
+            (100, 5),
+        ))]))
+        .unwrap();
+    let out = env
+        .keel()
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &format!("{}/v1", server.url())])
+        .arg("where is the invoice total?")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let body = server.requests()[0].json();
+    let user = match &body["messages"][1]["content"] {
+        Value::String(s) => s.clone(),
+        other => other[0]["text"].as_str().unwrap().to_string(),
+    };
+    let sent = block(&user, "<codemap>", "</codemap>");
+    assert!(sent.contains("invoice_total"), "{sent}");
+    assert_eq!(codemap["bytes"].as_u64().unwrap() as usize, sent.len());
+    assert!(codemap["tokens"].as_u64().unwrap() > 0);
+    // The table names the layer with its size.
+    let table = stdout(&env, &["context"]);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("codemap"))
+        .unwrap_or_else(|| panic!("no codemap row in {table}"));
+    assert!(row.contains(&codemap["tokens"].to_string()), "{row}");
+}
+
 #[test]
 fn an_invalid_constitution_stops_keel_run_and_keel_context_with_exit_2() {
     let env = Env::new();

@@ -8,6 +8,7 @@ use std::path::Path;
 use keel_store::MemoryEntry;
 use serde::Serialize;
 
+use crate::config::IndexConfig;
 use crate::constitution::Constitution;
 use crate::skills::{Activation, SkillSet};
 use crate::{memory, prompt, rules};
@@ -124,14 +125,43 @@ pub fn nested_rule_files(root: &Path) -> Vec<String> {
     out
 }
 
+/// The codemap layer as a run here would send it now: the `<codemap>` block built from the
+/// workspace's existing index, exactly as the session builds it (the same cached map and
+/// wrapper), or why there is none.
+pub fn codemap_layer(workspace: &Path, index: &IndexConfig) -> Result<String, String> {
+    if !index.enabled {
+        return Err("off (index.enabled = false)".into());
+    }
+    if index.codemap_tokens == 0 {
+        return Err("off (index.codemap_tokens = 0)".into());
+    }
+    let not_built = || {
+        "none yet: the index is not built (the first run builds it, or `keel index`)".to_string()
+    };
+    if !keel_index::Index::exists(workspace) {
+        return Err(not_built());
+    }
+    let idx = keel_index::Index::open(workspace, index.settings())
+        .map_err(|e| format!("none: the index cannot be opened ({e}); `keel index` rebuilds it"))?;
+    if !idx.is_built() {
+        return Err(not_built());
+    }
+    match idx.codemap_cached(index.codemap_tokens) {
+        Ok(map) if !map.is_empty() => Ok(prompt::codemap_block(&map)),
+        Ok(_) => Err("none: the index has nothing to map".into()),
+        Err(e) => Err(format!("none: {e}")),
+    }
+}
+
 /// The dashboard of `workspace` (the user's config dir, memory entries and skills as the
-/// engine would see them).
+/// engine would see them; `codemap` is [`codemap_layer`]'s answer).
 pub fn dashboard(
     workspace: &Path,
     config_dir: Option<&Path>,
     constitution: &Constitution,
     skills: &SkillSet,
     entries: &[MemoryEntry],
+    codemap: &Result<String, String>,
 ) -> Dashboard {
     let system = prompt::system_prompt_with(workspace, constitution);
     let (system_prompt_bytes, system_prompt_tokens) = sized(Some(&system));
@@ -292,16 +322,19 @@ pub fn dashboard(
     ));
     layers.push(layer(
         "codemap",
-        ".keel/index.db ([index] codemap_tokens)",
+        match codemap {
+            Ok(_) => ".keel/index.db (index.codemap_tokens)".to_string(),
+            Err(why) => why.clone(),
+        },
         Placement::FirstMessage,
-        None,
-        0,
+        codemap.as_deref().ok(),
+        usize::from(codemap.is_ok()),
         "keel map",
-        "[index] codemap_tokens = 0",
+        "set `codemap_tokens = 0` under [index] in .keel/config.toml",
     ));
     layers.push(layer(
         "session working memory",
-        "tool results over the size limit, per session",
+        "tool results over agent.max_output_chars, per session",
         Placement::OnDemand,
         None,
         0,

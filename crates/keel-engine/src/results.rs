@@ -1,6 +1,7 @@
-//! Session working memory: a tool result over the size limit is not cut and lost. The run
-//! keeps it whole and the model gets its beginning plus a handle; `read_result {handle,
-//! offset}` pages through the rest. The loop answers `read_result` itself, because the stored
+//! Session working memory: a tool result over the size limit (`agent.max_output_chars`) is
+//! not cut and lost. Tools return their whole output (up to
+//! [`keel_tools::text::OUTPUT_CAP_CHARS`]); the run keeps an oversized one whole and the model
+//! gets its head and tail plus a handle; `read_result {handle, offset, limit?}` reads any part. The loop answers `read_result` itself, because the stored
 //! results belong to the run (like `advance_phase`'s phases).
 
 use std::collections::BTreeMap;
@@ -12,8 +13,11 @@ use keel_tools::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// The tool's name.
 pub const READ_RESULT: &str = "read_result";
-/// Characters per page of a stored result (and of the part shown at first).
+/// Characters per page of a stored result (at most; a smaller result budget means smaller
+/// pages, so a page always fits).
 pub const PAGE_CHARS: usize = 20_000;
+/// Characters the note around a preview may take, reserved from the budget.
+const NOTE_CHARS: usize = 400;
 
 /// Arguments of `read_result`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,6 +28,9 @@ pub struct ReadResultArgs {
     /// Character offset to start at (default 0).
     #[serde(default)]
     pub offset: Option<usize>,
+    /// Characters to read (default and maximum: one page).
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
 
 /// Pages through a stored oversized tool result.
@@ -35,7 +42,7 @@ impl TypedTool for ReadResult {
     const NAME: &'static str = READ_RESULT;
 
     fn description(&self) -> &str {
-        "Read more of a tool result that was too long to show whole: give its handle and the character offset to continue from."
+        "Read any part of a tool result that was too long to show whole: give its handle and the character offset to read from (optionally a limit)."
     }
 
     fn effect(&self) -> ToolEffect {
@@ -61,9 +68,32 @@ pub struct StoredResults {
     unsaved: Vec<String>,
 }
 
+/// Characters of a page for a result budget of `limit`.
+fn page_chars(limit: usize) -> usize {
+    PAGE_CHARS.min(limit.saturating_sub(NOTE_CHARS)).max(100)
+}
+
+/// Where a head of about `want` characters ends: just after a newline when one is near.
+fn head_end(chars: &[char], want: usize, slack: usize) -> usize {
+    let want = want.min(chars.len());
+    (want.saturating_sub(slack)..want)
+        .rev()
+        .find(|&i| chars[i] == '\n')
+        .map_or(want, |i| i + 1)
+}
+
+/// Where a tail of about `want` characters starts: just after a newline when one is near.
+fn tail_start(chars: &[char], want: usize, slack: usize) -> usize {
+    let start = chars.len().saturating_sub(want);
+    (start..(start + slack).min(chars.len()))
+        .find(|&i| chars[i] == '\n')
+        .map_or(start, |i| i + 1)
+}
+
 impl StoredResults {
     /// `content` as the model should see it: whole when it fits in `limit` characters, else
-    /// stored under a new handle and replaced by its first page and how to read on.
+    /// stored whole under a new handle and replaced by its head and tail (together within
+    /// `limit`), the size of what lies between, and how to read any of it with `read_result`.
     pub fn fit(&mut self, content: String, limit: usize) -> String {
         let total = content.chars().count();
         if total <= limit {
@@ -71,12 +101,20 @@ impl StoredResults {
         }
         let handle = format!("r{}", self.results.len() + 1);
         let chars: Vec<char> = content.chars().collect();
-        let page = PAGE_CHARS.min(limit);
-        let head: String = chars[..page.min(total)].iter().collect();
+        let budget = limit.saturating_sub(NOTE_CHARS).max(100);
+        let slack = budget / 5;
+        let head = head_end(&chars, budget * 2 / 3, slack);
+        let tail = tail_start(&chars, budget - budget * 2 / 3, slack).max(head);
+        let lines = chars.iter().filter(|c| **c == '\n').count();
+        let page = page_chars(limit);
+        let shown_head: String = chars[..head].iter().collect();
+        let shown_tail: String = chars[tail..].iter().collect();
+        let bytes = content.len();
         self.results.insert(handle.clone(), chars);
         self.unsaved.push(handle.clone());
         format!(
-            "[keel: this result has {total} characters, more than the {limit} shown at once; it is stored whole as `{handle}`. Characters 0–{page} follow. Read on with read_result {{\"handle\": \"{handle}\", \"offset\": {page}}}.]\n{head}"
+            "[keel: this result has {total} characters ({bytes} bytes, {lines} lines), more than the {limit} shown at once; it is stored whole as `{handle}`. Its head and tail follow. Read any part with read_result {{\"handle\": \"{handle}\", \"offset\": N}} ({page} characters a page).]\n{}\n[… characters {head}–{tail} of `{handle}` omitted here; read them with read_result {{\"handle\": \"{handle}\", \"offset\": {head}}} …]\n{shown_tail}",
+            shown_head.trim_end_matches('\n')
         )
     }
 
@@ -106,11 +144,17 @@ impl StoredResults {
         )
     }
 
-    /// A `read_result` call: the page at `offset`, or why not.
-    pub fn read(&self, arguments: &serde_json::Value) -> Result<ToolOutput, ToolError> {
+    /// A `read_result` call: the page at `offset`, or why not. `limit` is the result budget
+    /// (`agent.max_output_chars`): a page and its note always fit in it.
+    pub fn read(
+        &self,
+        arguments: &serde_json::Value,
+        limit: usize,
+    ) -> Result<ToolOutput, ToolError> {
         let args: ReadResultArgs = serde_json::from_value(arguments.clone()).map_err(|e| {
             ToolError::model(format!(
-                "read_result takes {{\"handle\": \"r1\", \"offset\": 0}}: {e}"
+                "read_result takes {{\"handle\": \"r1\", \"offset\": 0, \"limit\": {}}}: {e}",
+                page_chars(limit)
             ))
         })?;
         let Some(chars) = self.results.get(args.handle.trim()) else {
@@ -125,27 +169,25 @@ impl StoredResults {
                 }
             )));
         };
+        let handle = args.handle.trim();
         let total = chars.len();
         let start = args.offset.unwrap_or(0);
         if start >= total {
             return Err(ToolError::model(format!(
-                "offset {start} is past the end of `{}` ({total} characters)",
-                args.handle
+                "offset {start} is past the end of `{handle}` ({total} characters)"
             )));
         }
-        let end = (start + PAGE_CHARS).min(total);
+        let page = args.limit.unwrap_or(usize::MAX).clamp(1, page_chars(limit));
+        let end = start.saturating_add(page).min(total);
         let text: String = chars[start..end].iter().collect();
+        let bytes: usize = chars.iter().map(|c| c.len_utf8()).sum();
         let next = if end < total {
-            format!(
-                " Next: read_result {{\"handle\": \"{}\", \"offset\": {end}}}.",
-                args.handle
-            )
+            format!(" Next: read_result {{\"handle\": \"{handle}\", \"offset\": {end}}}.")
         } else {
             " That is the end.".to_string()
         };
         Ok(ToolOutput::text(format!(
-            "[keel: `{}` characters {start}–{end} of {total}.{next}]\n{text}",
-            args.handle
+            "[keel: `{handle}` characters {start}–{end} of {total} ({bytes} bytes).{next}]\n{text}"
         )))
     }
 }
@@ -161,27 +203,50 @@ mod tests {
         assert_eq!(stored.fit("short".into(), 100), "short");
         let full: String = (0..9_000).map(|i| format!("{i:05}\n")).collect();
         let shown = stored.fit(full.clone(), 30_000);
-        assert!(shown.contains("stored whole as `r1`") && shown.len() < full.len());
+        assert!(shown.contains("stored whole as `r1`"), "{shown}");
+        assert!(shown.chars().count() <= 30_000, "{}", shown.len());
+        assert!(shown.contains("\n00000\n") && shown.ends_with("08999\n"));
         let mut rebuilt = String::new();
         let mut offset = 0;
         loop {
             let page = stored
-                .read(&json!({"handle": "r1", "offset": offset}))
+                .read(&json!({"handle": "r1", "offset": offset}), 30_000)
                 .unwrap_or_else(|e| panic!("{e:?}"))
                 .content;
             let (note, text) = page.split_once('\n').unwrap_or_default();
             rebuilt.push_str(text);
             offset += text.chars().count();
             if note.contains("That is the end.") {
+                assert!(note.contains("of 54000 (54000 bytes)"), "{note}");
                 break;
             }
         }
         assert_eq!(rebuilt, full);
-        assert!(stored.read(&json!({"handle": "r9"})).is_err());
+        assert!(stored.read(&json!({"handle": "r9"}), 30_000).is_err());
         assert!(
             stored
-                .read(&json!({"handle": "r1", "offset": 10_000_000}))
+                .read(&json!({"handle": "r1", "offset": 10_000_000}), 30_000)
                 .is_err()
         );
+        // A limit reads less; a small budget means small pages that still fit in it.
+        let few = stored
+            .read(&json!({"handle": "r1", "offset": 6, "limit": 6}), 30_000)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .content;
+        assert!(few.ends_with("\n00001\n"), "{few}");
+        let small = stored
+            .read(&json!({"handle": "r1"}), 1_000)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .content;
+        assert!(small.chars().count() <= 1_000, "{}", small.len());
+    }
+
+    #[test]
+    fn the_preview_keeps_head_and_tail_within_the_budget() {
+        let mut stored = StoredResults::default();
+        let text = "é".repeat(5_000);
+        let shown = stored.fit(text, 1_000);
+        assert!(shown.chars().count() <= 1_000, "{}", shown.chars().count());
+        assert!(shown.contains("omitted here"));
     }
 }

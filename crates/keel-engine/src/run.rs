@@ -34,8 +34,6 @@ use crate::phase::{CommandAccess, PhaseState};
 use crate::tracker::{FixTracker, LoopGuard, Progress};
 use crate::{Emitter, EngineError};
 
-/// Hard cap on one tool result as sent to the model; tools keep their own tighter budgets.
-const MAX_TOOL_RESULT_CHARS: usize = 60_000;
 /// Iterations looked back at to decide whether a run that hit the cap was progressing.
 const PROGRESS_WINDOW: u32 = 5;
 
@@ -378,7 +376,8 @@ impl<'a> Run<'a> {
             return Ok(Ok(result));
         }
         if call.name == crate::results::READ_RESULT {
-            return Ok(Ok(self.stored_results.read(&call.arguments)));
+            let limit = self.engine.config.agent.max_output_chars;
+            return Ok(Ok(self.stored_results.read(&call.arguments, limit)));
         }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {
@@ -452,7 +451,13 @@ impl<'a> Run<'a> {
             };
             let mut details = out.details;
             let original_chars = content.chars().count();
-            let content = self.stored_results.fit(content, MAX_TOOL_RESULT_CHARS);
+            // Over `agent.max_output_chars`: stored whole, the model sees head, tail and handle.
+            let content = if call.name == crate::results::READ_RESULT {
+                content
+            } else {
+                let limit = self.engine.config.agent.max_output_chars;
+                self.stored_results.fit(content, limit)
+            };
             self.persist_results().await;
             let shown_chars = content.chars().count();
             if shown_chars < original_chars {

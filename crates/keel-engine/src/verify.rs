@@ -2,7 +2,9 @@
 //!
 //! When the model answers without tool calls it claims to be done. Before the run counts as
 //! completed, the configured gates run (`[verify] commands`; unset means the detected ones:
-//! the project's test command, plus lint). Every gate that fails is reported back to the
+//! the project's test command, plus lint), followed by the constitution's `required_gates`
+//! (`.keel/constitution.json`), which run whatever `[verify] commands` says and are marked
+//! `required` in their events. Every gate that fails is reported back to the
 //! model, which gets up to `agent.self_correction_cap` more rounds to fix it; after that the
 //! run fails with the gate output (`verification_failed`). Each gate run is a `verification`
 //! event.
@@ -78,6 +80,8 @@ pub type SharedGateDetector = Arc<dyn GateDetector>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateResult {
     pub gate: Gate,
+    /// Required by the repository constitution.
+    pub required: bool,
     pub passed: bool,
     /// How it ended (`exit code 1`, `timed out after 600 s and was killed`).
     pub status: String,
@@ -96,8 +100,13 @@ pub fn feedback(failed: &[&GateResult], round: u32, cap: u32, max_chars: usize) 
     );
     for r in failed {
         out.push_str(&format!(
-            "\n## Gate `{}` ({})\n$ {}\n{}\n",
+            "\n## Gate `{}`{} ({})\n$ {}\n{}\n",
             r.gate.name,
+            if r.required {
+                format!(" (required by {})", crate::constitution::CONSTITUTION_FILE)
+            } else {
+                String::new()
+            },
             r.status,
             r.gate.command,
             keel_tools::text::truncate_middle(r.output.trim_end(), budget)
@@ -114,13 +123,29 @@ impl Run<'_> {
         if !cfg.enabled || (!cfg.always && !self.changed) {
             return Vec::new();
         }
-        match &cfg.commands {
+        let mut gates = match &cfg.commands {
             Some(cmds) => cmds.iter().map(Gate::command).collect(),
             None => self
                 .engine
                 .gate_detector
                 .detect(self.engine.workspace.root()),
+        };
+        // The constitution's required gates, after the others, each once.
+        for command in &self.engine.constitution.required_gates {
+            if !gates.iter().any(|g| g.command.trim() == command.trim()) {
+                gates.push(Gate::command(command.trim()));
+            }
         }
+        gates
+    }
+
+    /// Whether the constitution requires `gate`.
+    fn is_required(&self, gate: &Gate) -> bool {
+        self.engine
+            .constitution
+            .required_gates
+            .iter()
+            .any(|c| c.trim() == gate.command.trim())
     }
 
     /// Notes that a call succeeded: files it wrote, and whether it changed anything (which
@@ -168,6 +193,7 @@ impl Run<'_> {
                 return Err(Interrupt::Cancelled);
             }
             let result = GateResult {
+                required: self.is_required(&gate),
                 passed: out.success(),
                 status: out.status_line(timeout),
                 output: out.combined(),
@@ -183,6 +209,7 @@ impl Run<'_> {
                     attempt: round,
                     exit_code: result.exit_code,
                     duration_ms: result.duration.as_millis() as u64,
+                    required: result.required,
                 })
                 .await?;
             results.push(result);
@@ -193,7 +220,16 @@ impl Run<'_> {
         }
         let cap = self.engine.config.agent.self_correction_cap;
         if self.verify_failures >= cap {
-            let names: Vec<&str> = failed.iter().map(|r| r.gate.name.as_str()).collect();
+            let names: Vec<String> = failed
+                .iter()
+                .map(|r| {
+                    if r.required {
+                        format!("`{}` (required by the constitution)", r.gate.name)
+                    } else {
+                        format!("`{}`", r.gate.name)
+                    }
+                })
+                .collect();
             let output: String = failed
                 .iter()
                 .map(|r| {
@@ -211,11 +247,7 @@ impl Run<'_> {
                     ErrorCode::VerificationFailed,
                     format!(
                         "gate(s) {} still fail after {cap} self-correction round(s)",
-                        names
-                            .iter()
-                            .map(|n| format!("`{n}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        names.join(", ")
                     ),
                 )
                 .with_original(output),
@@ -241,6 +273,7 @@ mod tests {
     fn feedback_names_each_failing_gate_with_its_output() {
         let r = GateResult {
             gate: Gate::command("cargo test"),
+            required: false,
             passed: false,
             status: "exit code 101".into(),
             output: "test parses ... FAILED\nassertion failed: left == right".into(),
@@ -254,6 +287,17 @@ mod tests {
         );
         assert!(text.contains("## Gate `cargo test` (exit code 101)"));
         assert!(text.contains("assertion failed"));
+        let required = GateResult {
+            required: true,
+            ..r.clone()
+        };
+        let text = feedback(&[&required], 1, 3, 4_000);
+        assert!(
+            text.contains(
+                "## Gate `cargo test` (required by .keel/constitution.json) (exit code 101)"
+            ),
+            "{text}"
+        );
         let last = feedback(&[&r], 3, 3, 4_000);
         assert!(last.contains("0 more"), "{last}");
     }

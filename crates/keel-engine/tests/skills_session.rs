@@ -84,3 +84,45 @@ async fn dollar_names_the_skill_tool_and_tool_restriction() {
     assert!(requests.iter().all(|q| q.system == requests[0].system));
     assert!(!requests[0].system.contains("pdf"));
 }
+
+/// `keel chat` submits the composer's text as `Op::UserMessage` on a `SessionHandle` (as the
+/// server does): `$name` there loads the manual skill into the first message, once.
+#[tokio::test]
+async fn dollar_name_in_a_chat_message_on_a_session_handle_loads_the_skill() {
+    use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
+    use keel_protocol::Op;
+    use keel_store::Store;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    skill(
+        &ws,
+        ".keel/skills/notes",
+        "---\nname: notes\ndescription: Release notes\nactivation: manual\n---\nNOTES-BODY\n",
+    );
+    let ws = ws.canonicalize().unwrap();
+    std::fs::write(dir.path().join("s.yaml"), "turns:\n  - text: done\n").unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
+    let b = SessionBuilder::isolated(store.clone()).adjust(Arc::new(|c: &mut Config| {
+        c.index.codemap_tokens = 0;
+        c.verify.enabled = false;
+    }));
+    let overrides = SessionOverrides {
+        script: Some(dir.path().join("s.yaml")),
+        ..SessionOverrides::default()
+    };
+    let engine = Arc::new(b.engine(&ws, &overrides).unwrap());
+    let (handle, record) = SessionHandle::create(engine, vec![]).await.unwrap();
+    match handle
+        .submit(Op::user_message("write the notes, $notes"))
+        .await
+        .unwrap()
+    {
+        OpAck::Turn(t) => {
+            t.finished().await;
+        }
+        other => panic!("expected a turn, got {other:?}"),
+    }
+    let transcript = serde_json::to_string(&store.messages(&record.id).await.unwrap()).unwrap();
+    assert_eq!(transcript.matches("NOTES-BODY").count(), 1, "{transcript}");
+}

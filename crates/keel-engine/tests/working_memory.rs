@@ -1,6 +1,7 @@
 //! Session working memory through a real session: a tool result over the engine's size limit
-//! is stored whole, the model sees its beginning and a handle, and `read_result` pages
-//! through the rest — every character retrievable, nothing lost to truncation.
+//! (`agent.max_output_chars`) is stored whole, the model sees its head, its tail and a handle,
+//! and `read_result` pages through all of it — every character retrievable, nothing lost to
+//! truncation, whether the tool is a plugin or `run_command`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -37,6 +38,23 @@ impl TypedTool for BigLog {
     }
 }
 
+/// The tool results of one request, in order.
+fn results(request: &keel_llm::ChatRequest) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in &request.messages {
+        for block in &m.content {
+            if let keel_protocol::ContentBlock::ToolResult {
+                content, is_error, ..
+            } = block
+            {
+                assert!(!is_error, "{content}");
+                out.push(content.clone());
+            }
+        }
+    }
+    out
+}
+
 #[tokio::test]
 async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
     let dir = tempfile::tempdir().unwrap();
@@ -46,7 +64,7 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
     config.verify.enabled = false;
     let mut script =
         String::from("turns:\n  - tool_calls:\n      - name: big_log\n        arguments: {}\n");
-    for offset in [20_000, 40_000, 60_000, 80_000, 100_000, 120_000] {
+    for offset in [0, 20_000, 40_000, 60_000, 80_000, 100_000, 120_000] {
         script.push_str(&format!(
             "  - tool_calls:\n      - name: read_result\n        arguments: {{handle: r1, offset: {offset}}}\n"
         ));
@@ -65,27 +83,21 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
         .await
         .unwrap();
     let requests = provider.requests();
-    let last = requests.last().unwrap();
+    let all = results(requests.last().unwrap());
+    // The first, cut result names the handle and shows both ends within the budget.
+    let preview = &all[0];
+    assert!(preview.contains("stored whole as `r1`"), "{preview}");
+    assert!(preview.chars().count() <= 30_000, "{}", preview.len());
+    assert!(preview.contains("line 00000") && preview.contains("line 11999"));
     let mut rebuilt = String::new();
-    for m in &last.messages {
-        for block in &m.content {
-            if let keel_protocol::ContentBlock::ToolResult {
-                content, is_error, ..
-            } = block
-            {
-                assert!(!is_error, "{content}");
-                let (note, text) = content.split_once('\n').unwrap();
-                assert!(note.starts_with("[keel:"), "{note}");
-                rebuilt.push_str(text);
-            }
-        }
+    for page in &all[1..] {
+        let (note, text) = page.split_once('\n').unwrap();
+        assert!(note.starts_with("[keel:"), "{note}");
+        rebuilt.push_str(text);
     }
     let full = big_log();
     assert!(full.len() > 120_000);
     assert_eq!(rebuilt, full);
-    // The handle is named in the first, cut result.
-    let first_result = serde_json::to_string(&requests[1].messages).unwrap();
-    assert!(first_result.contains("stored whole as `r1`"));
     // The stored result outlives the run: a resumed session still reads it.
     engine
         .continue_session(
@@ -99,4 +111,56 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
     let tail = serde_json::to_string(&resumed.last().unwrap().messages.last()).unwrap();
     assert!(tail.contains("`r1` characters 0–20000 of"), "{tail}");
     assert!(tail.contains("line 00000"));
+}
+
+/// A command printing 200 KB with a unique marker in the middle: the tool returns it whole,
+/// the engine shows the model a short preview naming the handle, and paging finds the marker
+/// and reports the full size.
+#[tokio::test]
+async fn a_long_command_output_is_paged_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.verify.enabled = false;
+    config.agent.max_output_chars = 4_000;
+    config.agent.max_iterations = 80;
+    // 1,000 lines of 100 bytes before and after the marker line.
+    let command = "for i in $(seq 1 1000); do printf '%099d\\n' $i; done; echo MARKER-7f3a9; for i in $(seq 1 1000); do printf '%099d\\n' $i; done";
+    let mut script = format!(
+        "turns:\n  - tool_calls:\n      - name: run_command\n        arguments: {{command: \"{command}\"}}\n"
+    );
+    for offset in (0..200_100).step_by(3_600) {
+        script.push_str(&format!(
+            "  - tool_calls:\n      - name: read_result\n        arguments: {{handle: r1, offset: {offset}}}\n"
+        ));
+    }
+    script.push_str("  - text: done\n");
+    let provider = ScriptedProvider::from_yaml(&script).unwrap();
+    let engine = EngineBuilder::new(config, dir.path())
+        .provider(Arc::new(provider.clone()))
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .build()
+        .unwrap();
+    engine
+        .run("print the big log", RunOptions::default())
+        .await
+        .unwrap();
+    let all = results(provider.requests().last().unwrap());
+    let preview = &all[0];
+    assert!(preview.chars().count() <= 4_000, "{}", preview.len());
+    assert!(preview.contains("stored whole as `r1`"), "{preview}");
+    assert!(!preview.contains("MARKER-7f3a9"));
+    let pages = &all[1..];
+    assert!(
+        pages.iter().any(|p| p.contains("MARKER-7f3a9")),
+        "{preview}\n{}",
+        pages.len()
+    );
+    // exit line + "stdout:" header + 2,000 lines of 100 bytes + the marker line.
+    let total = "exit code: 0\nstdout:\n".len() + 2_000 * 100 + "MARKER-7f3a9\n".len() - 1;
+    assert!(
+        pages[0].contains(&format!("of {total} ({total} bytes)")),
+        "{}",
+        &pages[0][..200]
+    );
+    assert!(pages.last().unwrap().contains("That is the end."));
 }

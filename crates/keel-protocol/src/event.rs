@@ -223,6 +223,10 @@ pub enum EventKind {
         exit_code: Option<i32>,
         #[serde(default)]
         duration_ms: u64,
+        /// The gate is required by the repository constitution (`required_gates` in
+        /// `.keel/constitution.json`); it runs whatever `[verify] commands` says.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        required: bool,
     },
     /// A stored session continues with a new user message (`keel run --resume`, a follow-up
     /// message on the server). Seq numbering continues from the stored events.

@@ -18,7 +18,9 @@ pub struct ToolContext {
     pub reads: Arc<ReadTracker>,
     /// Fires when the user cancels the turn; long-running tools must stop promptly.
     pub cancel: CancellationToken,
-    /// Budget in characters for one tool result's text.
+    /// Budget in characters for secondary parts of a result (an edit's diff). Command and git
+    /// output is returned whole up to [`crate::text::OUTPUT_CAP_CHARS`]; the engine fits each
+    /// result to `agent.max_output_chars` and keeps the rest behind a handle.
     pub max_output_chars: usize,
     /// Where commands run by tools may write. Read-only phases set
     /// [`SandboxPolicy::ReadOnly`]: `run_command` then refuses commands the analyser does not
@@ -33,7 +35,7 @@ impl ToolContext {
             workspace,
             reads: Arc::new(ReadTracker::default()),
             cancel: CancellationToken::new(),
-            max_output_chars: 4_000,
+            max_output_chars: 30_000,
             sandbox: SandboxPolicy::default(),
         }
     }

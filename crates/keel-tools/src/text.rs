@@ -1,6 +1,12 @@
 //! Text helpers shared by tools: budgets that keep both ends of long output, and file names
 //! made safe to print.
 
+/// The most characters a tool returns as its result text. Tools hand over their whole output
+/// up to this safety cap (a marker stands where even more was left out); the engine applies
+/// the per-result budget (`agent.max_output_chars`) and keeps anything longer whole, behind a
+/// handle the model pages through with `read_result`.
+pub const OUTPUT_CAP_CHARS: usize = 2_000_000;
+
 /// A file name or path as tool output shows it: control characters (a newline, an escape
 /// sequence, a carriage return) are escaped (`\n`, `\x1b`), so a crafted name cannot fake
 /// extra lines or results in a listing.
@@ -25,6 +31,11 @@ pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
 /// how much was left out in between. Text within budget is returned unchanged. Cuts fall on
 /// line boundaries when one is near, so the model never sees half a line at the seam.
 pub fn truncate_middle(text: &str, budget: usize) -> String {
+    truncate_middle_noted(text, budget, "")
+}
+
+/// [`truncate_middle`] with `why` appended to the marker (like `: the output passed the cap`).
+pub fn truncate_middle_noted(text: &str, budget: usize, why: &str) -> String {
     let total = text.chars().count();
     if total <= budget {
         return text.to_string();
@@ -46,7 +57,7 @@ pub fn truncate_middle(text: &str, budget: usize) -> String {
     let omitted = text[head_end..tail_start].chars().count();
     let omitted_lines = text[head_end..tail_start].matches('\n').count();
     format!(
-        "{}\n[… {omitted} characters ({omitted_lines} lines) omitted …]\n{}",
+        "{}\n[… {omitted} characters ({omitted_lines} lines) omitted{why} …]\n{}",
         text[..head_end].trim_end_matches('\n'),
         &text[tail_start..]
     )

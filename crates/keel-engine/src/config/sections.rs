@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 pub struct AgentConfig {
     /// Model requests per run before it stops with `max_steps`.
     pub max_iterations: u32,
-    /// Character budget of one tool result shown to the model (head and tail are kept).
+    /// Character budget of one tool result shown to the model: a longer one is stored whole
+    /// and shown as its head and tail plus a handle that `read_result` pages through.
     pub max_output_chars: usize,
     /// Execution mode: `react` or `plan_exec` (the phase machine, `[plan_exec]`).
     pub mode: String,
@@ -28,7 +29,7 @@ impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             max_iterations: 30,
-            max_output_chars: 4_000,
+            max_output_chars: 30_000,
             mode: "react".into(),
             compact_threshold: 0.85,
             context_window: None,

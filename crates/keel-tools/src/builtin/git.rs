@@ -129,7 +129,7 @@ impl TypedTool for GitStatus {
         )
         .await?;
         let clean = out.lines().all(|l| l.starts_with("##"));
-        let mut text = crate::text::truncate_middle(out.trim_end(), ctx.max_output_chars);
+        let mut text = crate::text::truncate_middle(out.trim_end(), crate::text::OUTPUT_CAP_CHARS);
         if clean {
             text.push_str("\n(working tree clean)");
         }
@@ -196,10 +196,11 @@ impl TypedTool for GitDiff {
             };
             return Ok(ToolOutput::text(format!("no {what} changes")));
         }
-        Ok(
-            ToolOutput::text(crate::text::truncate_middle(&out, ctx.max_output_chars))
-                .with_diff(out),
-        )
+        Ok(ToolOutput::text(crate::text::truncate_middle(
+            &out,
+            crate::text::OUTPUT_CAP_CHARS,
+        ))
+        .with_diff(out))
     }
 }
 

@@ -15,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::{self, SandboxPolicy, WritableRoots};
 
-/// Bytes kept from each end of a stream; what lies between is counted, not stored.
-const CAPTURE_END_BYTES: usize = 256 * 1024;
+/// Bytes kept from each end of a stream (half of [`crate::text::OUTPUT_CAP_CHARS`]); what lies
+/// between is counted, not stored.
+const CAPTURE_END_BYTES: usize = crate::text::OUTPUT_CAP_CHARS / 2;
 /// How long to wait for pipes to close after the process group was ended.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -162,8 +163,9 @@ impl Captured {
             return String::from_utf8_lossy(&all).into_owned();
         }
         format!(
-            "{}\n[… {dropped} bytes omitted …]\n{}",
+            "{}\n[… {dropped} bytes omitted{} …]\n{}",
             String::from_utf8_lossy(&self.head),
+            CAP_NOTE,
             String::from_utf8_lossy(&self.tail)
         )
     }
@@ -175,7 +177,11 @@ impl Captured {
         if dropped == 0 {
             let mut all = self.head.clone();
             all.extend_from_slice(&self.tail);
-            return crate::text::truncate_middle(&String::from_utf8_lossy(&all), budget);
+            return crate::text::truncate_middle_noted(
+                &String::from_utf8_lossy(&all),
+                budget,
+                CAP_NOTE,
+            );
         }
         let head = String::from_utf8_lossy(&self.head);
         let tail = String::from_utf8_lossy(&self.tail);
@@ -189,9 +195,16 @@ impl Captured {
             .collect();
         let omitted = head.chars().count() - head_part.chars().count() + dropped + tail_chars
             - tail_part.chars().count();
-        format!("{head_part}\n[… about {omitted} characters omitted …]\n{tail_part}")
+        format!(
+            "{head_part}\n[… about {omitted} characters omitted{} …]\n{tail_part}",
+            CAP_NOTE
+        )
     }
 }
+
+/// Why output was left out: it passed the safety cap on one result
+/// ([`crate::text::OUTPUT_CAP_CHARS`]).
+const CAP_NOTE: &str = ": the output passed the 2000000-character cap on one result; write it to a file and read or grep that instead";
 
 /// Variables every command gets from Keel's environment (when set): what programs need to find
 /// themselves, their locale and their terminal. Everything else is dropped unless listed in
@@ -448,6 +461,11 @@ mod tests {
     }
 
     #[test]
+    fn the_cap_note_names_the_cap() {
+        assert!(CAP_NOTE.contains(&format!(" {}-character", crate::text::OUTPUT_CAP_CHARS)));
+    }
+
+    #[test]
     fn capture_keeps_both_ends_and_counts_the_middle() {
         let mut c = Captured::default();
         let line = b"0123456789abcdef\n";
@@ -462,7 +480,7 @@ mod tests {
         let r = c.render(300);
         assert!(r.starts_with("FIRST\n"), "{r}");
         assert!(r.ends_with("LAST\n"), "{r}");
-        assert!(r.contains("characters omitted"), "{r}");
+        assert!(r.contains("characters omitted: the output passed"), "{r}");
         assert!(r.len() < 500, "{}", r.len());
     }
 }

@@ -100,7 +100,9 @@ impl TypedTool for RunCommand {
             text.push_str(&notice);
             text.push('\n');
         }
-        text.push_str(&render(&out, timeout, ctx.max_output_chars));
+        // The whole output (up to the safety cap): the engine fits it to the result budget and
+        // keeps the rest retrievable.
+        text.push_str(&render(&out, timeout, crate::text::OUTPUT_CAP_CHARS));
         if out.exit_code() == Some(127)
             && let Some(hint) = super::missing::missing_program_hint(Some(127), &out.stderr.text())
         {

@@ -141,10 +141,8 @@ impl TypedTool for RunTests {
             )
         };
         text.push_str(&headline);
-        let budget = ctx
-            .max_output_chars
-            .saturating_sub(text.len() + 40)
-            .max(200);
+        // Up to the safety cap: the engine fits the result to its budget and keeps the rest.
+        let budget = crate::text::OUTPUT_CAP_CHARS;
         if args.verbose.unwrap_or(false) {
             text.push_str("\n\n");
             text.push_str(&crate::text::truncate_middle(&combined, budget));
