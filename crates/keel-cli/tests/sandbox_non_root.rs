@@ -144,8 +144,14 @@ turns:
     assert!(hooks.contains("Read-only file system"), "{hooks}");
     let secrets = result(&events, "c2");
     assert!(!secrets.contains("s3cret"), "the token leaked: {secrets}");
-    assert!(!secrets.contains("listed: "), "the data dir was listed: {secrets}");
-    assert!(!secrets.contains("SQLite"), "the session DB was read: {secrets}");
+    assert!(
+        !secrets.contains("listed: "),
+        "the data dir was listed: {secrets}"
+    );
+    assert!(
+        !secrets.contains("SQLite"),
+        "the session DB was read: {secrets}"
+    );
     assert!(
         data.join("keel.db").exists(),
         "the session database lives in the data dir this test guards"

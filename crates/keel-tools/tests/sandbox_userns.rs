@@ -72,7 +72,11 @@ fn child_dir(test: &str, with_config: bool) -> Option<PathBuf> {
         .env("HOME", &work)
         .env(
             "KEEL_CONFIG",
-            if with_config { config.as_os_str() } else { "".as_ref() },
+            if with_config {
+                config.as_os_str()
+            } else {
+                "".as_ref()
+            },
         )
         .env_remove("KEEL_HOME")
         .env_remove("XDG_DATA_HOME")
@@ -85,13 +89,20 @@ fn child_dir(test: &str, with_config: bool) -> Option<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     // Relay the child's report (figures, a visible skip).
-    for line in text.lines().filter(|l| l.contains("SKIPPED") || l.contains("p50")) {
+    for line in text
+        .lines()
+        .filter(|l| l.contains("SKIPPED") || l.contains("p50"))
+    {
         println!("{line}");
     }
     assert!(
         out.status.success(),
         "{test} failed as uid {}:\n{text}",
-        if root { NOBODY } else { rustix::process::geteuid().as_raw() }
+        if root {
+            NOBODY
+        } else {
+            rustix::process::geteuid().as_raw()
+        }
     );
     assert!(
         text.contains("1 passed"),
@@ -147,7 +158,9 @@ async fn run(ws: &Path, policy: SandboxPolicy, hidden: &[PathBuf], script: &str)
 #[tokio::test]
 async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
     let test = "a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data";
-    let Some(dir) = child_dir(test, true) else { return };
+    let Some(dir) = child_dir(test, true) else {
+        return;
+    };
     if !helper_in_use(test) {
         return;
     }
@@ -168,7 +181,13 @@ async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
          cat {config}; echo planted > {data}/x; echo made > src/new.txt; id -u",
         data = data.display()
     );
-    let text = run(&ws, SandboxPolicy::WorkspaceWrite, &[data.clone()], &script).await;
+    let text = run(
+        &ws,
+        SandboxPolicy::WorkspaceWrite,
+        std::slice::from_ref(&data),
+        &script,
+    )
+    .await;
     assert_eq!(
         std::fs::read_to_string(ws.join(".git/config")).unwrap(),
         "[core]\n",
@@ -182,8 +201,14 @@ async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
     assert!(!ws.join(".git/hooks/x").exists(), "{text}");
     assert!(text.contains("Read-only file system"), "{text}");
     assert!(!text.contains("s3cret"), "the token leaked: {text}");
-    assert!(!text.contains("listed: "), "the data dir was listed: {text}");
-    assert!(!text.contains("user-config-secret"), "KEEL_CONFIG leaked: {text}");
+    assert!(
+        !text.contains("listed: "),
+        "the data dir was listed: {text}"
+    );
+    assert!(
+        !text.contains("user-config-secret"),
+        "KEEL_CONFIG leaked: {text}"
+    );
     assert!(!data.join("x").exists(), "{text}");
     assert_eq!(
         std::fs::read_to_string(ws.join("src/new.txt")).unwrap(),
@@ -199,14 +224,20 @@ async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
     let text = run(
         &ws,
         SandboxPolicy::WorkspaceWrite,
-        &[data.clone()],
+        std::slice::from_ref(&data),
         "env; cat /proc/self/environ | tr '\\0' '\\n'",
     )
     .await;
     assert!(!text.contains(sandbox::POLICY_ENV), "{text}");
 
     // Read-only: the data stays hidden, and nothing is written.
-    let text = run(&ws, SandboxPolicy::ReadOnly, &[data.clone()], &script).await;
+    let text = run(
+        &ws,
+        SandboxPolicy::ReadOnly,
+        std::slice::from_ref(&data),
+        &script,
+    )
+    .await;
     assert!(!text.contains("s3cret"), "{text}");
     assert!(!ws.join(".git/hooks/x").exists(), "{text}");
     assert_eq!(
@@ -216,7 +247,13 @@ async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
     );
 
     // Unconfined, the same script reaches all of it: the test can see a leak.
-    let text = run(&ws, SandboxPolicy::Off, &[data.clone()], &script).await;
+    let text = run(
+        &ws,
+        SandboxPolicy::Off,
+        std::slice::from_ref(&data),
+        &script,
+    )
+    .await;
     assert!(text.contains("s3cret"), "{text}");
     assert!(ws.join(".git/hooks/x").exists(), "{text}");
 }
@@ -224,7 +261,9 @@ async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
 #[tokio::test]
 async fn the_helper_mounts_cannot_be_undone_by_the_command() {
     let test = "the_helper_mounts_cannot_be_undone_by_the_command";
-    let Some(dir) = child_dir(test, true) else { return };
+    let Some(dir) = child_dir(test, true) else {
+        return;
+    };
     if !helper_in_use(test) {
         return;
     }
@@ -252,7 +291,9 @@ fn p50(mut v: Vec<Duration>) -> Duration {
 #[tokio::test]
 async fn helper_latency_next_to_in_process() {
     let test = "helper_latency_next_to_in_process";
-    let Some(dir) = child_dir(test, false) else { return };
+    let Some(dir) = child_dir(test, false) else {
+        return;
+    };
     if !helper_in_use(test) {
         return;
     }

@@ -195,9 +195,7 @@ pub(super) fn protect_in_user_namespace(
     _hidden: &[std::path::PathBuf],
     _hidden_files: &[std::path::PathBuf],
 ) -> std::io::Result<()> {
-    Err(std::io::Error::other(
-        "user namespaces exist only on Linux",
-    ))
+    Err(std::io::Error::other("user namespaces exist only on Linux"))
 }
 
 #[cfg(not(target_os = "linux"))]
