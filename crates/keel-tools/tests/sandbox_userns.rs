@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use keel_tools::sandbox::{self, MountMode, SandboxPolicy, WritableRoots};
 use keel_tools::shell::exec::{self, ExecRequest};
+use keel_tools::shell::{self, LintSettings, ShellSettings};
+use keel_tools::{ToolContext, ToolRegistry, Workspace};
 
 /// Set in the child: the directory prepared by the parent.
 const CHILD_DIR: &str = "KEEL_USERNS_TEST_DIR";
@@ -286,8 +288,10 @@ fn p50(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// A figure, not a limit: the latency of `true` through the helper next to the in-process
-/// sandbox (Landlock and seccomp without a mount namespace) in the same run.
+/// A figure, not a limit: p50 of `run_command {"command": "true"}` end to end through the
+/// helper (a workspace with `.git`: mount namespace needed) next to the in-process sandbox
+/// (Landlock and seccomp on the spawning thread; a workspace without protected paths), the two
+/// interleaved in the same run.
 #[tokio::test]
 async fn helper_latency_next_to_in_process() {
     let test = "helper_latency_next_to_in_process";
@@ -301,20 +305,33 @@ async fn helper_latency_next_to_in_process() {
     std::fs::create_dir_all(with_git.join(".git")).unwrap();
     let plain = dir.join("plain");
     std::fs::create_dir_all(&plain).unwrap();
+    let mut tools = ToolRegistry::new();
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let helper_ctx = ToolContext::new(Workspace::new(&with_git).unwrap());
+    let direct_ctx = ToolContext::new(Workspace::new(&plain).unwrap());
     let mut helper = Vec::new();
     let mut direct = Vec::new();
-    for _ in 0..25 {
-        for (ws, out) in [(&with_git, &mut helper), (&plain, &mut direct)] {
-            let mut req = ExecRequest::new(vec![OsString::from("true")], ws);
-            req.roots.hidden = Vec::new();
+    for _ in 0..40 {
+        for (ctx, out) in [(&helper_ctx, &mut helper), (&direct_ctx, &mut direct)] {
             let start = Instant::now();
-            let res = exec::run(req).await.unwrap();
+            let res = tools
+                .execute("run_command", serde_json::json!({"command": "true"}), ctx)
+                .await
+                .unwrap();
             out.push(start.elapsed());
-            assert_eq!(res.ending, exec::Ending::Exited(0));
+            assert!(res.content.starts_with("exit code: 0"), "{}", res.content);
         }
     }
     println!(
-        "p50 `true`: via the user-namespace helper {:?}, in-process sandbox {:?} (25 runs each)",
+        "p50 run_command `true`: via the user-namespace helper {:?}, in-process sandbox {:?} \
+         (40 interleaved runs each, debug build)",
         p50(helper),
         p50(direct)
     );
