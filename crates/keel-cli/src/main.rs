@@ -559,6 +559,15 @@ fn no_command(cont: bool, resume: Option<String>, workspace: Option<PathBuf>) ->
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper (see keel_tools::sandbox): Keel re-executes itself as
+    // `keel __keel-sandbox-exec -- CMD…` to confine a command as a normal user.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == keel_tools::sandbox::HELPER_ARG)
+    {
+        return keel_tools::sandbox::helper_main();
+    }
+    keel_tools::sandbox::use_current_exe_as_helper();
     quiet_on_broken_pipe();
     let cli = Cli::parse();
     let Some(command) = cli.command else {

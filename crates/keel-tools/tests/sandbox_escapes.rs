@@ -293,7 +293,7 @@ async fn workspace_write_keeps_git_and_keel_read_only_and_the_outside_untouched(
             && !have(
                 mounts,
                 "workspace_write_keeps_git_and_keel_read_only",
-                "no mount namespace (Keel not root): .git/.keel are protected by the file tools only",
+                "no mount namespace (Keel not root and no unprivileged user namespaces): .git/.keel are protected by the file tools only",
             )
         {
             continue;
@@ -355,7 +355,7 @@ async fn rollback_protection_keeps_git_config_and_hooks_read_only() {
         || !have(
             sandbox::support().mount_namespace.is_ok(),
             "rollback_protection_keeps_git_config_and_hooks_read_only",
-            "no mount namespace (Keel not root)",
+            "no mount namespace (Keel not root and no unprivileged user namespaces)",
         )
     {
         return;

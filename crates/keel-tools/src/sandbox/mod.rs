@@ -8,8 +8,12 @@
 //!    rights (it has no "deny below a granted directory"), so this is how `.git` stays read-only
 //!    inside a writable workspace, and Keel's own data and config directories
 //!    ([`keel_private_dirs`]: server token, session database) are covered by an empty
-//!    read-only tmpfs under every policy. It needs `CAP_SYS_ADMIN` (Keel running as root); without it,
-//!    the protected paths are guarded by the file tools only and [`support`] says so.
+//!    read-only tmpfs under every policy (and `$KEEL_CONFIG` by an empty file). With
+//!    `CAP_SYS_ADMIN` (Keel running as root) the spawning thread sets it up; as a normal user
+//!    the command is started through the [`helper`] process, which gets the mount namespace
+//!    from an unprivileged user namespace and then applies everything below itself. Where
+//!    neither works, the protected paths are guarded by the file tools only and [`support`]
+//!    says so.
 //! 2. **Landlock** ([`rules`]): read and execute anywhere; write only the private temp
 //!    directory (read-only policy) or also the workspace and configured tool caches
 //!    (workspace-write policy); with network off, no TCP bind/connect (ABI ≥ 4); signals and
@@ -31,6 +35,8 @@
 //! This module does not decide which policy a command gets: callers (the shell tools, the phase
 //! policy, verification) do, through [`crate::shell::exec`], the one command runner.
 
+mod describe;
+mod helper;
 mod mounts;
 mod privileges;
 mod rules;
@@ -42,6 +48,11 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
+
+pub use describe::{describe_enforcement, describe_support};
+pub use helper::{
+    HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,
+};
 
 /// Paths inside the workspace no command and no file tool may change.
 pub const PROTECTED_DIRS: &[&str] = &[".git", ".keel"];
@@ -105,8 +116,19 @@ pub struct SandboxSupport {
     pub detail: String,
     /// seccomp filters can be installed (`Err` says why not).
     pub seccomp: Result<(), String>,
-    /// A private mount namespace can be created for read-only protected paths.
-    pub mount_namespace: Result<(), String>,
+    /// How a private mount namespace is created for read-only protected paths and hidden
+    /// directories (`Err` says why neither way works).
+    pub mount_namespace: Result<MountMode, String>,
+}
+
+/// How commands get their private mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountMode {
+    /// Keel holds `CAP_SYS_ADMIN` (root) and sets it up on the spawning thread.
+    InProcess,
+    /// Keel is unprivileged: this helper program enters a user namespace, sets it up, applies
+    /// Landlock and seccomp and `exec`s the command.
+    UserNamespace(PathBuf),
 }
 
 impl SandboxSupport {
@@ -133,7 +155,12 @@ pub fn support() -> &'static SandboxSupport {
             enforced,
             detail,
             seccomp: seccomp::probe(),
-            mount_namespace: mounts::probe(),
+            mount_namespace: match mounts::probe() {
+                Ok(()) => Ok(MountMode::InProcess),
+                Err(root) => helper::probe()
+                    .map(MountMode::UserNamespace)
+                    .map_err(|userns| format!("{root}; {userns}")),
+            },
         }
     })
 }
@@ -141,115 +168,6 @@ pub fn support() -> &'static SandboxSupport {
 /// True when commands can be confined by Landlock.
 pub fn is_available() -> bool {
     support().enforced
-}
-
-/// One line for `keel doctor`, e.g. "Landlock ABI 7: enforced (…)" or why it is unavailable.
-pub fn describe_support() -> String {
-    let s = support();
-    if s.enforced {
-        format!(
-            "Landlock ABI {}: enforced (read-only and workspace-write command sandboxes available)",
-            s.abi
-        )
-    } else {
-        format!(
-            "unavailable: {}; commands run unconfined and Keel relies on command analysis only",
-            s.detail
-        )
-    }
-}
-
-/// What the kernel enforces for commands, one `(mechanism, statement)` per line: file-system
-/// confinement, network, signals, metadata changes, protected paths, Keel's own environment.
-/// Each statement says "enforced" or exactly what is not.
-pub fn describe_enforcement() -> Vec<(&'static str, String)> {
-    let s = support();
-    let seccomp_ok = s.seccomp.is_ok();
-    let mut out = Vec::new();
-    out.push((
-        "file writes",
-        if s.enforced {
-            format!(
-                "enforced by Landlock ABI {}: read-only commands write only a private temp dir; \
-                 workspace-write commands also the workspace and configured caches",
-                s.abi
-            )
-        } else {
-            format!(
-                "NOT enforced ({}); only the command analysis guards writes",
-                s.detail
-            )
-        },
-    ));
-    let tcp = if s.net_rules() {
-        "TCP bind/connect denied by Landlock"
-    } else {
-        "no Landlock TCP rules on this kernel (ABI < 4)"
-    };
-    let other = match &s.seccomp {
-        Ok(()) => "other socket families, UNIX datagram sockets, socket connect/bind and io_uring \
-             denied by seccomp"
-            .to_string(),
-        Err(e) => format!("NO seccomp ({e}): UDP and UNIX-socket connections are not blocked"),
-    };
-    out.push((
-        "network (off by default)",
-        format!("{tcp}; {other}; `[shell] network = true` turns it on"),
-    ));
-    out.push((
-        "signals, abstract sockets",
-        if s.scoping() {
-            "scoped to the sandbox by Landlock (ABI ≥ 6)".to_string()
-        } else {
-            "NOT scoped (Landlock ABI < 6): a command may signal other processes of the user"
-                .to_string()
-        },
-    ));
-    out.push((
-        "metadata (read-only policy)",
-        if seccomp_ok {
-            "chmod/chown/utime/xattr denied by seccomp".to_string()
-        } else {
-            "NOT enforced: no seccomp".to_string()
-        },
-    ));
-    out.push((
-        "protected paths (.git, .keel)",
-        match &s.mount_namespace {
-            Ok(()) => "read-only bind mounts in a private mount namespace (and refused by the \
-                       file tools)"
-                .to_string(),
-            Err(e) => format!(
-                "refused by the file tools only; NOT read-only to commands ({e}; run Keel \
-                 with CAP_SYS_ADMIN to enforce)"
-            ),
-        },
-    ));
-    out.push((
-        "Keel's data and config dirs",
-        match &s.mount_namespace {
-            Ok(()) => "hidden from commands behind an empty read-only tmpfs (server token, \
-                       session database)"
-                .to_string(),
-            Err(e) => format!(
-                "NOT hidden: a command running as you can read the server token and session \
-                 database ({e})"
-            ),
-        },
-    ));
-    out.push((
-        "Keel's environment",
-        if privileges::keel_hidden() {
-            "commands get an allowlisted environment; /proc/<keel>/environ is unreadable \
-             (Keel is non-dumpable, commands lose CAP_SYS_PTRACE)"
-                .to_string()
-        } else {
-            "commands get an allowlisted environment; /proc/<keel>/environ is NOT protected \
-             (Keel could not mark itself non-dumpable)"
-                .to_string()
-        },
-    ));
-    out
 }
 
 /// The notice to show the user the first time a command runs without the sandbox it asked
@@ -330,6 +248,15 @@ impl WritableRoots {
         out
     }
 
+    /// Keel's own files hidden from every confined command (they read as empty): the user
+    /// config named by `$KEEL_CONFIG` (read from this process's environment), if it exists.
+    pub fn hidden_files(&self) -> Vec<PathBuf> {
+        keel_private_files(&|k| std::env::var(k).ok())
+            .into_iter()
+            .filter(|f| f.is_file())
+            .collect()
+    }
+
     /// The paths inside the workspace (or absolute extra ones) made read-only to commands,
     /// those that exist.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
@@ -372,6 +299,17 @@ pub fn keel_private_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     data.into_iter()
         .chain(config)
         .filter(|p| p.is_absolute())
+        .collect()
+}
+
+/// Keel's own files outside [`keel_private_dirs`]: the user config file named by
+/// `$KEEL_CONFIG` (absolute paths only).
+pub fn keel_private_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    env("KEEL_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .into_iter()
         .collect()
 }
 
@@ -455,13 +393,15 @@ where
         Vec::new()
     };
     let hidden = roots.hidden_paths(policy);
+    let hidden_files = roots.hidden_files();
     let network = roots.network;
     let s = support();
     let confine = policy != SandboxPolicy::Off;
     let landlock = confine && s.enforced;
     let seccomp = confine && s.seccomp.is_ok();
-    let mount =
-        confine && s.mount_namespace.is_ok() && (!protected.is_empty() || !hidden.is_empty());
+    let mount = confine
+        && s.mount_namespace == Ok(MountMode::InProcess)
+        && (!protected.is_empty() || !hidden.is_empty() || !hidden_files.is_empty());
     if confine {
         privileges::hide_keel_process();
     }
@@ -469,7 +409,7 @@ where
         .name("keel-sandbox-spawn".into())
         .spawn(move || {
             if mount {
-                mounts::protect(&protected, &hidden)?;
+                mounts::protect(&protected, &hidden, &hidden_files)?;
             }
             if confine {
                 privileges::drop_capabilities()?;
@@ -488,6 +428,64 @@ where
     handle
         .join()
         .map_err(|_| io::Error::other("the sandbox spawn thread panicked"))?
+}
+
+/// A command started through the [`helper`]: run `program` with `args` followed by the
+/// command's own argv, and set `policy_env` in its environment (after any `env_clear`).
+#[derive(Debug, Clone)]
+pub struct HelperLaunch {
+    /// The helper program.
+    pub program: PathBuf,
+    /// The helper's arguments before the command's program and arguments.
+    pub args: Vec<std::ffi::OsString>,
+    /// `(name, value)` of the environment variable carrying the policy; the helper removes it
+    /// before `exec`.
+    pub policy_env: (&'static str, String),
+}
+
+/// How a command confined by `policy` and `roots` must start: `Some` when it needs a private
+/// mount namespace that only the unprivileged [`helper`] can give (Keel is not root), then
+/// start it with [`spawn_via_helper`]; `None` for [`spawn_confined`].
+pub fn helper_launch(policy: SandboxPolicy, roots: &WritableRoots) -> Option<HelperLaunch> {
+    if policy == SandboxPolicy::Off {
+        return None;
+    }
+    let s = support();
+    let Ok(MountMode::UserNamespace(program)) = &s.mount_namespace else {
+        return None;
+    };
+    let p = helper::HelperPolicy {
+        protected: if policy == SandboxPolicy::WorkspaceWrite {
+            roots.protected_paths()
+        } else {
+            Vec::new()
+        },
+        hidden: roots.hidden_paths(policy),
+        hidden_files: roots.hidden_files(),
+        writable: roots.for_policy(policy),
+        network: roots.network,
+        landlock: s.enforced,
+        seccomp: s.seccomp.is_ok(),
+        metadata: policy != SandboxPolicy::ReadOnly,
+    };
+    if p.protected.is_empty() && p.hidden.is_empty() && p.hidden_files.is_empty() {
+        return None;
+    }
+    Some(HelperLaunch {
+        program: program.clone(),
+        args: vec![HELPER_ARG.into(), "--".into()],
+        policy_env: (POLICY_ENV, p.encode()),
+    })
+}
+
+/// Spawns a command built from a [`HelperLaunch`]: the helper confines it, so `spawn` runs
+/// unconfined here (Keel still hides its own process first).
+pub fn spawn_via_helper<T, F>(spawn: F) -> io::Result<T>
+where
+    F: FnOnce() -> io::Result<T>,
+{
+    privileges::hide_keel_process();
+    spawn()
 }
 
 #[cfg(test)]
@@ -589,6 +587,17 @@ mod tests {
             ]
         );
         assert!(keel_private_dirs(&env(&[("KEEL_HOME", "rel")])).is_empty());
+    }
+
+    #[test]
+    fn the_keel_config_file_is_hidden_when_absolute() {
+        let env = |v: &'static str| move |k: &str| (k == "KEEL_CONFIG").then(|| v.to_string());
+        assert_eq!(
+            keel_private_files(&env("/c/keel.toml")),
+            vec![PathBuf::from("/c/keel.toml")]
+        );
+        assert!(keel_private_files(&env("rel.toml")).is_empty());
+        assert!(keel_private_files(&env("")).is_empty());
     }
 
     #[test]

@@ -318,7 +318,19 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
         ));
     };
     let private_tmp = tempfile::Builder::new().prefix("keel-cmd-").tempdir()?;
-    let mut cmd = tokio::process::Command::new(program);
+    let mut roots = req.roots.clone();
+    roots.private_tmp = Some(private_tmp.path().to_path_buf());
+    let policy = req.policy;
+    // As a normal user, the mount namespace comes from the helper, which becomes the command.
+    let launch = sandbox::helper_launch(policy, &roots);
+    let mut cmd = match &launch {
+        Some(h) => {
+            let mut c = tokio::process::Command::new(&h.program);
+            c.args(&h.args).arg(program);
+            c
+        }
+        None => tokio::process::Command::new(program),
+    };
     cmd.args(args)
         .current_dir(&req.cwd)
         .stdin(Stdio::null())
@@ -340,16 +352,21 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     for (k, sub) in &req.env_in_tmp {
         cmd.env(k, private_tmp.path().join(sub));
     }
-    let mut roots = req.roots.clone();
-    roots.private_tmp = Some(private_tmp.path().to_path_buf());
-    let policy = req.policy;
+    if let Some(h) = &launch {
+        cmd.env(h.policy_env.0, &h.policy_env.1);
+    }
     let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
     let runtime = tokio::runtime::Handle::current();
     let spawned = tokio::task::spawn_blocking(move || {
-        sandbox::spawn_confined(policy, &roots, move || {
+        let spawn = move || {
             let _enter = runtime.enter();
             cmd.spawn()
-        })
+        };
+        if launch.is_some() {
+            sandbox::spawn_via_helper(spawn)
+        } else {
+            sandbox::spawn_confined(policy, &roots, spawn)
+        }
     })
     .await
     .map_err(|e| std::io::Error::other(format!("the spawn task failed: {e}")))?;
