@@ -415,4 +415,16 @@ impl Engine {
     ) -> Result<RunOutcome, EngineError> {
         crate::session::resume(self, session, message, options).await
     }
+
+    /// Compacts the stored session `session`'s working context now, whatever the threshold
+    /// (the `compact` operation): a `compaction` event naming the stored checkpoint the next
+    /// turns start from. The transcript itself keeps everything. A running session is an
+    /// `Err`; a session with nothing to compact reports no stages and emits nothing.
+    pub async fn compact_session(
+        &self,
+        session: &str,
+        options: RunOptions,
+    ) -> Result<crate::compaction::CompactReport, EngineError> {
+        crate::compaction::compact_session(self, session, options).await
+    }
 }

@@ -22,14 +22,14 @@ use crate::fallback::{ChainEnd, Failure, emergency_error, original_error};
 use crate::run::{Interrupt, Run};
 use crate::{Emitter, EngineError, prompt};
 
-fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
+pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
     let mut ctx = ToolContext::new(engine.workspace.clone());
     ctx.cancel = options.cancel.clone();
     ctx.max_output_chars = engine.config.agent.max_output_chars;
     ctx
 }
 
-fn compactor(engine: &Engine) -> Compactor {
+pub(crate) fn compactor(engine: &Engine) -> Compactor {
     let window = engine
         .config
         .agent
@@ -115,7 +115,7 @@ pub(crate) async fn start(
 
 /// Takes the run lease of `session_id` for this run (its heartbeat runs until released); a
 /// live lease of another run means the session is busy. Losing the lease later cancels the run.
-async fn take_lease(
+pub(crate) async fn take_lease(
     engine: &Engine,
     session_id: &str,
     options: &RunOptions,
@@ -151,7 +151,7 @@ async fn take_lease(
 
 /// Releases a run's lease at its end. A failure here only delays the next run: the lease
 /// expires on its own.
-async fn give_back(lease: RunLease) {
+pub(crate) async fn give_back(lease: RunLease) {
     let _ = lease.release().await;
 }
 
@@ -352,14 +352,24 @@ async fn resume_held(
         options.ask_user.clone(),
     );
     run.approvals = options.approvals.clone();
+    // After an on-demand compaction the next turn starts from its checkpoint.
+    let (messages, carry) =
+        crate::compaction::working_context(engine, &id, &events, messages).await?;
     run.messages = messages;
+    carry.restore(&mut run.compactor);
     run.tail_rules
         .mark_injected(crate::rules::injected_in(&run.messages));
     run.skills.mark_loaded(&run.messages);
     {
         let sid = id.clone();
         let stored = engine.store.stored_results(&sid).await?;
-        run.stored_results.restore(stored);
+        let prefix = crate::compaction::CHECKPOINT_PREFIX;
+        run.stored_results.restore(
+            stored
+                .into_iter()
+                .filter(|(h, _)| !h.starts_with(prefix))
+                .collect(),
+        );
     }
     run.usage = record.usage;
     run.iterations = record.iterations;
@@ -411,7 +421,7 @@ async fn resume_held(
 
 /// Files a session's tool results reported writing (their typed `files`; events stored
 /// before tool results were typed said it in `metadata.paths`).
-fn files_written(events: &[keel_protocol::Event]) -> BTreeSet<String> {
+pub(crate) fn files_written(events: &[keel_protocol::Event]) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
     for e in events {
         if let EventKind::ToolResult {

@@ -23,6 +23,7 @@ fn compactions(h: &Harness) -> Vec<(u64, u64, String, Vec<String>)> {
                 tokens_after,
                 summarizer,
                 stages,
+                ..
             } => Some((tokens_before, tokens_after, summarizer, stages)),
             _ => None,
         })

@@ -202,6 +202,10 @@ pub enum EventKind {
         /// `drop_dead_ends`, `summarize`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         stages: Vec<String>,
+        /// A compaction the user asked for (`compact` operation) stores the compacted working
+        /// context under this handle; the session's later turns start from it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<String>,
     },
     Blocker {
         id: String,

@@ -20,8 +20,12 @@
 //! modified, the unresolved errors, the user's later messages and the notes of dropped steps.
 //! The byte-stable head (system prompt and tool catalog) is never touched.
 
+mod on_demand;
 mod stages;
 mod summary;
+
+pub use on_demand::CompactReport;
+pub(crate) use on_demand::{CHECKPOINT_PREFIX, compact_session, working_context};
 
 use keel_llm::tokens::{estimate_message, estimate_request};
 use keel_protocol::{ContentBlock, EventKind, Message, Role, ToolSpec, Usage};
@@ -106,11 +110,11 @@ impl ContextBudget {
 pub struct Compactor {
     pub budget: ContextBudget,
     /// The latest summary of earlier work.
-    summary: Option<String>,
+    pub(crate) summary: Option<String>,
     /// Assistant text of dropped dead-end steps (decisions, findings).
-    notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     /// The user's messages that were folded into a summary.
-    user_notes: Vec<String>,
+    pub(crate) user_notes: Vec<String>,
 }
 
 impl Compactor {
@@ -120,6 +124,28 @@ impl Compactor {
             summary: None,
             notes: Vec::new(),
             user_notes: Vec::new(),
+        }
+    }
+}
+
+/// What one compaction changed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Compacted {
+    pub(crate) tokens_before: u64,
+    pub(crate) tokens_after: u64,
+    pub(crate) summarizer: &'static str,
+    pub(crate) stages: Vec<String>,
+}
+
+impl Compacted {
+    /// Its `compaction` event; `checkpoint`: the stored working context later turns start from.
+    pub(crate) fn event(self, checkpoint: Option<String>) -> EventKind {
+        EventKind::Compaction {
+            tokens_before: self.tokens_before,
+            tokens_after: self.tokens_after,
+            summarizer: self.summarizer.to_string(),
+            stages: self.stages,
+            checkpoint,
         }
     }
 }
@@ -137,11 +163,25 @@ impl Run<'_> {
     /// Compacts the working context when the next request crosses the threshold, emitting a
     /// `compaction` event when something changed.
     pub(crate) async fn maybe_compact(&mut self) -> Result<(), Interrupt> {
-        let before = self.context_tokens();
-        if before < self.compactor.budget.threshold_tokens() {
-            return Ok(());
+        if let Some(done) = self.compact(false).await? {
+            self.emitter.emit(done.event(None)).await?;
         }
-        let target = self.compactor.budget.target_tokens();
+        Ok(())
+    }
+
+    /// Compacts the working context: at the threshold down to the target, or (`force`, the
+    /// `compact` operation) now and through every stage that applies. Returns what changed
+    /// (`None`: nothing); the caller emits the event.
+    pub(crate) async fn compact(&mut self, force: bool) -> Result<Option<Compacted>, Interrupt> {
+        let before = self.context_tokens();
+        if !force && before < self.compactor.budget.threshold_tokens() {
+            return Ok(None);
+        }
+        let target = if force {
+            0
+        } else {
+            self.compactor.budget.target_tokens()
+        };
         let mut stages = Vec::new();
         let mut summarizer = "none";
 
@@ -206,18 +246,14 @@ impl Run<'_> {
             apply_summary(&mut self.messages, 1, block);
         }
         if stages.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let after = self.context_tokens();
-        self.emitter
-            .emit(EventKind::Compaction {
-                tokens_before: before,
-                tokens_after: after,
-                summarizer: summarizer.to_string(),
-                stages,
-            })
-            .await?;
-        Ok(())
+        Ok(Some(Compacted {
+            tokens_before: before,
+            tokens_after: self.context_tokens(),
+            summarizer,
+            stages,
+        }))
     }
 
     /// Stage 3's summary: auxiliary model, else main model, else rules.

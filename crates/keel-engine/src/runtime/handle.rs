@@ -217,9 +217,7 @@ impl SessionHandle {
                 }
                 None => Err(OpError::NoTurnRunning(self.id.clone())),
             },
-            Op::Approve { call_id, scope } => {
-                self.decide(&call_id, Decision::Approve(scope))
-            }
+            Op::Approve { call_id, scope } => self.decide(&call_id, Decision::Approve(scope)),
             Op::Deny { call_id, reason } => {
                 let reason = reason.filter(|r| !r.trim().is_empty());
                 self.decide(&call_id, Decision::Deny(reason))
@@ -247,11 +245,11 @@ impl SessionHandle {
                         self.id, record.mode
                     )));
                 }
-                self.switch(|o| o.mode = Some(mode)).await.map(|()| OpAck::Done)
+                self.switch(|o| o.mode = Some(mode))
+                    .await
+                    .map(|()| OpAck::Done)
             }
-            Op::Compact => Err(OpError::Unsupported(
-                "compacting on demand is not available yet; the context is compacted automatically at agent.compact_threshold".into(),
-            )),
+            Op::Compact => self.compact().await.map(|_| OpAck::Done),
             Op::Shutdown => {
                 self.shutdown().await;
                 Ok(OpAck::Done)
@@ -368,6 +366,32 @@ impl SessionHandle {
                 UndoError::Busy(m) => OpError::Busy(m),
                 UndoError::Snapshot(s) => OpError::Engine(EngineError::Internal(s.to_string())),
                 UndoError::Engine(e) => OpError::Engine(e),
+            })?;
+        drop(slot);
+        Ok(report)
+    }
+
+    /// Compacts the session's working context now (a `compaction` event with the checkpoint
+    /// the next turns start from); refused while a turn runs.
+    async fn compact(&self) -> Result<crate::compaction::CompactReport, OpError> {
+        // Holding the slot keeps a turn from starting while the context is compacted.
+        let slot = self.turn.lock().await;
+        if slot.is_some() {
+            return Err(OpError::TurnRunning(self.id.clone()));
+        }
+        let engine = self.engine().await;
+        let options = RunOptions {
+            sinks: self.sinks.clone(),
+            cancel: self.stop.child_token(),
+            run_id: Some(crate::time::new_run_id()),
+            ..RunOptions::default()
+        };
+        let report = engine
+            .compact_session(&self.id, options)
+            .await
+            .map_err(|e| match e {
+                EngineError::Busy(m) => OpError::Busy(m),
+                other => OpError::Engine(other),
             })?;
         drop(slot);
         Ok(report)
