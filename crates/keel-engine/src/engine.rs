@@ -47,6 +47,12 @@ pub struct Engine {
     pub(crate) constitution: Arc<crate::constitution::Constitution>,
     /// The skills found at build (`skills`).
     pub(crate) skills: Arc<crate::skills::SkillSet>,
+    /// Builds subagents' providers (`agents`); without it a child uses this engine's.
+    pub(crate) child_providers: Option<crate::agents::ChildProviders>,
+    /// How many subagent levels below the session this engine runs (0: the session itself).
+    pub(crate) agent_depth: u32,
+    /// A subagent's role and tools (none for the session itself).
+    pub(crate) agent_scope: Option<Arc<crate::agents::AgentScope>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -72,6 +78,7 @@ pub struct EngineBuilder {
     tools: Option<ToolRegistry>,
     retry: Option<RetryPolicy>,
     judge: Option<Arc<dyn CommandJudge>>,
+    child_providers: Option<crate::agents::ChildProviders>,
 }
 
 impl EngineBuilder {
@@ -88,7 +95,16 @@ impl EngineBuilder {
             tools: None,
             retry: None,
             judge: None,
+            child_providers: None,
         }
+    }
+
+    /// How subagents get their model: given the model `agent_open` (or the role) asked for,
+    /// else `None` for the `child` model role, the bare provider. Without it a child shares
+    /// this engine's provider.
+    pub fn child_providers(mut self, providers: crate::agents::ChildProviders) -> Self {
+        self.child_providers = Some(providers);
+        self
     }
 
     /// The execution mode, overriding `agent.mode`: the one switch between the plain loop and
@@ -190,6 +206,12 @@ impl EngineBuilder {
         if !skills.skills.is_empty() {
             tools.register(crate::skills::SkillTool);
         }
+        // Subagents: deferred like every non-built-in tool, so the head is unchanged.
+        if self.config.agents.enabled && self.config.agents.max_depth > 0 {
+            tools.register(crate::agents::AgentOpen);
+            tools.register(crate::agents::AgentEval);
+            tools.register(crate::agents::AgentClose);
+        }
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),
@@ -263,6 +285,9 @@ impl EngineBuilder {
             index,
             constitution: Arc::new(constitution),
             skills: Arc::new(skills),
+            child_providers: self.child_providers,
+            agent_depth: 0,
+            agent_scope: None,
         })
     }
 }
