@@ -219,6 +219,7 @@ impl SessionBuilder {
     /// The engine for an already loaded configuration.
     pub fn engine_with(&self, config: Config, workspace: &Path) -> Result<Engine, EngineError> {
         let providers = self.providers(&config, workspace)?;
+        let children = self.child_providers(&config, workspace);
         let mut builder = EngineBuilder::new(config, workspace)
             .store(self.store.clone())
             .provider(providers.main)
@@ -227,7 +228,7 @@ impl SessionBuilder {
             builder = builder.auxiliary_provider(aux);
         }
         builder
-            .child_providers(self.child_providers(&config, workspace))
+            .child_providers(children)
             .build()
     }
 
