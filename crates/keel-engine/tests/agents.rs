@@ -399,6 +399,13 @@ turns:
     assert_eq!(children[1].role, "reviewer");
     let stored = s.engine.store().get_session(&outcome.session_id).await.unwrap();
     assert_eq!(stored.usage.input_tokens, 8600);
+    // The children's own records are not sessions of the workspace (`--continue` skips them).
+    let here = s.engine.workspace().root().display().to_string();
+    let listed = s.engine.store().list_sessions(10).await.unwrap();
+    assert_eq!(listed.len(), 3);
+    let of_workspace: Vec<_> = listed.iter().filter(|r| r.workspace == here).collect();
+    assert_eq!(of_workspace.len(), 1);
+    assert_eq!(of_workspace[0].id, outcome.session_id);
 }
 
 #[tokio::test]

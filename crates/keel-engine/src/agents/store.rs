@@ -2,7 +2,10 @@
 //! events are written into the parent's session (they carry the child's `run_id` and the
 //! parent's as `parent_run_id`), with the child's `session_started`/`session_resumed` and
 //! `session_finished` recorded as `agent_started` and `agent_finished`. The child's transcript,
-//! lease and stored results stay under its own session record.
+//! lease and stored results stay under its own session record, whose workspace is marked
+//! (`<root>#subagent-a1-of-<parent>`) so that lists of a workspace's sessions (`keel run
+//! --continue`, `keel chat`'s picker, `keel sessions --workspace`) never offer a child; reading
+//! it back through this store unmarks it.
 
 use std::sync::Arc;
 
@@ -22,6 +25,14 @@ pub(crate) struct ChildStore {
 }
 
 impl ChildStore {
+    /// The workspace recorded for the child's session.
+    fn marked(&self, workspace: &str) -> String {
+        format!(
+            "{workspace}#subagent-{}-of-{}",
+            self.agent_id, self.parent_session
+        )
+    }
+
     /// `event` as stored in the parent's session.
     fn adopt(&self, event: &Event) -> Event {
         let (agent_id, role) = (self.agent_id.clone(), self.role.clone());
@@ -62,7 +73,13 @@ impl ChildStore {
 
 impl Store for ChildStore {
     fn create_session<'a>(&'a self, session: &'a NewSession) -> StoreFuture<'a, ()> {
-        self.inner.create_session(session)
+        Box::pin(async move {
+            let marked = NewSession {
+                workspace: self.marked(&session.workspace),
+                ..session.clone()
+            };
+            self.inner.create_session(&marked).await
+        })
     }
     fn update_session<'a>(
         &'a self,
@@ -105,7 +122,14 @@ impl Store for ChildStore {
         self.inner.list_sessions(limit)
     }
     fn get_session<'a>(&'a self, id_or_prefix: &'a str) -> StoreFuture<'a, SessionRecord> {
-        self.inner.get_session(id_or_prefix)
+        Box::pin(async move {
+            let mut record = self.inner.get_session(id_or_prefix).await?;
+            let suffix = self.marked("");
+            if let Some(root) = record.workspace.strip_suffix(&suffix) {
+                record.workspace = root.to_string();
+            }
+            Ok(record)
+        })
     }
     fn events<'a>(&'a self, session_id: &'a str, since_seq: u64) -> StoreFuture<'a, Vec<Event>> {
         self.inner.events(session_id, since_seq)
