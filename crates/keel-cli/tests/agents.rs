@@ -56,10 +56,7 @@ fn keel_run_delegates_to_an_explorer_and_nests_its_events() {
         .find(|e| e["type"] == "tool_result" && e["name"] == "agent_eval")
         .unwrap();
     assert!(
-        eval["content"]
-            .as_str()
-            .unwrap()
-            .contains("CHILD-ANSWER"),
+        eval["content"].as_str().unwrap().contains("CHILD-ANSWER"),
         "{eval}"
     );
     let finished = events
@@ -81,7 +78,10 @@ fn keel_run_delegates_to_an_explorer_and_nests_its_events() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("│ ▸ subagent a1 (explorer"), "{text}");
     assert!(text.contains("[a1 explorer] → list_files"), "{text}");
-    assert!(text.contains("■ subagent a1 (explorer) completed"), "{text}");
+    assert!(
+        text.contains("■ subagent a1 (explorer) completed"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -106,7 +106,10 @@ fn a_script_without_a_child_script_says_how_to_add_one() {
         .unwrap();
     assert_eq!(open["is_error"], true);
     assert!(
-        open["content"].as_str().unwrap().contains("under `children:`"),
+        open["content"]
+            .as_str()
+            .unwrap()
+            .contains("under `children:`"),
         "{open}"
     );
 }

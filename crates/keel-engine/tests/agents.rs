@@ -44,7 +44,9 @@ fn setup_with(parent: &str, children: &[&str], config: Config) -> Setup {
         .iter()
         .map(|c| ScriptedProvider::from_yaml(c).unwrap())
         .collect();
-    let queue = Arc::new(Mutex::new(children.iter().cloned().collect::<VecDeque<_>>()));
+    let queue = Arc::new(Mutex::new(
+        children.iter().cloned().collect::<VecDeque<_>>(),
+    ));
     let factory: ChildProviders = Arc::new(move |_model: Option<&str>| {
         let next = queue.lock().unwrap().pop_front();
         next.map(|p| Arc::new(p) as Arc<dyn Provider>)
@@ -223,8 +225,14 @@ turns:
     assert!(!s.dir.path().join("EVIL2.md").exists());
     let results = child_results(&s.events());
     assert_eq!(results.len(), 2, "{results:?}");
-    assert!(results[0].1 && results[0].2.contains("`explorer` role"), "{results:?}");
-    assert!(results[1].1 && results[1].2.contains("read-only"), "{results:?}");
+    assert!(
+        results[0].1 && results[0].2.contains("`explorer` role"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].1 && results[1].2.contains("read-only"),
+        "{results:?}"
+    );
     // Opening with a tool the role lacks is refused at once.
     let parent = r#"
 turns:
@@ -236,7 +244,10 @@ turns:
     let s = setup(parent, &[]);
     s.run("Review.").await;
     let refused = s.parent_saw();
-    assert!(refused.contains("the `reviewer` role has no tool `create_file`"), "{refused}");
+    assert!(
+        refused.contains("the `reviewer` role has no tool `create_file`"),
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -314,7 +325,11 @@ turns:
         .await
         .unwrap();
     assert_eq!(outcome.status, SessionStatus::Cancelled);
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     let child_end = s.events().into_iter().find_map(|e| match e.kind {
         EventKind::AgentFinished { status, .. } => Some(status),
         _ => None,
@@ -397,7 +412,12 @@ turns:
     assert_eq!(children[0].usage.input_tokens, 3000);
     assert_eq!(children[1].usage.input_tokens, 5000);
     assert_eq!(children[1].role, "reviewer");
-    let stored = s.engine.store().get_session(&outcome.session_id).await.unwrap();
+    let stored = s
+        .engine
+        .store()
+        .get_session(&outcome.session_id)
+        .await
+        .unwrap();
     assert_eq!(stored.usage.input_tokens, 8600);
     // The children's own records are not sessions of the workspace (`--continue` skips them).
     let here = s.engine.workspace().root().display().to_string();
@@ -412,7 +432,12 @@ turns:
 async fn child_events_nest_under_the_parent_run_in_the_parents_session() {
     let s = setup(TWO_EXPLORERS, &[EXPLORER, EXPLORER]);
     let outcome = s.run("Look around.").await;
-    let events = s.engine.store().events(&outcome.session_id, 0).await.unwrap();
+    let events = s
+        .engine
+        .store()
+        .events(&outcome.session_id, 0)
+        .await
+        .unwrap();
     let parent_run = events[0].run_id.clone();
     assert!(events[0].parent_run_id.is_none());
     let child_runs: std::collections::BTreeSet<String> = events
@@ -449,7 +474,10 @@ async fn child_events_nest_under_the_parent_run_in_the_parents_session() {
         .filter(|e| matches!(e.kind, EventKind::SessionFinished { .. }))
         .count();
     assert_eq!(finished, 1);
-    assert_eq!(events.last().map(Event::type_name), Some("session_finished"));
+    assert_eq!(
+        events.last().map(Event::type_name),
+        Some("session_finished")
+    );
 }
 
 #[tokio::test]
@@ -475,7 +503,10 @@ turns:
     let outcome = s.run("Two questions.").await;
     assert_eq!(outcome.status, SessionStatus::Completed, "{outcome:?}");
     let saw = s.parent_saw();
-    assert!(saw.contains("FIRST-ANSWER") && saw.contains("SECOND-ANSWER"), "{saw}");
+    assert!(
+        saw.contains("FIRST-ANSWER") && saw.contains("SECOND-ANSWER"),
+        "{saw}"
+    );
     assert!(saw.contains("subagent a1 closed"), "{saw}");
     // The child's second turn saw its own first one, not the parent's conversation.
     let child_requests = s.children[0].requests();

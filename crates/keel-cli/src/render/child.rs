@@ -12,10 +12,7 @@ use super::{Style, first_line, summarize_args, usage_line};
 /// run ids to their labels, learnt from `agent_started`.
 pub(super) fn child_line(s: Style, event: &Event, labels: &mut HashMap<String, String>) -> String {
     let rule = format!("  {}│{} ", s.dim, s.reset);
-    if let EventKind::AgentStarted {
-        agent_id, role, ..
-    } = &event.kind
-    {
+    if let EventKind::AgentStarted { agent_id, role, .. } = &event.kind {
         labels.insert(event.run_id.clone(), format!("{agent_id} {role}"));
     }
     let label = labels
@@ -99,7 +96,12 @@ pub(super) fn child_line(s: Style, event: &Event, labels: &mut HashMap<String, S
         }
         EventKind::Error(info) => format!("{tag} {}✗ {}{}", s.red, info.message, s.reset),
         EventKind::Blocker { question, .. } => {
-            format!("{tag} {}? {}{}", s.yellow, first_line(question, 120), s.reset)
+            format!(
+                "{tag} {}? {}{}",
+                s.yellow,
+                first_line(question, 120),
+                s.reset
+            )
         }
         _ => return String::new(),
     };

@@ -146,7 +146,9 @@ fn minus(a: &Usage, b: &Usage) -> Usage {
         input_tokens: a.input_tokens.saturating_sub(b.input_tokens),
         output_tokens: a.output_tokens.saturating_sub(b.output_tokens),
         cache_read_tokens: a.cache_read_tokens.saturating_sub(b.cache_read_tokens),
-        cache_creation_tokens: a.cache_creation_tokens.saturating_sub(b.cache_creation_tokens),
+        cache_creation_tokens: a
+            .cache_creation_tokens
+            .saturating_sub(b.cache_creation_tokens),
         cost_usd: (a.cost_usd - b.cost_usd).max(0.0),
         requests: a.requests.saturating_sub(b.requests),
     }
@@ -180,7 +182,10 @@ impl EventSink for Progress {
             EventKind::TurnStarted { .. } => state.0 += 1,
             EventKind::ToolCall { name, .. } => state.1 = format!("called {name}"),
             EventKind::AssistantMessage { text, .. } if !text.trim().is_empty() => {
-                state.1 = format!("said: {}", text.trim().chars().take(200).collect::<String>());
+                state.1 = format!(
+                    "said: {}",
+                    text.trim().chars().take(200).collect::<String>()
+                );
             }
             _ => {}
         }
@@ -256,11 +261,7 @@ async fn child_turn(
             }
         }
         Ok(Err(e)) => TurnEnd::failed(SessionStatus::Failed, e.to_string(), known),
-        Err(_) => TurnEnd::failed(
-            SessionStatus::Failed,
-            "the subagent crashed".into(),
-            known,
-        ),
+        Err(_) => TurnEnd::failed(SessionStatus::Failed, "the subagent crashed".into(), known),
     }
 }
 
@@ -319,12 +320,15 @@ impl Run<'_> {
                 Ok(args) => self.agent_eval(args).await,
                 Err(e) => Err(e),
             },
-            AGENT_CLOSE => match parse_args::<AgentCloseArgs>(AGENT_CLOSE, call.arguments.clone())
-            {
-                Ok(args) => self.agent_close(&args.agent_id).await,
-                Err(e) => Err(e),
-            },
-            other => Err(ToolError::model(format!("`{other}` is not a subagent tool"))),
+            AGENT_CLOSE => {
+                match parse_args::<AgentCloseArgs>(AGENT_CLOSE, call.arguments.clone()) {
+                    Ok(args) => self.agent_close(&args.agent_id).await,
+                    Err(e) => Err(e),
+                }
+            }
+            other => Err(ToolError::model(format!(
+                "`{other}` is not a subagent tool"
+            ))),
         };
         let usage = self.agents.take_usage();
         self.usage.add(&usage);
@@ -334,7 +338,11 @@ impl Run<'_> {
     /// Whether a child must be read-only: its parent is, or the parent's plan_exec phase
     /// does not allow writing files.
     fn parent_read_only(&self) -> bool {
-        let scoped = self.engine.agent_scope.as_ref().is_some_and(|s| s.read_only);
+        let scoped = self
+            .engine
+            .agent_scope
+            .as_ref()
+            .is_some_and(|s| s.read_only);
         let phase = self.phase.as_ref().is_some_and(|state| {
             !state
                 .policy
@@ -368,9 +376,8 @@ impl Run<'_> {
         }
         let model = args.model.clone().or(role.model.clone());
         let provider = match &engine.child_providers {
-            Some(build) => build(model.as_deref()).map_err(|e| {
-                ToolError::model(format!("cannot start the subagent's model: {e}"))
-            })?,
+            Some(build) => build(model.as_deref())
+                .map_err(|e| ToolError::model(format!("cannot start the subagent's model: {e}")))?,
             None => engine.provider.clone(),
         };
         let model_name = provider.info().model;
@@ -477,11 +484,20 @@ impl Run<'_> {
             let Some(child) = self.agents.children.get(&id) else {
                 return Err(ToolError::model(format!("no subagent {id}")));
             };
-            let (steps, last) = child.progress.state.lock().map(|s| s.clone()).unwrap_or_default();
+            let (steps, last) = child
+                .progress
+                .state
+                .lock()
+                .map(|s| s.clone())
+                .unwrap_or_default();
             return Ok(ToolOutput::text(format!(
                 "subagent {id} ({}) is still working: {steps} model request(s) so far{}. Call agent_eval again (wait defaults to true) for its answer.",
                 child.role,
-                if last.is_empty() { String::new() } else { format!("; last it {last}") }
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!("; last it {last}")
+                }
             )));
         }
         if args.wait == Some(false)

@@ -227,9 +227,7 @@ impl SessionBuilder {
         if let Some(aux) = providers.auxiliary {
             builder = builder.auxiliary_provider(aux);
         }
-        builder
-            .child_providers(children)
-            .build()
+        builder.child_providers(children).build()
     }
 
     /// Subagents' providers: the model `agent_open` names, else the `child` model role
