@@ -189,12 +189,25 @@ turns:
         arguments: {path: NOTES.md, content: "hello\n"}
   - text: "Created NOTES.md."
 "#;
-    let s = setup(parent, &[worker]);
+    // The parent verifies what its worker changed (the child itself does not).
+    let mut c = config();
+    c.verify.enabled = true;
+    c.verify.commands = Some(vec!["test -f NOTES.md".into()]);
+    let s = setup_with(parent, &[worker], c);
     let outcome = s.run("Write notes.").await;
     assert_eq!(outcome.status, SessionStatus::Completed, "{outcome:?}");
     let written = std::fs::read_to_string(s.dir.path().join("NOTES.md")).unwrap();
     assert_eq!(written, "hello\n");
     assert!(s.parent_saw().contains("Created NOTES.md."));
+    let verified: Vec<(bool, bool)> = s
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Verification { passed, .. } => Some((e.parent_run_id.is_none(), *passed)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(verified, vec![(true, true)]);
 }
 
 #[tokio::test]

@@ -103,7 +103,12 @@ impl AgentPool {
             }
         }
         let mut children: Vec<ChildUsage> = self.summary.values().cloned().collect();
-        children.sort_by_key(|c| c.agent_id[1..].parse::<u64>().unwrap_or(u64::MAX));
+        children.sort_by_key(|c| {
+            c.agent_id
+                .trim_start_matches('a')
+                .parse::<u64>()
+                .unwrap_or(u64::MAX)
+        });
         (self.take_usage(), children)
     }
 
@@ -164,10 +169,19 @@ fn joined(r: Result<TurnEnd, tokio::task::JoinError>) -> TurnEnd {
     })
 }
 
-/// What a child is doing, from its events (for `agent_eval` with `wait: false`).
+/// What a child is doing, from its events (for `agent_eval` with `wait: false`), and what it
+/// changed (for the parent's final verification).
 struct Progress {
     run_id: String,
     state: Mutex<(u32, String)>,
+    changes: Mutex<Changes>,
+}
+
+/// Files a child wrote and whether it ran commands, not yet reported to the parent.
+#[derive(Default)]
+struct Changes {
+    files: Vec<String>,
+    changed: bool,
 }
 
 impl EventSink for Progress {
@@ -178,6 +192,17 @@ impl EventSink for Progress {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
+        if let EventKind::ToolResult {
+            is_error: false,
+            details,
+            ..
+        } = &event.kind
+            && (!details.files.is_empty() || details.exit_code.is_some())
+            && let Ok(mut changes) = self.changes.lock()
+        {
+            changes.files.extend(details.files.iter().cloned());
+            changes.changed = true;
+        }
         match &event.kind {
             EventKind::TurnStarted { .. } => state.0 += 1,
             EventKind::ToolCall { name, .. } => state.1 = format!("called {name}"),
@@ -332,6 +357,13 @@ impl Run<'_> {
         };
         let usage = self.agents.take_usage();
         self.usage.add(&usage);
+        // A worker's edits are the run's changes: final verification covers them.
+        for child in self.agents.children.values() {
+            if let Ok(mut changes) = child.progress.changes.lock() {
+                self.changed |= std::mem::take(&mut changes.changed);
+                self.files.extend(std::mem::take(&mut changes.files));
+            }
+        }
         out
     }
 
@@ -402,6 +434,7 @@ impl Run<'_> {
         let progress = Arc::new(Progress {
             run_id: run_id.clone(),
             state: Mutex::new((0, String::new())),
+            changes: Mutex::new(Changes::default()),
         });
         self.agents.children.insert(
             id.clone(),
