@@ -577,3 +577,102 @@ turns:
     );
     assert!(tokens[1] + 3_000 < tokens[0], "{tokens:?}");
 }
+
+#[tokio::test]
+async fn a_childs_approval_goes_to_the_parents_gate_labelled_with_the_child() {
+    use keel_engine::approval::{ApprovalGate, Decision};
+    use keel_engine::config::ApprovalPolicy;
+    let parent = r#"
+turns:
+  - tool_calls:
+      - name: agent_open
+        arguments: {role: worker, task: "Write the notes."}
+  - tool_calls:
+      - name: agent_eval
+        arguments: {agent_id: a1}
+  - text: "done"
+"#;
+    let worker = r#"
+turns:
+  - tool_calls:
+      - {id: child_write, name: create_file, arguments: {path: NOTES.md, content: "hi\n"}}
+  - text: "Wrote NOTES.md."
+"#;
+    let s = setup(parent, &[worker]);
+    let gate = Arc::new(ApprovalGate::from_config(
+        s.engine.config(),
+        Some(ApprovalPolicy::Untrusted),
+        true,
+    ));
+    let (answerer, sink) = (gate.clone(), s.sink.clone());
+    let asked = tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = sink.events().into_iter().find(|e| {
+                matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id == "child_write")
+            });
+            if let Some(e) = found {
+                assert!(answerer.resolve(
+                    "child_write",
+                    Decision::Approve(keel_protocol::ApprovalScope::Once)
+                ));
+                return e;
+            }
+            assert!(Instant::now() < deadline, "no approval was asked for");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let outcome = s
+        .engine
+        .run(
+            "Notes.",
+            RunOptions {
+                sinks: vec![s.sink.clone()],
+                approvals: Some(gate),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, SessionStatus::Completed, "{outcome:?}");
+    let request = asked.await.unwrap();
+    // Labelled with the child: its run, under the parent's.
+    let child_run = s
+        .events()
+        .into_iter()
+        .find(|e| matches!(e.kind, EventKind::AgentStarted { .. }))
+        .unwrap()
+        .run_id;
+    assert_eq!(request.run_id, child_run);
+    assert!(request.parent_run_id.is_some());
+    assert!(s.dir.path().join("NOTES.md").exists());
+}
+
+#[tokio::test]
+async fn in_a_read_only_plan_exec_phase_a_worker_is_read_only() {
+    let parent = r#"
+turns:
+  - tool_calls:
+      - name: agent_open
+        arguments: {role: worker, task: "Write the notes."}
+  - tool_calls:
+      - name: agent_eval
+        arguments: {agent_id: a1}
+  - text: "done"
+"#;
+    let worker = r#"
+turns:
+  - tool_calls:
+      - name: create_file
+        arguments: {path: NOTES.md, content: "hi\n"}
+  - text: "I could not write."
+"#;
+    let mut c = config();
+    c.agent.mode = "plan_exec".into();
+    let s = setup_with(parent, &[worker], c);
+    s.run("Plan first.").await;
+    assert!(!s.dir.path().join("NOTES.md").exists());
+    let results = child_results(&s.events());
+    assert!(results[0].1, "{results:?}");
+    assert!(results[0].2.contains("`worker` role"), "{results:?}");
+}
