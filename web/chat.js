@@ -50,6 +50,9 @@ export class Transcript {
     this.tools = new Map(); // tool call id -> its <details>
     this.approvals = new Map(); // call id -> its approval box
     this.usage = null;
+    this.agentGroups = new Map(); // subagent run id -> its group <details>
+    this.agentsById = new Map(); // agent id (a1) -> its group
+    this.agentCalls = new Map(); // agent id -> the agent_open call that started it
   }
 
   scroll() {
@@ -87,6 +90,11 @@ export class Transcript {
 
   /** Applies one event. */
   apply(e) {
+    if (e.parent_run_id) {
+      this.childEvent(e);
+      this.scroll();
+      return;
+    }
     switch (e.type) {
       case "session_started":
         this.user(e.task);
@@ -226,6 +234,11 @@ export class Transcript {
         break;
       case "session_finished":
         this.endBubble();
+        for (const c of e.children ?? []) {
+          this.notice(
+            `subagent ${c.agent_id} (${c.role}, ${c.model}): ${c.status} · ${c.iterations} step(s) · ${c.usage.input_tokens} in · ${c.usage.output_tokens} out`,
+          );
+        }
         this.usage = e.usage;
         this.hooks.onUsage(e.usage);
         this.hooks.onStatus(e.status);
@@ -254,13 +267,59 @@ export class Transcript {
     this.hooks.onUsage(this.usage);
   }
 
-  /** A call waiting for a person: what it is, and approve / deny buttons. */
-  approvalRequested(e) {
+  /** A subagent's event (it carries a `parent_run_id`): grouped under the `agent_open` call
+   *  that started the child, one short line each; its answer is not streamed. */
+  childEvent(e) {
+    let group = this.agentGroups.get(e.run_id);
+    if (!group) {
+      group = el("details", "subagent");
+      group.open = true;
+      group.append(el("summary", null, "subagent"));
+      (this.agentCalls.get(e.agent_id) ?? this.root).append(group);
+      this.agentGroups.set(e.run_id, group);
+    }
+    const line = (text, kind = "") => group.append(el("div", `subagent-line ${kind}`, text));
+    switch (e.type) {
+      case "agent_started":
+        group.querySelector("summary").textContent = `subagent ${e.agent_id} (${e.role}, ${e.model}): ${short(e.task, 100)}`;
+        this.agentsById.set(e.agent_id, group);
+        group.dataset.agent = e.agent_id;
+        break;
+      case "agent_finished":
+        line(`${e.status} after ${e.iterations} step(s)`, e.status === "completed" ? "ok" : "error");
+        group.classList.add(e.status);
+        break;
+      case "tool_call":
+        line(`→ ${e.name} ${short(e.arguments)}`, "call");
+        break;
+      case "tool_result":
+        if (e.is_error) line(`✗ ${short(e.content, 200)}`, "error");
+        break;
+      case "assistant_message":
+        if (e.text) line(short(e.text, 400), "answer");
+        break;
+      case "approval_requested":
+        this.approvalRequested(e, group, `subagent ${group.dataset.agent ?? ""}: `);
+        break;
+      case "approval_resolved":
+        this.approvalResolved(e);
+        break;
+      case "error":
+        line(`error [${e.error_code}]: ${e.message}`, "error");
+        break;
+      default:
+        break; // deltas, steps and the rest: the lines above tell the story
+    }
+  }
+
+  /** A call waiting for a person: what it is, and approve / deny buttons (`into` a
+   *  subagent's group, labelled with it, for a child's call). */
+  approvalRequested(e, into = this.root, label = "") {
     this.endBubble();
     const box = el("div", "approval");
     box.dataset.callId = e.call_id;
     box.append(
-      el("div", "approval-what", `approval needed (${e.class}): ${e.summary}`),
+      el("div", "approval-what", `${label}approval needed (${e.class}): ${e.summary}`),
     );
     const buttons = el("div", "approval-buttons");
     const answer = (a) => {
@@ -278,7 +337,7 @@ export class Transcript {
     deny.addEventListener("click", () => answer({ approve: false, reason: null }));
     buttons.append(approve, always, deny);
     box.append(buttons);
-    this.root.append(box);
+    into.append(box);
     this.approvals.set(e.call_id, box);
   }
 
@@ -321,6 +380,13 @@ export class Transcript {
     }
     d.classList.remove("pending");
     d.classList.add(e.is_error ? "failed" : "ok");
+    const opened = e.name === "agent_open" && !e.is_error && /Started subagent (\S+)/.exec(e.content);
+    if (opened) {
+      const id = opened[1].replace(/[^\w-]/g, "");
+      this.agentCalls.set(id, d);
+      const group = this.agentsById.get(id);
+      if (group) d.append(group); // the child started first: move it under its call
+    }
     // The typed part of the result (older stored events carried the diff in metadata).
     const details = e.details ?? {};
     const diff = details.diff ?? e.metadata?.diff;

@@ -329,5 +329,35 @@ await step("reopening the session replays its history, phase included", async ()
   expect(problems.length === 0, problems.join("\n"));
 });
 
+await step("a subagent's events are grouped under the agent_open call that started it", async () => {
+  const shown = await page.evaluate(async () => {
+    const { Transcript } = await import("/ui/chat.js");
+    const root = document.createElement("div");
+    const t = new Transcript(root, { onPhase() {}, onViolation() {}, onBlocker() {}, onUsage() {}, onStatus() {}, onTurnFinished() {} });
+    const parent = { session_id: "s", run_id: "r1" };
+    const child = { session_id: "s", run_id: "r2", parent_run_id: "r1" };
+    t.apply({ ...parent, type: "tool_call", id: "c1", name: "agent_open", arguments: { role: "explorer", task: "look" } });
+    // The child may start before the parent records agent_open's result.
+    t.apply({ ...child, type: "agent_started", agent_id: "a1", role: "explorer", task: "look", model: "m" });
+    t.apply({ ...child, type: "tool_call", id: "g1", name: "grep", arguments: { pattern: "fn" } });
+    t.apply({ ...child, type: "assistant_delta", text: "streamed", channel: "text" });
+    t.apply({ ...parent, type: "tool_result", id: "c1", name: "agent_open", is_error: false, content: "Started subagent a1 (role `explorer`)" });
+    t.apply({ ...child, type: "assistant_message", text: "found it", tool_calls: 0, usage: {} });
+    t.apply({ ...child, type: "agent_finished", agent_id: "a1", role: "explorer", status: "completed", iterations: 2, usage: {} });
+    const call = root.querySelector(".tool-call");
+    const group = call?.querySelector("details.subagent");
+    return {
+      grouped: Boolean(group),
+      summary: group?.querySelector("summary").textContent,
+      lines: [...(group?.querySelectorAll(".subagent-line") ?? [])].map((l) => l.textContent),
+      bubbles: root.querySelectorAll(".msg.assistant").length,
+    };
+  });
+  expect(shown.grouped, `the child's group sits in the agent_open call: ${JSON.stringify(shown)}`);
+  expect(shown.summary.startsWith("subagent a1 (explorer"), `labelled: ${shown.summary}`);
+  expect(JSON.stringify(shown.lines) === JSON.stringify(['→ grep {"pattern":"fn"}', "found it", "completed after 2 step(s)"]), `lines: ${JSON.stringify(shown.lines)}`);
+  expect(shown.bubbles === 0, "a child's text never streams into the parent's answer");
+});
+
 await browser.close();
 console.log(`screenshots in ${shots}`);

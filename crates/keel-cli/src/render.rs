@@ -98,6 +98,8 @@ struct HumanState {
     spinner: Option<indicatif::ProgressBar>,
     /// When each running tool call started (event time, ms).
     started: std::collections::HashMap<String, u64>,
+    /// Subagents' labels by run id (`a1 explorer`).
+    agents: std::collections::HashMap<String, String>,
 }
 
 /// The tools that write files: a refusal of one means the change the model meant to make is
@@ -546,12 +548,55 @@ impl Human {
                     out.push_str(&format!("  {}- {hint}{}\n", s.dim, s.reset));
                 }
             }
-            EventKind::SessionFinished {
+            EventKind::AgentStarted {
+                agent_id,
+                role,
+                task,
+                model,
+            } => {
+                close(&mut out, st);
+                out.push_str(&format!(
+                    "{}▸ subagent {agent_id} ({role}, {model}){}: {}\n",
+                    s.cyan,
+                    s.reset,
+                    first_line(task, 100)
+                ));
+            }
+            EventKind::AgentFinished {
+                agent_id,
+                role,
                 status,
                 iterations,
                 usage,
             } => {
                 close(&mut out, st);
+                out.push_str(&format!(
+                    "■ subagent {agent_id} ({role}) {status} {}after {iterations} step(s) · {}{}\n",
+                    s.dim,
+                    usage_line(usage),
+                    s.reset
+                ));
+            }
+            EventKind::SessionFinished {
+                status,
+                iterations,
+                usage,
+                children,
+            } => {
+                close(&mut out, st);
+                for c in children {
+                    out.push_str(&format!(
+                        "  {}subagent {} ({}, {}): {} · {} step(s) · {}{}\n",
+                        s.dim,
+                        c.agent_id,
+                        c.role,
+                        c.model,
+                        c.status,
+                        c.iterations,
+                        usage_line(&c.usage),
+                        s.reset
+                    ));
+                }
                 if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
                 {
                     out.push_str(&format!(
@@ -626,7 +671,17 @@ impl EventSink for Human {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
-        let text = self.render(event, &mut st);
+        let text = if event.parent_run_id.is_some() {
+            // A subagent's event: one line, nested, never streamed.
+            let mut text = child::child_line(self.style, event, &mut st.agents);
+            if !text.is_empty() && st.open_line {
+                text.insert(0, '\n');
+                st.open_line = false;
+            }
+            text
+        } else {
+            self.render(event, &mut st)
+        };
         if text.is_empty() {
             return;
         }
@@ -744,6 +799,8 @@ fn first_line(text: &str, max: usize) -> String {
 pub fn when(ms: u64) -> String {
     utc_datetime(ms)
 }
+
+mod child;
 
 #[cfg(test)]
 mod tests;

@@ -100,6 +100,11 @@ impl Emitter {
         &self.run_id
     }
 
+    /// Where this emitter's events go after they are stored.
+    pub(crate) fn sinks(&self) -> &[Arc<dyn EventSink>] {
+        &self.sinks
+    }
+
     /// The session this emitter numbers events for.
     pub fn session_id(&self) -> &str {
         &self.session_id

@@ -49,6 +49,12 @@ pub struct Engine {
     pub(crate) skills: Arc<crate::skills::SkillSet>,
     /// The guardrails and custom hooks the loop asks, in order.
     pub(crate) hooks: Vec<crate::hooks::Slot>,
+    /// Builds subagents' providers (`agents`); without it a child uses this engine's.
+    pub(crate) child_providers: Option<crate::agents::ChildProviders>,
+    /// How many subagent levels below the session this engine runs (0: the session itself).
+    pub(crate) agent_depth: u32,
+    /// A subagent's role and tools (none for the session itself).
+    pub(crate) agent_scope: Option<Arc<crate::agents::AgentScope>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -75,6 +81,7 @@ pub struct EngineBuilder {
     retry: Option<RetryPolicy>,
     judge: Option<Arc<dyn CommandJudge>>,
     hooks: Vec<Arc<dyn crate::hooks::Hook>>,
+    child_providers: Option<crate::agents::ChildProviders>,
 }
 
 impl EngineBuilder {
@@ -92,6 +99,7 @@ impl EngineBuilder {
             retry: None,
             judge: None,
             hooks: Vec::new(),
+            child_providers: None,
         }
     }
 
@@ -99,6 +107,14 @@ impl EngineBuilder {
     /// verification and approval, in the order hooks are added (see [`crate::hooks`]).
     pub fn hook(mut self, hook: Arc<dyn crate::hooks::Hook>) -> Self {
         self.hooks.push(hook);
+        self
+    }
+
+    /// How subagents get their model: given the model `agent_open` (or the role) asked for,
+    /// else `None` for the `child` model role, the bare provider. Without it a child shares
+    /// this engine's provider.
+    pub fn child_providers(mut self, providers: crate::agents::ChildProviders) -> Self {
+        self.child_providers = Some(providers);
         self
     }
 
@@ -201,6 +217,12 @@ impl EngineBuilder {
         if !skills.skills.is_empty() {
             tools.register(crate::skills::SkillTool);
         }
+        // Subagents: deferred like every non-built-in tool, so the head is unchanged.
+        if self.config.agents.enabled && self.config.agents.max_depth > 0 {
+            tools.register(crate::agents::AgentOpen);
+            tools.register(crate::agents::AgentEval);
+            tools.register(crate::agents::AgentClose);
+        }
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),
@@ -276,6 +298,9 @@ impl EngineBuilder {
             constitution: Arc::new(constitution),
             skills: Arc::new(skills),
             hooks,
+            child_providers: self.child_providers,
+            agent_depth: 0,
+            agent_scope: None,
         })
     }
 }

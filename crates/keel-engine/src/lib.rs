@@ -11,6 +11,7 @@
 //! (termination, budgets, escalation, cancellation); it does not know how providers speak
 //! HTTP (keel-llm), how tools touch files (keel-tools) or how events are stored (keel-store).
 
+pub mod agents;
 pub mod approval;
 pub mod blockers;
 mod calls;

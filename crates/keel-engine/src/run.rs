@@ -103,6 +103,8 @@ pub(crate) struct Run<'a> {
     pub(crate) stored_results: crate::results::StoredResults,
     /// Loaded skills and the active tool restriction (`skills`).
     pub(crate) skills: crate::skills::SkillState,
+    /// The subagents this run opened (`agents`).
+    pub(crate) agents: crate::agents::AgentPool,
 }
 
 /// What one batch of tool calls led to.
@@ -146,6 +148,7 @@ impl<'a> Run<'a> {
             tail_rules: crate::rules::TailRules::new(engine.workspace.root()),
             stored_results: crate::results::StoredResults::default(),
             skills: crate::skills::SkillState::new(engine.skills.clone(), engine.workspace.root()),
+            agents: crate::agents::AgentPool::new(engine.config.agents.max_concurrent),
         }
     }
 
@@ -378,6 +381,9 @@ impl<'a> Run<'a> {
         if call.name == crate::results::READ_RESULT {
             let limit = self.engine.config.agent.max_output_chars;
             return Ok(Ok(self.stored_results.read(&call.arguments, limit)));
+        }
+        if crate::agents::is_agent_tool(&call.name) {
+            return Ok(Ok(self.agent_call(call).await));
         }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {

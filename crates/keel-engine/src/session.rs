@@ -26,6 +26,10 @@ pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext
     let mut ctx = ToolContext::new(engine.workspace.clone());
     ctx.cancel = options.cancel.clone();
     ctx.max_output_chars = engine.config.agent.max_output_chars;
+    if engine.agent_scope.as_ref().is_some_and(|s| s.read_only) {
+        // A read-only subagent's commands run in the read-only sandbox.
+        ctx.sandbox = keel_tools::sandbox::SandboxPolicy::ReadOnly;
+    }
     ctx
 }
 
@@ -472,6 +476,9 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
             })
         }
     };
+    // Subagents still running are cancelled; their usage rolls up into the session's.
+    let (child_usage, children) = run.agents.close_all().await;
+    run.usage.add(&child_usage);
     let session_id = emitter.session_id().to_string();
     let (status, final_text, error, blocker) = match end {
         Ok(ChainEnd::Completed(text)) => (SessionStatus::Completed, text, None, None),
@@ -516,6 +523,7 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
             status,
             iterations: run.iterations,
             usage: run.usage,
+            children,
         })
         .await?;
     let (iterations, usage) = (run.iterations, run.usage);
@@ -577,7 +585,8 @@ fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
     /// A reply's text and its calls (name, arguments); `None` for a retried failure.
     type Reply = Option<(String, Vec<(String, serde_json::Value)>)>;
     let mut replies: Vec<Reply> = Vec::new();
-    for e in events {
+    // A subagent's replies (its events carry a parent run) came from its own model.
+    for e in events.iter().filter(|e| e.parent_run_id.is_none()) {
         match &e.kind {
             EventKind::AssistantMessage { text, .. } => {
                 replies.push(Some((text.clone(), Vec::new())));

@@ -102,6 +102,15 @@ fn config_doc_matches_the_code() {
         phase.rollback_command = Some("x".into());
     }
     full.server.token = Some("x".into());
+    full.agents.roles.insert(
+        "<name>".into(),
+        keel_engine::config::AgentRoleConfig {
+            tools: vec!["read_file".into()],
+            prompt: "x".into(),
+            model: Some("x".into()),
+            read_only: true,
+        },
+    );
     let value = toml::Value::try_from(&full).expect("config serialises");
     let mut in_code = BTreeSet::new();
     leaf_keys("", &value, &mut in_code);

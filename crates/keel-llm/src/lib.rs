@@ -43,4 +43,4 @@ pub use error::LlmError;
 pub use openai::OpenAiProvider;
 pub use provider::{ChatRequest, EventStream, Provider, ProviderInfo, StreamEvent};
 pub use reliable::{FALLBACK_COOL_DOWN, ReliableProvider};
-pub use router::{ModelTarget, Role, Router, build_provider};
+pub use router::{ModelTarget, Role, Router, build_child_provider, build_provider};

@@ -336,6 +336,21 @@ pub fn build_provider(
     })
 }
 
+/// The provider of the `index`th subagent (from 0) a session opens with `target`: a scripted
+/// target plays the script's `children[index]`; any other is built like [`build_provider`].
+pub fn build_child_provider(
+    target: &ModelTarget,
+    env: &dyn Fn(&str) -> Option<String>,
+    index: usize,
+) -> Result<Arc<dyn Provider>, LlmError> {
+    match (&target.wire, &target.script) {
+        (WireFormat::Scripted, Some(script)) => {
+            Ok(Arc::new(crate::scripted::load_child(script, index)?))
+        }
+        _ => build_provider(target, env),
+    }
+}
+
 /// What to tell a user who has configured no provider.
 pub fn not_configured_message() -> String {
     let mut lines = vec![

@@ -41,6 +41,10 @@ pub struct Script {
     /// The model name to report (default `scripted`).
     #[serde(default)]
     pub model: Option<String>,
+    /// Scripts for the subagents the session opens (`agent_open`), in the order they are
+    /// opened: the first child plays `children[0]`, and so on.
+    #[serde(default)]
+    pub children: Vec<Script>,
 }
 
 /// One scripted model reply, or a provider error in its place.
@@ -132,6 +136,11 @@ impl Script {
     }
 
     fn validate(&self) -> Result<(), String> {
+        for (i, child) in self.children.iter().enumerate() {
+            child
+                .validate()
+                .map_err(|e| format!("children[{i}]: {e}"))?;
+        }
         for (i, turn) in self.turns.iter().enumerate() {
             if turn.error.is_some() && (turn.text.is_some() || !turn.tool_calls.is_empty()) {
                 return Err(format!(
@@ -151,6 +160,23 @@ impl Script {
         }
         Ok(())
     }
+}
+
+/// The script of the `index`th subagent (from 0) of the script file at `path`.
+pub fn load_child(path: &Path, index: usize) -> Result<ScriptedProvider, LlmError> {
+    let parent = ScriptedProvider::load(path)?;
+    let count = parent.script.children.len();
+    let Some(child) = parent.script.children.get(index) else {
+        return Err(LlmError::Config(format!(
+            "{} has {count} script(s) under `children:`, but the session opened subagent number {}; add a script for it under `children:`",
+            path.display(),
+            index + 1
+        )));
+    };
+    Ok(ScriptedProvider::new(
+        child.clone(),
+        format!("{} (children[{index}])", path.display()),
+    ))
 }
 
 /// What a resumed session's stored reply looks like to [`Provider::fast_forward`]: its text

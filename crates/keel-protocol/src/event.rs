@@ -272,6 +272,27 @@ pub enum EventKind {
     SessionFinished {
         status: SessionStatus,
         iterations: u32,
+        /// The session's usage, its subagents' included (`children` breaks theirs down).
+        usage: Usage,
+        /// The usage of each subagent this run opened, included in `usage`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        children: Vec<ChildUsage>,
+    },
+    /// A subagent (`agent_open`) started a turn: its task, or the input `agent_eval` sent. The
+    /// event carries the child's own `run_id` and its parent's as `parent_run_id`, like every
+    /// event of the child.
+    AgentStarted {
+        agent_id: String,
+        role: String,
+        task: String,
+        model: String,
+    },
+    /// A subagent's turn ended; `usage` is the child's total so far.
+    AgentFinished {
+        agent_id: String,
+        role: String,
+        status: SessionStatus,
+        iterations: u32,
         usage: Usage,
     },
     /// A tool call waits for a person's approval (`Approve` or `Deny` with its `call_id`).
@@ -356,10 +377,23 @@ impl EventKind {
             EventKind::Error(_) => "error",
             EventKind::SessionFinished { .. } => "session_finished",
             EventKind::TurnFinished { .. } => "turn_finished",
+            EventKind::AgentStarted { .. } => "agent_started",
+            EventKind::AgentFinished { .. } => "agent_finished",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
         }
     }
+}
+
+/// One subagent's share of a session's usage (`session_finished.children`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildUsage {
+    pub agent_id: String,
+    pub role: String,
+    pub model: String,
+    pub status: SessionStatus,
+    pub iterations: u32,
+    pub usage: Usage,
 }
 
 /// How a session (or one run of it) ended.

@@ -12,7 +12,7 @@ mod message;
 mod op;
 
 pub use details::{BlockerRequest, ToolDetails, Truncation};
-pub use event::{DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus};
+pub use event::{ChildUsage, DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus};
 pub use hash::fnv1a;
 pub use message::{ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage};
 pub use op::{ApprovalScope, Attachment, Op, Submission};

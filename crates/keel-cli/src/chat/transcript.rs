@@ -377,7 +377,11 @@ impl Transcript {
                 );
             }
             EventKind::Blocker { id, question, .. } => {
-                self.blocker = Some(id.clone());
+                // A subagent's blocker belongs to the child's own session: not the user's to
+                // answer here (its parent gets the child's status as a result).
+                if depth == 0 {
+                    self.blocker = Some(id.clone());
+                }
                 self.push_at(
                     CellKind::Notice(
                         format!("? blocked: {question}\n  type your answer below; Enter sends it"),

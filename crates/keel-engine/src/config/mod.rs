@@ -24,15 +24,18 @@ pub struct Config {
     pub server: ServerConfig,
     pub index: IndexConfig,
     pub approval: ApprovalConfig,
+    pub agents: AgentsConfig,
     /// Project settings that were not applied (see [`project`]), for the front end to show.
     #[serde(skip)]
     pub warnings: Vec<ConfigWarning>,
 }
 
+mod agents;
 mod approval;
 pub mod project;
 mod sections;
 
+pub use agents::{AgentRoleConfig, AgentsConfig};
 pub use approval::{ApprovalConfig, ApprovalPolicy};
 pub use project::{ConfigWarning, PROJECT_RULES, ProjectRule};
 pub use sections::*;
@@ -277,6 +280,19 @@ impl Config {
             return Err(bad(format!(
                 "fallback_chain.recovery.max_retries = {} is too large; use 0 to 5",
                 self.fallback_chain.recovery.max_retries
+            )));
+        }
+        let agents = &self.agents;
+        if agents.max_concurrent == 0 || agents.max_steps == 0 || agents.timeout_secs == 0 {
+            return Err(bad(
+                "agents.max_concurrent, agents.max_steps and agents.timeout_secs must be at least 1"
+                    .into(),
+            ));
+        }
+        if agents.max_depth > 4 {
+            return Err(bad(format!(
+                "agents.max_depth = {} is too deep; use 0 (no subagents) to 4",
+                agents.max_depth
             )));
         }
         if self.verify.timeout_secs == 0 {

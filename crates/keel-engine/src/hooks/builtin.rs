@@ -116,7 +116,11 @@ impl Builtin {
     ) -> Result<Option<Dispatch>, EngineError> {
         Ok(match self {
             Builtin::Tracker => loop_check(run, call),
-            Builtin::Skills => run.skills.check(&call.name).map(Dispatch::Refuse),
+            // A subagent's role scope first (a call outside it names the role), then the
+            // active skill's tool restriction.
+            Builtin::Skills => crate::agents::scope_refusal(run.engine, call)
+                .or_else(|| run.skills.check(&call.name))
+                .map(Dispatch::Refuse),
             Builtin::Constitution => run
                 .engine
                 .constitution

@@ -229,6 +229,7 @@ impl SessionBuilder {
     /// The engine for an already loaded configuration.
     pub fn engine_with(&self, config: Config, workspace: &Path) -> Result<Engine, EngineError> {
         let providers = self.providers(&config, workspace)?;
+        let children = self.child_providers(&config, workspace);
         let mut builder = EngineBuilder::new(config, workspace)
             .store(self.store.clone())
             .provider(providers.main)
@@ -239,7 +240,26 @@ impl SessionBuilder {
         for hook in &self.hooks {
             builder = builder.hook(hook.clone());
         }
-        builder.build()
+        builder.child_providers(children).build()
+    }
+
+    /// Subagents' providers: the model `agent_open` names, else the `child` model role
+    /// (`llm.child_model`, else the `fast` alias, else the main model). A scripted session's
+    /// children play its script's `children:` scripts, in the order they are opened.
+    fn child_providers(&self, config: &Config, workspace: &Path) -> crate::agents::ChildProviders {
+        let router = Router::new(&config.llm, workspace);
+        let env = self.env.clone();
+        let opened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        Arc::new(move |model: Option<&str>| {
+            let target = match model {
+                Some(m) => router.resolve(m),
+                None => router.target(Role::Child),
+            }
+            .map_err(|e| e.to_string())?;
+            let index = opened.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            keel_llm::build_child_provider(&target, &lookup, index).map_err(|e| e.to_string())
+        })
     }
 
     /// The configured main provider, fallback list and auxiliary model, bare (the engine adds

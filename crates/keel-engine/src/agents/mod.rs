@@ -1,0 +1,97 @@
+//! Subagents: `agent_open {role, task, model?, tools?}` starts a child agent with its own
+//! context on a bounded job, `agent_eval {agent_id, input?, wait?}` returns its final result
+//! (or its progress), `agent_close {agent_id}` ends it. The parent's model sees only the
+//! child's final answer (long answers are kept whole for `read_result`).
+//!
+//! Authority only narrows: a child's engine is built from its parent's — the same
+//! configuration, sandbox, writable roots and approval gate (its approvals go to the parent's
+//! front end, its events carrying its own `run_id`) — with the tools of its role, a subset of
+//! the parent's ([`roles`]); a read-only child runs commands only when they are read-only,
+//! in the read-only sandbox. Children run in the background as soon as they are opened, so
+//! several opened in one reply work in parallel, at most `agents.max_concurrent` at once
+//! ([`pool`]); a child never waits on its parent, and cancelling the parent cancels it.
+
+mod pool;
+mod roles;
+mod store;
+mod tools;
+
+use std::collections::BTreeSet;
+
+use keel_protocol::ToolCall;
+use keel_tools::ToolEffect;
+
+pub(crate) use pool::AgentPool;
+pub use roles::{AgentRole, BUILT_IN_ROLES};
+pub use tools::{AGENT_CLOSE, AGENT_EVAL, AGENT_OPEN, AgentClose, AgentEval, AgentOpen};
+
+use crate::Engine;
+
+/// Builds the provider of a child: given the model the child asked for (`None`: the `child`
+/// model role), its bare provider (the engine adds retries).
+pub type ChildProviders = std::sync::Arc<
+    dyn Fn(Option<&str>) -> Result<std::sync::Arc<dyn keel_llm::Provider>, String> + Send + Sync,
+>;
+
+/// Whether `name` is one of the subagent tools (the loop answers them).
+pub fn is_agent_tool(name: &str) -> bool {
+    matches!(name, AGENT_OPEN | AGENT_EVAL | AGENT_CLOSE)
+}
+
+/// What a child engine may do: its role's tools and whether it is read-only.
+#[derive(Debug, Clone)]
+pub struct AgentScope {
+    pub agent_id: String,
+    pub role: String,
+    pub tools: BTreeSet<String>,
+    pub read_only: bool,
+}
+
+/// Why a child may not make `call`, if it may not: a tool outside its role (named), or a
+/// command that is not read-only in a read-only role.
+pub(crate) fn scope_refusal(engine: &Engine, call: &ToolCall) -> Option<String> {
+    let scope = engine.agent_scope.as_ref()?;
+    if !scope.tools.contains(&call.name) {
+        if is_agent_tool(&call.name) {
+            return Some(format!(
+                "refused: subagent {} (role `{}`) cannot open subagents of its own: agents.max_depth = {} allows {} level(s) below the session. Do the work yourself or report what is needed.",
+                scope.agent_id,
+                scope.role,
+                engine.config.agents.max_depth,
+                engine.config.agents.max_depth
+            ));
+        }
+        return Some(format!(
+            "refused: the `{}` role of subagent {} has no `{}` tool; its tools are: {}. Report what should be done in your final answer instead.",
+            scope.role,
+            scope.agent_id,
+            call.name,
+            scope.tools.iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let effect = engine.tools.get(&call.name).map(|t| t.effect());
+    if scope.read_only {
+        match effect {
+            Some(ToolEffect::WritesFiles) => {
+                return Some(format!(
+                    "refused: the `{}` role is read-only; `{}` writes files",
+                    scope.role, call.name
+                ));
+            }
+            Some(ToolEffect::RunsCommands) => {
+                let command = call.arguments.get("command").and_then(|c| c.as_str());
+                let why = match command.map(|c| engine.judge.read_only(c)) {
+                    Some(Ok(())) => return None,
+                    Some(Err(why)) => why,
+                    None => format!("`{}` is not a read-only command", call.name),
+                };
+                return Some(format!(
+                    "refused: the `{}` role runs only read-only commands, and this one is not ({why})",
+                    scope.role
+                ));
+            }
+            _ => {}
+        }
+    }
+    None
+}
