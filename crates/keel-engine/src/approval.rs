@@ -75,7 +75,7 @@ impl ApprovalRules {
             // detected test command) builds and writes in the workspace.
             (None, Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)) => "writes_workspace",
             // A tool we do not know (an MCP tool): it may do anything.
-            (None, None) => "unknown",
+            (None, None | Some(ToolEffect::Unknown)) => "unknown",
         };
         let summary = CallSummary {
             tool: call.name.clone(),
@@ -122,7 +122,7 @@ impl ApprovalRules {
                 Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands) => {
                     self.policy == ApprovalPolicy::Untrusted
                 }
-                None => true,
+                None | Some(ToolEffect::Unknown) => true,
             },
         };
         (if risky { Verdict::Ask } else { Verdict::Allow }, summary)

@@ -47,6 +47,8 @@ pub struct Engine {
     pub(crate) constitution: Arc<crate::constitution::Constitution>,
     /// The skills found at build (`skills`).
     pub(crate) skills: Arc<crate::skills::SkillSet>,
+    /// The session's MCP servers, when any is defined.
+    pub(crate) mcp: Option<crate::mcp::McpState>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -190,6 +192,9 @@ impl EngineBuilder {
         if !skills.skills.is_empty() {
             tools.register(crate::skills::SkillTool);
         }
+        // MCP servers start together, each within its startup timeout; their tools join the
+        // registry (deferred unless the server is `active`).
+        let mcp = crate::mcp::start(&self.config, workspace.root(), &mut tools);
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),
@@ -263,6 +268,7 @@ impl EngineBuilder {
             index,
             constitution: Arc::new(constitution),
             skills: Arc::new(skills),
+            mcp,
         })
     }
 }
@@ -324,6 +330,11 @@ impl Engine {
     /// The repository constitution this engine enforces.
     pub fn constitution(&self) -> &crate::constitution::Constitution {
         &self.constitution
+    }
+
+    /// The session's MCP servers (`None` when none is defined).
+    pub fn mcp(&self) -> Option<&crate::mcp::McpState> {
+        self.mcp.as_ref()
     }
 
     /// The tool registry.

@@ -23,6 +23,7 @@ mod engine;
 pub mod fallback;
 pub mod frontmatter;
 pub mod gates;
+pub mod mcp;
 pub mod memory;
 pub mod phase;
 pub mod process;

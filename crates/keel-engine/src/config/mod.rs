@@ -23,6 +23,8 @@ pub struct Config {
     pub server: ServerConfig,
     pub index: IndexConfig,
     pub approval: ApprovalConfig,
+    /// `[mcp]`: MCP servers (user-only: a project's file may not define or change them).
+    pub mcp: keel_mcp::McpConfig,
     /// Project settings that were not applied (see [`project`]), for the front end to show.
     #[serde(skip)]
     pub warnings: Vec<ConfigWarning>,

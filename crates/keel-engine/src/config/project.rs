@@ -43,6 +43,9 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
     ("server", ProjectRule::UserOnly),
     ("store.path", ProjectRule::UserOnly),
+    // MCP servers run programs and send headers: a project proposes them in `.mcp.json`,
+    // which the user approves per server (`keel mcp add`).
+    ("mcp", ProjectRule::UserOnly),
     // Which environment variable is sent as a provider's key: from a project, any secret.
     ("llm.providers.*.api_key_env", ProjectRule::UserOnly),
     // Where a provider's requests (and key) go: see [`restrict_endpoints`].
