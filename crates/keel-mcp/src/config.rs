@@ -21,7 +21,7 @@ pub struct McpConfig {
 impl Default for McpConfig {
     fn default() -> Self {
         Self {
-            startup_timeout_secs: 10,
+            startup_timeout_secs: 30,
             call_timeout_secs: 120,
             servers: BTreeMap::new(),
         }

@@ -149,16 +149,22 @@ impl Hub {
             let opts = options.clone();
             let name = def.name.clone();
             let task = handle.spawn(async move {
-                let server = Server::start(
-                    &name,
-                    transport,
-                    opts.workspace,
-                    opts.startup_timeout,
-                    opts.call_timeout,
-                )
-                .await?;
-                let tools = server.list_tools().await.map_err(|e| e.0)?;
-                Ok::<_, String>((Arc::new(server), tools))
+                let limit = opts.startup_timeout;
+                let start = async {
+                    let server = Server::start(
+                        &name,
+                        transport,
+                        opts.workspace,
+                        opts.startup_timeout,
+                        opts.call_timeout,
+                    )
+                    .await?;
+                    let tools = server.list_tools().await.map_err(|e| e.0)?;
+                    Ok::<_, String>((Arc::new(server), tools))
+                };
+                tokio::time::timeout(limit, start).await.map_err(|_| {
+                    format!("it did not start within {}s", limit.as_secs())
+                })?
             });
             entry.status = Status::Failed(format!(
                 "it did not start within {}s",

@@ -270,6 +270,9 @@ async fn connect(
                         .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
                     map.insert(name, value);
                 }
+                // The workspace's reqwest has no built-in crypto provider; an already installed
+                // one (the model clients install the same) is kept.
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let config =
                     StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
                 let transport = StreamableHttpClientTransport::from_config(config);
