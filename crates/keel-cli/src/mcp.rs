@@ -308,7 +308,12 @@ pub fn doctor_checks(config: &keel_engine::Config, ws: &Path) -> Vec<(String, bo
         return lines;
     }
     let options = StartOptions::from_config(&config.mcp, ws);
-    match Hub::start(defs, &keel_engine::mcp::approvals(), &options, &setup::env_var) {
+    match Hub::start(
+        defs,
+        &keel_engine::mcp::approvals(),
+        &options,
+        &setup::env_var,
+    ) {
         Ok(hub) => {
             for e in hub.entries() {
                 let ok = matches!(e.status, Status::Ready { .. } | Status::Disabled);

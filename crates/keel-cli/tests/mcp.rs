@@ -11,7 +11,10 @@ use common::{Env, assert_exit};
 /// The Python that has the MCP SDK, by absolute path (the temp HOME hides pyenv's shims).
 fn python_with_mcp() -> Option<String> {
     let out = std::process::Command::new("python3")
-        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
+        .args([
+            "-c",
+            "import sys, mcp.server.mcpserver; print(sys.executable)",
+        ])
         .output()
         .ok()
         .filter(|o| o.status.success());
@@ -64,16 +67,25 @@ fn project_servers_need_approval_and_test_lists_tools() {
     assert!(stdout(&env, &["mcp", "list"]).contains("NOT APPROVED"));
     let doctor = env.keel().arg("doctor").output().unwrap();
     let text = String::from_utf8_lossy(&doctor.stdout);
-    assert!(text.contains("mcp py") && text.contains("not approved"), "{text}");
+    assert!(
+        text.contains("mcp py") && text.contains("not approved"),
+        "{text}"
+    );
 }
 
 #[test]
 fn user_servers_are_added_and_removed_and_a_project_config_cannot_define_one() {
     let env = Env::new();
-    let added = stdout(&env, &["mcp", "add", "mine", "--", "my-mcp-server", "--flag"]);
+    let added = stdout(
+        &env,
+        &["mcp", "add", "mine", "--", "my-mcp-server", "--flag"],
+    );
     assert!(added.contains("Added `mine`"), "{added}");
     let list = stdout(&env, &["mcp", "list"]);
-    assert!(list.contains("mine") && list.contains("stdio: my-mcp-server --flag"), "{list}");
+    assert!(
+        list.contains("mine") && list.contains("stdio: my-mcp-server --flag"),
+        "{list}"
+    );
     assert!(stdout(&env, &["mcp", "remove", "mine"]).contains("Removed"));
     assert!(stdout(&env, &["mcp", "list"]).contains("No MCP servers"));
 
@@ -81,5 +93,8 @@ fn user_servers_are_added_and_removed_and_a_project_config_cannot_define_one() {
     let out = env.keel().args(["mcp", "list"]).output().unwrap();
     assert_exit(&out, 0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("No MCP servers"));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`mcp`"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`mcp`"),
+        "{out:?}"
+    );
 }

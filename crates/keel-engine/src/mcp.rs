@@ -34,7 +34,11 @@ pub fn approvals() -> Approvals {
 }
 
 /// Starts the servers and registers their tools; `None` when none is defined.
-pub(crate) fn start(config: &Config, workspace: &Path, tools: &mut ToolRegistry) -> Option<McpState> {
+pub(crate) fn start(
+    config: &Config,
+    workspace: &Path,
+    tools: &mut ToolRegistry,
+) -> Option<McpState> {
     let (defs, mut warnings) = definitions(config, workspace);
     if defs.is_empty() {
         return None;

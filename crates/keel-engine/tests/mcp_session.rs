@@ -63,17 +63,27 @@ async fn a_scripted_session_calls_a_deferred_mcp_tool() {
         .unwrap();
     let mcp = engine.mcp().expect("the server is defined");
     assert!(mcp.warnings.is_empty(), "{:?}", mcp.warnings);
-    let out = engine.run("use the echo tool", RunOptions::default()).await.unwrap();
+    let out = engine
+        .run("use the echo tool", RunOptions::default())
+        .await
+        .unwrap();
     assert_eq!(out.final_text, "done");
     let requests = provider.requests();
     let first_tools: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
-    assert!(!first_tools.contains(&"mcp__py__echo"), "deferred: {first_tools:?}");
+    assert!(
+        !first_tools.contains(&"mcp__py__echo"),
+        "deferred: {first_tools:?}"
+    );
     let search = requests[0]
         .tools
         .iter()
         .find(|t| t.name == "tool_search")
         .expect("tool_search is listed");
-    assert!(search.description.contains("mcp__py__echo"), "{}", search.description);
+    assert!(
+        search.description.contains("mcp__py__echo"),
+        "{}",
+        search.description
+    );
     let second = serde_json::to_string(&requests[1].messages).unwrap();
     assert!(second.contains("ping from the model"), "{second}");
     assert!(second.contains("failed on purpose: scripted"), "{second}");

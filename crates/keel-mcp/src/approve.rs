@@ -110,6 +110,9 @@ mod tests {
         def.config.args.push("--evil".into());
         assert!(!a.is_approved(&ws, &def));
         def.origin = Origin::User(dir.path().join("c.toml"));
-        assert!(a.is_approved(&ws, &def), "user definitions need no approval");
+        assert!(
+            a.is_approved(&ws, &def),
+            "user definitions need no approval"
+        );
     }
 }

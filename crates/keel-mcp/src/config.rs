@@ -99,11 +99,10 @@ pub enum Transport {
 impl ServerConfig {
     /// The validated transport, or what is wrong with the definition.
     pub fn transport(&self) -> Result<Transport, String> {
-        let kind = self.kind.as_deref().unwrap_or(if self.url.is_some() {
-            "http"
-        } else {
-            "stdio"
-        });
+        let kind =
+            self.kind
+                .as_deref()
+                .unwrap_or(if self.url.is_some() { "http" } else { "stdio" });
         match kind {
             "stdio" => {
                 let command = self
@@ -128,9 +127,11 @@ impl ServerConfig {
                     headers: self.headers.clone(),
                 })
             }
-            "sse" => Err("the legacy SSE transport is not supported; use `type = \"http\"` \
+            "sse" => Err(
+                "the legacy SSE transport is not supported; use `type = \"http\"` \
                           (streamable HTTP)"
-                .into()),
+                    .into(),
+            ),
             other => Err(format!(
                 "unknown server type `{other}`; use `stdio` or `http`"
             )),

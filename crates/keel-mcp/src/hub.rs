@@ -162,9 +162,9 @@ impl Hub {
                     let tools = server.list_tools().await.map_err(|e| e.0)?;
                     Ok::<_, String>((Arc::new(server), tools))
                 };
-                tokio::time::timeout(limit, start).await.map_err(|_| {
-                    format!("it did not start within {}s", limit.as_secs())
-                })?
+                tokio::time::timeout(limit, start)
+                    .await
+                    .map_err(|_| format!("it did not start within {}s", limit.as_secs()))?
             });
             entry.status = Status::Failed(format!(
                 "it did not start within {}s",
@@ -249,7 +249,10 @@ impl Hub {
             }
         }
         if self.entries.iter().any(|e| e.server.is_some()) {
-            out.push((Arc::new(McpResources { hub: self.clone() }), ToolState::Deferred));
+            out.push((
+                Arc::new(McpResources { hub: self.clone() }),
+                ToolState::Deferred,
+            ));
         }
         (out, warnings)
     }
@@ -287,11 +290,12 @@ impl Hub {
     pub async fn shutdown(&self) {
         for e in &self.entries {
             if let Some(s) = e.server.clone() {
-                let _ = self.run(async move {
-                    s.shutdown().await;
-                    Ok(())
-                })
-                .await;
+                let _ = self
+                    .run(async move {
+                        s.shutdown().await;
+                        Ok(())
+                    })
+                    .await;
             }
         }
     }
@@ -311,7 +315,11 @@ fn expand_transport(
             .collect::<Result<_, _>>()
     };
     Ok(match t {
-        Transport::Stdio { command, args, env: vars } => Transport::Stdio {
+        Transport::Stdio {
+            command,
+            args,
+            env: vars,
+        } => Transport::Stdio {
             command,
             args,
             env: map(vars, "env")?,

@@ -48,7 +48,11 @@ pub fn sanitize(schema: &Value, dialect: Dialect) -> Result<Value, String> {
     match root.get("type") {
         None => {}
         Some(Value::String(t)) if t == "object" => {}
-        Some(other) => return Err(format!("the input schema's type is {other}, not \"object\"")),
+        Some(other) => {
+            return Err(format!(
+                "the input schema's type is {other}, not \"object\""
+            ));
+        }
     }
     let defs = root
         .get("$defs")
@@ -116,8 +120,14 @@ fn clean(v: &Value, defs: &Value, depth: usize) -> Result<Value, String> {
                         _ => return Err(format!("`properties` is not an object: {val}")),
                     },
                     // Schemas or lists of schemas.
-                    "items" | "additionalProperties" | "not" | "anyOf" | "oneOf" | "allOf"
-                    | "prefixItems" | "contains" => clean(val, defs, depth + 1)?,
+                    "items"
+                    | "additionalProperties"
+                    | "not"
+                    | "anyOf"
+                    | "oneOf"
+                    | "allOf"
+                    | "prefixItems"
+                    | "contains" => clean(val, defs, depth + 1)?,
                     // Anything else is a keyword value (a type, a bound, an enum list).
                     _ => val.clone(),
                 };

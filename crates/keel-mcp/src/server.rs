@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::ServiceExt;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -159,13 +159,15 @@ impl Server {
     }
 
     async fn timed<T>(&self, fut: impl Future<Output = T>) -> Result<T, CallError> {
-        tokio::time::timeout(self.call_timeout, fut).await.map_err(|_| {
-            CallError(format!(
-                "the MCP server `{}` did not answer within {}s",
-                self.name,
-                self.call_timeout.as_secs()
-            ))
-        })
+        tokio::time::timeout(self.call_timeout, fut)
+            .await
+            .map_err(|_| {
+                CallError(format!(
+                    "the MCP server `{}` did not answer within {}s",
+                    self.name,
+                    self.call_timeout.as_secs()
+                ))
+            })
     }
 
     /// The live connection; a dead one is restarted if it has not been yet.
@@ -232,10 +234,7 @@ impl Server {
     }
 
     fn failed(&self, what: &str, e: &ServiceError) -> CallError {
-        CallError(format!(
-            "the MCP server `{}` failed {what}: {e}",
-            self.name
-        ))
+        CallError(format!("the MCP server `{}` failed {what}: {e}", self.name))
     }
 }
 

@@ -284,9 +284,15 @@ mod tests {
         assert!(out.details.external);
         let meta = out.metadata.unwrap_or_default();
         assert_eq!(meta["structured"], json!({"n": 1}));
-        let only = map_result(&json!({"content": [], "structuredContent": {"n": 2}}), json!({}));
+        let only = map_result(
+            &json!({"content": [], "structuredContent": {"n": 2}}),
+            json!({}),
+        );
         assert!(only.unwrap_or_default().content.contains("\"n\": 2"));
-        let err = map_result(&json!({"content": [{"type": "text", "text": "bad"}], "isError": true}), json!({}));
+        let err = map_result(
+            &json!({"content": [{"type": "text", "text": "bad"}], "isError": true}),
+            json!({}),
+        );
         assert_eq!(err.err(), Some(ToolError::Model("bad".into())));
     }
 }

@@ -108,7 +108,12 @@ async fn stdio_server_lists_and_calls_tools_with_an_allowlisted_env() {
     }
     let s = start(vec![py_def("py", &[])], 20, &no_env);
     let entry = &s.hub.entries()[0];
-    assert_eq!(entry.status, Status::Ready { tools: 4 }, "{:?}", entry.status);
+    assert_eq!(
+        entry.status,
+        Status::Ready { tools: 4 },
+        "{:?}",
+        entry.status
+    );
     assert_eq!(
         s.registry.deferred_names(),
         [
@@ -119,23 +124,42 @@ async fn stdio_server_lists_and_calls_tools_with_an_allowlisted_env() {
             "mcp_resources"
         ]
     );
-    assert_eq!(s.registry.state("mcp__py__echo"), Some(&ToolState::Deferred));
-    let tool = s.registry.get("mcp__py__echo").unwrap_or_else(|| panic!("no echo"));
+    assert_eq!(
+        s.registry.state("mcp__py__echo"),
+        Some(&ToolState::Deferred)
+    );
+    let tool = s
+        .registry
+        .get("mcp__py__echo")
+        .unwrap_or_else(|| panic!("no echo"));
     assert_eq!(tool.effect(), keel_tools::ToolEffect::Unknown);
     assert_eq!(tool.input_schema()["properties"]["text"]["type"], "string");
-    assert_eq!(s.call("mcp__py__echo", json!({"text": "hi there"})).await, Ok("hi there".into()));
+    assert_eq!(
+        s.call("mcp__py__echo", json!({"text": "hi there"})).await,
+        Ok("hi there".into())
+    );
     // The configured variable arrives; Keel's own environment beyond the allowlist does not.
-    assert_eq!(s.call("mcp__py__env", json!({"name": "GIVEN"})).await, Ok("from-config".into()));
+    assert_eq!(
+        s.call("mcp__py__env", json!({"name": "GIVEN"})).await,
+        Ok("from-config".into())
+    );
     assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
     assert_eq!(
-        s.call("mcp__py__env", json!({"name": "CARGO_MANIFEST_DIR"})).await,
+        s.call("mcp__py__env", json!({"name": "CARGO_MANIFEST_DIR"}))
+            .await,
         Ok("<unset>".into())
     );
     // Resources through the tool.
     let list = s.call("mcp_resources", json!({"server": "py"})).await;
-    assert!(list.as_deref().is_ok_and(|l| l.contains("keel://greeting")), "{list:?}");
+    assert!(
+        list.as_deref().is_ok_and(|l| l.contains("keel://greeting")),
+        "{list:?}"
+    );
     let read = s
-        .call("mcp_resources", json!({"server": "py", "uri": "keel://greeting"}))
+        .call(
+            "mcp_resources",
+            json!({"server": "py", "uri": "keel://greeting"}),
+        )
         .await;
     assert_eq!(read, Ok("hello from the python server".into()));
     s.hub.shutdown().await;
@@ -153,7 +177,10 @@ async fn a_tool_error_is_a_model_error() {
         other => panic!("expected a model error, got {other:?}"),
     }
     // The server is still fine.
-    assert_eq!(s.call("mcp__py__echo", json!({"text": "ok"})).await, Ok("ok".into()));
+    assert_eq!(
+        s.call("mcp__py__echo", json!({"text": "ok"})).await,
+        Ok("ok".into())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,7 +196,10 @@ async fn a_crash_mid_call_restarts_once_then_answers_with_a_clear_error() {
     assert!(m.contains("exited during the call"), "{m}");
     assert!(m.contains("restarted"), "{m}");
     // The restarted server answers.
-    assert_eq!(s.call("mcp__py__echo", json!({"text": "back"})).await, Ok("back".into()));
+    assert_eq!(
+        s.call("mcp__py__echo", json!({"text": "back"})).await,
+        Ok("back".into())
+    );
     assert_eq!(s.hub.server("py").map(|s| s.restarts()), Some(1));
     // A second death is final for the session.
     let second = s.call("mcp__py__crash", json!({})).await;
@@ -193,7 +223,11 @@ async fn a_slow_server_times_out_and_the_others_still_start() {
         10,
         &no_env,
     );
-    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
     let by_name = |n: &str| {
         s.hub
             .entries()
@@ -208,7 +242,10 @@ async fn a_slow_server_times_out_and_the_others_still_start() {
     );
     assert_eq!(by_name("fast"), Some(Status::Ready { tools: 4 }));
     assert!(s.registry.get("mcp__slow__echo").is_none());
-    assert_eq!(s.call("mcp__fast__echo", json!({"text": "f"})).await, Ok("f".into()));
+    assert_eq!(
+        s.call("mcp__fast__echo", json!({"text": "f"})).await,
+        Ok("f".into())
+    );
 }
 
 /// A free local port (bound, then released for the server).
@@ -271,7 +308,10 @@ async fn streamable_http_with_a_bearer_token_from_the_environment() {
     let env = |k: &str| (k == "KEEL_TEST_MCP_TOKEN").then(|| "s3cret".to_string());
     let s = start(vec![http_def("web", &url)], 20, &env);
     assert_eq!(s.hub.entries()[0].status, Status::Ready { tools: 4 });
-    assert_eq!(s.call("mcp__web__echo", json!({"text": "over http"})).await, Ok("over http".into()));
+    assert_eq!(
+        s.call("mcp__web__echo", json!({"text": "over http"})).await,
+        Ok("over http".into())
+    );
     let err = s.call("mcp__web__fail", json!({})).await;
     assert!(matches!(err, Err(ToolError::Model(_))), "{err:?}");
 
@@ -311,16 +351,23 @@ async fn the_reference_everything_server_from_npm() {
     let echo = s
         .call("mcp__everything__echo", json!({"message": "from keel"}))
         .await;
-    assert!(echo.as_deref().is_ok_and(|t| t.contains("from keel")), "{echo:?}");
+    assert!(
+        echo.as_deref().is_ok_and(|t| t.contains("from keel")),
+        "{echo:?}"
+    );
     // Every schema the reference server ships is accepted after sanitising.
     for t in &entry.tools {
         assert!(
-            s.registry.get(&keel_mcp::tool_name("everything", &t.name)).is_some(),
+            s.registry
+                .get(&keel_mcp::tool_name("everything", &t.name))
+                .is_some(),
             "{} was skipped",
             t.name
         );
     }
-    let list = s.call("mcp_resources", json!({"server": "everything"})).await;
+    let list = s
+        .call("mcp_resources", json!({"server": "everything"}))
+        .await;
     assert!(list.is_ok(), "{list:?}");
 }
 
