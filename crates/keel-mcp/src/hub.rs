@@ -25,6 +25,9 @@ impl Drop for Runtime {
     }
 }
 
+/// A tool with the catalog state it is registered in.
+pub type StatedTool = (Arc<dyn Tool>, ToolState);
+
 /// Where a server stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -215,8 +218,8 @@ impl Hub {
     /// The running servers' tools, each in its catalog state: deferred unless the server is
     /// `active = true`. A tool whose schema no provider would accept is skipped (its reason
     /// is in the returned warnings).
-    pub fn tools(self: &Arc<Self>) -> (Vec<(Arc<dyn Tool>, ToolState)>, Vec<String>) {
-        let mut out: Vec<(Arc<dyn Tool>, ToolState)> = Vec::new();
+    pub fn tools(self: &Arc<Self>) -> (Vec<StatedTool>, Vec<String>) {
+        let mut out: Vec<StatedTool> = Vec::new();
         let mut warnings = Vec::new();
         for entry in &self.entries {
             let Some(server) = &entry.server else {

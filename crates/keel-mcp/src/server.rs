@@ -222,9 +222,7 @@ impl Server {
             }
         }
         let restarted = match self.service().await {
-            Ok(_) => format!(
-                "it was restarted; the call was not repeated (it may have had effects) — call again if it is safe to"
-            ),
+            Ok(_) => "it was restarted; the call was not repeated (it may have had effects) — call again if it is safe to".to_string(),
             Err(CallError(m)) => m,
         };
         CallError(format!(
