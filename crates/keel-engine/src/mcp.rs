@@ -54,8 +54,17 @@ pub(crate) fn start(
     };
     warnings.extend(hub.register(tools));
     for e in hub.entries() {
-        if let keel_mcp::Status::Failed(why) = &e.status {
-            warnings.push(format!("MCP server `{}` did not start: {why}", e.name));
+        match &e.status {
+            keel_mcp::Status::Failed(why) => {
+                warnings.push(format!("MCP server `{}` did not start: {why}", e.name));
+            }
+            keel_mcp::Status::NeedsApproval => warnings.push(format!(
+                "MCP server `{}` from {} is not started: review it, then approve it with `keel mcp add {}`",
+                e.name,
+                e.origin.path().display(),
+                e.name
+            )),
+            _ => {}
         }
     }
     Some(McpState { hub, warnings })

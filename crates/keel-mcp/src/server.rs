@@ -250,13 +250,25 @@ async fn connect(
                     .envs(keel_tools::shell::exec::scrubbed_env(&[]))
                     .envs(env)
                     .current_dir(workspace);
-                let (process, _stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::null())
+                let (process, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| format!("cannot run `{command}`: {e}"))?;
-                ().serve(process)
-                    .await
-                    .map_err(|e| format!("the handshake with `{command}` failed: {e}"))
+                let tail = StderrTail::default();
+                if let Some(stderr) = stderr {
+                    tail.collect(stderr);
+                }
+                match ().serve(process).await {
+                    Ok(svc) => Ok(svc),
+                    Err(e) => {
+                        // Give the process a moment to write why it stopped.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        Err(format!(
+                            "the handshake with `{command}` failed: {e}{}",
+                            tail.render()
+                        ))
+                    }
+                }
             }
             Transport::Http { url, headers } => {
                 let mut map = HashMap::new();
@@ -282,4 +294,45 @@ async fn connect(
     tokio::time::timeout(timeout, fut)
         .await
         .map_err(|_| format!("it did not start within {}s", timeout.as_secs()))?
+}
+
+/// The last lines a server wrote to stderr (drained continuously so it never blocks), quoted
+/// in start-up errors.
+#[derive(Clone, Default)]
+struct StderrTail(Arc<std::sync::Mutex<String>>);
+
+/// How much of a server's stderr is kept.
+const STDERR_TAIL: usize = 2000;
+
+impl StderrTail {
+    fn collect(&self, stderr: tokio::process::ChildStderr) {
+        use tokio::io::AsyncBufReadExt;
+        let buf = self.0.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(mut b) = buf.lock() else { return };
+                b.push_str(&line);
+                b.push('\n');
+                if b.len() > STDERR_TAIL * 2 {
+                    let cut = b.len() - STDERR_TAIL;
+                    let cut = (cut..b.len()).find(|i| b.is_char_boundary(*i)).unwrap_or(0);
+                    b.drain(..cut);
+                }
+            }
+        });
+    }
+
+    fn render(&self) -> String {
+        let text = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let text = text.trim();
+        if text.is_empty() {
+            return String::new();
+        }
+        let start = text.len().saturating_sub(STDERR_TAIL);
+        let start = (start..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        format!("; its stderr ends:\n{}", &text[start..])
+    }
 }

@@ -380,3 +380,39 @@ async fn an_unapproved_project_server_is_not_started() {
     assert_eq!(s.hub.entries()[0].status, Status::NeedsApproval);
     assert!(s.registry.names().next().is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_start_is_reported_with_its_stderr() {
+    let def = ServerDef {
+        name: "broken".into(),
+        config: ServerConfig {
+            command: Some("sh".into()),
+            args: vec![
+                "-c".into(),
+                "echo 'boom: no config file' >&2; exit 1".into(),
+            ],
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    };
+    let missing = ServerDef {
+        name: "missing".into(),
+        config: ServerConfig {
+            command: Some("/nonexistent/mcp-server".into()),
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    };
+    let s = start(vec![def, missing], 10, &no_env);
+    let status = |i: usize| s.hub.entries()[i].status.clone();
+    assert!(
+        matches!(status(0), Status::Failed(m) if m.contains("boom: no config file")),
+        "{:?}",
+        status(0)
+    );
+    assert!(
+        matches!(status(1), Status::Failed(m) if m.contains("cannot run `/nonexistent/mcp-server`")),
+        "{:?}",
+        status(1)
+    );
+}

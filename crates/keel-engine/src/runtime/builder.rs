@@ -226,7 +226,16 @@ impl SessionBuilder {
         if let Some(aux) = providers.auxiliary {
             builder = builder.auxiliary_provider(aux);
         }
-        builder.build()
+        let engine = builder.build()?;
+        // MCP servers that did not start, unreadable `.mcp.json` files, skipped schemas.
+        for w in engine
+            .mcp()
+            .map(|m| m.warnings.as_slice())
+            .unwrap_or_default()
+        {
+            (self.warn)(w);
+        }
+        Ok(engine)
     }
 
     /// The configured main provider, fallback list and auxiliary model, bare (the engine adds
