@@ -101,6 +101,10 @@ fn collect(
     checks.extend(sandbox_checks(&config));
     checks.push(crate::index::health_check(&config, workspace));
     checks.extend(crate::db::health_check(&config));
+    for (name, ok, message) in crate::mcp::doctor_checks(&config, workspace) {
+        let status = if ok { Status::Ok } else { Status::Warn };
+        checks.push(Check::new(&name, status, message));
+    }
     // Other areas push their checks here, before the pings.
     if ping && !models.pingable.is_empty() {
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -10,6 +10,7 @@ mod doctor;
 mod index;
 mod init;
 mod input;
+mod mcp;
 mod memory;
 mod prd;
 mod render;
@@ -136,6 +137,8 @@ enum Command {
     Memory(memory::MemoryArgs),
     /// Skills found here: list, show one, create one.
     Skills(skills::SkillsArgs),
+    /// MCP servers: list them, approve or add one, remove one, test one.
+    Mcp(mcp::McpArgs),
     /// Every layer of what the model is told here: source, size, head or tail, how to clear.
     Context(context::ContextArgs),
     /// Prepare this directory for Keel: .keel/config.toml and the detected tech stack.
@@ -579,6 +582,7 @@ fn main() -> ExitCode {
         Command::Sessions(args) => sessions::execute(args),
         Command::Memory(args) => memory::execute(args),
         Command::Skills(args) => skills::execute(args),
+        Command::Mcp(args) => mcp::execute(args),
         Command::Context(args) => context::execute(args),
         Command::Blocker(args) => blocker::execute(args),
         Command::Sandbox(args) => sandbox::execute(args),

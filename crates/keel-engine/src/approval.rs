@@ -75,7 +75,7 @@ impl ApprovalRules {
             // detected test command) builds and writes in the workspace.
             (None, Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)) => "writes_workspace",
             // A tool we do not know (an MCP tool): it may do anything.
-            (None, None) => "unknown",
+            (None, None | Some(ToolEffect::Unknown)) => "unknown",
         };
         let summary = CallSummary {
             tool: call.name.clone(),
@@ -122,7 +122,7 @@ impl ApprovalRules {
                 Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands) => {
                     self.policy == ApprovalPolicy::Untrusted
                 }
-                None => true,
+                None | Some(ToolEffect::Unknown) => true,
             },
         };
         (if risky { Verdict::Ask } else { Verdict::Allow }, summary)
@@ -391,6 +391,44 @@ mod tests {
         assert_eq!(verdict(&strict, &ls), Verdict::Allow);
         let never = rules(ApprovalPolicy::Never, &[], &[], &[]);
         assert_eq!(verdict(&never, &rm), Verdict::Allow);
+    }
+
+    /// A registered external tool (an MCP tool) of unknown effect.
+    struct External;
+
+    impl keel_tools::Tool for External {
+        fn name(&self) -> &str {
+            "mcp__files__write"
+        }
+        fn description(&self) -> &str {
+            "writes"
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            json!({"type": "object"})
+        }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::Unknown
+        }
+        fn execute<'a>(
+            &'a self,
+            _args: serde_json::Value,
+            _ctx: &'a keel_tools::ToolContext,
+        ) -> futures::future::BoxFuture<'a, Result<keel_tools::ToolOutput, keel_tools::ToolError>>
+        {
+            Box::pin(async { Ok(keel_tools::ToolOutput::text("ok")) })
+        }
+    }
+
+    #[test]
+    fn a_registered_tool_of_unknown_effect_asks_unless_allowed() {
+        let mut tools = registry();
+        tools.register(External);
+        let c = call("mcp__files__write", json!({}));
+        let on = rules(ApprovalPolicy::OnRequest, &[], &[], &[]);
+        let (v, what) = on.judge(&c, &tools);
+        assert_eq!((v, what.class.as_str()), (Verdict::Ask, "unknown"));
+        let allowed = rules(ApprovalPolicy::OnRequest, &["mcp__files__write"], &[], &[]);
+        assert_eq!(allowed.judge(&c, &tools).0, Verdict::Allow);
     }
 
     #[test]

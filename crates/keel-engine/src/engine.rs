@@ -55,6 +55,8 @@ pub struct Engine {
     pub(crate) agent_depth: u32,
     /// A subagent's role and tools (none for the session itself).
     pub(crate) agent_scope: Option<Arc<crate::agents::AgentScope>>,
+    /// The session's MCP servers, when any is defined.
+    pub(crate) mcp: Option<crate::mcp::McpState>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -82,6 +84,8 @@ pub struct EngineBuilder {
     judge: Option<Arc<dyn CommandJudge>>,
     hooks: Vec<Arc<dyn crate::hooks::Hook>>,
     child_providers: Option<crate::agents::ChildProviders>,
+    /// A subagent's engine shares its parent's MCP servers instead of starting its own.
+    inherited_mcp: Option<Option<crate::mcp::McpState>>,
 }
 
 impl EngineBuilder {
@@ -100,7 +104,15 @@ impl EngineBuilder {
             judge: None,
             hooks: Vec::new(),
             child_providers: None,
+            inherited_mcp: None,
         }
+    }
+
+    /// Shares `state` (a parent's MCP servers, whose tools are already in the registry given
+    /// with [`Self::tools`]) instead of starting the configured servers again.
+    pub(crate) fn inherit_mcp(mut self, state: Option<crate::mcp::McpState>) -> Self {
+        self.inherited_mcp = Some(state);
+        self
     }
 
     /// Adds a custom hook: it runs after the built-in guardrails and before final
@@ -223,6 +235,12 @@ impl EngineBuilder {
             tools.register(crate::agents::AgentEval);
             tools.register(crate::agents::AgentClose);
         }
+        // MCP servers start together, each within its startup timeout; their tools join the
+        // registry (deferred unless the server is `active`).
+        let mcp = match self.inherited_mcp {
+            Some(state) => state,
+            None => crate::mcp::start(&self.config, workspace.root(), &mut tools),
+        };
         let config_error = |message: String| {
             EngineError::Config(ConfigError {
                 source_name: "the merged configuration".into(),
@@ -301,6 +319,7 @@ impl EngineBuilder {
             child_providers: self.child_providers,
             agent_depth: 0,
             agent_scope: None,
+            mcp,
         })
     }
 }
@@ -362,6 +381,11 @@ impl Engine {
     /// The repository constitution this engine enforces.
     pub fn constitution(&self) -> &crate::constitution::Constitution {
         &self.constitution
+    }
+
+    /// The session's MCP servers (`None` when none is defined).
+    pub fn mcp(&self) -> Option<&crate::mcp::McpState> {
+        self.mcp.as_ref()
     }
 
     /// The tool registry.

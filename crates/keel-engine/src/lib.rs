@@ -25,6 +25,7 @@ pub mod fallback;
 pub mod frontmatter;
 pub mod gates;
 pub mod hooks;
+pub mod mcp;
 pub mod memory;
 pub mod phase;
 pub mod process;

@@ -111,6 +111,20 @@ fn config_doc_matches_the_code() {
             read_only: true,
         },
     );
+    full.mcp.servers.insert(
+        "<name>".into(),
+        keel_mcp::ServerConfig {
+            kind: Some("stdio".into()),
+            command: Some("x".into()),
+            args: vec!["x".into()],
+            env: [("<VAR>".to_string(), "x".to_string())].into(),
+            url: Some("http://x".into()),
+            headers: [("<Header>".to_string(), "x".to_string())].into(),
+            active: true,
+            effect: keel_mcp::EffectConfig::ReadOnly,
+            disabled: true,
+        },
+    );
     let value = toml::Value::try_from(&full).expect("config serialises");
     let mut in_code = BTreeSet::new();
     leaf_keys("", &value, &mut in_code);

@@ -22,6 +22,9 @@ pub struct ToolDetails {
     /// The result was cut before the model saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<Truncation>,
+    /// The result came from an external tool (an MCP server), not one of Keel's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 impl ToolDetails {

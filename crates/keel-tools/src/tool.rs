@@ -21,6 +21,9 @@ pub enum ToolEffect {
     RunsCommands,
     /// Changes only the agent's own state (plan, phase, questions to the user).
     Control,
+    /// Not known: an external (MCP) tool that may do anything. Approval treats it as risky,
+    /// phases that forbid writing or running commands forbid it too.
+    Unknown,
 }
 
 /// A tool's successful result.

@@ -319,6 +319,7 @@ fn child_engine(
         .tools(tools)
         .gate_detector(parent.gate_detector.clone())
         .command_judge(parent.judge.clone())
+        .inherit_mcp(parent.mcp.clone())
         .build()?;
     engine.system_prompt.push_str(&format!(
         "\n\n# Subagent\n\nYou are subagent {} (role `{}`), working for another agent on one bounded job. It sees only your final answer, not your tool calls: make that answer complete and concise.{} {prompt}\n",

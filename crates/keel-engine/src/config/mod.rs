@@ -25,6 +25,8 @@ pub struct Config {
     pub index: IndexConfig,
     pub approval: ApprovalConfig,
     pub agents: AgentsConfig,
+    /// `[mcp]`: MCP servers (user-only: a project's file may not define or change them).
+    pub mcp: keel_mcp::McpConfig,
     /// Project settings that were not applied (see [`project`]), for the front end to show.
     #[serde(skip)]
     pub warnings: Vec<ConfigWarning>,

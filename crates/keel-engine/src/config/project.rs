@@ -45,6 +45,9 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("store.path", ProjectRule::UserOnly),
     // Where sessions go, with the database's password: never a project's choice.
     ("database", ProjectRule::UserOnly),
+    // MCP servers run programs and send headers: a project proposes them in `.mcp.json`,
+    // which the user approves per server (`keel mcp add`).
+    ("mcp", ProjectRule::UserOnly),
     // Which environment variable is sent as a provider's key: from a project, any secret.
     ("llm.providers.*.api_key_env", ProjectRule::UserOnly),
     // Where a provider's requests (and key) go: see [`restrict_endpoints`].

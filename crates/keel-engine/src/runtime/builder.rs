@@ -240,7 +240,16 @@ impl SessionBuilder {
         for hook in &self.hooks {
             builder = builder.hook(hook.clone());
         }
-        builder.child_providers(children).build()
+        let engine = builder.child_providers(children).build()?;
+        // MCP servers that did not start, unreadable `.mcp.json` files, skipped schemas.
+        for w in engine
+            .mcp()
+            .map(|m| m.warnings.as_slice())
+            .unwrap_or_default()
+        {
+            (self.warn)(w);
+        }
+        Ok(engine)
     }
 
     /// Subagents' providers: the model `agent_open` names, else the `child` model role

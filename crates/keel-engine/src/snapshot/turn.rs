@@ -13,7 +13,8 @@ impl Run<'_> {
     /// Whether `call` may change the workspace.
     fn may_write(&self, call: &ToolCall, access: CommandAccess) -> bool {
         match self.engine.tools.get(&call.name).map(|t| t.effect()) {
-            Some(ToolEffect::WritesFiles) => true,
+            // An external tool may write anything (an MCP filesystem server does).
+            Some(ToolEffect::WritesFiles | ToolEffect::Unknown) => true,
             Some(ToolEffect::RunsCommands) => {
                 // A read-only command needs no snapshot only when the kernel really confines it.
                 let confined =

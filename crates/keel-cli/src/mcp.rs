@@ -1,0 +1,326 @@
+//! `keel mcp list|add|remove|test`: the MCP servers defined for a workspace, approving a
+//! project's `.mcp.json` servers (or adding your own to the user-level `mcp.json`), and
+//! starting one to see its tools. The data comes from `keel_engine::mcp` and `keel_mcp`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use keel_engine::config::Layer;
+use keel_mcp::{Hub, Origin, ServerConfig, ServerDef, StartOptions, Status};
+
+use crate::{CommonArgs, exit, setup};
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Every server defined here: where it comes from, how it is reached, whether it may start.
+    List {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the project's `.mcp.json` server NAME as it stands; or, with `--url` or a
+    /// command after `--`, add your own server NAME to the user-level mcp.json.
+    Add {
+        name: String,
+        /// Streamable HTTP endpoint of a server to add.
+        #[arg(long, value_name = "URL", conflicts_with = "command")]
+        url: Option<String>,
+        /// A header for an HTTP server, `NAME: VALUE` (`${VAR}` is read from the environment
+        /// when the server starts). Repeatable.
+        #[arg(long = "header", value_name = "NAME: VALUE")]
+        headers: Vec<String>,
+        /// A variable for a stdio server, `NAME=VALUE`. Repeatable.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// The command (and arguments) of a stdio server to add, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Remove NAME from the user-level mcp.json, or withdraw approval of the project's NAME.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Start NAME, list its tools and stop it.
+    Test {
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    match args.command {
+        McpCommand::List { common, json } => {
+            let ws = setup::workspace_dir(common.workspace.as_deref())?;
+            let (defs, warnings) = definitions(&ws)?;
+            let approvals = keel_engine::mcp::approvals();
+            if json {
+                let list: Vec<_> = defs
+                    .iter()
+                    .map(|d| {
+                        serde_json::json!({
+                            "name": d.name,
+                            "source": d.origin.path(),
+                            "project": d.origin.is_project(),
+                            "approved": approvals.is_approved(&ws, d),
+                            "transport": describe(&d.config),
+                            "active": d.config.active,
+                            "disabled": d.config.disabled,
+                        })
+                    })
+                    .collect();
+                let v = serde_json::json!({"servers": list, "warnings": warnings});
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+                return Ok(exit::COMPLETED);
+            }
+            if defs.is_empty() {
+                writeln!(
+                    out,
+                    "No MCP servers. Add one with: keel mcp add NAME -- COMMAND [ARGS...]"
+                )?;
+            }
+            for d in &defs {
+                let state = if d.config.disabled {
+                    "disabled"
+                } else if !approvals.is_approved(&ws, d) {
+                    "NOT APPROVED (keel mcp add NAME)"
+                } else if d.config.active {
+                    "active"
+                } else {
+                    "deferred"
+                };
+                writeln!(
+                    out,
+                    "{:<16} {:<34} {}  ({})",
+                    d.name,
+                    state,
+                    describe(&d.config),
+                    d.origin.path().display()
+                )?;
+            }
+            for w in &warnings {
+                writeln!(out, "warning: {w}")?;
+            }
+        }
+        McpCommand::Add {
+            name,
+            url,
+            headers,
+            env,
+            command,
+            common,
+        } => {
+            let ws = setup::workspace_dir(common.workspace.as_deref())?;
+            if url.is_none() && command.is_empty() {
+                return approve(&ws, &name, &mut out);
+            }
+            let config = ServerConfig {
+                kind: url.as_ref().map(|_| "http".to_string()),
+                url,
+                headers: pairs(&headers, ':')?,
+                env: pairs(&env, '=')?,
+                command: command.first().cloned(),
+                args: command.iter().skip(1).cloned().collect(),
+                ..ServerConfig::default()
+            };
+            config.transport().map_err(setup::UsageError)?;
+            let file = user_file()?;
+            let mut json = keel_mcp::config::read_mcp_json(&file).map_err(setup::UsageError)?;
+            json.mcp_servers.insert(name.clone(), config);
+            write_json(&file, &json)?;
+            writeln!(out, "Added `{name}` to {}", file.display())?;
+            writeln!(out, "Check it with: keel mcp test {name}")?;
+        }
+        McpCommand::Remove { name, common } => {
+            let ws = setup::workspace_dir(common.workspace.as_deref())?;
+            let file = user_file()?;
+            let mut json = keel_mcp::config::read_mcp_json(&file).map_err(setup::UsageError)?;
+            if json.mcp_servers.remove(&name).is_some() {
+                write_json(&file, &json)?;
+                writeln!(out, "Removed `{name}` from {}", file.display())?;
+            } else if keel_engine::mcp::approvals()
+                .revoke(&ws, &name)
+                .context("cannot update the MCP approvals")?
+            {
+                writeln!(
+                    out,
+                    "Withdrew approval of the project's `{name}`; it will not start until approved again"
+                )?;
+            } else {
+                return Err(setup::UsageError(format!(
+                    "`{name}` is neither in {} nor an approved project server (servers in your config.toml's [mcp.servers] are removed there)",
+                    file.display()
+                ))
+                .into());
+            }
+        }
+        McpCommand::Test { name, common } => {
+            let ws = setup::workspace_dir(common.workspace.as_deref())?;
+            let config = setup::load_config(&ws, Layer::from_overrides(&[]))?;
+            let (defs, _) = keel_engine::mcp::definitions(&config, &ws);
+            let Some(def) = defs.into_iter().find(|d| d.name == name) else {
+                return Err(setup::UsageError(format!(
+                    "no MCP server `{name}`; `keel mcp list` shows them"
+                ))
+                .into());
+            };
+            let approvals = keel_engine::mcp::approvals();
+            if !approvals.is_approved(&ws, &def) {
+                return Err(setup::UsageError(format!(
+                    "`{name}` comes from the project's .mcp.json and is not approved; review it, then run `keel mcp add {name}`"
+                ))
+                .into());
+            }
+            let started = Instant::now();
+            let options = StartOptions::from_config(&config.mcp, &ws);
+            let hub = Hub::start(vec![def], &approvals, &options, &setup::env_var)
+                .map_err(anyhow::Error::msg)?;
+            let Some(entry) = hub.entries().first() else {
+                return Ok(exit::FAILED);
+            };
+            writeln!(
+                out,
+                "{name}: {} ({} ms)",
+                entry.status,
+                started.elapsed().as_millis()
+            )?;
+            for t in &entry.tools {
+                let first = t.description.lines().next().unwrap_or_default();
+                writeln!(out, "  {}  {first}", keel_mcp::tool_name(&name, &t.name))?;
+            }
+            if !matches!(entry.status, Status::Ready { .. }) {
+                return Ok(exit::FAILED);
+            }
+        }
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// Every server definition for `ws` with the merged configuration.
+fn definitions(ws: &Path) -> anyhow::Result<(Vec<ServerDef>, Vec<String>)> {
+    let config = setup::load_config(ws, Layer::from_overrides(&[]))?;
+    Ok(keel_engine::mcp::definitions(&config, ws))
+}
+
+fn approve(ws: &Path, name: &str, out: &mut impl Write) -> anyhow::Result<u8> {
+    let (defs, _) = definitions(ws)?;
+    let Some(def) = defs.into_iter().find(|d| d.name == name) else {
+        return Err(setup::UsageError(format!(
+            "no MCP server `{name}` here; to add your own: keel mcp add {name} -- COMMAND [ARGS...] (or --url URL)"
+        ))
+        .into());
+    };
+    if !matches!(def.origin, Origin::Project(_)) {
+        writeln!(out, "`{name}` is your own server; it needs no approval")?;
+        return Ok(exit::COMPLETED);
+    }
+    writeln!(
+        out,
+        "Approving the project's `{name}`: {}",
+        describe(&def.config)
+    )?;
+    let mut approvals = keel_engine::mcp::approvals();
+    approvals
+        .approve(ws, &def)
+        .context("cannot record the approval")?;
+    writeln!(
+        out,
+        "Approved. It starts with the next session; a changed definition needs approving again."
+    )?;
+    Ok(exit::COMPLETED)
+}
+
+/// `stdio: cmd args` or `http: url (headers: A, B)`, never a header or env value.
+fn describe(c: &ServerConfig) -> String {
+    match c.transport() {
+        Ok(keel_mcp::Transport::Stdio { command, args, env }) => {
+            let mut s = format!("stdio: {command} {}", args.join(" "));
+            if !env.is_empty() {
+                let names: Vec<&str> = env.keys().map(String::as_str).collect();
+                s.push_str(&format!(" (env: {})", names.join(", ")));
+            }
+            s.trim_end().to_string()
+        }
+        Ok(keel_mcp::Transport::Http { url, headers }) => {
+            let mut s = format!("http: {url}");
+            if !headers.is_empty() {
+                let names: Vec<&str> = headers.keys().map(String::as_str).collect();
+                s.push_str(&format!(" (headers: {})", names.join(", ")));
+            }
+            s
+        }
+        Err(e) => format!("invalid: {e}"),
+    }
+}
+
+fn pairs(items: &[String], sep: char) -> anyhow::Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|i| match i.split_once(sep) {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(setup::UsageError(format!("`{i}` is not of the form NAME{sep}VALUE")).into()),
+        })
+        .collect()
+}
+
+fn user_file() -> anyhow::Result<PathBuf> {
+    let dir = keel_engine::rules::user_config_dir().ok_or_else(|| {
+        setup::UsageError("no user config directory (set HOME or KEEL_CONFIG)".into())
+    })?;
+    Ok(keel_mcp::config::user_file(&dir))
+}
+
+fn write_json(file: &Path, json: &keel_mcp::config::McpJson) -> anyhow::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(json)?;
+    std::fs::write(file, text + "\n").with_context(|| format!("cannot write {}", file.display()))
+}
+
+/// `keel doctor`'s lines: one per server with its status and tool count (servers are started
+/// for the check and stopped after).
+pub fn doctor_checks(config: &keel_engine::Config, ws: &Path) -> Vec<(String, bool, String)> {
+    let (defs, warnings) = keel_engine::mcp::definitions(config, ws);
+    let mut lines: Vec<(String, bool, String)> = warnings
+        .into_iter()
+        .map(|w| ("mcp".to_string(), false, w))
+        .collect();
+    if defs.is_empty() {
+        return lines;
+    }
+    let options = StartOptions::from_config(&config.mcp, ws);
+    match Hub::start(
+        defs,
+        &keel_engine::mcp::approvals(),
+        &options,
+        &setup::env_var,
+    ) {
+        Ok(hub) => {
+            for e in hub.entries() {
+                let ok = matches!(e.status, Status::Ready { .. } | Status::Disabled);
+                lines.push((format!("mcp {}", e.name), ok, e.status.to_string()));
+            }
+        }
+        Err(e) => lines.push(("mcp".into(), false, e)),
+    }
+    lines
+}

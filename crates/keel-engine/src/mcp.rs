@@ -1,0 +1,71 @@
+//! Where MCP servers plug into a session: at build, every defined server (`[mcp.servers]`, the
+//! user-level `mcp.json`, an approved project `.mcp.json`) is started together within
+//! `[mcp] startup_timeout_secs`, and its tools join the registry beside the built-in ones
+//! (deferred unless the server is `active`). See the `keel-mcp` crate.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use keel_mcp::{Approvals, Hub, ServerDef, StartOptions};
+use keel_tools::ToolRegistry;
+
+use crate::Config;
+
+/// The session's MCP servers and what did not go well starting them.
+#[derive(Debug, Clone)]
+pub struct McpState {
+    pub hub: Arc<Hub>,
+    /// Unreadable `.mcp.json` files, tools skipped for their schema.
+    pub warnings: Vec<String>,
+}
+
+/// Every server definition for `workspace` (with warnings for files that could not be read).
+pub fn definitions(config: &Config, workspace: &Path) -> (Vec<ServerDef>, Vec<String>) {
+    let env = |k: &str| std::env::var(k).ok();
+    let source = crate::config::user_config_path(&env).unwrap_or_else(|| "config.toml".into());
+    let user_dir = crate::rules::user_config_dir();
+    keel_mcp::config::collect(&config.mcp, &source, user_dir.as_deref(), workspace)
+}
+
+/// The approvals of project servers, from the user's data directory.
+pub fn approvals() -> Approvals {
+    let env = |k: &str| std::env::var(k).ok();
+    Approvals::load(&crate::config::data_dir(&env))
+}
+
+/// Starts the servers and registers their tools; `None` when none is defined.
+pub(crate) fn start(
+    config: &Config,
+    workspace: &Path,
+    tools: &mut ToolRegistry,
+) -> Option<McpState> {
+    let (defs, mut warnings) = definitions(config, workspace);
+    if defs.is_empty() {
+        return None;
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let options = StartOptions::from_config(&config.mcp, workspace);
+    let hub = match Hub::start(defs, &approvals(), &options, &env) {
+        Ok(hub) => hub,
+        Err(e) => {
+            warnings.push(e);
+            return None;
+        }
+    };
+    warnings.extend(hub.register(tools));
+    for e in hub.entries() {
+        match &e.status {
+            keel_mcp::Status::Failed(why) => {
+                warnings.push(format!("MCP server `{}` did not start: {why}", e.name));
+            }
+            keel_mcp::Status::NeedsApproval => warnings.push(format!(
+                "MCP server `{}` from {} is not started: review it, then approve it with `keel mcp add {}`",
+                e.name,
+                e.origin.path().display(),
+                e.name
+            )),
+            _ => {}
+        }
+    }
+    Some(McpState { hub, warnings })
+}

@@ -1,0 +1,317 @@
+//! Where MCP servers are defined: `[mcp]` in Keel's TOML (user layers only), a user-level
+//! `mcp.json` beside the user config, and a project's Claude-Code-compatible `.mcp.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// `[mcp]`: servers and how long they may take to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// Seconds a server may take to start and list its tools before it counts as failed.
+    pub startup_timeout_secs: u64,
+    /// Seconds one tool call may take.
+    pub call_timeout_secs: u64,
+    /// `[mcp.servers.NAME]`.
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            startup_timeout_secs: 30,
+            call_timeout_secs: 120,
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// What Keel's approval policy treats an MCP server's tools as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectConfig {
+    /// May do anything: asked about unless an approval rule allows it (the default).
+    #[default]
+    Unknown,
+    /// Reads only: runs without asking.
+    ReadOnly,
+}
+
+/// One server: a spawned process (`command`, `args`, `env`) or a streamable HTTP endpoint
+/// (`type = "http"`, `url`, `headers`). The same shape as a `.mcp.json` entry, plus Keel's
+/// own keys (`active`, `effect`, `disabled`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `stdio` (the default when `command` is set) or `http`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The program to run (stdio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables set for the server on top of the allowlisted environment; `${VAR}` is
+    /// expanded from Keel's environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The endpoint (http).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every request; `${VAR}` is expanded from Keel's environment
+    /// (`Authorization = "Bearer ${TOKEN}"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Put this server's tools in the first-turn catalog instead of deferring them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub active: bool,
+    /// What the approval policy treats the tools as.
+    #[serde(default, skip_serializing_if = "is_default_effect")]
+    pub effect: EffectConfig,
+    /// `true` keeps the definition but never starts the server.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+}
+
+fn is_default_effect(e: &EffectConfig) -> bool {
+    *e == EffectConfig::Unknown
+}
+
+/// How a server is reached, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A spawned process speaking JSON-RPC on stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl ServerConfig {
+    /// The validated transport, or what is wrong with the definition.
+    pub fn transport(&self) -> Result<Transport, String> {
+        let kind =
+            self.kind
+                .as_deref()
+                .unwrap_or(if self.url.is_some() { "http" } else { "stdio" });
+        match kind {
+            "stdio" => {
+                let command = self
+                    .command
+                    .clone()
+                    .filter(|c| !c.trim().is_empty())
+                    .ok_or("a stdio server needs `command`")?;
+                Ok(Transport::Stdio {
+                    command,
+                    args: self.args.clone(),
+                    env: self.env.clone(),
+                })
+            }
+            "http" | "streamable-http" | "streamable_http" => {
+                let url = self
+                    .url
+                    .clone()
+                    .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+                    .ok_or("an http server needs `url` starting with http:// or https://")?;
+                Ok(Transport::Http {
+                    url,
+                    headers: self.headers.clone(),
+                })
+            }
+            "sse" => Err(
+                "the legacy SSE transport is not supported; use `type = \"http\"` \
+                          (streamable HTTP)"
+                    .into(),
+            ),
+            other => Err(format!(
+                "unknown server type `{other}`; use `stdio` or `http`"
+            )),
+        }
+    }
+}
+
+/// Where a server definition came from; project definitions need the user's approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// `[mcp.servers]` in the user's config or the user-level `mcp.json`.
+    User(PathBuf),
+    /// The workspace's `.mcp.json`, written by whoever wrote the project.
+    Project(PathBuf),
+}
+
+impl Origin {
+    /// The file it came from.
+    pub fn path(&self) -> &Path {
+        match self {
+            Origin::User(p) | Origin::Project(p) => p,
+        }
+    }
+
+    /// True for a project's `.mcp.json`.
+    pub fn is_project(&self) -> bool {
+        matches!(self, Origin::Project(_))
+    }
+}
+
+/// A server definition with its name and origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerDef {
+    pub name: String,
+    pub config: ServerConfig,
+    pub origin: Origin,
+}
+
+/// A `.mcp.json` file (Claude Code's format).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpJson {
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, ServerConfig>,
+}
+
+/// Reads a `.mcp.json`; a missing file is empty.
+pub fn read_mcp_json(path: &Path) -> Result<McpJson, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(McpJson::default()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{} is not a valid .mcp.json ({{\"mcpServers\": {{NAME: {{command, args, env}} | {{type: \"http\", url, headers}}}}}}): {e}",
+            path.display()
+        )
+    })
+}
+
+/// The project's `.mcp.json`.
+pub fn project_file(workspace: &Path) -> PathBuf {
+    workspace.join(".mcp.json")
+}
+
+/// The user-level `mcp.json` in Keel's user config directory.
+pub fn user_file(user_config_dir: &Path) -> PathBuf {
+    user_config_dir.join("mcp.json")
+}
+
+/// Every defined server: TOML `[mcp.servers]` first, then the user-level `mcp.json`, then
+/// the project's `.mcp.json`; a name defined by the user wins over the project's. Problems
+/// with a file come back as warnings, never as a refusal to run.
+pub fn collect(
+    config: &McpConfig,
+    config_source: &Path,
+    user_config_dir: Option<&Path>,
+    workspace: &Path,
+) -> (Vec<ServerDef>, Vec<String>) {
+    let mut out: BTreeMap<String, ServerDef> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for (name, c) in &config.servers {
+        out.insert(
+            name.clone(),
+            ServerDef {
+                name: name.clone(),
+                config: c.clone(),
+                origin: Origin::User(config_source.to_path_buf()),
+            },
+        );
+    }
+    let mut files = Vec::new();
+    if let Some(dir) = user_config_dir {
+        files.push((user_file(dir), false));
+    }
+    files.push((project_file(workspace), true));
+    for (path, project) in files {
+        match read_mcp_json(&path) {
+            Ok(file) => {
+                for (name, c) in file.mcp_servers {
+                    if out.contains_key(&name) {
+                        continue;
+                    }
+                    let origin = if project {
+                        Origin::Project(path.clone())
+                    } else {
+                        Origin::User(path.clone())
+                    };
+                    out.insert(
+                        name.clone(),
+                        ServerDef {
+                            name,
+                            config: c,
+                            origin,
+                        },
+                    );
+                }
+            }
+            Err(e) => warnings.push(e),
+        }
+    }
+    (out.into_values().collect(), warnings)
+}
+
+/// Expands `${VAR}` from `env`; an unset variable is an error naming it.
+pub fn expand(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unclosed `${{` in `{value}`"));
+        };
+        let name = &after[..end];
+        match env(name) {
+            Some(v) => out.push_str(&v),
+            None => return Err(format!("the environment variable `{name}` is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mcp_json_in_claude_code_format() {
+        let json = r#"{"mcpServers": {
+            "fs": {"command": "npx", "args": ["-y", "x"], "env": {"A": "1"}},
+            "web": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer ${T}"}}
+        }}"#;
+        let f: McpJson = serde_json::from_str(json).unwrap_or_default();
+        assert_eq!(f.mcp_servers.len(), 2);
+        let fs = f.mcp_servers.get("fs").map(ServerConfig::transport);
+        assert!(matches!(fs, Some(Ok(Transport::Stdio { .. }))), "{fs:?}");
+        let web = f.mcp_servers.get("web").map(ServerConfig::transport);
+        assert!(matches!(web, Some(Ok(Transport::Http { .. }))), "{web:?}");
+    }
+
+    #[test]
+    fn bad_definitions_say_what_is_missing() {
+        let c = ServerConfig::default();
+        assert!(c.transport().err().unwrap_or_default().contains("command"));
+        let c = ServerConfig {
+            kind: Some("sse".into()),
+            ..ServerConfig::default()
+        };
+        assert!(c.transport().err().unwrap_or_default().contains("http"));
+    }
+
+    #[test]
+    fn expands_variables() {
+        let env = |k: &str| (k == "T").then(|| "abc".to_string());
+        assert_eq!(expand("Bearer ${T}", &env), Ok("Bearer abc".into()));
+        assert!(expand("${NOPE}", &env).is_err());
+        assert_eq!(expand("plain", &env), Ok("plain".into()));
+    }
+}

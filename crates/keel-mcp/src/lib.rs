@@ -1,0 +1,22 @@
+//! Keel's MCP client, on the official Rust SDK (`rmcp`): servers defined in `[mcp.servers]`,
+//! a user-level `mcp.json` and a project's `.mcp.json` (Claude Code's format), reached over
+//! stdio (a spawned process with an allowlisted environment) or streamable HTTP (with
+//! headers such as a bearer token from the environment). Their tools become Keel tools named
+//! `mcp__<server>__<tool>` with sanitised schemas, deferred unless the server is `active`.
+//!
+//! It does not decide policy: approval of calls, phases and the catalog are the engine's and
+//! the registry's; this crate only says what a tool is ([`keel_tools::ToolEffect::Unknown`]
+//! unless configured) and refuses to start a project's server the user has not approved.
+
+pub mod approve;
+pub mod config;
+pub mod hub;
+pub mod schema;
+pub mod server;
+pub mod tool;
+
+pub use approve::{Approvals, definition_hash};
+pub use config::{EffectConfig, McpConfig, Origin, ServerConfig, ServerDef, Transport};
+pub use hub::{Hub, ServerEntry, StartOptions, Status};
+pub use server::{CallError, ListedTool, Server};
+pub use tool::{MCP_RESOURCES, McpResources, McpTool, map_result, tool_name};

@@ -1,0 +1,338 @@
+//! One running MCP server: connecting (stdio or streamable HTTP), calling, and restarting a
+//! server that died — once. Every request runs on the hub's own runtime ([`crate::Hub`]), so
+//! a server outlives no session and blocks none.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use crate::config::Transport;
+
+type Service = RunningService<RoleClient, ()>;
+
+/// How many times a server that died is started again in one session.
+pub const MAX_RESTARTS: u32 = 1;
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// A failed request, for the model (the loop continues).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CallError(pub String);
+
+enum Conn {
+    Up(Arc<Service>),
+    Down(String),
+}
+
+/// A connected (or failed) server.
+pub struct Server {
+    name: String,
+    transport: Transport,
+    workspace: PathBuf,
+    startup_timeout: Duration,
+    call_timeout: Duration,
+    conn: Mutex<Conn>,
+    restarts: AtomicU32,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("name", &self.name).finish()
+    }
+}
+
+impl Server {
+    /// Starts the server and waits (up to the startup timeout) for its handshake.
+    pub async fn start(
+        name: &str,
+        transport: Transport,
+        workspace: PathBuf,
+        startup_timeout: Duration,
+        call_timeout: Duration,
+    ) -> Result<Self, String> {
+        let service = connect(&transport, &workspace, startup_timeout).await?;
+        Ok(Self {
+            name: name.to_string(),
+            transport,
+            workspace,
+            startup_timeout,
+            call_timeout,
+            conn: Mutex::new(Conn::Up(Arc::new(service))),
+            restarts: AtomicU32::new(0),
+        })
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Times the server was restarted.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Its tools (all pages).
+    pub async fn list_tools(&self) -> Result<Vec<ListedTool>, CallError> {
+        let svc = self.service().await?;
+        let tools = self
+            .timed(svc.list_all_tools())
+            .await?
+            .map_err(|e| self.failed("listing tools", &e))?;
+        Ok(tools
+            .into_iter()
+            .map(|t| ListedTool {
+                name: t.name.to_string(),
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: Value::Object((*t.input_schema).clone()),
+            })
+            .collect())
+    }
+
+    /// Calls a tool; the result as the server sent it (JSON). A server that died during the
+    /// call is restarted once for later calls; this call is not repeated (it may have had
+    /// effects).
+    pub async fn call_tool(&self, tool: &str, args: Value) -> Result<Value, CallError> {
+        let svc = self.service().await?;
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = match args {
+            Value::Object(m) => Some(m),
+            Value::Null => None,
+            other => {
+                return Err(CallError(format!(
+                    "arguments for an MCP tool must be a JSON object, got {other}"
+                )));
+            }
+        };
+        match self.timed(svc.call_tool(params)).await? {
+            Ok(result) => serde_json::to_value(&result)
+                .map_err(|e| CallError(format!("unreadable result from `{}`: {e}", self.name))),
+            Err(e) => Err(self.after_failure(&svc, "the call", &e).await),
+        }
+    }
+
+    /// Its resources (all pages), as JSON.
+    pub async fn list_resources(&self) -> Result<Value, CallError> {
+        let svc = self.service().await?;
+        match self.timed(svc.list_all_resources()).await? {
+            Ok(r) => serde_json::to_value(&r).map_err(|e| CallError(e.to_string())),
+            Err(e) => Err(self.after_failure(&svc, "listing resources", &e).await),
+        }
+    }
+
+    /// One resource's contents, as JSON.
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, CallError> {
+        let svc = self.service().await?;
+        match self
+            .timed(svc.read_resource(ReadResourceRequestParams::new(uri)))
+            .await?
+        {
+            Ok(r) => serde_json::to_value(&r).map_err(|e| CallError(e.to_string())),
+            Err(e) => Err(self.after_failure(&svc, "reading the resource", &e).await),
+        }
+    }
+
+    /// Stops the server (kills a spawned process).
+    pub async fn shutdown(&self) {
+        let mut conn = self.conn.lock().await;
+        if let Conn::Up(svc) = &*conn {
+            svc.cancellation_token().cancel();
+        }
+        *conn = Conn::Down("stopped".into());
+    }
+
+    async fn timed<T>(&self, fut: impl Future<Output = T>) -> Result<T, CallError> {
+        tokio::time::timeout(self.call_timeout, fut)
+            .await
+            .map_err(|_| {
+                CallError(format!(
+                    "the MCP server `{}` did not answer within {}s",
+                    self.name,
+                    self.call_timeout.as_secs()
+                ))
+            })
+    }
+
+    /// The live connection; a dead one is restarted if it has not been yet.
+    async fn service(&self) -> Result<Arc<Service>, CallError> {
+        let mut conn = self.conn.lock().await;
+        if let Conn::Up(svc) = &*conn {
+            if !svc.is_closed() {
+                return Ok(svc.clone());
+            }
+            *conn = Conn::Down("its connection closed".into());
+        }
+        let Conn::Down(reason) = &*conn else {
+            return Err(CallError("unreachable connection state".into()));
+        };
+        if self.restarts.load(Ordering::Relaxed) >= MAX_RESTARTS {
+            return Err(CallError(format!(
+                "the MCP server `{}` is not running ({reason}) and was already restarted {MAX_RESTARTS} time(s) this session; its tools are unavailable until Keel is restarted (check it with `keel mcp test {}`)",
+                self.name, self.name
+            )));
+        }
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        match connect(&self.transport, &self.workspace, self.startup_timeout).await {
+            Ok(svc) => {
+                let svc = Arc::new(svc);
+                *conn = Conn::Up(svc.clone());
+                Ok(svc)
+            }
+            Err(e) => {
+                *conn = Conn::Down(format!("restarting it failed: {e}"));
+                Err(CallError(format!(
+                    "the MCP server `{}` had stopped and restarting it failed: {e}",
+                    self.name
+                )))
+            }
+        }
+    }
+
+    /// Turns a request failure into a message; a closed transport marks the server down and
+    /// restarts it (once) so its next call can succeed.
+    async fn after_failure(&self, svc: &Arc<Service>, what: &str, e: &ServiceError) -> CallError {
+        let died = matches!(
+            e,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) || svc.is_closed();
+        if !died {
+            return self.failed(what, e);
+        }
+        {
+            let mut conn = self.conn.lock().await;
+            if matches!(&*conn, Conn::Up(s) if Arc::ptr_eq(s, svc)) {
+                *conn = Conn::Down(format!("it exited during {what}"));
+            }
+        }
+        let restarted = match self.service().await {
+            Ok(_) => "it was restarted; the call was not repeated (it may have had effects) — call again if it is safe to".to_string(),
+            Err(CallError(m)) => m,
+        };
+        CallError(format!(
+            "the MCP server `{}` exited during {what}: {restarted}",
+            self.name
+        ))
+    }
+
+    fn failed(&self, what: &str, e: &ServiceError) -> CallError {
+        CallError(format!("the MCP server `{}` failed {what}: {e}", self.name))
+    }
+}
+
+async fn connect(
+    transport: &Transport,
+    workspace: &std::path::Path,
+    timeout: Duration,
+) -> Result<Service, String> {
+    let fut = async {
+        match transport {
+            Transport::Stdio { command, args, env } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .env_clear()
+                    .envs(keel_tools::shell::exec::scrubbed_env(&[]))
+                    .envs(env)
+                    .current_dir(workspace);
+                let (process, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+                let tail = StderrTail::default();
+                if let Some(stderr) = stderr {
+                    tail.collect(stderr);
+                }
+                match ().serve(process).await {
+                    Ok(svc) => Ok(svc),
+                    Err(e) => {
+                        // Give the process a moment to write why it stopped.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        Err(format!(
+                            "the handshake with `{command}` failed: {e}{}",
+                            tail.render()
+                        ))
+                    }
+                }
+            }
+            Transport::Http { url, headers } => {
+                let mut map = HashMap::new();
+                for (k, v) in headers {
+                    let name = http::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
+                    let value = http::HeaderValue::from_str(v)
+                        .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
+                    map.insert(name, value);
+                }
+                // The workspace's reqwest has no built-in crypto provider; an already installed
+                // one (the model clients install the same) is kept.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                ().serve(transport)
+                    .await
+                    .map_err(|e| format!("connecting to {url} failed: {e}"))
+            }
+        }
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| format!("it did not start within {}s", timeout.as_secs()))?
+}
+
+/// The last lines a server wrote to stderr (drained continuously so it never blocks), quoted
+/// in start-up errors.
+#[derive(Clone, Default)]
+struct StderrTail(Arc<std::sync::Mutex<String>>);
+
+/// How much of a server's stderr is kept.
+const STDERR_TAIL: usize = 2000;
+
+impl StderrTail {
+    fn collect(&self, stderr: tokio::process::ChildStderr) {
+        use tokio::io::AsyncBufReadExt;
+        let buf = self.0.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(mut b) = buf.lock() else { return };
+                b.push_str(&line);
+                b.push('\n');
+                if b.len() > STDERR_TAIL * 2 {
+                    let cut = b.len() - STDERR_TAIL;
+                    let cut = (cut..b.len()).find(|i| b.is_char_boundary(*i)).unwrap_or(0);
+                    b.drain(..cut);
+                }
+            }
+        });
+    }
+
+    fn render(&self) -> String {
+        let text = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let text = text.trim();
+        if text.is_empty() {
+            return String::new();
+        }
+        let start = text.len().saturating_sub(STDERR_TAIL);
+        let start = (start..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        format!("; its stderr ends:\n{}", &text[start..])
+    }
+}

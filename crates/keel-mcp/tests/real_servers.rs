@@ -1,0 +1,418 @@
+//! Keel's MCP client against real servers: a small server on the official Python SDK
+//! (`tests/servers/py_server.py`, stdio and streamable HTTP) and the reference "everything"
+//! server from npm (`tests/servers/package.json`). `.ci/run` installs both; elsewhere a test
+//! whose server is missing says so and skips, except under `CI=true`, where it fails.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_mcp::{Approvals, Hub, Origin, ServerConfig, ServerDef, StartOptions, Status};
+use keel_tools::{ToolContext, ToolError, ToolRegistry, ToolState, Workspace};
+use serde_json::json;
+
+fn servers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers")
+}
+
+/// Whether `what` is installed; skips visibly outside CI, fails in CI.
+fn available(ok: bool, what: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{what} is missing; .ci/run installs it");
+    }
+    eprintln!("SKIPPED: {what} is missing (install it as .ci/run does)");
+    false
+}
+
+fn python_mcp() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    available(ok, "the Python MCP SDK (pip install 'mcp>=2,<3')")
+}
+
+fn everything_bin() -> Option<PathBuf> {
+    let bin = servers_dir().join("node_modules/.bin/mcp-server-everything");
+    available(
+        bin.exists(),
+        "@modelcontextprotocol/server-everything (npm ci --prefix crates/keel-mcp/tests/servers)",
+    )
+    .then_some(bin)
+}
+
+fn py_def(name: &str, extra: &[&str]) -> ServerDef {
+    let mut args = vec![servers_dir().join("py_server.py").display().to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    ServerDef {
+        name: name.into(),
+        config: ServerConfig {
+            command: Some("python3".into()),
+            args,
+            env: BTreeMap::from([("GIVEN".to_string(), "from-config".to_string())]),
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    hub: Arc<Hub>,
+    registry: ToolRegistry,
+    ctx: ToolContext,
+}
+
+fn start(defs: Vec<ServerDef>, startup_secs: u64, env: &dyn Fn(&str) -> Option<String>) -> Setup {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions {
+        workspace: dir.path().to_path_buf(),
+        startup_timeout: Duration::from_secs(startup_secs),
+        call_timeout: Duration::from_secs(30),
+    };
+    let approvals = Approvals::load(dir.path());
+    let hub = Hub::start(defs, &approvals, &options, env).unwrap_or_else(|e| panic!("{e}"));
+    let mut registry = ToolRegistry::new();
+    let warnings = hub.register(&mut registry);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let ctx = ToolContext::new(Workspace::new(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+    Setup {
+        _dir: dir,
+        hub,
+        registry,
+        ctx,
+    }
+}
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+impl Setup {
+    async fn call(&self, tool: &str, args: serde_json::Value) -> Result<String, ToolError> {
+        self.registry
+            .execute(tool, args, &self.ctx)
+            .await
+            .map(|o| o.content)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_server_lists_and_calls_tools_with_an_allowlisted_env() {
+    if !python_mcp() {
+        return;
+    }
+    let s = start(vec![py_def("py", &[])], 20, &no_env);
+    let entry = &s.hub.entries()[0];
+    assert_eq!(
+        entry.status,
+        Status::Ready { tools: 4 },
+        "{:?}",
+        entry.status
+    );
+    assert_eq!(
+        s.registry.deferred_names(),
+        [
+            "mcp__py__crash",
+            "mcp__py__echo",
+            "mcp__py__env",
+            "mcp__py__fail",
+            "mcp_resources"
+        ]
+    );
+    assert_eq!(
+        s.registry.state("mcp__py__echo"),
+        Some(&ToolState::Deferred)
+    );
+    let tool = s
+        .registry
+        .get("mcp__py__echo")
+        .unwrap_or_else(|| panic!("no echo"));
+    assert_eq!(tool.effect(), keel_tools::ToolEffect::Unknown);
+    assert_eq!(tool.input_schema()["properties"]["text"]["type"], "string");
+    assert_eq!(
+        s.call("mcp__py__echo", json!({"text": "hi there"})).await,
+        Ok("hi there".into())
+    );
+    // The configured variable arrives; Keel's own environment beyond the allowlist does not.
+    assert_eq!(
+        s.call("mcp__py__env", json!({"name": "GIVEN"})).await,
+        Ok("from-config".into())
+    );
+    assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
+    assert_eq!(
+        s.call("mcp__py__env", json!({"name": "CARGO_MANIFEST_DIR"}))
+            .await,
+        Ok("<unset>".into())
+    );
+    // Resources through the tool.
+    let list = s.call("mcp_resources", json!({"server": "py"})).await;
+    assert!(
+        list.as_deref().is_ok_and(|l| l.contains("keel://greeting")),
+        "{list:?}"
+    );
+    let read = s
+        .call(
+            "mcp_resources",
+            json!({"server": "py", "uri": "keel://greeting"}),
+        )
+        .await;
+    assert_eq!(read, Ok("hello from the python server".into()));
+    s.hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_error_is_a_model_error() {
+    if !python_mcp() {
+        return;
+    }
+    let s = start(vec![py_def("py", &[])], 20, &no_env);
+    let err = s.call("mcp__py__fail", json!({"reason": "testing"})).await;
+    match err {
+        Err(ToolError::Model(m)) => assert!(m.contains("failed on purpose: testing"), "{m}"),
+        other => panic!("expected a model error, got {other:?}"),
+    }
+    // The server is still fine.
+    assert_eq!(
+        s.call("mcp__py__echo", json!({"text": "ok"})).await,
+        Ok("ok".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_call_restarts_once_then_answers_with_a_clear_error() {
+    if !python_mcp() {
+        return;
+    }
+    let s = start(vec![py_def("py", &[])], 20, &no_env);
+    let first = s.call("mcp__py__crash", json!({})).await;
+    let Err(ToolError::Model(m)) = first else {
+        panic!("expected a model error, got {first:?}");
+    };
+    assert!(m.contains("exited during the call"), "{m}");
+    assert!(m.contains("restarted"), "{m}");
+    // The restarted server answers.
+    assert_eq!(
+        s.call("mcp__py__echo", json!({"text": "back"})).await,
+        Ok("back".into())
+    );
+    assert_eq!(s.hub.server("py").map(|s| s.restarts()), Some(1));
+    // A second death is final for the session.
+    let second = s.call("mcp__py__crash", json!({})).await;
+    assert!(matches!(second, Err(ToolError::Model(_))), "{second:?}");
+    let after = s.call("mcp__py__echo", json!({"text": "x"})).await;
+    let Err(ToolError::Model(m)) = after else {
+        panic!("expected a model error, got {after:?}");
+    };
+    assert!(m.contains("already restarted"), "{m}");
+    assert!(m.contains("keel mcp test py"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_server_times_out_and_the_others_still_start() {
+    if !python_mcp() {
+        return;
+    }
+    let started = Instant::now();
+    let s = start(
+        vec![py_def("slow", &["--slow-start", "60"]), py_def("fast", &[])],
+        10,
+        &no_env,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
+    let by_name = |n: &str| {
+        s.hub
+            .entries()
+            .iter()
+            .find(|e| e.name == n)
+            .map(|e| e.status.clone())
+    };
+    let slow = by_name("slow");
+    assert!(
+        matches!(&slow, Some(Status::Failed(m)) if m.contains("did not start within 10s")),
+        "{slow:?}"
+    );
+    assert_eq!(by_name("fast"), Some(Status::Ready { tools: 4 }));
+    assert!(s.registry.get("mcp__slow__echo").is_none());
+    assert_eq!(
+        s.call("mcp__fast__echo", json!({"text": "f"})).await,
+        Ok("f".into())
+    );
+}
+
+/// A free local port (bound, then released for the server).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_server(token: &str) -> (Child, String) {
+    let port = free_port();
+    let child = std::process::Command::new("python3")
+        .arg(servers_dir().join("py_server.py"))
+        .args(["--http", &port.to_string()])
+        .env("MCP_TEST_TOKEN", token)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the HTTP server did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (Child(child), format!("http://127.0.0.1:{port}/mcp"))
+}
+
+fn http_def(name: &str, url: &str) -> ServerDef {
+    ServerDef {
+        name: name.into(),
+        config: ServerConfig {
+            kind: Some("http".into()),
+            url: Some(url.into()),
+            headers: BTreeMap::from([(
+                "Authorization".to_string(),
+                "Bearer ${KEEL_TEST_MCP_TOKEN}".to_string(),
+            )]),
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_with_a_bearer_token_from_the_environment() {
+    if !python_mcp() {
+        return;
+    }
+    let (_server, url) = http_server("s3cret");
+    let env = |k: &str| (k == "KEEL_TEST_MCP_TOKEN").then(|| "s3cret".to_string());
+    let s = start(vec![http_def("web", &url)], 20, &env);
+    assert_eq!(s.hub.entries()[0].status, Status::Ready { tools: 4 });
+    assert_eq!(
+        s.call("mcp__web__echo", json!({"text": "over http"})).await,
+        Ok("over http".into())
+    );
+    let err = s.call("mcp__web__fail", json!({})).await;
+    assert!(matches!(err, Err(ToolError::Model(_))), "{err:?}");
+
+    // A wrong token is refused by the server; an unset variable is named.
+    let wrong = |k: &str| (k == "KEEL_TEST_MCP_TOKEN").then(|| "nope".to_string());
+    let bad = start(vec![http_def("web", &url)], 10, &wrong);
+    assert!(matches!(bad.hub.entries()[0].status, Status::Failed(_)));
+    let unset = start(vec![http_def("web", &url)], 10, &no_env);
+    let st = &unset.hub.entries()[0].status;
+    assert!(
+        matches!(st, Status::Failed(m) if m.contains("KEEL_TEST_MCP_TOKEN")),
+        "{st:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_everything_server_from_npm() {
+    let Some(bin) = everything_bin() else {
+        return;
+    };
+    let def = ServerDef {
+        name: "everything".into(),
+        config: ServerConfig {
+            command: Some(bin.display().to_string()),
+            args: vec!["stdio".into()],
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    };
+    let s = start(vec![def], 30, &no_env);
+    let entry = &s.hub.entries()[0];
+    assert!(
+        matches!(entry.status, Status::Ready { tools } if tools >= 5),
+        "{:?}",
+        entry.status
+    );
+    let echo = s
+        .call("mcp__everything__echo", json!({"message": "from keel"}))
+        .await;
+    assert!(
+        echo.as_deref().is_ok_and(|t| t.contains("from keel")),
+        "{echo:?}"
+    );
+    // Every schema the reference server ships is accepted after sanitising.
+    for t in &entry.tools {
+        assert!(
+            s.registry
+                .get(&keel_mcp::tool_name("everything", &t.name))
+                .is_some(),
+            "{} was skipped",
+            t.name
+        );
+    }
+    let list = s
+        .call("mcp_resources", json!({"server": "everything"}))
+        .await;
+    assert!(list.is_ok(), "{list:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unapproved_project_server_is_not_started() {
+    // No server runs here: the definition is refused before anything is spawned.
+    let mut def = py_def("proj", &[]);
+    def.origin = Origin::Project(".mcp.json".into());
+    let s = start(vec![def.clone()], 5, &no_env);
+    assert_eq!(s.hub.entries()[0].status, Status::NeedsApproval);
+    assert!(s.registry.names().next().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_start_is_reported_with_its_stderr() {
+    let def = ServerDef {
+        name: "broken".into(),
+        config: ServerConfig {
+            command: Some("sh".into()),
+            args: vec![
+                "-c".into(),
+                "echo 'boom: no config file' >&2; exit 1".into(),
+            ],
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    };
+    let missing = ServerDef {
+        name: "missing".into(),
+        config: ServerConfig {
+            command: Some("/nonexistent/mcp-server".into()),
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    };
+    let s = start(vec![def, missing], 10, &no_env);
+    let status = |i: usize| s.hub.entries()[i].status.clone();
+    assert!(
+        matches!(status(0), Status::Failed(m) if m.contains("boom: no config file")),
+        "{:?}",
+        status(0)
+    );
+    assert!(
+        matches!(status(1), Status::Failed(m) if m.contains("cannot run `/nonexistent/mcp-server`")),
+        "{:?}",
+        status(1)
+    );
+}
