@@ -72,7 +72,15 @@ turns:
     );
     // `/proc/self` belongs to the effective uid.
     let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
-    let mut keel = env.keel();
+    // `keel` alone in a directory (hard-linked: no copy), so no `keel-sandbox-exec` sits next
+    // to it and Keel re-executes itself (`/proc/self/exe __keel-sandbox-exec`).
+    let bin_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let keel_bin = bin_dir.path().join("keel");
+    let keel = env.keel();
+    if std::fs::hard_link(keel.get_program(), &keel_bin).is_err() {
+        std::fs::copy(keel.get_program(), &keel_bin).unwrap();
+    }
     let mut cmd = if root {
         let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
             .into_iter()
@@ -88,18 +96,17 @@ turns:
         chown_tree(top);
         let mut c = Command::new(setpriv);
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(keel.get_program())
-            .current_dir(&env.work)
-            .env_clear();
-        for (k, v) in keel.get_envs() {
-            if let Some(v) = v {
-                c.env(k, v);
-            }
-        }
+            .arg(&keel_bin);
         c
     } else {
-        std::mem::replace(&mut keel, Command::new("true"))
+        Command::new(&keel_bin)
     };
+    cmd.current_dir(&env.work).env_clear();
+    for (k, v) in keel.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
     let doctor = {
         let mut d = Command::new(cmd.get_program());
         d.args(cmd.get_args()).arg("doctor").current_dir(&env.work);
@@ -127,6 +134,10 @@ turns:
         return;
     }
     assert!(line.contains("user namespace"), "{line}");
+    assert!(
+        line.contains("`keel __keel-sandbox-exec`"),
+        "Keel re-executes itself as the helper: {line}"
+    );
 
     let out = cmd
         .args(["run", "--json", "--script"])

@@ -99,7 +99,8 @@ fn child_dir(test: &str, with_config: bool) -> Option<PathBuf> {
     }
     assert!(
         out.status.success(),
-        "{test} failed as uid {}:\n{text}",
+        "{test} failed as uid {} (as root, the test binary and its directories must be \
+         executable by uid 65534):\n{text}",
         if root {
             NOBODY
         } else {

@@ -4,9 +4,9 @@
 //! Creating a user namespace needs a single-threaded process, which Keel (a multi-threaded
 //! program) is not. So the command is started through a small helper process instead:
 //! `<helper> __keel-sandbox-exec -- <program> <args…>`, where `<helper>` is
-//! `$KEEL_SANDBOX_HELPER` if set, else `/proc/self/exe` when the running program handles
-//! [`HELPER_ARG`] itself (the `keel` binary, see [`use_current_exe_as_helper`]), else the
-//! `keel-sandbox-exec` binary next to the running program. The helper enters a new user and
+//! `$KEEL_SANDBOX_HELPER` if set, else the `keel-sandbox-exec` binary next to the running
+//! program (small, so it starts faster), else `/proc/self/exe` when the running program
+//! handles [`HELPER_ARG`] itself (the `keel` binary, see [`use_current_exe_as_helper`]). The helper enters a new user and
 //! mount namespace mapping only the caller's uid and gid, applies the mounts, drops
 //! capabilities, applies Landlock and seccomp and `exec`s the command — same pid, same process
 //! group. The policy travels in the [`POLICY_ENV`] environment variable, which the helper
@@ -41,11 +41,12 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(HELPER_ENV).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    if SELF_HELPER.load(Ordering::SeqCst) {
-        return Ok(PathBuf::from("/proc/self/exe"));
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the program: {e}"))?;
-    let mut dir = exe.parent().map(Path::to_path_buf);
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the program: {e}"));
+    let mut dir = exe
+        .as_ref()
+        .ok()
+        .and_then(|e| e.parent())
+        .map(Path::to_path_buf);
     while let Some(d) = dir {
         let candidate = d.join(HELPER_BIN);
         if candidate.is_file() {
@@ -56,6 +57,10 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
             .then(|| d.parent().map(Path::to_path_buf))
             .flatten();
     }
+    if SELF_HELPER.load(Ordering::SeqCst) {
+        return Ok(PathBuf::from("/proc/self/exe"));
+    }
+    let exe = exe?;
     Err(format!(
         "no sandbox helper: `{HELPER_BIN}` is not next to {} (set {HELPER_ENV})",
         exe.display()
