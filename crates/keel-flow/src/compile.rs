@@ -2,7 +2,7 @@
 //! anything runs (unknown node types, missing fields, missing references, type mismatches,
 //! cycles). All mistakes are reported together, each as `file:line:column: message`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,6 +15,8 @@ use crate::ir::{
 };
 use crate::spec::{RawFlow, RawNode};
 use crate::template;
+use crate::graph::{kind_refs, visit};
+pub use crate::graph::ancestors;
 
 /// The node types a flow may use.
 pub const NODE_TYPES: &[&str] = &[
@@ -727,84 +729,24 @@ impl Compiler {
     }
 }
 
-fn visit<'a>(
-    id: &'a str,
-    index: &HashMap<&'a str, &'a Node>,
-    mark: &mut HashMap<&'a str, u8>,
-    stack: &mut Vec<&'a str>,
-) -> Option<Vec<String>> {
-    match mark.get(id) {
-        Some(2) => return None,
-        Some(1) => {
-            let from = stack.iter().position(|s| *s == id).unwrap_or(0);
-            let mut cycle: Vec<String> = stack[from..].iter().map(|s| s.to_string()).collect();
-            cycle.push(id.to_string());
-            return Some(cycle);
-        }
-        _ => {}
-    }
-    mark.insert(id, 1);
-    stack.push(id);
-    if let Some(n) = index.get(id) {
-        for d in &n.deps {
-            if let Some((k, _)) = index.get_key_value(d.as_str())
-                && let Some(c) = visit(k, index, mark, stack)
-            {
-                return Some(c);
-            }
-        }
-    }
-    stack.pop();
-    mark.insert(id, 2);
-    None
-}
-
-/// Every node `id` depends on, directly or not.
-pub fn ancestors(nodes: &[Node], id: &str) -> BTreeSet<String> {
-    let index: BTreeMap<&str, &Node> = nodes.iter().map(|n| (n.id.as_str(), n)).collect();
-    let mut out = BTreeSet::new();
-    let mut todo = vec![id.to_string()];
-    while let Some(cur) = todo.pop() {
-        if let Some(n) = index.get(cur.as_str()) {
-            for d in &n.deps {
-                if out.insert(d.clone()) {
-                    todo.push(d.clone());
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The references a node's own fields make.
-pub fn kind_refs(kind: &NodeKind) -> Vec<Ref> {
-    let mut out: Vec<Ref> = Vec::new();
-    match kind {
-        NodeKind::Agent(a) | NodeKind::Review { agent: a, .. } => {
-            out.extend(a.task.refs().cloned())
-        }
-        NodeKind::Shell { command } | NodeKind::Test { command } | NodeKind::Verify { command } => {
-            out.extend(command.refs().cloned())
-        }
-        NodeKind::Branch { condition, .. } => out.push(condition.clone()),
-        NodeKind::Parallel { .. } => {}
-        NodeKind::Deliver {
-            branch, message, ..
-        } => {
-            out.extend(branch.refs().cloned());
-            out.extend(message.refs().cloned());
-        }
-    }
-    out
-}
-
 fn closest(word: &str) -> String {
     NODE_TYPES
         .iter()
-        .find(|t| {
-            let (a, b) = (t.as_bytes(), word.as_bytes());
-            a.len().abs_diff(b.len()) <= 2 && word.chars().take(3).eq(t.chars().take(3))
-        })
+        .find(|t| edit_distance(t, word) <= 2)
         .map(|t| format!(" (did you mean `{t}`?)"))
         .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }

@@ -11,6 +11,7 @@
 
 pub mod compile;
 pub mod exec;
+mod graph;
 pub mod ir;
 pub mod spec;
 pub mod state;
