@@ -6,6 +6,7 @@ mod chat;
 mod completions;
 mod context;
 mod doctor;
+mod flow;
 mod index;
 mod init;
 mod input;
@@ -133,6 +134,8 @@ enum Command {
     /// The user memory and promoted lessons: add, list, search, edit, rm, clear, promote,
     /// doctor.
     Memory(memory::MemoryArgs),
+    /// Typed workflows: run, validate, status, runs, resume, replay and list flows.
+    Flow(flow::FlowArgs),
     /// Skills found here: list, show one, create one.
     Skills(skills::SkillsArgs),
     /// Every layer of what the model is told here: source, size, head or tail, how to clear.
@@ -565,6 +568,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::execute(args),
         Command::Sessions(args) => sessions::execute(args),
         Command::Memory(args) => memory::execute(args),
+        Command::Flow(args) => flow::execute(args),
         Command::Skills(args) => skills::execute(args),
         Command::Context(args) => context::execute(args),
         Command::Blocker(args) => blocker::execute(args),
