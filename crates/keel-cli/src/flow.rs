@@ -81,9 +81,12 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             llm,
             json,
         } => run(&root, &resolve(&root, &file), &inputs, &llm, json),
-        FlowCommand::Resume { run, llm, json } => {
-            with_executor(&root, &llm, json, |exec| async move { exec.resume(&run).await })
-        }
+        FlowCommand::Resume { run, llm, json } => with_executor(
+            &root,
+            &llm,
+            json,
+            |exec| async move { exec.resume(&run).await },
+        ),
         FlowCommand::Status { run, json } => status(&root, run.as_deref(), json),
         FlowCommand::Runs { json } => runs(&root, json),
         FlowCommand::Replay { run, into } => replay(&root, &run, into),
@@ -149,7 +152,11 @@ fn list(root: &Path) -> anyhow::Result<u8> {
                 "{:<24} {}  {}",
                 flow.name,
                 shown,
-                flow.description.unwrap_or_default().lines().next().unwrap_or("")
+                flow.description
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
             ),
             Err(e) => println!("{shown}: invalid ({} mistakes)", e.diagnostics.len()),
         }
@@ -207,7 +214,14 @@ fn printer(json: bool) -> EventSink {
                     _ => "✗",
                 };
                 let detail = detail.lines().next().unwrap_or("");
-                println!("  {mark} {node} {status}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") });
+                println!(
+                    "  {mark} {node} {status}{}",
+                    if detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {detail}")
+                    }
+                );
             }
             FlowEvent::Step { step, .. } => {
                 if !step.starts_with("checkpoint:") {
@@ -261,14 +275,23 @@ where
     Ok(match summary.status.as_str() {
         "completed" => exit::COMPLETED,
         "cancelled" => {
-            eprintln!("keel: stopped; `keel flow resume {}` continues it", summary.run_id);
+            eprintln!(
+                "keel: stopped; `keel flow resume {}` continues it",
+                summary.run_id
+            );
             exit::CANCELLED
         }
         _ => exit::FAILED,
     })
 }
 
-fn run(root: &Path, file: &Path, inputs: &[String], llm: &ProviderArgs, json: bool) -> anyhow::Result<u8> {
+fn run(
+    root: &Path,
+    file: &Path,
+    inputs: &[String],
+    llm: &ProviderArgs,
+    json: bool,
+) -> anyhow::Result<u8> {
     let (flow, source) = compile(file)?;
     let given = parse_inputs(inputs)?;
     let values = flow.resolve_inputs(&given).map_err(setup::UsageError)?;
@@ -296,19 +319,21 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
     let store = open(root)?;
     let rt = runtime()?;
     let ws = root.display().to_string();
-    let rec: RunRecord = rt.block_on(async {
-        match run {
-            Some(id) => store.get(id).await,
-            None => store.list(Some(&ws), 1).await.and_then(|mut v| {
-                v.pop().ok_or_else(|| {
-                    keel_store::StoreError::Missing(
-                        "no flow runs in this workspace; `keel flow run FILE` starts one".into(),
-                    )
-                })
-            }),
-        }
-    })
-    .map_err(store_error)?;
+    let rec: RunRecord = rt
+        .block_on(async {
+            match run {
+                Some(id) => store.get(id).await,
+                None => store.list(Some(&ws), 1).await.and_then(|mut v| {
+                    v.pop().ok_or_else(|| {
+                        keel_store::StoreError::Missing(
+                            "no flow runs in this workspace; `keel flow run FILE` starts one"
+                                .into(),
+                        )
+                    })
+                }),
+            }
+        })
+        .map_err(store_error)?;
     if json {
         let nodes: serde_json::Map<String, serde_json::Value> = rec
             .state
@@ -332,7 +357,9 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         .count();
     println!("{done}/{} nodes finished", rec.state.nodes.len());
     for id in order {
-        let Some(s) = rec.state.nodes.get(&id) else { continue };
+        let Some(s) = rec.state.nodes.get(&id) else {
+            continue;
+        };
         let extra = match s.status {
             NodeStatus::Failed => s.error.clone().unwrap_or_default(),
             _ => s
@@ -357,7 +384,9 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
     let store = open(root)?;
     let rt = runtime()?;
     let ws = root.display().to_string();
-    let list = rt.block_on(store.list(Some(&ws), 50)).map_err(store_error)?;
+    let list = rt
+        .block_on(store.list(Some(&ws), 50))
+        .map_err(store_error)?;
     if json {
         let rows: Vec<serde_json::Value> = list
             .iter()
@@ -370,7 +399,12 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
         println!("No flow runs in this workspace; `keel flow run FILE` starts one.");
     }
     for r in list {
-        let done = r.state.nodes.values().filter(|s| s.status == NodeStatus::Completed).count();
+        let done = r
+            .state
+            .nodes
+            .values()
+            .filter(|s| s.status == NodeStatus::Completed)
+            .count();
         println!(
             "{}  {:<10} {:<24} {done}/{} nodes",
             r.id,

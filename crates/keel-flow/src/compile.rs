@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use serde_saphyr::{Location, Spanned};
 
+pub use crate::graph::ancestors;
+use crate::graph::{kind_refs, visit};
 use crate::ir::{
     AgentSpec, Flow, InputDecl, Node, NodeKind, ParallelBranch, Pos, Ref, Select, Template, Type,
     Value, output_fields,
 };
 use crate::spec::{RawFlow, RawNode};
 use crate::template;
-use crate::graph::{kind_refs, visit};
-pub use crate::graph::ancestors;
 
 /// The node types a flow may use.
 pub const NODE_TYPES: &[&str] = &[

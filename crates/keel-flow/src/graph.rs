@@ -74,4 +74,3 @@ pub fn kind_refs(kind: &NodeKind) -> Vec<Ref> {
     }
     out
 }
-

@@ -99,7 +99,11 @@ async fn run(s: &Setup, yaml: &str, ws: &Path) -> keel_flow::RunSummary {
 }
 
 fn status(sum: &keel_flow::RunSummary, id: &str) -> NodeStatus {
-    sum.state.nodes.get(id).map(|s| s.status).unwrap_or_default()
+    sum.state
+        .nodes
+        .get(id)
+        .map(|s| s.status)
+        .unwrap_or_default()
 }
 
 fn read(p: &Path) -> String {
@@ -125,9 +129,20 @@ async fn runs_in_dependency_order_within_the_parallelism_bound() {
         }
         peak = peak.max(live);
     }
-    assert_eq!(peak, 2, "at most max_parallel nodes at once, and the bound is used");
-    let d = sum.state.nodes.get("d").map(|s| s.outputs.clone()).unwrap_or_default();
-    assert_eq!(d.get("output").map(|v| v.to_string()), Some("4".to_string()));
+    assert_eq!(
+        peak, 2,
+        "at most max_parallel nodes at once, and the bound is used"
+    );
+    let d = sum
+        .state
+        .nodes
+        .get("d")
+        .map(|s| s.outputs.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        d.get("output").map(|v| v.to_string()),
+        Some("4".to_string())
+    );
 }
 
 #[tokio::test]
@@ -161,7 +176,12 @@ async fn failure_marks_dependents_then_validates_rolls_back_and_checkpoints() {
             "checkpoint:bad",
         ]
     );
-    let cps = s.exec.store.checkpoints(&sum.run_id).await.unwrap_or_default();
+    let cps = s
+        .exec
+        .store
+        .checkpoints(&sum.run_id)
+        .await
+        .unwrap_or_default();
     assert!(cps.contains(&"bad".to_string()), "{cps:?}");
 }
 
@@ -193,7 +213,12 @@ async fn no_checkpoint_when_the_workspace_does_not_validate_after_rollback() {
     );
     assert_eq!(status(&sum, "next"), NodeStatus::Pending, "the run halts");
     assert!(sum.error.unwrap_or_default().contains("keel flow resume"));
-    let cps = s.exec.store.checkpoints(&sum.run_id).await.unwrap_or_default();
+    let cps = s
+        .exec
+        .store
+        .checkpoints(&sum.run_id)
+        .await
+        .unwrap_or_default();
     assert!(cps.is_empty(), "{cps:?}");
 }
 
@@ -204,14 +229,25 @@ async fn review_loops_back_and_branch_picks_a_side() {
         (
             "impl",
             Box::new(|req: &AgentRequest, n| {
-                let body = if req.task.contains("add a newline") { "v2\n" } else { "v1" };
-                (format!("attempt {n}"), vec![("out.txt".to_string(), body.to_string())])
+                let body = if req.task.contains("add a newline") {
+                    "v2\n"
+                } else {
+                    "v1"
+                };
+                (
+                    format!("attempt {n}"),
+                    vec![("out.txt".to_string(), body.to_string())],
+                )
             }),
         ),
         (
             "rev",
             Box::new(|_: &AgentRequest, n| {
-                let t = if n == 0 { "REQUEST_CHANGES\nadd a newline" } else { "APPROVE" };
+                let t = if n == 0 {
+                    "REQUEST_CHANGES\nadd a newline"
+                } else {
+                    "APPROVE"
+                };
                 (t.to_string(), vec![])
             }),
         ),
@@ -223,7 +259,10 @@ async fn review_loops_back_and_branch_picks_a_side() {
     let calls = a.calls.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let order: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(order, ["impl", "rev", "impl", "rev"]);
-    assert!(calls[2].1.contains("add a newline"), "feedback reaches the agent");
+    assert!(
+        calls[2].1.contains("add a newline"),
+        "feedback reaches the agent"
+    );
     assert_eq!(read(&dir.path().join("out.txt")), "v2\n");
     assert_eq!(sum.state.loops.get("rev"), Some(&1));
     assert_eq!(status(&sum, "yes"), NodeStatus::Completed);
@@ -234,15 +273,25 @@ async fn review_loops_back_and_branch_picks_a_side() {
 async fn review_that_never_approves_fails_after_max_loops() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let a = agents(vec![
-        ("impl", Box::new(|_: &AgentRequest, _| ("ok".into(), vec![]))),
-        ("rev", Box::new(|_: &AgentRequest, _| ("REQUEST_CHANGES more".into(), vec![]))),
+        (
+            "impl",
+            Box::new(|_: &AgentRequest, _| ("ok".into(), vec![])),
+        ),
+        (
+            "rev",
+            Box::new(|_: &AgentRequest, _| ("REQUEST_CHANGES more".into(), vec![])),
+        ),
     ]);
     let s = setup(a.clone(), store(), CancellationToken::new());
     let yaml = "name: rev\nnodes:\n  - id: impl\n    type: agent\n    task: t\n  - id: rev\n    type: review\n    task: r\n    needs: [impl]\n    on_changes: impl\n    max_loops: 1\n";
     let sum = run(&s, yaml, dir.path()).await;
     assert_eq!(sum.status, "failed");
     assert_eq!(a.calls.lock().unwrap_or_else(|e| e.into_inner()).len(), 4);
-    assert!(sum.error.unwrap_or_default().contains("still requests changes"));
+    assert!(
+        sum.error
+            .unwrap_or_default()
+            .contains("still requests changes")
+    );
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -256,7 +305,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@t")
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -271,7 +324,12 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
     let head = git(ws, &["rev-parse", "HEAD"]);
     let a = agents(vec![(
         "impl",
-        Box::new(|_: &AgentRequest, _| ("changed a.txt".into(), vec![("a.txt".into(), "two\n".into())])),
+        Box::new(|_: &AgentRequest, _| {
+            (
+                "changed a.txt".into(),
+                vec![("a.txt".into(), "two\n".into())],
+            )
+        }),
     )]);
     let s = setup(a, store(), CancellationToken::new());
     let yaml = "name: ship\nnodes:\n  - id: impl\n    type: agent\n    task: change it\n  - id: ship\n    type: deliver\n    needs: [impl]\n    branch: keel/test-${run.id}\n    message: \"Change a.txt: ${nodes.impl.output}\"\n";
@@ -280,9 +338,16 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
     let branch = format!("keel/test-{}", sum.run_id);
     assert_eq!(git(ws, &["rev-parse", "HEAD"]), head, "HEAD unchanged");
     assert_eq!(git(ws, &["symbolic-ref", "--short", "HEAD"]), "main");
-    assert_eq!(git(ws, &["status", "--porcelain", "--", "a.txt"]), "M a.txt", "index untouched");
+    assert_eq!(
+        git(ws, &["status", "--porcelain", "--", "a.txt"]),
+        "M a.txt",
+        "index untouched"
+    );
     assert_eq!(git(ws, &["show", &format!("{branch}:a.txt")]), "two");
-    assert_eq!(git(ws, &["log", "-1", "--format=%s", &branch]), "Change a.txt: changed a.txt");
+    assert_eq!(
+        git(ws, &["log", "-1", "--format=%s", &branch]),
+        "Change a.txt: changed a.txt"
+    );
     let pr = ws.join(".keel/flows/runs").join(&sum.run_id).join("PR.md");
     assert!(read(&pr).contains(&branch), "{}", read(&pr));
 }
@@ -295,7 +360,12 @@ async fn resume_does_not_rerun_finished_nodes_and_replay_reproduces_the_run() {
     let store = store();
     let a = agents(vec![(
         "impl",
-        Box::new(|_: &AgentRequest, _| ("wrote code".into(), vec![("code.txt".into(), "fn main() {}\n".into())])),
+        Box::new(|_: &AgentRequest, _| {
+            (
+                "wrote code".into(),
+                vec![("code.txt".into(), "fn main() {}\n".into())],
+            )
+        }),
     )]);
     let cancel = CancellationToken::new();
     let s = setup(a.clone(), store.clone(), cancel.clone());
@@ -326,7 +396,11 @@ async fn resume_does_not_rerun_finished_nodes_and_replay_reproduces_the_run() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(done.status, "completed", "{:?}", done.error);
-    assert_eq!(read(&ws.join("count.txt")), "x\n", "the finished node did not run again");
+    assert_eq!(
+        read(&ws.join("count.txt")),
+        "x\n",
+        "the finished node did not run again"
+    );
     assert_eq!(a.calls.lock().unwrap_or_else(|e| e.into_inner()).len(), 1);
 
     // Replay: no model call, same outputs, same tree.
@@ -338,7 +412,13 @@ async fn resume_does_not_rerun_finished_nodes_and_replay_reproduces_the_run() {
         .replay(&first.run_id, &target)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.reproduced(), "{:?} {:?} {:?}", report.mismatches, report.final_tree, report.recorded_final_tree);
+    assert!(
+        report.reproduced(),
+        "{:?} {:?} {:?}",
+        report.mismatches,
+        report.final_tree,
+        report.recorded_final_tree
+    );
     assert_eq!(read(&target.join("code.txt")), "fn main() {}\n");
     assert_eq!(read(&target.join("count.txt")), "x\n");
 }

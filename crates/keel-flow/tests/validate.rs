@@ -23,8 +23,14 @@ fn a_valid_flow_compiles_with_implicit_dependencies() {
         Path::new("x.yaml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(flow.node("b").map(|n| n.deps.clone()), Some(vec!["a".to_string()]));
-    assert_eq!(flow.node("c").map(|n| n.deps.clone()), Some(vec!["gate".to_string()]));
+    assert_eq!(
+        flow.node("b").map(|n| n.deps.clone()),
+        Some(vec!["a".to_string()])
+    );
+    assert_eq!(
+        flow.node("c").map(|n| n.deps.clone()),
+        Some(vec!["gate".to_string()])
+    );
 }
 
 #[test]
@@ -33,7 +39,12 @@ fn unknown_node_type_points_at_the_type() {
     assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!(d[0].0, DiagKind::UnknownNodeType);
     assert_eq!((d[0].1, d[0].2), (4, 11), "{d:?}");
-    assert!(d[0].3.starts_with("flows/x.yaml:4:11: unknown node type `agnet`"), "{}", d[0].3);
+    assert!(
+        d[0].3
+            .starts_with("flows/x.yaml:4:11: unknown node type `agnet`"),
+        "{}",
+        d[0].3
+    );
     assert!(d[0].3.contains("did you mean `agent`"), "{}", d[0].3);
 }
 
@@ -78,8 +89,15 @@ fn type_mismatches_are_reported() {
     let kinds: Vec<_> = d.iter().map(|x| (x.0, x.1)).collect();
     assert!(kinds.contains(&(DiagKind::TypeMismatch, 3)), "{d:?}");
     assert!(kinds.contains(&(DiagKind::TypeMismatch, 10)), "{d:?}");
-    let branch = d.iter().find(|x| x.1 == 10).map(|x| x.3.clone()).unwrap_or_default();
-    assert!(branch.contains("`nodes.a.output` is a string, a bool is needed"), "{branch}");
+    let branch = d
+        .iter()
+        .find(|x| x.1 == 10)
+        .map(|x| x.3.clone())
+        .unwrap_or_default();
+    assert!(
+        branch.contains("`nodes.a.output` is a string, a bool is needed"),
+        "{branch}"
+    );
 }
 
 #[test]
