@@ -259,7 +259,7 @@ impl Executor {
                         .iter()
                         .map(|d| state.nodes.get(d).map(|s| s.status).unwrap_or_default())
                         .collect();
-                    if dep_status.iter().any(|s| *s == NodeStatus::Skipped) {
+                    if dep_status.contains(&NodeStatus::Skipped) {
                         mark(&mut state, &n.id, NodeStatus::Skipped, None);
                         self.emit(finished(&run_id, &n.id, NodeStatus::Skipped, ""));
                         continue;
@@ -505,29 +505,27 @@ impl Executor {
         if let Some(validation) = &node.validation_command {
             let ok = self.command(ctx, validation).await;
             self.step(ctx, trace, format!("validate:{id}:{}", pass(ok)));
-            if !ok {
-                if let Some(rollback) = &node.rollback_command {
-                    let rolled = self.command(ctx, rollback).await;
+            if !ok && let Some(rollback) = &node.rollback_command {
+                let rolled = self.command(ctx, rollback).await;
+                self.step(
+                    ctx,
+                    trace,
+                    format!("rollback:{id}:{}", if rolled { "ok" } else { "failed" }),
+                );
+                let again = rolled && self.command(ctx, validation).await;
+                if rolled {
                     self.step(
                         ctx,
                         trace,
-                        format!("rollback:{id}:{}", if rolled { "ok" } else { "failed" }),
+                        format!("validate_after_rollback:{id}:{}", pass(again)),
                     );
-                    let again = rolled && self.command(ctx, validation).await;
-                    if rolled {
-                        self.step(
-                            ctx,
-                            trace,
-                            format!("validate_after_rollback:{id}:{}", pass(again)),
-                        );
-                    }
-                    if !again {
-                        saves = false;
-                        halt = Some(format!(
-                            "node `{id}` failed and the workspace does not validate after its rollback; fix it, then `keel flow resume {}`",
-                            ctx.run_id
-                        ));
-                    }
+                }
+                if !again {
+                    saves = false;
+                    halt = Some(format!(
+                        "node `{id}` failed and the workspace does not validate after its rollback; fix it, then `keel flow resume {}`",
+                        ctx.run_id
+                    ));
                 }
             }
         }

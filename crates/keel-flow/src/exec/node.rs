@@ -174,7 +174,7 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
                 trace: NodeTrace {
                     input: task,
                     session_id: res.session_id.clone(),
-                    usage: res.usage.clone(),
+                    usage: res.usage,
                     events: res.events.clone(),
                     ..NodeTrace::default()
                 },
