@@ -362,11 +362,17 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         };
         let extra = match s.status {
             NodeStatus::Failed => s.error.clone().unwrap_or_default(),
-            _ => s
-                .outputs
-                .get("output")
-                .map(|v| keel_flow::short(&v.to_string().replace('\n', " "), 60))
-                .unwrap_or_default(),
+            _ => {
+                let out = s
+                    .outputs
+                    .get("output")
+                    .map(|v| keel_flow::short(&v.to_string().replace('\n', " "), 60))
+                    .unwrap_or_default();
+                match s.outputs.get("passed") {
+                    Some(p) if out.is_empty() => format!("passed: {p}"),
+                    _ => out,
+                }
+            }
         };
         println!("  {:<10} {:<20} {}", s.status.as_str(), id, extra);
     }
