@@ -422,3 +422,40 @@ async fn resume_does_not_rerun_finished_nodes_and_replay_reproduces_the_run() {
     assert_eq!(read(&target.join("code.txt")), "fn main() {}\n");
     assert_eq!(read(&target.join("count.txt")), "x\n");
 }
+
+#[tokio::test]
+async fn a_node_past_its_timeout_is_killed_and_failed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let s = setup(agents(vec![]), store(), CancellationToken::new());
+    let yaml = "name: slow\nnodes:\n  - id: slow\n    type: shell\n    command: sleep 30\n    timeout_secs: 1\n";
+    let started = std::time::Instant::now();
+    let sum = run(&s, yaml, dir.path()).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(sum.status, "failed");
+    let err = sum
+        .state
+        .nodes
+        .get("slow")
+        .and_then(|s| s.error.clone())
+        .unwrap_or_default();
+    assert!(err.contains("timed out"), "{err}");
+}
+
+#[tokio::test]
+async fn the_step_cap_reaches_the_agent() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let steps: Arc<Mutex<Option<u32>>> = Arc::default();
+    let seen = steps.clone();
+    let a = agents(vec![(
+        "a",
+        Box::new(move |req: &AgentRequest, _| {
+            *seen.lock().unwrap_or_else(|e| e.into_inner()) = req.max_steps;
+            ("done".into(), vec![])
+        }),
+    )]);
+    let s = setup(a, store(), CancellationToken::new());
+    let yaml = "name: cap\nnodes:\n  - id: a\n    type: agent\n    task: t\n    max_steps: 7\n";
+    let sum = run(&s, yaml, dir.path()).await;
+    assert_eq!(sum.status, "completed");
+    assert_eq!(*steps.lock().unwrap_or_else(|e| e.into_inner()), Some(7));
+}
