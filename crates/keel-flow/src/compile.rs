@@ -374,6 +374,13 @@ impl Compiler {
                     });
                     o.value.clone()
                 });
+                if parent.is_some() && on_changes.is_some() {
+                    self.err(
+                        p,
+                        DiagKind::Invalid,
+                        "a review inside a parallel branch cannot loop back (`on_changes`); review after the parallel node",
+                    );
+                }
                 NodeKind::Review {
                     agent,
                     on_changes,
@@ -452,6 +459,13 @@ impl Compiler {
                 }
             }
             "deliver" => {
+                if parent.is_some() {
+                    self.err(
+                        p,
+                        DiagKind::Invalid,
+                        "a deliver node cannot sit inside a parallel branch (branches run in a copy of the workspace); deliver after the parallel node",
+                    );
+                }
                 let branch = match &n.branch {
                     Some(b) => self.template(&id, b, None),
                     None => template::parse("keel/flow-${run.id}").unwrap_or_default(),

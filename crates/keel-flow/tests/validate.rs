@@ -118,3 +118,18 @@ fn a_review_must_loop_back_to_an_agent_it_depends_on() {
     assert_eq!((d[0].0, d[0].1), (DiagKind::Invalid, 6));
     assert!(d[0].3.contains("needs: [impl]"), "{}", d[0].3);
 }
+
+#[test]
+fn deliver_and_loop_backs_are_refused_inside_parallel_branches() {
+    let d = diags(
+        "name: x\nnodes:\n  - id: p\n    type: parallel\n    branches:\n      - name: one\n        nodes:\n          - {id: a, type: agent, task: t}\n          - {id: r, type: review, task: t, needs: [a], on_changes: a}\n          - {id: d, type: deliver}\n",
+    );
+    let lines: Vec<u64> = d.iter().map(|x| x.1).collect();
+    assert_eq!(lines, vec![9, 10], "{d:?}");
+    assert!(d[0].3.contains("cannot loop back"), "{}", d[0].3);
+    assert!(
+        d[1].3.contains("deliver node cannot sit inside"),
+        "{}",
+        d[1].3
+    );
+}

@@ -187,6 +187,16 @@ impl Executor {
                 rec.id
             )));
         }
+        if rec.status == "running"
+            && let Some(pid) = rec.pid
+            && pid != std::process::id()
+            && process_alive(pid)
+        {
+            return Err(FlowError::Usage(format!(
+                "flow run {} is still running in process {pid}; stop it first (Ctrl-C), then resume",
+                rec.id
+            )));
+        }
         let flow = crate::compile(&rec.flow_source, Path::new(&rec.flow_file))?;
         let mut state = rec.state;
         for s in state.nodes.values_mut() {
@@ -551,6 +561,11 @@ impl Executor {
             .await
             .is_ok_and(|o| o.success())
     }
+}
+
+/// Whether process `pid` exists (Linux: `/proc`; elsewhere assumed gone, so resume proceeds).
+fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 fn pass(ok: bool) -> &'static str {
