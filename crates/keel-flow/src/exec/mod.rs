@@ -248,10 +248,8 @@ impl Executor {
         let run_id = ctx.run_id.clone();
         let mut running = FuturesUnordered::new();
         let mut halted: Option<String> = None;
+        // Which recorded execution of each node a replay takes next.
         let mut executions: HashMap<String, usize> = HashMap::new();
-        for n in &trace.nodes {
-            *executions.entry(n.node.clone()).or_default() += 0;
-        }
         loop {
             if halted.is_none() && !self.cancel.is_cancelled() {
                 for n in &flow.nodes {
