@@ -7,6 +7,7 @@ mod completions;
 mod context;
 mod db;
 mod doctor;
+mod flow;
 mod index;
 mod init;
 mod input;
@@ -135,6 +136,8 @@ enum Command {
     /// The user memory and promoted lessons: add, list, search, edit, rm, clear, promote,
     /// doctor.
     Memory(memory::MemoryArgs),
+    /// Typed workflows: run, validate, status, runs, resume, replay and list flows.
+    Flow(flow::FlowArgs),
     /// Skills found here: list, show one, create one.
     Skills(skills::SkillsArgs),
     /// MCP servers: list them, approve or add one, remove one, test one.
@@ -581,6 +584,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::execute(args),
         Command::Sessions(args) => sessions::execute(args),
         Command::Memory(args) => memory::execute(args),
+        Command::Flow(args) => flow::execute(args),
         Command::Skills(args) => skills::execute(args),
         Command::Mcp(args) => mcp::execute(args),
         Command::Context(args) => context::execute(args),

@@ -82,6 +82,8 @@ CREATE TABLE run_leases (
     expires_at  INTEGER NOT NULL
 );
 "#,
+    // 7: flow runs (definition, inputs, state, trace) and their per-node checkpoints.
+    crate::flow::MIGRATION,
 ];
 
 /// Sessions, messages and events in one SQLite database file: the synchronous side, whose
@@ -162,7 +164,17 @@ impl SqliteDb {
             });
         }
         for (i, migration) in MIGRATIONS.iter().enumerate().skip(version) {
-            let tx = conn.transaction().map_err(sql("starting a migration"))?;
+            // IMMEDIATE: two processes opening a fresh database at once must not both apply
+            // the same migration; the second waits for the lock and then sees it applied.
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql("starting a migration"))?;
+            let current: i64 = tx
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .map_err(sql("reading the schema version"))?;
+            if usize::try_from(current).unwrap_or(0) > i {
+                continue;
+            }
             tx.execute_batch(migration)
                 .map_err(sql("applying a schema migration"))?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)

@@ -236,3 +236,30 @@ fn leases_refuse_a_live_holder_and_yield_to_an_expired_one() -> Result<(), Store
     assert!(store.lease("s1")?.is_none());
     Ok(())
 }
+
+#[test]
+fn processes_opening_a_fresh_database_at_once_migrate_it_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("keel.db");
+    let opens: Vec<_> = (0..6)
+        .map(|_| {
+            let p = path.clone();
+            std::thread::spawn(move || SqliteDb::open(&p).map(|_| ()))
+        })
+        .collect();
+    for t in opens {
+        let opened = t.join().unwrap_or_else(|_| panic!("thread panicked"));
+        assert!(opened.is_ok(), "{opened:?}");
+    }
+    let db = SqliteDb::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let version: i64 = db.with_connection(|c| {
+        c.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap_or(0)
+    });
+    assert_eq!(version as usize, MIGRATIONS.len());
+    let flows: i64 = db.with_connection(|c| {
+        c.query_row("SELECT COUNT(*) FROM flow_runs", [], |r| r.get(0))
+            .unwrap_or(-1)
+    });
+    assert_eq!(flows, 0);
+}

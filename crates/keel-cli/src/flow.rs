@@ -1,0 +1,481 @@
+//! `keel flow run|validate|status|runs|resume|replay|list`: typed workflows (keel-flow).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use keel_engine::config::Layer;
+use keel_flow::exec::{EngineAgents, EventSink};
+use keel_flow::state::NodeStatus;
+use keel_flow::store::{FlowStore, RunRecord};
+use keel_flow::{Executor, FlowEvent, RunSummary};
+use tokio_util::sync::CancellationToken;
+
+use crate::{CommonArgs, ProviderArgs, exit, setup};
+
+#[derive(Debug, Args)]
+pub struct FlowArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(subcommand)]
+    pub command: FlowCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FlowCommand {
+    /// Run a flow file in the workspace, printing node states as they change.
+    Run {
+        /// The flow file (YAML), or the name of a flow `keel flow list` shows.
+        file: PathBuf,
+        /// An input value, `NAME=VALUE` (repeatable).
+        #[arg(long = "input", value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+        #[command(flatten)]
+        llm: ProviderArgs,
+        /// Print one JSON event per line instead of the progress view.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a flow file without running it; every mistake is printed as file:line:column.
+    Validate { file: PathBuf },
+    /// Node states of a run (default: the newest run in this workspace).
+    Status {
+        run: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The workspace's flow runs, newest first.
+    Runs {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a run from its last checkpoint; finished nodes are not run again.
+    Resume {
+        run: String,
+        #[command(flatten)]
+        llm: ProviderArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-execute a run from its trace in a new directory, with no model call, and check that
+    /// the node outputs and the final files match the recording.
+    Replay {
+        run: String,
+        /// Where to replay (an empty or new directory; default: a new temporary directory).
+        #[arg(long, value_name = "DIR")]
+        into: Option<PathBuf>,
+    },
+    /// Flows available here: `.keel/flows/` and the `flows/` folder of skills in `.keel/skills/`.
+    List,
+}
+
+pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
+    let root = setup::workspace_dir(args.common.workspace.as_deref())?;
+    match args.command {
+        FlowCommand::Validate { file } => validate(&resolve(&root, &file)),
+        FlowCommand::List => list(&root),
+        FlowCommand::Run {
+            file,
+            inputs,
+            llm,
+            json,
+        } => run(&root, &resolve(&root, &file), &inputs, &llm, json),
+        FlowCommand::Resume { run, llm, json } => with_executor(
+            &root,
+            &llm,
+            json,
+            |exec| async move { exec.resume(&run).await },
+        ),
+        FlowCommand::Status { run, json } => status(&root, run.as_deref(), json),
+        FlowCommand::Runs { json } => runs(&root, json),
+        FlowCommand::Replay { run, into } => replay(&root, &run, into),
+    }
+}
+
+fn flow_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![root.join(".keel/flows")];
+    if let Ok(skills) = std::fs::read_dir(root.join(".keel/skills")) {
+        let mut more: Vec<PathBuf> = skills.flatten().map(|e| e.path().join("flows")).collect();
+        more.sort();
+        dirs.extend(more);
+    }
+    dirs
+}
+
+/// A path as given, or a listed flow's name.
+fn resolve(root: &Path, file: &Path) -> PathBuf {
+    if file.exists() {
+        return file.to_path_buf();
+    }
+    let name = file.display().to_string();
+    keel_flow::find_flows(&flow_dirs(root))
+        .into_iter()
+        .find(|p| p.file_stem().is_some_and(|s| s.to_string_lossy() == name))
+        .unwrap_or_else(|| file.to_path_buf())
+}
+
+fn compile(file: &Path) -> anyhow::Result<(keel_flow::Flow, String)> {
+    let source = std::fs::read_to_string(file).map_err(|e| {
+        setup::UsageError(format!(
+            "cannot read flow file {}: {e} (`keel flow list` shows the flows here)",
+            file.display()
+        ))
+    })?;
+    let flow = keel_flow::compile(&source, file)
+        .map_err(|e| setup::UsageError(format!("the flow has mistakes:\n{e}")))?;
+    Ok((flow, source))
+}
+
+fn validate(file: &Path) -> anyhow::Result<u8> {
+    let (flow, _) = compile(file)?;
+    println!(
+        "{}: flow `{}` is valid ({} nodes, {} inputs)",
+        file.display(),
+        flow.name,
+        flow.all_node_ids().len(),
+        flow.inputs.len()
+    );
+    Ok(exit::COMPLETED)
+}
+
+fn list(root: &Path) -> anyhow::Result<u8> {
+    let files = keel_flow::find_flows(&flow_dirs(root));
+    if files.is_empty() {
+        println!("No flows in .keel/flows/ or .keel/skills/*/flows/.");
+        return Ok(exit::COMPLETED);
+    }
+    for f in files {
+        let shown = f.strip_prefix(root).unwrap_or(&f).display().to_string();
+        match keel_flow::compile_file(&f) {
+            Ok(flow) => println!(
+                "{:<24} {}  {}",
+                flow.name,
+                shown,
+                flow.description
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
+            Err(e) => println!("{shown}: invalid ({} mistakes)", e.diagnostics.len()),
+        }
+    }
+    Ok(exit::COMPLETED)
+}
+
+fn parse_inputs(pairs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                .ok_or_else(|| {
+                    setup::UsageError(format!("--input takes NAME=VALUE, got `{p}`")).into()
+                })
+        })
+        .collect()
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn printer(json: bool) -> EventSink {
+    Arc::new(move |e: &FlowEvent| {
+        if json {
+            if let Ok(line) = serde_json::to_string(e) {
+                println!("{line}");
+            }
+            return;
+        }
+        match e {
+            FlowEvent::RunStarted { run_id, flow } => println!("flow {flow}: run {run_id}"),
+            FlowEvent::NodeStarted { node, attempt, .. } => {
+                if *attempt > 1 {
+                    println!("  ▶ {node} (attempt {attempt})");
+                } else {
+                    println!("  ▶ {node}");
+                }
+            }
+            FlowEvent::NodeFinished {
+                node,
+                status,
+                detail,
+                ..
+            } => {
+                let mark = match status.as_str() {
+                    "completed" => "✓",
+                    "skipped" => "·",
+                    _ => "✗",
+                };
+                let detail = detail.lines().next().unwrap_or("");
+                println!(
+                    "  {mark} {node} {status}{}",
+                    if detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {detail}")
+                    }
+                );
+            }
+            FlowEvent::Step { step, .. } => {
+                if !step.starts_with("checkpoint:") {
+                    println!("    {step}");
+                }
+            }
+            FlowEvent::RunFinished { run_id, status } => println!("run {run_id} {status}"),
+        }
+    })
+}
+
+fn with_executor<F, Fut>(root: &Path, llm: &ProviderArgs, json: bool, go: F) -> anyhow::Result<u8>
+where
+    F: FnOnce(Executor) -> Fut,
+    Fut: std::future::Future<Output = Result<RunSummary, keel_flow::FlowError>>,
+{
+    let config = setup::load_config(root, Layer::from_overrides(&[]))?;
+    let store = setup::open_store(&config)?;
+    let builder = setup::session_builder(store.clone());
+    let cancel = CancellationToken::new();
+    let exec = Executor {
+        store: FlowStore::new(store),
+        agents: Arc::new(EngineAgents {
+            builder,
+            defaults: setup::overrides(llm),
+        }),
+        shell: config.shell.tool_settings(),
+        events: Some(printer(json)),
+        cancel: cancel.clone(),
+    };
+    let rt = runtime()?;
+    let summary = rt.block_on(async {
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.cancel();
+            }
+        });
+        go(exec).await
+    });
+    let summary = summary.map_err(|e| match e {
+        keel_flow::FlowError::Usage(m) => setup::UsageError(m).into(),
+        keel_flow::FlowError::Compile(c) => setup::UsageError(c.to_string()).into(),
+        other => anyhow::Error::from(other),
+    })?;
+    if let Some(err) = &summary.error
+        && !json
+    {
+        eprintln!("keel: {err}");
+    }
+    Ok(match summary.status.as_str() {
+        "completed" => exit::COMPLETED,
+        "cancelled" => {
+            eprintln!(
+                "keel: stopped; `keel flow resume {}` continues it",
+                summary.run_id
+            );
+            exit::CANCELLED
+        }
+        _ => exit::FAILED,
+    })
+}
+
+fn run(
+    root: &Path,
+    file: &Path,
+    inputs: &[String],
+    llm: &ProviderArgs,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let (flow, source) = compile(file)?;
+    let given = parse_inputs(inputs)?;
+    let values = flow.resolve_inputs(&given).map_err(setup::UsageError)?;
+    let ws = root.to_path_buf();
+    with_executor(root, llm, json, |exec| async move {
+        exec.start(flow, &source, &ws, values).await
+    })
+}
+
+fn open(root: &Path) -> anyhow::Result<FlowStore> {
+    let config = setup::load_config(root, Layer::from_overrides(&[]))?;
+    Ok(FlowStore::new(setup::open_store(&config)?))
+}
+
+fn store_error(e: keel_store::StoreError) -> anyhow::Error {
+    match e {
+        keel_store::StoreError::Missing(m) | keel_store::StoreError::Conflict(m) => {
+            setup::UsageError(m).into()
+        }
+        other => other.into(),
+    }
+}
+
+fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
+    let store = open(root)?;
+    let rt = runtime()?;
+    let ws = root.display().to_string();
+    let rec: RunRecord = rt
+        .block_on(async {
+            match run {
+                Some(id) => store.get(id).await,
+                None => store.list(Some(&ws), 1).await.and_then(|mut v| {
+                    v.pop().ok_or_else(|| {
+                        keel_store::StoreError::Missing(
+                            "no flow runs in this workspace; `keel flow run FILE` starts one"
+                                .into(),
+                        )
+                    })
+                }),
+            }
+        })
+        .map_err(store_error)?;
+    if json {
+        let nodes: serde_json::Map<String, serde_json::Value> = rec
+            .state
+            .nodes
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
+            .collect();
+        let out = serde_json::json!({"id": rec.id, "flow": rec.flow_name, "status": rec.status, "nodes": nodes, "steps": rec.trace.steps});
+        println!("{out}");
+        return Ok(exit::COMPLETED);
+    }
+    println!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
+    let order = keel_flow::compile(&rec.flow_source, Path::new(&rec.flow_file))
+        .map(|f| f.all_node_ids())
+        .unwrap_or_else(|_| rec.state.nodes.keys().cloned().collect());
+    let done = rec
+        .state
+        .nodes
+        .values()
+        .filter(|s| s.status.finished())
+        .count();
+    println!("{done}/{} nodes finished", rec.state.nodes.len());
+    for id in order {
+        let Some(s) = rec.state.nodes.get(&id) else {
+            continue;
+        };
+        let extra = match s.status {
+            NodeStatus::Failed => s.error.clone().unwrap_or_default(),
+            _ => {
+                let out = s
+                    .outputs
+                    .get("output")
+                    .map(|v| keel_flow::short(&v.to_string().replace('\n', " "), 60))
+                    .unwrap_or_default();
+                match s.outputs.get("passed") {
+                    Some(p) if out.is_empty() => format!("passed: {p}"),
+                    _ => out,
+                }
+            }
+        };
+        println!("  {:<10} {:<20} {}", s.status.as_str(), id, extra);
+    }
+    let usage = rec.trace.usage();
+    if usage.requests > 0 {
+        println!(
+            "model: {} requests, {} input + {} output tokens, ${:.4}",
+            usage.requests, usage.input_tokens, usage.output_tokens, usage.cost_usd
+        );
+    }
+    Ok(exit::COMPLETED)
+}
+
+fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
+    let store = open(root)?;
+    let rt = runtime()?;
+    let ws = root.display().to_string();
+    let list = rt
+        .block_on(store.list(Some(&ws), 50))
+        .map_err(store_error)?;
+    if json {
+        let rows: Vec<serde_json::Value> = list
+            .iter()
+            .map(|r| serde_json::json!({"id": r.id, "flow": r.flow_name, "status": r.status, "created_at": r.created_at}))
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(exit::COMPLETED);
+    }
+    if list.is_empty() {
+        println!("No flow runs in this workspace; `keel flow run FILE` starts one.");
+    }
+    for r in list {
+        let done = r
+            .state
+            .nodes
+            .values()
+            .filter(|s| s.status == NodeStatus::Completed)
+            .count();
+        println!(
+            "{}  {:<10} {:<24} {done}/{} nodes",
+            r.id,
+            r.status,
+            r.flow_name,
+            r.state.nodes.len()
+        );
+    }
+    Ok(exit::COMPLETED)
+}
+
+fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
+    let config = setup::load_config(root, Layer::from_overrides(&[]))?;
+    let store = setup::open_store(&config)?;
+    let builder = setup::session_builder(store.clone());
+    let target = match into {
+        Some(p) => std::path::absolute(&p).unwrap_or(p),
+        None => std::env::temp_dir().join(format!("keel-replay-{}", uuid_like())),
+    };
+    let exec = Executor {
+        store: FlowStore::new(store),
+        // Replay never calls a model: agent results come from the trace.
+        agents: Arc::new(EngineAgents {
+            builder,
+            defaults: Default::default(),
+        }),
+        shell: config.shell.tool_settings(),
+        events: Some(printer(false)),
+        cancel: CancellationToken::new(),
+    };
+    let rt = runtime()?;
+    let report = rt
+        .block_on(exec.replay(run, &target))
+        .map_err(|e| match e {
+            keel_flow::FlowError::Usage(m) => setup::UsageError(m).into(),
+            keel_flow::FlowError::Store(s) => store_error(s),
+            other => anyhow::Error::from(other),
+        })?;
+    println!("replayed into {}", report.dir.display());
+    for m in &report.mismatches {
+        println!("  mismatch: {m}");
+    }
+    if report.reproduced() {
+        println!(
+            "reproduced: same node outputs, same final tree ({})",
+            report.final_tree.as_deref().unwrap_or("-")
+        );
+        Ok(exit::COMPLETED)
+    } else {
+        println!(
+            "NOT reproduced: final tree {} (recorded {})",
+            report.final_tree.as_deref().unwrap_or("-"),
+            report.recorded_final_tree.as_deref().unwrap_or("-")
+        );
+        Ok(exit::FAILED)
+    }
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    )
+}

@@ -1,0 +1,182 @@
+//! `keel flow`: validate, the two example flows with the scripted provider (run, status,
+//! runs, replay), and kill -9 mid-flow then resume without re-running finished nodes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn empty_env() -> Env {
+    let src = tempfile::tempdir().unwrap();
+    Env::with_repo(src.path())
+}
+
+fn run(env: &Env, args: &[&str]) -> Output {
+    env.keel().args(args).output().unwrap()
+}
+
+fn ok(env: &Env, args: &[&str]) -> String {
+    let out = run(env, args);
+    assert_exit(&out, 0);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn example(name: &str) -> String {
+    repo_root()
+        .join("examples/flows")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn latest(env: &Env) -> Value {
+    serde_json::from_str(&ok(env, &["flow", "status", "--json"])).unwrap()
+}
+
+#[test]
+fn validate_accepts_the_examples_and_reports_mistakes_with_positions() {
+    let env = empty_env();
+    for f in ["implement-review-deliver.yaml", "hypotheses.yaml"] {
+        let out = ok(&env, &["flow", "validate", &example(f)]);
+        assert!(out.contains("is valid"), "{out}");
+    }
+    std::fs::write(
+        env.work.join("bad.yaml"),
+        "name: bad\nnodes:\n  - id: a\n    type: shel\n    command: ls\n",
+    )
+    .unwrap();
+    let out = run(&env, &["flow", "validate", "bad.yaml"]);
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.yaml:4:11: unknown node type `shel`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn implement_test_review_deliver_runs_and_replays() {
+    let env = empty_env();
+    git(&env.work, &["init", "-q", "-b", "main"]);
+    std::fs::write(env.work.join("README.md"), "demo\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "init"]);
+    let out = ok(
+        &env,
+        &["flow", "run", &example("implement-review-deliver.yaml")],
+    );
+    assert!(out.contains("✓ deliver"), "{out}");
+    let status = latest(&env);
+    assert_eq!(status["status"], "completed", "{status}");
+    let branch = status["nodes"]["deliver"]["outputs"]["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        git(&env.work, &["show", &format!("{branch}:greet.sh")]),
+        "echo 'hello, world'"
+    );
+    assert_eq!(git(&env.work, &["symbolic-ref", "--short", "HEAD"]), "main");
+    let runs = ok(&env, &["flow", "runs"]);
+    assert!(runs.contains("implement-review-deliver"), "{runs}");
+    let id = status["id"].as_str().unwrap().to_string();
+    let into = env.home.join("replay");
+    let out = ok(
+        &env,
+        &["flow", "replay", &id, "--into", into.to_str().unwrap()],
+    );
+    assert!(out.contains("reproduced"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(into.join("greet.sh")).unwrap(),
+        "echo 'hello, world'\n"
+    );
+}
+
+#[test]
+fn three_hypotheses_in_parallel_keep_the_passing_one_and_replay() {
+    let env = empty_env();
+    let out = ok(&env, &["flow", "run", &example("hypotheses.yaml")]);
+    assert!(out.contains("✓ explore completed: wrong-constant"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(env.work.join("answer.txt")).unwrap(),
+        "42\n"
+    );
+    let status = latest(&env);
+    assert_eq!(status["nodes"]["h1_test"]["outputs"]["passed"], false);
+    assert_eq!(status["nodes"]["h2_test"]["outputs"]["passed"], true);
+    let id = status["id"].as_str().unwrap().to_string();
+    let into: PathBuf = env.home.join("replay");
+    let out = ok(
+        &env,
+        &["flow", "replay", &id, "--into", into.to_str().unwrap()],
+    );
+    assert!(out.contains("reproduced"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(into.join("answer.txt")).unwrap(),
+        "42\n"
+    );
+}
+
+#[test]
+fn kill_9_mid_flow_then_resume_does_not_rerun_finished_nodes() {
+    let env = empty_env();
+    std::fs::write(
+        env.work.join("slow.yaml"),
+        "name: slow\nmax_parallel: 1\nnodes:\n  - id: count\n    type: shell\n    command: echo x >> count.txt\n  - id: wait\n    type: shell\n    needs: [count]\n    command: while [ ! -f go ]; do sleep 0.1; done; echo waited\n  - id: after\n    type: shell\n    needs: [wait]\n    command: cat count.txt\n",
+    )
+    .unwrap();
+    let mut child = env
+        .keel()
+        .args(["flow", "run", "slow.yaml"])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let out = run(&env, &["flow", "status", "--json"]);
+        if out.status.success() {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if v["nodes"]["count"]["status"] == "completed" {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first node never finished"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    std::fs::write(env.work.join("go"), "").unwrap();
+    let id = latest(&env)["id"].as_str().unwrap().to_string();
+    let out = ok(&env, &["flow", "resume", &id]);
+    assert!(!out.contains("▶ count"), "{out}");
+    let status = latest(&env);
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(
+        std::fs::read_to_string(env.work.join("count.txt")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(status["nodes"]["after"]["outputs"]["output"], "x");
+}

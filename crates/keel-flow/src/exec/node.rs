@@ -1,0 +1,404 @@
+//! Running one node: leaves (agent, shell, test, verify, review, deliver), `branch` and
+//! `parallel` (each branch in its own copy of the workspace), live or from a trace.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use keel_engine::process::{CommandSpec, run_command_with_timeout};
+use tokio_util::sync::CancellationToken;
+
+use super::agent::AgentRequest;
+use super::{Ctx, Mode};
+use crate::ir::{Node, NodeKind, Value};
+use crate::state::{NodeState, NodeStatus, NodeTrace};
+use crate::template::Scope;
+use crate::tree::{self, Tree};
+
+/// Characters of command output kept in a node's outputs.
+const OUTPUT_CHARS: usize = 8_000;
+
+/// What running a node produced.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub status: NodeStatus,
+    pub outputs: BTreeMap<String, Value>,
+    pub error: Option<String>,
+    pub trace: NodeTrace,
+    /// Nodes inside a `parallel` node's branches: their final states and traces.
+    pub inner: Vec<(String, NodeState, NodeTrace)>,
+}
+
+impl Outcome {
+    fn failed(reason: impl Into<String>) -> Self {
+        Self {
+            status: NodeStatus::Failed,
+            error: Some(reason.into()),
+            ..Self::default()
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) async fn snapshot(dir: &Path) -> Result<Tree, String> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || tree::snapshot(&dir))
+        .await
+        .map_err(|e| format!("the snapshot worker failed: {e}"))?
+}
+
+/// What a leaf node needs from the run.
+pub(crate) struct Leaf<'a> {
+    pub ctx: &'a Arc<Ctx>,
+    pub node: &'a Node,
+    pub dir: &'a Path,
+    pub outputs: &'a BTreeMap<String, BTreeMap<String, Value>>,
+    pub feedback: Option<&'a str>,
+    pub attempt: u32,
+    /// Which recorded execution of this node to replay.
+    pub nth: usize,
+}
+
+/// Runs a node (timeout included) and records its trace and workspace changes.
+pub(crate) fn run_node(leaf: Leaf<'_>) -> BoxFuture<'_, Outcome> {
+    Box::pin(async move {
+        let started_ms = now_ms();
+        let clock = Instant::now();
+        let before = match snapshot(leaf.dir).await {
+            Ok(t) => t,
+            Err(e) => return Outcome::failed(e),
+        };
+        let cancel = leaf.ctx.cancel.child_token();
+        let timeout = leaf.node.timeout;
+        let mut out = match tokio::time::timeout(timeout, dispatch(&leaf, &cancel)).await {
+            Ok(o) => o,
+            Err(_) => {
+                cancel.cancel();
+                Outcome::failed(format!(
+                    "node `{}` timed out after {} s (timeout_secs)",
+                    leaf.node.id,
+                    timeout.as_secs()
+                ))
+            }
+        };
+        let after = snapshot(leaf.dir).await.unwrap_or_else(|_| before.clone());
+        let t = &mut out.trace;
+        t.node = leaf.node.id.clone();
+        t.kind = leaf.node.kind.name().to_string();
+        t.attempt = leaf.attempt;
+        t.status = out.status;
+        t.outputs = out.outputs.clone();
+        t.error = out.error.clone();
+        t.started_ms = started_ms;
+        t.duration_ms = clock.elapsed().as_millis() as u64;
+        // A parallel node's changes are the chosen branch's, applied by it; a replayed
+        // leaf's are the recorded ones: either way the snapshot tells what happened.
+        t.changes = tree::diff(&before, &after);
+        out
+    })
+}
+
+fn scope<'a>(leaf: &'a Leaf<'_>) -> Scope<'a> {
+    Scope {
+        run_id: &leaf.ctx.run_id,
+        inputs: &leaf.ctx.inputs,
+        outputs: leaf.outputs,
+    }
+}
+
+async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
+    let scope = scope(leaf);
+    if let Mode::Replay(trace) = &leaf.ctx.mode
+        && matches!(
+            leaf.node.kind,
+            NodeKind::Agent(_) | NodeKind::Review { .. } | NodeKind::Deliver { .. }
+        )
+    {
+        return match trace.find(&leaf.node.id, leaf.nth) {
+            Some(rec) => {
+                if let Err(e) = tree::apply(leaf.dir, &rec.changes) {
+                    return Outcome::failed(e);
+                }
+                Outcome {
+                    status: rec.status,
+                    outputs: rec.outputs.clone(),
+                    error: rec.error.clone(),
+                    trace: NodeTrace {
+                        input: rec.input.clone(),
+                        session_id: rec.session_id.clone(),
+                        ..NodeTrace::default()
+                    },
+                    inner: Vec::new(),
+                }
+            }
+            None => Outcome::failed(format!(
+                "the trace has no recorded execution #{} of node `{}`",
+                leaf.nth + 1,
+                leaf.node.id
+            )),
+        };
+    }
+    match &leaf.node.kind {
+        NodeKind::Agent(spec) | NodeKind::Review { agent: spec, .. } => {
+            let review = matches!(leaf.node.kind, NodeKind::Review { .. });
+            let mut task = scope.render(&spec.task);
+            if let Some(f) = leaf.feedback {
+                task.push_str("\n\nA reviewer asked for changes to your previous attempt:\n");
+                task.push_str(f);
+            }
+            if review {
+                task.push_str("\n\nEnd your answer with a line that says APPROVE or REQUEST_CHANGES, then your comments.");
+            }
+            let res = leaf
+                .ctx
+                .agents
+                .run(AgentRequest {
+                    node: leaf.node.id.clone(),
+                    spec: spec.clone(),
+                    task: task.clone(),
+                    workspace: leaf.dir.to_path_buf(),
+                    max_steps: leaf.node.max_steps,
+                    timeout: leaf.node.timeout,
+                    cancel: cancel.clone(),
+                })
+                .await;
+            let mut out = Outcome {
+                trace: NodeTrace {
+                    input: task,
+                    session_id: res.session_id.clone(),
+                    usage: res.usage,
+                    events: res.events.clone(),
+                    ..NodeTrace::default()
+                },
+                ..Outcome::default()
+            };
+            if !res.completed {
+                out.status = NodeStatus::Failed;
+                out.error = Some(
+                    res.error
+                        .unwrap_or_else(|| "the agent did not finish".into()),
+                );
+                return out;
+            }
+            if review {
+                let upper = res.text.to_ascii_uppercase();
+                let verdict =
+                    if upper.contains("REQUEST_CHANGES") || upper.contains("REQUEST CHANGES") {
+                        "request_changes"
+                    } else if upper.contains("APPROVE") {
+                        "approve"
+                    } else {
+                        out.status = NodeStatus::Failed;
+                        out.error = Some(
+                            "the reviewer's answer says neither APPROVE nor REQUEST_CHANGES".into(),
+                        );
+                        return out;
+                    };
+                out.outputs.insert("output".into(), Value::String(res.text));
+                out.outputs
+                    .insert("approved".into(), Value::Bool(verdict == "approve"));
+                out.outputs
+                    .insert("verdict".into(), Value::String(verdict.into()));
+                out.status = NodeStatus::Completed;
+                return out;
+            }
+            match Value::parse_as(&res.text, spec.output) {
+                Some(v) => {
+                    out.outputs.insert("output".into(), v);
+                    out.status = NodeStatus::Completed;
+                }
+                None => {
+                    out.status = NodeStatus::Failed;
+                    out.error = Some(format!(
+                        "type mismatch: node `{}` declares output {}, and the model answered `{}`",
+                        leaf.node.id,
+                        spec.output,
+                        crate::short(&res.text, 80)
+                    ));
+                }
+            }
+            out
+        }
+        NodeKind::Shell { command } | NodeKind::Test { command } | NodeKind::Verify { command } => {
+            let cmd = scope.render(command);
+            command_node(leaf, &cmd, cancel).await
+        }
+        NodeKind::Branch {
+            negate, condition, ..
+        } => match scope.lookup(condition).and_then(|v| v.as_bool()) {
+            Some(b) => {
+                let taken = b != *negate;
+                let mut out = Outcome {
+                    status: NodeStatus::Completed,
+                    ..Outcome::default()
+                };
+                out.outputs.insert(
+                    "output".into(),
+                    Value::String(if taken { "then" } else { "else" }.into()),
+                );
+                out.trace.input = condition.to_string();
+                out
+            }
+            None => Outcome::failed(format!(
+                "the condition `{condition}` has no bool value (the node it names did not complete)"
+            )),
+        },
+        NodeKind::Parallel { branches, .. } => super::parallel::run(leaf, branches, cancel).await,
+        NodeKind::Deliver {
+            branch,
+            message,
+            pr_file,
+        } => {
+            let branch = scope.render(branch);
+            let mut msg = scope.render(message);
+            if msg.trim().is_empty() {
+                msg = format!(
+                    "{}: changes from flow run {}",
+                    leaf.ctx.flow.name, leaf.ctx.run_id
+                );
+            }
+            let pr = super::pr_description(leaf.ctx, leaf.outputs, &branch, &msg);
+            let dir = leaf.dir.to_path_buf();
+            let (b, m) = (branch.clone(), msg.clone());
+            let done =
+                tokio::task::spawn_blocking(move || super::deliver::commit_on_branch(&dir, &b, &m))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r);
+            let delivered = match done {
+                Ok(d) => d,
+                Err(e) => return Outcome::failed(format!("deliver: {e}")),
+            };
+            let pr_path = match pr_file {
+                Some(p) => leaf.ctx.workspace.join(".keel").join("flows").join(p),
+                None => leaf
+                    .ctx
+                    .workspace
+                    .join(".keel/flows/runs")
+                    .join(&leaf.ctx.run_id)
+                    .join("PR.md"),
+            };
+            if let Some(parent) = pr_path.parent()
+                && let Err(e) = std::fs::create_dir_all(parent)
+            {
+                return Outcome::failed(format!("cannot create {}: {e}", parent.display()));
+            }
+            if let Err(e) = std::fs::write(&pr_path, pr) {
+                return Outcome::failed(format!("cannot write {}: {e}", pr_path.display()));
+            }
+            let mut out = Outcome {
+                status: NodeStatus::Completed,
+                ..Outcome::default()
+            };
+            out.outputs
+                .insert("output".into(), Value::String(delivered.branch));
+            out.outputs
+                .insert("commit".into(), Value::String(delivered.commit));
+            out.outputs.insert(
+                "pr_file".into(),
+                Value::String(pr_path.display().to_string()),
+            );
+            out.trace.input = msg;
+            out
+        }
+    }
+}
+
+async fn command_node(leaf: &Leaf<'_>, cmd: &str, cancel: &CancellationToken) -> Outcome {
+    let spec = CommandSpec::shell(cmd, leaf.dir, leaf.node.timeout).with_shell(&leaf.ctx.shell);
+    let mut out = Outcome {
+        trace: NodeTrace {
+            input: cmd.to_string(),
+            ..NodeTrace::default()
+        },
+        ..Outcome::default()
+    };
+    let ran = match run_command_with_timeout(&spec, cancel).await {
+        Ok(r) => r,
+        Err(e) => {
+            out.status = NodeStatus::Failed;
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    let passed = ran.success();
+    let text = keel_tools::text::truncate_middle(&ran.combined(), OUTPUT_CHARS);
+    let code = ran.exit_code.map_or(-1.0, f64::from);
+    match &leaf.node.kind {
+        NodeKind::Test { .. } => {
+            // A failing test is a result, not a failure of the node: later nodes branch on it.
+            out.status = if ran.timed_out || ran.cancelled {
+                NodeStatus::Failed
+            } else {
+                NodeStatus::Completed
+            };
+            out.outputs
+                .insert("output".into(), Value::String(text.clone()));
+            out.outputs.insert("passed".into(), Value::Bool(passed));
+            out.outputs.insert("exit_code".into(), Value::Number(code));
+        }
+        NodeKind::Verify { .. } => {
+            out.outputs
+                .insert("output".into(), Value::String(text.clone()));
+            out.outputs.insert("passed".into(), Value::Bool(passed));
+            out.status = if passed {
+                NodeStatus::Completed
+            } else {
+                NodeStatus::Failed
+            };
+        }
+        _ => {
+            out.outputs.insert(
+                "output".into(),
+                Value::String(keel_tools::text::truncate_middle(
+                    ran.stdout.trim_end(),
+                    OUTPUT_CHARS,
+                )),
+            );
+            out.outputs.insert("exit_code".into(), Value::Number(code));
+            out.status = if passed {
+                NodeStatus::Completed
+            } else {
+                NodeStatus::Failed
+            };
+        }
+    }
+    if out.status == NodeStatus::Failed {
+        out.error = Some(format!(
+            "`{cmd}` failed ({}){}",
+            ran.status_line(leaf.node.timeout),
+            if text.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", crate::short(&text, 400))
+            }
+        ));
+    }
+    out
+}
+
+/// A fresh directory holding a copy of `tree` (a parallel branch's workspace).
+pub(crate) async fn branch_copy(tree: &Tree) -> Result<(tempfile::TempDir, PathBuf), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("keel-flow-branch-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a branch workspace: {e}"))?;
+    let path = dir.path().to_path_buf();
+    let t = tree.clone();
+    let p = path.clone();
+    tokio::task::spawn_blocking(move || tree::materialize(&p, &t))
+        .await
+        .map_err(|e| e.to_string())??;
+    Ok((dir, path))
+}
+
+/// How long a replayed or live command may take when none is configured.
+pub(crate) const VALIDATION_TIMEOUT: Duration = Duration::from_secs(600);

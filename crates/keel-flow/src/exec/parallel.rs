@@ -1,0 +1,148 @@
+//! `parallel`: every branch runs its nodes in order in its own copy of the workspace, at most
+//! `max_parallel` branches at a time; the first branch (in file order) whose last node passed
+//! is chosen and its changes are applied to the workspace.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::node::{Leaf, Outcome, branch_copy, run_node, snapshot};
+use crate::ir::{ParallelBranch, Value};
+use crate::state::{NodeState, NodeStatus, NodeTrace};
+use crate::tree;
+
+struct BranchRun {
+    name: String,
+    passed: bool,
+    changes: tree::Changes,
+    inner: Vec<(String, NodeState, NodeTrace)>,
+    error: Option<String>,
+}
+
+pub(crate) async fn run(
+    leaf: &Leaf<'_>,
+    branches: &[ParallelBranch],
+    _cancel: &CancellationToken,
+) -> Outcome {
+    let base = match snapshot(leaf.dir).await {
+        Ok(t) => t,
+        Err(e) => {
+            return Outcome {
+                status: NodeStatus::Failed,
+                error: Some(e),
+                ..Outcome::default()
+            };
+        }
+    };
+    let gate = Arc::new(Semaphore::new(leaf.ctx.flow.max_parallel));
+    let runs = branches.iter().map(|b| {
+        let gate = gate.clone();
+        let base = &base;
+        async move {
+            let _permit = gate.acquire().await.ok();
+            run_branch(leaf, b, base).await
+        }
+    });
+    let results = join_all(runs).await;
+    let mut out = Outcome::default();
+    for r in &results {
+        out.inner.extend(r.inner.iter().cloned());
+    }
+    let chosen = results.iter().find(|r| r.passed);
+    match chosen {
+        Some(r) => {
+            if let Err(e) = tree::apply(leaf.dir, &r.changes) {
+                out.status = NodeStatus::Failed;
+                out.error = Some(e);
+                return out;
+            }
+            out.status = NodeStatus::Completed;
+            out.outputs
+                .insert("output".into(), Value::String(r.name.clone()));
+            out.outputs.insert("passed".into(), Value::Bool(true));
+        }
+        None => {
+            out.status = NodeStatus::Failed;
+            let why: Vec<String> = results
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}: {}",
+                        r.name,
+                        r.error.as_deref().unwrap_or("its last node did not pass")
+                    )
+                })
+                .collect();
+            out.error = Some(format!("no branch passed ({})", why.join("; ")));
+            out.outputs
+                .insert("output".into(), Value::String(String::new()));
+            out.outputs.insert("passed".into(), Value::Bool(false));
+        }
+    }
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    out.trace.input = format!("branches: {}", names.join(", "));
+    out
+}
+
+async fn run_branch(leaf: &Leaf<'_>, b: &ParallelBranch, base: &tree::Tree) -> BranchRun {
+    let mut run = BranchRun {
+        name: b.name.clone(),
+        passed: false,
+        changes: tree::Changes::new(),
+        inner: Vec::new(),
+        error: None,
+    };
+    let (_guard, dir) = match branch_copy(base).await {
+        Ok(d) => d,
+        Err(e) => {
+            run.error = Some(e);
+            return run;
+        }
+    };
+    let mut outputs: BTreeMap<String, BTreeMap<String, Value>> = leaf.outputs.clone();
+    let mut last_passed = true;
+    for node in &b.nodes {
+        let o = run_node(Leaf {
+            ctx: leaf.ctx,
+            node,
+            dir: &dir,
+            outputs: &outputs,
+            feedback: None,
+            attempt: 1,
+            nth: 0,
+        })
+        .await;
+        let state = NodeState {
+            status: o.status,
+            outputs: o.outputs.clone(),
+            error: o.error.clone(),
+            attempts: 1,
+        };
+        run.inner.push((node.id.clone(), state, o.trace.clone()));
+        if o.status != NodeStatus::Completed {
+            run.error = o.error.clone();
+            last_passed = false;
+            break;
+        }
+        last_passed = o
+            .outputs
+            .get("passed")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        outputs.insert(node.id.clone(), o.outputs);
+    }
+    run.passed = last_passed;
+    if run.passed {
+        match snapshot(&dir).await {
+            Ok(after) => run.changes = tree::diff(base, &after),
+            Err(e) => {
+                run.passed = false;
+                run.error = Some(e);
+            }
+        }
+    }
+    run
+}
