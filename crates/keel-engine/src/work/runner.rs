@@ -69,11 +69,13 @@ enum EngineSource {
     /// One ready-made engine for every task.
     Fixed(Arc<Engine>),
     /// Built when needed: new tasks with `flags` (once), a resumed session from its record.
-    Built {
-        builder: SessionBuilder,
-        flags: SessionOverrides,
-        fresh: tokio::sync::OnceCell<Arc<Engine>>,
-    },
+    Built(Box<Built>),
+}
+
+struct Built {
+    builder: SessionBuilder,
+    flags: SessionOverrides,
+    fresh: tokio::sync::OnceCell<Arc<Engine>>,
 }
 
 fn err(e: impl std::fmt::Display) -> EngineError {
@@ -111,11 +113,11 @@ impl TaskRunner {
         let workspace = keel_tools::Workspace::new(workspace)?.root().to_path_buf();
         let config = builder.config(&workspace, &flags)?;
         Ok(Self {
-            engine: EngineSource::Built {
+            engine: EngineSource::Built(Box::new(Built {
                 builder,
                 flags,
                 fresh: tokio::sync::OnceCell::new(),
-            },
+            })),
             config,
             store,
             workspace,
@@ -127,11 +129,7 @@ impl TaskRunner {
     async fn engine_for(&self, resumed: Option<&str>) -> Result<Arc<Engine>, EngineError> {
         let (builder, flags, fresh) = match &self.engine {
             EngineSource::Fixed(engine) => return Ok(engine.clone()),
-            EngineSource::Built {
-                builder,
-                flags,
-                fresh,
-            } => (builder, flags, fresh),
+            EngineSource::Built(b) => (&b.builder, &b.flags, &b.fresh),
         };
         let batch_engine = || async {
             fresh
