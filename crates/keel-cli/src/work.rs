@@ -69,15 +69,15 @@ fn runner(
     let mut overrides = setup::overrides(llm);
     overrides.mode = mode.map(ModeArg::mode);
     let builder = setup::session_builder(store.clone());
-    let engine = builder
-        .engine(&root, &overrides)
-        .map_err(setup::engine_usage_error)?;
     let sink: Arc<dyn EventSink> = if json {
         Arc::new(JsonLines)
     } else {
         Arc::new(Human::new(stdout_color(), true))
     };
-    Ok(TaskRunner::new(Arc::new(engine), store, vec![sink]))
+    // Engines are built per task: an interrupted task's session resumes with the provider it
+    // was started with, so no flags need repeating.
+    TaskRunner::with_builder(builder, &root, overrides, store, vec![sink])
+        .map_err(setup::engine_usage_error)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -436,6 +436,56 @@ fn a_killed_batch_resumes_without_running_a_task_twice() {
     assert!(Path::new(&env.work.join("bye.sh")).is_file());
 }
 
+#[test]
+fn an_interrupted_task_resumes_with_the_provider_it_started_with() {
+    let env = prepared();
+    let config = env.work.join(".keel/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[store]\nlease_ttl_secs = 1\n");
+    std::fs::write(&config, text).unwrap();
+    let gen_script = env.script("gen.json", &generation(&three_tasks()));
+    ok(
+        &env,
+        &["task", "generate", "--script", gen_script.to_str().unwrap()],
+    );
+    // The first reply takes long: the run is killed while it waits.
+    let mut turns = task1_turns();
+    turns[0]["delay_ms"] = json!(20_000);
+    let s = script(&env, "task1.json", turns);
+    let mut child = env
+        .keel()
+        .args(["work", "start", "1", "--execute", "--script", &s])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tasks(&env)[0]["status"] != "in_progress" {
+        assert!(Instant::now() < deadline, "task 1 never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1_300));
+    // The session stored the script's path: the same file, now without the delay.
+    script(&env, "task1.json", task1_turns());
+
+    // No provider flag: the interrupted session resumes with the script it started with.
+    let out = ok(&env, &["work", "start", "1", "--execute"]);
+    assert!(out.contains("Task #1 \"Write greet.sh\": done"), "{out}");
+    let t = tasks(&env);
+    assert_eq!(t[0]["status"], "done", "{}", t[0]);
+    assert_eq!(t[0]["sessions"].as_array().unwrap().len(), 1, "{}", t[0]);
+    let show: Value = serde_json::from_str(&ok(&env, &["task", "show", "1", "--json"])).unwrap();
+    assert_eq!(show["proofs"][0]["body"]["resumed"], true);
+    assert!(env.work.join("greet.sh").is_file());
+
+    // A new task with no provider anywhere still says how to configure one.
+    let out = run(&env, &["work", "start", "2", "--execute"]);
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no model provider is configured"), "{err}");
+}
+
 /// What a run produced, without ids, times and paths that differ between two runs.
 fn essence(tasks: &[Value], proofs: &[Value]) -> Value {
     let tasks: Vec<Value> = tasks

@@ -27,7 +27,7 @@ use super::context::task_brief;
 use super::proof::{self, GateRun, Proof};
 use crate::gates::ProjectGates;
 use crate::process::{CommandSpec, run_command_with_timeout};
-use crate::runtime::{OpAck, SessionHandle};
+use crate::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
 use crate::verify::GateDetector;
 use crate::{Engine, EngineError, EventSink};
 
@@ -52,12 +52,30 @@ pub struct BatchReport {
     pub stopped: Vec<(u32, u32)>,
 }
 
-/// Runs tasks of one workspace with one engine (one provider for the whole batch).
+/// Runs tasks of one workspace: new tasks with one engine (one provider for the whole
+/// batch); an interrupted task's session, when the runner has a session builder, with the
+/// provider, model, base URL, script and mode it was started with (flags still win).
 pub struct TaskRunner {
-    engine: Arc<Engine>,
+    engine: EngineSource,
+    /// The configuration the runner's own gates read (the test command, the timeout).
+    config: crate::Config,
     store: Arc<SqliteStore>,
     workspace: PathBuf,
     sinks: Vec<Arc<dyn EventSink>>,
+}
+
+/// Where a runner's engines come from.
+enum EngineSource {
+    /// One ready-made engine for every task.
+    Fixed(Arc<Engine>),
+    /// Built when needed: new tasks with `flags` (once), a resumed session from its record.
+    Built(Box<Built>),
+}
+
+struct Built {
+    builder: SessionBuilder,
+    flags: SessionOverrides,
+    fresh: tokio::sync::OnceCell<Arc<Engine>>,
 }
 
 fn err(e: impl std::fmt::Display) -> EngineError {
@@ -73,11 +91,66 @@ impl TaskRunner {
     ) -> Self {
         let workspace = engine.workspace().root().to_path_buf();
         Self {
-            engine,
+            config: engine.config().clone(),
+            engine: EngineSource::Fixed(engine),
             store,
             workspace,
             sinks,
         }
+    }
+
+    /// A runner that builds its engines with `builder` for `workspace`: new tasks with the
+    /// `flags`, and an interrupted task's session with what it was started with under them
+    /// ([`SessionOverrides::resuming`]), so resuming needs no repeated flags. No engine is
+    /// built until a task runs.
+    pub fn with_builder(
+        builder: SessionBuilder,
+        workspace: &Path,
+        flags: SessionOverrides,
+        store: Arc<SqliteStore>,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<Self, EngineError> {
+        let workspace = keel_tools::Workspace::new(workspace)?.root().to_path_buf();
+        let config = builder.config(&workspace, &flags)?;
+        Ok(Self {
+            engine: EngineSource::Built(Box::new(Built {
+                builder,
+                flags,
+                fresh: tokio::sync::OnceCell::new(),
+            })),
+            config,
+            store,
+            workspace,
+            sinks,
+        })
+    }
+
+    /// The engine for a new task's session, or for resuming the stored session `resumed`.
+    async fn engine_for(&self, resumed: Option<&str>) -> Result<Arc<Engine>, EngineError> {
+        let (builder, flags, fresh) = match &self.engine {
+            EngineSource::Fixed(engine) => return Ok(engine.clone()),
+            EngineSource::Built(b) => (&b.builder, &b.flags, &b.fresh),
+        };
+        let batch_engine = || async {
+            fresh
+                .get_or_try_init(|| async { builder.engine(&self.workspace, flags).map(Arc::new) })
+                .await
+                .cloned()
+        };
+        let Some(session) = resumed else {
+            return batch_engine().await;
+        };
+        let record = self.store.get_session(session).await?;
+        // A provider (or script) named on the command line replaces the stored one: the
+        // batch's own engine serves (one provider for the whole batch) when the mode matches.
+        if flags.provider.is_some() || flags.script.is_some() {
+            let engine = batch_engine().await?;
+            if engine.mode().as_str() == record.mode {
+                return Ok(engine);
+            }
+        }
+        let overrides = SessionOverrides::resuming(&record, flags);
+        Ok(Arc::new(builder.engine(&self.workspace, &overrides)?))
     }
 
     fn ws(&self) -> String {
@@ -113,9 +186,9 @@ impl TaskRunner {
         let pid = std::process::id();
         let (handle, message, fresh) = match &resume {
             Some(session) => {
+                let engine = self.engine_for(Some(session)).await?;
                 self.store.db().claim_task(&ws, id, session, pid)?;
-                let handle =
-                    SessionHandle::new(self.engine.clone(), session.clone(), self.sinks.clone());
+                let handle = SessionHandle::new(engine, session.clone(), self.sinks.clone());
                 // Killed before its first turn started: the session has no task yet, so it
                 // gets the whole task layer; otherwise it continues its own transcript.
                 if self.store.get_session(session).await?.status == SessionStatus::Idle {
@@ -132,8 +205,8 @@ impl TaskRunner {
             }
             None => {
                 let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
-                let (handle, record) =
-                    SessionHandle::create(self.engine.clone(), self.sinks.clone()).await?;
+                let engine = self.engine_for(None).await?;
+                let (handle, record) = SessionHandle::create(engine, self.sinks.clone()).await?;
                 self.store.db().claim_task(&ws, id, &record.id, pid)?;
                 (handle, brief, fresh)
             }
@@ -305,7 +378,7 @@ impl TaskRunner {
 
     fn gates(&self) -> Vec<crate::Gate> {
         ProjectGates {
-            test_command: self.engine.config().shell.test_command.clone(),
+            test_command: self.config.shell.test_command.clone(),
         }
         .detect(&self.workspace)
         .into_iter()
@@ -325,7 +398,7 @@ impl TaskRunner {
                 &self.workspace,
                 &gate.name,
                 &gate.command,
-                self.engine.config().verify.timeout_secs,
+                self.config.verify.timeout_secs,
             )
             .await,
         )
