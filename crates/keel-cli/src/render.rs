@@ -548,34 +548,10 @@ impl Human {
                     out.push_str(&format!("  {}- {hint}{}\n", s.dim, s.reset));
                 }
             }
-            EventKind::AgentStarted {
-                agent_id,
-                role,
-                task,
-                model,
-            } => {
+            EventKind::AgentStarted { .. } | EventKind::AgentFinished { .. } => {
                 close(&mut out, st);
-                out.push_str(&format!(
-                    "{}▸ subagent {agent_id} ({role}, {model}){}: {}\n",
-                    s.cyan,
-                    s.reset,
-                    first_line(task, 100)
-                ));
-            }
-            EventKind::AgentFinished {
-                agent_id,
-                role,
-                status,
-                iterations,
-                usage,
-            } => {
-                close(&mut out, st);
-                out.push_str(&format!(
-                    "■ subagent {agent_id} ({role}) {status} {}after {iterations} step(s) · {}{}\n",
-                    s.dim,
-                    usage_line(usage),
-                    s.reset
-                ));
+                out.push_str(&child::agent_line(s, &event.kind));
+                out.push('\n');
             }
             EventKind::SessionFinished {
                 status,
@@ -584,19 +560,7 @@ impl Human {
                 children,
             } => {
                 close(&mut out, st);
-                for c in children {
-                    out.push_str(&format!(
-                        "  {}subagent {} ({}, {}): {} · {} step(s) · {}{}\n",
-                        s.dim,
-                        c.agent_id,
-                        c.role,
-                        c.model,
-                        c.status,
-                        c.iterations,
-                        usage_line(&c.usage),
-                        s.reset
-                    ));
-                }
+                out.push_str(&child::children_lines(s, children));
                 if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
                 {
                     out.push_str(&format!(

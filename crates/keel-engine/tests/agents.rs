@@ -439,6 +439,11 @@ turns:
     let of_workspace: Vec<_> = listed.iter().filter(|r| r.workspace == here).collect();
     assert_eq!(of_workspace.len(), 1);
     assert_eq!(of_workspace[0].id, outcome.session_id);
+    let children_records = listed
+        .iter()
+        .filter(|r| keel_engine::agents::is_subagent_session(&r.workspace))
+        .count();
+    assert_eq!(children_records, 2);
 }
 
 #[tokio::test]

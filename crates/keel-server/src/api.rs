@@ -300,6 +300,8 @@ pub async fn list_sessions(
     Ok(Json(
         records
             .iter()
+            // A subagent's own record: its events are in its parent's session.
+            .filter(|r| !keel_engine::agents::is_subagent_session(&r.workspace))
             .map(|r| SessionView::new(r, hub.turn_running(&r.id)))
             .collect(),
     ))

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use keel_protocol::{Event, EventKind, SessionStatus};
+use keel_protocol::{ChildUsage, Event, EventKind, SessionStatus};
 
 use super::{Style, first_line, summarize_args, usage_line};
 
@@ -21,36 +21,8 @@ pub(super) fn child_line(s: Style, event: &Event, labels: &mut HashMap<String, S
         .unwrap_or_else(|| "subagent".to_string());
     let tag = format!("{}[{label}]{}", s.dim, s.reset);
     let text = match &event.kind {
-        EventKind::AgentStarted {
-            agent_id,
-            role,
-            task,
-            model,
-        } => format!(
-            "{}▸ subagent {agent_id} ({role}, {model}){}: {}",
-            s.cyan,
-            s.reset,
-            first_line(task, 100)
-        ),
-        EventKind::AgentFinished {
-            agent_id,
-            role,
-            status,
-            iterations,
-            usage,
-        } => {
-            let color = match status {
-                SessionStatus::Completed => s.green,
-                SessionStatus::Cancelled | SessionStatus::Blocked => s.yellow,
-                _ => s.red,
-            };
-            format!(
-                "{color}■ subagent {agent_id} ({role}) {status}{} {}after {iterations} step(s) · {}{}",
-                s.reset,
-                s.dim,
-                usage_line(usage),
-                s.reset
-            )
+        EventKind::AgentStarted { .. } | EventKind::AgentFinished { .. } => {
+            agent_line(s, &event.kind)
         }
         EventKind::ToolCall {
             name, arguments, ..
@@ -106,4 +78,62 @@ pub(super) fn child_line(s: Style, event: &Event, labels: &mut HashMap<String, S
         _ => return String::new(),
     };
     format!("{rule}{text}\n")
+}
+
+/// A subagent's start or end, on one line (no newline).
+pub(super) fn agent_line(s: Style, kind: &EventKind) -> String {
+    match kind {
+        EventKind::AgentStarted {
+            agent_id,
+            role,
+            task,
+            model,
+        } => format!(
+            "{}▸ subagent {agent_id} ({role}, {model}){}: {}",
+            s.cyan,
+            s.reset,
+            first_line(task, 100)
+        ),
+        EventKind::AgentFinished {
+            agent_id,
+            role,
+            status,
+            iterations,
+            usage,
+        } => {
+            let color = match status {
+                SessionStatus::Completed => s.green,
+                SessionStatus::Cancelled | SessionStatus::Blocked => s.yellow,
+                _ => s.red,
+            };
+            format!(
+                "{color}■ subagent {agent_id} ({role}) {status}{} {}after {iterations} step(s) · {}{}",
+                s.reset,
+                s.dim,
+                usage_line(usage),
+                s.reset
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+/// `session_finished`'s breakdown: one line per child.
+pub(super) fn children_lines(s: Style, children: &[ChildUsage]) -> String {
+    children
+        .iter()
+        .map(|c| {
+            format!(
+                "  {}subagent {} ({}, {}): {} · {} step(s) · {}{}\n",
+                s.dim,
+                c.agent_id,
+                c.role,
+                c.model,
+                c.status,
+                c.iterations,
+                usage_line(&c.usage),
+                s.reset
+            )
+        })
+        .collect()
 }

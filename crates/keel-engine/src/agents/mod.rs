@@ -33,6 +33,13 @@ pub type ChildProviders = std::sync::Arc<
     dyn Fn(Option<&str>) -> Result<std::sync::Arc<dyn keel_llm::Provider>, String> + Send + Sync,
 >;
 
+/// Whether a stored session record is a subagent's own (its workspace is marked
+/// `<root>#subagent-<id>-of-<parent>`): its events live in the parent's session, so lists of
+/// sessions leave it out.
+pub fn is_subagent_session(workspace: &str) -> bool {
+    workspace.contains("#subagent-")
+}
+
 /// Whether `name` is one of the subagent tools (the loop answers them).
 pub fn is_agent_tool(name: &str) -> bool {
     matches!(name, AGENT_OPEN | AGENT_EVAL | AGENT_CLOSE)

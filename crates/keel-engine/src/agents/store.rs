@@ -27,6 +27,7 @@ pub(crate) struct ChildStore {
 impl ChildStore {
     /// The workspace recorded for the child's session.
     fn marked(&self, workspace: &str) -> String {
+        // Recognised by `super::is_subagent_session`.
         format!(
             "{workspace}#subagent-{}-of-{}",
             self.agent_id, self.parent_session
