@@ -1,0 +1,55 @@
+//! `keel init`: stack detection into `.keel/project.md`, the user's config left alone on a
+//! second run, and the project prompt layer reading the detected stack.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+
+fn keel_ok(env: &Env, args: &[&str]) -> String {
+    let out = env.keel().args(args).output().unwrap();
+    assert_exit(&out, 0);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn init_in_a_git_repository_detects_the_stack_and_leaves_the_config_alone() {
+    let env = Env::new();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&env.work)
+        .status();
+    if !git.is_ok_and(|s| s.success()) {
+        assert!(std::env::var_os("CI").is_none(), "git is missing in CI");
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED init_in_a_git_repository…: git is not installed"
+        );
+        return;
+    }
+    keel_ok(&env, &["init"]);
+    let project = std::fs::read_to_string(env.work.join(".keel/project.md")).unwrap();
+    assert!(project.contains("- Version control: git"), "{project}");
+    assert!(!project.contains("new project"), "{project}");
+    let config = std::fs::read_to_string(env.work.join(".keel/config.toml")).unwrap();
+    // A user's own edit survives a second init.
+    std::fs::write(
+        env.work.join(".keel/config.toml"),
+        format!("{config}\n# mine\n"),
+    )
+    .unwrap();
+    assert!(keel_ok(&env, &["init"]).contains("nothing changed"));
+    assert!(
+        std::fs::read_to_string(env.work.join(".keel/config.toml"))
+            .unwrap()
+            .ends_with("# mine\n")
+    );
+    // The project prompt layer reads the detected stack.
+    let engine_prompt = keel_engine::prompt::system_prompt(&env.work);
+    assert!(
+        engine_prompt.contains("# Tech stack"),
+        "the stack is in the project layer"
+    );
+}
