@@ -18,6 +18,7 @@ pub mod compaction;
 pub mod config;
 pub mod constitution;
 pub mod context;
+pub mod eval;
 mod emitter;
 mod engine;
 pub mod fallback;

@@ -82,6 +82,8 @@ CREATE TABLE run_leases (
     expires_at  INTEGER NOT NULL
 );
 "#,
+    // 7: eval runs (`keel eval`), self-contained (see `eval`).
+    crate::eval::MIGRATION,
 ];
 
 /// Sessions, messages and events in one SQLite database file: the synchronous side, whose
