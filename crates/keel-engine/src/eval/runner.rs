@@ -119,7 +119,6 @@ fn failed(task: &EvalTask, started: Instant, error: String) -> EvalTaskResult {
         success: false,
         status: "error".into(),
         wall_ms: started.elapsed().as_millis() as u64,
-        check_tail: tail(&error),
         error,
         ..EvalTaskResult::default()
     }

@@ -114,7 +114,9 @@ impl Suite {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the eval suite {}: {e}", path.display()))?;
-        Self::parse(&text, path)
+        // Relative paths in the suite resolve against its directory wherever tasks run.
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        Self::parse(&text, &path)
     }
 
     /// Parses suite `text` read from `path` (relative paths resolve against its directory).
