@@ -163,7 +163,15 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
             llm,
         } => {
             drop(out);
-            return promote_cmd(&run, task.as_deref(), kind.kind(), accept, name, &common, &llm);
+            return promote_cmd(
+                &run,
+                task.as_deref(),
+                kind.kind(),
+                accept,
+                name,
+                &common,
+                &llm,
+            );
         }
     }
     Ok(exit::COMPLETED)
@@ -215,15 +223,9 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
     let outcome = runtime.block_on(run_suite(&builder, &suite, &opts, progress));
     let wall_ms = started.elapsed().as_millis() as u64;
     if args.keep {
-        eprintln!(
-            "keel: task workspaces kept in {}",
-            work_root.display()
-        );
+        eprintln!("keel: task workspaces kept in {}", work_root.display());
     } else if let Err(e) = std::fs::remove_dir_all(&work_root) {
-        eprintln!(
-            "keel: warning: cannot remove {}: {e}",
-            work_root.display()
-        );
+        eprintln!("keel: warning: cannot remove {}: {e}", work_root.display());
     }
     let record = store.db().add_eval_run(&NewEvalRun {
         suite: suite.name.clone(),
@@ -305,10 +307,7 @@ fn promote_cmd(
     if let Some(n) = name {
         draft.name = promote::slug(&n);
         if draft.name.is_empty() {
-            return Err(setup::UsageError(format!(
-                "--name `{n}` has no letters or digits"
-            ))
-            .into());
+            return Err(setup::UsageError(format!("--name `{n}` has no letters or digits")).into());
         }
     }
     let from = Provenance {
@@ -340,8 +339,8 @@ fn promote_cmd(
             }
         }
     }
-    let stored = promote::store_draft(kind, &draft, &from, &root, store.db())
-        .map_err(setup::UsageError)?;
+    let stored =
+        promote::store_draft(kind, &draft, &from, &root, store.db()).map_err(setup::UsageError)?;
     match stored {
         Stored::File { path } => println!(
             "Stored the {} in {} (from {}).",

@@ -105,7 +105,9 @@ pub fn run_report(out: &mut impl Write, run: &EvalRunRecord) -> std::io::Result<
         if r.check_exit.is_some() || !r.check_tail.is_empty() {
             let ended = r
                 .check_exit
-                .map_or("did not exit normally".to_string(), |c| format!("exit code {c}"));
+                .map_or("did not exit normally".to_string(), |c| {
+                    format!("exit code {c}")
+                });
             writeln!(out, "    check: {ended}; its output ends:")?;
             for line in r.check_tail.lines() {
                 writeln!(out, "      | {line}")?;
@@ -150,7 +152,8 @@ pub fn run_list(out: &mut impl Write, runs: &[EvalRunRecord]) -> std::io::Result
     if runs.is_empty() {
         return writeln!(out, "No eval runs yet: keel eval SUITE.toml");
     }
-    let mut rows = vec![["RUN", "WHEN (UTC)", "SUITE", "MODEL", "PASSED", "TIME"].map(String::from)];
+    let mut rows =
+        vec![["RUN", "WHEN (UTC)", "SUITE", "MODEL", "PASSED", "TIME"].map(String::from)];
     for r in runs {
         rows.push([
             format!("#{}", r.id),

@@ -36,9 +36,15 @@ fn create_script(path: &str, content: &str) -> String {
 /// The suite under `dir`: three tasks on one fixture; `c`'s script writes the wrong text.
 fn suite(dir: &Path) -> std::path::PathBuf {
     write(&dir.join("fixture/README.md"), "# fixture\n");
-    write(&dir.join("scripts/a.yaml"), &create_script("a.txt", "alpha"));
+    write(
+        &dir.join("scripts/a.yaml"),
+        &create_script("a.txt", "alpha"),
+    );
     write(&dir.join("scripts/b.yaml"), &create_script("b.txt", "beta"));
-    write(&dir.join("scripts/c.yaml"), &create_script("c.txt", "wrong"));
+    write(
+        &dir.join("scripts/c.yaml"),
+        &create_script("c.txt", "wrong"),
+    );
     let suite = dir.join("suite.toml");
     write(
         &suite,
@@ -119,7 +125,10 @@ fn a_suite_runs_compares_and_promotes() {
     }
 
     // Run 2 with a fixed script for `c`.
-    write(&dir.join("scripts/c.yaml"), &create_script("c.txt", "gamma"));
+    write(
+        &dir.join("scripts/c.yaml"),
+        &create_script("c.txt", "gamma"),
+    );
     let out = run(&env, &["eval", suite, "--json"]);
     assert_exit(&out, 0);
     let second: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -133,14 +142,22 @@ fn a_suite_runs_compares_and_promotes() {
     assert_exit(&out, 0);
     let cmp = stdout(&out);
     assert!(cmp.contains("fixed in B"), "{cmp}");
-    assert!(cmp.contains("2/3 (67%)") && cmp.contains("3/3 (100%)"), "{cmp}");
+    assert!(
+        cmp.contains("2/3 (67%)") && cmp.contains("3/3 (100%)"),
+        "{cmp}"
+    );
     assert!(cmp.contains("exact McNemar"), "{cmp}");
     assert!(cmp.contains("p = 1.0000"), "{cmp}");
     assert!(cmp.contains("Mean per task, B − A: steps +0.0"), "{cmp}");
-    let json: Value =
-        serde_json::from_str(&stdout(&run(&env, &["eval", "compare", "1", "2", "--json"])))
-            .unwrap();
-    assert_eq!((json["fixed"].as_u64(), json["broken"].as_u64()), (Some(1), Some(0)));
+    let json: Value = serde_json::from_str(&stdout(&run(
+        &env,
+        &["eval", "compare", "1", "2", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(
+        (json["fixed"].as_u64(), json["broken"].as_u64()),
+        (Some(1), Some(0))
+    );
 
     // Promote: the scripted model drafts a rule from task a's trace.
     let draft = env.script(
@@ -151,18 +168,25 @@ fn a_suite_runs_compares_and_promotes() {
     let rules = env.work.join(".keel/rules");
     let out = run(
         &env,
-        &["eval", "promote", "1", "--task", "a", "--as", "rule", "--script", draft],
+        &[
+            "eval", "promote", "1", "--task", "a", "--as", "rule", "--script", draft,
+        ],
     );
     assert_exit(&out, 0);
     let text = stdout(&out);
-    assert!(text.contains("Draft rule for .keel/rules/text-files.md"), "{text}");
+    assert!(
+        text.contains("Draft rule for .keel/rules/text-files.md"),
+        "{text}"
+    );
     assert!(text.contains("Nothing stored"), "{text}");
     assert!(!rules.exists(), "nothing is stored without --accept");
 
     // A failed task is refused.
     let out = run(
         &env,
-        &["eval", "promote", "1", "--task", "c", "--as", "rule", "--script", draft],
+        &[
+            "eval", "promote", "1", "--task", "c", "--as", "rule", "--script", draft,
+        ],
     );
     assert_exit(&out, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("failed its check"));
@@ -192,19 +216,33 @@ fn a_suite_runs_compares_and_promotes() {
         ],
     );
     assert_exit(&out, 0);
-    let lessons = stdout(&run(&env, &["memory", "list", "--kind", "lesson", "--json"]));
+    let lessons = stdout(&run(
+        &env,
+        &["memory", "list", "--kind", "lesson", "--json"],
+    ));
     assert!(lessons.contains("keel eval run #1 task a"), "{lessons}");
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -242,7 +280,10 @@ fn a_task_can_come_from_a_local_bare_repository_at_a_commit() {
     let out = run(&env, &["eval", suite.to_str().unwrap()]);
     assert_exit(&out, 1);
     let report = stdout(&out);
-    assert!(report.contains("why: workspace: git could not check out"), "{report}");
+    assert!(
+        report.contains("why: workspace: git could not check out"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -264,7 +305,11 @@ fn the_shipped_example_suite_runs() {
 fn suite_mistakes_are_usage_errors() {
     let env = Env::with_repo(tempfile::tempdir().unwrap().path());
     let suite = env.home.join("bad.toml");
-    std::fs::write(&suite, "[[task]]\nid = \"x\"\ntask = \"t\"\ncheck = \"true\"\n").unwrap();
+    std::fs::write(
+        &suite,
+        "[[task]]\nid = \"x\"\ntask = \"t\"\ncheck = \"true\"\n",
+    )
+    .unwrap();
     let out = run(&env, &["eval", suite.to_str().unwrap()]);
     assert_exit(&out, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("say where the repository comes from"));

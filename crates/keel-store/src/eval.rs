@@ -191,12 +191,10 @@ impl SqliteDb {
                     "SELECT {COLUMNS} FROM eval_runs ORDER BY id DESC LIMIT ?1"
                 ))
                 .map_err(sql("listing eval runs"))?;
-            let rows = stmt
-                .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], read_row)
+            stmt.query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], read_row)
                 .map_err(sql("listing eval runs"))?
                 .collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(sql("listing eval runs"));
-            rows
+                .map_err(sql("listing eval runs"))
         })?;
         rows.into_iter().map(record).collect()
     }

@@ -104,7 +104,11 @@ pub fn compare(a: &EvalRunRecord, b: &EvalRunRecord) -> Comparison {
             change,
         });
     }
-    for rb in b.results.iter().filter(|rb| !a.results.iter().any(|ra| ra.id == rb.id)) {
+    for rb in b
+        .results
+        .iter()
+        .filter(|rb| !a.results.iter().any(|ra| ra.id == rb.id))
+    {
         tasks.push(TaskPair {
             id: rb.id.clone(),
             a: None,

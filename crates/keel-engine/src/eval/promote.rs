@@ -262,10 +262,7 @@ pub fn store_draft(
 ) -> Result<Stored, String> {
     let path = match kind {
         PromoteKind::Rule => root.join(RULES_DIR).join(format!("{}.md", draft.name)),
-        PromoteKind::Skill => root
-            .join(".keel/skills")
-            .join(&draft.name)
-            .join("SKILL.md"),
+        PromoteKind::Skill => root.join(".keel/skills").join(&draft.name).join("SKILL.md"),
         PromoteKind::Memory => {
             let entry = db
                 .add_memory(
@@ -330,8 +327,9 @@ mod tests {
             description: "when testing".into(),
             body: "Run the tests.".into(),
         };
-        let Stored::File { path } = store_draft(PromoteKind::Rule, &d, &from(), tmp.path(), &db)
-            .unwrap() else {
+        let Stored::File { path } =
+            store_draft(PromoteKind::Rule, &d, &from(), tmp.path(), &db).unwrap()
+        else {
             panic!("a rule is a file")
         };
         let text = std::fs::read_to_string(&path).unwrap();
@@ -342,7 +340,8 @@ mod tests {
                 .contains("exists already")
         );
         store_draft(PromoteKind::Skill, &d, &from(), tmp.path(), &db).unwrap();
-        let skill = std::fs::read_to_string(tmp.path().join(".keel/skills/tests/SKILL.md")).unwrap();
+        let skill =
+            std::fs::read_to_string(tmp.path().join(".keel/skills/tests/SKILL.md")).unwrap();
         assert!(skill.starts_with("---\nname: tests\ndescription: when testing\n"));
         let Stored::Memory { id } =
             store_draft(PromoteKind::Memory, &d, &from(), tmp.path(), &db).unwrap()

@@ -187,7 +187,7 @@ pub async fn run_task(
     };
     handle.shutdown().await;
     let (steps, usage) = match &turn.outcome {
-        Some(o) => (o.iterations, o.usage.clone()),
+        Some(o) => (o.iterations, o.usage),
         None => (0, Default::default()),
     };
     if error.is_empty()

@@ -282,9 +282,11 @@ timeout_secs = 5
                 .contains("needs `commit`")
         );
         assert!(
-            parse(&format!("{base}repo = \"x\"\ngit = \"y\"\ncommit = \"c\"\n"))
-                .unwrap_err()
-                .contains("not both")
+            parse(&format!(
+                "{base}repo = \"x\"\ngit = \"y\"\ncommit = \"c\"\n"
+            ))
+            .unwrap_err()
+            .contains("not both")
         );
         assert!(
             parse(&format!("{base}repo = \"x\"\ncolour = 1\n"))

@@ -95,8 +95,14 @@ mod tests {
         std::fs::write(src.join("a/b/f.txt"), "x").unwrap();
         let dest = tmp.path().join("dest");
         prepare(&Source::Dir(src), &dest).unwrap();
-        assert_eq!(std::fs::read_to_string(dest.join("a/b/f.txt")).unwrap(), "x");
-        let missing = prepare(&Source::Dir(tmp.path().join("nope")), &tmp.path().join("d2"));
+        assert_eq!(
+            std::fs::read_to_string(dest.join("a/b/f.txt")).unwrap(),
+            "x"
+        );
+        let missing = prepare(
+            &Source::Dir(tmp.path().join("nope")),
+            &tmp.path().join("d2"),
+        );
         assert!(missing.unwrap_err().contains("not a directory"));
     }
 
