@@ -317,3 +317,32 @@ fn suite_mistakes_are_usage_errors() {
     assert_exit(&out, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no eval run #9"));
 }
+
+#[test]
+fn the_step_cap_stops_a_task_and_keep_leaves_its_workspace() {
+    let env = Env::with_repo(tempfile::tempdir().unwrap().path());
+    let dir = env.home.join("suite");
+    write(&dir.join("fixture/README.md"), "# fixture\n");
+    write(&dir.join("s.yaml"), &create_script("x.txt", "x"));
+    let suite = dir.join("cap.toml");
+    write(
+        &suite,
+        "[[task]]\nid = \"capped\"\nrepo = \"fixture\"\ntask = \"Write x.txt.\"\ncheck = \"test -f x.txt && test -f README.md\"\nscript = \"s.yaml\"\nmax_steps = 1\n",
+    );
+    let out = run(&env, &["eval", suite.to_str().unwrap(), "--keep", "--json"]);
+    assert_exit(&out, 0);
+    let record: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let r = &record["results"][0];
+    // The cap ends the run early (the engine reports it as max_steps or blocked on it).
+    assert_ne!(r["status"], "completed", "{r}");
+    assert_eq!(r["steps"], 1, "{r}");
+    // The one step created the file, so the check itself passes: success is the check's.
+    assert_eq!(r["success"], true, "{r}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kept = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("keel: task workspaces kept in "))
+        .unwrap();
+    assert!(Path::new(kept).join("capped/x.txt").exists(), "{stderr}");
+    std::fs::remove_dir_all(kept).unwrap();
+}
