@@ -7,6 +7,8 @@ mod completions;
 mod context;
 mod db;
 mod doctor;
+mod eval;
+mod eval_report;
 mod flow;
 mod index;
 mod init;
@@ -65,6 +67,17 @@ Examples:
   keel completions zsh > \"${fpath[1]}/_keel\"
   keel completions fish > ~/.config/fish/completions/keel.fish
   keel completions powershell >> $PROFILE";
+
+    pub const EVAL: &str = "\
+Examples:
+  keel eval examples/eval/suite.toml                   # each task's script drives the scripted model
+  keel eval suite.toml --provider openai --model gpt-4.1 -j 4
+  keel eval runs                                       # stored runs, newest first
+  keel eval show 3                                     # one run's report, failures first
+  keel eval compare 3 4                                # side by side, exact McNemar test
+  keel eval promote 4 --task add-test --as rule        # a draft; --accept stores it
+
+Exit codes: 0 every task passed, 1 some task failed, 2 usage or configuration error.";
 }
 
 /// Exit codes (documented in the README): 0 completed, 1 failed, 2 usage or configuration
@@ -155,6 +168,10 @@ enum Command {
     /// The store's database: `keel db migrate` applies its schema migrations (PostgreSQL with
     /// --database or KEEL_DATABASE_URL, else the local SQLite session database).
     Db(db::DbArgs),
+    /// Evaluate: run a suite of tasks (each judged by a check command) and report; list,
+    /// show and compare runs; promote a passing task's lesson (rule, skill or memory).
+    #[command(after_help = help::EVAL)]
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -603,6 +620,7 @@ fn main() -> ExitCode {
         Command::Task(args) => task::execute(args),
         Command::Work(args) => work::execute(args),
         Command::Db(args) => db::execute(args),
+        Command::Eval(args) => eval::execute(args),
     };
     finish(result)
 }

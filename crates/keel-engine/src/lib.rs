@@ -21,6 +21,7 @@ pub mod constitution;
 pub mod context;
 mod emitter;
 mod engine;
+pub mod eval;
 pub mod fallback;
 pub mod frontmatter;
 pub mod gates;

@@ -11,6 +11,7 @@
 //! heartbeat ([`RunLease`]), so it holds across processes and machines. This crate holds no
 //! policy: it does not decide what a session's status means.
 
+pub mod eval;
 mod flow;
 mod lease;
 mod memory;

@@ -84,6 +84,8 @@ CREATE TABLE run_leases (
 "#,
     // 7: flow runs (definition, inputs, state, trace) and their per-node checkpoints.
     crate::flow::MIGRATION,
+    // 8: eval runs (`keel eval`), self-contained (see `eval`).
+    crate::eval::MIGRATION,
 ];
 
 /// Sessions, messages and events in one SQLite database file: the synchronous side, whose

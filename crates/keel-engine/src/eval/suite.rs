@@ -1,0 +1,305 @@
+//! The eval suite file (TOML): tasks, each with where its repository comes from, what the
+//! agent is asked, and the command that decides success.
+//!
+//! ```toml
+//! name = "demo"            # optional; default: the file name without extension
+//! timeout_secs = 600       # optional defaults for every task
+//! max_steps = 30
+//! check_timeout_secs = 120
+//!
+//! [[task]]
+//! id = "add-test"
+//! repo = "fixtures/lib"    # a directory, copied into a fresh workspace per task
+//! task = "Add a test for add()"
+//! check = "test -f tests/add.rs"
+//! script = "scripts/add-test.yaml"   # optional: the scripted provider's script
+//!
+//! [[task]]
+//! id = "from-git"
+//! git = "https://example.com/r.git"  # or a local (bare) repository path
+//! commit = "3f2a…"                   # checked out detached
+//! task = "…"
+//! check = "…"
+//! ```
+//!
+//! Relative paths (`repo`, `git` when it is a local path, `script`) are relative to the suite
+//! file's directory.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Default wall-clock limit of one task's agent run.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+/// Default wall-clock limit of one check command.
+pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 120;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    name: Option<String>,
+    timeout_secs: Option<u64>,
+    max_steps: Option<u32>,
+    check_timeout_secs: Option<u64>,
+    #[serde(default)]
+    task: Vec<TaskFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    id: String,
+    repo: Option<String>,
+    git: Option<String>,
+    commit: Option<String>,
+    task: String,
+    check: String,
+    script: Option<String>,
+    timeout_secs: Option<u64>,
+    max_steps: Option<u32>,
+    check_timeout_secs: Option<u64>,
+}
+
+/// Where a task's workspace comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory copied into the fresh workspace.
+    Dir(PathBuf),
+    /// A git repository (URL or local path) cloned with Keel's hardened git, `commit`
+    /// checked out.
+    Git { url: String, commit: String },
+}
+
+/// One task of a suite, paths resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalTask {
+    pub id: String,
+    pub source: Source,
+    pub task: String,
+    pub check: String,
+    /// The scripted provider's script for this task.
+    pub script: Option<PathBuf>,
+    pub timeout_secs: u64,
+    pub max_steps: Option<u32>,
+    pub check_timeout_secs: u64,
+}
+
+/// A parsed, validated suite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suite {
+    pub name: String,
+    /// The file it was read from.
+    pub path: PathBuf,
+    pub tasks: Vec<EvalTask>,
+}
+
+/// Whether `id` is usable as a task id (it names the task's workspace directory).
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Whether `url` names a remote (anything with a scheme, or scp-like `host:path`).
+fn is_remote(url: &str) -> bool {
+    url.contains("://") || (url.contains(':') && !url.starts_with('/') && !url.starts_with('.'))
+}
+
+impl Suite {
+    /// Reads and validates the suite at `path`.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the eval suite {}: {e}", path.display()))?;
+        // Relative paths in the suite resolve against its directory wherever tasks run.
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        Self::parse(&text, &path)
+    }
+
+    /// Parses suite `text` read from `path` (relative paths resolve against its directory).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, String> {
+        let file: SuiteFile =
+            toml::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let resolve = |p: &str| {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        let name = file.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "suite".into())
+        });
+        if file.task.is_empty() {
+            return Err(format!(
+                "{}: the suite has no tasks; add a [[task]] table with id, repo (or git and commit), task and check",
+                path.display()
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        let mut tasks = Vec::with_capacity(file.task.len());
+        for t in file.task {
+            let at = format!("{}: task `{}`", path.display(), t.id);
+            if !valid_id(&t.id) {
+                return Err(format!(
+                    "{at}: an id is 1–64 letters, digits, `-`, `_` or `.` (not starting with `.`)"
+                ));
+            }
+            if !seen.insert(t.id.clone()) {
+                return Err(format!("{at}: the id is used twice; ids must be unique"));
+            }
+            if t.task.trim().is_empty() {
+                return Err(format!("{at}: `task` (what the agent is asked) is empty"));
+            }
+            if t.check.trim().is_empty() {
+                return Err(format!(
+                    "{at}: `check` is empty; it is the command whose exit code 0 means success"
+                ));
+            }
+            let source = match (t.repo, t.git, t.commit) {
+                (Some(dir), None, None) => Source::Dir(resolve(&dir)),
+                (None, Some(url), Some(commit)) => {
+                    let commit = commit.trim().to_string();
+                    if commit.is_empty() || commit.starts_with('-') {
+                        return Err(format!("{at}: `commit` must name a commit (a hash)"));
+                    }
+                    let url = if is_remote(&url) {
+                        url
+                    } else {
+                        resolve(&url).display().to_string()
+                    };
+                    if url.starts_with('-') {
+                        return Err(format!("{at}: `git` must not start with `-`"));
+                    }
+                    Source::Git { url, commit }
+                }
+                (None, Some(_), None) => {
+                    return Err(format!(
+                        "{at}: `git` needs `commit` too (the commit to check out), so runs are reproducible"
+                    ));
+                }
+                (None, None, _) => {
+                    return Err(format!(
+                        "{at}: say where the repository comes from: `repo = \"DIR\"` or `git = \"URL\"` with `commit = \"HASH\"`"
+                    ));
+                }
+                _ => {
+                    return Err(format!(
+                        "{at}: give either `repo` or `git` (with `commit`), not both"
+                    ));
+                }
+            };
+            tasks.push(EvalTask {
+                id: t.id,
+                source,
+                task: t.task,
+                check: t.check,
+                script: t.script.as_deref().map(resolve),
+                timeout_secs: t
+                    .timeout_secs
+                    .or(file.timeout_secs)
+                    .unwrap_or(DEFAULT_TIMEOUT_SECS)
+                    .max(1),
+                max_steps: t.max_steps.or(file.max_steps),
+                check_timeout_secs: t
+                    .check_timeout_secs
+                    .or(file.check_timeout_secs)
+                    .unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS)
+                    .max(1),
+            });
+        }
+        Ok(Self {
+            name,
+            path: path.to_path_buf(),
+            tasks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Suite, String> {
+        Suite::parse(text, Path::new("/s/suite.toml"))
+    }
+
+    #[test]
+    fn tasks_resolve_paths_and_inherit_defaults() {
+        let s = parse(
+            r#"
+max_steps = 7
+[[task]]
+id = "a"
+repo = "fx/a"
+task = "do it"
+check = "true"
+script = "a.yaml"
+[[task]]
+id = "b"
+git = "../bare.git"
+commit = "abc"
+task = "do it"
+check = "true"
+timeout_secs = 5
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.name, "suite");
+        assert_eq!(s.tasks[0].source, Source::Dir(PathBuf::from("/s/fx/a")));
+        assert_eq!(s.tasks[0].script, Some(PathBuf::from("/s/a.yaml")));
+        assert_eq!(s.tasks[0].max_steps, Some(7));
+        assert_eq!(s.tasks[0].timeout_secs, DEFAULT_TIMEOUT_SECS);
+        assert_eq!(
+            s.tasks[1].source,
+            Source::Git {
+                url: "/s/../bare.git".into(),
+                commit: "abc".into()
+            }
+        );
+        assert_eq!(s.tasks[1].timeout_secs, 5);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let base = "[[task]]\nid = \"a\"\ntask = \"t\"\ncheck = \"true\"\n";
+        assert!(parse(base).unwrap_err().contains("`repo = \"DIR\"`"));
+        assert!(
+            parse(&format!("{base}git = \"https://h/r.git\"\n"))
+                .unwrap_err()
+                .contains("needs `commit`")
+        );
+        assert!(
+            parse(&format!(
+                "{base}repo = \"x\"\ngit = \"y\"\ncommit = \"c\"\n"
+            ))
+            .unwrap_err()
+            .contains("not both")
+        );
+        assert!(
+            parse(&format!("{base}repo = \"x\"\ncolour = 1\n"))
+                .unwrap_err()
+                .contains("colour")
+        );
+        let twice = format!("{base}repo = \"x\"\n{base}repo = \"x\"\n");
+        assert!(parse(&twice).unwrap_err().contains("used twice"));
+        assert!(
+            parse("[[task]]\nid = \"../x\"\nrepo = \"x\"\ntask = \"t\"\ncheck = \"c\"\n")
+                .unwrap_err()
+                .contains("an id is")
+        );
+        assert!(parse("name = \"x\"\n").unwrap_err().contains("no tasks"));
+    }
+}
