@@ -28,9 +28,11 @@ async fn a_loopback_server_requires_its_token_too() {
         )
         .await;
     assert_eq!(status, 401);
+    // The right token with its last character changed (never to itself).
+    let last = if token.ends_with('0') { '1' } else { '0' };
     let wrong = [(
         "Authorization".to_string(),
-        format!("Bearer {}0", &token[..63]),
+        format!("Bearer {}{last}", &token[..63]),
     )];
     assert_eq!(
         srv.raw("GET", "/api/v1/sessions", &wrong, None).await.0,
