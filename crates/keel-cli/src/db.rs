@@ -101,7 +101,9 @@ fn migrate_postgres(url: &str) -> anyhow::Result<u8> {
     let (shown, applied) = runtime.block_on(async {
         let store = PgStore::connect(url).await?;
         let applied = store.migrate().await?;
-        Ok::<_, keel_store::StoreError>((store.display_url().to_string(), applied))
+        // The job queue's tables (schema `apalis`), for `keel serve --database` and workers.
+        keel_queue::connect(url).await?;
+        Ok::<_, anyhow::Error>((store.display_url().to_string(), applied))
     })?;
     if applied.is_empty() {
         println!(
