@@ -126,6 +126,15 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
     {
         return Ok(());
     }
+    // A run still holds the session (a dead worker's lease has not expired yet, or another
+    // process runs it): fail this attempt without touching the session; it is retried.
+    if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live()) {
+        return Err(format!(
+            "session {} is held by {} for a few more seconds; retrying",
+            record.id, lease.holder
+        )
+        .into());
+    }
     // The session runs where it was created: a workspace on storage every worker shares.
     let workspace = PathBuf::from(&record.workspace);
     let overrides = SessionOverrides::from_record(&record);
@@ -178,8 +187,11 @@ pub async fn run_worker(
         .make_backoff();
         let worker = WorkerBuilder::new(format!("{}-{i}", options.name))
             .backend(storage)
-            .retry(RetryPolicy::retries(options.retries).with_backoff(backoff))
+            // The slot is outside the retries: a retrying turn keeps its slot (the other way
+            // round, the worker readying its next fetch takes the only permit and the retry
+            // waits for it forever).
             .concurrency(1)
+            .retry(RetryPolicy::retries(options.retries).with_backoff(backoff))
             .data(state.clone())
             .build(run_turn);
         let stop = stop.clone();
