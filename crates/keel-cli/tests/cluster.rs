@@ -245,6 +245,14 @@ fn send(addr: &str, id: &str, content: &str) {
     assert_eq!(body["queued"], true, "{body}");
 }
 
+/// `n` from the environment variable `var`, else `default`.
+fn env_count(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Every event the WebSocket at `addr` delivers for session `id` until `turn_finished`.
 async fn watch(addr: String, id: String, limit: Duration) -> Vec<Value> {
     let url = format!("ws://{addr}/api/v1/sessions/{id}/ws?since_seq=0&token={TOKEN}");
@@ -266,7 +274,11 @@ async fn watch(addr: String, id: String, limit: Duration) -> Vec<Value> {
         let tokio_tungstenite::tungstenite::Message::Text(text) = msg else {
             continue;
         };
-        let event: Value = serde_json::from_str(&text).unwrap();
+        let mut event: Value = serde_json::from_str(&text).unwrap();
+        // Delivery latency (emitted → received here), kept beside the event for the figures.
+        let emitted = event["ts"].as_u64().unwrap_or(0);
+        let latency = now_ms().saturating_sub(emitted);
+        event["_latency_ms"] = json!(latency);
         let done = event["type"] == "turn_finished";
         events.push(event);
         if done {
@@ -274,6 +286,27 @@ async fn watch(addr: String, id: String, limit: Duration) -> Vec<Value> {
             return events;
         }
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The events without the test's own `_latency_ms`.
+fn strip(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if let Some(o) = e.as_object_mut() {
+                o.remove("_latency_ms");
+            }
+            e
+        })
+        .collect()
 }
 
 fn kinds(events: &[Value]) -> Vec<String> {
@@ -296,16 +329,9 @@ fn assert_exactly_once(addr: &str, id: &str, events: &[Value]) {
         events.len(),
         "session {id}: stored vs streamed"
     );
-    for (a, b) in stored.iter().zip(events) {
+    for (a, b) in stored.iter().zip(&strip(events)) {
         assert_eq!(a, b, "session {id}: the stream differs from the store");
     }
-}
-
-fn sessions_count() -> usize {
-    std::env::var("KEEL_CLUSTER_SESSIONS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(30)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,12 +344,14 @@ async fn two_servers_three_workers_run_every_session_and_stream_each_event_once(
     let mut cluster = Cluster::new(url, script);
     cluster.start_server();
     cluster.start_server();
-    for _ in 0..3 {
+    // KEEL_CLUSTER_WORKERS and KEEL_CLUSTER_SESSIONS change the shape for the figures.
+    let workers = env_count("KEEL_CLUSTER_WORKERS", 3);
+    for _ in 0..workers {
         cluster.start_worker();
     }
     let a = cluster.servers[0].addr.clone();
     let b = cluster.servers[1].addr.clone();
-    let n = sessions_count();
+    let n = env_count("KEEL_CLUSTER_SESSIONS", 30);
     let started = Instant::now();
     let mut watchers = Vec::new();
     let mut ids = Vec::new();
@@ -340,8 +368,10 @@ async fn two_servers_three_workers_run_every_session_and_stream_each_event_once(
         watchers.push(watcher);
         ids.push((id, other.clone()));
     }
+    let mut latencies = Vec::new();
     for (w, (id, other)) in watchers.into_iter().zip(&ids) {
         let events = w.await.unwrap();
+        latencies.extend(events.iter().filter_map(|e| e["_latency_ms"].as_u64()));
         let last = events.last().unwrap();
         assert_eq!(last["status"], "completed", "session {id}: {last}");
         let (other, id) = (other.clone(), id.clone());
@@ -350,10 +380,15 @@ async fn two_servers_three_workers_run_every_session_and_stream_each_event_once(
             .unwrap();
     }
     let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
     eprintln!(
-        "{n} sessions through 2 servers and 3 workers in {:.1} s ({:.2} turns/s)",
+        "{n} sessions through 2 servers and {workers} workers in {:.1} s ({:.2} turns/s); event delivery p50 {} ms, p99 {} ms over {} events",
         elapsed.as_secs_f64(),
-        n as f64 / elapsed.as_secs_f64()
+        n as f64 / elapsed.as_secs_f64(),
+        pct(50),
+        pct(99),
+        latencies.len()
     );
     // Every worker's /health answers; together they ran every turn.
     let mut completed = 0;
@@ -425,4 +460,63 @@ async fn a_worker_killed_mid_turn_hands_its_job_to_another_and_the_session_compl
         .unwrap();
     let (_, health) = request(&cluster.workers[0].addr, "GET", "/health", None);
     assert_eq!(health["completed"], 1, "{health}");
+}
+
+/// The baseline for the figures (run with `--ignored`): the same sessions on one `keel serve`
+/// with its SQLite store, turns in the server, watched on the same server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p keel-cli --test cluster -- --ignored --nocapture"]
+async fn baseline_sqlite_single_process() {
+    let script = "turns:\n  - text: \"step one\"\n    delay_ms: 50\n    tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n  - text: \"done\"\n";
+    let mut cluster = Cluster::new(String::new(), script);
+    let ws = cluster.workspace.display().to_string();
+    let p = cluster.spawn(
+        &["serve", "--port", "0", "--token", TOKEN, "-w", &ws],
+        "Keel is serving",
+        "Press Ctrl-C",
+    );
+    cluster.servers.push(p);
+    let a = cluster.servers[0].addr.clone();
+    let n = env_count("KEEL_CLUSTER_SESSIONS", 30);
+    let started = Instant::now();
+    let mut watchers = Vec::new();
+    let mut senders = Vec::new();
+    for _ in 0..n {
+        let id = create_session(&a);
+        watchers.push(tokio::spawn(watch(
+            a.clone(),
+            id.clone(),
+            Duration::from_secs(600),
+        )));
+        let a = a.clone();
+        senders.push(tokio::task::spawn_blocking(move || {
+            let (status, body) = request(
+                &a,
+                "POST",
+                &format!("/api/v1/sessions/{id}/messages"),
+                Some(&json!({"content": "read the library"})),
+            );
+            assert_eq!(status, 200, "{body}");
+        }));
+    }
+    let mut latencies = Vec::new();
+    for w in watchers {
+        let events = w.await.unwrap();
+        assert_eq!(events.last().unwrap()["status"], "completed");
+        latencies.extend(events.iter().filter_map(|e| e["_latency_ms"].as_u64()));
+    }
+    for s in senders {
+        s.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    eprintln!(
+        "{n} sessions on one SQLite server in {:.1} s ({:.2} turns/s); event delivery p50 {} ms, p99 {} ms over {} events",
+        elapsed.as_secs_f64(),
+        n as f64 / elapsed.as_secs_f64(),
+        pct(50),
+        pct(99),
+        latencies.len()
+    );
 }
