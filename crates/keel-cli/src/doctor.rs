@@ -101,6 +101,7 @@ fn collect(
     checks.extend(sandbox_checks(&config));
     checks.push(crate::index::health_check(&config, workspace));
     checks.extend(crate::db::health_check(&config));
+    checks.extend(crate::db::queue_check(&config));
     // Other areas push their checks here, before the pings.
     if ping && !models.pingable.is_empty() {
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -20,11 +20,11 @@ pub mod worker;
 use std::sync::Arc;
 
 use apalis::prelude::TaskSink;
-use apalis_postgres::PostgresStorage;
+use apalis_postgres::{PgPool, PostgresStorage};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-pub use apalis_postgres::PgPool;
+pub use apalis_postgres::PgPool as QueuePool;
 pub use worker::{WorkerHealth, WorkerOptions, WorkerStats, run_worker};
 
 /// The apalis queue turns go to.
@@ -67,6 +67,57 @@ pub async fn connect(url: &str) -> Result<PgPool, QueueError> {
         .await
         .map_err(|e| QueueError::Setup(e.to_string()))?;
     Ok(pool)
+}
+
+/// What `keel doctor` says about the turn queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStatus {
+    /// Turns waiting for a worker.
+    pub pending: i64,
+    /// Turns a worker runs now.
+    pub running: i64,
+    /// Workers seen in the last 30 seconds.
+    pub live_workers: i64,
+}
+
+/// The turn queue's state in the database at `url`; `None` when its tables do not exist yet
+/// (`keel db migrate` creates them).
+pub async fn status(url: &str) -> Result<Option<QueueStatus>, QueueError> {
+    let shown = keel_store::redact_url(url);
+    let connect_err = |e: sqlx::Error| QueueError::Connect {
+        url: shown.clone(),
+        reason: e.to_string(),
+    };
+    let pool = PgPool::connect(url).await.map_err(connect_err)?;
+    let exists: bool = sqlx::query_scalar(
+        "SELECT to_regclass('apalis.jobs') IS NOT NULL AND to_regclass('apalis.workers') IS NOT NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .map_err(connect_err)?;
+    if !exists {
+        return Ok(None);
+    }
+    let (pending, running): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'Pending'), count(*) FILTER (WHERE status = 'Running') FROM apalis.jobs WHERE job_type = $1",
+    )
+    .bind(TURN_QUEUE)
+    .fetch_one(&pool)
+    .await
+    .map_err(connect_err)?;
+    let live_workers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM apalis.workers WHERE worker_type = $1 AND last_seen > now() - interval '30 seconds'",
+    )
+    .bind(TURN_QUEUE)
+    .fetch_one(&pool)
+    .await
+    .map_err(connect_err)?;
+    pool.close().await;
+    Ok(Some(QueueStatus {
+        pending,
+        running,
+        live_workers,
+    }))
 }
 
 /// The queue's configuration for turns, with `heartbeat` as the workers' heartbeat (a worker
