@@ -97,7 +97,12 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         writeln!(out, "Press Ctrl-C to stop.")?;
         out.flush()?;
         drop(out);
-        server.run(shutdown_signal()).await?;
+        server
+            .run(async {
+                shutdown_signal().await;
+                eprintln!("keel: stopping: cancelling running turns…");
+            })
+            .await?;
         eprintln!("keel: server stopped");
         Ok(exit::COMPLETED)
     })
@@ -151,5 +156,4 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {}
         _ = term => {}
     }
-    eprintln!("keel: stopping: cancelling running turns…");
 }

@@ -520,3 +520,43 @@ async fn baseline_sqlite_single_process() {
         latencies.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stopped_with_sigterm_finishes_its_running_turn_first() {
+    let Some(base) = test_database_url() else {
+        return;
+    };
+    let url = fresh_database(&base, "term").await;
+    let script = "turns:\n  - text: \"slow\"\n    delay_ms: 2000\n";
+    let mut cluster = Cluster::new(url, script);
+    cluster.start_server();
+    cluster.start_worker();
+    let server = cluster.servers[0].addr.clone();
+    let id = create_session(&server);
+    let watcher = tokio::spawn(watch(server.clone(), id.clone(), Duration::from_secs(300)));
+    let (s2, id2) = (server.clone(), id.clone());
+    tokio::task::spawn_blocking(move || send(&s2, &id2, "go"))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while request(&cluster.workers[0].addr, "GET", "/health", None).1["running"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not take the turn"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut worker = cluster.workers.remove(0);
+    let pid = nix::unistd::Pid::from_raw(worker.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || worker.child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "the worker stops cleanly");
+    // The turn had finished before the worker exited: no other worker is running.
+    let events = watcher.await.unwrap();
+    assert_eq!(events.last().unwrap()["status"], "completed");
+    tokio::task::spawn_blocking(move || assert_exactly_once(&server, &id, &events))
+        .await
+        .unwrap();
+}
