@@ -84,8 +84,19 @@ async fn serve_health(listener: tokio::net::TcpListener, stats: Arc<WorkerStats>
         };
         let stats = stats.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let _ = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf)).await;
+            // Read the whole request head first: closing while the client still writes would
+            // reset the connection under it.
+            let read_head = async {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), read_head).await;
             let health = stats.health();
             let body = serde_json::json!({
                 "status": "ok",

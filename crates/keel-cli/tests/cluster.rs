@@ -206,12 +206,11 @@ fn request(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, 
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        s,
+    let raw = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
+    );
+    s.write_all(raw.as_bytes()).unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let status = text
