@@ -87,6 +87,46 @@ pub fn health_check(config: &keel_engine::Config) -> Option<crate::doctor::Check
     })
 }
 
+/// `keel doctor`'s queue line, beside the database line: the turn queue's tables, waiting and
+/// running turns, live workers.
+pub fn queue_check(config: &keel_engine::Config) -> Option<crate::doctor::Check> {
+    use crate::doctor::{Check, Status};
+    let url = setup::env_var("KEEL_DATABASE_URL")
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| config.database.url.clone())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    Some(match runtime.block_on(keel_queue::status(url.trim())) {
+        Ok(Some(s)) => Check::new(
+            "queue",
+            if s.pending > 0 && s.live_workers == 0 {
+                Status::Warn
+            } else {
+                Status::Ok
+            },
+            format!(
+                "{} turn(s) waiting, {} running, {} live worker(s){}",
+                s.pending,
+                s.running,
+                s.live_workers,
+                if s.pending > 0 && s.live_workers == 0 {
+                    "; start one with `keel worker`"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Ok(None) => Check::new(
+            "queue",
+            Status::Fail,
+            "the job queue's tables are missing; run `keel db migrate`",
+        ),
+        Err(e) => Check::new("queue", Status::Fail, e.to_string()),
+    })
+}
+
 fn migrate_postgres(url: &str) -> anyhow::Result<u8> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(setup::UsageError(format!(
@@ -101,7 +141,9 @@ fn migrate_postgres(url: &str) -> anyhow::Result<u8> {
     let (shown, applied) = runtime.block_on(async {
         let store = PgStore::connect(url).await?;
         let applied = store.migrate().await?;
-        Ok::<_, keel_store::StoreError>((store.display_url().to_string(), applied))
+        // The job queue's tables (schema `apalis`), for `keel serve --database` and workers.
+        keel_queue::connect(url).await?;
+        Ok::<_, anyhow::Error>((store.display_url().to_string(), applied))
     })?;
     if applied.is_empty() {
         println!(

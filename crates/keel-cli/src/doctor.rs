@@ -105,6 +105,7 @@ fn collect(
         let status = if ok { Status::Ok } else { Status::Warn };
         checks.push(Check::new(&name, status, message));
     }
+    checks.extend(crate::db::queue_check(&config));
     // Other areas push their checks here, before the pings.
     if ping && !models.pingable.is_empty() {
         let runtime = tokio::runtime::Builder::new_current_thread()

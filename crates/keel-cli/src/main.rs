@@ -27,6 +27,7 @@ mod skills;
 mod task;
 mod undo;
 mod work;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,7 +53,13 @@ Examples:
   keel serve                                   # http://127.0.0.1:7700/ for this directory
   keel serve -w ~/src/app --port 8080          # another workspace and port
   keel serve --provider scripted --script examples/demo.yaml
-  KEEL_SERVER__TOKEN=… keel serve --host 0.0.0.0   # other machines need the bearer token";
+  KEEL_SERVER__TOKEN=… keel serve --host 0.0.0.0   # other machines need the bearer token
+  keel serve --database postgres://keel@127.0.0.1/keel --port 7701   # stateless: turns go to workers";
+
+    pub const WORKER: &str = "\
+Examples:
+  keel worker --database postgres://keel@127.0.0.1/keel                  # one turn at a time
+  keel worker --database postgres://keel@127.0.0.1/keel --concurrency 4 --health-port 7801";
 
     pub const UNDO: &str = "\
 Examples:
@@ -137,6 +144,9 @@ enum Command {
     /// Serve the HTTP API (REST, WebSocket, SSE) and the web UI.
     #[command(after_help = help::SERVE)]
     Serve(ServeArgs),
+    /// Run queued turns from the PostgreSQL job queue that `keel serve --database` fills.
+    #[command(after_help = help::WORKER)]
+    Worker(WorkerArgs),
     /// Build or refresh the codebase index (.keel/index.db); --watch keeps it live.
     Index(IndexArgs),
     /// Search the codebase index (built first if needed).
@@ -428,6 +438,36 @@ pub struct ServeArgs {
     /// without one). Prefer KEEL_SERVER__TOKEN: flags show up in process lists.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// Stateless mode: sessions in this PostgreSQL database
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE), turns queued for `keel worker`s,
+    /// every session's events streamed from the database. Unset: the local SQLite store, turns
+    /// run in this process.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KEEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The PostgreSQL database the servers queue turns in. Default: `[database] url`.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KEEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+    /// Turns run at once (default: `[worker] concurrency`, 1).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Serve `GET /health` (running turns, completed, failed) on 127.0.0.1:PORT (0 picks a
+    /// free port; printed at start-up). Default: `[worker] health_port`, none.
+    #[arg(long, value_name = "PORT")]
+    pub health_port: Option<u16>,
 }
 
 #[derive(Debug, Args)]
@@ -611,6 +651,7 @@ fn main() -> ExitCode {
         Command::Undo(args) => undo::undo(args),
         Command::Snapshots(args) => undo::snapshots(args),
         Command::Serve(args) => serve::execute(args),
+        Command::Worker(args) => worker::execute(args),
         Command::Index(args) => index::execute_index(args),
         Command::Search(args) => index::execute_search(args),
         Command::Map(args) => index::execute_map(args),

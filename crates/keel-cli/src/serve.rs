@@ -1,6 +1,7 @@
 //! `keel serve`: the HTTP API and web UI, with sessions built exactly as `keel run` builds them.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::Context;
 use keel_engine::config::Layer;
@@ -21,7 +22,16 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         overrides.push(("server.token", toml::Value::String(t.clone())));
     }
     let config = setup::load_config(&workspace, Layer::from_overrides(&overrides))?;
-    let store = setup::open_store(&config)?;
+    let database = args
+        .database
+        .clone()
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty());
+    // Stateless mode keeps no local session database.
+    let store = match database {
+        Some(_) => None,
+        None => Some(setup::open_store(&config)?),
+    };
     let options = ServerOptions {
         host: config.server.host.clone(),
         port: config.server.port,
@@ -40,12 +50,27 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let (shared, queued): (Arc<dyn keel_store::Store>, _) = match &store {
+            Some(store) => (store.clone(), None),
+            None => {
+                let url = database.as_deref().unwrap_or_default();
+                let pg = Arc::new(keel_store::PgStore::open(url).await?);
+                let pool = keel_queue::connect(url).await?;
+                (pg.clone(), Some((pg, pool)))
+            }
+        };
         // The `keel serve` provider flags are defaults under each request's own choices.
-        let builder = setup::session_builder(store.clone()).defaults(setup::overrides(&args.llm));
+        let builder = setup::session_builder(shared).defaults(setup::overrides(&args.llm));
         let server = Server::bind(options, builder)
             .await
             .map_err(|e| setup::UsageError(e.to_string()))?;
-        server.hub().set_work_store(store);
+        if let Some(store) = store {
+            server.hub().set_work_store(store);
+        }
+        if let Some((pg, pool)) = queued {
+            server.hub().set_queue(keel_queue::turn_queue(&pool));
+            tokio::spawn(follow_events(pg, server.hub()));
+        }
         let addr = server.local_addr();
         let url = format!("http://{addr}/");
         let mut out = std::io::stdout().lock();
@@ -72,14 +97,47 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         writeln!(out, "Press Ctrl-C to stop.")?;
         out.flush()?;
         drop(out);
-        server.run(shutdown_signal()).await?;
+        server
+            .run(async {
+                shutdown_signal().await;
+                eprintln!("keel: stopping: cancelling running turns…");
+            })
+            .await?;
         eprintln!("keel: server stopped");
         Ok(exit::COMPLETED)
     })
 }
 
+/// Stateless mode: every event any worker stores reaches this server's streams (the store's
+/// LISTEN/NOTIFY notices, then the events read by seq). A lost connection is re-opened; the
+/// streams read what they missed from the store at the next event.
+async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hub>) {
+    let mut failing = false;
+    loop {
+        match store.listen_events().await {
+            Ok(mut notices) => {
+                failing = false;
+                while let Ok((id, seq)) = notices.next().await {
+                    if let Err(e) = hub.stored(&id, seq).await {
+                        eprintln!(
+                            "keel: cannot read the events of session {id}: {}",
+                            e.message
+                        );
+                    }
+                }
+            }
+            Err(e) if !failing => {
+                failing = true;
+                eprintln!("keel: cannot follow the database's events (retrying): {e}");
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -98,5 +156,4 @@ async fn shutdown_signal() {
         _ = ctrl_c => {}
         _ = term => {}
     }
-    eprintln!("keel: stopping: cancelling running turns…");
 }

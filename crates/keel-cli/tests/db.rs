@@ -102,6 +102,10 @@ fn migrate_applies_each_postgres_migration_once() {
         before.contains("schema is behind; run `keel db migrate`"),
         "doctor sees the unmigrated database:\n{before}"
     );
+    assert!(
+        before.contains("the job queue's tables are missing; run `keel db migrate`"),
+        "doctor sees the queue missing:\n{before}"
+    );
 
     let (first, _) = run(&env, &["db", "migrate", "--database", &url], None);
     assert!(
@@ -126,6 +130,10 @@ fn migrate_applies_each_postgres_migration_once() {
     assert!(third.contains("is up to date"), "{third}");
     let after = doctor(&env);
     assert!(after.contains("reachable, schema version"), "{after}");
+    assert!(
+        after.contains("0 turn(s) waiting, 0 running, 0 live worker(s)"),
+        "{after}"
+    );
     drop_database(&base, &name);
 }
 

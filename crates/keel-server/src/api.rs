@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody, JsonBody, PathParams, QueryParams};
-use crate::hub::{Hub, SessionSpec, TurnResult};
+use crate::hub::{Hub, Sent, SessionSpec, TurnResult};
 
 /// `react` (the default loop) or `plan_exec` (the same loop with the phase policy): how the
 /// engine's one `ExecutionMode` appears in the OpenAPI document.
@@ -345,6 +345,7 @@ pub async fn delete_session(
     request_body = SendMessageRequest,
     responses(
         (status = 200, description = "The turn ran (see `status` for how it ended)", body = MessageResponse),
+        (status = 202, description = "Queue mode (`keel serve --database`): the turn is a job for the workers; its events arrive on the session's streams", body = QueuedResponse),
         (status = 400, description = "Empty message or bad body", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "A turn of this session is running", body = ErrorBody),
@@ -354,12 +355,35 @@ pub async fn send_message(
     State(hub): HubState,
     PathParams(id): PathParams<String>,
     JsonBody(req): JsonBody<SendMessageRequest>,
-) -> Result<Json<MessageResponse>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     let session = hub.session(&id).await?;
-    let ticket = hub.start_turn(&session, req.content).await?;
-    // The turn runs on its own task: a client that goes away does not stop it.
-    let turn = ticket.finished().await;
-    Ok(Json(MessageResponse::new(turn)))
+    match hub.send(&session, req.content).await? {
+        Sent::Turn(ticket) => {
+            // The turn runs on its own task: a client that goes away does not stop it.
+            let turn = ticket.finished().await;
+            Ok(Json(MessageResponse::new(turn)).into_response())
+        }
+        Sent::Queued { job_id } => Ok((
+            StatusCode::ACCEPTED,
+            Json(QueuedResponse {
+                queued: true,
+                session_id: id,
+                job_id,
+            }),
+        )
+            .into_response()),
+    }
+}
+
+/// A turn enqueued for the workers (queue mode).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueuedResponse {
+    /// Always true.
+    pub queued: bool,
+    pub session_id: String,
+    /// The job's id in the queue.
+    pub job_id: String,
 }
 
 /// Cancels the running turn; it ends `cancelled` with a `turn_finished` event.

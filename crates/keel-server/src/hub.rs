@@ -46,6 +46,8 @@ pub struct SessionSpec {
 pub struct LiveSession {
     pub id: String,
     events: broadcast::Sender<Event>,
+    /// The last seq published from the store's notices (queue mode, see [`Hub::stored`]).
+    forwarded: tokio::sync::Mutex<u64>,
     handle: tokio::sync::Mutex<Option<Arc<SessionHandle>>>,
     /// Cancelled when the session is deleted: its streams end.
     pub(crate) deleted: CancellationToken,
@@ -65,6 +67,7 @@ impl LiveSession {
         Self {
             id,
             events,
+            forwarded: tokio::sync::Mutex::new(0),
             handle: tokio::sync::Mutex::new(None),
             deleted: CancellationToken::new(),
         }
@@ -113,6 +116,30 @@ pub struct Hub {
     pub(crate) closed: CancellationToken,
     /// PRDs, tasks and proofs (`/api/v1/prds`, `/tasks`, `/work`), when the store is SQLite.
     pub(crate) work: std::sync::OnceLock<Arc<keel_store::SqliteStore>>,
+    /// Queue mode (`keel serve --database`): turns become jobs that workers run.
+    queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
+}
+
+/// Where turns go in queue mode (`keel serve --database`): a job queue that `keel worker`s
+/// take them from. Implemented by `keel-queue`; this crate does not know the queue library.
+pub trait TurnQueue: Send + Sync {
+    /// Enqueues the turn "`content` for session `session_id`", asked for when the session's
+    /// last stored event was `after_seq`; returns the job's id.
+    fn enqueue<'a>(
+        &'a self,
+        session_id: &'a str,
+        content: &'a str,
+        after_seq: u64,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>>;
+}
+
+/// What sending a message did.
+#[derive(Debug)]
+pub enum Sent {
+    /// The turn runs in this process.
+    Turn(TurnTicket),
+    /// The turn is a job in the queue (queue mode); its events arrive on the session's streams.
+    Queued { job_id: String },
 }
 
 impl std::fmt::Debug for Hub {
@@ -137,7 +164,42 @@ impl Hub {
             stopping: CancellationToken::new(),
             closed: CancellationToken::new(),
             work: std::sync::OnceLock::new(),
+            queue: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Queue mode: turns are enqueued on `queue` instead of running in this process.
+    pub fn set_queue(&self, queue: Arc<dyn TurnQueue>) {
+        let _ = self.queue.set(queue);
+    }
+
+    /// Whether turns go to a job queue.
+    pub fn queued(&self) -> bool {
+        self.queue.get().is_some()
+    }
+
+    /// Queue mode: event `seq` of session `id` was stored by some process (a store notice).
+    /// Publishes it, and any stored event this process has not published yet, to the session's
+    /// subscribers; sessions nobody here watches are skipped. Subscribers drop what they have
+    /// already seen and read gaps back from the store, so a lost notice only delays events.
+    pub async fn stored(&self, id: &str, seq: u64) -> Result<(), ApiError> {
+        let Some(session) = self.live_map().get(id).cloned() else {
+            return Ok(());
+        };
+        if session.events.receiver_count() == 0 {
+            return Ok(());
+        }
+        let mut forwarded = session.forwarded.lock().await;
+        if seq <= *forwarded {
+            return Ok(());
+        }
+        let since = (*forwarded).max(seq.saturating_sub(1));
+        let wanted = id.to_string();
+        for event in self.store.events(&wanted, since).await? {
+            *forwarded = (*forwarded).max(event.seq);
+            let _ = session.events.send(event);
+        }
+        Ok(())
     }
 
     /// Serves PRDs, tasks and proofs from `store` (the same database as the sessions').
@@ -316,6 +378,42 @@ impl Hub {
             .submit(op)
             .await
             .map_err(|e| op_error(&session.id, e))
+    }
+
+    /// Sends the session's next user message: a turn in this process, or in queue mode a job
+    /// for the workers. Fails with 409 while another turn of the session runs.
+    pub async fn send(&self, session: &LiveSession, content: String) -> Result<Sent, ApiError> {
+        let Some(queue) = self.queue.get() else {
+            return self.start_turn(session, content).await.map(Sent::Turn);
+        };
+        if self.stopping.is_cancelled() {
+            return Err(shutting_down());
+        }
+        if content.trim().is_empty() {
+            return Err(ApiError::bad_request(
+                "the message is empty; say what the agent should do",
+            ));
+        }
+        let record = self.record(&session.id).await?;
+        if record.status == keel_protocol::SessionStatus::Running && !record.is_interrupted() {
+            return Err(op_error(
+                &session.id,
+                OpError::TurnRunning(session.id.clone()),
+            ));
+        }
+        let wanted = session.id.clone();
+        let after_seq = self.store.last_seq(&wanted).await?;
+        let job_id = queue
+            .enqueue(&session.id, &content, after_seq)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "queue_unavailable",
+                    format!("cannot enqueue the turn: {e}; check the database (keel doctor)"),
+                )
+            })?;
+        Ok(Sent::Queued { job_id })
     }
 
     /// Starts a turn: `content` is the session's next user message (its task if it is the

@@ -193,7 +193,7 @@ async fn handle_client(hub: &Hub, session: &Arc<LiveSession>, text: &str) -> Res
     match msg {
         ClientMessage::UserMessage { content } => {
             // The turn's events reach this socket through the subscription.
-            hub.start_turn(session, content).await.map(drop)
+            hub.send(session, content).await.map(drop)
         }
         ClientMessage::Cancel => hub.cancel(session).await,
         ClientMessage::Approve { call_id, scope } => hub

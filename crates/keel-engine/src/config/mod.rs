@@ -22,6 +22,7 @@ pub struct Config {
     pub rollback: RollbackConfig,
     pub snapshots: SnapshotsConfig,
     pub server: ServerConfig,
+    pub worker: WorkerConfig,
     pub index: IndexConfig,
     pub approval: ApprovalConfig,
     pub agents: AgentsConfig,

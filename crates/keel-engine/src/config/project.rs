@@ -42,6 +42,7 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("shell.deny", ProjectRule::Superset),
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
     ("server", ProjectRule::UserOnly),
+    ("worker", ProjectRule::UserOnly),
     ("store.path", ProjectRule::UserOnly),
     // Where sessions go, with the database's password: never a project's choice.
     ("database", ProjectRule::UserOnly),

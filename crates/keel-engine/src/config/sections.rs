@@ -269,6 +269,33 @@ impl Default for ServerConfig {
     }
 }
 
+/// `[worker]`: `keel worker`, which runs queued turns (`keel serve --database`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    /// Turns one worker process runs at once.
+    pub concurrency: usize,
+    /// Seconds between the worker's heartbeats; a worker silent for three of them is dead
+    /// and its jobs go back to the queue.
+    pub heartbeat_secs: u64,
+    /// Attempts after a failed one, with exponential backoff.
+    pub retries: usize,
+    /// Port of the worker's `GET /health` (running turns, completed, failed) on 127.0.0.1;
+    /// unset: no health endpoint.
+    pub health_port: Option<u16>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 1,
+            heartbeat_secs: 5,
+            retries: 8,
+            health_port: None,
+        }
+    }
+}
+
 /// `[index]`: the codebase index behind `codebase_search` (`.keel/index.db`), and the codemap
 /// given to the model in the first message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
