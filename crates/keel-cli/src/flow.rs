@@ -44,6 +44,9 @@ pub enum FlowCommand {
         run: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Keep watching: print node state changes until the run ends.
+        #[arg(long, short = 'f', conflicts_with = "json")]
+        follow: bool,
     },
     /// The workspace's flow runs, newest first.
     Runs {
@@ -87,13 +90,19 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             json,
             |exec| async move { exec.resume(&run).await },
         ),
-        FlowCommand::Status { run, json } => status(&root, run.as_deref(), json),
+        FlowCommand::Status { run, json, follow } => {
+            if follow {
+                crate::flow_follow::follow(&root, run.as_deref())
+            } else {
+                status(&root, run.as_deref(), json)
+            }
+        }
         FlowCommand::Runs { json } => runs(&root, json),
         FlowCommand::Replay { run, into } => replay(&root, &run, into),
     }
 }
 
-fn flow_dirs(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn flow_dirs(root: &Path) -> Vec<PathBuf> {
     let mut dirs = vec![root.join(".keel/flows")];
     if let Ok(skills) = std::fs::read_dir(root.join(".keel/skills")) {
         let mut more: Vec<PathBuf> = skills.flatten().map(|e| e.path().join("flows")).collect();
@@ -104,7 +113,7 @@ fn flow_dirs(root: &Path) -> Vec<PathBuf> {
 }
 
 /// A path as given, or a listed flow's name.
-fn resolve(root: &Path, file: &Path) -> PathBuf {
+pub(crate) fn resolve(root: &Path, file: &Path) -> PathBuf {
     if file.exists() {
         return file.to_path_buf();
     }
@@ -140,28 +149,37 @@ fn validate(file: &Path) -> anyhow::Result<u8> {
 }
 
 fn list(root: &Path) -> anyhow::Result<u8> {
-    let files = keel_flow::find_flows(&flow_dirs(root));
-    if files.is_empty() {
+    let lines = listing(root);
+    if lines.is_empty() {
         println!("No flows in .keel/flows/ or .keel/skills/*/flows/.");
-        return Ok(exit::COMPLETED);
     }
-    for f in files {
-        let shown = f.strip_prefix(root).unwrap_or(&f).display().to_string();
-        match keel_flow::compile_file(&f) {
-            Ok(flow) => println!(
-                "{:<24} {}  {}",
-                flow.name,
-                shown,
-                flow.description
-                    .unwrap_or_default()
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-            ),
-            Err(e) => println!("{shown}: invalid ({} mistakes)", e.diagnostics.len()),
-        }
+    for line in lines {
+        println!("{line}");
     }
     Ok(exit::COMPLETED)
+}
+
+/// One line per flow found here (`keel flow list`, `/workflow` in chat).
+pub(crate) fn listing(root: &Path) -> Vec<String> {
+    keel_flow::find_flows(&flow_dirs(root))
+        .into_iter()
+        .map(|f| {
+            let shown = f.strip_prefix(root).unwrap_or(&f).display().to_string();
+            match keel_flow::compile_file(&f) {
+                Ok(flow) => format!(
+                    "{:<24} {}  {}",
+                    flow.name,
+                    shown,
+                    flow.description
+                        .unwrap_or_default()
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                ),
+                Err(e) => format!("{shown}: invalid ({} mistakes)", e.diagnostics.len()),
+            }
+        })
+        .collect()
 }
 
 fn parse_inputs(pairs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
@@ -177,7 +195,7 @@ fn parse_inputs(pairs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -240,18 +258,14 @@ where
 {
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
     let store = setup::open_store(&config)?;
-    let builder = setup::session_builder(store.clone());
     let cancel = CancellationToken::new();
-    let exec = Executor {
-        store: FlowStore::new(store),
-        agents: Arc::new(EngineAgents {
-            builder,
-            defaults: setup::overrides(llm),
-        }),
-        shell: config.shell.tool_settings(),
-        events: Some(printer(json)),
-        cancel: cancel.clone(),
-    };
+    let exec = executor(
+        &config,
+        store,
+        setup::overrides(llm),
+        printer(json),
+        cancel.clone(),
+    );
     let rt = runtime()?;
     let summary = rt.block_on(async {
         let stop = cancel.clone();
@@ -285,6 +299,44 @@ where
     })
 }
 
+/// The executor `keel flow run|resume` and chat's `/workflow` run flows with.
+pub(crate) fn executor(
+    config: &keel_engine::config::Config,
+    store: Arc<keel_store::SqliteStore>,
+    defaults: keel_engine::runtime::SessionOverrides,
+    events: EventSink,
+    cancel: CancellationToken,
+) -> Executor {
+    let builder = setup::session_builder(store.clone());
+    Executor {
+        store: FlowStore::new(store),
+        agents: Arc::new(EngineAgents { builder, defaults }),
+        shell: config.shell.tool_settings(),
+        events: Some(events),
+        cancel,
+    }
+}
+
+/// A flow compiled with its inputs resolved, ready for [`Executor::start`].
+pub(crate) struct Prepared {
+    pub flow: keel_flow::Flow,
+    pub source: String,
+    pub values: std::collections::BTreeMap<String, keel_flow::ir::Value>,
+}
+
+/// Reads and compiles `file` and resolves `NAME=VALUE` inputs; errors are usage errors that
+/// name file:line:column.
+pub(crate) fn prepare(file: &Path, inputs: &[String]) -> anyhow::Result<Prepared> {
+    let (flow, source) = compile(file)?;
+    let given = parse_inputs(inputs)?;
+    let values = flow.resolve_inputs(&given).map_err(setup::UsageError)?;
+    Ok(Prepared {
+        flow,
+        source,
+        values,
+    })
+}
+
 fn run(
     root: &Path,
     file: &Path,
@@ -292,21 +344,23 @@ fn run(
     llm: &ProviderArgs,
     json: bool,
 ) -> anyhow::Result<u8> {
-    let (flow, source) = compile(file)?;
-    let given = parse_inputs(inputs)?;
-    let values = flow.resolve_inputs(&given).map_err(setup::UsageError)?;
+    let Prepared {
+        flow,
+        source,
+        values,
+    } = prepare(file, inputs)?;
     let ws = root.to_path_buf();
     with_executor(root, llm, json, |exec| async move {
         exec.start(flow, &source, &ws, values).await
     })
 }
 
-fn open(root: &Path) -> anyhow::Result<FlowStore> {
+pub(crate) fn open(root: &Path) -> anyhow::Result<FlowStore> {
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
     Ok(FlowStore::new(setup::open_store(&config)?))
 }
 
-fn store_error(e: keel_store::StoreError) -> anyhow::Error {
+pub(crate) fn store_error(e: keel_store::StoreError) -> anyhow::Error {
     match e {
         keel_store::StoreError::Missing(m) | keel_store::StoreError::Conflict(m) => {
             setup::UsageError(m).into()
@@ -315,24 +369,30 @@ fn store_error(e: keel_store::StoreError) -> anyhow::Error {
     }
 }
 
+/// Run `run`, or the newest run in workspace `ws`.
+pub(crate) async fn find_run(
+    store: &FlowStore,
+    ws: &str,
+    run: Option<&str>,
+) -> Result<RunRecord, keel_store::StoreError> {
+    match run {
+        Some(id) => store.get(id).await,
+        None => store.list(Some(ws), 1).await.and_then(|mut v| {
+            v.pop().ok_or_else(|| {
+                keel_store::StoreError::Missing(
+                    "no flow runs in this workspace; `keel flow run FILE` starts one".into(),
+                )
+            })
+        }),
+    }
+}
+
 fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
     let store = open(root)?;
     let rt = runtime()?;
     let ws = root.display().to_string();
     let rec: RunRecord = rt
-        .block_on(async {
-            match run {
-                Some(id) => store.get(id).await,
-                None => store.list(Some(&ws), 1).await.and_then(|mut v| {
-                    v.pop().ok_or_else(|| {
-                        keel_store::StoreError::Missing(
-                            "no flow runs in this workspace; `keel flow run FILE` starts one"
-                                .into(),
-                        )
-                    })
-                }),
-            }
-        })
+        .block_on(find_run(&store, &ws, run))
         .map_err(store_error)?;
     if json {
         let nodes: serde_json::Map<String, serde_json::Value> = rec
@@ -346,9 +406,7 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         return Ok(exit::COMPLETED);
     }
     println!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
-    let order = keel_flow::compile(&rec.flow_source, Path::new(&rec.flow_file))
-        .map(|f| f.all_node_ids())
-        .unwrap_or_else(|_| rec.state.nodes.keys().cloned().collect());
+    let order = node_order(&rec);
     let done = rec
         .state
         .nodes
@@ -357,24 +415,9 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         .count();
     println!("{done}/{} nodes finished", rec.state.nodes.len());
     for id in order {
-        let Some(s) = rec.state.nodes.get(&id) else {
-            continue;
-        };
-        let extra = match s.status {
-            NodeStatus::Failed => s.error.clone().unwrap_or_default(),
-            _ => {
-                let out = s
-                    .outputs
-                    .get("output")
-                    .map(|v| keel_flow::short(&v.to_string().replace('\n', " "), 60))
-                    .unwrap_or_default();
-                match s.outputs.get("passed") {
-                    Some(p) if out.is_empty() => format!("passed: {p}"),
-                    _ => out,
-                }
-            }
-        };
-        println!("  {:<10} {:<20} {}", s.status.as_str(), id, extra);
+        if let Some(s) = rec.state.nodes.get(&id) {
+            println!("{}", node_line(&id, s));
+        }
     }
     let usage = rec.trace.usage();
     if usage.requests > 0 {
@@ -384,6 +427,32 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(exit::COMPLETED)
+}
+
+/// The run's nodes in the flow's order (stored order if the source no longer compiles).
+pub(crate) fn node_order(rec: &RunRecord) -> Vec<String> {
+    keel_flow::compile(&rec.flow_source, Path::new(&rec.flow_file))
+        .map(|f| f.all_node_ids())
+        .unwrap_or_else(|_| rec.state.nodes.keys().cloned().collect())
+}
+
+/// `  completed  build                 <output or error>`
+pub(crate) fn node_line(id: &str, s: &keel_flow::state::NodeState) -> String {
+    let extra = match s.status {
+        NodeStatus::Failed => s.error.clone().unwrap_or_default(),
+        _ => {
+            let out = s
+                .outputs
+                .get("output")
+                .map(|v| keel_flow::short(&v.to_string().replace('\n', " "), 60))
+                .unwrap_or_default();
+            match s.outputs.get("passed") {
+                Some(p) if out.is_empty() => format!("passed: {p}"),
+                _ => out,
+            }
+        }
+    };
+    format!("  {:<10} {:<20} {}", s.status.as_str(), id, extra)
 }
 
 fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {

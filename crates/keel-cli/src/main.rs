@@ -10,6 +10,7 @@ mod doctor;
 mod eval;
 mod eval_report;
 mod flow;
+mod flow_follow;
 mod index;
 mod init;
 mod input;

@@ -15,10 +15,13 @@ mod session;
 pub mod slash;
 pub mod theme;
 pub mod transcript;
+pub mod workflow;
 pub mod wrap;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod workflow_tests;
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

@@ -11,7 +11,7 @@ use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
 use keel_engine::{Engine, EventSink};
 use keel_protocol::{Attachment, Event, EventKind, Op};
-use keel_store::{SessionRecord, Store};
+use keel_store::{SessionRecord, SqliteStore, Store};
 use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::shell::exec;
 use tokio::sync::mpsc::UnboundedSender;
@@ -20,6 +20,7 @@ use super::app::{Action, App, Picker};
 use super::composer;
 use super::slash::{self, Slash};
 use super::transcript::{Level, Transcript};
+use super::workflow;
 use super::{app_for, now_ms};
 use crate::{ChatArgs, setup};
 
@@ -41,6 +42,10 @@ pub enum Msg {
         output: String,
         failed: bool,
     },
+    /// A progress event of the flow `/workflow` runs.
+    Flow(Box<keel_flow::FlowEvent>),
+    /// That flow ended.
+    FlowDone(workflow::Done),
 }
 
 impl Msg {
@@ -63,6 +68,8 @@ pub struct Chat {
     pub app: App,
     workspace: PathBuf,
     store: Arc<dyn Store>,
+    /// The same store, for the flow tables (`/workflow`).
+    sqlite: Arc<SqliteStore>,
     builder: SessionBuilder,
     /// What the command line asked for (provider, model, mode).
     flags: SessionOverrides,
@@ -73,6 +80,8 @@ pub struct Chat {
     handle: Option<Arc<SessionHandle>>,
     tx: UnboundedSender<Msg>,
     shells: usize,
+    /// The flow `/workflow` is running, if any.
+    flow: Option<workflow::Running>,
 }
 
 impl Chat {
@@ -97,7 +106,8 @@ impl Chat {
             None => flags.clone(),
         };
         let config = setup::load_config(&workspace, overrides.layer())?;
-        let store: Arc<dyn Store> = setup::open_store(&config)?;
+        let sqlite = setup::open_store(&config)?;
+        let store: Arc<dyn Store> = sqlite.clone();
         let history =
             composer::history_path(&keel_engine::config::data_dir(&setup::env_var), &workspace);
         let builder = setup::session_builder(store.clone());
@@ -110,6 +120,7 @@ impl Chat {
             app: app_for(workspace.clone(), Some(history)),
             workspace,
             store,
+            sqlite,
             builder,
             flags,
             overrides,
@@ -118,6 +129,7 @@ impl Chat {
             handle: None,
             tx,
             shells: 0,
+            flow: None,
         };
         chat.show_engine();
         if let Some(record) = resume {
@@ -260,6 +272,11 @@ impl Chat {
                 if current.as_deref() == Some(event.session_id.as_str()) {
                     self.app.on_event(&event, now);
                 }
+            }
+            Msg::Flow(event) => workflow::show_event(&mut self.app, &event),
+            Msg::FlowDone(done) => {
+                let name = self.flow.take().map(|f| f.name).unwrap_or_default();
+                workflow::show_done(&mut self.app, &name, &done);
             }
             Msg::ShellDone {
                 id,
@@ -491,6 +508,7 @@ impl Chat {
                 self.app
                     .notice(super::layers::rules_text(&files), Level::Info);
             }
+            Slash::Workflow(arg) => self.workflow(arg),
             Slash::Unavailable(name, why) => {
                 self.app.notice(format!("/{name}: {why}"), Level::Warn);
             }
@@ -639,8 +657,41 @@ impl Chat {
         });
     }
 
+    /// `/workflow`: the flows here, or one run in the background (one at a time).
+    fn workflow(&mut self, arg: Option<String>) {
+        let Some(arg) = arg else {
+            self.app
+                .notice(workflow::list_text(&self.workspace), Level::Info);
+            return;
+        };
+        if let Some(running) = &self.flow {
+            self.app.notice(
+                format!(
+                    "flow {} is still running; wait for its last line (`keel flow status` shows it) before starting another",
+                    running.name
+                ),
+                Level::Warn,
+            );
+            return;
+        }
+        match workflow::start(
+            &self.workspace,
+            &arg,
+            self.engine.config(),
+            self.sqlite.clone(),
+            self.overrides.clone(),
+            self.tx.clone(),
+        ) {
+            Ok(running) => self.flow = Some(running),
+            Err(e) => self.app.notice(format!("✗ {e}"), Level::Error),
+        }
+    }
+
     /// Ends the live session's handle (a running turn is cancelled and recorded).
     pub async fn shutdown(&mut self) {
+        if let Some(f) = self.flow.take() {
+            f.cancel.cancel();
+        }
         if let Some(h) = self.handle.take() {
             h.shutdown().await;
         }

@@ -37,6 +37,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("memory", "list the memory kept across sessions"),
     ("skills", "list the skills the agent can load here"),
     ("rules", "list the project's rules files (.keel/rules)"),
+    (
+        "workflow",
+        "list the flows here, or run one in the background (/workflow NAME [k=v …])",
+    ),
     ("mcp", "MCP servers (not in Keel yet)"),
     ("init", "a starter project-rules file (not in Keel yet)"),
     (
@@ -63,6 +67,8 @@ pub enum Slash {
     Memory,
     Skills,
     Rules,
+    /// `/workflow [NAME-or-PATH k=v …]`.
+    Workflow(Option<String>),
     /// A command whose feature Keel does not have yet.
     Unavailable(&'static str, &'static str),
     Quit,
@@ -103,6 +109,7 @@ pub fn parse(line: &str) -> Result<Slash, String> {
         "memory" => no_arg(Slash::Memory),
         "skills" => no_arg(Slash::Skills),
         "rules" => no_arg(Slash::Rules),
+        "workflow" | "flow" => Ok(Slash::Workflow(arg)),
         "mcp" => Ok(Slash::Unavailable("mcp", "Keel has no MCP client yet")),
         "init" => Ok(Slash::Unavailable(
             "init",
@@ -178,5 +185,12 @@ mod tests {
         assert_eq!(parse("/skills"), Ok(Slash::Skills));
         assert_eq!(parse("/rules"), Ok(Slash::Rules));
         assert_eq!(parse("/context"), Ok(Slash::Context));
+        assert_eq!(parse("/workflow"), Ok(Slash::Workflow(None)));
+        assert_eq!(
+            parse("/workflow  hypotheses n=3 who=me "),
+            Ok(Slash::Workflow(Some("hypotheses n=3 who=me".into())))
+        );
+        assert!(completions("wo").iter().any(|(n, _)| *n == "workflow"));
+        assert!(help().contains("/workflow"));
     }
 }

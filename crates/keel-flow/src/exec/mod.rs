@@ -562,7 +562,7 @@ impl Executor {
 }
 
 /// Whether process `pid` exists (Linux: `/proc`; elsewhere assumed gone, so resume proceeds).
-fn process_alive(pid: u32) -> bool {
+pub fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
