@@ -180,3 +180,105 @@ fn kill_9_mid_flow_then_resume_does_not_rerun_finished_nodes() {
     );
     assert_eq!(status["nodes"]["after"]["outputs"]["output"], "x");
 }
+
+const SLOW: &str = "name: slow\nmax_parallel: 1\nnodes:\n  - id: count\n    type: shell\n    command: echo x >> count.txt\n  - id: wait\n    type: shell\n    needs: [count]\n    command: while [ ! -f go ]; do sleep 0.1; done; echo waited\n  - id: after\n    type: shell\n    needs: [wait]\n    command: cat count.txt\n";
+
+/// Starts `slow.yaml` and returns once its first node has finished.
+fn start_slow(env: &Env) -> (std::process::Child, String) {
+    std::fs::write(env.work.join("slow.yaml"), SLOW).unwrap();
+    let child = env
+        .keel()
+        .args(["flow", "run", "slow.yaml"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let out = run(env, &["flow", "status", "--json"]);
+        if out.status.success() {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if v["nodes"]["count"]["status"] == "completed" {
+                return (child, v["id"].as_str().unwrap().to_string());
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first node never finished"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits (at most 60 s) for `child` and returns its output.
+fn finish(mut child: std::process::Child) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("`keel flow status --follow` did not return");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn status_follow_watches_a_run_live_and_returns_at_once_when_it_has_ended() {
+    let env = empty_env();
+    let (mut runner, id) = start_slow(&env);
+    let follower = env
+        .keel()
+        .args(["flow", "status", &id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    std::fs::write(env.work.join("go"), "").unwrap();
+    let out = finish(follower);
+    assert_exit(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&format!("run {id} · flow slow · running")),
+        "{text}"
+    );
+    for line in ["completed  count", "completed  wait", "completed  after"] {
+        assert!(text.contains(line), "{line} missing in\n{text}");
+    }
+    assert!(
+        text.trim_end().ends_with(&format!("run {id} completed")),
+        "{text}"
+    );
+    assert!(runner.wait().unwrap().success());
+
+    // An ended run: the final states at once.
+    let start = Instant::now();
+    let text = ok(&env, &["flow", "status", "--follow"]);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(text.contains("completed  after"), "{text}");
+    assert!(
+        text.trim_end().ends_with(&format!("run {id} completed")),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_follow_says_when_the_runs_process_is_gone() {
+    let env = empty_env();
+    let (mut runner, id) = start_slow(&env);
+    runner.kill().unwrap(); // SIGKILL: the run stays `running` in the store
+    runner.wait().unwrap();
+    let follower = env
+        .keel()
+        .args(["flow", "status", &id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(follower);
+    assert_exit(&out, 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("completed  count"), "{text}");
+    assert!(
+        text.contains("is gone; `keel flow resume ") && text.contains(&id),
+        "{text}"
+    );
+}
