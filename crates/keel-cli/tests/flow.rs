@@ -183,7 +183,8 @@ fn kill_9_mid_flow_then_resume_does_not_rerun_finished_nodes() {
 
 const SLOW: &str = "name: slow\nmax_parallel: 1\nnodes:\n  - id: count\n    type: shell\n    command: echo x >> count.txt\n  - id: wait\n    type: shell\n    needs: [count]\n    command: while [ ! -f go ]; do sleep 0.1; done; echo waited\n  - id: after\n    type: shell\n    needs: [wait]\n    command: cat count.txt\n";
 
-/// Starts `slow.yaml` and returns once its first node has finished.
+/// Starts `slow.yaml` and returns once its first node has finished (the caller waits for it).
+#[allow(clippy::zombie_processes)]
 fn start_slow(env: &Env) -> (std::process::Child, String) {
     std::fs::write(env.work.join("slow.yaml"), SLOW).unwrap();
     let child = env
