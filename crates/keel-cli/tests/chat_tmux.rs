@@ -250,3 +250,67 @@ fn without_a_terminal_keel_prints_its_usage_and_chat_points_to_run() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("chat"), "{help}");
 }
+
+#[test]
+fn workflow_in_chat_lists_the_flows_and_runs_one_with_live_node_lines() {
+    if !Tmux::available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is missing; CI must install it (.ci/run)"
+        );
+        eprintln!("SKIPPED keel chat /workflow tmux test: tmux is not installed");
+        return;
+    }
+    let env = Env::new();
+    let script = env.script("chat.yaml", SCRIPT);
+    std::fs::create_dir_all(env.work.join(".keel/flows")).unwrap();
+    std::fs::write(
+        env.work.join(".keel/flows/greet.yaml"),
+        "name: greet\ndescription: Say hello twice.\ninputs:\n  who: {type: string, default: world}\nnodes:\n  - id: first\n    type: shell\n    command: echo hello ${inputs.who} > hello.txt\n  - id: second\n    type: shell\n    needs: [first]\n    command: cat hello.txt\n",
+    )
+    .unwrap();
+    let term = Tmux::new("w");
+    term.start(&keel_line(
+        &env,
+        &format!("chat --provider scripted --script '{}'", script.display()),
+    ));
+    term.wait_for("Enter sends");
+    term.type_line("/workflow");
+    let screen = term.wait_for(".keel/flows/greet.yaml");
+    assert!(screen.contains("Say hello twice."), "{screen}");
+    term.type_line("/workflow greet who=keel");
+    let screen = term.wait_for("shows its nodes");
+    assert!(screen.contains("✓ first completed"), "{screen}");
+    assert!(screen.contains("✓ second completed"), "{screen}");
+    assert!(screen.contains("completed · `keel flow status"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(env.work.join("hello.txt")).unwrap(),
+        "hello keel\n"
+    );
+    // One flow at a time: a second `/workflow` while one runs is refused with a notice.
+    std::fs::write(
+        env.work.join(".keel/flows/hold.yaml"),
+        "name: hold\nnodes:\n  - id: hold\n    type: shell\n    command: while [ ! -f go ]; do sleep 0.1; done\n",
+    )
+    .unwrap();
+    term.type_line("/workflow hold");
+    term.wait_for("▶ hold");
+    term.type_line("/workflow greet");
+    term.wait_for("flow hold is still running");
+    std::fs::write(env.work.join("go"), "").unwrap();
+    term.wait_for("✓ hold completed");
+    // One flow at a time: a second `/workflow` while one runs is refused with a notice.
+    std::fs::write(
+        env.work.join(".keel/flows/hold.yaml"),
+        "name: hold\nnodes:\n  - id: hold\n    type: shell\n    command: while [ ! -f go ]; do sleep 0.1; done\n",
+    )
+    .unwrap();
+    term.type_line("/workflow hold");
+    term.wait_for("▶ hold");
+    term.type_line("/workflow greet");
+    term.wait_for("flow hold is still running");
+    std::fs::write(env.work.join("go"), "").unwrap();
+    term.wait_for("✓ hold completed");
+    term.type_line("/quit");
+    term.wait_exit();
+}
