@@ -297,20 +297,14 @@ fn workflow_in_chat_lists_the_flows_and_runs_one_with_live_node_lines() {
     term.wait_for("▶ hold");
     term.type_line("/workflow greet");
     term.wait_for("flow hold is still running");
-    std::fs::write(env.work.join("go"), "").unwrap();
-    term.wait_for("✓ hold completed");
-    // One flow at a time: a second `/workflow` while one runs is refused with a notice.
-    std::fs::write(
-        env.work.join(".keel/flows/hold.yaml"),
-        "name: hold\nnodes:\n  - id: hold\n    type: shell\n    command: while [ ! -f go ]; do sleep 0.1; done\n",
-    )
-    .unwrap();
-    term.type_line("/workflow hold");
-    term.wait_for("▶ hold");
-    term.type_line("/workflow greet");
-    term.wait_for("flow hold is still running");
-    std::fs::write(env.work.join("go"), "").unwrap();
-    term.wait_for("✓ hold completed");
+    // `/workflow stop` cancels it; `keel flow resume` can continue it.
+    term.type_line("/workflow stop");
+    let screen = term.wait_for("continues it");
+    assert!(screen.contains("stopping flow hold"), "{screen}");
+    assert!(screen.contains("cancelled"), "{screen}");
+    assert!(screen.contains("`keel flow resume"), "{screen}");
+    term.type_line("/workflow stop");
+    term.wait_for("no flow is running");
     term.type_line("/quit");
     term.wait_exit();
 }

@@ -664,10 +664,21 @@ impl Chat {
                 .notice(workflow::list_text(&self.workspace), Level::Info);
             return;
         };
+        if arg == "stop" {
+            match &self.flow {
+                Some(running) => {
+                    running.cancel.cancel();
+                    self.app
+                        .notice(format!("stopping flow {}…", running.name), Level::Info);
+                }
+                None => self.app.notice("no flow is running", Level::Info),
+            }
+            return;
+        }
         if let Some(running) = &self.flow {
             self.app.notice(
                 format!(
-                    "flow {} is still running; wait for its last line (`keel flow status` shows it) before starting another",
+                    "flow {} is still running; wait for its last line, or /workflow stop, before starting another",
                     running.name
                 ),
                 Level::Warn,

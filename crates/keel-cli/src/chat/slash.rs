@@ -39,7 +39,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("rules", "list the project's rules files (.keel/rules)"),
     (
         "workflow",
-        "list the flows here, or run one in the background (/workflow NAME [k=v …])",
+        "list the flows here, run one in the background (/workflow NAME [k=v …]), /workflow stop",
     ),
     ("mcp", "MCP servers (not in Keel yet)"),
     ("init", "a starter project-rules file (not in Keel yet)"),

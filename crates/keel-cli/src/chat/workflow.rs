@@ -44,7 +44,7 @@ pub fn list_text(root: &Path) -> String {
             .into();
     }
     format!(
-        "flows:\n{}\n/workflow NAME [key=value …] runs one here",
+        "flows:\n{}\n/workflow NAME [key=value …] runs one here; /workflow stop stops it",
         lines.join("\n")
     )
 }
