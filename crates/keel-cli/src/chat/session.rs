@@ -675,6 +675,13 @@ impl Chat {
             }
             return;
         }
+        if self.app.running {
+            self.app.notice(
+                "the agent is working in this workspace; start the flow when its turn is over (Esc interrupts it)",
+                Level::Warn,
+            );
+            return;
+        }
         if let Some(running) = &self.flow {
             self.app.notice(
                 format!(

@@ -62,11 +62,17 @@ pub fn start(
     let mut words = arg.split_whitespace();
     let target = words.next().unwrap_or_default();
     let inputs: Vec<String> = words.map(str::to_string).collect();
-    let file = flow::resolve(root, Path::new(target));
-    let file = if file.is_relative() {
-        root.join(file)
+    // A relative path is the workspace's (the chat may run elsewhere), else a listed name.
+    let in_workspace = root.join(target);
+    let file = if in_workspace.is_file() {
+        in_workspace
     } else {
-        file
+        let found = flow::resolve(root, Path::new(target));
+        if found.is_relative() {
+            root.join(found)
+        } else {
+            found
+        }
     };
     let prepared = flow::prepare(&file, &inputs).map_err(|e| e.to_string())?;
     let name = prepared.flow.name.clone();
