@@ -179,6 +179,8 @@ fn kill_9_mid_flow_then_resume_does_not_rerun_finished_nodes() {
         "x\n"
     );
     assert_eq!(status["nodes"]["after"]["outputs"]["output"], "x");
+    // The killed run's shell node sees `go` and ends before the directory is removed.
+    std::thread::sleep(Duration::from_millis(500));
 }
 
 const SLOW: &str = "name: slow\nmax_parallel: 1\nnodes:\n  - id: count\n    type: shell\n    command: echo x >> count.txt\n  - id: wait\n    type: shell\n    needs: [count]\n    command: while [ ! -f go ]; do sleep 0.1; done; echo waited\n  - id: after\n    type: shell\n    needs: [wait]\n    command: cat count.txt\n";
@@ -187,7 +189,9 @@ const SLOW: &str = "name: slow\nmax_parallel: 1\nnodes:\n  - id: count\n    type
 #[allow(clippy::zombie_processes)]
 fn start_slow(env: &Env) -> (std::process::Child, String) {
     std::fs::write(env.work.join("slow.yaml"), SLOW).unwrap();
-    let child = env
+    // The store exists before two processes use it at once.
+    ok(env, &["flow", "runs"]);
+    let mut child = env
         .keel()
         .args(["flow", "run", "slow.yaml"])
         .stdout(std::process::Stdio::null())
@@ -202,6 +206,9 @@ fn start_slow(env: &Env) -> (std::process::Child, String) {
                 return (child, v["id"].as_str().unwrap().to_string());
             }
         }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("`keel flow run slow.yaml` ended early: {status}");
+        }
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "the first node never finished"
@@ -211,12 +218,18 @@ fn start_slow(env: &Env) -> (std::process::Child, String) {
 }
 
 /// Waits (at most 60 s) for `child` and returns its output.
-fn finish(mut child: std::process::Child) -> Output {
+fn finish(env: &Env, mut child: std::process::Child) -> Output {
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > Duration::from_secs(60) {
             child.kill().unwrap();
-            panic!("`keel flow status --follow` did not return");
+            let out = child.wait_with_output().unwrap();
+            let state = run(env, &["flow", "status", "--json"]);
+            panic!(
+                "`keel flow status --follow` did not return; it printed\n{}\nthe run is\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&state.stdout)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -235,7 +248,7 @@ fn status_follow_watches_a_run_live_and_returns_at_once_when_it_has_ended() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(600));
     std::fs::write(env.work.join("go"), "").unwrap();
-    let out = finish(follower);
+    let out = finish(&env, follower);
     assert_exit(&out, 0);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -274,7 +287,10 @@ fn status_follow_says_when_the_runs_process_is_gone() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let out = finish(follower);
+    let out = finish(&env, follower);
+    // The killed run's shell node lives on: let it end.
+    std::fs::write(env.work.join("go"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(500)); // before the directory is removed
     assert_exit(&out, 1);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("completed  count"), "{text}");
