@@ -21,68 +21,6 @@ turns:
 
 const TASK: &str = "write notes.txt and check it";
 
-/// Where a `keel serve` listens and the bearer token its URL carries (`#token=…`).
-struct Rest {
-    addr: String,
-    token: String,
-}
-
-fn http(rest: &Rest, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    use std::io::{Read, Write};
-    let Rest { addr, token } = rest;
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(body).unwrap_or_default())
-}
-
-/// `keel serve --port 0` in the workspace: the process and its address with token.
-fn serve(env: &Env) -> (std::process::Child, Rest) {
-    use std::io::BufRead;
-    let mut child = env
-        .keel()
-        .args(["serve", "--port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    // Keep reading: a closed pipe would end the server at its next line of output.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
-    let (base, token) = url.split_once("#token=").unwrap();
-    let addr = base
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    (
-        child,
-        Rest {
-            addr,
-            token: token.to_string(),
-        },
-    )
-}
-
 /// Each event's type and seq.
 fn shape(events: &[Value]) -> Vec<(String, u64)> {
     events
@@ -120,7 +58,7 @@ fn keel_run_and_the_server_emit_the_same_event_sequence() {
     let srv = Env::new();
     let script = srv.work.join("session.yaml");
     std::fs::write(&script, SCRIPT).unwrap();
-    let (mut child, rest) = serve(&srv);
+    let (mut child, _, rest) = serve(&srv);
     let (status, created) = http(
         &rest,
         "POST",
