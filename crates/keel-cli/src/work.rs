@@ -83,7 +83,7 @@ fn runner(
         keel_store::work::WorkStores::of(store),
         vec![sink],
     )
-        .map_err(setup::engine_usage_error)
+    .map_err(setup::engine_usage_error)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

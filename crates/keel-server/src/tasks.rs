@@ -376,9 +376,10 @@ pub async fn start(
         let stores = stores(&hub)?;
         let (_, w) = ws(&hub, req.workspace.as_deref())?;
         let task = stores.work.task(&w, id).await?;
-        let layer = keel_engine::work::runner::preview_for(&*stores.sessions, &*stores.work, &w, &task)
-            .await
-            .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
+        let layer =
+            keel_engine::work::runner::preview_for(&*stores.sessions, &*stores.work, &w, &task)
+                .await
+                .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
         return Ok(Json(json!({"task": task, "task_layer": layer})));
     }
     let run = runner(&hub, &req)?
