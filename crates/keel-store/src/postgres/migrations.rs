@@ -201,6 +201,23 @@ CREATE TABLE flow_checkpoints (
 );
 "#,
     },
+    Migration {
+        version: 5,
+        name: "eval runs",
+        sql: r#"
+CREATE TABLE eval_runs (
+    id          BIGSERIAL PRIMARY KEY,
+    suite       TEXT NOT NULL,
+    suite_path  TEXT NOT NULL,
+    provider    TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    results     TEXT NOT NULL DEFAULT '[]',
+    created_at  BIGINT NOT NULL,
+    wall_ms     BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX eval_runs_created ON eval_runs(created_at DESC);
+"#,
+    },
 ];
 
 /// Applies the migrations `conn`'s database has not recorded, in order, and returns them.
