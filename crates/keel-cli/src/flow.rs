@@ -1,4 +1,6 @@
 //! `keel flow run|validate|status|runs|resume|replay|list`: typed workflows (keel-flow).
+//! Runs live in PostgreSQL when a database URL is configured, else in the local SQLite store
+//! (`backend.rs` picks it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
