@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 mod common;
+#[cfg(feature = "postgres")]
 use common::*;
 
 use keel_store::eval::{EvalStore, EvalTaskResult, NewEvalRun};
