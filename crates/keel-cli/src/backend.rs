@@ -53,7 +53,7 @@ impl Backend {
             Backend::Sqlite(s) => s.clone(),
             Backend::Postgres(p) => p.clone(),
         };
-        keel_flow::store::FlowStore::from_dyn(backend)
+        keel_flow::store::FlowStore::from_dyn(backend, Some(self.sessions()))
     }
 
     /// Eval runs.

@@ -32,7 +32,7 @@ pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
             }
             if let Some(pid) = rec.pid
                 && pid != std::process::id()
-                && !keel_flow::exec::process_alive(pid)
+                && !store.run_alive(&rec).await.map_err(store_error)?
             {
                 // It may have finished between the two reads: look once more.
                 rec = store.get(&rec.id).await.map_err(store_error)?;

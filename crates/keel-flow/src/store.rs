@@ -1,12 +1,17 @@
 //! Flow runs in the session database (`flow_runs`, `flow_checkpoints`): a typed view over
 //! [`keel_store::flow::FlowStore`], so runs live in SQLite or PostgreSQL alike.
+//!
+//! A running run also holds a run lease (`flow-run:<id>` in the store's lease table, renewed by
+//! a heartbeat), so "is this run alive" holds across machines sharing a PostgreSQL store; on
+//! this machine a lease whose process is gone is taken over at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keel_store::StoreError;
 use keel_store::flow::{FlowProgress, FlowRunRow};
+use keel_store::{LEASE_TTL_MS, RunLease, Store, StoreError, lease_holder};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::ir::Value;
 use crate::state::{RunState, Trace};
@@ -34,6 +39,8 @@ pub struct RunRecord {
 #[derive(Clone)]
 pub struct FlowStore {
     backend: Arc<dyn keel_store::flow::FlowStore>,
+    /// Where run leases live (the same store); `None`: no leases, liveness by pid only.
+    leases: Option<Arc<dyn Store>>,
 }
 
 impl std::fmt::Debug for FlowStore {
@@ -78,15 +85,96 @@ fn progress(status: &str, state: &RunState, trace: &Trace) -> FlowProgress {
     }
 }
 
+/// The lease key of flow run `run_id` (beside sessions' ids in the run-lease table).
+fn lease_key(run_id: &str) -> String {
+    format!("flow-run:{run_id}")
+}
+
+/// The pid of a lease `holder` (`host:pid:run`) running on this machine, if it is one.
+fn local_pid(holder: &str) -> Option<u32> {
+    let mine = lease_holder("");
+    let (host, _) = mine.split_once(':')?;
+    let mut parts = holder.splitn(3, ':');
+    if parts.next()? != host {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
 impl FlowStore {
-    /// Flow runs in `store` (a `SqliteStore`, or a `PgStore`).
-    pub fn new<S: keel_store::flow::FlowStore + 'static>(store: Arc<S>) -> Self {
-        Self { backend: store }
+    /// Flow runs (and their leases) in `store` (a `SqliteStore`, or a `PgStore`).
+    pub fn new<S: keel_store::flow::FlowStore + Store + 'static>(store: Arc<S>) -> Self {
+        Self {
+            backend: store.clone(),
+            leases: Some(store),
+        }
     }
 
-    /// Flow runs in any store behind the trait.
-    pub fn from_dyn(backend: Arc<dyn keel_store::flow::FlowStore>) -> Self {
-        Self { backend }
+    /// Flow runs in any store behind the trait, with run leases in `leases`.
+    pub fn from_dyn(
+        backend: Arc<dyn keel_store::flow::FlowStore>,
+        leases: Option<Arc<dyn Store>>,
+    ) -> Self {
+        Self { backend, leases }
+    }
+
+    /// Takes run `run_id`'s lease for this process and keeps it renewed until released (or
+    /// dropped). A lease of a process of this machine that is gone is taken over at once; a
+    /// live lease of another holder is a [`StoreError::Conflict`] naming it.
+    pub async fn take_lease(&self, run_id: &str) -> Result<Option<RunLease>, StoreError> {
+        let Some(store) = &self.leases else {
+            return Ok(None);
+        };
+        let key = lease_key(run_id);
+        if let Some(lease) = store.lease(&key).await?
+            && lease.is_live()
+            && local_pid(&lease.holder)
+                .is_some_and(|pid| pid != std::process::id() && !crate::exec::process_alive(pid))
+        {
+            store.release_lease(&key, &lease.holder).await?;
+        }
+        let holder = lease_holder(run_id);
+        match RunLease::acquire(
+            store.clone(),
+            &key,
+            holder,
+            LEASE_TTL_MS,
+            CancellationToken::new(),
+        )
+        .await?
+        {
+            Some(lease) => Ok(Some(lease)),
+            None => {
+                let other = store
+                    .lease(&key)
+                    .await?
+                    .map(|l| l.holder)
+                    .unwrap_or_default();
+                Err(StoreError::Conflict(format!(
+                    "flow run {run_id} is still running ({other}); stop it there, or wait {} s after it died, then resume",
+                    LEASE_TTL_MS / 1000
+                )))
+            }
+        }
+    }
+
+    /// Whether the process running `rec` is alive: its lease when one is recorded (a holder
+    /// on this machine by its pid, elsewhere by the lease's expiry), else the run's pid here.
+    pub async fn run_alive(&self, rec: &RunRecord) -> Result<bool, StoreError> {
+        if let Some(store) = &self.leases
+            && let Some(lease) = store.lease(&lease_key(&rec.id)).await?
+        {
+            return Ok(match local_pid(&lease.holder) {
+                Some(pid) => {
+                    lease.is_live()
+                        && (pid == std::process::id() || crate::exec::process_alive(pid))
+                }
+                None => lease.is_live(),
+            });
+        }
+        Ok(rec
+            .pid
+            .is_some_and(|pid| pid == std::process::id() || crate::exec::process_alive(pid)))
     }
 
     /// Records a new run.
