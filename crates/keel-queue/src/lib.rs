@@ -15,6 +15,7 @@
 //!   worker resumes the session from its last stored event (the session's run lease expires
 //!   the same way; until it has, the attempt fails as busy and is retried).
 
+mod supervise;
 pub mod worker;
 
 use std::sync::Arc;
@@ -25,7 +26,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use apalis_postgres::PgPool as QueuePool;
-pub use worker::{WorkerHealth, WorkerOptions, WorkerStats, run_worker};
+pub use supervise::run_worker;
+pub use worker::{Database, WorkerHealth, WorkerOptions, WorkerStats};
 
 /// The apalis queue turns go to.
 pub const TURN_QUEUE: &str = "keel-turns";
@@ -57,7 +59,11 @@ pub enum QueueError {
 /// processes may do it at once).
 pub async fn connect(url: &str) -> Result<PgPool, QueueError> {
     let shown = keel_store::redact_url(url);
-    let pool = PgPool::connect(url)
+    // A call waits this long for a connection (also while the database restarts) before it
+    // fails: the server answers 503, a worker retries.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(url)
         .await
         .map_err(|e| QueueError::Connect {
             url: shown.clone(),
