@@ -14,6 +14,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+pub mod private_pg;
+
 pub const TOKEN: &str = "cluster-test-token-0123456789";
 
 /// The test server's URL, or `None` after saying why this is skipped (a failure in CI).

@@ -1,0 +1,159 @@
+//! The shared database restarts during a run (`keel serve --database` and `keel worker` as
+//! real processes on a private PostgreSQL cluster of this test, never the shared one other
+//! tests use): two servers, two workers and six scripted sessions whose turns take seconds;
+//! PostgreSQL is stopped (`pg_ctl stop -m fast`) while turns are in flight and started again
+//! a few seconds later on the same port and data directory. Meanwhile the workers' /health
+//! says the database is down and API calls answer 503 at once; afterwards every session
+//! completes and a WebSocket attached to the other server receives each of its events
+//! exactly once, in seq order — no job lost, no event duplicated, `seq` gap-free.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+mod cluster_common;
+
+use cluster_common::private_pg::PrivatePg;
+use cluster_common::*;
+
+/// `GET path` on `addr` in a blocking thread.
+async fn get(addr: &str, path: &str) -> (u16, serde_json::Value) {
+    let (addr, path) = (addr.to_string(), path.to_string());
+    tokio::task::spawn_blocking(move || request(&addr, "GET", &path, None))
+        .await
+        .unwrap()
+}
+
+/// Polls `/health` of every worker until `pred` holds for all of them.
+async fn wait_workers(
+    cluster: &Cluster,
+    what: &str,
+    limit: Duration,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut all = true;
+        let mut seen = Vec::new();
+        for w in &cluster.workers {
+            let (_, h) = get(&w.addr, "/health").await;
+            all &= pred(&h);
+            seen.push(h);
+        }
+        if all {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "workers: {what} not within {limit:?}; /health: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
+    let Some(pg) = PrivatePg::start() else {
+        return;
+    };
+    let url = pg.create_database("keel_restart").await;
+    // Each turn: a slow first reply with a tool call, then a slower answer, so turns are in
+    // flight (waiting on the model, or storing events) when the database goes away.
+    let script = "turns:\n  - text: \"looking\"\n    delay_ms: 1500\n    tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n  - text: \"done\"\n    delay_ms: 1500\n";
+    let mut cluster = Cluster::new(url, script);
+    cluster.start_server();
+    cluster.start_server();
+    cluster.start_worker();
+    cluster.start_worker();
+    let a = cluster.servers[0].addr.clone();
+    let b = cluster.servers[1].addr.clone();
+    let mut watchers = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        // Created and sent through one server, watched on the other.
+        let (via, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (v, o) = (via.clone(), other.clone());
+        let id = tokio::task::spawn_blocking(move || create_session(&v))
+            .await
+            .unwrap();
+        watchers.push(tokio::spawn(watch(
+            o.clone(),
+            id.clone(),
+            Duration::from_secs(600),
+        )));
+        let (v, id2) = (via.clone(), id.clone());
+        tokio::task::spawn_blocking(move || send(&v, &id2, "read the library"))
+            .await
+            .unwrap();
+        ids.push((id, o));
+    }
+    // Both workers are in the middle of a turn.
+    wait_workers(&cluster, "a turn running", Duration::from_secs(120), |h| {
+        h["running"] == 1
+    })
+    .await;
+
+    pg.stop_fast();
+    let stopped = Instant::now();
+    // The workers notice and say so; they do not exit.
+    wait_workers(&cluster, "database down", Duration::from_secs(60), |h| {
+        h["database"] == "down" && h["status"] == "degraded"
+    })
+    .await;
+    // An API call answers 503 with a clear message instead of hanging.
+    let asked = Instant::now();
+    let (status, body) = get(&a, &format!("/api/v1/sessions/{}/events", ids[0].0)).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error_code"], "database_unavailable", "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("unreachable"),
+        "{body}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(30),
+        "the 503 took {:?}",
+        asked.elapsed()
+    );
+    // Down for a few seconds in all.
+    let pause = Duration::from_secs(4).saturating_sub(stopped.elapsed());
+    tokio::time::sleep(pause).await;
+    pg.start_again();
+    for w in &mut cluster.workers {
+        assert!(
+            w.child.try_wait().unwrap().is_none(),
+            "a worker exited while the database was down"
+        );
+    }
+
+    for (w, (id, other)) in watchers.into_iter().zip(&ids) {
+        let events = w.await.unwrap();
+        let last = events.last().unwrap();
+        assert_eq!(last["status"], "completed", "session {id}: {last}");
+        let (other, id) = (other.clone(), id.clone());
+        tokio::task::spawn_blocking(move || assert_exactly_once(&other, &id, &events))
+            .await
+            .unwrap();
+    }
+    // The workers are healthy again and idle; every turn was run (a turn finished during
+    // the outage is not run twice: its job, handed back, finds it finished).
+    wait_workers(&cluster, "healthy and idle", Duration::from_secs(120), |h| {
+        h["database"] == "up" && h["status"] == "ok" && h["running"] == 0
+    })
+    .await;
+    let mut completed = 0;
+    for w in &cluster.workers {
+        let (_, h) = get(&w.addr, "/health").await;
+        completed += h["completed"].as_u64().unwrap();
+    }
+    assert_eq!(completed, 6, "turns run to their end");
+    // Every session's turn ran once (no job re-run after its turn had finished): one
+    // session_started and one turn_finished each, with nothing after it.
+    for (id, other) in &ids {
+        let (_, stored) = get(other, &format!("/api/v1/sessions/{id}/events")).await;
+        let kinds = kinds(stored.as_array().unwrap());
+        let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+        assert_eq!(count("session_started"), 1, "session {id}: {kinds:?}");
+        assert_eq!(count("turn_finished"), 1, "session {id}: {kinds:?}");
+        assert_eq!(kinds.last().unwrap(), "turn_finished", "session {id}");
+    }
+}
