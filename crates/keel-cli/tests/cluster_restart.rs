@@ -76,8 +76,10 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
         let id = tokio::task::spawn_blocking(move || create_session(&v))
             .await
             .unwrap();
-        watchers.push(tokio::spawn(watch(
-            o.clone(),
+        // Attached before the database goes away (a new socket then would get 503).
+        let socket = attach(&o, &id).await;
+        watchers.push(tokio::spawn(watch_socket(
+            socket,
             id.clone(),
             Duration::from_secs(600),
         )));

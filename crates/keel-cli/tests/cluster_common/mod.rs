@@ -247,10 +247,25 @@ pub fn env_count(var: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A WebSocket client attached to session `id`'s stream on a server.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket attached to session `id` on the server at `addr`, from seq 0.
+pub async fn attach(addr: &str, id: &str) -> Socket {
+    let url = format!("ws://{addr}/api/v1/sessions/{id}/ws?since_seq=0&token={TOKEN}");
+    let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    socket
+}
+
 /// Every event the WebSocket at `addr` delivers for session `id` until `turn_finished`.
 pub async fn watch(addr: String, id: String, limit: Duration) -> Vec<Value> {
-    let url = format!("ws://{addr}/api/v1/sessions/{id}/ws?since_seq=0&token={TOKEN}");
-    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let socket = attach(&addr, &id).await;
+    watch_socket(socket, id, limit).await
+}
+
+/// Every event `socket` (attached to session `id`) delivers until `turn_finished`.
+pub async fn watch_socket(mut socket: Socket, id: String, limit: Duration) -> Vec<Value> {
     let mut events = Vec::new();
     let deadline = tokio::time::Instant::now() + limit;
     loop {
