@@ -3,7 +3,8 @@
 //! tests use): two servers, two workers and six scripted sessions whose turns take seconds;
 //! PostgreSQL is stopped (`pg_ctl stop -m fast`) while turns are in flight and started again
 //! a few seconds later on the same port and data directory. Meanwhile the workers' /health
-//! says the database is down and API calls answer 503 at once; afterwards every session
+//! says the database is down, API calls answer 503 at once and `keel doctor` fails its
+//! database check; afterwards every session
 //! completes and a WebSocket attached to the other server receives each of its events
 //! exactly once, in seq order — no job lost, no event duplicated, `seq` gap-free.
 
@@ -115,6 +116,24 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
         asked.elapsed() < Duration::from_secs(30),
         "the 503 took {:?}",
         asked.elapsed()
+    );
+    // `keel doctor` says the database is down.
+    let mut doctor = cluster.keel();
+    doctor
+        .args(["doctor", "--provider", "scripted", "--script", "script.yaml"])
+        .env("KEEL_DATABASE_URL", &cluster.url);
+    let out = tokio::task::spawn_blocking(move || doctor.output().unwrap())
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("database"))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with('✗') && line.contains("check that PostgreSQL is running"),
+        "{report}"
     );
     // Down for a few seconds in all.
     let pause = Duration::from_secs(4).saturating_sub(stopped.elapsed());

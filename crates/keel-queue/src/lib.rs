@@ -92,9 +92,18 @@ pub async fn status(url: &str) -> Result<Option<QueueStatus>, QueueError> {
     let shown = keel_store::redact_url(url);
     let connect_err = |e: sqlx::Error| QueueError::Connect {
         url: shown.clone(),
-        reason: e.to_string(),
+        reason: format!(
+            "{e}; the database is down or unreachable: check that PostgreSQL is running and the URL is right"
+        ),
     };
-    let pool = PgPool::connect(url).await.map_err(connect_err)?;
+    // A database that is down fails within seconds (sqlx would retry a refused connection
+    // for its whole acquire timeout).
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(url)
+        .await
+        .map_err(connect_err)?;
     let exists: bool = sqlx::query_scalar(
         "SELECT to_regclass('apalis.jobs') IS NOT NULL AND to_regclass('apalis.workers') IS NOT NULL",
     )

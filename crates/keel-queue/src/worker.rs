@@ -51,6 +51,10 @@ impl Default for WorkerOptions {
     }
 }
 
+/// How long a job waits for a session another run holds before the attempt fails (and is
+/// retried with backoff).
+const MAX_LEASE_WAIT: Duration = Duration::from_secs(300);
+
 /// What a worker is doing (its health endpoint shows it).
 #[derive(Debug, Default)]
 pub struct WorkerStats {
@@ -207,24 +211,34 @@ pub(crate) async fn run_turn(job: TurnJob, state: Data<State>) -> Result<(), Box
 
 async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     let store = state.builder.store().clone();
-    let record = store.get_session(&job.session_id).await?;
-    // An earlier attempt may have finished the turn and died before reporting it.
-    let since = store.events(&record.id, job.after_seq).await?;
-    if since
-        .iter()
-        .any(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
-    {
-        return Ok(Outcome::AlreadyDone);
-    }
-    // A run still holds the session (a dead worker's lease has not expired yet, or another
-    // process runs it): fail this attempt without touching the session; it is retried.
-    if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live()) {
-        return Err(format!(
-            "session {} is held by {} for a few more seconds; retrying",
-            record.id, lease.holder
-        )
-        .into());
-    }
+    // A run elsewhere still holds the session: another worker's turn that went on through a
+    // database outage while this job was handed back, or a dead worker whose lease has not
+    // expired yet. Wait while its lease is renewed (bounded), then look again.
+    let waiting_since = tokio::time::Instant::now();
+    let record = loop {
+        let record = store.get_session(&job.session_id).await?;
+        // An earlier attempt may have finished the turn and died before reporting it.
+        let since = store.events(&record.id, job.after_seq).await?;
+        if since
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
+        {
+            return Ok(Outcome::AlreadyDone);
+        }
+        let Some(lease) = record.lease.as_ref().filter(|l| l.is_live()) else {
+            break record;
+        };
+        if waiting_since.elapsed() > MAX_LEASE_WAIT {
+            return Err(format!(
+                "session {} is still held by {} after {} s; retrying",
+                record.id,
+                lease.holder,
+                MAX_LEASE_WAIT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     // The session runs where it was created: a workspace on storage every worker shares.
     let workspace = PathBuf::from(&record.workspace);
     let overrides = SessionOverrides::from_record(&record);
@@ -233,7 +247,8 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
         .rebuild_with(state.builder.clone(), &workspace, overrides)
         .stop_with(&state.stop);
     // A session left running by a dead worker is resumed here (from its last stored event)
-    // once its run lease has expired; until then this fails as busy and is retried.
+    // once its run lease has expired; should another run take it first, this fails as busy
+    // and is retried.
     let ticket = match handle.submit(Op::user_message(job.content.clone())).await {
         Ok(OpAck::Turn(ticket)) => ticket,
         Ok(_) => return Err("the session did not start a turn".into()),
