@@ -151,7 +151,9 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
                         Ok(keel_store::Notice::Reconnected) => missed = true,
                         Err(e) => {
                             down = true;
-                            eprintln!("keel: lost the database's event notices (reconnecting): {e}");
+                            eprintln!(
+                                "keel: lost the database's event notices (reconnecting): {e}"
+                            );
                             break;
                         }
                     }

@@ -120,7 +120,13 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
     // `keel doctor` says the database is down.
     let mut doctor = cluster.keel();
     doctor
-        .args(["doctor", "--provider", "scripted", "--script", "script.yaml"])
+        .args([
+            "doctor",
+            "--provider",
+            "scripted",
+            "--script",
+            "script.yaml",
+        ])
         .env("KEEL_DATABASE_URL", &cluster.url);
     let out = tokio::task::spawn_blocking(move || doctor.output().unwrap())
         .await
@@ -157,9 +163,12 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
     }
     // The workers are healthy again and idle; every turn was run (a turn finished during
     // the outage is not run twice: its job, handed back, finds it finished).
-    wait_workers(&cluster, "healthy and idle", Duration::from_secs(120), |h| {
-        h["database"] == "up" && h["status"] == "ok" && h["running"] == 0
-    })
+    wait_workers(
+        &cluster,
+        "healthy and idle",
+        Duration::from_secs(120),
+        |h| h["database"] == "up" && h["status"] == "ok" && h["running"] == 0,
+    )
     .await;
     let mut completed = 0;
     for w in &cluster.workers {

@@ -104,7 +104,8 @@ impl WorkerStats {
 
 /// The turns running in this process, by session: a job whose worker was restarted while
 /// the database was away comes back (re-enqueued) and waits for its turn here.
-type RunningTurns = Arc<std::sync::Mutex<HashMap<String, Shared<BoxFuture<'static, Result<(), String>>>>>>;
+type RunningTurns =
+    Arc<std::sync::Mutex<HashMap<String, Shared<BoxFuture<'static, Result<(), String>>>>>>;
 
 #[derive(Clone)]
 pub(crate) struct State {
@@ -118,7 +119,11 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub(crate) fn new(builder: SessionBuilder, stats: Arc<WorkerStats>, concurrency: usize) -> Self {
+    pub(crate) fn new(
+        builder: SessionBuilder,
+        stats: Arc<WorkerStats>,
+        concurrency: usize,
+    ) -> Self {
         Self {
             builder,
             stats,
@@ -128,7 +133,10 @@ impl State {
         }
     }
 
-    fn running_turn(&self, session: &str) -> Option<Shared<BoxFuture<'static, Result<(), String>>>> {
+    fn running_turn(
+        &self,
+        session: &str,
+    ) -> Option<Shared<BoxFuture<'static, Result<(), String>>>> {
         self.turns
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

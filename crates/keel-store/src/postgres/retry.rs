@@ -109,7 +109,9 @@ mod tests {
         assert!(is_unreachable(&sqlx::Error::PoolTimedOut));
         assert!(!outcome_unknown(&sqlx::Error::PoolTimedOut));
         assert!(!is_unreachable(&sqlx::Error::RowNotFound));
-        assert!(!is_unreachable(&sqlx::Error::Protocol("bad message".into())));
+        assert!(!is_unreachable(&sqlx::Error::Protocol(
+            "bad message".into()
+        )));
     }
 
     #[tokio::test]

@@ -252,7 +252,12 @@ impl PgStore {
     }
 
     /// Appends a message (its index from the session's counter); retried like events.
-    async fn push_message(&self, session_id: &str, role: &str, body: &str) -> Result<(), StoreError> {
+    async fn push_message(
+        &self,
+        session_id: &str,
+        role: &str,
+        body: &str,
+    ) -> Result<(), StoreError> {
         let mut backoff = Backoff::new(self.retry_for);
         let mut check = false;
         loop {
