@@ -55,6 +55,22 @@ impl Default for WorkerOptions {
 /// retried with backoff).
 const MAX_LEASE_WAIT: Duration = Duration::from_secs(300);
 
+/// A lease that expired this recently may belong to a run that could not renew it while the
+/// database was away and renews it as soon as it is back: it is waited for too.
+const LEASE_GRACE: Duration = Duration::from_secs(10);
+
+/// Whether `lease` still holds its session for this worker's purposes (live, or expired less
+/// than [`LEASE_GRACE`] ago).
+fn held(lease: &keel_store::Lease) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    lease
+        .expires_at
+        .saturating_add(LEASE_GRACE.as_millis() as u64)
+        > now
+}
+
 /// What a worker is doing (its health endpoint shows it).
 #[derive(Debug, Default)]
 pub struct WorkerStats {
@@ -233,7 +249,7 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
         {
             return Ok(Outcome::AlreadyDone);
         }
-        let Some(lease) = record.lease.as_ref().filter(|l| l.is_live()) else {
+        let Some(lease) = record.lease.as_ref().filter(|l| held(l)) else {
             break record;
         };
         if waiting_since.elapsed() > MAX_LEASE_WAIT {
