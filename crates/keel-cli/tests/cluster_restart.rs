@@ -108,26 +108,9 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
 
     pg.stop_fast();
     let stopped = Instant::now();
-    // The workers notice and say so; they do not exit.
-    wait_workers(&cluster, "database down", Duration::from_secs(60), |h| {
-        h["database"] == "down" && h["status"] == "degraded"
-    })
-    .await;
-    // An API call answers 503 with a clear message instead of hanging.
-    let asked = Instant::now();
-    let (status, body) = get(&a, &format!("/api/v1/sessions/{}/events", ids[0].0)).await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["error_code"], "database_unavailable", "{body}");
-    assert!(
-        body["message"].as_str().unwrap().contains("unreachable"),
-        "{body}"
-    );
-    assert!(
-        asked.elapsed() < Duration::from_secs(30),
-        "the 503 took {:?}",
-        asked.elapsed()
-    );
-    // `keel doctor` says the database is down.
+    // Meanwhile, all at once (the outage stays short): `keel doctor` fails its database
+    // check, an API call answers 503 with a clear message instead of hanging, and the
+    // workers notice and say so (they do not exit).
     let mut doctor = cluster.keel();
     doctor
         .args([
@@ -138,9 +121,29 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
             "script.yaml",
         ])
         .env("KEEL_DATABASE_URL", &cluster.url);
-    let out = tokio::task::spawn_blocking(move || doctor.output().unwrap())
-        .await
-        .unwrap();
+    let doctor = tokio::task::spawn_blocking(move || doctor.output().unwrap());
+    let api = {
+        let path = format!("/api/v1/sessions/{}/events", ids[0].0);
+        let a = a.clone();
+        tokio::spawn(async move {
+            let asked = Instant::now();
+            let answer = get(&a, &path).await;
+            (answer, asked.elapsed())
+        })
+    };
+    wait_workers(&cluster, "database down", Duration::from_secs(60), |h| {
+        h["database"] == "down" && h["status"] == "degraded"
+    })
+    .await;
+    let ((status, body), took) = api.await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error_code"], "database_unavailable", "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("unreachable"),
+        "{body}"
+    );
+    assert!(took < Duration::from_secs(30), "the 503 took {took:?}");
+    let out = doctor.await.unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{report}");
     let line = report
@@ -155,6 +158,8 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
     let pause = Duration::from_secs(4).saturating_sub(stopped.elapsed());
     tokio::time::sleep(pause).await;
     pg.start_again();
+    let down_for = stopped.elapsed();
+    let restarted = Instant::now();
     for w in &mut cluster.workers {
         assert!(
             w.child.try_wait().unwrap().is_none(),
@@ -171,6 +176,11 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
             .await
             .unwrap();
     }
+    eprintln!(
+        "database down for {:.1} s; every session completed {:.1} s after it was back",
+        down_for.as_secs_f64(),
+        restarted.elapsed().as_secs_f64()
+    );
     // The workers are healthy again and idle; every turn was run (a turn finished during
     // the outage is not run twice: its job, handed back, finds it finished).
     wait_workers(

@@ -48,13 +48,13 @@ impl Outage {
     }
 }
 
-/// `true` when the database answers within a few seconds.
+/// `Ok` when the database answers within two seconds.
 async fn answers(pool: &PgPool) -> Result<(), String> {
     let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(pool);
-    match tokio::time::timeout(Duration::from_secs(5), probe).await {
+    match tokio::time::timeout(Duration::from_secs(2), probe).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("no answer within 5 s".into()),
+        Err(_) => Err("no answer within 2 s".into()),
     }
 }
 
