@@ -154,8 +154,9 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
         line.starts_with('✗') && line.contains("check that PostgreSQL is running"),
         "{report}"
     );
-    // Down for a few seconds in all.
-    let pause = Duration::from_secs(4).saturating_sub(stopped.elapsed());
+    // Down for a few seconds in all (KEEL_RESTART_DOWN_SECS tries longer outages).
+    let down = env_count("KEEL_RESTART_DOWN_SECS", 4) as u64;
+    let pause = Duration::from_secs(down).saturating_sub(stopped.elapsed());
     tokio::time::sleep(pause).await;
     pg.start_again();
     let down_for = stopped.elapsed();

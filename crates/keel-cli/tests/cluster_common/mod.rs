@@ -278,10 +278,18 @@ pub async fn watch_socket(mut socket: Socket, id: String, limit: Duration) -> Ve
                 )
             });
         let Some(Ok(msg)) = msg else {
-            panic!("session {id}: the WebSocket closed early");
+            panic!(
+                "session {id}: the WebSocket closed early ({msg:?}); got {}",
+                kinds(&events).join(",")
+            );
         };
-        let tokio_tungstenite::tungstenite::Message::Text(text) = msg else {
-            continue;
+        let text = match msg {
+            tokio_tungstenite::tungstenite::Message::Text(text) => text,
+            tokio_tungstenite::tungstenite::Message::Close(frame) => panic!(
+                "session {id}: the server closed the WebSocket ({frame:?}); got {}",
+                kinds(&events).join(",")
+            ),
+            _ => continue,
         };
         let mut event: Value = serde_json::from_str(&text).unwrap();
         // Delivery latency (emitted → received here), kept beside the event for the figures.
