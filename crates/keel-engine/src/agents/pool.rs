@@ -311,8 +311,14 @@ fn child_engine(
     for name in names {
         if !scope.tools.contains(&name) {
             tools.set_state(&name, ToolState::Hidden);
+        } else if let Some(state) = tools.state(&name).cloned() {
+            // Pins an MCP tool that already arrived against the default below.
+            tools.set_state(&name, state);
         }
     }
+    // The parent's MCP servers are shared; tools that arrive after the scope was fixed are
+    // outside it.
+    tools.set_late_default(Some(ToolState::Hidden));
     let mut engine = EngineBuilder::new(config, parent.workspace.root())
         .store(store)
         .provider(provider)
