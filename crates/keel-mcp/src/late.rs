@@ -106,18 +106,27 @@ impl LateTools for Hub {
     }
 
     fn pending(&self) -> Option<String> {
-        let starting: Vec<&str> = self
-            .slots
-            .iter()
-            .filter(|s| s.status() == Status::Starting)
-            .map(|s| s.name.as_str())
-            .collect();
-        (!starting.is_empty()).then(|| {
-            format!(
+        let (mut starting, mut failed) = (Vec::new(), Vec::new());
+        for s in &self.slots {
+            match s.status() {
+                Status::Starting => starting.push(s.name.as_str()),
+                Status::Failed(_) => failed.push(s.name.as_str()),
+                _ => {}
+            }
+        }
+        let mut lines = Vec::new();
+        if !starting.is_empty() {
+            lines.push(format!(
                 "MCP server(s) still starting: {}. Their tools (`mcp__<server>__<tool>`) are found here once ready; a call by exact name waits for its server.",
                 starting.join(", ")
-            )
-        })
+            ));
+        }
+        for name in failed {
+            lines.push(format!(
+                "The MCP server `{name}` did not start; its tools are unavailable (check it with `keel mcp test {name}`)."
+            ));
+        }
+        (!lines.is_empty()).then(|| lines.join("\n"))
     }
 }
 

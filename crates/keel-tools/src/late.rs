@@ -41,6 +41,7 @@ pub trait LateTools: Send + Sync {
     /// for the model; `None` when the name is not this source's.
     fn missing(&self, name: &str) -> Option<String>;
 
-    /// A line for `tool_search` results while tools are still arriving.
+    /// A note for `tool_search` results about tools still arriving, or that will not (their
+    /// server failed).
     fn pending(&self) -> Option<String>;
 }
