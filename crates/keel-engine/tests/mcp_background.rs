@@ -249,3 +249,59 @@ async fn a_tool_of_a_server_that_failed_names_the_server_and_the_test_command() 
         "{second}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_calls_its_parents_server() {
+    if !python_mcp() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let parent = ScriptedProvider::from_yaml(
+        "turns:
+  - tool_calls:
+      - name: mcp__srv__echo
+        arguments: {text: from the parent}
+  - tool_calls:
+      - name: agent_open
+        arguments: {role: worker, task: echo something}
+  - tool_calls:
+      - name: agent_eval
+        arguments: {agent_id: a1}
+  - text: done
+",
+    )
+    .unwrap();
+    let child = ScriptedProvider::from_yaml(
+        "turns:
+  - tool_calls:
+      - name: mcp__srv__echo
+        arguments: {text: from the child}
+  - text: child done
+",
+    )
+    .unwrap();
+    let given = Arc::new(Mutex::new(Some(child.clone())));
+    let factory: keel_engine::agents::ChildProviders = Arc::new(move |_model: Option<&str>| {
+        given
+            .lock()
+            .unwrap()
+            .take()
+            .map(|p| Arc::new(p) as Arc<dyn Provider>)
+            .ok_or_else(|| "one child only".to_string())
+    });
+    let mut cfg = config(&[("srv", server(1, false))]);
+    cfg.snapshots.enabled = false;
+    let engine = EngineBuilder::new(cfg, dir.path())
+        .provider(Arc::new(parent.clone()))
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .child_providers(factory)
+        .build()
+        .unwrap();
+    let out = engine.run("go", RunOptions::default()).await.unwrap();
+    assert_eq!(out.final_text, "done");
+    let child_saw = serde_json::to_string(&child.requests()[1].messages).unwrap();
+    assert!(child_saw.contains("from the child"), "{child_saw}");
+    // One server for both: started once, never restarted.
+    let hub = &engine.mcp().unwrap().hub;
+    assert_eq!(hub.server("srv").unwrap().restarts(), 0);
+}
