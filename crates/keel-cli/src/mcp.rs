@@ -205,6 +205,9 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
                 let first = t.description.lines().next().unwrap_or_default();
                 writeln!(out, "  {}  {first}", keel_mcp::tool_name(&name, &t.name))?;
             }
+            for w in hub.tools().1 {
+                writeln!(out, "  {w}")?;
+            }
             if !matches!(entry.status, Status::Ready { .. }) {
                 return Ok(exit::FAILED);
             }

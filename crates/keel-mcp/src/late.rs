@@ -92,6 +92,18 @@ impl LateTools for Hub {
                 "the tool `{name}` is unavailable: the MCP server `{server}` is disabled in its configuration"
             ),
             Status::Ready { .. } => {
+                let done = slot.done.get()?;
+                let skipped = done
+                    .listed
+                    .iter()
+                    .find(|t| tool_name(server, &t.name) == name)
+                    .and_then(|t| {
+                        let head = format!("MCP tool `{}` of server `{server}` skipped", t.name);
+                        done.warnings.iter().find(|w| w.starts_with(&head))
+                    });
+                if let Some(why) = skipped {
+                    return Some(format!("{why}; no provider accepts its schema"));
+                }
                 let names: Vec<&str> = self
                     .find_all(slot)
                     .into_iter()
