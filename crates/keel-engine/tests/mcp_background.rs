@@ -205,10 +205,7 @@ async fn an_active_server_is_waited_for_and_its_schemas_are_in_the_head() {
     }
     let dir = tempfile::tempdir().unwrap();
     let script = "turns:\n  - text: ok\n";
-    let cfg = config(&[
-        ("act", server(1, true)),
-        ("other", server(20, false)),
-    ]);
+    let cfg = config(&[("act", server(1, true)), ("other", server(20, false))]);
     let (provider, first, _) = run(cfg, dir.path(), script, false).await;
     // Waits for the active server only (1 s and its start), not for the deferred one (20 s).
     assert!(
