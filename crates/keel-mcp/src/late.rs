@@ -73,6 +73,10 @@ impl LateTools for Hub {
         Box::pin(self.wait_for_active())
     }
 
+    fn settle_all(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.wait_slots(self.slots.clone()))
+    }
+
     fn missing(&self, name: &str) -> Option<String> {
         let slot = self.slot_of(name)?;
         let server = &slot.name;

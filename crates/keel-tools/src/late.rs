@@ -37,6 +37,9 @@ pub trait LateTools: Send + Sync {
     /// settled, so the catalog a run computes does not depend on timing.
     fn settle_listed(&self) -> BoxFuture<'_, ()>;
 
+    /// Waits (bounded) until every source has settled.
+    fn settle_all(&self) -> BoxFuture<'_, ()>;
+
     /// Why `name`, not (yet) arrived, cannot be called — e.g. its server failed to start —
     /// for the model; `None` when the name is not this source's.
     fn missing(&self, name: &str) -> Option<String>;

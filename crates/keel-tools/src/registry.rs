@@ -135,6 +135,14 @@ impl ToolRegistry {
         }
     }
 
+    /// Waits (bounded) until every late source has settled (a subagent's scope is fixed from
+    /// the tools there are).
+    pub async fn settle_all(&self) {
+        if let Some(late) = &self.late {
+            late.settle_all().await;
+        }
+    }
+
     /// Why `name` cannot be called yet (its late source failed or is still starting).
     pub fn late_missing(&self, name: &str) -> Option<String> {
         if self.tools.contains_key(name) {

@@ -71,6 +71,10 @@ impl LateTools for Source {
         Box::pin(async {})
     }
 
+    fn settle_all(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     fn missing(&self, name: &str) -> Option<String> {
         name.starts_with("mcp__srv__")
             .then(|| "the server `srv` did not start; check it with `keel mcp test srv`".into())
