@@ -9,11 +9,13 @@ use apalis::layers::retry::backoff::{ExponentialBackoffMaker, MakeBackoff};
 use apalis::layers::retry::{HasherRng, RetryPolicy};
 use apalis::prelude::{BoxDynError, Data, WorkerBuilder, WorkerBuilderExt, WorkerError};
 use apalis_postgres::{PgPool, PostgresStorage};
+use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
-use keel_protocol::{EventKind, Op};
+use keel_protocol::{EventKind, Op, SessionStatus};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::control::Controls;
 use crate::{QueueError, TurnJob, config};
 
 /// How a worker process runs.
@@ -86,6 +88,8 @@ struct State {
     stats: Arc<WorkerStats>,
     /// Cancelled to cancel running turns (never at a graceful stop: turns finish).
     stop: CancellationToken,
+    /// Cancels and approval answers from the servers (the control channel).
+    controls: Arc<Controls>,
 }
 
 /// Decrements `running` however a turn ends.
@@ -139,9 +143,14 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
     let workspace = PathBuf::from(&record.workspace);
     let overrides = SessionOverrides::from_record(&record);
     let engine = Arc::new(state.builder.engine(&workspace, &overrides)?);
+    // Risky calls ask as in `keel serve` alone (`[approval]`, its timeout); the answers come
+    // from any server through the control channel.
+    let gate = Arc::new(ApprovalGate::from_config(engine.config(), None, true));
     let handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
         .rebuild_with(state.builder.clone(), &workspace, overrides)
+        .approvals(gate)
         .stop_with(&state.stop);
+    let handle = Arc::new(handle);
     // A session left running by a dead worker is resumed here (from its last stored event)
     // once its run lease has expired; until then this fails as busy and is retried.
     let ticket = match handle.submit(Op::user_message(job.content.clone())).await {
@@ -149,8 +158,16 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
         Ok(_) => return Err("the session did not start a turn".into()),
         Err(e) => return Err(e.to_string().into()),
     };
+    // Cancels and answers for this turn reach it from now on (and any already sent, now).
+    let registered = state
+        .controls
+        .register(&record.id, handle.clone(), job.after_seq)
+        .await;
     let result = ticket.finished().await;
-    if result.outcome.is_none()
+    drop(registered);
+    // A cancelled turn has ended as asked: not a failure to retry.
+    if result.status != SessionStatus::Cancelled
+        && result.outcome.is_none()
         && let Some(m) = result.message
     {
         return Err(m.into());
@@ -167,10 +184,16 @@ pub async fn run_worker(
     stats: Arc<WorkerStats>,
     stop: CancellationToken,
 ) -> Result<(), QueueError> {
+    let controls = Controls::new(pool.clone());
+    let listening = CancellationToken::new();
+    let listener = tokio::spawn(controls.clone().run(listening.clone()));
+    // However this returns, the listener stops with it.
+    let _stop_listening = listening.clone().drop_guard();
     let state = State {
         builder,
         stats,
         stop: CancellationToken::new(),
+        controls,
     };
     let mut workers = tokio::task::JoinSet::new();
     for i in 0..options.concurrency.max(1) {
@@ -215,6 +238,8 @@ pub async fn run_worker(
         stop.cancel();
         first_error.get_or_insert(err);
     }
+    listening.cancel();
+    let _ = listener.await;
     match first_error {
         Some(e) => Err(QueueError::Worker(e)),
         None => Ok(()),

@@ -117,7 +117,7 @@ pub struct Hub {
     /// PRDs, tasks and proofs (`/api/v1/prds`, `/tasks`, `/work`), when the store is SQLite.
     pub(crate) work: std::sync::OnceLock<Arc<keel_store::SqliteStore>>,
     /// Queue mode (`keel serve --database`): turns become jobs that workers run.
-    queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
+    pub(crate) queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
 }
 
 /// Where turns go in queue mode (`keel serve --database`): a job queue that `keel worker`s
@@ -131,6 +131,30 @@ pub trait TurnQueue: Send + Sync {
         content: &'a str,
         after_seq: u64,
     ) -> futures::future::BoxFuture<'a, Result<String, String>>;
+
+    /// Carries out `op` (`Interrupt`, `Approve` or `Deny`) on the turn of session
+    /// `session_id`, wherever it is: an `Interrupt` removes the session's turns still waiting
+    /// in the queue ([`Controlled::Dequeued`]); otherwise the op reaches the worker running
+    /// the turn ([`Controlled::Delivered`], durably: a worker that misses the notice sees it on
+    /// its next check). `after_seq` is the session's last stored seq now: an op never applies
+    /// to a turn asked for after it.
+    fn control<'a>(
+        &'a self,
+        session_id: &'a str,
+        op: &'a Op,
+        after_seq: u64,
+    ) -> futures::future::BoxFuture<'a, Result<Controlled, String>>;
+}
+
+/// What [`TurnQueue::control`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Controlled {
+    /// `n` turns waiting for a worker were removed; none of them will run.
+    Dequeued(usize),
+    /// The op is on its way to the worker running the turn.
+    Delivered,
+    /// No turn of the session is queued or running.
+    NothingRunning,
 }
 
 /// What sending a message did.
@@ -373,6 +397,10 @@ impl Hub {
         if self.stopping.is_cancelled() {
             return Err(shutting_down());
         }
+        if self.queued() && matches!(op, Op::Interrupt | Op::Approve { .. } | Op::Deny { .. }) {
+            // The turn runs in some worker: the op goes through the queue.
+            return self.remote(session, op).await;
+        }
         let handle = self.handle(session).await?;
         handle
             .submit(op)
@@ -434,7 +462,7 @@ impl Hub {
         }
     }
 
-    /// Cancels the running turn of `session`.
+    /// Cancels the running turn of `session` (in queue mode, its queued or running turn).
     pub async fn cancel(&self, session: &LiveSession) -> Result<(), ApiError> {
         self.submit(session, Op::Interrupt).await.map(drop)
     }

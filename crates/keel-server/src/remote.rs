@@ -1,0 +1,80 @@
+//! Queue mode (`keel serve --database`): cancelling and answering approvals for turns that
+//! `keel worker`s run. The server holds no handle on such a turn, so `Interrupt`, `Approve`
+//! and `Deny` go through the queue ([`TurnQueue::control`]): a turn still waiting for a worker
+//! is removed (and ends with a `turn_finished` `cancelled` recorded here), a running one is
+//! reached through the workers' control channel. Everything else a client sees — the
+//! `approval_requested` event, the worker's `approval_resolved` and `turn_finished` — arrives
+//! through the store, like every other event.
+
+use keel_engine::Emitter;
+use keel_engine::runtime::{OpAck, OpError};
+use keel_protocol::{EventKind, Op, SessionStatus};
+
+use crate::error::ApiError;
+use crate::hub::{Controlled, Hub, LiveSession, op_error};
+
+impl Hub {
+    /// Carries out `op` (`Interrupt`, `Approve`, `Deny`) on the session's queued or running
+    /// turn through the queue.
+    pub(crate) async fn remote(&self, session: &LiveSession, op: Op) -> Result<OpAck, ApiError> {
+        let Some(queue) = self.queue.get() else {
+            return Err(ApiError::internal("this server has no turn queue"));
+        };
+        let id = session.id.clone();
+        if let Op::Approve { call_id, .. } | Op::Deny { call_id, .. } = &op
+            && !self.waiting_for_approval(&id, call_id).await?
+        {
+            return Err(op_error(&id, OpError::NoPendingApproval(call_id.clone())));
+        }
+        let after_seq = self.store.last_seq(&id).await?;
+        let done = queue
+            .control(&id, &op, after_seq)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "queue_unavailable",
+                    format!("cannot reach the session's turn: {e}; check the database (keel doctor)"),
+                )
+            })?;
+        match done {
+            Controlled::Delivered => Ok(OpAck::Done),
+            Controlled::Dequeued(_) => {
+                // No worker will run it: the turn ends here, so clients see it end.
+                Emitter::new(id, self.store.clone(), Vec::new())
+                    .emit(EventKind::TurnFinished {
+                        status: SessionStatus::Cancelled,
+                        message: Some("cancelled before a worker started it".into()),
+                    })
+                    .await?;
+                Ok(OpAck::Done)
+            }
+            Controlled::NothingRunning => Err(op_error(
+                &id,
+                match op {
+                    Op::Approve { call_id, .. } | Op::Deny { call_id, .. } => {
+                        OpError::NoPendingApproval(call_id)
+                    }
+                    _ => OpError::NoTurnRunning(id.clone()),
+                },
+            )),
+        }
+    }
+
+    /// Whether the stored events of session `id` show the call `call_id` asked for approval
+    /// and not answered yet.
+    async fn waiting_for_approval(&self, id: &str, call_id: &str) -> Result<bool, ApiError> {
+        let wanted = id.to_string();
+        let mut waiting = false;
+        for event in self.store.events(&wanted, 0).await? {
+            match &event.kind {
+                EventKind::ApprovalRequested { call_id: c, .. } if c == call_id => waiting = true,
+                EventKind::ApprovalResolved { call_id: c, .. } if c == call_id => waiting = false,
+                // A call id is the model's: the same one in a later turn is another call.
+                EventKind::TurnFinished { .. } => waiting = false,
+                _ => {}
+            }
+        }
+        Ok(waiting)
+    }
+}
