@@ -68,15 +68,22 @@ fn post(addr: &str, path: &str, body: Value) -> (u16, Value) {
     request(addr, "POST", path, Some(&body))
 }
 
-fn health(addr: &str) -> Value {
-    let (status, h) = request(addr, "GET", "/health", None);
-    assert_eq!(status, 200);
-    h
+/// The worker's `/health` once it runs no turn (a turn's `turn_finished` is stored a moment
+/// before its worker counts it done).
+fn idle_health(addr: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, h) = request(addr, "GET", "/health", None);
+        assert_eq!(status, 200);
+        if h["running"] == 0 || Instant::now() > deadline {
+            return h;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_frees_its_worker()
-{
+async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_frees_its_worker() {
     let Some(base) = test_database_url() else {
         return;
     };
@@ -125,8 +132,12 @@ async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_fr
     let events = watcher.await.unwrap();
     assert_eq!(events.last().unwrap()["status"], "completed");
     let w = cluster.workers[0].addr.clone();
-    let h = blocking(move || health(&w)).await;
-    assert_eq!((h["running"].as_u64(), h["completed"].as_u64()), (Some(0), Some(2)), "{h}");
+    let h = blocking(move || idle_health(&w)).await;
+    assert_eq!(
+        (h["running"].as_u64(), h["completed"].as_u64()),
+        (Some(0), Some(2)),
+        "{h}"
+    );
     let turns = stored(&a, &id)
         .iter()
         .filter(|e| e["type"] == "turn_started")
@@ -176,14 +187,22 @@ async fn a_queued_turn_cancelled_while_every_worker_is_busy_never_runs() {
     let after = blocking(move || stored(&a2, &q2)).await;
     assert_eq!(kinds(&after), ["turn_finished"], "it never ran");
     let w = cluster.workers[0].addr.clone();
-    let h = blocking(move || health(&w)).await;
-    assert_eq!((h["running"].as_u64(), h["completed"].as_u64()), (Some(0), Some(1)), "{h}");
+    let h = blocking(move || idle_health(&w)).await;
+    assert_eq!(
+        (h["running"].as_u64(), h["completed"].as_u64()),
+        (Some(0), Some(1)),
+        "{h}"
+    );
     // The session takes messages again: this one runs.
     let watcher = tokio::spawn(watch(b.clone(), queued.clone(), Duration::from_secs(30)));
     let (a2, q2) = (a.clone(), queued.clone());
     blocking(move || send(&a2, &q2, "answer now")).await;
     let events = watcher.await.unwrap();
-    assert_eq!(events.last().unwrap()["status"], "cancelled", "the socket replays from 0");
+    assert_eq!(
+        events.last().unwrap()["status"],
+        "cancelled",
+        "the socket replays from 0"
+    );
     let (a2, q2) = (a.clone(), queued.clone());
     let done = wait_for_second_finish(&a2, &q2).await;
     assert_eq!(done["status"], "completed", "{done}");

@@ -27,16 +27,13 @@ impl Hub {
             return Err(op_error(&id, OpError::NoPendingApproval(call_id.clone())));
         }
         let after_seq = self.store.last_seq(&id).await?;
-        let done = queue
-            .control(&id, &op, after_seq)
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                    "queue_unavailable",
-                    format!("cannot reach the session's turn: {e}; check the database (keel doctor)"),
-                )
-            })?;
+        let done = queue.control(&id, &op, after_seq).await.map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "queue_unavailable",
+                format!("cannot reach the session's turn: {e}; check the database (keel doctor)"),
+            )
+        })?;
         match done {
             Controlled::Delivered => Ok(OpAck::Done),
             Controlled::Dequeued(_) => {
