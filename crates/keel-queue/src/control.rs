@@ -24,7 +24,7 @@ use std::time::Duration;
 use apalis_postgres::PgPool;
 use keel_engine::runtime::SessionHandle;
 use keel_protocol::Op;
-use keel_server::Controlled;
+use keel_server::{ControlSeqs, Controlled};
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
@@ -72,7 +72,7 @@ pub(crate) async fn control(
     pool: &PgPool,
     session_id: &str,
     op: &Op,
-    after_seq: u64,
+    seqs: ControlSeqs,
 ) -> Result<Controlled, sqlx::Error> {
     let marker = job_marker(session_id);
     let mut tx = pool.begin().await?;
@@ -95,15 +95,21 @@ pub(crate) async fn control(
             return Ok(Controlled::Dequeued(killed.len()));
         }
     }
-    let running: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM apalis.jobs
+    // A job the queue still shows running whose turn has stored its `turn_finished` is over
+    // (its worker has not reported yet): only the others can take the op.
+    let jobs: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT job FROM apalis.jobs
          WHERE job_type = $1 AND status IN ('Queued', 'Running') AND position($2::bytea in job) = 1",
     )
     .bind(TURN_QUEUE)
     .bind(&marker)
-    .fetch_one(&mut *tx)
+    .fetch_all(&mut *tx)
     .await?;
-    if running == 0 {
+    let running = jobs.iter().any(|job| {
+        serde_json::from_slice::<crate::TurnJob>(job)
+            .map_or(true, |job| job.after_seq >= seqs.finished)
+    });
+    if !running {
         return Ok(Controlled::NothingRunning);
     }
     let op = serde_json::to_string(op).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
@@ -111,7 +117,7 @@ pub(crate) async fn control(
         "INSERT INTO keel_turn_control (session_id, after_seq, op) VALUES ($1, $2, $3::jsonb)",
     )
     .bind(session_id)
-    .bind(i64::try_from(after_seq).unwrap_or(i64::MAX))
+    .bind(i64::try_from(seqs.last).unwrap_or(i64::MAX))
     .bind(op)
     .execute(&mut *tx)
     .await?;

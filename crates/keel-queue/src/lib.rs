@@ -194,10 +194,10 @@ impl keel_server::TurnQueue for PgTurnQueue {
         &'a self,
         session_id: &'a str,
         op: &'a keel_protocol::Op,
-        after_seq: u64,
+        seqs: keel_server::ControlSeqs,
     ) -> BoxFuture<'a, Result<keel_server::Controlled, String>> {
         Box::pin(async move {
-            control::control(&self.pool, session_id, op, after_seq)
+            control::control(&self.pool, session_id, op, seqs)
                 .await
                 .map_err(|e| e.to_string())
         })

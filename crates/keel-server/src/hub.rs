@@ -136,14 +136,25 @@ pub trait TurnQueue: Send + Sync {
     /// `session_id`, wherever it is: an `Interrupt` removes the session's turns still waiting
     /// in the queue ([`Controlled::Dequeued`]); otherwise the op reaches the worker running
     /// the turn ([`Controlled::Delivered`], durably: a worker that misses the notice sees it on
-    /// its next check). `after_seq` is the session's last stored seq now: an op never applies
-    /// to a turn asked for after it.
+    /// its next check). `seqs` say where the session's events stand, so that an op reaches
+    /// neither a turn that has already finished nor one asked for later.
     fn control<'a>(
         &'a self,
         session_id: &'a str,
         op: &'a Op,
-        after_seq: u64,
+        seqs: ControlSeqs,
     ) -> futures::future::BoxFuture<'a, Result<Controlled, String>>;
+}
+
+/// Where a session's stored events stand when an op is sent to its turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ControlSeqs {
+    /// The last stored seq: a turn asked for after it (a job's `after_seq` above it) is not
+    /// the op's.
+    pub last: u64,
+    /// The seq of the last `turn_finished` (0: none): a job asked for before it has run its
+    /// turn, even while the queue still shows it running.
+    pub finished: u64,
 }
 
 /// What [`TurnQueue::control`] did.

@@ -46,7 +46,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use hub::{Controlled, Hub, Sent, SessionSpec, TurnQueue, TurnResult};
+pub use hub::{ControlSeqs, Controlled, Hub, Sent, SessionSpec, TurnQueue, TurnResult};
 pub use keel_engine::runtime::SessionBuilder;
 pub use roots::WorkspaceRoots;
 pub use security::{Access, TokenOrigin};

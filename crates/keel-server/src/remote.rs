@@ -8,10 +8,10 @@
 
 use keel_engine::Emitter;
 use keel_engine::runtime::{OpAck, OpError};
-use keel_protocol::{EventKind, Op, SessionStatus};
+use keel_protocol::{Event, EventKind, Op, SessionStatus};
 
 use crate::error::ApiError;
-use crate::hub::{Controlled, Hub, LiveSession, op_error};
+use crate::hub::{ControlSeqs, Controlled, Hub, LiveSession, op_error};
 
 impl Hub {
     /// Carries out `op` (`Interrupt`, `Approve`, `Deny`) on the session's queued or running
@@ -21,13 +21,22 @@ impl Hub {
             return Err(ApiError::internal("this server has no turn queue"));
         };
         let id = session.id.clone();
+        let wanted = id.clone();
+        let events = self.store.events(&wanted, 0).await?;
         if let Op::Approve { call_id, .. } | Op::Deny { call_id, .. } = &op
-            && !self.waiting_for_approval(&id, call_id).await?
+            && !waiting_for_approval(&events, call_id)
         {
             return Err(op_error(&id, OpError::NoPendingApproval(call_id.clone())));
         }
-        let after_seq = self.store.last_seq(&id).await?;
-        let done = queue.control(&id, &op, after_seq).await.map_err(|e| {
+        let seqs = ControlSeqs {
+            last: events.last().map_or(0, |e| e.seq),
+            finished: events
+                .iter()
+                .rev()
+                .find(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
+                .map_or(0, |e| e.seq),
+        };
+        let done = queue.control(&id, &op, seqs).await.map_err(|e| {
             ApiError::new(
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
                 "queue_unavailable",
@@ -57,21 +66,20 @@ impl Hub {
             )),
         }
     }
+}
 
-    /// Whether the stored events of session `id` show the call `call_id` asked for approval
-    /// and not answered yet.
-    async fn waiting_for_approval(&self, id: &str, call_id: &str) -> Result<bool, ApiError> {
-        let wanted = id.to_string();
-        let mut waiting = false;
-        for event in self.store.events(&wanted, 0).await? {
-            match &event.kind {
-                EventKind::ApprovalRequested { call_id: c, .. } if c == call_id => waiting = true,
-                EventKind::ApprovalResolved { call_id: c, .. } if c == call_id => waiting = false,
-                // A call id is the model's: the same one in a later turn is another call.
-                EventKind::TurnFinished { .. } => waiting = false,
-                _ => {}
-            }
+/// Whether `events` (a session's, in order) show the call `call_id` asked for approval and not
+/// answered yet.
+fn waiting_for_approval(events: &[Event], call_id: &str) -> bool {
+    let mut waiting = false;
+    for event in events {
+        match &event.kind {
+            EventKind::ApprovalRequested { call_id: c, .. } if c == call_id => waiting = true,
+            EventKind::ApprovalResolved { call_id: c, .. } if c == call_id => waiting = false,
+            // A call id is the model's: the same one in a later turn is another call.
+            EventKind::TurnFinished { .. } => waiting = false,
+            _ => {}
         }
-        Ok(waiting)
     }
+    waiting
 }
