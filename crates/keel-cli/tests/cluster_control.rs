@@ -5,7 +5,8 @@
 //!   and its worker takes the next job;
 //! - a turn still queued (the only worker busy) cancelled: it never runs;
 //! - a call waiting for approval (`rm`, asked under the default `on-request` policy) approved
-//!   through the other server runs and the turn completes; denied, the model reads why.
+//!   through the other server runs and the turn completes; denied, the model reads why;
+//!   unanswered, it is denied after `[approval] timeout_secs` as in a single process.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -327,4 +328,38 @@ async fn an_approval_answered_through_the_other_server_reaches_the_worker() {
     .await;
     assert_eq!(status, 409, "{err}");
     assert_eq!(err["error_code"], "no_pending_approval");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_approval_is_denied_after_the_configured_timeout() {
+    let Some(base) = test_database_url() else {
+        return;
+    };
+    let url = fresh_database(&base, "approval_timeout").await;
+    let mut cluster = Cluster::new(url, REMOVE);
+    let config = cluster.home.join(".config/keel");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "[approval]\ntimeout_secs = 2\n").unwrap();
+    cluster.start_server();
+    cluster.start_worker();
+    let a = cluster.servers[0].addr.clone();
+    let id = create_session(&a);
+    let watcher = tokio::spawn(watch(a.clone(), id.clone(), Duration::from_secs(60)));
+    let (a2, id2) = (a.clone(), id.clone());
+    blocking(move || send(&a2, &id2, "tidy up")).await;
+    let events = watcher.await.unwrap();
+    assert_eq!(events.last().unwrap()["status"], "completed");
+    let resolved = events
+        .iter()
+        .find(|e| e["type"] == "approval_resolved")
+        .unwrap();
+    assert_eq!(resolved["approved"], false, "{resolved}");
+    assert!(
+        resolved["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nobody answered within 2 s"),
+        "{resolved}"
+    );
+    assert!(cluster.workspace.join("src/lib.rs").exists(), "not run");
 }
