@@ -53,7 +53,9 @@ pub(crate) async fn setup(pool: &PgPool) -> Result<(), sqlx::Error> {
             outcome TEXT
         );
         CREATE INDEX IF NOT EXISTS keel_turn_control_waiting
-            ON keel_turn_control (session_id) WHERE done_at IS NULL;",
+            ON keel_turn_control (session_id) WHERE done_at IS NULL;
+        -- Ops older than a week were carried out or are for turns long over.
+        DELETE FROM keel_turn_control WHERE created_at < now() - interval '7 days';",
     )
     .execute(&mut *tx)
     .await?;

@@ -11,7 +11,7 @@ use apalis::prelude::{BoxDynError, Data, WorkerBuilder, WorkerBuilderExt, Worker
 use apalis_postgres::{PgPool, PostgresStorage};
 use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
-use keel_protocol::{EventKind, Op, SessionStatus};
+use keel_protocol::{ApprovalScope, EventKind, Op, SessionStatus};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -123,10 +123,10 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
     let store = state.builder.store().clone();
     let record = store.get_session(&job.session_id).await?;
     // An earlier attempt may have finished the turn and died before reporting it.
-    let since = store.events(&record.id, job.after_seq).await?;
-    if since
+    let events = store.events(&record.id, 0).await?;
+    if events
         .iter()
-        .any(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
+        .any(|e| e.seq > job.after_seq && matches!(e.kind, EventKind::TurnFinished { .. }))
     {
         return Ok(());
     }
@@ -146,6 +146,11 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
     // Risky calls ask as in `keel serve` alone (`[approval]`, its timeout); the answers come
     // from any server through the control channel.
     let gate = Arc::new(ApprovalGate::from_config(engine.config(), None, true));
+    // Calls approved "for the session" in earlier turns (other workers' handles) run
+    // without asking again.
+    for (tool, summary) in approved_for_session(&events) {
+        gate.remember(&tool, &summary);
+    }
     let handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
         .rebuild_with(state.builder.clone(), &workspace, overrides)
         .approvals(gate)
@@ -173,6 +178,39 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
         return Err(m.into());
     }
     Ok(())
+}
+
+/// The calls (tool, summary) `events` show approved with scope `session`.
+fn approved_for_session(events: &[keel_protocol::Event]) -> Vec<(String, String)> {
+    let mut asked = std::collections::HashMap::new();
+    let mut approved = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::ApprovalRequested {
+                call_id,
+                tool,
+                summary,
+                ..
+            } => {
+                asked.insert(call_id.clone(), (tool.clone(), summary.clone()));
+            }
+            EventKind::ApprovalResolved {
+                call_id,
+                approved: true,
+                scope: Some(ApprovalScope::Session),
+                ..
+            } => {
+                if let Some(call) = asked.remove(call_id) {
+                    approved.push(call);
+                }
+            }
+            EventKind::ApprovalResolved { call_id, .. } => {
+                asked.remove(call_id);
+            }
+            _ => {}
+        }
+    }
+    approved
 }
 
 /// Runs `options.concurrency` apalis workers on the turn queue of `pool`'s database until
@@ -243,5 +281,57 @@ pub async fn run_worker(
     match first_error {
         Some(e) => Err(QueueError::Worker(e)),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::Event;
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            session_id: "s".into(),
+            seq: 0,
+            ts: 0,
+            run_id: "r".into(),
+            parent_run_id: None,
+            kind,
+        }
+    }
+
+    fn asked(call: &str, summary: &str) -> Event {
+        event(EventKind::ApprovalRequested {
+            call_id: call.into(),
+            tool: "run_command".into(),
+            summary: summary.into(),
+            class: "destructive".into(),
+        })
+    }
+
+    fn resolved(call: &str, approved: bool, scope: Option<ApprovalScope>) -> Event {
+        event(EventKind::ApprovalResolved {
+            call_id: call.into(),
+            approved,
+            scope,
+            reason: None,
+        })
+    }
+
+    #[test]
+    fn only_calls_approved_for_the_session_are_remembered() {
+        let events = [
+            asked("a", "rm a"),
+            resolved("a", true, Some(ApprovalScope::Session)),
+            asked("b", "rm b"),
+            resolved("b", true, Some(ApprovalScope::Once)),
+            asked("c", "rm c"),
+            resolved("c", false, None),
+            asked("d", "rm d"),
+        ];
+        assert_eq!(
+            approved_for_session(&events),
+            [("run_command".to_string(), "rm a".to_string())]
+        );
     }
 }
