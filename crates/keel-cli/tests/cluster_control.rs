@@ -23,7 +23,8 @@ const SLOW: &str = "turns:\n  - text: \"thinking\"\n    delay_ms: 60000\n  - tex
 
 const QUICK: &str = "turns:\n  - text: \"done\"\n";
 
-const REMOVE: &str = "turns:\n  - tool_calls:\n      - {id: rm1, name: run_command, arguments: {command: \"rm src/lib.rs\"}}\n  - text: \"Done.\"\n";
+/// Asks to remove a file; its second turn asks the same again.
+const REMOVE: &str = "turns:\n  - tool_calls:\n      - {id: rm1, name: run_command, arguments: {command: \"rm src/lib.rs\"}}\n  - text: \"Done.\"\n  - tool_calls:\n      - {id: rm2, name: run_command, arguments: {command: \"rm src/lib.rs\"}}\n  - text: \"Done again.\"\n";
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
@@ -270,7 +271,7 @@ async fn an_approval_answered_through_the_other_server_reaches_the_worker() {
         post(
             &b2,
             &format!("/api/v1/sessions/{id2}/approve"),
-            json!({"call_id": "rm1", "scope": "once"}),
+            json!({"call_id": "rm1", "scope": "session"}),
         )
     })
     .await;
@@ -283,6 +284,21 @@ async fn an_approval_answered_through_the_other_server_reaches_the_worker() {
         .unwrap();
     assert_eq!(resolved["approved"], true, "{resolved}");
     assert!(!lib.exists(), "approved: it ran");
+    // Approved for the session: the next turn (a new handle, maybe another worker) runs the
+    // same call without asking.
+    std::fs::write(&lib, "pub fn one() -> u8 { 1 }\n").unwrap();
+    let (a2, id2) = (a.clone(), id.clone());
+    blocking(move || send(&a2, &id2, "tidy up again")).await;
+    let second = wait_for_second_finish(&a, &id).await;
+    assert_eq!(second["status"], "completed", "{second}");
+    let (a2, id2) = (a.clone(), id.clone());
+    let all = blocking(move || stored(&a2, &id2)).await;
+    let asked = all
+        .iter()
+        .filter(|e| e["type"] == "approval_requested")
+        .count();
+    assert_eq!(asked, 1, "{:?}", kinds(&all));
+    assert!(!lib.exists(), "it ran again");
 
     // Denied through server B: the file stays and the model reads why.
     std::fs::write(&lib, "pub fn one() -> u8 { 1 }\n").unwrap();
