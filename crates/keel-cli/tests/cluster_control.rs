@@ -102,6 +102,11 @@ async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_fr
     let (a2, id2) = (a.clone(), id.clone());
     blocking(move || send(&a2, &id2, "think hard")).await;
     wait_for(&a, &id, "turn_started", Duration::from_secs(60)).await;
+    // Either server says it runs (the web UI enables its cancel button on that).
+    let (b2, id2) = (b.clone(), id.clone());
+    let (_, view) =
+        blocking(move || request(&b2, "GET", &format!("/api/v1/sessions/{id2}"), None)).await;
+    assert_eq!(view["turn_running"], true, "{view}");
 
     let asked = Instant::now();
     let (b2, id2) = (b.clone(), id.clone());
@@ -118,6 +123,7 @@ async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_fr
     let (_, session) =
         blocking(move || request(&a2, "GET", &format!("/api/v1/sessions/{id2}"), None)).await;
     assert_eq!(session["status"], "cancelled", "{session}");
+    assert_eq!(session["turn_running"], false, "{session}");
 
     // Nothing is left to cancel.
     let (b2, id2) = (b.clone(), id.clone());

@@ -9,11 +9,21 @@
 use keel_engine::Emitter;
 use keel_engine::runtime::{OpAck, OpError};
 use keel_protocol::{Event, EventKind, Op, SessionStatus};
+use keel_store::SessionRecord;
 
 use crate::error::ApiError;
 use crate::hub::{ControlSeqs, Controlled, Hub, LiveSession, op_error};
 
 impl Hub {
+    /// Whether a turn of the session `record` runs: in this process, or (queue mode) in a
+    /// worker, as its stored status says (a dead run's `interrupted` session is not running).
+    pub fn running(&self, record: &SessionRecord) -> bool {
+        self.turn_running(&record.id)
+            || (self.queued()
+                && record.status == SessionStatus::Running
+                && !record.is_interrupted())
+    }
+
     /// Carries out `op` (`Interrupt`, `Approve`, `Deny`) on the session's queued or running
     /// turn through the queue.
     pub(crate) async fn remote(&self, session: &LiveSession, op: Op) -> Result<OpAck, ApiError> {
