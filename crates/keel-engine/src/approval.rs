@@ -209,6 +209,16 @@ impl ApprovalGate {
         }
     }
 
+    /// Lets the call `tool` with `summary` run without asking for the rest of the session, as
+    /// an approval with scope `session` does (a handle rebuilt for a session whose earlier
+    /// answers are stored: a worker's next turn).
+    pub fn remember(&self, tool: &str, summary: &str) {
+        self.remembered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(format!("{tool}\u{0}{summary}"));
+    }
+
     /// The calls waiting for an answer.
     pub fn waiting(&self) -> Vec<String> {
         let mut ids: Vec<String> = self

@@ -292,7 +292,16 @@ async fn resume_held(
     let id = record.id.clone();
     if record.status == SessionStatus::Idle {
         // Created before its first message (`create_session`): this message is its task.
-        if engine.store.last_seq(&id).await? > 0 {
+        // Its only events may be the `turn_finished` of first messages cancelled before any
+        // run took them (queue mode: `keel serve --database`).
+        if engine.store.last_seq(&id).await? > 0
+            && engine
+                .store
+                .events(&id, 0)
+                .await?
+                .iter()
+                .any(|e| !matches!(e.kind, EventKind::TurnFinished { .. }))
+        {
             return Err(StoreError::Conflict(format!(
                 "session {id} is idle but has events; it cannot start again"
             ))

@@ -14,7 +14,10 @@
 //!   lost machine) is re-enqueued by apalis once the worker's heartbeats stop, and the next
 //!   worker resumes the session from its last stored event (the session's run lease expires
 //!   the same way; until it has, the attempt fails as busy and is retried).
+//! - Cancelling a turn and answering its approvals go through the control channel
+//!   ([`control`]): a queued turn's job is killed, a running turn's worker gets the op.
 
+pub mod control;
 mod supervise;
 pub mod tasks;
 pub mod worker;
@@ -74,6 +77,9 @@ pub async fn connect(url: &str) -> Result<PgPool, QueueError> {
     PostgresStorage::<()>::setup(&pool)
         .await
         .map_err(|e| QueueError::Setup(e.to_string()))?;
+    control::setup(&pool)
+        .await
+        .map_err(|e| QueueError::Setup(format!("the turn control table: {e}")))?;
     Ok(pool)
 }
 
@@ -160,6 +166,7 @@ pub(crate) fn config_for(
 #[derive(Clone)]
 pub struct PgTurnQueue {
     storage: PostgresStorage<TurnJob>,
+    pool: PgPool,
 }
 
 impl std::fmt::Debug for PgTurnQueue {
@@ -173,7 +180,10 @@ impl PgTurnQueue {
     pub fn new(pool: &PgPool) -> Self {
         let storage =
             PostgresStorage::new(pool).with_config(config(std::time::Duration::from_secs(30), 1));
-        Self { storage }
+        Self {
+            storage,
+            pool: pool.clone(),
+        }
     }
 
     /// Enqueues `job`; returns its id (`session:after_seq`).
@@ -203,6 +213,19 @@ impl keel_server::TurnQueue for PgTurnQueue {
             })
             .await
             .map_err(|e| e.to_string())
+        })
+    }
+
+    fn control<'a>(
+        &'a self,
+        session_id: &'a str,
+        op: &'a keel_protocol::Op,
+        seqs: keel_server::ControlSeqs,
+    ) -> BoxFuture<'a, Result<keel_server::Controlled, String>> {
+        Box::pin(async move {
+            control::control(&self.pool, session_id, op, seqs)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 }

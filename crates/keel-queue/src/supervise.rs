@@ -80,7 +80,13 @@ pub async fn run_worker(
     stop: CancellationToken,
 ) -> Result<(), QueueError> {
     let concurrency = options.concurrency.max(1);
-    let state = State::new(builder, stats.clone(), concurrency);
+    // Cancels and approval answers from the servers reach the turns through the control
+    // channel; its listener re-connects by itself after an outage.
+    let controls = crate::control::Controls::new(pool.clone());
+    let listening = CancellationToken::new();
+    let listener = tokio::spawn(controls.clone().run(listening.clone()));
+    let _stop_listening = listening.clone().drop_guard();
+    let state = State::new(builder, stats.clone(), concurrency, controls);
     let outage = Outage::new(stats, true);
     // Checks the backoff settings once, before anything runs.
     retry_policy(options.retries)?;
@@ -105,6 +111,8 @@ pub async fn run_worker(
     probe.abort();
     // Turns whose apalis worker stopped during an outage still run: let them finish.
     let _ = state.slots.acquire_many(concurrency as u32).await;
+    listening.cancel();
+    let _ = listener.await;
     Ok(())
 }
 

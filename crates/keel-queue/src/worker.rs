@@ -9,12 +9,14 @@ use std::time::Duration;
 use apalis::prelude::{BoxDynError, Data};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
-use keel_protocol::{EventKind, Op};
+use keel_protocol::{ApprovalScope, EventKind, Op, SessionStatus};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::TurnJob;
+use crate::control::Controls;
 
 /// How a worker process runs.
 #[derive(Debug, Clone)]
@@ -132,6 +134,8 @@ pub(crate) struct State {
     /// One permit per turn this process runs at once.
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
     pub(crate) turns: RunningTurns,
+    /// Cancels and approval answers from the servers (the control channel).
+    pub(crate) controls: Arc<Controls>,
 }
 
 impl State {
@@ -139,6 +143,7 @@ impl State {
         builder: SessionBuilder,
         stats: Arc<WorkerStats>,
         concurrency: usize,
+        controls: Arc<Controls>,
     ) -> Self {
         Self {
             builder,
@@ -146,6 +151,7 @@ impl State {
             stop: CancellationToken::new(),
             slots: Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))),
             turns: Arc::default(),
+            controls,
         }
     }
 
@@ -239,18 +245,18 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     // database outage while this job was handed back, or a dead worker whose lease has not
     // expired yet. Wait while its lease is renewed (bounded), then look again.
     let waiting_since = tokio::time::Instant::now();
-    let record = loop {
+    let (record, events) = loop {
         let record = store.get_session(&job.session_id).await?;
         // An earlier attempt may have finished the turn and died before reporting it.
-        let since = store.events(&record.id, job.after_seq).await?;
-        if since
+        let events = store.events(&record.id, 0).await?;
+        if events
             .iter()
-            .any(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
+            .any(|e| e.seq > job.after_seq && matches!(e.kind, EventKind::TurnFinished { .. }))
         {
             return Ok(Outcome::AlreadyDone);
         }
         let Some(lease) = record.lease.as_ref().filter(|l| held(l)) else {
-            break record;
+            break (record, events);
         };
         if waiting_since.elapsed() > MAX_LEASE_WAIT {
             return Err(format!(
@@ -267,9 +273,19 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     let workspace = PathBuf::from(&record.workspace);
     let overrides = SessionOverrides::from_record(&record);
     let engine = Arc::new(state.builder.engine(&workspace, &overrides)?);
+    // Risky calls ask as in `keel serve` alone (`[approval]`, its timeout); the answers come
+    // from any server through the control channel.
+    let gate = Arc::new(ApprovalGate::from_config(engine.config(), None, true));
+    // Calls approved "for the session" in earlier turns (other workers' handles) run
+    // without asking again.
+    for (tool, summary) in approved_for_session(&events) {
+        gate.remember(&tool, &summary);
+    }
     let handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
         .rebuild_with(state.builder.clone(), &workspace, overrides)
+        .approvals(gate)
         .stop_with(&state.stop);
+    let handle = Arc::new(handle);
     // A session left running by a dead worker is resumed here (from its last stored event)
     // once its run lease has expired; should another run take it first, this fails as busy
     // and is retried.
@@ -278,11 +294,104 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
         Ok(_) => return Err("the session did not start a turn".into()),
         Err(e) => return Err(e.to_string().into()),
     };
+    // Cancels and answers for this turn reach it from now on (and any already sent, now).
+    let registered = state
+        .controls
+        .register(&record.id, handle.clone(), job.after_seq)
+        .await;
     let result = ticket.finished().await;
-    if result.outcome.is_none()
+    drop(registered);
+    // A cancelled turn has ended as asked: not a failure to retry.
+    if result.status != SessionStatus::Cancelled
+        && result.outcome.is_none()
         && let Some(m) = result.message
     {
         return Err(m.into());
     }
     Ok(Outcome::Ran)
+}
+
+/// The calls (tool, summary) `events` show approved with scope `session`.
+fn approved_for_session(events: &[keel_protocol::Event]) -> Vec<(String, String)> {
+    let mut asked = std::collections::HashMap::new();
+    let mut approved = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::ApprovalRequested {
+                call_id,
+                tool,
+                summary,
+                ..
+            } => {
+                asked.insert(call_id.clone(), (tool.clone(), summary.clone()));
+            }
+            EventKind::ApprovalResolved {
+                call_id,
+                approved: true,
+                scope: Some(ApprovalScope::Session),
+                ..
+            } => {
+                if let Some(call) = asked.remove(call_id) {
+                    approved.push(call);
+                }
+            }
+            EventKind::ApprovalResolved { call_id, .. } => {
+                asked.remove(call_id);
+            }
+            _ => {}
+        }
+    }
+    approved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::Event;
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            session_id: "s".into(),
+            seq: 0,
+            ts: 0,
+            run_id: "r".into(),
+            parent_run_id: None,
+            kind,
+        }
+    }
+
+    fn asked(call: &str, summary: &str) -> Event {
+        event(EventKind::ApprovalRequested {
+            call_id: call.into(),
+            tool: "run_command".into(),
+            summary: summary.into(),
+            class: "destructive".into(),
+        })
+    }
+
+    fn resolved(call: &str, approved: bool, scope: Option<ApprovalScope>) -> Event {
+        event(EventKind::ApprovalResolved {
+            call_id: call.into(),
+            approved,
+            scope,
+            reason: None,
+        })
+    }
+
+    #[test]
+    fn only_calls_approved_for_the_session_are_remembered() {
+        let events = [
+            asked("a", "rm a"),
+            resolved("a", true, Some(ApprovalScope::Session)),
+            asked("b", "rm b"),
+            resolved("b", true, Some(ApprovalScope::Once)),
+            asked("c", "rm c"),
+            resolved("c", false, None),
+            asked("d", "rm d"),
+        ];
+        assert_eq!(
+            approved_for_session(&events),
+            [("run_command".to_string(), "rm a".to_string())]
+        );
+    }
 }

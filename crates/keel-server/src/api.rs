@@ -64,7 +64,8 @@ pub struct SessionView {
     pub created_at: u64,
     /// Unix milliseconds.
     pub updated_at: u64,
-    /// Whether this server is running one of its turns now.
+    /// Whether a turn of the session runs now: in this server, or in queue mode
+    /// (`keel serve --database`) in a worker.
     pub turn_running: bool,
 }
 
@@ -302,7 +303,7 @@ pub async fn list_sessions(
             .iter()
             // A subagent's own record: its events are in its parent's session.
             .filter(|r| !keel_engine::agents::is_subagent_session(&r.workspace))
-            .map(|r| SessionView::new(r, hub.turn_running(&r.id)))
+            .map(|r| SessionView::new(r, hub.running(r)))
             .collect(),
     ))
 }
@@ -319,7 +320,7 @@ pub async fn get_session(
     PathParams(id): PathParams<String>,
 ) -> Result<Json<SessionView>, ApiError> {
     let record = hub.record(&id).await?;
-    Ok(Json(SessionView::new(&record, hub.turn_running(&id))))
+    Ok(Json(SessionView::new(&record, hub.running(&record))))
 }
 
 /// Deletes a session with its events, messages and blockers.

@@ -119,7 +119,7 @@ pub struct Hub {
     /// Queue mode: `work/batch` queues its tasks as jobs for the workers.
     pub(crate) task_queue: std::sync::OnceLock<Arc<dyn TaskQueue>>,
     /// Queue mode (`keel serve --database`): turns become jobs that workers run.
-    queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
+    pub(crate) queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
 }
 
 /// Where a batch of tasks goes in queue mode (`keel serve --database`): the first ready task
@@ -149,6 +149,41 @@ pub trait TurnQueue: Send + Sync {
         content: &'a str,
         after_seq: u64,
     ) -> futures::future::BoxFuture<'a, Result<String, String>>;
+
+    /// Carries out `op` (`Interrupt`, `Approve` or `Deny`) on the turn of session
+    /// `session_id`, wherever it is: an `Interrupt` removes the session's turns still waiting
+    /// in the queue ([`Controlled::Dequeued`]); otherwise the op reaches the worker running
+    /// the turn ([`Controlled::Delivered`], durably: a worker that misses the notice sees it on
+    /// its next check). `seqs` say where the session's events stand, so that an op reaches
+    /// neither a turn that has already finished nor one asked for later.
+    fn control<'a>(
+        &'a self,
+        session_id: &'a str,
+        op: &'a Op,
+        seqs: ControlSeqs,
+    ) -> futures::future::BoxFuture<'a, Result<Controlled, String>>;
+}
+
+/// Where a session's stored events stand when an op is sent to its turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ControlSeqs {
+    /// The last stored seq: a turn asked for after it (a job's `after_seq` above it) is not
+    /// the op's.
+    pub last: u64,
+    /// The seq of the last `turn_finished` (0: none): a job asked for before it has run its
+    /// turn, even while the queue still shows it running.
+    pub finished: u64,
+}
+
+/// What [`TurnQueue::control`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Controlled {
+    /// `n` turns waiting for a worker were removed; none of them will run.
+    Dequeued(usize),
+    /// The op is on its way to the worker running the turn.
+    Delivered,
+    /// No turn of the session is queued or running.
+    NothingRunning,
 }
 
 /// What sending a message did.
@@ -415,6 +450,10 @@ impl Hub {
         if self.stopping.is_cancelled() {
             return Err(shutting_down());
         }
+        if self.queued() && matches!(op, Op::Interrupt | Op::Approve { .. } | Op::Deny { .. }) {
+            // The turn runs in some worker: the op goes through the queue.
+            return self.remote(session, op).await;
+        }
         let handle = self.handle(session).await?;
         handle
             .submit(op)
@@ -476,7 +515,7 @@ impl Hub {
         }
     }
 
-    /// Cancels the running turn of `session`.
+    /// Cancels the running turn of `session` (in queue mode, its queued or running turn).
     pub async fn cancel(&self, session: &LiveSession) -> Result<(), ApiError> {
         self.submit(session, Op::Interrupt).await.map(drop)
     }

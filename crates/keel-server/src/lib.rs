@@ -23,6 +23,7 @@ pub mod approvals;
 pub mod error;
 pub mod hub;
 pub mod live;
+mod remote;
 pub mod roots;
 pub mod security;
 pub mod stream;
@@ -45,7 +46,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use hub::{Hub, Sent, SessionSpec, TaskQueue, TurnQueue, TurnResult};
+pub use hub::{ControlSeqs, Controlled, Hub, Sent, SessionSpec, TaskQueue, TurnQueue, TurnResult};
 pub use keel_engine::runtime::SessionBuilder;
 pub use roots::WorkspaceRoots;
 pub use security::{Access, TokenOrigin};

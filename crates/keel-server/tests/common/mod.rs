@@ -43,6 +43,20 @@ impl TestServer {
     }
 
     pub async fn start_with(host: &str, token: Option<&str>) -> Self {
+        Self::start_full(host, token, None).await
+    }
+
+    /// A server in queue mode: turns go to `queue` (as `keel serve --database` sends them to
+    /// the workers).
+    pub async fn start_queued(queue: Arc<dyn keel_server::TurnQueue>) -> Self {
+        Self::start_full("127.0.0.1", None, Some(queue)).await
+    }
+
+    async fn start_full(
+        host: &str,
+        token: Option<&str>,
+        queue: Option<Arc<dyn keel_server::TurnQueue>>,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("ws/src")).unwrap();
         std::fs::write(
@@ -64,6 +78,9 @@ impl TestServer {
         let server = Server::bind(options, test_builder(store.clone()))
             .await
             .unwrap();
+        if let Some(queue) = queue {
+            server.hub().set_queue(queue);
+        }
         let token = match server.token() {
             keel_server::TokenOrigin::Generated(t) => Some(t.clone()),
             _ => token.map(str::to_string),
