@@ -15,6 +15,7 @@
 //!   worker resumes the session from its last stored event (the session's run lease expires
 //!   the same way; until it has, the attempt fails as busy and is retried).
 
+pub mod flows;
 pub mod tasks;
 pub mod worker;
 
@@ -26,6 +27,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use apalis_postgres::PgPool as QueuePool;
+pub use flows::{FLOW_QUEUE, FlowJob, push_flow, run_flow_worker};
 pub use tasks::{PgTaskQueue, TASK_QUEUE, TaskJob, run_task_worker, task_queue};
 pub use worker::{WorkerHealth, WorkerOptions, WorkerStats, run_worker};
 
