@@ -39,6 +39,10 @@ pub enum FlowCommand {
         /// Print one JSON event per line instead of the progress view.
         #[arg(long)]
         json: bool,
+        /// Store the run as queued in the shared PostgreSQL database (KEEL_DATABASE_URL) for a
+        /// `keel worker` to run, and return at once.
+        #[arg(long)]
+        queue: bool,
     },
     /// Check a flow file without running it; every mistake is printed as file:line:column.
     Validate { file: PathBuf },
@@ -86,7 +90,15 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             inputs,
             llm,
             json,
-        } => run(&root, &resolve(&root, &file), &inputs, &llm, json),
+            queue,
+        } => {
+            let file = resolve(&root, &file);
+            if queue {
+                crate::flow_queue::queue(&root, &file, &inputs, &llm, json)
+            } else {
+                run(&root, &file, &inputs, &llm, json)
+            }
+        }
         FlowCommand::Resume { run, llm, json } => with_executor(
             &root,
             &llm,

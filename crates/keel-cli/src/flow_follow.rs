@@ -26,6 +26,15 @@ pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
         let mut seen: BTreeMap<String, NodeState> = BTreeMap::new();
         loop {
             print_changes(&rec, &order, &mut seen);
+            // Queued: waiting for a `keel worker` (keel flow run --queue).
+            if rec.status == "queued" {
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL) => {}
+                    _ = tokio::signal::ctrl_c() => return Ok(exit::COMPLETED),
+                }
+                rec = store.get(&rec.id).await.map_err(store_error)?;
+                continue;
+            }
             if rec.status != "running" {
                 println!("run {} {}", rec.id, rec.status);
                 return Ok(outcome(&rec.status));

@@ -12,6 +12,7 @@ mod eval;
 mod eval_report;
 mod flow;
 mod flow_follow;
+mod flow_queue;
 mod index;
 mod init;
 mod input;

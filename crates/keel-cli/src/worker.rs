@@ -70,30 +70,48 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
             eprintln!("keel worker: finishing the running turns, taking no new ones…");
             signal.cancel();
         });
-        // Turns and tasks: each queue has its own apalis worker; one failing stops both.
-        let tasks = keel_queue::run_task_worker(
+        // Turns, tasks and flow runs: each queue has its own apalis workers; one of them
+        // failing for good stops the others.
+        let mut queues = tokio::task::JoinSet::new();
+        queues.spawn(keel_queue::run_task_worker(
             pool.clone(),
             builder.clone(),
             store.clone(),
             options.clone(),
             stats.clone(),
             stop.clone(),
-        );
-        let turns = keel_queue::run_worker(pool, builder, options, stats, stop.clone());
-        let (turns, tasks) = tokio::join!(
-            async {
-                let r = turns.await;
-                stop.cancel();
-                r
-            },
-            async {
-                let r = tasks.await;
-                stop.cancel();
-                r
+        ));
+        queues.spawn(keel_queue::run_flow_worker(
+            pool.clone(),
+            builder.clone(),
+            store.clone(),
+            options.clone(),
+            stats.clone(),
+            stop.clone(),
+        ));
+        queues.spawn(keel_queue::run_worker(
+            pool,
+            builder,
+            options,
+            stats,
+            stop.clone(),
+        ));
+        let mut first_error = None;
+        while let Some(done) = queues.join_next().await {
+            stop.cancel();
+            match done {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert_with(|| anyhow::Error::from(e));
+                }
+                Err(e) => {
+                    first_error.get_or_insert_with(|| anyhow::anyhow!("a queue worker panicked: {e}"));
+                }
             }
-        );
-        turns?;
-        tasks?;
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
         eprintln!("keel worker: stopped");
         Ok(exit::COMPLETED)
     })

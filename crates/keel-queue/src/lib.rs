@@ -18,6 +18,7 @@
 //!   ([`control`]): a queued turn's job is killed, a running turn's worker gets the op.
 
 pub mod control;
+pub mod flows;
 mod supervise;
 pub mod tasks;
 pub mod worker;
@@ -30,6 +31,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use apalis_postgres::PgPool as QueuePool;
+pub use flows::{FLOW_QUEUE, FlowJob, push_flow, run_flow_worker};
 pub use supervise::run_worker;
 pub use tasks::{PgTaskQueue, TASK_QUEUE, TaskJob, run_task_worker, task_queue};
 pub use worker::{Database, WorkerHealth, WorkerOptions, WorkerStats};

@@ -136,15 +136,15 @@ impl Executor {
         })
     }
 
-    /// Starts a new run of `flow` (compiled from `source`) in `workspace`.
-    pub async fn start(
-        &self,
-        flow: Flow,
+    /// A new run's record: every node pending, the workspace's tree fingerprinted.
+    async fn new_record(
+        flow: &Flow,
         source: &str,
         workspace: &Path,
-        inputs: BTreeMap<String, Value>,
-    ) -> Result<RunSummary, FlowError> {
-        let run_id = uuid::Uuid::now_v7().to_string();
+        inputs: &BTreeMap<String, Value>,
+        status: &str,
+        pid: Option<u32>,
+    ) -> RunRecord {
         let mut trace = Trace::default();
         match node::snapshot(workspace).await {
             Ok(t) => trace.initial_tree = Some(t),
@@ -154,20 +154,58 @@ impl Executor {
         for id in flow.all_node_ids() {
             state.nodes.insert(id, NodeState::default());
         }
-        let record = RunRecord {
-            id: run_id.clone(),
+        RunRecord {
+            id: uuid::Uuid::now_v7().to_string(),
             workspace: workspace.display().to_string(),
             flow_name: flow.name.clone(),
             flow_file: flow.file.display().to_string(),
             flow_source: source.to_string(),
             inputs: inputs.clone(),
-            status: "running".into(),
-            state: state.clone(),
-            trace: trace.clone(),
-            pid: Some(std::process::id()),
+            status: status.into(),
+            state,
+            trace,
+            pid,
             created_at: node::now_ms(),
             updated_at: node::now_ms(),
-        };
+        }
+    }
+
+    /// Stores a new run of `flow` as `queued` without running it; a job queue's worker runs
+    /// it with [`Executor::resume`] (a queued run resumes from its start). Returns its id.
+    pub async fn queue(
+        &self,
+        flow: &Flow,
+        source: &str,
+        workspace: &Path,
+        inputs: &BTreeMap<String, Value>,
+    ) -> Result<String, FlowError> {
+        let record = Self::new_record(flow, source, workspace, inputs, "queued", None).await;
+        self.store.create(&record).await?;
+        Ok(record.id)
+    }
+
+    /// Starts a new run of `flow` (compiled from `source`) in `workspace`.
+    pub async fn start(
+        &self,
+        flow: Flow,
+        source: &str,
+        workspace: &Path,
+        inputs: BTreeMap<String, Value>,
+    ) -> Result<RunSummary, FlowError> {
+        let record = Self::new_record(
+            &flow,
+            source,
+            workspace,
+            &inputs,
+            "running",
+            Some(std::process::id()),
+        )
+        .await;
+        let (run_id, state, trace) = (
+            record.id.clone(),
+            record.state.clone(),
+            record.trace.clone(),
+        );
         self.store.create(&record).await?;
         let lease = self.store.take_lease(&run_id).await?;
         self.emit(FlowEvent::RunStarted {

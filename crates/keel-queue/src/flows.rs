@@ -1,0 +1,192 @@
+//! Flow runs as jobs: `keel flow run FILE --queue` stores the run as `queued` in the shared
+//! database and pushes a [`FlowJob`]; a `keel worker` ([`run_flow_worker`]) runs it with the
+//! flow executor, which checkpoints every node in the database. When a worker dies mid-run,
+//! apalis hands the job to another worker once the dead one's heartbeats stop, and that worker
+//! resumes the run from its last checkpoint (finished nodes are not run again) as soon as the
+//! dead run's lease has expired.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use apalis::prelude::{
+    BoxDynError, Data, TaskBuilder, TaskSink, WorkerBuilder, WorkerBuilderExt, WorkerError,
+};
+use apalis_postgres::{PgPool, PostgresStorage};
+use keel_engine::runtime::{SessionBuilder, SessionOverrides};
+use keel_flow::Executor;
+use keel_flow::exec::agent::EngineAgents;
+use keel_flow::store::FlowStore;
+use keel_store::PgStore;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::supervise::{Outage, keep_running, retry_policy};
+use crate::worker::{Running, WorkerOptions, WorkerStats};
+use crate::{QueueError, config_for};
+
+/// The apalis queue flow runs go to.
+pub const FLOW_QUEUE: &str = "keel-flows";
+
+/// A stored flow run to run (or resume) on a worker, with the provider choices of the
+/// command that queued it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowJob {
+    pub run_id: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub script: Option<String>,
+}
+
+impl FlowJob {
+    pub fn new(run_id: &str, overrides: &SessionOverrides) -> Self {
+        Self {
+            run_id: run_id.to_string(),
+            provider: overrides.provider.clone(),
+            model: overrides.model.clone(),
+            base_url: overrides.base_url.clone(),
+            script: overrides.script.as_ref().map(|p| p.display().to_string()),
+        }
+    }
+
+    fn overrides(&self) -> SessionOverrides {
+        SessionOverrides {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            script: self.script.as_ref().map(Into::into),
+            ..SessionOverrides::default()
+        }
+    }
+}
+
+/// Queues flow runs (one job per run: the run id is the job's idempotency key).
+pub async fn push_flow(pool: &PgPool, job: FlowJob) -> Result<(), QueueError> {
+    let mut storage = PostgresStorage::<FlowJob>::new(pool).with_config(config_for(
+        FLOW_QUEUE,
+        Duration::from_secs(30),
+        1,
+    ));
+    let key = job.run_id.clone();
+    let task = TaskBuilder::new(job).idempotency_key(&key).build();
+    storage
+        .push_task(task)
+        .await
+        .map_err(|e| QueueError::Push(e.to_string()))
+}
+
+#[derive(Clone)]
+struct State {
+    builder: SessionBuilder,
+    flows: FlowStore,
+    stats: Arc<WorkerStats>,
+}
+
+async fn run_flow_job(job: FlowJob, state: Data<State>) -> Result<(), BoxDynError> {
+    state.stats.running.fetch_add(1, Ordering::Relaxed);
+    let _running = Running(state.stats.clone());
+    let outcome = flow_job(&job, &state).await;
+    match &outcome {
+        Ok(()) => state.stats.completed.fetch_add(1, Ordering::Relaxed),
+        Err(e) => {
+            eprintln!("keel worker: flow run {}: attempt failed: {e}", job.run_id);
+            state.stats.failed.fetch_add(1, Ordering::Relaxed)
+        }
+    };
+    outcome
+}
+
+async fn flow_job(job: &FlowJob, state: &State) -> Result<(), BoxDynError> {
+    let rec = state.flows.get(&job.run_id).await?;
+    // Queued, or running on a worker that died: anything else already ended (an earlier
+    // attempt finished the run and died before its job was marked done).
+    if rec.status != "queued" && rec.status != "running" {
+        return Ok(());
+    }
+    let overrides = job.overrides();
+    let workspace = Path::new(&rec.workspace);
+    let config = state.builder.config(workspace, &overrides)?;
+    let exec = Executor {
+        store: state.flows.clone(),
+        agents: Arc::new(EngineAgents {
+            builder: state.builder.clone(),
+            defaults: overrides,
+        }),
+        shell: config.shell.tool_settings(),
+        events: None,
+        cancel: CancellationToken::new(),
+    };
+    // A dead worker's run keeps its lease for a few seconds: resuming fails until then, and
+    // the attempt is retried with backoff.
+    let summary = exec.resume(&rec.id).await?;
+    eprintln!(
+        "keel worker: flow run {} ({}) {}",
+        summary.run_id, rec.flow_name, summary.status
+    );
+    Ok(())
+}
+
+/// Runs flow jobs of `pool`'s database, one run at a time per worker process, until `stop`
+/// is cancelled; a running flow then finishes before this returns. After a database failure
+/// the apalis worker is started again once the database answers.
+pub async fn run_flow_worker(
+    pool: PgPool,
+    builder: SessionBuilder,
+    store: Arc<PgStore>,
+    options: WorkerOptions,
+    stats: Arc<WorkerStats>,
+    stop: CancellationToken,
+) -> Result<(), QueueError> {
+    let flows = FlowStore::from_dyn(store.clone(), Some(store));
+    let state = State {
+        builder,
+        flows,
+        stats,
+    };
+    retry_policy(options.retries)?;
+    let outage = Outage::new(state.stats.clone(), false);
+    let base = format!("{}-flows", options.name);
+    keep_running(&base, &pool, &outage, &stop, |name| {
+        let (pool, options, state, stop) =
+            (pool.clone(), options.clone(), state.clone(), stop.clone());
+        async move {
+            let storage = PostgresStorage::<FlowJob>::new(&pool)
+                .with_config(config_for(FLOW_QUEUE, options.heartbeat, 1))
+                .with_pubsub();
+            WorkerBuilder::new(name)
+                .backend(storage)
+                .concurrency(1)
+                .retry(retry_policy(options.retries)?)
+                .data(state)
+                .build(run_flow_job)
+                .run_until(async move {
+                    stop.cancelled().await;
+                    Ok::<(), WorkerError>(())
+                })
+                .await
+                .map_err(|e| QueueError::Worker(e.to_string()))
+        }
+    })
+    .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_job_carries_the_provider_choices_of_the_command_that_queued_it() {
+        let overrides = SessionOverrides {
+            provider: Some("scripted".into()),
+            script: Some("/w/s.yaml".into()),
+            ..SessionOverrides::default()
+        };
+        let job = FlowJob::new("run-1", &overrides);
+        assert_eq!(job.overrides(), overrides);
+        let json = serde_json::to_string(&job).unwrap();
+        assert_eq!(serde_json::from_str::<FlowJob>(&json).unwrap(), job);
+    }
+}
