@@ -167,6 +167,11 @@ CREATE TABLE proofs (
 CREATE INDEX proofs_task ON proofs(workspace, task, created_at, id);
 "#,
     },
+    Migration {
+        version: 4,
+        name: "a session's git source (queue-mode workers check it out)",
+        sql: "ALTER TABLE sessions ADD COLUMN repo TEXT;",
+    },
 ];
 
 /// Applies the migrations `conn`'s database has not recorded, in order, and returns them.
