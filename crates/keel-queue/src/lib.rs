@@ -14,7 +14,11 @@
 //!   lost machine) is re-enqueued by apalis once the worker's heartbeats stop, and the next
 //!   worker resumes the session from its last stored event (the session's run lease expires
 //!   the same way; until it has, the attempt fails as busy and is retried).
+//! - A session may name a git remote + ref instead of a shared workspace ([`checkout`]): the
+//!   worker checks it out into `<checkout_dir>/<session id>`, runs the turn there and pushes
+//!   the turn's commit to the remote's `keel/<session id>`, where the next turn starts.
 
+pub mod checkout;
 pub mod worker;
 
 use std::sync::Arc;

@@ -9,11 +9,13 @@ use apalis::layers::retry::backoff::{ExponentialBackoffMaker, MakeBackoff};
 use apalis::layers::retry::{HasherRng, RetryPolicy};
 use apalis::prelude::{BoxDynError, Data, WorkerBuilder, WorkerBuilderExt, WorkerError};
 use apalis_postgres::{PgPool, PostgresStorage};
-use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
-use keel_protocol::{EventKind, Op};
+use keel_engine::Emitter;
+use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides, TurnEnd};
+use keel_protocol::{EventKind, Op, SessionStatus};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::checkout::{Checkout, Checkouts};
 use crate::{QueueError, TurnJob, config};
 
 /// How a worker process runs.
@@ -28,6 +30,10 @@ pub struct WorkerOptions {
     pub heartbeat: Duration,
     /// Attempts after the first failed one, with exponential backoff.
     pub retries: usize,
+    /// Where sessions with a git source are checked out (`<checkout_dir>/<session id>`).
+    pub checkout_dir: PathBuf,
+    /// How long one git call (clone, fetch, push) may take.
+    pub git_timeout: Duration,
 }
 
 impl WorkerOptions {
@@ -41,8 +47,15 @@ impl WorkerOptions {
             concurrency: 1,
             heartbeat: Duration::from_secs(5),
             retries: 8,
+            checkout_dir: default_checkout_dir(),
+            git_timeout: Duration::from_secs(300),
         }
     }
+}
+
+/// `$KEEL_HOME/checkouts` (Keel's data directory).
+pub fn default_checkout_dir() -> PathBuf {
+    keel_engine::config::data_dir(&|k| std::env::var(k).ok()).join("checkouts")
 }
 
 impl Default for WorkerOptions {
@@ -84,6 +97,7 @@ impl WorkerStats {
 struct State {
     builder: SessionBuilder,
     stats: Arc<WorkerStats>,
+    checkouts: Checkouts,
     /// Cancelled to cancel running turns (never at a graceful stop: turns finish).
     stop: CancellationToken,
 }
@@ -135,13 +149,32 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
         )
         .into());
     }
-    // The session runs where it was created: a workspace on storage every worker shares.
-    let workspace = PathBuf::from(&record.workspace);
+    // The session runs where it was created (a workspace on storage every worker shares), or
+    // in this worker's checkout of its git source.
+    let (workspace, checkout) = match &record.repo {
+        None => (PathBuf::from(&record.workspace), None),
+        Some(repo) => match state.checkouts.prepare(&record.id, repo).await {
+            Ok(c) => (c.dir().to_path_buf(), Some(c)),
+            Err(e) => {
+                let message = format!(
+                    "cannot check out {} at `{}` for this turn: {e}",
+                    repo.shown_url(),
+                    repo.git_ref
+                );
+                eprintln!("keel worker: session {}: {message}", record.id);
+                fail_turn(&store, &record, &job.content, message).await?;
+                return Ok(());
+            }
+        },
+    };
     let overrides = SessionOverrides::from_record(&record);
     let engine = Arc::new(state.builder.engine(&workspace, &overrides)?);
-    let handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
+    let mut handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
         .rebuild_with(state.builder.clone(), &workspace, overrides)
         .stop_with(&state.stop);
+    if let Some(checkout) = checkout {
+        handle = handle.on_turn_end(Arc::new(Publish(checkout)));
+    }
     // A session left running by a dead worker is resumed here (from its last stored event)
     // once its run lease has expired; until then this fails as busy and is retried.
     let ticket = match handle.submit(Op::user_message(job.content.clone())).await {
@@ -158,6 +191,57 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
     Ok(())
 }
 
+/// A turn that could not start (its checkout failed) ends `failed` with `message`. A session
+/// whose first turn it was is marked failed with the message as its task: it never started.
+async fn fail_turn(
+    store: &Arc<dyn keel_store::Store>,
+    record: &keel_store::SessionRecord,
+    content: &str,
+    message: String,
+) -> Result<(), BoxDynError> {
+    if record.status == SessionStatus::Idle {
+        store.set_session_task(&record.id, content).await?;
+        store
+            .update_session(&record.id, SessionStatus::Failed, 0, &record.usage)
+            .await?;
+    }
+    Emitter::new(record.id.clone(), store.clone(), Vec::new())
+        .emit(EventKind::TurnFinished {
+            status: SessionStatus::Failed,
+            message: Some(message),
+        })
+        .await?;
+    Ok(())
+}
+
+/// Commits and pushes a session's checkout at the end of each turn.
+struct Publish(Checkout);
+
+impl TurnEnd for Publish {
+    fn turn_ended<'a>(
+        &'a self,
+        emitter: &'a Emitter,
+        _status: SessionStatus,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let url = self.0.repo().shown_url();
+            match self.0.publish().await {
+                Ok(None) => Ok(()),
+                Ok(Some(pushed)) => emitter
+                    .emit(EventKind::WorkspacePushed {
+                        url,
+                        branch: pushed.branch,
+                        commit: pushed.commit,
+                    })
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!("the turn's changes were not pushed to {url}: {e}")),
+            }
+        })
+    }
+}
+
 /// Runs `options.concurrency` apalis workers on the turn queue of `pool`'s database until
 /// `stop` is cancelled; running turns then finish before this returns.
 pub async fn run_worker(
@@ -170,6 +254,7 @@ pub async fn run_worker(
     let state = State {
         builder,
         stats,
+        checkouts: Checkouts::new(&options.checkout_dir, options.git_timeout),
         stop: CancellationToken::new(),
     };
     let mut workers = tokio::task::JoinSet::new();
