@@ -286,7 +286,7 @@ impl Checkout {
             if e.contains("rejected") || e.contains("non-fast-forward") || e.contains("fetch first")
             {
                 format!(
-                    "{e}; {branch} of {shown} moved since this turn started (another writer pushed to it); the turn's commit {head} stays in the worker's checkout"
+                    "{e}; {branch} of {shown} moved while this turn ran (another writer pushed to it), so the turn's commit {head} was not pushed; the next turn starts from the branch as it is now"
                 )
             } else {
                 e
@@ -351,9 +351,15 @@ impl Checkout {
         if out.status.success() {
             return Ok(out);
         }
-        let err = String::from_utf8_lossy(&out.stderr);
-        // The url may carry a password: git's own message is shown with it hidden.
-        let err = err.trim().replace(&self.repo.url, &self.repo.shown_url());
+        // git's own message on one line, without its hints; the url may carry a password,
+        // so it is shown hidden.
+        let err = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("hint:"))
+            .collect::<Vec<_>>()
+            .join("; ")
+            .replace(&self.repo.url, &self.repo.shown_url());
         Err(format!("git could not {what}: {err}"))
     }
 }
