@@ -12,7 +12,10 @@
 //! (`core.hooksPath=/dev/null`), filters, helpers, pagers or prompts (`GIT_TERMINAL_PROMPT=0`),
 //! no submodules, only the transport the url needs (`protocol.file.allow` only for a local
 //! path or `file://`), the url passed after `--` and never through the checkout's own remote
-//! configuration, and each call under a timeout.
+//! configuration, and each call under a timeout. The checkout's `.git/config` is put back as
+//! the clone wrote it (a copy kept outside the checkout) before every use, so what a turn
+//! writes there — a url rewrite, another work tree — never applies; a `.git` that is no longer
+//! a plain directory is never used.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -37,6 +40,8 @@ pub struct Checkout {
     /// The commit the turn started from.
     base: String,
     timeout: Duration,
+    /// The checkout's git configuration as the clone wrote it, kept outside the checkout.
+    pristine: PathBuf,
 }
 
 /// What [`Checkout::publish`] pushed.
@@ -80,9 +85,10 @@ impl Checkouts {
             session_id: session_id.to_string(),
             base: String::new(),
             timeout: self.timeout,
+            pristine: self.root.join(format!(".{session_id}.gitconfig")),
         };
         let shown = repo.shown_url();
-        if checkout.dir.join(".git").is_dir() {
+        if checkout.restore_config().await.is_ok() {
             checkout
                 .git(&fetch_args(), &format!("fetch {shown}"))
                 .await?;
@@ -178,6 +184,9 @@ impl Checkout {
             &format!("clone {shown}"),
         )
         .await?;
+        tokio::fs::copy(self.dir.join(".git/config"), &self.pristine)
+            .await
+            .map_err(|e| format!("cannot keep the checkout's git configuration: {e}"))?;
         // Keel's own files (`.keel/`: the index, snapshots' scratch) never go into commits.
         let exclude = self.dir.join(".git/info/exclude");
         if let Some(parent) = exclude.parent() {
@@ -190,6 +199,34 @@ impl Checkout {
         tokio::fs::write(&exclude, text)
             .await
             .map_err(|e| format!("cannot write {}: {e}", exclude.display()))
+    }
+
+    /// Puts back the git configuration the clone wrote, so nothing a turn wrote into
+    /// `.git/config` (a url rewrite, another work tree, a proxy) applies to Keel's git; fails
+    /// when the checkout's `.git` is not a plain directory or the kept copy is missing.
+    async fn restore_config(&self) -> Result<(), String> {
+        let git_dir = self.dir.join(".git");
+        let plain = tokio::fs::symlink_metadata(&git_dir)
+            .await
+            .is_ok_and(|m| m.is_dir());
+        if !plain {
+            return Err(format!(
+                "{} is not a git directory (replaced or removed during a turn)",
+                git_dir.display()
+            ));
+        }
+        let config = git_dir.join("config");
+        // A symbolic link put there is replaced, never written through.
+        let _ = tokio::fs::remove_file(&config).await;
+        tokio::fs::copy(&self.pristine, &config)
+            .await
+            .map(drop)
+            .map_err(|e| {
+                format!(
+                    "cannot restore the checkout's git configuration from {}: {e}",
+                    self.pristine.display()
+                )
+            })
     }
 
     /// The commit the turn starts from: the session's branch, else the ref as a branch, a tag
@@ -233,6 +270,9 @@ impl Checkout {
     pub async fn publish(&self) -> Result<Option<Pushed>, String> {
         let shown = self.repo.shown_url();
         let branch = RepoSource::session_branch(&self.session_id);
+        self.restore_config()
+            .await
+            .map_err(|e| format!("the turn's changes cannot be committed: {e}"))?;
         self.git(&["add", "--all", "--", "."], "stage the turn's changes")
             .await?;
         let staged = self

@@ -169,3 +169,54 @@ async fn hooks_planted_in_the_checkout_never_run() {
     c.publish().await.unwrap().unwrap();
     assert!(!marker.exists(), "a hook ran");
 }
+
+#[tokio::test]
+async fn what_a_turn_writes_into_the_git_config_is_undone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (url, seed) = remote(tmp.path());
+    let repo = RepoSource::new(&url, Some("main")).unwrap();
+    let checkouts = Checkouts::new(tmp.path().join("c"), Duration::from_secs(60));
+    let c = checkouts.prepare(SESSION, &repo).await.unwrap();
+    // The turn redirects pushes to another remote and the work tree elsewhere.
+    let (evil, _) = {
+        let d = tmp.path().join("evil");
+        std::fs::create_dir_all(&d).unwrap();
+        remote(&d)
+    };
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("keep.txt"), "mine\n").unwrap();
+    git(c.dir(), &["config", &format!("url.{evil}.insteadOf"), &url]);
+    git(
+        c.dir(),
+        &["config", "core.worktree", &elsewhere.display().to_string()],
+    );
+    std::fs::write(c.dir().join("notes.txt"), "one\n").unwrap();
+    let pushed = c.publish().await.unwrap().unwrap();
+    let remote_dir = Path::new(&url);
+    assert_eq!(
+        git(remote_dir, &["rev-parse", &pushed.branch]),
+        pushed.commit
+    );
+    assert_eq!(
+        git(Path::new(&evil), &["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main\nrefs/tags/v1",
+        "nothing went to the other remote"
+    );
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("keep.txt")).unwrap(),
+        "mine\n"
+    );
+    // A `.git` replaced by a pointer elsewhere is not used: the next turn clones afresh.
+    std::fs::remove_dir_all(c.dir().join(".git")).unwrap();
+    std::fs::write(c.dir().join(".git"), format!("gitdir: {}\n", evil)).unwrap();
+    assert!(
+        c.publish()
+            .await
+            .unwrap_err()
+            .contains("not a git directory")
+    );
+    let again = checkouts.prepare(SESSION, &repo).await.unwrap();
+    assert_eq!(again.base(), pushed.commit);
+    assert_ne!(again.base(), seed);
+}
