@@ -39,5 +39,9 @@ async fn a_local_server_validates_repo_then_refuses_it_clearly() {
     }
     let (_, sessions) = srv.get("/api/v1/sessions").await;
     assert_eq!(sessions.as_array().unwrap().len(), 0, "nothing was created");
+    // The OpenAPI document describes the field.
+    let (_, doc) = srv.get("/api/v1/openapi.json").await;
+    let schema = &doc["components"]["schemas"]["RepoRequest"]["properties"];
+    assert!(schema["url"].is_object() && schema["ref"].is_object(), "{doc}");
     srv.shutdown().await;
 }
