@@ -42,6 +42,9 @@ async fn a_local_server_validates_repo_then_refuses_it_clearly() {
     // The OpenAPI document describes the field.
     let (_, doc) = srv.get("/api/v1/openapi.json").await;
     let schema = &doc["components"]["schemas"]["RepoRequest"]["properties"];
-    assert!(schema["url"].is_object() && schema["ref"].is_object(), "{doc}");
+    assert!(
+        schema["url"].is_object() && schema["ref"].is_object(),
+        "{doc}"
+    );
     srv.shutdown().await;
 }
