@@ -175,6 +175,9 @@ impl Checkout {
             &[
                 "clone",
                 "--quiet",
+                // A local path is cloned through git's transport too: no hard links into the
+                // remote's objects that a turn could write through.
+                "--no-local",
                 "--no-checkout",
                 "--no-recurse-submodules",
                 "--",

@@ -60,6 +60,23 @@ async fn turns_on_two_workers_continue_from_the_session_branch() {
     let first = a.prepare(SESSION, &repo).await.unwrap();
     assert_eq!(first.base(), seed);
     assert!(first.dir().join("README.md").is_file());
+    // A local remote is copied, not hard-linked: the checkout cannot write into its objects.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mut stack = vec![first.dir().join(".git/objects")];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let entry = entry.unwrap();
+                let meta = entry.metadata().unwrap();
+                if meta.is_dir() {
+                    stack.push(entry.path());
+                } else {
+                    assert_eq!(meta.nlink(), 1, "{}", entry.path().display());
+                }
+            }
+        }
+    }
     // Nothing changed: nothing is pushed.
     assert_eq!(first.publish().await.unwrap(), None);
     std::fs::write(first.dir().join("notes.txt"), "one\n").unwrap();
