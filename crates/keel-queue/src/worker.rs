@@ -12,6 +12,7 @@ use apalis_postgres::{PgPool, PostgresStorage};
 use keel_engine::Emitter;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides, TurnEnd};
 use keel_protocol::{EventKind, Op, SessionStatus};
+use keel_store::{LEASE_TTL_MS, RunLease, lease_holder};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -173,7 +174,11 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
         .rebuild_with(state.builder.clone(), &workspace, overrides)
         .stop_with(&state.stop);
     if let Some(checkout) = checkout {
-        handle = handle.on_turn_end(Arc::new(Publish(checkout)));
+        handle = handle.on_turn_end(Arc::new(Publish {
+            checkout,
+            store: store.clone(),
+            session_id: record.id.clone(),
+        }));
     }
     // A session left running by a dead worker is resumed here (from its last stored event)
     // once its run lease has expired; until then this fails as busy and is retried.
@@ -214,8 +219,14 @@ async fn fail_turn(
     Ok(())
 }
 
-/// Commits and pushes a session's checkout at the end of each turn.
-struct Publish(Checkout);
+/// Commits and pushes a session's checkout at the end of each turn, holding the session's
+/// run lease meanwhile: the run has given it back, and a next turn (on any worker) must not
+/// check the remote out before this push (its attempt fails as busy and is retried).
+struct Publish {
+    checkout: Checkout,
+    store: Arc<dyn keel_store::Store>,
+    session_id: String,
+}
 
 impl TurnEnd for Publish {
     fn turn_ended<'a>(
@@ -224,8 +235,24 @@ impl TurnEnd for Publish {
         _status: SessionStatus,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let url = self.0.repo().shown_url();
-            match self.0.publish().await {
+            let url = self.checkout.repo().shown_url();
+            // Not taken (another run holds it): the push goes on; it never overwrites a branch
+            // that moved (a rejected push fails the turn).
+            let lease = RunLease::acquire(
+                self.store.clone(),
+                &self.session_id,
+                lease_holder(&format!("push-{}", self.session_id)),
+                LEASE_TTL_MS,
+                CancellationToken::new(),
+            )
+            .await
+            .ok()
+            .flatten();
+            let published = self.checkout.publish().await;
+            if let Some(lease) = lease {
+                let _ = lease.release().await;
+            }
+            match published {
                 Ok(None) => Ok(()),
                 Ok(Some(pushed)) => emitter
                     .emit(EventKind::WorkspacePushed {
