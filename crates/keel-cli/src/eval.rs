@@ -11,9 +11,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use keel_engine::config::Layer;
 use keel_engine::eval::promote::{self, Draft, PromoteKind, Provenance, Stored};
 use keel_engine::eval::{EvalOptions, Suite, compare, run_suite};
-use keel_store::SqliteStore;
+use keel_store::MemoryKind;
 use keel_store::eval::{EvalRunRecord, NewEvalRun, parse_run_id};
 
+use crate::backend::Backend;
 use crate::eval_report as report;
 use crate::{CommonArgs, ProviderArgs, exit, setup};
 
@@ -108,15 +109,32 @@ pub enum EvalCommand {
     },
 }
 
-fn open_store(common: &CommonArgs) -> anyhow::Result<(PathBuf, Arc<SqliteStore>)> {
-    let root = setup::workspace_dir(common.workspace.as_deref())?;
-    let config = setup::load_config(&root, Layer::from_overrides(&[]))?;
-    Ok((root, setup::open_store(&config)?))
+/// The workspace, the runtime the store's calls run on and the store: PostgreSQL when a
+/// database URL is configured, else the local SQLite session database.
+struct Opened {
+    root: PathBuf,
+    rt: tokio::runtime::Runtime,
+    backend: Backend,
 }
 
-fn load_run(store: &SqliteStore, id: &str) -> anyhow::Result<EvalRunRecord> {
+fn open_store(common: &CommonArgs) -> anyhow::Result<Opened> {
+    let root = setup::workspace_dir(common.workspace.as_deref())?;
+    let config = setup::load_config(&root, Layer::from_overrides(&[]))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let backend = rt.block_on(Backend::open(&config))?;
+    Ok(Opened { root, rt, backend })
+}
+
+fn load_run(store: &Opened, id: &str) -> anyhow::Result<EvalRunRecord> {
     let id = parse_run_id(id).map_err(setup::store_usage_error)?;
-    store.db().eval_run(id).map_err(setup::store_usage_error)
+    store
+        .rt
+        .block_on(store.backend.evals().eval_run(id))
+        .map_err(setup::store_usage_error)
 }
 
 pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
@@ -126,8 +144,10 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
     };
     match command {
         EvalCommand::Runs { limit, json } => {
-            let (_, store) = open_store(&args.common)?;
-            let runs = store.db().list_eval_runs(limit)?;
+            let store = open_store(&args.common)?;
+            let runs = store
+                .rt
+                .block_on(store.backend.evals().list_eval_runs(limit))?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&runs)?)?;
             } else {
@@ -135,7 +155,7 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
             }
         }
         EvalCommand::Show { run, json } => {
-            let (_, store) = open_store(&args.common)?;
+            let store = open_store(&args.common)?;
             let run = load_run(&store, &run)?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&run)?)?;
@@ -144,7 +164,7 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
             }
         }
         EvalCommand::Compare { a, b, json } => {
-            let (_, store) = open_store(&args.common)?;
+            let store = open_store(&args.common)?;
             let (a, b) = (load_run(&store, &a)?, load_run(&store, &b)?);
             let c = compare(&a, &b);
             if json {
@@ -186,8 +206,8 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         return Err(setup::UsageError("-j/--jobs must be at least 1".into()).into());
     }
     let suite = Suite::load(&path).map_err(setup::UsageError)?;
-    let (_, store) = open_store(&args.common)?;
-    let builder = setup::session_builder(store.clone());
+    let store = open_store(&args.common)?;
+    let builder = setup::session_builder(store.backend.sessions());
     let mut overrides = setup::overrides(&args.llm);
     overrides.max_iterations = args.max_steps;
     let work_root = std::env::temp_dir().join(format!(
@@ -214,27 +234,25 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         eprintln!("{}", report::progress_line(n, total, r));
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let started = Instant::now();
-    let outcome = runtime.block_on(run_suite(&builder, &suite, &opts, progress));
+    let outcome = store
+        .rt
+        .block_on(run_suite(&builder, &suite, &opts, progress));
     let wall_ms = started.elapsed().as_millis() as u64;
     if args.keep {
         eprintln!("keel: task workspaces kept in {}", work_root.display());
     } else if let Err(e) = std::fs::remove_dir_all(&work_root) {
         eprintln!("keel: warning: cannot remove {}: {e}", work_root.display());
     }
-    let record = store.db().add_eval_run(&NewEvalRun {
+    let evals = store.backend.evals();
+    let record = store.rt.block_on(evals.add_eval_run(&NewEvalRun {
         suite: suite.name.clone(),
         suite_path: path.display().to_string(),
         provider: outcome.provider,
         model: outcome.model,
         results: outcome.results,
         wall_ms,
-    })?;
+    }))?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&record)?)?;
@@ -258,7 +276,8 @@ fn promote_cmd(
     common: &CommonArgs,
     llm: &ProviderArgs,
 ) -> anyhow::Result<u8> {
-    let (root, store) = open_store(common)?;
+    let store = open_store(common)?;
+    let root = store.root.clone();
     let record = load_run(&store, run)?;
     let result = match task {
         Some(id) => record.results.iter().find(|r| r.id == id).ok_or_else(|| {
@@ -281,16 +300,17 @@ fn promote_cmd(
         ))
         .into());
     }
+    let sessions = store.backend.sessions();
     let events = store
-        .db()
-        .events(&result.session_id, 0)
+        .rt
+        .block_on(sessions.events(&result.session_id, 0))
         .map_err(setup::store_usage_error)?;
     let task_text = store
-        .db()
-        .get_session(&result.session_id)
+        .rt
+        .block_on(sessions.get_session(&result.session_id))
         .map(|s| s.task)
         .unwrap_or_default();
-    let builder = setup::session_builder(store.clone());
+    let builder = setup::session_builder(sessions);
     let config = builder
         .config(&root, &setup::overrides(llm))
         .map_err(setup::engine_usage_error)?;
@@ -298,10 +318,8 @@ fn promote_cmd(
         .providers(&config, &root)
         .map_err(setup::engine_usage_error)?
         .main;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut draft = runtime
+    let mut draft = store
+        .rt
         .block_on(promote::draft(provider.as_ref(), kind, &task_text, &events))
         .map_err(|e| anyhow::anyhow!(e))?;
     if let Some(n) = name {
@@ -339,8 +357,19 @@ fn promote_cmd(
             }
         }
     }
-    let stored =
-        promote::store_draft(kind, &draft, &from, &root, store.db()).map_err(setup::UsageError)?;
+    let stored = match &store.backend {
+        Backend::Sqlite(db) => promote::store_draft(kind, &draft, &from, &root, db.db()),
+        Backend::Postgres(pg) => {
+            promote::store_draft_with(kind, &draft, &from, &root, |text, source| {
+                store
+                    .rt
+                    .block_on(pg.add_memory(MemoryKind::Lesson, text, source))
+                    .map(|entry| entry.id)
+                    .map_err(|e| e.to_string())
+            })
+        }
+    }
+    .map_err(setup::UsageError)?;
     match stored {
         Stored::File { path } => println!(
             "Stored the {} in {} (from {}).",

@@ -1,4 +1,6 @@
 //! `keel flow run|validate|status|runs|resume|replay|list`: typed workflows (keel-flow).
+//! Runs live in PostgreSQL when a database URL is configured, else in the local SQLite store
+//! (`backend.rs` picks it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use keel_flow::store::{FlowStore, RunRecord};
 use keel_flow::{Executor, FlowEvent, RunSummary};
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::Backend;
 use crate::{CommonArgs, ProviderArgs, exit, setup};
 
 #[derive(Debug, Args)]
@@ -257,25 +260,26 @@ where
     Fut: std::future::Future<Output = Result<RunSummary, keel_flow::FlowError>>,
 {
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
-    let store = setup::open_store(&config)?;
     let cancel = CancellationToken::new();
-    let exec = executor(
-        &config,
-        store,
-        setup::overrides(llm),
-        printer(json),
-        cancel.clone(),
-    );
     let rt = runtime()?;
     let summary = rt.block_on(async {
+        let backend = Backend::open(&config).await?;
+        let exec = executor(
+            &config,
+            backend.flows(),
+            backend.sessions(),
+            setup::overrides(llm),
+            printer(json),
+            cancel.clone(),
+        );
         let stop = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 stop.cancel();
             }
         });
-        go(exec).await
-    });
+        anyhow::Ok(go(exec).await)
+    })?;
     let summary = summary.map_err(|e| match e {
         keel_flow::FlowError::Usage(m) => setup::UsageError(m).into(),
         keel_flow::FlowError::Compile(c) => setup::UsageError(c.to_string()).into(),
@@ -300,16 +304,18 @@ where
 }
 
 /// The executor `keel flow run|resume` and chat's `/workflow` run flows with.
+/// Flow runs are stored in `flows`, agent nodes' sessions in `sessions`.
 pub(crate) fn executor(
     config: &keel_engine::config::Config,
-    store: Arc<keel_store::SqliteStore>,
+    flows: FlowStore,
+    sessions: Arc<dyn keel_store::Store>,
     defaults: keel_engine::runtime::SessionOverrides,
     events: EventSink,
     cancel: CancellationToken,
 ) -> Executor {
-    let builder = setup::session_builder(store.clone());
+    let builder = setup::session_builder(sessions);
     Executor {
-        store: FlowStore::new(store),
+        store: flows,
         agents: Arc::new(EngineAgents { builder, defaults }),
         shell: config.shell.tool_settings(),
         events: Some(events),
@@ -355,9 +361,11 @@ fn run(
     })
 }
 
-pub(crate) fn open(root: &Path) -> anyhow::Result<FlowStore> {
+/// The flow runs of the configured store (PostgreSQL when a database URL is set, else
+/// SQLite); call it inside the runtime that uses the store.
+pub(crate) async fn open(root: &Path) -> anyhow::Result<FlowStore> {
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
-    Ok(FlowStore::new(setup::open_store(&config)?))
+    Ok(Backend::open(&config).await?.flows())
 }
 
 pub(crate) fn store_error(e: keel_store::StoreError) -> anyhow::Error {
@@ -388,12 +396,12 @@ pub(crate) async fn find_run(
 }
 
 fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
-    let store = open(root)?;
     let rt = runtime()?;
     let ws = root.display().to_string();
-    let rec: RunRecord = rt
-        .block_on(find_run(&store, &ws, run))
-        .map_err(store_error)?;
+    let rec: RunRecord = rt.block_on(async {
+        let store = open(root).await?;
+        find_run(&store, &ws, run).await.map_err(store_error)
+    })?;
     if json {
         let nodes: serde_json::Map<String, serde_json::Value> = rec
             .state
@@ -456,12 +464,12 @@ pub(crate) fn node_line(id: &str, s: &keel_flow::state::NodeState) -> String {
 }
 
 fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
-    let store = open(root)?;
     let rt = runtime()?;
     let ws = root.display().to_string();
-    let list = rt
-        .block_on(store.list(Some(&ws), 50))
-        .map_err(store_error)?;
+    let list = rt.block_on(async {
+        let store = open(root).await?;
+        store.list(Some(&ws), 50).await.map_err(store_error)
+    })?;
     if json {
         let rows: Vec<serde_json::Value> = list
             .iter()
@@ -493,31 +501,30 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
 
 fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
-    let store = setup::open_store(&config)?;
-    let builder = setup::session_builder(store.clone());
     let target = match into {
         Some(p) => std::path::absolute(&p).unwrap_or(p),
         None => std::env::temp_dir().join(format!("keel-replay-{}", uuid_like())),
     };
-    let exec = Executor {
-        store: FlowStore::new(store),
-        // Replay never calls a model: agent results come from the trace.
-        agents: Arc::new(EngineAgents {
-            builder,
-            defaults: Default::default(),
-        }),
-        shell: config.shell.tool_settings(),
-        events: Some(printer(false)),
-        cancel: CancellationToken::new(),
-    };
     let rt = runtime()?;
-    let report = rt
-        .block_on(exec.replay(run, &target))
-        .map_err(|e| match e {
+    let report = rt.block_on(async {
+        let backend = Backend::open(&config).await?;
+        let exec = Executor {
+            store: backend.flows(),
+            // Replay never calls a model: agent results come from the trace.
+            agents: Arc::new(EngineAgents {
+                builder: setup::session_builder(backend.sessions()),
+                defaults: Default::default(),
+            }),
+            shell: config.shell.tool_settings(),
+            events: Some(printer(false)),
+            cancel: CancellationToken::new(),
+        };
+        exec.replay(run, &target).await.map_err(|e| match e {
             keel_flow::FlowError::Usage(m) => setup::UsageError(m).into(),
             keel_flow::FlowError::Store(s) => store_error(s),
             other => anyhow::Error::from(other),
-        })?;
+        })
+    })?;
     println!("replayed into {}", report.dir.display());
     for m in &report.mismatches {
         println!("  mismatch: {m}");

@@ -16,10 +16,10 @@ use crate::flow::{find_run, node_line, node_order, open, runtime, store_error};
 const POLL: Duration = Duration::from_millis(200);
 
 pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
-    let store = open(root)?;
     let rt = runtime()?;
     let ws = root.display().to_string();
     rt.block_on(async {
+        let store = open(root).await?;
         let mut rec = find_run(&store, &ws, run).await.map_err(store_error)?;
         println!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
         let order = node_order(&rec);
@@ -32,7 +32,7 @@ pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
             }
             if let Some(pid) = rec.pid
                 && pid != std::process::id()
-                && !keel_flow::exec::process_alive(pid)
+                && !store.run_alive(&rec).await.map_err(store_error)?
             {
                 // It may have finished between the two reads: look once more.
                 rec = store.get(&rec.id).await.map_err(store_error)?;

@@ -1,6 +1,7 @@
 //! The `keel` command-line program: argument parsing, output rendering and exit codes. All
 //! agent behaviour lives in the library crates; this binary wires them together.
 
+mod backend;
 mod blocker;
 mod chat;
 mod completions;

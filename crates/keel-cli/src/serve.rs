@@ -65,10 +65,16 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
             .await
             .map_err(|e| setup::UsageError(e.to_string()))?;
         if let Some(store) = store {
-            server.hub().set_work_store(store);
+            server
+                .hub()
+                .set_work_store(keel_store::work::WorkStores::of(store));
         }
         if let Some((pg, pool)) = queued {
             server.hub().set_queue(keel_queue::turn_queue(&pool));
+            server
+                .hub()
+                .set_work_store(keel_store::work::WorkStores::of(pg.clone()));
+            server.hub().set_task_queue(keel_queue::task_queue(&pool));
             tokio::spawn(follow_events(pg, server.hub()));
         }
         let addr = server.local_addr();

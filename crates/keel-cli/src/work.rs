@@ -76,8 +76,14 @@ fn runner(
     };
     // Engines are built per task: an interrupted task's session resumes with the provider it
     // was started with, so no flags need repeating.
-    TaskRunner::with_builder(builder, &root, overrides, store, vec![sink])
-        .map_err(setup::engine_usage_error)
+    TaskRunner::with_builder(
+        builder,
+        &root,
+        overrides,
+        keel_store::work::WorkStores::of(store),
+        vec![sink],
+    )
+    .map_err(setup::engine_usage_error)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -134,7 +140,9 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
                     .db()
                     .task(&ws, task)
                     .map_err(setup::store_usage_error)?;
-                let preview = keel_engine::work::runner::preview_for(&store, &ws, &record)?;
+                let preview = runtime()?.block_on(keel_engine::work::runner::preview_for(
+                    &*store, &*store, &ws, &record,
+                ))?;
                 let mut out = std::io::stdout().lock();
                 if json {
                     let v = serde_json::json!({"task": record, "task_layer": preview});

@@ -43,7 +43,7 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
         let store = Arc::new(keel_store::PgStore::open(&url).await?);
         let shown = store.display_url().to_string();
         let pool = keel_queue::connect(&url).await?;
-        let builder = setup::session_builder(store);
+        let builder = setup::session_builder(store.clone());
         let stats = Arc::new(WorkerStats::default());
         let stop = CancellationToken::new();
         let mut out = std::io::stdout().lock();
@@ -74,7 +74,30 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
             eprintln!("keel worker: finishing the running turns, taking no new ones…");
             signal.cancel();
         });
-        keel_queue::run_worker(pool, builder, options, stats, stop).await?;
+        // Turns and tasks: each queue has its own apalis worker; one failing stops both.
+        let tasks = keel_queue::run_task_worker(
+            pool.clone(),
+            builder.clone(),
+            store.clone(),
+            options.clone(),
+            stats.clone(),
+            stop.clone(),
+        );
+        let turns = keel_queue::run_worker(pool, builder, options, stats, stop.clone());
+        let (turns, tasks) = tokio::join!(
+            async {
+                let r = turns.await;
+                stop.cancel();
+                r
+            },
+            async {
+                let r = tasks.await;
+                stop.cancel();
+                r
+            }
+        );
+        turns?;
+        tasks?;
         eprintln!("keel worker: stopped");
         Ok(exit::COMPLETED)
     })

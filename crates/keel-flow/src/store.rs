@@ -1,11 +1,17 @@
-//! Flow runs in the session database (`flow_runs`, `flow_checkpoints`; schema in keel-store).
+//! Flow runs in the session database (`flow_runs`, `flow_checkpoints`): a typed view over
+//! [`keel_store::flow::FlowStore`], so runs live in SQLite or PostgreSQL alike.
+//!
+//! A running run also holds a run lease (`flow-run:<id>` in the store's lease table, renewed by
+//! a heartbeat), so "is this run alive" holds across machines sharing a PostgreSQL store; on
+//! this machine a lease whose process is gone is taken over at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keel_store::{SqliteStore, StoreError};
-use rusqlite::{OptionalExtension, params};
+use keel_store::flow::{FlowProgress, FlowRunRow};
+use keel_store::{LEASE_TTL_MS, RunLease, Store, StoreError, lease_holder};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::ir::Value;
 use crate::state::{RunState, Trace};
@@ -29,16 +35,17 @@ pub struct RunRecord {
     pub updated_at: u64,
 }
 
-/// The flow tables of a Keel store.
-#[derive(Clone, Debug)]
+/// The flow tables of a Keel store (SQLite or PostgreSQL).
+#[derive(Clone)]
 pub struct FlowStore {
-    store: Arc<SqliteStore>,
+    backend: Arc<dyn keel_store::flow::FlowStore>,
+    /// Where run leases live (the same store); `None`: no leases, liveness by pid only.
+    leases: Option<Arc<dyn Store>>,
 }
 
-fn sql(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    move |source| StoreError::Sqlite {
-        context: context.to_string(),
-        source,
+impl std::fmt::Debug for FlowStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowStore").finish_non_exhaustive()
     }
 }
 
@@ -53,101 +60,140 @@ fn parse<T: for<'de> Deserialize<'de>>(text: &str, what: &str) -> Result<T, Stor
     })
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-const COLUMNS: &str = "id, workspace, flow_name, flow_file, flow_source, inputs, status, state, trace, pid, created_at, updated_at";
-
-fn record(row: &rusqlite::Row<'_>) -> rusqlite::Result<[String; 9]> {
-    Ok([
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
-    ])
-}
-
-fn decode(
-    cols: [String; 9],
-    pid: Option<i64>,
-    created: i64,
-    updated: i64,
-) -> Result<RunRecord, StoreError> {
-    let [
-        id,
-        workspace,
-        flow_name,
-        flow_file,
-        flow_source,
-        inputs,
-        status,
-        state,
-        trace,
-    ] = cols;
+fn decode(row: FlowRunRow) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
-        inputs: parse(&inputs, "flow run inputs")?,
-        state: parse(&state, "flow run state")?,
-        trace: parse(&trace, "flow run trace")?,
-        id,
-        workspace,
-        flow_name,
-        flow_file,
-        flow_source,
-        status,
-        pid: pid.and_then(|p| u32::try_from(p).ok()),
-        created_at: u64::try_from(created).unwrap_or(0),
-        updated_at: u64::try_from(updated).unwrap_or(0),
+        inputs: parse(&row.inputs, "flow run inputs")?,
+        state: parse(&row.state, "flow run state")?,
+        trace: parse(&row.trace, "flow run trace")?,
+        id: row.id,
+        workspace: row.workspace,
+        flow_name: row.flow_name,
+        flow_file: row.flow_file,
+        flow_source: row.flow_source,
+        status: row.status,
+        pid: row.pid,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
     })
 }
 
+fn progress(status: &str, state: &RunState, trace: &Trace) -> FlowProgress {
+    FlowProgress {
+        status: status.to_string(),
+        state: json(state),
+        trace: json(trace),
+    }
+}
+
+/// The lease key of flow run `run_id` (beside sessions' ids in the run-lease table).
+fn lease_key(run_id: &str) -> String {
+    format!("flow-run:{run_id}")
+}
+
+/// The pid of a lease `holder` (`host:pid:run`) running on this machine, if it is one.
+fn local_pid(holder: &str) -> Option<u32> {
+    let mine = lease_holder("");
+    let (host, _) = mine.split_once(':')?;
+    let mut parts = holder.splitn(3, ':');
+    if parts.next()? != host {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
 impl FlowStore {
-    pub fn new(store: Arc<SqliteStore>) -> Self {
-        Self { store }
+    /// Flow runs (and their leases) in `store` (a `SqliteStore`, or a `PgStore`).
+    pub fn new<S: keel_store::flow::FlowStore + Store + 'static>(store: Arc<S>) -> Self {
+        Self {
+            backend: store.clone(),
+            leases: Some(store),
+        }
     }
 
-    async fn call<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        self.store
-            .call(move |db| db.with_connection(|c| f(c)))
-            .await
+    /// Flow runs in any store behind the trait, with run leases in `leases`.
+    pub fn from_dyn(
+        backend: Arc<dyn keel_store::flow::FlowStore>,
+        leases: Option<Arc<dyn Store>>,
+    ) -> Self {
+        Self { backend, leases }
+    }
+
+    /// Takes run `run_id`'s lease for this process and keeps it renewed until released (or
+    /// dropped). A lease of a process of this machine that is gone is taken over at once; a
+    /// live lease of another holder is a [`StoreError::Conflict`] naming it.
+    pub async fn take_lease(&self, run_id: &str) -> Result<Option<RunLease>, StoreError> {
+        let Some(store) = &self.leases else {
+            return Ok(None);
+        };
+        let key = lease_key(run_id);
+        if let Some(lease) = store.lease(&key).await?
+            && lease.is_live()
+            && local_pid(&lease.holder)
+                .is_some_and(|pid| pid != std::process::id() && !crate::exec::process_alive(pid))
+        {
+            store.release_lease(&key, &lease.holder).await?;
+        }
+        let holder = lease_holder(run_id);
+        match RunLease::acquire(
+            store.clone(),
+            &key,
+            holder,
+            LEASE_TTL_MS,
+            CancellationToken::new(),
+        )
+        .await?
+        {
+            Some(lease) => Ok(Some(lease)),
+            None => {
+                let other = store
+                    .lease(&key)
+                    .await?
+                    .map(|l| l.holder)
+                    .unwrap_or_default();
+                Err(StoreError::Conflict(format!(
+                    "flow run {run_id} is still running ({other}); stop it there, or wait {} s after it died, then resume",
+                    LEASE_TTL_MS / 1000
+                )))
+            }
+        }
+    }
+
+    /// Whether the process running `rec` is alive: its lease when one is recorded (a holder
+    /// on this machine by its pid, elsewhere by the lease's expiry), else the run's pid here.
+    pub async fn run_alive(&self, rec: &RunRecord) -> Result<bool, StoreError> {
+        if let Some(store) = &self.leases
+            && let Some(lease) = store.lease(&lease_key(&rec.id)).await?
+        {
+            return Ok(match local_pid(&lease.holder) {
+                Some(pid) => {
+                    lease.is_live()
+                        && (pid == std::process::id() || crate::exec::process_alive(pid))
+                }
+                None => lease.is_live(),
+            });
+        }
+        Ok(rec
+            .pid
+            .is_some_and(|pid| pid == std::process::id() || crate::exec::process_alive(pid)))
     }
 
     /// Records a new run.
     pub async fn create(&self, run: &RunRecord) -> Result<(), StoreError> {
-        let r = run.clone();
-        self.call(move |c| {
-            let now = now_ms() as i64;
-            c.execute(
-                &format!("INSERT INTO flow_runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11)"),
-                params![
-                    r.id,
-                    r.workspace,
-                    r.flow_name,
-                    r.flow_file,
-                    r.flow_source,
-                    json(&r.inputs),
-                    r.status,
-                    json(&r.state),
-                    json(&r.trace),
-                    r.pid.map(i64::from),
-                    now
-                ],
-            )
-            .map_err(sql("recording a flow run"))?;
-            Ok(())
-        })
-        .await
+        let row = FlowRunRow {
+            id: run.id.clone(),
+            workspace: run.workspace.clone(),
+            flow_name: run.flow_name.clone(),
+            flow_file: run.flow_file.clone(),
+            flow_source: run.flow_source.clone(),
+            inputs: json(&run.inputs),
+            status: run.status.clone(),
+            state: json(&run.state),
+            trace: json(&run.trace),
+            pid: run.pid,
+            created_at: run.created_at,
+            updated_at: run.updated_at,
+        };
+        self.backend.create_flow_run(&row).await
     }
 
     /// Saves the run's state and trace after `node` finished, as one checkpoint.
@@ -159,29 +205,10 @@ impl FlowStore {
         state: &RunState,
         trace: &Trace,
     ) -> Result<(), StoreError> {
-        let (run_id, node, status) = (run_id.to_string(), node.to_string(), status.to_string());
-        let node_state = json(&state.nodes.get(&node));
-        let (state, trace) = (json(state), json(trace));
-        self.call(move |c| {
-            let tx = c
-                .unchecked_transaction()
-                .map_err(sql("starting a flow checkpoint"))?;
-            let now = now_ms() as i64;
-            tx.execute(
-                "UPDATE flow_runs SET status = ?2, state = ?3, trace = ?4, updated_at = ?5 WHERE id = ?1",
-                params![run_id, status, state, trace, now],
-            )
-            .map_err(sql("saving a flow checkpoint"))?;
-            tx.execute(
-                "INSERT INTO flow_checkpoints (run_id, seq, node, node_state, created_at)
-                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM flow_checkpoints WHERE run_id = ?1), ?2, ?3, ?4)",
-                params![run_id, node, node_state, now],
-            )
-            .map_err(sql("saving a flow checkpoint"))?;
-            tx.commit().map_err(sql("committing a flow checkpoint"))?;
-            Ok(())
-        })
-        .await
+        let node_state = json(&state.nodes.get(node));
+        self.backend
+            .checkpoint_flow_run(run_id, node, &node_state, &progress(status, state, trace))
+            .await
     }
 
     /// Sets the run's status, state and trace (the run ended, or resumed).
@@ -193,56 +220,14 @@ impl FlowStore {
         trace: &Trace,
         pid: Option<u32>,
     ) -> Result<(), StoreError> {
-        let (run_id, status) = (run_id.to_string(), status.to_string());
-        let (state, trace) = (json(state), json(trace));
-        self.call(move |c| {
-            c.execute(
-                "UPDATE flow_runs SET status = ?2, state = ?3, trace = ?4, pid = ?5, updated_at = ?6 WHERE id = ?1",
-                params![run_id, status, state, trace, pid.map(i64::from), now_ms() as i64],
-            )
-            .map_err(sql("updating a flow run"))?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .update_flow_run(run_id, &progress(status, state, trace), pid)
+            .await
     }
 
     /// The run with id (or unique id prefix) `id`.
     pub async fn get(&self, id: &str) -> Result<RunRecord, StoreError> {
-        let id = id.to_string();
-        self.call(move |c| {
-            let mut stmt = c
-                .prepare(&format!(
-                    "SELECT {COLUMNS} FROM flow_runs WHERE id LIKE ?1 || '%' ORDER BY created_at DESC LIMIT 2"
-                ))
-                .map_err(sql("reading a flow run"))?;
-            let rows: Vec<_> = stmt
-                .query_map(params![id], |row| {
-                    Ok((record(row)?, row.get::<_, Option<i64>>(9)?, row.get(10)?, row.get(11)?))
-                })
-                .map_err(sql("reading a flow run"))?
-                .collect::<Result<_, _>>()
-                .map_err(sql("reading a flow run"))?;
-            let exact = rows.iter().position(|r| r.0[0] == id);
-            let pick = match (exact, rows.len()) {
-                (Some(i), _) => i,
-                (None, 1) => 0,
-                (None, 0) => {
-                    return Err(StoreError::Missing(format!(
-                        "no flow run matches `{id}`; `keel flow runs` lists them"
-                    )));
-                }
-                (None, _) => {
-                    return Err(StoreError::Conflict(format!(
-                        "`{id}` matches several flow runs; give more characters of the id"
-                    )));
-                }
-            };
-            let Some((cols, pid, created, updated)) = rows.into_iter().nth(pick) else {
-                return Err(StoreError::Missing(format!("no flow run matches `{id}`")));
-            };
-            decode(cols, pid, created, updated)
-        })
-        .await
+        decode(self.backend.flow_run(id).await?)
     }
 
     /// The newest runs first (at most `limit`), optionally only those in `workspace`.
@@ -251,55 +236,21 @@ impl FlowStore {
         workspace: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        let ws = workspace.map(str::to_string);
-        self.call(move |c| {
-            let mut stmt = c
-                .prepare(&format!(
-                    "SELECT {COLUMNS} FROM flow_runs WHERE (?1 IS NULL OR workspace = ?1) ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-                ))
-                .map_err(sql("listing flow runs"))?;
-            let rows: Vec<_> = stmt
-                .query_map(params![ws, limit as i64], |row| {
-                    Ok((record(row)?, row.get::<_, Option<i64>>(9)?, row.get(10)?, row.get(11)?))
-                })
-                .map_err(sql("listing flow runs"))?
-                .collect::<Result<_, _>>()
-                .map_err(sql("listing flow runs"))?;
-            rows.into_iter()
-                .map(|(cols, pid, c, u)| decode(cols, pid, c, u))
-                .collect()
-        })
-        .await
+        self.backend
+            .list_flow_runs(workspace, limit)
+            .await?
+            .into_iter()
+            .map(decode)
+            .collect()
     }
 
     /// The nodes checkpointed for `run_id`, in order.
     pub async fn checkpoints(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
-        let id = run_id.to_string();
-        self.call(move |c| {
-            let mut stmt = c
-                .prepare("SELECT node FROM flow_checkpoints WHERE run_id = ?1 ORDER BY seq")
-                .map_err(sql("reading flow checkpoints"))?;
-            let rows = stmt
-                .query_map(params![id], |r| r.get::<_, String>(0))
-                .map_err(sql("reading flow checkpoints"))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sql("reading flow checkpoints"))?;
-            Ok(rows)
-        })
-        .await
+        self.backend.flow_checkpoints(run_id).await
     }
 
     /// Whether a run row exists (for tests and tools).
     pub async fn exists(&self, run_id: &str) -> Result<bool, StoreError> {
-        let id = run_id.to_string();
-        self.call(move |c| {
-            c.query_row("SELECT 1 FROM flow_runs WHERE id = ?1", params![id], |_| {
-                Ok(())
-            })
-            .optional()
-            .map(|r| r.is_some())
-            .map_err(sql("reading a flow run"))
-        })
-        .await
+        self.backend.flow_run_exists(run_id).await
     }
 }

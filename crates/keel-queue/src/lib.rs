@@ -19,6 +19,7 @@
 //!   the turn's commit to the remote's `keel/<session id>`, where the next turn starts.
 
 pub mod checkout;
+pub mod tasks;
 pub mod worker;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use apalis_postgres::PgPool as QueuePool;
+pub use tasks::{PgTaskQueue, TASK_QUEUE, TaskJob, run_task_worker, task_queue};
 pub use worker::{WorkerHealth, WorkerOptions, WorkerStats, run_worker};
 
 /// The apalis queue turns go to.
@@ -127,8 +129,17 @@ pub async fn status(url: &str) -> Result<Option<QueueStatus>, QueueError> {
 /// The queue's configuration for turns, with `heartbeat` as the workers' heartbeat (a worker
 /// silent for three of them is dead and its jobs go back to the queue).
 pub fn config(heartbeat: std::time::Duration, batch: usize) -> apalis_postgres::Config {
+    config_for(TURN_QUEUE, heartbeat, batch)
+}
+
+/// The same for the queue named `queue`.
+pub(crate) fn config_for(
+    queue: &str,
+    heartbeat: std::time::Duration,
+    batch: usize,
+) -> apalis_postgres::Config {
     apalis_postgres::Config::default()
-        .queue(TURN_QUEUE)
+        .queue(queue)
         .batch_size(batch.max(1))
         .heartbeat_interval(heartbeat)
         .missed_heartbeats(3)

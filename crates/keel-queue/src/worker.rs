@@ -68,9 +68,9 @@ impl Default for WorkerOptions {
 /// What a worker is doing (its health endpoint shows it).
 #[derive(Debug, Default)]
 pub struct WorkerStats {
-    running: AtomicUsize,
-    completed: AtomicU64,
-    failed: AtomicU64,
+    pub(crate) running: AtomicUsize,
+    pub(crate) completed: AtomicU64,
+    pub(crate) failed: AtomicU64,
 }
 
 /// A snapshot of [`WorkerStats`].
@@ -104,7 +104,7 @@ struct State {
 }
 
 /// Decrements `running` however a turn ends.
-struct Running(Arc<WorkerStats>);
+pub(crate) struct Running(pub(crate) Arc<WorkerStats>);
 
 impl Drop for Running {
     fn drop(&mut self) {

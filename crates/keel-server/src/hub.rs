@@ -116,10 +116,28 @@ pub struct Hub {
     stopping: CancellationToken,
     /// Cancelled once every turn has ended: streams send what they have and close.
     pub(crate) closed: CancellationToken,
-    /// PRDs, tasks and proofs (`/api/v1/prds`, `/tasks`, `/work`), when the store is SQLite.
-    pub(crate) work: std::sync::OnceLock<Arc<keel_store::SqliteStore>>,
+    /// PRDs, tasks and proofs (`/api/v1/prds`, `/tasks`, `/work`): the sessions' database.
+    pub(crate) work: std::sync::OnceLock<keel_store::work::WorkStores>,
+    /// Queue mode: `work/batch` queues its tasks as jobs for the workers.
+    pub(crate) task_queue: std::sync::OnceLock<Arc<dyn TaskQueue>>,
     /// Queue mode (`keel serve --database`): turns become jobs that workers run.
     queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
+}
+
+/// Where a batch of tasks goes in queue mode (`keel serve --database`): the first ready task
+/// becomes a job; the worker that runs it queues the next (tasks run one at a time, in place).
+/// Implemented by `keel-queue`.
+pub trait TaskQueue: Send + Sync {
+    /// Queues task `task` of `workspace` (the batch limited to `scope` when given), run with
+    /// `overrides`; returns the job's id. Fails while a batch of the workspace is queued or
+    /// running.
+    fn enqueue_batch<'a>(
+        &'a self,
+        workspace: &'a str,
+        task: u32,
+        scope: Option<Vec<u32>>,
+        overrides: &'a keel_engine::runtime::SessionOverrides,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>>;
 }
 
 /// Where turns go in queue mode (`keel serve --database`): a job queue that `keel worker`s
@@ -167,6 +185,7 @@ impl Hub {
             closed: CancellationToken::new(),
             work: std::sync::OnceLock::new(),
             queue: std::sync::OnceLock::new(),
+            task_queue: std::sync::OnceLock::new(),
         }
     }
 
@@ -204,9 +223,14 @@ impl Hub {
         Ok(())
     }
 
-    /// Serves PRDs, tasks and proofs from `store` (the same database as the sessions').
-    pub fn set_work_store(&self, store: Arc<keel_store::SqliteStore>) {
-        let _ = self.work.set(store);
+    /// Serves PRDs, tasks and proofs from `stores` (the same database as the sessions').
+    pub fn set_work_store(&self, stores: keel_store::work::WorkStores) {
+        let _ = self.work.set(stores);
+    }
+
+    /// Queue mode: `POST /api/v1/work/batch` queues tasks for the workers.
+    pub fn set_task_queue(&self, queue: Arc<dyn TaskQueue>) {
+        let _ = self.task_queue.set(queue);
     }
 
     /// The builder sessions are built with.

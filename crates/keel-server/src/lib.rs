@@ -45,7 +45,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use hub::{Hub, Sent, SessionSpec, TurnQueue, TurnResult};
+pub use hub::{Hub, Sent, SessionSpec, TaskQueue, TurnQueue, TurnResult};
 pub use keel_engine::runtime::SessionBuilder;
 pub use roots::WorkspaceRoots;
 pub use security::{Access, TokenOrigin};

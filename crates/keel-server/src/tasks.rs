@@ -11,8 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use keel_engine::runtime::SessionOverrides;
 use keel_engine::work::{TaskRunner, generate_request, generate_tasks};
-use keel_store::work::{NewTask, TaskEdit, TaskStatus};
-use keel_store::{SqliteDb, SqliteStore};
+use keel_store::work::{NewTask, TaskEdit, TaskStatus, WorkStore, WorkStores};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -95,26 +94,23 @@ pub struct WorkRequest {
     pub until: Option<u32>,
 }
 
-fn work_store(hub: &Hub) -> Result<Arc<SqliteStore>, ApiError> {
+fn stores(hub: &Hub) -> Result<WorkStores, ApiError> {
     hub.work.get().cloned().ok_or_else(|| {
         ApiError::conflict(
             "unavailable",
-            "this server has no task store; PRDs and tasks need the SQLite store `keel serve` opens",
+            "this server has no task store; PRDs and tasks need the store `keel serve` opens",
         )
     })
+}
+
+fn work_store(hub: &Hub) -> Result<Arc<dyn WorkStore>, ApiError> {
+    Ok(stores(hub)?.work)
 }
 
 fn ws(hub: &Hub, workspace: Option<&str>) -> Result<(PathBuf, String), ApiError> {
     let root = hub.workspace_for(workspace)?;
     let s = root.display().to_string();
     Ok((root, s))
-}
-
-async fn on_store<T: Send + 'static>(
-    store: Arc<SqliteStore>,
-    f: impl FnOnce(&SqliteDb) -> Result<T, keel_store::StoreError> + Send + 'static,
-) -> Result<T, ApiError> {
-    store.call(f).await.map_err(ApiError::from)
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Json<Value> {
@@ -130,7 +126,7 @@ pub async fn list_prds(
 ) -> Result<Json<Value>, ApiError> {
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
-    Ok(to_json(&on_store(store, move |s| s.list_prds(&w)).await?))
+    Ok(to_json(&store.list_prds(&w).await?))
 }
 
 /// Stores a new PRD (version 1).
@@ -159,7 +155,7 @@ pub async fn add_prd(
             .take(100)
             .collect()
     });
-    let prd = on_store(store, move |s| s.add_prd(&w, &title, &req.body)).await?;
+    let prd = store.add_prd(&w, &title, &req.body).await?;
     Ok((StatusCode::CREATED, to_json(&prd)))
 }
 
@@ -175,9 +171,7 @@ pub async fn get_prd(
 ) -> Result<Json<Value>, ApiError> {
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
-    Ok(to_json(
-        &on_store(store, move |s| s.prd(&w, Some(id), q.version)).await?,
-    ))
+    Ok(to_json(&store.prd(&w, Some(id), q.version).await?))
 }
 
 /// Stores a new version of a PRD (nothing when the body is unchanged).
@@ -195,9 +189,7 @@ pub async fn edit_prd(
     }
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, req.workspace.as_deref())?;
-    Ok(to_json(
-        &on_store(store, move |s| s.edit_prd(&w, id, &req.body)).await?,
-    ))
+    Ok(to_json(&store.edit_prd(&w, id, &req.body).await?))
 }
 
 /// The tasks of a workspace, by id (with dependencies and sessions).
@@ -209,7 +201,7 @@ pub async fn list_tasks(
 ) -> Result<Json<Value>, ApiError> {
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
-    Ok(to_json(&on_store(store, move |s| s.list_tasks(&w)).await?))
+    Ok(to_json(&store.list_tasks(&w).await?))
 }
 
 /// Adds a task by hand (dependencies must exist).
@@ -231,11 +223,8 @@ pub async fn add_task(
         after: Vec::new(),
     };
     let prd = req.prd;
-    let t = on_store(store, move |s| {
-        let ids = s.add_tasks(&w, prd, &[task])?;
-        s.task(&w, ids.first().copied().unwrap_or(0))
-    })
-    .await?;
+    let ids = store.add_tasks(&w, prd, &[task]).await?;
+    let t = store.task(&w, ids.first().copied().unwrap_or(0)).await?;
     Ok((StatusCode::CREATED, to_json(&t)))
 }
 
@@ -251,7 +240,7 @@ pub async fn get_task(
 ) -> Result<Json<Value>, ApiError> {
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
-    let (task, proofs) = on_store(store, move |s| Ok((s.task(&w, id)?, s.proofs(&w, id)?))).await?;
+    let (task, proofs) = (store.task(&w, id).await?, store.proofs(&w, id).await?);
     Ok(Json(json!({"task": task, "proofs": proofs})))
 }
 
@@ -283,9 +272,7 @@ pub async fn edit_task(
         depends_on: req.depends_on,
         status,
     };
-    Ok(to_json(
-        &on_store(store, move |s| s.edit_task(&w, id, &edit)).await?,
-    ))
+    Ok(to_json(&store.edit_task(&w, id, &edit).await?))
 }
 
 /// Deletes a task no other task depends on.
@@ -300,7 +287,7 @@ pub async fn delete_task(
 ) -> Result<StatusCode, ApiError> {
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
-    on_store(store, move |s| s.remove_task(&w, id)).await?;
+    store.remove_task(&w, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -340,18 +327,14 @@ pub async fn generate(
     let builder = hub.builder().clone();
     let config = builder.config(&root, &overrides(&hub, &root, &req)?)?;
     let provider = builder.providers(&config, &root)?.main;
-    let (w2, prd) = (w.clone(), req.prd);
-    let (prd, existing) = on_store(store.clone(), move |s| {
-        let prd = s.prd(&w2, prd, None)?;
-        let existing = s
-            .list_tasks(&w2)?
-            .into_iter()
-            .filter(|t| t.prd == Some(prd.id))
-            .map(|t| t.title)
-            .collect::<Vec<_>>();
-        Ok((prd, existing))
-    })
-    .await?;
+    let prd = store.prd(&w, req.prd, None).await?;
+    let existing = store
+        .list_tasks(&w)
+        .await?
+        .into_iter()
+        .filter(|t| t.prd == Some(prd.id))
+        .map(|t| t.title)
+        .collect::<Vec<_>>();
     let request = generate_request(&prd.title, &prd.body, &existing);
     let tasks = generate_tasks(provider.as_ref(), &request)
         .await
@@ -362,21 +345,19 @@ pub async fn generate(
                 e.to_string(),
             )
         })?;
-    let stored = on_store(store, move |s| {
-        let ids = s.add_tasks(&w, Some(prd.id), &tasks)?;
-        ids.iter()
-            .map(|id| s.task(&w, *id))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .await?;
+    let ids = store.add_tasks(&w, Some(prd.id), &tasks).await?;
+    let mut stored = Vec::with_capacity(ids.len());
+    for id in ids {
+        stored.push(store.task(&w, id).await?);
+    }
     Ok((StatusCode::CREATED, to_json(&stored)))
 }
 
 fn runner(hub: &Hub, req: &WorkRequest) -> Result<TaskRunner, ApiError> {
-    let store = work_store(hub)?;
+    let stores = stores(hub)?;
     let (root, _) = ws(hub, req.workspace.as_deref())?;
     let engine = hub.builder().engine(&root, &overrides(hub, &root, req)?)?;
-    Ok(TaskRunner::new(Arc::new(engine), store, Vec::new()))
+    Ok(TaskRunner::new(Arc::new(engine), stores, Vec::new()))
 }
 
 /// Without `execute`: the task layer the task's run would get (the intent preview). With it:
@@ -392,13 +373,13 @@ pub async fn start(
         .task
         .ok_or_else(|| ApiError::bad_request("`task` is required"))?;
     if !req.execute {
-        let store = work_store(&hub)?;
+        let stores = stores(&hub)?;
         let (_, w) = ws(&hub, req.workspace.as_deref())?;
-        let store2 = store.clone();
-        let task = on_store(store, move |s| s.task(&w, id)).await?;
-        let (_, w) = ws(&hub, req.workspace.as_deref())?;
-        let layer = keel_engine::work::runner::preview_for(&store2, &w, &task)
-            .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
+        let task = stores.work.task(&w, id).await?;
+        let layer =
+            keel_engine::work::runner::preview_for(&*stores.sessions, &*stores.work, &w, &task)
+                .await
+                .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
         return Ok(Json(json!({"task": task, "task_layer": layer})));
     }
     let run = runner(&hub, &req)?
@@ -408,18 +389,62 @@ pub async fn start(
     Ok(to_json(&run))
 }
 
-/// Runs every ready task in dependency order, one at a time in the workspace.
+/// Runs every ready task in dependency order, one at a time in the workspace. In queue mode
+/// (`keel serve --database`) the batch's first task is queued for the workers instead (202,
+/// `{queued, job_id, task}`; each worker queues the next); `GET /work/status` follows it.
 #[utoipa::path(post, path = "/api/v1/work/batch", tag = "tasks", request_body = WorkRequest,
-    responses((status = 200, description = "`{runs, stopped}`", body = Object)))]
+    responses((status = 200, description = "`{runs, stopped}`", body = Object),
+              (status = 202, description = "Queue mode: `{queued, job_id, task}`", body = Object),
+              (status = 409, description = "A batch of the workspace is already queued", body = ErrorBody)))]
 pub async fn batch(
     State(hub): HubState,
     JsonBody(req): JsonBody<WorkRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if let Some(queue) = hub.task_queue.get().cloned() {
+        return queue_batch(&hub, queue.as_ref(), &req).await;
+    }
     let report = runner(&hub, &req)?
         .run_batch(req.until)
         .await
         .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
-    Ok(to_json(&report))
+    Ok((StatusCode::OK, to_json(&report)))
+}
+
+/// Queues the batch's first ready task (the worker running each task queues the next).
+async fn queue_batch(
+    hub: &Hub,
+    queue: &dyn crate::TaskQueue,
+    req: &WorkRequest,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (root, w) = ws(hub, req.workspace.as_deref())?;
+    let flags = overrides(hub, &root, req)?;
+    let conflict = |e: keel_engine::EngineError| ApiError::conflict("conflict", e.to_string());
+    let runner = TaskRunner::with_builder(
+        hub.builder().clone(),
+        &root,
+        flags.clone(),
+        stores(hub)?,
+        Vec::new(),
+    )
+    .map_err(conflict)?;
+    let scope = match req.until {
+        Some(u) => Some(runner.closure(u).await.map_err(conflict)?),
+        None => None,
+    };
+    let Some(first) = runner.next_task(scope.as_deref()).await.map_err(conflict)? else {
+        return Ok((
+            StatusCode::OK,
+            Json(json!({"queued": false, "runs": [], "stopped": []})),
+        ));
+    };
+    let job_id = queue
+        .enqueue_batch(&w, first, scope, &flags)
+        .await
+        .map_err(|e| ApiError::conflict("batch_running", e))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"queued": true, "job_id": job_id, "task": first})),
+    ))
 }
 
 /// Where every task stands: counts by status and the tasks.
@@ -431,7 +456,7 @@ pub async fn status(
 ) -> Result<Json<Value>, ApiError> {
     let store = work_store(&hub)?;
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
-    let tasks = on_store(store, move |s| s.list_tasks(&w)).await?;
+    let tasks = store.list_tasks(&w).await?;
     let mut counts = serde_json::Map::new();
     for s in ["ready", "blocked", "in_progress", "done", "failed"] {
         let n = tasks.iter().filter(|t| t.status.as_str() == s).count();
@@ -442,9 +467,8 @@ pub async fn status(
 
 /// After a blocker of `session_id` is answered, its blocked task is ready again.
 pub(crate) async fn ready_tasks_of(hub: &Hub, session_id: &str) -> Result<(), ApiError> {
-    if let Some(store) = hub.work.get().cloned() {
-        let id = session_id.to_string();
-        on_store(store, move |s| s.ready_tasks_of_session(&id)).await?;
+    if let Some(stores) = hub.work.get().cloned() {
+        stores.work.ready_tasks_of_session(session_id).await?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@
 //! policy: it does not decide what a session's status means.
 
 pub mod eval;
-mod flow;
+pub mod flow;
 mod lease;
 mod memory;
 #[cfg(feature = "postgres")]

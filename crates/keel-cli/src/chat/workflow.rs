@@ -80,6 +80,7 @@ pub fn start(
     let events_tx = tx.clone();
     let exec = flow::executor(
         config,
+        keel_flow::store::FlowStore::new(store.clone()),
         store,
         defaults,
         Arc::new(move |e: &FlowEvent| {

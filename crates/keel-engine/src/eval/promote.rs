@@ -260,18 +260,29 @@ pub fn store_draft(
     root: &Path,
     db: &SqliteDb,
 ) -> Result<Stored, String> {
+    store_draft_with(kind, draft, from, root, |text, source| {
+        db.add_memory(MemoryKind::Lesson, text, source)
+            .map(|entry| entry.id)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// [`store_draft`] with any memory store: `add_lesson(text, source)` stores a lesson and
+/// returns its id (the PostgreSQL store's is async; the caller waits for it).
+pub fn store_draft_with(
+    kind: PromoteKind,
+    draft: &Draft,
+    from: &Provenance,
+    root: &Path,
+    add_lesson: impl FnOnce(&str, &str) -> Result<i64, String>,
+) -> Result<Stored, String> {
     let path = match kind {
         PromoteKind::Rule => root.join(RULES_DIR).join(format!("{}.md", draft.name)),
         PromoteKind::Skill => root.join(".keel/skills").join(&draft.name).join("SKILL.md"),
         PromoteKind::Memory => {
-            let entry = db
-                .add_memory(
-                    MemoryKind::Lesson,
-                    &rendered(kind, draft, from),
-                    &from.line(),
-                )
+            let id = add_lesson(&rendered(kind, draft, from), &from.line())
                 .map_err(|e| format!("cannot store the lesson: {e}"))?;
-            return Ok(Stored::Memory { id: entry.id });
+            return Ok(Stored::Memory { id });
         }
     };
     if path.exists() {

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use keel_protocol::{Op, SessionStatus};
 use keel_store::work::{TaskRecord, TaskStatus};
-use keel_store::{BlockerStatus, SqliteStore, Store};
+use keel_store::work::{WorkStore, WorkStores};
+use keel_store::{BlockerStatus, Store};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -59,9 +60,13 @@ pub struct TaskRunner {
     engine: EngineSource,
     /// The configuration the runner's own gates read (the test command, the timeout).
     config: crate::Config,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn Store>,
+    work: Arc<dyn WorkStore>,
     workspace: PathBuf,
     sinks: Vec<Arc<dyn EventSink>>,
+    /// An in-progress task is this runner's to resume whatever process claimed it (a job
+    /// queue hands a task to one worker at a time, on any machine).
+    takeover: bool,
 }
 
 /// Where a runner's engines come from.
@@ -84,18 +89,16 @@ fn err(e: impl std::fmt::Display) -> EngineError {
 
 impl TaskRunner {
     /// A runner whose sessions run on `engine`, record tasks in `store` and publish to `sinks`.
-    pub fn new(
-        engine: Arc<Engine>,
-        store: Arc<SqliteStore>,
-        sinks: Vec<Arc<dyn EventSink>>,
-    ) -> Self {
+    pub fn new(engine: Arc<Engine>, stores: WorkStores, sinks: Vec<Arc<dyn EventSink>>) -> Self {
         let workspace = engine.workspace().root().to_path_buf();
         Self {
             config: engine.config().clone(),
             engine: EngineSource::Fixed(engine),
-            store,
+            store: stores.sessions,
+            work: stores.work,
             workspace,
             sinks,
+            takeover: false,
         }
     }
 
@@ -107,7 +110,7 @@ impl TaskRunner {
         builder: SessionBuilder,
         workspace: &Path,
         flags: SessionOverrides,
-        store: Arc<SqliteStore>,
+        stores: WorkStores,
         sinks: Vec<Arc<dyn EventSink>>,
     ) -> Result<Self, EngineError> {
         let workspace = keel_tools::Workspace::new(workspace)?.root().to_path_buf();
@@ -119,10 +122,25 @@ impl TaskRunner {
                 fresh: tokio::sync::OnceCell::new(),
             })),
             config,
-            store,
+            store: stores.sessions,
+            work: stores.work,
             workspace,
             sinks,
+            takeover: false,
         })
+    }
+
+    /// Resumes a task left in progress whatever process claimed it (for a job queue's
+    /// worker: the queue runs a task's job on one worker at a time, so an in-progress task it
+    /// hands over is one whose worker died, possibly on another machine).
+    pub fn taking_over(mut self) -> Self {
+        self.takeover = true;
+        self
+    }
+
+    /// Whether `task` is in progress with nobody running it.
+    fn interrupted(&self, task: &TaskRecord) -> bool {
+        task.is_interrupted() || (self.takeover && task.status == TaskStatus::InProgress)
     }
 
     /// The engine for a new task's session, or for resuming the stored session `resumed`.
@@ -153,21 +171,26 @@ impl TaskRunner {
         Ok(Arc::new(builder.engine(&self.workspace, &overrides)?))
     }
 
+    /// The workspace the tasks run in (its canonical path).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
     fn ws(&self) -> String {
         self.workspace.display().to_string()
     }
 
     /// The task layer the next run of `task` would get (the intent preview).
-    pub fn preview(&self, id: u32) -> Result<String, EngineError> {
-        let task = self.store.db().task(&self.ws(), id)?;
-        preview_for(&self.store, &self.ws(), &task)
+    pub async fn preview(&self, id: u32) -> Result<String, EngineError> {
+        let task = self.work.task(&self.ws(), id).await?;
+        preview_for(&*self.store, &*self.work, &self.ws(), &task).await
     }
 
     /// Runs one task (resuming its interrupted session if it has one) and records the outcome
     /// and its proof.
     pub async fn run_task(&self, id: u32) -> Result<TaskRun, EngineError> {
         let ws = self.ws();
-        let task = self.store.db().task(&ws, id)?;
+        let task = self.work.task(&ws, id).await?;
         if task.status == TaskStatus::Done {
             return Err(err(format!(
                 "task #{id} is already done; `keel task edit {id} --status ready` runs it again"
@@ -179,20 +202,20 @@ impl TaskRunner {
                 task.question.as_deref().unwrap_or("(no question recorded)")
             )));
         }
-        let resume = task
-            .is_interrupted()
+        let resume = self
+            .interrupted(&task)
             .then(|| task.session_id.clone())
             .flatten();
         let pid = std::process::id();
         let (handle, message, fresh) = match &resume {
             Some(session) => {
                 let engine = self.engine_for(Some(session)).await?;
-                self.store.db().claim_task(&ws, id, session, pid)?;
+                self.work.claim_task(&ws, id, session, pid).await?;
                 let handle = SessionHandle::new(engine, session.clone(), self.sinks.clone());
                 // Killed before its first turn started: the session has no task yet, so it
                 // gets the whole task layer; otherwise it continues its own transcript.
                 if self.store.get_session(session).await?.status == SessionStatus::Idle {
-                    let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
+                    let (brief, fresh) = brief_for(&*self.store, &*self.work, &ws, &task).await?;
                     (handle, brief, fresh)
                 } else {
                     (
@@ -204,10 +227,10 @@ impl TaskRunner {
                 }
             }
             None => {
-                let (brief, fresh) = brief_for(&self.store, &ws, &task)?;
+                let (brief, fresh) = brief_for(&*self.store, &*self.work, &ws, &task).await?;
                 let engine = self.engine_for(None).await?;
                 let (handle, record) = SessionHandle::create(engine, self.sinks.clone()).await?;
-                self.store.db().claim_task(&ws, id, &record.id, pid)?;
+                self.work.claim_task(&ws, id, &record.id, pid).await?;
                 (handle, brief, fresh)
             }
         };
@@ -219,9 +242,9 @@ impl TaskRunner {
             Ok(OpAck::Turn(ticket)) => ticket,
             other => {
                 // Nothing ran: the task is ready again rather than stuck in progress.
-                self.store
-                    .db()
-                    .finish_task(&ws, id, TaskStatus::Ready, None)?;
+                self.work
+                    .finish_task(&ws, id, TaskStatus::Ready, None)
+                    .await?;
                 let why = match other {
                     Err(e) => e.to_string(),
                     Ok(_) => "the session did not start a turn".into(),
@@ -284,12 +307,12 @@ impl TaskRunner {
                 status = TaskStatus::Failed;
             }
             let body = serde_json::to_value(&p).map_err(err)?;
-            self.store.db().add_proof(&ws, id, &session_id, &body)?;
+            self.work.add_proof(&ws, id, &session_id, &body).await?;
             proof = Some(p);
         }
-        self.store
-            .db()
-            .finish_task(&ws, id, status, question.as_deref())?;
+        self.work
+            .finish_task(&ws, id, status, question.as_deref())
+            .await?;
         Ok(TaskRun {
             task: id,
             title: task.title,
@@ -303,10 +326,10 @@ impl TaskRunner {
 
     /// The next task a batch should run: an interrupted one first, then the lowest-numbered
     /// ready task whose dependencies are done (within `scope` when given).
-    pub fn next_task(&self, scope: Option<&[u32]>) -> Result<Option<u32>, EngineError> {
-        let tasks = self.store.db().list_tasks(&self.ws())?;
+    pub async fn next_task(&self, scope: Option<&[u32]>) -> Result<Option<u32>, EngineError> {
+        let tasks = self.work.list_tasks(&self.ws()).await?;
         let in_scope = |t: &TaskRecord| scope.is_none_or(|s| s.contains(&t.id));
-        if let Some(t) = tasks.iter().find(|t| in_scope(t) && t.is_interrupted()) {
+        if let Some(t) = tasks.iter().find(|t| in_scope(t) && self.interrupted(t)) {
             return Ok(Some(t.id));
         }
         let done = |d: &u32| {
@@ -325,11 +348,11 @@ impl TaskRunner {
     pub async fn run_batch(&self, until: Option<u32>) -> Result<BatchReport, EngineError> {
         let ws = self.ws();
         let scope = match until {
-            Some(u) => Some(self.closure(u)?),
+            Some(u) => Some(self.closure(u).await?),
             None => None,
         };
         let mut report = BatchReport::default();
-        while let Some(id) = self.next_task(scope.as_deref())? {
+        while let Some(id) = self.next_task(scope.as_deref()).await? {
             let run = self.run_task(id).await?;
             let stop = run.status == TaskStatus::Ready; // cancelled
             report.runs.push(run);
@@ -337,7 +360,7 @@ impl TaskRunner {
                 break;
             }
         }
-        let tasks = self.store.db().list_tasks(&ws)?;
+        let tasks = self.work.list_tasks(&ws).await?;
         for t in &tasks {
             if t.status != TaskStatus::Ready || scope.as_ref().is_some_and(|s| !s.contains(&t.id)) {
                 continue;
@@ -354,8 +377,8 @@ impl TaskRunner {
     }
 
     /// `id` and every task it depends on, directly or not.
-    fn closure(&self, id: u32) -> Result<Vec<u32>, EngineError> {
-        let tasks = self.store.db().list_tasks(&self.ws())?;
+    pub async fn closure(&self, id: u32) -> Result<Vec<u32>, EngineError> {
+        let tasks = self.work.list_tasks(&self.ws()).await?;
         if !tasks.iter().any(|t| t.id == id) {
             return Err(err(format!(
                 "no task #{id} in this workspace; `keel task list` lists them"
@@ -407,30 +430,32 @@ impl TaskRunner {
 
 /// The task layer the next run of `task` in workspace `ws` would get (the intent preview):
 /// no model, no session needed.
-pub fn preview_for(
-    store: &SqliteStore,
+pub async fn preview_for(
+    store: &dyn Store,
+    work: &dyn WorkStore,
     ws: &str,
     task: &TaskRecord,
 ) -> Result<String, EngineError> {
-    Ok(brief_for(store, ws, task)?.0)
+    Ok(brief_for(store, work, ws, task).await?.0)
 }
 
 /// The task layer and the ids of the answers it delivers for the first time.
-fn brief_for(
-    store: &SqliteStore,
+async fn brief_for(
+    store: &dyn Store,
+    work: &dyn WorkStore,
     ws: &str,
     task: &TaskRecord,
 ) -> Result<(String, Vec<String>), EngineError> {
     let prd = match task.prd {
-        Some(p) => store.db().prd(ws, Some(p), None).ok(),
+        Some(p) => work.prd(ws, Some(p), None).await.ok(),
         None => None,
     };
     let mut answered = Vec::new();
     for s in &task.sessions {
         answered.extend(
             store
-                .db()
-                .list_blockers(Some(s), true)?
+                .list_blockers(Some(s), true)
+                .await?
                 .into_iter()
                 .filter(|b| b.status != BlockerStatus::Open),
         );

@@ -169,12 +169,15 @@ impl Executor {
             updated_at: node::now_ms(),
         };
         self.store.create(&record).await?;
+        let lease = self.store.take_lease(&run_id).await?;
         self.emit(FlowEvent::RunStarted {
             run_id: run_id.clone(),
             flow: flow.name.clone(),
         });
         let ctx = self.ctx(&run_id, flow, workspace, inputs, Mode::Live);
-        self.drive(ctx, state, trace, true).await
+        let summary = self.drive(ctx, state, trace, true).await;
+        release(lease).await;
+        summary
     }
 
     /// Continues a run from its last checkpoint: finished nodes are not run again; a node
@@ -188,15 +191,16 @@ impl Executor {
             )));
         }
         if rec.status == "running"
-            && let Some(pid) = rec.pid
-            && pid != std::process::id()
-            && process_alive(pid)
+            && rec.pid != Some(std::process::id())
+            && self.store.run_alive(&rec).await?
         {
             return Err(FlowError::Usage(format!(
-                "flow run {} is still running in process {pid}; stop it first (Ctrl-C), then resume",
-                rec.id
+                "flow run {} is still running in process {}; stop it first (Ctrl-C), then resume",
+                rec.id,
+                rec.pid.map_or_else(|| "?".to_string(), |p| p.to_string())
             )));
         }
+        let lease = self.store.take_lease(&rec.id).await?;
         let flow = crate::compile(&rec.flow_source, Path::new(&rec.flow_file))?;
         let mut state = rec.state;
         for s in state.nodes.values_mut() {
@@ -234,7 +238,9 @@ impl Executor {
             rec.inputs,
             Mode::Live,
         );
-        self.drive(ctx, state, rec.trace, true).await
+        let summary = self.drive(ctx, state, rec.trace, true).await;
+        release(lease).await;
+        summary
     }
 
     async fn drive(
@@ -558,6 +564,13 @@ impl Executor {
         run_command_with_timeout(&spec, &ctx.cancel)
             .await
             .is_ok_and(|o| o.success())
+    }
+}
+
+/// Gives a run's lease up (a failure only leaves it to expire).
+async fn release(lease: Option<keel_store::RunLease>) {
+    if let Some(lease) = lease {
+        let _ = lease.release().await;
     }
 }
 

@@ -169,6 +169,57 @@ CREATE INDEX proofs_task ON proofs(workspace, task, created_at, id);
     },
     Migration {
         version: 4,
+        name: "flow runs and their per-node checkpoints",
+        sql: r#"
+CREATE TABLE flow_runs (
+    id              TEXT PRIMARY KEY,
+    workspace       TEXT NOT NULL,
+    flow_name       TEXT NOT NULL,
+    flow_file       TEXT NOT NULL,
+    flow_source     TEXT NOT NULL,
+    inputs          TEXT NOT NULL DEFAULT '{}',
+    status          TEXT NOT NULL,
+    state           TEXT NOT NULL DEFAULT '{}',
+    trace           TEXT NOT NULL DEFAULT '{}',
+    pid             BIGINT,
+    created_at      BIGINT NOT NULL,
+    updated_at      BIGINT NOT NULL,
+    -- The run's last checkpoint seq: bumped by the statement that inserts a checkpoint.
+    last_checkpoint BIGINT NOT NULL DEFAULT 0,
+    -- Insertion order, for runs created in the same millisecond.
+    pos             BIGSERIAL
+);
+CREATE INDEX flow_runs_created ON flow_runs(created_at DESC, pos DESC);
+CREATE INDEX flow_runs_workspace ON flow_runs(workspace, created_at DESC, pos DESC);
+CREATE TABLE flow_checkpoints (
+    run_id      TEXT NOT NULL REFERENCES flow_runs(id) ON DELETE CASCADE,
+    seq         BIGINT NOT NULL,
+    node        TEXT NOT NULL,
+    node_state  TEXT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"#,
+    },
+    Migration {
+        version: 5,
+        name: "eval runs",
+        sql: r#"
+CREATE TABLE eval_runs (
+    id          BIGSERIAL PRIMARY KEY,
+    suite       TEXT NOT NULL,
+    suite_path  TEXT NOT NULL,
+    provider    TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    results     TEXT NOT NULL DEFAULT '[]',
+    created_at  BIGINT NOT NULL,
+    wall_ms     BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX eval_runs_created ON eval_runs(created_at DESC);
+"#,
+    },
+    Migration {
+        version: 6,
         name: "a session's git source (queue-mode workers check it out)",
         sql: "ALTER TABLE sessions ADD COLUMN repo TEXT;",
     },

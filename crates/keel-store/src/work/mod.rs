@@ -14,7 +14,7 @@ mod postgres;
 mod sqlite;
 mod store;
 
-pub use store::WorkStore;
+pub use store::{WorkStore, WorkStores};
 
 /// Schema migration 5 (after 3: memory, 4: session start columns).
 pub(crate) const MIGRATION: &str = r#"

@@ -2,8 +2,34 @@
 //! store (its `SqliteDb` methods on the blocking pool) and, with the `postgres` feature, by
 //! `PgStore` — so code that holds an `Arc<dyn WorkStore>` runs on either.
 
+use std::sync::Arc;
+
 use super::{NewTask, PrdRecord, ProofRecord, TaskEdit, TaskRecord, TaskStatus};
-use crate::{SqliteStore, StoreFuture};
+use crate::{SqliteStore, Store, StoreFuture};
+
+/// One backend seen both ways: its sessions (and blockers) and its PRDs and tasks — what
+/// running tasks needs, on SQLite or PostgreSQL alike.
+#[derive(Clone)]
+pub struct WorkStores {
+    pub sessions: Arc<dyn Store>,
+    pub work: Arc<dyn WorkStore>,
+}
+
+impl WorkStores {
+    /// Both views of `store`.
+    pub fn of<S: Store + WorkStore + 'static>(store: Arc<S>) -> Self {
+        Self {
+            sessions: store.clone(),
+            work: store,
+        }
+    }
+}
+
+impl std::fmt::Debug for WorkStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkStores").finish_non_exhaustive()
+    }
+}
 
 /// PRDs (versioned), tasks with dependencies and their proofs, per workspace.
 pub trait WorkStore: Send + Sync {

@@ -4,12 +4,19 @@
 //!
 //! Self-contained on purpose: one table, no foreign keys into sessions (a deleted session
 //! leaves its eval result readable; the session id then simply no longer resolves).
+//!
+//! [`EvalStore`] is the async trait `keel eval` uses: implemented by
+//! [`SqliteStore`](crate::SqliteStore) (the [`SqliteDb`] methods below, on the blocking pool)
+//! and, with the `postgres` feature, by `PgStore` (`postgres.rs`, migration 5).
+
+#[cfg(feature = "postgres")]
+mod postgres;
 
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::sqlite::sql;
-use crate::{SqliteDb, StoreError, now_ms};
+use crate::{SqliteDb, SqliteStore, StoreError, StoreFuture, now_ms};
 
 /// The schema migration that adds eval runs (appended last in the SQLite list).
 pub(crate) const MIGRATION: &str = r#"
@@ -103,9 +110,9 @@ pub fn parse_run_id(text: &str) -> Result<i64, StoreError> {
         })
 }
 
-type Row = (i64, String, String, String, String, String, i64, i64);
+pub(crate) type Row = (i64, String, String, String, String, String, i64, i64);
 
-fn record(row: Row) -> Result<EvalRunRecord, StoreError> {
+pub(crate) fn record(row: Row) -> Result<EvalRunRecord, StoreError> {
     let (id, suite, suite_path, provider, model, results, created_at, wall_ms) = row;
     let results = serde_json::from_str(&results).map_err(|e| StoreError::Corrupt {
         context: format!("results of eval run #{id}"),
@@ -197,6 +204,31 @@ impl SqliteDb {
                 .map_err(sql("listing eval runs"))
         })?;
         rows.into_iter().map(record).collect()
+    }
+}
+
+/// Stored eval runs, on any backend.
+pub trait EvalStore: Send + Sync {
+    /// Stores a finished eval run and returns it with its id.
+    fn add_eval_run<'a>(&'a self, run: &'a NewEvalRun) -> StoreFuture<'a, EvalRunRecord>;
+    /// The eval run `id` ([`StoreError::Missing`] when there is none).
+    fn eval_run(&self, id: i64) -> StoreFuture<'_, EvalRunRecord>;
+    /// The newest `limit` eval runs, newest first.
+    fn list_eval_runs(&self, limit: usize) -> StoreFuture<'_, Vec<EvalRunRecord>>;
+}
+
+impl EvalStore for SqliteStore {
+    fn add_eval_run<'a>(&'a self, run: &'a NewEvalRun) -> StoreFuture<'a, EvalRunRecord> {
+        let run = run.clone();
+        Box::pin(self.call(move |db| db.add_eval_run(&run)))
+    }
+
+    fn eval_run(&self, id: i64) -> StoreFuture<'_, EvalRunRecord> {
+        Box::pin(self.call(move |db| db.eval_run(id)))
+    }
+
+    fn list_eval_runs(&self, limit: usize) -> StoreFuture<'_, Vec<EvalRunRecord>> {
+        Box::pin(self.call(move |db| db.list_eval_runs(limit)))
     }
 }
 
