@@ -191,7 +191,8 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
             let options = StartOptions::from_config(&config.mcp, &ws);
             let hub = Hub::start(vec![def], &approvals, &options, &setup::env_var)
                 .map_err(anyhow::Error::msg)?;
-            let Some(entry) = hub.entries().first() else {
+            let entries = hub.entries();
+            let Some(entry) = entries.first() else {
                 return Ok(exit::FAILED);
             };
             writeln!(
@@ -203,6 +204,9 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
             for t in &entry.tools {
                 let first = t.description.lines().next().unwrap_or_default();
                 writeln!(out, "  {}  {first}", keel_mcp::tool_name(&name, &t.name))?;
+            }
+            for w in hub.tools().1 {
+                writeln!(out, "  {w}")?;
             }
             if !matches!(entry.status, Status::Ready { .. }) {
                 return Ok(exit::FAILED);

@@ -54,7 +54,13 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
             Some(store) => (store.clone(), None),
             None => {
                 let url = database.as_deref().unwrap_or_default();
-                let pg = Arc::new(keel_store::PgStore::open(url).await?);
+                // API calls fail fast with 503 while the database is unreachable (the
+                // workers are the ones riding out a restart).
+                let pg = Arc::new(
+                    keel_store::PgStore::open_with(url, std::time::Duration::from_secs(3))
+                        .await?
+                        .retry_for(std::time::Duration::ZERO),
+                );
                 let pool = keel_queue::connect(url).await?;
                 (pg.clone(), Some((pg, pool)))
             }
@@ -115,25 +121,52 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
 }
 
 /// Stateless mode: every event any worker stores reaches this server's streams (the store's
-/// LISTEN/NOTIFY notices, then the events read by seq). A lost connection is re-opened; the
-/// streams read what they missed from the store at the next event.
+/// LISTEN/NOTIFY notices, then the events read by seq). When the connection is lost (the
+/// database restarted), notices sent meanwhile are gone: once it is back, every watched
+/// session is read from the last seq this server delivered. One line per outage.
 async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hub>) {
-    let mut failing = false;
+    let mut down = false;
     loop {
         match store.listen_events().await {
             Ok(mut notices) => {
-                failing = false;
-                while let Ok((id, seq)) = notices.next().await {
-                    if let Err(e) = hub.stored(&id, seq).await {
-                        eprintln!(
-                            "keel: cannot read the events of session {id}: {}",
-                            e.message
-                        );
+                if down {
+                    eprintln!("keel: the database is back; catching up the event streams");
+                }
+                // Anything stored before this subscription (or during an outage).
+                let mut missed = true;
+                down = false;
+                loop {
+                    if missed {
+                        match hub.catch_up().await {
+                            Ok(()) => missed = false,
+                            Err(e) => {
+                                eprintln!("keel: cannot catch up the event streams: {}", e.message);
+                                break;
+                            }
+                        }
+                    }
+                    match notices.next().await {
+                        Ok(keel_store::Notice::Stored { session, seq }) => {
+                            if let Err(e) = hub.stored(&session, seq).await {
+                                eprintln!(
+                                    "keel: cannot read the events of session {session}: {}",
+                                    e.message
+                                );
+                            }
+                        }
+                        Ok(keel_store::Notice::Reconnected) => missed = true,
+                        Err(e) => {
+                            down = true;
+                            eprintln!(
+                                "keel: lost the database's event notices (reconnecting): {e}"
+                            );
+                            break;
+                        }
                     }
                 }
             }
-            Err(e) if !failing => {
-                failing = true;
+            Err(e) if !down => {
+                down = true;
                 eprintln!("keel: cannot follow the database's events (retrying): {e}");
             }
             Err(_) => {}

@@ -103,7 +103,9 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
     })
 }
 
-/// `GET /health` (any path, in fact): `{"status":"ok","running":…,"completed":…,"failed":…}`.
+/// `GET /health` (any path, in fact): `{"status":"ok","database":"up","running":…,
+/// "completed":…,"failed":…}`; while the database is unreachable, 503 with
+/// `"status":"degraded","database":"down"` (the worker waits for it and does not exit).
 async fn serve_health(listener: tokio::net::TcpListener, stats: Arc<WorkerStats>) {
     loop {
         let Ok((mut socket, _)) = listener.accept().await else {
@@ -125,15 +127,22 @@ async fn serve_health(listener: tokio::net::TcpListener, stats: Arc<WorkerStats>
             };
             let _ = tokio::time::timeout(Duration::from_secs(5), read_head).await;
             let health = stats.health();
+            let up = health.database == keel_queue::Database::Up;
             let body = serde_json::json!({
-                "status": "ok",
+                "status": if up { "ok" } else { "degraded" },
+                "database": health.database,
                 "running": health.running,
                 "completed": health.completed,
                 "failed": health.failed,
             })
             .to_string();
+            let status = if up {
+                "200 OK"
+            } else {
+                "503 Service Unavailable"
+            };
             let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = socket.write_all(response.as_bytes()).await;

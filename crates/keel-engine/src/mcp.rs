@@ -1,7 +1,10 @@
 //! Where MCP servers plug into a session: at build, every defined server (`[mcp.servers]`, the
-//! user-level `mcp.json`, an approved project `.mcp.json`) is started together within
-//! `[mcp] startup_timeout_secs`, and its tools join the registry beside the built-in ones
-//! (deferred unless the server is `active`). See the `keel-mcp` crate.
+//! user-level `mcp.json`, an approved project `.mcp.json`) is launched in the background — the
+//! build returns at once — and its tools join the registry as late tools when it is ready
+//! (deferred unless the server is `active`; see `keel_tools::late`). A call by exact name to a
+//! tool of a server still starting waits for it (at most `[mcp] startup_timeout_secs`); a run
+//! with an `active` server waits for that server before its first request, so its schemas are
+//! in the catalog. See the `keel-mcp` crate.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +18,7 @@ use crate::Config;
 #[derive(Debug, Clone)]
 pub struct McpState {
     pub hub: Arc<Hub>,
-    /// Unreadable `.mcp.json` files, tools skipped for their schema.
+    /// Unreadable `.mcp.json` files, servers not approved or wrongly defined (known at launch).
     pub warnings: Vec<String>,
 }
 
@@ -33,7 +36,8 @@ pub fn approvals() -> Approvals {
     Approvals::load(&crate::config::data_dir(&env))
 }
 
-/// Starts the servers and registers their tools; `None` when none is defined.
+/// Launches the servers in the background and makes their tools the registry's late tools;
+/// `None` when none is defined. Returns without waiting for any server.
 pub(crate) fn start(
     config: &Config,
     workspace: &Path,
@@ -45,7 +49,7 @@ pub(crate) fn start(
     }
     let env = |k: &str| std::env::var(k).ok();
     let options = StartOptions::from_config(&config.mcp, workspace);
-    let hub = match Hub::start(defs, &approvals(), &options, &env) {
+    let hub = match Hub::launch(defs, &approvals(), &options, &env) {
         Ok(hub) => hub,
         Err(e) => {
             warnings.push(e);
@@ -53,6 +57,8 @@ pub(crate) fn start(
         }
     };
     warnings.extend(hub.register(tools));
+    // Only what is known at launch: servers still starting report failures through their
+    // tools' results (and `keel mcp test NAME`).
     for e in hub.entries() {
         match &e.status {
             keel_mcp::Status::Failed(why) => {

@@ -214,6 +214,13 @@ impl<'a> Run<'a> {
                     usage: turn.usage,
                 })
                 .await?;
+            // A call to a tool of an MCP server still starting waits (bounded) for it.
+            let tools = &self.engine.tools;
+            let waits = turn.tool_calls.iter().map(|c| tools.wait_for(&c.name));
+            tokio::select! {
+                _ = futures::future::join_all(waits) => {}
+                _ = self.ctx.cancel.cancelled() => {}
+            }
             let calls =
                 crate::calls::prepare_calls(&self.engine.tools, &turn, self.ctx.workspace.root());
             let message = crate::calls::transcript_message(&turn, &calls);

@@ -205,6 +205,9 @@ async fn begin(
         .await?;
 
     let env = prompt::Environment::current(engine.workspace.root());
+    // `active` MCP servers' tools are in the catalog: wait (bounded) until they settled, so
+    // the first-turn catalog never depends on timing.
+    engine.tools.settle_listed().await;
     let mut run = Run::new(
         engine,
         &emitter,
@@ -353,6 +356,9 @@ async fn resume_held(
         })
         .await?;
 
+    // `active` MCP servers' tools are in the catalog: wait (bounded) until they settled, so
+    // the first-turn catalog never depends on timing.
+    engine.tools.settle_listed().await;
     let mut run = Run::new(
         engine,
         &emitter,

@@ -1,12 +1,14 @@
-//! The session's MCP servers: started together at session start (each within its startup
-//! timeout) on a small runtime of their own, so a session's engine can be built from sync
-//! code and a slow or hung server never blocks the loop's runtime.
+//! The session's MCP servers: launched together in the background on a small runtime of their
+//! own, so building a session never waits for them (a slow or hung server delays nothing) and
+//! a server's tools arrive in the session's registry (as [`keel_tools::LateTools`], see
+//! `crate::late`) the moment it is ready. [`Hub::start`] is the blocking form for commands that
+//! want the outcome (`keel mcp test`, `keel doctor`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use keel_tools::{Tool, ToolRegistry, catalog::ToolState};
+use keel_tools::{LateTool, ToolRegistry, catalog::ToolState};
 
 use crate::approve::Approvals;
 use crate::config::{EffectConfig, McpConfig, Origin, ServerDef, Transport, expand};
@@ -26,7 +28,7 @@ impl Drop for Runtime {
 }
 
 /// A tool with the catalog state it is registered in.
-pub type StatedTool = (Arc<dyn Tool>, ToolState);
+pub type StatedTool = LateTool;
 
 /// Where a server stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +41,8 @@ pub enum Status {
     Disabled,
     /// It did not start, or its definition is wrong.
     Failed(String),
+    /// Starting in the background (within the startup timeout).
+    Starting,
 }
 
 impl std::fmt::Display for Status {
@@ -48,6 +52,7 @@ impl std::fmt::Display for Status {
             Status::NeedsApproval => write!(f, "not approved (run `keel mcp add NAME` to approve)"),
             Status::Disabled => write!(f, "disabled"),
             Status::Failed(e) => write!(f, "failed: {e}"),
+            Status::Starting => write!(f, "starting"),
         }
     }
 }
@@ -86,23 +91,71 @@ impl StartOptions {
 /// The started servers of one session.
 pub struct Hub {
     rt: Arc<Runtime>,
-    handle: tokio::runtime::Handle,
-    entries: Vec<ServerEntry>,
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) slots: Vec<Arc<Slot>>,
+    /// `mcp_resources`, there from the start when any server is launched.
+    pub(crate) resources: Option<LateTool>,
+    /// Counts servers that settled; waiters watch it.
+    pub(crate) settled: Arc<tokio::sync::watch::Sender<usize>>,
+    pub(crate) startup_timeout: Duration,
+}
+
+/// One server: what its definition says, and once it has settled, how it went.
+pub(crate) struct Slot {
+    pub(crate) name: String,
+    pub(crate) origin: Origin,
+    pub(crate) active: bool,
+    pub(crate) effect: EffectConfig,
+    /// Set once: at launch for a server that is not started, else when it is ready or failed.
+    pub(crate) done: OnceLock<Done>,
+}
+
+/// How a server's start ended.
+pub(crate) struct Done {
+    pub(crate) status: Status,
+    pub(crate) listed: Vec<ListedTool>,
+    pub(crate) server: Option<Arc<Server>>,
+    /// Its tools as Keel tools, in their catalog state.
+    pub(crate) tools: Vec<LateTool>,
+    /// Tools skipped for their schema.
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Done {
+    fn not_started(status: Status) -> Self {
+        Self {
+            status,
+            listed: Vec::new(),
+            server: None,
+            tools: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl Slot {
+    /// The status now (`Starting` until it settled).
+    pub(crate) fn status(&self) -> Status {
+        self.done
+            .get()
+            .map_or(Status::Starting, |d| d.status.clone())
+    }
 }
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.entries.iter().map(|e| &e.name))
+            .entries(self.slots.iter().map(|e| &e.name))
             .finish()
     }
 }
 
 impl Hub {
-    /// Starts every enabled, approved server at once and waits until each is ready or past
-    /// its startup timeout. Never fails: a server that cannot start is an entry with
-    /// [`Status::Failed`]. Callable from sync code and from inside an async runtime.
-    pub fn start(
+    /// Launches every enabled, approved server in the background and returns at once; each
+    /// settles (ready, or failed after at most its startup timeout) on its own. Never fails
+    /// for a server: one that cannot start ends as [`Status::Failed`]. Callable from sync
+    /// code and from inside an async runtime.
+    pub fn launch(
         defs: Vec<ServerDef>,
         approvals: &Approvals,
         options: &StartOptions,
@@ -116,43 +169,58 @@ impl Hub {
             .map_err(|e| format!("cannot start the MCP runtime: {e}"))?;
         let handle = rt.handle().clone();
         let rt = Arc::new(Runtime(Some(rt)));
-        let mut pending = Vec::new();
-        let mut entries = Vec::new();
+        let (settled, _) = tokio::sync::watch::channel(0usize);
+        let settled = Arc::new(settled);
+        let mut slots = Vec::new();
+        let mut launch = Vec::new();
         for def in defs {
-            let mut entry = ServerEntry {
+            let slot = Arc::new(Slot {
                 name: def.name.clone(),
                 origin: def.origin.clone(),
-                status: Status::Disabled,
                 active: def.config.active,
                 effect: def.config.effect,
-                tools: Vec::new(),
-                server: None,
-            };
-            if def.config.disabled {
-                entries.push(entry);
-                continue;
-            }
-            if !approvals.is_approved(&options.workspace, &def) {
-                entry.status = Status::NeedsApproval;
-                entries.push(entry);
-                continue;
-            }
-            let transport = match def
-                .config
-                .transport()
-                .and_then(|t| expand_transport(t, env))
-            {
-                Ok(t) => t,
-                Err(e) => {
-                    entry.status = Status::Failed(e);
-                    entries.push(entry);
-                    continue;
+                done: OnceLock::new(),
+            });
+            let not_started = if def.config.disabled {
+                Some(Status::Disabled)
+            } else if !approvals.is_approved(&options.workspace, &def) {
+                Some(Status::NeedsApproval)
+            } else {
+                match def
+                    .config
+                    .transport()
+                    .and_then(|t| expand_transport(t, env))
+                {
+                    Ok(t) => {
+                        launch.push((slot.clone(), t));
+                        None
+                    }
+                    Err(e) => Some(Status::Failed(e)),
                 }
             };
+            if let Some(status) = not_started {
+                let _ = slot.done.set(Done::not_started(status));
+            }
+            slots.push(slot);
+        }
+        let hub = Arc::new_cyclic(|me: &std::sync::Weak<Hub>| Hub {
+            rt,
+            handle: handle.clone(),
+            resources: (!launch.is_empty()).then(|| {
+                let tool: Arc<dyn keel_tools::Tool> = Arc::new(McpResources { hub: me.clone() });
+                (tool, ToolState::Deferred)
+            }),
+            slots,
+            settled: settled.clone(),
+            startup_timeout: options.startup_timeout,
+        });
+        for (slot, transport) in launch {
             let opts = options.clone();
-            let name = def.name.clone();
-            let task = handle.spawn(async move {
+            let settled = settled.clone();
+            let rt = handle.clone();
+            handle.spawn(async move {
                 let limit = opts.startup_timeout;
+                let name = slot.name.clone();
                 let start = async {
                     let server = Server::start(
                         &name,
@@ -165,116 +233,102 @@ impl Hub {
                     let tools = server.list_tools().await.map_err(|e| e.0)?;
                     Ok::<_, String>((Arc::new(server), tools))
                 };
-                tokio::time::timeout(limit, start)
+                let result = tokio::time::timeout(limit, start)
                     .await
-                    .map_err(|_| format!("it did not start within {}s", limit.as_secs()))?
-            });
-            entry.status = Status::Failed(format!(
-                "it did not start within {}s",
-                options.startup_timeout.as_secs()
-            ));
-            pending.push((entries.len(), task));
-            entries.push(entry);
-        }
-        // Wait for all of them on the hub's runtime, from whatever thread this is.
-        let (tx, rx) = std::sync::mpsc::channel();
-        handle.spawn(async move {
-            let mut results = Vec::new();
-            for (i, task) in pending {
-                let r = match task.await {
-                    Ok(r) => r,
-                    Err(e) => Err(format!("its start-up task failed: {e}")),
+                    .map_err(|_| format!("it did not start within {}s", limit.as_secs()))
+                    .and_then(|r| r);
+                let done = match result {
+                    Ok((server, listed)) => ready(&slot, server, listed, rt),
+                    Err(e) => Done::not_started(Status::Failed(e)),
                 };
-                results.push((i, r));
-            }
-            let _ = tx.send(results);
+                let _ = slot.done.set(done);
+                settled.send_modify(|n| *n += 1);
+            });
+        }
+        Ok(hub)
+    }
+
+    /// Starts every enabled, approved server at once and waits until each is ready or past
+    /// its startup timeout ([`Hub::launch`], then waiting). Callable from sync code and from
+    /// inside an async runtime (it blocks the calling thread).
+    pub fn start(
+        defs: Vec<ServerDef>,
+        approvals: &Approvals,
+        options: &StartOptions,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Arc<Hub>, String> {
+        let hub = Self::launch(defs, approvals, options, env)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let all: Vec<Arc<Slot>> = hub.slots.clone();
+        let wait = hub.wait_until(move || all.iter().all(|s| s.done.get().is_some()));
+        hub.handle.spawn(async move {
+            wait.await;
+            let _ = tx.send(());
         });
-        let limit = options.startup_timeout + Duration::from_secs(2);
-        let results = rx.recv_timeout(limit).unwrap_or_default();
-        for (i, r) in results {
-            if let Some(entry) = entries.get_mut(i) {
-                match r {
-                    Ok((server, tools)) => {
-                        entry.status = Status::Ready { tools: tools.len() };
-                        entry.tools = tools;
-                        entry.server = Some(server);
-                    }
-                    Err(e) => entry.status = Status::Failed(e),
-                }
-            }
+        let _ = rx.recv_timeout(options.startup_timeout + Duration::from_secs(3));
+        Ok(hub)
+    }
+
+    /// A future (for the hub's runtime) that ends when `done()` holds, or after the startup
+    /// timeout and a margin.
+    pub(crate) fn wait_until(
+        &self,
+        done: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.settled.subscribe();
+        let limit = self.startup_timeout + Duration::from_secs(2);
+        async move {
+            let _ = tokio::time::timeout(limit, rx.wait_for(|_| done())).await;
         }
-        Ok(Arc::new(Hub {
-            rt,
-            handle,
-            entries,
-        }))
     }
 
-    /// Every server, in name order.
-    pub fn entries(&self) -> &[ServerEntry] {
-        &self.entries
+    /// Every server, in name order, as it stands now.
+    pub fn entries(&self) -> Vec<ServerEntry> {
+        self.slots
+            .iter()
+            .map(|s| {
+                let done = s.done.get();
+                ServerEntry {
+                    name: s.name.clone(),
+                    origin: s.origin.clone(),
+                    status: s.status(),
+                    active: s.active,
+                    effect: s.effect,
+                    tools: done.map(|d| d.listed.clone()).unwrap_or_default(),
+                    server: done.and_then(|d| d.server.clone()),
+                }
+            })
+            .collect()
     }
 
-    /// The running servers' tools, each in its catalog state: deferred unless the server is
-    /// `active = true`. A tool whose schema no provider would accept is skipped (its reason
-    /// is in the returned warnings).
-    pub fn tools(self: &Arc<Self>) -> (Vec<StatedTool>, Vec<String>) {
-        let mut out: Vec<StatedTool> = Vec::new();
+    /// The tools of the servers ready so far (and `mcp_resources`), each in its catalog
+    /// state — deferred unless the server is `active = true` — and the tools skipped for a
+    /// schema no provider would accept.
+    pub fn tools(&self) -> (Vec<StatedTool>, Vec<String>) {
+        let mut out = Vec::new();
         let mut warnings = Vec::new();
-        for entry in &self.entries {
-            let Some(server) = &entry.server else {
-                continue;
-            };
-            for t in &entry.tools {
-                match crate::schema::sanitize_all(&t.input_schema) {
-                    Ok(schema) => {
-                        let tool = McpTool {
-                            name: tool_name(&entry.name, &t.name),
-                            remote: t.name.clone(),
-                            description: t.description.clone(),
-                            schema,
-                            effect: entry.effect,
-                            server: server.clone(),
-                            hub: self.clone(),
-                        };
-                        let state = if entry.active {
-                            ToolState::Active
-                        } else {
-                            ToolState::Deferred
-                        };
-                        out.push((Arc::new(tool), state));
-                    }
-                    Err(e) => warnings.push(format!(
-                        "MCP tool `{}` of server `{}` skipped: {e}",
-                        t.name, entry.name
-                    )),
-                }
-            }
+        for d in self.slots.iter().filter_map(|s| s.done.get()) {
+            out.extend(d.tools.iter().cloned());
+            warnings.extend(d.warnings.iter().cloned());
         }
-        if self.entries.iter().any(|e| e.server.is_some()) {
-            out.push((
-                Arc::new(McpResources { hub: self.clone() }),
-                ToolState::Deferred,
-            ));
-        }
+        out.extend(self.resources.iter().cloned());
         (out, warnings)
     }
 
-    /// Registers [`Hub::tools`] in `registry`; returns the warnings.
+    /// Makes the servers' tools part of `registry` — those ready now and those that arrive
+    /// later (the hub is the registry's late source); returns the warnings known so far.
     pub fn register(self: &Arc<Self>, registry: &mut ToolRegistry) -> Vec<String> {
-        let (tools, warnings) = self.tools();
-        for (tool, state) in tools {
-            registry.register_with_state(tool, state);
-        }
-        warnings
+        registry.set_late(self.clone());
+        self.tools().1
     }
 
     /// A running server by name.
     pub fn server(&self, name: &str) -> Option<Arc<Server>> {
-        self.entries
+        self.slots
             .iter()
             .find(|e| e.name == name)
-            .and_then(|e| e.server.clone())
+            .and_then(|e| e.done.get())
+            .and_then(|d| d.server.clone())
     }
 
     /// Runs `fut` on the hub's runtime and waits for it from any runtime.
@@ -283,16 +337,13 @@ impl Hub {
         fut: impl Future<Output = Result<T, CallError>> + Send + 'static,
     ) -> Result<T, CallError> {
         let _keep = self.rt.clone();
-        match self.handle.spawn(fut).await {
-            Ok(r) => r,
-            Err(e) => Err(CallError(format!("the MCP request was lost: {e}"))),
-        }
+        run_on(&self.handle, fut).await
     }
 
     /// Stops every server.
     pub async fn shutdown(&self) {
-        for e in &self.entries {
-            if let Some(s) = e.server.clone() {
+        for s in self.slots.iter().filter_map(|s| s.done.get()) {
+            if let Some(s) = s.server.clone() {
                 let _ = self
                     .run(async move {
                         s.shutdown().await;
@@ -301,6 +352,63 @@ impl Hub {
                     .await;
             }
         }
+    }
+}
+
+/// Runs `fut` on the runtime of `handle` and waits for it from any runtime.
+pub(crate) async fn run_on<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    fut: impl Future<Output = Result<T, CallError>> + Send + 'static,
+) -> Result<T, CallError> {
+    match handle.spawn(fut).await {
+        Ok(r) => r,
+        Err(e) => Err(CallError(format!("the MCP request was lost: {e}"))),
+    }
+}
+
+/// A ready server's outcome: its tools as Keel tools (a tool whose schema no provider would
+/// accept is skipped, with a warning).
+fn ready(
+    slot: &Slot,
+    server: Arc<Server>,
+    listed: Vec<ListedTool>,
+    handle: tokio::runtime::Handle,
+) -> Done {
+    let mut tools: Vec<LateTool> = Vec::new();
+    let mut warnings = Vec::new();
+    let state = if slot.active {
+        ToolState::Active
+    } else {
+        ToolState::Deferred
+    };
+    for t in &listed {
+        match crate::schema::sanitize_all(&t.input_schema) {
+            Ok(schema) => {
+                let tool = McpTool {
+                    name: tool_name(&slot.name, &t.name),
+                    remote: t.name.clone(),
+                    description: t.description.clone(),
+                    schema,
+                    effect: slot.effect,
+                    server: server.clone(),
+                    handle: handle.clone(),
+                };
+                tools.push((Arc::new(tool), state.clone()));
+            }
+            Err(e) => warnings.push(format!(
+                "MCP tool `{}` of server `{}` skipped: {e}",
+                t.name, slot.name
+            )),
+        }
+    }
+    Done {
+        status: Status::Ready {
+            tools: listed.len(),
+        },
+        listed,
+        server: Some(server),
+        tools,
+        warnings,
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod approve;
 pub mod config;
 pub mod hub;
+mod late;
 pub mod schema;
 pub mod server;
 pub mod tool;

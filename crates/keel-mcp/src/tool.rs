@@ -8,7 +8,7 @@ use keel_tools::{Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::config::EffectConfig;
-use crate::hub::Hub;
+use crate::hub::{Hub, run_on};
 use crate::server::Server;
 
 /// The longest tool name providers accept (OpenAI's limit).
@@ -41,7 +41,8 @@ pub struct McpTool {
     pub(crate) schema: Value,
     pub(crate) effect: EffectConfig,
     pub(crate) server: Arc<Server>,
-    pub(crate) hub: Arc<Hub>,
+    /// The hub's runtime (the hub, which owns it, lives as long as the registry that holds it).
+    pub(crate) handle: tokio::runtime::Handle,
 }
 
 impl Tool for McpTool {
@@ -72,11 +73,11 @@ impl Tool for McpTool {
         Box::pin(async move {
             let server = self.server.clone();
             let remote = self.remote.clone();
-            let result = self
-                .hub
-                .run(async move { server.call_tool(&remote, args).await })
-                .await
-                .map_err(|e| ToolError::Model(e.0))?;
+            let result = run_on(&self.handle, async move {
+                server.call_tool(&remote, args).await
+            })
+            .await
+            .map_err(|e| ToolError::Model(e.0))?;
             let meta = json!({"mcp": {"server": self.server.name(), "tool": self.remote}});
             map_result(&result, meta)
         })
@@ -157,7 +158,8 @@ pub fn map_result(result: &Value, mut meta: Value) -> Result<ToolOutput, ToolErr
 
 /// `mcp_resources`: list a server's resources, or read one.
 pub struct McpResources {
-    pub(crate) hub: Arc<Hub>,
+    /// Weak: the hub holds this tool.
+    pub(crate) hub: std::sync::Weak<Hub>,
 }
 
 /// The resources tool's name.
@@ -197,22 +199,34 @@ impl Tool for McpResources {
                 .get("server")
                 .and_then(Value::as_str)
                 .ok_or_else(|| ToolError::model("mcp_resources needs `server`"))?;
-            let Some(server) = self.hub.server(name) else {
-                let running: Vec<&str> = self
-                    .hub
-                    .entries()
+            let Some(hub) = self.hub.upgrade() else {
+                return Err(ToolError::model("the MCP servers were stopped"));
+            };
+            hub.wait_for_server(name).await;
+            let Some(server) = hub.server(name) else {
+                let entries = hub.entries();
+                let running: Vec<&str> = entries
                     .iter()
                     .filter(|e| e.server.is_some())
                     .map(|e| e.name.as_str())
                     .collect();
+                let why = entries
+                    .iter()
+                    .find(|e| e.name == name)
+                    .map(|e| {
+                        format!(
+                            " (it is {}; check it with `keel mcp test {name}`)",
+                            e.status
+                        )
+                    })
+                    .unwrap_or_default();
                 return Err(ToolError::model(format!(
-                    "no running MCP server `{name}`; running: {}",
+                    "no running MCP server `{name}`{why}; running: {}",
                     running.join(", ")
                 )));
             };
             let uri = args.get("uri").and_then(Value::as_str).map(str::to_string);
-            let result = self
-                .hub
+            let result = hub
                 .run(async move {
                     match uri {
                         Some(u) => server.read_resource(&u).await,

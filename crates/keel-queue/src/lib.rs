@@ -19,6 +19,7 @@
 //!   the turn's commit to the remote's `keel/<session id>`, where the next turn starts.
 
 pub mod checkout;
+mod supervise;
 pub mod tasks;
 pub mod worker;
 
@@ -30,8 +31,9 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use apalis_postgres::PgPool as QueuePool;
+pub use supervise::run_worker;
 pub use tasks::{PgTaskQueue, TASK_QUEUE, TaskJob, run_task_worker, task_queue};
-pub use worker::{WorkerHealth, WorkerOptions, WorkerStats, run_worker};
+pub use worker::{Database, WorkerHealth, WorkerOptions, WorkerStats};
 
 /// The apalis queue turns go to.
 pub const TURN_QUEUE: &str = "keel-turns";
@@ -63,7 +65,11 @@ pub enum QueueError {
 /// processes may do it at once).
 pub async fn connect(url: &str) -> Result<PgPool, QueueError> {
     let shown = keel_store::redact_url(url);
-    let pool = PgPool::connect(url)
+    // A call waits this long for a connection (also while the database restarts) before it
+    // fails: the server answers 503, a worker retries.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(url)
         .await
         .map_err(|e| QueueError::Connect {
             url: shown.clone(),
@@ -92,9 +98,18 @@ pub async fn status(url: &str) -> Result<Option<QueueStatus>, QueueError> {
     let shown = keel_store::redact_url(url);
     let connect_err = |e: sqlx::Error| QueueError::Connect {
         url: shown.clone(),
-        reason: e.to_string(),
+        reason: format!(
+            "{e}; the database is down or unreachable: check that PostgreSQL is running and the URL is right"
+        ),
     };
-    let pool = PgPool::connect(url).await.map_err(connect_err)?;
+    // A database that is down fails within seconds (sqlx would retry a refused connection
+    // for its whole acquire timeout).
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(url)
+        .await
+        .map_err(connect_err)?;
     let exists: bool = sqlx::query_scalar(
         "SELECT to_regclass('apalis.jobs') IS NOT NULL AND to_regclass('apalis.workers') IS NOT NULL",
     )

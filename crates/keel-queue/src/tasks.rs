@@ -15,8 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use apalis::layers::retry::backoff::{ExponentialBackoffMaker, MakeBackoff};
-use apalis::layers::retry::{HasherRng, RetryPolicy};
 use apalis::prelude::{
     BoxDynError, Data, TaskBuilder, TaskSink, WorkerBuilder, WorkerBuilderExt, WorkerError,
 };
@@ -30,6 +28,7 @@ use keel_store::work::{TaskStatus, WorkStores};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::supervise::{Outage, keep_running, retry_policy};
 use crate::worker::{Running, WorkerOptions, WorkerStats};
 use crate::{QueueError, config_for};
 
@@ -238,7 +237,8 @@ async fn task_job(job: &TaskJob, state: &State) -> Result<(), BoxDynError> {
 }
 
 /// Runs task jobs of `pool`'s database (one at a time per worker process: tasks run in
-/// place) until `stop` is cancelled; a running task then finishes before this returns.
+/// place) until `stop` is cancelled; a running task then finishes before this returns. After
+/// a database failure the apalis worker is started again once the database answers.
 pub async fn run_task_worker(
     pool: PgPool,
     builder: SessionBuilder,
@@ -253,30 +253,32 @@ pub async fn run_task_worker(
         queue: PgTaskQueue::new(&pool),
         stats,
     };
-    let storage = PostgresStorage::<TaskJob>::new(&pool)
-        .with_config(config_for(TASK_QUEUE, options.heartbeat, 1))
-        .with_pubsub();
-    let backoff = ExponentialBackoffMaker::new(
-        Duration::from_millis(500),
-        Duration::from_secs(10),
-        0.5,
-        HasherRng::default(),
-    )
-    .map_err(|e| QueueError::Worker(format!("bad backoff: {e}")))?
-    .make_backoff();
-    let worker = WorkerBuilder::new(format!("{}-tasks", options.name))
-        .backend(storage)
-        .concurrency(1)
-        .retry(RetryPolicy::retries(options.retries).with_backoff(backoff))
-        .data(state)
-        .build(run_task_job);
-    worker
-        .run_until(async move {
-            stop.cancelled().await;
-            Ok::<(), WorkerError>(())
-        })
-        .await
-        .map_err(|e| QueueError::Worker(e.to_string()))
+    retry_policy(options.retries)?;
+    let outage = Outage::new(state.stats.clone(), false);
+    let base = format!("{}-tasks", options.name);
+    keep_running(&base, &pool, &outage, &stop, |name| {
+        let (pool, options, state, stop) =
+            (pool.clone(), options.clone(), state.clone(), stop.clone());
+        async move {
+            let storage = PostgresStorage::<TaskJob>::new(&pool)
+                .with_config(config_for(TASK_QUEUE, options.heartbeat, 1))
+                .with_pubsub();
+            WorkerBuilder::new(name)
+                .backend(storage)
+                .concurrency(1)
+                .retry(retry_policy(options.retries)?)
+                .data(state)
+                .build(run_task_job)
+                .run_until(async move {
+                    stop.cancelled().await;
+                    Ok::<(), WorkerError>(())
+                })
+                .await
+                .map_err(|e| QueueError::Worker(e.to_string()))
+        }
+    })
+    .await;
+    Ok(())
 }
 
 /// The server's task queue, shared.

@@ -1,14 +1,14 @@
 //! `keel worker`: apalis workers that take turns from the queue and run them.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use apalis::layers::retry::backoff::{ExponentialBackoffMaker, MakeBackoff};
-use apalis::layers::retry::{HasherRng, RetryPolicy};
-use apalis::prelude::{BoxDynError, Data, WorkerBuilder, WorkerBuilderExt, WorkerError};
-use apalis_postgres::{PgPool, PostgresStorage};
+use apalis::prelude::{BoxDynError, Data};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use keel_engine::Emitter;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides, TurnEnd};
 use keel_protocol::{EventKind, Op, SessionStatus};
@@ -16,8 +16,8 @@ use keel_store::{LEASE_TTL_MS, RunLease, lease_holder};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::TurnJob;
 use crate::checkout::{Checkout, Checkouts};
-use crate::{QueueError, TurnJob, config};
 
 /// How a worker process runs.
 #[derive(Debug, Clone)]
@@ -65,12 +65,34 @@ impl Default for WorkerOptions {
     }
 }
 
+/// How long a job waits for a session another run holds before the attempt fails (and is
+/// retried with backoff).
+const MAX_LEASE_WAIT: Duration = Duration::from_secs(300);
+
+/// A lease that expired this recently may belong to a run that could not renew it while the
+/// database was away and renews it as soon as it is back: it is waited for too.
+const LEASE_GRACE: Duration = Duration::from_secs(10);
+
+/// Whether `lease` still holds its session for this worker's purposes (live, or expired less
+/// than [`LEASE_GRACE`] ago).
+fn held(lease: &keel_store::Lease) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    lease
+        .expires_at
+        .saturating_add(LEASE_GRACE.as_millis() as u64)
+        > now
+}
+
 /// What a worker is doing (its health endpoint shows it).
 #[derive(Debug, Default)]
 pub struct WorkerStats {
     pub(crate) running: AtomicUsize,
     pub(crate) completed: AtomicU64,
     pub(crate) failed: AtomicU64,
+    /// The queue's database did not answer the last probe (or a worker lost it).
+    pub(crate) database_down: AtomicBool,
 }
 
 /// A snapshot of [`WorkerStats`].
@@ -82,6 +104,17 @@ pub struct WorkerHealth {
     pub completed: u64,
     /// Attempts that failed (retried until the retries run out).
     pub failed: u64,
+    /// Whether the queue's database answers (`up`) or not (`down`: the worker waits for it,
+    /// its running turns go on and store their events once it is back).
+    pub database: Database,
+}
+
+/// The state of the queue's database as a worker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Database {
+    Up,
+    Down,
 }
 
 impl WorkerStats {
@@ -90,17 +123,65 @@ impl WorkerStats {
             running: self.running.load(Ordering::Relaxed),
             completed: self.completed.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
+            database: if self.database_down.load(Ordering::Relaxed) {
+                Database::Down
+            } else {
+                Database::Up
+            },
         }
     }
 }
 
+/// The turns running in this process, by session: a job whose worker was restarted while
+/// the database was away comes back (re-enqueued) and waits for its turn here.
+type RunningTurns =
+    Arc<std::sync::Mutex<HashMap<String, Shared<BoxFuture<'static, Result<(), String>>>>>>;
+
 #[derive(Clone)]
-struct State {
-    builder: SessionBuilder,
-    stats: Arc<WorkerStats>,
-    checkouts: Checkouts,
+pub(crate) struct State {
+    pub(crate) builder: SessionBuilder,
+    pub(crate) stats: Arc<WorkerStats>,
     /// Cancelled to cancel running turns (never at a graceful stop: turns finish).
-    stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
+    /// One permit per turn this process runs at once.
+    pub(crate) slots: Arc<tokio::sync::Semaphore>,
+    pub(crate) turns: RunningTurns,
+    /// Where sessions with a git source are checked out.
+    pub(crate) checkouts: Checkouts,
+}
+
+impl State {
+    pub(crate) fn new(
+        builder: SessionBuilder,
+        stats: Arc<WorkerStats>,
+        concurrency: usize,
+    ) -> Self {
+        Self {
+            builder,
+            stats,
+            stop: CancellationToken::new(),
+            slots: Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))),
+            turns: Arc::default(),
+            checkouts: Checkouts::new(default_checkout_dir(), Duration::from_secs(300)),
+        }
+    }
+
+    /// Checks sessions with a git source out with `checkouts`.
+    pub(crate) fn with_checkouts(mut self, checkouts: Checkouts) -> Self {
+        self.checkouts = checkouts;
+        self
+    }
+
+    fn running_turn(
+        &self,
+        session: &str,
+    ) -> Option<Shared<BoxFuture<'static, Result<(), String>>>> {
+        self.turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(session)
+            .cloned()
+    }
 }
 
 /// Decrements `running` however a turn ends.
@@ -112,44 +193,99 @@ impl Drop for Running {
     }
 }
 
-/// Runs one turn job.
-async fn run_turn(job: TurnJob, state: Data<State>) -> Result<(), BoxDynError> {
-    state.stats.running.fetch_add(1, Ordering::Relaxed);
-    let _running = Running(state.stats.clone());
-    let outcome = turn(&job, &state).await;
-    match &outcome {
-        Ok(()) => state.stats.completed.fetch_add(1, Ordering::Relaxed),
-        Err(e) => {
-            eprintln!(
-                "keel worker: session {}: attempt failed: {e}",
-                job.session_id
-            );
-            state.stats.failed.fetch_add(1, Ordering::Relaxed)
-        }
-    };
-    outcome
+/// What an attempt did.
+enum Outcome {
+    /// The turn ran to its end.
+    Ran,
+    /// An earlier attempt had already finished the turn.
+    AlreadyDone,
 }
 
-async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
+/// Runs one turn job. The turn runs in a task of its own: should this job's apalis worker
+/// stop (the database went away), the turn goes on, stores its events once the database is
+/// back (the store retries), and the job, re-enqueued, finds it finished.
+pub(crate) async fn run_turn(job: TurnJob, state: Data<State>) -> Result<(), BoxDynError> {
+    if let Some(earlier) = state.running_turn(&job.session_id) {
+        let _ = earlier.await;
+    }
+    let permit = state
+        .slots
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|e| format!("the worker is stopping: {e}"))?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+    let done: BoxFuture<'static, Result<(), String>> = Box::pin(async move {
+        rx.await
+            .unwrap_or_else(|_| Err("the turn's task ended without an answer".into()))
+    });
+    let done = done.shared();
+    state
+        .turns
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(job.session_id.clone(), done.clone());
+    let task_state = (*state).clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let state = task_state;
+        state.stats.running.fetch_add(1, Ordering::Relaxed);
+        let running = Running(state.stats.clone());
+        let outcome = turn(&job, &state).await;
+        match &outcome {
+            Ok(Outcome::Ran) => {
+                state.stats.completed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Outcome::AlreadyDone) => {}
+            Err(e) => {
+                eprintln!(
+                    "keel worker: session {}: attempt failed: {e}",
+                    job.session_id
+                );
+                state.stats.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        drop(running);
+        state
+            .turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&job.session_id);
+        let _ = tx.send(outcome.map(drop).map_err(|e| e.to_string()));
+    });
+    done.await.map_err(Into::into)
+}
+
+async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     let store = state.builder.store().clone();
-    let record = store.get_session(&job.session_id).await?;
-    // An earlier attempt may have finished the turn and died before reporting it.
-    let since = store.events(&record.id, job.after_seq).await?;
-    if since
-        .iter()
-        .any(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
-    {
-        return Ok(());
-    }
-    // A run still holds the session (a dead worker's lease has not expired yet, or another
-    // process runs it): fail this attempt without touching the session; it is retried.
-    if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live()) {
-        return Err(format!(
-            "session {} is held by {} for a few more seconds; retrying",
-            record.id, lease.holder
-        )
-        .into());
-    }
+    // A run elsewhere still holds the session: another worker's turn that went on through a
+    // database outage while this job was handed back, or a dead worker whose lease has not
+    // expired yet. Wait while its lease is renewed (bounded), then look again.
+    let waiting_since = tokio::time::Instant::now();
+    let record = loop {
+        let record = store.get_session(&job.session_id).await?;
+        // An earlier attempt may have finished the turn and died before reporting it.
+        let since = store.events(&record.id, job.after_seq).await?;
+        if since
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::TurnFinished { .. }))
+        {
+            return Ok(Outcome::AlreadyDone);
+        }
+        let Some(lease) = record.lease.as_ref().filter(|l| held(l)) else {
+            break record;
+        };
+        if waiting_since.elapsed() > MAX_LEASE_WAIT {
+            return Err(format!(
+                "session {} is still held by {} after {} s; retrying",
+                record.id,
+                lease.holder,
+                MAX_LEASE_WAIT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     // The session runs where it was created (a workspace on storage every worker shares), or
     // in this worker's checkout of its git source.
     let (workspace, checkout) = match &record.repo {
@@ -164,7 +300,7 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
                 );
                 eprintln!("keel worker: session {}: {message}", record.id);
                 fail_turn(&store, &record, &job.content, message).await?;
-                return Ok(());
+                return Ok(Outcome::Ran);
             }
         },
     };
@@ -181,7 +317,8 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
         }));
     }
     // A session left running by a dead worker is resumed here (from its last stored event)
-    // once its run lease has expired; until then this fails as busy and is retried.
+    // once its run lease has expired; should another run take it first, this fails as busy
+    // and is retried.
     let ticket = match handle.submit(Op::user_message(job.content.clone())).await {
         Ok(OpAck::Turn(ticket)) => ticket,
         Ok(_) => return Err("the session did not start a turn".into()),
@@ -193,7 +330,7 @@ async fn turn(job: &TurnJob, state: &State) -> Result<(), BoxDynError> {
     {
         return Err(m.into());
     }
-    Ok(())
+    Ok(Outcome::Ran)
 }
 
 /// A turn that could not start (its checkout failed) ends `failed` with `message`. A session
@@ -221,7 +358,7 @@ async fn fail_turn(
 
 /// Commits and pushes a session's checkout at the end of each turn, holding the session's
 /// run lease meanwhile: the run has given it back, and a next turn (on any worker) must not
-/// check the remote out before this push (its attempt fails as busy and is retried).
+/// check the remote out before this push (it waits for the lease).
 struct Publish {
     checkout: Checkout,
     store: Arc<dyn keel_store::Store>,
@@ -233,7 +370,7 @@ impl TurnEnd for Publish {
         &'a self,
         emitter: &'a Emitter,
         _status: SessionStatus,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let url = self.checkout.repo().shown_url();
             // Not taken (another run holds it): the push goes on; it never overwrites a branch
@@ -266,69 +403,5 @@ impl TurnEnd for Publish {
                 Err(e) => Err(format!("the turn's changes were not pushed to {url}: {e}")),
             }
         })
-    }
-}
-
-/// Runs `options.concurrency` apalis workers on the turn queue of `pool`'s database until
-/// `stop` is cancelled; running turns then finish before this returns.
-pub async fn run_worker(
-    pool: PgPool,
-    builder: SessionBuilder,
-    options: WorkerOptions,
-    stats: Arc<WorkerStats>,
-    stop: CancellationToken,
-) -> Result<(), QueueError> {
-    let state = State {
-        builder,
-        stats,
-        checkouts: Checkouts::new(&options.checkout_dir, options.git_timeout),
-        stop: CancellationToken::new(),
-    };
-    let mut workers = tokio::task::JoinSet::new();
-    for i in 0..options.concurrency.max(1) {
-        let storage = PostgresStorage::<TurnJob>::new(&pool)
-            .with_config(config(options.heartbeat, 1))
-            .with_pubsub();
-        let backoff = ExponentialBackoffMaker::new(
-            Duration::from_millis(500),
-            Duration::from_secs(10),
-            0.5,
-            HasherRng::default(),
-        )
-        .map_err(|e| QueueError::Worker(format!("bad backoff: {e}")))?
-        .make_backoff();
-        let worker = WorkerBuilder::new(format!("{}-{i}", options.name))
-            .backend(storage)
-            // The slot is outside the retries: a retrying turn keeps its slot (the other way
-            // round, the worker readying its next fetch takes the only permit and the retry
-            // waits for it forever).
-            .concurrency(1)
-            .retry(RetryPolicy::retries(options.retries).with_backoff(backoff))
-            .data(state.clone())
-            .build(run_turn);
-        let stop = stop.clone();
-        workers.spawn(async move {
-            worker
-                .run_until(async move {
-                    stop.cancelled().await;
-                    Ok::<(), WorkerError>(())
-                })
-                .await
-        });
-    }
-    let mut first_error = None;
-    while let Some(done) = workers.join_next().await {
-        let err = match done {
-            Ok(Ok(())) => continue,
-            Ok(Err(e)) => e.to_string(),
-            Err(e) => e.to_string(),
-        };
-        // One worker failing (the database went away for good) stops them all.
-        stop.cancel();
-        first_error.get_or_insert(err);
-    }
-    match first_error {
-        Some(e) => Err(QueueError::Worker(e)),
-        None => Ok(()),
     }
 }

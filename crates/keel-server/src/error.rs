@@ -18,7 +18,8 @@ pub struct ErrorBody {
     /// Machine-readable: `bad_request`, `invalid_json`, `unsupported_media_type`,
     /// `payload_too_large`, `unauthorized`, `forbidden_origin`, `forbidden_host`, `not_found`,
     /// `method_not_allowed`, `turn_running`, `no_turn_running`, `session_busy`, `conflict`,
-    /// `config_error`, `provider_error`, `shutting_down`, `internal_error`.
+    /// `config_error`, `provider_error`, `shutting_down`, `database_unavailable` (the shared
+    /// database cannot be reached now: retry shortly), `internal_error`.
     pub error_code: String,
     /// What went wrong and what to do about it.
     pub message: String,
@@ -94,6 +95,11 @@ impl From<StoreError> for ApiError {
                 Self::bad_request(e.to_string())
             }
             StoreError::Conflict(m) => Self::conflict("conflict", m),
+            StoreError::Unavailable { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                e.to_string(),
+            ),
             other => Self::internal(other.to_string()),
         }
     }

@@ -223,6 +223,24 @@ impl Hub {
         Ok(())
     }
 
+    /// Queue mode, after the store's notices were cut off (the database restarted): publishes
+    /// what every watched session stored meanwhile, since notices sent then are lost.
+    pub async fn catch_up(&self) -> Result<(), ApiError> {
+        let watched: Vec<Arc<LiveSession>> = self
+            .live_map()
+            .values()
+            .filter(|s| s.events.receiver_count() > 0)
+            .cloned()
+            .collect();
+        for session in watched {
+            let last = self.store.last_seq(&session.id).await?;
+            if last > 0 {
+                self.stored(&session.id, last).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Serves PRDs, tasks and proofs from `stores` (the same database as the sessions').
     pub fn set_work_store(&self, stores: keel_store::work::WorkStores) {
         let _ = self.work.set(stores);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
@@ -145,6 +145,11 @@ async fn ws_loop(
                 close(&mut socket, "the session was deleted").await;
                 return;
             }
+            // The database is away for a moment (a restart): the socket stays attached and
+            // the subscription reads what it missed once the database answers again.
+            Step::Event(Err(e)) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
             Step::Event(Err(e)) => {
                 let _ = send_json(&mut socket, &RequestError::from_api(&e)).await;
                 close(&mut socket, "the event stream failed").await;
@@ -264,14 +269,23 @@ impl SseState {
         if self.flushing {
             return self.sub.try_next().await.ok().flatten();
         }
-        tokio::select! {
-            biased;
-            _ = self.hub.closed.cancelled() => {
-                self.flushing = true;
-                self.sub.try_next().await.ok().flatten()
+        loop {
+            let ev = tokio::select! {
+                biased;
+                _ = self.hub.closed.cancelled() => {
+                    self.flushing = true;
+                    return self.sub.try_next().await.ok().flatten();
+                }
+                _ = self.session.deleted.cancelled() => return None,
+                ev = self.sub.next() => ev,
+            };
+            match ev {
+                // The database is away for a moment: stay attached (as the WebSocket does).
+                Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                ev => return ev.ok().flatten(),
             }
-            _ = self.session.deleted.cancelled() => None,
-            ev = self.sub.next() => ev.ok().flatten(),
         }
     }
 }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 #[cfg(feature = "postgres")]
-pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, PgStore, redact_url};
+pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, Notice, PgStore, redact_url};
 pub use repo::{DEFAULT_REF, RepoSource};
 pub use sqlite::{SqliteDb, SqliteStore};
 
@@ -43,6 +43,12 @@ pub enum StoreError {
     /// A PostgreSQL store failure (the driver's message, never the connection password).
     #[error("database error while {context}: {reason}")]
     Database { context: String, reason: String },
+    /// The database cannot be reached right now (connection refused or lost, the server
+    /// shutting down or starting up): retrying once it is back may work.
+    #[error(
+        "the database is unreachable while {context} ({reason}); it may be restarting: retry shortly"
+    )]
+    Unavailable { context: String, reason: String },
     #[error("cannot open the session store at {path}: {reason}")]
     Open { path: String, reason: String },
     #[error("stored data is corrupt ({context}): {reason}")]
@@ -64,6 +70,13 @@ pub enum StoreError {
     /// The store's own machinery failed (a worker thread panicked); retrying may help.
     #[error("internal store error: {0}")]
     Internal(String),
+}
+
+impl StoreError {
+    /// `true` when the database could not be reached (see [`StoreError::Unavailable`]).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
 }
 
 /// What a new session is.

@@ -577,11 +577,13 @@ async fn postgres_event_notices(store: &keel_store::PgStore) {
     .unwrap();
     let mut got = Vec::new();
     while got.len() < 3 {
-        let (session, seq) = tokio::time::timeout(Duration::from_secs(10), notices.next())
+        let notice = tokio::time::timeout(Duration::from_secs(10), notices.next())
             .await
             .expect("a notice within 10 s")
             .unwrap();
-        if session == id {
+        if let keel_store::Notice::Stored { session, seq } = notice
+            && session == id
+        {
             got.push(seq);
         }
     }

@@ -18,6 +18,7 @@ pub mod catalog;
 mod context;
 pub mod edit;
 pub mod fs;
+pub mod late;
 pub mod patch;
 mod registry;
 pub mod safe_git;
@@ -30,6 +31,7 @@ mod workspace;
 
 pub use catalog::{Repair, Resolved, ToolState, resolve_call};
 pub use context::{FileStamp, ReadTracker, ToolContext};
+pub use late::{LateTool, LateTools};
 pub use registry::{PostWriteHook, ToolRegistry};
 pub use schema::schema_for;
 pub use tool::{Tool, ToolEffect, ToolError, ToolOutput, TypedTool, parse_args};

@@ -8,6 +8,7 @@ use keel_protocol::ToolSpec;
 use serde_json::Value;
 
 use crate::catalog::{TOOL_SEARCH, ToolSearch, ToolState, default_state, search_tools};
+use crate::late::LateTools;
 use crate::{Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 
 /// Runs after every successful call of a tool with [`ToolEffect::WritesFiles`], given the
@@ -31,6 +32,12 @@ pub struct ToolRegistry {
     /// The lifecycle table: every registered tool's state, plus removed names.
     states: BTreeMap<String, ToolState>,
     post_write: Option<Arc<dyn PostWriteHook>>,
+    /// Tools that arrive after build (see [`crate::late`]); the registry's own tools and
+    /// states take precedence over theirs.
+    late: Option<Arc<dyn LateTools>>,
+    /// The state of late tools with no state of their own here (a subagent hides the ones
+    /// that arrive after its scope was fixed).
+    late_default: Option<ToolState>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -66,11 +73,11 @@ impl ToolRegistry {
     }
 
     /// Sets a name's lifecycle state. A [`ToolState::Removed`] name needs no tool; every other
-    /// state applies only to a registered tool (`false` when there is none).
+    /// state applies only to a registered (or arrived late) tool (`false` when there is none).
     pub fn set_state(&mut self, name: &str, state: ToolState) -> bool {
         if matches!(state, ToolState::Removed { .. }) {
             self.tools.remove(name);
-        } else if !self.tools.contains_key(name) {
+        } else if self.get(name).is_none() {
             return false;
         }
         self.states.insert(name.to_string(), state);
@@ -79,12 +86,81 @@ impl ToolRegistry {
 
     /// A name's lifecycle state (`None` for a name never registered or removed).
     pub fn state(&self, name: &str) -> Option<&ToolState> {
-        self.states.get(name)
+        if let Some(s) = self.states.get(name) {
+            return Some(s);
+        }
+        let (_, state) = self.late.as_ref()?.find(name)?;
+        Some(self.late_default.as_ref().unwrap_or(state))
     }
 
     /// Whether a call by this exact name runs.
     pub fn dispatchable(&self, name: &str) -> bool {
-        self.tools.contains_key(name) && self.state(name).is_some_and(ToolState::dispatchable)
+        self.get(name).is_some() && self.state(name).is_some_and(ToolState::dispatchable)
+    }
+
+    /// Adds a source of tools that arrive after build (MCP servers starting in the
+    /// background), replacing any earlier one.
+    pub fn set_late(&mut self, late: Arc<dyn LateTools>) -> &mut Self {
+        self.late = Some(late);
+        self
+    }
+
+    /// The source of late tools, if any.
+    pub fn late(&self) -> Option<&Arc<dyn LateTools>> {
+        self.late.as_ref()
+    }
+
+    /// Late tools with no state of their own here get `state` (`None`: the source's).
+    pub fn set_late_default(&mut self, state: Option<ToolState>) -> &mut Self {
+        self.late_default = state;
+        self
+    }
+
+    /// Waits (bounded) until the tool `name` has arrived or its source failed; at once for
+    /// any other name.
+    pub async fn wait_for(&self, name: &str) {
+        if self.tools.contains_key(name) {
+            return;
+        }
+        if let Some(late) = &self.late {
+            late.wait_for(name).await;
+        }
+    }
+
+    /// Waits (bounded) until every late source with listed tools has settled, so the
+    /// first-turn catalog ([`ToolRegistry::specs`]) does not depend on timing.
+    pub async fn settle_listed(&self) {
+        if let Some(late) = &self.late {
+            late.settle_listed().await;
+        }
+    }
+
+    /// Waits (bounded) until every late source has settled (a subagent's scope is fixed from
+    /// the tools there are).
+    pub async fn settle_all(&self) {
+        if let Some(late) = &self.late {
+            late.settle_all().await;
+        }
+    }
+
+    /// Why `name` cannot be called yet (its late source failed or is still starting).
+    pub fn late_missing(&self, name: &str) -> Option<String> {
+        if self.tools.contains_key(name) {
+            return None;
+        }
+        self.late.as_ref()?.missing(name)
+    }
+
+    /// Every tool, own and arrived, sorted by name (own ones shadow late ones).
+    fn all(&self) -> Vec<(&str, &Arc<dyn Tool>)> {
+        let mut all: BTreeMap<&str, &Arc<dyn Tool>> =
+            self.tools.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        if let Some(late) = &self.late {
+            for (t, _) in late.arrived() {
+                all.entry(t.name()).or_insert(t);
+            }
+        }
+        all.into_iter().collect()
     }
 
     /// Names in the first-turn catalog, sorted.
@@ -103,10 +179,10 @@ impl ToolRegistry {
     }
 
     fn names_where(&self, keep: impl Fn(&ToolState) -> bool) -> Vec<String> {
-        self.tools
-            .keys()
-            .filter(|n| self.state(n).is_some_and(&keep))
-            .cloned()
+        self.all()
+            .into_iter()
+            .filter(|(n, _)| self.state(n).is_some_and(&keep))
+            .map(|(n, _)| n.to_string())
             .collect()
     }
 
@@ -123,27 +199,33 @@ impl ToolRegistry {
         self.tools.remove(name)
     }
 
-    /// A tool by name.
+    /// A tool by name (an own one, else one that arrived late).
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools
+            .get(name)
+            .or_else(|| self.late.as_ref()?.find(name).map(|(t, _)| t))
     }
 
-    /// Tool names, sorted.
+    /// Tool names, sorted (late tools that have arrived included).
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.keys().map(String::as_str)
+        self.all().into_iter().map(|(n, _)| n)
     }
 
-    /// Tools, sorted by name.
+    /// Tools, sorted by name (late tools that have arrived included).
     pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.all().into_iter().map(|(_, t)| t)
     }
 
     /// The first-turn catalog as advertised to the model: the active tools, sorted by name.
-    /// `tool_search`'s description names the deferred tools, so it is deterministic too.
+    /// `tool_search`'s description names the registry's own deferred tools — never late ones,
+    /// whose arrival must not change these bytes — so it is deterministic too.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let deferred = self.deferred_names();
-        self.tools
-            .values()
+        let deferred: Vec<String> = self
+            .deferred_names()
+            .into_iter()
+            .filter(|n| self.tools.contains_key(n))
+            .collect();
+        self.tools()
             .filter(|t| self.state(t.name()).is_some_and(ToolState::listed))
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
@@ -166,7 +248,7 @@ impl ToolRegistry {
         args: Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(tool) = self.tools.get(name).filter(|_| self.dispatchable(name)) else {
+        let Some(tool) = self.get(name).filter(|_| self.dispatchable(name)) else {
             return Err(ToolError::Model(self.unknown_tool_message(name)));
         };
         if name == TOOL_SEARCH {
@@ -206,6 +288,9 @@ impl ToolRegistry {
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {
+        if let Some(why) = self.late_missing(name) {
+            return why;
+        }
         if let Some(ToolState::Removed { replacement }) = self.state(name) {
             return match replacement {
                 Some(r) => format!("the tool `{name}` was removed; use `{r}` instead."),

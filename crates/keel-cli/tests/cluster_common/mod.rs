@@ -14,6 +14,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+pub mod private_pg;
+
 pub const TOKEN: &str = "cluster-test-token-0123456789";
 
 /// The test server's URL, or `None` after saying why this is skipped (a failure in CI).
@@ -263,10 +265,25 @@ pub fn env_count(var: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A WebSocket client attached to session `id`'s stream on a server.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket attached to session `id` on the server at `addr`, from seq 0.
+pub async fn attach(addr: &str, id: &str) -> Socket {
+    let url = format!("ws://{addr}/api/v1/sessions/{id}/ws?since_seq=0&token={TOKEN}");
+    let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    socket
+}
+
 /// Every event the WebSocket at `addr` delivers for session `id` until `turn_finished`.
 pub async fn watch(addr: String, id: String, limit: Duration) -> Vec<Value> {
-    let url = format!("ws://{addr}/api/v1/sessions/{id}/ws?since_seq=0&token={TOKEN}");
-    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let socket = attach(&addr, &id).await;
+    watch_socket(socket, id, limit).await
+}
+
+/// Every event `socket` (attached to session `id`) delivers until `turn_finished`.
+pub async fn watch_socket(mut socket: Socket, id: String, limit: Duration) -> Vec<Value> {
     let mut events = Vec::new();
     let deadline = tokio::time::Instant::now() + limit;
     loop {
@@ -279,10 +296,18 @@ pub async fn watch(addr: String, id: String, limit: Duration) -> Vec<Value> {
                 )
             });
         let Some(Ok(msg)) = msg else {
-            panic!("session {id}: the WebSocket closed early");
+            panic!(
+                "session {id}: the WebSocket closed early ({msg:?}); got {}",
+                kinds(&events).join(",")
+            );
         };
-        let tokio_tungstenite::tungstenite::Message::Text(text) = msg else {
-            continue;
+        let text = match msg {
+            tokio_tungstenite::tungstenite::Message::Text(text) => text,
+            tokio_tungstenite::tungstenite::Message::Close(frame) => panic!(
+                "session {id}: the server closed the WebSocket ({frame:?}); got {}",
+                kinds(&events).join(",")
+            ),
+            _ => continue,
         };
         let mut event: Value = serde_json::from_str(&text).unwrap();
         // Delivery latency (emitted → received here), kept beside the event for the figures.

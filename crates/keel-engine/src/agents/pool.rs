@@ -311,8 +311,14 @@ fn child_engine(
     for name in names {
         if !scope.tools.contains(&name) {
             tools.set_state(&name, ToolState::Hidden);
+        } else if let Some(state) = tools.state(&name).cloned() {
+            // Pins an MCP tool that already arrived against the default below.
+            tools.set_state(&name, state);
         }
     }
+    // The parent's MCP servers are shared; tools that arrive after the scope was fixed are
+    // outside it.
+    tools.set_late_default(Some(ToolState::Hidden));
     let mut engine = EngineBuilder::new(config, parent.workspace.root())
         .store(store)
         .provider(provider)
@@ -401,6 +407,18 @@ impl Run<'_> {
         let mut role = AgentRole::resolve(&args.role, agents).map_err(ToolError::model)?;
         role.read_only |= self.parent_read_only();
         let may_nest = engine.agent_depth + 1 < agents.max_depth;
+        // A role that may get MCP tools (all the parent's, or named ones) waits (bounded) for
+        // servers still starting, so the child's scope has the same tools as if they were up.
+        let wants_mcp = role
+            .tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t.starts_with("mcp")));
+        if wants_mcp {
+            tokio::select! {
+                _ = engine.tools.settle_all() => {}
+                _ = self.ctx.cancel.cancelled() => {}
+            }
+        }
         let mut tools = role
             .tools_under(&engine.tools, may_nest, args.tools.as_deref())
             .map_err(ToolError::model)?;

@@ -126,6 +126,9 @@ async fn compact_held(
     let (messages, carry) = working_context(engine, id, &events, stored).await?;
     let emitter = Emitter::new(id.to_string(), engine.store.clone(), options.sinks.clone())
         .in_run(options.run_id.clone(), options.parent_run_id.clone());
+    // `active` MCP servers' tools are in the catalog: wait (bounded) until they settled, so
+    // the first-turn catalog never depends on timing.
+    engine.tools.settle_listed().await;
     let mut run = Run::new(
         engine,
         &emitter,

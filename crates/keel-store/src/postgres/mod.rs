@@ -20,10 +20,11 @@ use crate::StoreError;
 mod memory;
 mod migrations;
 mod notify;
+mod retry;
 mod store;
 
 pub use migrations::AppliedMigration;
-pub use notify::{EVENTS_CHANNEL, EventNotices};
+pub use notify::{EVENTS_CHANNEL, EventNotices, Notice};
 
 /// The PostgreSQL store: a pool of connections to one database, shared by every clone.
 #[derive(Clone)]
@@ -31,7 +32,13 @@ pub struct PgStore {
     pub(crate) pool: PgPool,
     /// The URL without its password, for messages.
     shown: String,
+    /// How long writes are retried while the database is unreachable.
+    retry_for: Duration,
 }
+
+/// How long a [`PgStore`] retries its writes while the database is unreachable by default:
+/// long enough to ride out a restart.
+pub const DEFAULT_RETRY: Duration = Duration::from_secs(60);
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -41,11 +48,16 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// Maps a driver error to a [`StoreError::Database`] naming the operation.
+/// Maps a driver error to a [`StoreError::Database`] naming the operation, or to
+/// [`StoreError::Unavailable`] when the database could not be reached.
 pub(crate) fn db_err(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
-    move |e| StoreError::Database {
-        context: context.to_string(),
-        reason: e.to_string(),
+    move |e| {
+        let (context, reason) = (context.to_string(), e.to_string());
+        if retry::is_unreachable(&e) {
+            StoreError::Unavailable { context, reason }
+        } else {
+            StoreError::Database { context, reason }
+        }
     }
 }
 
@@ -71,6 +83,12 @@ impl PgStore {
     /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/db`) without
     /// touching its schema. Most callers want [`PgStore::open`].
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, Duration::from_secs(10)).await
+    }
+
+    /// [`PgStore::connect`] with the time a call waits for a connection (while the database
+    /// is unreachable too) before it fails as [`StoreError::Unavailable`].
+    pub async fn connect_with(url: &str, acquire_timeout: Duration) -> Result<Self, StoreError> {
         let shown = redact_url(url);
         let open_err = |reason: String| StoreError::Open {
             path: shown.clone(),
@@ -99,15 +117,24 @@ impl PgStore {
         let _ = first.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(acquire_timeout)
             .connect_lazy_with(options);
-        Ok(Self { pool, shown })
+        Ok(Self {
+            pool,
+            shown,
+            retry_for: DEFAULT_RETRY,
+        })
     }
 
     /// Connects and checks that every migration is applied; when not, the error says to run
     /// `keel db migrate`.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
-        let store = Self::connect(url).await?;
+        Self::open_with(url, Duration::from_secs(10)).await
+    }
+
+    /// [`PgStore::open`] with [`PgStore::connect_with`]'s acquire timeout.
+    pub async fn open_with(url: &str, acquire_timeout: Duration) -> Result<Self, StoreError> {
+        let store = Self::connect_with(url, acquire_timeout).await?;
         let mut conn = store
             .pool
             .acquire()
@@ -142,6 +169,19 @@ impl PgStore {
             .await
             .map_err(db_err("taking a connection"))?;
         migrations::is_current(&mut conn).await
+    }
+
+    /// Retries writes for up to `budget` while the database is unreachable (default
+    /// [`DEFAULT_RETRY`]); `Duration::ZERO` fails them at once (an API server answering 503).
+    pub fn retry_for(mut self, budget: Duration) -> Self {
+        self.retry_for = budget;
+        self
+    }
+
+    /// `true` when the database answers now (`SELECT 1` within `within`).
+    pub async fn ping(&self, within: Duration) -> bool {
+        let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&self.pool);
+        matches!(tokio::time::timeout(within, probe).await, Ok(Ok(1)))
     }
 
     /// The database URL without its password.

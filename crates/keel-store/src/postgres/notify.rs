@@ -11,6 +11,16 @@ use crate::StoreError;
 /// The channel appends notify on.
 pub const EVENTS_CHANNEL: &str = "keel_events";
 
+/// What [`EventNotices::next`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Event `seq` of `session` was stored (notices come in commit order).
+    Stored { session: String, seq: u64 },
+    /// The connection was lost and is open again: notices sent meanwhile are gone, so a
+    /// follower re-reads `events(session, last_seen)` of every session it follows.
+    Reconnected,
+}
+
 /// A subscription to the event notices of every session in the database.
 pub struct EventNotices {
     listener: PgListener,
@@ -23,20 +33,26 @@ impl std::fmt::Debug for EventNotices {
 }
 
 impl EventNotices {
-    /// The next appended event's `(session id, seq)`, in commit order. After a lost
-    /// connection the listener reconnects by itself; notices sent meanwhile are not replayed,
-    /// so a follower re-reads `events(session, last_seen)` after an error.
-    pub async fn next(&mut self) -> Result<(String, u64), StoreError> {
+    /// The next notice. An error means the connection is lost and could not be opened again
+    /// yet ([`StoreError::Unavailable`] while the database is down); subscribe again with
+    /// [`PgStore::listen_events`] later and re-read what was missed.
+    pub async fn next(&mut self) -> Result<Notice, StoreError> {
         loop {
             let n = self
                 .listener
-                .recv()
+                .try_recv()
                 .await
                 .map_err(db_err("waiting for event notices"))?;
+            let Some(n) = n else {
+                return Ok(Notice::Reconnected);
+            };
             if let Some((seq, session)) = n.payload().split_once(':')
                 && let Ok(seq) = seq.parse::<u64>()
             {
-                return Ok((session.to_string(), seq));
+                return Ok(Notice::Stored {
+                    session: session.to_string(),
+                    seq,
+                });
             }
             // A payload some other program sent on the channel: not ours, skipped.
         }

@@ -4,6 +4,7 @@ use keel_protocol::{Event, Message, SessionStatus, Usage};
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::retry::{self, Backoff};
 use super::{PgStore, db_err};
 use crate::{
     BlockerRecord, BlockerStatus, Lease, MemoryEntry, NewBlocker, NewSession, SessionRecord, Store,
@@ -200,24 +201,114 @@ impl PgStore {
             context: "serialising an event".into(),
             reason: e.to_string(),
         })?;
-        let seq: Option<i64> = sqlx::query_scalar(
-            // The notice (`seq:session id` on `keel_events`) is delivered at commit, to every
-            // listener on this database (`PgStore::listen_events`).
-            "WITH n AS (UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq),
-                  ins AS (INSERT INTO events (session_id, seq, type, ts, body)
-                          SELECT $1, n.last_seq, $2, $3, $4 FROM n RETURNING seq)
-             SELECT seq FROM ins, LATERAL (SELECT pg_notify('keel_events', ins.seq::TEXT || ':' || $1)) AS notified",
-        )
-        .bind(&event.session_id)
-        .bind(event.type_name())
-        .bind(event.ts as i64)
-        .bind(body)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err("appending an event"))?;
-        let seq = seq.ok_or_else(|| StoreError::NotFound(event.session_id.clone()))?;
-        stored.seq = seq.max(0) as u64;
-        Ok(stored)
+        let id = &event.session_id;
+        let mut backoff = Backoff::new(self.retry_for);
+        // Set when an attempt may have been committed although it failed.
+        let mut check = false;
+        loop {
+            if check {
+                let last = sqlx::query_as::<_, (i64, String)>(
+                    "SELECT seq, body FROM events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+                )
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await;
+                match last {
+                    Ok(Some((seq, last))) if last == body => {
+                        stored.seq = seq.max(0) as u64;
+                        return Ok(stored);
+                    }
+                    Ok(_) => check = false,
+                    Err(e) if retry::is_unreachable(&e) => {
+                        if !backoff.wait().await {
+                            return Err(db_err("appending an event")(e));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(db_err("appending an event")(e)),
+                }
+            }
+            let seq: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
+                // The notice (`seq:session id` on `keel_events`) is delivered at commit, to every
+                // listener on this database (`PgStore::listen_events`).
+                "WITH n AS (UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq),
+                      ins AS (INSERT INTO events (session_id, seq, type, ts, body)
+                              SELECT $1, n.last_seq, $2, $3, $4 FROM n RETURNING seq)
+                 SELECT seq FROM ins, LATERAL (SELECT pg_notify('keel_events', ins.seq::TEXT || ':' || $1)) AS notified",
+            )
+            .bind(id)
+            .bind(event.type_name())
+            .bind(event.ts as i64)
+            .bind(&body)
+            .fetch_optional(&self.pool)
+            .await;
+            match seq {
+                Ok(seq) => {
+                    let seq = seq.ok_or_else(|| StoreError::NotFound(id.clone()))?;
+                    stored.seq = seq.max(0) as u64;
+                    return Ok(stored);
+                }
+                Err(e) if retry::is_unreachable(&e) => {
+                    check |= retry::outcome_unknown(&e);
+                    if !backoff.wait().await {
+                        return Err(db_err("appending an event")(e));
+                    }
+                }
+                Err(e) => return Err(db_err("appending an event")(e)),
+            }
+        }
+    }
+
+    /// Appends a message (its index from the session's counter); retried like events.
+    async fn push_message(
+        &self,
+        session_id: &str,
+        role: &str,
+        body: &str,
+    ) -> Result<(), StoreError> {
+        let mut backoff = Backoff::new(self.retry_for);
+        let mut check = false;
+        loop {
+            if check {
+                let last = sqlx::query_scalar::<_, String>(
+                    "SELECT body FROM messages WHERE session_id = $1 ORDER BY idx DESC LIMIT 1",
+                )
+                .bind(session_id)
+                .fetch_optional(&self.pool)
+                .await;
+                match last {
+                    Ok(Some(last)) if last == body => return Ok(()),
+                    Ok(_) => check = false,
+                    Err(e) if retry::is_unreachable(&e) => {
+                        if !backoff.wait().await {
+                            return Err(db_err("appending a message")(e));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(db_err("appending a message")(e)),
+                }
+            }
+            let r = sqlx::query(
+                "WITH n AS (UPDATE sessions SET message_count = message_count + 1 WHERE id = $1 RETURNING message_count)
+                 INSERT INTO messages (session_id, idx, role, body)
+                 SELECT $1, n.message_count - 1, $2, $3 FROM n",
+            )
+            .bind(session_id)
+            .bind(role)
+            .bind(body)
+            .execute(&self.pool)
+            .await;
+            match r {
+                Ok(r) => return self.update_one(session_id, r.rows_affected()).await,
+                Err(e) if retry::is_unreachable(&e) => {
+                    check |= retry::outcome_unknown(&e);
+                    if !backoff.wait().await {
+                        return Err(db_err("appending a message")(e));
+                    }
+                }
+                Err(e) => return Err(db_err("appending a message")(e)),
+            }
+        }
     }
 
     async fn read_events(
@@ -314,7 +405,7 @@ impl Store for PgStore {
         iterations: u32,
         usage: &'a Usage,
     ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let usage = serde_json::to_string(usage).unwrap_or_else(|_| "{}".into());
             let r = sqlx::query(
                 "UPDATE sessions SET status = $2, iterations = $3, usage = $4, updated_at = $5 WHERE id = $1",
@@ -328,11 +419,11 @@ impl Store for PgStore {
             .await;
             let n = affected(r, "updating a session")?;
             self.update_one(id, n).await
-        })
+        }))
     }
 
     fn set_session_task<'a>(&'a self, id: &'a str, task: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let r = sqlx::query("UPDATE sessions SET task = $2, updated_at = $3 WHERE id = $1")
                 .bind(id)
                 .bind(task)
@@ -341,7 +432,7 @@ impl Store for PgStore {
                 .await;
             let n = affected(r, "setting a session's task")?;
             self.update_one(id, n).await
-        })
+        }))
     }
 
     fn set_session_model<'a>(
@@ -351,7 +442,7 @@ impl Store for PgStore {
         model: &'a str,
         mode: &'a str,
     ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let r = sqlx::query(
                 "UPDATE sessions SET provider = $2, model = $3, mode = $4, updated_at = $5 WHERE id = $1",
             )
@@ -364,7 +455,7 @@ impl Store for PgStore {
             .await;
             let n = affected(r, "recording a session's model")?;
             self.update_one(id, n).await
-        })
+        }))
     }
 
     fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
@@ -389,18 +480,7 @@ impl Store for PgStore {
                 keel_protocol::Role::User => "user",
                 keel_protocol::Role::Assistant => "assistant",
             };
-            let r = sqlx::query(
-                "WITH n AS (UPDATE sessions SET message_count = message_count + 1 WHERE id = $1 RETURNING message_count)
-                 INSERT INTO messages (session_id, idx, role, body)
-                 SELECT $1, n.message_count - 1, $2, $3 FROM n",
-            )
-            .bind(session_id)
-            .bind(role)
-            .bind(body)
-            .execute(&self.pool)
-            .await;
-            let n = affected(r, "appending a message")?;
-            self.update_one(session_id, n).await
+            self.push_message(session_id, role, &body).await
         })
     }
 
@@ -418,7 +498,7 @@ impl Store for PgStore {
     }
 
     fn get_session<'a>(&'a self, id_or_prefix: &'a str) -> StoreFuture<'a, SessionRecord> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let id = self.resolve_session(id_or_prefix).await?;
             let row = sqlx::query(AssertSqlSafe(format!(
                 "SELECT {SESSION_COLUMNS} FROM {SESSIONS} WHERE s.id = $1"
@@ -429,15 +509,15 @@ impl Store for PgStore {
             .map_err(db_err("reading a session"))?
             .ok_or(StoreError::NotFound(id))?;
             session_from_row(&row)
-        })
+        }))
     }
 
     fn events<'a>(&'a self, session_id: &'a str, since_seq: u64) -> StoreFuture<'a, Vec<Event>> {
-        Box::pin(self.read_events(session_id, since_seq))
+        Box::pin(self.retrying(move || self.read_events(session_id, since_seq)))
     }
 
     fn messages<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let bodies: Vec<String> =
                 sqlx::query_scalar("SELECT body FROM messages WHERE session_id = $1 ORDER BY idx")
                     .bind(session_id)
@@ -453,11 +533,11 @@ impl Store for PgStore {
                     })
                 })
                 .collect()
-        })
+        }))
     }
 
     fn last_seq<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, u64> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let seq: i64 = sqlx::query_scalar(
                 "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE session_id = $1",
             )
@@ -466,7 +546,7 @@ impl Store for PgStore {
             .await
             .map_err(db_err("reading the last event seq"))?;
             Ok(seq.max(0) as u64)
-        })
+        }))
     }
 
     fn create_blocker<'a>(&'a self, b: &'a NewBlocker) -> StoreFuture<'a, ()> {
@@ -494,7 +574,7 @@ impl Store for PgStore {
         session_id: Option<&'a str>,
         all: bool,
     ) -> StoreFuture<'a, Vec<BlockerRecord>> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let rows = sqlx::query(AssertSqlSafe(format!(
                 "SELECT {BLOCKER_COLUMNS} FROM blockers
                  WHERE ($1::TEXT IS NULL OR session_id = $1) AND ($2 OR status = 'open')
@@ -506,7 +586,7 @@ impl Store for PgStore {
             .await
             .map_err(db_err("listing blockers"))?;
             rows.iter().map(blocker_from_row).collect()
-        })
+        }))
     }
 
     fn get_blocker<'a>(&'a self, id_or_prefix: &'a str) -> StoreFuture<'a, BlockerRecord> {
@@ -525,7 +605,7 @@ impl Store for PgStore {
     }
 
     fn mark_blockers_delivered<'a>(&'a self, ids: &'a [String]) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             sqlx::query(
                 "UPDATE blockers SET status = 'delivered' WHERE id = ANY($1) AND status = 'answered'",
             )
@@ -534,7 +614,7 @@ impl Store for PgStore {
             .await
             .map_err(db_err("marking blockers delivered"))?;
             Ok(())
-        })
+        }))
     }
 
     fn memory_entries(&self) -> StoreFuture<'_, Vec<MemoryEntry>> {
@@ -547,7 +627,7 @@ impl Store for PgStore {
         handle: &'a str,
         content: &'a str,
     ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             sqlx::query(
                 "INSERT INTO stored_results (session_id, handle, content, created_at) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (session_id, handle) DO UPDATE SET content = EXCLUDED.content, created_at = EXCLUDED.created_at",
@@ -560,11 +640,11 @@ impl Store for PgStore {
             .await
             .map_err(db_err("saving a stored tool result"))?;
             Ok(())
-        })
+        }))
     }
 
     fn stored_results<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<(String, String)>> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let rows = sqlx::query(
                 "SELECT handle, content FROM stored_results WHERE session_id = $1 ORDER BY created_at, handle",
             )
@@ -576,7 +656,7 @@ impl Store for PgStore {
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                 .collect::<Result<_, sqlx::Error>>()
                 .map_err(db_err("reading stored tool results"))
-        })
+        }))
     }
 
     fn acquire_lease<'a>(
@@ -585,7 +665,7 @@ impl Store for PgStore {
         holder: &'a str,
         ttl_ms: u64,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let now = now_ms() as i64;
             // One statement: a new row, or a takeover only when the row is ours or expired.
             let r = sqlx::query(
@@ -600,7 +680,7 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await;
             Ok(affected(r, "taking a run lease")? == 1)
-        })
+        }))
     }
 
     fn renew_lease<'a>(
@@ -609,7 +689,7 @@ impl Store for PgStore {
         holder: &'a str,
         ttl_ms: u64,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let expires = (now_ms() as i64).saturating_add(ttl_ms.min(i64::MAX as u64) as i64);
             let r = sqlx::query(
                 "UPDATE run_leases SET expires_at = $3 WHERE session_id = $1 AND holder = $2",
@@ -620,22 +700,22 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await;
             Ok(affected(r, "renewing a run lease")? == 1)
-        })
+        }))
     }
 
     fn release_lease<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let r = sqlx::query("DELETE FROM run_leases WHERE session_id = $1 AND holder = $2")
                 .bind(session_id)
                 .bind(holder)
                 .execute(&self.pool)
                 .await;
             affected(r, "releasing a run lease").map(|_| ())
-        })
+        }))
     }
 
     fn lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Option<Lease>> {
-        Box::pin(async move {
+        Box::pin(self.retrying(move || async move {
             let row =
                 sqlx::query("SELECT holder, expires_at FROM run_leases WHERE session_id = $1")
                     .bind(session_id)
@@ -650,6 +730,6 @@ impl Store for PgStore {
             })
             .transpose()
             .map_err(db_err("reading a run lease"))
-        })
+        }))
     }
 }

@@ -312,6 +312,9 @@ fn normalise(name: &str) -> String {
 }
 
 fn unknown_tool(registry: &ToolRegistry, name: &str, normal: &str) -> String {
+    if let Some(why) = registry.late_missing(name) {
+        return why;
+    }
     let names = registry.searchable_names();
     let nearest = names
         .iter()

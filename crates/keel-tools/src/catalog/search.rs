@@ -133,10 +133,16 @@ pub fn search_tools(registry: &ToolRegistry, args: &Value) -> Result<ToolOutput,
         .collect();
     let found = rank(&docs, query);
     let hits: Vec<&Doc> = found.into_iter().take(limit).map(|i| &docs[i]).collect();
+    // Tools still arriving (MCP servers starting): say so, so a miss is not final.
+    let pending = registry
+        .late()
+        .and_then(|l| l.pending())
+        .map(|p| format!("\n\n{p}"))
+        .unwrap_or_default();
     if hits.is_empty() {
         let names: Vec<&str> = docs.iter().map(|d| d.name.as_str()).collect();
         return Ok(ToolOutput::text(format!(
-            "No tool matches `{query}`. Searchable tools: {}.",
+            "No tool matches `{query}`. Searchable tools: {}.{pending}",
             names.join(", ")
         )));
     }
@@ -150,6 +156,7 @@ pub fn search_tools(registry: &ToolRegistry, args: &Value) -> Result<ToolOutput,
             d.name, d.state, d.description, d.schema
         ));
     }
+    out.push_str(&pending);
     let names: Vec<&str> = hits.iter().map(|d| d.name.as_str()).collect();
     Ok(ToolOutput::text(out).with_metadata(json!({"tools": names})))
 }
