@@ -197,6 +197,9 @@ export class Transcript {
       case "snapshot_failed":
         this.notice(`no snapshot for turn ${e.turn}: ${e.message}`, "warn");
         break;
+      case "workspace_pushed":
+        this.notice(`pushed ${String(e.commit).slice(0, 10)} to ${e.branch} of ${e.url}`);
+        break;
       case "undo": {
         const changed = [...(e.modified ?? []), ...(e.recreated ?? []), ...(e.removed ?? [])];
         this.notice(

@@ -417,6 +417,18 @@ impl Human {
                     s.reset
                 ));
             }
+            EventKind::WorkspacePushed {
+                url,
+                branch,
+                commit,
+            } => {
+                close(&mut out, st);
+                let short: String = commit.chars().take(10).collect();
+                out.push_str(&format!(
+                    "{}⇡ pushed {short} to {branch} of {url}{}\n",
+                    s.dim, s.reset
+                ));
+            }
             EventKind::Undo { turn, .. } => {
                 close(&mut out, st);
                 out.push_str(&format!(

@@ -234,6 +234,7 @@ mod tests {
             lease: None,
             base_url: String::new(),
             script: String::new(),
+            repo: None,
         }
     }
 

@@ -232,6 +232,7 @@ fn orphan(id: &str, workspace: &Path) -> SessionRecord {
         lease: None,
         base_url: String::new(),
         script: String::new(),
+        repo: None,
     }
 }
 

@@ -30,6 +30,10 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
     options.concurrency = args.concurrency.unwrap_or(config.worker.concurrency).max(1);
     options.heartbeat = Duration::from_secs(config.worker.heartbeat_secs.max(1));
     options.retries = config.worker.retries;
+    if let Some(dir) = &config.worker.checkout_dir {
+        options.checkout_dir = cwd.join(dir);
+    }
+    options.git_timeout = Duration::from_secs(config.worker.git_timeout_secs.max(1));
     let health_port = args.health_port.or(config.worker.health_port);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

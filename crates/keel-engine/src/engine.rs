@@ -445,7 +445,16 @@ impl Engine {
     /// [`Engine::continue_session`], runs as its task (`session_started`). For clients that
     /// create a session before they say anything (`keel serve`).
     pub async fn create_session(&self) -> Result<keel_store::SessionRecord, EngineError> {
-        crate::session::create(self).await
+        crate::session::create(self, None).await
+    }
+
+    /// [`Engine::create_session`] for a session whose workspace is a checkout of `repo` (queue
+    /// mode: each worker checks it out into a directory of its own and runs the turn there).
+    pub async fn create_repo_session(
+        &self,
+        repo: keel_store::RepoSource,
+    ) -> Result<keel_store::SessionRecord, EngineError> {
+        crate::session::create(self, Some(repo)).await
     }
 
     /// Continues the stored session `session` (full id or unique prefix) with a new user

@@ -48,7 +48,7 @@ pub(crate) fn compactor(engine: &Engine) -> Compactor {
 
 /// The record of a new session of `engine` for `task` (empty for a session created before its
 /// first message).
-fn new_session(engine: &Engine, task: &str) -> NewSession {
+fn new_session(engine: &Engine, task: &str, repo: Option<keel_store::RepoSource>) -> NewSession {
     let info = engine.provider.info();
     NewSession {
         id: crate::time::new_session_id(),
@@ -65,6 +65,7 @@ fn new_session(engine: &Engine, task: &str) -> NewSession {
             .as_ref()
             .map(|s| s.display().to_string())
             .unwrap_or_default(),
+        repo,
     }
 }
 
@@ -106,7 +107,7 @@ pub(crate) async fn start(
     task: &str,
     options: RunOptions,
 ) -> Result<RunOutcome, EngineError> {
-    let new = new_session(engine, task);
+    let new = new_session(engine, task, None);
     let session_id = new.id.clone();
     let lease = take_lease(engine, &session_id, &options).await?;
     let outcome = match engine.store.create_session(&new).await {
@@ -160,8 +161,11 @@ pub(crate) async fn give_back(lease: RunLease) {
 }
 
 /// A new session with no task and no events yet, `idle` until its first message.
-pub(crate) async fn create(engine: &Engine) -> Result<SessionRecord, EngineError> {
-    let new = new_session(engine, "");
+pub(crate) async fn create(
+    engine: &Engine,
+    repo: Option<keel_store::RepoSource>,
+) -> Result<SessionRecord, EngineError> {
+    let new = new_session(engine, "", repo);
     engine.store.create_session(&new).await?;
     engine
         .store
@@ -241,11 +245,12 @@ pub(crate) fn ensure_not_running(record: &SessionRecord) -> Result<(), EngineErr
 }
 
 /// The checks before `engine` continues the stored session `record`: not running, same
-/// workspace, same mode.
+/// workspace (unless the session works in a checkout of its git source, which each worker
+/// makes in a directory of its own), same mode.
 pub(crate) fn ensure_resumable(engine: &Engine, record: &SessionRecord) -> Result<(), EngineError> {
     ensure_not_running(record)?;
     let root = engine.workspace.root().display().to_string();
-    if record.workspace != root {
+    if record.workspace != root && record.repo.is_none() {
         return Err(EngineError::Setup(format!(
             "session {} works in {}, not {root}; resume it from that workspace (--workspace {})",
             record.id, record.workspace, record.workspace

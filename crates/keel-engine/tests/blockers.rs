@@ -196,6 +196,7 @@ async fn resume_refuses_sessions_it_cannot_continue() {
             mode: "react".into(),
             base_url: String::new(),
             script: String::new(),
+            repo: None,
         })
         .await
         .unwrap();

@@ -88,6 +88,7 @@ fn config_doc_matches_the_code() {
     full.store.path = Some("x".into());
     full.database.url = Some("postgres://x/y".into());
     full.worker.health_port = Some(7801);
+    full.worker.checkout_dir = Some("x".into());
     full.agent.context_window = Some(100_000);
     full.verify.commands = Some(vec!["x".into()]);
     full.shell.test_command = Some("x".into());

@@ -179,6 +179,14 @@ pub enum EventKind {
         turn: u32,
         message: String,
     },
+    /// A queue worker committed the session's changes in its checkout of the session's git
+    /// source and pushed them to `branch` of the remote `url` (password hidden), where the
+    /// session's next turn — on any worker — starts from.
+    WorkspacePushed {
+        url: String,
+        branch: String,
+        commit: String,
+    },
     /// `keel undo` restored the workspace to the end of `turn`.
     Undo {
         turn: u32,
@@ -366,6 +374,7 @@ impl EventKind {
             EventKind::Checkpoint { .. } => "checkpoint",
             EventKind::Snapshot { .. } => "snapshot",
             EventKind::SnapshotFailed { .. } => "snapshot_failed",
+            EventKind::WorkspacePushed { .. } => "workspace_pushed",
             EventKind::Undo { .. } => "undo",
             EventKind::Compaction { .. } => "compaction",
             EventKind::Blocker { .. } => "blocker",

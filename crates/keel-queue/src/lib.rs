@@ -16,7 +16,11 @@
 //!   the same way; until it has, the attempt fails as busy and is retried).
 //! - Cancelling a turn and answering its approvals go through the control channel
 //!   ([`control`]): a queued turn's job is killed, a running turn's worker gets the op.
+//! - A session may name a git remote + ref instead of a shared workspace ([`checkout`]): the
+//!   worker checks it out into `<checkout_dir>/<session id>`, runs the turn there and pushes
+//!   the turn's commit to the remote's `keel/<session id>`, where the next turn starts.
 
+pub mod checkout;
 pub mod control;
 pub mod flows;
 mod supervise;

@@ -18,6 +18,7 @@ use apalis_postgres::{PgPool, PostgresStorage};
 use keel_engine::runtime::SessionBuilder;
 use tokio_util::sync::CancellationToken;
 
+use crate::checkout::Checkouts;
 use crate::worker::{State, WorkerOptions, WorkerStats, run_turn};
 use crate::{QueueError, TurnJob, config};
 
@@ -86,7 +87,8 @@ pub async fn run_worker(
     let listening = CancellationToken::new();
     let listener = tokio::spawn(controls.clone().run(listening.clone()));
     let _stop_listening = listening.clone().drop_guard();
-    let state = State::new(builder, stats.clone(), concurrency, controls);
+    let state = State::new(builder, stats.clone(), concurrency, controls)
+        .with_checkouts(Checkouts::new(&options.checkout_dir, options.git_timeout));
     let outage = Outage::new(stats, true);
     // Checks the backoff settings once, before anything runs.
     retry_policy(options.retries)?;

@@ -9,13 +9,16 @@ use std::time::Duration;
 use apalis::prelude::{BoxDynError, Data};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use keel_engine::Emitter;
 use keel_engine::approval::ApprovalGate;
-use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
+use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides, TurnEnd};
 use keel_protocol::{ApprovalScope, EventKind, Op, SessionStatus};
+use keel_store::{LEASE_TTL_MS, RunLease, lease_holder};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::TurnJob;
+use crate::checkout::{Checkout, Checkouts};
 use crate::control::Controls;
 
 /// How a worker process runs.
@@ -30,6 +33,10 @@ pub struct WorkerOptions {
     pub heartbeat: Duration,
     /// Attempts after the first failed one, with exponential backoff.
     pub retries: usize,
+    /// Where sessions with a git source are checked out (`<checkout_dir>/<session id>`).
+    pub checkout_dir: PathBuf,
+    /// How long one git call (clone, fetch, push) may take.
+    pub git_timeout: Duration,
 }
 
 impl WorkerOptions {
@@ -43,8 +50,15 @@ impl WorkerOptions {
             concurrency: 1,
             heartbeat: Duration::from_secs(5),
             retries: 8,
+            checkout_dir: default_checkout_dir(),
+            git_timeout: Duration::from_secs(300),
         }
     }
+}
+
+/// `$KEEL_HOME/checkouts` (Keel's data directory).
+pub fn default_checkout_dir() -> PathBuf {
+    keel_engine::config::data_dir(&|k| std::env::var(k).ok()).join("checkouts")
 }
 
 impl Default for WorkerOptions {
@@ -136,6 +150,8 @@ pub(crate) struct State {
     pub(crate) turns: RunningTurns,
     /// Cancels and approval answers from the servers (the control channel).
     pub(crate) controls: Arc<Controls>,
+    /// Where sessions with a git source are checked out.
+    pub(crate) checkouts: Checkouts,
 }
 
 impl State {
@@ -152,7 +168,14 @@ impl State {
             slots: Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))),
             turns: Arc::default(),
             controls,
+            checkouts: Checkouts::new(default_checkout_dir(), Duration::from_secs(300)),
         }
+    }
+
+    /// Checks sessions with a git source out with `checkouts`.
+    pub(crate) fn with_checkouts(mut self, checkouts: Checkouts) -> Self {
+        self.checkouts = checkouts;
+        self
     }
 
     fn running_turn(
@@ -269,8 +292,24 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    // The session runs where it was created: a workspace on storage every worker shares.
-    let workspace = PathBuf::from(&record.workspace);
+    // The session runs where it was created (a workspace on storage every worker shares), or
+    // in this worker's checkout of its git source.
+    let (workspace, checkout) = match &record.repo {
+        None => (PathBuf::from(&record.workspace), None),
+        Some(repo) => match state.checkouts.prepare(&record.id, repo).await {
+            Ok(c) => (c.dir().to_path_buf(), Some(c)),
+            Err(e) => {
+                let message = format!(
+                    "cannot check out {} at `{}` for this turn: {e}",
+                    repo.shown_url(),
+                    repo.git_ref
+                );
+                eprintln!("keel worker: session {}: {message}", record.id);
+                fail_turn(&store, &record, &job.content, message).await?;
+                return Ok(Outcome::Ran);
+            }
+        },
+    };
     let overrides = SessionOverrides::from_record(&record);
     let engine = Arc::new(state.builder.engine(&workspace, &overrides)?);
     // Risky calls ask as in `keel serve` alone (`[approval]`, its timeout); the answers come
@@ -281,10 +320,17 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     for (tool, summary) in approved_for_session(&events) {
         gate.remember(&tool, &summary);
     }
-    let handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
+    let mut handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
         .rebuild_with(state.builder.clone(), &workspace, overrides)
         .approvals(gate)
         .stop_with(&state.stop);
+    if let Some(checkout) = checkout {
+        handle = handle.on_turn_end(Arc::new(Publish {
+            checkout,
+            store: store.clone(),
+            session_id: record.id.clone(),
+        }));
+    }
     let handle = Arc::new(handle);
     // A session left running by a dead worker is resumed here (from its last stored event)
     // once its run lease has expired; should another run take it first, this fails as busy
@@ -342,6 +388,79 @@ fn approved_for_session(events: &[keel_protocol::Event]) -> Vec<(String, String)
         }
     }
     approved
+}
+
+/// A turn that could not start (its checkout failed) ends `failed` with `message`. A session
+/// whose first turn it was is marked failed with the message as its task: it never started.
+async fn fail_turn(
+    store: &Arc<dyn keel_store::Store>,
+    record: &keel_store::SessionRecord,
+    content: &str,
+    message: String,
+) -> Result<(), BoxDynError> {
+    if record.status == SessionStatus::Idle {
+        store.set_session_task(&record.id, content).await?;
+        store
+            .update_session(&record.id, SessionStatus::Failed, 0, &record.usage)
+            .await?;
+    }
+    Emitter::new(record.id.clone(), store.clone(), Vec::new())
+        .emit(EventKind::TurnFinished {
+            status: SessionStatus::Failed,
+            message: Some(message),
+        })
+        .await?;
+    Ok(())
+}
+
+/// Commits and pushes a session's checkout at the end of each turn, holding the session's
+/// run lease meanwhile: the run has given it back, and a next turn (on any worker) must not
+/// check the remote out before this push (it waits for the lease).
+struct Publish {
+    checkout: Checkout,
+    store: Arc<dyn keel_store::Store>,
+    session_id: String,
+}
+
+impl TurnEnd for Publish {
+    fn turn_ended<'a>(
+        &'a self,
+        emitter: &'a Emitter,
+        _status: SessionStatus,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let url = self.checkout.repo().shown_url();
+            // Not taken (another run holds it): the push goes on; it never overwrites a branch
+            // that moved (a rejected push fails the turn).
+            let lease = RunLease::acquire(
+                self.store.clone(),
+                &self.session_id,
+                lease_holder(&format!("push-{}", self.session_id)),
+                LEASE_TTL_MS,
+                CancellationToken::new(),
+            )
+            .await
+            .ok()
+            .flatten();
+            let published = self.checkout.publish().await;
+            if let Some(lease) = lease {
+                let _ = lease.release().await;
+            }
+            match published {
+                Ok(None) => Ok(()),
+                Ok(Some(pushed)) => emitter
+                    .emit(EventKind::WorkspacePushed {
+                        url,
+                        branch: pushed.branch,
+                        commit: pushed.commit,
+                    })
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!("the turn's changes were not pushed to {url}: {e}")),
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,23 @@ pub struct CreateSessionRequest {
     /// `react` (default) or `plan_exec`.
     #[schema(value_type = Option<ExecutionModeDoc>)]
     pub execution_mode: Option<keel_engine::ExecutionMode>,
+    /// A git remote to work in instead of a shared workspace (queue mode only): each worker
+    /// checks it out into a directory of its own, and the session's changes are pushed to the
+    /// remote's branch `keel/<session id>` after every turn.
+    pub repo: Option<RepoRequest>,
+}
+
+/// A session's git source.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RepoRequest {
+    /// The remote: `https://…`, `ssh://…`, `git://…`, `file://…`, `user@host:path` or an
+    /// absolute path the workers can reach.
+    pub url: String,
+    /// The branch, tag or commit to start from (default: the remote's default branch). Later
+    /// turns start from the session's own branch `keel/<session id>` once it exists.
+    #[serde(rename = "ref")]
+    pub git_ref: Option<String>,
 }
 
 /// A session as the API shows it.
@@ -67,6 +84,10 @@ pub struct SessionView {
     /// Whether a turn of the session runs now: in this server, or in queue mode
     /// (`keel serve --database`) in a worker.
     pub turn_running: bool,
+    /// The git source (`{"url", "ref"}`) workers check the session out of, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub repo: Option<keel_store::RepoSource>,
 }
 
 impl SessionView {
@@ -84,6 +105,7 @@ impl SessionView {
             created_at: record.created_at,
             updated_at: record.updated_at,
             turn_running,
+            repo: record.repo.clone(),
         }
     }
 }
@@ -284,6 +306,13 @@ pub async fn create_session(
         model: req.model,
         script: req.script,
         execution_mode: req.execution_mode,
+        repo: match req.repo {
+            Some(r) => Some(
+                keel_store::RepoSource::new(&r.url, r.git_ref.as_deref())
+                    .map_err(ApiError::bad_request)?,
+            ),
+            None => None,
+        },
     };
     let record = hub.create(spec).await?;
     Ok((StatusCode::CREATED, Json(SessionView::new(&record, false))))

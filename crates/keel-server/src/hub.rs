@@ -40,6 +40,8 @@ pub struct SessionSpec {
     /// The scripted provider's script file (relative to the workspace).
     pub script: Option<String>,
     pub execution_mode: Option<ExecutionMode>,
+    /// A git source to work in (queue mode): workers check it out instead of `workspace`.
+    pub repo: Option<keel_store::RepoSource>,
 }
 
 /// One session the server knows about in this process.
@@ -388,6 +390,11 @@ impl Hub {
         if self.stopping.is_cancelled() {
             return Err(shutting_down());
         }
+        if spec.repo.is_some() && !self.queued() {
+            return Err(ApiError::bad_request(
+                "`repo` needs queue mode: start the server with `keel serve --database postgres://…` and run `keel worker`s, which check the repository out; on a single server, clone it yourself and pass its directory as `workspace`",
+            ));
+        }
         let workspace = self.workspace(&spec)?;
         let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.trim().is_empty());
         let overrides = SessionOverrides {
@@ -401,10 +408,16 @@ impl Hub {
             ..SessionOverrides::default()
         };
         let engine = Arc::new(self.builder.engine(&workspace, &overrides)?);
-        let record = engine.create_session().await?;
+        let record = match spec.repo {
+            Some(repo) => engine.create_repo_session(repo).await?,
+            None => engine.create_session().await?,
+        };
         let session = Arc::new(LiveSession::new(record.id.clone()));
-        let handle = self.wrap(&session, engine, &workspace, overrides);
-        *session.handle.lock().await = Some(Arc::new(handle));
+        // A session with a git source runs only on workers: no handle here (see `handle`).
+        if record.repo.is_none() {
+            let handle = self.wrap(&session, engine, &workspace, overrides);
+            *session.handle.lock().await = Some(Arc::new(handle));
+        }
         self.live_map().insert(record.id.clone(), session);
         Ok(record)
     }
@@ -417,6 +430,17 @@ impl Hub {
             return Ok(h.clone());
         }
         let record = self.record(&session.id).await?;
+        if let Some(repo) = &record.repo {
+            return Err(ApiError::new(
+                axum::http::StatusCode::NOT_IMPLEMENTED,
+                "unsupported",
+                format!(
+                    "session {} works in checkouts of {} on the workers; this server cannot run operations on it here (send messages, which the workers run)",
+                    record.id,
+                    repo.shown_url()
+                ),
+            ));
+        }
         let workspace = PathBuf::from(&record.workspace);
         // A stored session may have been started by `keel run` anywhere: it is driven here
         // only inside the roots, and so is its script.

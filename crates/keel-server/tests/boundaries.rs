@@ -143,6 +143,7 @@ async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_driven(
             mode: "react".into(),
             base_url: String::new(),
             script: String::new(),
+            repo: None,
         })
         .await
         .unwrap();

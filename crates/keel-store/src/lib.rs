@@ -17,6 +17,7 @@ mod lease;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod repo;
 mod sqlite;
 pub mod work;
 
@@ -27,6 +28,7 @@ pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 #[cfg(feature = "postgres")]
 pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, Notice, PgStore, redact_url};
+pub use repo::{DEFAULT_REF, RepoSource};
 pub use sqlite::{SqliteDb, SqliteStore};
 
 /// A store failure. The message says which operation failed and why.
@@ -90,6 +92,8 @@ pub struct NewSession {
     pub base_url: String,
     /// The scripted provider's script, else empty.
     pub script: String,
+    /// The git remote and ref the session's workspace is checked out of (queue mode), if any.
+    pub repo: Option<RepoSource>,
 }
 
 /// A stored session.
@@ -118,6 +122,10 @@ pub struct SessionRecord {
     /// The scripted provider's script, else empty.
     #[serde(default)]
     pub script: String,
+    /// The git remote and ref a worker checks the session's workspace out of, instead of
+    /// `workspace` (queue mode; see `keel-queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoSource>,
 }
 
 impl SessionRecord {

@@ -86,6 +86,8 @@ CREATE TABLE run_leases (
     crate::flow::MIGRATION,
     // 8: eval runs (`keel eval`), self-contained (see `eval`).
     crate::eval::MIGRATION,
+    // 9: a session's git source (`{"url", "ref"}` as JSON), for queue-mode workers.
+    "ALTER TABLE sessions ADD COLUMN repo TEXT;",
 ];
 
 /// Sessions, messages and events in one SQLite database file: the synchronous side, whose
@@ -355,9 +357,19 @@ fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<(SessionRecord, Stri
             updated_at: r.get::<_, i64>(10)? as u64,
             base_url: r.get(11)?,
             script: r.get(12)?,
+            repo: match r.get::<_, Option<String>>(13)? {
+                Some(json) => Some(serde_json::from_str(&json).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        13,
+                        rusqlite::types::Type::Text,
+                        e.into(),
+                    )
+                })?),
+                None => None,
+            },
             lease: match (
-                r.get::<_, Option<String>>(13)?,
-                r.get::<_, Option<i64>>(14)?,
+                r.get::<_, Option<String>>(14)?,
+                r.get::<_, Option<i64>>(15)?,
             ) {
                 (Some(holder), Some(expires_at)) => Some(Lease {
                     holder,
@@ -383,17 +395,22 @@ fn finish_record(
 }
 
 /// A session's columns with its lease (`FROM {SESSIONS}`).
-const SESSION_COLUMNS: &str = "s.id, s.workspace, s.task, s.provider, s.model, s.mode, s.status, s.iterations, s.usage, s.created_at, s.updated_at, s.base_url, s.script, l.holder, l.expires_at";
+const SESSION_COLUMNS: &str = "s.id, s.workspace, s.task, s.provider, s.model, s.mode, s.status, s.iterations, s.usage, s.created_at, s.updated_at, s.base_url, s.script, s.repo, l.holder, l.expires_at";
 const SESSIONS: &str = "sessions s LEFT JOIN run_leases l ON l.session_id = s.id";
+
+/// A new session's git source as stored (JSON), if it has one.
+pub(crate) fn repo_json(s: &NewSession) -> Option<String> {
+    s.repo.as_ref().and_then(|r| serde_json::to_string(r).ok())
+}
 
 impl SqliteDb {
     pub fn create_session(&self, s: &NewSession) -> Result<(), StoreError> {
         let now = now_ms() as i64;
         self.lock()
             .execute(
-                "INSERT INTO sessions (id, workspace, task, provider, model, mode, status, created_at, updated_at, base_url, script)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?7, ?8, ?9)",
-                params![s.id, s.workspace, s.task, s.provider, s.model, s.mode, now, s.base_url, s.script],
+                "INSERT INTO sessions (id, workspace, task, provider, model, mode, status, created_at, updated_at, base_url, script, repo)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?7, ?8, ?9, ?10)",
+                params![s.id, s.workspace, s.task, s.provider, s.model, s.mode, now, s.base_url, s.script, repo_json(s)],
             )
             .map_err(sql("creating a session"))?;
         Ok(())

@@ -24,6 +24,7 @@ fn new_session() -> NewSession {
         mode: "react".into(),
         base_url: String::new(),
         script: String::new(),
+        repo: None,
     }
 }
 

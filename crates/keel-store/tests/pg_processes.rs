@@ -60,6 +60,7 @@ async fn writers_in_three_processes_never_share_or_skip_a_seq() {
             mode: "react".into(),
             base_url: String::new(),
             script: String::new(),
+            repo: None,
         })
         .await
         .unwrap();

@@ -48,6 +48,7 @@ async fn appends_ride_out_a_restart_without_duplicates_or_gaps() {
             mode: "react".into(),
             base_url: String::new(),
             script: String::new(),
+            repo: None,
         })
         .await
         .unwrap();

@@ -39,6 +39,7 @@ fn new_session(id: &str) -> NewSession {
         mode: "react".into(),
         base_url: String::new(),
         script: "s.yaml".into(),
+        repo: None,
     }
 }
 
@@ -64,6 +65,16 @@ async fn sessions_round_trip(b: &Backend) {
         ("the task", "s.yaml")
     );
     assert!(rec.lease.is_none());
+    assert!(rec.repo.is_none());
+    let with_repo = unique("repo");
+    let repo = keel_store::RepoSource::new("/srv/git/app.git", Some("v1.0")).unwrap();
+    s.create_session(&NewSession {
+        repo: Some(repo.clone()),
+        ..new_session(&with_repo)
+    })
+    .await
+    .unwrap();
+    assert_eq!(s.get_session(&with_repo).await.unwrap().repo, Some(repo));
 
     let usage = Usage {
         input_tokens: 7,

@@ -51,6 +51,7 @@ async fn two_writers_never_share_or_skip_a_seq() {
             mode: "react".into(),
             base_url: String::new(),
             script: String::new(),
+            repo: None,
         })
         .await
         .unwrap();

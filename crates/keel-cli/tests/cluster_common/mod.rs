@@ -122,9 +122,21 @@ impl Cluster {
     /// Starts a process and waits for the line that starts with `ready` (its address is the
     /// first `http://` word of the line that starts with `addr`).
     pub fn spawn(&self, args: &[&str], addr_line: &str, ready_line: &str) -> Proc {
+        self.spawn_env(args, &[], addr_line, ready_line)
+    }
+
+    /// [`Cluster::spawn`] with extra environment variables.
+    pub fn spawn_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, String)],
+        addr_line: &str,
+        ready_line: &str,
+    ) -> Proc {
         let mut child = self
             .keel()
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -181,7 +193,12 @@ impl Cluster {
     }
 
     pub fn start_worker(&mut self) {
-        let p = self.spawn(
+        self.start_worker_env(&[]);
+    }
+
+    /// A worker with extra environment variables (`KEEL_WORKER__CHECKOUT_DIR`, …).
+    pub fn start_worker_env(&mut self, env: &[(&str, String)]) {
+        let p = self.spawn_env(
             &[
                 "worker",
                 "--database",
@@ -189,6 +206,7 @@ impl Cluster {
                 "--health-port",
                 "0",
             ],
+            env,
             "health:",
             "keel worker",
         );

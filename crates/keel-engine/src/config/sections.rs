@@ -283,6 +283,11 @@ pub struct WorkerConfig {
     /// Port of the worker's `GET /health` (running turns, completed, failed) on 127.0.0.1;
     /// unset: no health endpoint.
     pub health_port: Option<u16>,
+    /// Where sessions with a git source (`repo`) are checked out, one directory per session
+    /// (`<checkout_dir>/<session id>`); unset: `checkouts` under Keel's data directory.
+    pub checkout_dir: Option<std::path::PathBuf>,
+    /// Seconds one git call of a checkout (clone, fetch, push) may take before the turn fails.
+    pub git_timeout_secs: u64,
 }
 
 impl Default for WorkerConfig {
@@ -292,6 +297,8 @@ impl Default for WorkerConfig {
             heartbeat_secs: 5,
             retries: 8,
             health_port: None,
+            checkout_dir: None,
+            git_timeout_secs: 300,
         }
     }
 }

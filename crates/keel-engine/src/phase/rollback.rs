@@ -205,6 +205,7 @@ mod tests {
                 mode: "plan_exec".into(),
                 base_url: String::new(),
                 script: String::new(),
+                repo: None,
             })
             .await
             .unwrap_or_else(|e| panic!("{e}"));

@@ -91,6 +91,18 @@ pub struct TurnResult {
     pub events: Vec<Event>,
 }
 
+/// Work done at the end of every turn, after the engine's run and before `turn_finished` (a
+/// queue worker commits the session's checkout and pushes it): the events it emits belong to
+/// the turn, and an `Err` fails the turn with its message.
+pub trait TurnEnd: Send + Sync {
+    /// The turn ended its run with `status`; `emitter` records events in the turn.
+    fn turn_ended<'a>(
+        &'a self,
+        emitter: &'a Emitter,
+        status: SessionStatus,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>>;
+}
+
 /// How to build this session's engine again (another model, another mode).
 #[derive(Debug, Clone)]
 struct Rebuild {
@@ -112,6 +124,8 @@ pub struct SessionHandle {
     /// Cancelled at shutdown: no new ops, the running turn is cancelled.
     stop: CancellationToken,
     turns: TaskTracker,
+    /// Run at the end of every turn, before `turn_finished`.
+    turn_end: Option<Arc<dyn TurnEnd>>,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -134,6 +148,7 @@ impl SessionHandle {
             turn: Arc::new(tokio::sync::Mutex::new(None)),
             stop: CancellationToken::new(),
             turns: TaskTracker::new(),
+            turn_end: None,
         }
     }
 
@@ -171,6 +186,12 @@ impl SessionHandle {
     /// The session's approval gate, if it has one.
     pub fn approval_gate(&self) -> Option<&Arc<ApprovalGate>> {
         self.approvals.as_ref()
+    }
+
+    /// Runs `end` at the end of every turn, before its `turn_finished`.
+    pub fn on_turn_end(mut self, end: Arc<dyn TurnEnd>) -> Self {
+        self.turn_end = Some(end);
+        self
     }
 
     /// Ties the handle to `parent`: cancelling it shuts the handle down (a server stopping).
@@ -313,9 +334,10 @@ impl SessionHandle {
             ..RunOptions::default()
         };
         let (id, slot) = (self.id.clone(), self.turn.clone());
+        let end = self.turn_end.clone();
         Ok(TurnTicket(
             self.turns
-                .spawn(run_turn(engine, id, message, options, slot)),
+                .spawn(run_turn(engine, id, message, options, slot, end)),
         ))
     }
 
@@ -442,6 +464,7 @@ async fn run_turn(
     message: String,
     mut options: RunOptions,
     slot: TurnSlot,
+    end: Option<Arc<dyn TurnEnd>>,
 ) -> TurnResult {
     let collect = CollectingSink::new();
     options.sinks.push(collect.clone());
@@ -450,7 +473,7 @@ async fn run_turn(
     let run = AssertUnwindSafe(engine.continue_session(&id, &message, options))
         .catch_unwind()
         .await;
-    let (status, outcome, message) = match run {
+    let (mut status, outcome, mut message) = match run {
         Ok(Ok(outcome)) => (outcome.status, Some(outcome), None),
         Ok(Err(e)) => (SessionStatus::Failed, None, Some(e.to_string())),
         Err(_) => (
@@ -459,6 +482,28 @@ async fn run_turn(
             Some("the engine crashed while running this turn".to_string()),
         ),
     };
+    if let Some(end) = end {
+        let emitter = Emitter::new(id.clone(), engine.store().clone(), all.clone())
+            .in_run(run_id.clone(), parent.clone());
+        let ended = AssertUnwindSafe(end.turn_ended(&emitter, status))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err("the end of the turn crashed".to_string()));
+        if let Err(e) = ended {
+            status = SessionStatus::Failed;
+            if let Some(o) = &outcome {
+                // Best effort: `turn_finished` below says how the turn ended either way.
+                let _ = engine
+                    .store()
+                    .update_session(&id, status, o.iterations, &o.usage)
+                    .await;
+            }
+            message = Some(match message {
+                Some(m) => format!("{m}; {e}"),
+                None => e,
+            });
+        }
+    }
     let mut held = slot.lock().await;
     let finished = finish_turn(&engine, &id, status, message.clone(), all, run_id, parent).await;
     *held = None;

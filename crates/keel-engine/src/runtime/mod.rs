@@ -8,5 +8,5 @@ mod handle;
 mod undo;
 
 pub use builder::{ConfigAdjust, Providers, SessionBuilder, SessionOverrides, Warn};
-pub use handle::{OpAck, OpError, SessionHandle, TurnResult, TurnTicket};
+pub use handle::{OpAck, OpError, SessionHandle, TurnEnd, TurnResult, TurnTicket};
 pub use undo::{UndoError, undo_session};

@@ -218,6 +218,11 @@ CREATE TABLE eval_runs (
 CREATE INDEX eval_runs_created ON eval_runs(created_at DESC);
 "#,
     },
+    Migration {
+        version: 6,
+        name: "a session's git source (queue-mode workers check it out)",
+        sql: "ALTER TABLE sessions ADD COLUMN repo TEXT;",
+    },
 ];
 
 /// Applies the migrations `conn`'s database has not recorded, in order, and returns them.

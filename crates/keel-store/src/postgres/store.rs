@@ -12,15 +12,16 @@ use crate::{
 };
 
 /// A session's columns with its lease (`FROM {SESSIONS}`).
-const SESSION_COLUMNS: &str = "s.id, s.workspace, s.task, s.provider, s.model, s.mode, s.status, s.iterations, s.usage, s.created_at, s.updated_at, s.base_url, s.script, l.holder, l.expires_at";
+const SESSION_COLUMNS: &str = "s.id, s.workspace, s.task, s.provider, s.model, s.mode, s.status, s.iterations, s.usage, s.created_at, s.updated_at, s.base_url, s.script, s.repo, l.holder, l.expires_at";
 const SESSIONS: &str = "sessions s LEFT JOIN run_leases l ON l.session_id = s.id";
 const BLOCKER_COLUMNS: &str =
     "id, session_id, question, source, evidence, status, answer, created_at, answered_at";
 
 fn session_from_row(r: &PgRow) -> Result<SessionRecord, StoreError> {
     let read = || -> Result<(SessionRecord, String, String), sqlx::Error> {
-        let holder: Option<String> = r.try_get(13)?;
-        let expires_at: Option<i64> = r.try_get(14)?;
+        let repo: Option<String> = r.try_get(13)?;
+        let holder: Option<String> = r.try_get(14)?;
+        let expires_at: Option<i64> = r.try_get(15)?;
         Ok((
             SessionRecord {
                 id: r.try_get(0)?,
@@ -36,6 +37,13 @@ fn session_from_row(r: &PgRow) -> Result<SessionRecord, StoreError> {
                 updated_at: r.try_get::<i64, _>(10)?.max(0) as u64,
                 base_url: r.try_get(11)?,
                 script: r.try_get(12)?,
+                repo: match repo {
+                    Some(json) => Some(
+                        serde_json::from_str(&json)
+                            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                    ),
+                    None => None,
+                },
                 lease: match (holder, expires_at) {
                     (Some(holder), Some(expires_at)) => Some(Lease {
                         holder,
@@ -370,8 +378,8 @@ impl Store for PgStore {
         Box::pin(async move {
             let now = now_ms() as i64;
             sqlx::query(
-                "INSERT INTO sessions (id, workspace, task, provider, model, mode, status, created_at, updated_at, base_url, script)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $7, $8, $9)",
+                "INSERT INTO sessions (id, workspace, task, provider, model, mode, status, created_at, updated_at, base_url, script, repo)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $7, $8, $9, $10)",
             )
             .bind(&s.id)
             .bind(&s.workspace)
@@ -382,6 +390,7 @@ impl Store for PgStore {
             .bind(now)
             .bind(&s.base_url)
             .bind(&s.script)
+            .bind(crate::sqlite::repo_json(s))
             .execute(&self.pool)
             .await
             .map_err(db_err("creating a session"))?;

@@ -12,6 +12,7 @@ fn session(id: &str) -> NewSession {
         mode: "react".into(),
         base_url: String::new(),
         script: String::new(),
+        repo: None,
     }
 }
 
