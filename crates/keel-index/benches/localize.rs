@@ -2,16 +2,23 @@
 //! (file results, the whole issue text as the query) put a file the real fix changed at the
 //! top? Reported next to whole-file BM25 computed in the same run, per project.
 //!
-//! Data: `benches/data/dev_issues.jsonl` — SWE-bench *dev* instances (never a test split):
-//! the issue text (problem statement; long dumps and the records read only as excerpts are
-//! marked `trimmed`), the files of the gold patch, and the PyPI release searched (`sdist`;
-//! `approx` says how it stands in for the base commit); `source` says where each record was
-//! read. The trees are not in the repository:
+//! Data: `benches/data/dev_issues.jsonl` — SWE-bench *dev* instances (never a test split) —
+//! and `benches/data/heldout_issues.jsonl` — SWE-Gym moto instances (a project never tuned
+//! on): the issue text (problem statement; long dumps and the records read only as excerpts
+//! are marked `trimmed`), the files of the gold patch, and the PyPI release searched
+//! (`sdist`; `approx` says how it stands in for the base commit); `source` says where each
+//! record was read. The trees are not in the repository:
 //!
 //! ```text
 //! python3 crates/keel-index/benches/data/fetch_dev_sources.py /tmp/keel-dev-trees
 //! cargo bench -p keel-index --bench localize -- --trees /tmp/keel-dev-trees
+//! D=$PWD/crates/keel-index/benches/data
+//! cargo bench -p keel-index --bench localize -- --trees /tmp/keel-dev-trees \
+//!     --issues $D/dev_issues.jsonl --issues $D/heldout_issues.jsonl
 //! ```
+//!
+//! `--issues FILE` may be given more than once (absolute paths: the bench runs in the crate
+//! directory); without it the bench reads `dev_issues.jsonl`.
 //!
 //! Without `--trees` (or with trees missing) the bench says so and skips those issues.
 //! Metrics: Acc@k (a gold file among the first k results), MRR over the first 20.
@@ -158,19 +165,26 @@ impl Tally {
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data");
-    let mut issues_file = here.join("dev_issues.jsonl");
+    let mut issue_files: Vec<PathBuf> = Vec::new();
     let mut trees: Option<PathBuf> = None;
     let mut verbose = false;
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--issues" => issues_file = args.next().map(PathBuf::from).unwrap(),
+            "--issues" => issue_files.push(args.next().map(PathBuf::from).unwrap()),
             "--trees" => trees = args.next().map(PathBuf::from),
             "-v" | "--verbose" => verbose = true,
             _ => {}
         }
     }
-    let issues: Vec<Issue> = std::fs::read_to_string(&issues_file)
-        .unwrap()
+    if issue_files.is_empty() {
+        issue_files.push(here.join("dev_issues.jsonl"));
+    }
+    let text: String = issue_files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let issues: Vec<Issue> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {

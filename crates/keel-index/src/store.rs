@@ -1,7 +1,7 @@
 //! The index database: one SQLite file per workspace (`.keel/index.db`, WAL mode). Tables:
 //! `files` (path, hash, mtime, size, language), `chunks` + the contentless FTS5 table
-//! `chunks_fts` (symbol name, body, camel-case words) ranked with BM25, `paths_fts` over path
-//! words, `symbols` + `symbols_fts`, `imports` (spec, line, resolved target path) and
+//! `chunks_fts` (symbol name, body, camel-case words) ranked with BM25, `files_fts` (the same
+//! text per whole file, for file-level BM25 of long reports), `paths_fts` over path words, `symbols` + `symbols_fts`, `imports` (spec, line, resolved target path) and
 //! `import_keys` (which imports a new or deleted file may re-resolve).
 //!
 //! Every change to a file — its row, chunks, symbols and imports — is written in one
@@ -21,7 +21,7 @@ use crate::symbols::{Language, Symbol};
 
 /// Bumped whenever the schema or what is stored changes; a database of another version is
 /// rebuilt from scratch.
-pub const SCHEMA_VERSION: &str = "1";
+pub const SCHEMA_VERSION: &str = "2";
 
 const SCHEMA: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,6 +53,11 @@ CREATE TABLE chunks(
 CREATE INDEX chunks_file ON chunks(file_id);
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
     symbol, body, terms,
+    content='', contentless_delete=1,
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE files_fts USING fts5(
+    body, terms,
     content='', contentless_delete=1,
     tokenize='porter unicode61 remove_diacritics 2'
 );
@@ -100,6 +105,7 @@ const TABLES: &[&str] = &[
     "files",
     "chunks",
     "chunks_fts",
+    "files_fts",
     "paths_fts",
     "symbols",
     "symbols_fts",
@@ -251,6 +257,7 @@ fn clear_content(tx: &Transaction<'_>, id: i64) -> Result<(), IndexError> {
         [id],
     )?;
     tx.execute("DELETE FROM chunks WHERE file_id = ?1", [id])?;
+    tx.execute("DELETE FROM files_fts WHERE rowid = ?1", [id])?;
     tx.execute(
         "DELETE FROM symbols_fts WHERE rowid IN (SELECT id FROM symbols WHERE file_id = ?1)",
         [id],
@@ -353,6 +360,11 @@ pub fn write_file(tx: &Transaction<'_>, f: &IndexedFile) -> Result<i64, IndexErr
                 .map(|s| format!("{s} {}", crate::terms::split_identifier(s).join(" ")));
             fts.execute(params![cid, sym_words, body, terms])?;
         }
+        // The whole file as one document (its chunks' text), for file-level BM25.
+        let body: Vec<&str> = f.chunks.iter().map(|(_, b, _)| b.as_str()).collect();
+        let terms: Vec<&str> = f.chunks.iter().map(|(_, _, t)| t.as_str()).collect();
+        tx.prepare_cached("INSERT INTO files_fts(rowid, body, terms) VALUES (?1, ?2, ?3)")?
+            .execute(params![id, body.join("\n"), terms.join(" ")])?;
     }
     {
         let mut sym = tx.prepare_cached(

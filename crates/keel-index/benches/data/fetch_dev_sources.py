@@ -2,7 +2,8 @@
 """Fetches the source trees the development localization bench searches.
 
 Each project is searched at a released version (the sdist on PyPI) close to the issue's
-version; `dev_issues.jsonl` names it in `sdist`. Third-party sources are never committed:
+version; every `*_issues.jsonl` beside this script (`dev_issues.jsonl`, `heldout_issues.jsonl`)
+names it in `sdist`. Third-party sources are never committed:
 run this once, then pass the directory to the bench with `--dev DIR`.
 
     python3 crates/keel-index/benches/data/fetch_dev_sources.py /tmp/keel-dev-trees
@@ -25,9 +26,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     here = pathlib.Path(__file__).resolve().parent
     wanted = set()
-    for line in (here / "dev_issues.jsonl").read_text().splitlines():
-        if line.strip():
-            wanted.add(json.loads(line)["sdist"])
+    for issues in sorted(here.glob("*_issues.jsonl")):
+        for line in issues.read_text().splitlines():
+            if line.strip():
+                wanted.add(json.loads(line)["sdist"])
     dl = out / "_sdists"
     dl.mkdir(exist_ok=True)
     failed = []

@@ -92,6 +92,26 @@ impl Evidence {
         }
     }
 
+    /// Whole-file text similarity to the report; said in the reasons only when `strong`.
+    pub(super) fn add_text(&mut self, file_id: i64, path: &str, score: f64, strong: bool) {
+        if strong {
+            self.add(
+                file_id,
+                path,
+                score,
+                "the whole file matches the report's words".into(),
+            );
+        } else {
+            self.files
+                .entry(file_id)
+                .or_insert_with(|| FileEvidence {
+                    path: path.to_string(),
+                    ..FileEvidence::default()
+                })
+                .score += score;
+        }
+    }
+
     /// A file's evidence score (0 when none).
     pub fn score(&self, file_id: i64) -> f64 {
         self.files.get(&file_id).map_or(0.0, |e| e.score)
@@ -160,7 +180,7 @@ fn files_by_suffix(
     Ok(out)
 }
 
-type SymRow = (usize, usize, String, String);
+pub(super) type SymRow = (usize, usize, String, String);
 
 /// The first definition named `name` in a file (top-level first).
 fn symbol_in_file(
@@ -183,7 +203,14 @@ fn symbol_in_file(
     Ok(rows.next().transpose()?)
 }
 
-fn location(file_id: i64, path: &str, sym: SymRow, score: f64, bonus: f64, why: String) -> Cand {
+pub(super) fn location(
+    file_id: i64,
+    path: &str,
+    sym: SymRow,
+    score: f64,
+    bonus: f64,
+    why: String,
+) -> Cand {
     let (start, end, qualified, kind) = sym;
     Cand {
         file_id,
@@ -282,6 +309,7 @@ pub(super) fn gather(
     messages(conn, report, filter, &mut ev)?;
     dotted(conn, report, filter, &mut ev)?;
     definitions(conn, report, filter, &mut ev)?;
+    super::runtime::gather(conn, report, filter, &mut ev)?;
     super::config_keys::matches(conn, root, &report.config_keys, filter, &mut ev)?;
     Ok(ev)
 }
@@ -417,6 +445,11 @@ fn messages(
     };
     let mut done = BTreeSet::new();
     for err in report.errors.iter().take(6) {
+        // The interpreter's own wording ("object has no attribute") is raised nowhere in
+        // the project; the names it quotes are weighed in `runtime`.
+        if super::runtime::runtime_names(&err.message).is_some() {
+            continue;
+        }
         for whole in message_fragments(&err.message) {
             // The whole run, or (when the code interpolates a value the report shows, as
             // in `f"no {name} left"`) its four-word windows.

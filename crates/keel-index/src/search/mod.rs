@@ -24,6 +24,7 @@ use crate::{Index, IndexError};
 mod config_keys;
 mod evidence;
 pub mod report;
+mod runtime;
 mod signals;
 mod snippet;
 
@@ -113,6 +114,10 @@ const W_PATH: f64 = 0.5;
 const W_GRAPH: f64 = 0.35;
 /// Full-text matches of a long report's whole text (prose and snippets included).
 const W_BODY: f64 = 0.5;
+/// Whole-file BM25 of a long report's words (the best file's share; the rest in proportion).
+const W_FILE_TEXT: f64 = 0.5;
+/// How many files whole-file BM25 contributes.
+const FILE_TEXT_CANDIDATES: usize = 40;
 /// How a file's best locations add up for file results.
 const FILE_SHARES: [f64; 3] = [1.0, 0.3, 0.15];
 /// BM25 column weights of `chunks_fts` (symbol, body, terms) in hybrid ranking.
@@ -211,6 +216,13 @@ impl Index {
                     }
                     evidence = gather(conn, &self.root, &report, &all_terms.paths, &filter)?;
                     cands.extend(std::mem::take(&mut evidence.locations));
+                    if let Some(fts) = fts_or(&body_words) {
+                        for (fid, path, s) in
+                            file_text_scores(conn, &fts, FILE_TEXT_CANDIDATES, &filter)?
+                        {
+                            evidence.add_text(fid, &path, s * W_FILE_TEXT, s >= 0.5);
+                        }
+                    }
                 }
             }
         }

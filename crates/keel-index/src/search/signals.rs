@@ -76,6 +76,45 @@ pub(super) fn text_candidates(
     Ok(())
 }
 
+/// Whole-file BM25 (`files_fts`): the best `fetch` files for `fts` (ties at the cut taken
+/// in), each with its score relative to the best file's (1.0 for the best) and its path.
+pub(super) fn file_text_scores(
+    conn: &Connection,
+    fts: &str,
+    fetch: usize,
+    filter: &dyn Fn(&str) -> bool,
+) -> Result<Vec<(i64, String, f64)>, IndexError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.rank, f.id, f.path
+         FROM (SELECT rowid, rank FROM files_fts WHERE files_fts MATCH ?1
+               ORDER BY rank LIMIT ?2) m
+         JOIN files f ON f.id = m.rowid ORDER BY m.rank",
+    )?;
+    type Row = (f64, i64, String);
+    let mut rows: Vec<Row> = with_ties(
+        fetch,
+        |r: &Row| r.0,
+        |limit| {
+            stmt.query_map(params![fts, limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<Result<_, _>>()
+            .map_err(IndexError::from)
+        },
+    )?;
+    rows.retain(|r| filter(&r.2));
+    // Equal ranks in path order (row ids depend on the build's history).
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
+    let best = rows.iter().map(|r| -r.0).fold(0.0_f64, f64::max);
+    Ok(rows
+        .into_iter()
+        .map(|(rank, id, path)| {
+            let s = if best > 0.0 { -rank / best } else { 0.0 };
+            (id, path, s)
+        })
+        .collect())
+}
+
 /// The most rows a ranked lookup reads to take in every row tied at its cut.
 const TIE_CAP: usize = 5_000;
 
