@@ -122,20 +122,7 @@ async fn a_worker_killed_mid_turn_hands_its_job_to_another_and_the_session_compl
         assert!(Instant::now() < deadline, "the turn did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let busy = loop {
-        let found = cluster.workers.iter().position(|w| {
-            let (_, h) = request(&w.addr, "GET", "/health", None);
-            h["running"] == 1
-        });
-        if let Some(i) = found {
-            break i;
-        }
-        assert!(Instant::now() < deadline, "no worker took the turn");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut dead = cluster.workers.remove(busy);
-    dead.child.kill().unwrap(); // SIGKILL
-    dead.child.wait().unwrap();
+    cluster.kill_busy_worker(deadline, "the turn");
     let events = watcher.await.unwrap();
     let last = events.last().unwrap();
     assert_eq!(last["status"], "completed", "{last}");

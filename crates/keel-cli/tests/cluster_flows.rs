@@ -93,20 +93,7 @@ fn a_queued_flow_runs_on_a_worker_and_resumes_on_another_after_a_kill() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let busy = loop {
-        let found = cluster.workers.iter().position(|w| {
-            let (_, h) = request(&w.addr, "GET", "/health", None);
-            h["running"] == 1
-        });
-        if let Some(i) = found {
-            break i;
-        }
-        assert!(Instant::now() < deadline, "no worker runs the flow");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut dead = cluster.workers.remove(busy);
-    dead.child.kill().unwrap(); // SIGKILL
-    dead.child.wait().unwrap();
+    cluster.kill_busy_worker(deadline, "the flow");
     std::fs::write(cluster.workspace.join("go"), "").unwrap();
 
     // The other worker takes the job over once the dead one's heartbeats and the run's lease

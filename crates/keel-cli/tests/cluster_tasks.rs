@@ -81,20 +81,7 @@ async fn a_queued_batch_runs_its_tasks_in_order_across_workers_and_survives_a_ki
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let busy = loop {
-        let found = cluster.workers.iter().position(|w| {
-            let (_, h) = request(&w.addr, "GET", "/health", None);
-            h["running"] == 1
-        });
-        if let Some(i) = found {
-            break i;
-        }
-        assert!(Instant::now() < deadline, "no worker runs task {t3}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut dead = cluster.workers.remove(busy);
-    dead.child.kill().unwrap(); // SIGKILL
-    dead.child.wait().unwrap();
+    cluster.kill_busy_worker(deadline, &format!("task {t3}"));
 
     let done = loop {
         let now = tasks(&b);

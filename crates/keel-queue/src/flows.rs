@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use apalis::prelude::{
-    BoxDynError, Data, TaskBuilder, TaskSink, WorkerBuilder, WorkerBuilderExt, WorkerError,
-};
+use apalis::prelude::{BoxDynError, Data, TaskBuilder, TaskSink};
 use apalis_postgres::{PgPool, PostgresStorage};
 use keel_engine::runtime::{SessionBuilder, SessionOverrides};
 use keel_flow::Executor;
@@ -22,7 +20,7 @@ use keel_store::PgStore;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::supervise::{Outage, keep_running, retry_policy};
+use crate::supervise::supervised_queue;
 use crate::worker::{Running, WorkerOptions, WorkerStats};
 use crate::{QueueError, config_for};
 
@@ -145,32 +143,16 @@ pub async fn run_flow_worker(
         flows,
         stats,
     };
-    retry_policy(options.retries)?;
-    let outage = Outage::new(state.stats.clone(), false);
-    let base = format!("{}-flows", options.name);
-    keep_running(&base, &pool, &outage, &stop, |name| {
-        let (pool, options, state, stop) =
-            (pool.clone(), options.clone(), state.clone(), stop.clone());
-        async move {
-            let storage = PostgresStorage::<FlowJob>::new(&pool)
-                .with_config(config_for(FLOW_QUEUE, options.heartbeat, 1))
-                .with_pubsub();
-            WorkerBuilder::new(name)
-                .backend(storage)
-                .concurrency(1)
-                .retry(retry_policy(options.retries)?)
-                .data(state)
-                .build(run_flow_job)
-                .run_until(async move {
-                    stop.cancelled().await;
-                    Ok::<(), WorkerError>(())
-                })
-                .await
-                .map_err(|e| QueueError::Worker(e.to_string()))
-        }
-    })
-    .await;
-    Ok(())
+    supervised_queue!(
+        FlowJob,
+        FLOW_QUEUE,
+        "flows",
+        run_flow_job,
+        pool,
+        options,
+        state,
+        stop
+    )
 }
 
 #[cfg(test)]

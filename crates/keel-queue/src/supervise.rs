@@ -242,3 +242,46 @@ async fn run_once(
         .await
         .map_err(|e| QueueError::Worker(e.to_string()))
 }
+
+/// The body of a `run_*_worker`: one apalis worker of `$job`s from queue `$queue` (handler
+/// `$handler`, data `$state`, which has `stats`), named `NAME-$suffix`, started again after
+/// each database failure once the database answers, until `$stop`. Evaluates to
+/// `Result<(), QueueError>`.
+macro_rules! supervised_queue {
+    ($job:ty, $queue:expr, $suffix:literal, $handler:expr,
+     $pool:expr, $options:expr, $state:expr, $stop:expr) => {{
+        use apalis::prelude::WorkerBuilderExt as _;
+        let (pool, options, state, stop) = ($pool, $options, $state, $stop);
+        match $crate::supervise::retry_policy(options.retries) {
+            Err(e) => Err(e),
+            Ok(_) => {
+                let outage = $crate::supervise::Outage::new(state.stats.clone(), false);
+                let base = format!("{}-{}", options.name, $suffix);
+                $crate::supervise::keep_running(&base, &pool, &outage, &stop, |name| {
+                    let (pool, options, state, stop) =
+                        (pool.clone(), options.clone(), state.clone(), stop.clone());
+                    async move {
+                        let storage = apalis_postgres::PostgresStorage::<$job>::new(&pool)
+                            .with_config($crate::config_for($queue, options.heartbeat, 1))
+                            .with_pubsub();
+                        apalis::prelude::WorkerBuilder::new(name)
+                            .backend(storage)
+                            .concurrency(1)
+                            .retry($crate::supervise::retry_policy(options.retries)?)
+                            .data(state)
+                            .build($handler)
+                            .run_until(async move {
+                                stop.cancelled().await;
+                                Ok::<(), apalis::prelude::WorkerError>(())
+                            })
+                            .await
+                            .map_err(|e| $crate::QueueError::Worker(e.to_string()))
+                    }
+                })
+                .await;
+                Ok(())
+            }
+        }
+    }};
+}
+pub(crate) use supervised_queue;

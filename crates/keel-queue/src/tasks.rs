@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use apalis::prelude::{
-    BoxDynError, Data, TaskBuilder, TaskSink, WorkerBuilder, WorkerBuilderExt, WorkerError,
-};
+use apalis::prelude::{BoxDynError, Data, TaskBuilder, TaskSink};
 use apalis_postgres::{PgPool, PostgresStorage};
 use futures::future::BoxFuture;
 use keel_engine::ExecutionMode;
@@ -28,7 +26,7 @@ use keel_store::work::{TaskStatus, WorkStores};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::supervise::{Outage, keep_running, retry_policy};
+use crate::supervise::supervised_queue;
 use crate::worker::{Running, WorkerOptions, WorkerStats};
 use crate::{QueueError, config_for};
 
@@ -253,32 +251,16 @@ pub async fn run_task_worker(
         queue: PgTaskQueue::new(&pool),
         stats,
     };
-    retry_policy(options.retries)?;
-    let outage = Outage::new(state.stats.clone(), false);
-    let base = format!("{}-tasks", options.name);
-    keep_running(&base, &pool, &outage, &stop, |name| {
-        let (pool, options, state, stop) =
-            (pool.clone(), options.clone(), state.clone(), stop.clone());
-        async move {
-            let storage = PostgresStorage::<TaskJob>::new(&pool)
-                .with_config(config_for(TASK_QUEUE, options.heartbeat, 1))
-                .with_pubsub();
-            WorkerBuilder::new(name)
-                .backend(storage)
-                .concurrency(1)
-                .retry(retry_policy(options.retries)?)
-                .data(state)
-                .build(run_task_job)
-                .run_until(async move {
-                    stop.cancelled().await;
-                    Ok::<(), WorkerError>(())
-                })
-                .await
-                .map_err(|e| QueueError::Worker(e.to_string()))
-        }
-    })
-    .await;
-    Ok(())
+    supervised_queue!(
+        TaskJob,
+        TASK_QUEUE,
+        "tasks",
+        run_task_job,
+        pool,
+        options,
+        state,
+        stop
+    )
 }
 
 /// The server's task queue, shared.

@@ -192,6 +192,28 @@ impl Cluster {
         self.servers.push(p);
     }
 
+    /// Kills with SIGKILL the worker whose `/health` says it runs a job (waiting for one until
+    /// `deadline`; `what` names the job in the failure), and drops it from `workers`.
+    pub fn kill_busy_worker(&mut self, deadline: std::time::Instant, what: &str) {
+        let busy = loop {
+            let found = self.workers.iter().position(|w| {
+                let (_, h) = request(&w.addr, "GET", "/health", None);
+                h["running"] == 1
+            });
+            if let Some(i) = found {
+                break i;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no worker runs {what}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut dead = self.workers.remove(busy);
+        dead.child.kill().unwrap(); // SIGKILL
+        dead.child.wait().unwrap();
+    }
+
     pub fn start_worker(&mut self) {
         self.start_worker_env(&[]);
     }
