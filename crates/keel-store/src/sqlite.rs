@@ -11,6 +11,7 @@ use crate::{
 };
 
 mod store;
+mod wal;
 pub use store::SqliteStore;
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -138,8 +139,7 @@ impl SqliteDb {
         if wal {
             // WAL + NORMAL: a committed transaction survives a process kill; only an OS crash
             // can lose the last few, and it never corrupts the file.
-            conn.pragma_update(None, "journal_mode", "WAL")
-                .map_err(sql("enabling WAL"))?;
+            wal::enable(&conn)?;
             conn.pragma_update(None, "synchronous", "NORMAL")
                 .map_err(sql("setting synchronous"))?;
         }
