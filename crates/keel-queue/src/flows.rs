@@ -7,7 +7,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data, TaskBuilder, TaskSink};
@@ -21,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::supervise::supervised_queue;
-use crate::worker::{Running, WorkerOptions, WorkerStats};
+use crate::worker::{WorkerOptions, WorkerStats, counted};
 use crate::{QueueError, config_for};
 
 /// The apalis queue flow runs go to.
@@ -83,17 +82,8 @@ struct State {
 }
 
 async fn run_flow_job(job: FlowJob, state: Data<State>) -> Result<(), BoxDynError> {
-    state.stats.running.fetch_add(1, Ordering::Relaxed);
-    let _running = Running(state.stats.clone());
-    let outcome = flow_job(&job, &state).await;
-    match &outcome {
-        Ok(()) => state.stats.completed.fetch_add(1, Ordering::Relaxed),
-        Err(e) => {
-            eprintln!("keel worker: flow run {}: attempt failed: {e}", job.run_id);
-            state.stats.failed.fetch_add(1, Ordering::Relaxed)
-        }
-    };
-    outcome
+    let what = format!("flow run {}", job.run_id);
+    counted(&state.stats, what, flow_job(&job, &state)).await
 }
 
 async fn flow_job(job: &FlowJob, state: &State) -> Result<(), BoxDynError> {

@@ -12,7 +12,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data, TaskBuilder, TaskSink};
@@ -27,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::supervise::supervised_queue;
-use crate::worker::{Running, WorkerOptions, WorkerStats};
+use crate::worker::{WorkerOptions, WorkerStats, counted};
 use crate::{QueueError, config_for};
 
 /// The apalis queue tasks go to.
@@ -180,20 +179,8 @@ struct State {
 }
 
 async fn run_task_job(job: TaskJob, state: Data<State>) -> Result<(), BoxDynError> {
-    state.stats.running.fetch_add(1, Ordering::Relaxed);
-    let _running = Running(state.stats.clone());
-    let outcome = task_job(&job, &state).await;
-    match &outcome {
-        Ok(()) => state.stats.completed.fetch_add(1, Ordering::Relaxed),
-        Err(e) => {
-            eprintln!(
-                "keel worker: task #{} of {}: attempt failed: {e}",
-                job.task, job.workspace
-            );
-            state.stats.failed.fetch_add(1, Ordering::Relaxed)
-        }
-    };
-    outcome
+    let what = format!("task #{} of {}", job.task, job.workspace);
+    counted(&state.stats, what, task_job(&job, &state)).await
 }
 
 async fn task_job(job: &TaskJob, state: &State) -> Result<(), BoxDynError> {

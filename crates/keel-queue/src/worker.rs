@@ -190,6 +190,26 @@ impl State {
     }
 }
 
+/// Runs one job attempt, counted in `stats` (running while it runs, then completed or
+/// failed); a failure is logged with `what` (the job) and returned for apalis to retry.
+pub(crate) async fn counted(
+    stats: &Arc<WorkerStats>,
+    what: impl std::fmt::Display,
+    attempt: impl std::future::Future<Output = Result<(), BoxDynError>>,
+) -> Result<(), BoxDynError> {
+    stats.running.fetch_add(1, Ordering::Relaxed);
+    let _running = Running(stats.clone());
+    let outcome = attempt.await;
+    match &outcome {
+        Ok(()) => stats.completed.fetch_add(1, Ordering::Relaxed),
+        Err(e) => {
+            eprintln!("keel worker: {what}: attempt failed: {e}");
+            stats.failed.fetch_add(1, Ordering::Relaxed)
+        }
+    };
+    outcome
+}
+
 /// Decrements `running` however a turn ends.
 pub(crate) struct Running(pub(crate) Arc<WorkerStats>);
 
