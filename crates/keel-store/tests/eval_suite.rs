@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 mod common;
-#[cfg(feature = "postgres")]
 use common::*;
 
 use keel_store::eval::{EvalStore, EvalTaskResult, NewEvalRun};
@@ -81,12 +80,9 @@ async fn sqlite_eval_store_passes_the_suite() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_eval_store_passes_the_suite() {
-    let Some(base) = test_database_url() else {
+    let Some((db, store)) = migrated_store().await else {
         return;
     };
-    let db = FreshDb::create(&base).await;
-    let store = Arc::new(keel_store::PgStore::connect(&db.url).await.unwrap());
-    store.migrate().await.unwrap();
     run_suite("postgres", store).await;
     db.drop_now().await;
 }
@@ -94,12 +90,5 @@ async fn postgres_eval_store_passes_the_suite() {
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_eval_store_passes_the_suite() {
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "the Postgres eval store suite must run in CI: build with `--features postgres`"
-    );
-    eprintln!(
-        "SKIPPED: the Postgres eval store suite: keel-store was built without the `postgres` \
-         feature; run `cargo test -p keel-store --features postgres --test eval_suite`"
-    );
+    skipped_without_postgres_feature("eval store suite", "eval_suite");
 }

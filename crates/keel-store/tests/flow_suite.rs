@@ -210,12 +210,9 @@ async fn sqlite_flow_store_passes_the_suite() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_flow_store_passes_the_suite() {
-    let Some(base) = test_database_url() else {
+    let Some((db, store)) = migrated_store().await else {
         return;
     };
-    let db = FreshDb::create(&base).await;
-    let store = Arc::new(keel_store::PgStore::connect(&db.url).await.unwrap());
-    store.migrate().await.unwrap();
     run_suite("postgres", store).await;
     db.drop_now().await;
 }
@@ -223,12 +220,5 @@ async fn postgres_flow_store_passes_the_suite() {
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_flow_store_passes_the_suite() {
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "the Postgres flow store suite must run in CI: build with `--features postgres`"
-    );
-    eprintln!(
-        "SKIPPED: the Postgres flow store suite: keel-store was built without the `postgres` \
-         feature; run `cargo test -p keel-store --features postgres --test flow_suite`"
-    );
+    skipped_without_postgres_feature("flow store suite", "flow_suite");
 }

@@ -685,12 +685,5 @@ async fn concurrent_migrators_apply_each_migration_once() {
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_store_passes_the_suite() {
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "the Postgres store suite must run in CI: build with `--features postgres`"
-    );
-    eprintln!(
-        "SKIPPED: the Postgres store suite: keel-store was built without the `postgres` feature; \
-         run `cargo test -p keel-store --features postgres --test store_suite`"
-    );
+    skipped_without_postgres_feature("store suite", "store_suite");
 }

@@ -69,3 +69,27 @@ impl FreshDb {
         .unwrap();
     }
 }
+
+/// A migrated PostgreSQL store on a fresh database (drop it with `FreshDb::drop_now`), or
+/// `None` after saying why the Postgres half is skipped.
+#[cfg(feature = "postgres")]
+pub async fn migrated_store() -> Option<(FreshDb, std::sync::Arc<keel_store::PgStore>)> {
+    let base = test_database_url()?;
+    let db = FreshDb::create(&base).await;
+    let store = std::sync::Arc::new(keel_store::PgStore::connect(&db.url).await.unwrap());
+    store.migrate().await.unwrap();
+    Some((db, store))
+}
+
+/// Says that the Postgres half of `suite` (test file `file`) did not run because keel-store
+/// was built without the `postgres` feature (a failure in CI).
+pub fn skipped_without_postgres_feature(suite: &str, file: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "the Postgres {suite} must run in CI: build with `--features postgres`"
+    );
+    eprintln!(
+        "SKIPPED: the Postgres {suite}: keel-store was built without the `postgres` feature; \
+         run `cargo test -p keel-store --features postgres --test {file}`"
+    );
+}
