@@ -12,12 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use keel_protocol::{Event, Message, SessionStatus, Usage};
+use keel_protocol::Event;
 use keel_server::{Server, ServerOptions, SessionBuilder};
-use keel_store::{
-    BlockerRecord, Lease, MemoryEntry, NewBlocker, NewSession, SessionRecord, SqliteStore, Store,
-    StoreFuture,
-};
+use keel_store::{SqliteStore, Store, StoreFuture};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 const SCRIPT: &str = r#"
@@ -40,33 +37,12 @@ struct TimedStore {
 }
 
 impl Store for TimedStore {
-    fn create_session<'a>(&'a self, s: &'a NewSession) -> StoreFuture<'a, ()> {
-        self.inner.create_session(s)
-    }
-    fn update_session<'a>(
-        &'a self,
-        id: &'a str,
-        status: SessionStatus,
-        iterations: u32,
-        usage: &'a Usage,
-    ) -> StoreFuture<'a, ()> {
-        self.inner.update_session(id, status, iterations, usage)
-    }
-    fn set_session_task<'a>(&'a self, id: &'a str, task: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.set_session_task(id, task)
-    }
-    fn set_session_model<'a>(
-        &'a self,
-        id: &'a str,
-        provider: &'a str,
-        model: &'a str,
-        mode: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        self.inner.set_session_model(id, provider, model, mode)
-    }
-    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.delete_session(id)
-    }
+    keel_store::delegate_store!(inner;
+        create_session update_session set_session_task set_session_model delete_session
+        append_message list_sessions get_session events messages last_seq create_blocker
+        list_blockers get_blocker answer_blocker mark_blockers_delivered memory_entries
+        save_result stored_results acquire_lease renew_lease release_lease lease
+    );
     fn append_event<'a>(&'a self, event: &'a Event) -> StoreFuture<'a, Event> {
         Box::pin(async move {
             let event = self.inner.append_event(event).await?;
@@ -77,87 +53,6 @@ impl Store for TimedStore {
                 .insert((event.session_id.clone(), event.seq), now);
             Ok(event)
         })
-    }
-    fn append_message<'a>(
-        &'a self,
-        session_id: &'a str,
-        message: &'a Message,
-    ) -> StoreFuture<'a, ()> {
-        self.inner.append_message(session_id, message)
-    }
-    fn list_sessions(&self, limit: usize) -> StoreFuture<'_, Vec<SessionRecord>> {
-        self.inner.list_sessions(limit)
-    }
-    fn get_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, SessionRecord> {
-        self.inner.get_session(id)
-    }
-    fn events<'a>(&'a self, session_id: &'a str, since_seq: u64) -> StoreFuture<'a, Vec<Event>> {
-        self.inner.events(session_id, since_seq)
-    }
-    fn messages<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
-        self.inner.messages(session_id)
-    }
-    fn last_seq<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, u64> {
-        self.inner.last_seq(session_id)
-    }
-    fn create_blocker<'a>(&'a self, b: &'a NewBlocker) -> StoreFuture<'a, ()> {
-        self.inner.create_blocker(b)
-    }
-    fn list_blockers<'a>(
-        &'a self,
-        session_id: Option<&'a str>,
-        all: bool,
-    ) -> StoreFuture<'a, Vec<BlockerRecord>> {
-        self.inner.list_blockers(session_id, all)
-    }
-    fn get_blocker<'a>(&'a self, id: &'a str) -> StoreFuture<'a, BlockerRecord> {
-        self.inner.get_blocker(id)
-    }
-    fn answer_blocker<'a>(
-        &'a self,
-        id: &'a str,
-        answer: &'a str,
-    ) -> StoreFuture<'a, BlockerRecord> {
-        self.inner.answer_blocker(id, answer)
-    }
-    fn mark_blockers_delivered<'a>(&'a self, ids: &'a [String]) -> StoreFuture<'a, ()> {
-        self.inner.mark_blockers_delivered(ids)
-    }
-    fn memory_entries(&self) -> StoreFuture<'_, Vec<MemoryEntry>> {
-        self.inner.memory_entries()
-    }
-    fn save_result<'a>(
-        &'a self,
-        session_id: &'a str,
-        handle: &'a str,
-        content: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        self.inner.save_result(session_id, handle, content)
-    }
-    fn stored_results<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<(String, String)>> {
-        self.inner.stored_results(session_id)
-    }
-    fn acquire_lease<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        ttl_ms: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.acquire_lease(session_id, holder, ttl_ms)
-    }
-    fn renew_lease<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        ttl_ms: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.renew_lease(session_id, holder, ttl_ms)
-    }
-    fn release_lease<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.release_lease(session_id, holder)
-    }
-    fn lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Option<Lease>> {
-        self.inner.lease(session_id)
     }
 }
 

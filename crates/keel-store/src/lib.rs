@@ -11,6 +11,7 @@
 //! heartbeat ([`RunLease`]), so it holds across processes and machines. This crate holds no
 //! policy: it does not decide what a session's status means.
 
+mod delegate;
 pub mod eval;
 pub mod flow;
 mod lease;
@@ -25,6 +26,10 @@ use keel_protocol::{Event, Message, SessionStatus, Usage};
 use serde::{Deserialize, Serialize};
 
 pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
+
+/// For [`delegate_store!`]'s paths.
+#[doc(hidden)]
+pub use keel_protocol as __protocol;
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 #[cfg(feature = "postgres")]
 pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, Notice, PgStore, redact_url};
