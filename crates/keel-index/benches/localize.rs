@@ -97,6 +97,13 @@ impl Bm25 {
     }
 
     fn rank(&self, query: &str) -> Vec<String> {
+        self.scored(query, DEPTH)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    fn scored(&self, query: &str, depth: usize) -> Vec<(f64, String)> {
         let mut q = tokens(query);
         q.sort();
         q.dedup();
@@ -120,8 +127,8 @@ impl Bm25 {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         scored
             .into_iter()
-            .take(DEPTH)
-            .map(|(_, p)| p.to_string())
+            .take(depth)
+            .map(|(s, p)| (s, p.to_string()))
             .collect()
     }
 }
@@ -168,11 +175,13 @@ fn main() {
     let mut issue_files: Vec<PathBuf> = Vec::new();
     let mut trees: Option<PathBuf> = None;
     let mut verbose = false;
+    let mut dump: Option<std::fs::File> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--issues" => issue_files.push(args.next().map(PathBuf::from).unwrap()),
             "--trees" => trees = args.next().map(PathBuf::from),
             "-v" | "--verbose" => verbose = true,
+            "--dump" => dump = args.next().map(|p| std::fs::File::create(p).unwrap()),
             _ => {}
         }
     }
@@ -272,6 +281,34 @@ fn main() {
                 .entry(issue.project.clone())
                 .or_default()
                 .add(&c, gold);
+            if let Some(f) = dump.as_mut() {
+                use std::io::Write;
+                let mut q50 = SearchQuery::new(issue.query.clone());
+                q50.kind = SearchKind::File;
+                q50.limit = 50;
+                let deep: Vec<serde_json::Value> = idx
+                    .search(&q50)
+                    .unwrap()
+                    .iter()
+                    .map(|h| serde_json::json!([h.path, h.score, h.why]))
+                    .collect();
+                let b50 = base.scored(&issue.query, 50);
+                let mut lines = serde_json::Map::new();
+                for p in deep
+                    .iter()
+                    .filter_map(|v| v[0].as_str().map(str::to_string))
+                    .chain(b50.iter().map(|(_, p)| p.clone()))
+                {
+                    let n = std::fs::read_to_string(root.join(&p))
+                        .map(|t| t.lines().count())
+                        .unwrap_or(0);
+                    lines.insert(p, n.into());
+                }
+                let rec = serde_json::json!({"id": issue.id, "project": issue.project,
+                    "gold": gold, "keel": deep, "bm25": b50, "lines": lines,
+                    "nfiles": paths.len()});
+                writeln!(f, "{rec}").unwrap();
+            }
             let show = |p: Option<usize>| p.map_or("-".to_string(), |p| (p + 1).to_string());
             println!(
                 "{:<36} keel {:>3}  bm25 {:>3}  ({} files listed)",

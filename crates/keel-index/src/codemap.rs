@@ -95,7 +95,7 @@ impl Index {
         let role: Vec<f64> = files
             .iter()
             .map(|(_, f)| match PathRole::of(&f.path) {
-                PathRole::Source => 1.0,
+                PathRole::Source | PathRole::Data => 1.0,
                 PathRole::Docs => 0.5,
                 _ => 0.2,
             })

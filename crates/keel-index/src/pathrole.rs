@@ -16,6 +16,9 @@ pub enum PathRole {
     Generated,
     /// Documentation and examples (`docs/`, `examples/`, `*.md`, `*.rst`).
     Docs,
+    /// Data, configuration and package metadata (`*.json`, `*.yaml`, `setup.cfg`, `PKG-INFO`,
+    /// lock files): rarely where a reported behaviour is fixed.
+    Data,
 }
 
 impl PathRole {
@@ -105,6 +108,25 @@ impl PathRole {
         {
             return PathRole::Docs;
         }
+        if matches!(
+            ext,
+            "json"
+                | "yaml"
+                | "yml"
+                | "toml"
+                | "cfg"
+                | "ini"
+                | "conf"
+                | "xml"
+                | "csv"
+                | "tsv"
+                | "lock"
+                | "properties"
+                | "plist"
+        ) || matches!(name, "pkg-info" | "manifest.in" | "metadata" | "record")
+        {
+            return PathRole::Data;
+        }
         PathRole::Source
     }
 
@@ -122,6 +144,8 @@ impl PathRole {
             PathRole::Generated => 0.4,
             PathRole::Docs if behaviour => 0.5,
             PathRole::Docs => 0.85,
+            PathRole::Data if behaviour => 0.6,
+            PathRole::Data => 1.0,
         }
     }
 
@@ -134,6 +158,7 @@ impl PathRole {
             PathRole::Vendored => "vendored code",
             PathRole::Generated => "generated code",
             PathRole::Docs => "docs or example",
+            PathRole::Data => "data or config",
         }
     }
 }
@@ -162,6 +187,10 @@ mod tests {
             ("docs/conf.py", Docs),
             ("examples/plot_grid.py", Docs),
             ("README.md", Docs),
+            ("moto/support/resources/checks.json", Data),
+            ("src/sqlfluff/core/default_config.cfg", Data),
+            ("PKG-INFO", Data),
+            ("Cargo.lock", Data),
             ("src/testing_utils.rs", Source),
             ("src/contest.py", Source),
         ] {

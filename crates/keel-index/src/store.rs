@@ -21,7 +21,7 @@ use crate::symbols::{Language, Symbol};
 
 /// Bumped whenever the schema or what is stored changes; a database of another version is
 /// rebuilt from scratch.
-pub const SCHEMA_VERSION: &str = "2";
+pub const SCHEMA_VERSION: &str = "3";
 
 const SCHEMA: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,7 +59,7 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 CREATE VIRTUAL TABLE files_fts USING fts5(
     body, terms,
     content='', contentless_delete=1,
-    tokenize='porter unicode61 remove_diacritics 2'
+    tokenize=\"porter unicode61 remove_diacritics 2 tokenchars '_'\"
 );
 CREATE VIRTUAL TABLE paths_fts USING fts5(
     words, content='', contentless_delete=1,
@@ -361,10 +361,12 @@ pub fn write_file(tx: &Transaction<'_>, f: &IndexedFile) -> Result<i64, IndexErr
             fts.execute(params![cid, sym_words, body, terms])?;
         }
         // The whole file as one document (its chunks' text), for file-level BM25.
+        // `update_item` is one token there; `terms` holds its words.
         let body: Vec<&str> = f.chunks.iter().map(|(_, b, _)| b.as_str()).collect();
-        let terms: Vec<&str> = f.chunks.iter().map(|(_, _, t)| t.as_str()).collect();
+        let body = body.join("\n");
+        let terms = crate::terms::identifier_parts(&body);
         tx.prepare_cached("INSERT INTO files_fts(rowid, body, terms) VALUES (?1, ?2, ?3)")?
-            .execute(params![id, body.join("\n"), terms.join(" ")])?;
+            .execute(params![id, body, terms])?;
     }
     {
         let mut sym = tx.prepare_cached(

@@ -127,6 +127,28 @@ pub fn camel_parts(text: &str) -> String {
     out
 }
 
+/// The words inside a text's compound identifiers (`update_item` → `update item`,
+/// `HttpRequest` → `http request`, `_cache` → `cache`), each once, for the whole-file `terms`
+/// column: that table's tokenizer keeps `update_item` whole (a rare, telling token), this
+/// makes `item` find it too.
+pub fn identifier_parts(text: &str) -> String {
+    let mut seen = BTreeSet::new();
+    let mut out = String::new();
+    for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        if ident.len() < 3 || !(ident.contains('_') || is_mixed_case(ident)) || !seen.insert(ident)
+        {
+            continue;
+        }
+        for w in split_identifier(ident) {
+            if w.len() > 1 {
+                out.push_str(&w);
+                out.push(' ');
+            }
+        }
+    }
+    out
+}
+
 /// The words of a path for the path index: directories, the file stem and the extension,
 /// split like identifiers (`src/HttpClient.ts` → `src http client httpclient ts`).
 pub fn path_words(path: &str) -> String {
@@ -318,6 +340,14 @@ mod tests {
         assert_eq!(split_identifier("Foo"), ["foo"]);
         assert_eq!(split_identifier("x"), ["x"]);
         assert!(split_identifier("__").is_empty());
+    }
+
+    #[test]
+    fn identifier_parts_split_snake_and_camel_case() {
+        assert_eq!(
+            identifier_parts("x = update_item(HttpRequest, _cache, ok, update_item)"),
+            "update item http request cache "
+        );
     }
 
     #[test]

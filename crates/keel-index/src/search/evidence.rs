@@ -56,6 +56,8 @@ pub(super) struct FileEvidence {
     pub score: f64,
     /// Score from definitions (capped separately).
     pub defs: f64,
+    /// Whole-file BM25 over the best file's (0–1).
+    pub text_share: f64,
     pub why: Vec<String>,
 }
 
@@ -93,23 +95,25 @@ impl Evidence {
     }
 
     /// Whole-file text similarity to the report; said in the reasons only when `strong`.
-    pub(super) fn add_text(&mut self, file_id: i64, path: &str, score: f64, strong: bool) {
-        if strong {
-            self.add(
-                file_id,
-                path,
-                score,
-                "the whole file matches the report's words".into(),
-            );
-        } else {
-            self.files
-                .entry(file_id)
-                .or_insert_with(|| FileEvidence {
-                    path: path.to_string(),
-                    ..FileEvidence::default()
-                })
-                .score += score;
+    /// Whole-file BM25: `share` is the file's score over the best file's (0–1). It is
+    /// added in proportion to the best result's score (see [`Evidence::text_bonus`]), so it
+    /// weighs the same against strong and weak structural evidence.
+    /// `trust` (0–1) scales what it adds, not what it says.
+    pub(super) fn add_text(&mut self, file_id: i64, path: &str, share: f64, trust: f64) {
+        let e = self.files.entry(file_id).or_insert_with(|| FileEvidence {
+            path: path.to_string(),
+            ..FileEvidence::default()
+        });
+        e.text_share = share * trust;
+        if share >= 0.5 {
+            e.why
+                .push("the whole file matches the report's words".to_string());
         }
+    }
+
+    /// A file's whole-file BM25 share (0 when none).
+    pub fn text_share(&self, file_id: i64) -> f64 {
+        self.files.get(&file_id).map_or(0.0, |e| e.text_share)
     }
 
     /// A file's evidence score (0 when none).

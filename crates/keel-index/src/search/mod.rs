@@ -114,8 +114,11 @@ const W_PATH: f64 = 0.5;
 const W_GRAPH: f64 = 0.35;
 /// Full-text matches of a long report's whole text (prose and snippets included).
 const W_BODY: f64 = 0.5;
-/// Whole-file BM25 of a long report's words (the best file's share; the rest in proportion).
-const W_FILE_TEXT: f64 = 0.5;
+/// Whole-file BM25 of a long report's words: a file's share of the best file's BM25 adds
+/// this much of the best result's score.
+const W_FILE_TEXT: f64 = 0.8;
+/// Whole-file BM25 is not trusted at all up to the first many files, fully from the second.
+const FILE_TEXT_FULL_AT: (f64, f64) = (5.0, 50.0);
 /// How many files whole-file BM25 contributes.
 const FILE_TEXT_CANDIDATES: usize = 40;
 /// How a file's best locations add up for file results.
@@ -216,11 +219,12 @@ impl Index {
                     }
                     evidence = gather(conn, &self.root, &report, &all_terms.paths, &filter)?;
                     cands.extend(std::mem::take(&mut evidence.locations));
-                    if let Some(fts) = fts_or(&body_words) {
+                    if let Some(fts) = fts_or(&file_words(&body_words, &all_terms)) {
+                        let trust = self.file_text_trust()?;
                         for (fid, path, s) in
                             file_text_scores(conn, &fts, FILE_TEXT_CANDIDATES, &filter)?
                         {
-                            evidence.add_text(fid, &path, s * W_FILE_TEXT, s >= 0.5);
+                            evidence.add_text(fid, &path, s, trust);
                         }
                     }
                 }
@@ -349,7 +353,7 @@ fn locations_ranked(
     for (s, c) in &scored {
         *per_file.entry(c.file_id).or_default() += *s;
     }
-    scored
+    let ranked = scored
         .into_iter()
         .map(|(s, mut c)| {
             let rest = per_file.get(&c.file_id).copied().unwrap_or(s) - s;
@@ -357,7 +361,8 @@ fn locations_ranked(
             explain_file(&mut c, evidence, role_weight, &mut s);
             (s, c)
         })
-        .collect()
+        .collect();
+    with_file_text(ranked, evidence, role_weight)
 }
 
 /// File results: one per file, scored by its strongest locations (the best, then a share of
@@ -372,7 +377,7 @@ fn files_ranked(
     for (s, c) in scored {
         by_file.entry(c.file_id).or_default().push((s, c));
     }
-    by_file
+    let ranked: Vec<(f64, Cand)> = by_file
         .into_values()
         .filter_map(|mut locs| {
             locs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.start.cmp(&b.1.start)));
@@ -390,7 +395,26 @@ fn files_ranked(
             explain_file(&mut best, evidence, role_weight, &mut s);
             Some((s, best))
         })
-        .collect()
+        .collect();
+    with_file_text(ranked, evidence, role_weight)
+}
+
+/// Adds whole-file BM25 in proportion to the best result's score: `W_FILE_TEXT` × best ×
+/// the file's share (times its role's weight), so the text of the whole file counts as much
+/// beside strong structural evidence (a traceback, a quoted error) as beside weak.
+fn with_file_text(
+    mut scored: Vec<(f64, Cand)>,
+    evidence: &Evidence,
+    role_weight: &dyn Fn(&str) -> f64,
+) -> Vec<(f64, Cand)> {
+    let top = scored.iter().map(|(s, _)| *s).fold(0.0_f64, f64::max);
+    for (s, c) in &mut scored {
+        let share = evidence.text_share(c.file_id);
+        if share > 0.0 {
+            *s += W_FILE_TEXT * top * share * role_weight(&c.path).min(1.0);
+        }
+    }
+    scored
 }
 
 /// Adds the file's evidence reasons and role to a hit, and applies the role's weight.
@@ -444,6 +468,29 @@ impl Index {
         if let Ok(mut cache) = self.df_cache.lock() {
             cache.clear();
         }
+    }
+
+    /// How far whole-file BM25 is trusted (0–1): its word statistics say little over a
+    /// handful of files (every word is "common" in five), and fully from
+    /// [`FILE_TEXT_FULL_AT`] files on.
+    fn file_text_trust(&self) -> Result<f64, IndexError> {
+        let key = "\u{0}files";
+        let cached = self.df_cache.lock().ok().and_then(|c| c.get(key).copied());
+        let n = match cached {
+            Some(n) => n,
+            None => {
+                let n: i64 = self
+                    .conn
+                    .query_row("SELECT COUNT(*) FROM files", [], |r| r.get(0))?;
+                let n = n.max(0) as usize;
+                if let Ok(mut cache) = self.df_cache.lock() {
+                    cache.insert(key.into(), n);
+                }
+                n
+            }
+        };
+        let (lo, hi) = FILE_TEXT_FULL_AT;
+        Ok(((n as f64 - lo) / (hi - lo)).clamp(0.0, 1.0))
     }
 
     /// The query words worth a full-text lookup: all but the very common ones, or (when all
@@ -507,6 +554,19 @@ impl Index {
             Some(parts.join(" OR "))
         }
     }
+}
+
+/// The words of a whole-file lookup: the selective words plus the report's snake-case
+/// identifiers whole (`update_item`: that table keeps them as one token).
+fn file_words(words: &[String], terms: &QueryTerms) -> Vec<String> {
+    let mut out = words.to_vec();
+    for ident in &terms.identifiers {
+        let lower = ident.to_lowercase();
+        if lower.contains('_') && !out.contains(&lower) {
+            out.push(lower);
+        }
+    }
+    out
 }
 
 fn compile_glob(g: &str) -> Result<GlobMatcher, IndexError> {
