@@ -4,7 +4,7 @@
 Each project is searched at a released version (the sdist on PyPI) close to the issue's
 version; every `*_issues.jsonl` beside this script (`dev_issues.jsonl`, `heldout_issues.jsonl`)
 names it in `sdist`. Third-party sources are never committed:
-run this once, then pass the directory to the bench with `--dev DIR`.
+run this once, then pass the directory to the bench with `--trees DIR`.
 
     python3 crates/keel-index/benches/data/fetch_dev_sources.py /tmp/keel-dev-trees
 
@@ -12,10 +12,46 @@ Each sdist is unpacked to DIR/<name>-<version>/ (already unpacked ones are skipp
 """
 import json
 import pathlib
-import subprocess
+import shutil
 import sys
 import tarfile
+import urllib.parse
+import urllib.request
 import zipfile
+
+
+def download(name: str, version: str, dl: pathlib.Path) -> pathlib.Path:
+    """The release's sdist, straight from PyPI's file host (no build step: `pip download`
+    prepares metadata, which fails for sdists whose build needs torch or an old setuptools)."""
+    index = f"https://pypi.org/pypi/{name}/json"
+    meta = json.load(urllib.request.urlopen(index, timeout=60))
+    sdists = [f for f in meta["releases"].get(version, []) if f["packagetype"] == "sdist"]
+    if not sdists:
+        raise RuntimeError("no sdist on PyPI for this release")
+    target = dl / sdists[0]["filename"]
+    if not target.exists():
+        tmp = target.with_suffix(".part")
+        url = urllib.parse.urljoin(index, sdists[0]["url"])
+        with urllib.request.urlopen(url, timeout=300) as r, open(tmp, "wb") as f:
+            shutil.copyfileobj(r, f)
+        tmp.rename(target)
+    return target
+
+
+def unpack(archive: pathlib.Path, out: pathlib.Path, want: str) -> None:
+    """Unpacks into OUT/<name>-<version>/ (the archive's own top directory may be spelt
+    `name_with_underscores-version`)."""
+    staging = out / f"_unpack-{want}"
+    shutil.rmtree(staging, ignore_errors=True)
+    if archive.suffix == ".zip":
+        zipfile.ZipFile(archive).extractall(staging)
+    else:
+        with tarfile.open(archive) as t:
+            t.extractall(staging, filter="data")
+    tops = list(staging.iterdir())
+    src = tops[0] if len(tops) == 1 and tops[0].is_dir() else staging
+    src.rename(out / want)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def main() -> int:
@@ -37,23 +73,13 @@ def main() -> int:
         name, version = spec.split("==")
         if any(out.glob(f"{name}-{version}")) or any(out.glob(f"{name.lower()}-{version}")):
             continue
-        r = subprocess.run(
-            [sys.executable, "-m", "pip", "download", spec, "--no-deps",
-             "--no-binary", ":all:", "-q", "-d", str(dl)],
-            capture_output=True, text=True)
-        archive = next(
-            (p for p in dl.iterdir()
-             if p.name.lower().startswith(f"{name.lower()}-{version}".replace("-", "_"))
-             or p.name.lower().startswith(f"{name.lower()}-{version}")), None)
-        if archive is None:
+        try:
+            archive = download(name, version, dl)
+        except Exception as e:  # noqa: BLE001 - reported per sdist, the others go on
             failed.append(spec)
-            print(f"{spec}: download failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+            print(f"{spec}: download failed: {e}", file=sys.stderr)
             continue
-        if archive.suffix == ".zip":
-            zipfile.ZipFile(archive).extractall(out)
-        else:
-            with tarfile.open(archive) as t:
-                t.extractall(out, filter="data")
+        unpack(archive, out, f"{name}-{version}")
         print(f"{spec}: {archive.name}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
