@@ -243,8 +243,21 @@ impl Report {
         let mut seen_span = BTreeSet::new();
         let mut seen_block = BTreeSet::new();
         let mut seen_dotted = BTreeSet::new();
+        // The source line Python prints under a frame quotes the call into the next frame:
+        // its names are the traceback's own, already weighed as frames. Only the innermost
+        // frame's line (the failing statement) counts as a snippet.
+        let mut after_frame = false;
+        let mut innermost_line: Option<&str> = None;
         for (i, raw) in lines.iter().enumerate() {
             let line = raw.trim();
+            let echo = std::mem::take(&mut after_frame);
+            if echo && !line.is_empty() && (raw.starts_with(' ') || raw.starts_with('\t')) {
+                innermost_line = Some(line);
+                continue;
+            }
+            if !line.is_empty() && line.chars().all(|c| matches!(c, '^' | '~' | ' ')) {
+                continue;
+            }
             if line.starts_with("```") || line.starts_with("~~~") {
                 in_block = !in_block;
                 continue;
@@ -256,6 +269,7 @@ impl Report {
             }
             if let Some(f) = python_frame(line) {
                 python_frames.push(f);
+                after_frame = true;
                 continue;
             }
             if let Some(f) = js_frame(line).filter(|_| line.contains(" (")) {
@@ -301,6 +315,16 @@ impl Report {
                     );
                 }
             }
+        }
+        if let Some(line) = innermost_line {
+            collect_identifiers(
+                line,
+                &mut r.block_identifiers,
+                &mut seen_block,
+                &mut r.dotted,
+                &mut seen_dotted,
+                true,
+            );
         }
         // Python prints the innermost frame last; the others print it first.
         python_frames.reverse();

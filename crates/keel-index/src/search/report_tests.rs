@@ -31,6 +31,29 @@ TypeError: 'NoneType' object is not subscriptable
 "#;
 
 #[test]
+fn only_the_innermost_frames_source_line_counts_as_a_snippet() {
+    let r = Report::parse(PYTHON);
+    // `_do_load` and `load` are called from outer frames (the traceback already weighs
+    // them); `field_obj` is on the failing line.
+    assert!(
+        !r.block_identifiers.iter().any(|i| i == "_do_load"),
+        "{:?}",
+        r.block_identifiers
+    );
+    assert!(
+        r.block_identifiers.iter().any(|i| i == "field_obj"),
+        "{:?}",
+        r.block_identifiers
+    );
+    // The reporter's own code block still counts.
+    assert!(
+        r.block_identifiers.iter().any(|i| i == "validate_value"),
+        "{:?}",
+        r.block_identifiers
+    );
+}
+
+#[test]
 fn python_traceback_innermost_frame_first() {
     let r = Report::parse(PYTHON);
     assert!(r.long);
