@@ -1,7 +1,7 @@
 //! Bug reports naming things precisely: an interpreter's own error message (the type it
 //! quotes is the one to fix; its wording is raised nowhere in the project), `Class.member`
-//! names (the class's definition, not another class's member of the same name), and the
-//! whole-file text signal (kept in step with refreshes).
+//! names (the class's definition, not another class's member of the same name), the
+//! whole-file text signal (kept in step with refreshes), and namesakes that only forward.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -156,5 +156,36 @@ fn whole_file_text_follows_refreshes() {
         !files(&idx, report, 10)
             .iter()
             .any(|h| h.path == "py/shop/vouchers.py")
+    );
+}
+
+/// An API layer and its backend both define `describe_tags`; the layer's only hands the call
+/// on. A report about what it returns is about the backend.
+#[test]
+fn a_definition_that_forwards_to_a_namesake_ranks_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "svc/api.py",
+        "from svc.backend import backend\n\n\nclass Api:\n    def describe_tags(self, filters=None):\n        tags = backend.describe_tags(filters=filters)\n        return {\"Tags\": tags}\n",
+    );
+    write(
+        root,
+        "svc/backend.py",
+        "class Backend:\n    def __init__(self):\n        self.tags = []\n\n    def describe_tags(self, filters=None):\n        out = []\n        for tag in self.tags:\n            if not filters or tag[\"Key\"] in filters:\n                out.append(tag)\n        return out\n\n\nbackend = Backend()\n",
+    );
+    let (_db, idx) = fresh(root);
+    let report = "describe_tags ignores the filters\n\nCalling `describe_tags(filters=[\"env\"])` \
+                  returns every tag, not only the ones whose key is in the filters.";
+    let hits = files(&idx, report, 5);
+    assert_eq!(hits[0].path, "svc/backend.py", "{hits:#?}");
+    let api = hits.iter().find(|h| h.path == "svc/api.py").unwrap();
+    assert!(
+        api.why
+            .iter()
+            .any(|w| w == "`describe_tags` here calls on to a namesake"),
+        "{:?}",
+        api.why
     );
 }

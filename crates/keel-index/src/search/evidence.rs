@@ -48,6 +48,8 @@ const PLAIN_WORD: f64 = 0.4;
 pub(super) const LOCATION_SHARE: f64 = 0.35;
 /// The most one file gains from definitions (a snippet naming ten methods of one class).
 const DEF_CAP: f64 = 2.0;
+/// What a definition that forwards to a namesake keeps of its weight.
+const FORWARDER: f64 = 0.5;
 
 /// Evidence for one file.
 #[derive(Debug, Clone, Default)]
@@ -312,7 +314,7 @@ pub(super) fn gather(
     frames(conn, report, filter, &mut ev)?;
     messages(conn, report, filter, &mut ev)?;
     dotted(conn, report, filter, &mut ev)?;
-    definitions(conn, report, filter, &mut ev)?;
+    definitions(conn, root, report, filter, &mut ev)?;
     super::runtime::gather(conn, report, filter, &mut ev)?;
     super::config_keys::matches(conn, root, &report.config_keys, filter, &mut ev)?;
     Ok(ev)
@@ -596,6 +598,7 @@ fn dotted(
 
 fn definitions(
     conn: &Connection,
+    root: &std::path::Path,
     report: &Report,
     filter: &dyn Fn(&str) -> bool,
     ev: &mut Evidence,
@@ -611,6 +614,7 @@ fn definitions(
         .filter_map(|e| e.kind.clone())
         .collect();
     let mut looked = BTreeSet::new();
+    let mut bodies: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
     let lists: [(&[String], f64, &str); 3] = [
         (&report.span_identifiers, W_SPAN_DEF, "named in the report"),
         (
@@ -665,7 +669,19 @@ fn definitions(
                     continue;
                 }
                 let exact = if name == *ident { 1.0 } else { 0.8 };
-                let s = share * exact;
+                let mut s = share * exact;
+                // Of several namesakes, one that only calls on to another (an API layer
+                // handing `describe_tags` to its backend's `describe_tags`) is not where
+                // the behaviour lives.
+                if files.len() > 1 && forwards(&mut bodies, root, &path, start, end, &name) {
+                    s *= FORWARDER;
+                    ev.add(
+                        fid,
+                        &path,
+                        0.0,
+                        format!("`{name}` here calls on to a namesake"),
+                    );
+                }
                 ev.add_def(fid, &path, s, format!("defines `{name}` ({said})"));
                 let sym = (start.max(1) as usize, end.max(1) as usize, qualified, kind);
                 ev.locations.push(location(
@@ -680,6 +696,45 @@ fn definitions(
         }
     }
     Ok(())
+}
+
+/// Whether the definition of `name` at `start..=end` of `path` calls a function of the same
+/// name (`self.backend.name(`, `name(`) after its first line. Files are read once per search.
+fn forwards(
+    bodies: &mut BTreeMap<String, Option<Vec<String>>>,
+    root: &std::path::Path,
+    path: &str,
+    start: i64,
+    end: i64,
+    name: &str,
+) -> bool {
+    let lines = bodies
+        .entry(path.to_string())
+        .or_insert_with(|| read_lines(&root.join(path)));
+    let Some(lines) = lines else { return false };
+    let (from, to) = (
+        start.max(1) as usize,
+        (end.max(start) as usize).min(lines.len()),
+    );
+    lines
+        .get(from..to)
+        .unwrap_or(&[])
+        .iter()
+        .any(|l| calls(l, name))
+}
+
+/// `line` calls `name(` as a whole word.
+fn calls(line: &str, name: &str) -> bool {
+    let mut rest = line;
+    while let Some(at) = rest.find(name) {
+        let before = rest[..at].chars().next_back();
+        let after = rest[at + name.len()..].trim_start();
+        if before.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) && after.starts_with('(') {
+            return true;
+        }
+        rest = &rest[at + name.len()..];
+    }
+    false
 }
 
 /// An identifier nothing defines (an alias, a constant, a generated name): the few files
