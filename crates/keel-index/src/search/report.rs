@@ -248,7 +248,11 @@ impl Report {
         // frame's line (the failing statement) counts as a snippet.
         let mut after_frame = false;
         let mut innermost_line: Option<&str> = None;
+        let dumps = environment_dumps(&lines);
         for (i, raw) in lines.iter().enumerate() {
+            if dumps.contains(&i) {
+                continue;
+            }
             let line = raw.trim();
             let echo = std::mem::take(&mut after_frame);
             if echo && !line.is_empty() && (raw.starts_with(' ') || raw.starts_with('\t')) {
@@ -332,7 +336,18 @@ impl Report {
         r.frames.extend(other_frames);
         // An identifier in a span or the title need not be looked up again as a block one.
         r.block_identifiers.retain(|b| !seen_span.contains(b));
-        r.config_keys = super::config_keys::keys(text, &r.span_identifiers);
+        let kept: String = if dumps.is_empty() {
+            text.to_string()
+        } else {
+            lines
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !dumps.contains(i))
+                .map(|(_, l)| *l)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        r.config_keys = super::config_keys::keys(&kept, &r.span_identifiers);
         r
     }
 }
@@ -595,6 +610,79 @@ fn inline_spans(line: &str) -> Vec<&str> {
 /// Identifier-like tokens of code: dotted names are kept whole in `dotted` and each part is
 /// an identifier. In prose (`code` false) only tokens that look like code count (mixed
 /// case, `_`, dots between words, a call).
+/// The lines of fenced blocks that are environment reports (`pv.Report()`, `dvc version`,
+/// `print_config()`, `pip freeze`: `OS : Linux`, `numpy : 1.24.2`, `pydicom 2.1.0`): the
+/// reporter's machine, not the project's code. Their names (`vendor`, `version`, package
+/// names) would otherwise be looked up as identifiers.
+fn environment_dumps(lines: &[&str]) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    let mut block: Option<usize> = None;
+    for (i, raw) in lines.iter().enumerate() {
+        let line = raw.trim();
+        if !(line.starts_with("```") || line.starts_with("~~~")) {
+            continue;
+        }
+        match block.take() {
+            None => block = Some(i + 1),
+            Some(start) => {
+                let (mut env, mut other) = (0usize, 0usize);
+                for l in &lines[start..i] {
+                    match environment_line(l.trim()) {
+                        Some(true) => env += 1,
+                        Some(false) => other += 1,
+                        None => {}
+                    }
+                }
+                if env >= 3 && env >= other {
+                    out.extend(start..i);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `Some(true)` for a line of an environment report (`GPU Vendor : Mesa`, `numpy : 1.24.2`,
+/// `MONAI version: 0.6.0`, `pydicom 2.1.0`), `None` for a separator or blank, `Some(false)`
+/// otherwise.
+fn environment_line(line: &str) -> Option<bool> {
+    if line.is_empty()
+        || line
+            .chars()
+            .all(|c| matches!(c, '-' | '=' | '_' | '*' | '#' | ' '))
+    {
+        return None;
+    }
+    let versionish = |v: &str| {
+        let v = v.trim_start_matches(['v', 'V']);
+        let mut parts = v.split('.');
+        parts
+            .next()
+            .is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            && parts
+                .next()
+                .is_some_and(|p| p.chars().next().is_some_and(|c| c.is_ascii_digit()))
+    };
+    if let Some((key, value)) = line.split_once(':') {
+        let key = key.trim();
+        let value = value.trim();
+        let label = !key.is_empty()
+            && key.len() <= 40
+            && key.chars().next().is_some_and(char::is_alphabetic)
+            && key.chars().all(|c| {
+                c.is_alphanumeric() || matches!(c, ' ' | '(' | ')' | '.' | '-' | '_' | '/')
+            });
+        if label && !value.is_empty() {
+            let spaced = key.contains(' ') || key.to_lowercase().contains("version");
+            return Some(spaced || value.split_whitespace().any(versionish));
+        }
+    }
+    let mut words = line.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let named = name.len() <= 30 && name.chars().next().is_some_and(char::is_alphabetic);
+    Some(named && words.next().is_some_and(versionish))
+}
+
 fn collect_identifiers(
     text: &str,
     out: &mut Vec<String>,

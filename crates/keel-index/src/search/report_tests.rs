@@ -184,3 +184,59 @@ fn spans_messages_and_titles() {
     let short = Report::parse("parse_config");
     assert!(!short.long);
 }
+
+/// pyvista/pyvista#4314 (SWE-bench dev pyvista-4315), its `pv.Report()` block shortened.
+const ENVIRONMENT: &str = r#"Rectilinear grid does not allow Sequences as inputs
+```python
+import pyvista as pv
+pv.RectilinearGrid([0, 1], [0, 1], [0, 1])
+```
+### System Information
+
+```shell
+--------------------------------------------------------------------------------
+  Date: Wed Apr 19 20:15:10 2023 UTC
+
+                OS : Linux
+            CPU(s) : 2
+        GPU Vendor : Mesa/X.org
+       GPU Version : 4.5 (Core Profile) Mesa 20.3.5
+
+  Python 3.11.2 (main, Mar 23 2023, 17:12:29) [GCC 10.2.1 20210110]
+
+           pyvista : 0.38.5
+               vtk : 9.2.6
+--------------------------------------------------------------------------------
+```
+
+```yaml
+grid:
+  spacing: 0.5
+  max_cells: 100
+```
+"#;
+
+#[test]
+fn an_environment_report_is_not_read_as_code() {
+    let r = Report::parse(ENVIRONMENT);
+    let all: Vec<&String> = r
+        .block_identifiers
+        .iter()
+        .chain(&r.span_identifiers)
+        .collect();
+    for noise in ["Vendor", "GPU", "Version", "vtk", "Linux"] {
+        assert!(!all.iter().any(|i| *i == noise), "{noise}: {all:?}");
+    }
+    assert!(all.iter().any(|i| *i == "RectilinearGrid"), "{all:?}");
+    // A config block with versions nowhere stays config.
+    assert!(
+        r.config_keys.iter().any(|k| k.name == "max_cells"),
+        "{:?}",
+        r.config_keys
+    );
+    assert_eq!(environment_line("numpy : 1.24.2"), Some(true));
+    assert_eq!(environment_line("MONAI version: 0.6.0"), Some(true));
+    assert_eq!(environment_line("pydicom 2.1.0"), Some(true));
+    assert_eq!(environment_line("max_cells: 100"), Some(false));
+    assert_eq!(environment_line("x = foo(1.5)"), Some(false));
+}
