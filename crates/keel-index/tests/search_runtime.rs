@@ -180,6 +180,12 @@ fn a_definition_that_forwards_to_a_namesake_ranks_below_it() {
                   returns every tag, not only the ones whose key is in the filters.";
     let hits = files(&idx, report, 5);
     assert_eq!(hits[0].path, "svc/backend.py", "{hits:#?}");
+    // Its own `def describe_tags(` line is no call.
+    assert!(
+        !hits[0].why.iter().any(|w| w.contains("calls on to a namesake")),
+        "{:?}",
+        hits[0].why
+    );
     let api = hits.iter().find(|h| h.path == "svc/api.py").unwrap();
     assert!(
         api.why

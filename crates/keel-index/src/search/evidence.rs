@@ -716,11 +716,21 @@ fn forwards(
         start.max(1) as usize,
         (end.max(start) as usize).min(lines.len()),
     );
-    lines
-        .get(from..to)
-        .unwrap_or(&[])
-        .iter()
-        .any(|l| calls(l, name))
+    // Docstrings, doctests and comments show calls; they make none.
+    let mut in_doc = false;
+    lines.get(from..to).unwrap_or(&[]).iter().any(|l| {
+        let t = l.trim_start();
+        let quotes = t.matches("\"\"\"").count() + t.matches("'''").count();
+        let was = in_doc;
+        if quotes % 2 == 1 {
+            in_doc = !in_doc;
+        }
+        !was && quotes == 0
+            && !["#", "//", "*", ">>>", "..."]
+                .iter()
+                .any(|p| t.starts_with(p))
+            && calls(t, name)
+    })
 }
 
 /// `line` calls `name(` as a whole word.
@@ -729,7 +739,14 @@ fn calls(line: &str, name: &str) -> bool {
     while let Some(at) = rest.find(name) {
         let before = rest[..at].chars().next_back();
         let after = rest[at + name.len()..].trim_start();
-        if before.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) && after.starts_with('(') {
+        // `def name(` / `fn name(` / `function name(` define; they do not call.
+        let defines = ["def", "fn", "function", "func"]
+            .iter()
+            .any(|k| rest[..at].trim_end().ends_with(k));
+        if before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+            && after.starts_with('(')
+            && !defines
+        {
             return true;
         }
         rest = &rest[at + name.len()..];
