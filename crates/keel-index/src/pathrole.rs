@@ -16,8 +16,8 @@ pub enum PathRole {
     Generated,
     /// Documentation and examples (`docs/`, `examples/`, `*.md`, `*.rst`).
     Docs,
-    /// Data, configuration and package metadata (`*.json`, `*.yaml`, `setup.cfg`, `PKG-INFO`,
-    /// lock files): rarely where a reported behaviour is fixed.
+    /// Data, configuration and package metadata (`*.json`, `*.yaml`, `setup.cfg`, `setup.py`,
+    /// `PKG-INFO`, lock files): rarely where a reported behaviour is fixed.
     Data,
 }
 
@@ -47,6 +47,7 @@ impl PathRole {
             || name.contains(".generated.")
             || name.ends_with(".min.js")
             || name.ends_with("_generated.rs")
+            || name == "_version.py"
             || dir_is(&["generated", "__generated__"])
         {
             return PathRole::Generated;
@@ -123,8 +124,10 @@ impl PathRole {
                 | "lock"
                 | "properties"
                 | "plist"
-        ) || matches!(name, "pkg-info" | "manifest.in" | "metadata" | "record")
-        {
+        ) || matches!(
+            name,
+            "pkg-info" | "manifest.in" | "metadata" | "record" | "setup.py"
+        ) {
             return PathRole::Data;
         }
         PathRole::Source
@@ -191,6 +194,8 @@ mod tests {
             ("src/sqlfluff/core/default_config.cfg", Data),
             ("PKG-INFO", Data),
             ("Cargo.lock", Data),
+            ("setup.py", Data),
+            ("dask/_version.py", Generated),
             ("src/testing_utils.rs", Source),
             ("src/contest.py", Source),
         ] {

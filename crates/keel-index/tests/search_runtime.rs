@@ -182,7 +182,10 @@ fn a_definition_that_forwards_to_a_namesake_ranks_below_it() {
     assert_eq!(hits[0].path, "svc/backend.py", "{hits:#?}");
     // Its own `def describe_tags(` line is no call.
     assert!(
-        !hits[0].why.iter().any(|w| w.contains("calls on to a namesake")),
+        !hits[0]
+            .why
+            .iter()
+            .any(|w| w.contains("calls on to a namesake")),
         "{:?}",
         hits[0].why
     );
