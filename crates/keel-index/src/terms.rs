@@ -111,20 +111,7 @@ fn is_mixed_case(ident: &str) -> bool {
 /// each once, for the FTS `terms` column: the tokenizer indexes `httprequest` whole, this
 /// makes `request` find it too.
 pub fn camel_parts(text: &str) -> String {
-    let mut seen = BTreeSet::new();
-    let mut out = String::new();
-    for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        if ident.len() < 4 || !is_mixed_case(ident) || !seen.insert(ident) {
-            continue;
-        }
-        for w in split_identifier(ident) {
-            if w.len() > 1 {
-                out.push_str(&w);
-                out.push(' ');
-            }
-        }
-    }
-    out
+    compound_parts(text, 4, is_mixed_case)
 }
 
 /// The words inside a text's compound identifiers (`update_item` → `update item`,
@@ -132,11 +119,16 @@ pub fn camel_parts(text: &str) -> String {
 /// column: that table's tokenizer keeps `update_item` whole (a rare, telling token), this
 /// makes `item` find it too.
 pub fn identifier_parts(text: &str) -> String {
+    compound_parts(text, 3, |i| i.contains('_') || is_mixed_case(i))
+}
+
+/// The words (two letters or more) of each distinct identifier of `text` at least `min_len`
+/// long that `compound` accepts, space-separated.
+fn compound_parts(text: &str, min_len: usize, compound: impl Fn(&str) -> bool) -> String {
     let mut seen = BTreeSet::new();
     let mut out = String::new();
     for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        if ident.len() < 3 || !(ident.contains('_') || is_mixed_case(ident)) || !seen.insert(ident)
-        {
+        if ident.len() < min_len || !compound(ident) || !seen.insert(ident) {
             continue;
         }
         for w in split_identifier(ident) {

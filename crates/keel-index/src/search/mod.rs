@@ -474,46 +474,30 @@ impl Index {
     /// handful of files (every word is "common" in five), and fully from
     /// [`FILE_TEXT_FULL_AT`] files on.
     fn file_text_trust(&self) -> Result<f64, IndexError> {
-        let key = "\u{0}files";
-        let cached = self.df_cache.lock().ok().and_then(|c| c.get(key).copied());
-        let n = match cached {
-            Some(n) => n,
-            None => {
-                let n: i64 = self
-                    .conn
-                    .query_row("SELECT COUNT(*) FROM files", [], |r| r.get(0))?;
-                let n = n.max(0) as usize;
-                if let Ok(mut cache) = self.df_cache.lock() {
-                    cache.insert(key.into(), n);
-                }
-                n
-            }
-        };
+        let n = self.cached_count("\u{0}files", "SELECT COUNT(*) FROM files")?;
         let (lo, hi) = FILE_TEXT_FULL_AT;
         Ok(((n as f64 - lo) / (hi - lo)).clamp(0.0, 1.0))
+    }
+
+    /// A `SELECT COUNT(*)` answer, cached until the index changes.
+    fn cached_count(&self, key: &str, sql: &str) -> Result<usize, IndexError> {
+        if let Some(n) = self.df_cache.lock().ok().and_then(|c| c.get(key).copied()) {
+            return Ok(n);
+        }
+        let n: i64 = self.conn.query_row(sql, [], |r| r.get(0))?;
+        let n = n.max(0) as usize;
+        if let Ok(mut cache) = self.df_cache.lock() {
+            cache.insert(key.into(), n);
+        }
+        Ok(n)
     }
 
     /// The query words worth a full-text lookup: all but the very common ones, or (when all
     /// are common) the two rarest.
     fn selective_words(&self, terms: &QueryTerms) -> Result<Vec<String>, IndexError> {
-        let cached = self
-            .df_cache
-            .lock()
-            .ok()
-            .and_then(|c| c.get("\u{0}total").copied());
-        let total = match cached {
-            Some(n) => n,
-            None => {
-                let n: i64 = self
-                    .conn
-                    .query_row("SELECT COUNT(*) FROM chunks", [], |r| r.get(0))?;
-                let n = n.max(1) as usize;
-                if let Ok(mut cache) = self.df_cache.lock() {
-                    cache.insert("\u{0}total".into(), n);
-                }
-                n
-            }
-        };
+        let total = self
+            .cached_count("\u{0}total", "SELECT COUNT(*) FROM chunks")?
+            .max(1);
         let common = (total / COMMON_SHARE).max(COMMON_MIN);
         let mut counted = Vec::with_capacity(terms.words.len());
         for w in &terms.words {
