@@ -96,11 +96,10 @@ impl Evidence {
         }
     }
 
-    /// Whole-file text similarity to the report; said in the reasons only when `strong`.
-    /// Whole-file BM25: `share` is the file's score over the best file's (0–1). It is
-    /// added in proportion to the best result's score (see [`Evidence::text_bonus`]), so it
-    /// weighs the same against strong and weak structural evidence.
-    /// `trust` (0–1) scales what it adds, not what it says.
+    /// Whole-file BM25: `share` is the file's score over the best file's (0–1); the ranking
+    /// adds it in proportion to the best result's score, so it weighs the same beside strong
+    /// and weak structural evidence. `trust` (0–1) scales what it adds, not what it says
+    /// (the reason is given from a share of 0.5 on).
     pub(super) fn add_text(&mut self, file_id: i64, path: &str, share: f64, trust: f64) {
         let e = self.files.entry(file_id).or_insert_with(|| FileEvidence {
             path: path.to_string(),

@@ -117,7 +117,8 @@ const W_BODY: f64 = 0.5;
 /// Whole-file BM25 of a long report's words: a file's share of the best file's BM25 adds
 /// this much of the best result's score.
 const W_FILE_TEXT: f64 = 0.8;
-/// Whole-file BM25 is not trusted at all up to the first many files, fully from the second.
+/// Whole-file BM25 counts for nothing with up to the first number of indexed files, fully
+/// from the second on, and in proportion between.
 const FILE_TEXT_FULL_AT: (f64, f64) = (5.0, 50.0);
 /// How many files whole-file BM25 contributes.
 const FILE_TEXT_CANDIDATES: usize = 40;

@@ -259,11 +259,12 @@ impl Report {
                 innermost_line = Some(line);
                 continue;
             }
-            if !line.is_empty() && line.chars().all(|c| matches!(c, '^' | '~' | ' ')) {
-                continue;
-            }
             if line.starts_with("```") || line.starts_with("~~~") {
                 in_block = !in_block;
+                continue;
+            }
+            // Python 3.11's `^^^^` markers under the failing expression.
+            if line.contains('^') && line.chars().all(|c| matches!(c, '^' | '~' | ' ')) {
                 continue;
             }
             if line.contains("panicked at '")
@@ -607,9 +608,6 @@ fn inline_spans(line: &str) -> Vec<&str> {
     out
 }
 
-/// Identifier-like tokens of code: dotted names are kept whole in `dotted` and each part is
-/// an identifier. In prose (`code` false) only tokens that look like code count (mixed
-/// case, `_`, dots between words, a call).
 /// The lines of fenced blocks that are environment reports (`pv.Report()`, `dvc version`,
 /// `print_config()`, `pip freeze`: `OS : Linux`, `numpy : 1.24.2`, `pydicom 2.1.0`): the
 /// reporter's machine, not the project's code. Their names (`vendor`, `version`, package
@@ -683,6 +681,9 @@ fn environment_line(line: &str) -> Option<bool> {
     Some(named && words.next().is_some_and(versionish))
 }
 
+/// Identifier-like tokens of code: dotted names are kept whole in `dotted` and each part is
+/// an identifier. In prose (`code` false) only tokens that look like code count (mixed
+/// case, `_`, dots between words, a call).
 fn collect_identifiers(
     text: &str,
     out: &mut Vec<String>,

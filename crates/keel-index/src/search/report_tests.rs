@@ -240,3 +240,22 @@ fn an_environment_report_is_not_read_as_code() {
     assert_eq!(environment_line("max_cells: 100"), Some(false));
     assert_eq!(environment_line("x = foo(1.5)"), Some(false));
 }
+
+#[test]
+fn tilde_fences_and_caret_markers() {
+    let r = Report::parse(
+        "Crash in the loader\n\n~~~\nTraceback (most recent call last):\n  File \"pkg/loader.py\", line 3, in load\n    return parse_blob(data)\n           ^^^^^^^^^^^^^^^^\nValueError: bad blob\n~~~\n\nThe `load` docs say nothing.\n",
+    );
+    assert_eq!(r.frames.len(), 1, "{:?}", r.frames);
+    // The innermost frame's line counts; the marker line is no code.
+    assert!(
+        r.block_identifiers.iter().any(|i| i == "parse_blob"),
+        "{:?}",
+        r.block_identifiers
+    );
+    assert!(
+        r.span_identifiers.iter().any(|i| i == "load"),
+        "{:?}",
+        r.span_identifiers
+    );
+}
