@@ -23,6 +23,7 @@ use crate::{Index, IndexError};
 
 mod config_keys;
 mod evidence;
+mod forwarding;
 pub mod report;
 mod runtime;
 mod signals;

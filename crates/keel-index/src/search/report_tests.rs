@@ -30,27 +30,25 @@ TypeError: 'NoneType' object is not subscriptable
 ```
 "#;
 
+/// `list` holds `name` (the list is printed when not).
+fn has(list: &[String], name: &str) {
+    assert!(list.iter().any(|i| i == name), "{name}: {list:?}");
+}
+
+/// `list` does not hold `name`.
+fn lacks(list: &[String], name: &str) {
+    assert!(!list.iter().any(|i| i == name), "{name}: {list:?}");
+}
+
 #[test]
 fn only_the_innermost_frames_source_line_counts_as_a_snippet() {
     let r = Report::parse(PYTHON);
     // `_do_load` and `load` are called from outer frames (the traceback already weighs
     // them); `field_obj` is on the failing line.
-    assert!(
-        !r.block_identifiers.iter().any(|i| i == "_do_load"),
-        "{:?}",
-        r.block_identifiers
-    );
-    assert!(
-        r.block_identifiers.iter().any(|i| i == "field_obj"),
-        "{:?}",
-        r.block_identifiers
-    );
+    lacks(&r.block_identifiers, "_do_load");
+    has(&r.block_identifiers, "field_obj");
     // The reporter's own code block still counts.
-    assert!(
-        r.block_identifiers.iter().any(|i| i == "validate_value"),
-        "{:?}",
-        r.block_identifiers
-    );
+    has(&r.block_identifiers, "validate_value");
 }
 
 #[test]
@@ -248,14 +246,6 @@ fn tilde_fences_and_caret_markers() {
     );
     assert_eq!(r.frames.len(), 1, "{:?}", r.frames);
     // The innermost frame's line counts; the marker line is no code.
-    assert!(
-        r.block_identifiers.iter().any(|i| i == "parse_blob"),
-        "{:?}",
-        r.block_identifiers
-    );
-    assert!(
-        r.span_identifiers.iter().any(|i| i == "load"),
-        "{:?}",
-        r.span_identifiers
-    );
+    has(&r.block_identifiers, "parse_blob");
+    has(&r.span_identifiers, "load");
 }
