@@ -223,16 +223,7 @@ pub(super) fn matches(
         }
         let phrase = format!("body : \"{}\"", words.join(" "));
         let rows: Vec<Row> = stmt
-            .query_map([&phrase], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })?
+            .query_map([&phrase], |r| TryFrom::try_from(r))?
             .collect::<Result<_, _>>()?;
         // Per file: its strongest use of the key, and where.
         let mut found: BTreeMap<i64, (KeyUse, Row)> = BTreeMap::new();

@@ -436,17 +436,7 @@ fn messages(
     type Row = (i64, String, i64, i64, Option<String>, Option<String>);
     // The chunks (file, path, span, symbol, kind) whose body matches an FTS query.
     let mut chunk_rows = |query: &str| -> rusqlite::Result<Vec<Row>> {
-        stmt.query_map([query], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
-        .collect()
+        stmt.query_map([query], |r| TryFrom::try_from(r))?.collect()
     };
     let mut done = BTreeSet::new();
     for err in report.errors.iter().take(6) {
@@ -602,11 +592,6 @@ fn definitions(
     filter: &dyn Fn(&str) -> bool,
     ev: &mut Evidence,
 ) -> Result<(), IndexError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.file_id, f.path, s.start_line, s.end_line, s.qualified, s.kind, s.name
-         FROM symbols s JOIN files f ON f.id = s.file_id
-         WHERE s.name_lower = ?1 ORDER BY f.path, s.start_line LIMIT 60",
-    )?;
     let kinds: Vec<String> = report
         .errors
         .iter()
@@ -631,24 +616,7 @@ fn definitions(
             if !looked.insert(ident.to_lowercase()) {
                 continue;
             }
-            type Row = (i64, String, i64, i64, String, String, String);
-            let rows: Vec<Row> = stmt
-                .query_map([ident.to_lowercase()], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                        r.get(6)?,
-                    ))
-                })?
-                .collect::<Result<_, _>>()?;
-            let rows: Vec<Row> = rows
-                .into_iter()
-                .filter(|r| filter(&r.1) && r.5 != "impl" && r.5 != "import")
-                .collect();
+            let rows = super::runtime::defs(conn, ident, filter)?;
             let files: BTreeSet<i64> = rows.iter().map(|r| r.0).collect();
             let plain = ident.chars().all(|c| c.is_ascii_lowercase());
             let weight = if plain { weight * PLAIN_WORD } else { weight };

@@ -162,10 +162,11 @@ pub(super) fn runtime_names(message: &str) -> Option<RuntimeNames> {
     Some(out)
 }
 
-type Row = (i64, String, i64, i64, String, String, String);
+/// A definition: file id, path, start and end line, qualified name, kind, name.
+pub(super) type Row = (i64, String, i64, i64, String, String, String);
 
 /// Definitions named `name` (lowercase match), with their file; impls and imports left out.
-fn defs(
+pub(super) fn defs(
     conn: &Connection,
     name: &str,
     filter: &dyn Fn(&str) -> bool,
@@ -176,17 +177,7 @@ fn defs(
          WHERE s.name_lower = ?1 ORDER BY f.path, s.start_line LIMIT 60",
     )?;
     let rows = stmt
-        .query_map([name.to_lowercase()], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
-        })?
+        .query_map([name.to_lowercase()], |r| TryFrom::try_from(r))?
         .collect::<Result<Vec<Row>, _>>()?;
     Ok(rows
         .into_iter()

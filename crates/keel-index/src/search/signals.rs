@@ -30,15 +30,7 @@ pub(super) fn text_candidates(
         |r: &Row| r.0,
         |limit| {
             stmt.query_map(params![fts, weights, limit as i64], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
+                TryFrom::try_from(r)
             })?
             .collect::<Result<_, _>>()
             .map_err(IndexError::from)
@@ -181,18 +173,7 @@ pub(super) fn symbol_candidates(
         "SELECT s.file_id, f.path, s.start_line, s.end_line, s.qualified, s.kind, s.name, s.depth
          FROM symbols s JOIN files f ON f.id = s.file_id";
     type Row = (i64, String, i64, i64, String, String, String, i64);
-    let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Row> {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-        ))
-    };
+    let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Row> { TryFrom::try_from(r) };
     let mut push = |row: Row, score: f64, why: String| {
         let (file_id, path, start, end, qualified, kind, _, depth) = row;
         if !filter(&path) {

@@ -131,16 +131,7 @@ pub(crate) fn record(row: Row) -> Result<EvalRunRecord, StoreError> {
 }
 
 fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-    ))
+    TryFrom::try_from(r)
 }
 
 const COLUMNS: &str = "id, suite, suite_path, provider, model, results, created_at, wall_ms";
