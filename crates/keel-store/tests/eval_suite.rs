@@ -9,8 +9,8 @@ use std::sync::Arc;
 mod common;
 use common::*;
 
+use keel_store::StoreError;
 use keel_store::eval::{EvalStore, EvalTaskResult, NewEvalRun};
-use keel_store::{SqliteStore, StoreError};
 
 fn new_run(suite: &str, passed: bool) -> NewEvalRun {
     NewEvalRun {
@@ -70,25 +70,4 @@ async fn run_suite(name: &str, s: Arc<dyn EvalStore>) {
     eprintln!("{name}: eval store suite passed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_eval_store_passes_the_suite() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
-    run_suite("sqlite", store).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_eval_store_passes_the_suite() {
-    let Some((db, store)) = migrated_store().await else {
-        return;
-    };
-    run_suite("postgres", store).await;
-    db.drop_now().await;
-}
-
-#[cfg(not(feature = "postgres"))]
-#[test]
-fn postgres_eval_store_passes_the_suite() {
-    skipped_without_postgres_feature("eval store suite", "eval_suite");
-}
+on_both_backends!(run_suite, "eval store suite", "eval_suite", 2);

@@ -10,8 +10,8 @@ use std::sync::Arc;
 mod common;
 use common::*;
 
+use keel_store::StoreError;
 use keel_store::flow::{FlowProgress, FlowRunRow, FlowStore};
-use keel_store::{SqliteStore, StoreError};
 
 fn run(id: &str, ws: &str) -> FlowRunRow {
     FlowRunRow {
@@ -200,25 +200,4 @@ async fn run_suite(name: &str, store: Arc<dyn FlowStore>) {
     eprintln!("{name}: flow store suite passed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_flow_store_passes_the_suite() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
-    run_suite("sqlite", store).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_flow_store_passes_the_suite() {
-    let Some((db, store)) = migrated_store().await else {
-        return;
-    };
-    run_suite("postgres", store).await;
-    db.drop_now().await;
-}
-
-#[cfg(not(feature = "postgres"))]
-#[test]
-fn postgres_flow_store_passes_the_suite() {
-    skipped_without_postgres_feature("flow store suite", "flow_suite");
-}
+on_both_backends!(run_suite, "flow store suite", "flow_suite", 4);

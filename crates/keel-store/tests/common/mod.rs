@@ -93,3 +93,36 @@ pub fn skipped_without_postgres_feature(suite: &str, file: &str) {
          run `cargo test -p keel-store --features postgres --test {file}`"
     );
 }
+
+/// The three tests of a suite that runs on both backends: `run_suite(name, store)` on a fresh
+/// SQLite store, on a migrated PostgreSQL store (skipped without a test database), and the
+/// skip notice when keel-store is built without the `postgres` feature.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($run_suite:ident, $suite:literal, $file:literal, $workers:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = $workers)]
+        async fn sqlite_passes_the_suite() {
+            let dir = tempfile::tempdir().unwrap();
+            let store = std::sync::Arc::new(
+                keel_store::SqliteStore::open(&dir.path().join("keel.db")).unwrap(),
+            );
+            $run_suite("sqlite", store).await;
+        }
+
+        #[cfg(feature = "postgres")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = $workers)]
+        async fn postgres_passes_the_suite() {
+            let Some((db, store)) = migrated_store().await else {
+                return;
+            };
+            $run_suite("postgres", store).await;
+            db.drop_now().await;
+        }
+
+        #[cfg(not(feature = "postgres"))]
+        #[test]
+        fn postgres_passes_the_suite() {
+            skipped_without_postgres_feature($suite, $file);
+        }
+    };
+}
