@@ -30,6 +30,30 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
+/// `send` off the runtime's worker threads.
+async fn send_async(addr: &str, id: &str, content: &str) {
+    let (addr, id, content) = (addr.to_string(), id.to_string(), content.to_string());
+    blocking(move || send(&addr, &id, &content)).await
+}
+
+/// `stored` off the runtime's worker threads.
+async fn stored_async(addr: &str, id: &str) -> Vec<Value> {
+    let (addr, id) = (addr.to_string(), id.to_string());
+    blocking(move || stored(&addr, &id)).await
+}
+
+/// `post` off the runtime's worker threads.
+async fn post_async(addr: &str, path: String, body: Value) -> (u16, Value) {
+    let addr = addr.to_string();
+    blocking(move || post(&addr, &path, body)).await
+}
+
+/// A GET off the runtime's worker threads.
+async fn get_async(addr: &str, path: String) -> (u16, Value) {
+    let addr = addr.to_string();
+    blocking(move || request(&addr, "GET", &path, None)).await
+}
+
 /// A session of the script file `script` (in the workspace).
 fn session_with(addr: &str, script: &str) -> String {
     let (status, body) = request(
@@ -52,8 +76,7 @@ fn stored(addr: &str, id: &str) -> Vec<Value> {
 async fn wait_for(addr: &str, id: &str, kind: &str, limit: Duration) -> Value {
     let deadline = Instant::now() + limit;
     loop {
-        let (a, i) = (addr.to_string(), id.to_string());
-        let events = blocking(move || stored(&a, &i)).await;
+        let events = stored_async(addr, id).await;
         if let Some(e) = events.iter().find(|e| e["type"] == kind) {
             return e.clone();
         }
@@ -99,19 +122,14 @@ async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_fr
     let b = cluster.servers[1].addr.clone();
     let id = create_session(&a);
     let watcher = tokio::spawn(watch(b.clone(), id.clone(), Duration::from_secs(60)));
-    let (a2, id2) = (a.clone(), id.clone());
-    blocking(move || send(&a2, &id2, "think hard")).await;
+    send_async(&a, &id, "think hard").await;
     wait_for(&a, &id, "turn_started", Duration::from_secs(60)).await;
     // Either server says it runs (the web UI enables its cancel button on that).
-    let (b2, id2) = (b.clone(), id.clone());
-    let (_, view) =
-        blocking(move || request(&b2, "GET", &format!("/api/v1/sessions/{id2}"), None)).await;
+    let (_, view) = get_async(&b, format!("/api/v1/sessions/{id}")).await;
     assert_eq!(view["turn_running"], true, "{view}");
 
     let asked = Instant::now();
-    let (b2, id2) = (b.clone(), id.clone());
-    let (status, body) =
-        blocking(move || post(&b2, &format!("/api/v1/sessions/{id2}/cancel"), json!({}))).await;
+    let (status, body) = post_async(&b, format!("/api/v1/sessions/{id}/cancel"), json!({})).await;
     assert_eq!(status, 202, "{body}");
     let events = watcher.await.unwrap();
     let took = asked.elapsed();
@@ -119,24 +137,19 @@ async fn a_running_turn_cancelled_through_the_other_server_ends_cancelled_and_fr
     assert_eq!(last["status"], "cancelled", "{last}");
     assert!(took < Duration::from_secs(10), "cancelled after {took:?}");
     eprintln!("a running turn cancelled through the other server ended in {took:?}");
-    let (a2, id2) = (a.clone(), id.clone());
-    let (_, session) =
-        blocking(move || request(&a2, "GET", &format!("/api/v1/sessions/{id2}"), None)).await;
+    let (_, session) = get_async(&a, format!("/api/v1/sessions/{id}")).await;
     assert_eq!(session["status"], "cancelled", "{session}");
     assert_eq!(session["turn_running"], false, "{session}");
 
     // Nothing is left to cancel.
-    let (b2, id2) = (b.clone(), id.clone());
-    let (status, body) =
-        blocking(move || post(&b2, &format!("/api/v1/sessions/{id2}/cancel"), json!({}))).await;
+    let (status, body) = post_async(&b, format!("/api/v1/sessions/{id}/cancel"), json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error_code"], "no_turn_running");
 
     // The one worker takes the next job at once; the cancelled one was not retried.
     let next = session_with(&a, "quick.yaml");
     let watcher = tokio::spawn(watch(b.clone(), next.clone(), Duration::from_secs(30)));
-    let (a2, next2) = (a.clone(), next.clone());
-    blocking(move || send(&a2, &next2, "answer")).await;
+    send_async(&a, &next, "answer").await;
     let events = watcher.await.unwrap();
     assert_eq!(events.last().unwrap()["status"], "completed");
     let w = cluster.workers[0].addr.clone();
@@ -168,31 +181,25 @@ async fn a_queued_turn_cancelled_while_every_worker_is_busy_never_runs() {
     let b = cluster.servers[1].addr.clone();
     // The only worker is busy with a slow turn.
     let busy = create_session(&a);
-    let (a2, busy2) = (a.clone(), busy.clone());
-    blocking(move || send(&a2, &busy2, "think hard")).await;
+    send_async(&a, &busy, "think hard").await;
     wait_for(&a, &busy, "turn_started", Duration::from_secs(60)).await;
 
     let queued = session_with(&a, "quick.yaml");
     let watcher = tokio::spawn(watch(b.clone(), queued.clone(), Duration::from_secs(30)));
-    let (a2, q2) = (a.clone(), queued.clone());
-    blocking(move || send(&a2, &q2, "answer")).await;
-    let (b2, q2) = (b.clone(), queued.clone());
+    send_async(&a, &queued, "answer").await;
     let (status, body) =
-        blocking(move || post(&b2, &format!("/api/v1/sessions/{q2}/cancel"), json!({}))).await;
+        post_async(&b, format!("/api/v1/sessions/{queued}/cancel"), json!({})).await;
     assert_eq!(status, 202, "{body}");
     let events = watcher.await.unwrap();
     assert_eq!(kinds(&events), ["turn_finished"], "it never started");
     assert_eq!(events[0]["status"], "cancelled");
 
     // Free the worker; the cancelled job still never runs.
-    let (b2, busy2) = (b.clone(), busy.clone());
-    let (status, body) =
-        blocking(move || post(&b2, &format!("/api/v1/sessions/{busy2}/cancel"), json!({}))).await;
+    let (status, body) = post_async(&b, format!("/api/v1/sessions/{busy}/cancel"), json!({})).await;
     assert_eq!(status, 202, "{body}");
     wait_for(&a, &busy, "turn_finished", Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (a2, q2) = (a.clone(), queued.clone());
-    let after = blocking(move || stored(&a2, &q2)).await;
+    let after = stored_async(&a, &queued).await;
     assert_eq!(kinds(&after), ["turn_finished"], "it never ran");
     let w = cluster.workers[0].addr.clone();
     let h = blocking(move || idle_health(&w)).await;
@@ -203,8 +210,7 @@ async fn a_queued_turn_cancelled_while_every_worker_is_busy_never_runs() {
     );
     // The session takes messages again: this one runs.
     let watcher = tokio::spawn(watch(b.clone(), queued.clone(), Duration::from_secs(30)));
-    let (a2, q2) = (a.clone(), queued.clone());
-    blocking(move || send(&a2, &q2, "answer now")).await;
+    send_async(&a, &queued, "answer now").await;
     let events = watcher.await.unwrap();
     assert_eq!(
         events.last().unwrap()["status"],
@@ -220,8 +226,7 @@ async fn a_queued_turn_cancelled_while_every_worker_is_busy_never_runs() {
 async fn wait_for_second_finish(addr: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (a, i) = (addr.to_string(), id.to_string());
-        let events = blocking(move || stored(&a, &i)).await;
+        let events = stored_async(addr, id).await;
         let finished: Vec<&Value> = events
             .iter()
             .filter(|e| e["type"] == "turn_finished")
@@ -255,8 +260,7 @@ async fn an_approval_answered_through_the_other_server_reaches_the_worker() {
     // Approved through server B: the command runs, the turn completes.
     let id = create_session(&a);
     let watcher = tokio::spawn(watch(a.clone(), id.clone(), Duration::from_secs(60)));
-    let (a2, id2) = (a.clone(), id.clone());
-    blocking(move || send(&a2, &id2, "tidy up")).await;
+    send_async(&a, &id, "tidy up").await;
     let asked = wait_for(&b, &id, "approval_requested", Duration::from_secs(60)).await;
     assert_eq!(asked["call_id"], "rm1");
     assert_eq!(asked["class"], "destructive");
@@ -293,12 +297,10 @@ async fn an_approval_answered_through_the_other_server_reaches_the_worker() {
     // Approved for the session: the next turn (a new handle, maybe another worker) runs the
     // same call without asking.
     std::fs::write(&lib, "pub fn one() -> u8 { 1 }\n").unwrap();
-    let (a2, id2) = (a.clone(), id.clone());
-    blocking(move || send(&a2, &id2, "tidy up again")).await;
+    send_async(&a, &id, "tidy up again").await;
     let second = wait_for_second_finish(&a, &id).await;
     assert_eq!(second["status"], "completed", "{second}");
-    let (a2, id2) = (a.clone(), id.clone());
-    let all = blocking(move || stored(&a2, &id2)).await;
+    let all = stored_async(&a, &id).await;
     let asked = all
         .iter()
         .filter(|e| e["type"] == "approval_requested")
@@ -310,8 +312,7 @@ async fn an_approval_answered_through_the_other_server_reaches_the_worker() {
     std::fs::write(&lib, "pub fn one() -> u8 { 1 }\n").unwrap();
     let id = create_session(&a);
     let watcher = tokio::spawn(watch(a.clone(), id.clone(), Duration::from_secs(60)));
-    let (a2, id2) = (a.clone(), id.clone());
-    blocking(move || send(&a2, &id2, "tidy up")).await;
+    send_async(&a, &id, "tidy up").await;
     wait_for(&b, &id, "approval_requested", Duration::from_secs(60)).await;
     let (b2, id2) = (b.clone(), id.clone());
     let (status, body) = blocking(move || {
@@ -367,8 +368,7 @@ async fn an_unanswered_approval_is_denied_after_the_configured_timeout() {
     let a = cluster.servers[0].addr.clone();
     let id = create_session(&a);
     let watcher = tokio::spawn(watch(a.clone(), id.clone(), Duration::from_secs(60)));
-    let (a2, id2) = (a.clone(), id.clone());
-    blocking(move || send(&a2, &id2, "tidy up")).await;
+    send_async(&a, &id, "tidy up").await;
     let events = watcher.await.unwrap();
     assert_eq!(events.last().unwrap()["status"], "completed");
     let resolved = events
