@@ -20,20 +20,7 @@ use sqlx::Connection;
 
 /// The test server's URL, or `None` after saying why this is skipped (a failure in CI).
 fn test_database_url() -> Option<String> {
-    match std::env::var("KEEL_TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            let what = "KEEL_TEST_DATABASE_URL is not set: start PostgreSQL and set it, e.g. \
-                        `source .ci/postgres.sh` (as root) exports \
-                        postgres://keelpg@127.0.0.1:55432/keel_test";
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "`keel flow` and `keel eval` must be tested on PostgreSQL in CI: {what}"
-            );
-            eprintln!("SKIPPED: `keel flow` and `keel eval` on PostgreSQL: {what}");
-            None
-        }
-    }
+    postgres_test_url("`keel flow` and `keel eval`")
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -14,26 +14,16 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+#[path = "../shared/pg_url.rs"]
+mod pg_url;
 pub mod private_pg;
+pub use pg_url::postgres_test_url;
 
 pub const TOKEN: &str = "cluster-test-token-0123456789";
 
 /// The test server's URL, or `None` after saying why this is skipped (a failure in CI).
 pub fn test_database_url() -> Option<String> {
-    match std::env::var("KEEL_TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            let what = "KEEL_TEST_DATABASE_URL is not set: start PostgreSQL and set it, e.g. \
-                        `source .ci/postgres.sh` exports \
-                        postgres://keelpg@127.0.0.1:55432/keel_test";
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "servers and workers must be tested on PostgreSQL in CI: {what}"
-            );
-            eprintln!("SKIPPED: keel serve --database and keel worker: {what}");
-            None
-        }
-    }
+    postgres_test_url("servers and workers (keel serve --database, keel worker)")
 }
 
 /// A new, empty database on the test server, migrated with `keel db migrate`.

@@ -8,6 +8,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "../shared/pg_url.rs"]
+mod pg_url;
+#[allow(unused_imports)] // the files that test on PostgreSQL use it
+pub use pg_url::postgres_test_url;
+
 /// The repository root (for `examples/` and fixtures).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
