@@ -32,8 +32,8 @@ pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
 pub use keel_protocol as __protocol;
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 #[cfg(feature = "postgres")]
-pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, Notice, PgStore, redact_url};
-pub use repo::{DEFAULT_REF, RepoSource};
+pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, Notice, PgStore};
+pub use repo::{DEFAULT_REF, RepoSource, redact_url};
 pub use sqlite::{SqliteDb, SqliteStore};
 
 /// A store failure. The message says which operation failed and why.

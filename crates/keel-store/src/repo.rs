@@ -48,12 +48,12 @@ impl RepoSource {
 
     /// The url with any password in it replaced, for messages and logs.
     pub fn shown_url(&self) -> String {
-        redact(&self.url)
+        redact_url(&self.url)
     }
 }
 
-/// `scheme://user:password@host/…` with the password replaced by `***`.
-fn redact(url: &str) -> String {
+/// `url` with any password replaced by `***` (URLs end up in error messages and logs).
+pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -96,7 +96,7 @@ fn validate_url(url: &str) -> Result<(), String> {
     if url.contains("://") {
         return Err(format!(
             "repo.url `{}` has a scheme Keel does not use; use https://, http://, ssh://, git:// or file://",
-            redact(url)
+            redact_url(url)
         ));
     }
     if url.starts_with('/') {
@@ -235,5 +235,18 @@ mod tests {
         assert_eq!(json, r#"{"url":"/r","ref":"dev"}"#);
         let back: RepoSource = serde_json::from_str(r#"{"url":"/r"}"#).unwrap();
         assert_eq!(back.git_ref, "HEAD");
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact_url("postgres://keel:s3cret@db.example:5432/keel"),
+            "postgres://keel:***@db.example:5432/keel"
+        );
+        assert_eq!(
+            redact_url("postgres://keelpg@127.0.0.1:55432/keel_test"),
+            "postgres://keelpg@127.0.0.1:55432/keel_test"
+        );
+        assert_eq!(redact_url("not a url"), "not a url");
     }
 }

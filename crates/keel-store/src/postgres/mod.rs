@@ -15,7 +15,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 
-use crate::StoreError;
+use crate::{StoreError, redact_url};
 
 mod memory;
 mod migrations;
@@ -58,24 +58,6 @@ pub(crate) fn db_err(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + 
         } else {
             StoreError::Database { context, reason }
         }
-    }
-}
-
-/// `url` with any password replaced by `***` (URLs end up in error messages and logs).
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
     }
 }
 
@@ -192,23 +174,5 @@ impl PgStore {
     /// The number of known schema migrations (the newest version).
     pub fn schema_version() -> i64 {
         migrations::MIGRATIONS.last().map_or(0, |m| m.version)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(
-            redact_url("postgres://keel:s3cret@db.example:5432/keel"),
-            "postgres://keel:***@db.example:5432/keel"
-        );
-        assert_eq!(
-            redact_url("postgres://keelpg@127.0.0.1:55432/keel_test"),
-            "postgres://keelpg@127.0.0.1:55432/keel_test"
-        );
-        assert_eq!(redact_url("not a url"), "not a url");
     }
 }
