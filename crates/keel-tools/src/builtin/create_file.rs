@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{blocking, human_size};
-use crate::fs::{WriteMode, atomic_write};
+use crate::fs::WriteMode;
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// Arguments of `create_file`.
@@ -34,17 +34,20 @@ impl TypedTool for CreateFile {
     }
 
     async fn run(&self, args: CreateFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve_writable(&args.path)?;
-        let rel = ctx.workspace.relative(&path);
-        if rel == "." {
+        let target = ctx.workspace.locate_writable(&args.path)?;
+        let rel = target.rel_string();
+        if target.is_root() {
             return Err(ToolError::model(
                 "create_file needs a file path, not the workspace root",
             ));
         }
         let reads = ctx.reads.clone();
         blocking(move || {
-            if std::fs::symlink_metadata(&path).is_ok() {
-                let what = if path.is_dir() {
+            let exists = target
+                .info()
+                .map_err(|e| ToolError::model(format!("cannot create `{rel}`: {e}")))?;
+            if let Some(info) = exists {
+                let what = if info.kind == crate::fs::FileKind::Dir {
                     "a directory"
                 } else {
                     "a file"
@@ -54,16 +57,18 @@ impl TypedTool for CreateFile {
                 )));
             }
             let bytes = args.content.as_bytes();
-            atomic_write(&path, bytes, WriteMode::CreateNew).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    ToolError::model(format!(
-                        "`{rel}` already exists; use edit_file to change an existing file"
-                    ))
-                } else {
-                    ToolError::model(format!("cannot create `{rel}`: {e}"))
-                }
-            })?;
-            reads.record(&path, bytes);
+            target
+                .write_atomic(bytes, WriteMode::CreateNew, None)
+                .map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        ToolError::model(format!(
+                            "`{rel}` already exists; use edit_file to change an existing file"
+                        ))
+                    } else {
+                        ToolError::model(format!("cannot create `{rel}`: {e}"))
+                    }
+                })?;
+            reads.record(&target.abs(), bytes);
             let lines = args.content.lines().count();
             Ok(ToolOutput::text(format!(
                 "Created `{rel}` ({lines} lines, {}).",

@@ -16,11 +16,12 @@ use std::path::PathBuf;
 
 pub use parse::{FileOp, Hunk, HunkLine, ParseError, Patch, parse};
 
+use crate::beneath::ResolvedPath;
 use crate::edit::matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy, key};
 use crate::edit::{
     Document, FUZZY_THRESHOLD, LineBlock, MatchLevel, closest, splice, unified_diff,
 };
-use crate::fs::{FileChange, WriteMode};
+use crate::fs::{FileChange, FileKind, WriteMode};
 use crate::{ReadTracker, Workspace};
 
 /// Every change a patch makes, computed and checked, nothing written yet.
@@ -104,9 +105,10 @@ pub fn plan(
     for op in &patch.ops {
         match op {
             FileOp::Add { path, content } => {
-                let (abs, rel) = resolve(workspace, "Add File", path)?;
+                let (target, rel) = resolve(workspace, "Add File", path)?;
+                let abs = target.abs();
                 claim("Add File", &abs, &rel)?;
-                if std::fs::symlink_metadata(&abs).is_ok() {
+                if exists(&target, "Add File", &rel)? {
                     return Err(file_err(
                         "Add File",
                         &rel,
@@ -124,33 +126,37 @@ pub fn plan(
                 plan.written
                     .push((abs.clone(), content.clone().into_bytes()));
                 plan.changes.push(FileChange::Write {
-                    path: abs,
+                    target,
                     bytes: content.clone().into_bytes(),
                     mode: WriteMode::CreateNew,
                     mode_from: None,
                 });
             }
             FileOp::Delete { path } => {
-                let (abs, rel) = resolve(workspace, "Delete File", path)?;
+                let (target, rel) = resolve(workspace, "Delete File", path)?;
+                let abs = target.abs();
                 claim("Delete File", &abs, &rel)?;
-                match std::fs::metadata(&abs) {
-                    Ok(m) if m.is_file() => {}
-                    Ok(_) => return Err(file_err("Delete File", &rel, "it is not a regular file")),
-                    Err(_) => return Err(file_err("Delete File", &rel, "it does not exist")),
+                match target.info() {
+                    Ok(Some(i)) if i.kind == FileKind::File => {}
+                    Ok(Some(_)) => {
+                        return Err(file_err("Delete File", &rel, "it is not a regular file"));
+                    }
+                    _ => return Err(file_err("Delete File", &rel, "it does not exist")),
                 }
                 plan.summary.push(format!("D {rel}"));
                 plan.paths.push(rel);
-                plan.removed.push(abs.clone());
-                plan.changes.push(FileChange::Delete { path: abs });
+                plan.removed.push(abs);
+                plan.changes.push(FileChange::Delete { target });
             }
             FileOp::Update {
                 path,
                 move_to,
                 hunks,
             } => {
-                let (abs, rel) = resolve(workspace, "Update File", path)?;
+                let (target, rel) = resolve(workspace, "Update File", path)?;
+                let abs = target.abs();
                 claim("Update File", &abs, &rel)?;
-                let bytes = read_existing(&abs, &rel)?;
+                let bytes = read_existing(&target, &rel)?;
                 if let Some(stamp) = reads.get(&abs)
                     && stamp.hash != crate::context::fnv1a(&bytes)
                 {
@@ -175,10 +181,11 @@ pub fn plan(
                 let new_bytes = doc.encode(&new_text);
                 if let Some(to) = move_to {
                     {
-                        let (to_abs, to_rel) = resolve(workspace, "Move to", to)?;
+                        let (to_target, to_rel) = resolve(workspace, "Move to", to)?;
+                        let to_abs = to_target.abs();
                         if to_abs != abs {
                             claim("Move to", &to_abs, &to_rel)?;
-                            if std::fs::symlink_metadata(&to_abs).is_ok() {
+                            if exists(&to_target, "Move to", &to_rel)? {
                                 return Err(file_err("Move to", &to_rel, "it already exists"));
                             }
                             plan.diff
@@ -186,15 +193,15 @@ pub fn plan(
                             plan.summary.push(format!("R {rel} -> {to_rel}"));
                             plan.paths.push(rel);
                             plan.paths.push(to_rel);
-                            plan.written.push((to_abs.clone(), new_bytes.clone()));
-                            plan.removed.push(abs.clone());
+                            plan.written.push((to_abs, new_bytes.clone()));
+                            plan.removed.push(abs);
                             plan.changes.push(FileChange::Write {
-                                path: to_abs,
+                                target: to_target,
                                 bytes: new_bytes,
                                 mode: WriteMode::CreateNew,
-                                mode_from: Some(abs.clone()),
+                                mode_from: Some(target.clone()),
                             });
-                            plan.changes.push(FileChange::Delete { path: abs });
+                            plan.changes.push(FileChange::Delete { target });
                             continue;
                         }
                     }
@@ -204,9 +211,9 @@ pub fn plan(
                 plan.summary.push(format!("M {rel}"));
                 plan.paths.push(rel);
                 if new_bytes != bytes {
-                    plan.written.push((abs.clone(), new_bytes.clone()));
+                    plan.written.push((abs, new_bytes.clone()));
                     plan.changes.push(FileChange::Write {
-                        path: abs,
+                        target,
                         bytes: new_bytes,
                         mode: WriteMode::Replace,
                         mode_from: None,
@@ -230,30 +237,38 @@ fn resolve(
     workspace: &Workspace,
     op: &'static str,
     path: &str,
-) -> Result<(PathBuf, String), PatchError> {
-    let abs = workspace
-        .resolve_writable(path)
+) -> Result<(ResolvedPath, String), PatchError> {
+    let target = workspace
+        .locate_writable(path)
         .map_err(|e| PatchError::File {
             op,
             path: path.to_string(),
             message: e.to_string(),
         })?;
-    let rel = workspace.relative(&abs);
-    if rel == "." {
+    if target.is_root() {
         return Err(file_err(
             op,
             path,
             "needs a file path, not the workspace root",
         ));
     }
-    Ok((abs, rel))
+    let rel = target.rel_string();
+    Ok((target, rel))
 }
 
-fn read_existing(abs: &std::path::Path, rel: &str) -> Result<Vec<u8>, PatchError> {
-    match std::fs::metadata(abs) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return Err(file_err("Update File", rel, "it is not a regular file")),
-        Err(_) => {
+/// Whether something is at `target` (a symlink counts, even dangling).
+fn exists(target: &ResolvedPath, op: &'static str, rel: &str) -> Result<bool, PatchError> {
+    target
+        .info()
+        .map(|i| i.is_some())
+        .map_err(|e| file_err(op, rel, &format!("cannot inspect it: {e}")))
+}
+
+fn read_existing(target: &ResolvedPath, rel: &str) -> Result<Vec<u8>, PatchError> {
+    match target.info() {
+        Ok(Some(i)) if i.kind == FileKind::File => {}
+        Ok(Some(_)) => return Err(file_err("Update File", rel, "it is not a regular file")),
+        _ => {
             return Err(file_err(
                 "Update File",
                 rel,
@@ -261,7 +276,8 @@ fn read_existing(abs: &std::path::Path, rel: &str) -> Result<Vec<u8>, PatchError
             ));
         }
     }
-    crate::fs::read_regular(abs)
+    target
+        .read()
         .map_err(|e| file_err("Update File", rel, &format!("cannot read it: {e}")))
 }
 
