@@ -84,7 +84,13 @@ fn pos(l: &Location) -> Pos {
 /// Reads and compiles the flow file at `path`.
 pub fn compile_file(path: &Path) -> Result<Flow, CompileError> {
     let file = path.display().to_string();
-    match std::fs::read_to_string(path) {
+    // Read like a project file: regular, at most 1 MB, never blocking on a FIFO.
+    let read = match keel_tools::project::read_in_dir(path, keel_tools::project::DEFINITION_LIMIT) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err("it does not exist".to_string()),
+        Err(e) => Err(format!("it {}", e.problem)),
+    };
+    match read {
         Ok(text) => compile(&text, path),
         Err(e) => Err(CompileError {
             diagnostics: vec![Diagnostic {

@@ -23,6 +23,7 @@ pub mod edit;
 pub mod fs;
 pub mod late;
 pub mod patch;
+pub mod project;
 mod registry;
 pub mod safe_git;
 pub mod sandbox;

@@ -99,21 +99,16 @@ impl Workspace {
     /// root. Absolute paths, `..` and symlinks leading out are refused.
     pub fn locate(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let path = check_relative(rel)?;
-        self.dir.resolve(&path).map_err(|e| match e {
-            ResolveError::Escape { target } => PathError::SymlinkEscape {
-                path: rel.to_string(),
-                target,
-            },
-            ResolveError::Dangling => PathError::DanglingSymlink(rel.to_string()),
-            ResolveError::NotADirectory(at) => PathError::Io {
-                path: rel.to_string(),
-                reason: format!("`{at}` is a file, not a directory"),
-            },
-            e @ (ResolveError::TooManyLinks | ResolveError::Io(_)) => PathError::Io {
-                path: rel.to_string(),
-                reason: e.to_string(),
-            },
-        })
+        self.dir.resolve(&path).map_err(|e| resolve_error(rel, e))
+    }
+
+    /// Like [`Self::locate`], but a final symlink is not followed: the result is the link
+    /// itself (to delete or replace it). Links on the way are followed, inside only.
+    pub fn locate_entry(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let path = check_relative(rel)?;
+        self.dir
+            .resolve_entry(&path)
+            .map_err(|e| resolve_error(rel, e))
     }
 
     /// Like [`Self::locate`], for a path the agent wants to write, create, move or delete:
@@ -146,6 +141,24 @@ impl Workspace {
                 .join("/"),
             Err(_) => abs.display().to_string(),
         }
+    }
+}
+
+fn resolve_error(rel: &str, e: ResolveError) -> PathError {
+    match e {
+        ResolveError::Escape { target } => PathError::SymlinkEscape {
+            path: rel.to_string(),
+            target,
+        },
+        ResolveError::Dangling => PathError::DanglingSymlink(rel.to_string()),
+        ResolveError::NotADirectory(at) => PathError::Io {
+            path: rel.to_string(),
+            reason: format!("`{at}` is a file, not a directory"),
+        },
+        e @ (ResolveError::TooManyLinks | ResolveError::Io(_)) => PathError::Io {
+            path: rel.to_string(),
+            reason: e.to_string(),
+        },
     }
 }
 

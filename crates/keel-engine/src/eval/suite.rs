@@ -9,7 +9,7 @@
 //!
 //! [[task]]
 //! id = "add-test"
-//! repo = "fixtures/lib"    # a directory, copied into a fresh workspace per task
+//! repo = "fixtures/lib"    # a directory beneath the suite's, copied into a fresh workspace per task
 //! task = "Add a test for add()"
 //! check = "test -f tests/add.rs"
 //! script = "scripts/add-test.yaml"   # optional: the scripted provider's script
@@ -23,7 +23,8 @@
 //! ```
 //!
 //! Relative paths (`repo`, `git` when it is a local path, `script`) are relative to the suite
-//! file's directory.
+//! file's directory; `repo` must stay beneath it (no absolute path, no `..`, no symlink out:
+//! a suite copies only its own fixtures, never `~/.ssh`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -64,8 +65,9 @@ struct TaskFile {
 /// Where a task's workspace comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// A directory copied into the fresh workspace.
-    Dir(PathBuf),
+    /// A directory copied into the fresh workspace: `rel` beneath the suite file's directory
+    /// `base` (an eval suite copies only its own fixtures).
+    Dir { base: PathBuf, rel: String },
     /// A git repository (URL or local path) cloned with Keel's hardened git, `commit`
     /// checked out.
     Git { url: String, commit: String },
@@ -167,7 +169,28 @@ impl Suite {
                 ));
             }
             let source = match (t.repo, t.git, t.commit) {
-                (Some(dir), None, None) => Source::Dir(resolve(&dir)),
+                (Some(dir), None, None) => {
+                    let rel = Path::new(&dir);
+                    if dir.trim().is_empty()
+                        || rel.is_absolute()
+                        || rel.components().any(|c| {
+                            !matches!(
+                                c,
+                                std::path::Component::Normal(_) | std::path::Component::CurDir
+                            )
+                        })
+                    {
+                        return Err(format!(
+                            "{at}: `repo = \"{dir}\"` must be a directory beneath the suite's own \
+                             directory ({}), without `..`: a suite copies only its own fixtures",
+                            base.display()
+                        ));
+                    }
+                    Source::Dir {
+                        base: base.clone(),
+                        rel: dir,
+                    }
+                }
                 (None, Some(url), Some(commit)) => {
                     let commit = commit.trim().to_string();
                     if commit.is_empty() || commit.starts_with('-') {
@@ -258,7 +281,13 @@ timeout_secs = 5
         )
         .unwrap();
         assert_eq!(s.name, "suite");
-        assert_eq!(s.tasks[0].source, Source::Dir(PathBuf::from("/s/fx/a")));
+        assert_eq!(
+            s.tasks[0].source,
+            Source::Dir {
+                base: PathBuf::from("/s"),
+                rel: "fx/a".into()
+            }
+        );
         assert_eq!(s.tasks[0].script, Some(PathBuf::from("/s/a.yaml")));
         assert_eq!(s.tasks[0].max_steps, Some(7));
         assert_eq!(s.tasks[0].timeout_secs, DEFAULT_TIMEOUT_SECS);

@@ -129,6 +129,52 @@ impl DirHandle {
         self.walk(comps)
     }
 
+    /// Like [`Self::resolve`], but a final symlink is not followed: the result names the
+    /// entry itself (to delete a link, say). Links on the way are followed as usual.
+    pub fn resolve_entry(&self, rel: &Path) -> Result<ResolvedPath, ResolveError> {
+        let (Some(name), Some(parent)) = (rel.file_name(), rel.parent()) else {
+            return self.resolve(rel);
+        };
+        let dir = self.resolve(parent)?;
+        let mut rel_out = dir.rel.clone();
+        rel_out.push(name);
+        if !dir.missing.is_empty() || dir.info().ok().flatten().is_none() {
+            let mut missing = dir.missing.clone();
+            missing.extend(dir.name.clone());
+            return Ok(ResolvedPath {
+                base: dir.base.clone(),
+                missing,
+                name: Some(name.to_os_string()),
+                rel: rel_out,
+                root: self.path.clone(),
+                seen: None,
+            });
+        }
+        let base = match &dir.name {
+            None => dir.base.clone(),
+            Some(_) => Arc::new(dir.open_dir()?),
+        };
+        Ok(ResolvedPath {
+            base,
+            missing: Vec::new(),
+            name: Some(name.to_os_string()),
+            rel: rel_out,
+            root: self.path.clone(),
+            seen: None,
+        })
+    }
+
+    /// The directory `rel` beneath this one, opened as a handle of its own (what is resolved
+    /// beneath it stays beneath it).
+    pub fn subdir(&self, rel: &Path) -> Result<DirHandle, ResolveError> {
+        let found = self.resolve(rel)?;
+        let fd = found.open_dir()?;
+        Ok(DirHandle {
+            fd: Arc::new(fd),
+            path: found.abs(),
+        })
+    }
+
     fn at_root(&self) -> ResolvedPath {
         ResolvedPath {
             base: self.fd.clone(),
@@ -136,6 +182,7 @@ impl DirHandle {
             name: None,
             rel: PathBuf::new(),
             root: self.path.clone(),
+            seen: None,
         }
     }
 
@@ -169,16 +216,21 @@ impl DirHandle {
                 Err(_) => return Ok(None),
             }
         };
-        match rustix::fs::statat(base.as_fd(), name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => return Ok(None),
-            _ => {}
-        }
+        let seen =
+            match rustix::fs::statat(base.as_fd(), name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                    return Ok(None);
+                }
+                Ok(st) => Some(FileInfo::from_stat(&st)),
+                Err(_) => None,
+            };
         Ok(Some(ResolvedPath {
             base,
             missing: Vec::new(),
             name: Some(name.clone()),
             rel: PathBuf::from(join(comps)),
             root: self.path.clone(),
+            seen,
         }))
     }
 
@@ -207,14 +259,19 @@ impl DirHandle {
                 .map_or_else(|| self.fd.clone(), |(fd, _)| fd.clone());
             if queue.is_empty() {
                 // The final component: follow it if it is a symlink, else this is the place.
-                match rustix::fs::statat(dir.as_fd(), name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                let seen = match rustix::fs::statat(
+                    dir.as_fd(),
+                    name.as_os_str(),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ) {
                     Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
                         self.splice(&dir, &name, &stack, &mut queue, &mut links)?;
                         continue;
                     }
                     Err(Errno::NOENT) if from_link => return Err(ResolveError::Dangling),
-                    _ => {}
-                }
+                    Ok(st) => Some(FileInfo::from_stat(&st)),
+                    Err(_) => None,
+                };
                 let rel = rel_of(&stack, &[], Some(&name));
                 return Ok(ResolvedPath {
                     base: dir,
@@ -222,6 +279,7 @@ impl DirHandle {
                     name: Some(name),
                     rel,
                     root: self.path.clone(),
+                    seen,
                 });
             }
             match open_dir_at(dir.as_fd(), name.as_os_str(), OFlags::NOFOLLOW) {
@@ -263,6 +321,7 @@ impl DirHandle {
                         name: last,
                         rel,
                         root: self.path.clone(),
+                        seen: None,
                     });
                 }
                 Err(e) => return Err(ResolveError::Io(e)),
@@ -280,6 +339,7 @@ impl DirHandle {
             name: last.map(|(_, n)| n),
             rel,
             root: self.path.clone(),
+            seen: None,
         })
     }
 
@@ -423,6 +483,9 @@ pub struct ResolvedPath {
     /// The canonical workspace-relative path (empty for the root).
     rel: PathBuf,
     root: PathBuf,
+    /// What `stat` said about the final component during resolution: the file an open must
+    /// find (same device and inode), so a swap in between is caught.
+    seen: Option<FileInfo>,
 }
 
 impl ResolvedPath {

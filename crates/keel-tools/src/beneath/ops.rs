@@ -64,7 +64,7 @@ pub struct FileInfo {
 }
 
 impl FileInfo {
-    fn from_stat(st: &rustix::fs::Stat) -> Self {
+    pub(super) fn from_stat(st: &rustix::fs::Stat) -> Self {
         Self {
             kind: FileKind::of(st.st_mode),
             len: u64::try_from(st.st_size).unwrap_or(0),
@@ -140,7 +140,11 @@ impl ResolvedPath {
             return Err(not_found());
         }
         let name = self.name.as_deref().ok_or_else(is_root_error)?;
-        let before = self.info()?.ok_or_else(not_found)?;
+        // The file resolution saw (one `stat` fewer), else what is there now.
+        let before = match self.seen {
+            Some(seen) => seen,
+            None => self.info()?.ok_or_else(not_found)?,
+        };
         before.check_regular()?;
         let fd = rustix::fs::openat(
             self.base.as_fd(),
@@ -244,6 +248,24 @@ impl ResolvedPath {
         staged.commit(name, mode)?;
         let _ = rustix::fs::fsync(dir.as_fd());
         Ok(())
+    }
+
+    /// The target of this symlink (as written in the link).
+    pub fn read_link(&self) -> std::io::Result<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStringExt;
+        if !self.missing.is_empty() {
+            return Err(not_found());
+        }
+        let name = self.name.as_deref().ok_or_else(is_root_error)?;
+        let target = rustix::fs::readlinkat(self.base.as_fd(), name, Vec::new())?;
+        Ok(OsString::from_vec(target.into_bytes()).into())
+    }
+
+    /// Creates a symlink here pointing at `target` (the parent directories are created).
+    pub fn symlink(&self, target: &std::path::Path) -> std::io::Result<()> {
+        let name = self.name.as_deref().ok_or_else(is_root_error)?;
+        let (dir, _created) = self.parent_dir(true)?;
+        rustix::fs::symlinkat(target, dir.as_fd(), name).map_err(Into::into)
     }
 
     /// Deletes the file (not a directory).
