@@ -145,7 +145,13 @@ impl Walker {
         for line in &settings.ignore {
             let _ = b.add_line(None, line);
         }
-        if let Ok(text) = std::fs::read_to_string(root.join(".keel").join("ignore")) {
+        // A project file: beneath the workspace, regular, bounded (a FIFO cannot hang the
+        // index).
+        let ignore_file = keel_fs::project::ProjectDir::open(root)
+            .ok()
+            .and_then(|p| p.read(".keel/ignore", keel_fs::project::CONFIG_LIMIT).ok())
+            .flatten();
+        if let Some(text) = ignore_file {
             for line in text.lines() {
                 let _ = b.add_line(None, line);
             }

@@ -21,6 +21,8 @@ impl Approvals {
     /// The file in `data_dir` (missing or unreadable: nothing approved).
     pub fn load(data_dir: &Path) -> Self {
         let path = data_dir.join("mcp-approvals.json");
+        // Keel's own data directory, not anything a repository ships.
+        #[allow(clippy::disallowed_methods)]
         let entries = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())

@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use keel_tools::project::{
-    CONFIG_LIMIT, Problem, ProjectDir, ProjectFileError, read_user_file,
-};
+use keel_tools::project::{CONFIG_LIMIT, Problem, ProjectDir, ProjectFileError, read_user_file};
 use serde::{Deserialize, Serialize};
 
 /// `[mcp]`: servers and how long they may take to start.

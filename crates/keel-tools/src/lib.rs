@@ -15,7 +15,8 @@
 //! This crate does not run the agent loop, talk to models or decide phase policy; it only
 //! describes and executes tools (callers pick the sandbox policy on the [`ToolContext`]).
 
-pub mod beneath;
+pub use keel_fs::{beneath, project};
+
 pub mod builtin;
 pub mod catalog;
 mod context;
@@ -23,7 +24,6 @@ pub mod edit;
 pub mod fs;
 pub mod late;
 pub mod patch;
-pub mod project;
 mod registry;
 pub mod safe_git;
 pub mod sandbox;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use keel_tools::project::{CONFIG_LIMIT, ProjectDir};
+use keel_tools::project::{CONFIG_LIMIT, ProjectDir, read_user_file};
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
@@ -76,13 +76,14 @@ pub enum LayerScope {
 impl Layer {
     /// Reads a TOML file; a missing file is an empty layer.
     pub fn from_file(path: &Path) -> Result<Option<Self>, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // The user's file: a symlink is followed, but only a regular file is read, bounded.
+        let text = match read_user_file(path, CONFIG_LIMIT) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(None),
             Err(e) => {
                 return Err(ConfigError {
                     source_name: path.display().to_string(),
-                    message: format!("cannot read it: {e}"),
+                    message: format!("not read: it {}", e.problem),
                 });
             }
         };

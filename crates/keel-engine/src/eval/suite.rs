@@ -114,8 +114,25 @@ fn is_remote(url: &str) -> bool {
 impl Suite {
     /// Reads and validates the suite at `path`.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the eval suite {}: {e}", path.display()))?;
+        let text = match keel_tools::project::read_user_file(
+            path,
+            keel_tools::project::DEFINITION_LIMIT,
+        ) {
+            Ok(Some(text)) => text,
+            Ok(None) => {
+                return Err(format!(
+                    "cannot read the eval suite {}: it does not exist",
+                    path.display()
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the eval suite {}: it {}",
+                    path.display(),
+                    e.problem
+                ));
+            }
+        };
         // Relative paths in the suite resolve against its directory wherever tasks run.
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         Self::parse(&text, &path)

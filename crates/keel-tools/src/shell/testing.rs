@@ -182,8 +182,16 @@ pub(crate) fn quote(s: &str) -> String {
     }
 }
 
+/// A project file in `dir`, read as one: regular, bounded, never blocking on a FIFO, never
+/// through a symlink out of `dir`.
+fn project_text(dir: &Path, file: &str) -> Option<String> {
+    keel_fs::project::read_in_dir(&dir.join(file), keel_fs::project::CONFIG_LIMIT)
+        .ok()
+        .flatten()
+}
+
 fn npm_test_script(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
+    let text = project_text(dir, "package.json")?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     let script = v.get("scripts")?.get("test")?.as_str()?.to_string();
     // npm init's placeholder fails on purpose.
@@ -191,9 +199,8 @@ fn npm_test_script(dir: &Path) -> Option<String> {
 }
 
 fn uses_pytest(dir: &Path, weak: bool) -> bool {
-    let contains = |file: &str, needle: &str| {
-        std::fs::read_to_string(dir.join(file)).is_ok_and(|t| t.contains(needle))
-    };
+    let contains =
+        |file: &str, needle: &str| project_text(dir, file).is_some_and(|t| t.contains(needle));
     if dir.join("pytest.ini").is_file()
         || dir.join("conftest.py").is_file()
         || contains("pyproject.toml", "[tool.pytest")

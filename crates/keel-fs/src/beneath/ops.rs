@@ -290,7 +290,7 @@ impl ResolvedPath {
 fn too_large(limit: u64) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::InvalidData,
-        format!("it is larger than {}", crate::builtin::human_size(limit)),
+        format!("it is larger than {}", crate::human_size(limit)),
     )
 }
 

@@ -11,8 +11,8 @@
 //!   read without end (a link to `/dev/zero` is refused as a device or a link out anyway).
 //!
 //! Every refusal is a [`ProjectFileError`] naming the file, what it is and what to do.
-//! The engine's loaders (keel-engine, keel-mcp, keel-flow) read project files with nothing
-//! else; CI checks it (`.ci/clippy-project-files`).
+//! The loaders (keel-index, keel-tools, keel-engine, keel-mcp, keel-flow) read project files
+//! with nothing else; CI checks it (`.ci/clippy-project-files`).
 
 use std::path::{Path, PathBuf};
 
@@ -85,11 +85,9 @@ impl ProjectDir {
         })
     }
 
-    /// The project files of an already open workspace.
-    pub fn of(workspace: &crate::Workspace) -> Self {
-        Self {
-            dir: workspace.handle().clone(),
-        }
+    /// The project files beneath an already open directory.
+    pub fn of(dir: &DirHandle) -> Self {
+        Self { dir: dir.clone() }
     }
 
     /// The directory `rel` beneath the root as a project directory of its own (symlinks in
@@ -175,13 +173,13 @@ impl ProjectDir {
         }
         if info.len > limit {
             return Err(error(Problem::TooLarge {
-                limit: crate::builtin::human_size(limit),
+                limit: crate::human_size(limit),
             }));
         }
         target.read_bounded(limit).map(Some).map_err(|e| {
             if e.kind() == std::io::ErrorKind::InvalidData {
                 error(Problem::TooLarge {
-                    limit: crate::builtin::human_size(limit),
+                    limit: crate::human_size(limit),
                 })
             } else {
                 error(Problem::Io(e.to_string()))
@@ -317,10 +315,12 @@ pub fn read_user_file(path: &Path, limit: u64) -> Result<Option<String>, Project
     }
     let too_large = || {
         fail(Problem::TooLarge {
-            limit: crate::builtin::human_size(limit),
+            limit: crate::human_size(limit),
         })
     };
-    #[allow(clippy::disallowed_methods)] // opened non-blocking, type re-checked below
+    // The user's file by path, on purpose: opened non-blocking, its type checked again once
+    // open, the read bounded.
+    #[allow(clippy::disallowed_methods)]
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
