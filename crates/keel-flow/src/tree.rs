@@ -55,16 +55,22 @@ pub fn snapshot(root: &Path) -> Result<Tree, String> {
     let mut tree = Tree::new();
     let mut total = 0u64;
     let project = ProjectDir::open(root).map_err(|e| format!("cannot open the workspace: {e}"))?;
-    let walker = ignore::WalkBuilder::new(root)
+    // `.gitignore` files are read as project files (a FIFO must not hang the snapshot).
+    let rules = keel_index::ignore_rules::IgnoreRules::new(root);
+    let base = root.to_path_buf();
+    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(root))
         .hidden(false)
-        .git_ignore(true)
-        .git_global(false)
-        .git_exclude(false)
         .require_git(false)
-        .parents(false)
-        .filter_entry(|e| {
+        .filter_entry(move |e| {
             let name = e.file_name();
-            !(e.depth() > 0 && (name == ".git" || name == ".keel"))
+            if e.depth() > 0 && (name == ".git" || name == ".keel") {
+                return false;
+            }
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            match e.path().strip_prefix(&base).ok().and_then(|r| r.to_str()) {
+                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                _ => true,
+            }
         })
         .build();
     for entry in walker {

@@ -374,7 +374,19 @@ fn is_subsequence(needle: &str, hay: &str) -> bool {
 /// The workspace's files (relative paths, `.gitignore` respected), at most `max`.
 pub fn workspace_files(workspace: &Path, max: usize) -> Vec<String> {
     let mut files = Vec::new();
-    for entry in ignore::WalkBuilder::new(workspace).build().flatten() {
+    // `.gitignore` files are read as project files (a FIFO must not hang completion).
+    let rules = keel_index::ignore_rules::IgnoreRules::new(workspace);
+    let base = workspace.to_path_buf();
+    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(workspace))
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            match e.path().strip_prefix(&base).ok().and_then(|r| r.to_str()) {
+                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                _ => true,
+            }
+        })
+        .build();
+    for entry in walker.flatten() {
         if files.len() >= max {
             break;
         }
