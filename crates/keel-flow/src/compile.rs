@@ -472,6 +472,25 @@ impl Compiler {
                         "a deliver node cannot sit inside a parallel branch (branches run in a copy of the workspace); deliver after the parallel node",
                     );
                 }
+                // A flow is project content: the PR file it names stays under .keel/flows/
+                // (written beneath the open workspace at run time as well).
+                if let Some(f) = &n.pr_file {
+                    let rel = std::path::Path::new(f.as_str());
+                    if f.is_empty()
+                        || rel.is_absolute()
+                        || rel
+                            .components()
+                            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+                    {
+                        self.err(
+                            p,
+                            DiagKind::Invalid,
+                            format!(
+                                "pr_file `{f}` must be a relative path under .keel/flows/ without `..`"
+                            ),
+                        );
+                    }
+                }
                 let branch = match &n.branch {
                     Some(b) => self.template(&id, b, None),
                     None => template::parse("keel/flow-${run.id}").unwrap_or_default(),

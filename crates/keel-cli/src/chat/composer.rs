@@ -289,10 +289,12 @@ pub fn mentioned_files(message: &str, workspace: &Path, max: usize) -> Vec<(Stri
             continue;
         }
         let path = workspace.join(rel);
-        if !path.is_file() {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        // Read as a project file: beneath the workspace (no absolute path, no link out),
+        // regular, bounded, never blocking.
+        let Some(Ok(Some(text))) = keel_tools::project::ProjectDir::open(workspace)
+            .ok()
+            .map(|p| p.read(rel, keel_tools::project::DEFINITION_LIMIT))
+        else {
             continue;
         };
         let content = if text.chars().count() > max {

@@ -319,6 +319,20 @@ timeout_secs = 5
     }
 
     #[test]
+    fn a_repo_outside_the_suites_directory_is_refused() {
+        for repo in ["/home/u/.ssh", "../../.ssh", "fx/../../x", ""] {
+            let e = parse(&format!(
+                "[[task]]\nid = \"a\"\nrepo = \"{repo}\"\ntask = \"t\"\ncheck = \"true\"\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.contains("beneath the suite's own directory") && e.contains("own fixtures"),
+                "{repo}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn mistakes_are_named() {
         let base = "[[task]]\nid = \"a\"\ntask = \"t\"\ncheck = \"true\"\n";
         assert!(parse(base).unwrap_err().contains("`repo = \"DIR\"`"));
