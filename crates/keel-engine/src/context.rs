@@ -7,7 +7,7 @@ use std::path::Path;
 
 use keel_store::MemoryEntry;
 use keel_tools::fs::FileKind;
-use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir};
+use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, join_rel};
 use serde::Serialize;
 
 use crate::config::IndexConfig;
@@ -100,11 +100,7 @@ pub fn nested_rule_files(root: &Path) -> Vec<String> {
             break;
         }
         for e in project.list(&rel) {
-            let child = if rel.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{rel}/{}", e.name)
-            };
+            let child = join_rel(&rel, &e.name);
             match e.kind {
                 FileKind::Dir
                     if depth < 6

@@ -62,6 +62,15 @@ pub enum Problem {
     Io(String),
 }
 
+/// `dir/name` for workspace-relative paths, `name` when `dir` is the root (`""`).
+pub fn join_rel(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 /// A workspace's project files, read through the open workspace directory.
 #[derive(Debug, Clone)]
 pub struct ProjectDir {
@@ -218,11 +227,7 @@ impl ProjectDir {
                 }
                 _ => {
                     // The file system did not say (d_type unknown): ask.
-                    let child = if rel.is_empty() {
-                        name.to_string()
-                    } else {
-                        format!("{rel}/{name}")
-                    };
+                    let child = join_rel(rel, name);
                     match self
                         .locate(&child)
                         .ok()

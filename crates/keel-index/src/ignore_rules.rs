@@ -104,11 +104,7 @@ impl IgnoreRules {
         let mut builder = GitignoreBuilder::new(&base);
         let mut any = false;
         for file in files {
-            let rel = if dir.is_empty() {
-                file.to_string()
-            } else {
-                format!("{dir}/{file}")
-            };
+            let rel = keel_fs::project::join_rel(dir, file);
             // Not there, or one that must not be read (a FIFO, a link out, too large): no
             // rules from it.
             let Ok(Some(text)) = project.read(&rel, MAX_IGNORE_FILE) else {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use keel_tools::fs::{FileKind, WriteMode};
-use keel_tools::project::ProjectDir;
+use keel_tools::project::{ProjectDir, join_rel};
 use keel_tools::{Workspace, safe_git};
 
 use super::suite::Source;
@@ -45,11 +45,7 @@ fn copy_tree(source: &ProjectDir, to: &Path) -> Result<(), String> {
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         for entry in source.list(&dir) {
-            let rel = if dir.is_empty() {
-                entry.name.clone()
-            } else {
-                format!("{dir}/{}", entry.name)
-            };
+            let rel = join_rel(&dir, &entry.name);
             let target = dest.locate(&rel).map_err(|e| e.to_string())?;
             match entry.kind {
                 FileKind::Dir => {

@@ -22,7 +22,7 @@ pub use tool::{SKILL_TOOL, SkillState, SkillTool, annotate};
 use std::path::{Path, PathBuf};
 
 use keel_tools::fs::FileKind;
-use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir};
+use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, join_rel};
 
 use crate::frontmatter;
 
@@ -133,11 +133,7 @@ pub fn read_skill(dir: &Path, origin: &str) -> Result<Skill, String> {
 /// Reads the skill folder `rel` (`""`: the root itself) of `project`; `Ok(None)` when it has
 /// no `SKILL.md`.
 fn read_skill_at(project: &ProjectDir, rel: &str, origin: &str) -> Result<Option<Skill>, String> {
-    let file = if rel.is_empty() {
-        "SKILL.md".to_string()
-    } else {
-        format!("{rel}/SKILL.md")
-    };
+    let file = join_rel(rel, "SKILL.md");
     let text = match project.read(&file, INSTRUCTIONS_LIMIT) {
         Ok(Some(text)) => text,
         Ok(None) => return Ok(None),

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use keel_protocol::{Event, EventKind};
 use keel_tools::fs::FileKind;
-use keel_tools::project::ProjectDir;
+use keel_tools::project::{ProjectDir, join_rel};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -108,11 +108,7 @@ pub fn snapshot_files(root: &Path) -> FileSnapshot {
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         for entry in project.list(&dir) {
-            let rel = if dir.is_empty() {
-                entry.name.clone()
-            } else {
-                format!("{dir}/{}", entry.name)
-            };
+            let rel = join_rel(&dir, &entry.name);
             match entry.kind {
                 FileKind::Dir if !SKIP_DIRS.contains(&entry.name.as_str()) => stack.push(rel),
                 FileKind::File => {
