@@ -8,6 +8,7 @@ mod completions;
 mod context;
 mod db;
 mod doctor;
+mod editor;
 mod eval;
 mod eval_report;
 mod flow;

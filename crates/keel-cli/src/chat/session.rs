@@ -553,15 +553,10 @@ impl Chat {
         self.attach(record).await;
     }
 
-    /// `git diff` of the workspace, as a diff cell.
+    /// `git diff` of the workspace (hardened git, [`super::diff`]), as a diff cell.
     fn diff(&mut self) {
-        let out = std::process::Command::new("git")
-            .args(["diff", "--no-color", "--no-ext-diff", "HEAD"])
-            .current_dir(&self.workspace)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {
-                let diff = String::from_utf8_lossy(&o.stdout).into_owned();
+        match super::diff::workspace_diff(&self.workspace) {
+            Ok(diff) => {
                 if diff.trim().is_empty() {
                     self.app.notice("no uncommitted changes", Level::Info);
                     return;
@@ -591,16 +586,7 @@ impl Chat {
                     now,
                 );
             }
-            Ok(o) => self.app.notice(
-                format!(
-                    "✗ git diff failed: {} (is the workspace a git repository with a commit?)",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-                Level::Error,
-            ),
-            Err(e) => self
-                .app
-                .notice(format!("✗ cannot run git: {e}"), Level::Error),
+            Err(e) => self.app.notice(format!("✗ {e}"), Level::Error),
         }
     }
 
