@@ -14,6 +14,7 @@ pub mod markdown;
 mod session;
 pub mod slash;
 pub mod theme;
+pub mod tool_cell;
 pub mod transcript;
 pub mod workflow;
 pub mod wrap;

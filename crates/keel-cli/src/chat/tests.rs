@@ -204,6 +204,7 @@ fn an_approval_prompt_waits_inline_and_keys_answer_it() {
                 tool: "run_command".into(),
                 summary: "rm -rf build".into(),
                 class: "destructive".into(),
+                reason: "`rm` deletes files".into(),
             },
         ),
         T0,
@@ -267,14 +268,18 @@ fn a_failed_command_is_marked_and_long_output_folds() {
                 id: "t1".into(),
                 name: "run_command".into(),
                 is_error: true,
+                details: keel_protocol::ToolDetails {
+                    exit_code: Some(101),
+                    output_tail: Some(keel_protocol::Excerpt::tail(&output)),
+                    ..Default::default()
+                },
                 content: output,
-                details: Default::default(),
                 metadata: None,
             },
         ),
         T0,
     );
-    let folded = screen(&app, 80, 12, T0 + 5000);
+    let folded = screen(&app, 80, 14, T0 + 5000);
     insta::assert_snapshot!("failed_command", folded);
     app.on_key(ctrl('o'), T0);
     assert!(screen(&app, 80, 24, T0).contains("test case_9 ... FAILED"));
