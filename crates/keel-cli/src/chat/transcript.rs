@@ -97,6 +97,8 @@ pub struct Status {
     /// Prompt tokens of the latest model request: how full the context is.
     pub context_tokens: u64,
     pub context_window: Option<u64>,
+    /// Keel knows the model's prices (so a cost of $0 is a real figure).
+    pub priced: bool,
     pub phase: Option<String>,
     pub session: Option<String>,
 }
@@ -107,6 +109,18 @@ impl Status {
         self.context_window
             .filter(|w| *w > 0)
             .map(|w| (self.context_tokens * 100 / w).min(100))
+    }
+
+    /// `ctx 12% of 128k`, `ctx 3.4k (window unknown)` or `ctx unknown`.
+    pub fn context_text(&self) -> String {
+        use super::app::compact;
+        match (self.context_percent(), self.context_window) {
+            (Some(p), Some(w)) => format!("ctx {p}% of {}", compact(w)),
+            _ if self.context_tokens > 0 => {
+                format!("ctx {} (window unknown)", compact(self.context_tokens))
+            }
+            _ => "ctx unknown".to_string(),
+        }
     }
 }
 
