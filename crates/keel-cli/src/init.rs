@@ -248,7 +248,10 @@ pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
 /// What was written and the detected stack, for a person.
 pub fn report(root: &Path, done: &Initialised) -> String {
     let mut out = if done.written.is_empty() {
-        format!("{} is already initialised; nothing changed.\n", root.display())
+        format!(
+            "{} is already initialised; nothing changed.\n",
+            root.display()
+        )
     } else {
         format!(
             "Initialised {}: wrote {}.\n",

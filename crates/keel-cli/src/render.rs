@@ -163,7 +163,10 @@ impl Human {
                 st.open_line = false;
             }
             if st.markdown.is_open() {
-                out.push_str(&to_ansi(&st.markdown.finish(None, self.width, theme), theme.color));
+                out.push_str(&to_ansi(
+                    &st.markdown.finish(None, self.width, theme),
+                    theme.color,
+                ));
             }
             st.channel = None;
         };
@@ -225,7 +228,10 @@ impl Human {
                         out.push_str(&format!("{}{}{}\n", s.dim, r.trim_end(), s.reset));
                     }
                     if !text.is_empty() {
-                        out.push_str(&to_ansi(&markdown::render(text, self.width, theme), theme.color));
+                        out.push_str(&to_ansi(
+                            &markdown::render(text, self.width, theme),
+                            theme.color,
+                        ));
                     }
                 }
             }

@@ -173,6 +173,9 @@ mod tests {
         let json = serde_json::to_value(&with).unwrap_or_default();
         assert_eq!(json["created"]["text"], "fn main() {}");
         assert_eq!(json["created"]["total_lines"], 1);
-        assert!(json.get("output_tail").is_none(), "unset fields are left out");
+        assert!(
+            json.get("output_tail").is_none(),
+            "unset fields are left out"
+        );
     }
 }

@@ -315,9 +315,8 @@ impl Renderer<'_> {
         if cols == 0 {
             return;
         }
-        let text_width = |cell: &[Span<'_>]| -> usize {
-            cell.iter().map(|s| s.content.as_ref().width()).sum()
-        };
+        let text_width =
+            |cell: &[Span<'_>]| -> usize { cell.iter().map(|s| s.content.as_ref().width()).sum() };
         let mut widths = vec![1; cols];
         for row in &table.rows {
             for (i, cell) in row.iter().enumerate() {
@@ -742,7 +741,10 @@ mod tests {
         assert!(!stream.is_open());
         let colored = to_ansi(&render("**hi**", 80, &Theme::colored()), true);
         assert_eq!(colored, "\x1b[1mhi\x1b[0m\n");
-        assert_eq!(to_ansi(&render("**hi**", 80, &Theme::colored()), false), "hi\n");
+        assert_eq!(
+            to_ansi(&render("**hi**", 80, &Theme::colored()), false),
+            "hi\n"
+        );
     }
 
     #[test]
@@ -765,8 +767,12 @@ mod tests {
         );
         // The header is bold, like a heading.
         let colored = render("| a | b |\n|---|---|\n| 1 | 2 |\n", 80, &Theme::colored());
-        assert!(colored[0].spans.iter().any(|s| s.content == "a"
-            && s.style.add_modifier.contains(Modifier::BOLD)));
+        assert!(
+            colored[0]
+                .spans
+                .iter()
+                .any(|s| s.content == "a" && s.style.add_modifier.contains(Modifier::BOLD))
+        );
     }
 
     #[test]

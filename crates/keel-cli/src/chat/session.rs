@@ -619,10 +619,15 @@ impl Chat {
                 },
             ),
             Ok((Err(e), text)) => {
-                let text = format!("{}✗ {e:#}", if text.is_empty() { String::new() } else { text });
+                let text = format!(
+                    "{}✗ {e:#}",
+                    if text.is_empty() { String::new() } else { text }
+                );
                 self.app.notice(text, Level::Error);
             }
-            Err(e) => self.app.notice(format!("✗ /mcp stopped: {e}"), Level::Error),
+            Err(e) => self
+                .app
+                .notice(format!("✗ /mcp stopped: {e}"), Level::Error),
         }
     }
 

@@ -246,11 +246,20 @@ mod tests {
         assert_eq!(parse("/init"), Ok(Slash::Init));
         assert_eq!(parse("/mcp"), Ok(Slash::Mcp(vec![])));
         assert_eq!(
-            parse(r#"/mcp add web --url http://127.0.0.1:8000/mcp --header 'Authorization: Bearer ${T}'"#),
+            parse(
+                r#"/mcp add web --url http://127.0.0.1:8000/mcp --header 'Authorization: Bearer ${T}'"#
+            ),
             Ok(Slash::Mcp(
-                ["add", "web", "--url", "http://127.0.0.1:8000/mcp", "--header", "Authorization: Bearer ${T}"]
-                    .map(String::from)
-                    .to_vec()
+                [
+                    "add",
+                    "web",
+                    "--url",
+                    "http://127.0.0.1:8000/mcp",
+                    "--header",
+                    "Authorization: Bearer ${T}"
+                ]
+                .map(String::from)
+                .to_vec()
             ))
         );
         assert_eq!(
@@ -258,6 +267,10 @@ mod tests {
             Ok(["a", "b c", "d e", ""].map(String::from).to_vec())
         );
         assert!(parse("/mcp add 'x").unwrap_err().contains("not closed"));
-        assert!(COMMANDS.iter().all(|(_, what)| !what.contains("not in Keel")));
+        assert!(
+            COMMANDS
+                .iter()
+                .all(|(_, what)| !what.contains("not in Keel"))
+        );
     }
 }

@@ -20,7 +20,13 @@ fn call(seq: u64, id: &str, name: &str, args: serde_json::Value) -> keel_protoco
     )
 }
 
-fn result(seq: u64, id: &str, name: &str, content: &str, details: ToolDetails) -> keel_protocol::Event {
+fn result(
+    seq: u64,
+    id: &str,
+    name: &str,
+    content: &str,
+    details: ToolDetails,
+) -> keel_protocol::Event {
     ev(
         seq,
         EventKind::ToolResult {
@@ -38,7 +44,10 @@ fn result(seq: u64, id: &str, name: &str, content: &str, details: ToolDetails) -
 fn an_approval_says_why_and_its_record_comes_before_the_output() {
     let mut app = app();
     app.turn_started(T0);
-    app.on_event(&call(1, "c1", "run_command", json!({"command": "rm README.md"})), T0);
+    app.on_event(
+        &call(1, "c1", "run_command", json!({"command": "rm README.md"})),
+        T0,
+    );
     app.on_event(
         &ev(
             2,
@@ -53,7 +62,10 @@ fn an_approval_says_why_and_its_record_comes_before_the_output() {
         T0,
     );
     let asked = screen(&app, 80, 24, T0 + 500);
-    assert!(asked.contains("? approve run_command (destructive): rm README.md\n  `rm` deletes files"), "{asked}");
+    assert!(
+        asked.contains("? approve run_command (destructive): rm README.md\n  `rm` deletes files"),
+        "{asked}"
+    );
     app.on_event(
         &ev(
             3,
@@ -86,16 +98,28 @@ fn an_approval_says_why_and_its_record_comes_before_the_output() {
             .unwrap_or_else(|| panic!("`{needle}` is not on screen:\n{s}"))
     };
     assert!(at("? approve run_command") < at("✓ approved once"), "{s}");
-    assert!(at("✓ approved once") < at("✓ run_command rm README.md"), "{s}");
-    assert!(at("✓ run_command rm README.md") < at("removed 'README.md'"), "{s}");
+    assert!(
+        at("✓ approved once") < at("✓ run_command rm README.md"),
+        "{s}"
+    );
+    assert!(
+        at("✓ run_command rm README.md") < at("removed 'README.md'"),
+        "{s}"
+    );
 }
 
 #[test]
 fn a_created_file_shows_its_content_and_a_table_renders_as_columns() {
     let mut app = app();
-    let content = "use demo::{add, mul};\n\n#[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n";
+    let content =
+        "use demo::{add, mul};\n\n#[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n";
     app.on_event(
-        &call(1, "w1", "create_file", json!({"path": "tests/arith.rs", "content": content})),
+        &call(
+            1,
+            "w1",
+            "create_file",
+            json!({"path": "tests/arith.rs", "content": content}),
+        ),
         T0,
     );
     app.on_event(
@@ -119,7 +143,10 @@ fn a_created_file_shows_its_content_and_a_table_renders_as_columns() {
         ),
         T0,
     );
-    insta::assert_snapshot!("created_file_and_table_80x24", screen(&app, 80, 24, T0 + 800));
+    insta::assert_snapshot!(
+        "created_file_and_table_80x24",
+        screen(&app, 80, 24, T0 + 800)
+    );
 }
 
 #[test]
@@ -180,10 +207,14 @@ fn scrolled_up_the_view_stays_put_and_new_output_is_marked_below() {
     }
     app.on_key(key(KeyCode::PageUp), T0);
     let before = screen(&app, 80, 24, T0);
-    assert!(before.contains("line 29") && !before.contains("line 39"), "{before}");
+    assert!(
+        before.contains("line 29") && !before.contains("line 39"),
+        "{before}"
+    );
     assert!(before.contains("more lines below"), "{before}");
     // Output arrives: what is being read does not move, and the mark says so.
-    app.transcript.notice("new 1\nnew 2\nnew 3", super::transcript::Level::Info);
+    app.transcript
+        .notice("new 1\nnew 2\nnew 3", super::transcript::Level::Info);
     let after = screen(&app, 80, 24, T0);
     let view = |s: &str| s.lines().take(10).collect::<Vec<_>>().join("\n");
     assert_eq!(view(&before), view(&after), "the view stayed put");

@@ -14,7 +14,11 @@ fn esc_twice_while_idle_never_quits_and_says_how_to_quit() {
     assert_eq!(app.on_key(key(KeyCode::Esc), T0), None);
     assert_eq!(app.on_key(key(KeyCode::Esc), T0 + 300), None);
     assert!(!app.quit, "Esc twice does not quit");
-    assert_eq!(app.composer.text(), "half a thought", "nor throw the text away");
+    assert_eq!(
+        app.composer.text(),
+        "half a thought",
+        "nor throw the text away"
+    );
     let s = screen(&app, 80, 12, T0 + 400);
     assert!(
         s.contains("to quit: /quit, Ctrl-D, or Ctrl-C twice"),
@@ -43,12 +47,19 @@ fn ctrl_c_with_text_clears_it_and_up_brings_it_back() {
     let mut app = app();
     type_text(&mut app, "refactor the parser");
     assert_eq!(app.on_key(ctrl('c'), T0), None);
-    assert!(app.composer.is_empty(), "the first Ctrl-C clears the message");
+    assert!(
+        app.composer.is_empty(),
+        "the first Ctrl-C clears the message"
+    );
     assert!(!app.quit);
     let s = screen(&app, 80, 12, T0 + 100);
     assert!(s.contains("message cleared · Up brings it back"), "{s}");
     app.on_key(key(KeyCode::Up), T0 + 200);
-    assert_eq!(app.composer.text(), "refactor the parser", "Up brings it back");
+    assert_eq!(
+        app.composer.text(),
+        "refactor the parser",
+        "Up brings it back"
+    );
     // Clearing is not the first of two presses: the composer is empty now, and one more
     // Ctrl-C only arms the quit.
     app.on_key(ctrl('u'), T0 + 300);
@@ -98,7 +109,6 @@ fn ctrl_c_interrupts_a_turn_then_quits_and_ctrl_d_quits_on_an_empty_line() {
     app.on_key(ctrl('d'), T0);
     assert!(app.quit);
 }
-
 
 #[test]
 fn a_cancelled_turn_reads_cancelled_not_as_an_error() {

@@ -61,7 +61,12 @@ pub fn body(view: &ToolView<'_>, limits: Limits, hint: &str, theme: &Theme) -> V
             None => head_lines(content, theme.error, limits.output, hint, theme),
         };
     }
-    if let Some(diff) = view.details.diff.as_deref().filter(|d| !d.trim().is_empty()) {
+    if let Some(diff) = view
+        .details
+        .diff
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+    {
         return limit(diff_lines(diff, theme), limits.diff, hint, theme);
     }
     if let Some(file) = created(view) {
@@ -173,10 +178,7 @@ fn file_lines(
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let mut spans = vec![Span::styled(
-                format!("  {:>width$} │ ", i + 1),
-                theme.dim,
-            )];
+            let mut spans = vec![Span::styled(format!("  {:>width$} │ ", i + 1), theme.dim)];
             spans.extend(highlight(l, lang, theme));
             Line::from(spans)
         })
@@ -254,7 +256,9 @@ mod tests {
     fn a_created_file_shows_its_first_lines_numbered() {
         let details = ToolDetails {
             files: vec!["src/mul.rs".into()],
-            created: Some(Excerpt::head("pub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n\n// end\n")),
+            created: Some(Excerpt::head(
+                "pub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n\n// end\n",
+            )),
             ..ToolDetails::default()
         };
         let view = ToolView {
@@ -283,7 +287,9 @@ mod tests {
     fn a_command_shows_the_tail_of_its_output_and_a_failing_exit_code() {
         let details = ToolDetails {
             exit_code: Some(101),
-            output_tail: Some(Excerpt::tail("compiling\ntest a ... ok\ntest b ... FAILED\n")),
+            output_tail: Some(Excerpt::tail(
+                "compiling\ntest a ... ok\ntest b ... FAILED\n",
+            )),
             ..ToolDetails::default()
         };
         let view = ToolView {
@@ -317,7 +323,10 @@ mod tests {
             content: "[keel: arguments repaired]\nno match for `a + b`\n\nclosest lines:\n 3 | a+b",
             details: &none,
         };
-        assert_eq!(render(&view), "  no match for `a + b`\n  closest lines:\n  … 1 more line (Ctrl-O expands)");
+        assert_eq!(
+            render(&view),
+            "  no match for `a + b`\n  closest lines:\n  … 1 more line (Ctrl-O expands)"
+        );
         let edit = ToolDetails {
             diff: Some("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n".into()),
             ..ToolDetails::default()

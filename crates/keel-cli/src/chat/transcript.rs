@@ -373,9 +373,10 @@ impl Transcript {
                 };
                 // The question (and later its answer) goes above the call it is about, so
                 // the record reads in order: asked, answered, ran, output.
-                let call = self.cells.iter().rposition(
-                    |c| matches!(&c.kind, CellKind::Tool { id, .. } if id == call_id),
-                );
+                let call = self
+                    .cells
+                    .iter()
+                    .rposition(|c| matches!(&c.kind, CellKind::Tool { id, .. } if id == call_id));
                 match call {
                     Some(at) => self.cells.insert(at, cell),
                     None => self.cells.push(cell),
@@ -588,7 +589,9 @@ impl Transcript {
             } => {
                 // Waiting for a person: the question above says everything.
                 if *status == ToolStatus::Running
-                    && self.pending_approval().is_some_and(|(c, _)| Some(c) == cell_id(cell))
+                    && self
+                        .pending_approval()
+                        .is_some_and(|(c, _)| Some(c) == cell_id(cell))
                 {
                     return Vec::new();
                 }
@@ -674,7 +677,6 @@ impl Transcript {
             }
         }
     }
-
 }
 
 /// The id of a tool call's cell.
