@@ -289,7 +289,10 @@ fn serve_with_a_given_token_prints_the_address_that_opens_the_ui_with_it() {
     );
     assert_eq!(served.token().as_deref(), Some(TOKEN));
     assert!(
-        served.extra.iter().any(|l| l.contains("the one you configured")),
+        served
+            .extra
+            .iter()
+            .any(|l| l.contains("the one you configured")),
         "{:?}",
         served.extra
     );
@@ -505,7 +508,14 @@ fn the_web_ui_works_in_a_real_browser() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::fs::write(elsewhere.join("s.yaml"), "turns:\n  - text: done\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(["run", "--provider", "scripted", "--script", "s.yaml", OUTSIDE_TASK])
+        .args([
+            "run",
+            "--provider",
+            "scripted",
+            "--script",
+            "s.yaml",
+            OUTSIDE_TASK,
+        ])
         .current_dir(&elsewhere)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -513,7 +523,11 @@ fn the_web_ui_works_in_a_real_browser() {
         .env("KEEL_HOME", &served.data)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let listed = served.get_json("/api/v1/sessions?limit=100");
     assert!(
         !listed.to_string().contains(OUTSIDE_TASK),
@@ -552,8 +566,11 @@ fn the_web_ui_works_in_a_real_browser() {
     // The screenshots the repository keeps (docs/screenshots), refreshed on request.
     if std::env::var_os("KEEL_UPDATE_SCREENSHOTS").is_some() {
         for shot in ["session-1280.png", "session-400.png", "token-1280.png"] {
-            std::fs::copy(shots.join(shot), root.join("docs/screenshots").join(format!("web-{shot}")))
-                .unwrap();
+            std::fs::copy(
+                shots.join(shot),
+                root.join("docs/screenshots").join(format!("web-{shot}")),
+            )
+            .unwrap();
         }
     }
     let (code, err) = served.stop();

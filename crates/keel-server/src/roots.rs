@@ -231,7 +231,10 @@ mod tests {
         }
         assert!(roots.script(&ws, "s.yaml").is_ok());
         assert!(roots.holds(&root.join("a")));
-        assert!(roots.holds(&root.join("gone/since")), "a deleted workspace under a root");
+        assert!(
+            roots.holds(&root.join("gone/since")),
+            "a deleted workspace under a root"
+        );
         assert!(!roots.holds(dir.path()), "the root's parent");
         assert!(!roots.holds(&root.join("a/etc")), "a link out of the root");
         assert!(!roots.holds(Path::new("/tmp/.tmpXYZ/eval-1")));
