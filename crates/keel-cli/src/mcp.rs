@@ -68,8 +68,20 @@ pub enum McpCommand {
 }
 
 pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
-    match args.command {
+    // On a terminal, approving a project's server asks for a yes after showing it.
+    let ask = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    run_asking(args.command, &mut std::io::stdout().lock(), ask)
+}
+
+/// Carries out one `keel mcp` command, writing what it says to `out` (stdout, or chat's
+/// `/mcp` notice); an approval is recorded as asked, its details shown in `out`.
+pub fn run(command: McpCommand, out: &mut dyn Write) -> anyhow::Result<u8> {
+    run_asking(command, out, false)
+}
+
+/// [`run`], asking on the terminal before an approval when `ask`.
+fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Result<u8> {
+    match command {
         McpCommand::List { common, json } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             let (defs, warnings) = definitions(&ws)?;
@@ -141,7 +153,7 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
         } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             if url.is_none() && command.is_empty() {
-                return approve(&ws, &name, network, &mut out);
+                return approve(&ws, &name, network, ask, out);
             }
             if network {
                 return Err(setup::UsageError(
@@ -244,7 +256,13 @@ fn definitions(ws: &Path) -> anyhow::Result<(Vec<ServerDef>, Vec<String>)> {
     Ok(keel_engine::mcp::definitions(&config, ws))
 }
 
-fn approve(ws: &Path, name: &str, network: bool, out: &mut impl Write) -> anyhow::Result<u8> {
+fn approve(
+    ws: &Path,
+    name: &str,
+    network: bool,
+    ask: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
     let (defs, _) = definitions(ws)?;
     let Some(def) = defs.into_iter().find(|d| d.name == name) else {
         return Err(setup::UsageError(format!(
@@ -267,7 +285,7 @@ fn approve(ws: &Path, name: &str, network: bool, out: &mut impl Write) -> anyhow
     for line in approval_details(&def, &files, network) {
         writeln!(out, "  {line}")?;
     }
-    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+    if ask {
         write!(out, "Approve `{name}` exactly as shown? [y/N] ")?;
         out.flush()?;
         let mut answer = String::new();
