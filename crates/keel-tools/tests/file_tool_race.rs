@@ -11,6 +11,8 @@
 //! kernels without it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The test re-runs itself as uid 65534 through `setpriv`.
+#![allow(clippy::disallowed_methods)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
