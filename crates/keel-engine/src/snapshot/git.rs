@@ -317,6 +317,7 @@ impl Git {
         let RepoKind::Private { git_dir } = &self.kind else {
             return Ok(());
         };
+        self.check_private_dir(git_dir)?;
         if self.exists() {
             return Ok(());
         }
@@ -348,6 +349,36 @@ impl Git {
                 source,
             })?;
         Ok(())
+    }
+
+    /// The private repository must be a real directory inside the workspace: a repository
+    /// that ships `.keel/snapshots` (or `.keel`) as a symlink would have Keel write its
+    /// snapshots wherever that points.
+    fn check_private_dir(&self, git_dir: &Path) -> Result<(), SnapshotError> {
+        let refuse = |reason: String| SnapshotError::Io {
+            action: "use",
+            path: git_dir.display().to_string(),
+            source: std::io::Error::other(reason),
+        };
+        let rel = git_dir
+            .strip_prefix(&self.workspace)
+            .map_err(|_| refuse("it is not inside the workspace".into()))?
+            .to_string_lossy()
+            .into_owned();
+        let ws = keel_tools::Workspace::new(&self.workspace).map_err(|e| refuse(e.to_string()))?;
+        let entry = ws.locate_entry(&rel).map_err(|e| refuse(e.to_string()))?;
+        match entry.info() {
+            Ok(Some(info)) if info.kind == keel_tools::fs::FileKind::Symlink => {
+                Err(refuse(format!(
+                    "`{rel}` is a symlink; Keel keeps its snapshots only in a real directory inside the workspace — remove the link"
+                )))
+            }
+            Ok(Some(info)) if info.kind != keel_tools::fs::FileKind::Dir => Err(refuse(format!(
+                "`{rel}` is {}, not a directory; remove it",
+                info.kind.describe()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The workspace's tree now (staged into Keel's index).
