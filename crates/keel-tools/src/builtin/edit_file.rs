@@ -19,6 +19,9 @@ pub struct EditArg {
     pub search: String,
     /// Text to put in its place.
     pub replace: String,
+    /// Change every occurrence instead of exactly one.
+    #[serde(default, alias = "replaceAll")]
+    pub replace_all: Option<bool>,
 }
 
 /// Arguments of `edit_file`.
@@ -68,7 +71,11 @@ impl TypedTool for EditFile {
             let edits: Vec<Edit> = args
                 .edits
                 .into_iter()
-                .map(|e| Edit::new(e.search, e.replace))
+                .map(|e| Edit {
+                    search: e.search,
+                    replace: e.replace,
+                    replace_all: e.replace_all.unwrap_or(false),
+                })
                 .collect();
             let outcome = editor.apply(&doc.text, &edits).map_err(|e| {
                 ToolError::model(format!(
@@ -120,9 +127,10 @@ impl TypedTool for EditFile {
                 }
             }
             let mut content = format!(
-                "Edited `{rel}` ({} edit{}).",
+                "Edited `{rel}` ({} edit{}{}).",
                 edits.len(),
-                if edits.len() == 1 { "" } else { "s" }
+                if edits.len() == 1 { "" } else { "s" },
+                replacements_note(&edits, &outcome.applied)
             );
             if !notes.is_empty() {
                 content.push_str(&format!(
@@ -138,9 +146,35 @@ impl TypedTool for EditFile {
                 .with_metadata(serde_json::json!({
                 "match_level": worst.name(),
                 "match_levels": levels,
+                "replacements": outcome.applied.iter().map(|a| a.replacements).collect::<Vec<_>>(),
             })))
         })
         .await
+    }
+}
+
+/// How many places each `replace_all` edit changed: `, replaced 3 occurrences` for a single
+/// edit, `; edit 2 replaced 3 occurrences` among several; empty without `replace_all`.
+fn replacements_note(edits: &[Edit], applied: &[crate::edit::AppliedEdit]) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let all: Vec<String> = edits
+        .iter()
+        .zip(applied)
+        .enumerate()
+        .filter(|(_, (e, _))| e.replace_all)
+        .map(|(i, (_, a))| {
+            let n = a.replacements;
+            if applied.len() == 1 {
+                format!("replaced {n} occurrence{}", plural(n))
+            } else {
+                format!("edit {} replaced {n} occurrence{}", i + 1, plural(n))
+            }
+        })
+        .collect();
+    match (all.is_empty(), applied.len()) {
+        (true, _) => String::new(),
+        (false, 1) => format!(", {}", all.join("")),
+        (false, _) => format!("; {}", all.join(", ")),
     }
 }
 

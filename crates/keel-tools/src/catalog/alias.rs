@@ -220,18 +220,83 @@ fn pair(e: &mut Args) -> Result<Value, String> {
     let Some(search) = search else {
         return Err("each edit needs the exact text to replace (`old_string`)".into());
     };
-    // `replace_all`: edit_file replaces exactly one match and reports an ambiguous one — the
-    // same result when the text occurs once, an error (never a partial edit) otherwise.
-    let _ = take(e, &["replace_all", "replaceAll"]);
-    Ok(json!({"search": search, "replace": replace}))
+    let mut edit = json!({"search": search, "replace": replace});
+    // `replace_all: true` carries over; `false` is edit_file's default (exactly one match).
+    if let Some(all) = take(e, REPLACE_ALL_KEYS).filter(|v| !is_false(v)) {
+        edit["replace_all"] = all;
+    }
+    Ok(edit)
+}
+
+/// The spellings of "replace every occurrence".
+pub(super) const REPLACE_ALL_KEYS: &[&str] = &["replace_all", "replaceAll"];
+
+fn is_false(v: &Value) -> bool {
+    matches!(v, Value::Bool(false) | Value::Null) || v.as_str() == Some("false")
 }
 
 pub(super) fn edit_one(args: &mut Args) -> Result<&'static str, String> {
     rename_path(args);
+    // An empty `old_string` means "create this file" in Claude Code and opencode.
+    let empty_search = ["old_string", "oldString", "old_str", "old_text", "search"]
+        .iter()
+        .find_map(|k| args.get(*k))
+        .is_some_and(|v| v.as_str() == Some(""));
+    if empty_search {
+        let content = take(
+            args,
+            &["new_string", "newString", "new_str", "new_text", "replace"],
+        )
+        .unwrap_or_else(|| json!(""));
+        let _ = take(
+            args,
+            &["old_string", "oldString", "old_str", "old_text", "search"],
+        );
+        let _ = take(args, REPLACE_ALL_KEYS);
+        args.insert("content".into(), content);
+        return Ok("create_file");
+    }
     let edit = pair(args)?;
     args.remove("expected_replacements");
     args.insert("edits".into(), json!([edit]));
     Ok("edit_file")
+}
+
+/// Keel's own `edit_file` with foreign spellings inside it: a top-level `replace_all` applies
+/// to every edit, and each edit's `old_string`/`replaceAll`… become `search`/`replace_all`.
+pub(super) fn edit_file_fields(args: &mut Args) -> Result<(), String> {
+    rename_path(args);
+    let all = take(args, REPLACE_ALL_KEYS).filter(|v| !is_false(v));
+    const FOREIGN: &[&str] = &[
+        "old_string",
+        "oldString",
+        "old_str",
+        "old_text",
+        "new_string",
+        "newString",
+        "new_str",
+        "new_text",
+        "replaceAll",
+    ];
+    if let Some(Value::Array(edits)) = args.get_mut("edits") {
+        for e in edits.iter_mut() {
+            let Value::Object(map) = e else { continue };
+            if let Some(all) = &all {
+                map.entry("replace_all").or_insert_with(|| all.clone());
+            }
+            if FOREIGN.iter().any(|k| map.contains_key(*k)) {
+                let Value::Object(mut edit) = pair(map)? else {
+                    continue;
+                };
+                // Anything else stays, for the schema check to report.
+                edit.extend(std::mem::take(map));
+                *map = edit;
+            }
+        }
+    } else if let Some(all) = all {
+        args.insert("replace_all".into(), all);
+    }
+    Ok(())
 }
 
 fn multi_edit(args: &mut Args) -> Result<&'static str, String> {

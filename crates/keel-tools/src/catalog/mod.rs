@@ -17,6 +17,7 @@ pub use alias::{ALIASES, Alias};
 pub use coerce::{example_for, fit_to_schema, schema_help};
 pub use intent::{INTENTS, Intent, route_intent};
 pub use json::{JsonRepairError, RepairedJson, repair_json};
+pub(crate) use resolve::relative_to;
 pub use resolve::{Repair, Resolved, resolve_call};
 pub use search::{TOOL_SEARCH, ToolSearch, search_tools};
 

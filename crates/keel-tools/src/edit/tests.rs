@@ -138,10 +138,16 @@ fn ambiguity_is_an_error_naming_every_place() {
             level,
             locations,
             total,
+            separable,
         }) => {
             assert_eq!(level, MatchLevel::Exact);
-            assert_eq!(locations, vec![(2, 2), (5, 5)]);
+            let lines: Vec<(usize, usize)> = locations
+                .iter()
+                .map(|l| (l.start_line, l.end_line))
+                .collect();
+            assert_eq!(lines, vec![(2, 2), (5, 5)]);
             assert_eq!(total, 2);
+            assert_eq!(separable, Separable::ByContext);
         }
         other => panic!("{other:?}"),
     }
@@ -165,7 +171,7 @@ fn ambiguity_is_an_error_naming_every_place() {
                 level: MatchLevel::Fuzzy,
                 ref locations,
                 ..
-            }) if locations == &vec![(2, 2), (5, 5)]
+            }) if locations == &vec![Location::lines(2, 2), Location::lines(5, 5)]
         ),
         "{err:?}"
     );
@@ -186,7 +192,10 @@ fn no_match_shows_the_closest_region_and_what_differs() {
         "pass",
     )
     .err();
-    let Some(EditErrorKind::NoMatch { closest: Some(c) }) = &err else {
+    let Some(EditErrorKind::NoMatch {
+        closest: Some(c), ..
+    }) = &err
+    else {
         panic!("{err:?}");
     };
     assert_eq!(c.start_line, 2);
@@ -205,7 +214,13 @@ fn no_match_shows_the_closest_region_and_what_differs() {
 
     let err = apply("alpha\nbeta\n", "completely unrelated text here", "x").err();
     assert!(
-        matches!(err, Some(EditErrorKind::NoMatch { closest: None })),
+        matches!(
+            err,
+            Some(EditErrorKind::NoMatch {
+                closest: None,
+                replace_all: false
+            })
+        ),
         "{err:?}"
     );
     assert!(matches!(
@@ -230,6 +245,109 @@ fn edits_apply_in_order_and_all_or_nothing() {
         .apply(text, &[Edit::new("one", "ONE"), Edit::new("four", "4")])
         .err();
     assert_eq!(err.map(|e| e.index), Some(1));
+}
+
+#[test]
+fn a_fuzzy_match_never_keeps_a_line_the_edit_changes() {
+    // The probe: the file has `two three` on one line; the search splits it and
+    // changes `three`. Before, the editor wrote `two three` *and* `THREE` and reported success.
+    let text = "alpha\none\ntwo three\nfour\nomega\n";
+    let err = apply(text, "one\ntwo\nthree\nfour\n", "one\ntwo\nTHREE\nfour\n").err();
+    let Some(EditErrorKind::Unmatched { closest, lines }) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(lines, &vec!["three".to_string()]);
+    assert_eq!((closest.start_line, closest.end_line), (2, 4));
+    let msg = EditError {
+        index: 0,
+        kind: err.clone().unwrap_or(EditErrorKind::EmptySearch),
+    }
+    .describe("f.txt", 1);
+    assert!(
+        msg.contains("lacks a line your edit removes or changes: `three`"),
+        "{msg}"
+    );
+    assert!(msg.contains("3\ttwo three"), "{msg}");
+    // A fuzzy edit of lines the file does have still applies.
+    let (out, how) = apply(text, "one\ntwo\nthree\nfour\n", "ONE\ntwo\nthree\nfour\n")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(how.level, MatchLevel::Fuzzy);
+    assert_eq!(out, "alpha\nONE\ntwo three\nfour\nomega\n");
+}
+
+#[test]
+fn a_lone_cr_in_the_search_is_a_line_break() {
+    let (out, how) =
+        apply("one\ntwo\nthree\n", "two\rthree", "two\rTHREE").unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(how.level, MatchLevel::Exact);
+    assert_eq!(out, "one\ntwo\nTHREE\n");
+}
+
+#[test]
+fn replace_all_changes_every_occurrence_and_counts_them() {
+    let editor = SearchReplaceEditor::default();
+    let one = |text: &str, e: Edit| editor.apply_one(text, &e);
+    let (out, how) =
+        one("foo bar foo baz foo", Edit::every("foo", "qux")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "qux bar qux baz qux");
+    assert_eq!((how.replacements, how.level), (3, MatchLevel::Exact));
+    // Not overlapping, left to right, like `str::replace`.
+    let (out, how) = one("aaaa", Edit::every("aa", "b")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!((out.as_str(), how.replacements), ("bb", 2));
+    // Whitespace-tolerant blocks, each re-indented to its place.
+    let text = "if a:\n    go(a,  b)\nif b:\n        go(a,  b)\n";
+    let (out, how) =
+        one(text, Edit::every("go(a, b)\n", "stop()\n")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "if a:\n    stop()\nif b:\n        stop()\n");
+    assert_eq!(
+        (how.replacements, how.level),
+        (2, MatchLevel::IndentationAgnostic)
+    );
+    // Never a fuzzy match.
+    let err = one(
+        "compute(alpha, beta)\n",
+        Edit::every("compute(alpha, betta)", "x"),
+    )
+    .err();
+    assert!(
+        matches!(
+            err,
+            Some(EditErrorKind::NoMatch {
+                replace_all: true,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn ambiguity_on_one_line_names_columns_and_suggests_replace_all() {
+    let err = apply("x = f(a) + f(a) + f(a)\n", "f(a)", "g(a)").err();
+    let msg = EditError {
+        index: 0,
+        kind: err.unwrap_or(EditErrorKind::EmptySearch),
+    }
+    .describe("m.py", 1);
+    assert!(
+        msg.contains("line 1 column 5, line 1 column 12, line 1 column 19"),
+        "{msg}"
+    );
+    assert!(!msg.contains("Add surrounding lines"), "{msg}");
+    assert!(msg.contains("replace_all: true"), "{msg}");
+    // Identical blocks: context cannot separate them either.
+    let text = "p\nq\nr\nx = 1\ns\nt\nu\np\nq\nr\nx = 1\ns\nt\nu\n";
+    let err = apply(text, "x = 1", "x = 2").err();
+    assert!(
+        matches!(
+            err,
+            Some(EditErrorKind::Ambiguous {
+                separable: Separable::No,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
 }
 
 fn arb_line() -> impl Strategy<Value = String> {
