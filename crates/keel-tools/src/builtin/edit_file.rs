@@ -336,6 +336,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn replace_all_changes_every_occurrence_and_says_how_many() {
+        let f = Fixture::new();
+        f.write("a.txt", "foo bar foo baz foo\n");
+        read(&f, "a.txt").await;
+        // Without it, the ambiguity error points at `replace_all`.
+        let err = f
+            .err(
+                &EditFile::default(),
+                json!({"path": "a.txt", "edits": [{"search": "foo", "replace": "qux"}]}),
+            )
+            .await;
+        assert!(err.contains("line 1 column 1, line 1 column 9"), "{err}");
+        assert!(err.contains("`replace_all: true`"), "{err}");
+        let out = f
+            .ok(
+                &EditFile::default(),
+                json!({"path": "a.txt", "edits": [{"search": "foo", "replace": "qux", "replace_all": true}]}),
+            )
+            .await;
+        assert!(
+            out.starts_with("Edited `a.txt` (1 edit, replaced 3 occurrences)."),
+            "{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("a.txt")).unwrap_or_default(),
+            "qux bar qux baz qux\n"
+        );
+    }
+
+    /// The probe: a fuzzy match whose file line holds two search lines is refused,
+    /// never written half-right.
+    #[tokio::test]
+    async fn a_split_line_is_refused_not_half_applied() {
+        let f = Fixture::new();
+        f.write("l.txt", "one\ntwo three\nfour\n");
+        read(&f, "l.txt").await;
+        let err = f
+            .err(
+                &EditFile::default(),
+                json!({"path": "l.txt", "edits": [{"search": "one\ntwo\nthree\nfour", "replace": "one\ntwo\nTHREE\nfour"}]}),
+            )
+            .await;
+        assert!(err.contains("`three`"), "{err}");
+        assert!(err.contains("`l.txt` is unchanged"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("l.txt")).unwrap_or_default(),
+            "one\ntwo three\nfour\n"
+        );
+    }
+
+    #[tokio::test]
     async fn preserves_crlf_bom_tabs_and_mode() {
         let f = Fixture::new();
         let original =
