@@ -360,7 +360,11 @@ fn replace_all_is_carried_in_every_spelling() {
         ),
     ] {
         let got = resolve_call(&r, name, &args, false, None).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((got.tool.as_str(), &got.args), ("edit_file", &want), "{name}");
+        assert_eq!(
+            (got.tool.as_str(), &got.args),
+            ("edit_file", &want),
+            "{name}"
+        );
         assert!(
             got.repairs.iter().all(|x| !x.how.contains("dropped")),
             "{name}: {:?}",

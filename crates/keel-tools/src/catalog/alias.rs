@@ -315,36 +315,60 @@ fn multi_edit(args: &mut Args) -> Result<&'static str, String> {
     Ok("edit_file")
 }
 
-/// Cline's `replace_in_file {path, diff}` with `<<<<<<< SEARCH … ======= … >>>>>>> REPLACE`.
+/// Cline's `replace_in_file {path, diff}` with `<<<<<<< SEARCH … ======= … >>>>>>> REPLACE`
+/// (Aider's edit format too). One block with an empty SEARCH creates the file.
 fn replace_in_file(args: &mut Args) -> Result<&'static str, String> {
+    const DIVIDER: &str = "=======\n";
     rename_path(args);
     let Some(Value::String(diff)) = take(args, &["diff"]) else {
         return Err("replace_in_file needs `diff` with SEARCH/REPLACE blocks".into());
     };
-    let mut edits = Vec::new();
+    let mut blocks: Vec<(&str, &str)> = Vec::new();
     let mut rest = diff.as_str();
     while let Some(start) = rest.find("<<<<<<< SEARCH") {
         let after = &rest[start + "<<<<<<< SEARCH".len()..];
         let after = after.strip_prefix('\n').unwrap_or(after);
-        let (Some(mid), Some(end)) = (after.find("\n=======\n"), after.find(">>>>>>> REPLACE"))
-        else {
+        // The divider ends the SEARCH text, which may be empty.
+        let divider = if after.starts_with(DIVIDER) {
+            Some((0, DIVIDER.len()))
+        } else {
+            after
+                .find("\n=======\n")
+                .map(|i| (i, i + 1 + DIVIDER.len()))
+        };
+        let (Some((mid, body)), Some(end)) = (divider, after.find(">>>>>>> REPLACE")) else {
             return Err("a SEARCH block has no `=======` or `>>>>>>> REPLACE` line".into());
         };
-        if end < mid {
+        if end < body {
             return Err("a SEARCH block closes before its `=======` line".into());
         }
         let search = &after[..mid];
-        let replace = after[mid + "\n=======\n".len()..end]
+        let replace = after[body..end]
             .strip_suffix('\n')
-            .unwrap_or(&after[mid + "\n=======\n".len()..end]);
-        edits.push(json!({"search": search, "replace": replace}));
+            .unwrap_or(&after[body..end]);
+        blocks.push((search, replace));
         rest = &after[end + ">>>>>>> REPLACE".len()..];
     }
-    if edits.is_empty() {
-        return Err("no `<<<<<<< SEARCH` block found in `diff`".into());
+    match blocks[..] {
+        [] => Err("no `<<<<<<< SEARCH` block found in `diff`".into()),
+        [("", content)] => {
+            let content = if content.is_empty() {
+                String::new()
+            } else {
+                format!("{content}\n")
+            };
+            args.insert("content".into(), json!(content));
+            Ok("create_file")
+        }
+        _ => {
+            let edits = blocks
+                .iter()
+                .map(|(search, replace)| json!({"search": search, "replace": replace}))
+                .collect();
+            args.insert("edits".into(), Value::Array(edits));
+            Ok("edit_file")
+        }
     }
-    args.insert("edits".into(), Value::Array(edits));
-    Ok("edit_file")
 }
 
 /// The command string, plus a timeout in seconds from `timeout_ms`/ms-valued `timeout`.
@@ -792,6 +816,17 @@ mod tests {
             (
                 "edit_file".into(),
                 json!({"path": "a", "edits": [{"search": "old", "replace": "new"}]})
+            )
+        );
+        // Aider's new-file block: an empty SEARCH.
+        assert_eq!(
+            map(
+                "replace_in_file",
+                json!({"path": "n.txt", "diff": "n.txt\n<<<<<<< SEARCH\n=======\nhello\n>>>>>>> REPLACE\n"})
+            ),
+            (
+                "create_file".into(),
+                json!({"path": "n.txt", "content": "hello\n"})
             )
         );
     }
