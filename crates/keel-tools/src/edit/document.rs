@@ -239,6 +239,47 @@ mod tests {
         assert_eq!(doc.encode("a\nB\nc\n"), b"a\rB\rc\r");
     }
 
+    proptest::proptest! {
+        /// Any mix of `\n`, `\r\n` and lone `\r` decodes to `\n` only and writes back byte
+        /// for byte; changing one line leaves every other line's ending as it was.
+        #[test]
+        fn any_line_endings_round_trip(raw in "[abc\r\n\u{FEFF}]{0,40}", line in 0usize..20) {
+            let doc = Document::decode(raw.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            proptest::prop_assert!(!doc.text.contains('\r'));
+            proptest::prop_assert_eq!(doc.encode(&doc.text), raw.as_bytes());
+            let lines: Vec<&str> = doc.text.split_inclusive('\n').collect();
+            // Repeated lines make the alignment of old and new lines ambiguous.
+            let distinct = lines.iter().collect::<std::collections::HashSet<_>>().len() == lines.len();
+            if lines.len() > 2 && distinct {
+                let k = line % lines.len();
+                let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                edited[k] = edited[k].replacen(|c: char| c != '\n', "Z", 1);
+                if !edited[k].contains('Z') {
+                    edited[k].insert(0, 'Z');
+                }
+                let out = String::from_utf8(doc.encode(&edited.concat())).unwrap_or_default();
+                let body = raw.strip_prefix('\u{FEFF}').unwrap_or(&raw);
+                let ends = |s: &str| -> Vec<String> {
+                    let mut v = Vec::new();
+                    let mut rest = s;
+                    while let Some(i) = rest.find(['\r', '\n']) {
+                        let n = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
+                        v.push(rest[i..i + n].to_string());
+                        rest = &rest[i + n..];
+                    }
+                    v
+                };
+                let (old, new) = (ends(body), ends(out.strip_prefix('\u{FEFF}').unwrap_or(&out)));
+                proptest::prop_assert_eq!(old.len(), new.len());
+                for (i, (a, b)) in old.iter().zip(&new).enumerate() {
+                    if i != k {
+                        proptest::prop_assert_eq!(a, b, "line {} of {:?} → {:?}", i, raw, out);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn refuses_binary_and_non_utf8() {
         assert_eq!(Document::decode(b"a\0b"), Err(DecodeError::Binary));

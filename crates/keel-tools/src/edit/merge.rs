@@ -97,16 +97,27 @@ pub(crate) fn merge(
     }
     let mut out: Vec<String> = Vec::with_capacity(replace.len() + 4);
     let mut done = vec![false; search.len() + 1];
-    let mut emit_region_only = |i: usize, out: &mut Vec<String>| {
-        if !std::mem::replace(&mut done[i], true) {
-            out.extend(region_only[i].iter().map(|&j| region[j].to_string()));
+    // A file line the search left out is kept where the file has it — unless the model's
+    // replacement adds that very line right there (it remembered the line only when writing
+    // the new version): then it is written once, not twice.
+    let mut emit_region_only = |i: usize, added: &[String], out: &mut Vec<String>| {
+        if std::mem::replace(&mut done[i], true) {
+            return;
+        }
+        let mut absorbed = vec![false; added.len()];
+        for &j in &region_only[i] {
+            let twin = (0..added.len()).find(|&a| !absorbed[a] && k(&added[a]) == r_keys[j]);
+            match twin {
+                Some(a) => absorbed[a] = true,
+                None => out.push(region[j].to_string()),
+            }
         }
     };
     for op in diff {
         match op {
             DiffOp::Equal { old_index, len, .. } => {
                 for (i, pair) in pairing.iter().enumerate().skip(old_index).take(len) {
-                    emit_region_only(i, &mut out);
+                    emit_region_only(i, &[], &mut out);
                     if let Pairing::Region(j) = *pair {
                         out.push(region[j].to_string());
                     }
@@ -116,7 +127,7 @@ pub(crate) fn merge(
                 old_index, old_len, ..
             } => {
                 for i in old_index..old_index + old_len {
-                    emit_region_only(i, &mut out);
+                    emit_region_only(i, &[], &mut out);
                 }
             }
             DiffOp::Insert {
@@ -124,8 +135,9 @@ pub(crate) fn merge(
                 new_index,
                 new_len,
             } => {
-                emit_region_only(old_index, &mut out);
-                out.extend(replace[new_index..new_index + new_len].iter().cloned());
+                let added = &replace[new_index..new_index + new_len];
+                emit_region_only(old_index, added, &mut out);
+                out.extend(added.iter().cloned());
             }
             DiffOp::Replace {
                 old_index,
@@ -133,15 +145,16 @@ pub(crate) fn merge(
                 new_index,
                 new_len,
             } => {
-                emit_region_only(old_index, &mut out);
-                out.extend(replace[new_index..new_index + new_len].iter().cloned());
+                let added = &replace[new_index..new_index + new_len];
+                emit_region_only(old_index, added, &mut out);
+                out.extend(added.iter().cloned());
                 for i in old_index + 1..old_index + old_len {
-                    emit_region_only(i, &mut out);
+                    emit_region_only(i, &[], &mut out);
                 }
             }
         }
     }
-    emit_region_only(search.len(), &mut out);
+    emit_region_only(search.len(), &[], &mut out);
     Ok(out)
 }
 
@@ -231,6 +244,21 @@ mod tests {
         );
         // Deleting everything the model saw still keeps what it did not.
         assert_eq!(merged(&search, &region, &[]), ["c();"]);
+    }
+
+    #[test]
+    fn a_line_the_search_left_out_but_the_replacement_has_is_written_once() {
+        let search = ["a();", "c();"];
+        let region = ["a();", "b();", "c();"];
+        assert_eq!(
+            merged(&search, &region, &["a();", "b();", "C();"]),
+            ["a();", "b();", "C();"]
+        );
+        // Elsewhere in the replacement, it is a new line of its own.
+        assert_eq!(
+            merged(&search, &region, &["a();", "c();", "b();"]),
+            ["a();", "b();", "c();", "b();"]
+        );
     }
 
     #[test]

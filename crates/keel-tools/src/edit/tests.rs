@@ -401,3 +401,90 @@ proptest! {
         }
     }
 }
+
+/// A block of code lines with one unique line to remove, seen by the model through noise:
+/// typos, lost indentation, and — the split-line bug — the removed line joined onto the line
+/// before it in the file.
+fn arb_noisy_block() -> impl Strategy<Value = (Vec<String>, usize, Vec<u8>, bool)> {
+    (
+        prop::collection::vec("[a-z]{3,8}\\([a-z]{0,4}\\);", 4..9),
+        any::<prop::sample::Index>(),
+        prop::collection::vec(0u8..6, 4..9),
+        any::<bool>(),
+    )
+        .prop_map(|(lines, gone, noise, joined)| {
+            let gone = gone.index(lines.len());
+            (lines, gone, noise, joined)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The merge rule: whatever level matches, a successful edit never keeps a line the edit
+    /// removes, and never touches text outside the lines it reports.
+    #[test]
+    fn a_removed_line_never_survives(
+        (lines, gone, noise, joined) in arb_noisy_block(),
+        before in prop::collection::vec("[a-z]{2,6} = [0-9];", 0..6),
+        after in prop::collection::vec("[a-z]{2,6} = [0-9];", 0..6),
+    ) {
+        const TOKEN: &str = "zz_remove_me_zz();";
+        let mut block: Vec<String> = lines.clone();
+        block[gone] = TOKEN.to_string();
+        // The file: the block indented, the removed line maybe joined onto the one before.
+        let mut file_block: Vec<String> = block.iter().map(|l| format!("    {l}")).collect();
+        if joined && gone > 0 {
+            let removed = file_block.remove(gone);
+            file_block[gone - 1].push(' ');
+            file_block[gone - 1].push_str(removed.trim());
+        }
+        let text = before
+            .iter()
+            .chain(&file_block)
+            .chain(&after)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>();
+        // The model's view: no indentation, small typos on other lines.
+        let search: Vec<String> = block
+            .iter()
+            .zip(noise.iter().cycle())
+            .enumerate()
+            .map(|(i, (l, n))| {
+                if i == gone || *n > 1 {
+                    l.clone()
+                } else {
+                    l.replacen('(', "( ", 1).replacen(';', "", 1)
+                }
+            })
+            .collect();
+        let replace: Vec<String> = search
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != gone)
+            .map(|(_, l)| l.clone())
+            .collect();
+        let edit = Edit::new(search.join("\n") + "\n", replace.join("\n") + "\n");
+        if let Ok((out, how)) = SearchReplaceEditor::default().apply_one(&text, &edit) {
+            prop_assert!(!out.contains("zz_remove_me_zz"), "{:?} kept the removed line:\n{}", how.level, out);
+            let out_lines: Vec<&str> = out.lines().collect();
+            let text_lines: Vec<&str> = text.lines().collect();
+            let head = how.start_line - 1;
+            let tail = text_lines.len() - how.end_line;
+            prop_assert_eq!(&out_lines[..head], &text_lines[..head]);
+            prop_assert_eq!(&out_lines[out_lines.len() - tail..], &text_lines[text_lines.len() - tail..]);
+        }
+    }
+
+    /// `replace_all` with text that occurs exactly is `str::replace`, and counts the places.
+    #[test]
+    fn replace_all_exact_is_str_replace(text in arb_text(), search in "[a-z(){};=]{1,3}", replace in "[a-z ]{0,5}") {
+        prop_assume!(text.contains(search.as_str()));
+        let (out, how) = SearchReplaceEditor::default()
+            .apply_one(&text, &Edit::every(search.as_str(), replace.as_str()))
+            .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        prop_assert_eq!(out, text.replace(search.as_str(), &replace));
+        prop_assert_eq!(how.replacements, text.matches(search.as_str()).count());
+        prop_assert_eq!(how.level, MatchLevel::Exact);
+    }
+}

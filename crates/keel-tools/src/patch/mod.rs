@@ -376,12 +376,12 @@ pub(crate) fn apply_hunks(
         let file = Lines::new(&current);
         let mut from = cursor;
         let mut anchor_line = None;
-        if let Some(anchor) = &hunk.anchor {
+        for anchor in hunk.outer.iter().chain(&hunk.anchor) {
             let wanted = key(MatchLevel::IndentationAgnostic, anchor);
-            let hit = (cursor..file.len())
+            let hit = (from..file.len())
                 .find(|&i| key(MatchLevel::IndentationAgnostic, file.lines[i]) == wanted)
                 .or_else(|| {
-                    (cursor..file.len()).find(|&i| {
+                    (from..file.len()).find(|&i| {
                         key(MatchLevel::IndentationAgnostic, file.lines[i]).contains(&wanted)
                     })
                 });
@@ -602,6 +602,20 @@ mod tests {
         };
         assert_eq!(k, 1);
         assert!(detail.contains("not in the file"), "{detail}");
+    }
+
+    #[test]
+    fn stacked_anchors_pick_the_method_of_the_class() {
+        let text = "class A:\n    def f(self):\n        return 1\n\nclass B:\n    def f(self):\n        return 1\n";
+        let (out, _) = apply_hunks(
+            text,
+            &hunks("@@ class B:\n@@     def f(self):\n-        return 1\n+        return 2"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            out,
+            "class A:\n    def f(self):\n        return 1\n\nclass B:\n    def f(self):\n        return 2\n"
+        );
     }
 
     #[test]

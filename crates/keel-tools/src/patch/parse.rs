@@ -59,6 +59,9 @@ impl FileOp {
 pub struct Hunk {
     /// Text after `@@`: a line to find first (a function or class header), if any.
     pub anchor: Option<String>,
+    /// Anchors of `@@` lines stacked before that one (`@@ class A` then `@@ def f():`), found
+    /// in order, outermost first.
+    pub outer: Vec<String>,
     pub lines: Vec<HunkLine>,
     /// `*** End of File` followed the hunk: it must match at the end of the file.
     pub at_end: bool,
@@ -267,17 +270,26 @@ fn parse_hunks(
             break;
         }
         if let Some(rest) = trimmed.strip_prefix("@@") {
-            if let Some(h) = current.take() {
-                hunks.push(h);
-            }
             // `@@ -12,5 +12,6 @@ fn x()` (unified-diff style) keeps only the trailing text.
             let rest = rest.trim();
             let rest = match rest.strip_prefix('-') {
                 Some(r) => r.split_once("@@").map_or("", |(_, after)| after).trim(),
                 None => rest,
             };
+            // `@@` lines with no hunk lines between them narrow one hunk step by step.
+            if let Some(h) = current.as_mut().filter(|h| h.lines.is_empty()) {
+                if !rest.is_empty() {
+                    h.outer.extend(h.anchor.replace(rest.to_string()));
+                }
+                i += 1;
+                continue;
+            }
+            if let Some(h) = current.take() {
+                hunks.push(h);
+            }
             current = Some(Hunk {
                 anchor: (!rest.is_empty()).then(|| rest.to_string()),
+                outer: Vec::new(),
                 lines: Vec::new(),
                 at_end: false,
                 patch_line: i + 1,
@@ -304,6 +316,7 @@ fn parse_hunks(
         current
             .get_or_insert_with(|| Hunk {
                 anchor: None,
+                outer: Vec::new(),
                 lines: Vec::new(),
                 at_end: false,
                 patch_line: i + 1,
@@ -411,6 +424,22 @@ mod tests {
             panic!("{:?}", p.ops[0]);
         };
         assert_eq!(hunks[0].old_lines(), [" *** Update File: b.txt", "x"]);
+    }
+
+    #[test]
+    fn stacked_anchors_narrow_one_hunk() {
+        // Codex's instructions: several `@@` lines jump to the right context.
+        let p = parse(
+            "*** Begin Patch\n*** Update File: a.py\n@@ class A\n@@     def f(self):\n-    return 1\n+    return 2\n@@\n-x\n+y\n*** End Patch",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let FileOp::Update { hunks, .. } = &p.ops[0] else {
+            panic!("{:?}", p.ops[0]);
+        };
+        assert_eq!(hunks.len(), 2);
+        assert_eq!(hunks[0].outer, ["class A"]);
+        assert_eq!(hunks[0].anchor.as_deref(), Some("def f(self):"));
+        assert_eq!(hunks[1].anchor, None);
     }
 
     #[test]
