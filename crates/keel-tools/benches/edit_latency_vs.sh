@@ -11,15 +11,16 @@ set -euo pipefail
 base=${1:-main}
 rounds=${2:-5}
 repo=$(git rev-parse --show-toplevel)
-work=$(mktemp -d)
+# One target directory: the registry dependencies are built once for both trees.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+mkdir -p "$CARGO_TARGET_DIR"
+work=$(mktemp -d "$CARGO_TARGET_DIR/edit-latency.XXXXXX")
 cleanup() { git -C "$repo" worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 git -C "$repo" worktree add --quiet --detach "$work/base" "$base"
 cp "$repo/crates/keel-tools/benches/edit_latency.rs" "$work/base/crates/keel-tools/benches/"
 grep -q 'name = "edit_latency"' "$work/base/crates/keel-tools/Cargo.toml" ||
     printf '\n[[bench]]\nname = "edit_latency"\nharness = false\n' >>"$work/base/crates/keel-tools/Cargo.toml"
-# One target directory: the registry dependencies are built once for both trees.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 exe() {
     (cd "$1" && cargo bench --quiet -p keel-tools --bench edit_latency --no-run --message-format=json) |
         jq -r 'select(.executable != null and .target.name == "edit_latency") | .executable' | tail -1

@@ -8,6 +8,7 @@
 
 mod alias;
 mod coerce;
+mod edits;
 mod intent;
 mod json;
 mod resolve;

@@ -408,7 +408,7 @@ fn canonical_fields(tool: &str, args: &mut Args) -> Result<(), String> {
             ALIASES.iter().find(|a| a.name == "Edit")
         }
         "edit_file" => {
-            super::alias::edit_file_fields(args)?;
+            super::edits::edit_file_fields(args)?;
             None
         }
         "grep" => ALIASES.iter().find(|a| a.name == "Grep"),
