@@ -19,14 +19,25 @@ use keel_tools::{ReadTracker, Workspace};
 const LINES: usize = 10_000;
 const RUNS: usize = 21;
 
-/// A Rust-like source file of `LINES` lines: small impl blocks that differ only in numbers,
-/// so a fuzzy search has many near candidates to reject.
+/// A Rust-like source file of `LINES` lines: small impl blocks with names and expressions
+/// drawn from a fixed pseudo-random sequence, so blocks look alike without being copies.
 fn source() -> String {
+    const WORDS: [&str; 24] = [
+        "total", "count", "limit", "scale", "queue", "batch", "retry", "delay", "owner", "cache",
+        "index", "width", "depth", "speed", "price", "level", "score", "range", "shift", "phase",
+        "slack", "burst", "epoch", "quota",
+    ];
+    let mut seed: u64 = 0x5eed;
+    let mut word = || {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        WORDS[(seed >> 33) as usize % WORDS.len()]
+    };
     let mut s = String::with_capacity(LINES * 32);
     let mut i = 0;
     while s.matches('\n').count() < LINES {
+        let (a, b, c, d) = (word(), word(), word(), word());
         s.push_str(&format!(
-            "impl Worker{i} {{\n    pub fn step(&mut self, input: u64) -> u64 {{\n        let scaled = input * {i};\n        self.total += scaled;\n        if self.total > LIMIT_{i} {{\n            self.total -= {i};\n        }}\n        self.total\n    }}\n}}\n\n"
+            "impl Worker{i} {{\n    pub fn step(&mut self, {a}: u64) -> u64 {{\n        let {b} = {a} * {i};\n        self.{c} += {b};\n        if self.{c} > self.{d}_limit {{\n            self.{c} -= {i};\n        }}\n        self.{c}\n    }}\n}}\n\n"
         ));
         i += 1;
     }
@@ -56,11 +67,9 @@ fn median(mut f: impl FnMut()) -> Duration {
 fn main() {
     let text = source();
     let target = method(&text, 700);
-    let changed = target.replace("input * 700", "input * 700 + 1");
+    let changed = target.replace(" * 700;", " * 700 + 1;");
     // Misremembered lines: only the fuzzy level finds it.
-    let misremembered = target
-        .replace("> LIMIT_700", ">= LIMIT_700")
-        .replace("self.total += scaled", "self.total = self.total + scaled");
+    let misremembered = target.replacen(" > self.", " >= self.", 1);
 
     let editor = SearchReplaceEditor::default();
     let exact = [Edit::new(target.clone(), changed.clone())];

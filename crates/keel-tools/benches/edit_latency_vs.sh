@@ -25,9 +25,12 @@ exe() {
     (cd "$1" && cargo bench --quiet -p keel-tools --bench edit_latency --no-run --message-format=json) |
         jq -r 'select(.executable != null and .target.name == "edit_latency") | .executable' | tail -1
 }
-base_bin=$(exe "$work/base")
-new_bin=$(exe "$repo")
-[ -x "$base_bin" ] && [ -x "$new_bin" ] && [ "$base_bin" != "$new_bin" ]
+# Both trees build to the same file name (cargo hashes path packages relative to their
+# workspace root), so each binary is copied out before the other is built.
+cp "$(exe "$work/base")" "$work/base_bin"
+cp "$(exe "$repo")" "$work/new_bin"
+base_bin="$work/base_bin"
+new_bin="$work/new_bin"
 for _ in $(seq "$rounds"); do
     "$base_bin" | sed 's/^/base\t/'
     "$new_bin" | sed 's/^/new\t/'
