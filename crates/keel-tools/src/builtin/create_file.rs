@@ -145,6 +145,7 @@ mod tests {
                 CreateFileArgs {
                     path: "shown.py".into(),
                     content: "import os\nprint(os.getcwd())\n".into(),
+                    overwrite: None,
                 },
                 &f.ctx,
             )
