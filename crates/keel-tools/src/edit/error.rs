@@ -184,12 +184,10 @@ impl EditError {
                 }
             }
             EditErrorKind::Unmatched { closest, lines } => {
-                let quoted: Vec<String> = lines.iter().map(|l| format!("`{}`", l.trim())).collect();
                 let _ = writeln!(
                     out,
-                    "{which}: no exact match in `{path}`, and the closest region lacks {} your edit removes or changes: {}. Applying it would keep the text the edit replaces, so nothing was changed.",
-                    if lines.len() == 1 { "a line" } else { "lines" },
-                    quoted.join(", ")
+                    "{which}: no exact match in `{path}`, and the closest region {}. Applying it would keep the text the edit replaces, so nothing was changed.",
+                    lacking(lines, "your edit")
                 );
                 closest.describe(&mut out, "your search");
                 out.push_str(
@@ -199,4 +197,15 @@ impl EditError {
         }
         out
     }
+}
+
+/// "lacks a line your edit removes or changes: `three`": the search (or hunk) lines a loose
+/// match has no counterpart for, named for the model.
+pub(crate) fn lacking(lines: &[String], whose: &str) -> String {
+    let quoted: Vec<String> = lines.iter().map(|l| format!("`{}`", l.trim())).collect();
+    format!(
+        "lacks {} {whose} removes or changes: {}",
+        if lines.len() == 1 { "a line" } else { "lines" },
+        quoted.join(", ")
+    )
 }

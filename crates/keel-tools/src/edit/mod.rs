@@ -19,6 +19,7 @@ mod merge;
 mod splice;
 
 pub use document::{DecodeError, Document};
+pub(crate) use error::lacking;
 pub use error::{Closest, EditError, EditErrorKind, Location, Separable};
 use matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy};
 pub(crate) use splice::{LineBlock, Spliced, closest, splice};
@@ -238,7 +239,7 @@ impl SearchReplaceEditor {
             let found = find_equal(level, &file, &block.search, &scope);
             match found.len() {
                 0 => continue,
-                1 => return applied(&file, &block, found[0], level),
+                1 => return applied(&file, &block, &found, level),
                 _ => return Err(ambiguous(&file, level, &found)),
             }
         }
@@ -253,7 +254,7 @@ impl SearchReplaceEditor {
             if rivals.len() > 1 {
                 return Err(ambiguous(&file, MatchLevel::Fuzzy, &rivals));
             }
-            return applied(&file, &block, best, MatchLevel::Fuzzy);
+            return applied(&file, &block, &[best], MatchLevel::Fuzzy);
         }
         Err(EditErrorKind::NoMatch {
             closest: closest(&file, &block.search),
@@ -262,22 +263,22 @@ impl SearchReplaceEditor {
     }
 }
 
-/// One place spliced, or the refusal the merge rule gives.
+/// The matched places (in file order) spliced, or the refusal the merge rule gives.
 fn applied(
     file: &Lines<'_>,
     block: &LineBlock<'_>,
-    found: LineMatch,
+    found: &[LineMatch],
     level: MatchLevel,
 ) -> Result<(String, AppliedEdit), EditErrorKind> {
-    match splice(file, block, &[found], level) {
+    match splice(file, block, found, level) {
         Spliced::Done(text) => Ok((
             text,
             AppliedEdit {
                 level,
-                start_line: found.start + 1,
-                end_line: found.start + found.len.max(1),
-                similarity: found.similarity,
-                replacements: 1,
+                start_line: found.first().map_or(1, |m| m.start + 1),
+                end_line: found.last().map_or(1, |m| m.start + m.len.max(1)),
+                similarity: found.iter().map(|m| m.similarity).fold(1.0, f64::min),
+                replacements: found.len(),
             },
         )),
         Spliced::Unmatched { closest, lines } => Err(EditErrorKind::Unmatched { closest, lines }),
@@ -327,24 +328,9 @@ fn replace_every(
             }
             keep
         });
-        let (Some(first), Some(last)) = (found.first().copied(), found.last().copied()) else {
-            continue;
-        };
-        return match splice(file, &block, &found, level) {
-            Spliced::Done(out) => Ok((
-                out,
-                AppliedEdit {
-                    level,
-                    start_line: first.start + 1,
-                    end_line: last.start + last.len.max(1),
-                    similarity: 1.0,
-                    replacements: found.len(),
-                },
-            )),
-            Spliced::Unmatched { closest, lines } => {
-                Err(EditErrorKind::Unmatched { closest, lines })
-            }
-        };
+        if !found.is_empty() {
+            return applied(file, &block, &found, level);
+        }
     }
     Err(EditErrorKind::NoMatch {
         closest: closest(file, &block.search),

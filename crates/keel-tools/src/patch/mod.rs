@@ -18,7 +18,8 @@ pub use parse::{FileOp, Hunk, HunkLine, ParseError, Patch, parse};
 
 use crate::edit::matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy, key};
 use crate::edit::{
-    Document, FUZZY_THRESHOLD, LineBlock, MatchLevel, Spliced, closest, splice, unified_diff,
+    Document, FUZZY_THRESHOLD, LineBlock, MatchLevel, Spliced, closest, lacking, splice,
+    unified_diff,
 };
 use crate::fs::{FileChange, WriteMode};
 use crate::{ReadTracker, Workspace};
@@ -423,11 +424,9 @@ pub(crate) fn apply_hunks(
         let next = match splice(&file, &block, &[found], level) {
             Spliced::Done(next) => next,
             Spliced::Unmatched { closest, lines } => {
-                let quoted: Vec<String> = lines.iter().map(|l| format!("`{}`", l.trim())).collect();
                 let mut detail = format!(
-                    "its closest place in the file lacks {} the hunk removes or changes: {}. Applying it would keep the text the hunk replaces.\n",
-                    if lines.len() == 1 { "a line" } else { "lines" },
-                    quoted.join(", ")
+                    "its closest place in the file {}. Applying it would keep the text the hunk replaces.\n",
+                    lacking(&lines, "the hunk")
                 );
                 closest.describe(&mut detail, "the hunk");
                 detail.push_str(
