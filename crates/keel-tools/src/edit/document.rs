@@ -133,6 +133,12 @@ impl Document {
         }
     }
 
+    /// Whether some line ends with a lone `\r`. Such a file has more lines here than in
+    /// `read_file`'s numbering (which counts `\n` only).
+    pub fn has_lone_cr(&self) -> bool {
+        matches!(&self.endings, Endings::Mixed { eols, .. } if eols.contains(&Eol::Cr))
+    }
+
     /// Whether the file starts with a UTF-8 byte order mark.
     pub fn has_bom(&self) -> bool {
         self.bom
@@ -228,7 +234,7 @@ mod tests {
         let doc =
             Document::decode(b"one\r\ntwo\rthree\nfour\r\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(doc.text, "one\ntwo\nthree\nfour\n");
-        assert!(doc.is_crlf());
+        assert!(doc.is_crlf() && doc.has_lone_cr());
         // The changed line is new: it takes the dominant `\r\n`; the others keep theirs.
         assert_eq!(
             doc.encode("one\ntwo\nTHREE\nfour\n"),
