@@ -326,19 +326,20 @@ fn unittest_command(dir: &Path) -> Option<String> {
     })
 }
 
-/// The start of a regular file, as text.
+/// The start of a regular file, as text: opened beneath its own directory (a symlink out of
+/// it, a FIFO or a device is not read), at most [`SNIFF_BYTES`].
 fn read_head(path: &Path) -> Option<String> {
     use std::io::Read;
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() {
+    let dir = crate::beneath::DirHandle::open(path.parent()?).ok()?;
+    let opened = dir
+        .resolve(Path::new(path.file_name()?))
+        .map_err(|_| ())
+        .and_then(|t| t.open_regular().map_err(|_| ()));
+    let Ok((file, _)) = opened else {
         return Some(String::new());
-    }
+    };
     let mut buf = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(SNIFF_BYTES)
-        .read_to_end(&mut buf)
-        .ok()?;
+    file.take(SNIFF_BYTES).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
