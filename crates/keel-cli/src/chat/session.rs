@@ -707,30 +707,7 @@ impl Chat {
                     self.app.notice("no uncommitted changes", Level::Info);
                     return;
                 }
-                let id = format!("diff-{}", now_ms());
-                let now = now_ms();
-                self.app.on_event(
-                    &synthetic(EventKind::ToolCall {
-                        id: id.clone(),
-                        name: "git diff".into(),
-                        arguments: serde_json::json!({}),
-                    }),
-                    now,
-                );
-                self.app.on_event(
-                    &synthetic(EventKind::ToolResult {
-                        id,
-                        name: "git diff".into(),
-                        is_error: false,
-                        content: String::new(),
-                        details: keel_protocol::ToolDetails {
-                            diff: Some(diff),
-                            ..Default::default()
-                        },
-                        metadata: None,
-                    }),
-                    now,
-                );
+                self.diff_cell("git diff", diff);
             }
             Ok(o) => self.app.notice(
                 format!(
