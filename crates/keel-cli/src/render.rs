@@ -737,11 +737,11 @@ pub fn usage_line(u: &Usage) -> String {
         // local servers send no usage). "0 tokens" would be a wrong figure.
         return "tokens not reported".to_string();
     }
-    // A server that sent no usage: Keel's estimate, marked as such.
+    // A server that sent no usage: Keel's estimate, marked as such (`~`).
     let about = if u.estimated { "~" } else { "" };
     let mut parts = vec![
         format!("{about}{} tokens in", compact(u.input_tokens)),
-        format!("{} out", compact(u.output_tokens)),
+        format!("{about}{} out", compact(u.output_tokens)),
     ];
     if u.cache_read_tokens > 0 {
         parts.push(format!("{} cached", compact(u.cache_read_tokens)));
