@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use keel_tools::shell::{CommandSafety, detect_test_command};
+use keel_tools::PlannedCommand;
+use keel_tools::shell::{CommandSafety, SafetyClass, detect_test_command};
 
 use super::CommandJudge;
 use crate::verify::SharedGateDetector;
@@ -74,6 +75,27 @@ impl CommandJudge for EngineJudge {
         self.test_commands()
             .iter()
             .any(|t| matches_test_command(command, t))
+            && self
+                .test_run(&PlannedCommand {
+                    command: command.to_string(),
+                    cwd: self.workspace.clone(),
+                })
+                .is_ok()
+    }
+
+    fn test_run(&self, planned: &PlannedCommand) -> Result<(), String> {
+        let analysis = self
+            .safety
+            .classify_test_run(&planned.command, &planned.cwd, &self.workspace);
+        if analysis.class <= SafetyClass::WritesWorkspace {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: {}",
+                analysis.class,
+                analysis.reasons.join("; ")
+            ))
+        }
     }
 }
 

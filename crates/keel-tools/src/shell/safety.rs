@@ -8,11 +8,14 @@
 //! error) is `unknown`, and unknown is never read-only.
 
 use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser};
 
 pub(crate) use super::hidden::is_code_env;
+pub use super::project::Source;
+pub use super::rules::RuleMatch;
 use super::words::{Word, resolve};
 
 /// What a command may do, from harmless to harmful. A command's class is the most severe of
@@ -64,6 +67,12 @@ pub struct Analysis {
     /// Every simple command found (words as written when not literal), for deny-lists.
     #[serde(skip)]
     pub commands: Vec<Vec<String>>,
+    /// The same commands' words, with what is known about each.
+    #[serde(skip)]
+    words: Vec<Vec<Word>>,
+    /// The project files a test run's judgement read ([`CommandSafety::classify_test_run`]).
+    #[serde(skip)]
+    pub sources: Vec<Source>,
 }
 
 impl Analysis {
@@ -75,20 +84,29 @@ impl Analysis {
     /// The first deny-list entry (word prefix, e.g. `"git push"`) that one of the command's
     /// simple commands starts with.
     pub fn denied_by<'a>(&self, deny: &'a [String]) -> Option<&'a str> {
-        deny.iter().map(String::as_str).find(|entry| {
-            let want: Vec<&str> = entry.split_whitespace().collect();
-            !want.is_empty()
-                && self.commands.iter().any(|argv| {
-                    argv.len() >= want.len()
-                        && argv.iter().zip(&want).enumerate().all(|(i, (have, want))| {
-                            if i == 0 {
-                                program_name(have) == *want
-                            } else {
-                                have == want
-                            }
-                        })
-                })
-        })
+        deny.iter()
+            .map(String::as_str)
+            .find(|entry| self.rule_match(entry) == RuleMatch::Yes)
+    }
+
+    /// A short hash of the project files the judgement read (`None` when it read none): a
+    /// caller that remembers an approval keys it with this, so a changed script asks again.
+    pub fn sources_fingerprint(&self) -> Option<String> {
+        if self.sources.is_empty() {
+            return None;
+        }
+        let mut text = String::new();
+        for s in &self.sources {
+            text.push_str(&format!("{}\0{}\0{:016x}\n", s.path.display(), s.what, s.hash));
+        }
+        Some(format!("{:08x}", keel_protocol::fnv1a(text.as_bytes()) as u32))
+    }
+
+    /// How the rule `rule` (a word prefix, `"git push"`) matches the line's simple commands,
+    /// nested ones included: [`RuleMatch::Maybe`] when a word it would compare is not known
+    /// before the line runs.
+    pub fn rule_match(&self, rule: &str) -> RuleMatch {
+        super::rules::match_any(rule, &self.words)
     }
 }
 
@@ -120,8 +138,10 @@ impl CommandSafety {
         Self::default()
     }
 
-    /// The analyser with `allow` entries (word prefixes such as `"make lint"`) treated as
-    /// read-only. Redirections and substitutions around them are still judged.
+    /// The analyser with `allow` entries (word prefixes such as `"make lint"`) vouched for:
+    /// what a matching simple command does itself counts as read-only. Everything else on the
+    /// line is still judged: other commands, redirections, substitutions, and what the
+    /// vouched command runs (a wrapper's payload, `sh -c` code) — see [`super::rules`].
     pub fn with_allow(allow: &[String]) -> Self {
         Self {
             allow: allow
@@ -134,6 +154,18 @@ impl CommandSafety {
 
     /// Classifies `command` (a bash command line or script) without running anything.
     pub fn classify(&self, command: &str) -> Analysis {
+        self.classify_with(command, None)
+    }
+
+    /// Classifies a test run's `command` (run in `cwd`, inside the workspace `root`) by what
+    /// it runs: package.json scripts, Makefile recipes, shell scripts of the project and the
+    /// test runners' configuration are read and judged (see [`super::project`]); the files
+    /// read are listed in [`Analysis::sources`].
+    pub fn classify_test_run(&self, command: &str, cwd: &Path, root: &Path) -> Analysis {
+        self.classify_with(command, Some(super::project::Project::new(root, cwd)))
+    }
+
+    fn classify_with(&self, command: &str, project: Option<super::project::Project>) -> Analysis {
         let mut a = Analyzer {
             allow: &self.allow,
             findings: Vec::new(),
@@ -143,6 +175,10 @@ impl CommandSafety {
             functions: HashSet::new(),
             node_depth: 0,
             cwd_outside: false,
+            vars: Default::default(),
+            vouched: false,
+            words: Vec::new(),
+            project,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -182,6 +218,14 @@ pub(crate) struct Analyzer<'s> {
     node_depth: usize,
     /// A `cd` may have left the workspace: relative paths are no longer inside it.
     cwd_outside: bool,
+    /// The current script's variables: which hold values the script fixed (for arithmetic).
+    pub(crate) vars: super::arith::Variables,
+    /// The simple command being judged matches an allow rule: what the program itself does is
+    /// accepted (its findings are dropped), what it runs is judged on its own.
+    vouched: bool,
+    words: Vec<Vec<Word>>,
+    /// The project of a test run, whose scripts are read ([`super::project`]).
+    pub(crate) project: Option<super::project::Project>,
 }
 
 /// Node kinds that are statements (run something).
@@ -208,6 +252,9 @@ const STATEMENTS: &[&str] = &[
 
 impl Analyzer<'_> {
     pub(crate) fn flag(&mut self, class: SafetyClass, reason: String) {
+        if self.vouched {
+            return;
+        }
         if !self.findings.iter().any(|(_, r)| *r == reason) {
             self.findings.push((class, reason));
         }
@@ -255,6 +302,8 @@ impl Analyzer<'_> {
             class,
             reasons,
             commands: self.commands,
+            words: self.words,
+            sources: self.project.map(|p| p.sources).unwrap_or_default(),
         }
     }
 
@@ -285,15 +334,24 @@ impl Analyzer<'_> {
             return;
         };
         self.depth += 1;
+        // Code a vouched program runs (`sh -c CODE`) is judged on its own.
+        let vouched = std::mem::replace(&mut self.vouched, false);
         super::hidden::scan_text(self, src);
         let root = tree.root_node();
+        // A nested script (`sh -c`) is another shell: its variables are its own.
+        let outer = std::mem::replace(&mut self.vars, super::arith::fixed_variables(root, src));
         self.children(root, src, &Stdin::Inherited);
+        self.vars = outer;
+        self.vouched = vouched;
         self.depth -= 1;
     }
 
     /// A `cd` (or `git -C`) to `dir`: once it may leave the workspace, relative writes count as
     /// writes outside it.
     pub(crate) fn cd(&mut self, dir: &Word) {
+        if let Some(p) = self.project.as_mut() {
+            p.cd(dir.value());
+        }
         let outside = match dir.value() {
             Some(path) => path == "-" || path_scope(path) != PathScope::Inside,
             None => true,
@@ -352,6 +410,18 @@ impl Analyzer<'_> {
             "heredoc_redirect" | "herestring_redirect" => {
                 self.redirect_parts(node, src);
             }
+            "arithmetic_expansion" => {
+                super::arith::arithmetic_node(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "expansion" => {
+                super::arith::expansion(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "subscript" => {
+                super::arith::subscript(self, node, src);
+                self.children(node, src, stdin);
+            }
             _ => self.children(node, src, stdin),
         }
     }
@@ -382,7 +452,20 @@ impl Analyzer<'_> {
                 self.children(node, src, stdin);
             }
             "variable_assignment" => self.assignment(node, src, false),
-            "variable_assignments" | "declaration_command" => {
+            "compound_statement" if src[node.byte_range()].starts_with("((") => {
+                super::arith::arithmetic_node(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "c_style_for_statement" => {
+                super::arith::c_style_for(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "test_command" => {
+                super::arith::test_command(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "declaration_command" => self.declaration(node, src, stdin),
+            "variable_assignments" => {
                 let mut cursor = node.walk();
                 let kids: Vec<Node> = node.named_children(&mut cursor).collect();
                 for k in kids {
@@ -397,11 +480,68 @@ impl Analyzer<'_> {
         }
     }
 
+    /// `declare`/`typeset`/`local`/`export`/`readonly`: assignments, and names given by
+    /// expansions (`declare "$n=1"` evaluates a subscript in `$n`), and namerefs (`-n`) to names
+    /// not known before they run.
+    fn declaration(&mut self, node: Node, src: &str, stdin: &Stdin) {
+        let text = &src[node.byte_range()];
+        let keyword = text.split_whitespace().next().unwrap_or("");
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+        let nameref = kids.iter().any(|k| {
+            k.kind() == "word" && {
+                let w = &src[k.byte_range()];
+                w.starts_with('-') && w.contains('n')
+            }
+        });
+        for k in kids {
+            match k.kind() {
+                "variable_assignment" => {
+                    if nameref
+                        && let Some(v) = k.child_by_field_name("value")
+                    {
+                        super::arith::variable_name_word(self, v, src, &format!("`{keyword} -n`"));
+                    }
+                    self.assignment(k, src, false);
+                }
+                "variable_name" | "word" => {}
+                _ => {
+                    if matches!(keyword, "declare" | "typeset" | "local") {
+                        let w = resolve(k, src);
+                        if !w.literal {
+                            super::arith::variable_name_text(
+                                self,
+                                None,
+                                &w.source,
+                                &format!("`{keyword}`"),
+                            );
+                        }
+                    }
+                    self.any(k, src, stdin);
+                }
+            }
+        }
+    }
+
     /// `NAME=value`: harmless unless NAME changes which code runs; the value is searched for
     /// substitutions.
     fn assignment(&mut self, node: Node, src: &str, prefix: bool) {
-        if let Some(name) = node.child_by_field_name("name") {
-            let name = &src[name.byte_range()];
+        if let Some(name_node) = node.child_by_field_name("name") {
+            let name = &src[name_node.byte_range()];
+            if name_node.kind() == "subscript" {
+                self.any(name_node, src, &Stdin::Inherited);
+            }
+            if let Some(value) = node.child_by_field_name("value")
+                && value.kind() == "array"
+            {
+                super::arith::array_literal(self, value, src, name);
+            }
+            if self.vars.is_integer(name)
+                && let Some(value) = node.child_by_field_name("value")
+            {
+                let text = src[value.byte_range()].to_string();
+                super::arith::expression(self, &text, &format!("the integer variable `{name}`"));
+            }
             if is_code_env(name) {
                 let scope = if prefix { " for the command" } else { "" };
                 self.flag(
@@ -489,6 +629,16 @@ impl Analyzer<'_> {
             .collect();
         for d in &dests {
             self.any(*d, src, &Stdin::Inherited);
+        }
+        if !matches!(
+            op.as_str(),
+            "<" | ">" | ">>" | ">|" | "&>" | "&>>" | "<>" | ">&" | "<&" | ">&-" | "<&-"
+        ) {
+            self.flag(
+                SafetyClass::Unknown,
+                format!("the redirection `{op}` is not one Keel knows"),
+            );
+            return;
         }
         let writes = matches!(op.as_str(), ">" | ">>" | ">|" | "&>" | "&>>" | "<>");
         let dup_to_file = op == ">&"
@@ -585,9 +735,17 @@ impl Analyzer<'_> {
 
     /// Judges one simple command given its words (the program first).
     pub(crate) fn simple_command(&mut self, words: &[Word], stdin: &Stdin) {
+        // A command run by a vouched one (a wrapper's payload) is judged on its own.
+        let outer = std::mem::replace(&mut self.vouched, false);
+        self.judge_simple_command(words, stdin);
+        self.vouched = outer;
+    }
+
+    fn judge_simple_command(&mut self, words: &[Word], stdin: &Stdin) {
         let Some(first) = words.first() else {
             return;
         };
+        self.words.push(words.to_vec());
         self.commands.push(
             words
                 .iter()
@@ -602,7 +760,7 @@ impl Analyzer<'_> {
         );
         if self.is_allowed(words) {
             self.read_only(&first.text);
-            return;
+            self.vouched = true;
         }
         let Some(name) = first.value() else {
             self.flag(
@@ -624,6 +782,12 @@ impl Analyzer<'_> {
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
+                // A test run's own script or built program (`./test.sh`).
+                None if self.project.is_some()
+                    && super::project::judge(self, &name.to_string(), &words[1..], stdin) =>
+                {
+                    return;
+                }
                 None => {
                     self.flag(
                         SafetyClass::Unknown,
@@ -655,26 +819,21 @@ impl Analyzer<'_> {
             _ => {}
         }
         let program = program.to_string();
+        if self.project.is_some() && super::project::judge(self, &program, &words[1..], stdin) {
+            return;
+        }
         super::programs::judge(self, &program, &words[1..], stdin);
     }
 
     fn is_allowed(&self, words: &[Word]) -> bool {
-        self.allow.iter().any(|entry| {
-            words.len() >= entry.len()
-                && entry.iter().zip(words).enumerate().all(|(i, (want, w))| {
-                    w.literal
-                        && if i == 0 {
-                            program_name(&w.text) == want
-                        } else {
-                            w.text == *want
-                        }
-                })
-        })
+        self.allow
+            .iter()
+            .any(|entry| super::rules::vouches(entry, words))
     }
 }
 
 /// `/usr/bin/git` → `git`; programs outside the system's binary directories are unknown.
-fn system_program(path: &str) -> Option<&str> {
+pub(crate) fn system_program(path: &str) -> Option<&str> {
     const DIRS: &[&str] = &[
         "/bin/",
         "/usr/bin/",
@@ -688,12 +847,23 @@ fn system_program(path: &str) -> Option<&str> {
         .filter(|rest| !rest.is_empty() && !rest.contains('/'))
 }
 
+/// The operator of a redirect as bash reads it: the text between the file descriptor and the
+/// target, spaces removed (the grammar splits `<>` into `<` and an error node).
 fn redirect_operator(node: Node, src: &str) -> String {
     let mut cursor = node.walk();
-    node.children(&mut cursor)
-        .find(|c| !c.is_named())
-        .map(|c| src[c.byte_range()].to_string())
-        .unwrap_or_default()
+    let kids: Vec<Node> = node.children(&mut cursor).collect();
+    let start = kids
+        .iter()
+        .find(|c| c.kind() != "file_descriptor")
+        .map_or(node.start_byte(), |c| c.start_byte());
+    let end = node
+        .child_by_field_name("destination")
+        .map_or(node.end_byte(), |d| d.start_byte());
+    src.get(start..end.max(start))
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect()
 }
 
 fn heredoc_text(node: Node, src: &str) -> Option<String> {
