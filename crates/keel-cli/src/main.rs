@@ -498,6 +498,10 @@ pub struct SearchArgs {
     /// One hit per file, files ranked by all their evidence (same as `--kind file`).
     #[arg(long, conflicts_with = "kind")]
     pub files: bool,
+    /// Definitions (functions, methods, classes) ranked with their file's evidence, each with
+    /// why (same as `--kind symbol`).
+    #[arg(long, conflicts_with_all = ["kind", "files"])]
+    pub symbols: bool,
     /// Only paths matching this glob (`*.py`, `src/**/*.rs`).
     #[arg(long, value_name = "GLOB")]
     pub glob: Option<String>,
