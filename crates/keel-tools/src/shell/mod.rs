@@ -17,13 +17,16 @@ mod outputs;
 mod makefile;
 mod programs;
 mod project;
+mod redirects;
 mod rules;
+mod runners;
 mod run_command;
 mod run_tests;
 mod safety;
 mod scripts;
 pub mod testing;
 mod toolchains;
+mod verdict;
 mod words;
 mod wrappers;
 

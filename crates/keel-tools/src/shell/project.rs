@@ -41,9 +41,9 @@ pub struct Source {
 /// The project a test run's command belongs to.
 #[derive(Debug, Clone)]
 pub(crate) struct Project {
-    root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Where the command runs; `None` once a `cd` went somewhere not known.
-    cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     pub(crate) sources: Vec<Source>,
     reads: usize,
 }
@@ -74,7 +74,7 @@ impl Project {
     /// Reads the project file `name` (relative to where the command runs): regular, inside
     /// the workspace once links are resolved, at most [`MAX_FILE_BYTES`]; recorded as a
     /// source. `Ok(None)` when it does not exist.
-    fn read(&mut self, name: &str, what: &str) -> Result<Option<String>, String> {
+    pub(crate) fn read(&mut self, name: &str, what: &str) -> Result<Option<String>, String> {
         self.read_text(name, what).map_err(ReadFailure::into_reason)
     }
 
@@ -86,7 +86,7 @@ impl Project {
         self.read_path(&cwd.join(name), what)
     }
 
-    fn read_at(&mut self, path: &Path, what: &str) -> Result<Option<String>, String> {
+    pub(crate) fn read_at(&mut self, path: &Path, what: &str) -> Result<Option<String>, String> {
         self.read_path(path, what).map_err(ReadFailure::into_reason)
     }
 
@@ -219,7 +219,7 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             Some(file) => shell_script(a, &file),
             None => false,
         },
-        "cargo" => cargo(a, args),
+        "cargo" => super::runners::cargo(a, args),
         "go" if args.first().is_some_and(|w| w.is("test") || w.is("vet")) => {
             vouch(a, &format!("go {}", args[0].text));
             true
@@ -235,14 +235,14 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
         p if p.starts_with("python") && python_test_module(args).is_some() => {
             let module = python_test_module(args).unwrap_or_default();
             if module == "pytest" {
-                pytest(a, "python -m pytest", args);
+                super::runners::pytest(a, "python -m pytest", args);
             } else {
                 vouch(a, &format!("python -m {module}"));
             }
             true
         }
         "pytest" | "py.test" => {
-            pytest(a, program, args);
+            super::runners::pytest(a, program, args);
             true
         }
         p if TEST_RUNNERS.contains(&p) => {
@@ -259,7 +259,7 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
 
 /// Counts a test runner (or the project's own script) as what a test run does: it runs the
 /// project's code, in the workspace-write sandbox.
-fn vouch(a: &mut Analyzer, what: &str) {
+pub(crate) fn vouch(a: &mut Analyzer, what: &str) {
     a.flag(
         WritesWorkspace,
         format!("`{what}` runs the project's tests or code (confined to the workspace)"),
@@ -558,209 +558,6 @@ fn python_test_module(args: &[Word]) -> Option<String> {
     let module = args.get(m + 1)?.value()?;
     matches!(module, "pytest" | "unittest" | "nose2" | "tox" | "nox" | "coverage" | "mypy")
         .then(|| module.to_string())
-}
-
-/// pytest: the runner, with its options and its configuration's `addopts` judged: `--basetemp`
-/// empties a directory, report options write files.
-fn pytest(a: &mut Analyzer, label: &str, args: &[Word]) {
-    vouch(a, label);
-    let mut options: Vec<Word> = args.to_vec();
-    if let Some(addopts) = pytest_addopts(a) {
-        options.extend(addopts.split_whitespace().map(Word::lit));
-    }
-    let mut i = 0;
-    while let Some(w) = options.get(i) {
-        let Some(v) = w.value() else {
-            i += 1;
-            continue;
-        };
-        let (name, value) = match v.split_once('=') {
-            Some((n, val)) => (n, Some(Word::lit(val))),
-            None => (v, None),
-        };
-        let writes = match name {
-            "--basetemp" => Some("`pytest --basetemp` empties that directory first"),
-            "--junitxml" | "--junit-xml" | "--result-log" | "--report-log" | "--html"
-            | "--json-report-file" => Some("a pytest report option writes a file"),
-            _ => None,
-        };
-        if let Some(how) = writes {
-            let target = value.or_else(|| {
-                i += 1;
-                options.get(i).cloned()
-            });
-            match target {
-                Some(t) if name == "--basetemp" => {
-                    a.write_target(&t, "`pytest --basetemp`");
-                    if t
-                        .value()
-                        .is_some_and(|p| super::safety::path_scope(p) != super::safety::PathScope::Temp)
-                    {
-                        a.flag(
-                            SafetyClass::Destructive,
-                            format!("{how}: `{}`", t.source),
-                        );
-                    }
-                }
-                Some(t) => a.write_target(&t, how),
-                None => a.flag(WritesWorkspace, how.to_string()),
-            }
-        }
-        i += 1;
-    }
-}
-
-/// pytest's `addopts` from the first configuration file that has a pytest section.
-fn pytest_addopts(a: &mut Analyzer) -> Option<String> {
-    let project = a.project.as_mut()?;
-    for (file, section) in [
-        ("pytest.ini", "[pytest]"),
-        ("pyproject.toml", "[tool.pytest.ini_options]"),
-        ("tox.ini", "[pytest]"),
-        ("setup.cfg", "[tool:pytest]"),
-    ] {
-        let Ok(Some(text)) = project.read(file, "pytest addopts") else {
-            continue;
-        };
-        if !text.contains(section) {
-            continue;
-        }
-        if file == "pyproject.toml" {
-            let v: toml::Table = toml::from_str(&text).ok()?;
-            let opts = v.get("tool")?.get("pytest")?.get("ini_options")?.get("addopts")?;
-            return Some(match opts {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Array(a) => a
-                    .iter()
-                    .filter_map(|x| x.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                _ => String::new(),
-            });
-        }
-        return Some(ini_value(&text, section, "addopts").unwrap_or_default());
-    }
-    None
-}
-
-/// A key's value (with indented continuation lines) in an INI section.
-fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
-    let mut in_section = false;
-    let mut value: Option<String> = None;
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            if value.is_some() {
-                break;
-            }
-            in_section = t == section;
-            continue;
-        }
-        if !in_section {
-            continue;
-        }
-        if let Some(v) = value.as_mut() {
-            if line.starts_with([' ', '\t']) && !t.is_empty() {
-                v.push(' ');
-                v.push_str(t);
-                continue;
-            }
-            break;
-        }
-        if let Some((k, v)) = t.split_once('=')
-            && k.trim() == key
-        {
-            value = Some(v.trim().to_string());
-        }
-    }
-    value
-}
-
-/// `cargo test`, `cargo nextest`, `cargo bench`, `cargo run`: the project's code; the
-/// programs `.cargo/config.toml` has Cargo run around it (`runner`, `rustc-wrapper`) are
-/// judged as commands.
-fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
-    let sub = args.iter().find_map(|w| w.value().filter(|v| !v.starts_with('-')));
-    if !matches!(
-        sub,
-        Some("test" | "t" | "nextest" | "bench" | "run" | "r" | "build" | "b" | "check" | "c")
-    ) {
-        return false;
-    }
-    // `--config` overrides stay unknown (the usual judgement).
-    if args
-        .iter()
-        .any(|w| w.value().is_none_or(|v| v.starts_with("--config") || v.starts_with("-Z")))
-    {
-        return false;
-    }
-    vouch(a, &format!("cargo {}", sub.unwrap_or("test")));
-    let Some(project) = a.project.as_mut() else {
-        return true;
-    };
-    let Some(mut dir) = project.cwd.clone() else {
-        return true;
-    };
-    let mut programs = Vec::new();
-    loop {
-        for name in [".cargo/config.toml", ".cargo/config"] {
-            match project.read_at(&dir.join(name), "runner and wrappers") {
-                Ok(Some(text)) => programs.extend(cargo_config_programs(&text)),
-                Ok(None) => {}
-                Err(why) => programs.push(Err(why)),
-            }
-        }
-        if dir == project.root || !dir.pop() || !dir.starts_with(&project.root) {
-            break;
-        }
-    }
-    for p in programs {
-        match p {
-            Ok(cmd) => {
-                let line = format!("{cmd} ./target/test-binary");
-                a.script(&line);
-            }
-            Err(why) => a.flag(Unknown, format!("Cargo's configuration: {why}")),
-        }
-    }
-    true
-}
-
-/// The commands a Cargo configuration names: `target.*.runner`, `build.rustc-wrapper`,
-/// `build.rustc-workspace-wrapper`, `build.rustc`, `build.rustdoc`.
-fn cargo_config_programs(text: &str) -> Vec<Result<String, String>> {
-    let table: toml::Table = match toml::from_str(text) {
-        Ok(t) => t,
-        Err(e) => return vec![Err(format!("it does not parse: {e}"))],
-    };
-    let as_command = |v: &toml::Value| -> Result<String, String> {
-        match v {
-            toml::Value::String(s) => Ok(s.clone()),
-            toml::Value::Array(a) => Ok(a
-                .iter()
-                .filter_map(|x| x.as_str())
-                .map(super::testing::quote)
-                .collect::<Vec<_>>()
-                .join(" ")),
-            other => Err(format!("a program given as {}", other.type_str())),
-        }
-    };
-    let mut out = Vec::new();
-    if let Some(targets) = table.get("target").and_then(|t| t.as_table()) {
-        for t in targets.values() {
-            if let Some(r) = t.get("runner") {
-                out.push(as_command(r));
-            }
-        }
-    }
-    if let Some(build) = table.get("build").and_then(|b| b.as_table()) {
-        for key in ["rustc-wrapper", "rustc-workspace-wrapper", "rustc", "rustdoc"] {
-            if let Some(v) = build.get(key) {
-                out.push(as_command(v));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -10,105 +10,14 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser};
 
 pub(crate) use super::hidden::is_code_env;
 pub use super::project::Source;
 pub use super::rules::RuleMatch;
+pub use super::verdict::{Analysis, SafetyClass};
+use super::redirects::{herestring_text, redirect_operator};
 use super::words::{Word, resolve};
-
-/// What a command may do, from harmless to harmful. A command's class is the most severe of
-/// its parts'.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum SafetyClass {
-    /// Only reads files and prints.
-    #[default]
-    ReadOnly,
-    /// Creates or changes files (in the workspace or temp directories).
-    WritesWorkspace,
-    /// Talks to the network (downloads, pushes, remote calls).
-    Network,
-    /// Cannot be judged statically: may do anything.
-    Unknown,
-    /// Deletes or overwrites data, rewrites history, writes outside the workspace, or ends
-    /// processes.
-    Destructive,
-}
-
-impl SafetyClass {
-    /// `read_only`, `writes_workspace`, `network`, `unknown` or `destructive`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SafetyClass::ReadOnly => "read_only",
-            SafetyClass::WritesWorkspace => "writes_workspace",
-            SafetyClass::Network => "network",
-            SafetyClass::Unknown => "unknown",
-            SafetyClass::Destructive => "destructive",
-        }
-    }
-}
-
-impl std::fmt::Display for SafetyClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The verdict on one command line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Analysis {
-    pub class: SafetyClass,
-    /// Why: which word, which redirection. For read-only commands, the programs seen.
-    pub reasons: Vec<String>,
-    /// Every simple command found (words as written when not literal), for deny-lists.
-    #[serde(skip)]
-    pub commands: Vec<Vec<String>>,
-    /// The same commands' words, with what is known about each.
-    #[serde(skip)]
-    words: Vec<Vec<Word>>,
-    /// The project files a test run's judgement read ([`CommandSafety::classify_test_run`]).
-    #[serde(skip)]
-    pub sources: Vec<Source>,
-}
-
-impl Analysis {
-    /// True when the command only reads.
-    pub fn is_read_only(&self) -> bool {
-        self.class == SafetyClass::ReadOnly
-    }
-
-    /// The first deny-list entry (word prefix, e.g. `"git push"`) that one of the command's
-    /// simple commands starts with.
-    pub fn denied_by<'a>(&self, deny: &'a [String]) -> Option<&'a str> {
-        deny.iter()
-            .map(String::as_str)
-            .find(|entry| self.rule_match(entry) == RuleMatch::Yes)
-    }
-
-    /// A short hash of the project files the judgement read (`None` when it read none): a
-    /// caller that remembers an approval keys it with this, so a changed script asks again.
-    pub fn sources_fingerprint(&self) -> Option<String> {
-        if self.sources.is_empty() {
-            return None;
-        }
-        let mut text = String::new();
-        for s in &self.sources {
-            text.push_str(&format!("{}\0{}\0{:016x}\n", s.path.display(), s.what, s.hash));
-        }
-        Some(format!("{:08x}", keel_protocol::fnv1a(text.as_bytes()) as u32))
-    }
-
-    /// How the rule `rule` (a word prefix, `"git push"`) matches the line's simple commands,
-    /// nested ones included: [`RuleMatch::Maybe`] when a word it would compare is not known
-    /// before the line runs.
-    pub fn rule_match(&self, rule: &str) -> RuleMatch {
-        super::rules::match_any(rule, &self.words)
-    }
-}
 
 /// `rm` for `/bin/rm`.
 pub(crate) fn program_name(word: &str) -> &str {
@@ -361,7 +270,7 @@ impl Analyzer<'_> {
         }
     }
 
-    fn children(&mut self, node: Node, src: &str, stdin: &Stdin) {
+    pub(crate) fn children(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut cursor = node.walk();
         let kids: Vec<Node> = node.named_children(&mut cursor).collect();
         for child in kids {
@@ -371,7 +280,7 @@ impl Analyzer<'_> {
 
     /// Visits any node: statements are judged, everything else is searched for nested
     /// statements (substitutions) and parse errors.
-    fn any(&mut self, node: Node, src: &str, stdin: &Stdin) {
+    pub(crate) fn any(&mut self, node: Node, src: &str, stdin: &Stdin) {
         if self.node_depth >= MAX_NODE_DEPTH {
             self.flag(
                 SafetyClass::Unknown,
@@ -552,113 +461,6 @@ impl Analyzer<'_> {
         }
         if let Some(value) = node.child_by_field_name("value") {
             self.any(value, src, &Stdin::Inherited);
-        }
-    }
-
-    fn redirected(&mut self, node: Node, src: &str, stdin: &Stdin) {
-        let mut body_stdin = stdin.clone();
-        let mut cursor = node.walk();
-        let kids: Vec<(Option<&str>, Node)> = node
-            .children(&mut cursor)
-            .enumerate()
-            .map(|(i, n)| (node.field_name_for_child(i as u32), n))
-            .collect();
-        let mut body = None;
-        for (field, child) in kids {
-            if !child.is_named() {
-                continue;
-            }
-            if field == Some("body") {
-                body = Some(child);
-                continue;
-            }
-            match child.kind() {
-                "heredoc_redirect" => {
-                    body_stdin = Stdin::Text(heredoc_text(child, src));
-                    self.redirect_parts(child, src);
-                }
-                "herestring_redirect" => {
-                    body_stdin = Stdin::Text(herestring_text(child, src));
-                    self.redirect_parts(child, src);
-                }
-                "file_redirect" => {
-                    if redirect_operator(child, src).starts_with('<') {
-                        body_stdin = Stdin::File;
-                    }
-                    self.file_redirect(child, src);
-                }
-                _ => self.any(child, src, stdin),
-            }
-        }
-        if let Some(body) = body {
-            self.any(body, src, &body_stdin);
-        }
-    }
-
-    /// The parts of a here-doc/here-string redirect: substitutions in its body (unless the
-    /// delimiter is quoted), chained redirects and the pipeline that may follow `<<EOF`.
-    fn redirect_parts(&mut self, node: Node, src: &str) {
-        let quoted = node
-            .named_children(&mut node.walk())
-            .find(|c| c.kind() == "heredoc_start")
-            .is_some_and(|s| src[s.byte_range()].starts_with(['\'', '"', '\\']));
-        let mut cursor = node.walk();
-        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
-        for child in kids {
-            match child.kind() {
-                "heredoc_start" | "heredoc_end" | "file_descriptor" => {}
-                "heredoc_body" if quoted => {}
-                // `cat <<EOF | sh`: the pipeline continues after the here-doc operator.
-                "pipeline" => {
-                    let mut c = child.walk();
-                    let parts: Vec<Node> = child.named_children(&mut c).collect();
-                    for part in parts {
-                        self.any(part, src, &Stdin::Pipe);
-                    }
-                }
-                _ => self.any(child, src, &Stdin::Inherited),
-            }
-        }
-    }
-
-    fn file_redirect(&mut self, node: Node, src: &str) {
-        let op = redirect_operator(node, src);
-        let mut cursor = node.walk();
-        let dests: Vec<Node> = node
-            .children_by_field_name("destination", &mut cursor)
-            .collect();
-        for d in &dests {
-            self.any(*d, src, &Stdin::Inherited);
-        }
-        if !matches!(
-            op.as_str(),
-            "<" | ">" | ">>" | ">|" | "&>" | "&>>" | "<>" | ">&" | "<&" | ">&-" | "<&-"
-        ) {
-            self.flag(
-                SafetyClass::Unknown,
-                format!("the redirection `{op}` is not one Keel knows"),
-            );
-            return;
-        }
-        let writes = matches!(op.as_str(), ">" | ">>" | ">|" | "&>" | "&>>" | "<>");
-        let dup_to_file = op == ">&"
-            && dests.first().is_some_and(|d| {
-                let w = resolve(*d, src);
-                !(w.literal && (w.text == "-" || w.text.chars().all(|c| c.is_ascii_digit())))
-            });
-        if !(writes || dup_to_file) {
-            return;
-        }
-        match dests.first() {
-            Some(d) => {
-                let w = resolve(*d, src);
-                let how = format!("redirection `{op}`");
-                self.write_target(&w, &how);
-            }
-            None => self.flag(
-                SafetyClass::Unknown,
-                format!("redirection `{op}` without a target"),
-            ),
         }
     }
 
@@ -845,51 +647,6 @@ pub(crate) fn system_program(path: &str) -> Option<&str> {
     DIRS.iter()
         .find_map(|d| path.strip_prefix(d))
         .filter(|rest| !rest.is_empty() && !rest.contains('/'))
-}
-
-/// The operator of a redirect as bash reads it: the text between the file descriptor and the
-/// target, spaces removed (the grammar splits `<>` into `<` and an error node).
-fn redirect_operator(node: Node, src: &str) -> String {
-    let mut cursor = node.walk();
-    let kids: Vec<Node> = node.children(&mut cursor).collect();
-    let start = kids
-        .iter()
-        .find(|c| c.kind() != "file_descriptor")
-        .map_or(node.start_byte(), |c| c.start_byte());
-    let end = node
-        .child_by_field_name("destination")
-        .map_or(node.end_byte(), |d| d.start_byte());
-    src.get(start..end.max(start))
-        .unwrap_or("")
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect()
-}
-
-fn heredoc_text(node: Node, src: &str) -> Option<String> {
-    let quoted = node
-        .named_children(&mut node.walk())
-        .find(|c| c.kind() == "heredoc_start")
-        .is_some_and(|s| src[s.byte_range()].starts_with(['\'', '"', '\\']));
-    let body = node
-        .named_children(&mut node.walk())
-        .find(|c| c.kind() == "heredoc_body")?;
-    // An unquoted body with expansions is not literal.
-    if !quoted && body.named_child_count() > 0 {
-        let mut cursor = body.walk();
-        if body
-            .named_children(&mut cursor)
-            .any(|c| c.kind() != "heredoc_content")
-        {
-            return None;
-        }
-    }
-    Some(src[body.byte_range()].to_string())
-}
-
-fn herestring_text(node: Node, src: &str) -> Option<String> {
-    let value = node.named_children(&mut node.walk()).last()?;
-    resolve(value, src).value().map(str::to_string)
 }
 
 /// Writing here destroys nothing.
