@@ -32,7 +32,11 @@ fn chown_tree(path: &Path) {
 
 /// Who runs `keel`: the test's own user, and as root also uid 65534.
 fn users() -> Vec<bool> {
-    if is_root() { vec![false, true] } else { vec![false] }
+    if is_root() {
+        vec![false, true]
+    } else {
+        vec![false]
+    }
 }
 
 /// `keel ARGS` in `env` as the test's user, or (`nobody`, as root) as uid 65534.
@@ -43,7 +47,9 @@ fn keel(env: &Env, nobody: bool, args: &[&str]) -> Output {
             .into_iter()
             .find(|p| Path::new(p).exists())
             .unwrap_or_else(|| {
-                panic!("`setpriv` (util-linux) is needed to run keel as uid 65534; install util-linux")
+                panic!(
+                    "`setpriv` (util-linux) is needed to run keel as uid 65534; install util-linux"
+                )
             });
         let bin_dir = env.home.parent().unwrap().join("bin");
         std::fs::create_dir_all(&bin_dir).unwrap();
@@ -107,6 +113,17 @@ fn command(cmd: &str) -> String {
     format!("{{command: {}}}", serde_json::to_string(cmd).unwrap())
 }
 
+/// The run of a model that runs each of `commands` (id, command line) with `run_command`.
+fn run_commands(env: &Env, nobody: bool, policy: &str, commands: &[(&str, &str)]) -> Output {
+    let body = script(
+        &commands
+            .iter()
+            .map(|(id, c)| (*id, "run_command", command(c)))
+            .collect::<Vec<_>>(),
+    );
+    run(env, nobody, policy, &body)
+}
+
 fn run(env: &Env, nobody: bool, policy: &str, body: &str) -> Output {
     let script = env.script("s.yaml", body);
     let out = keel(
@@ -137,8 +154,14 @@ fn hidden_commands_do_not_run_under_untrusted() {
         let env = Env::new();
         std::fs::write(env.work.join("count"), "a[$(touch for-ran)]").unwrap();
         let mut calls = vec![
-            ("arith", r"n=$(printf 'a\x5b\x24(rm -rf src)\x5d'); echo $((n))"),
-            ("prompt", r"x=$(printf '\x24(touch prompt-ran)'); echo ${x@P}"),
+            (
+                "arith",
+                r"n=$(printf 'a\x5b\x24(rm -rf src)\x5d'); echo $((n))",
+            ),
+            (
+                "prompt",
+                r"x=$(printf '\x24(touch prompt-ran)'); echo ${x@P}",
+            ),
             ("trap", "trap -- 'touch trap-ran' EXIT"),
             ("rw", "cat README.md <> rw-ran"),
             ("awk", r#"awk 'BEGIN { print ";" > "awk-ran" }'"#),
@@ -151,17 +174,21 @@ fn hidden_commands_do_not_run_under_untrusted() {
         if zstd {
             calls.push(("zstd", "zstd -q -c -o zstd-ran README.md"));
         }
-        let body = script(
-            &calls
-                .iter()
-                .map(|(id, c)| (*id, "run_command", command(c)))
-                .collect::<Vec<_>>(),
-        );
-        let out = run(&env, nobody, "untrusted", &body);
+        let out = run_commands(&env, nobody, "untrusted", &calls);
         let r = results(&out);
         let who = if nobody { "uid 65534" } else { "this user" };
-        assert!(env.work.join("src/lib.rs").exists(), "{who}: src survives: {r:?}");
-        for canary in ["prompt-ran", "trap-ran", "rw-ran", "awk-ran", "for-ran", "zstd-ran"] {
+        assert!(
+            env.work.join("src/lib.rs").exists(),
+            "{who}: src survives: {r:?}"
+        );
+        for canary in [
+            "prompt-ran",
+            "trap-ran",
+            "rw-ran",
+            "awk-ran",
+            "for-ran",
+            "zstd-ran",
+        ] {
             assert!(!env.work.join(canary).exists(), "{who}: {canary}: {r:?}");
         }
         for (id, _) in calls.iter().filter(|(id, _)| *id != "list") {
@@ -171,7 +198,10 @@ fn hidden_commands_do_not_run_under_untrusted() {
                 content(&r, id)
             );
         }
-        assert!(content(&r, "list").contains("README.md"), "reading still runs");
+        assert!(
+            content(&r, "list").contains("README.md"),
+            "reading still runs"
+        );
     }
 }
 
@@ -191,16 +221,17 @@ fn an_allow_rule_does_not_carry_the_rest_of_the_line() {
             ("word", "git statusx; touch word-ran"),
             ("ok", "echo allowed-ran"),
         ];
-        let body = script(
-            &calls
-                .iter()
-                .map(|(id, c)| (*id, "run_command", command(c)))
-                .collect::<Vec<_>>(),
-        );
-        let out = run(&env, nobody, "untrusted", &body);
+        let out = run_commands(&env, nobody, "untrusted", &calls);
         let r = results(&out);
         assert!(env.work.join("src/lib.rs").exists(), "{r:?}");
-        for canary in ["and-ran", "pipe-ran", "subst-ran", "env-ran", "shc-ran", "word-ran"] {
+        for canary in [
+            "and-ran",
+            "pipe-ran",
+            "subst-ran",
+            "env-ran",
+            "shc-ran",
+            "word-ran",
+        ] {
             assert!(!env.work.join(canary).exists(), "{canary}: {r:?}");
         }
         assert!(content(&r, "ok").contains("allowed-ran"), "{r:?}");
@@ -222,8 +253,11 @@ fn run_tests_is_judged_by_what_it_runs() {
         Box::new(|env: &Env| {
             env.config("[shell]\ntest_command = \"sh scripts/test.sh\"\n");
             std::fs::create_dir_all(env.work.join("scripts")).unwrap();
-            std::fs::write(env.work.join("scripts/test.sh"), "echo testing\nrm -rf src\n")
-                .unwrap();
+            std::fs::write(
+                env.work.join("scripts/test.sh"),
+                "echo testing\nrm -rf src\n",
+            )
+            .unwrap();
         }),
     )];
     for (tool, case, setup) in [
@@ -244,8 +278,11 @@ fn run_tests_is_judged_by_what_it_runs() {
             "a Makefile",
             Box::new(|env: &Env| {
                 env.config("[shell]\ntest_command = \"make test\"\n");
-                std::fs::write(env.work.join("Makefile"), "test:\n\t@echo testing\n\trm -rf src\n")
-                    .unwrap();
+                std::fs::write(
+                    env.work.join("Makefile"),
+                    "test:\n\t@echo testing\n\trm -rf src\n",
+                )
+                .unwrap();
             }),
         ),
     ] {
@@ -265,15 +302,27 @@ fn run_tests_is_judged_by_what_it_runs() {
             let r = results(&out);
             assert!(env.work.join("src/lib.rs").exists(), "{case}: {r:?}");
             let c = content(&r, "t");
-            assert!(c.contains("nobody to approve") && c.contains("destructive"), "{case}: {c}");
+            assert!(
+                c.contains("nobody to approve") && c.contains("destructive"),
+                "{case}: {c}"
+            );
         }
     }
     // A test script that only tests runs without asking.
     let env = Env::new();
     env.config("[shell]\ntest_command = \"sh scripts/test.sh\"\n");
     std::fs::create_dir_all(env.work.join("scripts")).unwrap();
-    std::fs::write(env.work.join("scripts/test.sh"), "echo '1 passed, 0 failed'\n").unwrap();
-    let out = run(&env, false, "on-request", &script(&[("t", "run_tests", "{}".into())]));
+    std::fs::write(
+        env.work.join("scripts/test.sh"),
+        "echo '1 passed, 0 failed'\n",
+    )
+    .unwrap();
+    let out = run(
+        &env,
+        false,
+        "on-request",
+        &script(&[("t", "run_tests", "{}".into())]),
+    );
     let r = results(&out);
     assert!(content(&r, "t").contains("1 passed"), "{r:?}");
 }
@@ -287,7 +336,7 @@ fn the_session_database_is_private() {
         let data = env.home.join("data");
         std::fs::create_dir_all(&data).unwrap();
         std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let out = run(&env, nobody, "never", &script(&[("l", "run_command", command("ls"))]));
+        let out = run_commands(&env, nobody, "never", &[("l", "ls")]);
         let _ = results(&out);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&data), 0o700, "nobody={nobody}");
@@ -299,7 +348,10 @@ fn the_session_database_is_private() {
             }
         }
         if nobody {
-            assert_eq!(std::fs::metadata(data.join("keel.db")).unwrap().uid(), NOBODY);
+            assert_eq!(
+                std::fs::metadata(data.join("keel.db")).unwrap().uid(),
+                NOBODY
+            );
         }
     }
 }

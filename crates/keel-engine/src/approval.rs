@@ -597,7 +597,12 @@ mod tests {
 
     #[test]
     fn deny_rules_see_every_simple_command_and_ask_when_a_word_is_not_known() {
-        let r = rules(ApprovalPolicy::Never, &["run_command"], &[], &["run_command:rm"]);
+        let r = rules(
+            ApprovalPolicy::Never,
+            &["run_command"],
+            &[],
+            &["run_command:rm"],
+        );
         for denied in [
             "rm -rf src",
             "ls; rm -rf src",
@@ -635,7 +640,10 @@ mod tests {
         let on = rules(ApprovalPolicy::OnRequest, &[], &[], &[]);
         let (_dir, ws) = npm_project("mocha --recursive");
         let (v, what) = on.judge_in(&tests, &tools, Some(&ws));
-        assert_eq!((v, what.class.as_str()), (Verdict::Allow, "writes_workspace"));
+        assert_eq!(
+            (v, what.class.as_str()),
+            (Verdict::Allow, "writes_workspace")
+        );
         assert!(what.summary.starts_with("npm test"), "{}", what.summary);
         assert!(what.summary.contains("package.json"), "{}", what.summary);
         let (_dir, ws) = npm_project("rm -rf src");

@@ -323,7 +323,10 @@ turns:
         .await
         .unwrap();
     let again = wait_for(&s.sink, requested("t3")).await;
-    let EventKind::ApprovalRequested { summary: changed, .. } = &again.kind else {
+    let EventKind::ApprovalRequested {
+        summary: changed, ..
+    } = &again.kind
+    else {
         panic!()
     };
     assert_ne!(changed, summary, "the fingerprint of t.sh changed");
@@ -344,6 +347,10 @@ turns:
         })
         .collect();
     assert_eq!(asked, ["t1", "t3"], "t2 ran on the session approval");
-    assert!(!result_of(&turn, "t2").0.contains("not run"), "{:?}", result_of(&turn, "t2"));
+    assert!(
+        !result_of(&turn, "t2").0.contains("not run"),
+        "{:?}",
+        result_of(&turn, "t2")
+    );
     assert!(result_of(&turn, "t3").0.contains("not run"));
 }

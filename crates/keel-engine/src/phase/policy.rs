@@ -506,7 +506,10 @@ mod tests {
             Verdict::Deny(v) => assert!(v.hint.contains("rm -rf src"), "{v:?}"),
             other => panic!("{other:?}"),
         }
-        assert!(allowed(&p, Phase::Building, with(&wipe)), "approval judges it there");
+        assert!(
+            allowed(&p, Phase::Building, with(&wipe)),
+            "approval judges it there"
+        );
         assert!(!allowed(&p, Phase::Verification, write));
         assert!(!allowed(&p, Phase::Verification, other_cmd));
         assert_eq!(

@@ -68,7 +68,14 @@ pub(crate) fn fixed_variables(root: Node, src: &str) -> Variables {
     let mut opaque = false;
     let mut stack = vec![root];
     while let Some(node) = stack.pop() {
-        visit(node, src, &mut literal, &mut runtime, &mut vars, &mut opaque);
+        visit(
+            node,
+            src,
+            &mut literal,
+            &mut runtime,
+            &mut vars,
+            &mut opaque,
+        );
         let mut cursor = node.walk();
         stack.extend(node.named_children(&mut cursor));
     }
@@ -106,9 +113,7 @@ fn visit(
             if let Some(var) = node.child_by_field_name("variable") {
                 let name = src[var.byte_range()].to_string();
                 let mut cursor = node.walk();
-                let values: Vec<Node> = node
-                    .children_by_field_name("value", &mut cursor)
-                    .collect();
+                let values: Vec<Node> = node.children_by_field_name("value", &mut cursor).collect();
                 let fixed = !values.is_empty()
                     && values.iter().all(|v| {
                         let w = resolve(*v, src);
@@ -279,10 +284,7 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         return;
     };
     if let Some(name) = body.strip_prefix('!') {
-        let plain = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if plain && !a.vars.is_fixed(name) {
             a.flag(
                 SafetyClass::Unknown,
@@ -295,7 +297,9 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
     }
     let name_len = body
         .char_indices()
-        .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_' || (*i == 0 && "@*#?$!-".contains(*c))))
+        .find(|(i, c)| {
+            !(c.is_ascii_alphanumeric() || *c == '_' || (*i == 0 && "@*#?$!-".contains(*c)))
+        })
         .map_or(body.len(), |(i, _)| i);
     let (name, rest) = body.split_at(name_len);
     if let Some(op) = rest.strip_prefix('@') {
@@ -350,7 +354,11 @@ pub(crate) fn subscript(a: &mut Analyzer, node: Node, src: &str) {
     if text == "@" || text == "*" {
         return;
     }
-    expression(a, text, &format!("the subscript `{}`", short(&src[node.byte_range()])));
+    expression(
+        a,
+        text,
+        &format!("the subscript `{}`", short(&src[node.byte_range()])),
+    );
 }
 
 /// `[[ a -eq b ]]` (arithmetic operands) and `[[ -v name ]]` / `[ -v name ]` (a variable name,

@@ -197,7 +197,8 @@ fn parse(text: &str) -> Result<Makefile, Unreadable> {
             if op != "+=" {
                 defined.insert(name.clone());
             }
-            mk.vars.insert(name, if conditional > 0 { None } else { entry });
+            mk.vars
+                .insert(name, if conditional > 0 { None } else { entry });
             current = None;
             continue;
         }
@@ -404,7 +405,8 @@ mod tests {
         assert!(run("SHELL = ./evil\ntest:\n\ttrue\n", &["test"]).is_err());
         let r = run("test: ; rm -rf src\n", &["test"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.lines, ["rm -rf src"], "an inline recipe");
-        let r = run("test:\n\techo a \\\n\t  && rm x\n", &["test"]).unwrap_or_else(|e| panic!("{e}"));
+        let r =
+            run("test:\n\techo a \\\n\t  && rm x\n", &["test"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.lines.len(), 1);
         assert!(r.lines[0].contains("rm x"));
     }

@@ -76,7 +76,9 @@ pub(crate) fn compressor(a: &mut Analyzer, program: &str, args: &[Word]) {
             break;
         }
         if let Some(v) = w.value() {
-            let long = v.strip_prefix("--").map(|l| l.split('=').next().unwrap_or(l));
+            let long = v
+                .strip_prefix("--")
+                .map(|l| l.split('=').next().unwrap_or(l));
             if matches!(long, Some("output-dir-flat" | "output-dir-mirror")) {
                 let dir = v
                     .split_once('=')
@@ -88,8 +90,10 @@ pub(crate) fn compressor(a: &mut Analyzer, program: &str, args: &[Word]) {
                 }
                 judged = true;
             }
-            if matches!(program, "zstd" | "unzstd" | "zstdcat" | "zstdmt" | "lz4" | "unlz4")
-                && !v.starts_with("--")
+            if matches!(
+                program,
+                "zstd" | "unzstd" | "zstdcat" | "zstdmt" | "lz4" | "unlz4"
+            ) && !v.starts_with("--")
                 && v.starts_with('-')
                 && short_flags(w, &['o', 'D', 'T', 'B', 'L', 'M']).last() == Some(&'o')
             {
@@ -176,8 +180,12 @@ pub(crate) fn unzip(a: &mut Analyzer, args: &[Word]) {
         .and_then(|p| args.get(p + 1))
         .cloned()
         .or_else(|| {
-            args.iter()
-                .find_map(|w| w.value()?.strip_prefix("-d").filter(|d| !d.is_empty()).map(Word::lit))
+            args.iter().find_map(|w| {
+                w.value()?
+                    .strip_prefix("-d")
+                    .filter(|d| !d.is_empty())
+                    .map(Word::lit)
+            })
         });
     match dir {
         Some(d) => a.write_target(&d, "`unzip -d`"),

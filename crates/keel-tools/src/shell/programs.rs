@@ -198,7 +198,10 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             // DEBUG, RETURN) comes.
             let rest = skip_flags(args, &[]);
             if let Some(action) = rest.first().filter(|_| rest.len() > 1) {
-                if action.value().is_some_and(|v| v.starts_with('-') && v.len() > 1) {
+                if action
+                    .value()
+                    .is_some_and(|v| v.starts_with('-') && v.len() > 1)
+                {
                     a.flag(
                         Unknown,
                         format!("`trap {}` is an option Keel does not know", action.source),
@@ -382,7 +385,10 @@ fn variable_builtin(a: &mut Analyzer, program: &str, args: &[Word]) {
                     }
                     None => a.flag(
                         Unknown,
-                        format!("`let {}` evaluates an expression not known before it runs", w.source),
+                        format!(
+                            "`let {}` evaluates an expression not known before it runs",
+                            w.source
+                        ),
                     ),
                 }
             }
@@ -432,10 +438,12 @@ fn assignment_rhs(expr: &str) -> Option<&str> {
         return None;
     }
     let rest = expr[name_end..].trim_start();
-    let op_len = ["<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "="]
-        .iter()
-        .find(|op| rest.starts_with(**op))
-        .map(|op| op.len())?;
+    let op_len = [
+        "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "=",
+    ]
+    .iter()
+    .find(|op| rest.starts_with(**op))
+    .map(|op| op.len())?;
     let rhs = &rest[op_len..];
     (!rhs.starts_with('=')).then_some(rhs)
 }
@@ -465,7 +473,10 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
             ops.extend(args.get(i + 1).cloned());
         } else if let Some(d) = v.strip_prefix("--target-directory=") {
             ops.push(Word::lit(d));
-        } else if let Some(d) = v.strip_prefix("-t").filter(|d| !d.is_empty() && !v.starts_with("--")) {
+        } else if let Some(d) = v
+            .strip_prefix("-t")
+            .filter(|d| !d.is_empty() && !v.starts_with("--"))
+        {
             ops.push(Word::lit(d));
         }
     }
@@ -568,7 +579,10 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
         if i == 0 && !v.starts_with('-') {
             mode.extend(v.chars());
             // Old style (`tar xzfC a.tar dir`): values follow in order.
-            pending.extend(v.chars().filter(|c| matches!(c, 'f' | 'C' | 'T' | 'X' | 'b')));
+            pending.extend(
+                v.chars()
+                    .filter(|c| matches!(c, 'f' | 'C' | 'T' | 'X' | 'b')),
+            );
         } else if let Some(l) = v.strip_prefix("--") {
             let (name, value) = match l.split_once('=') {
                 Some((n, val)) => (n, Some(val)),
@@ -646,7 +660,11 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
         .any(|c| matches!(c, 'x' | 'c' | 'r' | 'u' | 'A'));
     if writes && !mode.contains(&'O') {
         a.flag(WritesWorkspace, "`tar` creates or extracts archives".into());
-        let targets = if mode.contains(&'x') { &dirs } else { &archives };
+        let targets = if mode.contains(&'x') {
+            &dirs
+        } else {
+            &archives
+        };
         for t in targets {
             if !t.is("-") {
                 a.write_target(t, "`tar`");

@@ -125,7 +125,11 @@ mod tests {
         ] {
             assert_ne!(allow(rules, cmd), ReadOnly, "{cmd}");
         }
-        assert_eq!(allow(rules, "git status > /etc/x"), Destructive, "redirections judged");
+        assert_eq!(
+            allow(rules, "git status > /etc/x"),
+            Destructive,
+            "redirections judged"
+        );
         // Word boundaries, the real program, literal words.
         assert_ne!(allow(&["cargo test"], "cargo testx"), WritesWorkspace);
         assert_eq!(allow(&["cargo test"], "cargo testx"), Unknown);
@@ -136,12 +140,18 @@ mod tests {
         // A wrapper's rule does not carry its payload; the payload's own rule does.
         assert_eq!(allow(&["timeout"], "timeout 5 rm -rf src"), Destructive);
         assert_eq!(allow(&["cargo test"], "timeout 60 cargo test"), ReadOnly);
-        assert_eq!(allow(&["cargo test"], "env RUST_LOG=1 cargo test"), ReadOnly);
+        assert_eq!(
+            allow(&["cargo test"], "env RUST_LOG=1 cargo test"),
+            ReadOnly
+        );
         assert_eq!(allow(&["bash"], "bash -c 'rm -rf src'"), Destructive);
         assert_eq!(allow(&["xargs"], "ls | xargs rm"), Destructive);
         assert_eq!(allow(&["find"], "find . -exec rm {} +"), Destructive);
         assert_eq!(
-            allow(&["cargo test", "git status"], "cargo test 2>&1 | tail -5 && git status"),
+            allow(
+                &["cargo test", "git status"],
+                "cargo test 2>&1 | tail -5 && git status"
+            ),
             ReadOnly
         );
     }
@@ -162,7 +172,10 @@ mod tests {
             assert_eq!(c(cmd).rule_match("rm"), RuleMatch::Yes, "{cmd}");
         }
         assert_eq!(c("$cmd x").rule_match("rm"), RuleMatch::Maybe);
-        assert_eq!(c("git $sub origin").rule_match("git push"), RuleMatch::Maybe);
+        assert_eq!(
+            c("git $sub origin").rule_match("git push"),
+            RuleMatch::Maybe
+        );
         assert_eq!(c("git pull").rule_match("git push"), RuleMatch::No);
         assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
         assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);

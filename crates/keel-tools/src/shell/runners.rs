@@ -41,14 +41,8 @@ pub(crate) fn pytest(a: &mut Analyzer, label: &str, args: &[Word]) {
             match target {
                 Some(t) if name == "--basetemp" => {
                     a.write_target(&t, "`pytest --basetemp`");
-                    if t
-                        .value()
-                        .is_some_and(|p| path_scope(p) != PathScope::Temp)
-                    {
-                        a.flag(
-                            SafetyClass::Destructive,
-                            format!("{how}: `{}`", t.source),
-                        );
+                    if t.value().is_some_and(|p| path_scope(p) != PathScope::Temp) {
+                        a.flag(SafetyClass::Destructive, format!("{how}: `{}`", t.source));
                     }
                 }
                 Some(t) => a.write_target(&t, how),
@@ -76,7 +70,11 @@ fn pytest_addopts(a: &mut Analyzer) -> Option<String> {
         }
         if file == "pyproject.toml" {
             let v: toml::Table = toml::from_str(&text).ok()?;
-            let opts = v.get("tool")?.get("pytest")?.get("ini_options")?.get("addopts")?;
+            let opts = v
+                .get("tool")?
+                .get("pytest")?
+                .get("ini_options")?
+                .get("addopts")?;
             return Some(match opts {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Array(a) => a
@@ -129,7 +127,9 @@ fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
 /// programs `.cargo/config.toml` has Cargo run around it (`runner`, `rustc-wrapper`) are
 /// judged as commands.
 pub(crate) fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
-    let sub = args.iter().find_map(|w| w.value().filter(|v| !v.starts_with('-')));
+    let sub = args
+        .iter()
+        .find_map(|w| w.value().filter(|v| !v.starts_with('-')));
     if !matches!(
         sub,
         Some("test" | "t" | "nextest" | "bench" | "run" | "r" | "build" | "b" | "check" | "c")
@@ -137,10 +137,10 @@ pub(crate) fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
         return false;
     }
     // `--config` overrides stay unknown (the usual judgement).
-    if args
-        .iter()
-        .any(|w| w.value().is_none_or(|v| v.starts_with("--config") || v.starts_with("-Z")))
-    {
+    if args.iter().any(|w| {
+        w.value()
+            .is_none_or(|v| v.starts_with("--config") || v.starts_with("-Z"))
+    }) {
         return false;
     }
     vouch(a, &format!("cargo {}", sub.unwrap_or("test")));
@@ -203,7 +203,12 @@ fn cargo_config_programs(text: &str) -> Vec<Result<String, String>> {
         }
     }
     if let Some(build) = table.get("build").and_then(|b| b.as_table()) {
-        for key in ["rustc-wrapper", "rustc-workspace-wrapper", "rustc", "rustdoc"] {
+        for key in [
+            "rustc-wrapper",
+            "rustc-workspace-wrapper",
+            "rustc",
+            "rustdoc",
+        ] {
             if let Some(v) = build.get(key) {
                 out.push(as_command(v));
             }

@@ -14,9 +14,9 @@ use tree_sitter::{Node, Parser};
 
 pub(crate) use super::hidden::is_code_env;
 pub use super::project::Source;
+use super::redirects::{herestring_text, redirect_operator};
 pub use super::rules::RuleMatch;
 pub use super::verdict::{Analysis, SafetyClass};
-use super::redirects::{herestring_text, redirect_operator};
 use super::words::{Word, resolve};
 
 /// `rm` for `/bin/rm`.
@@ -406,9 +406,7 @@ impl Analyzer<'_> {
         for k in kids {
             match k.kind() {
                 "variable_assignment" => {
-                    if nameref
-                        && let Some(v) = k.child_by_field_name("value")
-                    {
+                    if nameref && let Some(v) = k.child_by_field_name("value") {
                         super::arith::variable_name_word(self, v, src, &format!("`{keyword} -n`"));
                     }
                     self.assignment(k, src, false);

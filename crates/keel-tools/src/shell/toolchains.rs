@@ -472,10 +472,7 @@ fn runs_external_program(name: &str, v: &str) -> bool {
         if matches!(opt, "text" | "filter" | "ex") {
             return false;
         }
-        return opt.len() >= 2
-            && GIT_RUNS
-                .iter()
-                .any(|o| super::options::abbreviates(opt, o));
+        return opt.len() >= 2 && GIT_RUNS.iter().any(|o| super::options::abbreviates(opt, o));
     }
     if name == "git grep"
         && let Some(cluster) = v.strip_prefix('-')
@@ -533,7 +530,8 @@ fn cargo(a: &mut Analyzer, args: &[Word]) {
         "metadata" | "tree" | "pkgid" => cargo_resolve(a, sub, rest),
         "search" | "info" => a.flag(Network, format!("`cargo {sub}` queries the registry")),
         "fmt" => {
-            if has_option(rest, &[], &["--check"]) {
+            // `cargo fmt -- --check` passes `--check` on to rustfmt.
+            if has_option(rest, &[], &["--check"]) || rest.iter().any(|w| w.is("--check")) {
                 a.read_only("cargo fmt --check");
             } else {
                 a.flag(WritesWorkspace, "`cargo fmt` reformats files".into());

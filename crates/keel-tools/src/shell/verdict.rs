@@ -87,9 +87,17 @@ impl Analysis {
         }
         let mut text = String::new();
         for s in &self.sources {
-            text.push_str(&format!("{}\0{}\0{:016x}\n", s.path.display(), s.what, s.hash));
+            text.push_str(&format!(
+                "{}\0{}\0{:016x}\n",
+                s.path.display(),
+                s.what,
+                s.hash
+            ));
         }
-        Some(format!("{:08x}", keel_protocol::fnv1a(text.as_bytes()) as u32))
+        Some(format!(
+            "{:08x}",
+            keel_protocol::fnv1a(text.as_bytes()) as u32
+        ))
     }
 
     /// How the rule `rule` (a word prefix, `"git push"`) matches the line's simple commands,
@@ -99,4 +107,3 @@ impl Analysis {
         super::rules::match_any(rule, &self.words)
     }
 }
-

@@ -326,9 +326,17 @@ pub(crate) fn shell(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
 
 pub(crate) fn interpreter(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) {
     let version = args.len() == 1
-        && ["--version", "-V", "-v", "--help", "-h", "version"]
-            .iter()
-            .any(|f| args[0].is(f));
+        && [
+            "--version",
+            "-V",
+            "-v",
+            "--help",
+            "-h",
+            "version",
+            "-version",
+        ]
+        .iter()
+        .any(|f| args[0].is(f));
     if version {
         return a.read_only(program);
     }
