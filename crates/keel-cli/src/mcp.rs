@@ -64,8 +64,13 @@ pub enum McpCommand {
 }
 
 pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
-    match args.command {
+    run(args.command, &mut std::io::stdout().lock())
+}
+
+/// Carries out one `keel mcp` command, writing what it says to `out` (stdout, or chat's
+/// `/mcp` notice).
+pub fn run(command: McpCommand, out: &mut dyn Write) -> anyhow::Result<u8> {
+    match command {
         McpCommand::List { common, json } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             let (defs, warnings) = definitions(&ws)?;
@@ -128,7 +133,7 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
         } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             if url.is_none() && command.is_empty() {
-                return approve(&ws, &name, &mut out);
+                return approve(&ws, &name, out);
             }
             let config = ServerConfig {
                 kind: url.as_ref().map(|_| "http".to_string()),
@@ -222,7 +227,7 @@ fn definitions(ws: &Path) -> anyhow::Result<(Vec<ServerDef>, Vec<String>)> {
     Ok(keel_engine::mcp::definitions(&config, ws))
 }
 
-fn approve(ws: &Path, name: &str, out: &mut impl Write) -> anyhow::Result<u8> {
+fn approve(ws: &Path, name: &str, out: &mut dyn Write) -> anyhow::Result<u8> {
     let (defs, _) = definitions(ws)?;
     let Some(def) = defs.into_iter().find(|d| d.name == name) else {
         return Err(setup::UsageError(format!(

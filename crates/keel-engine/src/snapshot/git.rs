@@ -435,6 +435,24 @@ impl Git {
             .collect())
     }
 
+    /// A unified diff from the commit or tree `from` to the tree `to`, paths relative to the
+    /// workspace (no colour, no external diff or text conversion, no renames).
+    pub(super) fn patch(&self, from: &str, to: &str) -> Result<String, SnapshotError> {
+        let mut args = vec![
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--relative",
+            from,
+            to,
+        ];
+        args.extend(PATHSPEC);
+        let out = self.run(&args, None)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// The differences between the workspace's trees `from` and `to`.
     fn diff(&self, from: &str, to: &str) -> Result<Vec<Change>, SnapshotError> {
         let mut args = vec![
