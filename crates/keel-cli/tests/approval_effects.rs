@@ -238,6 +238,9 @@ fn an_allow_rule_does_not_carry_the_rest_of_the_line() {
     }
 }
 
+/// Writes a project's test setup into a fresh workspace.
+type Setup = Box<dyn Fn(&Env)>;
+
 /// `run_tests` is judged by the command it resolves to: a test script that deletes files asks
 /// under `on-request` (headless: denied), whether it comes from the configured command's
 /// script, package.json or a Makefile; a plain test script runs.
@@ -248,7 +251,7 @@ fn run_tests_is_judged_by_what_it_runs() {
         std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
     };
-    let mut cases: Vec<(&str, Box<dyn Fn(&Env)>)> = vec![(
+    let mut cases: Vec<(&str, Setup)> = vec![(
         "a configured script",
         Box::new(|env: &Env| {
             env.config("[shell]\ntest_command = \"sh scripts/test.sh\"\n");
@@ -271,7 +274,7 @@ fn run_tests_is_judged_by_what_it_runs() {
                     r#"{"scripts": {"test": "echo testing && rm -rf src"}}"#,
                 )
                 .unwrap();
-            }) as Box<dyn Fn(&Env)>,
+            }) as Setup,
         ),
         (
             "make",

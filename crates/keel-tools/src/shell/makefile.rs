@@ -130,13 +130,13 @@ fn parse(text: &str) -> Result<Makefile, Unreadable> {
             }
             continue;
         }
-        if line.starts_with('\t') {
+        if let Some(recipe) = line.strip_prefix('\t') {
             if let Some(targets) = &current {
                 for t in targets {
                     if let Some(rules) = mk.rules.get_mut(t)
                         && let Some(rule) = rules.last_mut()
                     {
-                        rule.recipe.push(line[1..].to_string());
+                        rule.recipe.push(recipe.to_string());
                     }
                 }
             }

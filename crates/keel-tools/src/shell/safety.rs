@@ -579,12 +579,14 @@ impl Analyzer<'_> {
             );
             return;
         }
+        let name = name.to_string();
+        let name = name.as_str();
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
                 // A test run's own script or built program (`./test.sh`).
                 None if self.project.is_some()
-                    && super::project::judge(self, &name.to_string(), &words[1..], stdin) =>
+                    && super::project::judge(self, name, &words[1..], stdin) =>
                 {
                     return;
                 }

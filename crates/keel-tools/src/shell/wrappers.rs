@@ -81,10 +81,11 @@ pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
                 Some("chdir") => {
                     match value {
                         Some(dir) => a.cd(&Word::lit(dir)),
-                        None => match args.get(i + 1) {
-                            Some(dir) => a.cd(dir),
-                            None => {}
-                        },
+                        None => {
+                            if let Some(dir) = args.get(i + 1) {
+                                a.cd(dir);
+                            }
+                        }
                     }
                     i += if value.is_none() { 2 } else { 1 };
                 }
