@@ -123,7 +123,11 @@ impl ApprovalRules {
             _ => None,
         };
         let analysis = match (command, &planned) {
-            (Some(c), _) => Some(self.safety.classify(c)),
+            (Some(c), _) => Some(match workspace {
+                // Scripts the line runs (`npm test`, `make lint`) are read and judged.
+                Some(ws) => self.safety.classify_in_project(c, ws.root()),
+                None => self.safety.classify(c),
+            }),
             (None, Some((p, ws))) => {
                 Some(self.safety.classify_test_run(&p.command, &p.cwd, ws.root()))
             }
@@ -139,7 +143,8 @@ impl ApprovalRules {
             (None, None | Some(ToolEffect::Unknown)) => "unknown",
         };
         let text = match (command, &planned, &analysis) {
-            (Some(c), _, _) => c.to_string(),
+            (Some(c), _, Some(a)) => describe_planned(c, a),
+            (Some(c), _, None) => c.to_string(),
             (None, Some((p, _)), Some(a)) => describe_planned(&p.command, a),
             _ => describe(call),
         };
@@ -674,6 +679,29 @@ mod tests {
             deny.judge_in(&tests, &tools, Some(&ws)).0,
             Verdict::Deny(_)
         ));
+    }
+
+    #[test]
+    fn an_allowed_npm_test_is_judged_by_its_script() {
+        let tools = registry();
+        let r = rules(
+            ApprovalPolicy::Untrusted,
+            &["run_command:npm test"],
+            &[],
+            &[],
+        );
+        let npm = run("npm test");
+        let (_dir, ws) = npm_project("mocha --recursive");
+        let (v, first) = r.judge_in(&npm, &tools, Some(&ws));
+        assert_eq!(v, Verdict::Allow);
+        assert!(first.summary.contains("package.json"), "{}", first.summary);
+        let (_dir2, ws) = npm_project("mocha && rm -rf src");
+        let (v, changed) = r.judge_in(&npm, &tools, Some(&ws));
+        assert_eq!((v, changed.class.as_str()), (Verdict::Ask, "destructive"));
+        assert_ne!(
+            first.summary, changed.summary,
+            "a remembered answer does not carry over"
+        );
     }
 
     #[test]

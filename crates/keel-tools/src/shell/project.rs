@@ -46,10 +46,12 @@ pub(crate) struct Project {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) sources: Vec<Source>,
     reads: usize,
+    /// A test run (`run_tests`): test runners count as its work.
+    pub(crate) test_run: bool,
 }
 
 impl Project {
-    pub(crate) fn new(root: &Path, cwd: &Path) -> Self {
+    pub(crate) fn new(root: &Path, cwd: &Path, test_run: bool) -> Self {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
         Self {
@@ -57,6 +59,7 @@ impl Project {
             root,
             sources: Vec::new(),
             reads: 0,
+            test_run,
         }
     }
 
@@ -209,11 +212,38 @@ const SCRIPT_RUNNERS: &[&str] = &[
     "node", "nodejs", "python", "python3", "ruby", "perl", "php", "deno", "bun", "tsx", "ts-node",
 ];
 
-/// Judges `program args` in a test run; false when it is not one of the cases here (the
-/// caller judges it as any command).
+/// Judges `program args` with the project at hand; false when it is not one of the cases
+/// here (the caller judges it as any command). Scripts are always resolved (`npm test`,
+/// `make lint`, `sh x.sh`); test runners and the project's own scripts count as the run's
+/// work only in a test run, or inside a script an allow rule vouched for.
 pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) -> bool {
+    if let Some(done) = resolve_script(a, program, args) {
+        return done;
+    }
+    let runs_tests = a.runners_vouched || a.project.as_ref().is_some_and(|p| p.test_run);
+    runs_tests && runner(a, program, args, stdin)
+}
+
+/// The commands whose meaning is written in a project file: package scripts, Makefile
+/// recipes, shell scripts. `None`: not one of them.
+fn resolve_script(a: &mut Analyzer, program: &str, args: &[Word]) -> Option<bool> {
     match program {
-        "npm" | "pnpm" | "yarn" | "bun" if package_script(a, program, args) => true,
+        "npm" | "pnpm" | "yarn" | "bun" if package_script(a, program, args) => Some(true),
+        "make" | "gmake" => Some(make(a, args)),
+        "sh" | "bash" | "dash" => script_file(args).map(|file| shell_script(a, &file)),
+        p if p.starts_with("./")
+            || p.starts_with("../")
+            || (p.contains('/') && !p.starts_with('/')) =>
+        {
+            Some(executable(a, p))
+        }
+        _ => None,
+    }
+}
+
+/// Test runners and the wrappers around them.
+fn runner(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) -> bool {
+    match program {
         "npx" | "pnpx" | "bunx" => {
             let rest = skip_leading_options(args);
             if rest.is_empty() {
@@ -238,11 +268,6 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             }
             true
         }
-        "make" | "gmake" => make(a, args),
-        "sh" | "bash" | "dash" => match script_file(args) {
-            Some(file) => shell_script(a, &file),
-            None => false,
-        },
         "cargo" => super::runners::cargo(a, args),
         "go" if args.first().is_some_and(|w| w.is("test") || w.is("vet")) => {
             vouch(a, &format!("go {}", args[0].text));
@@ -274,19 +299,27 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             true
         }
         p if SCRIPT_RUNNERS.contains(&p) || p.starts_with("python") => project_script(a, p, args),
-        p if p.starts_with("./")
-            || p.starts_with("../")
-            || (p.contains('/') && !p.starts_with('/')) =>
-        {
-            executable(a, p)
-        }
         _ => false,
     }
+}
+
+/// Judges a script of the project (`text`) as commands of its own. When the command that runs
+/// it is vouched for by an allow rule (`run_command:npm test`), the test runners and project
+/// scripts in it are what the rule allowed; anything else in it is judged as usual.
+fn judge_script(a: &mut Analyzer, text: &str) {
+    let inherited = a.runners_vouched || a.vouched;
+    let outer = std::mem::replace(&mut a.runners_vouched, inherited);
+    a.script(text);
+    a.runners_vouched = outer;
 }
 
 /// Counts a test runner (or the project's own script) as what a test run does: it runs the
 /// project's code, in the workspace-write sandbox.
 pub(crate) fn vouch(a: &mut Analyzer, what: &str) {
+    if a.runners_vouched {
+        // Inside a script an allow rule covers: what the rule allowed.
+        return a.read_only(what);
+    }
     a.flag(
         WritesWorkspace,
         format!("`{what}` runs the project's tests or code (confined to the workspace)"),
@@ -395,7 +428,7 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
         script(&format!("post{name}")),
     ];
     for text in scripts.into_iter().flatten() {
-        a.script(&text);
+        judge_script(a, &text);
     }
     true
 }
@@ -476,10 +509,10 @@ fn make(a: &mut Analyzer, args: &[Word]) -> bool {
     match super::makefile::recipes(&text, &targets, &overrides) {
         Ok(r) => {
             for call in &r.shell_calls {
-                a.script(call);
+                judge_script(a, call);
             }
             for line in &r.lines {
-                a.script(line);
+                judge_script(a, line);
             }
             if !r.missing.is_empty() {
                 a.flag(
@@ -518,7 +551,7 @@ fn shell_script(a: &mut Analyzer, file: &str) -> bool {
     };
     match project.read(file, "the script") {
         Ok(Some(text)) => {
-            a.script(&text);
+            judge_script(a, &text);
             true
         }
         Ok(None) => {
@@ -551,17 +584,24 @@ fn executable(a: &mut Analyzer, path: &str) -> bool {
                 matches!(prog, "sh" | "bash" | "dash")
             });
             if shell {
-                a.script(&text);
+                judge_script(a, &text);
             } else {
                 vouch(a, path);
             }
         }
         // A built program of the project: its code.
-        Err(ReadFailure::NotText) => vouch(a, path),
+        Err(ReadFailure::NotText) if a.runners_vouched || project_test_run(a) => vouch(a, path),
+        Err(ReadFailure::NotText) => {
+            a.flag(Unknown, format!("`{path}` is a program of the project"))
+        }
         Ok(None) => a.flag(Unknown, format!("`{path}` does not exist")),
         Err(ReadFailure::Refused(why)) => a.flag(Unknown, format!("`{path}`: {why}")),
     }
     true
+}
+
+fn project_test_run(a: &Analyzer) -> bool {
+    a.project.as_ref().is_some_and(|p| p.test_run)
 }
 
 /// `node test/run.js`, `python tests/run.py`: the project's own code when the first operand
@@ -656,6 +696,50 @@ mod tests {
         assert_eq!(a.class, Destructive, "{a:?}");
         let a = judge(&[], "npm test");
         assert_eq!(a.class, Unknown, "no package.json: {a:?}");
+    }
+
+    #[test]
+    fn an_allowed_script_runner_covers_its_test_runner_not_the_rest_of_the_script() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let write = |test: &str| {
+            std::fs::write(
+                dir.path().join("package.json"),
+                format!(r#"{{"scripts": {{"test": {test:?}}}}}"#),
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let allowed = CommandSafety::with_allow(&["npm test".to_string()]);
+        let plain = CommandSafety::new();
+        write("jest --ci");
+        assert_eq!(
+            allowed.classify_in_project("npm test", dir.path()).class,
+            ReadOnly
+        );
+        assert_eq!(
+            plain.classify_in_project("npm test", dir.path()).class,
+            Unknown,
+            "without a rule the runner is unknown, as anywhere else"
+        );
+        write("jest --ci && rm -rf src");
+        let a = allowed.classify_in_project("npm test", dir.path());
+        assert_eq!(a.class, Destructive, "{a:?}");
+        assert_eq!(a.sources.len(), 1);
+        write("echo hi");
+        assert_eq!(
+            plain.classify_in_project("npm test", dir.path()).class,
+            ReadOnly
+        );
+        // `make lint` allowed: its recipe's checker is covered, a network call is not.
+        std::fs::write(
+            dir.path().join("Makefile"),
+            "lint:\n\tcargo clippy\n\tcurl x.io\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let make = CommandSafety::with_allow(&["make lint".to_string()]);
+        assert_eq!(
+            make.classify_in_project("make lint", dir.path()).class,
+            Network
+        );
     }
 
     #[test]

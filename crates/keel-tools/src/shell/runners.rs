@@ -132,7 +132,20 @@ pub(crate) fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
         .find_map(|w| w.value().filter(|v| !v.starts_with('-')));
     if !matches!(
         sub,
-        Some("test" | "t" | "nextest" | "bench" | "run" | "r" | "build" | "b" | "check" | "c")
+        Some(
+            "test"
+                | "t"
+                | "nextest"
+                | "bench"
+                | "run"
+                | "r"
+                | "build"
+                | "b"
+                | "check"
+                | "c"
+                | "clippy"
+                | "doc"
+        )
     ) {
         return false;
     }

@@ -71,7 +71,19 @@ impl CommandSafety {
     /// test runners' configuration are read and judged (see [`super::project`]); the files
     /// read are listed in [`Analysis::sources`].
     pub fn classify_test_run(&self, command: &str, cwd: &Path, root: &Path) -> Analysis {
-        self.classify_with(command, Some(super::project::Project::new(root, cwd)))
+        self.classify_with(command, Some(super::project::Project::new(root, cwd, true)))
+    }
+
+    /// Classifies `command`, run in the workspace `root`, with the project's scripts read:
+    /// `npm test`, `make lint`, `sh x.sh` are judged by the script they run (listed in
+    /// [`Analysis::sources`]), so an allow rule for `npm test` covers the test runner in the
+    /// script but not an `rm -rf src` added to it. Test runners themselves stay unknown here
+    /// unless an allow rule's command runs them (a test run is [`Self::classify_test_run`]).
+    pub fn classify_in_project(&self, command: &str, root: &Path) -> Analysis {
+        self.classify_with(
+            command,
+            Some(super::project::Project::new(root, root, false)),
+        )
     }
 
     fn classify_with(&self, command: &str, project: Option<super::project::Project>) -> Analysis {
@@ -86,6 +98,7 @@ impl CommandSafety {
             cwd_outside: false,
             vars: Default::default(),
             vouched: false,
+            runners_vouched: false,
             words: Vec::new(),
             project,
         };
@@ -131,7 +144,10 @@ pub(crate) struct Analyzer<'s> {
     pub(crate) vars: super::arith::Variables,
     /// The simple command being judged matches an allow rule: what the program itself does is
     /// accepted (its findings are dropped), what it runs is judged on its own.
-    vouched: bool,
+    pub(crate) vouched: bool,
+    /// Inside a project script that an allow rule's command runs (`npm test` allowed): its
+    /// test runners are what the rule allowed ([`super::project`]).
+    pub(crate) runners_vouched: bool,
     words: Vec<Vec<Word>>,
     /// The project of a test run, whose scripts are read ([`super::project`]).
     pub(crate) project: Option<super::project::Project>,
