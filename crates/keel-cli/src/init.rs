@@ -186,10 +186,8 @@ pub fn config_toml(stack: &Stack) -> String {
     format!(
         "# Keel project configuration (docs/CONFIG.md lists every key and its default).
 # Layers, lowest first: defaults, ~/.config/keel/config.toml, this file, KEEL_* variables, flags.
-
-[llm]
-# provider = \"anthropic\"         # anthropic, openai, deepseek, openrouter, ollama, vllm, llamacpp
-# model = \"claude-sonnet-4-5\"
+# A project file may set only some keys (docs/CONFIG.md); the model settings ([llm]) are yours:
+# set them in ~/.config/keel/config.toml (here they are only a suggestion, see `keel trust`).
 
 [agent]
 # mode = \"react\"                 # or \"plan_exec\" (planning → building → verification → delivery)

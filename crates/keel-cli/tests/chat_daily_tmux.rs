@@ -7,7 +7,9 @@
 //! terminal's scrollback. Also takes the 80×24 screenshot (`docs/screenshots/chat-80x24.png`).
 //! Needs tmux: skipped (visibly) without it outside CI, a failure in CI.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 #[path = "shared/tmux.rs"]

@@ -4,7 +4,9 @@
 //! the session with its transcript. Needs tmux: skipped (visibly) without it outside CI,
 //! a failure in CI (`.ci/run` installs it).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 #[path = "shared/tmux.rs"]
@@ -87,6 +89,64 @@ fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
     assert!(screen.contains("undo: workspace restored"), "{screen}");
     term.send(&["PageUp"]); // the first message has scrolled off: scroll back to it
     term.wait_for("› tidy up the repo");
+    term.type_line("/quit");
+    term.wait_exit();
+}
+
+/// A workspace without git: the model's command runs `git init`, commits and sets
+/// `core.fsmonitor` (and a pager and textconv) to a script outside the workspace; then the user
+/// types `/diff`. The diff shows, and the script never runs (Keel's own git is hardened).
+#[test]
+fn diff_in_keel_chat_runs_nothing_a_command_planted_in_a_new_git_dir() {
+    if !Tmux::required("keel chat /diff tmux test") {
+        return;
+    }
+    let env = Env::new();
+    assert!(!env.work.join(".git").exists(), "the demo repo has no git");
+    // Without Keel's own snapshot repository, /diff asks the repository the command made.
+    env.user_config("[snapshots]\nenabled = false\n");
+    let ran = env.home.join("fsmonitor-ran");
+    let evil = env.script(
+        "evil.sh",
+        &format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\ncat\n", ran.display()),
+    );
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let plant = format!(
+        "git init -q && git add -A && git -c user.email=a@b -c user.name=n commit -qm init && git config core.fsmonitor '{0}' && git config core.pager '{0}' && git config diff.external '{0}' && echo changed >> README.md",
+        evil.display()
+    );
+    let script = env.script(
+        "plant.yaml",
+        &format!(
+            "turns:\n  - tool_calls:\n      - {{id: p1, name: run_command, arguments: {{command: {}}}}}\n  - text: \"Planted.\"\n",
+            serde_json::to_string(&plant).unwrap()
+        ),
+    );
+    let term = Tmux::new("diff");
+    term.start(&keel_line(
+        &env,
+        &format!(
+            "chat --approval never --provider scripted --script '{}'",
+            script.display()
+        ),
+    ));
+    term.wait_for("Enter sends");
+    term.type_line("set things up");
+    term.wait_for("Planted.");
+    assert!(
+        env.work.join(".git/config").exists(),
+        "the command created .git: {}",
+        term.screen()
+    );
+    term.wait_for("Enter sends");
+    term.type_line("/diff");
+    let screen = term.wait_for("+changed");
+    assert!(screen.contains("git diff"), "{screen}");
+    assert!(
+        !ran.exists(),
+        "/diff ran the program the command planted: {}\n{screen}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
     term.type_line("/quit");
     term.wait_exit();
 }

@@ -1,7 +1,9 @@
 //! `keel serve` as a real process: start-up output, the token rule, graceful stop, and the web
 //! UI driven in headless chromium (web/tests/ui.test.mjs).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod composer;
+mod diff;
 pub mod layers;
 pub mod markdown;
 mod session;

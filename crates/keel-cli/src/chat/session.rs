@@ -694,54 +694,15 @@ impl Chat {
         );
     }
 
-    /// `git diff` of the workspace, as a diff cell.
+    /// `git diff` of the workspace (hardened git, [`super::diff`]: nothing a command planted in
+    /// `.git` runs), as a diff cell.
     fn git_diff(&mut self) {
-        let out = std::process::Command::new("git")
-            .args(["diff", "--no-color", "--no-ext-diff", "HEAD"])
-            .current_dir(&self.workspace)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {
-                let diff = String::from_utf8_lossy(&o.stdout).into_owned();
-                if diff.trim().is_empty() {
-                    self.app.notice("no uncommitted changes", Level::Info);
-                    return;
-                }
-                let id = format!("diff-{}", now_ms());
-                let now = now_ms();
-                self.app.on_event(
-                    &synthetic(EventKind::ToolCall {
-                        id: id.clone(),
-                        name: "git diff".into(),
-                        arguments: serde_json::json!({}),
-                    }),
-                    now,
-                );
-                self.app.on_event(
-                    &synthetic(EventKind::ToolResult {
-                        id,
-                        name: "git diff".into(),
-                        is_error: false,
-                        content: String::new(),
-                        details: keel_protocol::ToolDetails {
-                            diff: Some(diff),
-                            ..Default::default()
-                        },
-                        metadata: None,
-                    }),
-                    now,
-                );
+        match super::diff::workspace_diff(&self.workspace) {
+            Ok(diff) if diff.trim().is_empty() => {
+                self.app.notice("no uncommitted changes", Level::Info);
             }
-            Ok(o) => self.app.notice(
-                format!(
-                    "✗ git diff failed: {} (is the workspace a git repository with a commit?)",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-                Level::Error,
-            ),
-            Err(e) => self
-                .app
-                .notice(format!("✗ cannot run git: {e}"), Level::Error),
+            Ok(diff) => self.diff_cell("git diff", diff),
+            Err(e) => self.app.notice(format!("✗ {e}"), Level::Error),
         }
     }
 

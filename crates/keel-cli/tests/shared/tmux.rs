@@ -2,7 +2,9 @@
 //! `send-keys`, the screen (and its scrollback, with colours if asked) read back with
 //! `capture-pane`.
 
-#![allow(dead_code)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(dead_code, clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Command;

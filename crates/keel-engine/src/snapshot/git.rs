@@ -94,9 +94,7 @@ pub fn git_available() -> bool {
 /// `git` hardened, without repository-specific overrides (for `--version`, discovery, init:
 /// commands that read no attributes).
 fn bare_command() -> Command {
-    // The forced keys hold no `=`, so this cannot fail; fall back to a plain `git` only to
-    // report its absence.
-    hardened_git(&[], false).unwrap_or_else(|_| Command::new("git"))
+    keel_tools::safe_git::bare()
 }
 
 fn text(bytes: &[u8]) -> String {
