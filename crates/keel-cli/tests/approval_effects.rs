@@ -5,7 +5,7 @@
 //! 65534 (through `setpriv`), since Keel's own files (the data directory, `keel.db`) are made
 //! private in both cases.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

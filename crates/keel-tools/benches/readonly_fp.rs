@@ -8,6 +8,9 @@
 //! commit; without it the baseline is skipped and says so). Run with
 //! `cargo bench -p keel-tools --bench readonly_fp`.
 
+// The baseline is a keel binary the person benchmarking names, run directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
