@@ -335,7 +335,7 @@ async fn max_tokens_fits_the_window_the_server_enforced_in_this_run_and_the_next
     events(p.as_ref(), &conversation(0, 0)).await.unwrap();
     let sent = server.requests()[1].json();
     let limit = sent["max_tokens"].as_u64().unwrap();
-    assert!(limit < 4096 && limit >= 256, "{sent}");
+    assert!((256..4096).contains(&limit), "{sent}");
     // A larger conversation gets a smaller limit, still inside the window.
     events(p.as_ref(), &conversation(2, 800)).await.unwrap();
     let larger = server.requests()[2].json()["max_tokens"].as_u64().unwrap();
