@@ -503,7 +503,12 @@ async fn run_tests_summarises_a_cargo_project() {
     assert!(tail.text.contains("test result: FAILED"), "{tail:?}");
     let meta = out.metadata.as_ref().expect("metadata");
     assert_eq!(
-        (&meta["passed"], &meta["failed"], &meta["skipped"], &meta["status"]),
+        (
+            &meta["passed"],
+            &meta["failed"],
+            &meta["skipped"],
+            &meta["status"]
+        ),
         (&json!(2), &json!(1), &json!(1), &json!("failed")),
         "{meta}"
     );
