@@ -1,16 +1,22 @@
-//! The sandbox helper: how a normal user (no `CAP_SYS_ADMIN`) still gets the mount-namespace
-//! protections (read-only `.git`/`.keel`/constitution paths, Keel's data and config hidden).
+//! The sandbox helper: how every confined command gets its namespaces (a private mount
+//! namespace with read-only protected paths, hidden secrets, a minimal `/dev` and a fresh
+//! `/proc`; its own PID and IPC namespaces).
 //!
-//! Creating a user namespace needs a single-threaded process, which Keel (a multi-threaded
-//! program) is not. So the command is started through a small helper process instead:
+//! Creating a user namespace, and running code as the first process of a new PID namespace,
+//! need a single-threaded process, which Keel (a multi-threaded program) is not. So the
+//! command is started through a small helper process instead:
 //! `<helper> __keel-sandbox-exec -- <program> <args…>`, where `<helper>` is
 //! `$KEEL_SANDBOX_HELPER` if set, else the `keel-sandbox-exec` binary next to the running
 //! program (small, so it starts faster), else `/proc/self/exe` when the running program
-//! handles [`HELPER_ARG`] itself (the `keel` binary, see [`use_current_exe_as_helper`]). The helper enters a new user and
-//! mount namespace mapping only the caller's uid and gid, applies the mounts, drops
-//! capabilities, applies Landlock and seccomp and `exec`s the command — same pid, same process
-//! group. The policy travels in the [`POLICY_ENV`] environment variable, which the helper
-//! removes before `exec`: the command never sees it (and it holds paths only, no secrets).
+//! handles [`HELPER_ARG`] itself (the `keel` binary, see [`use_current_exe_as_helper`]). As a
+//! normal user the helper first enters a new user namespace mapping only the caller's uid and
+//! gid; as root it needs none. What it does then is in [`super::init`]. The policy travels in
+//! the [`POLICY_ENV`] environment variable, which the command never sees (and which holds
+//! paths only, no secrets).
+//!
+//! `--probe DIR` tries all of it once and prints `keel-sandbox-helper <version>: <features>`:
+//! Keel uses a helper only when the version is its own (a stale helper from another build
+//! would misread the policy).
 
 use std::ffi::OsString;
 use std::io;
@@ -18,6 +24,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::mounts::{Built, View};
 
 /// The first argument that makes a program act as the helper.
 pub const HELPER_ARG: &str = "__keel-sandbox-exec";
@@ -27,6 +35,8 @@ pub const HELPER_ENV: &str = "KEEL_SANDBOX_HELPER";
 pub const POLICY_ENV: &str = "KEEL_SANDBOX_POLICY";
 /// The name of the dedicated helper binary (built from keel-tools).
 pub const HELPER_BIN: &str = "keel-sandbox-exec";
+/// The policy format's version: a helper that prints another one in its probe is not used.
+const PROTOCOL: &str = "keel-sandbox-helper 2";
 
 static SELF_HELPER: AtomicBool = AtomicBool::new(false);
 
@@ -70,14 +80,16 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
 /// Everything the helper applies before `exec`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct HelperPolicy {
-    pub protected: Vec<PathBuf>,
-    pub hidden: Vec<PathBuf>,
-    pub hidden_files: Vec<PathBuf>,
+    pub view: View,
     pub writable: Vec<PathBuf>,
     pub network: bool,
     pub landlock: bool,
     pub seccomp: bool,
     pub metadata: bool,
+    /// Enter a user namespace first (Keel is not root).
+    pub user_namespace: bool,
+    /// Keel's pid: the helper kills the command if Keel dies.
+    pub parent: Option<u32>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -103,13 +115,22 @@ impl HelperPolicy {
             ("landlock", self.landlock),
             ("seccomp", self.seccomp),
             ("metadata", self.metadata),
+            ("user_namespace", self.user_namespace),
+            ("proc", self.view.proc_fs),
+            ("dev", self.view.dev),
+            ("nodev", self.view.nodev),
         ] {
             out.push_str(&format!("{key} {}\n", u8::from(on)));
         }
+        if let Some(pid) = self.parent {
+            out.push_str(&format!("parent {pid}\n"));
+        }
         for (key, paths) in [
-            ("protected", &self.protected),
-            ("hidden", &self.hidden),
-            ("hidden_file", &self.hidden_files),
+            ("protected", &self.view.protected),
+            ("anchor", &self.view.anchors),
+            ("hidden", &self.view.hidden),
+            ("hidden_file", &self.view.hidden_files),
+            ("staging", &self.view.staging.iter().cloned().collect()),
             ("writable", &self.writable),
         ] {
             for p in paths {
@@ -139,9 +160,16 @@ impl HelperPolicy {
                 "landlock" => p.landlock = flag()?,
                 "seccomp" => p.seccomp = flag()?,
                 "metadata" => p.metadata = flag()?,
-                "protected" => p.protected.push(path()?),
-                "hidden" => p.hidden.push(path()?),
-                "hidden_file" => p.hidden_files.push(path()?),
+                "user_namespace" => p.user_namespace = flag()?,
+                "proc" => p.view.proc_fs = flag()?,
+                "dev" => p.view.dev = flag()?,
+                "nodev" => p.view.nodev = flag()?,
+                "parent" => p.parent = Some(value.parse().map_err(|_| bad())?),
+                "protected" => p.view.protected.push(path()?),
+                "anchor" => p.view.anchors.push(path()?),
+                "hidden" => p.view.hidden.push(path()?),
+                "hidden_file" => p.view.hidden_files.push(path()?),
+                "staging" => p.view.staging = Some(path()?),
                 "writable" => p.writable.push(path()?),
                 _ => return Err(bad()),
             }
@@ -150,9 +178,19 @@ impl HelperPolicy {
     }
 }
 
-/// Runs the helper's probe: `<helper> __keel-sandbox-exec --probe <dir>` makes `<dir>`
-/// read-only in a user namespace and checks that a write fails. `Ok(helper)` when it works.
-pub(super) fn probe() -> Result<PathBuf, String> {
+/// What a working helper offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HelperSupport {
+    pub program: PathBuf,
+    /// It enters a user namespace (Keel is not root).
+    pub user_namespace: bool,
+    pub built: Built,
+}
+
+/// Runs the helper's probe: `<helper> __keel-sandbox-exec --probe <dir>` builds a command's
+/// namespaces with `<dir>` read-only, checks that a write fails, and prints its version and
+/// what it built.
+pub(super) fn probe() -> Result<HelperSupport, String> {
     let helper = helper_program()?;
     let dir = tempfile::Builder::new()
         .prefix("keel-userns-probe-")
@@ -166,20 +204,41 @@ pub(super) fn probe() -> Result<PathBuf, String> {
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run the sandbox helper {}: {e}", helper.display()))?;
-    if out.status.success() {
-        Ok(helper)
-    } else {
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!(
+        return Err(format!(
             "user namespaces unavailable: {}",
             err.trim().trim_start_matches("keel-sandbox-exec: ")
-        ))
+        ));
     }
+    let Some(features) = text
+        .trim()
+        .strip_prefix(PROTOCOL)
+        .and_then(|r| r.strip_prefix(':'))
+    else {
+        return Err(format!(
+            "the sandbox helper {} is from another Keel build (its probe said `{}`, expected \
+             `{PROTOCOL}`); rebuild it or set {HELPER_ENV}",
+            helper.display(),
+            text.trim()
+        ));
+    };
+    let has = |f: &str| features.split_whitespace().any(|w| w == f);
+    Ok(HelperSupport {
+        program: helper,
+        user_namespace: has("userns"),
+        built: Built {
+            proc_fs: has("proc"),
+            dev: has("dev"),
+            nodev: has("nodev"),
+        },
+    })
 }
 
 /// The helper's `main`: call it first thing when `argv[1]` is [`HELPER_ARG`] (a dedicated
-/// helper binary may call it unconditionally). Returns only on failure; on success the process
-/// has become the command.
+/// helper binary may call it unconditionally). Returns the command's exit code (or ends the
+/// process by the command's signal).
 pub fn helper_main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == HELPER_ARG) {
@@ -191,8 +250,11 @@ pub fn helper_main() -> ExitCode {
     };
     match args.first().and_then(|a| a.to_str()) {
         Some("--probe") => match args.get(1) {
-            Some(dir) => match probe_in_child(Path::new(dir)) {
-                Ok(()) => ExitCode::SUCCESS,
+            Some(dir) => match super::init::probe(Path::new(dir)) {
+                Ok(report) => {
+                    println!("{PROTOCOL}: {report}");
+                    ExitCode::SUCCESS
+                }
                 Err(e) => fail(1, e.to_string()),
             },
             None => fail(2, "usage: keel-sandbox-exec --probe DIR".into()),
@@ -208,13 +270,7 @@ pub fn helper_main() -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return fail(126, e),
             };
-            let err = confine_and_exec(&policy, &args[1], &args[2..]);
-            let code = if err.kind() == io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            fail(code, err.to_string())
+            super::init::run(&policy, &args[1], &args[2..])
         }
         _ => fail(
             2,
@@ -225,56 +281,9 @@ pub fn helper_main() -> ExitCode {
     }
 }
 
-fn probe_in_child(dir: &Path) -> io::Result<()> {
-    super::mounts::protect_in_user_namespace(&[dir.to_path_buf()], &[], &[])?;
-    match std::fs::write(dir.join("probe"), "x") {
-        Err(e) if e.raw_os_error() == Some(libc_erofs()) => Ok(()),
-        Err(e) => Err(io::Error::other(format!(
-            "unexpected error writing the read-only probe: {e}"
-        ))),
-        Ok(()) => Err(io::Error::other(
-            "the read-only bind mount did not stop a write",
-        )),
-    }
-}
-
-fn libc_erofs() -> i32 {
-    rustix::io::Errno::ROFS.raw_os_error()
-}
-
-/// Applies `policy` to this (single-threaded) process and `exec`s the command; returns only
-/// the error that stopped it.
-fn confine_and_exec(policy: &HelperPolicy, program: &OsString, args: &[OsString]) -> io::Error {
-    use std::os::unix::process::CommandExt;
-    let confine = || -> io::Result<()> {
-        super::mounts::protect_in_user_namespace(
-            &policy.protected,
-            &policy.hidden,
-            &policy.hidden_files,
-        )?;
-        super::privileges::drop_capabilities()?;
-        if policy.landlock {
-            super::rules::restrict_current_thread(&policy.writable, policy.network)?;
-        }
-        if policy.seccomp {
-            super::seccomp::apply(super::seccomp::Filter {
-                network: policy.network,
-                metadata: policy.metadata,
-            })?;
-        }
-        Ok(())
-    };
-    if let Err(e) = confine() {
-        return io::Error::other(format!("cannot confine the command: {e}"));
-    }
-    let err = std::process::Command::new(program)
-        .args(args)
-        .env_remove(POLICY_ENV)
-        .exec();
-    io::Error::new(
-        err.kind(),
-        format!("cannot run `{}`: {err}", program.to_string_lossy()),
-    )
+/// `EROFS`: what a write to a read-only mount fails with.
+pub(super) fn is_read_only_error(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error())
 }
 
 #[cfg(test)]
@@ -284,18 +293,28 @@ mod tests {
     #[test]
     fn the_policy_round_trips_any_path_bytes() {
         let p = HelperPolicy {
-            protected: vec![PathBuf::from("/w/.git"), PathBuf::from("/w/a b\nc")],
-            hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
-            hidden_files: vec![PathBuf::from("/c.toml")],
+            view: View {
+                protected: vec![PathBuf::from("/w/.git"), PathBuf::from("/w/a b\nc")],
+                anchors: vec![PathBuf::from("/w/a")],
+                hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
+                hidden_files: vec![PathBuf::from("/c.toml")],
+                staging: Some(PathBuf::from("/tmp/k")),
+                proc_fs: true,
+                dev: true,
+                nodev: false,
+            },
             writable: vec![PathBuf::from("/w")],
             network: false,
             landlock: true,
             seccomp: true,
             metadata: true,
+            user_namespace: true,
+            parent: Some(42),
         };
         assert_eq!(HelperPolicy::decode(&p.encode()), Ok(p));
         assert!(HelperPolicy::decode("network 2").is_err());
         assert!(HelperPolicy::decode("hidden zz").is_err());
         assert!(HelperPolicy::decode("bogus 1").is_err());
+        assert!(HelperPolicy::decode("parent x").is_err());
     }
 }

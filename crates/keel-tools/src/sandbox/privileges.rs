@@ -22,7 +22,10 @@ mod imp {
     static HIDDEN: Once = Once::new();
 
     /// Capabilities a confined command never gets: they read other processes (ptrace), bypass
-    /// path checks (open_by_handle_at), or act on the kernel and the network.
+    /// path checks (open_by_handle_at), act on the kernel, the network, devices and other
+    /// processes, or leave something behind that outlives the command with root's powers
+    /// (immutable files, file capabilities). What root keeps (file ownership and permission
+    /// overrides, setuid) acts only through the file system Landlock confines.
     const DROPPED: &[CapabilitySet] = &[
         CapabilitySet::SYS_PTRACE,
         CapabilitySet::DAC_READ_SEARCH,
@@ -37,6 +40,28 @@ mod imp {
         CapabilitySet::SYS_TIME,
         CapabilitySet::MAC_ADMIN,
         CapabilitySet::MAC_OVERRIDE,
+        // Device nodes (a disk or a terminal reached through the workspace).
+        CapabilitySet::MKNOD,
+        // chattr +i / +a on any file.
+        CapabilitySet::LINUX_IMMUTABLE,
+        // Priorities, limits, memory locks and IPC objects of other processes.
+        CapabilitySet::SYS_NICE,
+        CapabilitySet::SYS_RESOURCE,
+        CapabilitySet::IPC_LOCK,
+        CapabilitySet::IPC_OWNER,
+        CapabilitySet::KILL,
+        CapabilitySet::CHECKPOINT_RESTORE,
+        // File capabilities planted on a program someone runs later.
+        CapabilitySet::SETFCAP,
+        // The kernel log, terminals, accounting, audit and power.
+        CapabilitySet::SYSLOG,
+        CapabilitySet::SYS_TTY_CONFIG,
+        CapabilitySet::SYS_PACCT,
+        CapabilitySet::AUDIT_CONTROL,
+        CapabilitySet::AUDIT_READ,
+        CapabilitySet::AUDIT_WRITE,
+        CapabilitySet::WAKE_ALARM,
+        CapabilitySet::BLOCK_SUSPEND,
     ];
 
     /// Marks Keel's process non-dumpable, once.

@@ -20,9 +20,14 @@ mod imp {
     /// Device files every command may write (sinks that hold no data).
     const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
+    /// Directories of the command's own minimal `/dev` it may use fully: its own terminals
+    /// and its own shared memory (never the host's, which [`super::super::devices`] replaced).
+    const PRIVATE_DEV_DIRS: &[&str] = &["/dev/pts", "/dev/shm"];
+
     fn ruleset(
         writable: &[PathBuf],
         network: bool,
+        private_dev: bool,
     ) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
         let all = AccessFs::from_all(TARGET_ABI);
         let read = AccessFs::from_read(TARGET_ABI);
@@ -48,6 +53,12 @@ mod imp {
                 rules = rules.add_rule(PathBeneath::new(fd, file_write))?;
             }
         }
+        let private: &[&str] = if private_dev { PRIVATE_DEV_DIRS } else { &[] };
+        for dir in private {
+            if let Ok(fd) = PathFd::new(dir) {
+                rules = rules.add_rule(PathBeneath::new(fd, all))?;
+            }
+        }
         for path in writable {
             if let Ok(fd) = PathFd::new(path) {
                 let rights = if path.is_dir() {
@@ -61,11 +72,14 @@ mod imp {
         Ok(rules)
     }
 
+    /// Restricts the calling thread: `writable` and, with `private_dev` (the command's own
+    /// minimal `/dev` is in place), its terminals and shared memory.
     pub(in crate::sandbox) fn restrict_current_thread(
         writable: &[PathBuf],
         network: bool,
+        private_dev: bool,
     ) -> io::Result<()> {
-        let status = ruleset(writable, network)
+        let status = ruleset(writable, network, private_dev)
             .and_then(|r| r.restrict_self())
             .map_err(|e| io::Error::other(format!("cannot apply the Landlock sandbox: {e}")))?;
         if status.ruleset == RulesetStatus::NotEnforced {
@@ -82,7 +96,7 @@ mod imp {
             .name("keel-sandbox-probe".into())
             .spawn(|| {
                 let tmp = std::env::temp_dir();
-                ruleset(&[tmp], false).and_then(|r| r.restrict_self())
+                ruleset(&[tmp], false, false).and_then(|r| r.restrict_self())
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -132,6 +146,7 @@ mod imp {
 pub(super) fn restrict_current_thread(
     _writable: &[std::path::PathBuf],
     _network: bool,
+    _private_dev: bool,
 ) -> std::io::Result<()> {
     Ok(())
 }
