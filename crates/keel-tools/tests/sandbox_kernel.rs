@@ -522,6 +522,21 @@ async fn other_processes(test: &str, ws: &Path) {
     );
     let out = run(ws, SandboxPolicy::WorkspaceWrite, &script).await;
     assert_eq!(sleeper.state(), before, "the process was reached: {out}");
+    // Its own /proc lists only its own processes.
+    if have(
+        sandbox::support().isolation.fresh_proc,
+        test,
+        "no fresh /proc for commands",
+    ) {
+        let script = format!(
+            "test -e /proc/{pid} && echo SEES-{pid}; ls /proc | grep -c '^[0-9]'",
+            pid = sleeper.pid()
+        );
+        let out = run(ws, SandboxPolicy::WorkspaceWrite, &script).await;
+        assert!(!out.contains("SEES-"), "{out}");
+        let listed: u32 = out.trim().parse().unwrap_or(u32::MAX);
+        assert!(listed < 10, "/proc lists {listed} processes: {out}");
+    }
     // Unconfined, the same command reaches it: the test can see an escape.
     let out = run(ws, SandboxPolicy::Off, &script).await;
     assert_ne!(sleeper.state(), before, "{out}");

@@ -40,6 +40,8 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("shell.env_keep", ProjectRule::Subset),
     ("shell.allow", ProjectRule::Subset),
     ("shell.deny", ProjectRule::Superset),
+    // Secret stores hidden from commands: a project may hide more, never uncover one.
+    ("shell.hide", ProjectRule::Superset),
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
     ("server", ProjectRule::UserOnly),
     ("worker", ProjectRule::UserOnly),

@@ -75,13 +75,9 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
         },
     ));
     let how = match &s.mount_namespace {
-        Ok(MountMode::InProcess) => "in private namespaces set up by Keel (it has \
-             CAP_SYS_ADMIN: root; no sandbox helper was found)"
-            .to_string(),
-        Ok(MountMode::Helper(helper)) => format!(
-            "in private namespaces set up by `{} {HELPER_ARG}` (Keel runs as root)",
-            helper_name(helper)
-        ),
+        Ok(MountMode::InProcess) => {
+            "in private namespaces set up by Keel (it has CAP_SYS_ADMIN: root)".to_string()
+        }
         Ok(MountMode::UserNamespace(helper)) => format!(
             "in private namespaces inside an unprivileged user namespace (Keel runs as \
              a normal user; commands start through `{} {HELPER_ARG}`)",
@@ -136,8 +132,7 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
             let keel = if i.dies_with_keel {
                 "and when Keel itself dies"
             } else {
-                "but NOT when Keel is killed (no sandbox helper: the command itself is the \
-                 namespace's first process)"
+                "but NOT when Keel is killed"
             };
             format!(
                 "each command in its own PID and IPC namespaces: it reaches no other process \

@@ -93,20 +93,17 @@ mod imp {
         io::Error::other(format!("cannot {what} for the command: {e}"))
     }
 
-    /// A fresh `/proc` for the calling process's PID namespace (it must be inside it).
+    /// A fresh `/proc` for the calling process's PID namespace (it must be inside it), with
+    /// `/proc/sys` and `/proc/sysrq-trigger` read-only. System calls only, no allocation (it
+    /// also runs between `fork` and `exec`).
     pub(in crate::sandbox) fn fresh_proc() -> io::Result<()> {
-        mount(
-            "proc",
-            "/proc",
-            "proc",
-            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-            None,
-        )
-        .map_err(|e| fail("mount a fresh /proc", e))?;
-        for path in ["/proc/sys", "/proc/sysrq-trigger"] {
-            let path = Path::new(path);
-            if path.exists() {
-                super::super::mounts::bind(path, path, true, "make read-only")?;
+        let hidden = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        mount(c"proc", c"/proc", c"proc", hidden, None)?;
+        for path in [c"/proc/sys", c"/proc/sysrq-trigger"] {
+            match rustix::mount::mount_bind_recursive(path, path) {
+                Ok(()) => mount_remount(path, MountFlags::BIND | MountFlags::RDONLY | hidden, c"")?,
+                Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())

@@ -46,12 +46,16 @@ pub fn use_current_exe_as_helper() {
     SELF_HELPER.store(true, Ordering::SeqCst);
 }
 
-/// The helper program to use, or why there is none.
-pub(super) fn helper_program() -> Result<PathBuf, String> {
+/// The helper programs to try, best first, or why there is none: `$KEEL_SANDBOX_HELPER` alone
+/// when set; else the `keel-sandbox-exec` next to the running program (or one level up from
+/// `deps/`, for test and bench binaries), then `/proc/self/exe` when the running program
+/// handles [`HELPER_ARG`] itself.
+pub(super) fn helper_programs() -> Result<Vec<PathBuf>, String> {
     if let Some(p) = std::env::var_os(HELPER_ENV).filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
+        return Ok(vec![PathBuf::from(p)]);
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate the program: {e}"));
+    let mut out = Vec::new();
     let mut dir = exe
         .as_ref()
         .ok()
@@ -60,7 +64,8 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
     while let Some(d) = dir {
         let candidate = d.join(HELPER_BIN);
         if candidate.is_file() {
-            return Ok(candidate);
+            out.push(candidate);
+            break;
         }
         // Test and bench binaries live in `target/<profile>/deps`, the helper one level up.
         dir = (d.file_name().is_some_and(|n| n == "deps"))
@@ -68,13 +73,16 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
             .flatten();
     }
     if SELF_HELPER.load(Ordering::SeqCst) {
-        return Ok(PathBuf::from("/proc/self/exe"));
+        out.push(PathBuf::from("/proc/self/exe"));
     }
-    let exe = exe?;
-    Err(format!(
-        "no sandbox helper: `{HELPER_BIN}` is not next to {} (set {HELPER_ENV})",
-        exe.display()
-    ))
+    if out.is_empty() {
+        let exe = exe?;
+        return Err(format!(
+            "no sandbox helper: `{HELPER_BIN}` is not next to {} (set {HELPER_ENV})",
+            exe.display()
+        ));
+    }
+    Ok(out)
 }
 
 /// Everything the helper applies before `exec`.
@@ -130,7 +138,6 @@ impl HelperPolicy {
             ("anchor", &self.view.anchors),
             ("hidden", &self.view.hidden),
             ("hidden_file", &self.view.hidden_files),
-            ("staging", &self.view.staging.iter().cloned().collect()),
             ("writable", &self.writable),
         ] {
             for p in paths {
@@ -169,7 +176,6 @@ impl HelperPolicy {
                 "anchor" => p.view.anchors.push(path()?),
                 "hidden" => p.view.hidden.push(path()?),
                 "hidden_file" => p.view.hidden_files.push(path()?),
-                "staging" => p.view.staging = Some(path()?),
                 "writable" => p.writable.push(path()?),
                 _ => return Err(bad()),
             }
@@ -182,21 +188,29 @@ impl HelperPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HelperSupport {
     pub program: PathBuf,
-    /// It enters a user namespace (Keel is not root).
-    pub user_namespace: bool,
     pub built: Built,
 }
 
-/// Runs the helper's probe: `<helper> __keel-sandbox-exec --probe <dir>` builds a command's
-/// namespaces with `<dir>` read-only, checks that a write fails, and prints its version and
-/// what it built.
+/// Runs the helper's probe with each of [`helper_programs`] until one works:
+/// `<helper> __keel-sandbox-exec --probe <dir>` builds a command's namespaces with `<dir>`
+/// read-only, checks that a write fails, and prints its version and what it built.
 pub(super) fn probe() -> Result<HelperSupport, String> {
-    let helper = helper_program()?;
+    let mut errors = Vec::new();
+    for helper in helper_programs()? {
+        match probe_one(&helper) {
+            Ok(s) => return Ok(s),
+            Err(e) => errors.push(e),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+fn probe_one(helper: &Path) -> Result<HelperSupport, String> {
     let dir = tempfile::Builder::new()
         .prefix("keel-userns-probe-")
         .tempdir()
         .map_err(|e| format!("cannot create a probe directory: {e}"))?;
-    let out = std::process::Command::new(&helper)
+    let out = std::process::Command::new(helper)
         .arg(HELPER_ARG)
         .arg("--probe")
         .arg(dir.path())
@@ -226,8 +240,7 @@ pub(super) fn probe() -> Result<HelperSupport, String> {
     };
     let has = |f: &str| features.split_whitespace().any(|w| w == f);
     Ok(HelperSupport {
-        program: helper,
-        user_namespace: has("userns"),
+        program: helper.to_path_buf(),
         built: Built {
             proc_fs: has("proc"),
             dev: has("dev"),
@@ -298,7 +311,6 @@ mod tests {
                 anchors: vec![PathBuf::from("/w/a")],
                 hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
                 hidden_files: vec![PathBuf::from("/c.toml")],
-                staging: Some(PathBuf::from("/tmp/k")),
                 proc_fs: true,
                 dev: true,
                 nodev: false,

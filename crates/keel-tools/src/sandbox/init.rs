@@ -6,16 +6,18 @@
 //!               └─ the command (its own session: no controlling terminal)
 //! ```
 //!
-//! The helper enters the new namespaces (user — when not root —, mount, PID, IPC) and forks the
-//! namespace's first process, *init*. Init builds the command's view of the file system
-//! ([`super::mounts`], a fresh `/proc` included), drops capabilities, applies Landlock and
-//! seccomp, and forks the command, which calls `setsid` (so `/dev/tty` reaches no terminal)
-//! and `exec`s. Init reaps every orphan until the command ends, then sends the command's wait
-//! status to the helper and exits; the kernel then kills everything left in the namespace, so
-//! nothing the command started (`setsid -f`, `nohup … &`) outlives it. The helper exits the
-//! way the command did (same code, or the same signal). If the helper dies, init gets
-//! `SIGKILL` (parent-death signal); if Keel dies, the helper kills init (it polls a pidfd of
-//! Keel).
+//! The helper enters a new PID namespace (inside a new user namespace when not root) and forks
+//! its first process, *init*. Init enters new mount and IPC namespaces, builds the command's
+//! view of the file system
+//! ([`super::mounts`], a fresh `/proc` included) and forks the command, which drops
+//! capabilities, applies Landlock and seccomp, calls `setsid` (so `/dev/tty` reaches no
+//! terminal) and `exec`s. Init reaps every orphan until the command ends, kills and reaps
+//! everything left in the namespace — nothing the command started (`setsid -f`, `nohup … &`)
+//! outlives it —, then sends the command's wait status to the helper and exits. The helper
+//! exits the way the command did (same code, or the same signal) without waiting for the
+//! namespaces' teardown. If the helper dies, init gets `SIGKILL` (parent-death signal) and the
+//! kernel kills the rest of the namespace; if Keel dies, the helper kills init (it polls a
+//! pidfd of Keel).
 
 #[cfg(target_os = "linux")]
 mod imp {
@@ -27,6 +29,7 @@ mod imp {
 
     use rustix::event::{PollFd, PollFlags, poll};
     use rustix::process::{Pid, Signal, WaitOptions};
+    use rustix::thread::UnshareFlags;
 
     use super::super::helper::{HelperPolicy, POLICY_ENV};
     use super::super::{mounts, privileges, rules, seccomp};
@@ -109,13 +112,14 @@ mod imp {
                 return ExitCode::from(126);
             }
         };
+        // Only the PID namespace (and the user namespace it needs) here: the rest belongs to
+        // init alone, so that tearing them down is init's exit, not the helper's.
         let entered = if policy.user_namespace {
-            mounts::enter_user_namespace(mounts::command_namespaces())
+            mounts::enter_user_namespace(UnshareFlags::NEWPID)
         } else {
-            mounts::unshare(mounts::command_namespaces())
+            mounts::unshare(UnshareFlags::NEWPID)
                 .map_err(|e| io::Error::other(format!("cannot create the namespaces: {e}")))
-        }
-        .and_then(|()| mounts::make_private());
+        };
         if let Err(e) = entered {
             say(&format!("cannot confine the command: {e}"));
             return ExitCode::from(126);
@@ -144,8 +148,10 @@ mod imp {
         }
     }
 
-    /// The helper after the fork: waits for init (killing it if Keel dies), then exits the
-    /// way the command did.
+    /// The helper after the fork: waits for init's report (killing init if Keel dies), then
+    /// exits the way the command did — without waiting for init to finish: tearing the
+    /// namespaces down (the kernel kills what is left in them) is init's own exit, which need
+    /// not delay Keel.
     fn supervise(init: Pid, mut status: UnixStream, keel: Option<OwnedFd>) -> ExitCode {
         loop {
             let mut fds = vec![PollFd::new(&status, PollFlags::IN)];
@@ -167,18 +173,17 @@ mod imp {
             }
         }
         let mut report = [0u8; 2];
-        let reported = status.read_exact(&mut report).is_ok();
+        match (status.read_exact(&mut report).is_ok(), report) {
+            (true, [EXITED, code]) => return ExitCode::from(code),
+            (true, [SIGNALLED, sig]) => return die_by(i32::from(sig)),
+            _ => {}
+        }
         let waited = loop {
             match rustix::process::waitpid(Some(init), WaitOptions::empty()) {
                 Err(rustix::io::Errno::INTR) => continue,
                 other => break other,
             }
         };
-        match (reported, report) {
-            (true, [EXITED, code]) => return ExitCode::from(code),
-            (true, [SIGNALLED, sig]) => return die_by(i32::from(sig)),
-            _ => {}
-        }
         // Init ended without a report: its setup failed (it said why) or it was killed.
         match waited {
             Ok(Some((_, s))) => match (s.exit_status(), s.terminating_signal()) {
@@ -196,26 +201,23 @@ mod imp {
     /// for what works: `userns` (a user namespace was needed), `proc`, `dev`, `nodev`.
     pub(in crate::sandbox) fn probe(dir: &std::path::Path) -> io::Result<String> {
         let protected = dir.join("protected");
-        let staging = dir.join("staging");
         let hidden = dir.join("hidden");
         let hidden_file = dir.join("hidden-file");
-        for d in [&protected, &staging, &hidden] {
+        for d in [&protected, &hidden] {
             std::fs::create_dir_all(d)?;
         }
         std::fs::write(&hidden_file, b"secret")?;
-        let userns = match mounts::unshare(mounts::command_namespaces()) {
+        let userns = match mounts::unshare(UnshareFlags::NEWPID) {
             Ok(()) => false,
             Err(_) => {
-                mounts::enter_user_namespace(mounts::command_namespaces())?;
+                mounts::enter_user_namespace(UnshareFlags::NEWPID)?;
                 true
             }
         };
-        mounts::make_private()?;
         let view = mounts::View {
             protected: vec![protected.clone()],
             hidden: vec![hidden],
             hidden_files: vec![hidden_file.clone()],
-            staging: Some(staging),
             proc_fs: true,
             dev: true,
             nodev: true,
@@ -225,6 +227,8 @@ mod imp {
         let Some(child) = fork()? else {
             drop(ours);
             let report = (|| -> io::Result<String> {
+                mounts::unshare(UnshareFlags::NEWNS | UnshareFlags::NEWIPC)?;
+                mounts::make_private()?;
                 let built = mounts::build(&view, false)?;
                 match std::fs::write(protected.join("probe"), "x") {
                     Err(e) if super::super::helper::is_read_only_error(&e) => {}
@@ -239,7 +243,7 @@ mod imp {
                         ));
                     }
                 }
-                if std::fs::read(&hidden_file).map_or(true, |b| !b.is_empty()) {
+                if std::fs::read(&hidden_file).is_ok_and(|b| !b.is_empty()) {
                     return Err(io::Error::other("a hidden file was still readable"));
                 }
                 let mut words = Vec::new();
@@ -303,7 +307,11 @@ mod imp {
         {
             return ExitCode::from(126);
         }
-        if let Err(e) = confine(policy) {
+        let namespaces = mounts::unshare(UnshareFlags::NEWNS | UnshareFlags::NEWIPC)
+            .map_err(|e| io::Error::other(format!("cannot create the namespaces: {e}")))
+            .and_then(|()| mounts::make_private())
+            .and_then(|()| mounts::build(&policy.view, true));
+        if let Err(e) = namespaces {
             say(&format!("cannot confine the command: {e}"));
             return ExitCode::from(126);
         }
@@ -314,6 +322,10 @@ mod imp {
             }
             Ok(None) => {
                 drop(status);
+                if let Err(e) = confine(policy) {
+                    say(&format!("cannot confine the command: {e}"));
+                    std::process::exit(126);
+                }
                 exec(program, args)
             }
             Ok(Some(pid)) => pid,
@@ -332,14 +344,29 @@ mod imp {
                 Ok(None) | Err(_) => break [EXITED, 126],
             }
         };
+        // Nothing the command started may run once Keel hears it ended.
+        kill_all_others();
+        while let Ok(Some(_)) | Err(rustix::io::Errno::INTR) =
+            rustix::process::wait(WaitOptions::empty())
+        {}
         let _ = status.write_all(&report);
         ExitCode::SUCCESS
     }
 
-    /// In init: the view, then the capability drop, Landlock and seccomp (inherited by the
-    /// command).
+    /// `kill(-1, SIGKILL)` from init: every other process of the namespace. Init keeps its
+    /// capabilities (only the command drops them), so a process that changed its uid dies too.
+    #[allow(unsafe_code)]
+    fn kill_all_others() {
+        // SAFETY: a plain system call with integer arguments.
+        unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        }
+    }
+
+    /// In the command's process, before `exec`: the capability drop, Landlock and seccomp.
+    /// (Init keeps its capabilities: it runs only this code, and the command can neither
+    /// signal, trace nor read it.)
     fn confine(policy: &HelperPolicy) -> io::Result<()> {
-        mounts::build(&policy.view, true)?;
         privileges::drop_capabilities()?;
         if policy.landlock {
             rules::restrict_current_thread(&policy.writable, policy.network, policy.view.dev)?;

@@ -47,6 +47,7 @@ mod privileges;
 mod roots;
 mod rules;
 mod seccomp;
+mod spawn;
 
 use std::io;
 use std::path::PathBuf;
@@ -62,6 +63,7 @@ pub use helper::{
 pub use roots::{
     SECRET_STORES, WritableRoots, expand_home, is_protected, keel_private_dirs, keel_private_files,
 };
+pub use spawn::{ConfinedChild, spawn_command};
 
 /// Paths inside the workspace no command and no file tool may change.
 pub const PROTECTED_DIRS: &[&str] = &[".git", ".keel"];
@@ -136,15 +138,12 @@ pub struct SandboxSupport {
 /// How commands get their private namespaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MountMode {
-    /// Keel holds `CAP_SYS_ADMIN` (root) but found no sandbox helper: it sets them up on the
-    /// spawning thread, and the command itself is the PID namespace's first process.
+    /// Keel holds `CAP_SYS_ADMIN` (root): a throw-away thread sets them up and the command is
+    /// the PID namespace's first process (see [`spawn_command`]).
     InProcess,
     /// Keel is unprivileged: this helper program enters a user namespace, sets them up,
     /// applies Landlock and seccomp and runs the command (see [`helper`]).
     UserNamespace(PathBuf),
-    /// Keel is root: this helper program sets them up (no user namespace needed), applies
-    /// Landlock and seccomp and runs the command.
-    Helper(PathBuf),
 }
 
 /// What the command's namespaces hold besides its mount namespace (read-only protected paths,
@@ -154,14 +153,14 @@ pub struct Isolation {
     /// Its own PID and IPC namespaces: it reaches no other process (signals, priorities,
     /// limits, `/proc`), no other program's System V IPC, and nothing it starts outlives it.
     pub processes: bool,
-    /// A fresh `/proc` listing only its own processes (through the helper only).
+    /// A fresh `/proc` listing only its own processes.
     pub fresh_proc: bool,
     /// A minimal `/dev`: no disk, no other terminal.
     pub minimal_dev: bool,
     /// Device files anywhere else on disk unusable (`nodev` on every mount).
     pub nodev: bool,
-    /// Keel watches the command from outside: if Keel dies, the command is killed (through
-    /// the helper only).
+    /// If Keel dies, the command is killed (a parent-death signal as root, the helper's watch
+    /// otherwise).
     pub dies_with_keel: bool,
 }
 
@@ -180,40 +179,34 @@ impl SandboxSupport {
 static SUPPORT: OnceLock<SandboxSupport> = OnceLock::new();
 static NOTICE_GIVEN: AtomicBool = AtomicBool::new(false);
 
-/// How commands get their namespaces, and what those hold: the helper when it works (as root
-/// or not), else the spawning thread as root.
+/// How commands get their namespaces, and what those hold: on the spawning thread as root,
+/// else through the helper's user namespace.
 fn probe_namespaces() -> (Result<MountMode, String>, Isolation) {
-    let via_helper = helper::probe();
-    if let Ok(h) = &via_helper {
-        let mode = if h.user_namespace {
-            MountMode::UserNamespace(h.program.clone())
-        } else {
-            MountMode::Helper(h.program.clone())
-        };
-        let isolation = Isolation {
-            processes: true,
-            fresh_proc: h.built.proc_fs,
-            minimal_dev: h.built.dev,
-            nodev: h.built.nodev,
-            dies_with_keel: true,
-        };
-        return (Ok(mode), isolation);
-    }
-    match mounts::probe() {
-        Ok(built) => (
-            Ok(MountMode::InProcess),
-            Isolation {
+    let root = match mounts::probe() {
+        Ok(built) => {
+            let isolation = Isolation {
                 processes: true,
-                fresh_proc: false,
+                fresh_proc: built.proc_fs,
                 minimal_dev: built.dev,
                 nodev: built.nodev,
-                dies_with_keel: false,
+                dies_with_keel: true,
+            };
+            return (Ok(MountMode::InProcess), isolation);
+        }
+        Err(e) => e,
+    };
+    match helper::probe() {
+        Ok(h) => (
+            Ok(MountMode::UserNamespace(h.program)),
+            Isolation {
+                processes: true,
+                fresh_proc: h.built.proc_fs,
+                minimal_dev: h.built.dev,
+                nodev: h.built.nodev,
+                dies_with_keel: true,
             },
         ),
-        Err(root) => {
-            let helper = via_helper.err().unwrap_or_default();
-            (Err(format!("{root}; {helper}")), Isolation::default())
-        }
+        Err(userns) => (Err(format!("{root}; {userns}")), Isolation::default()),
     }
 }
 
@@ -253,7 +246,8 @@ pub fn take_unavailable_notice() -> Option<String> {
 }
 
 /// The command's view under `policy` and `roots`, with the optional parts this kernel
-/// supports (`proc_fs`: through the helper only).
+/// supports (`proc_fs`: mounted by the view's builder, which must then be the PID namespace's
+/// first process: the helper's init).
 fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> mounts::View {
     let s = support();
     let protected = if policy == SandboxPolicy::WorkspaceWrite {
@@ -280,7 +274,6 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
         anchors,
         hidden,
         hidden_files,
-        staging: roots.private_tmp.clone(),
         proc_fs: proc_fs && s.isolation.fresh_proc,
         dev: s.isolation.minimal_dev,
         nodev: s.isolation.nodev,
@@ -293,8 +286,9 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
 /// kind of fresh thread, so behaviour does not depend on support). A mechanism the kernel
 /// supports but that fails to apply is an error: nothing runs less confined than reported.
 ///
-/// Where the [`helper`] is in use ([`helper_launch`] returns `Some`), start commands through
-/// it instead: only then do they get the namespaces.
+/// Prefer [`spawn_command`]: this gives the child the namespaces only as root (the child is
+/// their first process, without a fresh `/proc`, a session of its own or death with Keel),
+/// and nothing of them through the helper.
 pub fn spawn_confined<T, F>(policy: SandboxPolicy, roots: &WritableRoots, spawn: F) -> io::Result<T>
 where
     T: Send + 'static,
@@ -352,18 +346,16 @@ pub struct HelperLaunch {
     pub policy_env: (&'static str, String),
 }
 
-/// How a command confined by `policy` and `roots` must start: `Some` when the [`helper`] gives
-/// it its namespaces (whenever the helper works, as root or not), then start it with
-/// [`spawn_via_helper`]; `None` for [`spawn_confined`].
+/// How a command confined by `policy` and `roots` must start: `Some` when the unprivileged
+/// [`helper`] gives it its namespaces (Keel is not root), then start it with
+/// [`spawn_via_helper`]; `None` otherwise. [`spawn_command`] does all of this.
 pub fn helper_launch(policy: SandboxPolicy, roots: &WritableRoots) -> Option<HelperLaunch> {
     if policy == SandboxPolicy::Off {
         return None;
     }
     let s = support();
-    let (program, user_namespace) = match &s.mount_namespace {
-        Ok(MountMode::UserNamespace(p)) => (p, true),
-        Ok(MountMode::Helper(p)) => (p, false),
-        _ => return None,
+    let Ok(MountMode::UserNamespace(program)) = &s.mount_namespace else {
+        return None;
     };
     let p = helper::HelperPolicy {
         view: view_for(policy, roots, true),
@@ -372,7 +364,7 @@ pub fn helper_launch(policy: SandboxPolicy, roots: &WritableRoots) -> Option<Hel
         landlock: s.enforced,
         seccomp: s.seccomp.is_ok(),
         metadata: policy != SandboxPolicy::ReadOnly,
-        user_namespace,
+        user_namespace: true,
         parent: Some(std::process::id()),
     };
     Some(HelperLaunch {

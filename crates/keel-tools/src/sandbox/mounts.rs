@@ -7,8 +7,8 @@
 //!   itself read-write: a mount point cannot be renamed or removed, so `mv docs x; mkdir docs`
 //!   cannot move `docs/api.md`'s protection out of the way;
 //! - each hidden directory (Keel's data and config, the user's secret stores) is covered by an
-//!   empty read-only directory, each hidden file (`$KEEL_CONFIG`, `~/.netrc`…) by an empty
-//!   read-only file, both from one small tmpfs that is never reachable by a path of its own;
+//!   empty read-only tmpfs, each hidden file (`$KEEL_CONFIG`, `~/.netrc`…) by `/dev/null`
+//!   (it reads as empty), read-only;
 //! - device files on every inherited mount stop working (`nodev`), a minimal `/dev` replaces
 //!   the host's, and (inside a new PID namespace) a fresh `/proc` shows only the command's own
 //!   processes ([`super::devices`]).
@@ -31,9 +31,6 @@ pub(super) struct View {
     pub hidden: Vec<PathBuf>,
     /// Files covered by an empty read-only file.
     pub hidden_files: Vec<PathBuf>,
-    /// An existing directory the tmpfs holding the empty directory and file is mounted on for
-    /// a moment (the command's private temp dir); `/tmp` when unset.
-    pub staging: Option<PathBuf>,
     /// Mount a fresh `/proc` (only in a new PID namespace, by a process inside it).
     pub proc_fs: bool,
     /// Replace `/dev` with a minimal one.
@@ -57,8 +54,7 @@ mod imp {
 
     use rustix::fs::{StatVfsMountFlags, statvfs};
     use rustix::mount::{
-        MountFlags, MountPropagationFlags, UnmountFlags, mount_bind_recursive, mount_change,
-        mount_remount, unmount,
+        MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change, mount_remount,
     };
     use rustix::thread::UnshareFlags;
 
@@ -144,53 +140,28 @@ mod imp {
         Ok(())
     }
 
-    /// Covers the hidden directories and files with an empty directory and an empty file of a
-    /// tmpfs mounted on `staging` only while they are bound (then detached).
+    /// Covers each hidden directory with an empty read-only tmpfs, and each hidden file with
+    /// `/dev/null` (the minimal `/dev`'s when it is built: it reads as empty), read-only.
     fn hide(view: &View) -> io::Result<()> {
-        if view.hidden.is_empty() && view.hidden_files.is_empty() {
-            return Ok(());
-        }
-        let staging = view
-            .staging
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/tmp"));
-        let fail = |what: String, e: &dyn std::fmt::Display| {
-            io::Error::other(format!("cannot {what} for the command: {e}"))
-        };
-        rustix::mount::mount(
-            "keel-hidden",
-            &staging,
-            "tmpfs",
-            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-            Some(c"size=16k,nr_inodes=8,mode=0755"),
-        )
-        .map_err(|e| fail(format!("mount a tmpfs on `{}`", staging.display()), &e))?;
-        let result = (|| -> io::Result<()> {
-            let dir = staging.join("d");
-            let file = staging.join("f");
-            std::fs::create_dir(&dir).map_err(|e| fail("create the empty directory".into(), &e))?;
-            std::fs::write(&file, b"").map_err(|e| fail("create the empty file".into(), &e))?;
-            use std::os::unix::fs::PermissionsExt;
-            for (p, mode) in [(&dir, 0o555), (&file, 0o444)] {
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-                    .map_err(|e| fail("set the empty entries' modes".into(), &e))?;
-            }
-            for target in &view.hidden {
-                bind(&dir, target, true, "hide")?;
-            }
-            for target in &view.hidden_files {
-                bind(&file, target, true, "hide")?;
-            }
-            Ok(())
-        })();
-        // The binds keep the tmpfs alive; its own mount point goes.
-        let detached = unmount(&staging, UnmountFlags::DETACH).map_err(|e| {
-            fail(
-                format!("unmount the staging tmpfs `{}`", staging.display()),
-                &e,
+        for dir in &view.hidden {
+            rustix::mount::mount(
+                "keel-hidden",
+                dir,
+                "tmpfs",
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                Some(c"size=4k,nr_inodes=1,mode=0555"),
             )
-        });
-        result.and(detached)
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "cannot hide `{}` from the command (tmpfs mount): {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        for file in &view.hidden_files {
+            bind(Path::new("/dev/null"), file, true, "hide")?;
+        }
+        Ok(())
     }
 
     /// Builds `view` in the calling thread's (private) mount namespace. With `strict`, any
@@ -216,17 +187,20 @@ mod imp {
             }
         }
         protect(view)?;
-        hide(view)?;
-        if view.proc_fs {
-            match devices::fresh_proc() {
-                Ok(()) => built.proc_fs = true,
+        if let Some(devices) = devices {
+            match devices::minimal_dev(devices) {
+                Ok(()) => built.dev = true,
                 Err(e) if strict => return Err(e),
                 Err(_) => {}
             }
         }
-        if let Some(devices) = devices {
-            match devices::minimal_dev(devices) {
-                Ok(()) => built.dev = true,
+        // After /dev: hidden files are covered by its `null`.
+        hide(view)?;
+        if view.proc_fs {
+            match devices::fresh_proc()
+                .map_err(|e| io::Error::other(format!("cannot mount a fresh /proc: {e}")))
+            {
+                Ok(()) => built.proc_fs = true,
                 Err(e) if strict => return Err(e),
                 Err(_) => {}
             }
@@ -267,7 +241,8 @@ mod imp {
     }
 
     /// With `CAP_SYS_ADMIN`, on the calling (throw-away) thread: new mount, PID and IPC
-    /// namespaces, and `view` built in the mount namespace. The PID namespace takes effect for
+    /// namespaces, and `view` built in the mount namespace (`view.proc_fs` must be false: the
+    /// first process of the PID namespace mounts `/proc`). The PID namespace takes effect for
     /// the next child, which becomes its first process.
     pub(in crate::sandbox) fn enter_in_process(view: &View) -> io::Result<()> {
         unshare(command_namespaces())
@@ -277,33 +252,32 @@ mod imp {
     }
 
     /// `Ok` with what the calling process may build itself (root), tried on a throw-away
-    /// thread.
+    /// thread; a fresh `/proc` is tried by a child of it that fails to `exec` on purpose.
     pub(in crate::sandbox) fn probe() -> Result<Built, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("keel-ns-probe-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a probe directory: {e}"))?;
+        let protected = dir.path().join("protected");
+        std::fs::create_dir(&protected).map_err(|e| e.to_string())?;
+        let view = View {
+            protected: vec![protected],
+            dev: true,
+            nodev: true,
+            ..View::default()
+        };
+        // The namespaces die with the thread; the directory is removed outside them.
         std::thread::Builder::new()
             .name("keel-sandbox-probe".into())
-            .spawn(|| {
+            .spawn(move || {
                 unshare(command_namespaces()).map_err(|_| {
                     "no CAP_SYS_ADMIN to create a mount namespace (Keel is not running as root)"
                         .to_string()
                 })?;
                 make_private().map_err(|e| e.to_string())?;
-                let dir = tempfile::Builder::new()
-                    .prefix("keel-ns-probe-")
-                    .tempdir()
-                    .map_err(|e| format!("cannot create a probe directory: {e}"))?;
-                let staging = dir.path().join("staging");
-                let protected = dir.path().join("protected");
-                for d in [&staging, &protected] {
-                    std::fs::create_dir(d).map_err(|e| e.to_string())?;
-                }
-                let view = View {
-                    protected: vec![protected],
-                    staging: Some(staging),
-                    dev: true,
-                    nodev: true,
-                    ..View::default()
-                };
-                build(&view, false).map_err(|e| e.to_string())
+                let mut built = build(&view, false).map_err(|e| e.to_string())?;
+                built.proc_fs = proc_in_child();
+                Ok(built)
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -311,13 +285,24 @@ mod imp {
                     .map_err(|_| "the probe thread panicked".to_string())
             })?
     }
+
+    /// True when the first child of the calling thread's new PID namespace can mount a fresh
+    /// `/proc`: the child mounts it, then `exec`s a program that does not exist.
+    #[allow(unsafe_code)]
+    fn proc_in_child() -> bool {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new("/nonexistent/keel-proc-probe");
+        // SAFETY: the closure runs between `fork` and `exec`; `fresh_proc` makes system calls
+        // only, without allocating.
+        unsafe {
+            cmd.pre_exec(devices::fresh_proc);
+        }
+        matches!(cmd.spawn(), Err(e) if e.kind() == io::ErrorKind::NotFound)
+    }
 }
 
 #[cfg(target_os = "linux")]
-pub(super) use imp::{
-    bind, build, command_namespaces, enter_in_process, enter_user_namespace, make_private, probe,
-    unshare,
-};
+pub(super) use imp::{build, enter_in_process, enter_user_namespace, make_private, probe, unshare};
 
 #[cfg(not(target_os = "linux"))]
 pub(super) fn enter_in_process(_view: &View) -> std::io::Result<()> {

@@ -72,31 +72,47 @@ mod imp {
         });
     }
 
-    /// Drops [`DROPPED`] from the calling thread, so a child it spawns cannot regain them.
-    pub(in crate::sandbox) fn drop_capabilities() -> io::Result<()> {
+    /// The capabilities a confined command keeps, computed beforehand so that applying them
+    /// ([`apply_drop`]) makes system calls only (it runs between `fork` and `exec`).
+    #[derive(Debug)]
+    pub(in crate::sandbox) struct Dropped(Option<CapabilitySets>);
+
+    /// What [`drop_capabilities`] would leave of the calling thread's capabilities.
+    pub(in crate::sandbox) fn prepare_drop() -> io::Result<Dropped> {
         let sets = capabilities(None)
             .map_err(|e| io::Error::other(format!("cannot read the capabilities: {e}")))?;
         let mut mask = CapabilitySet::empty();
         for set in DROPPED {
             mask |= *set;
         }
-        if (sets.permitted | sets.inheritable | sets.effective).intersects(mask) {
-            for cap in DROPPED {
-                // Needs CAP_SETPCAP: without it the set cannot hold these for a root exec
-                // anyway (checked below through the permitted set).
-                let _ = remove_capability_from_bounding_set(*cap);
-            }
-            set_capabilities(
-                None,
-                CapabilitySets {
-                    effective: sets.effective - mask,
-                    permitted: sets.permitted - mask,
-                    inheritable: sets.inheritable - mask,
-                },
-            )
-            .map_err(|e| io::Error::other(format!("cannot drop capabilities: {e}")))?;
+        if !(sets.permitted | sets.inheritable | sets.effective).intersects(mask) {
+            return Ok(Dropped(None));
         }
-        Ok(())
+        Ok(Dropped(Some(CapabilitySets {
+            effective: sets.effective - mask,
+            permitted: sets.permitted - mask,
+            inheritable: sets.inheritable - mask,
+        })))
+    }
+
+    /// Applies a [`Dropped`]: [`DROPPED`] leaves the bounding set (so a root `exec` cannot
+    /// regain them) and the thread's sets. System calls only, no allocation.
+    pub(in crate::sandbox) fn apply_drop(dropped: &Dropped) -> io::Result<()> {
+        let Some(sets) = dropped.0 else {
+            return Ok(());
+        };
+        for cap in DROPPED {
+            // Needs CAP_SETPCAP: without it the set cannot hold these for a root exec anyway
+            // (checked below through the permitted set).
+            let _ = remove_capability_from_bounding_set(*cap);
+        }
+        set_capabilities(None, sets).map_err(io::Error::from)
+    }
+
+    /// Drops [`DROPPED`] from the calling thread, so a child it spawns cannot regain them.
+    pub(in crate::sandbox) fn drop_capabilities() -> io::Result<()> {
+        apply_drop(&prepare_drop()?)
+            .map_err(|e| io::Error::other(format!("cannot drop capabilities: {e}")))
     }
 
     /// True when the process is non-dumpable (so `/proc/<keel>/environ` is protected).
@@ -107,7 +123,9 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub(super) use imp::{drop_capabilities, hide_keel_process, keel_hidden};
+pub(super) use imp::{
+    Dropped, apply_drop, drop_capabilities, hide_keel_process, keel_hidden, prepare_drop,
+};
 
 #[cfg(not(target_os = "linux"))]
 pub(super) fn hide_keel_process() {}

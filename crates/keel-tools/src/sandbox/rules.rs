@@ -1,11 +1,12 @@
 //! The Landlock part of the sandbox: file-system rights, TCP rules and scoping.
 
 #[cfg(target_os = "linux")]
-pub(super) use imp::{probe, restrict_current_thread};
+pub(super) use imp::{prepare, probe, restrict_current_thread, restrict_with};
 
 #[cfg(target_os = "linux")]
 mod imp {
     use std::io;
+    use std::os::fd::OwnedFd;
     use std::path::PathBuf;
 
     use landlock::{
@@ -88,6 +89,34 @@ mod imp {
             ));
         }
         Ok(())
+    }
+
+    /// The ruleset for `writable`, `network` and `private_dev`, created but not applied: its
+    /// descriptor, for [`restrict_with`] between `fork` and `exec`.
+    pub(in crate::sandbox) fn prepare(
+        writable: &[PathBuf],
+        network: bool,
+        private_dev: bool,
+    ) -> io::Result<Option<OwnedFd>> {
+        ruleset(writable, network, private_dev)
+            .map(Option::<OwnedFd>::from)
+            .map_err(|e| io::Error::other(format!("cannot build the Landlock sandbox: {e}")))
+    }
+
+    /// Restricts the calling thread by a [`prepare`]d ruleset (`no_new_privs` first). System
+    /// calls only, no allocation.
+    #[allow(unsafe_code)]
+    pub(in crate::sandbox) fn restrict_with(ruleset: &OwnedFd) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        rustix::thread::set_no_new_privs(true)?;
+        // SAFETY: `landlock_restrict_self(fd, 0)` takes a descriptor and flags; no memory is
+        // passed.
+        let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     /// (ABI, enforced, detail).

@@ -336,42 +336,96 @@ mod imp {
         BpfProgram::try_from(filter).map_err(io::Error::other)
     }
 
-    /// On x86_64: refuses (`ENOSYS`) every call made through the x32 ABI, whose numbers
-    /// carry bit 30 and would match none of the rules of [`program`]. Other architectures
-    /// are already killed by [`program`]'s architecture check.
-    #[cfg(target_arch = "x86_64")]
-    pub(super) fn x32_program() -> BpfProgram {
-        use seccompiler::sock_filter;
-        const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
-        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-        // struct seccomp_data: nr at 0, arch at 4.
-        let stmt = |code: u16, k: u32| sock_filter {
-            code,
-            jt: 0,
-            jf: 0,
-            k,
-        };
-        let jump = |code: u16, k: u32, jt: u8, jf: u8| sock_filter { code, jt, jf, k };
-        const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-        const JEQ_K: u16 = 0x05 | 0x10;
-        const JSET_K: u16 = 0x05 | 0x40;
-        const RET_K: u16 = 0x06;
-        vec![
-            stmt(LD_W_ABS, 4),
-            jump(JEQ_K, AUDIT_ARCH_X86_64, 0, 3),
-            stmt(LD_W_ABS, 0),
-            jump(JSET_K, X32_SYSCALL_BIT, 0, 1),
-            stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-            stmt(RET_K, libc::SECCOMP_RET_ALLOW),
-        ]
+    /// `program` behind a guard that refuses (`ENOSYS`) every call made through the x32 ABI
+    /// on x86_64: their numbers carry bit 30 and would match none of `program`'s rules. (Other
+    /// architectures are killed by `program`'s own architecture check.)
+    pub(super) fn with_x32_guard(program: BpfProgram) -> BpfProgram {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use seccompiler::sock_filter;
+            const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+            const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+            // BPF_LD | BPF_W | BPF_ABS, BPF_JMP | BPF_JEQ | BPF_K, BPF_JMP | BPF_JSET | BPF_K,
+            // BPF_RET | BPF_K. struct seccomp_data: nr at 0, arch at 4.
+            const LD_W_ABS: u16 = 0x20;
+            const JEQ_K: u16 = 0x15;
+            const JSET_K: u16 = 0x45;
+            const RET_K: u16 = 0x06;
+            let op = |code: u16, k: u32, jt: u8, jf: u8| sock_filter { code, jt, jf, k };
+            let mut out = vec![
+                op(LD_W_ABS, 4, 0, 0),
+                // Not x86_64: on to `program`, whose own check kills it.
+                op(JEQ_K, AUDIT_ARCH_X86_64, 0, 3),
+                op(LD_W_ABS, 0, 0, 0),
+                op(JSET_K, X32_SYSCALL_BIT, 0, 1),
+                op(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32, 0, 0),
+            ];
+            out.extend(program);
+            out
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        program
     }
 
     pub(super) fn install(program: &BpfProgram) -> io::Result<()> {
         seccompiler::apply_filter(program)
-            .map_err(|e| io::Error::other(format!("cannot install the seccomp filter: {e}")))?;
-        #[cfg(target_arch = "x86_64")]
-        seccompiler::apply_filter(&x32_program())
-            .map_err(|e| io::Error::other(format!("cannot install the x32 seccomp filter: {e}")))?;
+            .map_err(|e| io::Error::other(format!("cannot install the seccomp filter: {e}")))
+    }
+}
+
+/// A filter built beforehand, for [`install`] between `fork` and `exec` (the default: none).
+#[derive(Debug, Default)]
+pub(super) struct Prepared {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    program: Option<seccompiler::BpfProgram>,
+}
+
+/// Builds the filters for `filter`.
+pub(super) fn prepare(filter: Filter) -> io::Result<Prepared> {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        Ok(Prepared {
+            program: Some(imp::with_x32_guard(imp::program(filter)?)),
+        })
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        let _ = filter;
+        Ok(Prepared::default())
+    }
+}
+
+/// Installs [`prepare`]d filters on the calling thread (setting `no_new_privs`). System calls
+/// only, no allocation on success.
+pub(super) fn install(prepared: &Prepared) -> io::Result<()> {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        let Some(program) = &prepared.program else {
+            return Ok(());
+        };
+        seccompiler::apply_filter(program).map_err(|e| match e {
+            seccompiler::Error::Prctl(e) | seccompiler::Error::Seccomp(e) => e,
+            _ => io::Error::from_raw_os_error(libc::EINVAL),
+        })
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        let _ = prepared;
         Ok(())
     }
 }
@@ -387,7 +441,7 @@ pub(super) fn apply(filter: Filter) -> io::Result<()> {
         // Without Landlock nobody set no_new_privs yet; seccomp requires it for non-root.
         rustix::thread::set_no_new_privs(true)
             .map_err(|e| io::Error::other(format!("cannot set no_new_privs: {e}")))?;
-        imp::install(&imp::program(filter)?)
+        imp::install(&imp::with_x32_guard(imp::program(filter)?))
     }
     #[cfg(not(all(
         target_os = "linux",
@@ -429,5 +483,157 @@ pub(super) fn probe() -> Result<(), String> {
     )))]
     {
         Err("seccomp filters are built only for Linux on x86_64 and aarch64".into())
+    }
+}
+
+/// The filter by itself (without the namespaces that normally come with it): each call is made
+/// on a throw-away thread that installed it, and must fail with `EPERM` exactly when denied.
+#[cfg(all(
+    test,
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[allow(unsafe_code, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on a fresh thread confined by `filter`; `f` returns each call's errno (0: ok).
+    fn under(
+        filter: Filter,
+        f: impl FnOnce() -> Vec<(&'static str, i32)> + Send + 'static,
+    ) -> Vec<(&'static str, i32)> {
+        std::thread::spawn(move || {
+            apply(filter).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    fn errno(rc: i64) -> i32 {
+        if rc < 0 {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+        } else {
+            0
+        }
+    }
+
+    const NO_NAMESPACES: Filter = Filter {
+        network: true,
+        metadata: true,
+        pid_namespace: false,
+        ipc_namespace: false,
+    };
+
+    fn calls(other: i32, dir: std::path::PathBuf) -> Vec<(&'static str, i32)> {
+        let node = |name: &str| std::ffi::CString::new(dir.join(name).to_str().unwrap()).unwrap();
+        let (null, fifo, file) = (node("null"), node("fifo"), node("file"));
+        std::fs::write(dir.join("file"), "x").unwrap();
+        let mut out = Vec::new();
+        // SAFETY: plain system calls with valid pointers to live locals or null where the
+        // kernel accepts it; nothing they return is dereferenced.
+        unsafe {
+            out.push((
+                "mknod char",
+                errno(libc::mknodat(
+                    libc::AT_FDCWD,
+                    null.as_ptr(),
+                    libc::S_IFCHR | 0o600,
+                    libc::makedev(1, 3),
+                ) as i64),
+            ));
+            out.push((
+                "mknod fifo",
+                errno(
+                    libc::mknodat(libc::AT_FDCWD, fifo.as_ptr(), libc::S_IFIFO | 0o600, 0) as i64,
+                ),
+            ));
+            let fd = libc::open(file.as_ptr(), libc::O_RDONLY);
+            let mut flags: libc::c_long = 0;
+            out.push((
+                "getflags",
+                errno(libc::ioctl(fd, 0x8008_6601, &mut flags) as i64),
+            ));
+            out.push((
+                "setflags",
+                errno(libc::ioctl(fd, 0x4008_6602, &flags) as i64),
+            ));
+            libc::close(fd);
+            out.push(("keyctl", errno(libc::syscall(libc::SYS_keyctl, 0, -4, 0))));
+            let shm = libc::shmget(libc::IPC_PRIVATE, 4096, 0o600);
+            if shm >= 0 {
+                libc::shmctl(shm, libc::IPC_RMID, std::ptr::null_mut());
+            }
+            out.push(("shmget", errno(shm as i64)));
+            out.push((
+                "setpriority self",
+                errno(libc::setpriority(libc::PRIO_PROCESS, 0, 0) as i64),
+            ));
+            out.push((
+                "setpriority other",
+                errno(libc::setpriority(libc::PRIO_PROCESS, other as libc::id_t, 0) as i64),
+            ));
+            let mut old = std::mem::zeroed::<libc::rlimit64>();
+            out.push((
+                "prlimit other",
+                errno(
+                    libc::prlimit64(other, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) as i64,
+                ),
+            ));
+            out.push((
+                "prlimit self",
+                errno(libc::prlimit64(0, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) as i64),
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn without_namespaces_other_processes_and_ipc_are_denied_too() {
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = other.id() as i32;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        let denied = under(NO_NAMESPACES, move || calls(pid, d));
+        let d = dir.path().join("ns");
+        std::fs::create_dir(&d).unwrap();
+        let namespaced = under(
+            Filter {
+                pid_namespace: true,
+                ipc_namespace: true,
+                ..NO_NAMESPACES
+            },
+            move || calls(pid, d),
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+        let get = |v: &[(&str, i32)], name: &str| v.iter().find(|(n, _)| *n == name).unwrap().1;
+        for name in [
+            "mknod char",
+            "setflags",
+            "keyctl",
+            "shmget",
+            "setpriority other",
+            "prlimit other",
+        ] {
+            assert_eq!(get(&denied, name), libc::EPERM, "{name}: {denied:?}");
+        }
+        for name in ["mknod fifo", "getflags", "setpriority self", "prlimit self"] {
+            assert_eq!(get(&denied, name), 0, "{name}: {denied:?}");
+        }
+        // With namespaces, the process calls and System V IPC are the kernel's to scope.
+        for name in ["shmget", "setpriority other", "prlimit other"] {
+            assert_eq!(get(&namespaced, name), 0, "{name}: {namespaced:?}");
+        }
+        for name in ["mknod char", "setflags", "keyctl"] {
+            assert_eq!(
+                get(&namespaced, name),
+                libc::EPERM,
+                "{name}: {namespaced:?}"
+            );
+        }
     }
 }

@@ -312,7 +312,7 @@ impl Drop for GroupGuard {
 
 /// Runs the request to completion, timeout or cancellation.
 pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
-    let Some((program, args)) = req.argv.split_first() else {
+    let Some(program) = req.argv.first() else {
         return Err(std::io::Error::other(
             "nothing to run: the command is empty",
         ));
@@ -321,61 +321,42 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let mut roots = req.roots.clone();
     roots.private_tmp = Some(private_tmp.path().to_path_buf());
     let policy = req.policy;
-    // As a normal user, the mount namespace comes from the helper, which becomes the command.
-    let launch = sandbox::helper_launch(policy, &roots);
-    let mut cmd = match &launch {
-        Some(h) => {
-            let mut c = tokio::process::Command::new(&h.program);
-            c.args(&h.args).arg(program);
-            c
-        }
-        None => tokio::process::Command::new(program),
-    };
-    cmd.args(args)
-        .current_dir(&req.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .env_clear()
-        .envs(scrubbed_env(&req.env_keep))
-        .env("TMPDIR", private_tmp.path())
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("NO_COLOR", "1")
-        .env("CARGO_TERM_COLOR", "never");
+    let mut env: Vec<(OsString, OsString)> = scrubbed_env(&req.env_keep);
+    for (k, v) in [
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("NO_COLOR", "1"),
+        ("CARGO_TERM_COLOR", "never"),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    env.push(("TMPDIR".into(), private_tmp.path().into()));
     for (k, v) in &req.env_set {
-        cmd.env(k, v);
+        env.push((k.into(), v.into()));
     }
     for (k, sub) in &req.env_in_tmp {
-        cmd.env(k, private_tmp.path().join(sub));
+        env.push((k.into(), private_tmp.path().join(sub).into()));
     }
-    if let Some(h) = &launch {
-        cmd.env(h.policy_env.0, &h.policy_env.1);
-    }
+    let cwd = req.cwd.clone();
+    let configure = move |cmd: &mut tokio::process::Command| {
+        cmd.current_dir(&cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .env_clear()
+            .envs(env);
+    };
     let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
-    let runtime = tokio::runtime::Handle::current();
-    let spawned = tokio::task::spawn_blocking(move || {
-        let spawn = move || {
-            let _enter = runtime.enter();
-            cmd.spawn()
-        };
-        if launch.is_some() {
-            sandbox::spawn_via_helper(spawn)
-        } else {
-            sandbox::spawn_confined(policy, &roots, spawn)
-        }
-    })
-    .await
-    .map_err(|e| std::io::Error::other(format!("the spawn task failed: {e}")))?;
-    let mut child = spawned.map_err(|e| {
+    let spawned = sandbox::spawn_command(policy, &roots, &req.argv, configure).await;
+    let mut confined = spawned.map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!("cannot start `{}`: {e}", program.to_string_lossy()),
         )
     })?;
+    let child = &mut confined.child;
     let started = Instant::now();
     let mut guard = GroupGuard {
         pgid: child.id().and_then(|id| i32::try_from(id).ok()),
@@ -405,6 +386,8 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let stdout = drain(stdout).await;
     let stderr = drain(stderr).await;
     guard.pgid = None;
+    // The namespaces go only now that the command and its output are done.
+    drop(confined);
     drop(private_tmp);
     Ok(ExecOutput {
         ending,

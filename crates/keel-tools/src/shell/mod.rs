@@ -61,6 +61,9 @@ pub struct ShellSettings {
     pub protected: Vec<PathBuf>,
     /// Extra writable directories for the workspace-write sandbox (`~` expanded).
     pub writable: Vec<PathBuf>,
+    /// Directories and files hidden from commands behind empty read-only ones (`shell.hide`,
+    /// `~` expanded; by default [`crate::sandbox::SECRET_STORES`]).
+    pub hide: Vec<PathBuf>,
     /// Environment variables passed to commands besides the allowlist
     /// ([`exec::ENV_ALLOWLIST`]).
     pub env_keep: Vec<String>,
@@ -80,6 +83,10 @@ impl Default for ShellSettings {
             network: false,
             protected: Vec::new(),
             writable: DEFAULT_WRITABLE
+                .iter()
+                .map(|p| crate::sandbox::expand_home(p))
+                .collect(),
+            hide: crate::sandbox::SECRET_STORES
                 .iter()
                 .map(|p| crate::sandbox::expand_home(p))
                 .collect(),
