@@ -7,7 +7,9 @@
 //! As root without `setpriv` (util-linux) the unprivileged half fails with a clear message; if
 //! the kernel forbids unprivileged user namespaces it skips loudly (failing in CI).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, setpriv, losetup, python3, sleep):
+// allowed explicitly (clippy.toml's `disallowed-methods`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -505,6 +505,7 @@ mod tests {
             tool: "run_command".into(),
             summary: summary.into(),
             class: "destructive".into(),
+            reason: String::new(),
         })
     }
 

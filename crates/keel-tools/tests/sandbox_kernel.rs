@@ -6,7 +6,9 @@
 //! root (CI), again as uid 65534 through the user-namespace helper. A test that needs a
 //! program or mechanism the machine lacks skips loudly (failing in CI).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, setpriv, losetup, python3, sleep):
+// allowed explicitly (clippy.toml's `disallowed-methods`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 #[path = "shared/nobody.rs"]
 mod nobody;

@@ -1,7 +1,9 @@
 //! The shell tools end to end: the kernel sandbox, process-group handling, truncation, the
 //! scrubbed environment, run_tests on fixture projects, and auto-lint after writes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -323,6 +325,11 @@ async fn long_output_is_returned_whole_up_to_the_cap() {
     assert!(!c.contains("omitted"));
     assert!(c.ends_with("stderr:\noops"), "{}", &c[c.len() - 200..]);
     assert_eq!(out.details.exit_code, Some(3));
+    // What a person sees of it: the last lines, bounded, with the count of the rest.
+    let tail = out.details.output_tail.clone().unwrap_or_default();
+    assert!(tail.text.ends_with("99999\n100000\noops"), "{}", tail.text);
+    assert_eq!(tail.text.lines().count(), keel_protocol::Excerpt::MAX_LINES);
+    assert_eq!(tail.total_lines, 100_001);
 
     let cap = keel_tools::text::OUTPUT_CAP_CHARS;
     let out = f

@@ -70,6 +70,7 @@ impl TypedTool for CreateFile {
                 human_size(bytes.len() as u64)
             ))
             .with_files([rel])
+            .with_created(&args.content)
             .with_metadata(serde_json::json!({"created": true})))
         })
         .await
@@ -92,6 +93,19 @@ mod tests {
             )
             .await;
         assert!(out.contains("Created `a/b/new.py` (1 lines"), "{out}");
+        let done = CreateFile
+            .run(
+                CreateFileArgs {
+                    path: "shown.py".into(),
+                    content: "import os\nprint(os.getcwd())\n".into(),
+                },
+                &f.ctx,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let created = done.details.created.unwrap_or_default();
+        assert_eq!(created.text, "import os\nprint(os.getcwd())");
+        assert_eq!(created.total_lines, 2, "the content is shown to a person");
         let on_disk = std::fs::read_to_string(f.dir.path().join("a/b/new.py")).unwrap_or_default();
         assert_eq!(on_disk, "print(1)\n");
         let err = f

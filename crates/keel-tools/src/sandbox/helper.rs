@@ -210,7 +210,10 @@ fn probe_one(helper: &Path) -> Result<HelperSupport, String> {
         .prefix("keel-userns-probe-")
         .tempdir()
         .map_err(|e| format!("cannot create a probe directory: {e}"))?;
-    let out = std::process::Command::new(helper)
+    // The sandbox helper's own probe: Keel's helper binary, no repository content involved.
+    #[allow(clippy::disallowed_methods)]
+    let mut probe = std::process::Command::new(helper);
+    let out = probe
         .arg(HELPER_ARG)
         .arg("--probe")
         .arg(dir.path())

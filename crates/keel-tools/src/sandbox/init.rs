@@ -386,10 +386,10 @@ mod imp {
     fn exec(program: &OsStr, args: &[OsString]) -> ! {
         use std::os::unix::process::CommandExt;
         let _ = rustix::process::setsid();
-        let err = std::process::Command::new(program)
-            .args(args)
-            .env_remove(POLICY_ENV)
-            .exec();
+        // The helper's init becomes the command the runner asked for, confined just before.
+        #[allow(clippy::disallowed_methods)]
+        let mut command = std::process::Command::new(program);
+        let err = command.args(args).env_remove(POLICY_ENV).exec();
         say(&format!(
             "cannot run `{}`: {err}",
             program.to_string_lossy()

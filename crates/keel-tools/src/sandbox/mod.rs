@@ -63,7 +63,7 @@ pub use helper::{
 pub use roots::{
     SECRET_STORES, WritableRoots, expand_home, is_protected, keel_private_dirs, keel_private_files,
 };
-pub use spawn::{ConfinedChild, spawn_command};
+pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 
 /// Paths inside the workspace no command and no file tool may change.
 pub const PROTECTED_DIRS: &[&str] = &[".git", ".keel"];

@@ -493,7 +493,7 @@ pub(super) fn probe() -> Result<(), String> {
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-#[allow(unsafe_code, clippy::unwrap_used)]
+#[allow(unsafe_code, clippy::unwrap_used, clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -26,20 +26,28 @@ use super::{
     support, view_for,
 };
 
-/// A started program and what keeps its confinement alive. Dropping it (after waiting for the
-/// child) releases the namespaces; dropping it while the child runs kills the child.
+/// A started program and what keeps its confinement alive.
 #[derive(Debug)]
 pub struct ConfinedChild {
     pub child: tokio::process::Child,
-    /// Held by the namespaces' thread: it ends when this is dropped.
-    keeper: Option<mpsc::Sender<()>>,
+    /// Keep it as long as the child is used: dropping it releases the namespaces (and kills the
+    /// child if it still runs).
+    pub keeper: NamespaceKeeper,
+}
+
+/// Holds a root command's namespaces (see [`spawn_command`]): dropping it ends the thread
+/// that holds them, which kills the command if it still runs. Empty for other commands.
+#[derive(Debug)]
+pub struct NamespaceKeeper {
+    /// Dropping it ends the thread's wait.
+    _release: Option<mpsc::Sender<()>>,
 }
 
 impl ConfinedChild {
     fn plain(child: tokio::process::Child) -> Self {
         Self {
             child,
-            keeper: None,
+            keeper: NamespaceKeeper { _release: None },
         }
     }
 }
@@ -59,6 +67,9 @@ pub async fn spawn_command(
         return Err(io::Error::other("nothing to run: the command is empty"));
     };
     if policy == SandboxPolicy::Off {
+        // The confined runner's unconfined policy (`shell.sandbox = false`, the user's own MCP
+        // servers).
+        #[allow(clippy::disallowed_methods)]
         let mut cmd = Command::new(program);
         cmd.args(args);
         configure(&mut cmd);
@@ -66,6 +77,8 @@ pub async fn spawn_command(
         return cmd.spawn().map(ConfinedChild::plain);
     }
     if let Some(h) = helper_launch(policy, roots) {
+        // The sandbox helper, which confines the command and becomes it.
+        #[allow(clippy::disallowed_methods)]
         let mut cmd = Command::new(&h.program);
         cmd.args(&h.args).arg(program).args(args);
         configure(&mut cmd);
@@ -81,6 +94,8 @@ pub async fn spawn_command(
     tokio::task::spawn_blocking(move || {
         super::spawn_confined(policy, &roots, move || {
             let _enter = runtime.enter();
+            // Confined by this thread (Landlock, seccomp, capabilities), inherited.
+            #[allow(clippy::disallowed_methods)]
             let mut cmd = Command::new(program);
             cmd.args(args);
             configure(&mut cmd);
@@ -160,6 +175,8 @@ async fn in_namespaces(
                         None => seccomp::Prepared::default(),
                     },
                 };
+                // Confined in its namespaces and by `in_child` before `exec`.
+                #[allow(clippy::disallowed_methods)]
                 let mut cmd = Command::new(program);
                 cmd.args(args);
                 configure(&mut cmd);
@@ -179,7 +196,9 @@ async fn in_namespaces(
         .map_err(|_| io::Error::other("the sandbox spawn thread ended without a child"))??;
     Ok(ConfinedChild {
         child,
-        keeper: Some(keeper),
+        keeper: NamespaceKeeper {
+            _release: Some(keeper),
+        },
     })
 }
 
@@ -190,12 +209,5 @@ fn set_pre_exec(cmd: &mut Command, in_child: InChild) {
     // built before the fork, and neither allocates nor takes a lock.
     unsafe {
         cmd.pre_exec(move || in_child.apply());
-    }
-}
-
-impl Drop for ConfinedChild {
-    fn drop(&mut self) {
-        // Releasing the thread after the child: dropping the sender ends its wait.
-        self.keeper.take();
     }
 }

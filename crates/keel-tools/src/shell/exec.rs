@@ -289,6 +289,7 @@ pub fn shell_program() -> PathBuf {
 
 /// Kills a process group when dropped (unless disarmed), so a dropped or cancelled call never
 /// leaves processes behind.
+#[derive(Debug)]
 struct GroupGuard {
     pgid: Option<i32>,
 }
@@ -310,8 +311,61 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Runs the request to completion, timeout or cancellation.
-pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
+/// A long-running program started by [`spawn`] (an MCP stdio server): talk to it through the
+/// child's `stdin`/`stdout`, read its `stderr`. Dropping it kills the program, everything it
+/// started, and removes its private temp dir.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The process, with `stdin`, `stdout` and `stderr` piped.
+    pub child: tokio::process::Child,
+    /// True when the kernel sandbox confines it.
+    pub sandboxed: bool,
+    guard: GroupGuard,
+    _keeper: sandbox::NamespaceKeeper,
+    _private_tmp: tempfile::TempDir,
+}
+
+impl Spawned {
+    /// Ends the process group now.
+    pub fn kill(&mut self) {
+        self.guard.kill();
+    }
+}
+
+/// Starts the request's program as [`run`] does — the same sandbox, allowlisted environment,
+/// private temp dir and process group — with its stdin piped too, and returns it running: for
+/// programs Keel talks to rather than waits for. The request's `timeout` and `cancel` are not
+/// used (the caller ends it by dropping it or with [`Spawned::kill`]).
+pub async fn spawn(req: ExecRequest) -> std::io::Result<Spawned> {
+    let started = start(&req, true).await?;
+    let guard = GroupGuard {
+        pgid: started
+            .confined
+            .child
+            .id()
+            .and_then(|id| i32::try_from(id).ok()),
+    };
+    let sandbox::ConfinedChild { child, keeper } = started.confined;
+    Ok(Spawned {
+        child,
+        sandboxed: started.sandboxed,
+        guard,
+        _keeper: keeper,
+        _private_tmp: started.private_tmp,
+    })
+}
+
+/// A program [`start`]ed for a request.
+struct Started {
+    confined: sandbox::ConfinedChild,
+    sandboxed: bool,
+    private_tmp: tempfile::TempDir,
+}
+
+/// Starts the request's program confined by its policy (`sandbox::spawn_command`), in its own
+/// process group, stdout and stderr piped, stdin piped or closed, with the allowlisted
+/// environment and a private temp dir.
+async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started> {
     let Some(program) = req.argv.first() else {
         return Err(std::io::Error::other(
             "nothing to run: the command is empty",
@@ -341,7 +395,11 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let cwd = req.cwd.clone();
     let configure = move |cmd: &mut tokio::process::Command| {
         cmd.current_dir(&cwd)
-            .stdin(Stdio::null())
+            .stdin(if piped_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
@@ -349,13 +407,28 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
             .envs(env);
     };
     let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
-    let spawned = sandbox::spawn_command(policy, &roots, &req.argv, configure).await;
-    let mut confined = spawned.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot start `{}`: {e}", program.to_string_lossy()),
-        )
-    })?;
+    let confined = sandbox::spawn_command(policy, &roots, &req.argv, configure)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot start `{}`: {e}", program.to_string_lossy()),
+            )
+        })?;
+    Ok(Started {
+        confined,
+        sandboxed,
+        private_tmp,
+    })
+}
+
+/// Runs the request to completion, timeout or cancellation.
+pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
+    let Started {
+        mut confined,
+        sandboxed,
+        private_tmp,
+    } = start(&req, false).await?;
     let child = &mut confined.child;
     let started = Instant::now();
     let mut guard = GroupGuard {

@@ -164,6 +164,7 @@ impl TypedTool for RunTests {
         }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
+            .with_output_tail(&combined)
             .with_metadata(serde_json::json!({
                 "runner": test.runner,
                 "command": test.command,
