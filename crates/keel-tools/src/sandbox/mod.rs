@@ -62,6 +62,7 @@ pub use helper::{
 };
 pub use roots::{
     SECRET_STORES, WritableRoots, expand_home, is_protected, keel_private_dirs, keel_private_files,
+    secret_stores,
 };
 pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 

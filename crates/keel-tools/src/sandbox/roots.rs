@@ -48,6 +48,11 @@ pub const SECRET_STORES: &[&str] = &[
     "~/.config/BraveSoftware",
 ];
 
+/// [`SECRET_STORES`] with `~/` expanded from `$HOME`.
+pub fn secret_stores() -> Vec<PathBuf> {
+    SECRET_STORES.iter().map(|p| expand_home(p)).collect()
+}
+
 /// What a confined command may reach besides what its policy implies.
 #[derive(Debug, Clone, Default)]
 pub struct WritableRoots {

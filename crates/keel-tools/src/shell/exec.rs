@@ -43,13 +43,15 @@ pub struct ExecRequest {
 }
 
 impl ExecRequest {
-    /// A request with defaults: 60 s, workspace-write policy, no extra roots.
+    /// A request with defaults: 60 s, workspace-write policy, no extra roots, the default
+    /// secret stores hidden ([`crate::sandbox::SECRET_STORES`]).
     pub fn new(argv: Vec<OsString>, cwd: impl Into<PathBuf>) -> Self {
         let cwd = cwd.into();
         Self {
             argv,
             roots: WritableRoots {
                 workspace: Some(cwd.clone()),
+                hidden: crate::sandbox::secret_stores(),
                 ..WritableRoots::default()
             },
             cwd,
@@ -531,6 +533,15 @@ mod tests {
             assert!(!is_allowed_var(name, &[]), "{name}");
         }
         assert!(is_allowed_var("GH_PAT", &["GH_PAT".to_string()]));
+    }
+
+    #[test]
+    fn a_request_hides_the_secret_stores_unless_told_otherwise() {
+        let req = ExecRequest::new(vec![OsString::from("true")], "/w");
+        for store in ["~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials"] {
+            let path = crate::sandbox::expand_home(store);
+            assert!(req.roots.hidden.contains(&path), "{store}: {:?}", req.roots.hidden);
+        }
     }
 
     #[test]

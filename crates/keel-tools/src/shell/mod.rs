@@ -86,10 +86,7 @@ impl Default for ShellSettings {
                 .iter()
                 .map(|p| crate::sandbox::expand_home(p))
                 .collect(),
-            hide: crate::sandbox::SECRET_STORES
-                .iter()
-                .map(|p| crate::sandbox::expand_home(p))
-                .collect(),
+            hide: crate::sandbox::secret_stores(),
             env_keep: Vec::new(),
             test_command: None,
             test_timeout: Duration::from_secs(300),
