@@ -174,14 +174,16 @@ fn secret_stores_check(config: &Config) -> Check {
             "sandbox: secret stores",
             Status::Ok,
             format!(
-                "{count} paths of `shell.hide` read as empty and are read-only to commands                  ({listed}); the rest of the disk stays readable"
+                "{count} paths of `shell.hide` read as empty and are read-only to commands \
+                 ({listed}); the rest of the disk stays readable"
             ),
         ),
         Err(e) => Check::new(
             "sandbox: secret stores",
             Status::Warn,
             format!(
-                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed});                  no namespaces for commands ({e})"
+                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}); \
+                 no namespaces for commands ({e})"
             ),
         ),
     }

@@ -540,7 +540,11 @@ mod tests {
         let req = ExecRequest::new(vec![OsString::from("true")], "/w");
         for store in ["~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials"] {
             let path = crate::sandbox::expand_home(store);
-            assert!(req.roots.hidden.contains(&path), "{store}: {:?}", req.roots.hidden);
+            assert!(
+                req.roots.hidden.contains(&path),
+                "{store}: {:?}",
+                req.roots.hidden
+            );
         }
     }
 
