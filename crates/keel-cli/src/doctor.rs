@@ -149,7 +149,44 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         };
         checks.push(Check::new(format!("sandbox: {name}"), status, statement));
     }
+    checks.push(secret_stores_check(config));
     checks
+}
+
+/// Which of the `shell.hide` secret stores exist here and are hidden from commands.
+fn secret_stores_check(config: &Config) -> Check {
+    use keel_tools::sandbox;
+    let present: Vec<&str> = config
+        .shell
+        .hide
+        .iter()
+        .filter(|p| sandbox::expand_home(p).symlink_metadata().is_ok())
+        .map(String::as_str)
+        .collect();
+    let listed = if present.is_empty() {
+        "none of them exists here".to_string()
+    } else {
+        format!("present here: {}", present.join(", "))
+    };
+    let count = config.shell.hide.len();
+    match &sandbox::support().mount_namespace {
+        Ok(_) => Check::new(
+            "sandbox: secret stores",
+            Status::Ok,
+            format!(
+                "{count} paths of `shell.hide` read as empty and are read-only to commands \
+                 ({listed}); the rest of the disk stays readable"
+            ),
+        ),
+        Err(e) => Check::new(
+            "sandbox: secret stores",
+            Status::Warn,
+            format!(
+                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}); \
+                 no namespaces for commands ({e})"
+            ),
+        ),
+    }
 }
 
 struct ModelChecks {

@@ -519,7 +519,11 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
             "metadata (read-only policy)",
             "protected paths (.git, .keel)",
             "Keel's data and config dirs",
-            "Keel's environment"
+            "processes",
+            "devices",
+            "root powers",
+            "Keel's environment",
+            "secret stores"
         ]
     );
     // The sandbox line says whether commands are confined (Landlock) or analysis-only.
