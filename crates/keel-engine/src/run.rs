@@ -588,6 +588,11 @@ impl<'a> Run<'a> {
                 out.metadata = output.metadata;
             }
             Err(ToolError::Model(msg)) => out.content = msg,
+            Err(ToolError::Failed(output)) => {
+                out.content = output.content;
+                out.details = output.details;
+                out.metadata = output.metadata;
+            }
             Err(ToolError::Fatal(msg)) => {
                 let failure = Failure::new(
                     ErrorCode::ToolFailure,
