@@ -360,6 +360,9 @@ impl<'a> Run<'a> {
                     to: to.clone(),
                     message: message.clone(),
                 }),
+                StreamEvent::Notice(message) => Some(EventKind::ModelNotice {
+                    message: message.clone(),
+                }),
                 _ => None,
             };
             if let Some(kind) = kind {
