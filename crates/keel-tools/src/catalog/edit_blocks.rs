@@ -3,7 +3,7 @@
 //! own before a block (or before the fence that holds it), several blocks of one file with the
 //! name given once.
 //!
-//! ```text
+//! ~~~text
 //! src/app.py
 //! ```python
 //! <<<<<<< SEARCH
@@ -12,7 +12,7 @@
 //! new lines
 //! >>>>>>> REPLACE
 //! ```
-//! ```
+//! ~~~
 //!
 //! Parsing is by whole lines: a marker must be alone on its line (surrounding spaces and
 //! 5–9 marker characters tolerated, and Cline's `------- SEARCH` / `+++++++ REPLACE`). The
