@@ -88,13 +88,15 @@ fn name_on(line: &str) -> Option<String> {
     (!name.is_empty() && !name.contains(char::is_whitespace)).then(|| name.to_string())
 }
 
-/// A name that can only be a path: no spaces, and a `.` or `/` in it (`Tooooo` or `Done:` is
-/// prose, `app.py` and `src/Makefile` are paths).
+/// A name that can only be a path: a `.` or `/` in it and nothing but path characters
+/// (`Tooooo`, `Done:` and `foo.bar()` are prose or code, `app.py` and `src/Makefile` are
+/// paths).
 pub(super) fn looks_like_path(name: &str) -> bool {
-    !name.is_empty()
-        && !name.contains(char::is_whitespace)
-        && name.contains(['.', '/', '\\'])
+    name.contains(['.', '/', '\\'])
         && name.chars().any(char::is_alphanumeric)
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || "._-/\\+@~".contains(c))
 }
 
 /// The names written in the (up to three) lines above a block, nearest first: going up through
@@ -301,7 +303,11 @@ mod tests {
             block("a.txt")
         );
         assert_eq!(one(&again, None).map(|r| r.1.len()), Ok(3));
-        // Prose is not a file name.
+        // Prose or code above a block is not a file name.
+        assert_eq!(
+            one(&block("`foo.bar()`:"), Some("x.rs")).map(|r| r.0),
+            Ok("x.rs".into())
+        );
         assert_eq!(
             one(
                 "Change this:\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE",
