@@ -35,5 +35,5 @@ pub use context::{FileStamp, ReadTracker, ToolContext};
 pub use late::{LateTool, LateTools};
 pub use registry::{PostWriteHook, ToolRegistry};
 pub use schema::schema_for;
-pub use tool::{Tool, ToolEffect, ToolError, ToolOutput, TypedTool, parse_args};
+pub use tool::{PlannedCommand, Tool, ToolEffect, ToolError, ToolOutput, TypedTool, parse_args};
 pub use workspace::{PathError, Workspace};

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{PathError, ToolContext};
+use crate::{PathError, ToolContext, Workspace};
 
 /// What a tool may do to the world. Phase policy, snapshots and the sandbox key off this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +138,22 @@ pub trait Tool: Send + Sync {
         args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+    /// The command line this call would run, resolved in `workspace` (the project's test
+    /// script, not just `run_tests`), for the approval gate and the phase policy to judge
+    /// before it runs. `None`: the tool runs no command of its own choosing (`run_command`'s
+    /// command is its `command` argument).
+    fn planned_command(&self, _args: &Value, _workspace: &Workspace) -> Option<PlannedCommand> {
+        None
+    }
+}
+
+/// A command a tool call would run ([`Tool::planned_command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCommand {
+    /// The bash command line.
+    pub command: String,
+    /// Where it runs (absolute, inside the workspace).
+    pub cwd: std::path::PathBuf,
 }
 
 /// A tool with typed arguments: the schema is derived from `Args` and argument errors name the
@@ -157,6 +173,10 @@ pub trait TypedTool: Send + Sync + 'static {
         args: Self::Args,
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+    /// See [`Tool::planned_command`].
+    fn planned_command(&self, _args: &Value, _workspace: &Workspace) -> Option<PlannedCommand> {
+        None
+    }
 }
 
 impl<T: TypedTool> Tool for T {
@@ -185,6 +205,10 @@ impl<T: TypedTool> Tool for T {
             let parsed = parse_args::<T::Args>(T::NAME, args)?;
             self.run(parsed, ctx).await
         })
+    }
+
+    fn planned_command(&self, args: &Value, workspace: &Workspace) -> Option<PlannedCommand> {
+        TypedTool::planned_command(self, args, workspace)
     }
 }
 

@@ -7,18 +7,26 @@
 //! must not. This module does not decide phase policy: callers choose the sandbox policy on
 //! the [`crate::ToolContext`].
 
+mod arith;
 pub mod exec;
 mod hidden;
 mod lint;
+mod makefile;
 mod missing;
 mod options;
+mod outputs;
 mod programs;
+mod project;
+mod redirects;
+mod rules;
 mod run_command;
 mod run_tests;
+mod runners;
 mod safety;
 mod scripts;
 pub mod testing;
 mod toolchains;
+mod verdict;
 mod words;
 mod wrappers;
 
@@ -29,7 +37,7 @@ use std::time::Duration;
 pub use lint::{AutoLint, LintSettings};
 pub use run_command::{RunCommand, RunCommandArgs};
 pub use run_tests::{RunTests, RunTestsArgs};
-pub use safety::{Analysis, CommandSafety, SafetyClass, classify};
+pub use safety::{Analysis, CommandSafety, RuleMatch, SafetyClass, Source, classify};
 pub use testing::{TestCommand, TestRunner, TestSummary, detect_test_command};
 
 use crate::ToolRegistry;

@@ -16,7 +16,7 @@ use super::ShellSettings;
 use super::exec::{self, Ending, ExecRequest};
 use super::testing::{summarize, test_command_for};
 use crate::sandbox::{self, SandboxPolicy};
-use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
+use crate::{PlannedCommand, ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool, Workspace};
 
 /// Arguments of `run_tests`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -41,6 +41,43 @@ impl RunTests {
     }
 }
 
+impl RunTests {
+    /// The command a call runs: the configured or detected test command, scoped to `path`.
+    /// The approval gate and the phase policy judge this same command
+    /// ([`Tool::planned_command`](crate::Tool::planned_command)) before it runs.
+    fn test_command(
+        &self,
+        args: &RunTestsArgs,
+        workspace: &Workspace,
+    ) -> Result<super::TestCommand, ToolError> {
+        let target = match args
+            .path
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            Some(p) => {
+                let abs = workspace.resolve(p)?;
+                if !abs.exists() {
+                    return Err(ToolError::model(format!(
+                        "`{p}` does not exist; give a test file or directory, or omit `path`"
+                    )));
+                }
+                Some(abs)
+            }
+            None => None,
+        };
+        let configured = self.settings.test_command.as_deref();
+        test_command_for(workspace.root(), target.as_deref(), configured).ok_or_else(|| {
+            ToolError::model(
+                "no test runner found (looked for Cargo.toml, go.mod, a package.json test \
+                 script, pytest files). Run the tests with run_command, or set \
+                 `[shell] test_command` in .keel/config.toml",
+            )
+        })
+    }
+}
+
 impl TypedTool for RunTests {
     type Args = RunTestsArgs;
     const NAME: &'static str = "run_tests";
@@ -53,33 +90,21 @@ impl TypedTool for RunTests {
         ToolEffect::RunsCommands
     }
 
+    fn planned_command(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Option<PlannedCommand> {
+        let args: RunTestsArgs = serde_json::from_value(args.clone()).ok()?;
+        let test = self.test_command(&args, workspace).ok()?;
+        Some(PlannedCommand {
+            command: test.command,
+            cwd: test.cwd,
+        })
+    }
+
     async fn run(&self, args: RunTestsArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let root = ctx.workspace.root();
-        let target = match args
-            .path
-            .as_deref()
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
-            Some(p) => {
-                let abs = ctx.workspace.resolve(p)?;
-                if !abs.exists() {
-                    return Err(ToolError::model(format!(
-                        "`{p}` does not exist; give a test file or directory, or omit `path`"
-                    )));
-                }
-                Some(abs)
-            }
-            None => None,
-        };
-        let configured = self.settings.test_command.as_deref();
-        let Some(test) = test_command_for(root, target.as_deref(), configured) else {
-            return Err(ToolError::model(
-                "no test runner found (looked for Cargo.toml, go.mod, a package.json test \
-                 script, pytest files). Run the tests with run_command, or set \
-                 `[shell] test_command` in .keel/config.toml",
-            ));
-        };
+        let test = self.test_command(&args, &ctx.workspace)?;
         // Tests build and write caches: they run under the workspace-write sandbox even in a
         // read-only phase (whether run_tests may run at all is the phase policy's call).
         let policy = match ctx.sandbox {
