@@ -69,6 +69,9 @@ pub struct ShellSettings {
     pub protected: Vec<PathBuf>,
     /// Extra writable directories for the workspace-write sandbox (`~` expanded).
     pub writable: Vec<PathBuf>,
+    /// Directories and files hidden from commands behind empty read-only ones (`shell.hide`,
+    /// `~` expanded; by default [`crate::sandbox::SECRET_STORES`]).
+    pub hide: Vec<PathBuf>,
     /// Environment variables passed to commands besides the allowlist
     /// ([`exec::ENV_ALLOWLIST`]).
     pub env_keep: Vec<String>,
@@ -91,6 +94,7 @@ impl Default for ShellSettings {
                 .iter()
                 .map(|p| crate::sandbox::expand_home(p))
                 .collect(),
+            hide: crate::sandbox::secret_stores(),
             env_keep: Vec::new(),
             test_command: None,
             test_timeout: Duration::from_secs(300),
