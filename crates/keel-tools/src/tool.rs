@@ -104,6 +104,14 @@ pub enum ToolError {
     /// Returned to the model as an error result; the loop continues.
     #[error("{0}")]
     Model(String),
+    /// The call ran and its result is a failure (the tests failed, the test command could not
+    /// run to a result): an error result for the model and ✗ for a person, like [`Model`],
+    /// that keeps what the call did — exit code, output tail, counts in `metadata` — for the
+    /// renderers and events.
+    ///
+    /// [`Model`]: ToolError::Model
+    #[error("{}", .0.content)]
+    Failed(Box<ToolOutput>),
     /// Something the model cannot fix (the store failed, the disk is full). Stops the turn.
     #[error("{0}")]
     Fatal(String),
@@ -113,6 +121,11 @@ impl ToolError {
     /// A message for the model.
     pub fn model(msg: impl Into<String>) -> Self {
         ToolError::Model(msg.into())
+    }
+
+    /// A failed result that keeps its typed details (see [`ToolError::Failed`]).
+    pub fn failed(output: ToolOutput) -> Self {
+        ToolError::Failed(Box::new(output))
     }
 }
 

@@ -60,7 +60,16 @@ impl Fixture {
     async fn failed(&self, tool: &str, args: serde_json::Value) -> String {
         match self.call(tool, args).await {
             Err(ToolError::Model(msg)) => msg,
+            Err(ToolError::Failed(out)) => out.content,
             other => panic!("{tool} should have failed: {other:?}"),
+        }
+    }
+
+    /// A call that must fail and keep its typed details (a failed test run).
+    async fn failed_with_details(&self, tool: &str, args: serde_json::Value) -> ToolOutput {
+        match self.call(tool, args).await {
+            Err(ToolError::Failed(out)) => *out,
+            other => panic!("{tool} should have failed with its details: {other:?}"),
         }
     }
 }
@@ -494,8 +503,24 @@ async fn run_tests_summarises_a_cargo_project() {
     require("cargo");
     let f = Fixture::new();
     copy_dir(&project("cargo_one_failing"), f.dir.path());
-    // Failing tests are a failed call (✗ in every front end), with the summary as its text.
-    let c = &f.failed("run_tests", json!({})).await;
+    // Failing tests are a failed call (✗ in every front end), with the summary as its text,
+    // that keeps its details for the renderers: exit code, output tail, counts.
+    let out = f.failed_with_details("run_tests", json!({})).await;
+    assert_eq!(out.details.exit_code, Some(101));
+    let tail = out.details.output_tail.as_ref().expect("an output tail");
+    assert!(tail.text.contains("test result: FAILED"), "{tail:?}");
+    let meta = out.metadata.as_ref().expect("metadata");
+    assert_eq!(
+        (
+            &meta["passed"],
+            &meta["failed"],
+            &meta["skipped"],
+            &meta["status"]
+        ),
+        (&json!(2), &json!(1), &json!(1), &json!("failed")),
+        "{meta}"
+    );
+    let c = &out.content;
     assert!(
         c.starts_with("cargo test: 2 passed, 1 failed, 1 skipped (exit code 101)"),
         "{c}"
@@ -622,9 +647,19 @@ async fn run_tests_fails_when_the_command_fails_before_counting() {
         },
     );
     let err = tools.execute("run_tests", json!({}), &ctx).await;
-    let Err(ToolError::Model(msg)) = err else {
+    let Err(ToolError::Failed(out)) = err else {
         panic!("a failed test command must be a failed call: {err:?}")
     };
+    assert_eq!(out.details.exit_code, Some(1));
+    assert!(
+        out.details
+            .output_tail
+            .as_ref()
+            .is_some_and(|t| t.text.contains("No module named pytest")),
+        "{:?}",
+        out.details
+    );
+    let msg = out.content;
     assert!(
         msg.starts_with(
             "test command: FAILED — the tests did not run to a result (exit code 1, no test counts)"

@@ -448,6 +448,16 @@ pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
     })
 }
 
+/// The user's Keel data directory when the environment names one (`KEEL_HOME`,
+/// `XDG_DATA_HOME` or `HOME`); `None` rather than [`data_dir`]'s `.keel` in the current
+/// directory, for what must never land in a workspace (learned server facts).
+pub fn user_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    ["KEEL_HOME", "XDG_DATA_HOME", "HOME"]
+        .iter()
+        .any(|k| env(k).is_some_and(|v| !v.is_empty()))
+        .then(|| data_dir(env))
+}
+
 /// Keel's data directory: `$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else
 /// `~/.local/share/keel`, else `.keel` in the current directory.
 pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {

@@ -3,8 +3,9 @@
 //!
 //! The run passed only if the command exited 0 and no test failed. Anything else — failing
 //! tests, a runner that could not start or found nothing to count (`No module named pytest`,
-//! exit code 1), a timeout — is returned as an error result, so every front end marks it ✗
-//! and the loop counts it as a failed attempt.
+//! exit code 1), a timeout — is returned as an error result ([`ToolError::Failed`], which
+//! keeps the exit code, output tail and counts), so every front end marks it ✗ and the loop
+//! counts it as a failed attempt.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -197,10 +198,7 @@ impl TypedTool for RunTests {
             text.push_str("\n\n");
             text.push_str(&hint);
         }
-        if !passed {
-            return Err(ToolError::model(text));
-        }
-        Ok(ToolOutput::text(text)
+        let output = ToolOutput::text(text)
             .with_exit_code(out.exit_code())
             .with_output_tail(&combined)
             .with_metadata(serde_json::json!({
@@ -212,6 +210,14 @@ impl TypedTool for RunTests {
                 "skipped": summary.skipped,
                 "counted": summary.counted,
                 "sandbox": policy.as_str(),
-            })))
+                "status": if passed { "passed" } else { "failed" },
+            }));
+        // A failure keeps its details (exit code, output tail, counts): the renderers show
+        // them under the ✗.
+        if passed {
+            Ok(output)
+        } else {
+            Err(ToolError::failed(output))
+        }
     }
 }
