@@ -693,3 +693,50 @@ fn the_tasks_board_runs_a_batch_and_shows_proofs_in_a_browser() {
     );
     assert!(tasks(&env).iter().all(|t| t["status"] == "done"));
 }
+
+/// A task's test runs (before and after its session) are the repository's script, judged by
+/// what it runs like any gate: one that deletes is not run unasked under the default policy.
+#[test]
+fn a_test_script_that_deletes_is_not_run_by_a_task() {
+    let env = prepared();
+    std::fs::create_dir_all(env.work.join("keep")).unwrap();
+    std::fs::write(env.work.join("keep/data.txt"), "precious\n").unwrap();
+    std::fs::create_dir_all(env.work.join("tests")).unwrap();
+    std::fs::write(env.work.join("tests/clean.sh"), "rm -rf keep\n").unwrap();
+    let config_path = env.work.join(".keel/config.toml");
+    let config = std::fs::read_to_string(&config_path).unwrap();
+    let config = config.replace(
+        &format!("test_command = {}", toml_str(TEST_COMMAND)),
+        "test_command = \"sh tests/clean.sh\"",
+    );
+    assert!(config.contains("sh tests/clean.sh"));
+    std::fs::write(&config_path, config).unwrap();
+    ok(
+        &env,
+        &[
+            "task",
+            "add",
+            "Write greet.sh",
+            "--criterion",
+            "greet.sh greets",
+        ],
+    );
+    let turns = script(&env, "t.json", task1_turns());
+    let _ = run(
+        &env,
+        &["work", "start", "1", "--execute", "--script", &turns],
+    );
+    assert!(
+        env.work.join("keep/data.txt").exists(),
+        "the test script's rm -rf ran"
+    );
+    let show: Value = serde_json::from_str(&ok(&env, &["task", "show", "1", "--json"])).unwrap();
+    let proof = &show["proofs"][0]["body"];
+    assert_eq!(proof["tests_before"]["passed"], false, "{proof}");
+    let why = proof["tests_before"]["output"].as_str().unwrap();
+    assert!(
+        why.contains("not run") && why.contains("destructive"),
+        "{why}"
+    );
+    assert_ne!(tasks(&env)[0]["status"], "done");
+}
