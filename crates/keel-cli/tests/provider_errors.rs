@@ -158,7 +158,10 @@ fn doctor_ping_says_which_switches_a_local_server_needed() {
     assert!(ping.contains("\"pong\""), "{text}");
     assert!(ping.contains("needed: whole replies"), "{text}");
     let requests = server.requests();
-    assert_eq!(requests.len(), 2);
+    // The ping and its whole-reply retry; a local preset's template probe follows (it finds
+    // the mock's queue empty and says the template was not measured).
+    assert!(requests.len() >= 2, "{} requests", requests.len());
+    assert!(text.contains("template "), "{text}");
     assert_eq!(
         requests[0].json()["max_tokens"],
         64,
