@@ -233,7 +233,7 @@ pub struct SnapshotsArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct CommonArgs {
     /// The repository to work in (default: the current directory).
-    #[arg(long, short = 'w', value_name = "DIR")]
+    #[arg(long, short = 'w', value_name = "DIR", global = true)]
     pub workspace: Option<PathBuf>,
 }
 

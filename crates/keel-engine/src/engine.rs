@@ -298,7 +298,7 @@ impl EngineBuilder {
             .config
             .snapshots
             .enabled
-            .then(|| LazySnapshots::new(workspace.root()));
+            .then(|| LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs()));
         let hooks = crate::hooks::builtin::standard(phase_policy.is_some(), &self.hooks);
         Ok(Engine {
             provider,

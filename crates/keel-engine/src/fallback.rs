@@ -323,6 +323,10 @@ impl Run<'_> {
                 })
                 .await?;
             self.recovery_started();
+            self.retrying = Some(crate::verify::Retrying::Recovery {
+                attempt,
+                after: failure.message.clone(),
+            });
             self.push_message(Message::user_text(recovery_prompt(&failure, attempt)))
                 .await?;
             ending = self.drive().await?;

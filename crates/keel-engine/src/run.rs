@@ -85,6 +85,9 @@ pub(crate) struct Run<'a> {
     pub(crate) changed: bool,
     /// Verification rounds that failed so far.
     pub(crate) verify_failures: u32,
+    /// What the engine last asked the model to do again (a correction round after a failing
+    /// gate, a recovery attempt): a model failure after it names it first, as its cause.
+    pub(crate) retrying: Option<crate::verify::Retrying>,
     /// Answers `ask_user` interactively when set.
     pub(crate) ask_user: Option<SharedUserPrompt>,
     /// Asks a person before risky calls, when the session has an approval gate.
@@ -136,6 +139,7 @@ impl<'a> Run<'a> {
             files: BTreeSet::new(),
             changed: false,
             verify_failures: 0,
+            retrying: None,
             ask_user,
             approvals: None,
             phase: engine
@@ -196,12 +200,12 @@ impl<'a> Run<'a> {
                     match self.call_model().await {
                         Ok(turn) => turn,
                         Err(Interrupt::Llm(e)) => {
-                            return Ok(Ending::Failed(Failure::from_llm(&e)));
+                            return Ok(Ending::Failed(self.model_failure(&e)));
                         }
                         Err(other) => return Err(other),
                     }
                 }
-                Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(Failure::from_llm(&e))),
+                Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(self.model_failure(&e))),
                 Err(other) => return Err(other),
             };
             self.usage.add(&turn.usage);

@@ -13,6 +13,7 @@
 //! This crate does not run the agent loop, talk to models or decide phase policy; it only
 //! describes and executes tools (callers pick the sandbox policy on the [`ToolContext`]).
 
+pub mod build_dirs;
 pub mod builtin;
 pub mod catalog;
 mod context;

@@ -326,6 +326,9 @@ impl Config {
                 "shell.test_timeout_secs and shell.lint.timeout_secs must be at least 1".into(),
             ));
         }
+        if let Err(e) = keel_tools::build_dirs::BuildDirs::new(&self.snapshots.build_dirs) {
+            return Err(bad(format!("snapshots.build_dirs: {e}")));
+        }
         self.llm.validate().map_err(bad)?;
         let Some(mode) = crate::phase::ExecutionMode::parse(&self.agent.mode) else {
             return Err(bad(format!(

@@ -200,11 +200,28 @@ impl Default for RollbackConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct SnapshotsConfig {
     pub enabled: bool,
+    /// Build output and dependency directories (plain names, matched at any depth) left out of
+    /// snapshots, undo, flow traces and the workspace copies of flow branches and eval tasks
+    /// when git tracks no file in them.
+    pub build_dirs: Vec<String>,
 }
 
 impl Default for SnapshotsConfig {
     fn default() -> Self {
-        Self { enabled: true }
+        Self {
+            enabled: true,
+            build_dirs: keel_tools::build_dirs::DEFAULT_BUILD_DIRS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl SnapshotsConfig {
+    /// The build directories as the tools' type (validated when the configuration loads).
+    pub fn build_dirs(&self) -> keel_tools::build_dirs::BuildDirs {
+        keel_tools::build_dirs::BuildDirs::new(&self.build_dirs).unwrap_or_default()
     }
 }
 

@@ -5,12 +5,14 @@
 use std::path::Path;
 use std::process::Command;
 
+use keel_tools::build_dirs::{BuildDirSkipper, BuildDirs};
 use keel_tools::safe_git;
 
 use super::suite::Source;
 
-/// Creates `dest` (which must not exist) from `source`.
-pub fn prepare(source: &Source, dest: &Path) -> Result<(), String> {
+/// Creates `dest` (which must not exist) from `source`. A directory is copied without its
+/// untracked `build_dirs` (build output and dependencies are not the task's sources).
+pub fn prepare(source: &Source, dest: &Path, build_dirs: &BuildDirs) -> Result<(), String> {
     match source {
         Source::Dir(dir) => {
             if !dir.is_dir() {
@@ -19,22 +21,33 @@ pub fn prepare(source: &Source, dest: &Path) -> Result<(), String> {
                     dir.display()
                 ));
             }
-            copy_tree(dir, dest)
+            let skipper = build_dirs.skipper(dir);
+            copy_tree(dir, dest, Path::new(""), &skipper)
                 .map_err(|e| format!("cannot copy {} to {}: {e}", dir.display(), dest.display()))
         }
         Source::Git { url, commit } => clone(url, commit, dest),
     }
 }
 
-/// Copies a directory tree; symbolic links are recreated, not followed.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies a directory tree; symbolic links are recreated, not followed; directories the
+/// skipper leaves out are not copied.
+fn copy_tree(
+    from: &Path,
+    to: &Path,
+    rel: &Path,
+    skip: &BuildDirSkipper,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let kind = entry.file_type()?;
         let target = to.join(entry.file_name());
         if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
+            let sub = rel.join(entry.file_name());
+            if skip.skips(&sub) {
+                continue;
+            }
+            copy_tree(&entry.path(), &target, &sub, skip)?;
         } else if kind.is_symlink() {
             #[cfg(unix)]
             std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
@@ -88,20 +101,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_directory_is_copied_whole() {
+    fn a_directory_is_copied_without_its_build_output() {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         std::fs::create_dir_all(src.join("a/b")).unwrap();
         std::fs::write(src.join("a/b/f.txt"), "x").unwrap();
+        std::fs::create_dir_all(src.join("a/node_modules/p")).unwrap();
+        std::fs::write(src.join("a/node_modules/p/i.js"), "x").unwrap();
+        std::fs::create_dir_all(src.join("target/debug")).unwrap();
+        std::fs::write(src.join("target/debug/app"), "x").unwrap();
         let dest = tmp.path().join("dest");
-        prepare(&Source::Dir(src), &dest).unwrap();
+        prepare(&Source::Dir(src.clone()), &dest, &BuildDirs::default()).unwrap();
         assert_eq!(
             std::fs::read_to_string(dest.join("a/b/f.txt")).unwrap(),
             "x"
         );
+        // Build output and dependencies are not copied.
+        assert!(!dest.join("target").exists());
+        assert!(!dest.join("a/node_modules").exists());
+        let all = tmp.path().join("all");
+        prepare(&Source::Dir(src), &all, &BuildDirs::none()).unwrap();
+        assert!(all.join("target/debug/app").exists());
         let missing = prepare(
             &Source::Dir(tmp.path().join("nope")),
             &tmp.path().join("d2"),
+            &BuildDirs::default(),
         );
         assert!(missing.unwrap_err().contains("not a directory"));
     }
@@ -115,6 +139,7 @@ mod tests {
                 commit: "abc".into(),
             },
             &tmp.path().join("d"),
+            &BuildDirs::default(),
         )
         .unwrap_err();
         assert!(err.contains("clone"), "{err}");
