@@ -500,10 +500,7 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
         println!("No flow runs in this workspace; `keel flow run FILE` starts one.");
         return Ok(exit::COMPLETED);
     }
-    println!(
-        "{:<36}  {:<10} {:<24} NODES DONE",
-        "RUN", "STATUS", "FLOW"
-    );
+    println!("{:<36}  {:<10} {:<24} NODES DONE", "RUN", "STATUS", "FLOW");
     for r in list {
         let done = r
             .state

@@ -163,7 +163,10 @@ fn the_tour_flow_runs_with_build_output_and_default_verification_and_replays() {
     let out = user(&["flow", "run", &example("hypotheses.yaml")]);
     assert_exit(&out, 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("✓ explore completed: wrong-constant"), "{stdout}");
+    assert!(
+        stdout.contains("✓ explore completed: wrong-constant"),
+        "{stdout}"
+    );
     assert!(started.elapsed() < Duration::from_secs(60));
     let status = latest(&env);
     let id = status["id"].as_str().unwrap().to_string();

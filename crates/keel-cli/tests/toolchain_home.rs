@@ -12,9 +12,8 @@ use common::*;
 #[test]
 fn cargo_runs_under_the_sandbox_with_a_fresh_home() {
     let has = |p: &str| {
-        std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path).any(|d| d.join(p).is_file())
-        })
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
     };
     if !has("rustup") {
         assert!(

@@ -347,9 +347,7 @@ impl Run<'_> {
             return Ok(Some(Ending::Completed(text.to_string())));
         }
         let root = self.engine.workspace.root();
-        let sandbox = failed
-            .iter()
-            .find_map(|r| sandbox_cause(&r.output, root));
+        let sandbox = failed.iter().find_map(|r| sandbox_cause(&r.output, root));
         let cap = self.engine.config.agent.self_correction_cap;
         if self.verify_failures >= cap {
             let names: Vec<String> = failed

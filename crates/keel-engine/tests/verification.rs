@@ -278,7 +278,10 @@ turns:
         "{m}"
     );
     assert!(m.contains("correction round 1 of 3"), "{m}");
-    assert!(m.contains("no turn left"), "the model's part comes last: {m}");
+    assert!(
+        m.contains("no turn left"),
+        "the model's part comes last: {m}"
+    );
     assert!(
         e.suggestions.iter().any(|s| s.contains("sandbox")),
         "{:?}",

@@ -114,8 +114,7 @@ pub fn snapshot(root: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
             }
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             !(is_dir
-                && e
-                    .path()
+                && e.path()
                     .strip_prefix(&base)
                     .is_ok_and(|rel| skipper.skips(rel)))
         })
@@ -225,10 +224,17 @@ fn copy_large(rel: &str, blob: &Blob, source: Option<&Path>, target: &Path) -> R
         return Err(unavailable("the trace holds no copy"));
     };
     match file_sha256(&from) {
-        Ok(h) if h == sha => std::fs::copy(&from, target)
-            .map(|_| ())
-            .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), target.display())),
-        Ok(_) => Err(unavailable(&format!("{} has changed since", from.display()))),
+        Ok(h) if h == sha => std::fs::copy(&from, target).map(|_| ()).map_err(|e| {
+            format!(
+                "cannot copy {} to {}: {e}",
+                from.display(),
+                target.display()
+            )
+        }),
+        Ok(_) => Err(unavailable(&format!(
+            "{} has changed since",
+            from.display()
+        ))),
         Err(_) => Err(unavailable(&format!("{} is gone", from.display()))),
     }
 }

@@ -357,7 +357,15 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
     let sum = run(&s, yaml, ws).await;
     assert_eq!(sum.status, "completed", "{:?}", sum.error);
     let delivered = sum.state.nodes["ship"].outputs["output"].to_string();
-    let tail: String = sum.run_id.chars().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = sum
+        .run_id
+        .chars()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     assert_eq!(delivered, format!("keel/flow-{tail}"));
     assert_eq!(delivered.len(), "keel/flow-".len() + 8);
 }
@@ -479,12 +487,22 @@ async fn a_nodes_changes_are_never_dropped_silently() {
     let yaml = "name: big\nnodes:\n  - id: big\n    type: shell\n    command: head -c 5000000 /dev/zero > big.bin; mkdir -p target; head -c 5000000 /dev/zero > target/out\n";
     let sum = run(&s, yaml, dir.path()).await;
     assert_eq!(sum.status, "completed", "{:?}", sum.error);
-    let node = sum.trace.find("big", 0).unwrap_or_else(|| panic!("no trace"));
+    let node = sum
+        .trace
+        .find("big", 0)
+        .unwrap_or_else(|| panic!("no trace"));
     let changed: Vec<&String> = node.changes.keys().collect();
-    assert_eq!(changed, ["big.bin"], "build output left out, the big file kept");
+    assert_eq!(
+        changed,
+        ["big.bin"],
+        "build output left out, the big file kept"
+    );
     assert!(matches!(
         node.changes.get("big.bin"),
-        Some(Some(keel_flow::tree::Blob::Large { size: 5_000_000, .. }))
+        Some(Some(keel_flow::tree::Blob::Large {
+            size: 5_000_000,
+            ..
+        }))
     ));
 
     // An unreadable directory (as a normal user; root reads everything) fails the node.

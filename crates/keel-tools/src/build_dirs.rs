@@ -81,7 +81,8 @@ impl BuildDirs {
     /// The names as `.gitignore` lines (`target/`: a directory of that name at any depth).
     /// Ignore rules apply only to untracked files, which is exactly the rule here.
     pub fn gitignore(&self) -> String {
-        let mut out = String::from("# Keel: build and dependency directories ([snapshots] build_dirs)\n");
+        let mut out =
+            String::from("# Keel: build and dependency directories ([snapshots] build_dirs)\n");
         for n in &self.names {
             out.push_str(n);
             out.push_str("/\n");
@@ -205,7 +206,7 @@ mod tests {
 
     #[test]
     fn an_untracked_build_directory_is_skipped_and_a_tracked_one_kept() {
-        if !crate::safe_git::git_version().is_some() {
+        if crate::safe_git::git_version().is_none() {
             eprintln!("SKIPPED an_untracked_build_directory_is_skipped: git is not installed");
             assert!(std::env::var("CI").is_err(), "CI needs git");
             return;

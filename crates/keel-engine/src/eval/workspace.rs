@@ -31,12 +31,7 @@ pub fn prepare(source: &Source, dest: &Path, build_dirs: &BuildDirs) -> Result<(
 
 /// Copies a directory tree; symbolic links are recreated, not followed; directories the
 /// skipper leaves out are not copied.
-fn copy_tree(
-    from: &Path,
-    to: &Path,
-    rel: &Path,
-    skip: &BuildDirSkipper,
-) -> std::io::Result<()> {
+fn copy_tree(from: &Path, to: &Path, rel: &Path, skip: &BuildDirSkipper) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

@@ -457,7 +457,10 @@ fn untracked_build_directories_are_neither_recorded_nor_restored() {
     snaps.take("sess-b", 1, Some(&s0)).unwrap();
     // An undo from a front end that does not know the configuration (keel undo, the server)
     // leaves out what the snapshot left out.
-    let report = Snapshots::open(root).unwrap().undo("sess-b", Some(0)).unwrap();
+    let report = Snapshots::open(root)
+        .unwrap()
+        .undo("sess-b", Some(0))
+        .unwrap();
     assert_eq!(report.changes.modified, ["build/gen.sh", "src/lib.rs"]);
     assert!(report.changes.removed.is_empty(), "{:?}", report.changes);
     assert!(report.changes.recreated.is_empty(), "{:?}", report.changes);
@@ -474,7 +477,8 @@ fn untracked_build_directories_are_neither_recorded_nor_restored() {
     // build_dirs = [] records everything.
     let all = tempfile::tempdir().unwrap();
     write(all.path(), "target/x", b"1");
-    let snaps = Snapshots::open_with(all.path(), keel_tools::build_dirs::BuildDirs::none()).unwrap();
+    let snaps =
+        Snapshots::open_with(all.path(), keel_tools::build_dirs::BuildDirs::none()).unwrap();
     let s0 = snaps.take("sess-c", 0, None).unwrap();
     write(all.path(), "target/x", b"2");
     snaps.take("sess-c", 1, Some(&s0)).unwrap();

@@ -73,15 +73,18 @@ impl AgentRunner for EngineAgents {
             if req.max_steps.is_some() {
                 overrides.max_iterations = req.max_steps;
             }
-            let engine = match self.builder.config(&req.workspace, &overrides).and_then(|mut c| {
-                // The flow's own test and verify nodes are its gates; the session's final
-                // verification (say `cargo test` of the whole repository in a branch's copy)
-                // runs only when the node asks for it.
-                if !req.spec.verify {
-                    c.verify.enabled = false;
-                }
-                self.builder.engine_with(c, &req.workspace)
-            }) {
+            let engine = match self
+                .builder
+                .config(&req.workspace, &overrides)
+                .and_then(|mut c| {
+                    // The flow's own test and verify nodes are its gates; the session's final
+                    // verification (say `cargo test` of the whole repository in a branch's copy)
+                    // runs only when the node asks for it.
+                    if !req.spec.verify {
+                        c.verify.enabled = false;
+                    }
+                    self.builder.engine_with(c, &req.workspace)
+                }) {
                 Ok(e) => e,
                 Err(e) => {
                     return AgentResult {

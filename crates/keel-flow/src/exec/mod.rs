@@ -186,7 +186,9 @@ impl Executor {
         workspace: &Path,
         inputs: &BTreeMap<String, Value>,
     ) -> Result<String, FlowError> {
-        let record = self.new_record(flow, source, workspace, inputs, "queued", None).await;
+        let record = self
+            .new_record(flow, source, workspace, inputs, "queued", None)
+            .await;
         self.store.create(&record).await?;
         Ok(record.id)
     }
@@ -199,15 +201,16 @@ impl Executor {
         workspace: &Path,
         inputs: BTreeMap<String, Value>,
     ) -> Result<RunSummary, FlowError> {
-        let record = self.new_record(
-            &flow,
-            source,
-            workspace,
-            &inputs,
-            "running",
-            Some(std::process::id()),
-        )
-        .await;
+        let record = self
+            .new_record(
+                &flow,
+                source,
+                workspace,
+                &inputs,
+                "running",
+                Some(std::process::id()),
+            )
+            .await;
         let (run_id, state, trace) = (
             record.id.clone(),
             record.state.clone(),

@@ -422,8 +422,11 @@ mod tests {
         assert_eq!(cold_cargo_build(&member, root), None);
         // A small project is cheap to check cold.
         let small = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(small.path().join("Cargo.lock"), "[[package]]\nname = \"x\"\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            small.path().join("Cargo.lock"),
+            "[[package]]\nname = \"x\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cold_cargo_build(small.path(), small.path()), None);
     }
 
