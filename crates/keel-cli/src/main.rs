@@ -97,6 +97,12 @@ pub mod exit {
     pub const FAILED: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const BLOCKED: u8 = 3;
+    /// The model said it was done, but a write it made was refused and never redone (a
+    /// read-only workspace, a protected path, a denied approval): the work is not in the
+    /// workspace, whatever the answer says.
+    pub const INCOMPLETE: u8 = 4;
+    /// Another session is running in the workspace (`--wait` waits for it).
+    pub const BUSY: u8 = 5;
     pub const CANCELLED: u8 = 130;
 }
 
@@ -281,11 +287,16 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub mode: Option<ModeArg>,
     /// Which tool calls need approval. Nobody can answer a headless run, so a call that
-    /// would ask is denied (the model is told why): `never` (default: nothing asks; the
-    /// sandbox still applies), `on-request` (destructive, network and unknown commands are
-    /// denied), `untrusted` (everything but reading is denied). `[approval]` rules still apply.
-    #[arg(long, value_enum, value_name = "POLICY", default_value = "never")]
-    pub approval: ApprovalArg,
+    /// would ask is denied (the model is told why): `never` (nothing asks; the sandbox still
+    /// applies), `on-request` (destructive, network and unknown commands are denied),
+    /// `untrusted` (everything but reading is denied). Default: `[approval] policy` when your
+    /// configuration sets it, else `never`. `[approval]` rules still apply.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approval: Option<ApprovalArg>,
+    /// When another session is running in the workspace, wait for it to finish instead of
+    /// refusing (exit 5) at once.
+    #[arg(long)]
+    pub wait: bool,
     /// The task for the agent (with --resume or --continue: an optional follow-up message).
     /// `-`, or no TASK with a pipe on standard input, reads it from standard input; `@path`
     /// attaches a workspace file.

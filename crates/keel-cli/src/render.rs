@@ -106,6 +106,22 @@ struct HumanState {
 /// not in the workspace.
 const WRITE_TOOLS: &[&str] = &["create_file", "edit_file", "apply_patch"];
 
+/// The last file write of `events` when it was refused and no later write succeeded (tool
+/// and the first line of why): such a run did not leave its work in the workspace.
+pub fn unredone_refusal(events: &[keel_protocol::Event]) -> Option<String> {
+    events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::ToolResult {
+            name,
+            is_error,
+            content,
+            ..
+        } if WRITE_TOOLS.contains(&name.as_str()) && e.parent_run_id.is_none() => {
+            Some(is_error.then(|| format!("{name}: {}", first_line(content, 80))))
+        }
+        _ => None,
+    })?
+}
+
 impl Human {
     pub fn new(color: bool, live: bool) -> Self {
         Self {

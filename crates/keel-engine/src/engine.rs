@@ -343,6 +343,10 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// The run that started this one (a subagent's parent turn).
     pub parent_run_id: Option<String>,
+    /// Run without the workspace's lease: the caller coordinates the runs in it (a flow's
+    /// nodes). Otherwise a run holds its workspace's lease, and another session's live run
+    /// there makes it [`crate::EngineError::WorkspaceBusy`].
+    pub shared_workspace: bool,
 }
 
 /// How a run ended.

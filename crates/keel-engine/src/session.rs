@@ -119,7 +119,9 @@ pub(crate) async fn start(
 }
 
 /// Takes the run lease of `session_id` for this run (its heartbeat runs until released); a
-/// live lease of another run means the session is busy. Losing the lease later cancels the run.
+/// live lease of another run means the session is busy. Then, unless the run shares its
+/// workspace ([`RunOptions::shared_workspace`]), the workspace's lease: another session's live
+/// run there means the workspace is busy. Losing either later cancels the run.
 pub(crate) async fn take_lease(
     engine: &Engine,
     session_id: &str,
@@ -138,7 +140,21 @@ pub(crate) async fn take_lease(
     )
     .await?;
     match taken {
-        Some(lease) => Ok(lease),
+        Some(lease) if options.shared_workspace => Ok(lease),
+        Some(lease) => {
+            let workspace = engine.workspace.root().display().to_string();
+            match lease.claim_workspace(&workspace).await {
+                Ok(Ok(())) => Ok(lease),
+                Ok(Err(other)) => {
+                    give_back(lease).await;
+                    Err(EngineError::WorkspaceBusy(other))
+                }
+                Err(e) => {
+                    give_back(lease).await;
+                    Err(e.into())
+                }
+            }
+        }
         None => {
             let holder = engine
                 .store
@@ -226,6 +242,19 @@ async fn begin(
     let first = Message::user_text(prompt::task_message(task, &context, &env));
     run.push_message(first).await?;
     conclude(run, &emitter).await
+}
+
+/// Another session's live lease of `workspace` (a run of `session`, if given, does not count),
+/// checked before a run starts so a busy workspace is refused before anything is recorded.
+pub async fn workspace_busy(
+    store: &dyn keel_store::Store,
+    workspace: &std::path::Path,
+    session: Option<&str>,
+) -> Result<Option<keel_store::WorkspaceLease>, EngineError> {
+    let lease = store
+        .workspace_lease(&workspace.display().to_string())
+        .await?;
+    Ok(lease.filter(|l| l.is_live() && Some(l.session_id.as_str()) != session))
 }
 
 /// The one check that a stored session is not running in some process (this one or another)

@@ -31,6 +31,10 @@ pub struct Config {
     /// Project settings that were not applied (see [`project`]), for the front end to show.
     #[serde(skip)]
     pub warnings: Vec<ConfigWarning>,
+    /// Whether a layer (a file, `KEEL_APPROVAL__POLICY`, a flag) set `approval.policy`, rather
+    /// than it being the built-in default: a headless run's own default (`never`) yields to it.
+    #[serde(skip)]
+    pub approval_policy_set: bool,
 }
 
 mod agents;
@@ -212,6 +216,10 @@ impl Config {
             }
             merge(&mut merged, table);
         }
+        let approval_policy_set = merged
+            .get("approval")
+            .and_then(Value::as_table)
+            .is_some_and(|t| t.contains_key("policy"));
         let mut config: Config =
             Value::Table(merged)
                 .try_into()
@@ -221,6 +229,7 @@ impl Config {
                 })?;
         config.validate()?;
         config.warnings = warnings;
+        config.approval_policy_set = approval_policy_set;
         Ok(config)
     }
 

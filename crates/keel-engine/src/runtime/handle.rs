@@ -34,6 +34,9 @@ pub enum OpError {
     /// Running in another process (or this one, outside this handle).
     #[error("{0}")]
     Busy(String),
+    /// Another session runs in this session's workspace.
+    #[error("{}", crate::workspace_busy_message(.0))]
+    WorkspaceBusy(keel_store::WorkspaceLease),
     #[error("session {0} has no running turn to interrupt")]
     NoTurnRunning(String),
     #[error("no tool call {0} is waiting for approval in this session")]
@@ -321,6 +324,14 @@ impl SessionHandle {
             return Err(OpError::Invalid(
                 "the message is empty; say what the agent should do".into(),
             ));
+        }
+        // One running session per workspace: refused here, with the other session's id,
+        // before anything is recorded (the run takes the lease itself when it starts).
+        if let Some(other) =
+            crate::session::workspace_busy(engine.store().as_ref(), engine.workspace().root(), Some(&self.id))
+                .await?
+        {
+            return Err(OpError::WorkspaceBusy(other));
         }
         let cancel = self.stop.child_token();
         *slot = Some(cancel.clone());

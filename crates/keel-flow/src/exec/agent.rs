@@ -99,6 +99,9 @@ impl AgentRunner for EngineAgents {
             };
             let options = RunOptions {
                 cancel: req.cancel.clone(),
+                // The flow runs its nodes (some at once) in its workspace and its branches'
+                // copies: the executor orders them, not the workspace lease.
+                shared_workspace: true,
                 ..RunOptions::default()
             };
             let outcome = match engine.run(&task, options).await {
