@@ -165,11 +165,14 @@ fn migrate_postgres(url: &str) -> anyhow::Result<u8> {
 }
 
 fn migrate_sqlite(config: &keel_engine::Config) -> anyhow::Result<u8> {
-    let path = config
-        .store
-        .path
-        .clone()
-        .unwrap_or_else(|| config::data_dir(&setup::env_var).join("keel.db"));
+    let path = match config.store.path.clone() {
+        Some(p) => p,
+        None => {
+            let dir = config::data_dir(&setup::env_var);
+            keel_store::private::tighten_private_dir(&dir)?;
+            dir.join("keel.db")
+        }
+    };
     let before = SqliteDb::schema_version_at(&path)?.unwrap_or(0);
     // Opening migrates.
     let after = SqliteDb::open(&path)?.schema_version()?;

@@ -59,11 +59,20 @@ pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config>
 
 /// Opens the session store named by the configuration (or the default location).
 pub fn open_store(config: &Config) -> anyhow::Result<Arc<SqliteStore>> {
-    let path = config
-        .store
-        .path
-        .clone()
-        .unwrap_or_else(|| config::data_dir(&env_var).join("keel.db"));
+    let path = match config.store.path.clone() {
+        Some(p) => p,
+        None => {
+            // Keel's own data directory: made private even if it exists with a looser mode.
+            let dir = config::data_dir(&env_var);
+            keel_store::private::tighten_private_dir(&dir).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot make Keel's data directory {} private: {e}",
+                    dir.display()
+                )
+            })?;
+            dir.join("keel.db")
+        }
+    };
     let store = SqliteStore::open(&path)?;
     Ok(Arc::new(store))
 }

@@ -131,7 +131,10 @@ impl Access {
         if path.starts_with("/api/")
             && let Some(expected) = &self.token
         {
-            let given = bearer(headers).or_else(|| query_token(query));
+            // A URL's query string ends up in logs, proxies and browser history: it may carry
+            // the token only where a browser cannot send a header (WebSocket and EventSource).
+            let given = bearer(headers)
+                .or_else(|| is_stream_route(path).then(|| query_token(query)).flatten());
             let ok = given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())));
             if !ok {
                 return Err(ApiError::new(
@@ -156,13 +159,13 @@ impl Access {
     }
 }
 
-/// Stores a generated token as `server-token` in `dir` (Keel's data directory), readable and
-/// writable by the user only, for local clients; returns the file's path.
+/// Stores a generated token as `server-token` in `dir` (Keel's data directory, made 0700),
+/// readable and writable by the user only, for local clients; returns the file's path.
 pub fn write_token_file(dir: &Path, token: &str) -> std::io::Result<PathBuf> {
     use std::io::Write;
     #[cfg(unix)]
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    std::fs::create_dir_all(dir)?;
+    keel_store::private::tighten_private_dir(dir)?;
     let path = dir.join("server-token");
     // Removed first: an existing file (or a link planted in its place) keeps its own mode.
     match std::fs::remove_file(&path) {
@@ -191,6 +194,20 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// The two routes a browser opens without headers: `/api/v1/sessions/{id}/ws` and
+/// `/api/v1/sessions/{id}/events/stream` (exactly these shapes, one segment for the id).
+fn is_stream_route(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/api/v1/sessions/") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let id_ok = |id: &str| !id.is_empty() && id != "." && id != "..";
+    match parts.as_slice() {
+        [id, "ws"] | [id, "events", "stream"] => id_ok(id),
+        _ => false,
+    }
 }
 
 fn query_token(query: Option<&str>) -> Option<&str> {
@@ -283,9 +300,15 @@ mod tests {
             std::fs::Permissions::from_mode(0o644),
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
         let path = write_token_file(dir.path(), "t0k3n").unwrap_or_else(|e| panic!("{e}"));
         let meta = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(dir.path())
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        assert_eq!(dir_mode, 0o700, "Keel's data directory is made private");
         assert_eq!(
             std::fs::read_to_string(&path).ok().as_deref(),
             Some("t0k3n\n")
@@ -331,6 +354,40 @@ mod tests {
                 )
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn the_query_token_is_accepted_on_streams_only() {
+        let (access, _) =
+            Access::for_bind(loopback(), Some("s3cret-token-0123456789".into()), vec![])
+                .unwrap_or_else(|e| panic!("{e}"));
+        let h = headers(&[("host", "127.0.0.1:7700")]);
+        let q = Some("token=s3cret-token-0123456789");
+        for stream in [
+            "/api/v1/sessions/abc/ws",
+            "/api/v1/sessions/abc/events/stream",
+        ] {
+            assert!(access.check(&h, stream, q).is_ok(), "{stream}");
+        }
+        for other in [
+            "/api/v1/sessions",
+            "/api/v1/sessions/abc",
+            "/api/v1/sessions/abc/events",
+            "/api/v1/sessions/abc/approve",
+            "/api/v1/sessions/abc/messages",
+            "/api/v1/tasks",
+            "/api/v1/openapi.json",
+            "/api/v1/sessions//ws",
+            "/api/v1/sessions/a/b/ws",
+            "/api/v1/sessions/abc/ws/x",
+            "/api/v1/sessions/../ws",
+        ] {
+            assert_eq!(
+                access.check(&h, other, q).map_err(|e| e.code),
+                Err("unauthorized"),
+                "{other} must need the Authorization header"
+            );
+        }
     }
 
     #[test]

@@ -42,6 +42,68 @@ async fn a_loopback_server_requires_its_token_too() {
     srv.shutdown().await;
 }
 
+/// A token in a URL ends up in logs and browser history: it opens the two streams a browser
+/// cannot send headers to (WebSocket, EventSource), and nothing else.
+#[tokio::test]
+async fn the_query_token_opens_only_the_streams() {
+    let mut srv = TestServer::start().await;
+    let token = srv.token.clone().expect("a token is generated on loopback");
+    let id = srv
+        .create_session(&srv.script("s.yaml", "turns:\n  - text: hi\n"), "react")
+        .await;
+    let q = format!("token={token}");
+    for (method, path, body) in [
+        ("GET", "/api/v1/sessions".to_string(), None),
+        ("GET", format!("/api/v1/sessions/{id}"), None),
+        ("GET", format!("/api/v1/sessions/{id}/events"), None),
+        (
+            "POST",
+            format!("/api/v1/sessions/{id}/messages"),
+            Some(r#"{"text":"hi"}"#),
+        ),
+        (
+            "POST",
+            format!("/api/v1/sessions/{id}/approve"),
+            Some(r#"{"call_id":"c"}"#),
+        ),
+        ("DELETE", format!("/api/v1/sessions/{id}"), None),
+        ("GET", "/api/v1/tasks".to_string(), None),
+    ] {
+        let json = [("Content-Type".to_string(), "application/json".to_string())];
+        let (status, _, text) = srv.raw(method, &format!("{path}?{q}"), &json, body).await;
+        assert_eq!(
+            status, 401,
+            "{method} {path}?token= must need the header: {text}"
+        );
+    }
+    // The session is still there: the DELETE above did not go through.
+    assert_eq!(srv.get(&format!("/api/v1/sessions/{id}")).await.0, 200);
+    // The event stream (SSE) and the WebSocket accept it.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+        let req = format!(
+            "GET /api/v1/sessions/{id}/events/stream?{q} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+            srv.host()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut head = [0u8; 64];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(20), s.read(&mut head))
+            .await
+            .expect("an answer within 20 s")
+            .unwrap();
+        let head = String::from_utf8_lossy(&head[..n]).to_string();
+        assert!(
+            head.starts_with("HTTP/1.1 200"),
+            "the event stream takes ?token=: {head}"
+        );
+    }
+    // The WebSocket handshake succeeds (a 401 would fail `connect_async`).
+    let ws = srv.ws(&id, 0).await;
+    drop(ws);
+    srv.shutdown().await;
+}
+
 #[tokio::test]
 async fn sessions_run_only_under_the_workspace_roots() {
     let mut srv = TestServer::start().await;

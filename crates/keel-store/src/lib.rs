@@ -18,6 +18,7 @@ mod lease;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub mod private;
 mod repo;
 mod sqlite;
 pub mod work;

@@ -115,14 +115,19 @@ pub(crate) fn sql(context: &str) -> impl FnOnce(rusqlite::Error) -> StoreError +
 }
 
 impl SqliteDb {
-    /// Opens (creating if needed) the database at `path`, with WAL journaling.
+    /// Opens (creating if needed) the database at `path`, with WAL journaling. The file and
+    /// its companions are readable only by the user (0600), a directory created for it 0700.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::Open {
+            crate::private::create_private_dir(parent).map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 reason: format!("cannot create {}: {e}", parent.display()),
             })?;
         }
+        crate::private::prepare_database_file(path).map_err(|e| StoreError::Open {
+            path: path.display().to_string(),
+            reason: format!("cannot make it readable only by you: {e}"),
+        })?;
         let conn = Connection::open(path).map_err(|e| StoreError::Open {
             path: path.display().to_string(),
             reason: e.to_string(),
