@@ -43,7 +43,10 @@ fn a_second_run_in_a_busy_workspace_is_refused_with_the_first_ones_id_or_waits()
     // Wait until the first run is recorded as running.
     let deadline = Instant::now() + Duration::from_secs(10);
     let first_id = loop {
-        if let Some(s) = sessions(&env).into_iter().find(|s| s["status"] == "running") {
+        if let Some(s) = sessions(&env)
+            .into_iter()
+            .find(|s| s["status"] == "running")
+        {
             break s["id"].as_str().unwrap().to_string();
         }
         assert!(Instant::now() < deadline, "the first run never started");
@@ -60,7 +63,9 @@ fn a_second_run_in_a_busy_workspace_is_refused_with_the_first_ones_id_or_waits()
     assert_exit(&out, 5);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("another session ({first_id}) is running in this workspace")),
+        err.contains(&format!(
+            "another session ({first_id}) is running in this workspace"
+        )),
         "{err}"
     );
     assert!(err.contains("--wait"), "{err}");

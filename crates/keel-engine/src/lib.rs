@@ -47,8 +47,8 @@ pub use blockers::{BlockerInfo, UserPrompt};
 pub use config::{Config, ConfigError};
 pub use emitter::{CollectingSink, Emitter, EventSink};
 pub use engine::{Engine, EngineBuilder, RunOptions, RunOutcome};
-pub use session::workspace_busy;
 pub use phase::{ExecutionMode, Phase, PhasePolicy};
+pub use session::workspace_busy;
 pub use verify::{Gate, GateDetector};
 
 /// What a run refused because another session works in its workspace says.

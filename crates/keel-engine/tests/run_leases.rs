@@ -119,7 +119,10 @@ async fn a_second_session_in_a_busy_workspace_is_refused_with_the_first_ones_id(
     let (first, first_record) = SessionHandle::create(engine("slow.yaml"), vec![])
         .await
         .unwrap();
-    let OpAck::Turn(running) = first.submit(Op::user_message("take a while")).await.unwrap()
+    let OpAck::Turn(running) = first
+        .submit(Op::user_message("take a while"))
+        .await
+        .unwrap()
     else {
         panic!("no turn")
     };
@@ -130,7 +133,10 @@ async fn a_second_session_in_a_busy_workspace_is_refused_with_the_first_ones_id(
         .unwrap()
         .is_none()
     {
-        assert!(std::time::Instant::now() < deadline, "the lease was never taken");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was never taken"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let (second, second_record) = SessionHandle::create(engine("s.yaml"), vec![])

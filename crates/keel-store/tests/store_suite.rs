@@ -257,13 +257,22 @@ async fn workspace_leases_keep_one_session_per_workspace(b: &Backend) {
     let s = b.store.as_ref();
     let ws = format!("/work/{}", unique("ws"));
     assert_eq!(s.workspace_lease(&ws).await.unwrap(), None);
-    assert!(s.acquire_workspace_lease(&ws, "s1", "h:1:a", 400).await.unwrap());
     assert!(
-        !s.acquire_workspace_lease(&ws, "s2", "h:2:b", 400).await.unwrap(),
+        s.acquire_workspace_lease(&ws, "s1", "h:1:a", 400)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.acquire_workspace_lease(&ws, "s2", "h:2:b", 400)
+            .await
+            .unwrap(),
         "another session's live lease keeps others out"
     );
     let held = s.workspace_lease(&ws).await.unwrap().unwrap();
-    assert_eq!((held.session_id.as_str(), held.holder.as_str()), ("s1", "h:1:a"));
+    assert_eq!(
+        (held.session_id.as_str(), held.holder.as_str()),
+        ("s1", "h:1:a")
+    );
     assert!(held.is_live());
     assert!(
         s.acquire_workspace_lease(&format!("{ws}-other"), "s2", "h:2:b", 400)
@@ -276,7 +285,9 @@ async fn workspace_leases_keep_one_session_per_workspace(b: &Backend) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!s.workspace_lease(&ws).await.unwrap().unwrap().is_live());
     assert!(
-        s.acquire_workspace_lease(&ws, "s2", "h:2:b", 10_000).await.unwrap(),
+        s.acquire_workspace_lease(&ws, "s2", "h:2:b", 10_000)
+            .await
+            .unwrap(),
         "an expired lease is taken over"
     );
     assert!(!s.renew_workspace_lease(&ws, "h:1:a", 400).await.unwrap());

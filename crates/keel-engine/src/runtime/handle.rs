@@ -327,9 +327,12 @@ impl SessionHandle {
         }
         // One running session per workspace: refused here, with the other session's id,
         // before anything is recorded (the run takes the lease itself when it starts).
-        if let Some(other) =
-            crate::session::workspace_busy(engine.store().as_ref(), engine.workspace().root(), Some(&self.id))
-                .await?
+        if let Some(other) = crate::session::workspace_busy(
+            engine.store().as_ref(),
+            engine.workspace().root(),
+            Some(&self.id),
+        )
+        .await?
         {
             return Err(OpError::WorkspaceBusy(other));
         }

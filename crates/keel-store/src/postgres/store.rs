@@ -784,11 +784,12 @@ impl Store for PgStore {
         holder: &'a str,
     ) -> StoreFuture<'a, ()> {
         Box::pin(self.retrying(move || async move {
-            let r = sqlx::query("DELETE FROM workspace_leases WHERE workspace = $1 AND holder = $2")
-                .bind(workspace)
-                .bind(holder)
-                .execute(&self.pool)
-                .await;
+            let r =
+                sqlx::query("DELETE FROM workspace_leases WHERE workspace = $1 AND holder = $2")
+                    .bind(workspace)
+                    .bind(holder)
+                    .execute(&self.pool)
+                    .await;
             affected(r, "releasing a workspace lease").map(|_| ())
         }))
     }
