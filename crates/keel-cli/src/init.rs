@@ -204,6 +204,15 @@ pub fn config_toml(stack: &Stack) -> String {
     )
 }
 
+/// `.keel/.gitignore`: what Keel writes into `.keel/` for itself.
+const KEEL_GITIGNORE: &str = "\
+# Keel's own data (rebuilt or local to this machine). config.toml, project.md, rules/,
+# skills/, flows/*.yaml and constitution.json are the project's: commit them.
+index.db*
+snapshots/
+flows/runs/
+";
+
 pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
     let root = setup::workspace_dir(args.common.workspace.as_deref())?;
     let dir = root.join(".keel");
@@ -226,6 +235,14 @@ pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
     if std::fs::read_to_string(&md_path).ok().as_deref() != Some(md.as_str()) {
         write(&md_path, &md)?;
         wrote.push(".keel/project.md");
+    }
+    // Keel's own data in .keel/ (the index, snapshots, flow run files) is not the project's:
+    // out of `git status`, while config.toml, project.md, rules, skills, flows and the
+    // constitution stay committable. Written once; the user's edits stay.
+    let ignore_path = dir.join(".gitignore");
+    if !ignore_path.exists() {
+        write(&ignore_path, KEEL_GITIGNORE)?;
+        wrote.push(".keel/.gitignore");
     }
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::chat::markdown::{self, MarkdownStream, to_ansi};
 use crate::chat::theme::Theme;
+use keel_tools::text::count;
 
 /// Diff lines `keel run` prints for one edit.
 const DIFF_LINES: usize = 30;
@@ -310,7 +311,7 @@ impl Human {
                         "    {}✓ {first}{}{took}{}\n",
                         s.dim,
                         if lines > 1 {
-                            format!(" (+{} lines)", lines - 1)
+                            format!(" (+{})", count(lines - 1, "line", "lines"))
                         } else {
                             String::new()
                         },
@@ -592,10 +593,11 @@ impl Human {
                 if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
                 {
                     out.push_str(&format!(
-                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {iterations} iteration(s) · {}{}\n",
+                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {} · {}{}\n",
                         s.yellow,
                         s.reset,
                         s.dim,
+                        count(*iterations as usize, "iteration", "iterations"),
                         usage_line(usage),
                         s.reset
                     ));
@@ -608,9 +610,10 @@ impl Human {
                     _ => ("✗", s.red),
                 };
                 out.push_str(&format!(
-                    "{color}{mark} {status}{} {}after {iterations} iteration(s) · {}{}\n",
+                    "{color}{mark} {status}{} {}after {} · {}{}\n",
                     s.reset,
                     s.dim,
+                    count(*iterations as usize, "iteration", "iterations"),
                     usage_line(usage),
                     s.reset
                 ));

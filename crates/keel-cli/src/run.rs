@@ -57,7 +57,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         resumed = Some(record.id);
     }
     let config = setup::load_config(&workspace, overrides.layer())?;
-    let task = input::attach_mentioned_files(&task, &workspace)?;
+    let (task, attached) = input::attach_mentioned_files(&task, &workspace)?;
     let store = setup::open_store(&config)?;
     let builder = setup::session_builder(store.clone());
     // Nobody can answer a headless run: a call that would ask is denied. The flag decides;
@@ -71,6 +71,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let engine = builder
         .engine_with(config, &workspace)
         .map_err(setup::engine_usage_error)?;
+    if !attached.is_empty() {
+        eprintln!("keel: attached {}", attached.join(", "));
+    }
     if policy != ApprovalPolicy::Never {
         // Only when it matters: calls will be denied that would run otherwise.
         eprintln!("keel: approval policy: {}", approval_note(policy));
@@ -144,6 +147,24 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             .and_then(|o| o.error.as_ref())
             .is_some_and(|e| e.error_code == ErrorCode::ConfigError)
         {
+            // A new session whose very first request was refused (a wrong key, an unknown
+            // model) holds nothing worth keeping: it does not stay in `keel sessions`.
+            let answered = result
+                .events
+                .iter()
+                .any(|e| matches!(e.kind, keel_protocol::EventKind::AssistantMessage { .. }));
+            if !continuing && !answered {
+                let id = handle.id().to_string();
+                handle.shutdown().await;
+                if keel_store::Store::delete_session(store.as_ref(), &id)
+                    .await
+                    .is_ok()
+                {
+                    eprintln!(
+                        "keel: nothing ran, so session {id} was not kept; fix the setting above and run again"
+                    );
+                }
+            }
             return Ok(exit::USAGE);
         }
         // "Completed" with a write that was refused and never redone did not do the work.

@@ -224,16 +224,17 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
                 )?;
                 return Ok(exit::COMPLETED);
             }
-            let count = |s: TaskStatus| tasks.iter().filter(|t| t.status == s).count();
+            let count = |s: &str| tasks.iter().filter(|t| t.shown_status(&tasks) == s).count();
             writeln!(
                 out,
-                "{} tasks: {} done, {} ready, {} in progress, {} blocked, {} failed",
+                "{} tasks: {} done, {} ready, {} waiting, {} in progress, {} blocked, {} failed",
                 tasks.len(),
-                count(TaskStatus::Done),
-                count(TaskStatus::Ready),
-                count(TaskStatus::InProgress),
-                count(TaskStatus::Blocked),
-                count(TaskStatus::Failed)
+                count("done"),
+                count("ready"),
+                count("waiting"),
+                count("in_progress") + count("interrupted"),
+                count("blocked"),
+                count("failed")
             )?;
             task::print_table(&mut out, &tasks)?;
             for t in tasks.iter().filter(|t| t.status == TaskStatus::Blocked) {

@@ -285,7 +285,7 @@ fn human_output_shows_tools_and_the_outcome() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("→ create_file tests/arith.rs"), "{text}");
-    assert!(text.contains("✓ completed after 4 iteration(s)"), "{text}");
+    assert!(text.contains("✓ completed after 4 iterations"), "{text}");
     assert!(!text.contains('\x1b'), "NO_COLOR respected");
 }
 

@@ -548,6 +548,30 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
     );
 }
 
+/// A model name Keel does not know gets no guessed window or price from a name it only
+/// starts like (`gpt-5o` is not `gpt-5`).
+#[test]
+fn doctor_says_unknown_for_an_unknown_models_window_and_price() {
+    let env = Env::new();
+    let out = env
+        .keel()
+        .env("OPENAI_API_KEY", "sk-doctor-unknown")
+        .args(["doctor", "--provider", "openai", "--model", "gpt-5o"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("openai/gpt-5o"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("context window unknown"), "{line}");
+    assert!(line.contains("price unknown"), "{line}");
+    assert!(
+        !line.contains("context 400k") && !line.contains("$1.25"),
+        "{line}"
+    );
+}
+
 /// The run's `session_finished` event (the turn's `turn_finished` follows it).
 fn session_finished(ev: &[Value]) -> &Value {
     assert_eq!(ev.last().unwrap()["type"], "turn_finished");

@@ -346,6 +346,7 @@ mod tests {
                 LlmError::Server {
                     status: 503,
                     message: "down".into(),
+                    retry_after: None,
                 },
                 ErrorCode::LlmFailure,
                 true,

@@ -46,7 +46,7 @@ pub mod work;
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use config::{Config, ConfigError};
 pub use emitter::{CollectingSink, Emitter, EventSink};
-pub use engine::{Engine, EngineBuilder, RunOptions, RunOutcome};
+pub use engine::{Engine, EngineBuilder, RunOptions, RunOutcome, first_request_tools};
 pub use phase::{ExecutionMode, Phase, PhasePolicy};
 pub use session::workspace_busy;
 pub use verify::{Gate, GateDetector};

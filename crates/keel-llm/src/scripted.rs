@@ -367,6 +367,7 @@ fn simulated_error(err: ScriptError) -> LlmError {
         ScriptError::Server => LlmError::Server {
             status: 500,
             message: "scripted server error".into(),
+            retry_after: None,
         },
         ScriptError::Timeout => LlmError::Timeout("scripted timeout".into()),
         ScriptError::Overloaded => LlmError::Overloaded {

@@ -64,9 +64,9 @@ impl TypedTool for CreateFile {
                 }
             })?;
             reads.record(&path, bytes);
-            let lines = args.content.lines().count();
+            let lines = crate::text::count(args.content.lines().count(), "line", "lines");
             Ok(ToolOutput::text(format!(
-                "Created `{rel}` ({lines} lines, {}).",
+                "Created `{rel}` ({lines}, {}).",
                 human_size(bytes.len() as u64)
             ))
             .with_files([rel])
@@ -91,7 +91,7 @@ mod tests {
                 json!({"path": "a/b/new.py", "content": "print(1)\n"}),
             )
             .await;
-        assert!(out.contains("Created `a/b/new.py` (1 lines"), "{out}");
+        assert!(out.contains("Created `a/b/new.py` (1 line, 9 B)"), "{out}");
         let on_disk = std::fs::read_to_string(f.dir.path().join("a/b/new.py")).unwrap_or_default();
         assert_eq!(on_disk, "print(1)\n");
         let err = f
