@@ -167,6 +167,16 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             }
             return Ok(exit::USAGE);
         }
+        // Another session's turn took the workspace between the check above and this run.
+        if let Some(e) = result
+            .outcome
+            .as_ref()
+            .and_then(|o| o.error.as_ref())
+            .filter(|e| e.error_code == ErrorCode::WorkspaceBusy)
+        {
+            eprintln!("keel: {}", e.message);
+            return Ok(exit::BUSY);
+        }
         // "Completed" with a write that was refused and never redone did not do the work.
         if result.status == SessionStatus::Completed
             && crate::render::unredone_refusal(&result.events).is_some()

@@ -161,7 +161,7 @@ fn sessions_are_listed_per_workspace_and_removed_with_their_snapshots() {
         .unwrap();
     assert_exit(&out, 0);
     assert!(
-        text(&out).contains("removed 1 session(s)"),
+        text(&out).contains("removed 1 session older than"),
         "{}",
         text(&out)
     );

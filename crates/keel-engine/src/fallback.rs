@@ -181,6 +181,13 @@ fn rules(code: ErrorCode) -> (&'static str, &'static [&'static str], bool) {
             ],
             false,
         ),
+        ErrorCode::WorkspaceBusy => (
+            "Another session is running in this workspace",
+            &[
+                "wait for it to finish and send the message again (`keel run --wait` waits by itself)",
+            ],
+            true,
+        ),
         ErrorCode::Cancelled => ("The run was cancelled", &[], true),
         ErrorCode::InternalError => (
             "Keel hit an internal error",

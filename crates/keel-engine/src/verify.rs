@@ -170,11 +170,14 @@ fn gate_line(r: &GateResult) -> String {
         .collect();
     let start = tail.len().saturating_sub(ERROR_TAIL_LINES);
     let tail = keel_tools::text::truncate_middle(&tail[start..].join(" / "), 400);
-    let what = if r.gate.name == r.gate.command {
+    let mut what = if r.gate.name == r.gate.command {
         format!("verification gate `{}`", r.gate.command)
     } else {
         format!("verification gate `{}` (`{}`)", r.gate.name, r.gate.command)
     };
+    if r.required {
+        what.push_str(" (required by the constitution)");
+    }
     if tail.is_empty() {
         format!("{what} failed ({})", r.status)
     } else {

@@ -469,6 +469,8 @@ pub enum ErrorCode {
     InternalError,
     /// Final verification still failed after the self-correction cap.
     VerificationFailed,
+    /// Another session's run works in the workspace (one running session per workspace).
+    WorkspaceBusy,
 }
 
 impl ErrorCode {
@@ -485,6 +487,7 @@ impl ErrorCode {
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::InternalError => "internal_error",
             ErrorCode::VerificationFailed => "verification_failed",
+            ErrorCode::WorkspaceBusy => "workspace_busy",
         }
     }
 }

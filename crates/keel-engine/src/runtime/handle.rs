@@ -489,6 +489,27 @@ async fn run_turn(
         .await;
     let (mut status, outcome, mut message) = match run {
         Ok(Ok(outcome)) => (outcome.status, Some(outcome), None),
+        // Lost the race for the workspace to another session's turn started at the same
+        // time: a structured refusal naming it, as the check before the turn gives.
+        Ok(Err(EngineError::WorkspaceBusy(other))) => {
+            let text = crate::workspace_busy_message(&other);
+            let outcome = RunOutcome {
+                session_id: id.clone(),
+                status: SessionStatus::Failed,
+                iterations: 0,
+                usage: Default::default(),
+                final_text: String::new(),
+                error: Some(keel_protocol::ErrorInfo {
+                    error_code: keel_protocol::ErrorCode::WorkspaceBusy,
+                    message: text.clone(),
+                    suggestions: Vec::new(),
+                    retryable: true,
+                    original_error: None,
+                }),
+                blocker: None,
+            };
+            (SessionStatus::Failed, Some(outcome), Some(text))
+        }
         Ok(Err(e)) => (SessionStatus::Failed, None, Some(e.to_string())),
         Err(_) => (
             SessionStatus::Failed,
