@@ -121,11 +121,14 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             Some(id) => SessionHandle::new(engine, id, vec![sink]),
             None => SessionHandle::create(engine, vec![sink]).await?.0,
         };
-        let handle = Arc::new(
-            handle
-                .rebuild_with(builder, &workspace, overrides)
-                .approvals(gate),
-        );
+        let mut handle = handle
+            .rebuild_with(builder, &workspace, overrides)
+            .approvals(gate);
+        if args.wait {
+            // Also when another run takes the workspace between the check above and now.
+            handle = handle.wait_for_workspace();
+        }
+        let handle = Arc::new(handle);
         let ack = match handle.submit(Op::user_message(task)).await {
             Ok(ack) => ack,
             Err(keel_engine::runtime::OpError::WorkspaceBusy(other)) => {

@@ -321,8 +321,10 @@ pub struct RunOptions {
     pub parent_run_id: Option<String>,
     /// Run without the workspace's lease: the caller coordinates the runs in it (a flow's
     /// nodes). Otherwise a run holds its workspace's lease, and another session's live run
-    /// there makes it [`crate::EngineError::WorkspaceBusy`].
+    /// there makes it [`crate::EngineError::WorkspaceBusy`]…
     pub shared_workspace: bool,
+    /// …or, with this, waits (until cancelled) for that run to end.
+    pub wait_for_workspace: bool,
 }
 
 /// The built-in tools a session gets from `config` (file, search and shell tools).

@@ -101,6 +101,9 @@ async fn tail_layers(engine: &Engine) -> Result<Vec<String>, EngineError> {
     Ok(out)
 }
 
+/// How often a run waiting for its workspace looks again.
+const WORKSPACE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A new session for `task`.
 pub(crate) async fn start(
     engine: &Engine,
@@ -143,15 +146,28 @@ pub(crate) async fn take_lease(
         Some(lease) if options.shared_workspace => Ok(lease),
         Some(lease) => {
             let workspace = engine.workspace.root().display().to_string();
-            match lease.claim_workspace(&workspace).await {
-                Ok(Ok(())) => Ok(lease),
-                Ok(Err(other)) => {
-                    give_back(lease).await;
-                    Err(EngineError::WorkspaceBusy(other))
-                }
-                Err(e) => {
-                    give_back(lease).await;
-                    Err(e.into())
+            loop {
+                match lease.claim_workspace(&workspace).await {
+                    Ok(Ok(())) => return Ok(lease),
+                    Ok(Err(_)) if options.wait_for_workspace => {
+                        tokio::select! {
+                            () = tokio::time::sleep(WORKSPACE_POLL) => {}
+                            () = options.cancel.cancelled() => {
+                                give_back(lease).await;
+                                return Err(EngineError::Busy(
+                                    "cancelled while waiting for another session to finish in this workspace".into(),
+                                ));
+                            }
+                        }
+                    }
+                    Ok(Err(other)) => {
+                        give_back(lease).await;
+                        return Err(EngineError::WorkspaceBusy(other));
+                    }
+                    Err(e) => {
+                        give_back(lease).await;
+                        return Err(e.into());
+                    }
                 }
             }
         }

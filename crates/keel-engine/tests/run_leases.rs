@@ -165,7 +165,18 @@ async fn a_second_session_in_a_busy_workspace_is_refused_with_the_first_ones_id(
         .unwrap();
     assert_eq!(shared.status, SessionStatus::Completed);
 
+    // A handle that waits (a queue worker, `keel run --wait`) starts and runs once the
+    // workspace is free.
+    let (waiting, _) = SessionHandle::create(engine("s.yaml"), vec![])
+        .await
+        .unwrap();
+    let waiting = waiting.wait_for_workspace();
+    let OpAck::Turn(queued) = waiting.submit(Op::user_message("after you")).await.unwrap() else {
+        panic!("no turn")
+    };
+
     assert_eq!(running.finished().await.status, SessionStatus::Completed);
+    assert_eq!(queued.finished().await.status, SessionStatus::Completed);
     assert!(
         keel_engine::workspace_busy(store.as_ref(), &ws, None)
             .await

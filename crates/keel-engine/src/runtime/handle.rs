@@ -129,6 +129,9 @@ pub struct SessionHandle {
     turns: TaskTracker,
     /// Run at the end of every turn, before `turn_finished`.
     turn_end: Option<Arc<dyn TurnEnd>>,
+    /// A turn in a workspace where another session runs waits for it instead of being
+    /// refused (a queue worker's jobs, `keel run --wait`).
+    wait_for_workspace: bool,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -152,7 +155,14 @@ impl SessionHandle {
             stop: CancellationToken::new(),
             turns: TaskTracker::new(),
             turn_end: None,
+            wait_for_workspace: false,
         }
+    }
+
+    /// Turns wait while another session runs in the workspace, instead of being refused.
+    pub fn wait_for_workspace(mut self) -> Self {
+        self.wait_for_workspace = true;
+        self
     }
 
     /// Records a new session of `engine` (idle until its first message) and a handle on it.
@@ -327,12 +337,13 @@ impl SessionHandle {
         }
         // One running session per workspace: refused here, with the other session's id,
         // before anything is recorded (the run takes the lease itself when it starts).
-        if let Some(other) = crate::session::workspace_busy(
-            engine.store().as_ref(),
-            engine.workspace().root(),
-            Some(&self.id),
-        )
-        .await?
+        if !self.wait_for_workspace
+            && let Some(other) = crate::session::workspace_busy(
+                engine.store().as_ref(),
+                engine.workspace().root(),
+                Some(&self.id),
+            )
+            .await?
         {
             return Err(OpError::WorkspaceBusy(other));
         }
@@ -345,6 +356,7 @@ impl SessionHandle {
             cancel,
             approvals: self.approvals.clone(),
             run_id: Some(crate::time::new_run_id()),
+            wait_for_workspace: self.wait_for_workspace,
             ..RunOptions::default()
         };
         let (id, slot) = (self.id.clone(), self.turn.clone());
