@@ -1,5 +1,7 @@
 // The page: the session list and creation form, the open session (transcript, phase
-// indicator, blockers, status and usage) and the composer.
+// indicator, blockers, status and usage) and the composer. Each session has an address of its
+// own (`/s/<id>`, served by `keel serve`): opening one puts it in the address bar, so it can
+// be reloaded, bookmarked and shared; Back and Forward move between the sessions opened.
 
 import { api, ApiError, initToken, setToken, SessionSocket } from "./api.js";
 import { Transcript } from "./chat.js";
@@ -19,7 +21,11 @@ const state = {
 const phases = new PhaseIndicator($("phase-indicator"));
 const transcript = new Transcript($("transcript"), {
   onPhase: (phase) => phases.set(phase),
-  onViolation: (e) => toast(`${e.tool} is not allowed in ${e.phase}: ${e.hint}`, "violation"),
+  // A toast is news: not for a violation replayed from a session's history (the transcript
+  // shows it in its place).
+  onViolation: (e) => {
+    if (!(e.ts < Date.now() - 10000)) toast(`${e.tool} is not allowed in ${e.phase}: ${e.hint}`, "violation");
+  },
   onBlocker: () => loadBlockers(),
   onUsage: (usage) => showUsage(usage),
   onStatus: (status) => showStatus(status),
@@ -68,10 +74,34 @@ function setRunning(running) {
 
 function showError(err) {
   if (err instanceof ApiError && err.status === 401) {
-    $("token-dialog").showModal();
+    // Not modal: in the page's flow, above everything, covering nothing.
+    if (!$("token-dialog").open) $("token-dialog").show();
+    $("token-input").focus();
     return;
   }
   toast(err.message ?? String(err), "error");
+}
+
+/** The session id in an address (`/s/<id>`), if it names one. */
+export function sessionInPath(pathname) {
+  const m = /^\/s\/([^/]+)\/?$/.exec(pathname);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+/** Puts `path` in the address bar (a new history entry unless `replace`). */
+function go(path, replace = false) {
+  if (location.pathname === path) return;
+  const url = path + location.search;
+  if (replace) history.replaceState(null, "", url);
+  else history.pushState(null, "", url);
+}
+
+const narrow = window.matchMedia("(max-width: 760px)");
+
+/** On a narrow screen the creation form folds away, leaving the session list and the
+ *  session itself on screen. */
+function foldForm() {
+  if (narrow.matches) $("new-session-box").open = false;
 }
 
 async function refreshList() {
@@ -89,14 +119,19 @@ async function refreshList() {
   });
 }
 
-async function openSession(id) {
+async function openSession(id, { replace = false } = {}) {
   let session;
   try {
     session = await api.getSession(id);
   } catch (err) {
     showError(err);
+    if (err instanceof ApiError && err.status === 404 && sessionInPath(location.pathname) === id) {
+      go("/", true);
+      showEmpty();
+    }
     return;
   }
+  go(`/s/${encodeURIComponent(session.id)}`, replace);
   state.socket?.close();
   state.session = session;
   $("empty").hidden = true;
@@ -127,7 +162,17 @@ async function openSession(id) {
   });
   refreshList();
   loadBlockers();
+  foldForm();
   $("message").focus();
+}
+
+/** Nothing open: the welcome text. */
+function showEmpty() {
+  state.socket?.close();
+  state.socket = null;
+  state.session = null;
+  for (const id of ["session-header", "transcript", "composer", "blockers", "board"]) $(id).hidden = true;
+  $("empty").hidden = false;
 }
 
 async function loadBlockers() {
@@ -239,12 +284,12 @@ $("new-session").addEventListener("submit", async (ev) => {
 
 $("token-form").addEventListener("submit", () => {
   setToken($("token-input").value.trim());
-  refreshList();
+  route({ replace: true });
 });
 
 const board = new TasksBoard($("board"), { onError: showError, onInfo: (m) => toast(m) });
 
-$("show-tasks").addEventListener("click", () => {
+function showBoard() {
   state.socket?.close();
   state.socket = null;
   state.session = null;
@@ -252,8 +297,33 @@ $("show-tasks").addEventListener("click", () => {
   $("board").hidden = false;
   board.load();
   refreshList();
+}
+
+$("show-tasks").addEventListener("click", () => {
+  go("/tasks");
+  showBoard();
 });
 
+/** Shows what the address names: a session, the tasks board, or nothing open. */
+function route({ replace = false } = {}) {
+  const id = sessionInPath(location.pathname);
+  if (id) {
+    if (state.session?.id !== id) openSession(id, { replace });
+  } else if (location.pathname === "/tasks") {
+    showBoard();
+  } else {
+    showEmpty();
+  }
+  refreshList();
+}
+
+window.addEventListener("popstate", () => route());
+
 initToken();
-refreshList();
+foldForm();
+// Narrowed: fold the form away; widened again: there is room for it.
+narrow.addEventListener("change", () => {
+  $("new-session-box").open = !narrow.matches;
+});
+route({ replace: true });
 setInterval(refreshList, 10000);

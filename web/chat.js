@@ -22,6 +22,76 @@ function short(value, max = 80) {
   return s.length > max ? `${s.slice(0, max - 1)}…` : s;
 }
 
+/** The argument a person wants to see first — a path, command, pattern, query — else compact
+ *  JSON (as `keel run` and `keel chat` show it). */
+export function summarizeArgs(args) {
+  if (args && typeof args === "object") {
+    for (const key of ["path", "command", "pattern", "query", "symbol", "question"]) {
+      if (typeof args[key] !== "string") continue;
+      let s = args[key];
+      if (key === "path") {
+        if (typeof args.symbol === "string") s += ` (${args.symbol})`;
+        else if (Number.isInteger(args.start_line)) s += `:${args.start_line}-${args.end_line ?? ""}`;
+      }
+      return short(s.split("\n").find((l) => l.trim()) ?? "", 100);
+    }
+  }
+  const json = JSON.stringify(args ?? {});
+  return json === "{}" ? "" : short(json, 100);
+}
+
+/** The head of a file, numbered, from a `created` excerpt `{text, total_lines}`. */
+export function renderFile(excerpt, path) {
+  const box = el("div", "file-view");
+  const lines = excerpt.text === "" ? [] : excerpt.text.split("\n");
+  box.append(el("div", "file-head", `${path} · ${excerpt.total_lines} line${excerpt.total_lines === 1 ? "" : "s"}`));
+  const pre = el("pre", "file");
+  lines.forEach((line, i) => {
+    const row = el("span", "line");
+    row.append(el("span", "ln", String(i + 1)), document.createTextNode(`${line}\n`));
+    pre.append(row);
+  });
+  box.append(pre);
+  const more = excerpt.total_lines - lines.length;
+  if (more > 0) box.append(el("div", "more", `… ${more} more line${more === 1 ? "" : "s"}`));
+  return box;
+}
+
+/** The end of a command's output from an `output_tail` excerpt, with an exit code other than 0. */
+export function renderOutput(excerpt, exitCode) {
+  const box = el("div", "output-view");
+  const earlier = excerpt.total_lines - (excerpt.text === "" ? 0 : excerpt.text.split("\n").length);
+  if (earlier > 0) box.append(el("div", "more", `… ${earlier} earlier line${earlier === 1 ? "" : "s"}`));
+  box.append(el("pre", "output", excerpt.text === "" ? "(no output)" : excerpt.text));
+  if (exitCode !== undefined && exitCode !== null && exitCode !== 0) {
+    box.append(el("div", "exit-code", `exit code ${exitCode}`));
+  }
+  return box;
+}
+
+/** A command result's output without `run_command`'s status line and stream labels (results
+ *  stored before `output_tail` was recorded). */
+function commandOutput(content) {
+  return content
+    .split("\n")
+    .filter((l, i) => !(i === 0 && /^(exit code|killed by)/.test(l)) && l !== "stdout:" && l !== "stderr:")
+    .join("\n");
+}
+
+/** The first 40 lines of `text`, as the server's excerpts hold them. */
+function headOf(text) {
+  const lines = text.replace(/\n$/, "").split("\n");
+  return { text: lines.slice(0, 40).join("\n"), total_lines: text === "" ? 0 : lines.length };
+}
+
+/** The last 40 lines of `text`, as the server's excerpts hold them. */
+function tailOf(text) {
+  const lines = text.replace(/\s+$/, "").split("\n");
+  return { text: lines.slice(-40).join("\n"), total_lines: text.trim() === "" ? 0 : lines.length };
+}
+
+const COMMAND_TOOLS = ["run_command", "run_tests"];
+
 /** Renders a unified diff with added, removed and hunk lines marked. */
 export function renderDiff(diff) {
   const pre = el("pre", "diff");
@@ -232,7 +302,8 @@ export class Transcript {
         break;
       case "error":
         this.endBubble();
-        this.notice(`error [${e.error_code}]: ${e.message}`, "error");
+        // A cancellation is what the person asked for: `session_finished` says "cancelled".
+        if (e.error_code !== "cancelled") this.notice(`error [${e.error_code}]: ${e.message}`, "error");
         break;
       case "approval_requested":
         this.approvalRequested(e);
@@ -329,6 +400,7 @@ export class Transcript {
     box.append(
       el("div", "approval-what", `${label}approval needed (${e.class}): ${e.summary}`),
     );
+    if (e.reason) box.append(el("div", "approval-why", e.reason));
     const buttons = el("div", "approval-buttons");
     const answer = (a) => {
       for (const b of buttons.querySelectorAll("button")) b.disabled = true;
@@ -367,8 +439,9 @@ export class Transcript {
     this.endBubble();
     const d = el("details", "tool-call pending");
     d.dataset.tool = e.name;
+    d.args = e.arguments ?? {};
     const summary = el("summary");
-    summary.append(el("span", "tool-name", e.name), el("span", "tool-args", short(e.arguments)));
+    summary.append(el("span", "tool-name", e.name), el("span", "tool-args", summarizeArgs(e.arguments)));
     d.append(summary);
     // The full arguments, collapsed: the summary line already shows their start.
     const args = el("details", "args");
@@ -378,8 +451,9 @@ export class Transcript {
     this.tools.set(e.id, d);
   }
 
-  /** One view of the result: the diff for an edit (with what the tool said besides it), the
-   *  output for anything else. */
+  /** One view of the result, from its typed details (as `keel run` and `keel chat` draw it):
+   *  the diff of an edit (with what the tool said besides it), the head of a created file, the
+   *  tail of a command's output; the text for anything else. */
   toolResult(e) {
     let d = this.tools.get(e.id);
     if (!d) {
@@ -395,15 +469,35 @@ export class Transcript {
       const group = this.agentsById.get(id);
       if (group) d.append(group); // the child started first: move it under its call
     }
+    this.resultView(d, e);
+    // The full arguments go last, under what the call did.
+    const args = d.querySelector(":scope > details.args");
+    if (args) d.append(args);
+  }
+
+  /** The result's view inside the call's cell `d`. */
+  resultView(d, e) {
     // The typed part of the result (older stored events carried the diff in metadata).
     const details = e.details ?? {};
     const diff = details.diff ?? e.metadata?.diff;
     const plan = e.metadata?.plan;
+    const created =
+      details.created ?? (e.name === "create_file" && typeof d.args?.content === "string" ? headOf(d.args.content) : null);
+    const tail =
+      details.output_tail ?? (COMMAND_TOOLS.includes(e.name) ? tailOf(commandOutput(e.content)) : null);
     if (diff && !e.is_error) {
       d.append(renderDiff(diff));
       const rest = withoutDiff(e.content, diff);
       if (rest) d.append(el("pre", "result note", rest));
       d.open = true;
+    } else if (created && !e.is_error) {
+      d.append(renderFile(created, details.files?.[0] ?? d.args?.path ?? ""));
+      d.open = true;
+    } else if (tail && (tail.text !== "" || !e.is_error)) {
+      d.append(renderOutput(tail, details.exit_code));
+      d.classList.toggle("exit-failed", details.exit_code !== undefined && details.exit_code !== 0);
+      d.open = true;
+      return this.truncated(d, details);
     } else if (plan && Array.isArray(plan.steps) && !e.is_error) {
       const list = el("ul", "plan");
       for (const step of plan.steps) {
@@ -418,9 +512,14 @@ export class Transcript {
     if (details.exit_code !== undefined && details.exit_code !== 0) {
       d.append(el("div", "exit-code", `exit code ${details.exit_code}`));
     }
+    this.truncated(d, details);
+  }
+
+  /** Says when the model was shown only part of the result. */
+  truncated(d, details) {
     if (details.truncated) {
       d.append(
-        el("div", "truncated", `output cut: ${details.truncated.shown_chars} of ${details.truncated.original_chars} characters shown`),
+        el("div", "truncated", `the model saw ${details.truncated.shown_chars} of ${details.truncated.original_chars} characters`),
       );
     }
   }

@@ -4,7 +4,9 @@
 //
 // Started by crates/keel-cli/tests/serve.rs against a real `keel serve` with the scripted
 // provider. Exits non-zero with a message on the first failed expectation. Screenshots at a
-// wide (1280 px) and a narrow (400 px) width are kept in <screenshot-dir>.
+// wide (1280 px) and a narrow (400 px) width are kept in <screenshot-dir> (session-1280.png and
+// session-400.png are the ones docs/screenshots keeps). OUTSIDE_TASK, when set, is the task of
+// a session stored outside the server's workspace roots: the sidebar must not list it.
 
 import { chromium } from "playwright-core";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
@@ -95,7 +97,15 @@ async function createSession(script, mode) {
   }, before);
   await page.waitForFunction(() => document.getElementById("connection").dataset.state === "live");
   await page.evaluate(installRecorder);
+  // The session has an address of its own.
+  const id = await page.textContent("#session-id");
+  const path = await page.evaluate(() => location.pathname);
+  expect(path === `/s/${id}`, `the address names the session: ${path} for ${id}`);
+  return id;
 }
+
+/** Whether two boxes overlap. */
+const overlap = (a, b) => a && b && a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
 
 async function send(text) {
   await page.fill("#message", text);
@@ -133,7 +143,7 @@ await step("a react session streams text and shows tool calls, with no phase ind
   expect(final.includes("Added mul"), `final answer shown: ${final}`);
   const tools = await page.$$eval("#transcript .tool-call", (els) => els.map((e) => e.dataset.tool));
   expect(
-    JSON.stringify(tools) === JSON.stringify(["read_file", "edit_file", "create_file"]),
+    JSON.stringify(tools) === JSON.stringify(["read_file", "edit_file", "create_file", "run_command"]),
     `tool calls shown: ${tools}`,
   );
   // Tool calls are collapsible; the result is inside, the full arguments collapsed beside it.
@@ -203,6 +213,51 @@ await step("a react session streams text and shows tool calls, with no phase ind
   await page.screenshot({ path: join(shots, "react.png"), fullPage: true });
 });
 
+await step("tool calls are cells: a created file's content, an edit's diff, a command's output", async () => {
+  const cells = await page.evaluate(() => {
+    const of = (name) => document.querySelector(`#transcript .tool-call[data-tool="${name}"]`);
+    const create = of("create_file");
+    const run = of("run_command");
+    return {
+      args: [...document.querySelectorAll("#transcript .tool-call .tool-args")].map((a) => a.textContent),
+      createOpen: create.open,
+      fileHead: create.querySelector(".file-head")?.textContent,
+      fileLines: [...create.querySelectorAll("pre.file .line")].map((l) => l.textContent),
+      createRaw: create.querySelector(":scope > pre.result")?.textContent ?? null,
+      runOpen: run.open,
+      output: run.querySelector(".output-view pre.output")?.textContent,
+      editDiff: of("edit_file").querySelectorAll("pre.diff .add").length,
+    };
+  });
+  expect(
+    JSON.stringify(cells.args) === JSON.stringify(["src/lib.rs", "src/lib.rs", "src/mul.rs", "ls src"]),
+    `each call names its path or command, not raw JSON: ${JSON.stringify(cells.args)}`,
+  );
+  expect(cells.createOpen && cells.fileHead === "src/mul.rs · 3 lines", `the created file is shown: ${JSON.stringify(cells)}`);
+  expect(
+    JSON.stringify(cells.fileLines) === JSON.stringify(["1pub fn mul(a: i32, b: i32) -> i32 {\n", "2    a * b\n", "3}\n"]),
+    `its lines, numbered: ${JSON.stringify(cells.fileLines)}`,
+  );
+  expect(cells.createRaw === null, `no escaped "content" string: ${cells.createRaw}`);
+  expect(cells.runOpen && cells.output === "lib.rs\nmul.rs", `the command's output: ${JSON.stringify(cells)}`);
+  expect(cells.editDiff > 0, "the edit's diff");
+  for (const [width, name] of [[1280, "session-1280.png"], [400, "session-400.png"]]) {
+    await page.setViewportSize({ width, height: width === 1280 ? 800 : 760 });
+    await page.locator('#transcript .tool-call[data-tool="create_file"]').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(shots, name) });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+await step("the sidebar lists only sessions under the server's workspace roots", async () => {
+  const outside = process.env.OUTSIDE_TASK;
+  expect(outside, "the harness stored a session outside the roots (OUTSIDE_TASK)");
+  await page.waitForFunction(() => document.querySelectorAll("#session-list li").length > 0);
+  const listed = await page.$$eval("#session-list li .task", (els) => els.map((e) => e.textContent));
+  expect(!listed.includes(outside), `a session outside the roots is listed: ${JSON.stringify(listed)}`);
+  expect(listed.includes("add a mul function"), `the server's own sessions are: ${JSON.stringify(listed)}`);
+});
+
 await step("status agrees while a turn runs", async () => {
   await createSession(reactScript, "react");
   await send("add a mul function again");
@@ -222,6 +277,36 @@ await step("status agrees while a turn runs", async () => {
   expect(listed === header, `list ${listed} vs header ${header}`);
 });
 
+await step("a session's address reopens it after a reload, from a bookmark, and with Back", async () => {
+  const id = await page.textContent("#session-id");
+  await page.reload();
+  await page.waitForFunction((want) => document.getElementById("session-id").textContent === want, id);
+  await page.waitForFunction(() => document.querySelectorAll("#transcript .tool-call").length === 4);
+  const origin = new URL(url).origin;
+  // A bookmark: the address typed into a tab that shows something else.
+  await page.goto(`${origin}/`);
+  await page.waitForSelector("#empty:not([hidden])");
+  await page.goto(`${origin}/s/${id}`);
+  await page.waitForFunction((want) => document.getElementById("session-id").textContent === want, id);
+  await page.waitForFunction(() => document.querySelectorAll("#transcript .tool-call").length === 4);
+  // Back and Forward move between sessions opened here.
+  const other = await page.$$eval("#session-list li", (els, open) => els.map((e) => e.dataset.id).find((i) => i !== open), id);
+  expect(other, "a second session to open");
+  await page.click(`#session-list li[data-id="${other}"]`);
+  await page.waitForFunction((want) => location.pathname === `/s/${want}`, other);
+  await page.goBack();
+  await page.waitForFunction((want) => document.getElementById("session-id").textContent === want, id);
+  // An address naming no session says so and shows nothing open (the browser logs the 404).
+  const before = problems.length;
+  await page.goto(`${origin}/s/20000101-000000-nothere`);
+  await page.waitForFunction(() => location.pathname === "/");
+  await page.waitForSelector("#toasts .toast.error");
+  const logged = problems.splice(before);
+  expect(logged.every((p) => p.includes("404")), `only the 404 was logged: ${logged}`);
+  await page.goto(`${origin}/s/${id}`);
+  await page.waitForFunction((want) => document.getElementById("session-id").textContent === want, id);
+});
+
 await step("approve and deny buttons answer a call that waits for a person", async () => {
   writeFileSync(join(workspace, "scratch-approved.txt"), "approve me\n");
   writeFileSync(join(workspace, "scratch-denied.txt"), "deny me\n");
@@ -231,6 +316,8 @@ await step("approve and deny buttons answer a call that waits for a person", asy
   await first.waitFor({ timeout: 30000 });
   const what = await first.locator(".approval-what").textContent();
   expect(what.includes("rm scratch-approved.txt"), `the approval names the command: ${what}`);
+  const why = await first.locator(".approval-why").textContent();
+  expect(why === "`rm` deletes files", `the approval says why it asks: ${why}`);
   expect(existsSync(join(workspace, "scratch-approved.txt")), "nothing runs before the answer");
   await first.locator("button.approve").click();
   await page.waitForSelector("#transcript .approval.approved");
@@ -298,13 +385,100 @@ async function toastsCoverControls() {
     toast("a long notice that could cover something important, like the buttons of the composer", "violation", 60000);
     const boxes = (sel) => [...document.querySelectorAll(sel)].map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0);
     const toasts = boxes("#toasts .toast");
-    const controls = boxes("button:not([disabled]), #composer button, textarea, select, input");
+    // What shows of a control: its box clipped by every scrolling ancestor.
+    const shownRect = (e) => {
+      let r = e.getBoundingClientRect();
+      let { left, top, right, bottom } = r;
+      for (let a = e.parentElement; a; a = a.parentElement) {
+        const st = getComputedStyle(a);
+        if (st.overflowX === "visible" && st.overflowY === "visible") continue;
+        const c = a.getBoundingClientRect();
+        left = Math.max(left, c.left);
+        top = Math.max(top, c.top);
+        right = Math.min(right, c.right);
+        bottom = Math.min(bottom, c.bottom);
+      }
+      return { left, top, right, bottom, width: Math.max(0, right - left), height: Math.max(0, bottom - top) };
+    };
+    const controls = [...document.querySelectorAll("button:not([disabled]), #composer button, textarea, select, input")]
+      .map((e) => [e, shownRect(e)])
+      .filter(([, r]) => r.width > 0 && r.height > 0);
     const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
-    const hits = toasts.some((t) => controls.some((c) => overlap(t, c)));
+    const hits = controls
+      .filter(([, c]) => toasts.some((t) => overlap(t, c)))
+      .map(([e, r]) => `${e.tagName}#${e.id}.${e.className} ${JSON.stringify(r)} vs ${JSON.stringify(toasts)}`);
     document.querySelectorAll("#toasts .toast").forEach((t) => t.remove());
-    return hits;
+    return hits.length ? hits.join("; ") : false;
   });
 }
+
+await step("the token prompt matches what the server prints and covers no control", async () => {
+  const origin = new URL(url).origin;
+  const token = new URL(url).hash.replace("#token=", "");
+  const id = await page.textContent("#session-id");
+  const before = problems.length;
+  for (const width of [1280, 400]) {
+    await page.setViewportSize({ width, height: 800 });
+    await page.evaluate(() => sessionStorage.clear());
+    await page.goto(`${origin}/s/${id}`);
+    await page.waitForFunction(() => document.getElementById("token-dialog").open);
+    const text = await page.textContent("#token-dialog");
+    expect(text.includes("#token=") && text.includes("--token") && text.includes("server-token"), `the prompt names what keel serve prints: ${text}`);
+    // Narrow windows fold the form; open it to check the Create button is free.
+    await page.evaluate(() => (document.getElementById("new-session-box").open = true));
+    const [dialog, create] = await Promise.all([page.locator("#token-dialog").boundingBox(), page.locator("#create-session").boundingBox()]);
+    expect(!overlap(dialog, create), `the token prompt covers Create at ${width} px: ${JSON.stringify({ dialog, create })}`);
+    const free = await page.evaluate(() => {
+      const b = document.getElementById("create-session");
+      b.scrollIntoView();
+      const r = b.getBoundingClientRect();
+      return document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) === b;
+    });
+    expect(free, `the Create button can be clicked at ${width} px`);
+    if (width === 1280) await page.screenshot({ path: join(shots, "token-1280.png") });
+  }
+  await page.fill("#token-input", token);
+  await page.click("#token-dialog button[type=submit]");
+  await page.waitForFunction(() => !document.getElementById("token-dialog").open);
+  await page.waitForFunction((want) => document.getElementById("session-id").textContent === want, id);
+  await page.waitForFunction(() => document.querySelectorAll("#session-list li").length > 0);
+  // Without the token the browser logs the API's 401s, and nothing else.
+  const logged = problems.splice(before);
+  expect(logged.every((p) => p.includes("401")), `only 401s were logged: ${logged}`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+await step("at 400 px the form folds away and the composer stays on screen", async () => {
+  await page.setViewportSize({ width: 400, height: 760 });
+  await page.reload();
+  await page.waitForFunction(() => document.getElementById("connection").dataset.state === "live");
+  const shown = await page.evaluate(() => {
+    // The steady layout: toasts (in the flow at this width) come and go.
+    document.querySelectorAll("#toasts .toast").forEach((t) => t.remove());
+    const box = (id) => document.getElementById(id).getBoundingClientRect();
+    return {
+      folded: !document.getElementById("new-session-box").open,
+      composer: box("composer").toJSON(),
+      send: box("send").toJSON(),
+      transcript: box("transcript").toJSON(),
+      sidebar: box("sidebar").toJSON(),
+      height: window.innerHeight,
+      width: window.innerWidth,
+      scroll: document.documentElement.scrollHeight,
+    };
+  });
+  expect(shown.folded, "the creation form is folded at 400 px");
+  expect(shown.composer.bottom <= shown.height && shown.composer.top >= 0, `the composer is on screen: ${JSON.stringify(shown)}`);
+  expect(shown.send.right <= shown.width, `the Send button is on screen: ${JSON.stringify(shown.send)}`);
+  expect(shown.sidebar.height <= shown.height * 0.35, `the sidebar takes at most a third: ${JSON.stringify(shown.sidebar)}`);
+  expect(shown.transcript.height >= 200, `the transcript has room: ${JSON.stringify(shown.transcript)}`);
+  expect(shown.scroll <= shown.height + 1, `nothing to scroll past: ${JSON.stringify(shown)}`);
+  // Unfolding it gives the whole form back.
+  await page.click("#new-session-box > summary");
+  expect(await page.isVisible("#create-session"), "the form unfolds");
+  await page.click("#new-session-box > summary");
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
 
 await step("the layout works from 400 px to wide, and toasts never cover controls", async () => {
   for (const [width, name] of [[1280, "wide.png"], [400, "narrow.png"]]) {
@@ -314,7 +488,8 @@ await step("the layout works from 400 px to wide, and toasts never cover control
     await page.locator("#send").scrollIntoViewIfNeeded();
     const send = await page.locator("#send").boundingBox();
     expect(send && send.x >= 0 && send.x + send.width <= width, `the Send button is on screen at ${width} px: ${JSON.stringify(send)}`);
-    expect(!(await toastsCoverControls()), `a toast covers a control at ${width} px`);
+    const covered = await toastsCoverControls();
+    expect(!covered, `a toast covers a control at ${width} px: ${covered}`);
     await page.screenshot({ path: join(shots, name), fullPage: true });
   }
   await page.setViewportSize({ width: 1280, height: 900 });
@@ -323,7 +498,8 @@ await step("the layout works from 400 px to wide, and toasts never cover control
 await step("reopening the session replays its history, phase included", async () => {
   const id = await page.getAttribute("#session-list li.active", "data-id");
   await page.reload();
-  await page.click(`#session-list li[data-id="${id}"]`);
+  // The address reopens it: no click needed.
+  await page.waitForFunction((want) => document.getElementById("session-id").textContent === want, id);
   await page.waitForFunction(() => document.querySelectorAll("#transcript .tool-call").length > 0);
   await page.waitForFunction(() => document.getElementById("phase-indicator").dataset.phase === "delivery");
   expect(problems.length === 0, problems.join("\n"));

@@ -3,13 +3,18 @@
 //!
 //! - start-up to a ready composer, against `keel --version` printing in the same kind of pane;
 //! - keystroke → frame latency (p50/p99): a key sent with `send-keys` until the pane shows it,
-//!   against `cat` echoing the same keys (the terminal and polling cost on its own);
+//!   against `cat` echoing the same keys (the terminal and polling cost on its own) — on an
+//!   empty chat, after a long session (60 tool calls with created files, command output and
+//!   diffs, tables and code in the answers), and in that session scrolled up (where each frame
+//!   lays out the whole transcript so the view stays put);
 //! - CPU while a long answer streams from a local paced SSE server (400 chunks, 10 ms apart)
 //!   and while idle, against `keel run` streaming the same answer.
 //!
 //! Run: `cargo bench -p keel-cli --bench chat` (needs tmux; says so and exits without it).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Benchmarks start programs of their own (the keel binary, baselines such as `bash -c true`):
+// allowed here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -18,7 +23,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const STARTS: usize = 8;
-const KEYS: usize = 60;
+const KEYS: usize = 100;
+/// Tool-call turns of the long session.
+const LONG_TURNS: usize = 60;
 const CHUNKS: usize = 400;
 const CHUNK_GAP: Duration = Duration::from_millis(10);
 
@@ -193,6 +200,32 @@ fn paced_server() -> String {
     format!("http://{addr}/v1")
 }
 
+/// A scripted session of `LONG_TURNS` tool calls — created files (their content shown),
+/// commands (their output's tail), edits (diffs) — with Markdown tables and code in between,
+/// then a final answer. JSON, which the script reader takes as YAML.
+fn long_script() -> String {
+    let mut turns = Vec::new();
+    for i in 0..LONG_TURNS {
+        let call = match i % 3 {
+            0 => serde_json::json!({"name": "create_file", "arguments": {
+                "path": format!("src/m{i}.rs"),
+                "content": (0..20).map(|l| format!("pub fn f{i}_{l}(x: i32) -> i32 {{ x + {l} }}\n")).collect::<String>(),
+            }}),
+            1 => serde_json::json!({"name": "run_command", "arguments": {"command": "seq 1 40"}}),
+            _ => serde_json::json!({"name": "edit_file", "arguments": {
+                "path": format!("src/m{}.rs", i - 2),
+                "edits": [{"search": "x + 1 }", "replace": "x + 100 }"}],
+            }}),
+        };
+        turns.push(serde_json::json!({
+            "text": format!("Step {i}:\n\n| file | change |\n|---|---|\n| src/m{i}.rs | `f{i}` |\n\n```rust\nfn main() {{ println!(\"{i}\"); }}\n```\n"),
+            "tool_calls": [call],
+        }));
+    }
+    turns.push(serde_json::json!({"text": "## ALL-DONE\n\nEvery step is done."}));
+    serde_json::json!({"turns": turns}).to_string()
+}
+
 fn main() {
     if Command::new("tmux").arg("-V").output().is_err() {
         println!("chat bench: tmux is not installed; nothing measured");
@@ -257,8 +290,10 @@ fn main() {
     drop(p);
     let p = Pane::start("keys", &env_line(&work, &home, &scripted));
     p.wait("the composer", |s| s.contains("Enter sends"));
+    // The composer is the last line starting with `›` (a user message above starts so too).
     let composer = |s: &str| {
         s.lines()
+            .rev()
             .find(|l| l.starts_with('›'))
             .map_or(0, |l| l.matches(['a', 'b']).count())
     };
@@ -270,6 +305,49 @@ fn main() {
         ms(percentile(&mut keys, 0.99)),
         ms(percentile(&mut base, 0.5)),
         ms(percentile(&mut base, 0.99)),
+    );
+
+    // Keystroke → frame after a long session, following it and scrolled up.
+    let long = home.join("long.yaml");
+    std::fs::write(&long, long_script()).unwrap();
+    let p = Pane::start(
+        "long",
+        &env_line(
+            &work,
+            &home,
+            &format!(
+                "'{k}' chat --approval never --provider scripted --script '{}'",
+                long.display()
+            ),
+        ),
+    );
+    p.wait("the composer", |s| s.contains("Enter sends"));
+    p.send(&["-l", "do the long task"]);
+    p.send(&["Enter"]);
+    p.wait("the end of the long session", |s| {
+        s.contains("ALL-DONE") && s.contains("Enter sends")
+    });
+    let mut long_keys = latency(&p, &composer);
+    p.send(&["C-u"]);
+    for _ in 0..3 {
+        p.send(&["PageUp"]);
+    }
+    p.wait("the view scrolled up", |s| s.contains("more lines below"));
+    let mut scrolled_keys = latency(&p, &composer);
+    drop(p);
+    let mut cat2 = {
+        let p = Pane::start("cat2", "cat");
+        std::thread::sleep(Duration::from_millis(200));
+        latency(&p, &typed)
+    };
+    println!(
+        "keystroke → frame after a {LONG_TURNS}-call session: p50 {:.1} ms, p99 {:.1} ms; scrolled up: p50 {:.1} ms, p99 {:.1} ms  (baseline `cat` echo, same run: p50 {:.1} ms, p99 {:.1} ms)",
+        ms(percentile(&mut long_keys, 0.5)),
+        ms(percentile(&mut long_keys, 0.99)),
+        ms(percentile(&mut scrolled_keys, 0.5)),
+        ms(percentile(&mut scrolled_keys, 0.99)),
+        ms(percentile(&mut cat2, 0.5)),
+        ms(percentile(&mut cat2, 0.99)),
     );
 
     // CPU while a long answer streams, and idle.

@@ -408,20 +408,8 @@ fn ask(prompt: &str) -> anyhow::Result<String> {
 
 /// Opens `text` in `$VISUAL`/`$EDITOR` (default `vi`) and returns what was saved.
 fn edit(text: &str) -> anyhow::Result<String> {
-    let file = std::env::temp_dir().join(format!("keel-promote-{}.md", std::process::id()));
-    std::fs::write(&file, text)?;
-    let editor = setup::env_var("VISUAL")
-        .or_else(|| setup::env_var("EDITOR"))
-        .unwrap_or_else(|| "vi".into());
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$1\""))
-        .arg("sh")
-        .arg(&file)
-        .status()
-        .with_context(|| format!("cannot start the editor `{editor}`"))?;
-    let edited = std::fs::read_to_string(&file)?;
-    let _ = std::fs::remove_file(&file);
+    let editor = crate::editor::user_editor().unwrap_or_else(|| "vi".into());
+    let (status, edited) = crate::editor::edit(&editor, "promote.md", text)?;
     if !status.success() {
         anyhow::bail!("the editor `{editor}` failed ({status}); nothing stored");
     }

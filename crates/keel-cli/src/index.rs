@@ -223,6 +223,8 @@ pub fn execute_search(args: SearchArgs) -> anyhow::Result<u8> {
     let (workspace, config) = load(&args.common)?;
     let kind_arg = if args.files {
         "file"
+    } else if args.symbols {
+        "symbol"
     } else {
         args.kind.as_str()
     };

@@ -186,10 +186,8 @@ pub fn config_toml(stack: &Stack) -> String {
     format!(
         "# Keel project configuration (docs/CONFIG.md lists every key and its default).
 # Layers, lowest first: defaults, ~/.config/keel/config.toml, this file, KEEL_* variables, flags.
-
-[llm]
-# provider = \"anthropic\"         # anthropic, openai, deepseek, openrouter, ollama, vllm, llamacpp
-# model = \"claude-sonnet-4-5\"
+# A project file may set only some keys (docs/CONFIG.md); the model settings ([llm]) are yours:
+# set them in ~/.config/keel/config.toml (here they are only a suggestion, see `keel trust`).
 
 [agent]
 # mode = \"react\"                 # or \"plan_exec\" (planning → building → verification → delivery)
@@ -213,28 +211,40 @@ snapshots/
 flows/runs/
 ";
 
-pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
-    let root = setup::workspace_dir(args.common.workspace.as_deref())?;
+/// What [`initialise`] found and wrote.
+#[derive(Debug, Clone)]
+pub struct Initialised {
+    pub stack: Stack,
+    /// Workspace-relative files written (none when nothing changed).
+    pub written: Vec<&'static str>,
+    /// The `.keel/project.md` text.
+    pub project_md: String,
+}
+
+/// Prepares `root`: `.keel/config.toml` written once, `.keel/project.md` (the detected
+/// stack) written when it changed, `.keel/.gitignore` written once. `keel init` and chat's
+/// `/init`.
+pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
     let dir = root.join(".keel");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let config_path = dir.join("config.toml");
     let configured = if config_path.is_file() {
-        let config = setup::load_config(&root, keel_engine::config::Layer::from_overrides(&[]))?;
+        let config = setup::load_config(root, keel_engine::config::Layer::from_overrides(&[]))?;
         config.shell.test_command
     } else {
         None
     };
-    let stack = detect(&root, configured.as_deref());
-    let mut wrote = Vec::new();
+    let stack = detect(root, configured.as_deref());
+    let mut written = Vec::new();
     if !config_path.exists() {
         write(&config_path, &config_toml(&stack))?;
-        wrote.push(".keel/config.toml");
+        written.push(".keel/config.toml");
     }
     let md = project_md(&stack);
     let md_path = dir.join("project.md");
     if std::fs::read_to_string(&md_path).ok().as_deref() != Some(md.as_str()) {
         write(&md_path, &md)?;
-        wrote.push(".keel/project.md");
+        written.push(".keel/project.md");
     }
     // Keel's own data in .keel/ (the index, snapshots, flow run files) is not the project's:
     // out of `git status`, while config.toml, project.md, rules, skills, flows and the
@@ -242,29 +252,51 @@ pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
     let ignore_path = dir.join(".gitignore");
     if !ignore_path.exists() {
         write(&ignore_path, KEEL_GITIGNORE)?;
-        wrote.push(".keel/.gitignore");
+        written.push(".keel/.gitignore");
     }
+    Ok(Initialised {
+        stack,
+        written,
+        project_md: md,
+    })
+}
+
+/// What was written and the detected stack, for a person.
+pub fn report(root: &Path, done: &Initialised) -> String {
+    let mut out = if done.written.is_empty() {
+        format!(
+            "{} is already initialised; nothing changed.\n",
+            root.display()
+        )
+    } else {
+        format!(
+            "Initialised {}: wrote {}.\n",
+            root.display(),
+            done.written.join(", ")
+        )
+    };
+    out.push_str(
+        &done
+            .project_md
+            .lines()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    out
+}
+
+pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
+    let root = setup::workspace_dir(args.common.workspace.as_deref())?;
+    let done = initialise(&root)?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        let report = serde_json::json!({"workspace": root, "stack": stack, "written": wrote});
+        let report =
+            serde_json::json!({"workspace": root, "stack": done.stack, "written": done.written});
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(exit::COMPLETED);
     }
-    if wrote.is_empty() {
-        writeln!(
-            out,
-            "{} is already initialised; nothing changed.",
-            root.display()
-        )?;
-    } else {
-        writeln!(
-            out,
-            "Initialised {}: wrote {}.",
-            root.display(),
-            wrote.join(", ")
-        )?;
-    }
-    write!(out, "{}", md.lines().skip(1).collect::<Vec<_>>().join("\n"))?;
+    write!(out, "{}", report(&root, &done))?;
     writeln!(
         out,
         "\nNext: keel prd add prd.md && keel task generate && keel work batch"

@@ -8,6 +8,7 @@ mod completions;
 mod context;
 mod db;
 mod doctor;
+mod editor;
 mod eval;
 mod eval_report;
 mod flow;
@@ -28,6 +29,7 @@ mod sessions_rm;
 mod setup;
 mod skills;
 mod task;
+mod trust;
 mod undo;
 mod work;
 mod worker;
@@ -177,6 +179,9 @@ enum Command {
     Skills(skills::SkillsArgs),
     /// MCP servers: list them, approve or add one, remove one, test one.
     Mcp(mcp::McpArgs),
+    /// What this workspace's .keel/config.toml suggests that only you decide (its [llm]
+    /// settings): show it, accept exactly that content, or withdraw.
+    Trust(trust::TrustArgs),
     /// Every layer of what the model is told here: source, size, head or tail, how to clear.
     Context(context::ContextArgs),
     /// Prepare this directory for Keel: .keel/config.toml and the detected tech stack.
@@ -516,6 +521,10 @@ pub struct SearchArgs {
     /// One hit per file, files ranked by all their evidence (same as `--kind file`).
     #[arg(long, conflicts_with = "kind")]
     pub files: bool,
+    /// Definitions (functions, methods, classes) ranked with their file's evidence, each with
+    /// why (same as `--kind symbol`).
+    #[arg(long, conflicts_with_all = ["kind", "files"])]
+    pub symbols: bool,
     /// Only paths matching this glob (`*.py`, `src/**/*.rs`).
     #[arg(long, value_name = "GLOB")]
     pub glob: Option<String>,
@@ -668,6 +677,7 @@ fn main() -> ExitCode {
         Command::Flow(args) => flow::execute(args),
         Command::Skills(args) => skills::execute(args),
         Command::Mcp(args) => mcp::execute(args),
+        Command::Trust(args) => trust::execute(args),
         Command::Context(args) => context::execute(args),
         Command::Blocker(args) => blocker::execute(args),
         Command::Sandbox(args) => sandbox::execute(args),

@@ -3,14 +3,14 @@
 //! starting one to see its tools. The data comes from `keel_engine::mcp` and `keel_mcp`.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use keel_engine::config::Layer;
-use keel_mcp::{Hub, Origin, ServerConfig, ServerDef, StartOptions, Status};
+use keel_mcp::{Approval, Hub, Origin, ServerConfig, ServerDef, StartOptions, Status};
 
 use crate::{CommonArgs, exit, setup};
 
@@ -46,6 +46,10 @@ pub enum McpCommand {
         /// The command (and arguments) of a stdio server to add, after `--`.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
+        /// When approving a project's stdio server: let it reach the network (it runs with the
+        /// network off otherwise).
+        #[arg(long)]
+        network: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -64,8 +68,20 @@ pub enum McpCommand {
 }
 
 pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
-    match args.command {
+    // On a terminal, approving a project's server asks for a yes after showing it.
+    let ask = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    run_asking(args.command, &mut std::io::stdout().lock(), ask)
+}
+
+/// Carries out one `keel mcp` command, writing what it says to `out` (stdout, or chat's
+/// `/mcp` notice); an approval is recorded as asked, its details shown in `out`.
+pub fn run(command: McpCommand, out: &mut dyn Write) -> anyhow::Result<u8> {
+    run_asking(command, out, false)
+}
+
+/// [`run`], asking on the terminal before an approval when `ask`.
+fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Result<u8> {
+    match command {
         McpCommand::List { common, json } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             let (defs, warnings) = definitions(&ws)?;
@@ -74,12 +90,14 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
                 let list: Vec<_> = defs
                     .iter()
                     .map(|d| {
+                        let approval = approvals.check(&ws, d);
                         serde_json::json!({
                             "name": d.name,
                             "source": d.origin.path(),
                             "project": d.origin.is_project(),
-                            "approved": approvals.is_approved(&ws, d),
-                            "transport": describe(&d.config),
+                            "approved": approval.allows_start(),
+                            "approval": approval.describe(&d.name),
+                            "transport": describe(d),
                             "active": d.config.active,
                             "disabled": d.config.disabled,
                         })
@@ -96,9 +114,12 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
                 )?;
             }
             for d in &defs {
+                let approval = approvals.check(&ws, d);
                 let state = if d.config.disabled {
                     "disabled"
-                } else if !approvals.is_approved(&ws, d) {
+                } else if matches!(approval, Approval::Changed(_)) {
+                    "CHANGED SINCE APPROVED"
+                } else if !approval.allows_start() {
                     "NOT APPROVED (keel mcp add NAME)"
                 } else if d.config.active {
                     "active"
@@ -110,9 +131,12 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
                     "{:<16} {:<34} {}  ({})",
                     d.name,
                     state,
-                    describe(&d.config),
+                    describe(d),
                     d.origin.path().display()
                 )?;
+                if d.origin.is_project() && !approval.allows_start() && !d.config.disabled {
+                    writeln!(out, "{:<16} {}", "", approval.describe(&d.name))?;
+                }
             }
             for w in &warnings {
                 writeln!(out, "warning: {w}")?;
@@ -124,11 +148,19 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
             headers,
             env,
             command,
+            network,
             common,
         } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             if url.is_none() && command.is_empty() {
-                return approve(&ws, &name, &mut out);
+                return approve(&ws, &name, network, ask, out);
+            }
+            if network {
+                return Err(setup::UsageError(
+                    "--network is for approving a project's server (`keel mcp add NAME --network`); your own servers run unconfined"
+                        .into(),
+                )
+                .into());
             }
             let config = ServerConfig {
                 kind: url.as_ref().map(|_| "http".to_string()),
@@ -181,9 +213,11 @@ pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
                 .into());
             };
             let approvals = keel_engine::mcp::approvals();
-            if !approvals.is_approved(&ws, &def) {
+            let approval = approvals.check(&ws, &def);
+            if !approval.allows_start() {
                 return Err(setup::UsageError(format!(
-                    "`{name}` comes from the project's .mcp.json and is not approved; review it, then run `keel mcp add {name}`"
+                    "`{name}` comes from the project's .mcp.json and is {}",
+                    approval.describe(&name)
                 ))
                 .into());
             }
@@ -222,7 +256,13 @@ fn definitions(ws: &Path) -> anyhow::Result<(Vec<ServerDef>, Vec<String>)> {
     Ok(keel_engine::mcp::definitions(&config, ws))
 }
 
-fn approve(ws: &Path, name: &str, out: &mut impl Write) -> anyhow::Result<u8> {
+fn approve(
+    ws: &Path,
+    name: &str,
+    network: bool,
+    ask: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
     let (defs, _) = definitions(ws)?;
     let Some(def) = defs.into_iter().find(|d| d.name == name) else {
         return Err(setup::UsageError(format!(
@@ -234,38 +274,162 @@ fn approve(ws: &Path, name: &str, out: &mut impl Write) -> anyhow::Result<u8> {
         writeln!(out, "`{name}` is your own server; it needs no approval")?;
         return Ok(exit::COMPLETED);
     }
+    let files = keel_mcp::named_files(ws, &def).map_err(|e| {
+        setup::UsageError(format!("the project's `{name}` cannot be approved: {e}"))
+    })?;
     writeln!(
         out,
-        "Approving the project's `{name}`: {}",
-        describe(&def.config)
+        "The project's `{name}` (from {}):",
+        def.origin.path().display()
     )?;
+    for line in approval_details(&def, &files, network) {
+        writeln!(out, "  {line}")?;
+    }
+    if ask {
+        write!(out, "Approve `{name}` exactly as shown? [y/N] ")?;
+        out.flush()?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            writeln!(out, "Not approved.")?;
+            return Ok(exit::FAILED);
+        }
+    }
     let mut approvals = keel_engine::mcp::approvals();
     approvals
-        .approve(ws, &def)
-        .context("cannot record the approval")?;
+        .approve(ws, &def, network)
+        .map_err(anyhow::Error::msg)?;
     writeln!(
         out,
-        "Approved. It starts with the next session; a changed definition needs approving again."
+        "Approved. It starts with the next session; a changed definition or a changed file above needs approving again."
     )?;
     Ok(exit::COMPLETED)
 }
 
-/// `stdio: cmd args` or `http: url (headers: A, B)`, never a header or env value.
-fn describe(c: &ServerConfig) -> String {
+/// What approving a project's server lets it do, every value shown as written (`${NAME}`
+/// stays a reference: its value is read from your environment when the server starts).
+fn approval_details(def: &ServerDef, files: &[keel_mcp::NamedFile], network: bool) -> Vec<String> {
+    let c = &def.config;
+    let mut lines = Vec::new();
     match c.transport() {
         Ok(keel_mcp::Transport::Stdio { command, args, env }) => {
-            let mut s = format!("stdio: {command} {}", args.join(" "));
-            if !env.is_empty() {
-                let names: Vec<&str> = env.keys().map(String::as_str).collect();
-                s.push_str(&format!(" (env: {})", names.join(", ")));
+            lines.push(
+                format!("runs:      {command} {}", args.join(" "))
+                    .trim_end()
+                    .to_string(),
+            );
+            for (k, v) in &env {
+                lines.push(format!("env:       {k}={v}"));
             }
-            s.trim_end().to_string()
+            lines.push(format!(
+                "confined:  the workspace and the rest of the disk read-only, Keel's data hidden, {}",
+                if network {
+                    "network ALLOWED (--network)"
+                } else {
+                    "no network (approve with --network to allow it)"
+                }
+            ));
+            if files.is_empty() {
+                lines.push("covers:    the definition (it names no workspace file)".into());
+            }
+            for f in files {
+                let short: String = f.sha256.chars().take(12).collect();
+                lines.push(format!("covers:    {}  sha256 {short}…", f.path));
+            }
+        }
+        Ok(keel_mcp::Transport::Http { url, headers }) => {
+            lines.push(format!("sends to:  {url}  (host {})", host_of(&url)));
+            for (k, v) in &headers {
+                lines.push(format!("header:    {k}: {v}"));
+            }
+        }
+        Err(e) => lines.push(format!("invalid:   {e}")),
+    }
+    if c.active {
+        lines.push("active:    its tools are in every first request".into());
+    }
+    if c.effect == keel_mcp::EffectConfig::ReadOnly {
+        lines.push("effect:    read_only (its tools run without asking)".into());
+    }
+    let vars = referenced_vars(c);
+    if !vars.is_empty() {
+        let to = match c.transport() {
+            Ok(keel_mcp::Transport::Http { url, .. }) => format!("sent to {}", host_of(&url)),
+            _ => "given to the server process".into(),
+        };
+        lines.push(format!(
+            "secrets:   {} from your environment, {to}",
+            vars.iter()
+                .map(|v| format!("${{{v}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    lines
+}
+
+/// The `${NAME}` variables a definition's values read from Keel's environment.
+fn referenced_vars(c: &ServerConfig) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let values = c
+        .env
+        .values()
+        .chain(c.headers.values())
+        .chain(c.url.iter())
+        .chain(c.command.iter())
+        .chain(c.args.iter());
+    for v in values {
+        let mut rest = v.as_str();
+        while let Some(start) = rest.find("${") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else { break };
+            out.insert(after[..end].to_string());
+            rest = &after[end + 1..];
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The host (and port) of a URL, without any user or password.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .to_string()
+}
+
+/// One line: `stdio: cmd args` or `http: url`, with every env value and header of a project's
+/// server (they are in the repository anyway; `${NAME}` stays a reference) and only the names
+/// of your own servers' (their values may be your secrets).
+fn describe(def: &ServerDef) -> String {
+    let project = def.origin.is_project();
+    let show = |m: &BTreeMap<String, String>, sep: &str| -> String {
+        m.iter()
+            .map(|(k, v)| {
+                if project {
+                    format!("{k}{sep}{v}")
+                } else {
+                    k.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match def.config.transport() {
+        Ok(keel_mcp::Transport::Stdio { command, args, env }) => {
+            let line = format!("stdio: {command} {}", args.join(" "));
+            let mut s = line.trim_end().to_string();
+            if !env.is_empty() {
+                s.push_str(&format!(" (env: {})", show(&env, "=")));
+            }
+            s
         }
         Ok(keel_mcp::Transport::Http { url, headers }) => {
             let mut s = format!("http: {url}");
             if !headers.is_empty() {
-                let names: Vec<&str> = headers.keys().map(String::as_str).collect();
-                s.push_str(&format!(" (headers: {})", names.join(", ")));
+                s.push_str(&format!(" (headers: {})", show(&headers, ": ")));
             }
             s
         }

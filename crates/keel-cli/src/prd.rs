@@ -170,27 +170,13 @@ pub fn execute(args: PrdArgs) -> anyhow::Result<u8> {
 }
 
 fn edit_in_editor(body: &str) -> anyhow::Result<String> {
-    let editor = std::env::var("VISUAL")
-        .or_else(|_| std::env::var("EDITOR"))
-        .map_err(|_| {
-            setup::UsageError(
-                "no editor: set $EDITOR, or give the new version as a file (`keel prd edit ID FILE`)"
-                    .into(),
-            )
-        })?;
-    let dir = std::env::temp_dir().join(format!("keel-prd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("PRD.md");
-    std::fs::write(&path, body)?;
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$1\""))
-        .arg("sh")
-        .arg(&path)
-        .status()
-        .with_context(|| format!("cannot start the editor `{editor}`"))?;
-    let text = std::fs::read_to_string(&path)?;
-    let _ = std::fs::remove_dir_all(&dir);
+    let editor = crate::editor::user_editor().ok_or_else(|| {
+        setup::UsageError(
+            "no editor: set $EDITOR, or give the new version as a file (`keel prd edit ID FILE`)"
+                .into(),
+        )
+    })?;
+    let (status, text) = crate::editor::edit(&editor, "PRD.md", body)?;
     if !status.success() {
         anyhow::bail!("the editor exited with {status}; the PRD was not changed");
     }

@@ -5,15 +5,21 @@ use std::sync::Mutex;
 
 use keel_engine::EventSink;
 use keel_engine::time::utc_datetime;
-use keel_protocol::{DeltaChannel, Event, EventKind, SessionStatus, Usage};
+use keel_protocol::{DeltaChannel, ErrorCode, Event, EventKind, SessionStatus, Usage};
 use serde_json::Value;
 
 use crate::chat::markdown::{self, MarkdownStream, to_ansi};
 use crate::chat::theme::Theme;
+use crate::chat::tool_cell::{self, Limits, ToolView};
 use keel_tools::text::count;
 
-/// Diff lines `keel run` prints for one edit.
-const DIFF_LINES: usize = 30;
+/// Lines of a tool call's body (`tool_cell`) `keel run` prints: an edit's diff, a created
+/// file's head, a command output's tail.
+const BODY_LINES: Limits = Limits {
+    diff: 30,
+    file: 12,
+    output: 8,
+};
 
 /// Prints each event as one JSON line on stdout, flushed, and nothing else.
 pub struct JsonLines;
@@ -67,6 +73,15 @@ impl Style {
     }
 }
 
+/// The width of the terminal on stdout, else 100 columns (a pipe, a file).
+fn terminal_width() -> usize {
+    if std::io::stdout().is_terminal() {
+        crossterm::terminal::size().map_or(100, |(w, _)| usize::from(w.max(20)))
+    } else {
+        100
+    }
+}
+
 /// Whether stdout should get colour: a terminal, and `NO_COLOR` unset.
 pub fn stdout_color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
@@ -79,6 +94,8 @@ pub struct Human {
     style: Style,
     theme: Theme,
     live: bool,
+    /// Columns Markdown tables are fitted to: the terminal's, else 100.
+    width: usize,
     /// Show a spinner with the elapsed time while a tool runs (live, on a terminal).
     spinner: bool,
     state: Mutex<HumanState>,
@@ -99,6 +116,8 @@ struct HumanState {
     spinner: Option<indicatif::ProgressBar>,
     /// When each running tool call started (event time, ms).
     started: std::collections::HashMap<String, u64>,
+    /// The arguments of each running tool call (what its result's body may show).
+    args: std::collections::HashMap<String, Value>,
     /// Subagents' labels by run id (`a1 explorer`).
     agents: std::collections::HashMap<String, String>,
 }
@@ -133,6 +152,7 @@ impl Human {
                 Theme::plain()
             },
             live,
+            width: terminal_width(),
             spinner: false,
             state: Mutex::new(HumanState::default()),
         }
@@ -160,7 +180,10 @@ impl Human {
                 st.open_line = false;
             }
             if st.markdown.is_open() {
-                out.push_str(&to_ansi(&st.markdown.finish(None, theme), theme.color));
+                out.push_str(&to_ansi(
+                    &st.markdown.finish(None, self.width, theme),
+                    theme.color,
+                ));
             }
             st.channel = None;
         };
@@ -193,7 +216,7 @@ impl Human {
                     st.channel = Some(*channel);
                 }
                 if *channel == DeltaChannel::Text {
-                    let lines = st.markdown.push(text, theme);
+                    let lines = st.markdown.push(text, self.width, theme);
                     out.push_str(&to_ansi(&lines, theme.color));
                     return out;
                 }
@@ -213,7 +236,7 @@ impl Human {
                         st.open_line = false;
                     }
                     // The message's final text finishes what its deltas started.
-                    let rest = st.markdown.finish(Some(text), theme);
+                    let rest = st.markdown.finish(Some(text), self.width, theme);
                     out.push_str(&to_ansi(&rest, theme.color));
                     st.channel = None;
                 } else {
@@ -222,7 +245,10 @@ impl Human {
                         out.push_str(&format!("{}{}{}\n", s.dim, r.trim_end(), s.reset));
                     }
                     if !text.is_empty() {
-                        out.push_str(&to_ansi(&markdown::render(text, theme), theme.color));
+                        out.push_str(&to_ansi(
+                            &markdown::render(text, self.width, theme),
+                            theme.color,
+                        ));
                     }
                 }
             }
@@ -239,6 +265,7 @@ impl Human {
                     summarize_args(arguments)
                 ));
                 st.started.insert(id.clone(), event.ts);
+                st.args.insert(id.clone(), arguments.clone());
                 if self.spinner {
                     if let Some(previous) = st.spinner.take() {
                         previous.finish_and_clear();
@@ -303,8 +330,24 @@ impl Human {
                     .map(|ms| format!(" · {:.1}s", ms as f64 / 1000.0))
                     .unwrap_or_default();
                 let first = first_line(content, 110);
+                let args = st.args.remove(id).unwrap_or(Value::Null);
+                // The typed body: an edit's diff, a created file's head, a command's output.
+                let body = || {
+                    let view = ToolView {
+                        name,
+                        args: &args,
+                        is_error: *is_error,
+                        content,
+                        details,
+                    };
+                    to_ansi(&tool_cell::body(&view, BODY_LINES, "", theme), theme.color)
+                };
                 if *is_error {
                     out.push_str(&format!("    {}✗ {first}{took}{}\n", s.red, s.reset));
+                    // A failed command's output says why; any other error is its first line.
+                    if self.live && details.output_tail.is_some() {
+                        out.push_str(&body());
+                    }
                 } else {
                     let lines = content.lines().count();
                     out.push_str(&format!(
@@ -317,21 +360,8 @@ impl Human {
                         },
                         s.reset
                     ));
-                    // An edit's diff, coloured like the chat's.
-                    if self.live
-                        && let Some(diff) = details.diff.as_deref().filter(|d| !d.is_empty())
-                    {
-                        let lines = crate::chat::transcript::diff_lines(diff, theme);
-                        let shown = lines.len().min(DIFF_LINES);
-                        out.push_str(&to_ansi(&lines[..shown], theme.color));
-                        if lines.len() > shown {
-                            out.push_str(&format!(
-                                "  {}… {} more diff lines{}\n",
-                                s.dim,
-                                lines.len() - shown,
-                                s.reset
-                            ));
-                        }
+                    if self.live {
+                        out.push_str(&body());
                     }
                 }
                 // The typed part of the result: what changed, what was cut.
@@ -564,6 +594,9 @@ impl Human {
                     s.yellow, s.reset
                 ));
             }
+            // A cancellation is what the person asked for, not an error: `session_finished`
+            // says "cancelled".
+            EventKind::Error(info) if info.error_code == ErrorCode::Cancelled => {}
             EventKind::Error(info) => {
                 close(&mut out, st);
                 out.push_str(&format!(
@@ -607,6 +640,7 @@ impl Human {
                 let (mark, color) = match status {
                     SessionStatus::Completed => ("✓", s.green),
                     SessionStatus::Blocked => ("?", s.yellow),
+                    SessionStatus::Cancelled => ("■", s.yellow),
                     _ => ("✗", s.red),
                 };
                 out.push_str(&format!(
@@ -622,12 +656,17 @@ impl Human {
                 call_id,
                 summary,
                 class,
+                reason,
                 ..
             } => {
                 close(&mut out, st);
                 out.push_str(&format!(
-                    "{}? approval needed ({class}): {summary}{} {}[{call_id}]{}\n",
-                    s.yellow, s.reset, s.dim, s.reset
+                    "{}? approval needed ({}): {summary}{} {}[{call_id}]{}\n",
+                    s.yellow,
+                    class_and_reason(class, reason),
+                    s.reset,
+                    s.dim,
+                    s.reset
                 ));
             }
             EventKind::ApprovalResolved {
@@ -687,6 +726,15 @@ impl EventSink for Human {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
+    }
+}
+
+/// `destructive: `rm` deletes files`, or the class alone when there is no reason.
+pub(crate) fn class_and_reason(class: &str, reason: &str) -> String {
+    if reason.is_empty() {
+        class.to_string()
+    } else {
+        format!("{class}: {reason}")
     }
 }
 

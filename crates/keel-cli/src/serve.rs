@@ -103,7 +103,14 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
                 )?;
             }
             TokenOrigin::Configured => {
-                writeln!(out, "Keel is serving {url} (API token required)")?;
+                // The token the user gave (`--token`, `KEEL_SERVER__TOKEN`, `[server] token`):
+                // the address that opens the web UI with it, as for a generated one.
+                let token = config.server.token.as_deref().unwrap_or_default().trim();
+                writeln!(out, "Keel is serving {url}#token={token}")?;
+                writeln!(
+                    out,
+                    "API token: the one you configured (--token, KEEL_SERVER__TOKEN or [server] token); send it as `Authorization: Bearer <token>`"
+                )?;
             }
         }
         writeln!(out, "Press Ctrl-C to stop.")?;

@@ -89,3 +89,50 @@ fn headless_default_is_never_but_deny_rules_hold() {
         "{r}"
     );
 }
+
+/// A verification gate the project's `.keel/config.toml` sets is judged like any command: under
+/// `--approval untrusted` nobody can approve it headless, so it is denied, README.md survives
+/// and the run fails unverified, saying so. The same gate in the user's own config runs.
+#[test]
+fn a_project_gate_is_judged_like_any_command_and_denied_headless() {
+    let env = Env::new();
+    let script = env.script("done.yaml", "turns:\n  - text: \"Done.\"\n");
+    env.config("[verify]\nalways = true\ncommands = [\"rm README.md\"]\n");
+    let run = |env: &Env| {
+        env.keel()
+            .env("KEEL_VERIFY__ENABLED", "true")
+            .args(["run", "--json", "--approval", "untrusted", "--script"])
+            .arg(&script)
+            .arg("finish up")
+            .output()
+            .unwrap()
+    };
+    let out = run(&env);
+    assert!(env.work.join("README.md").exists(), "the gate did not run");
+    assert_exit(&out, 1);
+    let events = json_lines(&out.stdout);
+    let gate = events
+        .iter()
+        .find(|e| e["type"] == "verification")
+        .cloned()
+        .unwrap();
+    assert_eq!(gate["passed"], false);
+    let output = gate["output"].as_str().unwrap();
+    assert!(
+        output.contains("nobody to approve") && output.contains(".keel/config.toml"),
+        "{output}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "approval_resolved" && e["approved"] == false),
+        "the approval policy decided"
+    );
+
+    // The user's own gate is the user's choice: it runs as configured.
+    let env = Env::new();
+    env.user_config("[verify]\nalways = true\ncommands = [\"rm README.md\"]\n");
+    let out = run(&env);
+    assert_exit(&out, 0);
+    assert!(!env.work.join("README.md").exists(), "the user's gate ran");
+}

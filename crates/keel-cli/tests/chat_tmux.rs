@@ -4,15 +4,16 @@
 //! the session with its transcript. Needs tmux: skipped (visibly) without it outside CI,
 //! a failure in CI (`.ci/run` installs it).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
-
-use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+#[path = "shared/tmux.rs"]
+mod tmux;
 
 use common::*;
+use tmux::{Tmux, keel_line};
 
 const SCRIPT: &str = r###"
 turns:
@@ -30,143 +31,9 @@ turns:
   - text: "## Done\n\n- removed **README.md**\n- `add` now wraps\n"
 "###;
 
-/// A tmux server of its own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn available() -> bool {
-        Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
-
-    fn new(tag: &str) -> Self {
-        Self {
-            socket: format!("keel-chat-test-{}-{tag}", std::process::id()),
-        }
-    }
-
-    fn tmux(&self) -> Command {
-        let mut c = Command::new("tmux");
-        c.args(["-L", &self.socket, "-f", "/dev/null"]);
-        c
-    }
-
-    /// Starts `command` (a shell line) in a 100×30 window.
-    fn start(&self, command: &str) {
-        let ok = self
-            .tmux()
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                "t",
-                "-x",
-                "100",
-                "-y",
-                "30",
-                command,
-            ])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "tmux could not start");
-    }
-
-    fn send(&self, keys: &[&str]) {
-        let ok = self
-            .tmux()
-            .args(["send-keys", "-t", "t"])
-            .args(keys)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    fn type_line(&self, text: &str) {
-        let ok = self
-            .tmux()
-            .args(["send-keys", "-t", "t", "-l", text])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        self.send(&["Enter"]);
-    }
-
-    fn screen(&self) -> String {
-        let out = self
-            .tmux()
-            .args(["capture-pane", "-p", "-t", "t"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn alive(&self) -> bool {
-        self.tmux()
-            .args(["has-session", "-t", "t"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
-
-    /// Waits until the screen shows `needle`; the screen is in the failure message.
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = self.screen();
-            if screen.contains(needle) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "`{needle}` never appeared; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn wait_exit(&self) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while self.alive() {
-            assert!(
-                Instant::now() < deadline,
-                "keel chat did not quit; the screen:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.tmux().arg("kill-server").output();
-    }
-}
-
-/// The shell line that runs keel in `env`'s workspace with only `env`'s variables.
-fn keel_line(env: &Env, args: &str) -> String {
-    let q = |p: &Path| format!("'{}'", p.display());
-    format!(
-        "cd {} && exec env -i PATH=\"$PATH\" TERM=xterm-256color HOME={} KEEL_HOME={} \
-         KEEL_SHELL__LINT__ENABLED=false KEEL_VERIFY__ENABLED=false NO_COLOR=1 {} {args}",
-        q(&env.work),
-        q(&env.home),
-        q(&env.home.join("data")),
-        q(Path::new(env!("CARGO_BIN_EXE_keel"))),
-    )
-}
-
 #[test]
 fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
-    if !Tmux::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is missing; CI must install it (.ci/run)"
-        );
-        eprintln!("SKIPPED keel chat tmux test: tmux is not installed");
+    if !Tmux::required("keel chat tmux test") {
         return;
     }
     let env = Env::new();
@@ -182,8 +49,8 @@ fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
     term.type_line("tidy up the repo");
     let screen = term.wait_for("[y] yes once");
     assert!(
-        screen.contains("? approve run_command (destructive): rm README.md"),
-        "{screen}"
+        screen.contains("? approve run_command (destructive): rm README.md\n  `rm` deletes files"),
+        "the approval says why it asks:\n{screen}"
     );
     assert!(
         env.work.join("README.md").exists(),
@@ -226,6 +93,64 @@ fn a_whole_session_in_keel_chat_ask_approve_diff_undo_quit_resume() {
     term.wait_exit();
 }
 
+/// A workspace without git: the model's command runs `git init`, commits and sets
+/// `core.fsmonitor` (and a pager and textconv) to a script outside the workspace; then the user
+/// types `/diff`. The diff shows, and the script never runs (Keel's own git is hardened).
+#[test]
+fn diff_in_keel_chat_runs_nothing_a_command_planted_in_a_new_git_dir() {
+    if !Tmux::required("keel chat /diff tmux test") {
+        return;
+    }
+    let env = Env::new();
+    assert!(!env.work.join(".git").exists(), "the demo repo has no git");
+    // Without Keel's own snapshot repository, /diff asks the repository the command made.
+    env.user_config("[snapshots]\nenabled = false\n");
+    let ran = env.home.join("fsmonitor-ran");
+    let evil = env.script(
+        "evil.sh",
+        &format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\ncat\n", ran.display()),
+    );
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let plant = format!(
+        "git init -q && git add -A && git -c user.email=a@b -c user.name=n commit -qm init && git config core.fsmonitor '{0}' && git config core.pager '{0}' && git config diff.external '{0}' && echo changed >> README.md",
+        evil.display()
+    );
+    let script = env.script(
+        "plant.yaml",
+        &format!(
+            "turns:\n  - tool_calls:\n      - {{id: p1, name: run_command, arguments: {{command: {}}}}}\n  - text: \"Planted.\"\n",
+            serde_json::to_string(&plant).unwrap()
+        ),
+    );
+    let term = Tmux::new("diff");
+    term.start(&keel_line(
+        &env,
+        &format!(
+            "chat --approval never --provider scripted --script '{}'",
+            script.display()
+        ),
+    ));
+    term.wait_for("Enter sends");
+    term.type_line("set things up");
+    term.wait_for("Planted.");
+    assert!(
+        env.work.join(".git/config").exists(),
+        "the command created .git: {}",
+        term.screen()
+    );
+    term.wait_for("Enter sends");
+    term.type_line("/diff");
+    let screen = term.wait_for("+changed");
+    assert!(screen.contains("git diff"), "{screen}");
+    assert!(
+        !ran.exists(),
+        "/diff ran the program the command planted: {}\n{screen}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
+    term.type_line("/quit");
+    term.wait_exit();
+}
+
 #[test]
 fn without_a_terminal_keel_prints_its_usage_and_chat_points_to_run() {
     let env = Env::new();
@@ -253,12 +178,7 @@ fn without_a_terminal_keel_prints_its_usage_and_chat_points_to_run() {
 
 #[test]
 fn workflow_in_chat_lists_the_flows_and_runs_one_with_live_node_lines() {
-    if !Tmux::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is missing; CI must install it (.ci/run)"
-        );
-        eprintln!("SKIPPED keel chat /workflow tmux test: tmux is not installed");
+    if !Tmux::required("keel chat /workflow tmux test") {
         return;
     }
     let env = Env::new();

@@ -1,6 +1,8 @@
 //! The `keel` binary end to end: real process, temp workspace, temp data directory.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -293,7 +295,7 @@ fn human_output_shows_tools_and_the_outcome() {
 fn events_survive_a_kill_between_turns() {
     let env = Env::new();
     // A killed run's lease expires after a second here (15 by default).
-    env.config("[store]\nlease_ttl_secs = 1\n");
+    env.user_config("[store]\nlease_ttl_secs = 1\n");
     let script = env.script(
         "slow.yaml",
         r#"

@@ -8,7 +8,9 @@
 //! - an unknown ref and an unreachable remote fail the turn with a message naming them (no
 //!   retries, no hang), and a hostile url or ref is refused at creation with a 400.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,9 @@
 //! `promote` stores nothing without `--accept` and a rule with provenance with it; a task
 //! cloned from a local bare git repository at a commit.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -1,7 +1,9 @@
 //! `keel flow`: validate, the two example flows with the scripted provider (run, status,
 //! runs, replay), and kill -9 mid-flow then resume without re-running finished nodes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -6,7 +6,9 @@
 //! too. Needs `KEEL_TEST_DATABASE_URL` (a fresh database per test), e.g.
 //! what `.ci/run` exports — skipped visibly without it, a failure in CI.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

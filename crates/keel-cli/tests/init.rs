@@ -1,7 +1,9 @@
 //! `keel init`: stack detection into `.keel/project.md`, the user's config left alone on a
 //! second run, and the project prompt layer reading the detected stack.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -6,7 +6,9 @@
 //! clearly without it); as a normal user it runs directly. If the kernel forbids
 //! unprivileged user namespaces the test skips loudly outside CI and fails in CI.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

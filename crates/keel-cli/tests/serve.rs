@@ -1,7 +1,9 @@
 //! `keel serve` as a real process: start-up output, the token rule, graceful stop, and the web
 //! UI driven in headless chromium (web/tests/ui.test.mjs).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -115,6 +117,24 @@ impl Served {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// A GET with the token; the JSON body.
+    fn get_json(&self, path: &str) -> serde_json::Value {
+        let mut s = TcpStream::connect(self.addr()).unwrap();
+        let auth = self
+            .token()
+            .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\n{auth}Connection: close\r\n\r\n",
+            self.addr()
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
 
     /// A JSON POST; returns the status code and the body.
@@ -256,6 +276,30 @@ fn serve_on_a_public_address_generates_and_requires_a_token() {
     );
     assert_eq!(served.get_status("/api/v1/sessions", None), 401);
     assert_eq!(served.get_status("/api/v1/sessions", Some(&token)), 200);
+    let (code, _) = served.stop();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn serve_with_a_given_token_prints_the_address_that_opens_the_ui_with_it() {
+    const TOKEN: &str = "my-own-token-0123456789";
+    let served = Served::start(&["--token", TOKEN]);
+    assert!(
+        served.url.ends_with(&format!("/#token={TOKEN}")),
+        "the printed address carries the token, as the token dialog says: {}",
+        served.url
+    );
+    assert_eq!(served.token().as_deref(), Some(TOKEN));
+    assert!(
+        served
+            .extra
+            .iter()
+            .any(|l| l.contains("the one you configured")),
+        "{:?}",
+        served.extra
+    );
+    assert_eq!(served.get_status("/api/v1/sessions", Some(TOKEN)), 200);
+    assert_eq!(served.get_status("/api/v1/sessions", None), 401);
     let (code, _) = served.stop();
     assert_eq!(code, Some(0));
 }
@@ -459,7 +503,40 @@ fn the_web_ui_works_in_a_real_browser() {
     for name in ["react.yaml", "plan_exec.yaml", "approval.yaml"] {
         std::fs::copy(tests_dir.join("fixtures").join(name), fixtures.join(name)).unwrap();
     }
+    // A session stored by `keel run` outside the server's roots (as evals do, in temp
+    // directories), in the same store: neither the API nor the sidebar lists it.
+    const OUTSIDE_TASK: &str = "a session outside the roots";
+    let elsewhere = served.workspace.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("s.yaml"), "turns:\n  - text: done\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args([
+            "run",
+            "--provider",
+            "scripted",
+            "--script",
+            "s.yaml",
+            OUTSIDE_TASK,
+        ])
+        .current_dir(&elsewhere)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", served.data.parent().unwrap())
+        .env("KEEL_HOME", &served.data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = served.get_json("/api/v1/sessions?limit=100");
+    assert!(
+        !listed.to_string().contains(OUTSIDE_TASK),
+        "GET /sessions lists only the roots' sessions: {listed}"
+    );
     let out = Command::new("node")
+        .env("OUTSIDE_TASK", OUTSIDE_TASK)
         .arg(tests_dir.join("ui.test.mjs"))
         .arg(&served.url)
         .arg(&served.workspace)
@@ -476,11 +553,27 @@ fn the_web_ui_works_in_a_real_browser() {
         "the browser test failed (screenshots in {}):\n{stdout}\n{stderr}",
         shots.display()
     );
-    for shot in ["plan_exec.png", "wide.png", "narrow.png"] {
+    for shot in [
+        "plan_exec.png",
+        "wide.png",
+        "narrow.png",
+        "session-1280.png",
+        "session-400.png",
+    ] {
         assert!(
             shots.join(shot).is_file(),
             "the screenshot {shot} was saved"
         );
+    }
+    // The screenshots the repository keeps (docs/screenshots), refreshed on request.
+    if std::env::var_os("KEEL_UPDATE_SCREENSHOTS").is_some() {
+        for shot in ["session-1280.png", "session-400.png", "token-1280.png"] {
+            std::fs::copy(
+                shots.join(shot),
+                root.join("docs/screenshots").join(format!("web-{shot}")),
+            )
+            .unwrap();
+        }
     }
     let (code, err) = served.stop();
     assert_eq!(code, Some(0), "{err}");

@@ -2,7 +2,9 @@
 //! default with workspace, title, status, model, cost and age; `--all` for every workspace;
 //! `rm` and `prune` delete sessions together with their snapshot refs.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Output;

@@ -35,6 +35,9 @@ pub struct CallSummary {
     pub summary: String,
     /// The command-safety class (`destructive`, `network`, …), or the tool's effect.
     pub class: String,
+    /// Why that class: the command analyser's first reason (`` `rm` deletes files ``), or what
+    /// the tool's effect means; empty for a call that needs no explaining (a read).
+    pub reason: String,
 }
 
 /// The approval policy and rules of a session.
@@ -77,10 +80,22 @@ impl ApprovalRules {
             // A tool we do not know (an MCP tool): it may do anything.
             (None, None | Some(ToolEffect::Unknown)) => "unknown",
         };
+        let reason = match (&analysis, effect) {
+            (Some(a), _) => a.reasons.first().cloned().unwrap_or_default(),
+            (None, Some(ToolEffect::WritesFiles)) => "writes files in the workspace".into(),
+            (None, Some(ToolEffect::RunsCommands)) => {
+                "runs the project's own commands in the workspace".into()
+            }
+            (None, None | Some(ToolEffect::Unknown)) => {
+                "an external tool Keel cannot judge: it may do anything".into()
+            }
+            (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => String::new(),
+        };
         let summary = CallSummary {
             tool: call.name.clone(),
             summary: command.map_or_else(|| describe(call), str::to_string),
             class: class.to_string(),
+            reason,
         };
         let matches = |rules: &[String]| -> Option<String> {
             rules.iter().find_map(|rule| {
@@ -286,6 +301,7 @@ impl ApprovalGate {
                 tool: what.tool.clone(),
                 summary: what.summary.clone(),
                 class: what.class.clone(),
+                reason: what.reason.clone(),
             })
             .await?;
         let decision = tokio::select! {
@@ -393,6 +409,14 @@ mod tests {
         assert_eq!(
             (what.summary.as_str(), what.class.as_str()),
             ("rm -rf build", "destructive")
+        );
+        assert_eq!(
+            what.reason, "`rm` deletes files",
+            "the person is told why, in the classifier's words"
+        );
+        assert_eq!(
+            on.judge(&unknown, &tools).1.reason,
+            "an external tool Keel cannot judge: it may do anything"
         );
         let strict = rules(ApprovalPolicy::Untrusted, &[], &[], &[]);
         assert_eq!(verdict(&strict, &touch), Verdict::Ask);

@@ -64,11 +64,10 @@ pub(crate) fn start(
             keel_mcp::Status::Failed(why) => {
                 warnings.push(format!("MCP server `{}` did not start: {why}", e.name));
             }
-            keel_mcp::Status::NeedsApproval => warnings.push(format!(
-                "MCP server `{}` from {} is not started: review it, then approve it with `keel mcp add {}`",
+            keel_mcp::Status::NeedsApproval(why) => warnings.push(format!(
+                "MCP server `{}` from {} is not started: {why}",
                 e.name,
                 e.origin.path().display(),
-                e.name
             )),
             _ => {}
         }

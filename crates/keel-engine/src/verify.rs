@@ -269,6 +269,53 @@ impl Run<'_> {
         gates
     }
 
+    /// Which repository file chose `gate`, if one did: the project's `.keel/config.toml`
+    /// (`[verify] commands`, or `[shell] test_command` behind the detected tests gate) or the
+    /// constitution's `required_gates`. Such a gate is judged like any command before it runs.
+    fn chosen_by_project(&self, gate: &Gate) -> Option<&'static str> {
+        let config = &self.engine.config;
+        if self.is_required(gate) {
+            return Some(crate::constitution::CONSTITUTION_FILE);
+        }
+        match &config.verify.commands {
+            Some(cmds)
+                if config.set_by_project("verify.commands")
+                    && cmds.iter().any(|c| c.trim() == gate.command.trim()) =>
+            {
+                Some("the project's .keel/config.toml ([verify] commands)")
+            }
+            None if gate.name == "tests" && config.set_by_project("shell.test_command") => {
+                Some("the project's .keel/config.toml ([shell] test_command)")
+            }
+            _ => None,
+        }
+    }
+
+    /// Asks the session's approval policy about a gate the repository chose, as about the
+    /// same command from the model (`run_command`): allowed, asked (and waited for) or denied
+    /// — denied when nobody can answer. `Err` is why it may not run.
+    async fn approve_gate(
+        &mut self,
+        gate: &Gate,
+        index: usize,
+    ) -> Result<Result<(), String>, Interrupt> {
+        let Some(approvals) = self.approvals.clone() else {
+            return Ok(Ok(()));
+        };
+        let call = ToolCall {
+            id: format!(
+                "gate-{}-{}-{index}",
+                self.iterations,
+                self.verify_failures + 1
+            ),
+            name: "run_command".into(),
+            arguments: serde_json::json!({ "command": gate.command }),
+        };
+        Ok(approvals
+            .check(&call, &self.engine.tools, self.emitter, &self.ctx.cancel)
+            .await?)
+    }
+
     /// Whether the constitution requires `gate`.
     fn is_required(&self, gate: &Gate) -> bool {
         self.engine
@@ -303,7 +350,33 @@ impl Run<'_> {
         let timeout = Duration::from_secs(self.engine.config.verify.timeout_secs);
         let mut results = Vec::with_capacity(gates.len());
         let shell = self.engine.config.shell.tool_settings();
-        for gate in gates {
+        for (index, gate) in gates.into_iter().enumerate() {
+            if let Some(source) = self.chosen_by_project(&gate)
+                && let Err(why) = self.approve_gate(&gate, index).await?
+            {
+                let output = format!("{why} (the gate was set by {source})");
+                self.emitter
+                    .emit(EventKind::Verification {
+                        gate: gate.name.clone(),
+                        passed: false,
+                        output: output.clone(),
+                        attempt: round,
+                        exit_code: None,
+                        duration_ms: 0,
+                        required: self.is_required(&gate),
+                    })
+                    .await?;
+                // The model cannot fix a refusal: the run ends here, unverified.
+                return Ok(Some(Ending::Failed(
+                    Failure::new(
+                        ErrorCode::VerificationFailed,
+                        format!("verification gate `{}` was not run: {output}", gate.name),
+                    )
+                    .with_hint(
+                        "approve the gate when asked (an interactive session or --approval never), or set [verify] commands in your own config",
+                    ),
+                )));
+            }
             // Gates run repository code (a test script): confined like the model's commands.
             let spec = CommandSpec::shell(&gate.command, self.engine.workspace.root(), timeout)
                 .with_shell(&shell);

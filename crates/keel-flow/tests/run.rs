@@ -2,6 +2,10 @@
 //! failure → dependents failed with validation/rollback/checkpoint ordering, resume without
 //! re-running finished nodes, and replay reproducing outputs and the tree.
 
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -13,7 +13,9 @@
 //! touched). `--rg N` limits the ripgrep baseline to the first N queries (default 20: each
 //! rg run over a large tree takes about a second).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Benchmarks start programs of their own (the keel binary, baselines such as `bash -c true`):
+// allowed here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -112,6 +114,52 @@ fn main() {
         cold.as_secs_f64(),
         stats.files as f64 / cold.as_secs_f64(),
         stats.source_bytes as f64 / 1e6 / cold.as_secs_f64()
+    );
+    // Baselines of the same run: listing the tree (`rg --files | wc -l`) and a plain
+    // tree-sitter parse of every indexed file on two threads (no chunks, no storage).
+    let t = Instant::now();
+    let listed = Command::new("sh")
+        .arg("-c")
+        .arg("rg --files | wc -l")
+        .current_dir(&tree)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let rg_files = t.elapsed();
+    match listed {
+        Some(n) if !n.is_empty() => println!(
+            "baseline `rg --files | wc -l`: {n} files in {:.0} ms",
+            ms(rg_files)
+        ),
+        _ => println!("baseline `rg --files | wc -l`: SKIPPED (rg not found)"),
+    }
+    let paths: Vec<PathBuf> = keel_index::walk::Walker::new(&tree, &IndexSettings::default())
+        .walk(None)
+        .into_iter()
+        .map(|f| tree.join(&f.path))
+        .collect();
+    let t = Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                use keel_index::SymbolExtractor;
+                let ex = keel_index::TreeSitterExtractor::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(p) = paths.get(i) else { break };
+                    if let Ok(text) = std::fs::read_to_string(p) {
+                        let _ = ex.extract_path(p, &text);
+                    }
+                }
+            });
+        }
+    });
+    println!(
+        "baseline plain parse (read + tree-sitter symbols of {} walked files, 2 threads): {:.1} s; the cold build is {:.1}x that",
+        paths.len(),
+        t.elapsed().as_secs_f64(),
+        cold.as_secs_f64() / t.elapsed().as_secs_f64().max(1e-9)
     );
     println!(
         "source indexed: {:.1} MB; index: {:.1} MB = {:.2}x the indexed source ({:.2}x the whole tree)",

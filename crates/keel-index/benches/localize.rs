@@ -5,7 +5,7 @@
 //! Data: `benches/data/dev_issues.jsonl` — SWE-bench *dev* instances (never a test split) —,
 //! `benches/data/heldout_issues.jsonl` — SWE-Gym moto instances — and
 //! `benches/data/fresh_b_issues.jsonl` — SWE-Gym-Lite instances of MONAI, dvc, conan, hydra
-//! and bokeh, the held-out set (see `TUNED`): the issue text (problem statement; long dumps
+//! and bokeh: the issue text (problem statement; long dumps
 //! and the records read only as excerpts are marked `trimmed`), the files of the gold patch,
 //! and the PyPI release searched (`sdist`; `approx` says how it stands in for the base
 //! commit); `source` says where each record was read. The trees are not in the repository:
@@ -19,6 +19,12 @@
 //!     --issues $D/fresh_b_issues.jsonl
 //! ```
 //!
+//! A record with a `patch` (the gold patch) is also measured at function level: the
+//! definitions the patch edits (`localize/defs.rs`) against Keel's definition results
+//! (`kind: symbol`) and definition-level BM25. Figures are summed per issues file (its stem),
+//! so a held-out file is reported apart from the development ones. `--cache DIR` keeps each
+//! tree's index between runs; `--defs-only` skips the baselines.
+//!
 //! `--issues FILE` may be given more than once (absolute paths: the bench runs in the crate
 //! directory); without it the bench reads `dev_issues.jsonl`. `--dump FILE` writes each
 //! issue's first 50 files (Keel, with scores and reasons, and BM25) as JSON lines.
@@ -30,6 +36,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "localize/defs.rs"]
+mod defs;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,18 +48,6 @@ use keel_index::terms::{is_stopword, split_identifier};
 use keel_index::{Index, IndexSettings, NoProgress, Ranking, SearchKind, SearchQuery};
 
 const DEPTH: usize = 20;
-/// Projects whose issues were looked at while tuning (the first three from the start; the
-/// other four were held out until a fresh held-out set, `fresh_b_issues.jsonl`, replaced
-/// them); the others are held out.
-const TUNED: &[&str] = &[
-    "sqlfluff",
-    "astroid",
-    "pydicom",
-    "moto",
-    "pvlib-python",
-    "pyvista",
-    "marshmallow",
-];
 
 struct Issue {
     id: String,
@@ -58,6 +55,10 @@ struct Issue {
     sdist: String,
     files: Vec<String>,
     query: String,
+    /// The gold patch, when the record has one: the edited definitions come from it.
+    patch: Option<String>,
+    /// The file it came from (its stem): figures are summed per file.
+    set: String,
 }
 
 fn tokens(text: &str) -> Vec<String> {
@@ -189,30 +190,35 @@ fn main() {
     let mut trees: Option<PathBuf> = None;
     let mut verbose = false;
     let mut dump: Option<std::fs::File> = None;
+    let mut cache: Option<PathBuf> = None;
+    let mut defs_only = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--issues" => issue_files.push(args.next().map(PathBuf::from).unwrap()),
             "--trees" => trees = args.next().map(PathBuf::from),
             "-v" | "--verbose" => verbose = true,
             "--dump" => dump = args.next().map(|p| std::fs::File::create(p).unwrap()),
+            // Keeps each tree's index in DIR (reruns skip the builds).
+            "--cache" => cache = args.next().map(PathBuf::from),
+            // Function-level figures of Keel only (no baselines, no file ranking).
+            "--defs-only" => defs_only = true,
             _ => {}
         }
     }
     if issue_files.is_empty() {
         issue_files.push(here.join("dev_issues.jsonl"));
     }
-    let text: String = issue_files
-        .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let issues: Vec<Issue> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
+    let mut issues: Vec<Issue> = Vec::new();
+    for f in &issue_files {
+        let set = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().trim_end_matches("_issues").to_string())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(f).unwrap();
+        for l in text.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-            Issue {
+            issues.push(Issue {
                 id: s("id"),
                 project: s("project"),
                 sdist: s("sdist"),
@@ -223,9 +229,11 @@ fn main() {
                     .filter_map(|f| f.as_str().map(str::to_string))
                     .collect(),
                 query: s("query"),
-            }
-        })
-        .collect();
+                patch: v["patch"].as_str().map(str::to_string),
+                set: set.clone(),
+            });
+        }
+    }
     let Some(trees) = trees else {
         println!(
             "SKIPPED: no --trees DIR. Fetch the sources first:\n  python3 crates/keel-index/benches/data/fetch_dev_sources.py DIR"
@@ -242,6 +250,9 @@ fn main() {
     let mut keel: BTreeMap<String, Tally> = BTreeMap::new();
     let mut bm25: BTreeMap<String, Tally> = BTreeMap::new();
     let mut chunk_bm25: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut keel_defs: BTreeMap<String, defs::DefTally> = BTreeMap::new();
+    let mut bm25_defs: BTreeMap<String, defs::DefTally> = BTreeMap::new();
+    let mut def_times: Vec<Duration> = Vec::new();
     let mut times: Vec<Duration> = Vec::new();
     let mut skipped = Vec::new();
     for (tree, list) in &by_tree {
@@ -251,14 +262,16 @@ fn main() {
             continue;
         }
         let db_dir = tempfile::tempdir().unwrap();
-        let mut idx = Index::open_at(
-            &root,
-            &db_dir.path().join("index.db"),
-            IndexSettings::default(),
-        )
-        .unwrap();
+        let db = match &cache {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).unwrap();
+                dir.join(format!("{tree}.db"))
+            }
+            None => db_dir.path().join("index.db"),
+        };
+        let mut idx = Index::open_at(&root, &db, IndexSettings::default()).unwrap();
         idx.refresh(&NoProgress).unwrap();
-        let conn = rusqlite::Connection::open(db_dir.path().join("index.db")).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
         let mut stmt = conn
             .prepare("SELECT path FROM files ORDER BY path")
             .unwrap();
@@ -270,11 +283,26 @@ fn main() {
                 p.ends_with(".py") && !matches!(PathRole::of(p), PathRole::Test | PathRole::Fixture)
             })
             .collect();
-        let base = Bm25::new(&root, &paths);
+        let base = Bm25::new(&root, if defs_only { &[] } else { &paths });
+        let with_patch = list.iter().any(|i| i.patch.is_some());
+        let all_defs = if with_patch {
+            defs::definitions(&conn)
+        } else {
+            HashMap::new()
+        };
+        let def_base = with_patch.then(|| {
+            defs::DefBm25::new(
+                &root,
+                if defs_only { &[] } else { &paths },
+                &all_defs,
+                &tokens,
+            )
+        });
         for issue in list {
             let gold = &issue.files;
             let b = base.rank(&issue.query);
-            let bpos = bm25.entry(issue.project.clone()).or_default().add(&b, gold);
+            let key = format!("{}/{}", issue.set, issue.project);
+            let bpos = bm25.entry(key.clone()).or_default().add(&b, gold);
             let mut q = SearchQuery::new(issue.query.clone());
             q.kind = SearchKind::File;
             q.limit = DEPTH;
@@ -282,7 +310,7 @@ fn main() {
             let hits = idx.search(&q).unwrap();
             times.push(t.elapsed());
             let k: Vec<String> = hits.iter().map(|h| h.path.clone()).collect();
-            let kpos = keel.entry(issue.project.clone()).or_default().add(&k, gold);
+            let kpos = keel.entry(key.clone()).or_default().add(&k, gold);
             q.ranking = Ranking::Bm25;
             let c: Vec<String> = idx
                 .search(&q)
@@ -290,10 +318,7 @@ fn main() {
                 .iter()
                 .map(|h| h.path.clone())
                 .collect();
-            chunk_bm25
-                .entry(issue.project.clone())
-                .or_default()
-                .add(&c, gold);
+            chunk_bm25.entry(key.clone()).or_default().add(&c, gold);
             if let Some(f) = dump.as_mut() {
                 use std::io::Write;
                 let mut q50 = SearchQuery::new(issue.query.clone());
@@ -323,8 +348,43 @@ fn main() {
                 writeln!(f, "{rec}").unwrap();
             }
             let show = |p: Option<usize>| p.map_or("-".to_string(), |p| (p + 1).to_string());
+            let mut def_line = String::new();
+            if let (Some(patch), Some(db)) = (&issue.patch, &def_base) {
+                let gold_defs = defs::gold_definitions(&root, patch, gold, &all_defs);
+                if !gold_defs.is_empty() {
+                    let mut dq = SearchQuery::new(issue.query.clone());
+                    dq.kind = SearchKind::Symbol;
+                    dq.limit = DEPTH;
+                    let t = Instant::now();
+                    let dh = idx.search(&dq).unwrap();
+                    def_times.push(t.elapsed());
+                    let kd: Vec<(String, String)> = dh
+                        .iter()
+                        .filter_map(|h| h.symbol.clone().map(|s| (h.path.clone(), s)))
+                        .collect();
+                    let kp = keel_defs
+                        .entry(key.clone())
+                        .or_default()
+                        .add(&kd, &gold_defs);
+                    let bd = db.rank(&issue.query, DEPTH, &tokens);
+                    let bp = bm25_defs
+                        .entry(key.clone())
+                        .or_default()
+                        .add(&bd, &gold_defs);
+                    def_line = format!("  defs: keel {:>3}  bm25 {:>3}", show(kp), show(bp));
+                    if verbose {
+                        println!("    gold defs {gold_defs:?}");
+                        for h in dh.iter().take(5) {
+                            println!(
+                                "    def {:.3} {} {:?} {:?}",
+                                h.score, h.path, h.symbol, h.why
+                            );
+                        }
+                    }
+                }
+            }
             println!(
-                "{:<36} keel {:>3}  bm25 {:>3}  ({} files listed)",
+                "{:<36} keel {:>3}  bm25 {:>3}  ({} files listed){def_line}",
                 issue.id,
                 show(kpos),
                 show(bpos),
@@ -363,12 +423,19 @@ fn main() {
         println!("{}", keel[p].row(p, "keel"));
         println!("{}", bm25[p].row(p, "whole-file BM25"));
     }
-    let tuned = |p: &str| TUNED.contains(&p);
-    let held = |p: &str| !TUNED.contains(&p);
-    for (name, pick) in [
-        ("tuned-on", &tuned as &dyn Fn(&str) -> bool),
-        ("held-out", &held),
-    ] {
+    let sets: Vec<String> = {
+        let mut v: Vec<String> = issues.iter().map(|i| i.set.clone()).collect();
+        v.dedup();
+        v
+    };
+    let in_set = |set: &str| {
+        let prefix = format!("{set}/");
+        move |p: &str| p.starts_with(&prefix)
+    };
+    for set in &sets {
+        let pick = &in_set(set);
+        let name = format!("{set} (all)");
+        let name = name.as_str();
         println!("{}", sum(&keel, pick).row(name, "keel"));
         println!("{}", sum(&bm25, pick).row(name, "whole-file BM25"));
         println!(
@@ -379,6 +446,39 @@ fn main() {
     let all = |_: &str| true;
     println!("{}", sum(&keel, &all).row("all", "keel"));
     println!("{}", sum(&bm25, &all).row("all", "whole-file BM25"));
+    if !keel_defs.is_empty() {
+        println!(
+            "\nFunction level (issues whose gold patch edits a function, method or class):\n\n| project | ranking | issues | Acc@1 | Acc@5 | Acc@10 | Acc@20 | all@5 | all@20 |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        let sum = |m: &BTreeMap<String, defs::DefTally>, pick: &dyn Fn(&str) -> bool| {
+            let mut t = defs::DefTally::default();
+            for (p, x) in m {
+                if pick(p) {
+                    t.merge(x);
+                }
+            }
+            t
+        };
+        for p in keel_defs.keys() {
+            println!("{}", keel_defs[p].row(p, "keel"));
+            println!("{}", bm25_defs[p].row(p, "definition BM25"));
+        }
+        for set in &sets {
+            let pick = &in_set(set);
+            let name = format!("{set} (all)");
+            println!("{}", sum(&keel_defs, pick).row(&name, "keel"));
+            println!("{}", sum(&bm25_defs, pick).row(&name, "definition BM25"));
+        }
+        def_times.sort();
+        if let Some(last) = def_times.last() {
+            println!(
+                "\nkeel definition search latency (whole issue text): p50 {:.1} ms, max {:.1} ms",
+                def_times[def_times.len() / 2].as_secs_f64() * 1000.0,
+                last.as_secs_f64() * 1000.0
+            );
+        }
+    }
     times.sort();
     if !times.is_empty() {
         println!(

@@ -7,7 +7,9 @@
 //! bare rmcp client on the caller's runtime. Calls of `echo` alternate between the two so both
 //! see the same machine load; p50 and p90 of each and the difference are printed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Benchmarks start programs of their own (the keel binary, baselines such as `bash -c true`):
+// allowed here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -16,7 +18,6 @@ use keel_mcp::{Approvals, Hub, Origin, ServerConfig, ServerDef, StartOptions};
 use keel_tools::{ToolContext, ToolRegistry, Workspace};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -65,8 +66,13 @@ fn main() {
         let ctx = ToolContext::new(Workspace::new(dir.path()).unwrap());
 
         let mut cmd = tokio::process::Command::new("python3");
-        cmd.arg(&script);
-        let direct = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        cmd.arg(&script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let pipes = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let direct = ().serve(pipes).await.unwrap();
 
         let args = serde_json::json!({"text": "ping"});
         let (mut keel, mut bare) = (Vec::new(), Vec::new());

@@ -1,87 +1,277 @@
 //! Approval of project-defined servers. A project's `.mcp.json` is hostile input (anyone who
 //! wrote the repository wrote it), so its servers start only after the user approved that
-//! exact definition: `keel mcp add NAME` records a SHA-256 of the definition in the user's
-//! data directory, and a changed definition needs approving again.
+//! exact definition *and* the workspace files it names: `keel mcp add NAME` records, in Keel's
+//! trust store ([`keel_tools::trust`], subject `mcp:NAME`), a SHA-256 of the definition and
+//! of every workspace file its command, arguments or environment values name (the script
+//! `python3 tools/mcp_server.py` runs, a program found on a `PATH` the definition points into
+//! the workspace), and whether the user granted it network access. A changed definition or a
+//! changed file needs approving again, and says which changed.
+//!
+//! Files the named ones load in turn (imports, `node_modules`) and directories are not
+//! covered: a project's server runs confined (workspace read-only, no network unless granted,
+//! Keel's data and the secret stores hidden), which is what holds when such a file changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use keel_tools::trust::{TrustStore, Trusted, hash_file, sha256_hex};
 
 use crate::config::ServerDef;
 
-/// The approvals file: `{"<workspace>": {"<server>": "<sha256>"}}`.
+/// The grant that lets an approved project server reach the network.
+pub const NETWORK_GRANT: &str = "network";
+
+/// A workspace file a definition names, with its content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFile {
+    /// Workspace-relative path.
+    pub path: String,
+    /// SHA-256 of its content.
+    pub sha256: String,
+}
+
+/// Where a definition stands with the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// May start: the user's own server, or a project server approved as it stands.
+    Approved {
+        /// Network access granted (always for the user's own servers).
+        network: bool,
+    },
+    /// A project server the user never approved (or withdrew approval of).
+    NotApproved,
+    /// Approved once, but the definition or a file it names changed since: the text says
+    /// what changed.
+    Changed(String),
+    /// The definition names something Keel cannot check (a FIFO, a device, an unreadable or
+    /// oversized file): it cannot be approved as it stands.
+    Unverifiable(String),
+}
+
+impl Approval {
+    /// True when the server may start.
+    pub fn allows_start(&self) -> bool {
+        matches!(self, Approval::Approved { .. })
+    }
+
+    /// One line for `keel mcp list`, `keel doctor` and start-up warnings.
+    pub fn describe(&self, name: &str) -> String {
+        match self {
+            Approval::Approved { network: true } => "approved (network granted)".into(),
+            Approval::Approved { network: false } => "approved".into(),
+            Approval::NotApproved => {
+                format!("not approved (review it, then run `keel mcp add {name}`)")
+            }
+            Approval::Changed(what) => format!(
+                "CHANGED since you approved it: {what}; review it, then approve it again with `keel mcp add {name}`"
+            ),
+            Approval::Unverifiable(why) => format!("cannot be approved: {why}"),
+        }
+    }
+}
+
+/// The approvals of project servers, in the user's trust store.
 #[derive(Debug, Clone)]
 pub struct Approvals {
-    path: PathBuf,
-    entries: BTreeMap<String, BTreeMap<String, String>>,
+    store: TrustStore,
+}
+
+fn subject(name: &str) -> String {
+    format!("mcp:{name}")
 }
 
 impl Approvals {
-    /// The file in `data_dir` (missing or unreadable: nothing approved).
+    /// The trust store in `data_dir` (missing or unreadable: nothing approved).
     pub fn load(data_dir: &Path) -> Self {
-        let path = data_dir.join("mcp-approvals.json");
-        let entries = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
-        Self { path, entries }
+        Self {
+            store: TrustStore::load(data_dir),
+        }
     }
 
-    /// Whether `def` (from the project at `workspace`) is approved as it stands now.
+    /// Where `def` (from the project at `workspace`) stands now: its definition and named
+    /// files hashed again and compared with what the user approved.
+    pub fn check(&self, workspace: &Path, def: &ServerDef) -> Approval {
+        if !def.origin.is_project() {
+            return Approval::Approved { network: true };
+        }
+        let Some(trusted) = self.store.get(workspace, &subject(&def.name)) else {
+            return Approval::NotApproved;
+        };
+        if trusted.sha256 != definition_hash(def) {
+            return Approval::Changed(format!("its definition in {}", def.origin.path().display()));
+        }
+        let files = match named_files(workspace, def) {
+            Ok(f) => f,
+            Err(e) => return Approval::Unverifiable(e),
+        };
+        let now: BTreeMap<&str, &str> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.sha256.as_str()))
+            .collect();
+        let then: BTreeMap<&str, &str> = trusted
+            .files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if now != then {
+            let mut changed: Vec<&str> = now
+                .keys()
+                .chain(then.keys())
+                .filter(|k| now.get(*k) != then.get(*k))
+                .copied()
+                .collect::<BTreeSet<&str>>()
+                .into_iter()
+                .collect();
+            changed.truncate(5);
+            return Approval::Changed(changed.join(", "));
+        }
+        Approval::Approved {
+            network: trusted.grants.contains(NETWORK_GRANT),
+        }
+    }
+
+    /// Whether `def` (from the project at `workspace`) may start as it stands now.
     pub fn is_approved(&self, workspace: &Path, def: &ServerDef) -> bool {
-        !def.origin.is_project()
-            || self
-                .entries
-                .get(&workspace_key(workspace))
-                .and_then(|m| m.get(&def.name))
-                .is_some_and(|h| *h == definition_hash(def))
+        self.check(workspace, def).allows_start()
     }
 
-    /// Records approval of `def` as it stands now.
-    pub fn approve(&mut self, workspace: &Path, def: &ServerDef) -> std::io::Result<()> {
-        self.entries
-            .entry(workspace_key(workspace))
-            .or_default()
-            .insert(def.name.clone(), definition_hash(def));
-        self.save()
+    /// Records approval of `def` and the files it names as they stand now, with network
+    /// access when `network`; returns the files covered.
+    pub fn approve(
+        &mut self,
+        workspace: &Path,
+        def: &ServerDef,
+        network: bool,
+    ) -> Result<Vec<NamedFile>, String> {
+        let files = named_files(workspace, def)?;
+        let trusted = Trusted {
+            sha256: definition_hash(def),
+            files: files
+                .iter()
+                .map(|f| (f.path.clone(), f.sha256.clone()))
+                .collect(),
+            grants: if network {
+                BTreeSet::from([NETWORK_GRANT.to_string()])
+            } else {
+                BTreeSet::new()
+            },
+        };
+        self.store
+            .set(workspace, &subject(&def.name), trusted)
+            .map_err(|e| format!("cannot record the approval: {e}"))?;
+        Ok(files)
     }
 
     /// Forgets an approval; true when there was one.
     pub fn revoke(&mut self, workspace: &Path, name: &str) -> std::io::Result<bool> {
-        let key = workspace_key(workspace);
-        let removed = self
-            .entries
-            .get_mut(&key)
-            .is_some_and(|m| m.remove(name).is_some());
-        if removed {
-            self.save()?;
-        }
-        Ok(removed)
+        self.store.remove(workspace, &subject(name))
     }
-
-    fn save(&self) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let text = serde_json::to_string_pretty(&self.entries).map_err(std::io::Error::other)?;
-        std::fs::write(&self.path, text)
-    }
-}
-
-fn workspace_key(workspace: &Path) -> String {
-    workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf())
-        .display()
-        .to_string()
 }
 
 /// SHA-256 of the definition's canonical JSON (keys sorted by the config's own maps).
 pub fn definition_hash(def: &ServerDef) -> String {
     let json = serde_json::to_string(&def.config).unwrap_or_default();
-    let digest = Sha256::digest(json.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(json.as_bytes())
+}
+
+/// Every workspace file `def` names, hashed: its command (also as found on the `PATH` the
+/// server gets, when that leads into the workspace), each argument and each environment
+/// value, whole and split at `=`, `:` and whitespace (`--config=x.json`,
+/// `PYTHONPATH=./lib:./src`, `NODE_OPTIONS=--require ./hook.js`). A name is a workspace file
+/// when, relative to the workspace or absolute, it is inside the workspace or resolves
+/// (through symlinks) to a file inside it. Directories are left out. A named FIFO, device or
+/// unreadable file is an error: Keel cannot vouch for it.
+pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, String> {
+    let ws = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let c = &def.config;
+    let mut words: Vec<&str> = Vec::new();
+    words.extend(c.command.as_deref());
+    words.extend(c.args.iter().map(String::as_str));
+    words.extend(c.env.values().map(String::as_str));
+    let mut candidates: BTreeSet<PathBuf> = BTreeSet::new();
+    for word in words {
+        for piece in pieces(word) {
+            let p = Path::new(piece);
+            candidates.insert(if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                ws.join(p)
+            });
+        }
+    }
+    // A bare command is looked up on the PATH the server gets: the definition's own, else
+    // Keel's. A relative PATH entry is relative to the workspace (the server's directory).
+    if let Some(command) = c.command.as_deref().filter(|c| !c.contains('/')) {
+        let path = c
+            .env
+            .get("PATH")
+            .cloned()
+            .or_else(|| std::env::var("PATH").ok())
+            .unwrap_or_default();
+        for dir in path.split(':').filter(|d| !d.is_empty()) {
+            let dir = Path::new(dir);
+            let dir = if dir.is_absolute() {
+                dir.to_path_buf()
+            } else {
+                ws.join(dir)
+            };
+            let candidate = dir.join(command);
+            if candidate.is_file() {
+                candidates.insert(candidate);
+                break;
+            }
+        }
+    }
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for path in candidates {
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        let resolved = path.canonicalize().ok();
+        let inside = path.starts_with(&ws) || resolved.as_ref().is_some_and(|r| r.starts_with(&ws));
+        if !inside {
+            continue;
+        }
+        let target_meta = std::fs::metadata(&path).ok();
+        if target_meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            continue;
+        }
+        let rel = path
+            .strip_prefix(&ws)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| path.display().to_string());
+        if meta.file_type().is_symlink() && target_meta.is_none() {
+            return Err(format!(
+                "it names `{rel}`, a symlink to nothing Keel can read"
+            ));
+        }
+        let hash = hash_file(&path).map_err(|e| {
+            format!("it names `{rel}`, which Keel cannot check ({e}); only regular files can be approved")
+        })?;
+        // A symlink's target is part of what runs.
+        let target = resolved
+            .filter(|r| *r != path)
+            .map(|r| format!("->{}", r.display()))
+            .unwrap_or_default();
+        out.insert(rel, format!("{hash}{target}"));
+    }
+    Ok(out
+        .into_iter()
+        .map(|(path, sha256)| NamedFile { path, sha256 })
+        .collect())
+}
+
+/// The word itself and its parts split at `=`, `:` and whitespace, without leading dashes'
+/// options (`--flag`).
+fn pieces(word: &str) -> Vec<&str> {
+    let mut out = vec![word];
+    out.extend(word.split(|c: char| c == '=' || c == ':' || c.is_whitespace()));
+    out.retain(|p| !p.is_empty() && !p.starts_with('-') && !p.contains("${"));
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]
@@ -89,30 +279,99 @@ mod tests {
     use super::*;
     use crate::config::{Origin, ServerConfig};
 
+    fn project_def(ws: &Path, command: &str, args: &[&str]) -> ServerDef {
+        ServerDef {
+            name: "x".into(),
+            config: ServerConfig {
+                command: Some(command.into()),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                ..ServerConfig::default()
+            },
+            origin: Origin::Project(ws.join(".mcp.json")),
+        }
+    }
+
     #[test]
     fn a_changed_definition_needs_approving_again() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
-        let mut def = ServerDef {
-            name: "x".into(),
-            config: ServerConfig {
-                command: Some("echo".into()),
-                ..ServerConfig::default()
-            },
-            origin: Origin::Project(ws.join(".mcp.json")),
-        };
-        let mut a = Approvals::load(dir.path());
-        assert!(!a.is_approved(&ws, &def));
-        a.approve(&ws, &def).unwrap_or_else(|e| panic!("{e}"));
-        let a = Approvals::load(dir.path());
-        assert!(a.is_approved(&ws, &def));
+        let mut def = project_def(&ws, "echo", &[]);
+        let data = dir.path().join("data");
+        let mut a = Approvals::load(&data);
+        assert_eq!(a.check(&ws, &def), Approval::NotApproved);
+        a.approve(&ws, &def, false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let a = Approvals::load(&data);
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: false });
         def.config.args.push("--evil".into());
-        assert!(!a.is_approved(&ws, &def));
+        assert!(matches!(a.check(&ws, &def), Approval::Changed(w) if w.contains(".mcp.json")));
         def.origin = Origin::User(dir.path().join("c.toml"));
         assert!(
             a.is_approved(&ws, &def),
             "user definitions need no approval"
         );
+    }
+
+    #[test]
+    fn a_changed_script_needs_approving_again_and_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("tools")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/mcp_server.py"), "print('ok')\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("conf.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+        let mut def = project_def(
+            &ws,
+            "python3",
+            &["tools/mcp_server.py", "--config=conf.json"],
+        );
+        def.config
+            .env
+            .insert("PYTHONPATH".into(), "./lib:./tools".into());
+        let data = dir.path().join("data");
+        let mut a = Approvals::load(&data);
+        let files = a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, ["conf.json", "tools/mcp_server.py"]);
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: true });
+        std::fs::write(ws.join("tools/mcp_server.py"), "import os\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.check(&ws, &def),
+            Approval::Changed("tools/mcp_server.py".into())
+        );
+        // Swapping the script for a symlink to elsewhere is a change too.
+        std::fs::write(dir.path().join("other.py"), "import os\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(ws.join("tools/mcp_server.py")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(dir.path().join("other.py"), ws.join("tools/mcp_server.py"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(a.check(&ws, &def), Approval::Changed(_)));
+    }
+
+    #[test]
+    fn a_program_on_a_path_into_the_workspace_is_covered_and_a_fifo_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("bin/python3"), "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut def = project_def(&ws, "python3", &["-V"]);
+        def.config.env.insert("PATH".into(), "bin:/usr/bin".into());
+        let files = named_files(&ws, &def).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].path, "bin/python3");
+
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ws.join("pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let def = project_def(&ws, "cat", &["pipe"]);
+        let e = named_files(&ws, &def).err().unwrap_or_default();
+        assert!(e.contains("`pipe`") && e.contains("regular"), "{e}");
     }
 }

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use keel_tools::{LateTool, ToolRegistry, catalog::ToolState};
 
-use crate::approve::Approvals;
+use crate::approve::{Approval, Approvals};
 use crate::config::{EffectConfig, McpConfig, Origin, ServerDef, Transport, expand};
-use crate::server::{CallError, ListedTool, Server};
+use crate::server::{CallError, Confinement, ListedTool, Recheck, Server};
 use crate::tool::{McpResources, McpTool, tool_name};
 
 /// Owns the runtime; shuts it down without blocking when the last tool or hub is dropped
@@ -35,8 +35,9 @@ pub type StatedTool = LateTool;
 pub enum Status {
     /// Running, with this many tools.
     Ready { tools: usize },
-    /// Defined in the project's `.mcp.json` and not (or no longer) approved by the user.
-    NeedsApproval,
+    /// Defined in the project's `.mcp.json` and not (or no longer) approved by the user: the
+    /// text says which, and what to do ([`crate::Approval::describe`]).
+    NeedsApproval(String),
     /// `disabled = true`.
     Disabled,
     /// It did not start, or its definition is wrong.
@@ -49,7 +50,7 @@ impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Status::Ready { tools } => write!(f, "ready, {tools} tool(s)"),
-            Status::NeedsApproval => write!(f, "not approved (run `keel mcp add NAME` to approve)"),
+            Status::NeedsApproval(why) => write!(f, "{why}"),
             Status::Disabled => write!(f, "disabled"),
             Status::Failed(e) => write!(f, "failed: {e}"),
             Status::Starting => write!(f, "starting"),
@@ -181,22 +182,31 @@ impl Hub {
                 effect: def.config.effect,
                 done: OnceLock::new(),
             });
+            let approval = approvals.check(&options.workspace, &def);
             let not_started = if def.config.disabled {
                 Some(Status::Disabled)
-            } else if !approvals.is_approved(&options.workspace, &def) {
-                Some(Status::NeedsApproval)
-            } else {
+            } else if let Approval::Approved { network } = approval {
                 match def
                     .config
                     .transport()
                     .and_then(|t| expand_transport(t, env))
                 {
                     Ok(t) => {
-                        launch.push((slot.clone(), t));
+                        let (confinement, recheck) = if def.origin.is_project() {
+                            (
+                                Confinement::project(network),
+                                Some(recheck(approvals, &options.workspace, &def)),
+                            )
+                        } else {
+                            (Confinement::user(), None)
+                        };
+                        launch.push((slot.clone(), t, confinement, recheck));
                         None
                     }
                     Err(e) => Some(Status::Failed(e)),
                 }
+            } else {
+                Some(Status::NeedsApproval(approval.describe(&def.name)))
             };
             if let Some(status) = not_started {
                 let _ = slot.done.set(Done::not_started(status));
@@ -214,7 +224,7 @@ impl Hub {
             settled: settled.clone(),
             startup_timeout: options.startup_timeout,
         });
-        for (slot, transport) in launch {
+        for (slot, transport, confinement, recheck) in launch {
             let opts = options.clone();
             let settled = settled.clone();
             let rt = handle.clone();
@@ -225,11 +235,13 @@ impl Hub {
                     let server = Server::start(
                         &name,
                         transport,
+                        confinement,
                         opts.workspace,
                         opts.startup_timeout,
                         opts.call_timeout,
                     )
-                    .await?;
+                    .await?
+                    .with_recheck(recheck);
                     let tools = server.list_tools().await.map_err(|e| e.0)?;
                     Ok::<_, String>((Arc::new(server), tools))
                 };
@@ -410,6 +422,18 @@ fn ready(
         tools,
         warnings,
     }
+}
+
+/// Checks, before a project server is started again after it stopped, that it is still
+/// approved as it stands: the script it runs may have been rewritten since the session began.
+fn recheck(approvals: &Approvals, workspace: &Path, def: &ServerDef) -> Recheck {
+    let approvals = approvals.clone();
+    let workspace = workspace.to_path_buf();
+    let def = def.clone();
+    Arc::new(move || match approvals.check(&workspace, &def) {
+        Approval::Approved { .. } => Ok(()),
+        other => Err(other.describe(&def.name)),
+    })
 }
 
 fn expand_transport(

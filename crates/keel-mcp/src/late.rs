@@ -88,8 +88,8 @@ impl LateTools for Hub {
             Status::Failed(why) => format!(
                 "the tool `{name}` is unavailable: the MCP server `{server}` did not start ({why}); {test}"
             ),
-            Status::NeedsApproval => format!(
-                "the tool `{name}` is unavailable: the MCP server `{server}` from {} is not approved; the user can review it and approve it with `keel mcp add {server}`",
+            Status::NeedsApproval(why) => format!(
+                "the tool `{name}` is unavailable: the MCP server `{server}` from {} is not started, the user must decide: {why}",
                 slot.origin.path().display()
             ),
             Status::Disabled => format!(

@@ -11,14 +11,50 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
 use tokio::sync::Mutex;
+
+use keel_tools::sandbox::SandboxPolicy;
+use keel_tools::shell::exec::{self, ExecRequest, Spawned};
 
 use crate::config::Transport;
 
 type Service = RunningService<RoleClient, ()>;
+
+/// How a stdio server's process is confined: it always starts through Keel's one runner
+/// ([`keel_tools::shell::exec::spawn`]: allowlisted environment plus the server's `env`, its
+/// own process group killed with the server, a private temp dir), under this sandbox policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Confinement {
+    /// [`SandboxPolicy::ReadOnly`] for a project's servers (the workspace and the rest of the
+    /// disk read-only, Keel's data and config hidden); [`SandboxPolicy::Off`] for the user's
+    /// own, which run as the user configured them.
+    pub policy: SandboxPolicy,
+    /// Network access (TCP, UDP, UNIX-socket connections): off for a project's server unless
+    /// the user granted it when approving it.
+    pub network: bool,
+}
+
+impl Confinement {
+    /// A project's server: read-only, network only if granted.
+    pub fn project(network: bool) -> Self {
+        Self {
+            policy: SandboxPolicy::ReadOnly,
+            network,
+        }
+    }
+
+    /// The user's own server: no kernel confinement (still the runner's environment and
+    /// process group).
+    pub fn user() -> Self {
+        Self {
+            policy: SandboxPolicy::Off,
+            network: true,
+        }
+    }
+}
 
 /// How many times a server that died is started again in one session.
 pub const MAX_RESTARTS: u32 = 1;
@@ -36,8 +72,11 @@ pub struct ListedTool {
 #[error("{0}")]
 pub struct CallError(pub String);
 
+/// Says whether a server may be started again (its approval still holds); `Err` says why not.
+pub type Recheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 enum Conn {
-    Up(Arc<Service>),
+    Up(Arc<Service>, Option<Box<Spawned>>),
     Down(String),
 }
 
@@ -45,11 +84,13 @@ enum Conn {
 pub struct Server {
     name: String,
     transport: Transport,
+    confinement: Confinement,
     workspace: PathBuf,
     startup_timeout: Duration,
     call_timeout: Duration,
     conn: Mutex<Conn>,
     restarts: AtomicU32,
+    recheck: Option<Recheck>,
 }
 
 impl std::fmt::Debug for Server {
@@ -63,20 +104,31 @@ impl Server {
     pub async fn start(
         name: &str,
         transport: Transport,
+        confinement: Confinement,
         workspace: PathBuf,
         startup_timeout: Duration,
         call_timeout: Duration,
     ) -> Result<Self, String> {
-        let service = connect(&transport, &workspace, startup_timeout).await?;
+        let (service, process) =
+            connect(&transport, confinement, &workspace, startup_timeout).await?;
         Ok(Self {
             name: name.to_string(),
             transport,
+            confinement,
             workspace,
             startup_timeout,
             call_timeout,
-            conn: Mutex::new(Conn::Up(Arc::new(service))),
+            conn: Mutex::new(Conn::Up(Arc::new(service), process)),
             restarts: AtomicU32::new(0),
+            recheck: None,
         })
+    }
+
+    /// Checked before every restart: a project server whose approval no longer holds (its
+    /// script changed during the session) is not started again.
+    pub fn with_recheck(mut self, recheck: Option<Recheck>) -> Self {
+        self.recheck = recheck;
+        self
     }
 
     /// The server's name.
@@ -152,8 +204,11 @@ impl Server {
     /// Stops the server (kills a spawned process).
     pub async fn shutdown(&self) {
         let mut conn = self.conn.lock().await;
-        if let Conn::Up(svc) = &*conn {
+        if let Conn::Up(svc, process) = &mut *conn {
             svc.cancellation_token().cancel();
+            if let Some(p) = process {
+                p.kill();
+            }
         }
         *conn = Conn::Down("stopped".into());
     }
@@ -173,10 +228,11 @@ impl Server {
     /// The live connection; a dead one is restarted if it has not been yet.
     async fn service(&self) -> Result<Arc<Service>, CallError> {
         let mut conn = self.conn.lock().await;
-        if let Conn::Up(svc) = &*conn {
+        if let Conn::Up(svc, _) = &*conn {
             if !svc.is_closed() {
                 return Ok(svc.clone());
             }
+            // Dropping the old connection ends what is left of its process group.
             *conn = Conn::Down("its connection closed".into());
         }
         let Conn::Down(reason) = &*conn else {
@@ -189,10 +245,26 @@ impl Server {
             )));
         }
         self.restarts.fetch_add(1, Ordering::Relaxed);
-        match connect(&self.transport, &self.workspace, self.startup_timeout).await {
-            Ok(svc) => {
+        if let Some(check) = &self.recheck
+            && let Err(why) = check()
+        {
+            *conn = Conn::Down(format!("not restarted: {why}"));
+            return Err(CallError(format!(
+                "the MCP server `{}` stopped and is not started again: {why}",
+                self.name
+            )));
+        }
+        match connect(
+            &self.transport,
+            self.confinement,
+            &self.workspace,
+            self.startup_timeout,
+        )
+        .await
+        {
+            Ok((svc, process)) => {
                 let svc = Arc::new(svc);
-                *conn = Conn::Up(svc.clone());
+                *conn = Conn::Up(svc.clone(), process);
                 Ok(svc)
             }
             Err(e) => {
@@ -217,7 +289,7 @@ impl Server {
         }
         {
             let mut conn = self.conn.lock().await;
-            if matches!(&*conn, Conn::Up(s) if Arc::ptr_eq(s, svc)) {
+            if matches!(&*conn, Conn::Up(s, _) if Arc::ptr_eq(s, svc)) {
                 *conn = Conn::Down(format!("it exited during {what}"));
             }
         }
@@ -238,28 +310,35 @@ impl Server {
 
 async fn connect(
     transport: &Transport,
+    confinement: Confinement,
     workspace: &std::path::Path,
     timeout: Duration,
-) -> Result<Service, String> {
+) -> Result<(Service, Option<Box<Spawned>>), String> {
     let fut = async {
         match transport {
             Transport::Stdio { command, args, env } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args)
-                    .env_clear()
-                    .envs(keel_tools::shell::exec::scrubbed_env(&[]))
-                    .envs(env)
-                    .current_dir(workspace);
-                let (process, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
+                let argv = std::iter::once(command)
+                    .chain(args)
+                    .map(std::ffi::OsString::from)
+                    .collect();
+                let mut req = ExecRequest::new(argv, workspace);
+                req.policy = confinement.policy;
+                req.roots.network = confinement.network;
+                req.env_set = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                let mut process = exec::spawn(req)
+                    .await
                     .map_err(|e| format!("cannot run `{command}`: {e}"))?;
                 let tail = StderrTail::default();
-                if let Some(stderr) = stderr {
+                if let Some(stderr) = process.child.stderr.take() {
                     tail.collect(stderr);
                 }
-                match ().serve(process).await {
-                    Ok(svc) => Ok(svc),
+                let (Some(stdout), Some(stdin)) =
+                    (process.child.stdout.take(), process.child.stdin.take())
+                else {
+                    return Err(format!("`{command}` started without its pipes"));
+                };
+                match ().serve((stdout, stdin)).await {
+                    Ok(svc) => Ok((svc, Some(Box::new(process)))),
                     Err(e) => {
                         // Give the process a moment to write why it stopped.
                         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -287,6 +366,7 @@ async fn connect(
                 let transport = StreamableHttpClientTransport::from_config(config);
                 ().serve(transport)
                     .await
+                    .map(|svc| (svc, None))
                     .map_err(|e| format!("connecting to {url} failed: {e}"))
             }
         }

@@ -312,6 +312,10 @@ pub enum EventKind {
         /// The command-safety class (`destructive`, `network`, `unknown`, …) or the tool's
         /// effect (`writes_workspace`).
         class: String,
+        /// Why that class, in the classifier's words (`` `rm` deletes files ``); empty when
+        /// it gave none (events stored before it was recorded, tools judged by effect).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
     },
     /// How a call that needed approval was settled: approved (once or for the session), or
     /// denied with the reason the model is given (a person, the timeout, a headless run).

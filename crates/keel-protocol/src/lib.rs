@@ -11,7 +11,7 @@ mod hash;
 mod message;
 mod op;
 
-pub use details::{BlockerRequest, ToolDetails, Truncation};
+pub use details::{BlockerRequest, Excerpt, ToolDetails, Truncation};
 pub use event::{ChildUsage, DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus};
 pub use hash::fnv1a;
 pub use message::{ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage};

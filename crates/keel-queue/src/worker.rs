@@ -508,6 +508,7 @@ mod tests {
             tool: "run_command".into(),
             summary: summary.into(),
             class: "destructive".into(),
+            reason: String::new(),
         })
     }
 

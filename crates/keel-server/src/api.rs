@@ -318,7 +318,8 @@ pub async fn create_session(
     Ok((StatusCode::CREATED, Json(SessionView::new(&record, false))))
 }
 
-/// Lists sessions, newest first.
+/// Lists the sessions of this server's workspace roots, newest first (sessions `keel run`,
+/// an eval or another server stored elsewhere in the same database are not listed).
 #[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", params(ListQuery),
     responses((status = 200, description = "Sessions", body = Vec<SessionView>)))]
 pub async fn list_sessions(
@@ -326,12 +327,15 @@ pub async fn list_sessions(
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<Vec<SessionView>>, ApiError> {
     let limit = q.limit.unwrap_or(50).clamp(1, 1000);
-    let records = hub.store.list_sessions(limit).await?;
+    // Read more than asked: some of the newest may be outside the roots.
+    let records = hub.store.list_sessions(limit.saturating_mul(5)).await?;
     Ok(Json(
         records
             .iter()
             // A subagent's own record: its events are in its parent's session.
             .filter(|r| !keel_engine::agents::is_subagent_session(&r.workspace))
+            .filter(|r| hub.lists(r))
+            .take(limit)
             .map(|r| SessionView::new(r, hub.running(r)))
             .collect(),
     ))

@@ -311,6 +311,12 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether the session list shows `record`: its workspace is under the roots, or it is
+    /// checked out of a git source (queue mode) for this server's sessions.
+    pub fn lists(&self, record: &SessionRecord) -> bool {
+        record.repo.is_some() || self.roots.holds(std::path::Path::new(&record.workspace))
+    }
+
     /// The stored record of session `id` (exact id, never a prefix).
     pub async fn record(&self, id: &str) -> Result<SessionRecord, ApiError> {
         let wanted = id.to_string();

@@ -169,6 +169,10 @@ pub fn app(hub: Arc<Hub>, access: Arc<Access>) -> Router {
         }),
     )
     .route("/", get(ui::index))
+    // A session's own address (bookmarked, shared, reloaded) and the tasks board's: the page,
+    // which opens what the path names.
+    .route("/s/{id}", get(ui::index))
+    .route("/tasks", get(ui::index))
     .route("/ui/{file}", get(ui::file))
     .fallback(error::not_found)
     .method_not_allowed_fallback(error::method_not_allowed)

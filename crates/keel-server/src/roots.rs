@@ -130,6 +130,15 @@ impl WorkspaceRoots {
         Ok(canonical)
     }
 
+    /// Whether a stored session's workspace lies under the roots (what the session list
+    /// shows: not the sessions `keel run` or an eval ran elsewhere with the same store).
+    pub fn holds(&self, workspace: &Path) -> bool {
+        let canonical = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| normalize(workspace));
+        self.contains(&canonical)
+    }
+
     /// Checks an existing session's stored workspace (it may have been created by `keel run`
     /// anywhere).
     pub fn check_existing(&self, workspace: &Path) -> Result<(), ApiError> {
@@ -221,6 +230,14 @@ mod tests {
             assert_eq!(e, Some("outside_workspace_roots"), "{}", outside.display());
         }
         assert!(roots.script(&ws, "s.yaml").is_ok());
+        assert!(roots.holds(&root.join("a")));
+        assert!(
+            roots.holds(&root.join("gone/since")),
+            "a deleted workspace under a root"
+        );
+        assert!(!roots.holds(dir.path()), "the root's parent");
+        assert!(!roots.holds(&root.join("a/etc")), "a link out of the root");
+        assert!(!roots.holds(Path::new("/tmp/.tmpXYZ/eval-1")));
         for bad in [
             "/etc/shadow",
             "../../outside.yaml",

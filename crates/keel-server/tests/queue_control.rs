@@ -156,6 +156,7 @@ async fn a_running_turns_cancel_and_answers_go_to_the_queue() {
             tool: "run_command".into(),
             summary: "rm src/lib.rs".into(),
             class: "destructive".into(),
+            reason: "`rm` deletes files".into(),
         })
         .await
         .unwrap();

@@ -3,7 +3,9 @@
 //! each writer's events keep its order. Needs `KEEL_TEST_DATABASE_URL` (see `common`).
 
 #![cfg(feature = "postgres")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::process::Command;
 

@@ -178,7 +178,7 @@ fn tracked_build_dirs(root: &Path, names: &[String]) -> BTreeSet<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
     use super::*;
 

@@ -28,6 +28,7 @@ mod schema;
 pub mod shell;
 pub mod text;
 mod tool;
+pub mod trust;
 mod workspace;
 
 pub use catalog::{Repair, Resolved, ToolState, resolve_call};

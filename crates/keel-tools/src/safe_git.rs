@@ -20,6 +20,7 @@
 //! Aliases never apply: Keel runs only built-in commands, which aliases cannot shadow.
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Config keys forced at command-line precedence on every git Keel runs.
@@ -127,8 +128,7 @@ pub fn environment(
 pub fn git_version() -> Option<(u32, u32)> {
     static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
     *VERSION.get_or_init(|| {
-        let mut c = hardened_git(&[], false).ok()?;
-        let out = c.arg("--version").output().ok()?;
+        let out = bare().arg("--version").output().ok()?;
         if !out.status.success() {
             return None;
         }
@@ -154,11 +154,7 @@ pub fn config_env_supported() -> bool {
 /// `GIT_CONFIG_COUNT` pairs, which take any key verbatim; older git gets `-c key=value`, which
 /// cannot carry a key holding `=`: such a key is refused (the error names it).
 pub fn hardened_git(extra: &[(String, String)], config_env: bool) -> Result<Command, String> {
-    let mut c = Command::new("git");
-    c.env_clear()
-        .envs(environment(std::env::vars_os()))
-        .stdin(Stdio::null())
-        .arg("--no-pager");
+    let mut c = base();
     let pairs = FORCED
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -180,6 +176,67 @@ pub fn hardened_git(extra: &[(String, String)], config_env: bool) -> Result<Comm
     if config_env {
         c.env("GIT_CONFIG_COUNT", count.to_string());
     }
+    Ok(c)
+}
+
+/// `git` with the allowlisted environment, no pager and no stdin: what every hardened git
+/// starts from.
+fn base() -> Command {
+    // The one place Keel's own git starts: the environment, the pager and (in the callers)
+    // the forced settings are what make it safe to run outside the sandbox.
+    #[allow(clippy::disallowed_methods)]
+    let mut c = Command::new("git");
+    c.env_clear()
+        .envs(environment(std::env::vars_os()))
+        .stdin(Stdio::null())
+        .arg("--no-pager");
+    c
+}
+
+/// [`hardened_git`] with the [`FORCED`] settings only (as `-c` arguments, which any git takes),
+/// for commands that read no attributes (`--version`, discovery, `init`). Cannot fail: no
+/// forced key holds `=`.
+pub fn bare() -> Command {
+    let mut c = base();
+    for (key, value) in FORCED {
+        c.arg("-c").arg(format!("{key}={value}"));
+    }
+    c
+}
+
+/// A hardened `git` to run in the repository at `dir` (which may not be one): [`hardened_git`]
+/// with `extra` and the [`neutralisers`] of every program-naming key the repository's
+/// configuration holds, working directory `dir`. Blocking: the configuration is read first
+/// (`git config --list --name-only -z`, which runs no program). For Keel's own views of a
+/// workspace outside the agent's turn, such as `keel chat`'s `/diff`.
+pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, String> {
+    let config_env = config_env_supported();
+    let mut probe = hardened_git(extra, config_env)?;
+    let names = probe
+        .current_dir(dir)
+        .args(["config", "--list", "--name-only", "-z"])
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "git is not installed (or not on PATH); install it to see diffs".to_string()
+            }
+            _ => format!("cannot run git: {e}"),
+        })?;
+    let mut all = extra.to_vec();
+    if names.status.success() {
+        all.extend(neutralisers(&names.stdout));
+    } else {
+        let err = String::from_utf8_lossy(&names.stderr);
+        // Outside a repository there is no repository configuration to switch off.
+        if !err.contains("not a git repository") {
+            return Err(format!(
+                "cannot read the repository's git configuration (so git is not run): {}",
+                err.trim()
+            ));
+        }
+    }
+    let mut c = hardened_git(&all, config_env)?;
+    c.current_dir(dir);
     Ok(c)
 }
 

@@ -3,7 +3,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use keel_protocol::{BlockerRequest, ToolDetails};
+use keel_protocol::{BlockerRequest, Excerpt, ToolDetails};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -71,6 +71,19 @@ impl ToolOutput {
     /// Records the exit code of the command the call ran.
     pub fn with_exit_code(mut self, code: Option<i32>) -> Self {
         self.details.exit_code = code;
+        self
+    }
+
+    /// Records the start of the file the call created, for a person to see (bounded).
+    pub fn with_created(mut self, content: &str) -> Self {
+        self.details.created = Some(Excerpt::head(content));
+        self
+    }
+
+    /// Records the end of the output of the command the call ran, for a person to see
+    /// (bounded).
+    pub fn with_output_tail(mut self, output: &str) -> Self {
+        self.details.output_tail = Some(Excerpt::tail(output));
         self
     }
 

@@ -328,3 +328,62 @@ fn absolute_paths_inside_the_workspace_become_relative_and_others_stay() {
         assert_eq!(got.args["path"], path.as_str());
     }
 }
+
+/// `replace_all` in every spelling reaches edit_file (it used to be dropped, and the edit then
+/// refused as ambiguous); an empty `old_string` creates the file, as in Claude Code and opencode.
+#[test]
+fn replace_all_is_carried_in_every_spelling() {
+    let r = registry();
+    let want = json!({"path": "a.go", "edits": [
+        {"search": "fmt.Println", "replace": "log.Println", "replace_all": true}
+    ]});
+    for (name, args) in [
+        (
+            "Edit",
+            json!({"file_path": "a.go", "old_string": "fmt.Println", "new_string": "log.Println", "replace_all": true}),
+        ),
+        (
+            "edit",
+            json!({"filePath": "a.go", "oldString": "fmt.Println", "newString": "log.Println", "replaceAll": true}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "a.go", "edits": [{"search": "fmt.Println", "replace": "log.Println", "replaceAll": true}]}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "a.go", "replace_all": true, "edits": [{"search": "fmt.Println", "replace": "log.Println"}]}),
+        ),
+        (
+            "MultiEdit",
+            json!({"file_path": "a.go", "edits": [{"old_string": "fmt.Println", "new_string": "log.Println", "replace_all": true}]}),
+        ),
+    ] {
+        let got = resolve_call(&r, name, &args, false, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (got.tool.as_str(), &got.args),
+            ("edit_file", &want),
+            "{name}"
+        );
+        assert!(
+            got.repairs.iter().all(|x| !x.how.contains("dropped")),
+            "{name}: {:?}",
+            got.repairs
+        );
+    }
+    let got = resolve_call(
+        &r,
+        "edit",
+        &json!({"filePath": "new.txt", "oldString": "", "newString": "hello\n"}),
+        false,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (got.tool.as_str(), &got.args),
+        (
+            "create_file",
+            &json!({"path": "new.txt", "content": "hello\n"})
+        )
+    );
+}

@@ -1,7 +1,9 @@
 //! File tools against hostile workspaces: protected paths, FIFOs, sockets and devices, and
 //! names crafted to fake output lines.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::time::Duration;
 
@@ -126,7 +128,7 @@ async fn fifos_sockets_and_devices_are_refused_without_hanging() {
     if dev {
         cases.push(("zero", "device"));
     }
-    for (path, kind) in cases {
+    for &(path, kind) in &cases {
         let err = f.call(&ReadFile, json!({"path": path})).await.unwrap_err();
         assert!(err.contains(kind), "{path}: {err}");
     }
@@ -138,6 +140,28 @@ async fn fifos_sockets_and_devices_are_refused_without_hanging() {
         .await
         .unwrap_err();
     assert!(err.contains("FIFO") || err.contains("read"), "{err}");
+    // Replacing one on purpose is refused too: create_file's overwrite, a patch's Delete + Add.
+    for (path, _) in &cases {
+        let err = f
+            .call(
+                &CreateFile,
+                json!({"path": path, "content": "x", "overwrite": true}),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("cannot read") || err.contains("not"),
+            "{path}: {err}"
+        );
+        let patch = format!(
+            "*** Begin Patch\n*** Delete File: {path}\n*** Add File: {path}\n+x\n*** End Patch\n"
+        );
+        let err = f
+            .call(&ApplyPatch, json!({"patch": patch}))
+            .await
+            .unwrap_err();
+        assert!(err.contains("not a regular file"), "{path}: {err}");
+    }
     use std::os::unix::fs::FileTypeExt;
     assert!(
         std::fs::symlink_metadata(&fifo)

@@ -33,6 +33,23 @@ fn arb_file() -> impl Strategy<Value = (String, bool, bool)> {
         .prop_map(|(lines, crlf, bom)| (lines.join("\n") + "\n", crlf, bom))
 }
 
+/// Every file in `dir` with its bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn encode(text: &str, crlf: bool, bom: bool) -> Vec<u8> {
     let body = if crlf {
         text.replace('\n', "\r\n")
@@ -122,8 +139,48 @@ proptest! {
     }
 
     #[test]
-    fn patch_parser_never_panics(text in "(\\*\\*\\* (Begin Patch|End Patch|Add File: a|Update File: a|Delete File: a|Move to: b|End of File)\n|@@ ?[a-z]{0,5}\n|[ +-][a-z ]{0,8}\n|[a-z]{0,5}\n){0,30}") {
+    fn patch_parser_never_panics(text in "([ \t]{0,2}\\*\\*\\* (Begin Patch|End Patch|Add File: a|Update File: a|Delete File: a|Move to: b|End of File)[ \r]?\n|@@ ?[a-z]{0,5}\n|[ +-][a-z \r]{0,8}\n|[a-z]{0,5}\n|\n){0,30}") {
         let _ = parse(&text);
+    }
+
+    /// Deletes, adds, updates and moves of a few paths in any order — replacements included:
+    /// never a panic; a refused patch changes nothing; an accepted one leaves every added
+    /// file with its content.
+    #[test]
+    fn file_operations_in_any_order(ops in prop::collection::vec((0u8..4, 0usize..3, 0usize..3), 1..6)) {
+        let names = ["a.txt", "b.txt", "c.txt"];
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "beta\n").unwrap();
+        let original = snapshot(dir.path());
+        let mut patch = String::from("*** Begin Patch\n");
+        let mut added = Vec::new();
+        for (i, (op, p, q)) in ops.iter().enumerate() {
+            let (p, q) = (names[*p], names[*q]);
+            match op {
+                0 => patch.push_str(&format!("*** Delete File: {p}\n")),
+                1 => {
+                    patch.push_str(&format!("*** Add File: {p}\n+new {i}\n"));
+                    added.push((p, format!("new {i}\n")));
+                }
+                2 => patch.push_str(&format!("*** Update File: {p}\n@@\n-alpha\n+ALPHA\n")),
+                _ => patch.push_str(&format!("*** Update File: {p}\n*** Move to: {q}\n@@\n-beta\n+BETA\n")),
+            }
+        }
+        patch.push_str("*** End Patch\n");
+        let ctx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        match rt.block_on(ApplyPatch.execute(json!({"patch": patch}), &ctx)) {
+            Err(_) => prop_assert_eq!(snapshot(dir.path()), original),
+            Ok(_) => {
+                // A patch touches a file once (a deletion may be followed by what replaces
+                // it), so every added file holds what was added.
+                for (p, content) in added {
+                    let now = std::fs::read_to_string(dir.path().join(p)).ok();
+                    prop_assert_eq!(now, Some(content), "{}", p);
+                }
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! otherwise. The child does the work in a fresh directory the parent prepared. When the
 //! kernel forbids unprivileged user namespaces the child skips loudly (failing in CI).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;

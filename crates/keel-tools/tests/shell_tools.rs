@@ -1,7 +1,9 @@
 //! The shell tools end to end: the kernel sandbox, process-group handling, truncation, the
 //! scrubbed environment, run_tests on fixture projects, and auto-lint after writes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -51,6 +53,14 @@ impl Fixture {
         match self.call(tool, args).await {
             Ok(o) => o,
             Err(e) => panic!("{tool} failed: {e}"),
+        }
+    }
+
+    /// The text of a call that must fail (an error result for the model).
+    async fn failed(&self, tool: &str, args: serde_json::Value) -> String {
+        match self.call(tool, args).await {
+            Err(ToolError::Model(msg)) => msg,
+            other => panic!("{tool} should have failed: {other:?}"),
         }
     }
 }
@@ -315,6 +325,11 @@ async fn long_output_is_returned_whole_up_to_the_cap() {
     assert!(!c.contains("omitted"));
     assert!(c.ends_with("stderr:\noops"), "{}", &c[c.len() - 200..]);
     assert_eq!(out.details.exit_code, Some(3));
+    // What a person sees of it: the last lines, bounded, with the count of the rest.
+    let tail = out.details.output_tail.clone().unwrap_or_default();
+    assert!(tail.text.ends_with("99999\n100000\noops"), "{}", tail.text);
+    assert_eq!(tail.text.lines().count(), keel_protocol::Excerpt::MAX_LINES);
+    assert_eq!(tail.total_lines, 100_001);
 
     let cap = keel_tools::text::OUTPUT_CAP_CHARS;
     let out = f
@@ -471,8 +486,8 @@ async fn run_tests_summarises_a_cargo_project() {
     require("cargo");
     let f = Fixture::new();
     copy_dir(&project("cargo_one_failing"), f.dir.path());
-    let out = f.ok("run_tests", json!({})).await;
-    let c = &out.content;
+    // Failing tests are a failed call (✗ in every front end), with the summary as its text.
+    let c = &f.failed("run_tests", json!({})).await;
     assert!(
         c.starts_with("cargo test: 2 passed, 1 failed, 1 skipped (exit code 101)"),
         "{c}"
@@ -486,19 +501,9 @@ async fn run_tests_summarises_a_cargo_project() {
         !c.contains("test tests::adds ... ok"),
         "only the failure is shown: {c}"
     );
-    let meta = out.metadata.unwrap();
-    assert_eq!(
-        (meta["passed"].as_u64(), meta["failed"].as_u64()),
-        (Some(2), Some(1))
-    );
-    assert_eq!(meta["runner"], "cargo");
 
-    let verbose = f.ok("run_tests", json!({"verbose": true})).await;
-    assert!(
-        verbose.content.contains("test tests::adds ... ok"),
-        "{}",
-        verbose.content
-    );
+    let verbose = f.failed("run_tests", json!({"verbose": true})).await;
+    assert!(verbose.contains("test tests::adds ... ok"), "{verbose}");
 }
 
 #[tokio::test]
@@ -523,8 +528,7 @@ async fn run_tests_summarises_a_pytest_project() {
     }
     let f = Fixture::new();
     copy_dir(&project("pytest_one_failing"), f.dir.path());
-    let out = f.ok("run_tests", json!({})).await;
-    let c = &out.content;
+    let c = &f.failed("run_tests", json!({})).await;
     assert!(
         c.starts_with("pytest: 1 passed, 1 failed, 1 skipped (exit code 1)"),
         "{c}"
@@ -536,15 +540,90 @@ async fn run_tests_summarises_a_pytest_project() {
         "no cache left in the workspace"
     );
     let scoped = f
-        .ok("run_tests", json!({"path": "tests/test_calc.py"}))
+        .failed("run_tests", json!({"path": "tests/test_calc.py"}))
         .await;
-    assert!(
-        scoped.content.contains("tests/test_calc.py"),
-        "{}",
-        scoped.content
-    );
+    assert!(scoped.contains("tests/test_calc.py"), "{scoped}");
     let err = f.call("run_tests", json!({"path": "../elsewhere"})).await;
     assert!(matches!(err, Err(ToolError::Model(m)) if m.contains("..")));
+}
+
+/// A `unittest` project: run by pytest when it is installed, else by `python3 -m unittest`
+/// (before, a missing pytest made every run "no test counts found" — and ✓).
+#[tokio::test]
+async fn run_tests_runs_a_unittest_project_with_or_without_pytest() {
+    require("python3");
+    let f = Fixture::new();
+    copy_dir(&project("unittest_one_failing"), f.dir.path());
+    let c = f.failed("run_tests", json!({})).await;
+    let label = if exec::find_program("pytest").is_some() {
+        "pytest"
+    } else {
+        "unittest"
+    };
+    assert!(
+        c.starts_with(&format!(
+            "{label}: 1 passed, 1 failed, 1 skipped (exit code 1)"
+        )),
+        "{c}"
+    );
+    assert!(c.contains("two and two make four"), "{c}");
+    if label == "unittest" {
+        assert!(c.contains("`python3 -m unittest discover -s tests`"), "{c}");
+        let one = f
+            .failed("run_tests", json!({"path": "tests/test_calc.py"}))
+            .await;
+        // The nearest directory with test modules is where it runs.
+        assert!(
+            one.contains("`python3 -m unittest test_calc.py` in tests"),
+            "{one}"
+        );
+    }
+    // Fixed, the run passes (✓).
+    let test = f.path("tests/test_calc.py");
+    let fixed = std::fs::read_to_string(&test)
+        .unwrap()
+        .replace("add(2, 2), 5", "add(2, 2), 4");
+    std::fs::write(&test, fixed).unwrap();
+    let out = f.ok("run_tests", json!({})).await;
+    assert!(
+        out.content.starts_with(&format!(
+            "{label}: 2 passed, 0 failed, 1 skipped (exit code 0)"
+        )),
+        "{}",
+        out.content
+    );
+    assert_eq!(out.details.exit_code, Some(0));
+}
+
+/// A test command that fails without reporting any test is a failure, never a pass.
+#[tokio::test]
+async fn run_tests_fails_when_the_command_fails_before_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let mut tools = ToolRegistry::new();
+    let settings = ShellSettings {
+        test_command: Some("echo 'No module named pytest' >&2; exit 1".into()),
+        ..ShellSettings::default()
+    };
+    shell::register(
+        &mut tools,
+        settings,
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let err = tools.execute("run_tests", json!({}), &ctx).await;
+    let Err(ToolError::Model(msg)) = err else {
+        panic!("a failed test command must be a failed call: {err:?}")
+    };
+    assert!(
+        msg.starts_with(
+            "test command: FAILED — the tests did not run to a result (exit code 1, no test counts)"
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("No module named pytest"), "{msg}");
 }
 
 #[tokio::test]

@@ -14,8 +14,13 @@ use super::slash::{self, Slash};
 use super::theme::Theme;
 use super::transcript::{Level, Transcript, elapsed_text, spinner};
 
-/// Two presses of Esc or Ctrl-C within this many milliseconds quit.
-const DOUBLE_PRESS_MS: u64 = 2000;
+/// A second Ctrl-C on an empty composer within this many milliseconds quits; the hint saying
+/// so is shown for as long.
+pub const DOUBLE_PRESS_MS: u64 = 1800;
+/// How long a hint stays in the composer's title.
+const HINT_MS: u64 = 3000;
+/// Lines PgUp/PgDn scroll.
+const PAGE: usize = 10;
 /// Largest file attached for an `@path` mention (characters).
 const MENTION_MAX_CHARS: usize = 20_000;
 /// Most composer rows shown.
@@ -51,10 +56,17 @@ pub struct App {
     pub running: bool,
     turn_started_ms: u64,
     pub quit: bool,
-    /// When Esc or Ctrl-C was last pressed (a second press soon after quits).
+    /// When Ctrl-C was pressed on an empty composer (a second press soon after quits).
     armed_ms: Option<u64>,
+    /// A short hint in the composer's title, until the given time (ms).
+    hint: Option<(String, u64)>,
     /// Lines scrolled up from the bottom (0 follows the stream).
     pub scroll: usize,
+    /// While scrolled up: the transcript's length in lines when the view was last placed, so
+    /// new output below does not move what is being read (set while drawing).
+    anchor: std::cell::Cell<Option<usize>>,
+    /// Lines that arrived below the view since it was scrolled up (set while drawing).
+    below: std::cell::Cell<usize>,
     /// Workspace files for `@path` completion (loaded on the first `@`).
     pub files: Option<Vec<String>>,
     popup_selected: usize,
@@ -79,7 +91,10 @@ impl App {
             turn_started_ms: 0,
             quit: false,
             armed_ms: None,
+            hint: None,
             scroll: 0,
+            anchor: std::cell::Cell::new(None),
+            below: std::cell::Cell::new(0),
             files: None,
             popup_selected: 0,
             deny_reason: None,
@@ -93,7 +108,41 @@ impl App {
 
     pub fn notice(&mut self, text: impl Into<String>, level: Level) {
         self.transcript.notice(text, level);
+        self.follow();
+    }
+
+    /// Back to the bottom of the transcript, following new output.
+    pub fn follow(&mut self) {
         self.scroll = 0;
+        self.anchor.set(None);
+        self.below.set(0);
+    }
+
+    /// Scrolls `up` lines up (negative: down) from where the view is now.
+    fn scroll_by(&mut self, up: isize) {
+        // The lines that arrived below while scrolled count as scrolled past.
+        let from_bottom = self.scroll + self.below.get();
+        let to = from_bottom.saturating_add_signed(up);
+        if to == 0 {
+            self.follow();
+        } else {
+            self.scroll = to;
+            self.anchor.set(None);
+            self.below.set(0);
+        }
+    }
+
+    /// Shows `text` in the composer's title for `ms` from `now_ms`.
+    fn show_hint(&mut self, text: impl Into<String>, now_ms: u64, ms: u64) {
+        self.hint = Some((text.into(), now_ms + ms));
+    }
+
+    /// The hint to show at `now_ms`, if any.
+    pub fn hint_at(&self, now_ms: u64) -> Option<&str> {
+        self.hint
+            .as_ref()
+            .filter(|(_, until)| now_ms < *until)
+            .map(|(t, _)| t.as_str())
     }
 
     /// A session event.
@@ -173,8 +222,9 @@ impl App {
             return None;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        let stop = key.code == KeyCode::Esc || (ctrl && key.code == KeyCode::Char('c'));
-        if !stop {
+        let ctrl_c = ctrl && key.code == KeyCode::Char('c');
+        let stop = key.code == KeyCode::Esc || ctrl_c;
+        if !ctrl_c {
             self.armed_ms = None;
         }
         if let Some(picker) = self.picker.as_mut() {
@@ -194,8 +244,11 @@ impl App {
             }
             return None;
         }
-        if stop {
-            return self.on_stop(key.code == KeyCode::Esc, now_ms);
+        if ctrl_c {
+            return self.on_ctrl_c(now_ms);
+        }
+        if key.code == KeyCode::Esc {
+            return self.on_esc(now_ms);
         }
         if ctrl {
             match key.code {
@@ -272,11 +325,12 @@ impl App {
             KeyCode::Left => self.composer.left(),
             KeyCode::Right => self.composer.right(),
             KeyCode::Home => self.composer.home(),
+            KeyCode::End if self.composer.is_empty() => self.follow(),
             KeyCode::End => self.composer.end(),
             KeyCode::Backspace => self.composer.backspace(),
             KeyCode::Delete => self.composer.delete(),
-            KeyCode::PageUp => self.scroll += 10,
-            KeyCode::PageDown => self.scroll = self.scroll.saturating_sub(10),
+            KeyCode::PageUp => self.scroll_by(PAGE as isize),
+            KeyCode::PageDown => self.scroll_by(-(PAGE as isize)),
             KeyCode::Char(c) => {
                 self.composer.insert(c.encode_utf8(&mut [0; 4]));
                 self.popup_selected = 0;
@@ -286,10 +340,36 @@ impl App {
         None
     }
 
-    /// Esc or Ctrl-C: cancel a reason or clear the line, interrupt a turn; twice: quit.
-    fn on_stop(&mut self, esc: bool, now_ms: u64) -> Option<Action> {
+    /// Esc: cancels typing a reason, or interrupts the running turn. It never quits and never
+    /// throws text away (people used to Esc-Esc elsewhere get a hint saying how to quit).
+    fn on_esc(&mut self, now_ms: u64) -> Option<Action> {
         if self.deny_reason.take().is_some() {
             self.composer.clear();
+            return None;
+        }
+        if self.running {
+            self.notice("interrupting the turn…", Level::Warn);
+            return Some(Action::Op(Op::Interrupt));
+        }
+        self.show_hint(
+            "Esc interrupts a turn · to quit: /quit, Ctrl-D, or Ctrl-C twice",
+            now_ms,
+            HINT_MS,
+        );
+        None
+    }
+
+    /// Ctrl-C: clears the composer (Up brings the text back), else interrupts the running
+    /// turn, else — pressed twice within [`DOUBLE_PRESS_MS`] on an empty composer — quits.
+    fn on_ctrl_c(&mut self, now_ms: u64) -> Option<Action> {
+        if self.deny_reason.take().is_some() {
+            self.composer.clear();
+            return None;
+        }
+        if !self.composer.is_empty() {
+            self.composer.stash();
+            self.armed_ms = None;
+            self.show_hint("message cleared · Up brings it back", now_ms, HINT_MS);
             return None;
         }
         if let Some(at) = self.armed_ms
@@ -299,28 +379,19 @@ impl App {
             return None;
         }
         self.armed_ms = Some(now_ms);
+        self.show_hint(
+            if self.running {
+                "interrupting · Ctrl-C again quits"
+            } else {
+                "Ctrl-C again quits (the session stays stored: keel -c continues it)"
+            },
+            now_ms,
+            DOUBLE_PRESS_MS,
+        );
         if self.running {
-            self.notice(
-                format!(
-                    "interrupting the turn… (press {} again to quit)",
-                    if esc { "Esc" } else { "Ctrl-C" }
-                ),
-                Level::Warn,
-            );
+            self.notice("interrupting the turn…", Level::Warn);
             return Some(Action::Op(Op::Interrupt));
         }
-        if !self.composer.is_empty() {
-            self.composer.clear();
-            self.armed_ms = None;
-            return None;
-        }
-        self.notice(
-            format!(
-                "press {} again to quit (the session stays stored: keel -c continues it)",
-                if esc { "Esc" } else { "Ctrl-C" }
-            ),
-            Level::Info,
-        );
         None
     }
 
@@ -363,7 +434,7 @@ impl App {
             return None;
         }
         let message = self.composer.submit();
-        self.scroll = 0;
+        self.follow();
         self.transcript.typed(text);
         if let Some(id) = self.transcript.blocker.take() {
             return Some(Action::Op(Op::AnswerBlocker {
@@ -426,8 +497,11 @@ impl App {
                 .collect();
             frame.render_widget(Paragraph::new(lines), pop);
         }
-        self.draw_composer(frame, input, &composer_lines, crow, ccol);
-        frame.render_widget(Paragraph::new(self.status_line(now_ms)), status);
+        self.draw_composer(frame, input, &composer_lines, crow, ccol, now_ms);
+        frame.render_widget(
+            Paragraph::new(self.status_line(now_ms, usize::from(status.width))),
+            status,
+        );
     }
 
     fn draw_transcript(&self, frame: &mut Frame<'_>, area: Rect, now_ms: u64) {
@@ -447,15 +521,51 @@ impl App {
             return;
         }
         let height = usize::from(area.height);
-        let lines =
-            self.transcript
-                .last_lines(height + self.scroll, area.width, now_ms, &self.theme);
-        let max_scroll = lines.len().saturating_sub(height);
-        let scroll = self.scroll.min(max_scroll);
-        let end = lines.len() - scroll;
-        let start = end.saturating_sub(height);
-        let visible: Vec<Line<'static>> = lines[start..end].to_vec();
-        frame.render_widget(Paragraph::new(visible), area);
+        if self.scroll == 0 {
+            let lines = self
+                .transcript
+                .last_lines(height, area.width, now_ms, &self.theme);
+            let start = lines.len().saturating_sub(height);
+            frame.render_widget(Paragraph::new(lines[start..].to_vec()), area);
+            return;
+        }
+        // Scrolled up: the view stays on what is being read while output arrives below it,
+        // and the last row says there is more.
+        let lines = self
+            .transcript
+            .last_lines(usize::MAX, area.width, now_ms, &self.theme);
+        let total = lines.len();
+        let anchor = self.anchor.get().unwrap_or(total);
+        self.anchor.set(Some(anchor));
+        let below = total.saturating_sub(anchor);
+        self.below.set(below);
+        let rows = height.saturating_sub(1).max(1);
+        let from_bottom = (self.scroll + below).min(total.saturating_sub(rows));
+        let end = total - from_bottom;
+        let start = end.saturating_sub(rows);
+        let [view, mark] =
+            Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
+        frame.render_widget(Paragraph::new(lines[start..end].to_vec()), view);
+        let what = if below > 0 {
+            format!(
+                "↓ {below} new line{} below",
+                if below == 1 { "" } else { "s" }
+            )
+        } else {
+            format!("↓ {from_bottom} more lines below")
+        };
+        let style = if below > 0 {
+            self.theme.warn
+        } else {
+            self.theme.dim
+        };
+        frame.render_widget(
+            Paragraph::new(Line::styled(
+                format!("{what} · PgDn scrolls, End on an empty line jumps to the latest"),
+                style,
+            )),
+            mark,
+        );
     }
 
     fn draw_picker(&self, frame: &mut Frame<'_>, area: Rect, picker: &Picker) {
@@ -490,22 +600,31 @@ impl App {
         lines: &[&str],
         crow: usize,
         ccol: usize,
+        now_ms: u64,
     ) {
-        let title = if self.deny_reason.is_some() {
+        let hint = self.hint_at(now_ms);
+        let title = if let Some(hint) = hint {
+            format!(" {hint} ")
+        } else if self.deny_reason.is_some() {
             " why deny it? Enter sends · Esc cancels ".to_string()
         } else if self.transcript.pending_approval().is_some() && self.composer.is_empty() {
             " approve? y once · a for this session · n no · r no, with a reason ".to_string()
         } else if self.transcript.blocker.is_some() {
             " your answer to the blocker ".to_string()
         } else if self.running {
-            " working… Esc interrupts ".to_string()
+            " working… Esc interrupts · Ctrl-C twice quits ".to_string()
         } else {
             " message · Enter sends · Ctrl-J new line · /help ".to_string()
+        };
+        let title_style = if hint.is_some() {
+            self.theme.warn
+        } else {
+            self.theme.dim
         };
         let block = Block::default()
             .borders(Borders::TOP | Borders::BOTTOM)
             .border_style(self.theme.dim)
-            .title(Span::styled(title, self.theme.dim));
+            .title(Span::styled(title, title_style));
         let rows = usize::from(area.height.saturating_sub(2)).max(1);
         let first = crow.saturating_sub(rows - 1);
         // A line wider than the composer scrolls sideways so the cursor stays in view.
@@ -536,9 +655,17 @@ impl App {
         }
     }
 
-    /// `model · mode · tokens · cost · context % · working 3.2s`.
-    pub fn status_line(&self, now_ms: u64) -> Line<'static> {
+    /// `working 3.2s · provider/model · mode · ctx 12% of 128k · $0.0123 · 12k in · 230 out`,
+    /// the least important parts left out when `width` columns cannot hold them all.
+    pub fn status_line(&self, now_ms: u64, width: usize) -> Line<'static> {
         let st = &self.transcript.status;
+        let working = self.running.then(|| {
+            format!(
+                "{} working {}",
+                spinner(now_ms),
+                elapsed_text(now_ms.saturating_sub(self.turn_started_ms))
+            )
+        });
         let mut parts = Vec::new();
         if !st.model.is_empty() {
             parts.push(format!("{}/{}", st.provider, st.model));
@@ -547,33 +674,48 @@ impl App {
             Some(p) => format!("plan_exec:{p}"),
             None => self.mode.clone(),
         });
+        parts.push(st.context_text());
         let u = &st.usage;
+        parts.push(if u.cost_usd > 0.0 || st.priced {
+            format!("${:.4}", u.cost_usd)
+        } else {
+            "cost unknown".to_string()
+        });
         parts.push(format!(
             "{} in · {} out",
             compact(u.input_tokens),
             compact(u.output_tokens)
         ));
-        if u.cost_usd > 0.0 {
-            parts.push(format!("${:.4}", u.cost_usd));
+        let lead = working.as_ref().map_or(0, |w| w.chars().count() + 3);
+        while parts.len() > 2 && lead + parts.join(" · ").chars().count() > width {
+            parts.pop();
         }
-        if let Some(p) = st.context_percent() {
-            parts.push(format!("ctx {p}%"));
+        let mut spans = Vec::new();
+        if let Some(w) = working {
+            spans.push(Span::styled(format!("{w} · "), self.theme.tool));
         }
-        let mut spans = vec![Span::styled(parts.join(" · "), self.theme.dim)];
-        if self.running {
-            spans.insert(
-                0,
-                Span::styled(
-                    format!(
-                        "{} working {} · ",
-                        spinner(now_ms),
-                        elapsed_text(now_ms.saturating_sub(self.turn_started_ms))
-                    ),
-                    self.theme.tool,
-                ),
-            );
-        }
+        spans.push(Span::styled(parts.join(" · "), self.theme.dim));
         Line::from(spans)
+    }
+
+    /// The whole transcript as terminal text `width` columns wide (styled unless colour is
+    /// off), printed to the normal screen on quit so the conversation stays in the
+    /// terminal's scrollback. Empty when nothing was said.
+    pub fn scrollback(&self, width: u16, now_ms: u64) -> String {
+        if self.transcript.cells.is_empty() {
+            return String::new();
+        }
+        let lines = self
+            .transcript
+            .last_lines(usize::MAX, width, now_ms, &self.theme);
+        let mut text = super::markdown::to_ansi(&lines, self.theme.color);
+        text.push('\n');
+        text
+    }
+
+    /// Whether something on screen changes by itself (a spinner, a hint that expires).
+    pub fn animating(&self, now_ms: u64) -> bool {
+        self.running || self.hint_at(now_ms).is_some()
     }
 }
 

@@ -182,6 +182,20 @@ impl Composer {
         pos
     }
 
+    /// Clears an unsent message, keeping it as the newest history entry (this run only, not
+    /// on disk): Up brings it back.
+    pub fn stash(&mut self) {
+        let mut draft = std::mem::take(&mut self.text);
+        for (tag, content) in self.pastes.drain(..) {
+            draft = draft.replace(&tag, &content);
+        }
+        self.cursor = 0;
+        self.browsing = None;
+        if !draft.trim().is_empty() && self.history.last() != Some(&draft) {
+            self.history.push(draft);
+        }
+    }
+
     /// Takes the message out: pastes expanded, remembered in history (and on disk).
     pub fn submit(&mut self) -> String {
         let shown = std::mem::take(&mut self.text);

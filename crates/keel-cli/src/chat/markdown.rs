@@ -1,18 +1,28 @@
 //! Markdown → styled terminal lines (pulldown-cmark), shared by `keel chat` and `keel run`:
-//! headings, emphasis, inline code, lists, quotes and fenced code blocks with light keyword
-//! colouring per language. Re-rendered from the whole text on every change, so a streamed
-//! answer is always shown as what it is so far.
+//! headings, emphasis, inline code, lists, quotes, tables (columns fitted to the width, cells
+//! wrapped inside their column) and fenced code blocks with light keyword colouring per
+//! language. Re-rendered from the whole text on every change, so a streamed answer is always
+//! shown as what it is so far.
 
-use pulldown_cmark::{CodeBlockKind, Event as Md, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{
+    Alignment, CodeBlockKind, Event as Md, HeadingLevel, Options, Parser, Tag, TagEnd,
+};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
+use unicode_width::UnicodeWidthStr;
 
 use super::theme::Theme;
+use super::wrap::wrap;
 
-/// Renders `text` as lines (not wrapped; see [`super::wrap`]).
-pub fn render(text: &str, theme: &Theme) -> Vec<Line<'static>> {
+/// The narrowest a table column gets before the table is allowed to overflow.
+const MIN_COLUMN: usize = 4;
+
+/// Renders `text` as lines for a screen `width` columns wide. Only tables are laid out to the
+/// width; other lines are not wrapped (see [`super::wrap`]).
+pub fn render(text: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let mut r = Renderer {
         theme,
+        width,
         lines: Vec::new(),
         current: Vec::new(),
         styles: Vec::new(),
@@ -20,13 +30,18 @@ pub fn render(text: &str, theme: &Theme) -> Vec<Line<'static>> {
         code: None,
         quote: 0,
         prefix_pending: None,
+        table: None,
     };
-    for event in Parser::new_ext(text, Options::ENABLE_STRIKETHROUGH) {
+    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
+    for event in Parser::new_ext(text, options) {
         r.event(event);
     }
     if let Some((lang, body)) = r.code.take() {
         // An unterminated fence while the answer streams: show what came so far.
         r.code_block(&lang, &body);
+    }
+    if let Some(table) = r.table.take() {
+        r.table_lines(table);
     }
     r.flush();
     while r.lines.last().is_some_and(|l| l.spans.is_empty()) {
@@ -37,6 +52,7 @@ pub fn render(text: &str, theme: &Theme) -> Vec<Line<'static>> {
 
 struct Renderer<'t> {
     theme: &'t Theme,
+    width: usize,
     lines: Vec<Line<'static>>,
     current: Vec<Span<'static>>,
     styles: Vec<Style>,
@@ -47,6 +63,17 @@ struct Renderer<'t> {
     quote: usize,
     /// The bullet waiting for an item's first text.
     prefix_pending: Option<String>,
+    /// The open table: its cells so far.
+    table: Option<Table>,
+}
+
+/// A table being read: rows of cells of styled text.
+#[derive(Default)]
+struct Table {
+    aligns: Vec<Alignment>,
+    rows: Vec<Vec<Vec<Span<'static>>>>,
+    /// Rows of the header (drawn bold, with a rule under them).
+    head_rows: usize,
 }
 
 impl Renderer<'_> {
@@ -57,6 +84,13 @@ impl Renderer<'_> {
     }
 
     fn push(&mut self, text: &str, style: Style) {
+        if let Some(table) = self.table.as_mut() {
+            let cell = table.rows.last_mut().and_then(|r| r.last_mut());
+            if let Some(cell) = cell {
+                cell.push(Span::styled(text.to_string(), style));
+            }
+            return;
+        }
         if self.current.is_empty() {
             let indent = "  ".repeat(self.lists.len().saturating_sub(1));
             let quote = "│ ".repeat(self.quote);
@@ -211,6 +245,29 @@ impl Renderer<'_> {
                 .styles
                 .push(Style::default().add_modifier(Modifier::CROSSED_OUT)),
             Tag::Link { .. } => self.styles.push(self.theme.link),
+            Tag::Table(aligns) => {
+                self.blank();
+                self.table = Some(Table {
+                    aligns,
+                    ..Table::default()
+                });
+            }
+            Tag::TableHead => {
+                self.styles.push(self.theme.bold);
+                if let Some(t) = self.table.as_mut() {
+                    t.rows.push(Vec::new());
+                }
+            }
+            Tag::TableRow => {
+                if let Some(t) = self.table.as_mut() {
+                    t.rows.push(Vec::new());
+                }
+            }
+            Tag::TableCell => {
+                if let Some(row) = self.table.as_mut().and_then(|t| t.rows.last_mut()) {
+                    row.push(Vec::new());
+                }
+            }
             _ => {}
         }
     }
@@ -235,8 +292,91 @@ impl Renderer<'_> {
             TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough | TagEnd::Link => {
                 self.styles.pop();
             }
+            TagEnd::TableHead => {
+                self.styles.pop();
+                if let Some(t) = self.table.as_mut() {
+                    t.head_rows = t.rows.len();
+                }
+            }
+            TagEnd::Table => {
+                if let Some(table) = self.table.take() {
+                    self.table_lines(table);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Lays a table out in columns: natural widths, the widest narrowed until the table fits
+    /// the screen, each cell wrapped inside its column; ` │ ` between columns, a rule under
+    /// the header.
+    fn table_lines(&mut self, table: Table) {
+        let cols = table.rows.iter().map(Vec::len).max().unwrap_or(0);
+        if cols == 0 {
+            return;
+        }
+        let text_width =
+            |cell: &[Span<'_>]| -> usize { cell.iter().map(|s| s.content.as_ref().width()).sum() };
+        let mut widths = vec![1; cols];
+        for row in &table.rows {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(text_width(cell));
+            }
+        }
+        let room = self.width.saturating_sub(1 + 3 * (cols - 1));
+        while widths.iter().sum::<usize>() > room {
+            let Some((i, w)) = widths.iter().copied().enumerate().max_by_key(|(_, w)| *w) else {
+                break;
+            };
+            if w <= MIN_COLUMN {
+                break;
+            }
+            widths[i] = w - 1;
+        }
+        let dim = self.theme.dim;
+        for (r, row) in table.rows.iter().enumerate() {
+            let wrapped: Vec<Vec<Line<'static>>> = (0..cols)
+                .map(|i| {
+                    let spans = row.get(i).cloned().unwrap_or_default();
+                    wrap(&Line::from(spans), widths[i], "")
+                })
+                .collect();
+            let height = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+            for k in 0..height {
+                let mut spans = vec![Span::raw(" ")];
+                for (i, cell) in wrapped.iter().enumerate() {
+                    if i > 0 {
+                        spans.push(Span::styled(" │ ", dim));
+                    }
+                    let piece = cell.get(k).cloned().unwrap_or_default();
+                    let used: usize = piece.spans.iter().map(|s| s.content.as_ref().width()).sum();
+                    let pad = widths[i].saturating_sub(used);
+                    let (before, after) = match table.aligns.get(i) {
+                        Some(Alignment::Right) => (pad, 0),
+                        Some(Alignment::Center) => (pad / 2, pad - pad / 2),
+                        _ => (0, pad),
+                    };
+                    if before > 0 {
+                        spans.push(Span::raw(" ".repeat(before)));
+                    }
+                    spans.extend(piece.spans);
+                    // The last column needs no padding on the right.
+                    if after > 0 && i + 1 < cols {
+                        spans.push(Span::raw(" ".repeat(after)));
+                    }
+                }
+                self.lines.push(Line::from(spans));
+            }
+            if r + 1 == table.head_rows {
+                let rule: Vec<String> = widths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| "─".repeat(w + if i + 1 < cols { 2 } else { 1 }))
+                    .collect();
+                self.lines.push(Line::styled(rule.join("┼"), dim));
+            }
+        }
+        self.lines.push(Line::default());
     }
 
     fn code_block(&mut self, lang: &str, body: &str) {
@@ -463,22 +603,27 @@ pub struct MarkdownStream {
 
 impl MarkdownStream {
     /// Adds `delta`; returns the lines that became complete.
-    pub fn push(&mut self, delta: &str, theme: &Theme) -> Vec<Line<'static>> {
+    pub fn push(&mut self, delta: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
         self.text.push_str(delta);
         let Some(end) = self.text.rfind("\n\n") else {
             return Vec::new();
         };
-        let lines = render(&self.text[..end], theme);
+        let lines = render(&self.text[..end], width, theme);
         self.take(lines)
     }
 
     /// The message is complete (`full`: its final text, when known): the lines not printed
     /// yet. Ready for the next message afterwards.
-    pub fn finish(&mut self, full: Option<&str>, theme: &Theme) -> Vec<Line<'static>> {
+    pub fn finish(
+        &mut self,
+        full: Option<&str>,
+        width: usize,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
         if let Some(full) = full {
             self.text = full.to_string();
         }
-        let lines = render(&self.text, theme);
+        let lines = render(&self.text, width, theme);
         let rest = self.take(lines);
         *self = Self::default();
         rest
@@ -570,6 +715,7 @@ mod tests {
         let theme = Theme::plain();
         let out = plain(&render(
             "# Plan\n\nFirst **do** this:\n\n1. read `main.rs`\n2. fix it\n\n- a\n- b\n\n```rust\nfn main() {}\n```\n",
+            80,
             &theme,
         ));
         assert_eq!(
@@ -584,23 +730,54 @@ mod tests {
         let mut stream = MarkdownStream::default();
         let mut shown = Vec::new();
         for piece in ["# Ti", "tle\n\nSome ", "text\nmore", "\n\n- a\n", "- b"] {
-            shown.extend(stream.push(piece, &theme));
+            shown.extend(stream.push(piece, 80, &theme));
             if piece == "# Ti" {
                 assert!(shown.is_empty(), "nothing is complete yet");
             }
         }
         assert_eq!(plain(&shown), "# Title\n\nSome text more");
-        shown.extend(stream.finish(None, &theme));
+        shown.extend(stream.finish(None, 80, &theme));
         assert_eq!(plain(&shown), "# Title\n\nSome text more\n\n• a\n• b");
         assert!(!stream.is_open());
-        let colored = to_ansi(&render("**hi**", &Theme::colored()), true);
+        let colored = to_ansi(&render("**hi**", 80, &Theme::colored()), true);
         assert_eq!(colored, "\x1b[1mhi\x1b[0m\n");
-        assert_eq!(to_ansi(&render("**hi**", &Theme::colored()), false), "hi\n");
+        assert_eq!(
+            to_ansi(&render("**hi**", 80, &Theme::colored()), false),
+            "hi\n"
+        );
+    }
+
+    #[test]
+    fn a_table_renders_as_aligned_columns_under_a_rule() {
+        let md = "Changes:\n\n| file | change | lines |\n|---|---|---:|\n| src/lib.rs | adds `mul` | 12 |\n| tests/arith.rs | new tests | 140 |\n\nDone.";
+        let out = plain(&render(md, 80, &Theme::plain()));
+        assert_eq!(
+            out,
+            "Changes:\n\n file           │ change     │ lines\n────────────────┼────────────┼──────\n src/lib.rs     │ adds `mul` │    12\n tests/arith.rs │ new tests  │   140\n\nDone."
+        );
+        // Too wide for the screen: the widest column narrows and its cells wrap inside it;
+        // no line is wider than the screen.
+        let md = "| name | what it does |\n|---|---|\n| wrap | breaks a long line of styled text into lines that fit the screen |\n";
+        let lines = render(md, 40, &Theme::plain());
+        let out = plain(&lines);
+        assert!(out.lines().all(|l| l.chars().count() <= 40), "{out}");
+        assert_eq!(
+            out,
+            " name │ what it does\n──────┼─────────────────────────────────\n wrap │ breaks a long line of styled\n      │ text into lines that fit the\n      │ screen"
+        );
+        // The header is bold, like a heading.
+        let colored = render("| a | b |\n|---|---|\n| 1 | 2 |\n", 80, &Theme::colored());
+        assert!(
+            colored[0]
+                .spans
+                .iter()
+                .any(|s| s.content == "a" && s.style.add_modifier.contains(Modifier::BOLD))
+        );
     }
 
     #[test]
     fn an_unfinished_fence_still_shows_its_code() {
-        let out = plain(&render("Here:\n```py\nx = 1\n", &Theme::plain()));
+        let out = plain(&render("Here:\n```py\nx = 1\n", 80, &Theme::plain()));
         assert!(out.ends_with("  ┌ py\n  │ x = 1"), "{out}");
     }
 

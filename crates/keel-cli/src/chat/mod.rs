@@ -9,17 +9,23 @@
 
 pub mod app;
 pub mod composer;
+mod diff;
 pub mod layers;
 pub mod markdown;
 mod session;
 pub mod slash;
 pub mod theme;
+pub mod tool_cell;
 pub mod transcript;
 pub mod workflow;
 pub mod wrap;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cells;
+#[cfg(test)]
+mod tests_keys;
 #[cfg(test)]
 mod workflow_tests;
 
@@ -69,7 +75,7 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
         .context("cannot start the async runtime")?;
     runtime
         .block_on(async move {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, mut rx) = mpsc::unbounded_channel();
             let mut chat = Chat::open(&args, tx.clone()).await?;
             let _guard = TerminalGuard::enter()?;
             let backend = CrosstermBackend::new(std::io::stdout());
@@ -81,13 +87,26 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
                 chat.app.composer.set_text(&prompt);
                 chat.send_composer().await;
             }
-            run_loop(&mut terminal, &mut chat, rx).await?;
+            run_loop(&mut terminal, &mut chat, &mut rx).await?;
             let id = chat.session_id();
             chat.shutdown().await;
-            Ok(id)
+            // What the shutdown recorded (a cancelled turn) belongs in the printed transcript.
+            while let Ok(msg) = rx.try_recv() {
+                if matches!(msg, Msg::Event(_)) {
+                    chat.on_msg(msg).await;
+                }
+            }
+            let width = crossterm::terminal::size().map_or(80, |(w, _)| w);
+            Ok((id, chat.app.scrollback(width, now_ms())))
         })
-        .map(|id| {
-            // Back on the normal screen: say how to come back.
+        .map(|(id, transcript)| {
+            // Back on the normal screen: the conversation goes into the terminal's scrollback
+            // (where people scroll and copy, as after Codex or Claude Code), then how to come
+            // back to it.
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(transcript.as_bytes());
+            let _ = out.flush();
             if let Some(id) = id {
                 eprintln!("keel: session {id} is stored; `keel -c` continues it");
             }
@@ -98,7 +117,7 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
 async fn run_loop(
     terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
     chat: &mut Chat,
-    mut rx: mpsc::UnboundedReceiver<Msg>,
+    rx: &mut mpsc::UnboundedReceiver<Msg>,
 ) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -116,7 +135,7 @@ async fn run_loop(
         if chat.app.quit {
             return Ok(());
         }
-        let animate = chat.app.running || chat.shell_running();
+        let animate = chat.app.animating(now_ms()) || chat.shell_running();
         let next_frame = FRAME.saturating_sub(last_draw.elapsed());
         tokio::select! {
             msg = rx.recv() => {

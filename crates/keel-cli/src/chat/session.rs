@@ -41,6 +41,8 @@ pub enum Msg {
         cmd: String,
         output: String,
         failed: bool,
+        /// What the transcript shows of it: the output's tail and the exit code.
+        details: Box<keel_protocol::ToolDetails>,
     },
     /// A progress event of the flow `/workflow` runs.
     Flow(Box<keel_flow::FlowEvent>),
@@ -162,10 +164,18 @@ impl Chat {
     /// The status line's model, context window, mode and policy from the current engine.
     fn show_engine(&mut self) {
         let info = self.engine.provider_info();
+        let config = self.engine.config();
         let st = &mut self.app.transcript.status;
+        // The window the engine compacts against: configured, the provider's, else what Keel
+        // knows of the model (a script that names a real model but declares no window).
+        st.context_window = config
+            .agent
+            .context_window
+            .or(info.context_window)
+            .or_else(|| keel_llm::models::lookup(&info.model).map(|f| f.context_window));
+        st.priced = keel_llm::models::price_for(&info.model, &config.llm.prices).is_some();
         st.provider = info.provider;
         st.model = info.model;
-        st.context_window = info.context_window;
         self.app.mode = self.engine.mode().as_str().to_string();
         self.app.approval = self
             .policy
@@ -283,6 +293,7 @@ impl Chat {
                 cmd,
                 output,
                 failed,
+                details,
             } => {
                 self.shells = self.shells.saturating_sub(1);
                 self.app.on_event(
@@ -291,7 +302,7 @@ impl Chat {
                         name: "!".into(),
                         is_error: failed,
                         content: output.clone(),
-                        details: Default::default(),
+                        details: *details,
                         metadata: None,
                     }),
                     now,
@@ -466,7 +477,7 @@ impl Chat {
                 }
                 self.submit(Op::Compact).await;
             }
-            Slash::Diff => self.diff(),
+            Slash::Diff => self.diff().await,
             Slash::Cost => {
                 let u = &self.app.transcript.status.usage;
                 let text = format!(
@@ -509,8 +520,21 @@ impl Chat {
                     .notice(super::layers::rules_text(&files), Level::Info);
             }
             Slash::Workflow(arg) => self.workflow(arg),
-            Slash::Unavailable(name, why) => {
-                self.app.notice(format!("/{name}: {why}"), Level::Warn);
+            Slash::Mcp(words) => self.mcp(words).await,
+            Slash::Init => {
+                let root = self.workspace.clone();
+                let done = tokio::task::spawn_blocking(move || {
+                    crate::init::initialise(&root).map(|done| crate::init::report(&root, &done))
+                })
+                .await;
+                match done {
+                    Ok(Ok(report)) => self.app.notice(
+                        format!("{report}\nA new session (/new) reads .keel/project.md in its prompt."),
+                        Level::Ok,
+                    ),
+                    Ok(Err(e)) => self.app.notice(format!("✗ {e:#}"), Level::Error),
+                    Err(e) => self.app.notice(format!("✗ /init stopped: {e}"), Level::Error),
+                }
             }
         }
     }
@@ -553,54 +577,132 @@ impl Chat {
         self.attach(record).await;
     }
 
-    /// `git diff` of the workspace, as a diff cell.
-    fn diff(&mut self) {
-        let out = std::process::Command::new("git")
-            .args(["diff", "--no-color", "--no-ext-diff", "HEAD"])
-            .current_dir(&self.workspace)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {
-                let diff = String::from_utf8_lossy(&o.stdout).into_owned();
-                if diff.trim().is_empty() {
-                    self.app.notice("no uncommitted changes", Level::Info);
-                    return;
-                }
-                let id = format!("diff-{}", now_ms());
-                let now = now_ms();
-                self.app.on_event(
-                    &synthetic(EventKind::ToolCall {
-                        id: id.clone(),
-                        name: "git diff".into(),
-                        arguments: serde_json::json!({}),
-                    }),
-                    now,
-                );
-                self.app.on_event(
-                    &synthetic(EventKind::ToolResult {
-                        id,
-                        name: "git diff".into(),
-                        is_error: false,
-                        content: String::new(),
-                        details: keel_protocol::ToolDetails {
-                            diff: Some(diff),
-                            ..Default::default()
-                        },
-                        metadata: None,
-                    }),
-                    now,
-                );
+    /// `/mcp …`: `keel mcp …` in this workspace, its output as a notice (servers added or
+    /// approved start with the next session).
+    async fn mcp(&mut self, mut words: Vec<String>) {
+        use clap::Parser;
+        /// `/mcp`'s words, parsed as `keel mcp` parses its command line.
+        #[derive(Parser)]
+        #[command(name = "/mcp", no_binary_name = true, disable_help_subcommand = true)]
+        struct McpLine {
+            #[command(subcommand)]
+            command: crate::mcp::McpCommand,
+        }
+        if words.is_empty() {
+            words.push("list".into());
+        }
+        // `-w` right after the subcommand: before any `--` that starts a server's command.
+        let mut argv = vec![words.remove(0)];
+        argv.extend(["-w".into(), self.workspace.display().to_string()]);
+        argv.extend(words);
+        let args = match McpLine::try_parse_from(argv) {
+            Ok(args) => args,
+            Err(e) => {
+                self.app
+                    .notice(e.render().to_string().trim_end().to_string(), Level::Error);
+                return;
             }
-            Ok(o) => self.app.notice(
-                format!(
-                    "✗ git diff failed: {} (is the workspace a git repository with a commit?)",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-                Level::Error,
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            let code = crate::mcp::run(args.command, &mut out);
+            (code, String::from_utf8_lossy(&out).into_owned())
+        })
+        .await;
+        match done {
+            Ok((Ok(code), text)) => self.app.notice(
+                text.trim_end().to_string(),
+                if code == crate::exit::COMPLETED {
+                    Level::Info
+                } else {
+                    Level::Error
+                },
             ),
+            Ok((Err(e), text)) => {
+                let text = format!(
+                    "{}✗ {e:#}",
+                    if text.is_empty() { String::new() } else { text }
+                );
+                self.app.notice(text, Level::Error);
+            }
             Err(e) => self
                 .app
-                .notice(format!("✗ cannot run git: {e}"), Level::Error),
+                .notice(format!("✗ /mcp stopped: {e}"), Level::Error),
+        }
+    }
+
+    /// `/diff`: in a git repository, its uncommitted changes; elsewhere (Keel keeps its own
+    /// snapshot repository there), what this session changed, from its snapshots.
+    async fn diff(&mut self) {
+        let ws = self.workspace.clone();
+        let session = self.session_id();
+        let found = tokio::task::spawn_blocking(move || {
+            let snaps = keel_engine::snapshot::Snapshots::open(&ws).map_err(|e| e.to_string())?;
+            if snaps.in_user_repository() {
+                return Ok(None);
+            }
+            let Some(session) = session else {
+                return Ok(Some(None));
+            };
+            snaps
+                .session_diff(&session)
+                .map(|d| Some(d.map(|d| (session, d))))
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the diff stopped: {e}")));
+        match found {
+            Ok(None) => self.git_diff(),
+            Ok(Some(None)) => self.app.notice(
+                "nothing to show: this chat has not changed any files yet (the workspace is not a git repository, so /diff shows what this session changed)",
+                Level::Info,
+            ),
+            Ok(Some(Some((session, diff)))) if diff.trim().is_empty() => self.app.notice(
+                format!("session {session} has no changes in the workspace (none made, or all undone)"),
+                Level::Info,
+            ),
+            Ok(Some(Some((_, diff)))) => self.diff_cell("session diff", diff),
+            Err(e) => self.app.notice(format!("✗ cannot show the changes: {e}"), Level::Error),
+        }
+    }
+
+    /// A diff, drawn as a tool call's cell.
+    fn diff_cell(&mut self, name: &str, diff: String) {
+        let id = format!("diff-{}", now_ms());
+        let now = now_ms();
+        self.app.on_event(
+            &synthetic(EventKind::ToolCall {
+                id: id.clone(),
+                name: name.into(),
+                arguments: serde_json::json!({}),
+            }),
+            now,
+        );
+        self.app.on_event(
+            &synthetic(EventKind::ToolResult {
+                id,
+                name: name.into(),
+                is_error: false,
+                content: String::new(),
+                details: keel_protocol::ToolDetails {
+                    diff: Some(diff),
+                    ..Default::default()
+                },
+                metadata: None,
+            }),
+            now,
+        );
+    }
+
+    /// `git diff` of the workspace (hardened git, [`super::diff`]: nothing a command planted in
+    /// `.git` runs), as a diff cell.
+    fn git_diff(&mut self) {
+        match super::diff::workspace_diff(&self.workspace) {
+            Ok(diff) if diff.trim().is_empty() => {
+                self.app.notice("no uncommitted changes", Level::Info);
+            }
+            Ok(diff) => self.diff_cell("git diff", diff),
+            Err(e) => self.app.notice(format!("✗ {e}"), Level::Error),
         }
     }
 
@@ -631,9 +733,12 @@ impl Chat {
         let tx = self.tx.clone();
         self.shells += 1;
         tokio::spawn(async move {
+            let mut details = keel_protocol::ToolDetails::default();
             let (output, failed) = match exec::run(req).await {
                 Ok(out) => {
                     let mut text = out.combined_text();
+                    details.output_tail = Some(keel_protocol::Excerpt::tail(&text));
+                    details.exit_code = out.exit_code();
                     if text.chars().count() > SHELL_OUTPUT_CHARS {
                         text =
                             text.chars().take(SHELL_OUTPUT_CHARS).collect::<String>() + "\n… (cut)";
@@ -653,6 +758,7 @@ impl Chat {
                 cmd,
                 output,
                 failed,
+                details: Box::new(details),
             });
         });
     }

@@ -1,5 +1,6 @@
-//! Slash commands: one name, one job. Each either does its job or says in one line why it
-//! cannot (a feature Keel does not have yet); none is a silent no-op.
+//! Slash commands: one name, one job. Each does what the `keel` command of the same name does
+//! (`/init` is `keel init`, `/mcp add NAME` is `keel mcp add NAME`) or says in one line why it
+//! cannot; none is a silent no-op.
 
 /// Every command with its one-line description (what `/help` prints and completion offers).
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -26,7 +27,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "diff",
-        "show the workspace's uncommitted changes (git diff)",
+        "show the changes: uncommitted ones in a git repository, else this session's",
     ),
     ("compact", "compact the conversation's context now"),
     ("cost", "show tokens and cost of this session"),
@@ -41,8 +42,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "workflow",
         "list the flows here, run one in the background (/workflow NAME [k=v …]), /workflow stop",
     ),
-    ("mcp", "MCP servers (not in Keel yet)"),
-    ("init", "a starter project-rules file (not in Keel yet)"),
+    (
+        "mcp",
+        "MCP servers, as keel mcp: /mcp [list], /mcp add|remove|test NAME",
+    ),
+    (
+        "init",
+        "prepare this workspace, as keel init (.keel/config.toml, .keel/project.md)",
+    ),
     (
         "quit",
         "leave keel chat (the session stays stored: keel -c continues it)",
@@ -69,8 +76,9 @@ pub enum Slash {
     Rules,
     /// `/workflow [NAME-or-PATH k=v …]`.
     Workflow(Option<String>),
-    /// A command whose feature Keel does not have yet.
-    Unavailable(&'static str, &'static str),
+    /// `/mcp …`: the words of a `keel mcp` command (empty: `list`).
+    Mcp(Vec<String>),
+    Init,
     Quit,
 }
 
@@ -110,11 +118,8 @@ pub fn parse(line: &str) -> Result<Slash, String> {
         "skills" => no_arg(Slash::Skills),
         "rules" => no_arg(Slash::Rules),
         "workflow" | "flow" => Ok(Slash::Workflow(arg)),
-        "mcp" => Ok(Slash::Unavailable("mcp", "Keel has no MCP client yet")),
-        "init" => Ok(Slash::Unavailable(
-            "init",
-            "Keel cannot write a starter rules file yet; create .keel/rules/NAME.md by hand (/rules lists them)",
-        )),
+        "mcp" => split_words(arg.as_deref().unwrap_or("")).map(Slash::Mcp),
+        "init" => no_arg(Slash::Init),
         "quit" | "exit" | "q" => no_arg(Slash::Quit),
         "" => Err("type a command after `/`; /help lists them".into()),
         other => {
@@ -129,6 +134,49 @@ pub fn parse(line: &str) -> Result<Slash, String> {
             })
         }
     }
+}
+
+/// `text` split into words as a shell would: spaces separate, single and double quotes group,
+/// a backslash escapes the next character.
+pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"') | None, '\\') => {
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                }
+                in_word = true;
+            }
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if let Some(q) = quote {
+        return Err(format!("a {q} quote is not closed"));
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
 }
 
 /// Commands whose name starts with `prefix`.
@@ -148,7 +196,9 @@ pub fn help() -> String {
     }
     out.push_str(
         "keys: Enter send · Shift-Enter or Ctrl-J new line · Up/Down history · Tab complete\n\
-         \x20     Esc or Ctrl-C interrupt (twice: quit) · Ctrl-D quit on an empty line\n\
+         \x20     Esc or Ctrl-C interrupt a turn · Ctrl-C clears the message (Up brings it back)\n\
+         \x20     quit: /quit, Ctrl-D on an empty line, or Ctrl-C twice on an empty line\n\
+         \x20     End on an empty line: back to the latest output\n\
          \x20     Ctrl-O expand output · Ctrl-T show reasoning · PgUp/PgDn scroll\n\
          \x20     @path attach a file · !command run a shell command (its output goes with your next message)",
     );
@@ -192,5 +242,35 @@ mod tests {
         );
         assert!(completions("wo").iter().any(|(n, _)| *n == "workflow"));
         assert!(help().contains("/workflow"));
+        // `/mcp` and `/init` are the `keel mcp` and `keel init` commands, not "not yet".
+        assert_eq!(parse("/init"), Ok(Slash::Init));
+        assert_eq!(parse("/mcp"), Ok(Slash::Mcp(vec![])));
+        assert_eq!(
+            parse(
+                r#"/mcp add web --url http://127.0.0.1:8000/mcp --header 'Authorization: Bearer ${T}'"#
+            ),
+            Ok(Slash::Mcp(
+                [
+                    "add",
+                    "web",
+                    "--url",
+                    "http://127.0.0.1:8000/mcp",
+                    "--header",
+                    "Authorization: Bearer ${T}"
+                ]
+                .map(String::from)
+                .to_vec()
+            ))
+        );
+        assert_eq!(
+            split_words(r#"a "b c" d\ e ''"#),
+            Ok(["a", "b c", "d e", ""].map(String::from).to_vec())
+        );
+        assert!(parse("/mcp add 'x").unwrap_err().contains("not closed"));
+        assert!(
+            COMMANDS
+                .iter()
+                .all(|(_, what)| !what.contains("not in Keel"))
+        );
     }
 }

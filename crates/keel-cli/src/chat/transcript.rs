@@ -4,17 +4,23 @@
 
 use std::collections::HashMap;
 
-use keel_protocol::{ApprovalScope, DeltaChannel, Event, EventKind, SessionStatus, Usage};
+use keel_protocol::{
+    ApprovalScope, DeltaChannel, ErrorCode, Event, EventKind, SessionStatus, ToolDetails, Usage,
+};
 use ratatui::text::{Line, Span};
+use serde_json::Value;
 
 use super::markdown;
 use super::theme::Theme;
+use super::tool_cell::{self, Limits, ToolView};
 use super::wrap::wrap;
 
-/// Output lines of a command shown before "… N more lines".
-const OUTPUT_LINES: usize = 4;
-/// Diff lines shown before "… N more lines".
-const DIFF_LINES: usize = 40;
+/// Lines of a tool call's body shown until Ctrl-O expands them.
+const COLLAPSED: Limits = Limits {
+    diff: 40,
+    file: 12,
+    output: 6,
+};
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,18 +59,23 @@ pub enum CellKind {
     Tool {
         id: String,
         name: String,
+        /// The argument shown on the call's line (path, command, pattern …).
         arg: String,
+        args: Value,
         start_ms: u64,
         end_ms: Option<u64>,
         status: ToolStatus,
-        output: String,
-        diff: Option<String>,
+        /// The result text the model read.
+        content: String,
+        details: Box<ToolDetails>,
     },
     Approval {
         call_id: String,
         tool: String,
         summary: String,
         class: String,
+        /// Why the class (`` `rm` deletes files ``).
+        reason: String,
         state: ApprovalState,
     },
     Notice(String, Level),
@@ -86,6 +97,8 @@ pub struct Status {
     /// Prompt tokens of the latest model request: how full the context is.
     pub context_tokens: u64,
     pub context_window: Option<u64>,
+    /// Keel knows the model's prices (so a cost of $0 is a real figure).
+    pub priced: bool,
     pub phase: Option<String>,
     pub session: Option<String>,
 }
@@ -96,6 +109,18 @@ impl Status {
         self.context_window
             .filter(|w| *w > 0)
             .map(|w| (self.context_tokens * 100 / w).min(100))
+    }
+
+    /// `ctx 12% of 128k`, `ctx 3.4k (window unknown)` or `ctx unknown`.
+    pub fn context_text(&self) -> String {
+        use super::app::compact;
+        match (self.context_percent(), self.context_window) {
+            (Some(p), Some(w)) => format!("ctx {p}% of {}", compact(w)),
+            _ if self.context_tokens > 0 => {
+                format!("ctx {} (window unknown)", compact(self.context_tokens))
+            }
+            _ => "ctx unknown".to_string(),
+        }
     }
 }
 
@@ -289,11 +314,12 @@ impl Transcript {
                     id: id.clone(),
                     name: name.clone(),
                     arg: crate::render::summarize_args(arguments),
+                    args: arguments.clone(),
                     start_ms: event.ts,
                     end_ms: None,
                     status: ToolStatus::Running,
-                    output: String::new(),
-                    diff: None,
+                    content: String::new(),
+                    details: Box::default(),
                 },
                 depth,
             ),
@@ -304,18 +330,13 @@ impl Transcript {
                 details,
                 ..
             } => {
-                let diff_of = details
-                    .diff
-                    .as_deref()
-                    .filter(|d| !d.is_empty())
-                    .map(str::to_string);
                 for cell in self.cells.iter_mut().rev() {
                     if let CellKind::Tool {
                         id: cid,
                         end_ms,
                         status,
-                        output,
-                        diff,
+                        content: shown,
+                        details: typed,
                         ..
                     } = &mut cell.kind
                         && cid == id
@@ -326,8 +347,8 @@ impl Transcript {
                         } else {
                             ToolStatus::Done
                         };
-                        output.clone_from(content);
-                        diff.clone_from(&diff_of);
+                        shown.clone_from(content);
+                        **typed = details.clone();
                         break;
                     }
                 }
@@ -337,16 +358,30 @@ impl Transcript {
                 tool,
                 summary,
                 class,
-            } => self.push_at(
-                CellKind::Approval {
-                    call_id: call_id.clone(),
-                    tool: tool.clone(),
-                    summary: summary.clone(),
-                    class: class.clone(),
-                    state: ApprovalState::Pending,
-                },
-                depth,
-            ),
+                reason,
+            } => {
+                let cell = Cell {
+                    kind: CellKind::Approval {
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                        summary: summary.clone(),
+                        class: class.clone(),
+                        reason: reason.clone(),
+                        state: ApprovalState::Pending,
+                    },
+                    depth,
+                };
+                // The question (and later its answer) goes above the call it is about, so
+                // the record reads in order: asked, answered, ran, output.
+                let call = self
+                    .cells
+                    .iter()
+                    .rposition(|c| matches!(&c.kind, CellKind::Tool { id, .. } if id == call_id));
+                match call {
+                    Some(at) => self.cells.insert(at, cell),
+                    None => self.cells.push(cell),
+                }
+            }
             EventKind::ApprovalResolved {
                 call_id,
                 approved,
@@ -391,15 +426,24 @@ impl Transcript {
                 );
             }
             EventKind::SessionFinished { status, .. } => {
-                let level = match status {
+                let text = match status {
                     SessionStatus::Completed => return, // the answer says it
                     SessionStatus::Blocked => return,   // the blocker says it
-                    SessionStatus::Cancelled => Level::Warn,
-                    _ => Level::Error,
+                    SessionStatus::Cancelled if depth == 0 => {
+                        "■ cancelled · your next message continues the session".to_string()
+                    }
+                    SessionStatus::Cancelled => "■ cancelled".to_string(),
+                    _ => format!("✗ {status}"),
                 };
-                let mark = if level == Level::Error { "✗" } else { "■" };
-                self.push_at(CellKind::Notice(format!("{mark} {status}"), level), depth);
+                let level = if *status == SessionStatus::Cancelled {
+                    Level::Warn
+                } else {
+                    Level::Error
+                };
+                self.push_at(CellKind::Notice(text, level), depth);
             }
+            // Asked for, not an error: the `session_finished` after it says "cancelled".
+            EventKind::Error(info) if info.error_code == ErrorCode::Cancelled => {}
             EventKind::Undo {
                 turn,
                 modified,
@@ -465,7 +509,7 @@ impl Transcript {
             }
             let prefix = "│ ".repeat(cell.depth);
             let room = usize::from(width).saturating_sub(prefix.chars().count());
-            for line in self.cell_lines(cell, now_ms, theme) {
+            for line in self.cell_lines(cell, room, now_ms, theme) {
                 for mut piece in wrap(&line, room, "  ") {
                     if !prefix.is_empty() {
                         piece
@@ -486,7 +530,13 @@ impl Transcript {
         self.typed = false;
     }
 
-    fn cell_lines(&self, cell: &Cell, now_ms: u64, theme: &Theme) -> Vec<Line<'static>> {
+    fn cell_lines(
+        &self,
+        cell: &Cell,
+        width: usize,
+        now_ms: u64,
+        theme: &Theme,
+    ) -> Vec<Line<'static>> {
         match &cell.kind {
             CellKind::User(text) => text
                 .lines()
@@ -498,7 +548,7 @@ impl Transcript {
                     ])
                 })
                 .collect(),
-            CellKind::Assistant { text, .. } => markdown::render(text, theme),
+            CellKind::Assistant { text, .. } => markdown::render(text, width, theme),
             CellKind::Reasoning { text, streaming } => {
                 let n = text.lines().filter(|l| !l.trim().is_empty()).count();
                 if self.show_reasoning {
@@ -529,14 +579,23 @@ impl Transcript {
             CellKind::Tool {
                 name,
                 arg,
+                args,
                 start_ms,
                 end_ms,
                 status,
-                output,
-                diff,
+                content,
+                details,
                 ..
             } => {
-                let elapsed = end_ms.unwrap_or(now_ms).saturating_sub(*start_ms);
+                // Waiting for a person: the question above says everything.
+                if *status == ToolStatus::Running
+                    && self
+                        .pending_approval()
+                        .is_some_and(|(c, _)| Some(c) == cell_id(cell))
+                {
+                    return Vec::new();
+                }
+                let elapsed = elapsed_text(end_ms.unwrap_or(now_ms).saturating_sub(*start_ms));
                 let (mark, style) = match status {
                     ToolStatus::Running => (spinner(now_ms), theme.tool),
                     ToolStatus::Done => ("✓", theme.ok),
@@ -550,20 +609,22 @@ impl Transcript {
                     } else {
                         format!(" {arg}")
                     }),
-                    Span::styled(format!(" · {}", elapsed_text(elapsed)), theme.dim),
+                    Span::styled(format!(" · {elapsed}"), theme.dim),
                 ])];
-                match status {
-                    ToolStatus::Running => {}
-                    ToolStatus::Failed => {
-                        lines.extend(self.output_lines(output, theme.error, theme))
-                    }
-                    ToolStatus::Done => {
-                        if let Some(d) = diff {
-                            lines.extend(self.limit(diff_lines(d, theme), DIFF_LINES, theme));
-                        } else if matches!(name.as_str(), "run_command" | "run_tests" | "!") {
-                            lines.extend(self.output_lines(output, theme.dim, theme));
-                        }
-                    }
+                if *status != ToolStatus::Running {
+                    let view = ToolView {
+                        name,
+                        args,
+                        is_error: *status == ToolStatus::Failed,
+                        content,
+                        details,
+                    };
+                    let (limits, hint) = if self.expand_output {
+                        (Limits::ALL, "")
+                    } else {
+                        (COLLAPSED, "Ctrl-O expands")
+                    };
+                    lines.extend(tool_cell::body(&view, limits, hint, theme));
                 }
                 lines
             }
@@ -571,6 +632,7 @@ impl Transcript {
                 tool,
                 summary,
                 class,
+                reason,
                 state,
                 ..
             } => {
@@ -580,6 +642,9 @@ impl Transcript {
                     Span::styled(format!("({class})"), theme.warn),
                     Span::raw(format!(": {summary}")),
                 ])];
+                if !reason.is_empty() {
+                    lines.push(Line::styled(format!("  {reason}"), theme.warn));
+                }
                 lines.push(match state {
                     ApprovalState::Pending => Line::styled(
                         "  [y] yes once · [a] yes for this session · [n] no · [r] no, with a reason",
@@ -612,62 +677,14 @@ impl Transcript {
             }
         }
     }
-
-    /// A command's output, cut to a few lines unless expanded.
-    fn output_lines(
-        &self,
-        output: &str,
-        style: ratatui::style::Style,
-        theme: &Theme,
-    ) -> Vec<Line<'static>> {
-        let lines: Vec<Line<'static>> = output
-            .trim_end()
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| Line::styled(format!("  {l}"), style))
-            .collect();
-        self.limit(lines, OUTPUT_LINES, theme)
-    }
-
-    fn limit(
-        &self,
-        mut lines: Vec<Line<'static>>,
-        max: usize,
-        theme: &Theme,
-    ) -> Vec<Line<'static>> {
-        if !self.expand_output && lines.len() > max {
-            let more = lines.len() - max;
-            lines.truncate(max);
-            lines.push(Line::styled(
-                format!(
-                    "  … {more} more line{} (Ctrl-O expands)",
-                    if more == 1 { "" } else { "s" }
-                ),
-                theme.dim,
-            ));
-        }
-        lines
-    }
 }
 
-/// A unified diff, coloured: additions, removals, hunk headers.
-pub fn diff_lines(diff: &str, theme: &Theme) -> Vec<Line<'static>> {
-    diff.lines()
-        .map(|l| {
-            let style = if l.starts_with("+++") || l.starts_with("---") {
-                theme.bold
-            } else if l.starts_with('+') {
-                theme.added
-            } else if l.starts_with('-') {
-                theme.removed
-            } else if l.starts_with("@@") {
-                theme.hunk
-            } else {
-                theme.dim
-            };
-            Line::styled(format!("  {l}"), style)
-        })
-        .collect()
+/// The id of a tool call's cell.
+fn cell_id(cell: &Cell) -> Option<&str> {
+    match &cell.kind {
+        CellKind::Tool { id, .. } => Some(id),
+        _ => None,
+    }
 }
 
 pub fn spinner(now_ms: u64) -> &'static str {

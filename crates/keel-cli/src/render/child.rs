@@ -44,10 +44,15 @@ pub(super) fn child_line(s: Style, event: &Event, labels: &mut HashMap<String, S
             call_id,
             summary,
             class,
+            reason,
             ..
         } => format!(
-            "{tag} {}? approval needed ({class}): {summary}{} {}[{call_id}]{}",
-            s.yellow, s.reset, s.dim, s.reset
+            "{tag} {}? approval needed ({}): {summary}{} {}[{call_id}]{}",
+            s.yellow,
+            crate::render::class_and_reason(class, reason),
+            s.reset,
+            s.dim,
+            s.reset
         ),
         EventKind::ApprovalResolved {
             approved, reason, ..

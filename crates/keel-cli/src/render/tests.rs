@@ -199,3 +199,91 @@ fn usage_is_compact() {
     assert_eq!(usage_line(&u), "12k tokens in · 999 out · 1.5k cached");
     assert_eq!(usage_line(&Usage::default()), "tokens not reported");
 }
+
+/// `keel run` draws the same tool bodies and tables as the chat: a created file's first
+/// lines, a command's output tail, an approval's reason, a table as columns, and a
+/// cancellation that is not an error.
+#[test]
+fn keel_run_shows_created_files_command_output_tables_and_reasons() {
+    let h = Human::new(false, true);
+    let mut st = HumanState::default();
+    let mut out = String::new();
+    let content = "fn main() {\n    println!(\"hi\");\n}\n";
+    for kind in [
+        EventKind::ToolCall {
+            id: "w".into(),
+            name: "create_file".into(),
+            arguments: serde_json::json!({"path": "src/main.rs", "content": content}),
+        },
+        EventKind::ToolResult {
+            id: "w".into(),
+            name: "create_file".into(),
+            is_error: false,
+            content: "Created `src/main.rs` (3 lines, 34 B).".into(),
+            details: keel_protocol::ToolDetails {
+                files: vec!["src/main.rs".into()],
+                created: Some(keel_protocol::Excerpt::head(content)),
+                ..Default::default()
+            },
+            metadata: None,
+        },
+        EventKind::ApprovalRequested {
+            call_id: "c".into(),
+            tool: "run_command".into(),
+            summary: "rm -r build".into(),
+            class: "destructive".into(),
+            reason: "`rm` deletes files".into(),
+        },
+        EventKind::ToolCall {
+            id: "c".into(),
+            name: "run_command".into(),
+            arguments: serde_json::json!({"command": "cargo test"}),
+        },
+        EventKind::ToolResult {
+            id: "c".into(),
+            name: "run_command".into(),
+            is_error: false,
+            content: "exit code: 101\nstdout:\n…".into(),
+            details: keel_protocol::ToolDetails {
+                exit_code: Some(101),
+                output_tail: Some(keel_protocol::Excerpt::tail(
+                    "running 2 tests\ntest a ... FAILED\n",
+                )),
+                ..Default::default()
+            },
+            metadata: None,
+        },
+        EventKind::AssistantMessage {
+            text: "| file | change |\n|---|---|\n| src/main.rs | new |\n".into(),
+            reasoning: None,
+            tool_calls: 0,
+            usage: Usage::default(),
+        },
+        EventKind::Error(keel_protocol::ErrorInfo {
+            error_code: ErrorCode::Cancelled,
+            message: "the run was cancelled by the user".into(),
+            suggestions: vec![],
+            retryable: false,
+            original_error: None,
+        }),
+    ] {
+        out.push_str(&h.render(&ev(kind), &mut st));
+    }
+    assert!(
+        out.contains("    ✓ Created `src/main.rs` (3 lines, 34 B).\n  1 │ fn main() {\n  2 │     println!(\"hi\");\n  3 │ }\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("? approval needed (destructive: `rm` deletes files): rm -r build"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  running 2 tests\n  test a ... FAILED\n  exit code 101\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" file        │ change\n─────────────┼───────\n src/main.rs │ new\n"),
+        "{out}"
+    );
+    assert!(!out.contains("error [cancelled]"), "{out}");
+}

@@ -2,6 +2,9 @@
 //! with `keel worker`): a fresh PostgreSQL database per test, real `keel` processes on
 //! loopback ports, HTTP and WebSocket helpers.
 
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a subset
 
 use std::io::{BufRead, BufReader, Read, Write};

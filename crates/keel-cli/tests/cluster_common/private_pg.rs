@@ -3,6 +3,10 @@
 //! root it runs as the unprivileged user `keelpg` (`.ci/postgres.sh` creates it) through
 //! `runuser`; skipped visibly when PostgreSQL's programs are missing outside CI.
 
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,6 +1,9 @@
 //! What the `keel` binary's end-to-end tests share: an isolated environment (temp workspace,
 //! temp home and data directory, a cleared process environment) and small JSON/exit helpers.
 
+// Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
+// here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::path::{Path, PathBuf};

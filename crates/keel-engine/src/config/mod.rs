@@ -35,6 +35,10 @@ pub struct Config {
     /// than it being the built-in default: a headless run's own default (`never`) yields to it.
     #[serde(skip)]
     pub approval_policy_set: bool,
+    /// Dotted keys whose value came from the project's `.keel/config.toml` (no later layer
+    /// set them): what the repository chose, such as gates asked about before they run.
+    #[serde(skip)]
+    pub project_keys: std::collections::BTreeSet<String>,
 }
 
 mod agents;
@@ -44,7 +48,9 @@ mod sections;
 
 pub use agents::{AgentRoleConfig, AgentsConfig};
 pub use approval::{ApprovalConfig, ApprovalPolicy};
-pub use project::{ConfigWarning, PROJECT_RULES, ProjectRule};
+pub use project::{
+    ConfigWarning, LLM_SUBJECT, PROJECT_RULES, ProjectRule, Suggestion, WarningKind, llm_suggestion,
+};
 pub use sections::*;
 
 /// A configuration problem, naming the key and its source.
@@ -176,6 +182,23 @@ fn effective(merged: &Table) -> Table {
         .unwrap_or_else(|| merged.clone())
 }
 
+/// Dotted paths of every non-table value in `table` (arrays count as values).
+fn leaf_keys(prefix: &str, table: &Table, out: &mut std::collections::BTreeSet<String>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            Value::Table(t) => leaf_keys(&key, t, out),
+            _ => {
+                out.insert(key);
+            }
+        }
+    }
+}
+
 /// Deep-merges `over` into `base`: tables merge key by key, anything else replaces.
 fn merge(base: &mut Table, over: Table) {
     for (k, v) in over {
@@ -200,8 +223,18 @@ impl Config {
     /// the layers below it give ([`project::restrict`]); what it could not change is listed
     /// in [`Config::warnings`].
     pub fn from_layers(layers: Vec<Layer>) -> Result<Self, ConfigError> {
+        Self::from_layers_accepting(layers, &|_, _| false)
+    }
+
+    /// [`Config::from_layers`] where `accepted(subject, sha256)` says which of a project's
+    /// suggestions (its `[llm]` section) the user accepted for this workspace.
+    pub fn from_layers_accepting(
+        layers: Vec<Layer>,
+        accepted: project::Accepted<'_>,
+    ) -> Result<Self, ConfigError> {
         let mut merged = Table::new();
         let mut warnings = Vec::new();
+        let mut project_keys = std::collections::BTreeSet::new();
         for layer in layers {
             Value::Table(layer.table.clone())
                 .try_into::<Config>()
@@ -210,9 +243,26 @@ impl Config {
                     message: e.to_string().trim().to_string(),
                 })?;
             let mut table = layer.table;
+            let mut keys = std::collections::BTreeSet::new();
+            leaf_keys("", &table, &mut keys);
             if layer.scope == LayerScope::Project {
                 let lower = effective(&merged);
-                warnings.extend(project::restrict(&lower, &mut table, &layer.source));
+                warnings.extend(project::restrict(
+                    &lower,
+                    &mut table,
+                    &layer.source,
+                    accepted,
+                ));
+                keys.clear();
+                leaf_keys("", &table, &mut keys);
+                project_keys.extend(keys);
+            } else {
+                // A later layer's value replaces the project's.
+                project_keys.retain(|p: &String| {
+                    !keys.iter().any(|k| {
+                        k == p || p.starts_with(&format!("{k}.")) || k.starts_with(&format!("{p}."))
+                    })
+                });
             }
             merge(&mut merged, table);
         }
@@ -230,7 +280,14 @@ impl Config {
         config.validate()?;
         config.warnings = warnings;
         config.approval_policy_set = approval_policy_set;
+        config.project_keys = project_keys;
         Ok(config)
+    }
+
+    /// True when the project's `.keel/config.toml` chose `key`'s value (a dotted key such as
+    /// `verify.commands`).
+    pub fn set_by_project(&self, key: &str) -> bool {
+        self.project_keys.contains(key)
     }
 
     /// Loads the standard layers: the user file, the project's `.keel/config.toml`, the
@@ -241,6 +298,11 @@ impl Config {
         env: impl IntoIterator<Item = (String, String)>,
         overrides: Layer,
     ) -> Result<Self, ConfigError> {
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let lookup = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        // What the user accepted of the project's suggestions, by content (`keel trust`).
+        let trust = keel_tools::trust::TrustStore::load(&data_dir(&lookup));
+        let accepted = |subject: &str, sha256: &str| trust.accepts(workspace, subject, sha256);
         let mut layers = Vec::new();
         if let Some(path) = user_file
             && let Some(layer) = Layer::from_file(path)?
@@ -251,9 +313,9 @@ impl Config {
             layer.scope = LayerScope::Project;
             layers.push(layer);
         }
-        layers.push(Layer::from_env(env));
+        layers.push(Layer::from_env(env.clone()));
         layers.push(overrides);
-        Self::from_layers(layers)
+        Self::from_layers_accepting(layers, &accepted)
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -604,7 +666,7 @@ mod tests {
         assert_eq!(said.len(), 3, "{said:?}");
         for (w, key) in said
             .iter()
-            .zip(["shell.sandbox", "shell.env_keep", "server"])
+            .zip(["server", "shell.env_keep", "shell.sandbox"])
         {
             assert!(w.contains(&format!("`{key}`")), "{w}");
             assert!(w.contains(&project.display().to_string()), "{w}");

@@ -1,22 +1,28 @@
-//! What a project's own `.keel/config.toml` may not do: widen the sandbox, the environment
-//! allowlist, the approval policy or the deny lists beyond what the user configured.
-//!
-//! The project file lives in the workspace, where a model (or whoever wrote the repository)
-//! can write it, so the keys in [`PROJECT_RULES`] are honoured from it only in the direction
-//! that makes Keel stricter. Everything else a project may set freely. The user's own file,
-//! `KEEL_*` variables and flags are trusted as before. A refused setting is dropped with a
+//! What a project's own `.keel/config.toml` may set. The file lives in the workspace, where a
+//! model (or whoever wrote the repository) can write it, so the rule is structural: a project
+//! may set only the keys [`PROJECT_RULES`] lists, each in the way its row says (freely, or only
+//! in the direction that makes Keel stricter). Everything else — the server, the store, the
+//! database, MCP servers, phase rollback commands, per-language lint commands, and any key
+//! added to the configuration later — is refused until a row says otherwise, with a
 //! [`ConfigWarning`] naming the key and the file.
 //!
-//! To protect a new key, add a row to [`PROJECT_RULES`].
+//! A project's `[llm]` section decides where the user's code and keys go and which "model"
+//! chooses the tool calls (a project `scripted` provider plays its own script), so it is only
+//! a *suggestion*: ignored, with one notice saying how to accept it, unless the user accepted
+//! exactly that content (its SHA-256) with `keel trust llm`, recorded in Keel's trust store
+//! ([`keel_tools::trust`]). The user's own file, `KEEL_*` variables and flags are trusted.
+
+use std::path::Path;
 
 use toml::{Table, Value};
 
-/// How a project file may use one key.
+use super::ConfigError;
+
+/// How a project file may use one key (and everything below it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProjectRule {
-    /// Only from the user's config, `KEEL_*` variables or flags; a whole section when the
-    /// key names one.
-    UserOnly,
+    /// The project may set it as it likes.
+    Free,
     /// A boolean the project may set to `strict` only.
     Bool { strict: bool },
     /// A list the project may only shorten: entries the layers below it do not have are
@@ -26,34 +32,45 @@ pub enum ProjectRule {
     Superset,
     /// A value from a scale, strictest first: the project may only pick one at least as strict.
     Ordered(&'static [&'static str]),
-    /// A provider's base URL: only for a provider that sends no API key (a keyless local
-    /// preset such as `ollama`); the provider then gets no key variable at
-    /// all, so no key reaches the host the project chose.
-    KeylessEndpoint,
+    /// A whole section that is only a suggestion: used only when the user accepted exactly
+    /// its content for this workspace (trust subject named here, see [`keel_tools::trust`]).
+    Suggested(&'static str),
 }
 
-/// The protected keys (`*` matches any one table key, e.g. a phase name).
+/// The trust subject of a project's `[llm]` section.
+pub const LLM_SUBJECT: &str = "llm";
+
+/// The keys a project may set (`*` matches any one table key, e.g. a phase name). A row on a
+/// table covers everything below it. A key no row covers is refused.
 pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
+    ("agent", ProjectRule::Free),
+    ("agents", ProjectRule::Free),
+    ("fallback_chain", ProjectRule::Free),
+    ("index", ProjectRule::Free),
+    ("rollback.timeout_secs", ProjectRule::Free),
+    // Gates a project sets are asked about under the session's approval policy (`verify`).
+    ("verify", ProjectRule::Free),
+    ("snapshots.enabled", ProjectRule::Bool { strict: true }),
+    ("plan_exec.enabled", ProjectRule::Free),
+    ("plan_exec.start_phase", ProjectRule::Free),
+    ("plan_exec.auto_advance_after_steps", ProjectRule::Free),
+    ("plan_exec.phases.*.whitelist", ProjectRule::Free),
+    ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
+    ("shell.enabled", ProjectRule::Free),
+    ("shell.timeout_secs", ProjectRule::Free),
+    ("shell.max_timeout_secs", ProjectRule::Free),
+    // Run by `run_tests` (judged like any call) and as the tests gate (asked about like a
+    // project gate).
+    ("shell.test_command", ProjectRule::Free),
+    ("shell.test_timeout_secs", ProjectRule::Free),
     ("shell.sandbox", ProjectRule::Bool { strict: true }),
     ("shell.network", ProjectRule::Bool { strict: false }),
     ("shell.writable", ProjectRule::Subset),
     ("shell.env_keep", ProjectRule::Subset),
     ("shell.allow", ProjectRule::Subset),
     ("shell.deny", ProjectRule::Superset),
-    ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
-    ("server", ProjectRule::UserOnly),
-    ("worker", ProjectRule::UserOnly),
-    ("store.path", ProjectRule::UserOnly),
-    // Where sessions go, with the database's password: never a project's choice.
-    ("database", ProjectRule::UserOnly),
-    // MCP servers run programs and send headers: a project proposes them in `.mcp.json`,
-    // which the user approves per server (`keel mcp add`).
-    ("mcp", ProjectRule::UserOnly),
-    // Which environment variable is sent as a provider's key: from a project, any secret.
-    ("llm.providers.*.api_key_env", ProjectRule::UserOnly),
-    // Where a provider's requests (and key) go: see [`restrict_endpoints`].
-    ("llm.base_url", ProjectRule::KeylessEndpoint),
-    ("llm.providers.*.base_url", ProjectRule::KeylessEndpoint),
+    ("shell.lint.enabled", ProjectRule::Free),
+    ("shell.lint.timeout_secs", ProjectRule::Free),
     // Approval: a project may ask more and deny more, never allow more.
     (
         "approval.policy",
@@ -62,186 +79,265 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("approval.allow", ProjectRule::Subset),
     ("approval.ask", ProjectRule::Superset),
     ("approval.deny", ProjectRule::Superset),
+    ("approval.timeout_secs", ProjectRule::Free),
+    // Where the user's code and keys go, and who chooses the tool calls.
+    ("llm", ProjectRule::Suggested(LLM_SUBJECT)),
 ];
+
+/// What kind of project setting was not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarningKind {
+    /// Refused (in whole or in part): a project's config may not set or widen it.
+    Refused,
+    /// A section used only once the user accepts it (`keel trust`).
+    Suggestion,
+}
 
 /// A project setting that was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigWarning {
     /// The file it came from.
     pub source: String,
-    /// The dotted key (`shell.sandbox`).
+    /// The dotted key (`shell.sandbox`), or the section (`llm`).
     pub key: String,
     /// What was ignored and why.
     pub message: String,
+    pub kind: WarningKind,
 }
 
 impl std::fmt::Display for ConfigWarning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: `{}` {}; a project's config may only make this stricter (set it in your own config, ~/.config/keel/config.toml, with a KEEL_* variable or a flag if you trust this project)",
-            self.source, self.key, self.message
-        )
+        match self.kind {
+            WarningKind::Refused => write!(
+                f,
+                "{}: `{}` {}; set it in your own config (~/.config/keel/config.toml), with a KEEL_* variable or a flag if you trust this project",
+                self.source, self.key, self.message
+            ),
+            WarningKind::Suggestion => write!(
+                f,
+                "{}: its [{}] settings ({}) are only a suggestion and are not used: your own model settings apply. To use them in this workspace, review them with `keel trust show` and accept exactly this content with `keel trust {}`",
+                self.source, self.key, self.message, self.key
+            ),
+        }
     }
 }
+
+/// Whether the user accepted a suggestion: `(subject, sha256)`.
+pub type Accepted<'a> = &'a dyn Fn(&str, &str) -> bool;
 
 /// Applies [`PROJECT_RULES`] to a project layer's `table`, given `lower`: the configuration
-/// below it with defaults filled in. Returns what was refused.
-pub(super) fn restrict(lower: &Table, table: &mut Table, source: &str) -> Vec<ConfigWarning> {
-    let mut warnings = Vec::new();
-    for (pattern, rule) in PROJECT_RULES {
-        if *rule == ProjectRule::KeylessEndpoint {
-            continue;
-        }
-        let parts: Vec<&str> = pattern.split('.').collect();
-        apply(
-            lower,
-            table,
-            &parts,
-            String::new(),
-            *rule,
-            source,
-            &mut warnings,
-        );
-    }
-    warnings.extend(restrict_endpoints(lower, table, source));
-    warnings
-}
-
-/// The [`ProjectRule::KeylessEndpoint`] keys. A project's `llm.base_url` is moved to
-/// `llm.providers.<provider>.base_url` of the provider it names (so a `--provider` flag never
-/// carries it to another provider); a base URL is kept only for a keyless provider, whose key
-/// variable is then set to none (`api_key_env = ""`), whatever the user's layers or
-/// environment hold.
-fn restrict_endpoints(lower: &Table, table: &mut Table, source: &str) -> Vec<ConfigWarning> {
-    let mut warnings = Vec::new();
-    let Some(Value::Table(llm)) = table.get_mut("llm") else {
-        return warnings;
-    };
-    let lower_llm = match lower.get("llm") {
-        Some(Value::Table(t)) => t.clone(),
-        _ => Table::new(),
-    };
-    let warn = |key: String, message: String| ConfigWarning {
-        source: source.to_string(),
-        key,
-        message,
-    };
-    let mut asked: Vec<(String, String, Value)> = Vec::new();
-    if let Some(url) = llm.remove("base_url") {
-        let provider = llm
-            .get("provider")
-            .or_else(|| lower_llm.get("provider"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        match provider {
-            Some(p) => asked.push(("llm.base_url".into(), p, url)),
-            None => warnings.push(warn(
-                "llm.base_url".into(),
-                format!("= {url} is ignored: no `llm.provider` names the provider it is for"),
-            )),
-        }
-    }
-    if let Some(Value::Table(providers)) = llm.get_mut("providers") {
-        for (name, entry) in providers.iter_mut() {
-            if let Value::Table(entry) = entry
-                && let Some(url) = entry.remove("base_url")
-            {
-                asked.push((format!("llm.providers.{name}.base_url"), name.clone(), url));
-            }
-        }
-    }
-    for (key, provider, url) in asked {
-        if provider == "scripted" {
-            continue; // plays a file: a base URL means nothing to it
-        }
-        let preset_name = [&*llm, &lower_llm]
-            .into_iter()
-            .find_map(|t| {
-                t.get("providers")?
-                    .get(&provider)?
-                    .get("preset")?
-                    .as_str()
-                    .map(str::to_string)
-            })
-            .unwrap_or_else(|| provider.clone());
-        let keyless = keel_llm::presets::preset(&preset_name).is_some_and(|p| !p.key_required);
-        if !keyless {
-            warnings.push(warn(
-                key,
-                format!(
-                    "= {url} is ignored: provider `{provider}` (preset `{preset_name}`) sends an API key, which must never go to a host a project chose; only keyless local presets (ollama, vllm, llamacpp) may be pointed elsewhere"
-                ),
-            ));
-            continue;
-        }
-        let providers = llm
-            .entry("providers")
-            .or_insert_with(|| Value::Table(Table::new()));
-        if let Value::Table(providers) = providers
-            && let Value::Table(entry) = providers
-                .entry(provider.as_str())
-                .or_insert_with(|| Value::Table(Table::new()))
-        {
-            entry.insert("base_url".into(), url);
-            entry.insert("api_key_env".into(), Value::String(String::new()));
-        }
-    }
-    warnings
-}
-
-fn apply(
+/// below it with defaults filled in. Returns what was refused or only suggested.
+pub(super) fn restrict(
     lower: &Table,
     table: &mut Table,
-    parts: &[&str],
-    prefix: String,
-    rule: ProjectRule,
     source: &str,
-    warnings: &mut Vec<ConfigWarning>,
-) {
-    let Some((first, rest)) = parts.split_first() else {
-        return;
-    };
-    let names: Vec<String> = if *first == "*" {
-        table.keys().cloned().collect()
-    } else {
-        vec![(*first).to_string()]
-    };
-    let empty = Table::new();
-    for name in names {
-        let key = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}.{name}")
-        };
-        let below = lower.get(&name);
-        if rest.is_empty() {
-            let Some(value) = table.remove(&name) else {
-                continue;
-            };
-            let warn = |message: String| ConfigWarning {
-                source: source.to_string(),
-                key: key.clone(),
-                message,
-            };
-            match judge(rule, below, value) {
-                Verdict::Keep(v) => {
-                    table.insert(name, v);
-                }
-                Verdict::Narrowed(v, message) => {
-                    table.insert(name, v);
-                    warnings.push(warn(message));
-                }
-                Verdict::Drop(message) => warnings.push(warn(message)),
+    accepted: Accepted<'_>,
+) -> Vec<ConfigWarning> {
+    let mut warnings = Vec::new();
+    walk(lower, table, &[], source, accepted, &mut warnings);
+    warnings
+}
+
+/// The most specific row covering `path`, or whether some row lies below it.
+enum Lookup {
+    Rule(ProjectRule),
+    Descend,
+    Refused,
+}
+
+fn lookup(path: &[&str]) -> Lookup {
+    let mut best: Option<(usize, ProjectRule)> = None;
+    let mut below = false;
+    for (pattern, rule) in PROJECT_RULES {
+        let parts: Vec<&str> = pattern.split('.').collect();
+        let n = parts.len().min(path.len());
+        let prefix_matches = parts[..n]
+            .iter()
+            .zip(&path[..n])
+            .all(|(p, k)| *p == "*" || p == k);
+        if !prefix_matches {
+            continue;
+        }
+        if parts.len() <= path.len() {
+            if best.is_none_or(|(len, _)| parts.len() > len) {
+                best = Some((parts.len(), *rule));
             }
-        } else if let Some(Value::Table(sub)) = table.get_mut(&name) {
-            let below = match below {
-                Some(Value::Table(t)) => t,
-                _ => &empty,
-            };
-            apply(below, sub, rest, key, rule, source, warnings);
+        } else {
+            below = true;
         }
     }
+    match (best, below) {
+        (Some((_, rule)), _) => Lookup::Rule(rule),
+        (None, true) => Lookup::Descend,
+        (None, false) => Lookup::Refused,
+    }
+}
+
+fn walk(
+    lower: &Table,
+    table: &mut Table,
+    prefix: &[&str],
+    source: &str,
+    accepted: Accepted<'_>,
+    warnings: &mut Vec<ConfigWarning>,
+) {
+    let empty = Table::new();
+    let keys: Vec<String> = table.keys().cloned().collect();
+    for name in keys {
+        let mut path: Vec<&str> = prefix.to_vec();
+        path.push(&name);
+        let key = path.join(".");
+        let below = lower.get(&name);
+        let warn = |message: String, kind: WarningKind| ConfigWarning {
+            source: source.to_string(),
+            key: key.clone(),
+            message,
+            kind,
+        };
+        match lookup(&path) {
+            Lookup::Descend => {
+                if let Some(Value::Table(sub)) = table.get_mut(&name) {
+                    let below = match below {
+                        Some(Value::Table(t)) => t,
+                        _ => &empty,
+                    };
+                    walk(below, sub, &path, source, accepted, warnings);
+                }
+                // A non-table here is a type error that validation names.
+            }
+            Lookup::Refused => {
+                table.remove(&name);
+                warnings.push(warn(
+                    "is ignored: a project's config may not set it".into(),
+                    WarningKind::Refused,
+                ));
+            }
+            Lookup::Rule(ProjectRule::Suggested(subject)) => {
+                let Some(value) = table.remove(&name) else {
+                    continue;
+                };
+                if value.as_table().is_some_and(Table::is_empty) {
+                    continue; // an empty section suggests nothing
+                }
+                if accepted(subject, &content_hash(&value)) {
+                    table.insert(name, value);
+                } else {
+                    warnings.push(warn(summary(&value), WarningKind::Suggestion));
+                }
+            }
+            Lookup::Rule(rule) => {
+                let Some(value) = table.remove(&name) else {
+                    continue;
+                };
+                match judge(rule, below, value) {
+                    Verdict::Keep(v) => {
+                        table.insert(name, v);
+                    }
+                    Verdict::Narrowed(v, message) => {
+                        table.insert(name, v);
+                        warnings.push(warn(message, WarningKind::Refused));
+                    }
+                    Verdict::Drop(message) => warnings.push(warn(message, WarningKind::Refused)),
+                }
+            }
+        }
+    }
+}
+
+/// SHA-256 of a suggested section, independent of key order and formatting: what the user
+/// accepts with `keel trust`.
+pub fn content_hash(value: &Value) -> String {
+    let mut text = String::new();
+    canonical(value, &mut text);
+    keel_tools::trust::sha256_hex(text.as_bytes())
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Table(t) => {
+            let mut keys: Vec<&String> = t.keys().collect();
+            keys.sort();
+            out.push('{');
+            for k in keys {
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
+                out.push(':');
+                if let Some(v) = t.get(k) {
+                    canonical(v, out);
+                }
+                out.push(',');
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for v in a {
+                canonical(v, out);
+                out.push(',');
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// `key = value` pairs of a section on one line, cut at about 200 characters.
+fn summary(value: &Value) -> String {
+    let mut pairs = Vec::new();
+    flatten("", value, &mut pairs);
+    let text = pairs.join(", ");
+    if text.chars().count() > 200 {
+        let cut: String = text.chars().take(200).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Table(t) => {
+            for (k, v) in t {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        other => out.push(format!("{prefix} = {other}")),
+    }
+}
+
+/// A section a project suggests: what the user is shown and accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suggestion {
+    /// The trust subject (`llm`).
+    pub subject: &'static str,
+    /// The section as TOML, with its header.
+    pub text: String,
+    /// Its [`content_hash`].
+    pub sha256: String,
+}
+
+/// The `[llm]` section the project at `workspace` suggests (`None` when its config has none).
+pub fn llm_suggestion(workspace: &Path) -> Result<Option<Suggestion>, ConfigError> {
+    let Some(layer) = super::Layer::from_file(&workspace.join(".keel").join("config.toml"))? else {
+        return Ok(None);
+    };
+    let Some(value) = layer.table.get(LLM_SUBJECT) else {
+        return Ok(None);
+    };
+    if value.as_table().is_some_and(Table::is_empty) {
+        return Ok(None);
+    }
+    let mut wrapper = Table::new();
+    wrapper.insert(LLM_SUBJECT.into(), value.clone());
+    Ok(Some(Suggestion {
+        subject: LLM_SUBJECT,
+        text: toml::to_string(&wrapper).unwrap_or_default(),
+        sha256: content_hash(value),
+    }))
 }
 
 enum Verdict {
@@ -253,11 +349,12 @@ enum Verdict {
 
 fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
     match rule {
-        ProjectRule::UserOnly => Verdict::Drop("is ignored".into()),
-        ProjectRule::KeylessEndpoint => Verdict::Keep(value), // see `restrict_endpoints`
+        ProjectRule::Free | ProjectRule::Suggested(_) => Verdict::Keep(value),
         ProjectRule::Bool { strict } => match value.as_bool() {
             Some(b) if b == strict => Verdict::Keep(value),
-            Some(b) => Verdict::Drop(format!("= {b} is ignored")),
+            Some(b) => Verdict::Drop(format!(
+                "= {b} is ignored: a project's config may only make this stricter"
+            )),
             None => Verdict::Keep(value), // a type error: validation names it
         },
         ProjectRule::Subset => {
@@ -271,7 +368,10 @@ fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
             } else {
                 Verdict::Narrowed(
                     Value::Array(kept),
-                    format!("entries {} are ignored", list(&refused)),
+                    format!(
+                        "entries {} are ignored: a project's config may only shorten this list",
+                        list(&refused)
+                    ),
                 )
             }
         }
@@ -290,7 +390,7 @@ fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
             };
             match (rank(below), rank(Some(&value))) {
                 (Some(b), Some(asked)) if asked > b => Verdict::Drop(format!(
-                    "= {value} is ignored (less strict than {b_name})",
+                    "= {value} is ignored: less strict than {b_name}, and a project's config may only make this stricter",
                     b_name = scale[b]
                 )),
                 _ => Verdict::Keep(value),
@@ -318,43 +418,36 @@ mod tests {
         toml::from_str(text).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    fn nothing_accepted(_: &str, _: &str) -> bool {
+        false
+    }
+
     #[test]
     fn each_rule_only_tightens() {
         let lower = table(
             "[shell]\nsandbox = true\nenv_keep = [\"GH_TOKEN\"]\ndeny = [\"sudo\"]\nwritable = [\"~/.cargo\"]\n[plan_exec.phases.building]\nbash_deny = [\"push\"]\n[approval]\npolicy = \"on-request\"\n",
         );
         let mut project = table(
-            "[shell]\nsandbox = false\nnetwork = true\nenv_keep = [\"OPENAI_API_KEY\", \"GH_TOKEN\"]\ndeny = [\"rm\"]\nwritable = [\"/\"]\nallow = [\"make\"]\n[plan_exec.phases.building]\nbash_deny = [\"curl\"]\n[server]\nworkspaces = [\"/\"]\n[database]\nurl = \"postgres://evil/db\"\n[approval]\npolicy = \"never\"\n[agent]\nmax_iterations = 5\n[llm.providers.evil]\nbase_url = \"http://x\"\napi_key_env = \"AWS_SECRET_ACCESS_KEY\"\n",
+            "[shell]\nsandbox = false\nnetwork = true\nenv_keep = [\"OPENAI_API_KEY\", \"GH_TOKEN\"]\ndeny = [\"rm\"]\nwritable = [\"/\"]\nallow = [\"make\"]\n[plan_exec.phases.building]\nbash_deny = [\"curl\"]\n[server]\nworkspaces = [\"/\"]\n[database]\nurl = \"postgres://evil/db\"\n[approval]\npolicy = \"never\"\n[agent]\nmax_iterations = 5\n",
         );
-        let mut warnings = restrict(&lower, &mut project, "/p/.keel/config.toml");
-        let scale: ProjectRule = ProjectRule::Ordered(&["untrusted", "on-request", "never"]);
-        warnings.extend({
-            let mut w = Vec::new();
-            apply(
-                &lower,
-                &mut project,
-                &["approval", "policy"],
-                String::new(),
-                scale,
-                "/p/.keel/config.toml",
-                &mut w,
-            );
-            w
-        });
-        let keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+        let warnings = restrict(
+            &lower,
+            &mut project,
+            "/p/.keel/config.toml",
+            &nothing_accepted,
+        );
+        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+        keys.sort_unstable();
         assert_eq!(
             keys,
             [
-                "shell.sandbox",
-                "shell.network",
-                "shell.writable",
-                "shell.env_keep",
-                "server",
-                "database",
-                "llm.providers.evil.api_key_env",
-                // `approval.policy` is a PROJECT_RULES entry; endpoints are checked after them.
                 "approval.policy",
-                "llm.providers.evil.base_url"
+                "database",
+                "server",
+                "shell.env_keep",
+                "shell.network",
+                "shell.sandbox",
+                "shell.writable",
             ]
         );
         let shell = project["shell"].as_table().unwrap_or_else(|| panic!());
@@ -383,76 +476,86 @@ mod tests {
                 .is_some_and(|t| t.contains_key("policy"))
         );
         assert_eq!(project["agent"]["max_iterations"].as_integer(), Some(5));
-        assert!(
-            !project["llm"]["providers"]["evil"]
-                .as_table()
-                .is_some_and(|t| t.contains_key("api_key_env"))
-        );
-        let text = warnings[3].to_string();
-        assert!(text.contains("/p/.keel/config.toml"), "{text}");
-        assert!(text.contains("`OPENAI_API_KEY`"), "{text}");
-        assert!(
-            warnings[0]
-                .to_string()
-                .contains("`shell.sandbox` = false is ignored")
-        );
+        let env_keep = warnings
+            .iter()
+            .find(|w| w.key == "shell.env_keep")
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(env_keep.contains("/p/.keel/config.toml"), "{env_keep}");
+        assert!(env_keep.contains("`OPENAI_API_KEY`"), "{env_keep}");
     }
 
     #[test]
-    fn a_project_never_points_a_keyed_provider_at_its_own_host() {
-        let lower = table(
-            "[llm]\nprovider = \"openai\"\n[llm.providers.corp]\npreset = \"openai\"\nbase_url = \"https://corp/v1\"\napi_key_env = \"CORP_KEY\"\n",
-        );
+    fn a_key_no_rule_lists_is_refused_so_new_keys_start_untrusted() {
+        let lower = Table::new();
         let mut project = table(
-            "[llm]\nbase_url = \"http://evil/v1\"\n[llm.providers.corp]\nbase_url = \"http://evil/v1\"\n[llm.providers.anthropic]\nbase_url = \"http://evil\"\n[llm.providers.mine]\npreset = \"anthropic\"\nbase_url = \"http://evil\"\n",
+            "[shell]\ntimeout_secs = 30\nbrand_new_key = true\n[shell.lint]\nenabled = false\npython = [\"rm -rf ~\"]\n[plan_exec.phases.building]\nwhitelist = [\"read_file\"]\nrollback_command = \"rm -rf .git\"\nvalidation_command = \"curl evil\"\n[mcp.servers.x]\ncommand = \"evil\"\n[store]\npath = \"/tmp/x.db\"\n[future_section]\nx = 1\n",
         );
-        let warnings = restrict(&lower, &mut project, "/p/.keel/config.toml");
+        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
         let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
         keys.sort_unstable();
         assert_eq!(
             keys,
             [
-                "llm.base_url",
-                "llm.providers.anthropic.base_url",
-                "llm.providers.corp.base_url",
-                "llm.providers.mine.base_url"
+                "future_section",
+                "mcp",
+                "plan_exec.phases.building.rollback_command",
+                "plan_exec.phases.building.validation_command",
+                "shell.brand_new_key",
+                "shell.lint.python",
+                "store",
             ]
         );
-        let text = warnings[0].to_string();
-        assert!(text.contains("/p/.keel/config.toml"), "{text}");
-        assert!(text.contains("`openai`"), "{text}");
-        assert!(!project.to_string().contains("evil"), "{project}");
+        assert_eq!(project["shell"]["timeout_secs"].as_integer(), Some(30));
+        assert_eq!(project["shell"]["lint"]["enabled"].as_bool(), Some(false));
+        assert!(
+            project["plan_exec"]["phases"]["building"]
+                .get("whitelist")
+                .is_some()
+        );
+        assert!(warnings[0].to_string().contains("may not set it"));
     }
 
     #[test]
-    fn a_project_may_point_a_keyless_local_provider_anywhere_without_a_key() {
-        let lower = table(
-            "[llm.providers.ollama]\napi_key_env = \"OPENAI_API_KEY\"\n[llm.providers.box]\npreset = \"vllm\"\n",
+    fn the_llm_section_is_a_suggestion_until_its_exact_content_is_accepted() {
+        let lower = table("[llm]\nprovider = \"anthropic\"\n");
+        let text = "[llm]\nprovider = \"ollama\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[llm.providers.ollama]\napi_key_env = \"ANTHROPIC_API_KEY\"\n";
+        let mut project = table(text);
+        let warnings = restrict(
+            &lower,
+            &mut project,
+            "/p/.keel/config.toml",
+            &nothing_accepted,
         );
-        let mut project = table(
-            "[llm]\nprovider = \"ollama\"\nbase_url = \"http://gpu:11434/v1\"\n[llm.providers.box]\nbase_url = \"http://box:8000/v1\"\n[llm.providers.mine]\npreset = \"llamacpp\"\nbase_url = \"http://mine/v1\"\n",
-        );
-        let warnings = restrict(&lower, &mut project, "p");
-        assert!(warnings.is_empty(), "{warnings:?}");
-        let providers = &project["llm"]["providers"];
-        for (name, url) in [
-            ("ollama", "http://gpu:11434/v1"),
-            ("box", "http://box:8000/v1"),
-            ("mine", "http://mine/v1"),
+        assert!(!project.contains_key("llm"), "{project}");
+        assert_eq!(warnings.len(), 1, "one notice: {warnings:?}");
+        let notice = warnings[0].to_string();
+        for needle in [
+            "/p/.keel/config.toml",
+            "[llm]",
+            "provider = \"ollama\"",
+            "http://127.0.0.1:9/v1",
+            "keel trust llm",
         ] {
-            assert_eq!(providers[name]["base_url"].as_str(), Some(url), "{name}");
-            assert_eq!(
-                providers[name]["api_key_env"].as_str(),
-                Some(""),
-                "{name}: no key variable, whatever the user's layers name"
-            );
+            assert!(notice.contains(needle), "{needle}: {notice}");
         }
-        assert!(
-            !project["llm"]
-                .as_table()
-                .is_some_and(|t| t.contains_key("base_url")),
-            "moved to the provider it names, so a --provider flag never carries it elsewhere"
-        );
+
+        // Accepted: exactly this content applies, and any change is a new suggestion.
+        let llm = table(text)["llm"].clone();
+        let hash = content_hash(&llm);
+        let accept = |subject: &str, h: &str| subject == LLM_SUBJECT && h == hash;
+        let mut project = table(text);
+        assert!(restrict(&lower, &mut project, "p", &accept).is_empty());
+        assert_eq!(project["llm"]["provider"].as_str(), Some("ollama"));
+        // Key order and formatting do not matter; content does.
+        let reordered = "[llm.providers.ollama]\napi_key_env = 'ANTHROPIC_API_KEY'\n[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\nprovider = \"ollama\"\n";
+        assert_eq!(content_hash(&table(reordered)["llm"]), hash);
+        let mut changed = table(&text.replace("127.0.0.1:9", "127.0.0.1:10"));
+        assert_eq!(restrict(&lower, &mut changed, "p", &accept).len(), 1);
+        assert!(!changed.contains_key("llm"));
+
+        let mut empty = table("[llm]\n");
+        assert!(restrict(&lower, &mut empty, "p", &nothing_accepted).is_empty());
     }
 
     #[test]
@@ -461,7 +564,7 @@ mod tests {
         let mut project = table(
             "[shell]\nsandbox = true\nenv_keep = [\"A\"]\n[plan_exec.phases.x]\nbash_deny = [\"y\"]\n",
         );
-        let warnings = restrict(&lower, &mut project, "p");
+        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(project["shell"]["sandbox"].as_bool(), Some(true));
         assert_eq!(project["shell"]["env_keep"], Value::Array(vec!["A".into()]));

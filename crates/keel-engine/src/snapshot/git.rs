@@ -93,9 +93,7 @@ pub fn git_available() -> bool {
 /// `git` hardened, without repository-specific overrides (for `--version`, discovery, init:
 /// commands that read no attributes).
 fn bare_command() -> Command {
-    // The forced keys hold no `=`, so this cannot fail; fall back to a plain `git` only to
-    // report its absence.
-    hardened_git(&[], false).unwrap_or_else(|_| Command::new("git"))
+    keel_tools::safe_git::bare()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -469,6 +467,24 @@ impl Git {
                 })
             })
             .collect())
+    }
+
+    /// A unified diff from the commit or tree `from` to the tree `to`, paths relative to the
+    /// workspace (no colour, no external diff or text conversion, no renames).
+    pub(super) fn patch(&self, from: &str, to: &str) -> Result<String, SnapshotError> {
+        let mut args = vec![
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--relative",
+            from,
+            to,
+        ];
+        args.extend(PATHSPEC);
+        let out = self.run(&args, None)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// The differences between the workspace's trees `from` and `to`.

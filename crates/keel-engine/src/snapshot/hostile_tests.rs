@@ -3,7 +3,8 @@
 //! undoes and redoes, and checks that the planted program never ran — no canary file outside
 //! or inside the workspace, no environment dump.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Fixtures are made with plain git (what a user or a hostile command would run).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

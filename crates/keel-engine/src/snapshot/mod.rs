@@ -290,6 +290,19 @@ impl Snapshots {
         }
     }
 
+    /// What `session` changed in the workspace: a unified diff from its first snapshot (the
+    /// workspace before its first change) to the workspace now, paths relative to the
+    /// workspace. `Ok(None)` when the session has no snapshot here (it changed nothing, or
+    /// ran with snapshots off). Changes made by others since then are part of the diff too:
+    /// it compares states, as `keel undo` restores them.
+    pub fn session_diff(&self, session: &str) -> Result<Option<String>, SnapshotError> {
+        let Some(first) = self.list(session)?.into_iter().next() else {
+            return Ok(None);
+        };
+        let now = self.git.current_tree()?;
+        self.git.patch(&first.commit, &now).map(Some)
+    }
+
     /// Restores the workspace to `commit` (any snapshot or checkpoint) and reports what
     /// changed. Ignored files and `.keel/` are left alone.
     pub fn restore(&self, commit: &str) -> Result<RestoreReport, SnapshotError> {

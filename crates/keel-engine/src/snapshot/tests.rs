@@ -1,4 +1,5 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Fixtures are made with plain git (what a user or a hostile command would run).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -484,4 +485,70 @@ fn untracked_build_directories_are_neither_recorded_nor_restored() {
     snaps.take("sess-c", 1, Some(&s0)).unwrap();
     let report = snaps.undo("sess-c", Some(0)).unwrap();
     assert_eq!(report.changes.modified, ["target/x"]);
+}
+
+#[test]
+fn a_session_diff_shows_its_changes_outside_git() {
+    require_git();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    write(
+        ws,
+        "src/lib.rs",
+        b"pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+    );
+    write(ws, "README.md", b"demo\n");
+    let snaps = Snapshots::open(ws).unwrap();
+    assert!(
+        !snaps.in_user_repository(),
+        "a plain directory: Keel's own repository"
+    );
+    assert_eq!(
+        snaps.session_diff("s1").unwrap(),
+        None,
+        "no snapshot, no changes"
+    );
+    let first = snaps.take("s1", 0, None).unwrap();
+    write(
+        ws,
+        "src/lib.rs",
+        b"pub fn add(a: i32, b: i32) -> i32 {\n    a.wrapping_add(b)\n}\n",
+    );
+    write(ws, "tests/new.rs", b"#[test]\nfn t() {}\n");
+    std::fs::remove_file(ws.join("README.md")).unwrap();
+    snaps.take("s1", 1, Some(&first)).unwrap();
+    let diff = snaps.session_diff("s1").unwrap().unwrap();
+    assert!(
+        diff.contains("--- a/src/lib.rs\n+++ b/src/lib.rs"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("-    a + b\n+    a.wrapping_add(b)"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+++ b/tests/new.rs"),
+        "a created file: {diff}"
+    );
+    assert!(
+        diff.contains("--- a/README.md\n+++ /dev/null"),
+        "a deleted file: {diff}"
+    );
+    assert!(
+        !diff.contains(".keel"),
+        "Keel's own directory is never shown: {diff}"
+    );
+    // A change after the last snapshot (the turn still running) is shown too.
+    write(ws, "notes.txt", b"later\n");
+    assert!(
+        snaps
+            .session_diff("s1")
+            .unwrap()
+            .unwrap()
+            .contains("+++ b/notes.txt")
+    );
+    // Undone: nothing left to show.
+    let undo = snaps.restore(&first.commit).unwrap();
+    assert!(!undo.is_empty());
+    assert_eq!(snaps.session_diff("s1").unwrap().as_deref(), Some(""));
 }

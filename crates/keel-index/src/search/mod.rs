@@ -22,6 +22,7 @@ use crate::terms::{QueryTerms, fts_or};
 use crate::{Index, IndexError};
 
 mod config_keys;
+mod definitions;
 mod evidence;
 mod forwarding;
 pub mod report;
@@ -52,7 +53,9 @@ impl SearchKind {
     pub fn parse(s: &str) -> Option<Self> {
         match s.to_ascii_lowercase().as_str() {
             "any" | "" => Some(Self::Any),
-            "symbol" | "symbols" => Some(Self::Symbol),
+            "symbol" | "symbols" | "function" | "functions" | "definition" | "definitions" => {
+                Some(Self::Symbol)
+            }
             "file" | "files" | "path" => Some(Self::File),
             _ => None,
         }
@@ -281,7 +284,12 @@ impl Index {
         if q.ranking == Ranking::Hybrid {
             graph_boost(conn, &mut scored, q.kind == SearchKind::File, &filter)?;
         }
-        if q.kind == SearchKind::Symbol {
+        // A report or a many-word description asks which definition to open: definitions
+        // are ranked with their file's evidence (`definitions.rs`).
+        let by_definition = q.kind == SearchKind::Symbol
+            && q.ranking == Ranking::Hybrid
+            && (long || terms.words.len() >= DEF_QUERY_WORDS);
+        if q.kind == SearchKind::Symbol && !by_definition {
             scored.retain(|(_, c)| c.symbol.is_some());
         }
         let behaviour = long || !report.errors.is_empty();
@@ -293,7 +301,14 @@ impl Index {
                 1.0
             }
         };
-        let mut scored = if q.kind == SearchKind::File {
+        let mut scored = if by_definition {
+            let mut files = files_ranked(scored.clone(), &evidence, &role_weight);
+            files.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
+            let words = if long { &all_terms.words } else { &terms.words };
+            let idf = self.idf(words)?;
+            let named = named_definitions(&report, &terms);
+            definitions::ranked(conn, &self.root, &files, &scored, &idf, &named, &filter)?
+        } else if q.kind == SearchKind::File {
             files_ranked(scored, &evidence, &role_weight)
         } else {
             locations_ranked(scored, &evidence, &role_weight)
@@ -438,6 +453,24 @@ fn explain_file(c: &mut Cand, evidence: &Evidence, role_weight: &dyn Fn(&str) ->
     }
 }
 
+/// Definition results use the definition ranking from this many query words on (fewer:
+/// a name or two, looked up as before).
+const DEF_QUERY_WORDS: usize = 4;
+
+/// The names a query gives for definitions (lowercase): the report's code-span, snippet and
+/// traceback names, or a short query's identifiers; dunder names left out.
+fn named_definitions(report: &Report, terms: &QueryTerms) -> std::collections::BTreeSet<String> {
+    report
+        .span_identifiers
+        .iter()
+        .chain(&report.block_identifiers)
+        .chain(report.frames.iter().filter_map(|f| f.function.as_ref()))
+        .chain(&terms.identifiers)
+        .filter(|n| !(n.starts_with("__") && n.ends_with("__")))
+        .map(|n| n.to_lowercase())
+        .collect()
+}
+
 /// A word in more chunks than this share of the index is left out of a query that has
 /// rarer words: it barely moves BM25 but costs a score for every chunk holding it.
 const COMMON_SHARE: usize = 1_000;
@@ -492,6 +525,23 @@ impl Index {
             cache.insert(key.into(), n);
         }
         Ok(n)
+    }
+
+    /// The inverse document frequency (over chunks) of each word, for definition-level BM25.
+    fn idf(&self, words: &[String]) -> Result<definitions::Idf, IndexError> {
+        let total = self
+            .cached_count("\u{0}total", "SELECT COUNT(*) FROM chunks")?
+            .max(1);
+        let common = (total / COMMON_SHARE).max(COMMON_MIN);
+        let mut df = HashMap::new();
+        for w in words {
+            df.insert(w.clone(), self.frequency(w, common + 1)?);
+        }
+        Ok(definitions::Idf::new(
+            words,
+            &|w| df.get(w).copied().unwrap_or(0),
+            total,
+        ))
     }
 
     /// The query words worth a full-text lookup: all but the very common ones, or (when all

@@ -20,6 +20,10 @@ const MAX_LIMIT: usize = 50;
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Any,
+    // Definitions; for a report or a description, the functions, methods and classes to
+    // open, ranked with their file's evidence. `level: function` says the same (the aliases
+    // keep the schema, and so the first request, unchanged).
+    #[serde(alias = "function", alias = "definition")]
     Symbol,
     File,
 }
@@ -31,7 +35,7 @@ pub struct CodebaseSearchArgs {
     /// Words, a description of what the code does, or an identifier.
     pub query: String,
     /// `any` (default), `symbol` (definitions) or `file`.
-    #[serde(default)]
+    #[serde(default, alias = "level")]
     pub kind: Option<Kind>,
     /// Only paths matching this glob, e.g. `src/**/*.rs`.
     #[serde(default)]
@@ -198,6 +202,17 @@ mod tests {
             )
             .await;
         assert!(!out.contains("(indexed"), "{out}");
+        assert!(
+            out.starts_with("src/cache.rs:1 function evict_stale_entries"),
+            "{out}"
+        );
+        // `level: function` asks for definitions, like `kind: symbol`.
+        let out = f
+            .ok(
+                &tool,
+                json!({"query": "the stale entries are never evicted from the cache", "level": "function"}),
+            )
+            .await;
         assert!(
             out.starts_with("src/cache.rs:1 function evict_stale_entries"),
             "{out}"

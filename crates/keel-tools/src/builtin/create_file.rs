@@ -15,6 +15,8 @@ pub struct CreateFileArgs {
     pub path: String,
     /// The complete file content.
     pub content: String,
+    /// Replace an existing file (one you have read) with `content`.
+    pub overwrite: Option<bool>,
 }
 
 /// Creates a new file; refuses to overwrite.
@@ -26,7 +28,7 @@ impl TypedTool for CreateFile {
     const NAME: &'static str = "create_file";
 
     fn description(&self) -> &str {
-        "Create a new file with the given content. Fails if the file exists: use edit_file to change existing files."
+        "Create a new file with the given content. Fails if the file exists (use edit_file to change it) unless `overwrite` is true."
     }
 
     fn effect(&self) -> ToolEffect {
@@ -42,7 +44,11 @@ impl TypedTool for CreateFile {
             ));
         }
         let reads = ctx.reads.clone();
+        let budget = ctx.max_output_chars;
         blocking(move || {
+            if args.overwrite == Some(true) && std::fs::symlink_metadata(&path).is_ok() {
+                return overwrite(&path, &rel, &args.content, &reads, budget);
+            }
             if std::fs::symlink_metadata(&path).is_ok() {
                 let what = if path.is_dir() {
                     "a directory"
@@ -50,7 +56,7 @@ impl TypedTool for CreateFile {
                     "a file"
                 };
                 return Err(ToolError::model(format!(
-                    "`{rel}` already exists as {what}; use edit_file to change an existing file"
+                    "`{rel}` already exists as {what}; use edit_file to change an existing file, or set `overwrite: true` to replace its whole content"
                 )));
             }
             let bytes = args.content.as_bytes();
@@ -70,10 +76,52 @@ impl TypedTool for CreateFile {
                 human_size(bytes.len() as u64)
             ))
             .with_files([rel])
+            .with_created(&args.content)
             .with_metadata(serde_json::json!({"created": true})))
         })
         .await
     }
+}
+
+/// `overwrite: true` on an existing file: only a regular file the session has read and that
+/// has not changed since (the model is replacing content it has seen), written atomically with
+/// its permission bits kept.
+fn overwrite(
+    path: &std::path::Path,
+    rel: &str,
+    content: &str,
+    reads: &crate::ReadTracker,
+    budget: usize,
+) -> Result<ToolOutput, ToolError> {
+    let before = super::edit_file::read_for_edit(path, rel)?;
+    super::edit_file::check_fresh(reads, path, rel, &before)?;
+    let bytes = content.as_bytes();
+    if before == bytes {
+        return Err(ToolError::model(format!(
+            "`{rel}` already has exactly this content; nothing was written"
+        )));
+    }
+    if std::fs::read(path).ok().as_deref() != Some(before.as_slice()) {
+        return Err(ToolError::model(format!(
+            "`{rel}` changed on disk during the call; read it again and retry"
+        )));
+    }
+    atomic_write(path, bytes, WriteMode::Replace)
+        .map_err(|e| ToolError::model(format!("cannot write `{rel}`: {e}")))?;
+    reads.record(path, bytes);
+    let old_text = String::from_utf8_lossy(&before);
+    let diff = crate::edit::unified_diff(rel, &old_text, content);
+    let mut text = format!(
+        "Replaced `{rel}` ({} lines, {}; it had {} lines).\n",
+        content.lines().count(),
+        human_size(bytes.len() as u64),
+        old_text.lines().count()
+    );
+    text.push_str(&crate::text::truncate_middle(&diff, budget));
+    Ok(ToolOutput::text(text)
+        .with_files([rel])
+        .with_diff(diff)
+        .with_metadata(serde_json::json!({"created": false, "overwritten": true})))
 }
 
 #[cfg(test)]
@@ -92,6 +140,20 @@ mod tests {
             )
             .await;
         assert!(out.contains("Created `a/b/new.py` (1 line, 9 B)"), "{out}");
+        let done = CreateFile
+            .run(
+                CreateFileArgs {
+                    path: "shown.py".into(),
+                    content: "import os\nprint(os.getcwd())\n".into(),
+                    overwrite: None,
+                },
+                &f.ctx,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let created = done.details.created.unwrap_or_default();
+        assert_eq!(created.text, "import os\nprint(os.getcwd())");
+        assert_eq!(created.total_lines, 2, "the content is shown to a person");
         let on_disk = std::fs::read_to_string(f.dir.path().join("a/b/new.py")).unwrap_or_default();
         assert_eq!(on_disk, "print(1)\n");
         let err = f
@@ -103,6 +165,49 @@ mod tests {
             "print(1)\n",
             "existing content untouched"
         );
+    }
+
+    #[tokio::test]
+    async fn overwrite_replaces_a_file_it_has_read() {
+        let f = Fixture::new();
+        f.write("notes.md", "old\ntext\n");
+        // Not read yet: refused, untouched.
+        let call = json!({"path": "notes.md", "content": "new\n", "overwrite": true});
+        let err = f.err(&CreateFile, call.clone()).await;
+        assert!(err.contains("have not read `notes.md`"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("notes.md")).unwrap_or_default(),
+            "old\ntext\n"
+        );
+        f.ok(&crate::builtin::ReadFile, json!({"path": "notes.md"}))
+            .await;
+        // Without `overwrite` it still refuses, and says how to replace.
+        let err = f
+            .err(&CreateFile, json!({"path": "notes.md", "content": "new\n"}))
+            .await;
+        assert!(err.contains("overwrite: true"), "{err}");
+        let out = f.ok(&CreateFile, call).await;
+        assert!(out.starts_with("Replaced `notes.md`"), "{out}");
+        assert!(out.contains("-old") && out.contains("+new"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("notes.md")).unwrap_or_default(),
+            "new\n"
+        );
+        // A new file with `overwrite: true` is simply created.
+        f.ok(
+            &CreateFile,
+            json!({"path": "fresh.txt", "content": "x\n", "overwrite": true}),
+        )
+        .await;
+        // A directory is never overwritten.
+        std::fs::create_dir(f.dir.path().join("d")).unwrap_or_default();
+        let err = f
+            .err(
+                &CreateFile,
+                json!({"path": "d", "content": "x", "overwrite": true}),
+            )
+            .await;
+        assert!(err.contains("directory"), "{err}");
     }
 
     #[tokio::test]

@@ -19,6 +19,9 @@ pub struct EditArg {
     pub search: String,
     /// Text to put in its place.
     pub replace: String,
+    /// Change every occurrence instead of exactly one.
+    #[serde(default, alias = "replaceAll")]
+    pub replace_all: Option<bool>,
 }
 
 /// Arguments of `edit_file`.
@@ -68,7 +71,11 @@ impl TypedTool for EditFile {
             let edits: Vec<Edit> = args
                 .edits
                 .into_iter()
-                .map(|e| Edit::new(e.search, e.replace))
+                .map(|e| Edit {
+                    search: e.search,
+                    replace: e.replace,
+                    replace_all: e.replace_all.unwrap_or(false),
+                })
                 .collect();
             let outcome = editor.apply(&doc.text, &edits).map_err(|e| {
                 ToolError::model(format!(
@@ -120,9 +127,10 @@ impl TypedTool for EditFile {
                 }
             }
             let mut content = format!(
-                "Edited `{rel}` ({} edit{}).",
+                "Edited `{rel}` ({} edit{}{}).",
                 edits.len(),
-                if edits.len() == 1 { "" } else { "s" }
+                if edits.len() == 1 { "" } else { "s" },
+                replacements_note(&edits, &outcome.applied)
             );
             if !notes.is_empty() {
                 content.push_str(&format!(
@@ -138,9 +146,35 @@ impl TypedTool for EditFile {
                 .with_metadata(serde_json::json!({
                 "match_level": worst.name(),
                 "match_levels": levels,
+                "replacements": outcome.applied.iter().map(|a| a.replacements).collect::<Vec<_>>(),
             })))
         })
         .await
+    }
+}
+
+/// How many places each `replace_all` edit changed: `, replaced 3 occurrences` for a single
+/// edit, `; edit 2 replaced 3 occurrences` among several; empty without `replace_all`.
+fn replacements_note(edits: &[Edit], applied: &[crate::edit::AppliedEdit]) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let all: Vec<String> = edits
+        .iter()
+        .zip(applied)
+        .enumerate()
+        .filter(|(_, (e, _))| e.replace_all)
+        .map(|(i, (_, a))| {
+            let n = a.replacements;
+            if applied.len() == 1 {
+                format!("replaced {n} occurrence{}", plural(n))
+            } else {
+                format!("edit {} replaced {n} occurrence{}", i + 1, plural(n))
+            }
+        })
+        .collect();
+    match (all.is_empty(), applied.len()) {
+        (true, _) => String::new(),
+        (false, 1) => format!(", {}", all.join("")),
+        (false, _) => format!("; {}", all.join(", ")),
     }
 }
 
@@ -299,6 +333,57 @@ mod tests {
             )
             .await;
         assert!(err.contains("create_file"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn replace_all_changes_every_occurrence_and_says_how_many() {
+        let f = Fixture::new();
+        f.write("a.txt", "foo bar foo baz foo\n");
+        read(&f, "a.txt").await;
+        // Without it, the ambiguity error points at `replace_all`.
+        let err = f
+            .err(
+                &EditFile::default(),
+                json!({"path": "a.txt", "edits": [{"search": "foo", "replace": "qux"}]}),
+            )
+            .await;
+        assert!(err.contains("line 1 column 1, line 1 column 9"), "{err}");
+        assert!(err.contains("`replace_all: true`"), "{err}");
+        let out = f
+            .ok(
+                &EditFile::default(),
+                json!({"path": "a.txt", "edits": [{"search": "foo", "replace": "qux", "replace_all": true}]}),
+            )
+            .await;
+        assert!(
+            out.starts_with("Edited `a.txt` (1 edit, replaced 3 occurrences)."),
+            "{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("a.txt")).unwrap_or_default(),
+            "qux bar qux baz qux\n"
+        );
+    }
+
+    /// The probe: a fuzzy match whose file line holds two search lines is refused,
+    /// never written half-right.
+    #[tokio::test]
+    async fn a_split_line_is_refused_not_half_applied() {
+        let f = Fixture::new();
+        f.write("l.txt", "one\ntwo three\nfour\n");
+        read(&f, "l.txt").await;
+        let err = f
+            .err(
+                &EditFile::default(),
+                json!({"path": "l.txt", "edits": [{"search": "one\ntwo\nthree\nfour", "replace": "one\ntwo\nTHREE\nfour"}]}),
+            )
+            .await;
+        assert!(err.contains("`three`"), "{err}");
+        assert!(err.contains("`l.txt` is unchanged"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("l.txt")).unwrap_or_default(),
+            "one\ntwo three\nfour\n"
+        );
     }
 
     #[tokio::test]

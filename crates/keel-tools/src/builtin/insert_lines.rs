@@ -49,6 +49,12 @@ impl TypedTool for InsertLines {
             check_fresh(&reads, &path, &rel, &before)?;
             let doc = Document::decode(&before)
                 .map_err(|e| ToolError::model(format!("cannot edit `{rel}`: {e}")))?;
+            if doc.has_lone_cr() {
+                // Line numbers would not mean what read_file showed.
+                return Err(ToolError::model(format!(
+                    "`{rel}` ends some lines with a lone `\\r`, so its line numbers are ambiguous; insert with edit_file (search for the lines around the place, repeat them in `replace` with the new ones)"
+                )));
+            }
             let lines: Vec<&str> = doc.text.split_inclusive('\n').collect();
             if args.after_line > lines.len() {
                 return Err(ToolError::model(format!(
@@ -122,5 +128,19 @@ mod tests {
             )
             .await;
         assert!(e.contains("between 0 and 4"), "{e}");
+        // A lone `\r` makes the editor's lines differ from read_file's numbering: refused.
+        f.write("cr.txt", "one\rtwo\nthree\n");
+        f.ok(&ReadFile, json!({"path": "cr.txt"})).await;
+        let e = f
+            .err(
+                &InsertLines,
+                json!({"path": "cr.txt", "after_line": 1, "text": "x"}),
+            )
+            .await;
+        assert!(e.contains("lone `\\r`"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("cr.txt")).unwrap_or_default(),
+            "one\rtwo\nthree\n"
+        );
     }
 }

@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::edits::{edit_one, multi_edit, replace_in_file, write};
+
 /// Arguments being mapped.
 pub type Args = Map<String, Value>;
 
@@ -194,92 +196,6 @@ pub(super) fn read_one_based(args: &mut Args) -> Result<&'static str, String> {
 
 fn read_zero_based(args: &mut Args) -> Result<&'static str, String> {
     read_lines(args, true)
-}
-
-pub(super) fn write(args: &mut Args) -> Result<&'static str, String> {
-    rename_path(args);
-    if !args.contains_key("content")
-        && let Some(c) = take(args, &["file_text", "contents", "text", "code"])
-    {
-        args.insert("content".into(), c);
-    }
-    Ok("create_file")
-}
-
-/// One search/replace pair from the foreign spellings.
-fn pair(e: &mut Args) -> Result<Value, String> {
-    let search = take(
-        e,
-        &["search", "old_string", "oldString", "old_str", "old_text"],
-    );
-    let replace = take(
-        e,
-        &["replace", "new_string", "newString", "new_str", "new_text"],
-    )
-    .unwrap_or_else(|| json!(""));
-    let Some(search) = search else {
-        return Err("each edit needs the exact text to replace (`old_string`)".into());
-    };
-    // `replace_all`: edit_file replaces exactly one match and reports an ambiguous one — the
-    // same result when the text occurs once, an error (never a partial edit) otherwise.
-    let _ = take(e, &["replace_all", "replaceAll"]);
-    Ok(json!({"search": search, "replace": replace}))
-}
-
-pub(super) fn edit_one(args: &mut Args) -> Result<&'static str, String> {
-    rename_path(args);
-    let edit = pair(args)?;
-    args.remove("expected_replacements");
-    args.insert("edits".into(), json!([edit]));
-    Ok("edit_file")
-}
-
-fn multi_edit(args: &mut Args) -> Result<&'static str, String> {
-    rename_path(args);
-    let Some(Value::Array(edits)) = args.remove("edits") else {
-        return Err("MultiEdit needs `edits`: a list of {old_string, new_string}".into());
-    };
-    let mut out = Vec::with_capacity(edits.len());
-    for e in edits {
-        let Value::Object(mut e) = e else {
-            return Err("each edit must be an object {old_string, new_string}".into());
-        };
-        out.push(pair(&mut e)?);
-    }
-    args.insert("edits".into(), Value::Array(out));
-    Ok("edit_file")
-}
-
-/// Cline's `replace_in_file {path, diff}` with `<<<<<<< SEARCH … ======= … >>>>>>> REPLACE`.
-fn replace_in_file(args: &mut Args) -> Result<&'static str, String> {
-    rename_path(args);
-    let Some(Value::String(diff)) = take(args, &["diff"]) else {
-        return Err("replace_in_file needs `diff` with SEARCH/REPLACE blocks".into());
-    };
-    let mut edits = Vec::new();
-    let mut rest = diff.as_str();
-    while let Some(start) = rest.find("<<<<<<< SEARCH") {
-        let after = &rest[start + "<<<<<<< SEARCH".len()..];
-        let after = after.strip_prefix('\n').unwrap_or(after);
-        let (Some(mid), Some(end)) = (after.find("\n=======\n"), after.find(">>>>>>> REPLACE"))
-        else {
-            return Err("a SEARCH block has no `=======` or `>>>>>>> REPLACE` line".into());
-        };
-        if end < mid {
-            return Err("a SEARCH block closes before its `=======` line".into());
-        }
-        let search = &after[..mid];
-        let replace = after[mid + "\n=======\n".len()..end]
-            .strip_suffix('\n')
-            .unwrap_or(&after[mid + "\n=======\n".len()..end]);
-        edits.push(json!({"search": search, "replace": replace}));
-        rest = &after[end + ">>>>>>> REPLACE".len()..];
-    }
-    if edits.is_empty() {
-        return Err("no `<<<<<<< SEARCH` block found in `diff`".into());
-    }
-    args.insert("edits".into(), Value::Array(edits));
-    Ok("edit_file")
 }
 
 /// The command string, plus a timeout in seconds from `timeout_ms`/ms-valued `timeout`.
@@ -727,6 +643,17 @@ mod tests {
             (
                 "edit_file".into(),
                 json!({"path": "a", "edits": [{"search": "old", "replace": "new"}]})
+            )
+        );
+        // Aider's new-file block: an empty SEARCH.
+        assert_eq!(
+            map(
+                "replace_in_file",
+                json!({"path": "n.txt", "diff": "n.txt\n<<<<<<< SEARCH\n=======\nhello\n>>>>>>> REPLACE\n"})
+            ),
+            (
+                "create_file".into(),
+                json!({"path": "n.txt", "content": "hello\n"})
             )
         );
     }

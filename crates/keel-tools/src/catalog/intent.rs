@@ -2,9 +2,10 @@
 //! routed onto the canonical tools by the verb and the argument keys only (deterministic).
 
 use super::alias::{
-    Args, PATH_KEYS, ask, codex_shell, edit_one, grep_like, has_any, list, patch, read_one_based,
-    rename_path, search, take, tests, write,
+    Args, PATH_KEYS, ask, codex_shell, grep_like, has_any, list, patch, read_one_based,
+    rename_path, search, take, tests,
 };
+use super::edits::{edit_one, write};
 
 /// An intent verb (SPEC §11): a tiny vocabulary a weak model can use instead of tool names.
 #[derive(Debug, Clone, Copy)]

@@ -8,6 +8,7 @@
 
 mod alias;
 mod coerce;
+mod edits;
 mod intent;
 mod json;
 mod resolve;
@@ -17,6 +18,7 @@ pub use alias::{ALIASES, Alias};
 pub use coerce::{example_for, fit_to_schema, schema_help};
 pub use intent::{INTENTS, Intent, route_intent};
 pub use json::{JsonRepairError, RepairedJson, repair_json};
+pub(crate) use resolve::relative_to;
 pub use resolve::{Repair, Resolved, resolve_call};
 pub use search::{TOOL_SEARCH, ToolSearch, search_tools};
 

@@ -408,7 +408,7 @@ fn canonical_fields(tool: &str, args: &mut Args) -> Result<(), String> {
             ALIASES.iter().find(|a| a.name == "Edit")
         }
         "edit_file" => {
-            super::alias::rename_path(args);
+            super::edits::edit_file_fields(args)?;
             None
         }
         "grep" => ALIASES.iter().find(|a| a.name == "Grep"),
@@ -485,7 +485,7 @@ fn wrapped_call(registry: &ToolRegistry, name: &str, arguments: &Value) -> Optio
 }
 
 /// `path` relative to `root` when it is absolute and inside it (`.` for the root itself).
-fn relative_to(root: &Path, path: &str) -> Option<String> {
+pub(crate) fn relative_to(root: &Path, path: &str) -> Option<String> {
     let p = Path::new(path);
     if !p.is_absolute() {
         return None;

@@ -3,20 +3,26 @@
 //! Each edit's `search` text is looked for with a chain of ever more tolerant levels —
 //! exact → whitespace-normalised → indentation-agnostic → fuzzy (similarity ≥ 0.85) — and the
 //! first level that finds it decides. A match must be unique at that level: two candidates
-//! are an error naming both, never a guess. Edits apply in order to the in-memory text; the
-//! caller writes the result once, or nothing if any edit failed.
+//! are an error naming both, never a guess — unless the edit says `replace_all`, which
+//! changes every exact (or whitespace/indentation-tolerant) occurrence and never a fuzzy one.
+//! A tolerant match is applied by a line merge that refuses rather than keep a line the edit
+//! removes or changes (see [`merge`]). Edits apply in order to the in-memory text; the caller
+//! writes the result once, or nothing if any edit failed.
 //!
 //! This module works on text only: no file system, no read tracking (the tools do that).
 
 mod document;
+mod error;
 mod indent;
 pub(crate) mod matching;
 mod merge;
-
-use std::fmt::Write as _;
+mod splice;
 
 pub use document::{DecodeError, Document};
+pub(crate) use error::lacking;
+pub use error::{Closest, EditError, EditErrorKind, Location, Separable};
 use matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy};
+pub(crate) use splice::{LineBlock, Spliced, closest, splice};
 
 /// The default minimum similarity for a fuzzy match.
 pub const FUZZY_THRESHOLD: f64 = 0.85;
@@ -28,13 +34,25 @@ pub const AMBIGUITY_MARGIN: f64 = 0.05;
 pub struct Edit {
     pub search: String,
     pub replace: String,
+    /// Replace every occurrence instead of requiring exactly one.
+    pub replace_all: bool,
 }
 
 impl Edit {
+    /// An edit of the one place `search` matches.
     pub fn new(search: impl Into<String>, replace: impl Into<String>) -> Self {
         Self {
             search: search.into(),
             replace: replace.into(),
+            replace_all: false,
+        }
+    }
+
+    /// An edit of every place `search` matches.
+    pub fn every(search: impl Into<String>, replace: impl Into<String>) -> Self {
+        Self {
+            replace_all: true,
+            ..Self::new(search, replace)
         }
     }
 }
@@ -84,129 +102,14 @@ impl std::fmt::Display for MatchLevel {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppliedEdit {
     pub level: MatchLevel,
+    /// The first changed place starts here…
     pub start_line: usize,
+    /// …and the last one ends here.
     pub end_line: usize,
     /// 1.0 unless fuzzy.
     pub similarity: f64,
-}
-
-/// The file region most like a search that matched nowhere.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Closest {
-    pub start_line: usize,
-    pub end_line: usize,
-    pub similarity: f64,
-    /// The region's lines as they are in the file.
-    pub lines: Vec<String>,
-    /// Line diff of the search against the region: `- ` lines only in the search, `+ ` lines
-    /// only in the file.
-    pub differences: Vec<String>,
-}
-
-impl Closest {
-    /// Appends "The closest region is lines a-b (similarity x):", the numbered lines and
-    /// what differs; `theirs` names the model's text ("your search", "the hunk").
-    pub fn describe(&self, out: &mut String, theirs: &str) {
-        let _ = writeln!(
-            out,
-            "The closest region is lines {}-{} (similarity {:.2}):",
-            self.start_line, self.end_line, self.similarity
-        );
-        let width = self.end_line.to_string().len();
-        for (i, l) in self.lines.iter().enumerate() {
-            let _ = writeln!(out, "{:>width$}\t{l}", self.start_line + i);
-        }
-        if !self.differences.is_empty() {
-            let _ = writeln!(out, "What differs (- {theirs}, + the file):");
-            for d in &self.differences {
-                let _ = writeln!(out, "{d}");
-            }
-        }
-    }
-}
-
-/// Why an edit failed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EditErrorKind {
-    EmptySearch,
-    NoMatch {
-        closest: Option<Closest>,
-    },
-    Ambiguous {
-        level: MatchLevel,
-        /// 1-based inclusive line spans of the candidates.
-        locations: Vec<(usize, usize)>,
-        total: usize,
-    },
-}
-
-/// An edit that failed, by its 0-based index in the call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EditError {
-    pub index: usize,
-    pub kind: EditErrorKind,
-}
-
-impl EditError {
-    /// A message for the model: what failed, where the nearest text is, what to do.
-    pub fn describe(&self, path: &str, edits: usize) -> String {
-        let which = if edits > 1 {
-            format!("edit {} of {edits}", self.index + 1)
-        } else {
-            "the edit".to_string()
-        };
-        let mut out = String::new();
-        match &self.kind {
-            EditErrorKind::EmptySearch => {
-                let _ = write!(
-                    out,
-                    "{which}: `search` is empty. Put the existing lines to change in `search` (for an insertion, the lines around it, repeated in `replace`)."
-                );
-            }
-            EditErrorKind::Ambiguous {
-                level,
-                locations,
-                total,
-            } => {
-                let spans: Vec<String> = locations
-                    .iter()
-                    .map(|(a, b)| {
-                        if a == b {
-                            format!("line {a}")
-                        } else {
-                            format!("lines {a}-{b}")
-                        }
-                    })
-                    .collect();
-                let more = if *total > locations.len() {
-                    format!(" and {} more", total - locations.len())
-                } else {
-                    String::new()
-                };
-                let _ = write!(
-                    out,
-                    "{which}: the search text matches {total} places in `{path}` ({level} match): {}{more}. Add surrounding lines to `search` so it matches exactly one.",
-                    spans.join(", ")
-                );
-            }
-            EditErrorKind::NoMatch { closest } => {
-                let _ = write!(out, "{which}: no match for the search text in `{path}`.");
-                match closest {
-                    Some(c) => {
-                        out.push('\n');
-                        c.describe(&mut out, "your search");
-                        out.push_str(
-                            "Copy the lines exactly as the file has them (without line numbers) and retry.",
-                        );
-                    }
-                    None => out.push_str(
-                        "\nNothing in the file resembles it; read the file again to see its current content.",
-                    ),
-                }
-            }
-        }
-        out
-    }
+    /// How many places were replaced: 1, or more with `replace_all`.
+    pub replacements: usize,
 }
 
 /// The result of a successful call: the new text and how each edit applied.
@@ -236,10 +139,18 @@ impl Default for SearchReplaceEditor {
 
 /// At most this many candidate locations are named in an ambiguity error.
 const MAX_LOCATIONS: usize = 5;
-/// Below this, a region is not worth showing as "closest".
-const CLOSEST_FLOOR: f64 = 0.4;
-/// The closest region shown on failure is at most this many lines.
-const MAX_CLOSEST_LINES: usize = 30;
+/// Lines above and below that are compared to tell whether context can separate matches.
+const SEPARATING_CONTEXT: usize = 3;
+
+/// Line endings as the editor sees them: `\r\n` and a lone `\r` are line breaks, like `\n`
+/// ([`Document`] decodes files the same way).
+pub(crate) fn normalise_newlines(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\r') {
+        std::borrow::Cow::Owned(s.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
 
 impl SearchReplaceEditor {
     /// Applies `edits` in order to `text` (`\n` line endings). All or nothing: on error the
@@ -266,67 +177,59 @@ impl SearchReplaceEditor {
         text: &str,
         edit: &Edit,
     ) -> Result<(String, AppliedEdit), EditErrorKind> {
-        let search = edit.search.replace("\r\n", "\n");
-        let replace = edit.replace.replace("\r\n", "\n");
+        let search = normalise_newlines(&edit.search);
+        let replace = normalise_newlines(&edit.replace);
+        let (search, replace) = (search.as_ref(), replace.as_ref());
         if search.is_empty() {
             if text.is_empty() {
                 let lines = replace.lines().count().max(1);
                 return Ok((
-                    replace,
+                    replace.to_string(),
                     AppliedEdit {
                         level: MatchLevel::Exact,
                         start_line: 1,
                         end_line: lines,
                         similarity: 1.0,
+                        replacements: 1,
                     },
                 ));
             }
             return Err(EditErrorKind::EmptySearch);
         }
+        let file = Lines::new(text);
+        if edit.replace_all {
+            return replace_every(&file, search, replace);
+        }
 
         // 1. Exact, anywhere (also inside a line).
-        let hits = occurrences(text, &search);
-        let file = Lines::new(text);
-        if hits.len() == 1 {
-            let at = hits[0];
-            let start_line = file.line_of_byte(at);
-            let end_line = file.line_of_byte(at + search.len().saturating_sub(1));
+        let hits = occurrences(text, search);
+        if let [at] = hits[..] {
             let mut out = String::with_capacity(text.len() + replace.len());
             out.push_str(&text[..at]);
-            out.push_str(&replace);
+            out.push_str(replace);
             out.push_str(&text[at + search.len()..]);
             return Ok((
                 out,
                 AppliedEdit {
                     level: MatchLevel::Exact,
-                    start_line,
-                    end_line,
+                    start_line: file.line_of_byte(at),
+                    end_line: file.line_of_byte(at + search.len().saturating_sub(1)),
                     similarity: 1.0,
+                    replacements: 1,
                 },
             ));
         }
         if hits.len() > 1 {
-            let locations = hits
-                .iter()
-                .take(MAX_LOCATIONS)
-                .map(|&at| {
-                    (
-                        file.line_of_byte(at),
-                        file.line_of_byte(at + search.len().saturating_sub(1)),
-                    )
-                })
-                .collect();
-            return Err(EditErrorKind::Ambiguous {
-                level: MatchLevel::Exact,
-                locations,
-                total: hits.len(),
-            });
+            return Err(ambiguous_exact(&file, &hits, search.len()));
         }
 
         // 2-4. Line-level matching.
-        let block = LineBlock::new(&search, &replace);
+        let block = LineBlock::new(search, replace);
         if block.search.is_empty() {
-            return Err(EditErrorKind::NoMatch { closest: None });
+            return Err(EditErrorKind::NoMatch {
+                closest: None,
+                replace_all: false,
+            });
         }
         let scope = Scope::whole(&file);
         for level in [
@@ -336,8 +239,8 @@ impl SearchReplaceEditor {
             let found = find_equal(level, &file, &block.search, &scope);
             match found.len() {
                 0 => continue,
-                1 => return Ok(splice(&file, &block, found[0], level)),
-                _ => return Err(ambiguous(level, &found)),
+                1 => return applied(&file, &block, &found, level),
+                _ => return Err(ambiguous(&file, level, &found)),
             }
         }
         let found = find_fuzzy(&file, &block.search, &scope, self.fuzzy_threshold, true);
@@ -349,14 +252,90 @@ impl SearchReplaceEditor {
                 .collect();
             let rivals = without_overlaps(rivals);
             if rivals.len() > 1 {
-                return Err(ambiguous(MatchLevel::Fuzzy, &rivals));
+                return Err(ambiguous(&file, MatchLevel::Fuzzy, &rivals));
             }
-            return Ok(splice(&file, &block, best, MatchLevel::Fuzzy));
+            return applied(&file, &block, &[best], MatchLevel::Fuzzy);
         }
         Err(EditErrorKind::NoMatch {
             closest: closest(&file, &block.search),
+            replace_all: false,
         })
     }
+}
+
+/// The matched places (in file order) spliced, or the refusal the merge rule gives.
+fn applied(
+    file: &Lines<'_>,
+    block: &LineBlock<'_>,
+    found: &[LineMatch],
+    level: MatchLevel,
+) -> Result<(String, AppliedEdit), EditErrorKind> {
+    match splice(file, block, found, level) {
+        Spliced::Done(text) => Ok((
+            text,
+            AppliedEdit {
+                level,
+                start_line: found.first().map_or(1, |m| m.start + 1),
+                end_line: found.last().map_or(1, |m| m.start + m.len.max(1)),
+                similarity: found.iter().map(|m| m.similarity).fold(1.0, f64::min),
+                replacements: found.len(),
+            },
+        )),
+        Spliced::Unmatched { closest, lines } => Err(EditErrorKind::Unmatched { closest, lines }),
+    }
+}
+
+/// `replace_all`: every exact occurrence (left to right, not overlapping), else every
+/// whitespace- or indentation-tolerant one; never fuzzy ones.
+fn replace_every(
+    file: &Lines<'_>,
+    search: &str,
+    replace: &str,
+) -> Result<(String, AppliedEdit), EditErrorKind> {
+    let text = file.text;
+    let hits: Vec<usize> = text.match_indices(search).map(|(at, _)| at).collect();
+    if let (Some(&first), Some(&last)) = (hits.first(), hits.last()) {
+        return Ok((
+            text.replace(search, replace),
+            AppliedEdit {
+                level: MatchLevel::Exact,
+                start_line: file.line_of_byte(first),
+                end_line: file.line_of_byte(last + search.len().saturating_sub(1)),
+                similarity: 1.0,
+                replacements: hits.len(),
+            },
+        ));
+    }
+    let block = LineBlock::new(search, replace);
+    if block.search.is_empty() {
+        return Err(EditErrorKind::NoMatch {
+            closest: None,
+            replace_all: true,
+        });
+    }
+    let scope = Scope::whole(file);
+    for level in [
+        MatchLevel::WhitespaceNormalised,
+        MatchLevel::IndentationAgnostic,
+    ] {
+        let mut found = find_equal(level, file, &block.search, &scope);
+        // Left to right, skipping windows that overlap one already taken.
+        let mut end = 0;
+        found.retain(|m| {
+            let keep = m.start >= end;
+            if keep {
+                end = m.start + m.len;
+            }
+            keep
+        });
+        if !found.is_empty() {
+            return applied(file, &block, &found, level);
+        }
+    }
+    Err(EditErrorKind::NoMatch {
+        closest: closest(file, &block.search),
+        replace_all: true,
+    })
 }
 
 /// Start offsets of every occurrence of `needle`, overlapping ones included (`aa` occurs
@@ -384,145 +363,78 @@ fn without_overlaps(candidates: Vec<LineMatch>) -> Vec<LineMatch> {
     kept
 }
 
-fn ambiguous(level: MatchLevel, found: &[LineMatch]) -> EditErrorKind {
-    let mut spans: Vec<(usize, usize)> = found
+/// Several exact hits: where each is (with its column), and whether context could separate
+/// them.
+fn ambiguous_exact(file: &Lines<'_>, hits: &[usize], len: usize) -> EditErrorKind {
+    let spans: Vec<(usize, usize)> = hits
         .iter()
-        .map(|m| (m.start + 1, m.start + m.len.max(1)))
+        .map(|&at| {
+            (
+                file.line_of_byte(at) - 1,
+                file.line_of_byte(at + len.saturating_sub(1)),
+            )
+        })
         .collect();
-    spans.sort_unstable();
-    let total = spans.len();
-    spans.truncate(MAX_LOCATIONS);
+    let same_line = spans.windows(2).any(|w| w[0].0 == w[1].0);
+    let locations = hits
+        .iter()
+        .zip(&spans)
+        .take(MAX_LOCATIONS)
+        .map(|(&at, &(start, end))| {
+            let line_start = file.content_bytes(start..start + 1).start;
+            Location {
+                start_line: start + 1,
+                end_line: end,
+                column: Some(file.text[line_start..at].chars().count() + 1),
+            }
+        })
+        .collect();
+    EditErrorKind::Ambiguous {
+        level: MatchLevel::Exact,
+        locations,
+        total: hits.len(),
+        separable: if same_line {
+            Separable::OnlyWithinTheLine
+        } else {
+            separable_by_context(file, &spans)
+        },
+    }
+}
+
+fn ambiguous(file: &Lines<'_>, level: MatchLevel, found: &[LineMatch]) -> EditErrorKind {
+    let mut sorted: Vec<LineMatch> = found.to_vec();
+    sorted.sort_by_key(|m| m.start);
+    let spans: Vec<(usize, usize)> = sorted
+        .iter()
+        .map(|m| (m.start, m.start + m.len.max(1)))
+        .collect();
+    let locations = spans
+        .iter()
+        .take(MAX_LOCATIONS)
+        .map(|&(a, b)| Location::lines(a + 1, b))
+        .collect();
     EditErrorKind::Ambiguous {
         level,
-        locations: spans,
-        total,
+        locations,
+        total: spans.len(),
+        separable: separable_by_context(file, &spans),
     }
 }
 
-/// The search and replacement as lines, for line-level matching: one final newline dropped,
-/// blank lines at the ends of the search ignored (and as many at the ends of the
-/// replacement).
-pub(crate) struct LineBlock<'a> {
-    pub search: Vec<&'a str>,
-    pub replace: Vec<&'a str>,
-}
-
-impl<'a> LineBlock<'a> {
-    pub fn new(search: &'a str, replace: &'a str) -> Self {
-        let split = |s: &'a str| -> Vec<&'a str> {
-            let s = s.strip_suffix('\n').unwrap_or(s);
-            s.split('\n').collect()
-        };
-        Self::from_lines(
-            split(search),
-            if replace.is_empty() {
-                Vec::new()
-            } else {
-                split(replace)
-            },
-        )
-    }
-
-    pub fn from_lines(mut search: Vec<&'a str>, mut replace: Vec<&'a str>) -> Self {
-        fn blank(l: &&&str) -> bool {
-            l.trim().is_empty()
-        }
-        let lead = search.iter().take_while(blank).count();
-        if lead == search.len() {
-            return Self {
-                search: Vec::new(),
-                replace,
-            };
-        }
-        let trail = search.iter().rev().take_while(blank).count();
-        search.truncate(search.len() - trail);
-        search.drain(..lead);
-        let r_lead = replace.iter().take_while(blank).count().min(lead);
-        replace.drain(..r_lead);
-        let r_trail = replace.iter().rev().take_while(blank).count().min(trail);
-        replace.truncate(replace.len() - r_trail);
-        Self { search, replace }
-    }
-}
-
-/// Replaces the matched lines with the block's replacement (re-indented unless the match
-/// kept indentation).
-pub(crate) fn splice(
-    file: &Lines<'_>,
-    block: &LineBlock<'_>,
-    found: LineMatch,
-    level: MatchLevel,
-) -> (String, AppliedEdit) {
-    let region = &file.lines[found.range()];
-    let replace: Vec<String> = match level {
-        MatchLevel::Exact | MatchLevel::WhitespaceNormalised => {
-            block.replace.iter().map(|l| l.to_string()).collect()
-        }
-        MatchLevel::IndentationAgnostic | MatchLevel::Fuzzy => {
-            indent::reindent(&block.replace, &block.search, region, &file.lines)
-        }
+/// Whether lines around the matches (0-based `[start, end)` line spans) tell them apart.
+fn separable_by_context(file: &Lines<'_>, spans: &[(usize, usize)]) -> Separable {
+    let around = |&(start, end): &(usize, usize)| -> (Vec<&str>, Vec<&str>) {
+        let above = file.lines[start.saturating_sub(SEPARATING_CONTEXT)..start].to_vec();
+        let below_end = (end + SEPARATING_CONTEXT).min(file.len());
+        let below = file.lines[end.min(below_end)..below_end].to_vec();
+        (above, below)
     };
-    let new_lines = merge::merge(&block.search, region, &replace);
-    let text = file.text;
-    let mut out = String::with_capacity(text.len() + 64);
-    if new_lines.is_empty() {
-        let cut = file.removal_bytes(found.range());
-        out.push_str(&text[..cut.start]);
-        out.push_str(&text[cut.end..]);
+    let first = spans.first().map(around);
+    if spans.iter().skip(1).all(|s| Some(around(s)) == first) {
+        Separable::No
     } else {
-        let cut = file.content_bytes(found.range());
-        out.push_str(&text[..cut.start]);
-        out.push_str(&new_lines.join("\n"));
-        out.push_str(&text[cut.end..]);
+        Separable::ByContext
     }
-    (
-        out,
-        AppliedEdit {
-            level,
-            start_line: found.start + 1,
-            end_line: found.start + found.len.max(1),
-            similarity: found.similarity,
-        },
-    )
-}
-
-/// The region most like `search`, with what differs, if anything is reasonably close.
-pub(crate) fn closest(file: &Lines<'_>, search: &[&str]) -> Option<Closest> {
-    let best = find_fuzzy(file, search, &Scope::whole(file), CLOSEST_FLOOR, false)
-        .into_iter()
-        .next()?;
-    let region: Vec<&str> = file.lines[best.range()].to_vec();
-    // Compare ignoring indentation and whitespace runs (those never stop a match), show the
-    // lines as written.
-    let search_keys: Vec<String> = search
-        .iter()
-        .map(|l| matching::key(MatchLevel::IndentationAgnostic, l))
-        .collect();
-    let region_keys: Vec<String> = region
-        .iter()
-        .map(|l| matching::key(MatchLevel::IndentationAgnostic, l))
-        .collect();
-    let mut differences = Vec::new();
-    for op in similar::capture_diff_slices(similar::Algorithm::Myers, &search_keys, &region_keys) {
-        let (tag, old, new) = op.as_tag_tuple();
-        if tag == similar::DiffTag::Equal {
-            continue;
-        }
-        differences.extend(old.map(|i| format!("- {}", search[i])));
-        differences.extend(new.map(|i| format!("+ {}", region[i])));
-    }
-    let shown = region
-        .iter()
-        .take(MAX_CLOSEST_LINES)
-        .map(|l| l.to_string())
-        .collect();
-    Some(Closest {
-        start_line: best.start + 1,
-        end_line: best.start + best.len.max(1),
-        similarity: best.similarity,
-        lines: shown,
-        differences,
-    })
 }
 
 /// A unified diff of `old` → `new` for `path`, 3 lines of context; empty if equal.

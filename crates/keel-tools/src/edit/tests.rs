@@ -138,10 +138,16 @@ fn ambiguity_is_an_error_naming_every_place() {
             level,
             locations,
             total,
+            separable,
         }) => {
             assert_eq!(level, MatchLevel::Exact);
-            assert_eq!(locations, vec![(2, 2), (5, 5)]);
+            let lines: Vec<(usize, usize)> = locations
+                .iter()
+                .map(|l| (l.start_line, l.end_line))
+                .collect();
+            assert_eq!(lines, vec![(2, 2), (5, 5)]);
             assert_eq!(total, 2);
+            assert_eq!(separable, Separable::ByContext);
         }
         other => panic!("{other:?}"),
     }
@@ -165,7 +171,7 @@ fn ambiguity_is_an_error_naming_every_place() {
                 level: MatchLevel::Fuzzy,
                 ref locations,
                 ..
-            }) if locations == &vec![(2, 2), (5, 5)]
+            }) if locations == &vec![Location::lines(2, 2), Location::lines(5, 5)]
         ),
         "{err:?}"
     );
@@ -186,7 +192,10 @@ fn no_match_shows_the_closest_region_and_what_differs() {
         "pass",
     )
     .err();
-    let Some(EditErrorKind::NoMatch { closest: Some(c) }) = &err else {
+    let Some(EditErrorKind::NoMatch {
+        closest: Some(c), ..
+    }) = &err
+    else {
         panic!("{err:?}");
     };
     assert_eq!(c.start_line, 2);
@@ -205,7 +214,13 @@ fn no_match_shows_the_closest_region_and_what_differs() {
 
     let err = apply("alpha\nbeta\n", "completely unrelated text here", "x").err();
     assert!(
-        matches!(err, Some(EditErrorKind::NoMatch { closest: None })),
+        matches!(
+            err,
+            Some(EditErrorKind::NoMatch {
+                closest: None,
+                replace_all: false
+            })
+        ),
         "{err:?}"
     );
     assert!(matches!(
@@ -230,6 +245,109 @@ fn edits_apply_in_order_and_all_or_nothing() {
         .apply(text, &[Edit::new("one", "ONE"), Edit::new("four", "4")])
         .err();
     assert_eq!(err.map(|e| e.index), Some(1));
+}
+
+#[test]
+fn a_fuzzy_match_never_keeps_a_line_the_edit_changes() {
+    // The probe: the file has `two three` on one line; the search splits it and
+    // changes `three`. Before, the editor wrote `two three` *and* `THREE` and reported success.
+    let text = "alpha\none\ntwo three\nfour\nomega\n";
+    let err = apply(text, "one\ntwo\nthree\nfour\n", "one\ntwo\nTHREE\nfour\n").err();
+    let Some(EditErrorKind::Unmatched { closest, lines }) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(lines, &vec!["three".to_string()]);
+    assert_eq!((closest.start_line, closest.end_line), (2, 4));
+    let msg = EditError {
+        index: 0,
+        kind: err.clone().unwrap_or(EditErrorKind::EmptySearch),
+    }
+    .describe("f.txt", 1);
+    assert!(
+        msg.contains("lacks a line your edit removes or changes: `three`"),
+        "{msg}"
+    );
+    assert!(msg.contains("3\ttwo three"), "{msg}");
+    // A fuzzy edit of lines the file does have still applies.
+    let (out, how) = apply(text, "one\ntwo\nthree\nfour\n", "ONE\ntwo\nthree\nfour\n")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(how.level, MatchLevel::Fuzzy);
+    assert_eq!(out, "alpha\nONE\ntwo three\nfour\nomega\n");
+}
+
+#[test]
+fn a_lone_cr_in_the_search_is_a_line_break() {
+    let (out, how) =
+        apply("one\ntwo\nthree\n", "two\rthree", "two\rTHREE").unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(how.level, MatchLevel::Exact);
+    assert_eq!(out, "one\ntwo\nTHREE\n");
+}
+
+#[test]
+fn replace_all_changes_every_occurrence_and_counts_them() {
+    let editor = SearchReplaceEditor::default();
+    let one = |text: &str, e: Edit| editor.apply_one(text, &e);
+    let (out, how) =
+        one("foo bar foo baz foo", Edit::every("foo", "qux")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "qux bar qux baz qux");
+    assert_eq!((how.replacements, how.level), (3, MatchLevel::Exact));
+    // Not overlapping, left to right, like `str::replace`.
+    let (out, how) = one("aaaa", Edit::every("aa", "b")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!((out.as_str(), how.replacements), ("bb", 2));
+    // Whitespace-tolerant blocks, each re-indented to its place.
+    let text = "if a:\n    go(a,  b)\nif b:\n        go(a,  b)\n";
+    let (out, how) =
+        one(text, Edit::every("go(a, b)\n", "stop()\n")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "if a:\n    stop()\nif b:\n        stop()\n");
+    assert_eq!(
+        (how.replacements, how.level),
+        (2, MatchLevel::IndentationAgnostic)
+    );
+    // Never a fuzzy match.
+    let err = one(
+        "compute(alpha, beta)\n",
+        Edit::every("compute(alpha, betta)", "x"),
+    )
+    .err();
+    assert!(
+        matches!(
+            err,
+            Some(EditErrorKind::NoMatch {
+                replace_all: true,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn ambiguity_on_one_line_names_columns_and_suggests_replace_all() {
+    let err = apply("x = f(a) + f(a) + f(a)\n", "f(a)", "g(a)").err();
+    let msg = EditError {
+        index: 0,
+        kind: err.unwrap_or(EditErrorKind::EmptySearch),
+    }
+    .describe("m.py", 1);
+    assert!(
+        msg.contains("line 1 column 5, line 1 column 12, line 1 column 19"),
+        "{msg}"
+    );
+    assert!(!msg.contains("Add surrounding lines"), "{msg}");
+    assert!(msg.contains("replace_all: true"), "{msg}");
+    // Identical blocks: context cannot separate them either.
+    let text = "p\nq\nr\nx = 1\ns\nt\nu\np\nq\nr\nx = 1\ns\nt\nu\n";
+    let err = apply(text, "x = 1", "x = 2").err();
+    assert!(
+        matches!(
+            err,
+            Some(EditErrorKind::Ambiguous {
+                separable: Separable::No,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
 }
 
 fn arb_line() -> impl Strategy<Value = String> {
@@ -281,5 +399,92 @@ proptest! {
             let (back, _) = apply(&out, &replace, search).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
             prop_assert_eq!(back, text);
         }
+    }
+}
+
+/// A block of code lines with one unique line to remove, seen by the model through noise:
+/// typos, lost indentation, and — the split-line bug — the removed line joined onto the line
+/// before it in the file.
+fn arb_noisy_block() -> impl Strategy<Value = (Vec<String>, usize, Vec<u8>, bool)> {
+    (
+        prop::collection::vec("[a-z]{3,8}\\([a-z]{0,4}\\);", 4..9),
+        any::<prop::sample::Index>(),
+        prop::collection::vec(0u8..6, 4..9),
+        any::<bool>(),
+    )
+        .prop_map(|(lines, gone, noise, joined)| {
+            let gone = gone.index(lines.len());
+            (lines, gone, noise, joined)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The merge rule: whatever level matches, a successful edit never keeps a line the edit
+    /// removes, and never touches text outside the lines it reports.
+    #[test]
+    fn a_removed_line_never_survives(
+        (lines, gone, noise, joined) in arb_noisy_block(),
+        before in prop::collection::vec("[a-z]{2,6} = [0-9];", 0..6),
+        after in prop::collection::vec("[a-z]{2,6} = [0-9];", 0..6),
+    ) {
+        const TOKEN: &str = "zz_remove_me_zz();";
+        let mut block: Vec<String> = lines.clone();
+        block[gone] = TOKEN.to_string();
+        // The file: the block indented, the removed line maybe joined onto the one before.
+        let mut file_block: Vec<String> = block.iter().map(|l| format!("    {l}")).collect();
+        if joined && gone > 0 {
+            let removed = file_block.remove(gone);
+            file_block[gone - 1].push(' ');
+            file_block[gone - 1].push_str(removed.trim());
+        }
+        let text = before
+            .iter()
+            .chain(&file_block)
+            .chain(&after)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>();
+        // The model's view: no indentation, small typos on other lines.
+        let search: Vec<String> = block
+            .iter()
+            .zip(noise.iter().cycle())
+            .enumerate()
+            .map(|(i, (l, n))| {
+                if i == gone || *n > 1 {
+                    l.clone()
+                } else {
+                    l.replacen('(', "( ", 1).replacen(';', "", 1)
+                }
+            })
+            .collect();
+        let replace: Vec<String> = search
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != gone)
+            .map(|(_, l)| l.clone())
+            .collect();
+        let edit = Edit::new(search.join("\n") + "\n", replace.join("\n") + "\n");
+        if let Ok((out, how)) = SearchReplaceEditor::default().apply_one(&text, &edit) {
+            prop_assert!(!out.contains("zz_remove_me_zz"), "{:?} kept the removed line:\n{}", how.level, out);
+            let out_lines: Vec<&str> = out.lines().collect();
+            let text_lines: Vec<&str> = text.lines().collect();
+            let head = how.start_line - 1;
+            let tail = text_lines.len() - how.end_line;
+            prop_assert_eq!(&out_lines[..head], &text_lines[..head]);
+            prop_assert_eq!(&out_lines[out_lines.len() - tail..], &text_lines[text_lines.len() - tail..]);
+        }
+    }
+
+    /// `replace_all` with text that occurs exactly is `str::replace`, and counts the places.
+    #[test]
+    fn replace_all_exact_is_str_replace(text in arb_text(), search in "[a-z(){};=]{1,3}", replace in "[a-z ]{0,5}") {
+        prop_assume!(text.contains(search.as_str()));
+        let (out, how) = SearchReplaceEditor::default()
+            .apply_one(&text, &Edit::every(search.as_str(), replace.as_str()))
+            .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        prop_assert_eq!(out, text.replace(search.as_str(), &replace));
+        prop_assert_eq!(how.replacements, text.matches(search.as_str()).count());
+        prop_assert_eq!(how.level, MatchLevel::Exact);
     }
 }

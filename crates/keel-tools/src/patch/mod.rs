@@ -10,15 +10,16 @@
 
 mod parse;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use parse::{FileOp, Hunk, HunkLine, ParseError, Patch, parse};
 
 use crate::edit::matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy, key};
 use crate::edit::{
-    Document, FUZZY_THRESHOLD, LineBlock, MatchLevel, closest, splice, unified_diff,
+    Document, FUZZY_THRESHOLD, LineBlock, MatchLevel, Spliced, closest, lacking, splice,
+    unified_diff,
 };
 use crate::fs::{FileChange, WriteMode};
 use crate::{ReadTracker, Workspace};
@@ -81,63 +82,78 @@ fn describe_hunk(
 
 /// Plans `patch` against the workspace. `reads` is consulted to refuse updates to files that
 /// changed on disk since the session read them.
+///
+/// Each file is touched once, with one exception that makes replacing a file one explicit
+/// step: `*** Delete File: p` followed by `*** Add File: p` (or by an update that moves a file
+/// onto `p`) replaces `p` in place, atomically.
 pub fn plan(
     patch: &Patch,
     workspace: &Workspace,
     reads: &ReadTracker,
 ) -> Result<PatchPlan, PatchError> {
     let mut plan = PatchPlan::default();
-    let mut touched: HashSet<PathBuf> = HashSet::new();
-    let mut claim = |op: &'static str, path: &PathBuf, rel: &str| {
-        if touched.insert(path.clone()) {
-            Ok(())
-        } else {
-            Err(PatchError::File {
-                op,
-                path: rel.to_string(),
-                message:
-                    "the patch touches this file more than once; merge those sections into one"
-                        .into(),
-            })
-        }
-    };
+    let mut claims = Claims::default();
     for op in &patch.ops {
         match op {
             FileOp::Add { path, content } => {
                 let (abs, rel) = resolve(workspace, "Add File", path)?;
-                claim("Add File", &abs, &rel)?;
-                if std::fs::symlink_metadata(&abs).is_ok() {
+                let replaced = claims.claim("Add File", &abs, &rel)?;
+                if replaced.is_none() && std::fs::symlink_metadata(&abs).is_ok() {
                     return Err(file_err(
                         "Add File",
                         &rel,
-                        "it already exists; use `*** Update File` to change it",
+                        "it already exists; use `*** Update File` to change it, or `*** Delete File` then `*** Add File` to replace it",
                     ));
                 }
-                plan.diff
-                    .push_str(&unified_diff(&rel, "", content).replacen(
-                        &format!("--- a/{rel}"),
-                        "--- /dev/null",
-                        1,
-                    ));
-                plan.summary.push(format!("A {rel}"));
-                plan.paths.push(rel);
-                plan.written
-                    .push((abs.clone(), content.clone().into_bytes()));
-                plan.changes.push(FileChange::Write {
-                    path: abs,
-                    bytes: content.clone().into_bytes(),
-                    mode: WriteMode::CreateNew,
-                    mode_from: None,
-                });
+                let bytes = content.clone().into_bytes();
+                match replaced {
+                    Some(deleted) => {
+                        let old = plan.take_deleted(&abs);
+                        plan.diff.push_str(&unified_diff(&rel, &old, content));
+                        plan.summary[deleted.summary] =
+                            format!("A {rel} (replaces the deleted file)");
+                        plan.written.push((abs.clone(), bytes.clone()));
+                        plan.changes[deleted.change] = FileChange::Write {
+                            path: abs,
+                            bytes,
+                            mode: WriteMode::Replace,
+                            mode_from: None,
+                        };
+                    }
+                    None => {
+                        plan.diff
+                            .push_str(&unified_diff(&rel, "", content).replacen(
+                                &format!("--- a/{rel}"),
+                                "--- /dev/null",
+                                1,
+                            ));
+                        plan.summary.push(format!("A {rel}"));
+                        plan.paths.push(rel);
+                        plan.written.push((abs.clone(), bytes.clone()));
+                        plan.changes.push(FileChange::Write {
+                            path: abs,
+                            bytes,
+                            mode: WriteMode::CreateNew,
+                            mode_from: None,
+                        });
+                    }
+                }
             }
             FileOp::Delete { path } => {
                 let (abs, rel) = resolve(workspace, "Delete File", path)?;
-                claim("Delete File", &abs, &rel)?;
+                claims.claim("Delete File", &abs, &rel)?;
                 match std::fs::metadata(&abs) {
                     Ok(m) if m.is_file() => {}
                     Ok(_) => return Err(file_err("Delete File", &rel, "it is not a regular file")),
                     Err(_) => return Err(file_err("Delete File", &rel, "it does not exist")),
                 }
+                claims.deleted(
+                    &abs,
+                    Deleted {
+                        change: plan.changes.len(),
+                        summary: plan.summary.len(),
+                    },
+                );
                 plan.summary.push(format!("D {rel}"));
                 plan.paths.push(rel);
                 plan.removed.push(abs.clone());
@@ -149,7 +165,13 @@ pub fn plan(
                 hunks,
             } => {
                 let (abs, rel) = resolve(workspace, "Update File", path)?;
-                claim("Update File", &abs, &rel)?;
+                claims.claim("Update File", &abs, &rel)?.map_or(Ok(()), |_| {
+                    Err(file_err(
+                        "Update File",
+                        &rel,
+                        "the patch deletes this file before updating it; drop one of the two sections",
+                    ))
+                })?;
                 let bytes = read_existing(&abs, &rel)?;
                 if let Some(stamp) = reads.get(&abs)
                     && stamp.hash != crate::context::fnv1a(&bytes)
@@ -174,29 +196,46 @@ pub fn plan(
                 plan.levels.extend(levels);
                 let new_bytes = doc.encode(&new_text);
                 if let Some(to) = move_to {
-                    {
-                        let (to_abs, to_rel) = resolve(workspace, "Move to", to)?;
-                        if to_abs != abs {
-                            claim("Move to", &to_abs, &to_rel)?;
-                            if std::fs::symlink_metadata(&to_abs).is_ok() {
-                                return Err(file_err("Move to", &to_rel, "it already exists"));
-                            }
-                            plan.diff
-                                .push_str(&unified_diff(&to_rel, &doc.text, &new_text));
-                            plan.summary.push(format!("R {rel} -> {to_rel}"));
-                            plan.paths.push(rel);
-                            plan.paths.push(to_rel);
-                            plan.written.push((to_abs.clone(), new_bytes.clone()));
-                            plan.removed.push(abs.clone());
-                            plan.changes.push(FileChange::Write {
-                                path: to_abs,
-                                bytes: new_bytes,
-                                mode: WriteMode::CreateNew,
-                                mode_from: Some(abs.clone()),
-                            });
-                            plan.changes.push(FileChange::Delete { path: abs });
-                            continue;
+                    let (to_abs, to_rel) = resolve(workspace, "Move to", to)?;
+                    if to_abs != abs {
+                        let replaced = claims.claim("Move to", &to_abs, &to_rel)?;
+                        if replaced.is_none() && std::fs::symlink_metadata(&to_abs).is_ok() {
+                            return Err(file_err(
+                                "Move to",
+                                &to_rel,
+                                "it already exists; to replace it, put `*** Delete File` for it before this section",
+                            ));
                         }
+                        plan.summary.push(format!("R {rel} -> {to_rel}"));
+                        plan.paths.push(rel);
+                        plan.written.push((to_abs.clone(), new_bytes.clone()));
+                        plan.removed.push(abs.clone());
+                        let write = FileChange::Write {
+                            path: to_abs.clone(),
+                            bytes: new_bytes,
+                            mode: if replaced.is_some() {
+                                WriteMode::Replace
+                            } else {
+                                WriteMode::CreateNew
+                            },
+                            mode_from: Some(abs.clone()),
+                        };
+                        match replaced {
+                            Some(deleted) => {
+                                plan.take_deleted(&to_abs);
+                                plan.summary[deleted.summary] =
+                                    format!("D {to_rel} (replaced by the moved file)");
+                                plan.changes[deleted.change] = write;
+                            }
+                            None => {
+                                plan.paths.push(to_rel.clone());
+                                plan.changes.push(write);
+                            }
+                        }
+                        plan.diff
+                            .push_str(&unified_diff(&to_rel, &doc.text, &new_text));
+                        plan.changes.push(FileChange::Delete { path: abs });
+                        continue;
                     }
                 }
                 plan.diff
@@ -218,6 +257,63 @@ pub fn plan(
     Ok(plan)
 }
 
+/// Where a planned deletion sits in the plan, so a later section can turn it into a
+/// replacement.
+#[derive(Debug, Clone, Copy)]
+struct Deleted {
+    change: usize,
+    summary: usize,
+}
+
+/// The files a patch has touched so far.
+#[derive(Default)]
+struct Claims {
+    touched: HashSet<PathBuf>,
+    /// Deleted and not yet replaced.
+    deleted: HashMap<PathBuf, Deleted>,
+}
+
+impl Claims {
+    /// Claims `path` for an operation; a file the patch deleted may be claimed once more,
+    /// by what replaces it (returned).
+    fn claim(
+        &mut self,
+        op: &'static str,
+        path: &PathBuf,
+        rel: &str,
+    ) -> Result<Option<Deleted>, PatchError> {
+        if let Some(d) = self.deleted.remove(path) {
+            return Ok(Some(d));
+        }
+        if self.touched.insert(path.clone()) {
+            Ok(None)
+        } else {
+            Err(file_err(
+                op,
+                rel,
+                "the patch touches this file more than once; merge those sections into one (only `*** Delete File` followed by `*** Add File` of the same path replaces a file)",
+            ))
+        }
+    }
+
+    fn deleted(&mut self, path: &Path, at: Deleted) {
+        self.deleted.insert(path.to_path_buf(), at);
+    }
+}
+
+impl PatchPlan {
+    /// Turns the planned deletion of `abs` into a replacement: it is no longer "removed", and
+    /// its current text (for the diff) is returned, empty if it is not readable text.
+    fn take_deleted(&mut self, abs: &Path) -> String {
+        self.removed.retain(|p| p != abs);
+        crate::fs::read_regular(abs)
+            .ok()
+            .and_then(|b| Document::decode(&b).ok())
+            .map(|d| d.text)
+            .unwrap_or_default()
+    }
+}
+
 fn file_err(op: &'static str, rel: &str, message: &str) -> PatchError {
     PatchError::File {
         op,
@@ -231,6 +327,10 @@ fn resolve(
     op: &'static str,
     path: &str,
 ) -> Result<(PathBuf, String), PatchError> {
+    // Codex-style patches may name files by absolute path; inside the workspace that is
+    // the same file (outside, the workspace refuses it).
+    let relative = crate::catalog::relative_to(workspace.root(), path);
+    let path = relative.as_deref().unwrap_or(path);
     let abs = workspace
         .resolve_writable(path)
         .map_err(|e| PatchError::File {
@@ -277,12 +377,12 @@ pub(crate) fn apply_hunks(
         let file = Lines::new(&current);
         let mut from = cursor;
         let mut anchor_line = None;
-        if let Some(anchor) = &hunk.anchor {
+        for anchor in hunk.outer.iter().chain(&hunk.anchor) {
             let wanted = key(MatchLevel::IndentationAgnostic, anchor);
-            let hit = (cursor..file.len())
+            let hit = (from..file.len())
                 .find(|&i| key(MatchLevel::IndentationAgnostic, file.lines[i]) == wanted)
                 .or_else(|| {
-                    (cursor..file.len()).find(|&i| {
+                    (from..file.len()).find(|&i| {
                         key(MatchLevel::IndentationAgnostic, file.lines[i]).contains(&wanted)
                     })
                 });
@@ -321,8 +421,23 @@ pub(crate) fn apply_hunks(
                 .push_str("Fix the hunk's ` ` and `-` lines to match the file exactly and retry.");
             return Err((k, detail));
         };
-        let (next, _) = splice(&file, &block, found, level);
-        cursor = found.start + block.replace.len();
+        let next = match splice(&file, &block, &[found], level) {
+            Spliced::Done(next) => next,
+            Spliced::Unmatched { closest, lines } => {
+                let mut detail = format!(
+                    "its closest place in the file {}. Applying it would keep the text the hunk replaces.\n",
+                    lacking(&lines, "the hunk")
+                );
+                closest.describe(&mut detail, "the hunk");
+                detail.push_str(
+                    "Fix the hunk's ` ` and `-` lines to match the file exactly and retry.",
+                );
+                return Err((k, detail));
+            }
+        };
+        // The next hunk looks after this one's new lines (kept file lines included).
+        let after = file.len() - (found.start + found.len);
+        cursor = next.split_inclusive('\n').count().saturating_sub(after);
         current = next;
         levels.push(level);
     }
@@ -486,6 +601,20 @@ mod tests {
         };
         assert_eq!(k, 1);
         assert!(detail.contains("not in the file"), "{detail}");
+    }
+
+    #[test]
+    fn stacked_anchors_pick_the_method_of_the_class() {
+        let text = "class A:\n    def f(self):\n        return 1\n\nclass B:\n    def f(self):\n        return 1\n";
+        let (out, _) = apply_hunks(
+            text,
+            &hunks("@@ class B:\n@@     def f(self):\n-        return 1\n+        return 2"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            out,
+            "class A:\n    def f(self):\n        return 1\n\nclass B:\n    def f(self):\n        return 2\n"
+        );
     }
 
     #[test]

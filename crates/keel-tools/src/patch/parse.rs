@@ -16,7 +16,9 @@
 //! ```
 //!
 //! Tolerant where models commonly slip: text around the envelope (a heredoc, a code fence),
-//! a hunk line missing its leading space, trailing whitespace on markers.
+//! a hunk line missing its leading space, whitespace around the envelope and file markers
+//! (`  *** Update File: x`), blank lines after an added file's content. Inside a hunk a line
+//! that starts with a space is context, so a marker there must start the line.
 
 /// A parsed patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +59,9 @@ impl FileOp {
 pub struct Hunk {
     /// Text after `@@`: a line to find first (a function or class header), if any.
     pub anchor: Option<String>,
+    /// Anchors of `@@` lines stacked before that one (`@@ class A` then `@@ def f():`), found
+    /// in order, outermost first.
+    pub outer: Vec<String>,
     pub lines: Vec<HunkLine>,
     /// `*** End of File` followed the hunk: it must match at the end of the file.
     pub at_end: bool,
@@ -136,16 +141,25 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
     let mut i = begin + 1;
     while i < end {
         let line = lines[i];
-        let marker = line.trim_end();
+        let marker = line.trim();
         if let Some(path) = marker.strip_prefix(ADD) {
             let path = file_path(path, i, ADD)?;
             let mut content = String::new();
             i += 1;
-            while i < end && !lines[i].starts_with("*** ") {
+            while i < end && !lines[i].trim_start().starts_with("*** ") {
                 match lines[i].strip_prefix('+') {
                     Some(body) => {
                         content.push_str(body);
                         content.push('\n');
+                    }
+                    // A blank line: the end of the section if only blank lines or a marker
+                    // follow, else an empty line whose `+` was lost.
+                    None if lines[i].trim().is_empty() => {
+                        let next = (i..end).find(|&j| !lines[j].trim().is_empty());
+                        match next {
+                            Some(j) if lines[j].starts_with('+') => content.push('\n'),
+                            _ => break,
+                        }
                     }
                     None => {
                         return Err(err(
@@ -167,7 +181,7 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
             i += 1;
             let mut move_to = None;
             if i < end
-                && let Some(to) = lines[i].trim_end().strip_prefix(MOVE)
+                && let Some(to) = lines[i].trim().strip_prefix(MOVE)
             {
                 move_to = Some(file_path(to, i, MOVE)?);
                 i += 1;
@@ -235,7 +249,7 @@ fn parse_hunks(
     while i < end {
         let line = lines[i];
         let trimmed = line.trim_end();
-        if trimmed == EOF_MARK {
+        if line.trim() == EOF_MARK {
             match current.as_mut() {
                 Some(h) => h.at_end = true,
                 None => {
@@ -248,21 +262,34 @@ fn parse_hunks(
             i += 1;
             continue;
         }
-        if line.starts_with("*** ") {
+        // A marker; padded, it is one only where it cannot be a hunk line (a context line
+        // starts with one space).
+        if line.starts_with("*** ")
+            || (!line.starts_with([' ', '+', '-']) && line.trim_start().starts_with("*** "))
+        {
             break;
         }
         if let Some(rest) = trimmed.strip_prefix("@@") {
-            if let Some(h) = current.take() {
-                hunks.push(h);
-            }
             // `@@ -12,5 +12,6 @@ fn x()` (unified-diff style) keeps only the trailing text.
             let rest = rest.trim();
             let rest = match rest.strip_prefix('-') {
                 Some(r) => r.split_once("@@").map_or("", |(_, after)| after).trim(),
                 None => rest,
             };
+            // `@@` lines with no hunk lines between them narrow one hunk step by step.
+            if let Some(h) = current.as_mut().filter(|h| h.lines.is_empty()) {
+                if !rest.is_empty() {
+                    h.outer.extend(h.anchor.replace(rest.to_string()));
+                }
+                i += 1;
+                continue;
+            }
+            if let Some(h) = current.take() {
+                hunks.push(h);
+            }
             current = Some(Hunk {
                 anchor: (!rest.is_empty()).then(|| rest.to_string()),
+                outer: Vec::new(),
                 lines: Vec::new(),
                 at_end: false,
                 patch_line: i + 1,
@@ -289,6 +316,7 @@ fn parse_hunks(
         current
             .get_or_insert_with(|| Hunk {
                 anchor: None,
+                outer: Vec::new(),
                 lines: Vec::new(),
                 at_end: false,
                 patch_line: i + 1,
@@ -353,6 +381,76 @@ mod tests {
             p.ops[2],
             FileOp::Delete {
                 path: "old.txt".into()
+            }
+        );
+    }
+
+    #[test]
+    fn markers_may_be_padded_with_whitespace() {
+        // Codex's `017_whitespace_padded_hunk_header`, and padding on every marker.
+        let p = parse(
+            "*** Begin Patch\n  *** Update File: foo.txt\n  *** Move to: bar.txt \n@@\n-old\n+new\n *** End of File\n\t*** Delete File: gone.txt\n   *** Add File: new.txt\n+x\n\n *** End Patch \n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.ops.len(), 3);
+        let FileOp::Update {
+            path,
+            move_to,
+            hunks,
+        } = &p.ops[0]
+        else {
+            panic!("{:?}", p.ops[0]);
+        };
+        assert_eq!(
+            (path.as_str(), move_to.as_deref()),
+            ("foo.txt", Some("bar.txt"))
+        );
+        assert!(hunks[0].at_end);
+        assert_eq!(p.ops[1].path(), "gone.txt");
+        assert_eq!(
+            p.ops[2],
+            FileOp::Add {
+                path: "new.txt".into(),
+                content: "x\n".into()
+            }
+        );
+        // Inside a hunk, a padded marker is a context line (its text starts with `*** `).
+        let p = parse(
+            "*** Begin Patch\n*** Update File: a.txt\n@@\n  *** Update File: b.txt\n-x\n+y\n*** End Patch",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.ops.len(), 1);
+        let FileOp::Update { hunks, .. } = &p.ops[0] else {
+            panic!("{:?}", p.ops[0]);
+        };
+        assert_eq!(hunks[0].old_lines(), [" *** Update File: b.txt", "x"]);
+    }
+
+    #[test]
+    fn stacked_anchors_narrow_one_hunk() {
+        // Codex's instructions: several `@@` lines jump to the right context.
+        let p = parse(
+            "*** Begin Patch\n*** Update File: a.py\n@@ class A\n@@     def f(self):\n-    return 1\n+    return 2\n@@\n-x\n+y\n*** End Patch",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let FileOp::Update { hunks, .. } = &p.ops[0] else {
+            panic!("{:?}", p.ops[0]);
+        };
+        assert_eq!(hunks.len(), 2);
+        assert_eq!(hunks[0].outer, ["class A"]);
+        assert_eq!(hunks[0].anchor.as_deref(), Some("def f(self):"));
+        assert_eq!(hunks[1].anchor, None);
+    }
+
+    #[test]
+    fn blank_lines_in_an_added_file() {
+        let p = parse("*** Begin Patch\n*** Add File: a\n+one\n\n+three\n\n\n*** End Patch")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.ops[0],
+            FileOp::Add {
+                path: "a".into(),
+                content: "one\n\nthree\n".into()
             }
         );
     }

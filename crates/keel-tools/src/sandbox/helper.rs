@@ -158,7 +158,10 @@ pub(super) fn probe() -> Result<PathBuf, String> {
         .prefix("keel-userns-probe-")
         .tempdir()
         .map_err(|e| format!("cannot create a probe directory: {e}"))?;
-    let out = std::process::Command::new(&helper)
+    // The sandbox helper's own probe: Keel's helper binary, no repository content involved.
+    #[allow(clippy::disallowed_methods)]
+    let mut probe = std::process::Command::new(&helper);
+    let out = probe
         .arg(HELPER_ARG)
         .arg("--probe")
         .arg(dir.path())
@@ -267,10 +270,10 @@ fn confine_and_exec(policy: &HelperPolicy, program: &OsString, args: &[OsString]
     if let Err(e) = confine() {
         return io::Error::other(format!("cannot confine the command: {e}"));
     }
-    let err = std::process::Command::new(program)
-        .args(args)
-        .env_remove(POLICY_ENV)
-        .exec();
+    // The helper becomes the command the runner asked for, confined just above.
+    #[allow(clippy::disallowed_methods)]
+    let mut command = std::process::Command::new(program);
+    let err = command.args(args).env_remove(POLICY_ENV).exec();
     io::Error::new(
         err.kind(),
         format!("cannot run `{}`: {err}", program.to_string_lossy()),

@@ -330,6 +330,7 @@ pub fn shell_program() -> PathBuf {
 
 /// Kills a process group when dropped (unless disarmed), so a dropped or cancelled call never
 /// leaves processes behind.
+#[derive(Debug)]
 struct GroupGuard {
     pgid: Option<i32>,
 }
@@ -351,6 +352,100 @@ impl Drop for GroupGuard {
     }
 }
 
+/// A long-running program started by [`spawn`] (an MCP stdio server): talk to it through the
+/// child's `stdin`/`stdout`, read its `stderr`. Dropping it kills the whole process group
+/// and removes its private temp dir.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The process, with `stdin`, `stdout` and `stderr` piped.
+    pub child: tokio::process::Child,
+    /// True when the kernel sandbox confines it.
+    pub sandboxed: bool,
+    guard: GroupGuard,
+    _private_tmp: tempfile::TempDir,
+}
+
+impl Spawned {
+    /// Ends the process group now.
+    pub fn kill(&mut self) {
+        self.guard.kill();
+    }
+}
+
+/// Starts the request's program as [`run`] does — the same sandbox, allowlisted environment,
+/// private temp dir and process group — with its stdin piped too, and returns it running: for
+/// programs Keel talks to rather than waits for. The request's `timeout` and `cancel` are not
+/// used (the caller ends it by dropping it or with [`Spawned::kill`]).
+pub async fn spawn(req: ExecRequest) -> std::io::Result<Spawned> {
+    let Some((program, args)) = req.argv.split_first() else {
+        return Err(std::io::Error::other(
+            "nothing to run: the command is empty",
+        ));
+    };
+    let private_tmp = tempfile::Builder::new().prefix("keel-cmd-").tempdir()?;
+    let mut roots = req.roots.clone();
+    roots.private_tmp = Some(private_tmp.path().to_path_buf());
+    let policy = req.policy;
+    let launch = sandbox::helper_launch(policy, &roots);
+    // The confined runner (see `run`).
+    #[allow(clippy::disallowed_methods)]
+    let mut cmd = match &launch {
+        Some(h) => {
+            let mut c = tokio::process::Command::new(&h.program);
+            c.args(&h.args).arg(program);
+            c
+        }
+        None => tokio::process::Command::new(program),
+    };
+    cmd.args(args)
+        .current_dir(&req.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .env_clear()
+        .envs(scrubbed_env(&req.env_keep))
+        .env("TMPDIR", private_tmp.path())
+        .env("NO_COLOR", "1");
+    for (k, v) in &req.env_set {
+        cmd.env(k, v);
+    }
+    if let Some(h) = &launch {
+        cmd.env(h.policy_env.0, &h.policy_env.1);
+    }
+    let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
+    let runtime = tokio::runtime::Handle::current();
+    let child = tokio::task::spawn_blocking(move || {
+        let spawn = move || {
+            let _enter = runtime.enter();
+            cmd.spawn()
+        };
+        if launch.is_some() {
+            sandbox::spawn_via_helper(spawn)
+        } else {
+            sandbox::spawn_confined(policy, &roots, spawn)
+        }
+    })
+    .await
+    .map_err(|e| std::io::Error::other(format!("the spawn task failed: {e}")))?
+    .map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot start `{}`: {e}", program.to_string_lossy()),
+        )
+    })?;
+    let guard = GroupGuard {
+        pgid: child.id().and_then(|id| i32::try_from(id).ok()),
+    };
+    Ok(Spawned {
+        child,
+        sandboxed,
+        guard,
+        _private_tmp: private_tmp,
+    })
+}
+
 /// Runs the request to completion, timeout or cancellation.
 pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let Some((program, args)) = req.argv.split_first() else {
@@ -364,6 +459,9 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let policy = req.policy;
     // As a normal user, the mount namespace comes from the helper, which becomes the command.
     let launch = sandbox::helper_launch(policy, &roots);
+    // The confined runner: the one place (with the sandbox helper and safe_git) a program
+    // starts, with everything below applied to it.
+    #[allow(clippy::disallowed_methods)]
     let mut cmd = match &launch {
         Some(h) => {
             let mut c = tokio::process::Command::new(&h.program);

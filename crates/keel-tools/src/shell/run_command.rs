@@ -111,6 +111,7 @@ impl TypedTool for RunCommand {
         }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
+            .with_output_tail(&out.combined_text())
             .with_metadata(serde_json::json!({
                 "timed_out": out.ending == Ending::TimedOut,
                 "class": analysis.class,

@@ -1,5 +1,10 @@
 //! `run_tests`: runs the project's tests with the detected (or configured) runner and returns a
 //! summary and only the first failure, unless verbose.
+//!
+//! The run passed only if the command exited 0 and no test failed. Anything else — failing
+//! tests, a runner that could not start or found nothing to count (`No module named pytest`,
+//! exit code 1), a timeout — is returned as an error result, so every front end marks it ✗
+//! and the loop counts it as a failed attempt.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -124,21 +129,26 @@ impl TypedTool for RunTests {
             text.push_str(&notice);
             text.push('\n');
         }
-        let headline = if summary.counted {
-            format!(
+        let passed = out.success() && summary.failed == 0;
+        let headline = match (summary.counted, passed) {
+            (true, _) => format!(
                 "{}: {} passed, {} failed, {} skipped ({status}) — `{}`{location}",
                 test.runner.label(),
                 summary.passed,
                 summary.failed,
                 summary.skipped,
                 test.command
-            )
-        } else {
-            format!(
+            ),
+            (false, true) => format!(
                 "{}: no test counts found ({status}) — `{}`{location}",
                 test.runner.label(),
                 test.command
-            )
+            ),
+            (false, false) => format!(
+                "{}: FAILED — the tests did not run to a result ({status}, no test counts) — `{}`{location}",
+                test.runner.label(),
+                test.command
+            ),
         };
         text.push_str(&headline);
         // Up to the safety cap: the engine fits the result to its budget and keeps the rest.
@@ -162,8 +172,12 @@ impl TypedTool for RunTests {
             text.push_str("\n\n");
             text.push_str(&hint);
         }
+        if !passed {
+            return Err(ToolError::model(text));
+        }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
+            .with_output_tail(&combined)
             .with_metadata(serde_json::json!({
                 "runner": test.runner,
                 "command": test.command,

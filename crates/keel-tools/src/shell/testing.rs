@@ -1,4 +1,5 @@
-//! Finding and reading a project's tests: which runner a directory uses (cargo, pytest,
+//! Finding and reading a project's tests: which runner a directory uses (cargo, pytest —
+//! or Python's own `unittest` when pytest is not installed and the tests are `unittest` tests —
 //! npm/vitest/jest, go test, or the configured command), the command that runs them (optionally
 //! scoped to a path), and a summary of the output (passed/failed/skipped and the first failure).
 //!
@@ -15,6 +16,9 @@ use serde::Serialize;
 pub enum TestRunner {
     Cargo,
     Pytest,
+    /// `python3 -m unittest`: a Python project whose tests are `unittest.TestCase`s, where
+    /// pytest is not installed.
+    Unittest,
     Npm,
     Vitest,
     Jest,
@@ -29,6 +33,7 @@ impl TestRunner {
         match self {
             TestRunner::Cargo => "cargo test",
             TestRunner::Pytest => "pytest",
+            TestRunner::Unittest => "unittest",
             TestRunner::Npm => "npm test",
             TestRunner::Vitest => "vitest",
             TestRunner::Jest => "jest",
@@ -87,6 +92,11 @@ fn detect(dir: &Path, configured: Option<&str>, weak: bool) -> Option<TestComman
         return cmd(TestRunner::Npm, "npm test");
     }
     if uses_pytest(dir, weak) {
+        if pytest_program().is_none()
+            && let Some(command) = unittest_command(dir)
+        {
+            return cmd(TestRunner::Unittest, &command);
+        }
         return cmd(TestRunner::Pytest, &pytest_command());
     }
     None
@@ -139,6 +149,15 @@ pub fn test_command_for(
         TestRunner::Pytest | TestRunner::Vitest | TestRunner::Jest => {
             if !arg.is_empty() && arg != "." {
                 c.command = format!("{} {}", c.command, quote(&arg));
+            }
+        }
+        TestRunner::Unittest => {
+            if !arg.is_empty() && arg != "." {
+                c.command = if target.is_dir() {
+                    format!("{UNITTEST} discover -s {}", quote(&arg))
+                } else {
+                    format!("{UNITTEST} {}", quote(&arg))
+                };
             }
         }
         TestRunner::Npm => {
@@ -205,27 +224,115 @@ fn uses_pytest(dir: &Path, weak: bool) -> bool {
     if !weak {
         return false;
     }
-    let has_test_files = |d: &Path| {
-        std::fs::read_dir(d).is_ok_and(|entries| {
-            entries.filter_map(Result::ok).any(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py"))
-            })
-        })
-    };
-    has_test_files(dir) || has_test_files(&dir.join("tests")) || has_test_files(&dir.join("test"))
+    test_dirs(dir).next().is_some()
+}
+
+/// Whether a file name is a Python test module (`test_x.py`, `x_test.py`).
+fn is_test_module(name: &str) -> bool {
+    name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py"))
+}
+
+/// The Python test modules directly in `d`, sorted.
+fn test_modules(d: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(d)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| is_test_module(&e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// `dir`, `dir/tests` and `dir/test`, those holding Python test modules.
+fn test_dirs(dir: &Path) -> impl Iterator<Item = PathBuf> {
+    [dir.to_path_buf(), dir.join("tests"), dir.join("test")]
+        .into_iter()
+        .filter(|d| !test_modules(d).is_empty())
+}
+
+/// `pytest` (or `py.test`) on PATH.
+fn pytest_program() -> Option<PathBuf> {
+    super::exec::find_program("pytest").or_else(|| super::exec::find_program("py.test"))
 }
 
 /// `pytest` when it is on PATH, else `python3 -m pytest`; quiet, short tracebacks, and no
 /// cache directory left in the workspace.
 fn pytest_command() -> String {
-    let base = if super::exec::find_program("pytest").is_some() {
+    let base = if pytest_program().is_some() {
         "pytest"
     } else {
         "python3 -m pytest"
     };
     format!("{base} -q --tb=short --color=no -p no:cacheprovider")
+}
+
+const UNITTEST: &str = "python3 -m unittest";
+/// Test modules read to tell `unittest` tests from pytest ones, and how much of each.
+const SNIFF_FILES: usize = 50;
+const SNIFF_BYTES: u64 = 256 * 1024;
+
+/// The `unittest` command for the project at `dir` when its tests are all `unittest` tests
+/// (they import `unittest` and none imports pytest), else `None`.
+fn unittest_command(dir: &Path) -> Option<String> {
+    let dirs: Vec<PathBuf> = test_dirs(dir).collect();
+    let modules: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|d| test_modules(d))
+        .take(SNIFF_FILES)
+        .collect();
+    let mut any_unittest = false;
+    for m in &modules {
+        let text = read_head(m)?;
+        if text.contains("import pytest")
+            || text.contains("from pytest")
+            || text.contains("@pytest")
+        {
+            return None;
+        }
+        any_unittest |= text.contains("import unittest") || text.contains("from unittest");
+    }
+    if !any_unittest {
+        return None;
+    }
+    // Discovery looks for `test*.py`; `x_test.py` modules need the pattern.
+    let pattern = if modules.iter().all(|m| {
+        m.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("test"))
+    }) {
+        String::new()
+    } else {
+        " -p '*test*.py'".to_string()
+    };
+    let first = dirs.first()?;
+    // Discovery enters only packages: a tests directory without `__init__.py` is started in.
+    let start = if first == dir || first.join("__init__.py").is_file() {
+        String::new()
+    } else {
+        format!(" -s {}", quote(&rel(first, dir)))
+    };
+    Some(if start.is_empty() && pattern.is_empty() {
+        UNITTEST.to_string()
+    } else {
+        format!("{UNITTEST} discover{start}{pattern}")
+    })
+}
+
+/// The start of a regular file, as text.
+fn read_head(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return Some(String::new());
+    }
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(SNIFF_BYTES)
+        .read_to_end(&mut buf)
+        .ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// What a test run amounted to.
@@ -245,6 +352,7 @@ pub fn summarize(runner: TestRunner, output: &str) -> TestSummary {
     let mut s = match runner {
         TestRunner::Cargo => cargo_counts(output),
         TestRunner::GoTest => go_counts(output),
+        TestRunner::Unittest => unittest_counts(output),
         _ => generic_counts(output),
     };
     s.first_failure = match runner {
@@ -280,6 +388,12 @@ pub fn summarize(runner: TestRunner, output: &str) -> TestSummary {
                 |l| l.trim().is_empty(),
             )
         }),
+        TestRunner::Unittest => section(
+            output,
+            |l| l.starts_with("FAIL: ") || l.starts_with("ERROR: "),
+            |l| l.starts_with("=====") || l.starts_with("Ran "),
+        )
+        .map(|f| f.trim_end_matches(['-', '\n']).trim_end().to_string()),
         TestRunner::Jest => section(
             output,
             |l| l.trim_start().starts_with("● ") && !l.contains("Console"),
@@ -373,6 +487,38 @@ fn go_first_failure(output: &str) -> Option<String> {
     Some(lines[start..=fail].join("\n"))
 }
 
+/// `unittest`: `Ran 4 tests in 0.01s`, then `OK`, `OK (skipped=1)` or
+/// `FAILED (failures=1, errors=1, skipped=1)`.
+fn unittest_counts(output: &str) -> TestSummary {
+    let mut s = TestSummary::default();
+    let Some(ran) = output.lines().rev().find_map(|l| {
+        l.strip_prefix("Ran ")?
+            .split_whitespace()
+            .next()?
+            .parse::<u64>()
+            .ok()
+    }) else {
+        return s;
+    };
+    s.counted = true;
+    let status = output
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("OK") || l.starts_with("FAILED") || l.starts_with("NO TESTS"))
+        .unwrap_or("");
+    let field = |name: &str| -> u64 {
+        status
+            .split(['(', ')', ','])
+            .filter_map(|part| part.trim().strip_prefix(name)?.strip_prefix('='))
+            .filter_map(|n| n.trim().parse::<u64>().ok())
+            .sum()
+    };
+    s.failed = field("failures") + field("errors") + field("unexpected successes");
+    s.skipped = field("skipped") + field("expected failures");
+    s.passed = ran.saturating_sub(s.failed + s.skipped);
+    s
+}
+
 /// Counts from the last line that states them: pytest (`1 failed, 2 passed in 0.1s`), jest
 /// (`Tests: 1 failed, 2 passed, 3 total`), vitest (`Tests  1 failed | 2 passed (3)`), mocha,
 /// node's test runner (`# pass 2`), and the plain `N passed, N failed` form.
@@ -450,6 +596,65 @@ mod tests {
         assert_eq!((s.passed, s.failed, s.counted), (3, 0, true));
         let s = summarize(TestRunner::Configured, "nothing to see\n");
         assert!(!s.counted);
+    }
+
+    #[test]
+    fn unittest_output_is_summarised() {
+        let out = "F.s.\n======================================================================\nFAIL: test_b (test_calc.CalcTest.test_b)\n----------------------------------------------------------------------\nTraceback (most recent call last):\n  File \"test_calc.py\", line 9, in test_b\n    self.assertEqual(2 + 2, 5)\nAssertionError: 4 != 5\n\n----------------------------------------------------------------------\nRan 4 tests in 0.001s\n\nFAILED (failures=1, skipped=1)\n";
+        let s = summarize(TestRunner::Unittest, out);
+        assert_eq!((s.passed, s.failed, s.skipped, s.counted), (2, 1, 1, true));
+        let f = s.first_failure.unwrap_or_default();
+        assert!(
+            f.starts_with("FAIL: test_b") && f.ends_with("4 != 5"),
+            "{f}"
+        );
+        let s = summarize(TestRunner::Unittest, "..\n---\nRan 2 tests in 0.0s\n\nOK\n");
+        assert_eq!((s.passed, s.failed, s.counted), (2, 0, true));
+        let s = summarize(
+            TestRunner::Unittest,
+            "/usr/bin/python3: No module named unittest_x\n",
+        );
+        assert!(!s.counted);
+    }
+
+    #[test]
+    fn unittest_runs_unittest_tests_when_pytest_is_missing() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("tests")).unwrap_or_default();
+        std::fs::write(
+            d.join("tests/test_calc.py"),
+            "import unittest\n\nclass T(unittest.TestCase):\n    pass\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            unittest_command(d).as_deref(),
+            Some("python3 -m unittest discover -s tests")
+        );
+        // A package is found by plain discovery.
+        std::fs::write(d.join("tests/__init__.py"), "").unwrap_or_default();
+        assert_eq!(unittest_command(d).as_deref(), Some("python3 -m unittest"));
+        // `x_test.py` modules need a pattern.
+        std::fs::write(
+            d.join("tests/calc_test.py"),
+            "from unittest import TestCase\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            unittest_command(d).as_deref(),
+            Some("python3 -m unittest discover -p '*test*.py'")
+        );
+        // Any pytest test module means pytest.
+        std::fs::write(d.join("tests/test_other.py"), "import pytest\n").unwrap_or_default();
+        assert_eq!(unittest_command(d), None);
+        // Plain pytest-style functions (no unittest) mean pytest.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join("test_a.py"),
+            "def test_a():\n    assert 1\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(unittest_command(dir.path()), None);
     }
 
     #[test]
