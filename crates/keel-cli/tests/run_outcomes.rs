@@ -128,3 +128,66 @@ fn the_users_approval_policy_applies_to_keel_run_unless_a_flag_overrides_it() {
     let (result, _) = rm_run(&env, &["--approval", "never"]);
     assert!(!result.contains("not run"), "{result}");
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    // A git fixture, outside Keel's one spawn path (docs/SECURITY.md).
+    #[allow(clippy::disallowed_methods)]
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("git is needed for this test: {e}"));
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A Rust repository without `target/` in a `.gitignore`: the turn builds (target/ appears
+/// and fills) and edits a source file. `keel undo` restores the source and leaves the build
+/// output alone — it neither lists nor deletes it.
+#[test]
+fn undo_in_a_git_repository_leaves_untracked_build_output_alone() {
+    let env = Env::new();
+    assert!(!env.work.join(".gitignore").exists());
+    git(&env.work, &["init", "-q", "-b", "main"]);
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "init"]);
+    let script = env.script(
+        "build.yaml",
+        "turns:\n  - tool_calls:\n      - name: run_command\n        arguments: {command: \"mkdir -p target/debug/deps && for i in 1 2 3 4 5 6; do echo obj > target/debug/deps/f$i.o; done\"}\n      - name: create_file\n        arguments: {path: src/extra.rs, content: \"pub fn extra() {}\\n\"}\n  - text: \"Done.\"\n",
+    );
+    let out = env
+        .keel()
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("build and add a module")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    assert!(env.work.join("target/debug/deps/f6.o").exists());
+
+    let out = env.keel().args(["undo", "--list"]).output().unwrap();
+    assert_exit(&out, 0);
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(!list.contains("target/"), "{list}");
+
+    let out = env.keel().arg("undo").output().unwrap();
+    assert_exit(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1 file changed:"), "{text}");
+    assert!(text.contains("removed    src/extra.rs"), "{text}");
+    assert!(!text.contains("target/"), "{text}");
+    assert!(!env.work.join("src/extra.rs").exists());
+    for i in 1..=6 {
+        assert!(
+            env.work.join(format!("target/debug/deps/f{i}.o")).exists(),
+            "build output deleted by undo"
+        );
+    }
+}
