@@ -116,9 +116,9 @@ fn summary(run: &TaskRun) -> String {
     if let Some(p) = &run.proof {
         let met = p.criteria.iter().filter(|c| c.status == "met").count();
         s.push_str(&format!(
-            "; criteria met {met}/{}; {} files changed; proof: keel task show {}",
+            "; criteria met {met}/{}; {} changed; proof: keel task show {}",
             p.criteria.len(),
-            p.files.len(),
+            keel_tools::text::count(p.files.len(), "file", "files"),
             run.task
         ));
     }

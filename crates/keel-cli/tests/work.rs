@@ -771,6 +771,14 @@ fn the_readme_prd_tour_runs_as_written() {
             assert!(table.contains("Generated 3 tasks"), "{table}");
             assert_eq!(table.matches("waiting").count(), 2, "{table}");
         }
+        if args[..2] == ["work", "batch"] {
+            let batch = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                batch.contains("criteria met 1/1; 1 file changed;")
+                    && batch.contains("criteria met 2/2; 2 files changed;"),
+                "{batch}"
+            );
+        }
         if args[..2] == ["work", "status"] {
             let status = String::from_utf8_lossy(&out.stdout);
             assert!(status.starts_with("3 tasks: 3 done"), "{status}");
