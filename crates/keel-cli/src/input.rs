@@ -4,6 +4,9 @@
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
+use keel_tools::fs::FileKind;
+use keel_tools::project::{Problem, ProjectDir};
+
 use crate::setup::UsageError;
 
 /// The most a task read from standard input may hold.
@@ -41,10 +44,6 @@ pub fn task_text(args: &[String], resuming: bool) -> anyhow::Result<String> {
     Ok(text.trim().to_string())
 }
 
-/// Appends the files the task mentions as `@path` (relative to `workspace`) to the task, each
-/// in a fenced block under its path. A mention that names no file is left as written
-/// (`@decorator`, an e-mail address); one that names a file outside the workspace, a binary
-/// file or one over 100 KB is a usage error saying what to do.
 /// A mention meant as a file: it has a directory part or a file extension.
 fn looks_like_path(rel: &str) -> bool {
     rel.contains('/')
@@ -55,11 +54,22 @@ fn looks_like_path(rel: &str) -> bool {
         })
 }
 
+/// Appends the files the task mentions as `@path` (relative to `workspace`) to the task, each
+/// in a fenced block under its path. A mention that names no file is left as written
+/// (`@decorator`, `@alice`) unless it looks like a path (`@src/nope.rs`: an error); one that
+/// names a file outside the workspace, a binary
+/// file or one over 100 KB is a usage error saying what to do.
 pub fn attach_mentioned_files(
     task: &str,
     workspace: &Path,
 ) -> anyhow::Result<(String, Vec<String>)> {
     let mut attached: Vec<(String, String)> = Vec::new();
+    let project = ProjectDir::open(workspace).map_err(|e| {
+        UsageError(format!(
+            "cannot open the workspace {}: {e}",
+            workspace.display()
+        ))
+    })?;
     for word in task.split_whitespace() {
         let Some(raw) = word.strip_prefix('@') else {
             continue;
@@ -69,51 +79,54 @@ pub fn attach_mentioned_files(
         if rel.is_empty() || attached.iter().any(|(p, _)| p == rel) {
             continue;
         }
-        let candidate = workspace.join(rel);
-        if !candidate.is_file() {
-            // `@alice` is a name; `@src/nope.rs` or `@notes.md` meant a file that is not there.
-            if looks_like_path(rel) {
-                return Err(UsageError(format!(
-                    "@{rel}: no such file in the workspace ({}); check the path (relative to the workspace), or write it without @",
-                    workspace.display()
-                ))
-                .into());
-            }
-            continue;
-        }
-        let resolved = candidate
-            .canonicalize()
-            .map_err(|e| UsageError(format!("@{rel}: cannot be opened: {e}")))?;
-        if !resolved.starts_with(workspace) {
-            return Err(UsageError(format!(
+        let outside = || {
+            UsageError(format!(
                 "@{rel} is outside the workspace ({}); only workspace files can be attached",
                 workspace.display()
             ))
-            .into());
+        };
+        if Path::new(rel).is_absolute() || rel.split('/').any(|c| c == "..") {
+            // Named outside the workspace: an error if it names a file, else left as written.
+            if workspace.join(rel).is_file() {
+                return Err(outside().into());
+            }
+            continue;
         }
+        // Read as a project file: beneath the workspace, regular, bounded, never blocking.
+        // `@alice` is a name; `@src/nope.rs` or `@notes.md` meant a file that is not there.
+        let missing = || {
+            UsageError(format!(
+                "@{rel}: no such file in the workspace ({}); check the path (relative to the workspace), or write it without @",
+                workspace.display()
+            ))
+        };
+        let text = match project.read(rel, MAX_ATTACHMENT_BYTES) {
+            Ok(Some(text)) => text,
+            Ok(None) if looks_like_path(rel) => return Err(missing().into()),
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(match e.problem {
+                    Problem::Dangling if looks_like_path(rel) => missing(),
+                    Problem::NotRegular(FileKind::Dir) | Problem::Dangling => continue,
+                    Problem::LinksOut { .. } => outside(),
+                    Problem::TooLarge { .. } => UsageError(format!(
+                        "@{rel} is over the {} KB an attachment may have; mention it without @ and the agent will read the parts it needs",
+                        MAX_ATTACHMENT_BYTES / 1024
+                    )),
+                    Problem::NotUtf8 => UsageError(format!(
+                        "@{rel} is not UTF-8 text and cannot be attached; mention it without @"
+                    )),
+                    other => UsageError(format!("@{rel}: cannot be read: it {other}")),
+                }
+                .into());
+            }
+        };
         if attached.len() == MAX_ATTACHMENTS {
             return Err(UsageError(format!(
                 "the task attaches more than {MAX_ATTACHMENTS} files; mention the rest by path without @ and the agent will read them"
             ))
             .into());
         }
-        let size = resolved.metadata().map(|m| m.len()).unwrap_or(0);
-        if size > MAX_ATTACHMENT_BYTES {
-            return Err(UsageError(format!(
-                "@{rel} is {} KB, over the {} KB an attachment may have; mention it without @ and the agent will read the parts it needs",
-                size / 1024,
-                MAX_ATTACHMENT_BYTES / 1024
-            ))
-            .into());
-        }
-        let bytes = std::fs::read(&resolved)
-            .map_err(|e| UsageError(format!("@{rel}: cannot be read: {e}")))?;
-        let Ok(text) = String::from_utf8(bytes) else {
-            return Err(UsageError(format!(
-                "@{rel} is not UTF-8 text and cannot be attached; mention it without @"
-            ))
-            .into());
-        };
         attached.push((rel.to_string(), text));
     }
     let names: Vec<String> = attached.iter().map(|(p, _)| p.clone()).collect();

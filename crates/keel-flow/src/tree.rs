@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use keel_tools::Workspace;
 use keel_tools::build_dirs::BuildDirs;
+use keel_tools::fs::WriteMode;
+use keel_tools::project::ProjectDir;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -69,19 +72,21 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The SHA-256 (hex) of a file, read in pieces.
-fn file_sha256(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+/// The SHA-256 (hex) and size of a regular file resolved beneath a workspace, read in pieces.
+fn file_sha256(target: &keel_tools::beneath::ResolvedPath) -> std::io::Result<(String, u64)> {
+    let (mut f, _) = target.open_regular()?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
     loop {
         let n = f.read(&mut buf)?;
         if n == 0 {
             break;
         }
+        size += n as u64;
         h.update(&buf[..n]);
     }
-    Ok(hex(&h.finalize()))
+    Ok((hex(&h.finalize()), size))
 }
 
 /// Relative path → contents.
@@ -95,28 +100,30 @@ pub type Changes = BTreeMap<String, Option<Blob>>;
 pub fn snapshot(root: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
     let mut tree = Tree::new();
     let mut total = 0u64;
+    let project = ProjectDir::open(root).map_err(|e| format!("cannot open the workspace: {e}"))?;
+    // Large files are hashed as they are read, opened beneath the same workspace.
+    let ws = Workspace::new(root).map_err(|e| format!("cannot open the workspace: {e}"))?;
+    // `.gitignore` files are read as project files (a FIFO must not hang the snapshot).
+    let rules = keel_index::ignore_rules::IgnoreRules::new(root);
     let skipper = build_dirs.skipper(root);
     let base = root.to_path_buf();
-    let walker = ignore::WalkBuilder::new(root)
+    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(root))
         .hidden(false)
-        .git_ignore(true)
-        .git_global(false)
-        .git_exclude(false)
         .require_git(false)
-        .parents(false)
         .filter_entry(move |e| {
             let name = e.file_name();
-            if e.depth() == 0 {
-                return true;
-            }
-            if name == ".git" || name == ".keel" {
+            if e.depth() > 0 && (name == ".git" || name == ".keel") {
                 return false;
             }
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            !(is_dir
-                && e.path()
-                    .strip_prefix(&base)
-                    .is_ok_and(|rel| skipper.skips(rel)))
+            match e.path().strip_prefix(&base).ok() {
+                Some(rel) if is_dir && skipper.skips(rel) => false,
+                Some(rel) => match rel.to_str() {
+                    Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                    _ => true,
+                },
+                None => true,
+            }
         })
         .build();
     for entry in walker {
@@ -129,19 +136,26 @@ pub fn snapshot(root: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
             continue;
         };
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let rel = rel_string(rel);
         let blob = if len > MAX_FILE_BYTES || total + len > MAX_TREE_BYTES {
-            Blob::Large {
-                sha256: file_sha256(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-                size: len,
-            }
+            // Hashed beneath the open workspace: a file swapped for a symlink out, a FIFO or
+            // a device after the walk listed it is refused, never followed or waited on.
+            let (sha256, size) = ws
+                .locate(&rel)
+                .map_err(|e| e.to_string())
+                .and_then(|t| file_sha256(&t).map_err(|e| e.to_string()))
+                .map_err(|e| format!("cannot snapshot the workspace: `{rel}`: {e}"))?;
+            Blob::Large { sha256, size }
         } else {
             total += len;
-            Blob::from_bytes(
-                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-            )
+            // Read beneath the open workspace, like the large files above.
+            let bytes = project
+                .read_bytes(&rel, MAX_FILE_BYTES)
+                .map_err(|e| format!("cannot snapshot the workspace: {e}"))?
+                .unwrap_or_default();
+            Blob::from_bytes(bytes)
         };
-        tree.insert(rel_string(rel), blob);
+        tree.insert(rel, blob);
     }
     Ok(tree)
 }
@@ -169,10 +183,13 @@ pub fn diff(before: &Tree, after: &Tree) -> Changes {
     out
 }
 
-/// Writes `changes` under `root`. Paths that would leave `root` are refused. A file recorded
-/// by its hash is copied from `source` (the directory it was recorded in) when it is still
-/// there with that hash; otherwise the error says it cannot be recreated.
+/// Writes `changes` under `root`, each file atomically and beneath the open `root`
+/// directory. Paths that would leave `root` — `..`, absolute, through a symlink out — are
+/// refused. A file recorded by its hash is copied from `source` (the directory it was
+/// recorded in, read beneath it) when it is still there with that hash; otherwise the error
+/// says it cannot be recreated.
 pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<(), String> {
+    let ws = Workspace::new(root).map_err(|e| e.to_string())?;
     for (path, blob) in changes {
         let rel = Path::new(path);
         if rel.is_absolute()
@@ -184,34 +201,41 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
                 "refusing to write `{path}`: not a path inside the workspace"
             ));
         }
-        let target = root.join(rel);
+        let shown = root.join(rel);
         match blob {
             Some(b) => {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-                }
-                match b.bytes() {
-                    Some(bytes) => std::fs::write(&target, bytes)
-                        .map_err(|e| format!("cannot write {}: {e}", target.display()))?,
-                    None => copy_large(path, b, source, &target)?,
+                let target = ws
+                    .locate(path)
+                    .map_err(|e| format!("refusing to write `{path}`: {e}"))?;
+                let bytes = match b.bytes() {
+                    Some(bytes) => bytes,
+                    None => large_bytes(path, b, source)?,
+                };
+                target
+                    .write_atomic(&bytes, WriteMode::Replace, None)
+                    .map_err(|e| format!("cannot write {}: {e}", shown.display()))?;
+            }
+            None => {
+                let Ok(target) = ws.locate_entry(path) else {
+                    continue; // through a link out or a file: nothing of ours to delete
+                };
+                match target.remove_file() {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("cannot delete {}: {e}", shown.display())),
                 }
             }
-            None => match std::fs::remove_file(&target) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot delete {}: {e}", target.display())),
-            },
         }
     }
     Ok(())
 }
 
-/// Copies a file recorded by its hash from `source`, checking the hash.
-fn copy_large(rel: &str, blob: &Blob, source: Option<&Path>, target: &Path) -> Result<(), String> {
+/// The bytes of a file recorded by its hash, read from `source` beneath it (never through a
+/// symlink out of it) and checked against the hash.
+fn large_bytes(rel: &str, blob: &Blob, source: Option<&Path>) -> Result<Vec<u8>, String> {
     let (sha, size) = match blob {
         Blob::Large { sha256, size } => (sha256.as_str(), *size),
-        _ => return Ok(()),
+        other => return Ok(other.bytes().unwrap_or_default()),
     };
     let unavailable = |why: &str| {
         format!(
@@ -220,23 +244,23 @@ fn copy_large(rel: &str, blob: &Blob, source: Option<&Path>, target: &Path) -> R
             MAX_FILE_BYTES / 1024 / 1024
         )
     };
-    let Some(from) = source.map(|s| s.join(rel)) else {
+    let Some(source) = source else {
         return Err(unavailable("the trace holds no copy"));
     };
-    match file_sha256(&from) {
-        Ok(h) if h == sha => std::fs::copy(&from, target).map(|_| ()).map_err(|e| {
-            format!(
-                "cannot copy {} to {}: {e}",
-                from.display(),
-                target.display()
-            )
-        }),
-        Ok(_) => Err(unavailable(&format!(
+    let shown = source.join(rel);
+    let gone = || unavailable(&format!("{} is gone", shown.display()));
+    let from = Workspace::new(source)
+        .map_err(|_| gone())?
+        .locate(rel)
+        .map_err(|_| gone())?;
+    let bytes = from.read().map_err(|_| gone())?;
+    if hex(&Sha256::digest(&bytes)) != sha {
+        return Err(unavailable(&format!(
             "{} has changed since",
-            from.display()
-        ))),
-        Err(_) => Err(unavailable(&format!("{} is gone", from.display()))),
+            shown.display()
+        )));
     }
+    Ok(bytes)
 }
 
 /// Writes a whole tree into `root` (an empty directory); large files come from `source`.

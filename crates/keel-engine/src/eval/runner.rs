@@ -138,8 +138,8 @@ pub async fn run_task(
     // The source directory's own `[snapshots] build_dirs` (else the defaults) say what not
     // to copy.
     let build_dirs = match &task.source {
-        super::suite::Source::Dir(dir) => builder
-            .config(dir, &overrides)
+        super::suite::Source::Dir { base, rel } => builder
+            .config(&base.join(rel), &overrides)
             .map(|c| c.snapshots.build_dirs())
             .unwrap_or_default(),
         super::suite::Source::Git { .. } => Default::default(),
@@ -259,7 +259,10 @@ mod tests {
     fn task(script: Option<&str>) -> EvalTask {
         EvalTask {
             id: "t".into(),
-            source: Source::Dir(PathBuf::from("/x")),
+            source: Source::Dir {
+                base: PathBuf::from("/x"),
+                rel: "fx".into(),
+            },
             task: "t".into(),
             check: "true".into(),
             script: script.map(PathBuf::from),

@@ -318,6 +318,8 @@ impl PostWriteHook for AutoLint {
 
 /// Packages in `Cargo.lock` above which a check without any build output is skipped.
 const COLD_CHECK_MAX_PACKAGES: usize = 20;
+/// The largest `Cargo.lock` read to count its packages.
+const MAX_LOCK_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Why `cargo check` in `dir` would be a cold build of many crates (nothing built yet — no
 /// `target/` here or above, no `CARGO_TARGET_DIR` — and a lock file with many packages), or
@@ -337,7 +339,14 @@ fn cold_cargo_build(dir: &Path, root: &Path) -> Option<String> {
             lock = Some(d.join("Cargo.lock"));
         }
     }
-    let text = std::fs::read_to_string(lock?).ok()?;
+    // `Cargo.lock` is a project file: read beneath the workspace (a FIFO or a symlink out
+    // there is not read), bounded.
+    let lock = lock?;
+    let rel = lock.strip_prefix(root).ok()?.to_str()?;
+    let text = crate::project::ProjectDir::open(root)
+        .ok()?
+        .read(rel, MAX_LOCK_BYTES)
+        .ok()??;
     let packages = text.matches("[[package]]").count();
     (packages > COLD_CHECK_MAX_PACKAGES).then(|| {
         format!("nothing is built here yet (no target/) and Cargo.lock lists {packages} packages")
