@@ -224,9 +224,18 @@ impl EngineBuilder {
         });
         // Session working memory: the loop answers it; deferred, so the head is unchanged.
         tools.register(crate::results::ReadResult);
+        // Saved memory the first message did not show: deferred, found by exact name.
+        tools.register(crate::memory::MemorySearch::new(store.clone()));
         let skills =
             crate::skills::discover(workspace.root(), crate::rules::user_config_dir().as_deref());
-        if !skills.skills.is_empty() {
+        if skills.listing().is_some() {
+            // The first message lists skills "to load with the `skill` tool": it is in the
+            // first-turn catalog (the workspace's skills are fixed, so the head stays stable).
+            tools.register_with_state(
+                Arc::new(crate::skills::SkillTool),
+                keel_tools::ToolState::Active,
+            );
+        } else if !skills.skills.is_empty() {
             tools.register(crate::skills::SkillTool);
         }
         // Subagents: deferred like every non-built-in tool, so the head is unchanged.

@@ -327,12 +327,7 @@ impl Run<'_> {
             )));
         }
         self.verify_failures += 1;
-        let message = feedback(
-            &failed,
-            round,
-            cap,
-            self.engine.config.agent.max_output_chars,
-        );
+        let message = feedback(&failed, round, cap, self.output_budget());
         self.push_message(Message::user_text(message)).await?;
         Ok(None)
     }
