@@ -166,13 +166,19 @@ async function openSession(id, { replace = false } = {}) {
   $("message").focus();
 }
 
-/** Nothing open: the welcome text. */
-function showEmpty() {
+/** Closes the open session (if any) and shows only the section `id` of the main area. */
+function showOnly(id) {
   state.socket?.close();
   state.socket = null;
   state.session = null;
-  for (const id of ["session-header", "transcript", "composer", "blockers", "board"]) $(id).hidden = true;
-  $("empty").hidden = false;
+  for (const other of ["session-header", "transcript", "composer", "blockers", "board", "empty"]) {
+    $(other).hidden = other !== id;
+  }
+}
+
+/** Nothing open: the welcome text. */
+function showEmpty() {
+  showOnly("empty");
 }
 
 async function loadBlockers() {
@@ -290,11 +296,7 @@ $("token-form").addEventListener("submit", () => {
 const board = new TasksBoard($("board"), { onError: showError, onInfo: (m) => toast(m) });
 
 function showBoard() {
-  state.socket?.close();
-  state.socket = null;
-  state.session = null;
-  for (const id of ["session-header", "transcript", "composer", "blockers", "empty"]) $(id).hidden = true;
-  $("board").hidden = false;
+  showOnly("board");
   board.load();
   refreshList();
 }

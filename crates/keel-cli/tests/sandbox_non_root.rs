@@ -39,6 +39,99 @@ fn result(events: &[Value], id: &str) -> String {
         .to_string()
 }
 
+/// `keel` as a normal user with a test's environment: itself when the tests run as a normal
+/// user, else through `setpriv` as uid 65534 (the test's directories handed to that user).
+struct NormalUser {
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    work: std::path::PathBuf,
+    /// Holds `keel` alone in a directory (hard-linked: no copy), so no `keel-sandbox-exec`
+    /// sits next to it and Keel re-executes itself (`/proc/self/exe __keel-sandbox-exec`).
+    _bin: tempfile::TempDir,
+}
+
+impl NormalUser {
+    /// A fresh `keel` command as that user, in the workspace, with only the test's variables.
+    fn keel(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args)
+            .current_dir(&self.work)
+            .env_clear()
+            .envs(self.envs.iter().map(|(k, v)| (k, v)));
+        c
+    }
+}
+
+/// [`NormalUser`] for `env`, after checking with `keel doctor` that the user-namespace helper
+/// protects paths; `None` (after a loud skip) when the kernel forbids unprivileged user
+/// namespaces outside CI.
+fn normal_user(env: &Env, test: &str) -> Option<NormalUser> {
+    // `/proc/self` belongs to the effective uid.
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let bin_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let keel_bin = bin_dir.path().join("keel");
+    let keel = env.keel();
+    if std::fs::hard_link(keel.get_program(), &keel_bin).is_err() {
+        std::fs::copy(keel.get_program(), &keel_bin).unwrap();
+    }
+    let (program, args) = if root {
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{test}: `setpriv` (util-linux) is needed to run keel as an unprivileged user \
+                     when the tests run as root; install util-linux"
+                )
+            });
+        let top = env.work.parent().unwrap();
+        std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+        chown_tree(top);
+        let args = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+            .into_iter()
+            .map(std::ffi::OsString::from)
+            .chain([keel_bin.clone().into_os_string()])
+            .collect();
+        (setpriv.into(), args)
+    } else {
+        (keel_bin.clone().into_os_string(), Vec::new())
+    };
+    let user = NormalUser {
+        program,
+        args,
+        envs: keel
+            .get_envs()
+            .filter_map(|(k, v)| v.map(|v| (k.to_os_string(), v.to_os_string())))
+            .collect(),
+        work: env.work.clone(),
+        _bin: bin_dir,
+    };
+    let doctor = user.keel().arg("doctor").output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout).to_string()
+        + &String::from_utf8_lossy(&doctor.stderr);
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("protected paths"))
+        .unwrap_or_else(|| panic!("{test}: doctor says nothing of protected paths:\n{doctor}"))
+        .to_string();
+    if line.contains("NOT read-only") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: {line} — CI machines must allow unprivileged user namespaces"
+        );
+        println!("SKIPPED {test}: {line}");
+        return None;
+    }
+    assert!(line.contains("user namespace"), "{line}");
+    assert!(
+        line.contains("`keel __keel-sandbox-exec`"),
+        "Keel re-executes itself as the helper: {line}"
+    );
+    Some(user)
+}
+
 #[test]
 fn run_command_as_a_normal_user_cannot_touch_git_hooks_or_keel_secrets() {
     let test = "run_command_as_a_normal_user_cannot_touch_git_hooks_or_keel_secrets";
@@ -72,76 +165,11 @@ turns:
             data = data.display()
         ),
     );
-    // `/proc/self` belongs to the effective uid.
-    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
-    // `keel` alone in a directory (hard-linked: no copy), so no `keel-sandbox-exec` sits next
-    // to it and Keel re-executes itself (`/proc/self/exe __keel-sandbox-exec`).
-    let bin_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let keel_bin = bin_dir.path().join("keel");
-    let keel = env.keel();
-    if std::fs::hard_link(keel.get_program(), &keel_bin).is_err() {
-        std::fs::copy(keel.get_program(), &keel_bin).unwrap();
-    }
-    let mut cmd = if root {
-        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .unwrap_or_else(|| {
-                panic!(
-                    "{test}: `setpriv` (util-linux) is needed to run keel as an unprivileged user \
-                     when the tests run as root; install util-linux"
-                )
-            });
-        let top = env.work.parent().unwrap();
-        std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
-        chown_tree(top);
-        let mut c = Command::new(setpriv);
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&keel_bin);
-        c
-    } else {
-        Command::new(&keel_bin)
-    };
-    cmd.current_dir(&env.work).env_clear();
-    for (k, v) in keel.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    let doctor = {
-        let mut d = Command::new(cmd.get_program());
-        d.args(cmd.get_args()).arg("doctor").current_dir(&env.work);
-        d.env_clear();
-        for (k, v) in cmd.get_envs() {
-            if let Some(v) = v {
-                d.env(k, v);
-            }
-        }
-        d.output().unwrap()
-    };
-    let doctor = String::from_utf8_lossy(&doctor.stdout).to_string()
-        + &String::from_utf8_lossy(&doctor.stderr);
-    let line = doctor
-        .lines()
-        .find(|l| l.contains("protected paths"))
-        .unwrap_or_else(|| panic!("{test}: doctor says nothing of protected paths:\n{doctor}"))
-        .to_string();
-    if line.contains("NOT read-only") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: {line} — CI machines must allow unprivileged user namespaces"
-        );
-        println!("SKIPPED {test}: {line}");
+    let Some(user) = normal_user(&env, test) else {
         return;
-    }
-    assert!(line.contains("user namespace"), "{line}");
-    assert!(
-        line.contains("`keel __keel-sandbox-exec`"),
-        "Keel re-executes itself as the helper: {line}"
-    );
-
-    let out = cmd
+    };
+    let out = user
+        .keel()
         .args(["run", "--json", "--script"])
         .arg(&script)
         .arg("look around")
@@ -176,4 +204,84 @@ turns:
         "ok",
         "the workspace stays writable: {made}"
     );
+}
+
+/// A project's MCP stdio server, approved, run by a normal user (uid 65534 under root): it goes
+/// through the user-namespace helper under the read-only policy, so the script it runs can
+/// neither reach a loopback listener nor write outside its temp dir.
+#[test]
+fn a_project_mcp_server_as_a_normal_user_runs_confined() {
+    use std::io::Read;
+    let test = "a_project_mcp_server_as_a_normal_user_runs_confined";
+    let python = ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(python) = python else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: CI must install python3"
+        );
+        println!("SKIPPED {test}: no /usr/bin/python3");
+        return;
+    };
+    let env = Env::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let marker = env.home.join("server-wrote-here");
+    std::fs::create_dir_all(env.work.join("tools")).unwrap();
+    std::fs::write(
+        env.work.join("tools/mcp_server.py"),
+        format!(
+            r#"import socket, sys
+report = []
+try:
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=3)
+    s.sendall(b"reached")
+    s.close()
+    report.append("net=sent")
+except Exception:
+    report.append("net=blocked")
+try:
+    open({marker:?}, "w").write("x")
+    report.append("write=done")
+except Exception:
+    report.append("write=blocked")
+sys.stderr.write("REPORT " + " ".join(report) + "\n")
+sys.exit(1)
+"#,
+            marker = marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let json = serde_json::json!({"mcpServers": {"helper": {"command": python, "args": ["tools/mcp_server.py"]}}});
+    std::fs::write(env.work.join(".mcp.json"), json.to_string()).unwrap();
+    let Some(user) = normal_user(&env, test) else {
+        return;
+    };
+    let added = user.keel().args(["mcp", "add", "helper"]).output().unwrap();
+    assert_exit(&added, 0);
+    let out = user
+        .keel()
+        .args(["mcp", "test", "helper"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(text.contains("REPORT"), "the server ran: {text}");
+    assert!(
+        text.contains("net=blocked") && text.contains("write=blocked"),
+        "{text}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let reached = match listener.accept() {
+        Ok((mut s, _)) => {
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            format!("a connection ({got})")
+        }
+        Err(_) => String::new(),
+    };
+    assert_eq!(reached, "", "the confined server reached the listener");
+    assert!(!marker.exists(), "the confined server wrote outside");
 }

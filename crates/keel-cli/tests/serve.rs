@@ -101,8 +101,8 @@ impl Served {
             .to_string()
     }
 
-    /// A GET with optional bearer token; returns the status code.
-    fn get_status(&self, path: &str, token: Option<&str>) -> u16 {
+    /// A GET with optional bearer token: the status code and the response as text.
+    fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
         let mut s = TcpStream::connect(self.addr()).unwrap();
         let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
         write!(
@@ -113,26 +113,22 @@ impl Served {
         .unwrap();
         let mut text = String::new();
         s.read_to_string(&mut text).unwrap();
-        text.split_whitespace()
+        let status = text
+            .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
+            .unwrap_or(0);
+        (status, text)
+    }
+
+    /// A GET with optional bearer token; returns the status code.
+    fn get_status(&self, path: &str, token: Option<&str>) -> u16 {
+        self.get(path, token).0
     }
 
     /// A GET with the token; the JSON body.
     fn get_json(&self, path: &str) -> serde_json::Value {
-        let mut s = TcpStream::connect(self.addr()).unwrap();
-        let auth = self
-            .token()
-            .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\n{auth}Connection: close\r\n\r\n",
-            self.addr()
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
+        let (_, text) = self.get(path, self.token().as_deref());
         let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
         serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
     }

@@ -104,5 +104,49 @@ fn main() {
             k50.checked_sub(b50).unwrap_or_default()
         );
         hub.shutdown().await;
+
+        // Start-up: the same server as a project's (approved; confined read-only, no network,
+        // through the sandbox) and as the user's own (unconfined), alternating.
+        let data = tempfile::tempdir().unwrap();
+        let project = ServerDef {
+            name: "proj".into(),
+            config: ServerConfig {
+                command: Some("python3".into()),
+                args: vec![script.display().to_string()],
+                ..ServerConfig::default()
+            },
+            origin: Origin::Project(dir.path().join(".mcp.json")),
+        };
+        let mut approvals = Approvals::load(data.path());
+        approvals.approve(dir.path(), &project, false).unwrap();
+        let user = ServerDef {
+            name: "own".into(),
+            config: project.config.clone(),
+            origin: Origin::User("bench".into()),
+        };
+        let starts = 8;
+        let (mut confined, mut unconfined) = (Vec::new(), Vec::new());
+        for _ in 0..starts {
+            for (def, into) in [(&project, &mut confined), (&user, &mut unconfined)] {
+                let t = Instant::now();
+                let hub = Hub::start(vec![def.clone()], &approvals, &options, &env).unwrap();
+                let took = t.elapsed();
+                assert!(
+                    matches!(hub.entries()[0].status, keel_mcp::Status::Ready { .. }),
+                    "{:?}",
+                    hub.entries()[0].status
+                );
+                hub.shutdown().await;
+                into.push(took);
+            }
+        }
+        let (c50, u50) = (pct(&mut confined, 0.5), pct(&mut unconfined, 0.5));
+        println!("start to ready (handshake + tools listed), {starts} starts each, alternating:");
+        println!("  user's own, unconfined   p50 {u50:?}");
+        println!("  project's, confined      p50 {c50:?}");
+        println!(
+            "  ratio {:.2}",
+            c50.as_secs_f64() / u50.as_secs_f64().max(1e-9)
+        );
     });
 }

@@ -68,6 +68,25 @@ pub(super) fn type_text(app: &mut App, text: &str) {
     }
 }
 
+/// The complete answer `text`, from a request of 12.4k tokens in, 230 out, $0.0123.
+pub(super) fn answered(seq: u64, text: &str) -> Event {
+    ev(
+        seq,
+        EventKind::AssistantMessage {
+            text: text.into(),
+            reasoning: None,
+            tool_calls: 0,
+            usage: Usage {
+                input_tokens: 12_400,
+                output_tokens: 230,
+                cost_usd: 0.0123,
+                requests: 1,
+                ..Usage::default()
+            },
+        },
+    )
+}
+
 pub(super) fn delta(seq: u64, text: &str) -> Event {
     ev(
         seq,
@@ -97,24 +116,7 @@ fn a_streamed_markdown_answer_renders_as_it_grows() {
     }
     insta::assert_snapshot!("streaming_mid_answer", screen(&app, 80, 24, T0 + 1500));
     app.on_event(&delta(90, tail), T0);
-    app.on_event(
-        &ev(
-            91,
-            EventKind::AssistantMessage {
-                text: answer.into(),
-                reasoning: None,
-                tool_calls: 0,
-                usage: Usage {
-                    input_tokens: 12_400,
-                    output_tokens: 230,
-                    cost_usd: 0.0123,
-                    requests: 1,
-                    ..Usage::default()
-                },
-            },
-        ),
-        T0,
-    );
+    app.on_event(&answered(91, answer), T0);
     app.on_event(
         &ev(
             92,

@@ -4,7 +4,7 @@
 //! transcript printed for the terminal's scrollback on quit.
 
 use crossterm::event::KeyCode;
-use keel_protocol::{EventKind, Excerpt, ToolDetails, Usage};
+use keel_protocol::{EventKind, Excerpt, ToolDetails};
 use serde_json::json;
 
 use super::tests::{T0, app, delta, ev, key, screen};
@@ -153,24 +153,7 @@ fn a_created_file_shows_its_content_and_a_table_renders_as_columns() {
 fn the_status_line_shows_cost_and_context_or_says_they_are_unknown() {
     let mut app = app();
     app.transcript.status.priced = true;
-    app.on_event(
-        &ev(
-            1,
-            EventKind::AssistantMessage {
-                text: "ok".into(),
-                reasoning: None,
-                tool_calls: 0,
-                usage: Usage {
-                    input_tokens: 12_400,
-                    output_tokens: 230,
-                    cost_usd: 0.0123,
-                    requests: 1,
-                    ..Usage::default()
-                },
-            },
-        ),
-        T0,
-    );
+    app.on_event(&super::tests::answered(1, "ok"), T0);
     let line = |app: &super::app::App, w| {
         app.status_line(T0, w)
             .spans
