@@ -55,7 +55,7 @@ pub fn looks_like_glob(rel: &str) -> bool {
     let ranges = |body: &str| {
         let b = body.as_bytes();
         !b.is_empty()
-            && b.len() % 3 == 0
+            && b.len().is_multiple_of(3)
             && b.chunks(3).all(|r| {
                 r[0].is_ascii_alphanumeric() && r[1] == b'-' && r[2].is_ascii_alphanumeric()
             })
