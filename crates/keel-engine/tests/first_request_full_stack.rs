@@ -10,6 +10,9 @@
 // spawn path (docs/SECURITY.md, "One way to start a process").
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
+use common::python_mcp;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,21 +21,6 @@ use keel_llm::ChatRequest;
 use keel_llm::scripted::ScriptedProvider;
 use keel_llm::tokens::estimate_request;
 use keel_store::{MemoryKind, SqliteStore};
-
-fn python_mcp() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.server.mcpserver"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "the Python MCP SDK is missing; .ci/run installs it"
-        );
-        eprintln!("SKIPPED: the Python MCP SDK is missing (pip install 'mcp>=2,<3')");
-    }
-    ok
-}
 
 const AGENTS_MD: &str = "# Working in this repository\n\n\
 - Build with `cargo build`; test with `cargo test --workspace`.\n\
@@ -186,6 +174,27 @@ async fn the_first_request_with_everything_configured_fits_in_2500_tokens() {
     assert_eq!(memory.matches("allocation-free").count(), 5, "{memory}");
     assert!(keel_llm::tokens::estimate_text(memory) <= 300, "{memory}");
     assert!(memory.contains("memory_search"), "{memory}");
+    // Beside it, in the same run: what injecting every fact (before) would have cost.
+    let all: Vec<keel_store::MemoryEntry> = facts()
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| keel_store::MemoryEntry {
+            id: i as i64 + 1,
+            kind: MemoryKind::Fact,
+            text,
+            source: "user".into(),
+            created_at: 0,
+            updated_at: 0,
+        })
+        .collect();
+    let total_block = keel_engine::memory::user_memory_block(&all).unwrap();
+    eprintln!(
+        "user memory: about {} tokens for the relevant facts; all 50 facts: about {} tokens",
+        keel_llm::tokens::estimate_text(memory),
+        keel_llm::tokens::estimate_text(&total_block)
+    );
+    // Skills and memory ride in the first message, never in the head.
+    assert!(!first.system.contains("skill-19") && !first.system.contains("allocation-free"));
     // The skills list says "load with the `skill` tool": the tool is there to call.
     assert!(names.contains(&"skill"), "{names:?}");
 }
