@@ -220,6 +220,9 @@ export class Transcript {
         }
         this.notice(`model ${e.from} failed; falling back to ${e.to}`, "warn");
         break;
+      case "model_notice":
+        this.notice(e.message, "warn");
+        break;
       case "tool_call":
         this.toolCall(e);
         break;

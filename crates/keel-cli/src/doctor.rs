@@ -149,7 +149,44 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         };
         checks.push(Check::new(format!("sandbox: {name}"), status, statement));
     }
+    checks.push(secret_stores_check(config));
     checks
+}
+
+/// Which of the `shell.hide` secret stores exist here and are hidden from commands.
+fn secret_stores_check(config: &Config) -> Check {
+    use keel_tools::sandbox;
+    let present: Vec<&str> = config
+        .shell
+        .hide
+        .iter()
+        .filter(|p| sandbox::expand_home(p).symlink_metadata().is_ok())
+        .map(String::as_str)
+        .collect();
+    let listed = if present.is_empty() {
+        "none of them exists here".to_string()
+    } else {
+        format!("present here: {}", present.join(", "))
+    };
+    let count = config.shell.hide.len();
+    match &sandbox::support().mount_namespace {
+        Ok(_) => Check::new(
+            "sandbox: secret stores",
+            Status::Ok,
+            format!(
+                "{count} paths of `shell.hide` read as empty and are read-only to commands \
+                 ({listed}); the rest of the disk stays readable"
+            ),
+        ),
+        Err(e) => Check::new(
+            "sandbox: secret stores",
+            Status::Warn,
+            format!(
+                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}); \
+                 no namespaces for commands ({e})"
+            ),
+        ),
+    }
 }
 
 struct ModelChecks {
@@ -168,7 +205,8 @@ fn model_checks(
         checks: Vec::new(),
         pingable: Vec::new(),
     };
-    let router = Router::new(&config.llm, workspace);
+    let router = Router::new(&config.llm, workspace)
+        .with_learned_dir(keel_engine::config::user_data_dir(env));
     if !router.is_configured() {
         out.checks.push(Check::new(
             "provider",
@@ -346,8 +384,33 @@ async fn ping_checks(models: Vec<(String, Arc<dyn Provider>)>) -> Vec<Check> {
                 format!("no complete answer within {}s", PING_TIMEOUT.as_secs()),
             ),
         });
+        if let Some(check) = template_check(&label, provider.as_ref()).await {
+            checks.push(check);
+        }
     }
     checks
+}
+
+/// Whether the server's chat template shows the model its tools and their results (four
+/// one-token requests compared by their prompt size); what it finds is remembered for later
+/// runs.
+async fn template_check(label: &str, provider: &dyn Provider) -> Option<Check> {
+    let name = format!("template {label}");
+    let result = tokio::time::timeout(PING_TIMEOUT, provider.probe_template()).await;
+    Some(match result {
+        Ok(None) => return None,
+        Ok(Some(Ok(found))) => {
+            let dropped = found.tools_dropped || found.results_dropped;
+            let status = if dropped { Status::Warn } else { Status::Ok };
+            Check::new(name, status, found.lines.join("\n"))
+        }
+        Ok(Some(Err(e))) => Check::new(name, Status::Warn, format!("not measured: {e}")),
+        Err(_) => Check::new(
+            name,
+            Status::Warn,
+            format!("not measured within {}s", PING_TIMEOUT.as_secs()),
+        ),
+    })
 }
 
 async fn ping(

@@ -186,7 +186,13 @@ impl Human {
                     s.dim, event.session_id, s.reset
                 ));
             }
-            EventKind::TurnStarted { .. } => {}
+            EventKind::TurnStarted { .. } => {
+                // A local model can think for minutes before its first byte (or its whole
+                // reply, when it cannot stream): show that Keel is waiting, and for how long.
+                if self.spinner && self.live {
+                    st.spinner = Some(spinner_bar("    {spinner} waiting for the model {elapsed}"));
+                }
+            }
             EventKind::AssistantDelta { text, channel } => {
                 if !self.live {
                     return out;
@@ -258,17 +264,7 @@ impl Human {
                     let _ = stdout.write_all(std::mem::take(&mut out).as_bytes());
                     let _ = stdout.flush();
                     drop(stdout);
-                    let bar = indicatif::ProgressBar::with_draw_target(
-                        None,
-                        indicatif::ProgressDrawTarget::stdout(),
-                    );
-                    if let Ok(style) =
-                        indicatif::ProgressStyle::with_template("    {spinner} {elapsed}")
-                    {
-                        bar.set_style(style);
-                    }
-                    bar.enable_steady_tick(std::time::Duration::from_millis(100));
-                    st.spinner = Some(bar);
+                    st.spinner = Some(spinner_bar("    {spinner} {elapsed}"));
                 }
             }
             EventKind::ToolRepaired { from, to, how, .. } => {
@@ -570,6 +566,10 @@ impl Human {
                     s.reset
                 ));
             }
+            EventKind::ModelNotice { message } => {
+                close(&mut out, st);
+                out.push_str(&format!("{}! {message}{}\n", s.yellow, s.reset));
+            }
             EventKind::ModelFallback { from, to, message } => {
                 close(&mut out, st);
                 out.push_str(&format!(
@@ -710,6 +710,17 @@ impl EventSink for Human {
     }
 }
 
+/// A spinner drawn on stdout with `template`, ticking on its own.
+fn spinner_bar(template: &str) -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stdout());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    bar
+}
+
 /// `destructive: `rm` deletes files`, or the class alone when there is no reason.
 pub(crate) fn class_and_reason(class: &str, reason: &str) -> String {
     if reason.is_empty() {
@@ -726,9 +737,11 @@ pub fn usage_line(u: &Usage) -> String {
         // local servers send no usage). "0 tokens" would be a wrong figure.
         return "tokens not reported".to_string();
     }
+    // A server that sent no usage: Keel's estimate, marked as such (`~`).
+    let about = if u.estimated { "~" } else { "" };
     let mut parts = vec![
-        format!("{} tokens in", compact(u.input_tokens)),
-        format!("{} out", compact(u.output_tokens)),
+        format!("{about}{} tokens in", compact(u.input_tokens)),
+        format!("{about}{} out", compact(u.output_tokens)),
     ];
     if u.cache_read_tokens > 0 {
         parts.push(format!("{} cached", compact(u.cache_read_tokens)));

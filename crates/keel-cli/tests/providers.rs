@@ -519,7 +519,11 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
             "metadata (read-only policy)",
             "protected paths (.git, .keel)",
             "Keel's data and config dirs",
-            "Keel's environment"
+            "processes",
+            "devices",
+            "root powers",
+            "Keel's environment",
+            "secret stores"
         ]
     );
     // The sandbox line says whether commands are confined (Landlock) or analysis-only.
@@ -718,4 +722,143 @@ fn a_project_scripted_provider_is_ignored() {
     assert!(!env.work.join("pwned").exists(), "the project's script ran");
     assert_eq!(trusted.requests().len(), 1, "the user's provider answered");
     assert!(String::from_utf8_lossy(&out.stderr).contains("keel trust llm"));
+}
+
+/// A llama-cpp-python server whose chat template drops `role: tool` messages (its prompt size
+/// is counted without them): `keel doctor --ping` finds it, says what Keel does about it, and
+/// the next `keel run` sends tool results as user messages from its first request.
+#[test]
+fn doctor_ping_finds_a_template_that_drops_tool_results_and_the_next_run_starts_right() {
+    let env = ProviderEnv::new();
+    let server = env
+        .rt
+        .block_on(MockServer::with_handler(|req, _| {
+            let body = req.json();
+            let mut bytes = body.get("tools").map_or(0, |t| t.to_string().len());
+            for m in body["messages"].as_array().into_iter().flatten() {
+                if m["role"] != "tool" {
+                    bytes += m.to_string().len();
+                }
+            }
+            let prompt = (bytes as u64).div_ceil(4);
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let task = messages
+                .iter()
+                .any(|m| m.to_string().contains("list the files"))
+                && !messages.iter().any(|m| m["role"] == "assistant");
+            if body["stream"] == true && task {
+                let call = [("call_1", "list_files", "{}")];
+                MockReply::sse(bodies::openai("", "", &call, (prompt, 5)))
+            } else if body["stream"] == true {
+                MockReply::sse(bodies::openai("", "pong", &[], (prompt, 1)))
+            } else {
+                MockReply::json(
+                    serde_json::json!({"id": "c", "object": "chat.completion", "model": "smollm2",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": "pong"}}],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": 1,
+                                  "total_tokens": prompt + 1}})
+                    .to_string(),
+                )
+            }
+        }))
+        .unwrap();
+    env.user_config(&format!(
+        "[llm]\nprovider = \"llamacpp\"\nmodel = \"smollm2\"\nbase_url = \"{}/v1\"\n",
+        server.url()
+    ));
+    let out = env.keel().args(["doctor", "--ping"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("✓ ping llamacpp/smollm2"), "{text}");
+    assert!(
+        text.contains("tool results (role: tool) DROPPED") && text.contains("tools rendered"),
+        "{text}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        5,
+        "the ping and four probe requests"
+    );
+    let learned = std::fs::read_to_string(env.home.join("data/servers.json")).unwrap();
+    assert!(learned.contains("tool_results_as_user"), "{learned}");
+
+    // The next run: its first request already carries tool results as user messages.
+    let out = env
+        .keel()
+        .args(["run", "--json", "list the files"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let requests = server.requests();
+    let run: Vec<&Recorded> = requests[5..].iter().collect();
+    assert_eq!(
+        run.len(),
+        2,
+        "the tool call and the answer after its result"
+    );
+    assert!(run[1].body.contains("list_files"), "{}", run[1].body);
+    for r in run {
+        assert!(
+            r.json()["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["role"] != "tool"),
+            "{}",
+            r.body
+        );
+    }
+}
+
+/// A machine without CA certificates still runs a local model over plain http (no certificate
+/// store is read for it), and an https server gets a clear error naming what is missing.
+#[test]
+fn no_ca_certificates_do_not_stop_a_local_http_run_and_https_says_what_is_missing() {
+    let env = ProviderEnv::new();
+    let server = env.server(vec![MockReply::sse(bodies::openai(
+        "",
+        "done",
+        &[],
+        (100, 2),
+    ))]);
+    let empty = tempfile::tempdir().unwrap();
+    let no_certs = |cmd: &mut std::process::Command| {
+        cmd.env("SSL_CERT_FILE", empty.path().join("none.pem"))
+            .env("SSL_CERT_DIR", empty.path());
+    };
+    let mut run = env.keel();
+    no_certs(&mut run);
+    let out = run
+        .args([
+            "run",
+            "--json",
+            "--provider",
+            "llamacpp",
+            "--model",
+            "smollm2",
+        ])
+        .args(["--base-url", &format!("{}/v1", server.url())])
+        .arg("say done")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    assert_eq!(server.requests().len(), 1);
+
+    let mut run = env.keel();
+    no_certs(&mut run);
+    let out = run
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", "https://127.0.0.1:9/v1"])
+        .arg("say done")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("CA certificates"), "{all}");
+    assert_no_key(&out);
 }

@@ -107,6 +107,9 @@ impl CommandJudge for Judge {
     fn is_test_command(&self, _: &str) -> bool {
         false
     }
+    fn test_run(&self, _: &keel_tools::PlannedCommand) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 fn main() {
@@ -257,11 +260,13 @@ fn main() {
         name: "create_file",
         effect: ToolEffect::WritesFiles,
         command: None,
+        planned: None,
     };
     let shell_call = CallFacts {
         name: "run_command",
         effect: ToolEffect::RunsCommands,
         command: Some("git log --oneline | head -20 && grep -rn todo src | wc -l"),
+        planned: None,
     };
     let per = |c: &CallFacts<'_>| {
         let t = Instant::now();

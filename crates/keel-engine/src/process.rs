@@ -194,16 +194,22 @@ mod tests {
         assert_eq!(out.status_line(Duration::from_secs(1)), "exit code 3");
     }
 
-    /// `true` once `pid` is gone or a zombie (killed, waiting for its new parent to reap it).
+    /// `true` once no live (non-zombie) process has `marker` in its command line. The
+    /// command runs in its own PID namespace, so the pids it sees mean nothing here.
     #[cfg(target_os = "linux")]
-    fn dead(pid: &str) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            Ok(stat) => stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        }
+    fn dead(marker: &str) -> bool {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        !entries.flatten().any(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(marker)
+                && !stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
     }
 
     #[cfg(target_os = "linux")]
@@ -211,9 +217,10 @@ mod tests {
     async fn timeout_kills_the_whole_process_group() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let started = Instant::now();
+        let bg = format!("keel-gate-bg-{}", std::process::id());
         let out = run_command_with_timeout(
             &spec(
-                "sleep 30 & echo $! > bg.pid; echo started; wait",
+                &format!("(exec -a {bg} sleep 30) & echo started; wait"),
                 dir.path(),
                 300,
             ),
@@ -226,14 +233,11 @@ mod tests {
         assert!(!out.success());
         assert_eq!(out.exit_code, None);
         assert_eq!(out.stdout.trim(), "started");
-        let bg =
-            std::fs::read_to_string(dir.path().join("bg.pid")).unwrap_or_else(|e| panic!("{e}"));
-        let bg = bg.trim();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !dead(bg) {
+        while !dead(&bg) {
             assert!(
                 Instant::now() < deadline,
-                "background child {bg} outlived the command"
+                "the background child outlived the command"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

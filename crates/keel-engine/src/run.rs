@@ -380,6 +380,9 @@ impl<'a> Run<'a> {
                     to: to.clone(),
                     message: message.clone(),
                 }),
+                StreamEvent::Notice(message) => Some(EventKind::ModelNotice {
+                    message: message.clone(),
+                }),
                 _ => None,
             };
             if let Some(kind) = kind {
@@ -608,6 +611,11 @@ impl<'a> Run<'a> {
                 out.metadata = output.metadata;
             }
             Err(ToolError::Model(msg)) => out.content = msg,
+            Err(ToolError::Failed(output)) => {
+                out.content = output.content;
+                out.details = output.details;
+                out.metadata = output.metadata;
+            }
             Err(ToolError::Fatal(msg)) => {
                 let failure = Failure::new(
                     ErrorCode::ToolFailure,

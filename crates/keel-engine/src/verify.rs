@@ -182,7 +182,13 @@ impl Run<'_> {
             arguments: serde_json::json!({ "command": gate.command }),
         };
         Ok(approvals
-            .check(&call, &self.engine.tools, self.emitter, &self.ctx.cancel)
+            .check(
+                &call,
+                &self.engine.tools,
+                &self.engine.workspace,
+                self.emitter,
+                &self.ctx.cancel,
+            )
             .await?)
     }
 

@@ -39,6 +39,16 @@ async fn setup(
     interactive: bool,
     timeout_secs: u64,
 ) -> Setup {
+    setup_with(script, policy, interactive, timeout_secs, |_| {}).await
+}
+
+async fn setup_with(
+    script: &str,
+    policy: ApprovalPolicy,
+    interactive: bool,
+    timeout_secs: u64,
+    adjust: fn(&mut keel_engine::Config),
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -50,6 +60,7 @@ async fn setup(
         c.index.codemap_tokens = 0;
         c.snapshots.enabled = false;
         c.approval.timeout_secs = timeout_secs;
+        adjust(c);
     }));
     let overrides = SessionOverrides {
         script: Some(dir.path().join("s.yaml")),
@@ -271,4 +282,75 @@ turns:
         .count();
     assert_eq!(asked, 1, "the second identical call ran without asking");
     assert!(!result_of(&turn, "b").0.contains("not run"));
+}
+
+/// `run_tests` is approved for what it runs: a session-scope approval holds while the test
+/// script stays the same, and a changed script (here rewritten by the model) asks again.
+#[tokio::test]
+async fn a_remembered_run_tests_approval_ends_when_its_script_changes() {
+    const SCRIPT: &str = r#"
+turns:
+  - tool_calls:
+      - {id: t1, name: run_tests, arguments: {}}
+      - {id: t2, name: run_tests, arguments: {}}
+      - {id: w, name: run_command, arguments: {command: "printf 'echo two; curl -sS http://127.0.0.1:9/ || true\\n' > t.sh"}}
+      - {id: t3, name: run_tests, arguments: {}}
+  - text: "Done."
+"#;
+    let s = setup_with(SCRIPT, ApprovalPolicy::OnRequest, true, 600, |c| {
+        c.shell.test_command = Some("sh t.sh".into());
+    })
+    .await;
+    std::fs::write(
+        s.ws.join("t.sh"),
+        "echo one; curl -sS http://127.0.0.1:9/ || true\n",
+    )
+    .unwrap();
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("test")).await.unwrap() else {
+        panic!()
+    };
+    let first = wait_for(&s.sink, requested("t1")).await;
+    let EventKind::ApprovalRequested { summary, class, .. } = &first.kind else {
+        panic!()
+    };
+    assert_eq!(class, "network", "judged by the script's curl: {summary}");
+    assert!(summary.contains("t.sh"), "{summary}");
+    s.handle
+        .submit(Op::Approve {
+            call_id: "t1".into(),
+            scope: ApprovalScope::Session,
+        })
+        .await
+        .unwrap();
+    let again = wait_for(&s.sink, requested("t3")).await;
+    let EventKind::ApprovalRequested {
+        summary: changed, ..
+    } = &again.kind
+    else {
+        panic!()
+    };
+    assert_ne!(changed, summary, "the fingerprint of t.sh changed");
+    s.handle
+        .submit(Op::Deny {
+            call_id: "t3".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let turn = ticket.finished().await;
+    let asked: Vec<String> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { call_id, .. } => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["t1", "t3"], "t2 ran on the session approval");
+    assert!(
+        !result_of(&turn, "t2").0.contains("not run"),
+        "{:?}",
+        result_of(&turn, "t2")
+    );
+    assert!(result_of(&turn, "t3").0.contains("not run"));
 }

@@ -80,3 +80,52 @@ async fn shell_tools_can_be_switched_off() {
         .unwrap();
     assert!(engine.tools().get("run_command").is_none());
 }
+
+/// A failing test run is a failed call (✗ for the model and the user) whose result event keeps
+/// what the run did — exit code, output tail, counts — for the renderers.
+#[tokio::test]
+async fn a_failing_test_run_is_an_error_result_with_its_details() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.shell.test_command =
+        Some("echo 'test tests::adds ... ok'; echo 'checked 41 things' >&2; exit 3".into());
+    let script = "turns:\n  - tool_calls: [{name: run_tests, arguments: {}}]\n  - text: done\n";
+    let sink = CollectingSink::new();
+    let engine = EngineBuilder::new(config, dir.path())
+        .provider(Arc::new(ScriptedProvider::from_yaml(script).unwrap()))
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .build()
+        .unwrap();
+    engine
+        .run(
+            "run the tests",
+            RunOptions {
+                sinks: vec![sink.clone()],
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (is_error, content, details, metadata) = sink
+        .events()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolResult {
+                is_error,
+                content,
+                details,
+                metadata,
+                ..
+            } => Some((is_error, content, details, metadata)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(is_error, "a failed run is ✗: {content}");
+    assert!(content.contains("FAILED"), "{content}");
+    assert_eq!(details.exit_code, Some(3), "{details:?}");
+    let tail = details.output_tail.expect("the output tail is kept");
+    assert!(tail.text.contains("checked 41 things"), "{tail:?}");
+    let metadata = metadata.expect("the counts are kept");
+    assert_eq!(metadata["status"], "failed", "{metadata}");
+    assert_eq!(metadata["failed"], 0, "{metadata}");
+}

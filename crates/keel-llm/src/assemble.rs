@@ -158,6 +158,7 @@ impl TurnAssembler {
             StreamEvent::Usage(u) => self.usage = u,
             StreamEvent::Finish { stop_reason } => self.stop_reason = Some(stop_reason),
             StreamEvent::Retry { .. } | StreamEvent::Fallback { .. } => *self = Self::default(),
+            StreamEvent::Notice(_) => {}
         }
     }
 

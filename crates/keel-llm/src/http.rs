@@ -74,6 +74,39 @@ pub fn install_crypto_provider() {
     });
 }
 
+/// Whether `base_url` is reached over TLS.
+fn is_https(base_url: &str) -> bool {
+    base_url
+        .get(..8)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+}
+
+/// The TLS configuration of every https client of the process: the system's CA certificates
+/// are read once, on the first https client (not for plain-http local servers).
+fn shared_tls() -> Result<rustls::ClientConfig, LlmError> {
+    static TLS: std::sync::OnceLock<Result<rustls::ClientConfig, String>> =
+        std::sync::OnceLock::new();
+    TLS.get_or_init(|| {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+            .map_err(|e| format!("cannot load the system's CA certificates: {e}"))?;
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("cannot configure TLS: {e}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(verifier))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    })
+    .clone()
+    .map_err(|e| {
+        LlmError::Config(format!(
+            "{e}; https model servers need them (install the ca-certificates package, or set SSL_CERT_FILE)"
+        ))
+    })
+}
+
 /// Turns a provider's wire events into [`StreamEvent`]s.
 pub(crate) trait Decoder: Send + 'static {
     /// Handles one server-sent event.
@@ -124,6 +157,13 @@ impl HttpClient {
         if is_loopback(base_url) {
             builder = builder.no_proxy();
         }
+        builder = if is_https(base_url) {
+            builder.tls_backend_preconfigured(shared_tls()?)
+        } else {
+            // Plain http (a local server): no certificate store is read at all, so a machine
+            // without CA certificates still runs a local model.
+            builder.tls_certs_only(Vec::new())
+        };
         let client = builder.build().map_err(|e| {
             LlmError::Config(format!("cannot build the HTTP client: {}", chain(&e)))
         })?;

@@ -23,6 +23,7 @@ mod assemble;
 pub mod config;
 mod error;
 pub mod http;
+pub mod learned;
 #[cfg(feature = "mock-server")]
 pub mod mock;
 pub mod models;
@@ -41,6 +42,6 @@ pub use anthropic::AnthropicProvider;
 pub use assemble::{ModelTurn, StopReason, TurnAssembler};
 pub use error::LlmError;
 pub use openai::OpenAiProvider;
-pub use provider::{ChatRequest, EventStream, Provider, ProviderInfo, StreamEvent};
+pub use provider::{ChatRequest, EventStream, Provider, ProviderInfo, StreamEvent, TemplateProbe};
 pub use reliable::{FALLBACK_COOL_DOWN, ReliableProvider};
 pub use router::{ModelTarget, Role, Router, build_child_provider, build_provider};

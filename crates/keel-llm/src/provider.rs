@@ -56,6 +56,10 @@ pub enum StreamEvent {
         delay: Duration,
         message: String,
     },
+    /// Keel adapted to the server, or found something the user should know about it (a chat
+    /// template that drops tool results or tools, a file of learned facts ignored): one line,
+    /// shown once. Not part of the reply.
+    Notice(String),
     /// The model `from` failed after its retries (`message`); the request goes to the next
     /// model of the fallback list, `to`. Everything streamed before is void.
     Fallback {
@@ -80,6 +84,17 @@ pub struct ProviderInfo {
 }
 
 /// A model endpoint that streams replies.
+/// What `keel doctor --ping` found about a server's chat template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateProbe {
+    /// The template leaves the tool schemas out of the prompt: the model cannot call tools.
+    pub tools_dropped: bool,
+    /// The template leaves `role: tool` messages out: results must go as user messages.
+    pub results_dropped: bool,
+    /// One line per finding, with the prompt sizes it was judged by.
+    pub lines: Vec<String>,
+}
+
 pub trait Provider: Send + Sync {
     /// Which provider and model this is.
     fn info(&self) -> ProviderInfo;
@@ -102,4 +117,11 @@ pub trait Provider: Send + Sync {
     /// replies (the scripted model) continues after them when they are its own first ones; a
     /// live model ignores this.
     fn fast_forward(&self, _played: &[String]) {}
+
+    /// Probes how the server renders tool results and tools (`keel doctor --ping`); what it
+    /// finds is learned for later runs. `None` when this provider has nothing to probe (hosted
+    /// APIs and Anthropic render both natively; the scripted model).
+    fn probe_template(&self) -> BoxFuture<'_, Option<Result<TemplateProbe, LlmError>>> {
+        Box::pin(async { None })
+    }
 }

@@ -179,6 +179,12 @@ impl Provider for ReliableProvider {
         self.models[self.start_index().min(self.models.len() - 1)].adaptations()
     }
 
+    fn probe_template(
+        &self,
+    ) -> BoxFuture<'_, Option<Result<crate::provider::TemplateProbe, LlmError>>> {
+        self.models[self.start_index().min(self.models.len() - 1)].probe_template()
+    }
+
     fn fast_forward(&self, played: &[String]) {
         for m in &self.models {
             m.fast_forward(played);

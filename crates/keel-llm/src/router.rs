@@ -75,6 +75,10 @@ pub struct ModelTarget {
     pub script: Option<PathBuf>,
     /// How it was chosen, for messages: `llm.model`, `alias fast` …
     pub chosen_by: String,
+    /// The user's Keel data directory, where what Keel learns about the server is remembered
+    /// ([`crate::learned`]); `None`: learned for this process only. Never from a repository's
+    /// configuration.
+    pub learned_dir: Option<PathBuf>,
 }
 
 impl ModelTarget {
@@ -90,6 +94,8 @@ pub struct Router {
     config: LlmConfig,
     /// Relative script paths are resolved against this directory (the workspace).
     base_dir: PathBuf,
+    /// Where learned server facts are kept (the user's data directory).
+    learned_dir: Option<PathBuf>,
 }
 
 impl Router {
@@ -98,7 +104,15 @@ impl Router {
         Self {
             config: config.clone(),
             base_dir: base_dir.to_path_buf(),
+            learned_dir: None,
         }
+    }
+
+    /// Remembers what is learned about each server in `data_dir` (the user's Keel data
+    /// directory: `$KEEL_HOME` or its default, never a repository's path).
+    pub fn with_learned_dir(mut self, data_dir: Option<PathBuf>) -> Self {
+        self.learned_dir = data_dir;
+        self
     }
 
     /// Whether any provider is configured at all (`llm.provider` or a `main` alias).
@@ -233,6 +247,7 @@ impl Router {
                 local: false,
                 script,
                 chosen_by: chosen_by.to_string(),
+                learned_dir: None,
             });
         }
         let entry = c.providers.get(provider);
@@ -292,6 +307,7 @@ impl Router {
             local,
             script: None,
             chosen_by: chosen_by.to_string(),
+            learned_dir: self.learned_dir.clone(),
         })
     }
 }

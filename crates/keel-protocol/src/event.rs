@@ -276,6 +276,12 @@ pub enum EventKind {
         to: String,
         message: String,
     },
+    /// Keel adapted to the model server, or found something about it the user should know
+    /// (a chat template that drops tool results or the tools; a file of learned server facts
+    /// ignored). Said once; not part of the model's reply.
+    ModelNotice {
+        message: String,
+    },
     Error(ErrorInfo),
     SessionFinished {
         status: SessionStatus,
@@ -387,6 +393,7 @@ impl EventKind {
             EventKind::Recovery { .. } => "recovery",
             EventKind::ModelRetry { .. } => "model_retry",
             EventKind::ModelFallback { .. } => "model_fallback",
+            EventKind::ModelNotice { .. } => "model_notice",
             EventKind::Error(_) => "error",
             EventKind::SessionFinished { .. } => "session_finished",
             EventKind::TurnFinished { .. } => "turn_finished",

@@ -140,6 +140,10 @@ pub struct Usage {
     /// Number of model requests this usage covers.
     #[serde(default)]
     pub requests: u64,
+    /// Some of these figures are Keel's estimates: the server reported no usage (a streaming
+    /// server that ignores `stream_options.include_usage`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
@@ -151,6 +155,7 @@ impl Usage {
         self.cache_creation_tokens += other.cache_creation_tokens;
         self.cost_usd += other.cost_usd;
         self.requests += other.requests;
+        self.estimated |= other.estimated;
     }
 
     /// Input plus output tokens.

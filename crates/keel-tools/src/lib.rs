@@ -4,7 +4,8 @@
 //! Every tool takes JSON arguments (validated against a schema derived from its Rust argument
 //! type) and a [`ToolContext`], and returns either output for the model or a [`ToolError`]:
 //! [`ToolError::Model`] is a message the model should read and act on (the loop goes on),
-//! [`ToolError::Fatal`] stops the turn. Every path a tool touches goes through
+//! [`ToolError::Failed`] is the same for a call that ran and failed (failing tests) and keeps
+//! its typed details, [`ToolError::Fatal`] stops the turn. Every path a tool touches goes through
 //! [`Workspace::resolve`], which refuses anything outside the workspace.
 //!
 //! [`shell`] holds the command-safety analyser (a real bash grammar), `run_command`,
@@ -35,5 +36,5 @@ pub use context::{FileStamp, ReadTracker, ToolContext};
 pub use late::{LateTool, LateTools};
 pub use registry::{PostWriteHook, ToolRegistry};
 pub use schema::schema_for;
-pub use tool::{Tool, ToolEffect, ToolError, ToolOutput, TypedTool, parse_args};
+pub use tool::{PlannedCommand, Tool, ToolEffect, ToolError, ToolOutput, TypedTool, parse_args};
 pub use workspace::{PathError, Workspace};

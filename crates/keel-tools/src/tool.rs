@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{PathError, ToolContext};
+use crate::{PathError, ToolContext, Workspace};
 
 /// What a tool may do to the world. Phase policy, snapshots and the sandbox key off this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,6 +104,14 @@ pub enum ToolError {
     /// Returned to the model as an error result; the loop continues.
     #[error("{0}")]
     Model(String),
+    /// The call ran and its result is a failure (the tests failed, the test command could not
+    /// run to a result): an error result for the model and ✗ for a person, like [`Model`],
+    /// that keeps what the call did — exit code, output tail, counts in `metadata` — for the
+    /// renderers and events.
+    ///
+    /// [`Model`]: ToolError::Model
+    #[error("{}", .0.content)]
+    Failed(Box<ToolOutput>),
     /// Something the model cannot fix (the store failed, the disk is full). Stops the turn.
     #[error("{0}")]
     Fatal(String),
@@ -113,6 +121,11 @@ impl ToolError {
     /// A message for the model.
     pub fn model(msg: impl Into<String>) -> Self {
         ToolError::Model(msg.into())
+    }
+
+    /// A failed result that keeps its typed details (see [`ToolError::Failed`]).
+    pub fn failed(output: ToolOutput) -> Self {
+        ToolError::Failed(Box::new(output))
     }
 }
 
@@ -138,6 +151,22 @@ pub trait Tool: Send + Sync {
         args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+    /// The command line this call would run, resolved in `workspace` (the project's test
+    /// script, not just `run_tests`), for the approval gate and the phase policy to judge
+    /// before it runs. `None`: the tool runs no command of its own choosing (`run_command`'s
+    /// command is its `command` argument).
+    fn planned_command(&self, _args: &Value, _workspace: &Workspace) -> Option<PlannedCommand> {
+        None
+    }
+}
+
+/// A command a tool call would run ([`Tool::planned_command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCommand {
+    /// The bash command line.
+    pub command: String,
+    /// Where it runs (absolute, inside the workspace).
+    pub cwd: std::path::PathBuf,
 }
 
 /// A tool with typed arguments: the schema is derived from `Args` and argument errors name the
@@ -157,6 +186,10 @@ pub trait TypedTool: Send + Sync + 'static {
         args: Self::Args,
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+    /// See [`Tool::planned_command`].
+    fn planned_command(&self, _args: &Value, _workspace: &Workspace) -> Option<PlannedCommand> {
+        None
+    }
 }
 
 impl<T: TypedTool> Tool for T {
@@ -185,6 +218,10 @@ impl<T: TypedTool> Tool for T {
             let parsed = parse_args::<T::Args>(T::NAME, args)?;
             self.run(parsed, ctx).await
         })
+    }
+
+    fn planned_command(&self, args: &Value, workspace: &Workspace) -> Option<PlannedCommand> {
+        TypedTool::planned_command(self, args, workspace)
     }
 }
 

@@ -261,6 +261,47 @@ fn repairs_are_described_and_clean_calls_are_untouched() {
     assert!(unknown.contains("Schema of echo_active"), "{unknown}");
 }
 
+/// A model copying a chat template's HTML-escaped rendering (llama-cpp-python) writes `&#34;`
+/// for quotes: decoded, and said, before the tool sees them — unless they may be meant.
+#[test]
+fn html_escaped_quotes_in_arguments_are_decoded_and_said() {
+    let r = registry();
+    let whole = resolve_call(
+        &r,
+        "echo_active",
+        &json!("{&#34;text&#34;: &#34;a&#34;}"),
+        false,
+        None,
+    )
+    .unwrap();
+    assert_eq!(whole.args, json!({"text": "a"}));
+    assert!(
+        whole.repairs.iter().any(|f| f.how.contains("HTML-escaped")),
+        "{:?}",
+        whole.repairs
+    );
+    let inner = resolve_call(
+        &r,
+        "echo_active",
+        &json!({"text": "println!(&#34;hi&#34;);"}),
+        false,
+        None,
+    )
+    .unwrap();
+    assert_eq!(inner.args, json!({"text": "println!(\"hi\");"}));
+    assert!(inner.note().is_some_and(|n| n.contains("HTML-escaped")));
+    let markup = resolve_call(
+        &r,
+        "echo_active",
+        &json!({"text": "<p>&quot;q&quot;</p>"}),
+        false,
+        None,
+    )
+    .unwrap();
+    assert_eq!(markup.args, json!({"text": "<p>&quot;q&quot;</p>"}));
+    assert!(markup.repairs.is_empty());
+}
+
 #[test]
 fn the_documented_tables_list_every_alias_and_intent() {
     let doc = include_str!("../../../docs/TOOL_CATALOG.md");

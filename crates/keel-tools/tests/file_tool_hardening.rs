@@ -33,6 +33,7 @@ impl F {
             Err(_) => panic!("the tool hung"),
             Ok(Ok(out)) => Ok(out.content),
             Ok(Err(ToolError::Model(m))) => Err(m),
+            Ok(Err(ToolError::Failed(out))) => Err(out.content),
             Ok(Err(ToolError::Fatal(m))) => panic!("fatal: {m}"),
         }
     }

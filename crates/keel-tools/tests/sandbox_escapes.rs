@@ -280,8 +280,9 @@ async fn workspace_write_keeps_git_and_keel_read_only_and_the_outside_untouched(
         "rm -rf .keel".to_string(),
         "echo x > {out}/canary.txt; touch {out}/new".to_string(),
         "touch /tmp/keel-shared-tmp-{pid}".to_string(),
-        // Signals outside the sandbox (Landlock scoping): the file appears only if it worked.
-        "kill -0 $PPID && touch signalled".to_string(),
+        // Signals to Keel (here the test process) outside the sandbox (PID namespace,
+        // Landlock scoping): the file appears only if it worked.
+        "kill -0 {pid} && touch signalled".to_string(),
     ];
     let pid = std::process::id().to_string();
     for attempt in &attempts {

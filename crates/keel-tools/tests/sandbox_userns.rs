@@ -12,9 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keel_tools::sandbox::{self, MountMode, SandboxPolicy, WritableRoots};
@@ -22,109 +20,21 @@ use keel_tools::shell::exec::{self, ExecRequest};
 use keel_tools::shell::{self, LintSettings, ShellSettings};
 use keel_tools::{ToolContext, ToolRegistry, Workspace};
 
-/// Set in the child: the directory prepared by the parent.
-const CHILD_DIR: &str = "KEEL_USERNS_TEST_DIR";
-const NOBODY: u32 = 65534;
+#[path = "shared/nobody.rs"]
+mod nobody;
 
 fn in_ci() -> bool {
     std::env::var_os("CI").is_some()
 }
 
-/// In the parent: prepares a directory, runs `test` as an unprivileged child and checks it
-/// passed. Returns `None`. In the child: returns the prepared directory.
+/// In the parent: runs `test` as an unprivileged child and checks it passed; returns `None`.
+/// In the child: returns the prepared directory.
 fn child_dir(test: &str, with_config: bool) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(CHILD_DIR) {
-        return Some(PathBuf::from(dir));
+    if let Some(dir) = nobody::child_dir() {
+        return Some(dir);
     }
-    let root = rustix::process::geteuid().is_root();
-    let dir = tempfile::Builder::new()
-        .prefix("keel-userns-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let work = dir.path().join("w");
-    std::fs::create_dir(&work).unwrap();
-    let config = work.join("user-config.toml");
-    std::fs::write(&config, "# user-config-secret\n").unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = if root {
-        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .unwrap_or_else(|| {
-                panic!(
-                    "{test}: `setpriv` (util-linux) is needed to run this test as an unprivileged \
-                     user when the tests run as root; install util-linux"
-                )
-            });
-        chown_tree(&work, NOBODY);
-        let mut c = Command::new(setpriv);
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(&exe);
-        c
-    } else {
-        Command::new(&exe)
-    };
-    let out = cmd
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD_DIR, &work)
-        .env("HOME", &work)
-        .env(
-            "KEEL_CONFIG",
-            if with_config {
-                config.as_os_str()
-            } else {
-                "".as_ref()
-            },
-        )
-        .env_remove("KEEL_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .env_remove("XDG_CONFIG_HOME")
-        .output()
-        .unwrap_or_else(|e| panic!("{test}: cannot run {} as a child: {e}", exe.display()));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Relay the child's report (figures, a visible skip).
-    for line in text
-        .lines()
-        .filter(|l| l.contains("SKIPPED") || l.contains("p50"))
-    {
-        println!("{line}");
-    }
-    assert!(
-        out.status.success(),
-        "{test} failed as uid {} (as root, the test binary and its directories must be \
-         executable by uid 65534):\n{text}",
-        if root {
-            NOBODY
-        } else {
-            rustix::process::geteuid().as_raw()
-        }
-    );
-    assert!(
-        text.contains("1 passed"),
-        "{test}: the child did not run the test:\n{text}"
-    );
+    nobody::run_child(test, with_config);
     None
-}
-
-fn chown_tree(path: &Path, uid: u32) {
-    let id = Some(rustix::process::Uid::from_raw(uid));
-    let gid = Some(rustix::process::Gid::from_raw(uid));
-    rustix::fs::chown(path, id, gid).unwrap();
-    if path.is_dir() {
-        for e in std::fs::read_dir(path).unwrap() {
-            chown_tree(&e.unwrap().path(), uid);
-        }
-    }
 }
 
 /// In the child: the helper is in use, or the test skips (failing in CI).
@@ -292,22 +202,18 @@ fn p50(mut v: Vec<Duration>) -> Duration {
 }
 
 /// A figure, not a limit: p50 of `run_command {"command": "true"}` end to end through the
-/// helper (a workspace with `.git`: mount namespace needed) next to the in-process sandbox
-/// (Landlock and seccomp on the spawning thread; a workspace without protected paths), the two
-/// interleaved in the same run.
+/// user-namespace helper next to plain `bash -c true`, the two interleaved in the same run.
 #[tokio::test]
-async fn helper_latency_next_to_in_process() {
-    let test = "helper_latency_next_to_in_process";
+async fn helper_latency_next_to_plain_bash() {
+    let test = "helper_latency_next_to_plain_bash";
     let Some(dir) = child_dir(test, false) else {
         return;
     };
     if !helper_in_use(test) {
         return;
     }
-    let with_git = dir.join("with-git");
-    std::fs::create_dir_all(with_git.join(".git")).unwrap();
-    let plain = dir.join("plain");
-    std::fs::create_dir_all(&plain).unwrap();
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
     let mut tools = ToolRegistry::new();
     shell::register(
         &mut tools,
@@ -317,25 +223,30 @@ async fn helper_latency_next_to_in_process() {
             ..LintSettings::default()
         },
     );
-    let helper_ctx = ToolContext::new(Workspace::new(&with_git).unwrap());
-    let direct_ctx = ToolContext::new(Workspace::new(&plain).unwrap());
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap());
     let mut helper = Vec::new();
-    let mut direct = Vec::new();
+    let mut bash = Vec::new();
     for _ in 0..40 {
-        for (ctx, out) in [(&helper_ctx, &mut helper), (&direct_ctx, &mut direct)] {
-            let start = Instant::now();
-            let res = tools
-                .execute("run_command", serde_json::json!({"command": "true"}), ctx)
-                .await
-                .unwrap();
-            out.push(start.elapsed());
-            assert!(res.content.starts_with("exit code: 0"), "{}", res.content);
-        }
+        let start = Instant::now();
+        let res = tools
+            .execute("run_command", serde_json::json!({"command": "true"}), &ctx)
+            .await
+            .unwrap();
+        helper.push(start.elapsed());
+        assert!(res.content.starts_with("exit code: 0"), "{}", res.content);
+        let start = Instant::now();
+        let status = tokio::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .await
+            .unwrap();
+        bash.push(start.elapsed());
+        assert!(status.success());
     }
     println!(
-        "p50 run_command `true`: via the user-namespace helper {:?}, in-process sandbox {:?} \
+        "p50 run_command `true` via the user-namespace helper {:?}, plain `bash -c true` {:?} \
          (40 interleaved runs each, debug build)",
         p50(helper),
-        p50(direct)
+        p50(bash)
     );
 }

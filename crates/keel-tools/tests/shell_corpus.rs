@@ -295,3 +295,40 @@ fn corpus_never_calls_a_mutating_command_read_only() {
         rate * 100.0
     );
 }
+
+/// Everyday read-only commands (what agents run to look around a repository): at most 3% may
+/// be rated anything but read_only — every one of them is a question a person is asked for
+/// nothing. `cargo bench --bench readonly_fp` prints the same rate beside an older classifier.
+#[test]
+fn everyday_read_only_commands_are_rated_read_only() {
+    let text = std::fs::read_to_string(format!("{FIXTURES}/everyday_read_only.txt")).unwrap();
+    let commands: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.replace('␤', "\n"))
+        .collect();
+    assert!(commands.len() >= 300, "only {} commands", commands.len());
+    let flagged: Vec<String> = commands
+        .iter()
+        .filter_map(|c| {
+            let a = classify(c);
+            (!a.is_read_only()).then(|| format!("{c:?} → {} {:?}", a.class, a.reasons))
+        })
+        .collect();
+    let rate = flagged.len() as f64 / commands.len() as f64;
+    println!(
+        "everyday read-only commands: {}/{} rated otherwise = {:.1}%",
+        flagged.len(),
+        commands.len(),
+        rate * 100.0
+    );
+    for f in &flagged {
+        println!("  {f}");
+    }
+    assert!(
+        rate <= 0.03,
+        "{:.1}% of everyday read-only commands are not rated read_only:\n{}",
+        rate * 100.0,
+        flagged.join("\n")
+    );
+}

@@ -60,7 +60,16 @@ impl Fixture {
     async fn failed(&self, tool: &str, args: serde_json::Value) -> String {
         match self.call(tool, args).await {
             Err(ToolError::Model(msg)) => msg,
+            Err(ToolError::Failed(out)) => out.content,
             other => panic!("{tool} should have failed: {other:?}"),
+        }
+    }
+
+    /// A call that must fail and keep its typed details (a failed test run).
+    async fn failed_with_details(&self, tool: &str, args: serde_json::Value) -> ToolOutput {
+        match self.call(tool, args).await {
+            Err(ToolError::Failed(out)) => *out,
+            other => panic!("{tool} should have failed with its details: {other:?}"),
         }
     }
 }
@@ -228,20 +237,24 @@ fn outside_every_writable_root() -> PathBuf {
     panic!("no directory outside the sandbox's writable roots {writable:?} could be created");
 }
 
-fn process_alive(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+/// True while a live (not zombie) process has `marker` in its command line. Pids inside the
+/// command's PID namespace mean nothing here, so the test names its processes instead.
+fn process_alive(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
         // A zombie is dead; it only waits for its parent to notice.
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+        String::from_utf8_lossy(&cmdline).contains(marker)
+            && !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
 }
 
-async fn wait_dead(pid: &str) -> bool {
+async fn wait_dead(marker: &str) -> bool {
     for _ in 0..50 {
-        if !process_alive(pid) {
+        if !process_alive(marker) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -249,15 +262,20 @@ async fn wait_dead(pid: &str) -> bool {
     false
 }
 
+fn marker(what: &str) -> String {
+    format!("keel-{what}-{}", std::process::id())
+}
+
 #[tokio::test]
 async fn timeout_kills_the_whole_process_group() {
     let f = Fixture::new();
     let started = Instant::now();
+    let grandchild = marker("grandchild");
     let out = f
         .ok(
             "run_command",
             json!({
-                "command": "bash -c 'sleep 300 & echo $! > grandchild.pid; wait' & echo started; sleep 300",
+                "command": format!("bash -c '(exec -a {grandchild} sleep 300) & wait' & echo started; sleep 300"),
                 "timeout": 1
             }),
         )
@@ -280,10 +298,9 @@ async fn timeout_kills_the_whole_process_group() {
     let meta = out.metadata.unwrap();
     assert_eq!(meta["timed_out"], true);
     assert_eq!(meta["exit_code"], serde_json::Value::Null);
-    let pid = std::fs::read_to_string(f.path("grandchild.pid")).unwrap();
     assert!(
-        wait_dead(&pid).await,
-        "grandchild {pid} survived the timeout"
+        wait_dead(&grandchild).await,
+        "the grandchild survived the timeout"
     );
 }
 
@@ -291,16 +308,16 @@ async fn timeout_kills_the_whole_process_group() {
 async fn background_processes_end_with_the_command() {
     let f = Fixture::new();
     let started = Instant::now();
+    let bg = marker("background");
     let out = f
         .ok(
             "run_command",
-            json!({"command": "sleep 300 & echo $! > bg.pid; echo done"}),
+            json!({"command": format!("(exec -a {bg} sleep 300) & echo done")}),
         )
         .await;
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(out.content.starts_with("exit code: 0"), "{}", out.content);
-    let pid = std::fs::read_to_string(f.path("bg.pid")).unwrap();
-    assert!(wait_dead(&pid).await, "background process {pid} survived");
+    assert!(wait_dead(&bg).await, "the background process survived");
 }
 
 /// Long output is returned whole (the engine, not the tool, fits a result to the budget and
@@ -486,8 +503,24 @@ async fn run_tests_summarises_a_cargo_project() {
     require("cargo");
     let f = Fixture::new();
     copy_dir(&project("cargo_one_failing"), f.dir.path());
-    // Failing tests are a failed call (✗ in every front end), with the summary as its text.
-    let c = &f.failed("run_tests", json!({})).await;
+    // Failing tests are a failed call (✗ in every front end), with the summary as its text,
+    // that keeps its details for the renderers: exit code, output tail, counts.
+    let out = f.failed_with_details("run_tests", json!({})).await;
+    assert_eq!(out.details.exit_code, Some(101));
+    let tail = out.details.output_tail.as_ref().expect("an output tail");
+    assert!(tail.text.contains("test result: FAILED"), "{tail:?}");
+    let meta = out.metadata.as_ref().expect("metadata");
+    assert_eq!(
+        (
+            &meta["passed"],
+            &meta["failed"],
+            &meta["skipped"],
+            &meta["status"]
+        ),
+        (&json!(2), &json!(1), &json!(1), &json!("failed")),
+        "{meta}"
+    );
+    let c = &out.content;
     assert!(
         c.starts_with("cargo test: 2 passed, 1 failed, 1 skipped (exit code 101)"),
         "{c}"
@@ -614,9 +647,19 @@ async fn run_tests_fails_when_the_command_fails_before_counting() {
         },
     );
     let err = tools.execute("run_tests", json!({}), &ctx).await;
-    let Err(ToolError::Model(msg)) = err else {
+    let Err(ToolError::Failed(out)) = err else {
         panic!("a failed test command must be a failed call: {err:?}")
     };
+    assert_eq!(out.details.exit_code, Some(1));
+    assert!(
+        out.details
+            .output_tail
+            .as_ref()
+            .is_some_and(|t| t.text.contains("No module named pytest")),
+        "{:?}",
+        out.details
+    );
+    let msg = out.content;
     assert!(
         msg.starts_with(
             "test command: FAILED — the tests did not run to a result (exit code 1, no test counts)"

@@ -474,6 +474,7 @@ impl Transcript {
                         | EventKind::TurnFinished { .. } => Level::Error,
                         EventKind::ModelRetry { .. }
                         | EventKind::ModelFallback { .. }
+                        | EventKind::ModelNotice { .. }
                         | EventKind::Recovery { .. }
                         | EventKind::PhaseViolation { .. }
                         | EventKind::SnapshotFailed { .. } => Level::Warn,

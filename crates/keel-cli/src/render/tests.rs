@@ -198,6 +198,14 @@ fn usage_is_compact() {
     };
     assert_eq!(usage_line(&u), "12k tokens in · 999 out · 1.5k cached");
     assert_eq!(usage_line(&Usage::default()), "tokens not reported");
+    // A streaming server that ignored `stream_options`: Keel's estimate, marked.
+    let estimated = Usage {
+        input_tokens: 1_234,
+        output_tokens: 56,
+        estimated: true,
+        ..Usage::default()
+    };
+    assert_eq!(usage_line(&estimated), "~1.2k tokens in · ~56 out");
 }
 
 /// `keel run` draws the same tool bodies and tables as the chat: a created file's first

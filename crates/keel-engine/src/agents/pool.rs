@@ -156,6 +156,7 @@ fn minus(a: &Usage, b: &Usage) -> Usage {
             .saturating_sub(b.cache_creation_tokens),
         cost_usd: (a.cost_usd - b.cost_usd).max(0.0),
         requests: a.requests.saturating_sub(b.requests),
+        estimated: a.estimated,
     }
 }
 

@@ -383,6 +383,15 @@ impl Config {
                 shell.timeout_secs, shell.max_timeout_secs
             )));
         }
+        if let Some(p) = shell
+            .hide
+            .iter()
+            .find(|p| !(p.starts_with('/') || p.starts_with("~/")))
+        {
+            return Err(bad(format!(
+                "shell.hide entry \"{p}\" must be an absolute path or start with ~/ (e.g. \"~/.ssh\")"
+            )));
+        }
         if shell.test_timeout_secs == 0 || shell.lint.timeout_secs == 0 {
             return Err(bad(
                 "shell.test_timeout_secs and shell.lint.timeout_secs must be at least 1".into(),
@@ -437,6 +446,16 @@ pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
             .join("keel")
             .join("config.toml")
     })
+}
+
+/// The user's Keel data directory when the environment names one (`KEEL_HOME`,
+/// `XDG_DATA_HOME` or `HOME`); `None` rather than [`data_dir`]'s `.keel` in the current
+/// directory, for what must never land in a workspace (learned server facts).
+pub fn user_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    ["KEEL_HOME", "XDG_DATA_HOME", "HOME"]
+        .iter()
+        .any(|k| env(k).is_some_and(|v| !v.is_empty()))
+        .then(|| data_dir(env))
 }
 
 /// Keel's data directory: `$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else
@@ -676,6 +695,46 @@ mod tests {
             ["OPENAI_API_KEY"],
             "a project may narrow the user's list"
         );
+    }
+
+    #[test]
+    fn a_project_file_can_hide_more_secret_stores_but_never_uncover_one() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        let project = ws.join(".keel/config.toml");
+        std::fs::write(&project, "[shell]\nhide = [\"~/.project-secret\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let none: Vec<(String, String)> = Vec::new();
+        let load = |user: Option<&std::path::Path>| {
+            Config::load(user, &ws, none.clone(), Layer::from_overrides(&[]))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let c = load(None);
+        for kept in ["~/.ssh", "~/.aws", "~/.netrc", "~/.project-secret"] {
+            assert!(
+                c.shell.hide.contains(&kept.to_string()),
+                "{:?}",
+                c.shell.hide
+            );
+        }
+        // An empty project list uncovers nothing.
+        std::fs::write(&project, "[shell]\nhide = []\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            load(None).shell.hide.len(),
+            keel_tools::sandbox::SECRET_STORES.len()
+        );
+        // The user's own file decides the list (here: only one store).
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "[shell]\nhide = [\"~/.ssh\"]\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(load(Some(&user)).shell.hide, ["~/.ssh"]);
+        // A relative entry is an error naming the key.
+        std::fs::write(&user, "[shell]\nhide = [\".ssh\"]\n").unwrap_or_else(|e| panic!("{e}"));
+        let err = Config::load(Some(&user), &ws, none.clone(), Layer::from_overrides(&[]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("shell.hide") && err.contains("~/"), "{err}");
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("shell.env_keep", ProjectRule::Subset),
     ("shell.allow", ProjectRule::Subset),
     ("shell.deny", ProjectRule::Superset),
+    // Secret stores hidden from commands: a project may hide more, never uncover one.
+    ("shell.hide", ProjectRule::Superset),
     ("shell.lint.enabled", ProjectRule::Free),
     ("shell.lint.timeout_secs", ProjectRule::Free),
     // Approval: a project may ask more and deny more, never allow more.

@@ -375,6 +375,9 @@ pub struct ShellConfig {
     /// Extra directories commands may write in the workspace-write sandbox (`~` expands), e.g.
     /// `"~/.cargo/registry"`; `~/.cargo/bin` is never writable.
     pub writable: Vec<String>,
+    /// Directories and files hidden from commands behind empty read-only ones (`~` expands):
+    /// the user's secret stores by default. A project's config may only add entries.
+    pub hide: Vec<String>,
     /// Environment variables passed to commands besides the allowlist (PATH, HOME, LANG,
     /// LC_*, TERM, TZ, USER, SHELL, tool locations such as CARGO_HOME).
     pub env_keep: Vec<String>,
@@ -397,6 +400,10 @@ impl Default for ShellConfig {
             sandbox: true,
             network: false,
             writable: keel_tools::shell::DEFAULT_WRITABLE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            hide: keel_tools::sandbox::SECRET_STORES
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -453,6 +460,11 @@ impl ShellConfig {
             protected: Vec::new(),
             writable: self
                 .writable
+                .iter()
+                .map(|p| keel_tools::sandbox::expand_home(p))
+                .collect(),
+            hide: self
+                .hide
                 .iter()
                 .map(|p| keel_tools::sandbox::expand_home(p))
                 .collect(),

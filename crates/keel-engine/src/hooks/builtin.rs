@@ -133,7 +133,13 @@ impl Builtin {
             }),
             Builtin::Approval => match run.approvals.clone() {
                 Some(gate) => gate
-                    .check(call, &run.engine.tools, run.emitter, &run.ctx.cancel)
+                    .check(
+                        call,
+                        &run.engine.tools,
+                        &run.engine.workspace,
+                        run.emitter,
+                        &run.ctx.cancel,
+                    )
                     .await?
                     .err()
                     .map(Dispatch::Refuse),

@@ -171,10 +171,16 @@ impl Run<'_> {
             return Ok(Ok(CommandAccess::Write));
         };
         let effect = tool.effect();
+        let command = command_argument(effect, &call.arguments);
+        let planned = command
+            .is_none()
+            .then(|| tool.planned_command(&call.arguments, &self.engine.workspace))
+            .flatten();
         let facts = CallFacts {
             name: &call.name,
             effect,
-            command: command_argument(effect, &call.arguments),
+            command,
+            planned: planned.as_ref(),
         };
         match state
             .policy

@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use keel_tools::shell::{CommandSafety, detect_test_command};
+use keel_tools::PlannedCommand;
+use keel_tools::shell::{Analysis, CommandSafety, SafetyClass, detect_test_command};
 
 use super::CommandJudge;
 use crate::verify::SharedGateDetector;
@@ -56,24 +57,41 @@ impl EngineJudge {
     }
 }
 
+/// `Ok` when `analysis` is at most `limit`, else its class and reasons.
+fn at_most(analysis: &Analysis, limit: SafetyClass) -> Result<(), String> {
+    if analysis.class <= limit {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}",
+            analysis.class,
+            analysis.reasons.join("; ")
+        ))
+    }
+}
+
 impl CommandJudge for EngineJudge {
     fn read_only(&self, command: &str) -> Result<(), String> {
-        let analysis = self.safety.classify(command);
-        if analysis.is_read_only() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{}: {}",
-                analysis.class,
-                analysis.reasons.join("; ")
-            ))
-        }
+        at_most(&self.safety.classify(command), SafetyClass::ReadOnly)
     }
 
     fn is_test_command(&self, command: &str) -> bool {
         self.test_commands()
             .iter()
             .any(|t| matches_test_command(command, t))
+            && self
+                .test_run(&PlannedCommand {
+                    command: command.to_string(),
+                    cwd: self.workspace.clone(),
+                })
+                .is_ok()
+    }
+
+    fn test_run(&self, planned: &PlannedCommand) -> Result<(), String> {
+        let analysis =
+            self.safety
+                .classify_test_run(&planned.command, &planned.cwd, &self.workspace);
+        at_most(&analysis, SafetyClass::WritesWorkspace)
     }
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use keel_tools::ToolEffect;
+use keel_tools::{PlannedCommand, ToolEffect};
 use regex::Regex;
 
 use super::{ADVANCE_PHASE, Phase};
@@ -117,8 +117,12 @@ pub struct PhaseRules {
 pub trait CommandJudge: Send + Sync {
     /// `Ok(())` when `command` only reads; otherwise why it may not be read-only.
     fn read_only(&self, command: &str) -> Result<(), String>;
-    /// Whether `command` runs one of the project's test commands.
+    /// Whether `command` runs one of the project's test commands (and what that runs — the
+    /// package.json script, the Makefile recipe — does no more than a test run does).
     fn is_test_command(&self, command: &str) -> bool;
+    /// `Ok(())` when the command a tool resolved to (`run_tests`'s test command) does no more
+    /// than run the project's tests; otherwise why not (`"test": "rm -rf src"`).
+    fn test_run(&self, planned: &PlannedCommand) -> Result<(), String>;
 }
 
 /// What the policy needs to know about a call.
@@ -128,6 +132,8 @@ pub struct CallFacts<'a> {
     pub effect: ToolEffect,
     /// The shell command, for tools that run one (`run_command`'s `command`).
     pub command: Option<&'a str>,
+    /// The command a tool resolved to (`run_tests`: the project's test command).
+    pub planned: Option<&'a PlannedCommand>,
 }
 
 /// Where an allowed call's commands may write.
@@ -335,6 +341,14 @@ impl PhasePolicy {
                 Ok(access) => return Verdict::Allow(access),
                 Err(why) => why,
             }
+        } else if let Some(planned) = call.planned
+            && ShellRule::of(phase) != ShellRule::Any
+            && let Err(why) = judge.test_run(planned)
+        {
+            format!(
+                "in the {phase} phase the tests may run, but `{}` does more than run them ({why})",
+                planned.command
+            )
         } else {
             return Verdict::Allow(default_access);
         };
@@ -405,6 +419,13 @@ mod tests {
         fn is_test_command(&self, command: &str) -> bool {
             command.starts_with("cargo test")
         }
+        fn test_run(&self, planned: &PlannedCommand) -> Result<(), String> {
+            if planned.command.contains("rm ") {
+                Err("`rm` deletes files".into())
+            } else {
+                Ok(())
+            }
+        }
     }
 
     fn call<'a>(name: &'a str, effect: ToolEffect, command: Option<&'a str>) -> CallFacts<'a> {
@@ -412,6 +433,7 @@ mod tests {
             name,
             effect,
             command,
+            planned: None,
         }
     }
 
@@ -467,6 +489,27 @@ mod tests {
         // verification: read/search, run_tests, read-only or test commands
         assert!(allowed(&p, Phase::Verification, read));
         assert!(allowed(&p, Phase::Verification, tests));
+        // run_tests is judged by the command it resolves to.
+        let planned = |command: &str| PlannedCommand {
+            command: command.into(),
+            cwd: std::path::PathBuf::from("/ws"),
+        };
+        fn with(p: &PlannedCommand) -> CallFacts<'_> {
+            CallFacts {
+                planned: Some(p),
+                ..call("run_tests", RunsCommands, None)
+            }
+        }
+        let (npm, wipe) = (planned("npm test"), planned("rm -rf src"));
+        assert!(allowed(&p, Phase::Verification, with(&npm)));
+        match p.check(Phase::Verification, &with(&wipe), &Judge) {
+            Verdict::Deny(v) => assert!(v.hint.contains("rm -rf src"), "{v:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            allowed(&p, Phase::Building, with(&wipe)),
+            "approval judges it there"
+        );
         assert!(!allowed(&p, Phase::Verification, write));
         assert!(!allowed(&p, Phase::Verification, other_cmd));
         assert_eq!(

@@ -186,6 +186,12 @@ impl SessionBuilder {
         &self.store
     }
 
+    /// Where what Keel learns about model servers is remembered: the user's data directory
+    /// (none without a home, rather than a directory in the workspace).
+    fn learned_dir(&self) -> Option<std::path::PathBuf> {
+        crate::config::user_data_dir(&|name: &str| self.env_var(name))
+    }
+
     fn env_var(&self, name: &str) -> Option<String> {
         self.env
             .iter()
@@ -256,7 +262,7 @@ impl SessionBuilder {
     /// (`llm.child_model`, else the `fast` alias, else the main model). A scripted session's
     /// children play its script's `children:` scripts, in the order they are opened.
     fn child_providers(&self, config: &Config, workspace: &Path) -> crate::agents::ChildProviders {
-        let router = Router::new(&config.llm, workspace);
+        let router = Router::new(&config.llm, workspace).with_learned_dir(self.learned_dir());
         let env = self.env.clone();
         let opened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         Arc::new(move |model: Option<&str>| {
@@ -276,7 +282,7 @@ impl SessionBuilder {
     /// variable.
     pub fn providers(&self, config: &Config, workspace: &Path) -> Result<Providers, EngineError> {
         let env = |name: &str| self.env_var(name);
-        let router = Router::new(&config.llm, workspace);
+        let router = Router::new(&config.llm, workspace).with_learned_dir(self.learned_dir());
         if !router.is_configured() {
             return Err(EngineError::Provider(
                 keel_llm::router::not_configured_message(),

@@ -110,6 +110,7 @@ pub(crate) mod testutil {
             match tool.execute(args, &self.ctx).await {
                 Ok(out) => panic!("expected an error, got: {}", out.content),
                 Err(ToolError::Model(m)) => m,
+                Err(ToolError::Failed(out)) => out.content,
                 Err(ToolError::Fatal(m)) => panic!("expected a model error, got fatal: {m}"),
             }
         }

@@ -61,24 +61,33 @@ fn parse_any(
                 }
                 None => trimmed,
             };
-            match serde_json::from_str::<Value>(text) {
-                Ok(v) => v,
-                Err(_) => {
-                    let mut p = Lenient {
-                        chars: text.chars().collect(),
-                        pos: 0,
-                        fixes: Vec::new(),
-                    };
-                    let v = p.document().map_err(|mut e| {
-                        if e.message.is_empty() {
-                            e.message = strict.to_string();
+            let unescaped = unescape_html_quotes(text);
+            if let Some(plain) = &unescaped
+                && let Ok(v) = serde_json::from_str::<Value>(plain)
+            {
+                // `{&#34;path&#34;: …}`: every quote HTML-escaped, none left raw.
+                note(fixes, HTML_QUOTES);
+                v
+            } else {
+                match serde_json::from_str::<Value>(text) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        let mut p = Lenient {
+                            chars: text.chars().collect(),
+                            pos: 0,
+                            fixes: Vec::new(),
+                        };
+                        let v = p.document().map_err(|mut e| {
+                            if e.message.is_empty() {
+                                e.message = strict.to_string();
+                            }
+                            e
+                        })?;
+                        for f in p.fixes {
+                            note(fixes, f);
                         }
-                        e
-                    })?;
-                    for f in p.fixes {
-                        note(fixes, f);
+                        v
                     }
-                    v
                 }
             }
         }
@@ -98,6 +107,57 @@ fn parse_any(
         }
     }
     Ok(value)
+}
+
+/// The fix that turns HTML-escaped quotes (`&#34;`, `&quot;`, `&#39;`) back into quotes.
+pub const HTML_QUOTES: &str = "decoded HTML-escaped quotes (&#34;)";
+
+/// `text` with its HTML-escaped double quotes (`&#34;`, `&quot;`) made quotes again, and its
+/// single quotes (`&#39;`, `&apos;`) likewise — each only when the text has none of that quote
+/// raw, so the escapes cannot be meant literally beside real quotes. `None`: nothing to decode.
+pub fn unescape_html_quotes(text: &str) -> Option<String> {
+    if !text.contains('&') {
+        return None;
+    }
+    let mut out = text.to_string();
+    if !text.contains('"') && (text.contains("&#34;") || text.contains("&quot;")) {
+        out = out.replace("&#34;", "\"").replace("&quot;", "\"");
+    }
+    if !text.contains('\'') && (text.contains("&#39;") || text.contains("&apos;")) {
+        out = out.replace("&#39;", "'").replace("&apos;", "'");
+    }
+    (out != text).then_some(out)
+}
+
+/// Decodes HTML-escaped quotes in every string of parsed arguments (a model copying a chat
+/// template's escaped rendering writes `print(&#34;hi&#34;)`), where unambiguous: see
+/// [`unescape_html_quotes`]. Returns whether anything changed.
+pub fn decode_html_quotes(value: &mut Value) -> bool {
+    match value {
+        // Markup (`<p>&quot;q&quot;</p>`) may mean its entities: left as written.
+        Value::String(s) if looks_like_markup(s) => false,
+        Value::String(s) => match unescape_html_quotes(s) {
+            Some(plain) => {
+                *s = plain;
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, v| decode_html_quotes(v) | changed),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |changed, v| decode_html_quotes(v) | changed),
+        _ => false,
+    }
+}
+
+/// Whether `text` holds an HTML/XML tag (`<p`, `</`, `<!`), where entities are meant.
+fn looks_like_markup(text: &str) -> bool {
+    text.as_bytes()
+        .windows(2)
+        .any(|w| w[0] == b'<' && (w[1].is_ascii_alphabetic() || w[1] == b'/' || w[1] == b'!'))
 }
 
 fn note(fixes: &mut Vec<&'static str>, fix: &'static str) {
@@ -535,6 +595,29 @@ mod tests {
         err(r#"{'a': 1, 'a': 2}"#);
         // Not a JSON number.
         err(r#"{'n': 1.2.3}"#);
+    }
+
+    #[test]
+    fn html_escaped_quotes_are_decoded_when_unambiguous() {
+        let (v, fixes) = ok("{&#34;path&#34;: &#34;src/lib.rs&#34;}");
+        assert_eq!(v, json!({"path": "src/lib.rs"}));
+        assert_eq!(fixes, vec![HTML_QUOTES]);
+        let (v, _) = ok("{&quot;cmd&quot;: &quot;echo &#39;hi&#39;&quot;}");
+        assert_eq!(v, json!({"cmd": "echo 'hi'"}));
+
+        let mut args = json!({"content": "println!(&#34;hi&#34;);", "n": [1, "a &quot;b&quot;"]});
+        assert!(decode_html_quotes(&mut args));
+        assert_eq!(
+            args,
+            json!({"content": "println!(\"hi\");", "n": [1, "a \"b\""]})
+        );
+        // Beside a raw quote the escape may be meant: an HTML file's `&quot;` stays.
+        let mut html = json!({"content": "<a title=\"x\">&quot;q&quot;</a>"});
+        assert!(!decode_html_quotes(&mut html));
+        let mut page = json!({"content": "<p>&quot;q&quot;</p>"});
+        assert!(!decode_html_quotes(&mut page), "markup keeps its entities");
+        let mut plain = json!({"content": "a && b"});
+        assert!(!decode_html_quotes(&mut plain));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::alias::{ALIASES, Args};
 use super::coerce::{fit_to_schema, schema_help};
 use super::intent::route_intent;
-use super::json::{CLOSED_BRACKETS, repair_json};
+use super::json::{CLOSED_BRACKETS, HTML_QUOTES, decode_html_quotes, repair_json};
 use crate::ToolRegistry;
 
 /// One visible change Keel made to a call before running it (the `tool_repaired` event).
@@ -338,6 +338,23 @@ fn unknown_tool(registry: &ToolRegistry, name: &str, normal: &str) -> String {
 }
 
 fn parse_arguments(
+    arguments: &Value,
+    target: &Target,
+    cut_off: bool,
+    notes: &mut Vec<String>,
+) -> Result<Args, String> {
+    let mut args = parse_argument_value(arguments, target, cut_off, notes)?;
+    let mut value = Value::Object(std::mem::take(&mut args));
+    if decode_html_quotes(&mut value) && !notes.iter().any(|n| n == HTML_QUOTES) {
+        notes.push(HTML_QUOTES.to_string());
+    }
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Ok(args),
+    }
+}
+
+fn parse_argument_value(
     arguments: &Value,
     target: &Target,
     cut_off: bool,

@@ -76,28 +76,33 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
     ));
     let how = match &s.mount_namespace {
         Ok(MountMode::InProcess) => {
-            "in a private mount namespace set up by Keel (it has CAP_SYS_ADMIN: root)".to_string()
+            "in private namespaces set up by Keel (it has CAP_SYS_ADMIN: root)".to_string()
         }
         Ok(MountMode::UserNamespace(helper)) => format!(
-            "in a private mount namespace inside an unprivileged user namespace (Keel runs as \
+            "in private namespaces inside an unprivileged user namespace (Keel runs as \
              a normal user; commands start through `{} {HELPER_ARG}`)",
-            if helper == Path::new("/proc/self/exe") {
-                "keel".to_string()
-            } else {
-                helper.display().to_string()
-            }
+            helper_name(helper)
         ),
         Err(_) => String::new(),
+    };
+    let no_namespaces = |e: &str| {
+        format!(
+            "{e}; to enforce, run Keel as root or allow unprivileged user namespaces: sysctl \
+             user.max_user_namespaces > 0, kernel.unprivileged_userns_clone = 1 where it \
+             exists, kernel.apparmor_restrict_unprivileged_userns = 0 on Ubuntu"
+        )
     };
     out.push((
         "protected paths (.git, .keel)",
         match &s.mount_namespace {
-            Ok(_) => format!("read-only bind mounts {how} (and refused by the file tools)"),
+            Ok(_) => format!(
+                "read-only bind mounts, and the directories leading to them pinned (renaming a \
+                 parent cannot move them out from under their protection), {how} (and refused \
+                 by the file tools)"
+            ),
             Err(e) => format!(
-                "refused by the file tools only; NOT read-only to commands ({e}; to enforce, \
-                 run Keel as root or allow unprivileged user namespaces: sysctl \
-                 user.max_user_namespaces > 0, kernel.unprivileged_userns_clone = 1 where it \
-                 exists, kernel.apparmor_restrict_unprivileged_userns = 0 on Ubuntu)"
+                "refused by the file tools only; NOT read-only to commands ({})",
+                no_namespaces(e)
             ),
         },
     ));
@@ -105,13 +110,78 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
         "Keel's data and config dirs",
         match &s.mount_namespace {
             Ok(_) => format!(
-                "hidden from commands behind an empty read-only tmpfs {how} (server token, \
+                "hidden from commands behind an empty read-only directory {how} (server token, \
                  session database, user config; `$KEEL_CONFIG` reads as empty)"
             ),
             Err(e) => format!(
                 "NOT hidden: a command running as you can read the server token, session \
                  database and config ({e})"
             ),
+        },
+    ));
+    let i = s.isolation;
+    out.push((
+        "processes",
+        if i.processes {
+            let proc_fs = if i.fresh_proc {
+                "a fresh /proc lists only them"
+            } else {
+                "/proc still lists the host's processes (readable as before, unreachable by \
+                 signal, priority or limit calls)"
+            };
+            let keel = if i.dies_with_keel {
+                "and when Keel itself dies"
+            } else {
+                "but NOT when Keel is killed"
+            };
+            format!(
+                "each command in its own PID and IPC namespaces: it reaches no other process \
+                 (kill, renice, prlimit, taskset) and no other program's System V IPC; {proc_fs}; \
+                 everything it starts (`setsid -f`, `nohup … &`) is killed when it ends, {keel}"
+            )
+        } else {
+            let denied = if seccomp_ok {
+                "seccomp denies System V IPC and priority/limit/affinity calls aimed at other \
+                 processes"
+            } else {
+                "NOT even seccomp: System V IPC and priority/limit calls reach other processes"
+            };
+            format!(
+                "NO PID namespace: background processes a command starts (`setsid -f`) can \
+                 outlive it; {denied} ({})",
+                no_namespaces(s.mount_namespace.as_ref().err().map_or("", |e| e.as_str()))
+            )
+        },
+    ));
+    out.push((
+        "devices",
+        match (i.minimal_dev, i.nodev) {
+            (true, true) => "a minimal /dev (null, zero, full, random, urandom, tty, its own pts \
+                 and shm): no disk, loop device or other terminal is reachable; device files \
+                 anywhere else on disk are unusable (nodev)"
+                .to_string(),
+            (true, false) => "a minimal /dev (null, zero, full, random, urandom, tty, its own pts \
+                 and shm): no disk or other terminal under /dev; device files elsewhere on disk \
+                 are NOT made unusable (no mount_setattr: Linux < 5.12)"
+                .to_string(),
+            (false, _) => "NOT isolated: commands see the host's /dev (Landlock still forbids \
+                 writing it; reading a readable disk or terminal works)"
+                .to_string(),
+        },
+    ));
+    out.push((
+        "root powers",
+        if seccomp_ok {
+            "seccomp denies device nodes (mknod), inode flags (chattr +i/+a: FS_IOC_SETFLAGS, \
+             FS_IOC_FSSETXATTR, file_setattr), the kernel keyrings (add_key, keyctl, \
+             request_key) and typing into the terminal (TIOCSTI); commands lose CAP_MKNOD, \
+             CAP_LINUX_IMMUTABLE, CAP_SYS_ADMIN, CAP_SYS_PTRACE and the other capabilities that \
+             reach outside the sandbox"
+                .to_string()
+        } else {
+            "NO seccomp: device nodes, chattr and the keyrings rely on the capability drop \
+             alone (CAP_MKNOD, CAP_LINUX_IMMUTABLE…); keyrings are NOT isolated"
+                .to_string()
         },
     ));
     out.push((
@@ -127,4 +197,13 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
         },
     ));
     out
+}
+
+/// How a helper program is named in a statement: `keel` when Keel re-executes itself.
+fn helper_name(helper: &Path) -> String {
+    if helper == Path::new("/proc/self/exe") {
+        "keel".to_string()
+    } else {
+        helper.display().to_string()
+    }
 }

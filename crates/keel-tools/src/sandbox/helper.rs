@@ -1,16 +1,22 @@
-//! The sandbox helper: how a normal user (no `CAP_SYS_ADMIN`) still gets the mount-namespace
-//! protections (read-only `.git`/`.keel`/constitution paths, Keel's data and config hidden).
+//! The sandbox helper: how every confined command gets its namespaces (a private mount
+//! namespace with read-only protected paths, hidden secrets, a minimal `/dev` and a fresh
+//! `/proc`; its own PID and IPC namespaces).
 //!
-//! Creating a user namespace needs a single-threaded process, which Keel (a multi-threaded
-//! program) is not. So the command is started through a small helper process instead:
+//! Creating a user namespace, and running code as the first process of a new PID namespace,
+//! need a single-threaded process, which Keel (a multi-threaded program) is not. So the
+//! command is started through a small helper process instead:
 //! `<helper> __keel-sandbox-exec -- <program> <args…>`, where `<helper>` is
 //! `$KEEL_SANDBOX_HELPER` if set, else the `keel-sandbox-exec` binary next to the running
 //! program (small, so it starts faster), else `/proc/self/exe` when the running program
-//! handles [`HELPER_ARG`] itself (the `keel` binary, see [`use_current_exe_as_helper`]). The helper enters a new user and
-//! mount namespace mapping only the caller's uid and gid, applies the mounts, drops
-//! capabilities, applies Landlock and seccomp and `exec`s the command — same pid, same process
-//! group. The policy travels in the [`POLICY_ENV`] environment variable, which the helper
-//! removes before `exec`: the command never sees it (and it holds paths only, no secrets).
+//! handles [`HELPER_ARG`] itself (the `keel` binary, see [`use_current_exe_as_helper`]). As a
+//! normal user the helper first enters a new user namespace mapping only the caller's uid and
+//! gid; as root it needs none. What it does then is in [`super::init`]. The policy travels in
+//! the [`POLICY_ENV`] environment variable, which the command never sees (and which holds
+//! paths only, no secrets).
+//!
+//! `--probe DIR` tries all of it once and prints `keel-sandbox-helper <version>: <features>`:
+//! Keel uses a helper only when the version is its own (a stale helper from another build
+//! would misread the policy).
 
 use std::ffi::OsString;
 use std::io;
@@ -18,6 +24,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::mounts::{Built, View};
 
 /// The first argument that makes a program act as the helper.
 pub const HELPER_ARG: &str = "__keel-sandbox-exec";
@@ -27,6 +35,8 @@ pub const HELPER_ENV: &str = "KEEL_SANDBOX_HELPER";
 pub const POLICY_ENV: &str = "KEEL_SANDBOX_POLICY";
 /// The name of the dedicated helper binary (built from keel-tools).
 pub const HELPER_BIN: &str = "keel-sandbox-exec";
+/// The policy format's version: a helper that prints another one in its probe is not used.
+const PROTOCOL: &str = "keel-sandbox-helper 2";
 
 static SELF_HELPER: AtomicBool = AtomicBool::new(false);
 
@@ -36,12 +46,16 @@ pub fn use_current_exe_as_helper() {
     SELF_HELPER.store(true, Ordering::SeqCst);
 }
 
-/// The helper program to use, or why there is none.
-pub(super) fn helper_program() -> Result<PathBuf, String> {
+/// The helper programs to try, best first, or why there is none: `$KEEL_SANDBOX_HELPER` alone
+/// when set; else the `keel-sandbox-exec` next to the running program (or one level up from
+/// `deps/`, for test and bench binaries), then `/proc/self/exe` when the running program
+/// handles [`HELPER_ARG`] itself.
+pub(super) fn helper_programs() -> Result<Vec<PathBuf>, String> {
     if let Some(p) = std::env::var_os(HELPER_ENV).filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
+        return Ok(vec![PathBuf::from(p)]);
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate the program: {e}"));
+    let mut out = Vec::new();
     let mut dir = exe
         .as_ref()
         .ok()
@@ -50,7 +64,8 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
     while let Some(d) = dir {
         let candidate = d.join(HELPER_BIN);
         if candidate.is_file() {
-            return Ok(candidate);
+            out.push(candidate);
+            break;
         }
         // Test and bench binaries live in `target/<profile>/deps`, the helper one level up.
         dir = (d.file_name().is_some_and(|n| n == "deps"))
@@ -58,26 +73,31 @@ pub(super) fn helper_program() -> Result<PathBuf, String> {
             .flatten();
     }
     if SELF_HELPER.load(Ordering::SeqCst) {
-        return Ok(PathBuf::from("/proc/self/exe"));
+        out.push(PathBuf::from("/proc/self/exe"));
     }
-    let exe = exe?;
-    Err(format!(
-        "no sandbox helper: `{HELPER_BIN}` is not next to {} (set {HELPER_ENV})",
-        exe.display()
-    ))
+    if out.is_empty() {
+        let exe = exe?;
+        return Err(format!(
+            "no sandbox helper: `{HELPER_BIN}` is not next to {} (set {HELPER_ENV})",
+            exe.display()
+        ));
+    }
+    Ok(out)
 }
 
 /// Everything the helper applies before `exec`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct HelperPolicy {
-    pub protected: Vec<PathBuf>,
-    pub hidden: Vec<PathBuf>,
-    pub hidden_files: Vec<PathBuf>,
+    pub view: View,
     pub writable: Vec<PathBuf>,
     pub network: bool,
     pub landlock: bool,
     pub seccomp: bool,
     pub metadata: bool,
+    /// Enter a user namespace first (Keel is not root).
+    pub user_namespace: bool,
+    /// Keel's pid: the helper kills the command if Keel dies.
+    pub parent: Option<u32>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -103,13 +123,21 @@ impl HelperPolicy {
             ("landlock", self.landlock),
             ("seccomp", self.seccomp),
             ("metadata", self.metadata),
+            ("user_namespace", self.user_namespace),
+            ("proc", self.view.proc_fs),
+            ("dev", self.view.dev),
+            ("nodev", self.view.nodev),
         ] {
             out.push_str(&format!("{key} {}\n", u8::from(on)));
         }
+        if let Some(pid) = self.parent {
+            out.push_str(&format!("parent {pid}\n"));
+        }
         for (key, paths) in [
-            ("protected", &self.protected),
-            ("hidden", &self.hidden),
-            ("hidden_file", &self.hidden_files),
+            ("protected", &self.view.protected),
+            ("anchor", &self.view.anchors),
+            ("hidden", &self.view.hidden),
+            ("hidden_file", &self.view.hidden_files),
             ("writable", &self.writable),
         ] {
             for p in paths {
@@ -139,9 +167,15 @@ impl HelperPolicy {
                 "landlock" => p.landlock = flag()?,
                 "seccomp" => p.seccomp = flag()?,
                 "metadata" => p.metadata = flag()?,
-                "protected" => p.protected.push(path()?),
-                "hidden" => p.hidden.push(path()?),
-                "hidden_file" => p.hidden_files.push(path()?),
+                "user_namespace" => p.user_namespace = flag()?,
+                "proc" => p.view.proc_fs = flag()?,
+                "dev" => p.view.dev = flag()?,
+                "nodev" => p.view.nodev = flag()?,
+                "parent" => p.parent = Some(value.parse().map_err(|_| bad())?),
+                "protected" => p.view.protected.push(path()?),
+                "anchor" => p.view.anchors.push(path()?),
+                "hidden" => p.view.hidden.push(path()?),
+                "hidden_file" => p.view.hidden_files.push(path()?),
                 "writable" => p.writable.push(path()?),
                 _ => return Err(bad()),
             }
@@ -150,17 +184,35 @@ impl HelperPolicy {
     }
 }
 
-/// Runs the helper's probe: `<helper> __keel-sandbox-exec --probe <dir>` makes `<dir>`
-/// read-only in a user namespace and checks that a write fails. `Ok(helper)` when it works.
-pub(super) fn probe() -> Result<PathBuf, String> {
-    let helper = helper_program()?;
+/// What a working helper offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HelperSupport {
+    pub program: PathBuf,
+    pub built: Built,
+}
+
+/// Runs the helper's probe with each of [`helper_programs`] until one works:
+/// `<helper> __keel-sandbox-exec --probe <dir>` builds a command's namespaces with `<dir>`
+/// read-only, checks that a write fails, and prints its version and what it built.
+pub(super) fn probe() -> Result<HelperSupport, String> {
+    let mut errors = Vec::new();
+    for helper in helper_programs()? {
+        match probe_one(&helper) {
+            Ok(s) => return Ok(s),
+            Err(e) => errors.push(e),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+fn probe_one(helper: &Path) -> Result<HelperSupport, String> {
     let dir = tempfile::Builder::new()
         .prefix("keel-userns-probe-")
         .tempdir()
         .map_err(|e| format!("cannot create a probe directory: {e}"))?;
     // The sandbox helper's own probe: Keel's helper binary, no repository content involved.
     #[allow(clippy::disallowed_methods)]
-    let mut probe = std::process::Command::new(&helper);
+    let mut probe = std::process::Command::new(helper);
     let out = probe
         .arg(HELPER_ARG)
         .arg("--probe")
@@ -169,20 +221,40 @@ pub(super) fn probe() -> Result<PathBuf, String> {
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run the sandbox helper {}: {e}", helper.display()))?;
-    if out.status.success() {
-        Ok(helper)
-    } else {
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!(
+        return Err(format!(
             "user namespaces unavailable: {}",
             err.trim().trim_start_matches("keel-sandbox-exec: ")
-        ))
+        ));
     }
+    let Some(features) = text
+        .trim()
+        .strip_prefix(PROTOCOL)
+        .and_then(|r| r.strip_prefix(':'))
+    else {
+        return Err(format!(
+            "the sandbox helper {} is from another Keel build (its probe said `{}`, expected \
+             `{PROTOCOL}`); rebuild it or set {HELPER_ENV}",
+            helper.display(),
+            text.trim()
+        ));
+    };
+    let has = |f: &str| features.split_whitespace().any(|w| w == f);
+    Ok(HelperSupport {
+        program: helper.to_path_buf(),
+        built: Built {
+            proc_fs: has("proc"),
+            dev: has("dev"),
+            nodev: has("nodev"),
+        },
+    })
 }
 
 /// The helper's `main`: call it first thing when `argv[1]` is [`HELPER_ARG`] (a dedicated
-/// helper binary may call it unconditionally). Returns only on failure; on success the process
-/// has become the command.
+/// helper binary may call it unconditionally). Returns the command's exit code (or ends the
+/// process by the command's signal).
 pub fn helper_main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == HELPER_ARG) {
@@ -194,8 +266,11 @@ pub fn helper_main() -> ExitCode {
     };
     match args.first().and_then(|a| a.to_str()) {
         Some("--probe") => match args.get(1) {
-            Some(dir) => match probe_in_child(Path::new(dir)) {
-                Ok(()) => ExitCode::SUCCESS,
+            Some(dir) => match super::init::probe(Path::new(dir)) {
+                Ok(report) => {
+                    println!("{PROTOCOL}: {report}");
+                    ExitCode::SUCCESS
+                }
                 Err(e) => fail(1, e.to_string()),
             },
             None => fail(2, "usage: keel-sandbox-exec --probe DIR".into()),
@@ -211,13 +286,7 @@ pub fn helper_main() -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return fail(126, e),
             };
-            let err = confine_and_exec(&policy, &args[1], &args[2..]);
-            let code = if err.kind() == io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            fail(code, err.to_string())
+            super::init::run(&policy, &args[1], &args[2..])
         }
         _ => fail(
             2,
@@ -228,56 +297,9 @@ pub fn helper_main() -> ExitCode {
     }
 }
 
-fn probe_in_child(dir: &Path) -> io::Result<()> {
-    super::mounts::protect_in_user_namespace(&[dir.to_path_buf()], &[], &[])?;
-    match std::fs::write(dir.join("probe"), "x") {
-        Err(e) if e.raw_os_error() == Some(libc_erofs()) => Ok(()),
-        Err(e) => Err(io::Error::other(format!(
-            "unexpected error writing the read-only probe: {e}"
-        ))),
-        Ok(()) => Err(io::Error::other(
-            "the read-only bind mount did not stop a write",
-        )),
-    }
-}
-
-fn libc_erofs() -> i32 {
-    rustix::io::Errno::ROFS.raw_os_error()
-}
-
-/// Applies `policy` to this (single-threaded) process and `exec`s the command; returns only
-/// the error that stopped it.
-fn confine_and_exec(policy: &HelperPolicy, program: &OsString, args: &[OsString]) -> io::Error {
-    use std::os::unix::process::CommandExt;
-    let confine = || -> io::Result<()> {
-        super::mounts::protect_in_user_namespace(
-            &policy.protected,
-            &policy.hidden,
-            &policy.hidden_files,
-        )?;
-        super::privileges::drop_capabilities()?;
-        if policy.landlock {
-            super::rules::restrict_current_thread(&policy.writable, policy.network)?;
-        }
-        if policy.seccomp {
-            super::seccomp::apply(super::seccomp::Filter {
-                network: policy.network,
-                metadata: policy.metadata,
-            })?;
-        }
-        Ok(())
-    };
-    if let Err(e) = confine() {
-        return io::Error::other(format!("cannot confine the command: {e}"));
-    }
-    // The helper becomes the command the runner asked for, confined just above.
-    #[allow(clippy::disallowed_methods)]
-    let mut command = std::process::Command::new(program);
-    let err = command.args(args).env_remove(POLICY_ENV).exec();
-    io::Error::new(
-        err.kind(),
-        format!("cannot run `{}`: {err}", program.to_string_lossy()),
-    )
+/// `EROFS`: what a write to a read-only mount fails with.
+pub(super) fn is_read_only_error(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error())
 }
 
 #[cfg(test)]
@@ -287,18 +309,27 @@ mod tests {
     #[test]
     fn the_policy_round_trips_any_path_bytes() {
         let p = HelperPolicy {
-            protected: vec![PathBuf::from("/w/.git"), PathBuf::from("/w/a b\nc")],
-            hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
-            hidden_files: vec![PathBuf::from("/c.toml")],
+            view: View {
+                protected: vec![PathBuf::from("/w/.git"), PathBuf::from("/w/a b\nc")],
+                anchors: vec![PathBuf::from("/w/a")],
+                hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
+                hidden_files: vec![PathBuf::from("/c.toml")],
+                proc_fs: true,
+                dev: true,
+                nodev: false,
+            },
             writable: vec![PathBuf::from("/w")],
             network: false,
             landlock: true,
             seccomp: true,
             metadata: true,
+            user_namespace: true,
+            parent: Some(42),
         };
         assert_eq!(HelperPolicy::decode(&p.encode()), Ok(p));
         assert!(HelperPolicy::decode("network 2").is_err());
         assert!(HelperPolicy::decode("hidden zz").is_err());
         assert!(HelperPolicy::decode("bogus 1").is_err());
+        assert!(HelperPolicy::decode("parent x").is_err());
     }
 }

@@ -1,14 +1,51 @@
-//! Protected paths made read-only to commands: the command gets a private mount namespace
-//! (propagation to the host cut) in which each protected path is bind-mounted onto itself and
-//! remounted read-only, Keel's own data and config directories (server token, session database)
-//! are covered by an empty read-only tmpfs, and Keel's config file (`$KEEL_CONFIG`) by an empty
-//! read-only file. The child inherits that view, and Landlock (applied next) forbids it to
-//! change mounts.
+//! The command's private view of the file system, built in its own mount namespace
+//! (propagation to the host cut), which the child inherits and Landlock (applied next) forbids
+//! it to change:
 //!
-//! Two ways in: with `CAP_SYS_ADMIN` (Keel running as root) the spawning thread unshares the
-//! mount namespace itself ([`protect`]); without it, the [`super::helper`] process enters a new
-//! *user* namespace that maps only the caller's own uid and gid, which grants a mount namespace
-//! to a normal user ([`protect_in_user_namespace`]). [`probe`] says whether the first works.
+//! - each protected path is bind-mounted onto itself and remounted read-only, and each
+//!   directory between the workspace and a protected path (its *chain*) is bind-mounted onto
+//!   itself read-write: a mount point cannot be renamed or removed, so `mv docs x; mkdir docs`
+//!   cannot move `docs/api.md`'s protection out of the way;
+//! - each hidden directory (Keel's data and config, the user's secret stores) is covered by an
+//!   empty read-only tmpfs, each hidden file (`$KEEL_CONFIG`, `~/.netrc`…) by `/dev/null`
+//!   (it reads as empty), read-only;
+//! - device files on every inherited mount stop working (`nodev`), a minimal `/dev` replaces
+//!   the host's, and (inside a new PID namespace) a fresh `/proc` shows only the command's own
+//!   processes ([`super::devices`]).
+//!
+//! Two ways in: with `CAP_SYS_ADMIN` (Keel running as root) the namespaces are unshared
+//! directly; without it, the [`super::helper`] process enters a new *user* namespace that maps
+//! only the caller's own uid and gid, which grants the others to a normal user. [`probe`] says
+//! whether the first works on a throw-away thread.
+
+use std::path::PathBuf;
+
+/// The view a command gets (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct View {
+    /// Made read-only.
+    pub protected: Vec<PathBuf>,
+    /// Directories on the way to a protected path, pinned (bind-mounted onto themselves).
+    pub anchors: Vec<PathBuf>,
+    /// Directories covered by an empty read-only directory.
+    pub hidden: Vec<PathBuf>,
+    /// Files covered by an empty read-only file.
+    pub hidden_files: Vec<PathBuf>,
+    /// Mount a fresh `/proc` (only in a new PID namespace, by a process inside it).
+    pub proc_fs: bool,
+    /// Replace `/dev` with a minimal one.
+    pub dev: bool,
+    /// Make device files on every inherited mount unusable.
+    pub nodev: bool,
+}
+
+/// Which optional parts of a [`View`] were built (all requested ones, when strict).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Built {
+    pub proc_fs: bool,
+    pub dev: bool,
+    pub nodev: bool,
+}
 
 #[cfg(target_os = "linux")]
 mod imp {
@@ -16,22 +53,26 @@ mod imp {
     use std::path::{Path, PathBuf};
 
     use rustix::fs::{StatVfsMountFlags, statvfs};
-    use rustix::mount::mount_remount;
-    use rustix::mount::{MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change};
+    use rustix::mount::{
+        MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change, mount_remount,
+    };
     use rustix::thread::UnshareFlags;
+
+    use super::super::devices;
+    use super::{Built, View};
 
     /// Moves the calling thread into new namespaces (`flags`).
     #[allow(unsafe_code)]
-    fn unshare(flags: UnshareFlags) -> io::Result<()> {
+    pub(in crate::sandbox) fn unshare(flags: UnshareFlags) -> io::Result<()> {
         // SAFETY: `unshare_unsafe` is unsafe because of `CLONE_FILES`, which would leave this
         // thread unable to use descriptors of other threads. Only `CLONE_NEWNS` (which implies
-        // `CLONE_FS`: cwd, root and umask) and `CLONE_NEWUSER` are unshared, on a throw-away
-        // thread that shares no descriptors with the rest of the process afterwards, or in the
-        // single-threaded helper process.
+        // `CLONE_FS`: cwd, root and umask), `CLONE_NEWUSER`, `CLONE_NEWPID` and `CLONE_NEWIPC`
+        // are unshared, on a throw-away thread that shares no descriptors with the rest of the
+        // process afterwards, or in the single-threaded helper process.
         unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(io::Error::from)
     }
 
-    fn make_private() -> io::Result<()> {
+    pub(in crate::sandbox) fn make_private() -> io::Result<()> {
         mount_change(
             "/",
             MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
@@ -42,7 +83,7 @@ mod imp {
     /// The flags a read-only remount of the mount holding `path` must keep: in a user
     /// namespace, `nosuid`, `nodev` and `noexec` of a mount inherited from the host are locked
     /// and a remount that drops them fails.
-    fn locked_flags(path: &Path) -> MountFlags {
+    pub(in crate::sandbox) fn locked_flags(path: &Path) -> MountFlags {
         let mut out = MountFlags::empty();
         if let Ok(st) = statvfs(path) {
             let f = st.f_flag;
@@ -59,29 +100,56 @@ mod imp {
         out
     }
 
-    /// In the calling thread's (private) mount namespace: makes each of `paths` read-only,
-    /// each of `hidden` an empty read-only directory and each of `hidden_files` an empty file.
-    fn apply(paths: &[PathBuf], hidden: &[PathBuf], hidden_files: &[PathBuf]) -> io::Result<()> {
-        for path in paths {
-            let fail = |what: &str, e: rustix::io::Errno| {
-                io::Error::other(format!(
-                    "cannot make `{}` read-only for the command ({what}): {e}",
-                    path.display()
-                ))
-            };
-            mount_bind_recursive(path, path).map_err(|e| fail("bind mount", e))?;
-            let keep = locked_flags(path);
-            mount_remount(path, MountFlags::BIND | MountFlags::RDONLY | keep, "")
+    /// Bind-mounts `source` onto `target` and, when `read_only`, remounts it read-only.
+    pub(in crate::sandbox) fn bind(
+        source: &Path,
+        target: &Path,
+        read_only: bool,
+        what: &str,
+    ) -> io::Result<()> {
+        let fail = |step: &str, e: rustix::io::Errno| {
+            io::Error::other(format!(
+                "cannot {what} `{}` for the command ({step}): {e}",
+                target.display()
+            ))
+        };
+        mount_bind_recursive(source, target).map_err(|e| fail("bind mount", e))?;
+        if read_only {
+            let keep = locked_flags(target);
+            mount_remount(target, MountFlags::BIND | MountFlags::RDONLY | keep, "")
                 .map_err(|e| fail("read-only remount", e))?;
         }
-        for dir in hidden {
-            // An empty, read-only tmpfs over the directory: the command sees nothing of it.
+        Ok(())
+    }
+
+    /// Pins the chain and makes the protected paths read-only, shallowest first (a pinned
+    /// directory mounted after a protected path below it would cover that path's mount).
+    fn protect(view: &View) -> io::Result<()> {
+        let mut all: Vec<(&PathBuf, bool)> = view
+            .anchors
+            .iter()
+            .filter(|a| !view.protected.contains(a))
+            .map(|a| (a, false))
+            .chain(view.protected.iter().map(|p| (p, true)))
+            .collect();
+        all.sort_by_key(|(p, _)| p.components().count());
+        for (path, read_only) in all {
+            let what = if read_only { "make read-only" } else { "pin" };
+            bind(path, path, read_only, what)?;
+        }
+        Ok(())
+    }
+
+    /// Covers each hidden directory with an empty read-only tmpfs, and each hidden file with
+    /// `/dev/null` (the minimal `/dev`'s when it is built: it reads as empty), read-only.
+    fn hide(view: &View) -> io::Result<()> {
+        for dir in &view.hidden {
             rustix::mount::mount(
-                "tmpfs",
+                "keel-hidden",
                 dir,
                 "tmpfs",
                 MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-                Some(c"size=4k,mode=0555"),
+                Some(c"size=4k,nr_inodes=1,mode=0555"),
             )
             .map_err(|e| {
                 io::Error::other(format!(
@@ -90,55 +158,65 @@ mod imp {
                 ))
             })?;
         }
-        for file in hidden_files {
-            let fail = |what: &str, e: rustix::io::Errno| {
-                io::Error::other(format!(
-                    "cannot hide `{}` from the command ({what}): {e}",
-                    file.display()
-                ))
-            };
-            // `/dev/null` reads as an empty file; the read-only remount stops writes reaching it.
-            rustix::mount::mount_bind(Path::new("/dev/null"), file)
-                .map_err(|e| fail("bind mount", e))?;
-            let keep = locked_flags(file);
-            mount_remount(file, MountFlags::BIND | MountFlags::RDONLY | keep, "")
-                .map_err(|e| fail("read-only remount", e))?;
+        for file in &view.hidden_files {
+            bind(Path::new("/dev/null"), file, true, "hide")?;
         }
         Ok(())
     }
 
-    /// With `CAP_SYS_ADMIN`: moves the calling thread into a private mount namespace and
-    /// applies the protections there.
-    pub(in crate::sandbox) fn protect(
-        paths: &[PathBuf],
-        hidden: &[PathBuf],
-        hidden_files: &[PathBuf],
-    ) -> io::Result<()> {
-        unshare(UnshareFlags::NEWNS)
-            .map_err(|e| io::Error::other(format!("cannot create a mount namespace: {e}")))?;
-        make_private()?;
-        apply(paths, hidden, hidden_files)
+    /// Builds `view` in the calling thread's (private) mount namespace. With `strict`, any
+    /// failure is an error; otherwise the optional parts that fail are left out and reported
+    /// missing in the result (the probe).
+    pub(in crate::sandbox) fn build(view: &View, strict: bool) -> io::Result<Built> {
+        let mut built = Built::default();
+        // Taken before `nodev` reaches the host's /dev.
+        let devices = if view.dev {
+            match devices::capture() {
+                Ok(d) => Some(d),
+                Err(e) if strict => return Err(e),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        if view.nodev {
+            match devices::nodev_everywhere() {
+                Ok(()) => built.nodev = true,
+                Err(e) if strict => return Err(e),
+                Err(_) => {}
+            }
+        }
+        protect(view)?;
+        if let Some(devices) = devices {
+            match devices::minimal_dev(devices) {
+                Ok(()) => built.dev = true,
+                Err(e) if strict => return Err(e),
+                Err(_) => {}
+            }
+        }
+        // After /dev: hidden files are covered by its `null`.
+        hide(view)?;
+        if view.proc_fs {
+            match devices::fresh_proc()
+                .map_err(|e| io::Error::other(format!("cannot mount a fresh /proc: {e}")))
+            {
+                Ok(()) => built.proc_fs = true,
+                Err(e) if strict => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Ok(built)
     }
 
     /// Without privileges, in a single-threaded process (the helper): enters a new user
     /// namespace mapping only the caller's uid and gid (so files keep their owners and the
-    /// command runs as the same user), with a private mount namespace, and applies the
-    /// protections there. The capabilities the process holds inside that user namespace reach
-    /// nothing outside it, and are lost at `exec` (a non-root uid) or dropped by the caller.
-    pub(in crate::sandbox) fn protect_in_user_namespace(
-        paths: &[PathBuf],
-        hidden: &[PathBuf],
-        hidden_files: &[PathBuf],
-    ) -> io::Result<()> {
-        enter_user_namespace()?;
-        make_private()?;
-        apply(paths, hidden, hidden_files)
-    }
-
-    fn enter_user_namespace() -> io::Result<()> {
+    /// command runs as the same user), with `also` (mount, PID, IPC namespaces). The
+    /// capabilities the process holds inside that user namespace reach nothing outside it, and
+    /// are lost at `exec` (a non-root uid) or dropped by the caller.
+    pub(in crate::sandbox) fn enter_user_namespace(also: UnshareFlags) -> io::Result<()> {
         let uid = rustix::process::geteuid().as_raw();
         let gid = rustix::process::getegid().as_raw();
-        unshare(UnshareFlags::NEWUSER | UnshareFlags::NEWNS).map_err(|e| {
+        unshare(UnshareFlags::NEWUSER | also).map_err(|e| {
             io::Error::other(format!(
                 "cannot create a user namespace ({e}); the kernel or a security module \
                  forbids unprivileged user namespaces"
@@ -157,17 +235,49 @@ mod imp {
         Ok(())
     }
 
-    /// `Ok` when this process may create mount namespaces itself (tried on a throw-away
-    /// thread).
-    pub(in crate::sandbox) fn probe() -> Result<(), String> {
+    /// The namespaces every confined command gets besides the user namespace.
+    pub(in crate::sandbox) fn command_namespaces() -> UnshareFlags {
+        UnshareFlags::NEWNS | UnshareFlags::NEWPID | UnshareFlags::NEWIPC
+    }
+
+    /// With `CAP_SYS_ADMIN`, on the calling (throw-away) thread: new mount, PID and IPC
+    /// namespaces, and `view` built in the mount namespace (`view.proc_fs` must be false: the
+    /// first process of the PID namespace mounts `/proc`). The PID namespace takes effect for
+    /// the next child, which becomes its first process.
+    pub(in crate::sandbox) fn enter_in_process(view: &View) -> io::Result<()> {
+        unshare(command_namespaces())
+            .map_err(|e| io::Error::other(format!("cannot create the namespaces: {e}")))?;
+        make_private()?;
+        build(view, true).map(|_| ())
+    }
+
+    /// `Ok` with what the calling process may build itself (root), tried on a throw-away
+    /// thread; a fresh `/proc` is tried by a child of it that fails to `exec` on purpose.
+    pub(in crate::sandbox) fn probe() -> Result<Built, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("keel-ns-probe-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a probe directory: {e}"))?;
+        let protected = dir.path().join("protected");
+        std::fs::create_dir(&protected).map_err(|e| e.to_string())?;
+        let view = View {
+            protected: vec![protected],
+            dev: true,
+            nodev: true,
+            ..View::default()
+        };
+        // The namespaces die with the thread; the directory is removed outside them.
         std::thread::Builder::new()
             .name("keel-sandbox-probe".into())
-            .spawn(|| {
-                unshare(UnshareFlags::NEWNS).map_err(|_| {
+            .spawn(move || {
+                unshare(command_namespaces()).map_err(|_| {
                     "no CAP_SYS_ADMIN to create a mount namespace (Keel is not running as root)"
                         .to_string()
                 })?;
-                make_private().map_err(|e| e.to_string())
+                make_private().map_err(|e| e.to_string())?;
+                let mut built = build(&view, false).map_err(|e| e.to_string())?;
+                built.proc_fs = proc_in_child();
+                Ok(built)
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -175,30 +285,33 @@ mod imp {
                     .map_err(|_| "the probe thread panicked".to_string())
             })?
     }
+
+    /// True when the first child of the calling thread's new PID namespace can mount a fresh
+    /// `/proc`: the child mounts it, then `exec`s a program that does not exist.
+    #[allow(unsafe_code)]
+    fn proc_in_child() -> bool {
+        use std::os::unix::process::CommandExt;
+        // Nothing runs: the probe's `exec` fails on purpose after the pre-exec step.
+        #[allow(clippy::disallowed_methods)]
+        let mut cmd = std::process::Command::new("/nonexistent/keel-proc-probe");
+        // SAFETY: the closure runs between `fork` and `exec`; `fresh_proc` makes system calls
+        // only, without allocating.
+        unsafe {
+            cmd.pre_exec(devices::fresh_proc);
+        }
+        matches!(cmd.spawn(), Err(e) if e.kind() == io::ErrorKind::NotFound)
+    }
 }
 
 #[cfg(target_os = "linux")]
-pub(super) use imp::{probe, protect, protect_in_user_namespace};
+pub(super) use imp::{build, enter_in_process, enter_user_namespace, make_private, probe, unshare};
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn protect(
-    _paths: &[std::path::PathBuf],
-    _hidden: &[std::path::PathBuf],
-    _hidden_files: &[std::path::PathBuf],
-) -> std::io::Result<()> {
+pub(super) fn enter_in_process(_view: &View) -> std::io::Result<()> {
     Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn protect_in_user_namespace(
-    _paths: &[std::path::PathBuf],
-    _hidden: &[std::path::PathBuf],
-    _hidden_files: &[std::path::PathBuf],
-) -> std::io::Result<()> {
-    Err(std::io::Error::other("user namespaces exist only on Linux"))
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(super) fn probe() -> Result<(), String> {
+pub(super) fn probe() -> Result<Built, String> {
     Err("mount namespaces exist only on Linux".into())
 }

@@ -1,11 +1,12 @@
 //! The Landlock part of the sandbox: file-system rights, TCP rules and scoping.
 
 #[cfg(target_os = "linux")]
-pub(super) use imp::{probe, restrict_current_thread};
+pub(super) use imp::{prepare, probe, restrict_current_thread, restrict_with};
 
 #[cfg(target_os = "linux")]
 mod imp {
     use std::io;
+    use std::os::fd::OwnedFd;
     use std::path::PathBuf;
 
     use landlock::{
@@ -20,9 +21,14 @@ mod imp {
     /// Device files every command may write (sinks that hold no data).
     const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
+    /// Directories of the command's own minimal `/dev` it may use fully: its own terminals
+    /// and its own shared memory (never the host's, which [`super::super::devices`] replaced).
+    const PRIVATE_DEV_DIRS: &[&str] = &["/dev/pts", "/dev/shm"];
+
     fn ruleset(
         writable: &[PathBuf],
         network: bool,
+        private_dev: bool,
     ) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
         let all = AccessFs::from_all(TARGET_ABI);
         let read = AccessFs::from_read(TARGET_ABI);
@@ -48,6 +54,12 @@ mod imp {
                 rules = rules.add_rule(PathBeneath::new(fd, file_write))?;
             }
         }
+        let private: &[&str] = if private_dev { PRIVATE_DEV_DIRS } else { &[] };
+        for dir in private {
+            if let Ok(fd) = PathFd::new(dir) {
+                rules = rules.add_rule(PathBeneath::new(fd, all))?;
+            }
+        }
         for path in writable {
             if let Ok(fd) = PathFd::new(path) {
                 let rights = if path.is_dir() {
@@ -61,11 +73,14 @@ mod imp {
         Ok(rules)
     }
 
+    /// Restricts the calling thread: `writable` and, with `private_dev` (the command's own
+    /// minimal `/dev` is in place), its terminals and shared memory.
     pub(in crate::sandbox) fn restrict_current_thread(
         writable: &[PathBuf],
         network: bool,
+        private_dev: bool,
     ) -> io::Result<()> {
-        let status = ruleset(writable, network)
+        let status = ruleset(writable, network, private_dev)
             .and_then(|r| r.restrict_self())
             .map_err(|e| io::Error::other(format!("cannot apply the Landlock sandbox: {e}")))?;
         if status.ruleset == RulesetStatus::NotEnforced {
@@ -76,13 +91,41 @@ mod imp {
         Ok(())
     }
 
+    /// The ruleset for `writable`, `network` and `private_dev`, created but not applied: its
+    /// descriptor, for [`restrict_with`] between `fork` and `exec`.
+    pub(in crate::sandbox) fn prepare(
+        writable: &[PathBuf],
+        network: bool,
+        private_dev: bool,
+    ) -> io::Result<Option<OwnedFd>> {
+        ruleset(writable, network, private_dev)
+            .map(Option::<OwnedFd>::from)
+            .map_err(|e| io::Error::other(format!("cannot build the Landlock sandbox: {e}")))
+    }
+
+    /// Restricts the calling thread by a [`prepare`]d ruleset (`no_new_privs` first). System
+    /// calls only, no allocation.
+    #[allow(unsafe_code)]
+    pub(in crate::sandbox) fn restrict_with(ruleset: &OwnedFd) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        rustix::thread::set_no_new_privs(true)?;
+        // SAFETY: `landlock_restrict_self(fd, 0)` takes a descriptor and flags; no memory is
+        // passed.
+        let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// (ABI, enforced, detail).
     pub(in crate::sandbox) fn probe() -> (u32, bool, String) {
         let outcome = std::thread::Builder::new()
             .name("keel-sandbox-probe".into())
             .spawn(|| {
                 let tmp = std::env::temp_dir();
-                ruleset(&[tmp], false).and_then(|r| r.restrict_self())
+                ruleset(&[tmp], false, false).and_then(|r| r.restrict_self())
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -132,6 +175,7 @@ mod imp {
 pub(super) fn restrict_current_thread(
     _writable: &[std::path::PathBuf],
     _network: bool,
+    _private_dev: bool,
 ) -> std::io::Result<()> {
     Ok(())
 }

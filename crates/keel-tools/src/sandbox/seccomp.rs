@@ -1,7 +1,26 @@
-//! The seccomp part of the sandbox: what Landlock has no rule for. Denied calls fail with
-//! `EPERM`; everything else is allowed.
+//! The seccomp part of the sandbox: what Landlock has no rule for, and the kernel powers root
+//! keeps. Denied calls fail with `EPERM` (the command sees an ordinary error and goes on);
+//! everything else is allowed.
 //!
-//! - Always: `ioctl(TIOCSTI/TIOCLINUX)` (typing into the user's terminal).
+//! - Always:
+//!   - `ioctl(TIOCSTI/TIOCLINUX)` (typing into the user's terminal);
+//!   - `mknod`/`mknodat` of character and block devices (a device node in the workspace
+//!     reaches any disk or terminal; FIFOs, sockets and regular files stay allowed: build
+//!     scripts and tests use `mkfifo`);
+//!   - the inode-flag calls: `ioctl(FS_IOC_SETFLAGS)` (64- and 32-bit request numbers),
+//!     `ioctl(FS_IOC_FSSETXATTR)` and `file_setattr` (`chattr +i` makes any file immutable,
+//!     `+a` append-only);
+//!   - the kernel keyrings: `add_key`, `request_key`, `keyctl` (the user's and session
+//!     keyrings are shared with everything else the user runs);
+//!   - on x86_64, every x32-ABI call (its numbers would bypass the rules above on kernels
+//!     built with x32).
+//! - Without a private IPC namespace ([`Filter::ipc_namespace`]): System V IPC
+//!   (`shm*`, `msg*`, `sem*`), which would reach other programs' segments and queues.
+//! - Without a private PID namespace ([`Filter::pid_namespace`]): `setpriority`,
+//!   `ioprio_set`, `prlimit64`, `sched_setaffinity`/`setscheduler`/`setparam`/`setattr`,
+//!   `migrate_pages` and `move_pages` aimed at any process but the caller (pid 0). In a
+//!   private PID namespace the kernel resolves pids (and the per-user forms of `setpriority`
+//!   and `ioprio_set`) inside it, so only the command's own processes are reachable.
 //! - Network off: `socket()` of any family but `AF_UNIX`, `connect`, `bind`, `listen`,
 //!   `accept`, `sendto` with an address, `sendmmsg`, and io_uring (whose operations seccomp
 //!   cannot see). UNIX *datagram* sockets are refused too, from `socket()` and `socketpair()`:
@@ -13,13 +32,18 @@
 
 use std::io;
 
-/// What to deny besides the terminal ioctls.
+/// What to deny besides what is always denied.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Filter {
     /// Network allowed: keep sockets.
     pub network: bool,
     /// Metadata changes allowed (not read-only).
     pub metadata: bool,
+    /// The command runs in its own PID namespace: calls aimed at other processes can only
+    /// reach its own.
+    pub pid_namespace: bool,
+    /// The command runs in its own IPC namespace: System V IPC reaches only its own objects.
+    pub ipc_namespace: bool,
 }
 
 #[cfg(all(
@@ -46,12 +70,27 @@ mod imp {
     const SYS_FCHMODAT2: i64 = 452;
     const SYS_SETXATTRAT: i64 = 463;
     const SYS_REMOVEXATTRAT: i64 = 466;
+    /// Linux 6.17: sets the `fsxattr` flags (immutable, append-only) by path.
+    const SYS_FILE_SETATTR: i64 = 469;
 
     const TIOCSTI: u64 = 0x5412;
+    const TIOCLINUX: u64 = 0x541C;
+    /// `_IOW('f', 2, long)`: set the inode flags (`chattr`).
+    const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
+    /// `_IOW('f', 2, int)`: the same request as a 32-bit program numbers it.
+    const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
+    /// `_IOW('X', 32, struct fsxattr)` (28 bytes): set the extended inode flags.
+    const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
     /// The socket type bits of `socket()`/`socketpair()`'s second argument (the rest are
     /// `SOCK_NONBLOCK`/`SOCK_CLOEXEC`).
     const SOCK_TYPE_MASK: u64 = 0xf;
-    const TIOCLINUX: u64 = 0x541C;
+    const S_IFMT: u64 = 0o170_000;
+    const S_IFCHR: u64 = 0o020_000;
+    const S_IFBLK: u64 = 0o060_000;
+    /// `PRIO_PROCESS` of `setpriority`.
+    const PRIO_PROCESS: u64 = 0;
+    /// `IOPRIO_WHO_PROCESS` of `ioprio_set`.
+    const IOPRIO_WHO_PROCESS: u64 = 1;
 
     fn metadata_calls() -> Vec<i64> {
         let mut calls = vec![
@@ -96,6 +135,46 @@ mod imp {
         ]
     }
 
+    /// Calls denied whatever their arguments.
+    fn always_denied() -> Vec<i64> {
+        vec![
+            libc::SYS_add_key,
+            libc::SYS_request_key,
+            libc::SYS_keyctl,
+            SYS_FILE_SETATTR,
+        ]
+    }
+
+    fn sysv_ipc_calls() -> Vec<i64> {
+        vec![
+            libc::SYS_shmget,
+            libc::SYS_shmat,
+            libc::SYS_shmctl,
+            libc::SYS_shmdt,
+            libc::SYS_msgget,
+            libc::SYS_msgsnd,
+            libc::SYS_msgrcv,
+            libc::SYS_msgctl,
+            libc::SYS_semget,
+            libc::SYS_semop,
+            libc::SYS_semctl,
+            libc::SYS_semtimedop,
+        ]
+    }
+
+    /// Calls whose first argument names a process (0: the caller).
+    fn pid_first_calls() -> Vec<i64> {
+        vec![
+            libc::SYS_prlimit64,
+            libc::SYS_sched_setaffinity,
+            libc::SYS_sched_setscheduler,
+            libc::SYS_sched_setparam,
+            libc::SYS_sched_setattr,
+            libc::SYS_migrate_pages,
+            libc::SYS_move_pages,
+        ]
+    }
+
     fn cond(
         arg: u8,
         len: SeccompCmpArgLen,
@@ -107,6 +186,57 @@ mod imp {
 
     fn rule(conditions: Vec<SeccompCondition>) -> io::Result<SeccompRule> {
         SeccompRule::new(conditions).map_err(io::Error::other)
+    }
+
+    /// One rule per value: 32-bit argument `arg` equal to it.
+    fn any_of(arg: u8, values: &[u64]) -> io::Result<Vec<SeccompRule>> {
+        values
+            .iter()
+            .map(|v| {
+                rule(vec![cond(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    *v,
+                )?])
+            })
+            .collect()
+    }
+
+    /// Denies a call unless 32-bit argument `arg` is 0 (and, when given, argument 0 equals
+    /// `kind`): a call aimed at another process.
+    fn not_self(arg: u8, kind: Option<u64>) -> io::Result<Vec<SeccompRule>> {
+        let mut out = vec![rule(vec![cond(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            0,
+        )?])?];
+        if let Some(kind) = kind {
+            out.push(rule(vec![cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                kind,
+            )?])?);
+        }
+        Ok(out)
+    }
+
+    /// A device node: the file-type bits of mode argument `arg` are a character or block
+    /// device.
+    fn device_mode(arg: u8) -> io::Result<Vec<SeccompRule>> {
+        [S_IFCHR, S_IFBLK]
+            .into_iter()
+            .map(|kind| {
+                rule(vec![cond(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(S_IFMT),
+                    kind,
+                )?])
+            })
+            .collect()
     }
 
     /// `AF_UNIX` with type `SOCK_DGRAM`, or `SOCK_RAW` (which the kernel turns into a datagram
@@ -137,24 +267,38 @@ mod imp {
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         rules.insert(
             libc::SYS_ioctl,
-            vec![
-                rule(vec![cond(
-                    1,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::Eq,
+            any_of(
+                1,
+                &[
                     TIOCSTI,
-                )?])?,
-                rule(vec![cond(
-                    1,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::Eq,
                     TIOCLINUX,
-                )?])?,
-            ],
+                    FS_IOC_SETFLAGS,
+                    FS_IOC32_SETFLAGS,
+                    FS_IOC_FSSETXATTR,
+                ],
+            )?,
         );
+        rules.insert(libc::SYS_mknodat, device_mode(2)?);
+        #[cfg(target_arch = "x86_64")]
+        rules.insert(libc::SYS_mknod, device_mode(1)?);
+        for call in always_denied() {
+            // An empty rule list matches every call.
+            rules.insert(call, Vec::new());
+        }
+        if !filter.ipc_namespace {
+            for call in sysv_ipc_calls() {
+                rules.insert(call, Vec::new());
+            }
+        }
+        if !filter.pid_namespace {
+            for call in pid_first_calls() {
+                rules.insert(call, not_self(0, None)?);
+            }
+            rules.insert(libc::SYS_setpriority, not_self(1, Some(PRIO_PROCESS))?);
+            rules.insert(libc::SYS_ioprio_set, not_self(1, Some(IOPRIO_WHO_PROCESS))?);
+        }
         if !filter.network {
             for call in network_calls() {
-                // An empty rule list matches every call.
                 rules.insert(call, Vec::new());
             }
             let mut socket_rules = vec![rule(vec![cond(
@@ -192,9 +336,97 @@ mod imp {
         BpfProgram::try_from(filter).map_err(io::Error::other)
     }
 
+    /// `program` behind a guard that refuses (`ENOSYS`) every call made through the x32 ABI
+    /// on x86_64: their numbers carry bit 30 and would match none of `program`'s rules. (Other
+    /// architectures are killed by `program`'s own architecture check.)
+    pub(super) fn with_x32_guard(program: BpfProgram) -> BpfProgram {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use seccompiler::sock_filter;
+            const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+            const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+            // BPF_LD | BPF_W | BPF_ABS, BPF_JMP | BPF_JEQ | BPF_K, BPF_JMP | BPF_JSET | BPF_K,
+            // BPF_RET | BPF_K. struct seccomp_data: nr at 0, arch at 4.
+            const LD_W_ABS: u16 = 0x20;
+            const JEQ_K: u16 = 0x15;
+            const JSET_K: u16 = 0x45;
+            const RET_K: u16 = 0x06;
+            let op = |code: u16, k: u32, jt: u8, jf: u8| sock_filter { code, jt, jf, k };
+            let mut out = vec![
+                op(LD_W_ABS, 4, 0, 0),
+                // Not x86_64: on to `program`, whose own check kills it.
+                op(JEQ_K, AUDIT_ARCH_X86_64, 0, 3),
+                op(LD_W_ABS, 0, 0, 0),
+                op(JSET_K, X32_SYSCALL_BIT, 0, 1),
+                op(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32, 0, 0),
+            ];
+            out.extend(program);
+            out
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        program
+    }
+
     pub(super) fn install(program: &BpfProgram) -> io::Result<()> {
         seccompiler::apply_filter(program)
             .map_err(|e| io::Error::other(format!("cannot install the seccomp filter: {e}")))
+    }
+}
+
+/// A filter built beforehand, for [`install`] between `fork` and `exec` (the default: none).
+#[derive(Debug, Default)]
+pub(super) struct Prepared {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    program: Option<seccompiler::BpfProgram>,
+}
+
+/// Builds the filters for `filter`.
+pub(super) fn prepare(filter: Filter) -> io::Result<Prepared> {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        Ok(Prepared {
+            program: Some(imp::with_x32_guard(imp::program(filter)?)),
+        })
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        let _ = filter;
+        Ok(Prepared::default())
+    }
+}
+
+/// Installs [`prepare`]d filters on the calling thread (setting `no_new_privs`). System calls
+/// only, no allocation on success.
+pub(super) fn install(prepared: &Prepared) -> io::Result<()> {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        let Some(program) = &prepared.program else {
+            return Ok(());
+        };
+        seccompiler::apply_filter(program).map_err(|e| match e {
+            seccompiler::Error::Prctl(e) | seccompiler::Error::Seccomp(e) => e,
+            _ => io::Error::from_raw_os_error(libc::EINVAL),
+        })
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        let _ = prepared;
+        Ok(())
     }
 }
 
@@ -209,7 +441,7 @@ pub(super) fn apply(filter: Filter) -> io::Result<()> {
         // Without Landlock nobody set no_new_privs yet; seccomp requires it for non-root.
         rustix::thread::set_no_new_privs(true)
             .map_err(|e| io::Error::other(format!("cannot set no_new_privs: {e}")))?;
-        imp::install(&imp::program(filter)?)
+        imp::install(&imp::with_x32_guard(imp::program(filter)?))
     }
     #[cfg(not(all(
         target_os = "linux",
@@ -234,6 +466,8 @@ pub(super) fn probe() -> Result<(), String> {
                 apply(Filter {
                     network: false,
                     metadata: false,
+                    pid_namespace: false,
+                    ipc_namespace: false,
                 })
                 .map_err(|e| e.to_string())
             })
@@ -249,5 +483,157 @@ pub(super) fn probe() -> Result<(), String> {
     )))]
     {
         Err("seccomp filters are built only for Linux on x86_64 and aarch64".into())
+    }
+}
+
+/// The filter by itself (without the namespaces that normally come with it): each call is made
+/// on a throw-away thread that installed it, and must fail with `EPERM` exactly when denied.
+#[cfg(all(
+    test,
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[allow(unsafe_code, clippy::unwrap_used, clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on a fresh thread confined by `filter`; `f` returns each call's errno (0: ok).
+    fn under(
+        filter: Filter,
+        f: impl FnOnce() -> Vec<(&'static str, i32)> + Send + 'static,
+    ) -> Vec<(&'static str, i32)> {
+        std::thread::spawn(move || {
+            apply(filter).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    fn errno(rc: i64) -> i32 {
+        if rc < 0 {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+        } else {
+            0
+        }
+    }
+
+    const NO_NAMESPACES: Filter = Filter {
+        network: true,
+        metadata: true,
+        pid_namespace: false,
+        ipc_namespace: false,
+    };
+
+    fn calls(other: i32, dir: std::path::PathBuf) -> Vec<(&'static str, i32)> {
+        let node = |name: &str| std::ffi::CString::new(dir.join(name).to_str().unwrap()).unwrap();
+        let (null, fifo, file) = (node("null"), node("fifo"), node("file"));
+        std::fs::write(dir.join("file"), "x").unwrap();
+        let mut out = Vec::new();
+        // SAFETY: plain system calls with valid pointers to live locals or null where the
+        // kernel accepts it; nothing they return is dereferenced.
+        unsafe {
+            out.push((
+                "mknod char",
+                errno(libc::mknodat(
+                    libc::AT_FDCWD,
+                    null.as_ptr(),
+                    libc::S_IFCHR | 0o600,
+                    libc::makedev(1, 3),
+                ) as i64),
+            ));
+            out.push((
+                "mknod fifo",
+                errno(
+                    libc::mknodat(libc::AT_FDCWD, fifo.as_ptr(), libc::S_IFIFO | 0o600, 0) as i64,
+                ),
+            ));
+            let fd = libc::open(file.as_ptr(), libc::O_RDONLY);
+            let mut flags: libc::c_long = 0;
+            out.push((
+                "getflags",
+                errno(libc::ioctl(fd, 0x8008_6601, &mut flags) as i64),
+            ));
+            out.push((
+                "setflags",
+                errno(libc::ioctl(fd, 0x4008_6602, &flags) as i64),
+            ));
+            libc::close(fd);
+            out.push(("keyctl", errno(libc::syscall(libc::SYS_keyctl, 0, -4, 0))));
+            let shm = libc::shmget(libc::IPC_PRIVATE, 4096, 0o600);
+            if shm >= 0 {
+                libc::shmctl(shm, libc::IPC_RMID, std::ptr::null_mut());
+            }
+            out.push(("shmget", errno(shm as i64)));
+            out.push((
+                "setpriority self",
+                errno(libc::setpriority(libc::PRIO_PROCESS, 0, 0) as i64),
+            ));
+            out.push((
+                "setpriority other",
+                errno(libc::setpriority(libc::PRIO_PROCESS, other as libc::id_t, 0) as i64),
+            ));
+            let mut old = std::mem::zeroed::<libc::rlimit64>();
+            out.push((
+                "prlimit other",
+                errno(
+                    libc::prlimit64(other, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) as i64,
+                ),
+            ));
+            out.push((
+                "prlimit self",
+                errno(libc::prlimit64(0, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) as i64),
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn without_namespaces_other_processes_and_ipc_are_denied_too() {
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = other.id() as i32;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        let denied = under(NO_NAMESPACES, move || calls(pid, d));
+        let d = dir.path().join("ns");
+        std::fs::create_dir(&d).unwrap();
+        let namespaced = under(
+            Filter {
+                pid_namespace: true,
+                ipc_namespace: true,
+                ..NO_NAMESPACES
+            },
+            move || calls(pid, d),
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+        let get = |v: &[(&str, i32)], name: &str| v.iter().find(|(n, _)| *n == name).unwrap().1;
+        for name in [
+            "mknod char",
+            "setflags",
+            "keyctl",
+            "shmget",
+            "setpriority other",
+            "prlimit other",
+        ] {
+            assert_eq!(get(&denied, name), libc::EPERM, "{name}: {denied:?}");
+        }
+        for name in ["mknod fifo", "getflags", "setpriority self", "prlimit self"] {
+            assert_eq!(get(&denied, name), 0, "{name}: {denied:?}");
+        }
+        // With namespaces, the process calls and System V IPC are the kernel's to scope.
+        for name in ["shmget", "setpriority other", "prlimit other"] {
+            assert_eq!(get(&namespaced, name), 0, "{name}: {namespaced:?}");
+        }
+        for name in ["mknod char", "setflags", "keyctl"] {
+            assert_eq!(
+                get(&namespaced, name),
+                libc::EPERM,
+                "{name}: {namespaced:?}"
+            );
+        }
     }
 }

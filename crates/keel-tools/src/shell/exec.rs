@@ -43,13 +43,15 @@ pub struct ExecRequest {
 }
 
 impl ExecRequest {
-    /// A request with defaults: 60 s, workspace-write policy, no extra roots.
+    /// A request with defaults: 60 s, workspace-write policy, no extra roots, the default
+    /// secret stores hidden ([`crate::sandbox::SECRET_STORES`]).
     pub fn new(argv: Vec<OsString>, cwd: impl Into<PathBuf>) -> Self {
         let cwd = cwd.into();
         Self {
             argv,
             roots: WritableRoots {
                 workspace: Some(cwd.clone()),
+                hidden: crate::sandbox::secret_stores(),
                 ..WritableRoots::default()
             },
             cwd,
@@ -312,8 +314,8 @@ impl Drop for GroupGuard {
 }
 
 /// A long-running program started by [`spawn`] (an MCP stdio server): talk to it through the
-/// child's `stdin`/`stdout`, read its `stderr`. Dropping it kills the whole process group
-/// and removes its private temp dir.
+/// child's `stdin`/`stdout`, read its `stderr`. Dropping it kills the program, everything it
+/// started, and removes its private temp dir.
 #[derive(Debug)]
 pub struct Spawned {
     /// The process, with `stdin`, `stdout` and `stderr` piped.
@@ -321,6 +323,7 @@ pub struct Spawned {
     /// True when the kernel sandbox confines it.
     pub sandboxed: bool,
     guard: GroupGuard,
+    _keeper: sandbox::NamespaceKeeper,
     _private_tmp: tempfile::TempDir,
 }
 
@@ -336,7 +339,36 @@ impl Spawned {
 /// programs Keel talks to rather than waits for. The request's `timeout` and `cancel` are not
 /// used (the caller ends it by dropping it or with [`Spawned::kill`]).
 pub async fn spawn(req: ExecRequest) -> std::io::Result<Spawned> {
-    let Some((program, args)) = req.argv.split_first() else {
+    let started = start(&req, true).await?;
+    let guard = GroupGuard {
+        pgid: started
+            .confined
+            .child
+            .id()
+            .and_then(|id| i32::try_from(id).ok()),
+    };
+    let sandbox::ConfinedChild { child, keeper } = started.confined;
+    Ok(Spawned {
+        child,
+        sandboxed: started.sandboxed,
+        guard,
+        _keeper: keeper,
+        _private_tmp: started.private_tmp,
+    })
+}
+
+/// A program [`start`]ed for a request.
+struct Started {
+    confined: sandbox::ConfinedChild,
+    sandboxed: bool,
+    private_tmp: tempfile::TempDir,
+}
+
+/// Starts the request's program confined by its policy (`sandbox::spawn_command`), in its own
+/// process group, stdout and stderr piped, stdin piped or closed, with the allowlisted
+/// environment and a private temp dir.
+async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started> {
+    let Some(program) = req.argv.first() else {
         return Err(std::io::Error::other(
             "nothing to run: the command is empty",
         ));
@@ -345,135 +377,61 @@ pub async fn spawn(req: ExecRequest) -> std::io::Result<Spawned> {
     let mut roots = req.roots.clone();
     roots.private_tmp = Some(private_tmp.path().to_path_buf());
     let policy = req.policy;
-    let launch = sandbox::helper_launch(policy, &roots);
-    // The confined runner (see `run`).
-    #[allow(clippy::disallowed_methods)]
-    let mut cmd = match &launch {
-        Some(h) => {
-            let mut c = tokio::process::Command::new(&h.program);
-            c.args(&h.args).arg(program);
-            c
-        }
-        None => tokio::process::Command::new(program),
-    };
-    cmd.args(args)
-        .current_dir(&req.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .env_clear()
-        .envs(scrubbed_env(&req.env_keep))
-        .env("TMPDIR", private_tmp.path())
-        .env("NO_COLOR", "1");
+    let mut env: Vec<(OsString, OsString)> = scrubbed_env(&req.env_keep);
+    for (k, v) in [
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("NO_COLOR", "1"),
+        ("CARGO_TERM_COLOR", "never"),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    env.push(("TMPDIR".into(), private_tmp.path().into()));
     for (k, v) in &req.env_set {
-        cmd.env(k, v);
+        env.push((k.into(), v.into()));
     }
-    if let Some(h) = &launch {
-        cmd.env(h.policy_env.0, &h.policy_env.1);
+    for (k, sub) in &req.env_in_tmp {
+        env.push((k.into(), private_tmp.path().join(sub).into()));
     }
-    let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
-    let runtime = tokio::runtime::Handle::current();
-    let child = tokio::task::spawn_blocking(move || {
-        let spawn = move || {
-            let _enter = runtime.enter();
-            cmd.spawn()
-        };
-        if launch.is_some() {
-            sandbox::spawn_via_helper(spawn)
-        } else {
-            sandbox::spawn_confined(policy, &roots, spawn)
-        }
-    })
-    .await
-    .map_err(|e| std::io::Error::other(format!("the spawn task failed: {e}")))?
-    .map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot start `{}`: {e}", program.to_string_lossy()),
-        )
-    })?;
-    let guard = GroupGuard {
-        pgid: child.id().and_then(|id| i32::try_from(id).ok()),
+    let cwd = req.cwd.clone();
+    let configure = move |cmd: &mut tokio::process::Command| {
+        cmd.current_dir(&cwd)
+            .stdin(if piped_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .env_clear()
+            .envs(env);
     };
-    Ok(Spawned {
-        child,
+    let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
+    let confined = sandbox::spawn_command(policy, &roots, &req.argv, configure)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot start `{}`: {e}", program.to_string_lossy()),
+            )
+        })?;
+    Ok(Started {
+        confined,
         sandboxed,
-        guard,
-        _private_tmp: private_tmp,
+        private_tmp,
     })
 }
 
 /// Runs the request to completion, timeout or cancellation.
 pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
-    let Some((program, args)) = req.argv.split_first() else {
-        return Err(std::io::Error::other(
-            "nothing to run: the command is empty",
-        ));
-    };
-    let private_tmp = tempfile::Builder::new().prefix("keel-cmd-").tempdir()?;
-    let mut roots = req.roots.clone();
-    roots.private_tmp = Some(private_tmp.path().to_path_buf());
-    let policy = req.policy;
-    // As a normal user, the mount namespace comes from the helper, which becomes the command.
-    let launch = sandbox::helper_launch(policy, &roots);
-    // The confined runner: the one place (with the sandbox helper and safe_git) a program
-    // starts, with everything below applied to it.
-    #[allow(clippy::disallowed_methods)]
-    let mut cmd = match &launch {
-        Some(h) => {
-            let mut c = tokio::process::Command::new(&h.program);
-            c.args(&h.args).arg(program);
-            c
-        }
-        None => tokio::process::Command::new(program),
-    };
-    cmd.args(args)
-        .current_dir(&req.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .env_clear()
-        .envs(scrubbed_env(&req.env_keep))
-        .env("TMPDIR", private_tmp.path())
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("NO_COLOR", "1")
-        .env("CARGO_TERM_COLOR", "never");
-    for (k, v) in &req.env_set {
-        cmd.env(k, v);
-    }
-    for (k, sub) in &req.env_in_tmp {
-        cmd.env(k, private_tmp.path().join(sub));
-    }
-    if let Some(h) = &launch {
-        cmd.env(h.policy_env.0, &h.policy_env.1);
-    }
-    let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
-    let runtime = tokio::runtime::Handle::current();
-    let spawned = tokio::task::spawn_blocking(move || {
-        let spawn = move || {
-            let _enter = runtime.enter();
-            cmd.spawn()
-        };
-        if launch.is_some() {
-            sandbox::spawn_via_helper(spawn)
-        } else {
-            sandbox::spawn_confined(policy, &roots, spawn)
-        }
-    })
-    .await
-    .map_err(|e| std::io::Error::other(format!("the spawn task failed: {e}")))?;
-    let mut child = spawned.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot start `{}`: {e}", program.to_string_lossy()),
-        )
-    })?;
+    let Started {
+        mut confined,
+        sandboxed,
+        private_tmp,
+    } = start(&req, false).await?;
+    let child = &mut confined.child;
     let started = Instant::now();
     let mut guard = GroupGuard {
         pgid: child.id().and_then(|id| i32::try_from(id).ok()),
@@ -503,6 +461,8 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let stdout = drain(stdout).await;
     let stderr = drain(stderr).await;
     guard.pgid = None;
+    // The namespaces go only now that the command and its output are done.
+    drop(confined);
     drop(private_tmp);
     Ok(ExecOutput {
         ending,
@@ -573,6 +533,19 @@ mod tests {
             assert!(!is_allowed_var(name, &[]), "{name}");
         }
         assert!(is_allowed_var("GH_PAT", &["GH_PAT".to_string()]));
+    }
+
+    #[test]
+    fn a_request_hides_the_secret_stores_unless_told_otherwise() {
+        let req = ExecRequest::new(vec![OsString::from("true")], "/w");
+        for store in ["~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials"] {
+            let path = crate::sandbox::expand_home(store);
+            assert!(
+                req.roots.hidden.contains(&path),
+                "{store}: {:?}",
+                req.roots.hidden
+            );
+        }
     }
 
     #[test]

@@ -7,18 +7,26 @@
 //! must not. This module does not decide phase policy: callers choose the sandbox policy on
 //! the [`crate::ToolContext`].
 
+mod arith;
 pub mod exec;
 mod hidden;
 mod lint;
+mod makefile;
 mod missing;
 mod options;
+mod outputs;
 mod programs;
+mod project;
+mod redirects;
+mod rules;
 mod run_command;
 mod run_tests;
+mod runners;
 mod safety;
 mod scripts;
 pub mod testing;
 mod toolchains;
+mod verdict;
 mod words;
 mod wrappers;
 
@@ -29,7 +37,7 @@ use std::time::Duration;
 pub use lint::{AutoLint, LintSettings};
 pub use run_command::{RunCommand, RunCommandArgs};
 pub use run_tests::{RunTests, RunTestsArgs};
-pub use safety::{Analysis, CommandSafety, SafetyClass, classify};
+pub use safety::{Analysis, CommandSafety, RuleMatch, SafetyClass, Source, classify};
 pub use testing::{TestCommand, TestRunner, TestSummary, detect_test_command};
 
 use crate::ToolRegistry;
@@ -61,6 +69,9 @@ pub struct ShellSettings {
     pub protected: Vec<PathBuf>,
     /// Extra writable directories for the workspace-write sandbox (`~` expanded).
     pub writable: Vec<PathBuf>,
+    /// Directories and files hidden from commands behind empty read-only ones (`shell.hide`,
+    /// `~` expanded; by default [`crate::sandbox::SECRET_STORES`]).
+    pub hide: Vec<PathBuf>,
     /// Environment variables passed to commands besides the allowlist
     /// ([`exec::ENV_ALLOWLIST`]).
     pub env_keep: Vec<String>,
@@ -83,6 +94,7 @@ impl Default for ShellSettings {
                 .iter()
                 .map(|p| crate::sandbox::expand_home(p))
                 .collect(),
+            hide: crate::sandbox::secret_stores(),
             env_keep: Vec::new(),
             test_command: None,
             test_timeout: Duration::from_secs(300),

@@ -30,9 +30,9 @@ pub(crate) fn resolve_long<'k>(name: &str, known: &[&'k str]) -> Option<&'k str>
     }
 }
 
-/// `--version` / `--help` alone.
+/// `--version` / `--help` (or Java's `-version`) alone.
 pub(crate) fn only_help(args: &[Word]) -> bool {
-    args.len() == 1 && (args[0].is("--version") || args[0].is("--help"))
+    args.len() == 1 && (args[0].is("--version") || args[0].is("--help") || args[0].is("-version"))
 }
 
 /// The literal short flags of an option word (`-abc` → a, b, c), stopping after a flag that

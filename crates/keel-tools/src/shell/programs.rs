@@ -36,8 +36,8 @@ const READ_ONLY: &[&str] = &[
 #[rustfmt::skip]
 const WRITERS: &[&str] = &[
     "mkdir", "touch", "cp", "mv", "ln", "install", "chmod", "chown", "chgrp", "patch", "split",
-    "csplit", "mkfifo", "mknod", "mktemp", "sponge", "dos2unix", "unix2dos", "zip", "bzip2",
-    "bunzip2", "xz", "unxz", "7z", "ar", "strip", "setfacl", "chattr", "javac", "cc", "c++", "gcc",
+    "csplit", "mkfifo", "mknod", "mktemp", "sponge", "dos2unix", "unix2dos", "zip", "7z", "ar",
+    "strip", "setfacl", "chattr", "javac", "cc", "c++", "gcc",
     "g++", "clang", "clang++", "ld", "as",
 ];
 
@@ -110,6 +110,9 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
     if super::toolchains::judge(a, program, args) {
         return;
     }
+    if matches!(program, "let" | "read" | "printf" | "test") {
+        variable_builtin(a, program, args);
+    }
     if READ_ONLY.contains(&program) {
         return a.read_only(program);
     }
@@ -121,6 +124,9 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
     }
     if program.starts_with("mkfs") {
         return a.flag(Destructive, format!("`{program}` formats a device"));
+    }
+    if program == "zip" && super::outputs::zip(a, args) {
+        return;
     }
     if WRITERS.contains(&program) {
         return writer(a, program, args);
@@ -142,7 +148,7 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             let rest = skip_options(args, &["-a"]);
             wrap(a, "exec", rest, stdin);
         }
-        "time" => wrap(a, "time", skip_flags(args, &["-p", "-v"]), stdin),
+        "time" => super::outputs::time(a, args, stdin),
         "nice" => wrap(
             a,
             "nice",
@@ -188,8 +194,21 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             ),
         ),
         "trap" => {
-            if let Some(action) = args.first().filter(|w| !w.could_be_option()) {
-                script_from_words(a, "trap", std::slice::from_ref(action));
+            // `trap [-lp] [--] ACTION SIGNAL…`: the action runs when a signal (or EXIT, ERR,
+            // DEBUG, RETURN) comes.
+            let rest = skip_flags(args, &[]);
+            if let Some(action) = rest.first().filter(|_| rest.len() > 1) {
+                if action
+                    .value()
+                    .is_some_and(|v| v.starts_with('-') && v.len() > 1)
+                {
+                    a.flag(
+                        Unknown,
+                        format!("`trap {}` is an option Keel does not know", action.source),
+                    );
+                } else if !action.is("-") {
+                    script_from_words(a, "trap", std::slice::from_ref(action));
+                }
             }
             a.read_only("trap");
         }
@@ -288,32 +307,16 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
                 a.read_only("hostname");
             }
         }
-        "yq" => {
-            if has_option(args, &['i'], &["--inplace"]) {
-                a.flag(WritesWorkspace, "`yq -i` edits files in place".into());
-            } else {
-                a.read_only("yq");
-            }
-        }
+        "yq" => super::outputs::yq(a, args),
         "tar" => tar(a, args),
-        "unzip" => {
-            if has_option(args, &['l', 't', 'Z', 'v'], &[]) || has_option(args, &['p'], &[]) {
-                a.read_only("unzip");
-            } else {
-                a.flag(WritesWorkspace, "`unzip` extracts files".into());
-            }
+        "unzip" => super::outputs::unzip(a, args),
+        "gzip" | "gunzip" | "zstd" | "unzstd" | "zstdmt" | "zstdcat" | "lz4" | "unlz4"
+        | "lz4cat" | "xz" | "unxz" | "bzip2" | "bunzip2" => {
+            super::outputs::compressor(a, program, args)
         }
-        "gzip" | "gunzip" | "zstd" | "unzstd" | "lz4" => {
-            if has_option(args, &['c', 'l', 't'], &["--stdout", "--list", "--test"]) {
-                a.read_only(program);
-            } else {
-                a.flag(
-                    WritesWorkspace,
-                    format!("`{program}` replaces files with (de)compressed ones"),
-                );
-            }
-        }
+        "man" => super::outputs::man(a, args),
         "rsync" => {
+            super::outputs::rsync_runs(a, args);
             let remote = args
                 .iter()
                 .any(|w| w.text.contains(':') && !w.text.starts_with('-'));
@@ -336,9 +339,7 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             format!("`{program}` controls containers or infrastructure"),
         ),
         "dc" => a.flag(Unknown, "`dc` can run shell commands (`!`)".into()),
-        "less" | "more" | "most" => {
-            option_writes(a, program, args, &['o', 'O'], &["--log-file", "--LOG-FILE"]);
-        }
+        "less" | "more" | "most" => super::outputs::pager(a, program, args),
         "hash" => {
             if has_option(args, &['p'], &[]) {
                 a.flag(
@@ -366,6 +367,87 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
     }
 }
 
+/// Builtins that evaluate arithmetic (`let`) or assign to a variable named by an argument
+/// (`read NAME`, `printf -v NAME`, `test -v NAME`): a name or expression not fixed by the
+/// command can run commands through an array subscript.
+fn variable_builtin(a: &mut Analyzer, program: &str, args: &[Word]) {
+    let name = |a: &mut Analyzer, w: &Word, what: &str| {
+        super::arith::variable_name_text(a, w.value(), &w.source, what);
+    };
+    match program {
+        "let" => {
+            for w in args {
+                match w.value() {
+                    Some(expr) => {
+                        // `x=…`, `x+=…`: the target is assigned, the rest is evaluated.
+                        let rhs = assignment_rhs(expr).unwrap_or(expr);
+                        super::arith::expression(a, rhs, &format!("`let {expr}`"));
+                    }
+                    None => a.flag(
+                        Unknown,
+                        format!(
+                            "`let {}` evaluates an expression not known before it runs",
+                            w.source
+                        ),
+                    ),
+                }
+            }
+        }
+        "read" => {
+            let mut i = 0;
+            while let Some(w) = args.get(i) {
+                match w.value() {
+                    Some("-a") => {
+                        if let Some(n) = args.get(i + 1) {
+                            name(a, n, "`read -a`");
+                        }
+                        i += 1;
+                    }
+                    Some("-d" | "-i" | "-n" | "-N" | "-p" | "-t" | "-u") => i += 1,
+                    Some(v) if v.starts_with('-') && v.len() > 1 => {}
+                    _ => name(a, w, "`read`"),
+                }
+                i += 1;
+            }
+        }
+        "printf" => {
+            if let Some(p) = args.iter().position(|w| w.is("-v"))
+                && let Some(n) = args.get(p + 1)
+            {
+                name(a, n, "`printf -v`");
+            }
+        }
+        _ => {
+            // `test -v NAME`.
+            for pair in args.windows(2) {
+                if pair[0].is("-v") {
+                    name(a, &pair[1], "`test -v`");
+                }
+            }
+        }
+    }
+}
+
+/// The right-hand side of an arithmetic assignment `name op= rhs` (not a comparison `==`).
+fn assignment_rhs(expr: &str) -> Option<&str> {
+    let name_end = expr
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map_or(expr.len(), |(i, _)| i);
+    if name_end == 0 {
+        return None;
+    }
+    let rest = expr[name_end..].trim_start();
+    let op_len = [
+        "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "=",
+    ]
+    .iter()
+    .find(|op| rest.starts_with(**op))
+    .map(|op| op.len())?;
+    let rhs = &rest[op_len..];
+    (!rhs.starts_with('=')).then_some(rhs)
+}
+
 fn is_interpreter(program: &str) -> bool {
     INTERPRETERS.contains(&program)
         || program
@@ -377,10 +459,27 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
     if only_help(args) {
         return a.read_only(program);
     }
-    let ops = positionals(
+    let mut ops: Vec<Word> = positionals(
         args,
         &["-t", "--target-directory", "-m", "--mode", "-o", "-g", "-S"],
-    );
+    )
+    .into_iter()
+    .cloned()
+    .collect();
+    // `cp -t DIR`, `--target-directory=DIR`, `-tDIR`: where the files go.
+    for (i, w) in args.iter().enumerate() {
+        let Some(v) = w.value() else { continue };
+        if v == "-t" || v == "--target-directory" {
+            ops.extend(args.get(i + 1).cloned());
+        } else if let Some(d) = v.strip_prefix("--target-directory=") {
+            ops.push(Word::lit(d));
+        } else if let Some(d) = v
+            .strip_prefix("-t")
+            .filter(|d| !d.is_empty() && !v.starts_with("--"))
+        {
+            ops.push(Word::lit(d));
+        }
+    }
     let outside = ops.iter().find(|w| {
         w.value()
             .is_some_and(|p| path_scope(p) == PathScope::Outside)
@@ -462,11 +561,44 @@ const TAR_RUNS_OR_WRITES: &[&str] = &[
 
 fn tar(a: &mut Analyzer, args: &[Word]) {
     let mut mode: Vec<char> = Vec::new();
+    // Where it extracts (`-C DIR`, `--directory`) and the archive it writes (`-f FILE`).
+    let mut dirs: Vec<Word> = Vec::new();
+    let mut archives: Vec<Word> = Vec::new();
+    let mut pending: Vec<char> = Vec::new();
     for (i, w) in args.iter().enumerate() {
+        if let Some(c) = pending.first().copied() {
+            pending.remove(0);
+            match c {
+                'C' => dirs.push(w.clone()),
+                'f' => archives.push(w.clone()),
+                _ => {}
+            }
+            continue;
+        }
         let Some(v) = w.value() else { continue };
         if i == 0 && !v.starts_with('-') {
             mode.extend(v.chars());
+            // Old style (`tar xzfC a.tar dir`): values follow in order.
+            pending.extend(
+                v.chars()
+                    .filter(|c| matches!(c, 'f' | 'C' | 'T' | 'X' | 'b')),
+            );
         } else if let Some(l) = v.strip_prefix("--") {
+            let (name, value) = match l.split_once('=') {
+                Some((n, val)) => (n, Some(val)),
+                None => (l, None),
+            };
+            if name.len() >= 3 && super::options::abbreviates(name, "directory") {
+                match value {
+                    Some(d) => dirs.push(Word::lit(d)),
+                    None => pending.push('C'),
+                }
+            } else if name.len() >= 3 && super::options::abbreviates(name, "file") {
+                match value {
+                    Some(f) => archives.push(Word::lit(f)),
+                    None => pending.push('f'),
+                }
+            }
             let name = l.split('=').next().unwrap_or("");
             let mode_option = [
                 "list",
@@ -510,6 +642,16 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
                     format!("`tar -{c}` runs a program or writes a file Keel cannot see"),
                 );
             }
+            if let Some(&last) = flags.last().filter(|c| matches!(c, 'f' | 'C')) {
+                let attached = v.split_once(last).map_or("", |(_, r)| r);
+                if attached.is_empty() {
+                    pending.push(last);
+                } else if last == 'C' {
+                    dirs.push(Word::lit(attached));
+                } else {
+                    archives.push(Word::lit(attached));
+                }
+            }
             mode.extend(flags);
         }
     }
@@ -518,6 +660,16 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
         .any(|c| matches!(c, 'x' | 'c' | 'r' | 'u' | 'A'));
     if writes && !mode.contains(&'O') {
         a.flag(WritesWorkspace, "`tar` creates or extracts archives".into());
+        let targets = if mode.contains(&'x') {
+            &dirs
+        } else {
+            &archives
+        };
+        for t in targets {
+            if !t.is("-") {
+                a.write_target(t, "`tar`");
+            }
+        }
     } else if mode.contains(&'t') || mode.contains(&'O') {
         a.read_only("tar");
     } else {

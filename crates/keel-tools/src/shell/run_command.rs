@@ -183,7 +183,7 @@ impl ShellSettings {
     }
 
     /// The sandbox's roots for a command in `workspace`: the workspace, configured caches,
-    /// protected paths and the network setting.
+    /// protected paths, hidden secret stores and the network setting.
     pub fn roots_for(&self, workspace: &std::path::Path) -> WritableRoots {
         WritableRoots {
             workspace: Some(workspace.to_path_buf()),
@@ -192,7 +192,7 @@ impl ShellSettings {
             network: self.network,
             protected: self.protected.clone(),
             git: crate::sandbox::GitProtection::Whole,
-            hidden: Vec::new(),
+            hidden: self.hide.clone(),
         }
     }
 }

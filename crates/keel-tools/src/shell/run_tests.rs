@@ -3,8 +3,9 @@
 //!
 //! The run passed only if the command exited 0 and no test failed. Anything else — failing
 //! tests, a runner that could not start or found nothing to count (`No module named pytest`,
-//! exit code 1), a timeout — is returned as an error result, so every front end marks it ✗
-//! and the loop counts it as a failed attempt.
+//! exit code 1), a timeout — is returned as an error result ([`ToolError::Failed`], which
+//! keeps the exit code, output tail and counts), so every front end marks it ✗ and the loop
+//! counts it as a failed attempt.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use super::ShellSettings;
 use super::exec::{self, Ending, ExecRequest};
 use super::testing::{summarize, test_command_for};
 use crate::sandbox::{self, SandboxPolicy};
-use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
+use crate::{PlannedCommand, ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool, Workspace};
 
 /// Arguments of `run_tests`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -41,6 +42,43 @@ impl RunTests {
     }
 }
 
+impl RunTests {
+    /// The command a call runs: the configured or detected test command, scoped to `path`.
+    /// The approval gate and the phase policy judge this same command
+    /// ([`Tool::planned_command`](crate::Tool::planned_command)) before it runs.
+    fn test_command(
+        &self,
+        args: &RunTestsArgs,
+        workspace: &Workspace,
+    ) -> Result<super::TestCommand, ToolError> {
+        let target = match args
+            .path
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            Some(p) => {
+                let abs = workspace.resolve(p)?;
+                if !abs.exists() {
+                    return Err(ToolError::model(format!(
+                        "`{p}` does not exist; give a test file or directory, or omit `path`"
+                    )));
+                }
+                Some(abs)
+            }
+            None => None,
+        };
+        let configured = self.settings.test_command.as_deref();
+        test_command_for(workspace.root(), target.as_deref(), configured).ok_or_else(|| {
+            ToolError::model(
+                "no test runner found (looked for Cargo.toml, go.mod, a package.json test \
+                 script, pytest files). Run the tests with run_command, or set \
+                 `[shell] test_command` in .keel/config.toml",
+            )
+        })
+    }
+}
+
 impl TypedTool for RunTests {
     type Args = RunTestsArgs;
     const NAME: &'static str = "run_tests";
@@ -53,33 +91,21 @@ impl TypedTool for RunTests {
         ToolEffect::RunsCommands
     }
 
+    fn planned_command(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Option<PlannedCommand> {
+        let args: RunTestsArgs = serde_json::from_value(args.clone()).ok()?;
+        let test = self.test_command(&args, workspace).ok()?;
+        Some(PlannedCommand {
+            command: test.command,
+            cwd: test.cwd,
+        })
+    }
+
     async fn run(&self, args: RunTestsArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let root = ctx.workspace.root();
-        let target = match args
-            .path
-            .as_deref()
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
-            Some(p) => {
-                let abs = ctx.workspace.resolve(p)?;
-                if !abs.exists() {
-                    return Err(ToolError::model(format!(
-                        "`{p}` does not exist; give a test file or directory, or omit `path`"
-                    )));
-                }
-                Some(abs)
-            }
-            None => None,
-        };
-        let configured = self.settings.test_command.as_deref();
-        let Some(test) = test_command_for(root, target.as_deref(), configured) else {
-            return Err(ToolError::model(
-                "no test runner found (looked for Cargo.toml, go.mod, a package.json test \
-                 script, pytest files). Run the tests with run_command, or set \
-                 `[shell] test_command` in .keel/config.toml",
-            ));
-        };
+        let test = self.test_command(&args, &ctx.workspace)?;
         // Tests build and write caches: they run under the workspace-write sandbox even in a
         // read-only phase (whether run_tests may run at all is the phase policy's call).
         let policy = match ctx.sandbox {
@@ -172,10 +198,7 @@ impl TypedTool for RunTests {
             text.push_str("\n\n");
             text.push_str(&hint);
         }
-        if !passed {
-            return Err(ToolError::model(text));
-        }
-        Ok(ToolOutput::text(text)
+        let output = ToolOutput::text(text)
             .with_exit_code(out.exit_code())
             .with_output_tail(&combined)
             .with_metadata(serde_json::json!({
@@ -187,6 +210,14 @@ impl TypedTool for RunTests {
                 "skipped": summary.skipped,
                 "counted": summary.counted,
                 "sandbox": policy.as_str(),
-            })))
+                "status": if passed { "passed" } else { "failed" },
+            }));
+        // A failure keeps its details (exit code, output tail, counts): the renderers show
+        // them under the ✗.
+        if passed {
+            Ok(output)
+        } else {
+            Err(ToolError::failed(output))
+        }
     }
 }

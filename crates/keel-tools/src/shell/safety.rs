@@ -8,89 +8,16 @@
 //! error) is `unknown`, and unknown is never read-only.
 
 use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser};
 
 pub(crate) use super::hidden::is_code_env;
+pub use super::project::Source;
+use super::redirects::{herestring_text, redirect_operator};
+pub use super::rules::RuleMatch;
+pub use super::verdict::{Analysis, SafetyClass};
 use super::words::{Word, resolve};
-
-/// What a command may do, from harmless to harmful. A command's class is the most severe of
-/// its parts'.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum SafetyClass {
-    /// Only reads files and prints.
-    #[default]
-    ReadOnly,
-    /// Creates or changes files (in the workspace or temp directories).
-    WritesWorkspace,
-    /// Talks to the network (downloads, pushes, remote calls).
-    Network,
-    /// Cannot be judged statically: may do anything.
-    Unknown,
-    /// Deletes or overwrites data, rewrites history, writes outside the workspace, or ends
-    /// processes.
-    Destructive,
-}
-
-impl SafetyClass {
-    /// `read_only`, `writes_workspace`, `network`, `unknown` or `destructive`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SafetyClass::ReadOnly => "read_only",
-            SafetyClass::WritesWorkspace => "writes_workspace",
-            SafetyClass::Network => "network",
-            SafetyClass::Unknown => "unknown",
-            SafetyClass::Destructive => "destructive",
-        }
-    }
-}
-
-impl std::fmt::Display for SafetyClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The verdict on one command line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Analysis {
-    pub class: SafetyClass,
-    /// Why: which word, which redirection. For read-only commands, the programs seen.
-    pub reasons: Vec<String>,
-    /// Every simple command found (words as written when not literal), for deny-lists.
-    #[serde(skip)]
-    pub commands: Vec<Vec<String>>,
-}
-
-impl Analysis {
-    /// True when the command only reads.
-    pub fn is_read_only(&self) -> bool {
-        self.class == SafetyClass::ReadOnly
-    }
-
-    /// The first deny-list entry (word prefix, e.g. `"git push"`) that one of the command's
-    /// simple commands starts with.
-    pub fn denied_by<'a>(&self, deny: &'a [String]) -> Option<&'a str> {
-        deny.iter().map(String::as_str).find(|entry| {
-            let want: Vec<&str> = entry.split_whitespace().collect();
-            !want.is_empty()
-                && self.commands.iter().any(|argv| {
-                    argv.len() >= want.len()
-                        && argv.iter().zip(&want).enumerate().all(|(i, (have, want))| {
-                            if i == 0 {
-                                program_name(have) == *want
-                            } else {
-                                have == want
-                            }
-                        })
-                })
-        })
-    }
-}
 
 /// `rm` for `/bin/rm`.
 pub(crate) fn program_name(word: &str) -> &str {
@@ -120,8 +47,10 @@ impl CommandSafety {
         Self::default()
     }
 
-    /// The analyser with `allow` entries (word prefixes such as `"make lint"`) treated as
-    /// read-only. Redirections and substitutions around them are still judged.
+    /// The analyser with `allow` entries (word prefixes such as `"make lint"`) vouched for:
+    /// what a matching simple command does itself counts as read-only. Everything else on the
+    /// line is still judged: other commands, redirections, substitutions, and what the
+    /// vouched command runs (a wrapper's payload, `sh -c` code) — see [`super::rules`].
     pub fn with_allow(allow: &[String]) -> Self {
         Self {
             allow: allow
@@ -134,6 +63,30 @@ impl CommandSafety {
 
     /// Classifies `command` (a bash command line or script) without running anything.
     pub fn classify(&self, command: &str) -> Analysis {
+        self.classify_with(command, None)
+    }
+
+    /// Classifies a test run's `command` (run in `cwd`, inside the workspace `root`) by what
+    /// it runs: package.json scripts, Makefile recipes, shell scripts of the project and the
+    /// test runners' configuration are read and judged (see [`super::project`]); the files
+    /// read are listed in [`Analysis::sources`].
+    pub fn classify_test_run(&self, command: &str, cwd: &Path, root: &Path) -> Analysis {
+        self.classify_with(command, Some(super::project::Project::new(root, cwd, true)))
+    }
+
+    /// Classifies `command`, run in the workspace `root`, with the project's scripts read:
+    /// `npm test`, `make lint`, `sh x.sh` are judged by the script they run (listed in
+    /// [`Analysis::sources`]), so an allow rule for `npm test` covers the test runner in the
+    /// script but not an `rm -rf src` added to it. Test runners themselves stay unknown here
+    /// unless an allow rule's command runs them (a test run is [`Self::classify_test_run`]).
+    pub fn classify_in_project(&self, command: &str, root: &Path) -> Analysis {
+        self.classify_with(
+            command,
+            Some(super::project::Project::new(root, root, false)),
+        )
+    }
+
+    fn classify_with(&self, command: &str, project: Option<super::project::Project>) -> Analysis {
         let mut a = Analyzer {
             allow: &self.allow,
             findings: Vec::new(),
@@ -143,6 +96,11 @@ impl CommandSafety {
             functions: HashSet::new(),
             node_depth: 0,
             cwd_outside: false,
+            vars: Default::default(),
+            vouched: false,
+            runners_vouched: false,
+            words: Vec::new(),
+            project,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -182,6 +140,17 @@ pub(crate) struct Analyzer<'s> {
     node_depth: usize,
     /// A `cd` may have left the workspace: relative paths are no longer inside it.
     cwd_outside: bool,
+    /// The current script's variables: which hold values the script fixed (for arithmetic).
+    pub(crate) vars: super::arith::Variables,
+    /// The simple command being judged matches an allow rule: what the program itself does is
+    /// accepted (its findings are dropped), what it runs is judged on its own.
+    pub(crate) vouched: bool,
+    /// Inside a project script that an allow rule's command runs (`npm test` allowed): its
+    /// test runners are what the rule allowed ([`super::project`]).
+    pub(crate) runners_vouched: bool,
+    words: Vec<Vec<Word>>,
+    /// The project of a test run, whose scripts are read ([`super::project`]).
+    pub(crate) project: Option<super::project::Project>,
 }
 
 /// Node kinds that are statements (run something).
@@ -208,6 +177,9 @@ const STATEMENTS: &[&str] = &[
 
 impl Analyzer<'_> {
     pub(crate) fn flag(&mut self, class: SafetyClass, reason: String) {
+        if self.vouched {
+            return;
+        }
         if !self.findings.iter().any(|(_, r)| *r == reason) {
             self.findings.push((class, reason));
         }
@@ -255,6 +227,8 @@ impl Analyzer<'_> {
             class,
             reasons,
             commands: self.commands,
+            words: self.words,
+            sources: self.project.map(|p| p.sources).unwrap_or_default(),
         }
     }
 
@@ -285,15 +259,24 @@ impl Analyzer<'_> {
             return;
         };
         self.depth += 1;
+        // Code a vouched program runs (`sh -c CODE`) is judged on its own.
+        let vouched = std::mem::replace(&mut self.vouched, false);
         super::hidden::scan_text(self, src);
         let root = tree.root_node();
+        // A nested script (`sh -c`) is another shell: its variables are its own.
+        let outer = std::mem::replace(&mut self.vars, super::arith::fixed_variables(root, src));
         self.children(root, src, &Stdin::Inherited);
+        self.vars = outer;
+        self.vouched = vouched;
         self.depth -= 1;
     }
 
     /// A `cd` (or `git -C`) to `dir`: once it may leave the workspace, relative writes count as
     /// writes outside it.
     pub(crate) fn cd(&mut self, dir: &Word) {
+        if let Some(p) = self.project.as_mut() {
+            p.cd(dir.value());
+        }
         let outside = match dir.value() {
             Some(path) => path == "-" || path_scope(path) != PathScope::Inside,
             None => true,
@@ -303,7 +286,7 @@ impl Analyzer<'_> {
         }
     }
 
-    fn children(&mut self, node: Node, src: &str, stdin: &Stdin) {
+    pub(crate) fn children(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut cursor = node.walk();
         let kids: Vec<Node> = node.named_children(&mut cursor).collect();
         for child in kids {
@@ -313,7 +296,7 @@ impl Analyzer<'_> {
 
     /// Visits any node: statements are judged, everything else is searched for nested
     /// statements (substitutions) and parse errors.
-    fn any(&mut self, node: Node, src: &str, stdin: &Stdin) {
+    pub(crate) fn any(&mut self, node: Node, src: &str, stdin: &Stdin) {
         if self.node_depth >= MAX_NODE_DEPTH {
             self.flag(
                 SafetyClass::Unknown,
@@ -352,6 +335,18 @@ impl Analyzer<'_> {
             "heredoc_redirect" | "herestring_redirect" => {
                 self.redirect_parts(node, src);
             }
+            "arithmetic_expansion" => {
+                super::arith::arithmetic_node(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "expansion" => {
+                super::arith::expansion(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "subscript" => {
+                super::arith::subscript(self, node, src);
+                self.children(node, src, stdin);
+            }
             _ => self.children(node, src, stdin),
         }
     }
@@ -382,7 +377,20 @@ impl Analyzer<'_> {
                 self.children(node, src, stdin);
             }
             "variable_assignment" => self.assignment(node, src, false),
-            "variable_assignments" | "declaration_command" => {
+            "compound_statement" if src[node.byte_range()].starts_with("((") => {
+                super::arith::arithmetic_node(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "c_style_for_statement" => {
+                super::arith::c_style_for(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "test_command" => {
+                super::arith::test_command(self, node, src);
+                self.children(node, src, stdin);
+            }
+            "declaration_command" => self.declaration(node, src, stdin),
+            "variable_assignments" => {
                 let mut cursor = node.walk();
                 let kids: Vec<Node> = node.named_children(&mut cursor).collect();
                 for k in kids {
@@ -397,11 +405,66 @@ impl Analyzer<'_> {
         }
     }
 
+    /// `declare`/`typeset`/`local`/`export`/`readonly`: assignments, and names given by
+    /// expansions (`declare "$n=1"` evaluates a subscript in `$n`), and namerefs (`-n`) to names
+    /// not known before they run.
+    fn declaration(&mut self, node: Node, src: &str, stdin: &Stdin) {
+        let text = &src[node.byte_range()];
+        let keyword = text.split_whitespace().next().unwrap_or("");
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+        let nameref = kids.iter().any(|k| {
+            k.kind() == "word" && {
+                let w = &src[k.byte_range()];
+                w.starts_with('-') && w.contains('n')
+            }
+        });
+        for k in kids {
+            match k.kind() {
+                "variable_assignment" => {
+                    if nameref && let Some(v) = k.child_by_field_name("value") {
+                        super::arith::variable_name_word(self, v, src, &format!("`{keyword} -n`"));
+                    }
+                    self.assignment(k, src, false);
+                }
+                "variable_name" | "word" => {}
+                _ => {
+                    if matches!(keyword, "declare" | "typeset" | "local") {
+                        let w = resolve(k, src);
+                        if !w.literal {
+                            super::arith::variable_name_text(
+                                self,
+                                None,
+                                &w.source,
+                                &format!("`{keyword}`"),
+                            );
+                        }
+                    }
+                    self.any(k, src, stdin);
+                }
+            }
+        }
+    }
+
     /// `NAME=value`: harmless unless NAME changes which code runs; the value is searched for
     /// substitutions.
     fn assignment(&mut self, node: Node, src: &str, prefix: bool) {
-        if let Some(name) = node.child_by_field_name("name") {
-            let name = &src[name.byte_range()];
+        if let Some(name_node) = node.child_by_field_name("name") {
+            let name = &src[name_node.byte_range()];
+            if name_node.kind() == "subscript" {
+                self.any(name_node, src, &Stdin::Inherited);
+            }
+            if let Some(value) = node.child_by_field_name("value")
+                && value.kind() == "array"
+            {
+                super::arith::array_literal(self, value, src, name);
+            }
+            if self.vars.is_integer(name)
+                && let Some(value) = node.child_by_field_name("value")
+            {
+                let text = src[value.byte_range()].to_string();
+                super::arith::expression(self, &text, &format!("the integer variable `{name}`"));
+            }
             if is_code_env(name) {
                 let scope = if prefix { " for the command" } else { "" };
                 self.flag(
@@ -412,103 +475,6 @@ impl Analyzer<'_> {
         }
         if let Some(value) = node.child_by_field_name("value") {
             self.any(value, src, &Stdin::Inherited);
-        }
-    }
-
-    fn redirected(&mut self, node: Node, src: &str, stdin: &Stdin) {
-        let mut body_stdin = stdin.clone();
-        let mut cursor = node.walk();
-        let kids: Vec<(Option<&str>, Node)> = node
-            .children(&mut cursor)
-            .enumerate()
-            .map(|(i, n)| (node.field_name_for_child(i as u32), n))
-            .collect();
-        let mut body = None;
-        for (field, child) in kids {
-            if !child.is_named() {
-                continue;
-            }
-            if field == Some("body") {
-                body = Some(child);
-                continue;
-            }
-            match child.kind() {
-                "heredoc_redirect" => {
-                    body_stdin = Stdin::Text(heredoc_text(child, src));
-                    self.redirect_parts(child, src);
-                }
-                "herestring_redirect" => {
-                    body_stdin = Stdin::Text(herestring_text(child, src));
-                    self.redirect_parts(child, src);
-                }
-                "file_redirect" => {
-                    if redirect_operator(child, src).starts_with('<') {
-                        body_stdin = Stdin::File;
-                    }
-                    self.file_redirect(child, src);
-                }
-                _ => self.any(child, src, stdin),
-            }
-        }
-        if let Some(body) = body {
-            self.any(body, src, &body_stdin);
-        }
-    }
-
-    /// The parts of a here-doc/here-string redirect: substitutions in its body (unless the
-    /// delimiter is quoted), chained redirects and the pipeline that may follow `<<EOF`.
-    fn redirect_parts(&mut self, node: Node, src: &str) {
-        let quoted = node
-            .named_children(&mut node.walk())
-            .find(|c| c.kind() == "heredoc_start")
-            .is_some_and(|s| src[s.byte_range()].starts_with(['\'', '"', '\\']));
-        let mut cursor = node.walk();
-        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
-        for child in kids {
-            match child.kind() {
-                "heredoc_start" | "heredoc_end" | "file_descriptor" => {}
-                "heredoc_body" if quoted => {}
-                // `cat <<EOF | sh`: the pipeline continues after the here-doc operator.
-                "pipeline" => {
-                    let mut c = child.walk();
-                    let parts: Vec<Node> = child.named_children(&mut c).collect();
-                    for part in parts {
-                        self.any(part, src, &Stdin::Pipe);
-                    }
-                }
-                _ => self.any(child, src, &Stdin::Inherited),
-            }
-        }
-    }
-
-    fn file_redirect(&mut self, node: Node, src: &str) {
-        let op = redirect_operator(node, src);
-        let mut cursor = node.walk();
-        let dests: Vec<Node> = node
-            .children_by_field_name("destination", &mut cursor)
-            .collect();
-        for d in &dests {
-            self.any(*d, src, &Stdin::Inherited);
-        }
-        let writes = matches!(op.as_str(), ">" | ">>" | ">|" | "&>" | "&>>" | "<>");
-        let dup_to_file = op == ">&"
-            && dests.first().is_some_and(|d| {
-                let w = resolve(*d, src);
-                !(w.literal && (w.text == "-" || w.text.chars().all(|c| c.is_ascii_digit())))
-            });
-        if !(writes || dup_to_file) {
-            return;
-        }
-        match dests.first() {
-            Some(d) => {
-                let w = resolve(*d, src);
-                let how = format!("redirection `{op}`");
-                self.write_target(&w, &how);
-            }
-            None => self.flag(
-                SafetyClass::Unknown,
-                format!("redirection `{op}` without a target"),
-            ),
         }
     }
 
@@ -585,9 +551,17 @@ impl Analyzer<'_> {
 
     /// Judges one simple command given its words (the program first).
     pub(crate) fn simple_command(&mut self, words: &[Word], stdin: &Stdin) {
+        // A command run by a vouched one (a wrapper's payload) is judged on its own.
+        let outer = std::mem::replace(&mut self.vouched, false);
+        self.judge_simple_command(words, stdin);
+        self.vouched = outer;
+    }
+
+    fn judge_simple_command(&mut self, words: &[Word], stdin: &Stdin) {
         let Some(first) = words.first() else {
             return;
         };
+        self.words.push(words.to_vec());
         self.commands.push(
             words
                 .iter()
@@ -602,7 +576,7 @@ impl Analyzer<'_> {
         );
         if self.is_allowed(words) {
             self.read_only(&first.text);
-            return;
+            self.vouched = true;
         }
         let Some(name) = first.value() else {
             self.flag(
@@ -621,9 +595,17 @@ impl Analyzer<'_> {
             );
             return;
         }
+        let name = name.to_string();
+        let name = name.as_str();
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
+                // A test run's own script or built program (`./test.sh`).
+                None if self.project.is_some()
+                    && super::project::judge(self, name, &words[1..], stdin) =>
+                {
+                    return;
+                }
                 None => {
                     self.flag(
                         SafetyClass::Unknown,
@@ -655,26 +637,21 @@ impl Analyzer<'_> {
             _ => {}
         }
         let program = program.to_string();
+        if self.project.is_some() && super::project::judge(self, &program, &words[1..], stdin) {
+            return;
+        }
         super::programs::judge(self, &program, &words[1..], stdin);
     }
 
     fn is_allowed(&self, words: &[Word]) -> bool {
-        self.allow.iter().any(|entry| {
-            words.len() >= entry.len()
-                && entry.iter().zip(words).enumerate().all(|(i, (want, w))| {
-                    w.literal
-                        && if i == 0 {
-                            program_name(&w.text) == want
-                        } else {
-                            w.text == *want
-                        }
-                })
-        })
+        self.allow
+            .iter()
+            .any(|entry| super::rules::vouches(entry, words))
     }
 }
 
 /// `/usr/bin/git` → `git`; programs outside the system's binary directories are unknown.
-fn system_program(path: &str) -> Option<&str> {
+pub(crate) fn system_program(path: &str) -> Option<&str> {
     const DIRS: &[&str] = &[
         "/bin/",
         "/usr/bin/",
@@ -686,40 +663,6 @@ fn system_program(path: &str) -> Option<&str> {
     DIRS.iter()
         .find_map(|d| path.strip_prefix(d))
         .filter(|rest| !rest.is_empty() && !rest.contains('/'))
-}
-
-fn redirect_operator(node: Node, src: &str) -> String {
-    let mut cursor = node.walk();
-    node.children(&mut cursor)
-        .find(|c| !c.is_named())
-        .map(|c| src[c.byte_range()].to_string())
-        .unwrap_or_default()
-}
-
-fn heredoc_text(node: Node, src: &str) -> Option<String> {
-    let quoted = node
-        .named_children(&mut node.walk())
-        .find(|c| c.kind() == "heredoc_start")
-        .is_some_and(|s| src[s.byte_range()].starts_with(['\'', '"', '\\']));
-    let body = node
-        .named_children(&mut node.walk())
-        .find(|c| c.kind() == "heredoc_body")?;
-    // An unquoted body with expansions is not literal.
-    if !quoted && body.named_child_count() > 0 {
-        let mut cursor = body.walk();
-        if body
-            .named_children(&mut cursor)
-            .any(|c| c.kind() != "heredoc_content")
-        {
-            return None;
-        }
-    }
-    Some(src[body.byte_range()].to_string())
-}
-
-fn herestring_text(node: Node, src: &str) -> Option<String> {
-    let value = node.named_children(&mut node.walk()).last()?;
-    resolve(value, src).value().map(str::to_string)
 }
 
 /// Writing here destroys nothing.

@@ -48,7 +48,7 @@ const AWK_SAFE_LONG: &[&str] = &[
 use super::safety::{Analyzer, SafetyClass};
 use super::words::Word;
 
-use SafetyClass::{Unknown, WritesWorkspace};
+use SafetyClass::{Network, Unknown, WritesWorkspace};
 
 pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
     let mut scripts: Vec<&Word> = Vec::new();
@@ -110,10 +110,11 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
                 _ => {}
             }
         } else if !options_done && v.starts_with('-') && v.len() > 1 {
-            let flags = short_flags(w, &['e', 'f', 'l', 'i']);
+            let flags = short_flags(w, &['e', 'f', 'l', 'i', 'I']);
             for (k, c) in flags.iter().enumerate() {
                 match c {
-                    'i' => a.flag(WritesWorkspace, format!("`sed {v}` edits files in place")),
+                    // GNU `-i`, BSD `-I`.
+                    'i' | 'I' => a.flag(WritesWorkspace, format!("`sed {v}` edits files in place")),
                     'e' | 'f' => {
                         explicit_script = true;
                         let attached = k + 2 < v.len();
@@ -335,38 +336,131 @@ pub(crate) fn awk(a: &mut Analyzer, program: &str, args: &[Word]) {
             format!("the {program} program `{}` is not known", code.source),
         );
     };
-    for (needle, why) in [
-        ("system", "calls `system()`"),
-        ("@load", "loads extension code"),
-        ("@include", "includes other code"),
-        ("inplace", "edits in place"),
-    ] {
-        if text.contains(needle) {
-            return a.flag(Unknown, format!("the {program} program {why}"));
-        }
+    match awk_effect(text) {
+        Some((class, why)) => a.flag(class, format!("the {program} program {why}")),
+        None => a.read_only(program),
     }
-    if text.replace("||", "").contains('|') {
-        return a.flag(
-            Unknown,
-            format!("the {program} program pipes to or from a command"),
-        );
-    }
-    if awk_print_redirects(text) {
-        return a.flag(
-            Unknown,
-            format!("the {program} program redirects output to a file"),
-        );
-    }
-    a.read_only(program);
 }
 
-/// True when a `print`/`printf` statement is followed by `>` before the statement ends
-/// (`print > "file"`); comparisons elsewhere (`NR > 1`) are fine.
-fn awk_print_redirects(text: &str) -> bool {
-    text.match_indices("print").any(|(i, _)| {
-        text[i..]
-            .split([';', '}', '\n'])
-            .next()
-            .is_some_and(|stmt| stmt.contains('>'))
-    })
+/// What an awk program does besides reading and printing, found by reading it as awk does
+/// (strings, regular expressions and comments are skipped, so `/a|b/` and `"x;}"` are text):
+/// `system()`, a pipe (`|`, `|&`), a redirection of `print`/`printf` (`> "f"`, `>> "f"`,
+/// not a comparison in parentheses), gawk's `@` directives and indirect calls, and its
+/// `/inet/` network files.
+fn awk_effect(text: &str) -> Option<(SafetyClass, &'static str)> {
+    let chars: Vec<char> = text.chars().collect();
+    let n = chars.len();
+    let mut i = 0;
+    let mut depth = 0i32;
+    // Inside a print statement: the parenthesis depth it started at.
+    let mut print_at: Option<i32> = None;
+    // The last token ends an operand: a `/` after it divides instead of starting a regex.
+    let mut operand = false;
+    while i < n {
+        let c = chars[i];
+        match c {
+            '"' => {
+                let start = i;
+                i += 1;
+                while i < n && chars[i] != '"' {
+                    if chars[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                let lit: String = chars[start..n.min(i + 1)].iter().collect();
+                if lit.contains("/inet") {
+                    return Some((Network, "opens a network connection (gawk's /inet files)"));
+                }
+                operand = true;
+            }
+            '/' if !operand => {
+                i += 1;
+                while i < n && chars[i] != '/' && chars[i] != '\n' {
+                    match chars[i] {
+                        '\\' => i += 1,
+                        '[' => {
+                            // A bracket expression may hold `/` and starts with `]` literally.
+                            i += 1;
+                            if chars.get(i) == Some(&']') {
+                                i += 1;
+                            }
+                            while i < n && chars[i] != ']' {
+                                i += 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                operand = true;
+            }
+            '#' => {
+                while i < n && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            '|' => {
+                if chars.get(i + 1) == Some(&'|') {
+                    i += 2;
+                    operand = false;
+                    continue;
+                }
+                return Some((Unknown, "pipes to or from a command"));
+            }
+            '>' => {
+                if print_at.is_some_and(|d| depth <= d) {
+                    return Some((Unknown, "redirects output to a file"));
+                }
+                operand = false;
+            }
+            '@' => {
+                return Some((
+                    Unknown,
+                    "uses gawk's `@` directives or indirect calls, which load or call any code",
+                ));
+            }
+            '(' => {
+                depth += 1;
+                operand = false;
+            }
+            ')' | ']' => {
+                depth -= i32::from(c == ')');
+                operand = true;
+            }
+            ';' | '\n' | '{' | '}' => {
+                print_at = None;
+                operand = false;
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let start = i;
+                while i < n && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                match word.as_str() {
+                    "system" => return Some((Unknown, "calls `system()`")),
+                    "print" | "printf" => {
+                        print_at = Some(depth);
+                        operand = false;
+                    }
+                    "in" | "return" | "getline" | "case" | "do" | "else" => operand = false,
+                    _ => operand = true,
+                }
+                continue;
+            }
+            c if c.is_ascii_digit() || c == '.' => {
+                while i < n && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                    i += 1;
+                }
+                operand = true;
+                continue;
+            }
+            c if c.is_whitespace() => {}
+            _ => operand = false,
+        }
+        i += 1;
+    }
+    None
 }

@@ -435,15 +435,59 @@ fn git_read(a: &mut Analyzer, name: &str, rest: &[Word]) {
                 None => a.flag(WritesWorkspace, format!("`{name} --output` writes a file")),
             }
         }
-        if ["--ext-diff", "--textconv", "--open-files-in-pager", "-O"].contains(&v)
-            || v.starts_with("--open-files-in-pager=")
-            || v.starts_with("--exec")
-            || (v.starts_with("-O") && name == "git grep")
-        {
+        if runs_external_program(name, v) {
             a.flag(Unknown, format!("`{name} {v}` runs an external program"));
+        }
+        if name == "git fsck"
+            && v.len() >= 4
+            && super::options::abbreviates(v.trim_start_matches('-'), "lost-found")
+        {
+            a.flag(
+                WritesWorkspace,
+                "`git fsck --lost-found` writes .git/lost-found".into(),
+            );
         }
     }
     a.read_only(name);
+}
+
+/// Long options of reading git commands that run a program (git accepts any unambiguous
+/// prefix of a long option: `--open` is `--open-files-in-pager`).
+const GIT_RUNS: &[&str] = &[
+    "ext-diff",
+    "textconv",
+    "open-files-in-pager",
+    "filters",
+    "exec",
+    "upload-pack",
+    "receive-pack",
+];
+
+/// Whether option `v` of git subcommand `name` runs a program: one of [`GIT_RUNS`] (or a
+/// prefix of at least two letters), or git grep's `-O[pager]` in any cluster of short flags.
+fn runs_external_program(name: &str, v: &str) -> bool {
+    if let Some(long) = v.strip_prefix("--") {
+        let opt = long.split('=').next().unwrap_or(long);
+        // Options of their own that are prefixes of one above.
+        if matches!(opt, "text" | "filter" | "ex") {
+            return false;
+        }
+        return opt.len() >= 2 && GIT_RUNS.iter().any(|o| super::options::abbreviates(opt, o));
+    }
+    if name == "git grep"
+        && let Some(cluster) = v.strip_prefix('-')
+    {
+        // Short options that take a value end the cluster (`-e PATTERN`, `-A 3`, `-m 1`).
+        for c in cluster.chars() {
+            if c == 'O' {
+                return true;
+            }
+            if matches!(c, 'e' | 'f' | 'A' | 'B' | 'C' | 'm') {
+                return false;
+            }
+        }
+    }
+    false
 }
 
 fn cargo(a: &mut Analyzer, args: &[Word]) {
@@ -480,11 +524,14 @@ fn cargo(a: &mut Analyzer, args: &[Word]) {
     };
     let rest = &args[i + 1..];
     match sub {
-        "version" | "metadata" | "tree" | "locate-project" | "pkgid" | "verify-project"
-        | "read-manifest" | "help" => a.read_only(&format!("cargo {sub}")),
+        "version" | "locate-project" | "verify-project" | "read-manifest" | "help" => {
+            a.read_only(&format!("cargo {sub}"))
+        }
+        "metadata" | "tree" | "pkgid" => cargo_resolve(a, sub, rest),
         "search" | "info" => a.flag(Network, format!("`cargo {sub}` queries the registry")),
         "fmt" => {
-            if has_option(rest, &[], &["--check"]) {
+            // `cargo fmt -- --check` passes `--check` on to rustfmt.
+            if has_option(rest, &[], &["--check"]) || rest.iter().any(|w| w.is("--check")) {
                 a.read_only("cargo fmt --check");
             } else {
                 a.flag(WritesWorkspace, "`cargo fmt` reformats files".into());
@@ -515,6 +562,29 @@ fn cargo(a: &mut Analyzer, args: &[Word]) {
             Unknown,
             format!("`cargo {sub}` is not a cargo command Keel knows (it may be a plug-in)"),
         ),
+    }
+}
+
+/// `cargo metadata`/`tree`/`pkgid` resolve the dependency graph: they may download the
+/// registry index and crates (network, into `~/.cargo`) and write `Cargo.lock`. Read-only only
+/// offline with the lock file frozen, or for `metadata --no-deps` (no resolution at all).
+fn cargo_resolve(a: &mut Analyzer, sub: &str, rest: &[Word]) {
+    let has = |long: &[&str]| has_option(rest, &[], long);
+    let frozen = has(&["--frozen"]) || (has(&["--offline"]) && has(&["--locked"]));
+    if frozen || (sub == "metadata" && has(&["--no-deps"])) {
+        return a.read_only(&format!("cargo {sub}"));
+    }
+    if !has(&["--offline", "--frozen"]) {
+        a.flag(
+            Network,
+            format!("`cargo {sub}` may download the registry index and crates (add --offline)"),
+        );
+    }
+    if !has(&["--locked", "--frozen"]) {
+        a.flag(
+            WritesWorkspace,
+            format!("`cargo {sub}` may write Cargo.lock and Cargo's caches (add --locked)"),
+        );
     }
 }
 
@@ -569,8 +639,19 @@ pub(crate) fn judge_pip(a: &mut Analyzer, name: &str, args: &[Word]) {
         {
             a.read_only(name)
         }
-        Some("list" | "show" | "freeze" | "check" | "help" | "inspect" | "debug") => {
+        Some("list" | "show" | "freeze" | "check" | "help" | "inspect" | "debug")
+            if !pip_queries_index(ops[0].text.as_str(), args) =>
+        {
             a.read_only(&format!("{name} {}", ops[0].text));
+        }
+        Some("list" | "show" | "freeze" | "check" | "help" | "inspect" | "debug") => {
+            a.flag(
+                Network,
+                format!(
+                    "`{name} {}` with these options queries a package index",
+                    ops[0].text
+                ),
+            );
         }
         Some("download" | "index" | "search") => {
             a.flag(
@@ -595,10 +676,42 @@ pub(crate) fn judge_pip(a: &mut Analyzer, name: &str, args: &[Word]) {
     }
 }
 
+/// `pip list --outdated`/`--uptodate` and any index option reach the network.
+fn pip_queries_index(sub: &str, args: &[Word]) -> bool {
+    // `pip show -f` is `--files`: short options count for `list` only.
+    let short: &[char] = if sub == "list" { &['o', 'u', 'i'] } else { &[] };
+    has_option(
+        args,
+        short,
+        &[
+            "--outdated",
+            "--uptodate",
+            "--index-url",
+            "--extra-index-url",
+            "--find-links",
+            "--proxy",
+        ],
+    )
+}
+
 fn go(a: &mut Analyzer, args: &[Word]) {
     let ops = positionals(args, &[]);
     match ops.first().and_then(|w| w.value()) {
-        Some("version" | "doc" | "help" | "list") => a.read_only(&format!("go {}", ops[0].text)),
+        Some("version" | "help" | "doc") => a.read_only(&format!("go {}", ops[0].text)),
+        // Loading packages may download modules into the module cache.
+        Some("list") => {
+            if has_option(args, &[], &["-mod=vendor"]) {
+                a.read_only(&format!("go {}", ops[0].text));
+            } else {
+                a.flag(
+                    Network,
+                    format!(
+                        "`go {}` may download modules into the module cache",
+                        ops[0].text
+                    ),
+                );
+            }
+        }
         Some("env") => {
             if has_option(args, &['w', 'u'], &[]) {
                 a.flag(WritesWorkspace, "`go env -w` changes settings".into());

@@ -3,7 +3,7 @@
 //! here-document or here-string is parsed recursively, `eval`-like words joined into a script,
 //! and interpreters, whose code Keel cannot judge.
 
-use super::options::{only_help, short_flags, skip_options};
+use super::options::{only_help, short_flags};
 use super::safety::{Analyzer, SafetyClass, Stdin};
 use super::words::Word;
 
@@ -78,7 +78,18 @@ pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
                         None => script_from_words(a, "env -S", &args[i + 1..]),
                     };
                 }
-                Some("unset" | "chdir") if value.is_none() => i += 2,
+                Some("chdir") => {
+                    match value {
+                        Some(dir) => a.cd(&Word::lit(dir)),
+                        None => {
+                            if let Some(dir) = args.get(i + 1) {
+                                a.cd(dir);
+                            }
+                        }
+                    }
+                    i += if value.is_none() { 2 } else { 1 };
+                }
+                Some("unset") if value.is_none() => i += 2,
                 Some(_) => i += 1,
                 None => {
                     a.flag(
@@ -104,7 +115,16 @@ pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
                         };
                     }
                     'u' | 'C' => {
-                        if k + 1 == flags.len() {
+                        let attached = &flags[k + 1..];
+                        if c == 'C' {
+                            // The command runs in that directory.
+                            match (attached.is_empty(), args.get(i + 1)) {
+                                (false, _) => a.cd(&Word::lit(attached)),
+                                (true, Some(dir)) => a.cd(dir),
+                                (true, None) => {}
+                            }
+                        }
+                        if attached.is_empty() {
                             i += 1;
                         }
                         break;
@@ -136,16 +156,53 @@ pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
     wrap(a, "env", args.get(i..).unwrap_or(&[]), stdin);
 }
 
+/// GNU xargs' options that take a separate value; `-i`, `-l` and `-e` take one only attached.
+const XARGS_VALUE: &[&str] = &["-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a"];
+
 pub(crate) fn xargs(a: &mut Analyzer, args: &[Word]) {
-    let rest = skip_options(
-        args,
-        &["-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "-i"],
-    );
+    // The replace string: `-I R`, `-iR`/`-i` (`{}`), `--replace[=R]`.
+    let mut replace: Option<String> = None;
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        let Some(v) = w.value() else { break };
+        if v == "--" {
+            i += 1;
+            break;
+        }
+        if !v.starts_with('-') || v == "-" {
+            break;
+        }
+        if v == "-I" {
+            replace = args.get(i + 1).map(|r| r.text.clone());
+        } else if let Some(r) = v.strip_prefix("-I") {
+            replace = Some(r.to_string());
+        } else if let Some(r) = v.strip_prefix("-i") {
+            replace = Some(if r.is_empty() { "{}".into() } else { r.into() });
+        } else if let Some(r) = v.strip_prefix("--replace") {
+            replace = Some(r.strip_prefix('=').unwrap_or("{}").to_string());
+        }
+        if XARGS_VALUE.contains(&v) {
+            i += 1;
+        }
+        i += 1;
+    }
+    let rest = args.get(i..).unwrap_or(&[]);
     if rest.is_empty() {
         return a.read_only("xargs");
     }
     let mut cmd: Vec<Word> = rest.to_vec();
-    cmd.push(Word::unknown("(xargs input)"));
+    match replace.filter(|r| !r.is_empty()) {
+        // Each input line replaces the string wherever it appears, code included
+        // (`xargs -I{} sh -c 'echo {}'`): those words are not known before it runs.
+        Some(r) => {
+            for w in &mut cmd {
+                if w.text.contains(&r) || !w.literal {
+                    *w = Word::unknown(&w.source);
+                }
+            }
+        }
+        None => cmd.push(Word::unknown("(xargs input)")),
+    }
     a.simple_command(&cmd, &Stdin::Inherited);
 }
 
@@ -270,9 +327,17 @@ pub(crate) fn shell(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
 
 pub(crate) fn interpreter(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) {
     let version = args.len() == 1
-        && ["--version", "-V", "-v", "--help", "-h", "version"]
-            .iter()
-            .any(|f| args[0].is(f));
+        && [
+            "--version",
+            "-V",
+            "-v",
+            "--help",
+            "-h",
+            "version",
+            "-version",
+        ]
+        .iter()
+        .any(|f| args[0].is(f));
     if version {
         return a.read_only(program);
     }

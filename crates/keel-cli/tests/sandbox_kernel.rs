@@ -1,0 +1,304 @@
+//! `keel run`'s commands through the whole product, as root and as uid 65534 (through
+//! `setpriv`; the user-namespace helper then confines them): nothing a command starts outlives
+//! it or the run (`setsid -f`), nor a `keel` that is killed mid-command; renaming the parent of
+//! a constitution-protected path cannot defeat its protection; the user's SSH key reads as
+//! empty; `keel doctor` lists the hidden stores and the process isolation.
+//!
+//! As root without `setpriv` (util-linux) the unprivileged half fails with a clear message; if
+//! the kernel forbids unprivileged user namespaces it skips loudly (failing in CI).
+
+// Tests start programs of their own (the keel binary, setpriv, losetup, python3, sleep):
+// allowed explicitly (clippy.toml's `disallowed-methods`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .uid()
+        == 0
+}
+
+use std::os::unix::fs::MetadataExt;
+
+fn chown_tree(path: &Path) {
+    std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for e in std::fs::read_dir(path).unwrap() {
+            chown_tree(&e.unwrap().path());
+        }
+    }
+}
+
+/// How `keel` is started: as is, or as uid 65534 (the binary alone in a directory, so it
+/// re-executes itself as the sandbox helper).
+struct Runner {
+    as_nobody: bool,
+    _bin_dir: Option<tempfile::TempDir>,
+    keel: PathBuf,
+}
+
+impl Runner {
+    fn new(env: &Env, as_nobody: bool, test: &str) -> Self {
+        if !as_nobody {
+            return Self {
+                as_nobody,
+                _bin_dir: None,
+                keel: PathBuf::from(env!("CARGO_BIN_EXE_keel")),
+            };
+        }
+        assert!(
+            ["/usr/bin/setpriv", "/bin/setpriv"]
+                .iter()
+                .any(|p| Path::new(p).exists()),
+            "{test}: `setpriv` (util-linux) is needed to run keel as an unprivileged user when \
+             the tests run as root; install util-linux"
+        );
+        let bin_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let keel = bin_dir.path().join("keel");
+        if std::fs::hard_link(env!("CARGO_BIN_EXE_keel"), &keel).is_err() {
+            std::fs::copy(env!("CARGO_BIN_EXE_keel"), &keel).unwrap();
+        }
+        let top = env.work.parent().unwrap();
+        std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+        chown_tree(top);
+        Self {
+            as_nobody,
+            _bin_dir: Some(bin_dir),
+            keel,
+        }
+    }
+
+    /// `keel ARGS` in the workspace with the environment `env.keel()` sets.
+    fn command(&self, env: &Env, args: &[&str]) -> Command {
+        let template = env.keel();
+        let mut cmd = if self.as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&self.keel);
+            c
+        } else {
+            Command::new(&self.keel)
+        };
+        cmd.args(args).current_dir(&env.work).env_clear();
+        for (k, v) in template.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        cmd
+    }
+
+    fn who(&self) -> &'static str {
+        if self.as_nobody {
+            "uid 65534"
+        } else {
+            "the test's user"
+        }
+    }
+}
+
+/// `keel doctor`'s line for `name`.
+fn doctor_line(runner: &Runner, env: &Env, name: &str) -> String {
+    let out = runner.command(env, &["doctor"]).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    text.lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("doctor says nothing of `{name}`:\n{text}"))
+        .to_string()
+}
+
+/// False (after a loud skip, or a failure in CI) when commands get no namespaces here.
+fn namespaces(runner: &Runner, env: &Env, test: &str) -> bool {
+    let line = doctor_line(runner, env, "sandbox: processes");
+    if line.contains("NO PID namespace") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test} as {}: {line} — CI machines must allow it",
+            runner.who()
+        );
+        println!("SKIPPED {test} as {}: {line}", runner.who());
+        return false;
+    }
+    true
+}
+
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits up to `limit` for `want(processes carrying marker)`; returns the last list.
+fn wait_for(marker: &str, limit: Duration, want: impl Fn(&[u32]) -> bool) -> Vec<u32> {
+    let start = Instant::now();
+    loop {
+        let found = processes_with(marker);
+        if want(&found) || start.elapsed() > limit {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+}
+
+fn result(events: &[Value], id: &str) -> String {
+    events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["id"] == id)
+        .and_then(|e| e["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id} in {events:?}"))
+        .to_string()
+}
+
+fn run_is_contained(as_nobody: bool) {
+    let test = "a_keel_run_leaves_nothing_behind_and_reaches_no_secret";
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.join("docs")).unwrap();
+    std::fs::write(env.work.join("docs/api.md"), "protected api\n").unwrap();
+    std::fs::create_dir_all(env.work.join(".keel")).unwrap();
+    std::fs::write(
+        env.work.join(".keel/constitution.json"),
+        r#"{"protected_paths": ["docs/api.md"]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_ed25519"), "FAKE-PRIVATE-KEY\n").unwrap();
+    let marker = format!("keel-run-survivor-{}-{as_nobody}", std::process::id());
+    let script = env.script(
+        "attack.yaml",
+        &format!(
+            r#"
+turns:
+  - tool_calls:
+      - {{id: c1, name: run_command, arguments: {{command: "setsid -f bash -c 'exec -a {marker} sleep 300'; nohup bash -c 'exec -a {marker}-b sleep 300' >/dev/null 2>&1 & echo started"}}}}
+      - {{id: c2, name: run_command, arguments: {{command: "mv docs moved; mkdir -p docs && echo evil > docs/api.md; echo rc=$?"}}}}
+      - {{id: c3, name: run_command, arguments: {{command: "cat ~/.ssh/id_ed25519; ls -A ~/.ssh | sed 's/^/listed: /'; echo done"}}}}
+  - text: done
+"#
+        ),
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let out = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .arg("look around")
+        .output()
+        .unwrap();
+    let left = wait_for(&marker, Duration::from_secs(3), |f| f.is_empty());
+    kill_all(&left);
+    assert_exit(&out, 0);
+    let events = json_lines(&out.stdout);
+    let started = result(&events, "c1");
+    assert!(started.contains("started"), "{started}");
+    assert!(
+        left.is_empty(),
+        "as {}: processes outlived the command and the run: {left:?}",
+        runner.who()
+    );
+    let moved = result(&events, "c2");
+    assert_eq!(
+        std::fs::read_to_string(env.work.join("docs/api.md")).unwrap(),
+        "protected api\n",
+        "as {}: {moved}",
+        runner.who()
+    );
+    assert!(!env.work.join("moved").exists(), "{moved}");
+    let key = result(&events, "c3");
+    assert!(!key.contains("FAKE-PRIVATE-KEY"), "the key leaked: {key}");
+    assert!(!key.contains("listed: "), "~/.ssh was listed: {key}");
+    assert!(key.contains("done"), "{key}");
+    // The doctor names the hidden store that exists here and the process isolation.
+    let stores = doctor_line(&runner, &env, "sandbox: secret stores");
+    assert!(stores.contains("present here: ~/.ssh"), "{stores}");
+    let processes = doctor_line(&runner, &env, "sandbox: processes");
+    assert!(processes.contains("own PID"), "{processes}");
+}
+
+#[test]
+fn a_keel_run_leaves_nothing_behind_and_reaches_no_secret() {
+    run_is_contained(false);
+    if is_root() {
+        run_is_contained(true);
+    }
+}
+
+fn killed_keel(as_nobody: bool) {
+    let test = "a_killed_keel_takes_its_running_command_along";
+    let env = Env::new();
+    let marker = format!("keel-orphan-{}-{as_nobody}", std::process::id());
+    let script = env.script(
+        "long.yaml",
+        &format!(
+            r#"
+turns:
+  - tool_calls:
+      - {{id: c1, name: run_command, arguments: {{command: "exec -a {marker} sleep 300", timeout: 300}}}}
+  - text: done
+"#
+        ),
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let mut keel = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .arg("wait")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = wait_for(&marker, Duration::from_secs(20), |f| !f.is_empty());
+    assert!(!running.is_empty(), "the command never started");
+    // The test kills keel itself (setpriv execs it: same pid).
+    let _ = Command::new("kill")
+        .args(["-9", &keel.id().to_string()])
+        .status();
+    let _ = keel.wait();
+    let left = wait_for(&marker, Duration::from_secs(3), |f| f.is_empty());
+    kill_all(&left);
+    assert!(
+        left.is_empty(),
+        "as {}: the command outlived the killed keel: {left:?}",
+        runner.who()
+    );
+}
+
+#[test]
+fn a_killed_keel_takes_its_running_command_along() {
+    killed_keel(false);
+    if is_root() {
+        killed_keel(true);
+    }
+}

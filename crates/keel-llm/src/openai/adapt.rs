@@ -1,0 +1,383 @@
+//! What the OpenAI-compatible client learns from a server's behaviour, and how it meets it:
+//!
+//! - a stream that ends before its finish reason → replies requested whole;
+//! - a chat template that drops `role: tool` messages (the prompt does not grow by the tool
+//!   results between consecutive requests) → tool results sent as user messages;
+//! - a template that drops the tools (the prompt is no larger than it would be without the
+//!   schemas) → reported, once;
+//! - a context window the server enforces → `max_tokens` fits it, and a request that cannot fit
+//!   is not sent;
+//! - no usage in a stream → usage estimated, and marked so.
+//!
+//! Each fact is remembered per base URL and model ([`crate::learned`]), so the next run starts
+//! right; each change is said once to the user as a [`StreamEvent::Notice`].
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use keel_protocol::{ContentBlock, ToolSpec, Usage};
+
+use crate::learned::{Fact, Facts, ServerMemory};
+use crate::tokens::{estimate_message, estimate_request, estimate_text};
+use crate::{ChatRequest, LlmError, StreamEvent};
+
+/// Estimated tool-result tokens a request must add before its prompt growth is judged.
+pub(crate) const MIN_RESULT_TOKENS: u64 = 120;
+/// Estimated tool-schema tokens below which a dropped catalog is not judged.
+pub(crate) const MIN_TOOL_TOKENS: u64 = 150;
+/// The largest server tokens per estimated token believed (in thousandths).
+const MAX_PER_MILLE: u64 = 4000;
+/// The smallest reply worth asking for: a request whose prompt leaves less room in the window
+/// is not sent.
+pub(crate) const MIN_REPLY_TOKENS: u32 = 256;
+
+/// The prompt figures of one request, to compare with the next one's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Observation {
+    messages: usize,
+    /// Estimated tokens of the tool results sent as `role: tool` messages.
+    results: u64,
+    /// Estimated tokens of everything else in the messages.
+    rest: u64,
+    /// Estimated tokens of the system prompt and messages (no tools).
+    without_tools: u64,
+    /// Estimated tokens of the tool schemas.
+    tools: u64,
+    /// Whether the results went as user messages.
+    as_user: bool,
+}
+
+impl Observation {
+    pub(crate) fn of(request: &ChatRequest, as_user: bool) -> Self {
+        let mut results = 0;
+        let mut rest = 0;
+        for m in &request.messages {
+            for block in &m.content {
+                match block {
+                    ContentBlock::ToolResult { content, .. } if !as_user => {
+                        results += estimate_text(content)
+                    }
+                    _ => {}
+                }
+            }
+            rest += estimate_message(m);
+        }
+        let tools = tool_tokens(&request.tools);
+        Self {
+            messages: request.messages.len(),
+            results,
+            rest: rest.saturating_sub(results),
+            without_tools: estimate_text(&request.system) + rest,
+            tools,
+            as_user,
+        }
+    }
+}
+
+fn tool_tokens(tools: &[ToolSpec]) -> u64 {
+    estimate_request("", tools, &[])
+}
+
+/// The learned state of one client.
+#[derive(Debug)]
+pub(crate) struct Adaptive {
+    pub(crate) memory: ServerMemory,
+    whole_replies: AtomicBool,
+    results_as_user: AtomicBool,
+    tools_dropped: AtomicBool,
+    window: Mutex<Option<u64>>,
+    /// The previous request that reported its prompt size, and that size.
+    last: Mutex<Option<(Observation, u64)>>,
+    /// How many of the server's tokens one estimated token was, at most, in the requests it
+    /// reported (in thousandths; its tokenizer may cut finer than four bytes a token).
+    per_mille: std::sync::atomic::AtomicU64,
+    /// Whether the tools were judged (once per process).
+    tools_judged: AtomicBool,
+    notices: Mutex<Vec<String>>,
+    /// Whether prompt sizes are judged for dropped tools or results: only for local-server
+    /// presets (hosted APIs render both natively).
+    judges: bool,
+}
+
+impl Adaptive {
+    /// The state `memory` remembers (facts past their time are learned again); `judges`:
+    /// see [`Adaptive::judges`].
+    pub(crate) fn new(memory: ServerMemory, judges: bool) -> Self {
+        let facts = memory.facts();
+        let mut notices = memory.take_notices();
+        let whole = facts.streams.is_some_and(|f| !f.value);
+        let as_user = facts.tool_results_as_user.is_some_and(|f| f.value);
+        let dropped = facts.tools_dropped.is_some_and(|f| f.value);
+        if dropped {
+            notices.push(TOOLS_DROPPED.to_string());
+        }
+        Self {
+            memory,
+            whole_replies: AtomicBool::new(whole),
+            results_as_user: AtomicBool::new(as_user),
+            tools_dropped: AtomicBool::new(dropped),
+            window: Mutex::new(facts.context_window.map(|f| f.value)),
+            last: Mutex::new(None),
+            per_mille: std::sync::atomic::AtomicU64::new(
+                facts
+                    .tokens_per_mille
+                    .map_or(1000, |f| f.value.clamp(1000, MAX_PER_MILLE)),
+            ),
+            tools_judged: AtomicBool::new(facts.tools_dropped.is_some()),
+            notices: Mutex::new(notices),
+            judges,
+        }
+    }
+
+    pub(crate) fn whole_replies(&self) -> bool {
+        self.whole_replies.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn results_as_user(&self) -> bool {
+        self.results_as_user.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn tools_dropped(&self) -> bool {
+        self.tools_dropped.load(Ordering::Relaxed)
+    }
+
+    /// The window the server enforces, when learned.
+    pub(crate) fn window(&self) -> Option<u64> {
+        self.window.lock().ok().and_then(|w| *w)
+    }
+
+    pub(crate) fn take_notices(&self) -> Vec<String> {
+        let mut out = self
+            .notices
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default();
+        out.extend(self.memory.take_notices());
+        out
+    }
+
+    fn notice(&self, text: String) {
+        if let Ok(mut n) = self.notices.lock() {
+            n.push(text);
+        }
+    }
+
+    /// A stream ended before its finish reason: ask for whole replies from now on.
+    pub(crate) fn learn_no_streaming(&self) {
+        if !self.whole_replies.swap(true, Ordering::Relaxed) {
+            self.memory.learn(|f, now| {
+                f.streams = Some(Fact {
+                    value: false,
+                    learned_at: now,
+                })
+            });
+        }
+    }
+
+    /// The server counted `counted` prompt tokens where Keel estimated `estimated`: a scale
+    /// larger than the known one by a twentieth is used from now on, and remembered.
+    fn calibrate(&self, counted: u64, estimated: u64) {
+        if estimated < 50 {
+            return;
+        }
+        let scale = (counted.saturating_mul(1000) / estimated).min(MAX_PER_MILLE);
+        let known = self.per_mille.fetch_max(scale, Ordering::Relaxed);
+        if scale > known + known / 20 {
+            self.memory.learn(|f, now| {
+                f.tokens_per_mille = Some(Fact {
+                    value: scale,
+                    learned_at: now,
+                })
+            });
+        }
+    }
+
+    /// The server refused a request (`sent`) as larger than its `window`; its `message` may
+    /// say how many tokens the prompt counted, which calibrates Keel's estimate.
+    pub(crate) fn learn_window(&self, window: u64, sent: &Observation, message: &str) {
+        let estimated = sent.without_tools + sent.tools;
+        if let Some(counted) = prompt_in_error(message) {
+            self.calibrate(counted, estimated);
+        }
+        if let Ok(mut w) = self.window.lock() {
+            *w = Some(window);
+        }
+        self.memory.learn(|f, now| {
+            f.context_window = Some(Fact {
+                value: window,
+                learned_at: now,
+            })
+        });
+    }
+
+    /// Records what `probe` found (`keel doctor --ping`), replacing older facts.
+    pub(crate) fn learn_probe(&self, results_dropped: Option<bool>, tools_dropped: Option<bool>) {
+        if let Some(d) = results_dropped {
+            self.results_as_user.store(d, Ordering::Relaxed);
+        }
+        if let Some(d) = tools_dropped {
+            self.tools_dropped.store(d, Ordering::Relaxed);
+            self.tools_judged.store(true, Ordering::Relaxed);
+        }
+        self.memory.learn(|f: &mut Facts, now| {
+            if let Some(d) = results_dropped {
+                f.tool_results_as_user = Some(Fact {
+                    value: d,
+                    learned_at: now,
+                });
+            }
+            if let Some(d) = tools_dropped {
+                f.tools_dropped = Some(Fact {
+                    value: d,
+                    learned_at: now,
+                });
+            }
+        });
+    }
+
+    /// The output limit for `request` within the learned (or configured) `window`: `limit`
+    /// lowered so that prompt + limit fits; an error when not even [`MIN_REPLY_TOKENS`] fit
+    /// in a window the server enforced, since it would refuse the request. No limit stays none.
+    pub(crate) fn fit_max_tokens(
+        &self,
+        request: &ChatRequest,
+        limit: Option<u32>,
+        configured_window: Option<u64>,
+    ) -> Result<Option<u32>, LlmError> {
+        // No limit: the server stops at its window by itself.
+        let learned = self.window();
+        let (Some(limit), Some(window)) = (limit, learned.or(configured_window)) else {
+            return Ok(limit);
+        };
+        let prompt = estimate_request(&request.system, &request.tools, &request.messages);
+        // The estimate is about four bytes a token: scale it by what this server counted
+        // before, and leave a tenth more for what it has not been seen counting.
+        let scale = self.per_mille.load(Ordering::Relaxed);
+        let prompt = prompt.saturating_mul(scale) / 1000;
+        let prompt = prompt + prompt / 10;
+        let room = window.saturating_sub(prompt);
+        let floor = limit.min(MIN_REPLY_TOKENS);
+        if room < u64::from(floor) {
+            if learned.is_none() {
+                // A window from Keel's table, not one the server enforced: the estimate may be
+                // wrong, so the server decides.
+                return Ok(Some(floor));
+            }
+            return Err(LlmError::ContextLength {
+                message: format!(
+                    "the request (about {prompt} tokens) leaves no room for a reply in the server's {window}-token window; Keel did not send it"
+                ),
+                window: Some(window),
+            });
+        }
+        let room = u32::try_from(room).unwrap_or(u32::MAX);
+        Ok(Some(limit.min(room)))
+    }
+
+    /// Judges a request's reported prompt size (`prompt_tokens`) against the previous one's
+    /// and against its tool schemas; returns the notices of what changed.
+    pub(crate) fn observe(&self, now: Observation, prompt_tokens: u64) {
+        if prompt_tokens == 0 {
+            return;
+        }
+        // A template that drops the tools counts fewer tokens than sent: not a finer tokenizer.
+        let tools = if self.tools_dropped() { 0 } else { now.tools };
+        self.calibrate(prompt_tokens, now.without_tools + tools);
+        if !self.judges {
+            return;
+        }
+        if !self.tools_judged.swap(true, Ordering::Relaxed) && now.tools >= MIN_TOOL_TOKENS {
+            // Rendered tools make the prompt about `without_tools + tools`; dropped ones leave
+            // it near `without_tools`.
+            let dropped = prompt_tokens < now.without_tools + now.tools / 3;
+            self.tools_dropped.store(dropped, Ordering::Relaxed);
+            self.memory.learn(|f, t| {
+                f.tools_dropped = Some(Fact {
+                    value: dropped,
+                    learned_at: t,
+                })
+            });
+            if dropped {
+                self.notice(format!(
+                    "{TOOLS_DROPPED} (the prompt counted {prompt_tokens} tokens; the tool schemas alone are about {})",
+                    now.tools
+                ));
+            }
+        }
+        let previous = self
+            .last
+            .lock()
+            .ok()
+            .and_then(|mut l| l.replace((now, prompt_tokens)));
+        let Some((before, before_tokens)) = previous else {
+            return;
+        };
+        if now.as_user || before.as_user || now.messages <= before.messages {
+            return;
+        }
+        let added_results = now.results.saturating_sub(before.results);
+        if added_results < MIN_RESULT_TOKENS || now.results < before.results {
+            return;
+        }
+        let grew = prompt_tokens.saturating_sub(before_tokens);
+        // The results and the rest of the new messages should add roughly their size; a
+        // template that drops `role: tool` adds only the rest.
+        let added_rest = now.rest.saturating_sub(before.rest);
+        if grew < added_rest + added_results / 3 {
+            self.results_as_user.store(true, Ordering::Relaxed);
+            self.memory.learn(|f, t| {
+                f.tool_results_as_user = Some(Fact {
+                    value: true,
+                    learned_at: t,
+                })
+            });
+            self.notice(format!(
+                "this server's chat template drops tool results (role: tool): the prompt grew by {grew} tokens for about {added_results} tokens of results; Keel now sends tool results as user messages (tool_results_as_user) and remembers it for this server and model"
+            ));
+        }
+    }
+}
+
+const TOOLS_DROPPED: &str = "this server's chat template leaves the tool schemas out of the prompt: the model cannot call Keel's tools. Use a chat format that renders tools (llama-cpp-python: --chat_format chatml-function-calling) or another model";
+
+/// The prompt size a context-overflow error states: llama-cpp-python and OpenAI "(N in your
+/// prompt", llama.cpp "request (N tokens)".
+pub(crate) fn prompt_in_error(message: &str) -> Option<u64> {
+    let number_before = |text: &str, marker: &str| -> Option<u64> {
+        let end = text.find(marker)?;
+        let digits: String = text[..end]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect();
+        digits.parse().ok()
+    };
+    number_before(message, " in your prompt").or_else(|| {
+        let start = message.find("request (")? + "request (".len();
+        number_before(&message[start..], " tokens)")
+    })
+}
+
+/// The usage to report for a reply that carried none: the prompt estimated from the request,
+/// the output from the reply's text and arguments.
+pub(crate) fn estimated_usage(request: &ChatRequest, output_bytes: usize) -> Usage {
+    Usage {
+        input_tokens: estimate_request(&request.system, &request.tools, &request.messages),
+        output_tokens: (output_bytes as u64).div_ceil(4),
+        estimated: true,
+        ..Usage::default()
+    }
+}
+
+/// The bytes of reply text and tool-call arguments an event carries.
+pub(crate) fn output_bytes(event: &StreamEvent) -> usize {
+    match event {
+        StreamEvent::TextDelta(t) | StreamEvent::ReasoningDelta(t) => t.len(),
+        StreamEvent::ToolCallDelta { arguments, .. } => arguments.len(),
+        StreamEvent::ToolCallStart { name, .. } => name.len(),
+        _ => 0,
+    }
+}

@@ -1,0 +1,480 @@
+//! What Keel learns about a model server from its behaviour, how it meets it, and that the
+//! next client (the next run) starts right — against mock servers that reproduce each
+//! behaviour: a chat template that drops `role: tool` messages or the tool schemas (its
+//! `prompt_tokens` are computed from what such a template renders), a context window the server
+//! enforces (llama-cpp-python's error body), a stream that ends before its finish reason, and a
+//! stream without usage (llama-cpp-python's `\r\n`-separated events, `stream_options` ignored).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use keel_llm::mock::{MockReply, MockServer, Recorded, bodies};
+use keel_llm::{ChatRequest, LlmError, Provider, Role, Router, StreamEvent, build_provider};
+use keel_protocol::{ContentBlock, Message, ToolSpec};
+use serde_json::{Value, json};
+
+/// A client of `base_url` (llama-cpp-python preset) remembering what it learns in `dir`.
+fn learning(base_url: &str, dir: &Path) -> Arc<dyn Provider> {
+    let config = llm_config("llamacpp", "smollm2", base_url);
+    let target = Router::new(&config, Path::new("/"))
+        .with_learned_dir(Some(dir.to_path_buf()))
+        .target(Role::Main)
+        .unwrap();
+    build_provider(&target, &|_| None).unwrap()
+}
+
+/// How a chat template renders a request, counted the way a server counts its prompt (here
+/// four bytes a token): which parts reach the model.
+#[derive(Clone, Copy)]
+struct Template {
+    tools: bool,
+    tool_messages: bool,
+}
+
+impl Template {
+    fn prompt_tokens(self, body: &Value) -> u64 {
+        let mut bytes = 0;
+        for m in body["messages"].as_array().into_iter().flatten() {
+            if m["role"] == "tool" && !self.tool_messages {
+                continue;
+            }
+            bytes += m["content"].as_str().map_or(0, str::len) + 8;
+            bytes += m.get("tool_calls").map_or(0, |c| c.to_string().len());
+        }
+        if self.tools {
+            bytes += body.get("tools").map_or(0, |t| t.to_string().len());
+        }
+        (bytes as u64).div_ceil(4)
+    }
+
+    /// A server answering every request with a short text and this template's prompt size.
+    async fn serve(self) -> MockServer {
+        MockServer::with_handler(move |req: &Recorded, _| {
+            let prompt = self.prompt_tokens(&req.json());
+            if req.json()["stream"] == true {
+                MockReply::sse(bodies::openai("", "ok", &[], (prompt, 1)))
+            } else {
+                MockReply::json(
+                    json!({"id": "c", "object": "chat.completion", "model": "smollm2",
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "ok"}}],
+                           "usage": {"prompt_tokens": prompt, "completion_tokens": 1,
+                                     "total_tokens": prompt + 1}})
+                    .to_string(),
+                )
+            }
+        })
+        .await
+        .unwrap()
+    }
+}
+
+fn tools() -> Vec<ToolSpec> {
+    ["read_file", "list_files", "edit_file", "run_command"]
+        .iter()
+        .map(|name| ToolSpec {
+            name: (*name).into(),
+            description: format!("{name}: does what its name says to a file of the workspace, given a path relative to the workspace root; returns the result as text, numbered by line where that helps."),
+            input_schema: json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "A path relative to the workspace root."},
+                "limit": {"type": "integer", "description": "How many lines at most."}},
+                "required": ["path"]}),
+        })
+        .collect()
+}
+
+/// A conversation of `calls` finished `read_file` calls, each with a result of `result_bytes`.
+fn conversation(calls: usize, result_bytes: usize) -> ChatRequest {
+    let mut messages = vec![Message::user_text(
+        "Add a function that returns 42 to src/lib.rs.",
+    )];
+    for i in 0..calls {
+        messages.push(Message {
+            role: keel_protocol::Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: format!("call_{i}"),
+                name: "read_file".into(),
+                input: json!({"path": "src/lib.rs"}),
+            }],
+        });
+        messages.push(Message {
+            role: keel_protocol::Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: format!("call_{i}"),
+                content: "pub fn one() -> u32 { 1 }\n".repeat(result_bytes / 26 + 1),
+                is_error: false,
+            }],
+        });
+    }
+    ChatRequest {
+        system: "You are a coding agent.".into(),
+        tools: tools(),
+        messages,
+        max_tokens: None,
+    }
+}
+
+fn notices(events: &[StreamEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Notice(n) => Some(n.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn roles(r: &Recorded) -> Vec<String> {
+    r.json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_template_that_drops_tool_results_is_noticed_answered_and_remembered() {
+    let server = Template {
+        tools: true,
+        tool_messages: false,
+    }
+    .serve()
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let p = learning(&base, home.path());
+    let first = events(p.as_ref(), &conversation(1, 800)).await.unwrap();
+    assert!(notices(&first).is_empty(), "{:?}", notices(&first));
+    // The next request adds ~200 tokens of results; the prompt grows only by the call.
+    let second = events(p.as_ref(), &conversation(2, 800)).await.unwrap();
+    let said = notices(&second);
+    assert!(
+        said.iter()
+            .any(|n| n.contains("drops tool results") && n.contains("tool_results_as_user")),
+        "{said:?}"
+    );
+    events(p.as_ref(), &conversation(3, 800)).await.unwrap();
+    let requests = server.requests();
+    assert!(roles(&requests[1]).contains(&"tool".to_string()));
+    assert!(
+        !roles(&requests[2]).contains(&"tool".to_string()),
+        "results now go as user messages: {:?}",
+        roles(&requests[2])
+    );
+    assert!(
+        p.adaptations().iter().any(|a| a.contains("learned")),
+        "{:?}",
+        p.adaptations()
+    );
+
+    // The next run starts right: its very first request sends the results as user messages.
+    let next = learning(&base, home.path());
+    events(next.as_ref(), &conversation(1, 800)).await.unwrap();
+    let first_of_next = server.requests().pop().unwrap();
+    assert!(!roles(&first_of_next).contains(&"tool".to_string()));
+    // Another model on the same server has learned nothing.
+    let other = {
+        let config = llm_config("llamacpp", "gemma3", &base);
+        let target = Router::new(&config, Path::new("/"))
+            .with_learned_dir(Some(home.path().to_path_buf()))
+            .target(Role::Main)
+            .unwrap();
+        build_provider(&target, &|_| None).unwrap()
+    };
+    events(other.as_ref(), &conversation(1, 800)).await.unwrap();
+    assert!(roles(&server.requests().pop().unwrap()).contains(&"tool".to_string()));
+}
+
+#[tokio::test]
+async fn a_template_that_renders_tool_results_is_left_alone() {
+    let server = Template {
+        tools: true,
+        tool_messages: true,
+    }
+    .serve()
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let p = learning(&format!("{}/v1", server.url()), home.path());
+    for n in 1..=3 {
+        let ev = events(p.as_ref(), &conversation(n, 800)).await.unwrap();
+        assert!(notices(&ev).is_empty(), "{:?}", notices(&ev));
+    }
+    assert!(roles(&server.requests()[2]).contains(&"tool".to_string()));
+}
+
+#[tokio::test]
+async fn a_template_that_drops_the_tools_is_reported_once_and_remembered() {
+    let server = Template {
+        tools: false,
+        tool_messages: true,
+    }
+    .serve()
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let p = learning(&base, home.path());
+    let said = notices(&events(p.as_ref(), &conversation(0, 0)).await.unwrap());
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("leaves the tool schemas out") && said[0].contains("cannot call"),
+        "{said:?}"
+    );
+    let again = notices(&events(p.as_ref(), &conversation(0, 0)).await.unwrap());
+    assert!(again.is_empty(), "said once: {again:?}");
+    assert!(p.adaptations().iter().any(|a| a.contains("drops the tool")));
+    // The next run says it at once, before any reply.
+    let next = learning(&base, home.path());
+    let said = notices(&events(next.as_ref(), &conversation(0, 0)).await.unwrap());
+    assert!(
+        said.iter()
+            .any(|n| n.contains("leaves the tool schemas out")),
+        "{said:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_template_that_renders_the_tools_raises_nothing() {
+    let server = Template {
+        tools: true,
+        tool_messages: true,
+    }
+    .serve()
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let p = learning(&format!("{}/v1", server.url()), home.path());
+    let said = notices(&events(p.as_ref(), &conversation(0, 0)).await.unwrap());
+    assert!(said.is_empty(), "{said:?}");
+    assert!(!p.adaptations().iter().any(|a| a.contains("drops")));
+}
+
+#[tokio::test]
+async fn a_stream_without_a_finish_reason_is_remembered_so_the_next_run_asks_whole() {
+    let first_bytes = "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1764300000,\"model\":\"smollm2\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"logprobs\":null,\"finish_reason\":null}]}\r\n\r\n";
+    let server = MockServer::with_handler(move |req: &Recorded, _| {
+        if req.json()["stream"] == true {
+            MockReply::sse(first_bytes)
+        } else {
+            MockReply::json(
+                json!({"id": "c", "object": "chat.completion", "model": "smollm2",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": "ok"}}],
+                       "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
+                .to_string(),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let p = learning(&base, home.path());
+    let err = events(p.as_ref(), &simple_request("hi")).await.unwrap_err();
+    assert!(matches!(err, LlmError::Truncated(_)), "{err:?}");
+    let next = learning(&base, home.path());
+    let t = turn(next.as_ref(), &simple_request("hi")).await.unwrap();
+    assert_eq!(t.text, "ok");
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "no streamed request that fails every run"
+    );
+    assert_eq!(requests[1].json()["stream"], false);
+    let file = std::fs::read_to_string(home.path().join(keel_llm::learned::FILE_NAME)).unwrap();
+    assert!(file.contains(&base) && file.contains("smollm2"), "{file}");
+}
+
+/// llama-cpp-python's answer to a request larger than its window (HTTP 400).
+fn overflow(window: u64, prompt: u64, completion: u64) -> String {
+    format!(
+        r#"{{"error": {{"message": "This model's maximum context length is {window} tokens, however you requested {} tokens ({prompt} in your prompt; {completion} for the completion). Please reduce your prompt; or completion length.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}}}"#,
+        prompt + completion
+    )
+}
+
+#[tokio::test]
+async fn max_tokens_fits_the_window_the_server_enforced_in_this_run_and_the_next() {
+    let server = MockServer::with_handler(|req: &Recorded, _| {
+        let body = req.json();
+        let limit = body["max_tokens"].as_u64().unwrap_or(u64::MAX);
+        let prompt = Template {
+            tools: true,
+            tool_messages: true,
+        }
+        .prompt_tokens(&body);
+        if prompt + limit > 2048 {
+            MockReply::error(400, overflow(2048, prompt, limit))
+        } else {
+            MockReply::sse(bodies::openai("", "ok", &[], (prompt, 1)))
+        }
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let p = learning(&base, home.path());
+    let err = events(p.as_ref(), &conversation(0, 0)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LlmError::ContextLength {
+                window: Some(2048),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(p.info().context_window, Some(2048));
+    // The same request again fits: prompt + max_tokens ≤ 2048.
+    events(p.as_ref(), &conversation(0, 0)).await.unwrap();
+    let sent = server.requests()[1].json();
+    let limit = sent["max_tokens"].as_u64().unwrap();
+    assert!((256..4096).contains(&limit), "{sent}");
+    // A larger conversation gets a smaller limit, still inside the window.
+    events(p.as_ref(), &conversation(2, 800)).await.unwrap();
+    let larger = server.requests()[2].json()["max_tokens"].as_u64().unwrap();
+    assert!(larger < limit, "{larger} vs {limit}");
+
+    // The next run knows the window before its first request.
+    let next = learning(&base, home.path());
+    assert_eq!(next.info().context_window, Some(2048));
+    events(next.as_ref(), &conversation(0, 0)).await.unwrap();
+    assert_eq!(
+        server.requests().len(),
+        4,
+        "no overflow on the next run's first request"
+    );
+
+    // A request that cannot fit is not sent at all.
+    let huge = conversation(3, 4000);
+    let err = events(next.as_ref(), &huge).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LlmError::ContextLength {
+                window: Some(2048),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("did not send"), "{err}");
+    assert_eq!(server.requests().len(), 4);
+}
+
+/// llama-cpp-python 0.3 streaming a reply: `\r\n`-separated events, and no usage chunk even
+/// when `stream_options.include_usage` is asked for.
+const NO_USAGE_STREAM: &str = concat!(
+    "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1764300000,\"model\":\"smollm2\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"logprobs\":null,\"finish_reason\":null}]}\r\n\r\n",
+    "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1764300000,\"model\":\"smollm2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"The answer is forty-two.\"},\"logprobs\":null,\"finish_reason\":null}]}\r\n\r\n",
+    "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1764300000,\"model\":\"smollm2\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"stop\"}]}\r\n\r\n",
+    "data: [DONE]\r\n\r\n",
+);
+
+#[tokio::test]
+async fn usage_is_estimated_and_marked_when_the_stream_carries_none() {
+    let server = MockServer::queue(vec![
+        MockReply::sse(NO_USAGE_STREAM),
+        MockReply::sse(bodies::openai("", "ok", &[], (40, 3))),
+    ])
+    .await
+    .unwrap();
+    let p = provider("llamacpp", "smollm2", &format!("{}/v1", server.url()));
+    let request = conversation(1, 400);
+    let t = turn(p.as_ref(), &request).await.unwrap();
+    assert_eq!(t.text, "The answer is forty-two.");
+    assert!(t.usage.estimated, "{:?}", t.usage);
+    assert!(t.usage.input_tokens > 100, "{:?}", t.usage);
+    assert_eq!(t.usage.output_tokens, 6, "{:?}", t.usage);
+    assert_eq!(
+        server.requests()[0].json()["stream_options"]["include_usage"],
+        true
+    );
+    // A server that reports usage is believed, not estimated.
+    let t = turn(p.as_ref(), &request).await.unwrap();
+    assert!(!t.usage.estimated);
+    assert_eq!(t.usage.input_tokens, 40);
+}
+
+#[tokio::test]
+async fn the_doctor_probe_finds_what_a_template_drops_and_the_next_run_starts_right() {
+    for (template, tools_dropped, results_dropped) in [
+        (
+            Template {
+                tools: true,
+                tool_messages: false,
+            },
+            false,
+            true,
+        ),
+        (
+            Template {
+                tools: false,
+                tool_messages: true,
+            },
+            true,
+            false,
+        ),
+        (
+            Template {
+                tools: true,
+                tool_messages: true,
+            },
+            false,
+            false,
+        ),
+    ] {
+        let server = template.serve().await;
+        let home = tempfile::tempdir().unwrap();
+        let base = format!("{}/v1", server.url());
+        let p = learning(&base, home.path());
+        let found = p.probe_template().await.unwrap().unwrap();
+        assert_eq!(found.tools_dropped, tools_dropped, "{found:?}");
+        assert_eq!(found.results_dropped, results_dropped, "{found:?}");
+        assert_eq!(found.lines.len(), 2, "{found:?}");
+        assert_eq!(
+            found.lines[0].contains("DROPPED"),
+            tools_dropped,
+            "{found:?}"
+        );
+        assert_eq!(server.requests().len(), 4, "four one-token requests");
+        assert!(
+            server
+                .requests()
+                .iter()
+                .all(|r| r.json()["max_tokens"] == 1)
+        );
+        let next = learning(&base, home.path());
+        events(next.as_ref(), &conversation(1, 100)).await.unwrap();
+        let sent = server.requests().pop().unwrap();
+        assert_eq!(
+            !roles(&sent).contains(&"tool".to_string()),
+            results_dropped,
+            "{:?}",
+            roles(&sent)
+        );
+    }
+}
+
+#[tokio::test]
+async fn without_a_data_directory_nothing_is_written_and_nothing_breaks() {
+    let server = Template {
+        tools: true,
+        tool_messages: false,
+    }
+    .serve()
+    .await;
+    let p = provider("llamacpp", "smollm2", &format!("{}/v1", server.url()));
+    events(p.as_ref(), &conversation(1, 800)).await.unwrap();
+    let said = notices(&events(p.as_ref(), &conversation(2, 800)).await.unwrap());
+    assert!(
+        said.iter().any(|n| n.contains("drops tool results")),
+        "{said:?}"
+    );
+}

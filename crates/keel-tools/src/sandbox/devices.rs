@@ -1,0 +1,170 @@
+//! Devices and processes in the command's mount namespace (see [`super::mounts`]):
+//!
+//! - **`nodev` everywhere**: every mount inherited from the host gets `nodev`
+//!   (`mount_setattr(AT_RECURSIVE)`, Linux 5.12), so a device file found anywhere on disk —
+//!   a disk, a loop device, a terminal — cannot be opened.
+//! - **A minimal `/dev`**: a read-only tmpfs with `null`, `zero`, `full`, `random`,
+//!   `urandom` and `tty` (bind mounts of the host's, taken before `nodev`), its own `pts`
+//!   (a new devpts instance: only terminals the command opens itself, never another
+//!   terminal's `/dev/pts/N`), `ptmx`, a private `shm`, and the `fd`/`stdin`/`stdout`/
+//!   `stderr` links. No disk, loop device, console or other terminal is there.
+//! - **A fresh `/proc`** mounted by the PID namespace's first process: only the command's own
+//!   processes are listed and reachable; `/proc/sys` and `/proc/sysrq-trigger` read-only.
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use std::io;
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+
+    use rustix::fs::CWD;
+    use rustix::mount::{
+        MountFlags, MoveMountFlags, OpenTreeFlags, mount, mount_remount, move_mount, open_tree,
+    };
+
+    /// The device files of the minimal `/dev`.
+    const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+    /// Detached copies of the host's device mounts for [`DEVICES`], taken before anything
+    /// covers or restricts `/dev`.
+    pub(in crate::sandbox) struct Captured(Vec<(&'static str, OwnedFd)>);
+
+    pub(in crate::sandbox) fn capture() -> io::Result<Captured> {
+        let mut out = Vec::new();
+        for name in DEVICES {
+            let path = format!("/dev/{name}");
+            let fd = open_tree(
+                CWD,
+                path.as_str(),
+                OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+            )
+            .map_err(|e| {
+                io::Error::other(format!("cannot take `{path}` for the command's /dev: {e}"))
+            })?;
+            out.push((*name, fd));
+        }
+        Ok(Captured(out))
+    }
+
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+    /// `nodev` on every mount of the calling thread's mount namespace.
+    #[allow(unsafe_code)]
+    pub(in crate::sandbox) fn nodev_everywhere() -> io::Result<()> {
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_NODEV,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // SAFETY: `mount_setattr(dirfd, path, flags, attr, size)` reads `size` bytes from
+        // `attr`, a live, correctly laid-out `struct mount_attr`; the path is a NUL-terminated
+        // literal. Nothing is written to our memory.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                c"/".as_ptr(),
+                AT_RECURSIVE,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "cannot make device files unusable (mount_setattr nodev, Linux 5.12+): {}",
+                io::Error::last_os_error()
+            )))
+        }
+    }
+
+    fn fail(what: &str, e: impl std::fmt::Display) -> io::Error {
+        io::Error::other(format!("cannot {what} for the command: {e}"))
+    }
+
+    /// A fresh `/proc` for the calling process's PID namespace (it must be inside it), with
+    /// `/proc/sys` and `/proc/sysrq-trigger` read-only. System calls only, no allocation (it
+    /// also runs between `fork` and `exec`).
+    pub(in crate::sandbox) fn fresh_proc() -> io::Result<()> {
+        let hidden = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        mount(c"proc", c"/proc", c"proc", hidden, None)?;
+        for path in [c"/proc/sys", c"/proc/sysrq-trigger"] {
+            match rustix::mount::mount_bind_recursive(path, path) {
+                Ok(()) => mount_remount(path, MountFlags::BIND | MountFlags::RDONLY | hidden, c"")?,
+                Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `/dev` with the minimal one, using the devices [`capture`]d earlier.
+    pub(in crate::sandbox) fn minimal_dev(devices: Captured) -> io::Result<()> {
+        let hidden = MountFlags::NOSUID | MountFlags::NOEXEC;
+        mount(
+            "keel-dev",
+            "/dev",
+            "tmpfs",
+            hidden,
+            Some(c"size=64k,nr_inodes=64,mode=0755"),
+        )
+        .map_err(|e| fail("mount a tmpfs on /dev", e))?;
+        for (name, fd) in devices.0 {
+            let target = Path::new("/dev").join(name);
+            std::fs::File::create(&target)
+                .map_err(|e| fail(&format!("create {}", target.display()), e))?;
+            move_mount(
+                &fd,
+                "",
+                CWD,
+                &target,
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )
+            .map_err(|e| fail(&format!("mount {}", target.display()), e))?;
+        }
+        std::fs::create_dir("/dev/pts").map_err(|e| fail("create /dev/pts", e))?;
+        mount(
+            "devpts",
+            "/dev/pts",
+            "devpts",
+            hidden,
+            Some(c"newinstance,ptmxmode=0666,mode=0620"),
+        )
+        .map_err(|e| fail("mount a new devpts instance on /dev/pts", e))?;
+        std::fs::create_dir("/dev/shm").map_err(|e| fail("create /dev/shm", e))?;
+        mount(
+            "keel-shm",
+            "/dev/shm",
+            "tmpfs",
+            hidden | MountFlags::NODEV,
+            Some(c"mode=1777"),
+        )
+        .map_err(|e| fail("mount a private /dev/shm", e))?;
+        for (link, target) in [
+            ("/dev/ptmx", "pts/ptmx"),
+            ("/dev/fd", "/proc/self/fd"),
+            ("/dev/stdin", "/proc/self/fd/0"),
+            ("/dev/stdout", "/proc/self/fd/1"),
+            ("/dev/stderr", "/proc/self/fd/2"),
+        ] {
+            std::os::unix::fs::symlink(target, link)
+                .map_err(|e| fail(&format!("link {link}"), e))?;
+        }
+        mount_remount("/dev", MountFlags::BIND | MountFlags::RDONLY | hidden, "")
+            .map_err(|e| fail("remount /dev read-only", e))
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub(super) use imp::{capture, fresh_proc, minimal_dev, nodev_everywhere};

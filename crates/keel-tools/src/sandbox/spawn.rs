@@ -1,0 +1,213 @@
+//! Starting one confined program: [`spawn_command`], the way Keel's command runner (and
+//! anything else that starts a program for the model or the repository) gets a child with
+//! every mechanism this kernel offers.
+//!
+//! - As a normal user, the program starts through the [`super::helper`] (a user namespace is
+//!   needed, and only a single-threaded process can enter one).
+//! - As root, a throw-away thread enters new mount, PID and IPC namespaces and builds the view
+//!   ([`super::mounts`]); the child it forks is the PID namespace's first process and, before
+//!   `exec`, starts a session of its own (no controlling terminal), asks to die with that
+//!   thread, mounts a fresh `/proc`, drops capabilities and applies Landlock and seccomp —
+//!   system calls only, everything built beforehand on the thread. The thread then waits until
+//!   the returned [`ConfinedChild`] is dropped: it holds the namespaces (so tearing them down
+//!   is not on the command's exit path) and, when Keel dies, its death kills the command.
+//!   When the command (pid 1) ends, the kernel kills everything else in its namespace.
+//! - Where neither works, the thread confines itself (Landlock, seccomp, capabilities) and the
+//!   child inherits that.
+
+use std::ffi::OsString;
+use std::io;
+use std::sync::mpsc;
+
+use tokio::process::Command;
+
+use super::{
+    MountMode, SandboxPolicy, WritableRoots, helper_launch, mounts, privileges, rules, seccomp,
+    support, view_for,
+};
+
+/// A started program and what keeps its confinement alive.
+#[derive(Debug)]
+pub struct ConfinedChild {
+    pub child: tokio::process::Child,
+    /// Keep it as long as the child is used: dropping it releases the namespaces (and kills the
+    /// child if it still runs).
+    pub keeper: NamespaceKeeper,
+}
+
+/// Holds a root command's namespaces (see [`spawn_command`]): dropping it ends the thread
+/// that holds them, which kills the command if it still runs. Empty for other commands.
+#[derive(Debug)]
+pub struct NamespaceKeeper {
+    /// Dropping it ends the thread's wait.
+    _release: Option<mpsc::Sender<()>>,
+}
+
+impl ConfinedChild {
+    fn plain(child: tokio::process::Child) -> Self {
+        Self {
+            child,
+            keeper: NamespaceKeeper { _release: None },
+        }
+    }
+}
+
+/// Starts `argv` confined by `policy` and `roots`. `configure` sets everything but the program
+/// and its arguments (working directory, environment, stdio, `kill_on_drop`); it must not set
+/// a process group: each confined program gets its own (as the leader of its own session where
+/// the kernel allows), so killing the group `child.id()` ends it and everything it started.
+/// Call from within a Tokio runtime.
+pub async fn spawn_command(
+    policy: SandboxPolicy,
+    roots: &WritableRoots,
+    argv: &[OsString],
+    configure: impl FnOnce(&mut Command) + Send + 'static,
+) -> io::Result<ConfinedChild> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(io::Error::other("nothing to run: the command is empty"));
+    };
+    if policy == SandboxPolicy::Off {
+        // The confined runner's unconfined policy (`shell.sandbox = false`, the user's own MCP
+        // servers).
+        #[allow(clippy::disallowed_methods)]
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        configure(&mut cmd);
+        cmd.process_group(0);
+        return cmd.spawn().map(ConfinedChild::plain);
+    }
+    if let Some(h) = helper_launch(policy, roots) {
+        // The sandbox helper, which confines the command and becomes it.
+        #[allow(clippy::disallowed_methods)]
+        let mut cmd = Command::new(&h.program);
+        cmd.args(&h.args).arg(program).args(args);
+        configure(&mut cmd);
+        cmd.env(h.policy_env.0, &h.policy_env.1).process_group(0);
+        return super::spawn_via_helper(|| cmd.spawn()).map(ConfinedChild::plain);
+    }
+    if support().mount_namespace == Ok(MountMode::InProcess) {
+        return in_namespaces(policy, roots, program.clone(), args.to_vec(), configure).await;
+    }
+    let (program, args) = (program.clone(), args.to_vec());
+    let roots = roots.clone();
+    let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    tokio::task::spawn_blocking(move || {
+        super::spawn_confined(policy, &roots, move || {
+            let _enter = runtime.enter();
+            // Confined by this thread (Landlock, seccomp, capabilities), inherited.
+            #[allow(clippy::disallowed_methods)]
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            configure(&mut cmd);
+            cmd.process_group(0);
+            cmd.spawn()
+        })
+    })
+    .await
+    .map_err(|e| io::Error::other(format!("the spawn task failed: {e}")))?
+    .map(ConfinedChild::plain)
+}
+
+/// Everything the child applies between `fork` and `exec`, built beforehand.
+struct InChild {
+    proc_fs: bool,
+    capabilities: privileges::Dropped,
+    landlock: Option<std::os::fd::OwnedFd>,
+    seccomp: seccomp::Prepared,
+}
+
+impl InChild {
+    /// In the forked child: system calls only, no allocation, no lock.
+    fn apply(&self) -> io::Result<()> {
+        rustix::process::setsid()?;
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+        if self.proc_fs {
+            super::devices::fresh_proc()?;
+        }
+        privileges::apply_drop(&self.capabilities)?;
+        if let Some(fd) = &self.landlock {
+            rules::restrict_with(fd)?;
+        }
+        seccomp::install(&self.seccomp)
+    }
+}
+
+/// The root path (see the module documentation).
+async fn in_namespaces(
+    policy: SandboxPolicy,
+    roots: &WritableRoots,
+    program: OsString,
+    args: Vec<OsString>,
+    configure: impl FnOnce(&mut Command) + Send + 'static,
+) -> io::Result<ConfinedChild> {
+    let s = support();
+    let view = view_for(policy, roots, false);
+    let writable = roots.for_policy(policy);
+    let network = roots.network;
+    let landlock = s.enforced;
+    let filter = s.seccomp.is_ok().then_some(seccomp::Filter {
+        network,
+        metadata: policy != SandboxPolicy::ReadOnly,
+        pid_namespace: true,
+        ipc_namespace: true,
+    });
+    let proc_fs = s.isolation.fresh_proc;
+    let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    privileges::hide_keel_process();
+    let (started_tx, started_rx) =
+        tokio::sync::oneshot::channel::<io::Result<tokio::process::Child>>();
+    let (keeper, released) = mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("keel-sandbox-ns".into())
+        .spawn(move || {
+            let spawned = (|| {
+                mounts::enter_in_process(&view)?;
+                let in_child = InChild {
+                    proc_fs,
+                    capabilities: privileges::prepare_drop()?,
+                    landlock: if landlock {
+                        rules::prepare(&writable, network, view.dev)?
+                    } else {
+                        None
+                    },
+                    seccomp: match filter {
+                        Some(f) => seccomp::prepare(f)?,
+                        None => seccomp::Prepared::default(),
+                    },
+                };
+                // Confined in its namespaces and by `in_child` before `exec`.
+                #[allow(clippy::disallowed_methods)]
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                configure(&mut cmd);
+                set_pre_exec(&mut cmd, in_child);
+                let _enter = runtime.enter();
+                cmd.spawn()
+            })();
+            let started = spawned.is_ok();
+            let _ = started_tx.send(spawned);
+            if started {
+                // Hold the namespaces, and be the thread whose death kills the command.
+                let _ = released.recv();
+            }
+        })?;
+    let child = started_rx
+        .await
+        .map_err(|_| io::Error::other("the sandbox spawn thread ended without a child"))??;
+    Ok(ConfinedChild {
+        child,
+        keeper: NamespaceKeeper {
+            _release: Some(keeper),
+        },
+    })
+}
+
+#[allow(unsafe_code)]
+fn set_pre_exec(cmd: &mut Command, in_child: InChild) {
+    // SAFETY: the closure runs in the forked child of a multi-threaded process, where only
+    // async-signal-safe operations are allowed: `InChild::apply` makes system calls on data
+    // built before the fork, and neither allocates nor takes a lock.
+    unsafe {
+        cmd.pre_exec(move || in_child.apply());
+    }
+}

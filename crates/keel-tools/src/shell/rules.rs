@@ -1,0 +1,183 @@
+//! Command rules (`git push`, `make lint`): word prefixes matched against each simple command
+//! of a parsed line, never against the line's text.
+//!
+//! - A **deny** (or ask) rule matches when *any* simple command of the line starts with its
+//!   words — nested ones included (`env rm`, `bash -c 'rm …'`, `xargs rm`, `$(rm …)`). The
+//!   program is compared by its name (`/bin/rm` is `rm`). When a word the rule would compare
+//!   is not known before the line runs (`$cmd`, `git $sub`), the rule *may* match
+//!   ([`RuleMatch::Maybe`]): callers treat that as a match that needs a person.
+//! - An **allow** rule vouches for one simple command only ([`Analyzer`]'s vouching): the
+//!   program (a bare name or a system binary path, never `./git`), its words matched whole
+//!   (`git status` does not match `git statusx`), every word of the command literal. Whatever
+//!   else the line runs — another command after `;`, `&&` or `|`, a substitution, a
+//!   redirection, the payload of a wrapper (`env`, `timeout`, `xargs`, `sh -c`, `find -exec`)
+//!   — is judged on its own.
+//!
+//! [`Analyzer`]: super::safety::Analyzer
+
+use super::safety::program_name;
+use super::words::Word;
+
+/// How a rule relates to a command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleMatch {
+    /// A simple command of the line starts with the rule's words.
+    Yes,
+    /// A word the rule would compare is not known before the line runs.
+    Maybe,
+    No,
+}
+
+/// A rule's words (`"git push"` → `git`, `push`); `None` when it has none.
+pub(crate) fn rule_words(rule: &str) -> Option<Vec<String>> {
+    let words: Vec<String> = rule.split_whitespace().map(str::to_string).collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// Whether the simple command `words` starts with `rule` (program compared by name).
+pub(crate) fn prefix_match(rule: &[String], words: &[Word]) -> RuleMatch {
+    for (i, want) in rule.iter().enumerate() {
+        let Some(w) = words.get(i) else {
+            return RuleMatch::No;
+        };
+        let Some(have) = w.value() else {
+            // `$x` may expand to any word, or to several.
+            return RuleMatch::Maybe;
+        };
+        let same = if i == 0 {
+            program_name(have) == want
+        } else {
+            have == want
+        };
+        if !same {
+            return RuleMatch::No;
+        }
+    }
+    RuleMatch::Yes
+}
+
+/// Whether an allow rule vouches for the simple command `words`: the words match whole, the
+/// program is the real one (a bare name, or the same name in a system binary directory),
+/// and every word is known before it runs.
+pub(crate) fn vouches(rule: &[String], words: &[Word]) -> bool {
+    if words.len() < rule.len() || words.iter().any(|w| !w.literal) {
+        return false;
+    }
+    rule.iter().zip(words).enumerate().all(|(i, (want, w))| {
+        if i == 0 {
+            let name = if w.text.contains('/') {
+                match super::safety::system_program(&w.text) {
+                    Some(p) => p,
+                    None => return false,
+                }
+            } else {
+                w.text.as_str()
+            };
+            name == want
+        } else {
+            w.text == *want
+        }
+    })
+}
+
+/// The strongest match of `rule` against any of `commands`.
+pub(crate) fn match_any(rule: &str, commands: &[Vec<Word>]) -> RuleMatch {
+    let Some(rule) = rule_words(rule) else {
+        return RuleMatch::No;
+    };
+    let mut best = RuleMatch::No;
+    for words in commands {
+        match prefix_match(&rule, words) {
+            RuleMatch::Yes => return RuleMatch::Yes,
+            RuleMatch::Maybe => best = RuleMatch::Maybe,
+            RuleMatch::No => {}
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shell::CommandSafety;
+
+    fn allow(rules: &[&str], cmd: &str) -> crate::shell::SafetyClass {
+        let rules: Vec<String> = rules.iter().map(|s| s.to_string()).collect();
+        CommandSafety::with_allow(&rules).classify(cmd).class
+    }
+
+    #[test]
+    fn an_allow_rule_covers_its_own_command_and_nothing_else() {
+        use crate::shell::SafetyClass::*;
+        let rules = &["git status"];
+        assert_eq!(allow(rules, "git status"), ReadOnly);
+        assert_eq!(allow(rules, "git status --short"), ReadOnly);
+        for cmd in [
+            "git status; rm -rf src",
+            "git status && rm -rf src",
+            "git status || rm -rf src",
+            "git status | sh",
+            "git status $(rm -rf src)",
+            "rm -rf src; git status",
+            "env rm -rf src",
+            "timeout 5 rm -rf src",
+            "bash -c 'git status; rm -rf src'",
+        ] {
+            assert_ne!(allow(rules, cmd), ReadOnly, "{cmd}");
+        }
+        assert_eq!(
+            allow(rules, "git status > /etc/x"),
+            Destructive,
+            "redirections judged"
+        );
+        // Word boundaries, the real program, literal words.
+        assert_ne!(allow(&["cargo test"], "cargo testx"), WritesWorkspace);
+        assert_eq!(allow(&["cargo test"], "cargo testx"), Unknown);
+        assert_eq!(allow(&["cargo test"], "cargo test -p x"), ReadOnly);
+        assert_eq!(allow(&["cargo test"], "./cargo test"), Unknown);
+        assert_eq!(allow(&["cargo test"], "/usr/bin/cargo test"), ReadOnly);
+        assert_eq!(allow(&["cargo test"], "cargo test $NAME"), Unknown);
+        // A wrapper's rule does not carry its payload; the payload's own rule does.
+        assert_eq!(allow(&["timeout"], "timeout 5 rm -rf src"), Destructive);
+        assert_eq!(allow(&["cargo test"], "timeout 60 cargo test"), ReadOnly);
+        assert_eq!(
+            allow(&["cargo test"], "env RUST_LOG=1 cargo test"),
+            ReadOnly
+        );
+        assert_eq!(allow(&["bash"], "bash -c 'rm -rf src'"), Destructive);
+        assert_eq!(allow(&["xargs"], "ls | xargs rm"), Destructive);
+        assert_eq!(allow(&["find"], "find . -exec rm {} +"), Destructive);
+        assert_eq!(
+            allow(
+                &["cargo test", "git status"],
+                "cargo test 2>&1 | tail -5 && git status"
+            ),
+            ReadOnly
+        );
+    }
+
+    #[test]
+    fn deny_rules_see_nested_commands_and_unknown_words() {
+        let c = |cmd: &str| crate::shell::classify(cmd);
+        for cmd in [
+            "rm -rf src",
+            "/bin/rm x",
+            "ls; rm x",
+            "echo $(rm x)",
+            "env rm x",
+            "bash -c 'rm x'",
+            "ls | xargs rm",
+            "find . -exec rm {} +",
+        ] {
+            assert_eq!(c(cmd).rule_match("rm"), RuleMatch::Yes, "{cmd}");
+        }
+        assert_eq!(c("$cmd x").rule_match("rm"), RuleMatch::Maybe);
+        assert_eq!(
+            c("git $sub origin").rule_match("git push"),
+            RuleMatch::Maybe
+        );
+        assert_eq!(c("git pull").rule_match("git push"), RuleMatch::No);
+        assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
+        assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);
+    }
+}

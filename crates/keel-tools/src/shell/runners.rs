@@ -1,0 +1,231 @@
+//! What test runners' own configuration adds to a test run: pytest's `addopts` (from
+//! pytest.ini, pyproject.toml, tox.ini or setup.cfg — `--basetemp` empties a directory,
+//! report options write files) and the programs Cargo's configuration runs around the tests
+//! (`target.*.runner`, `build.rustc-wrapper`), judged as commands.
+
+use super::project::vouch;
+use super::safety::{Analyzer, PathScope, SafetyClass, path_scope};
+use super::words::Word;
+
+use SafetyClass::{Unknown, WritesWorkspace};
+
+/// pytest: the runner, with its options and its configuration's `addopts` judged: `--basetemp`
+/// empties a directory, report options write files.
+pub(crate) fn pytest(a: &mut Analyzer, label: &str, args: &[Word]) {
+    vouch(a, label);
+    let mut options: Vec<Word> = args.to_vec();
+    if let Some(addopts) = pytest_addopts(a) {
+        options.extend(addopts.split_whitespace().map(Word::lit));
+    }
+    let mut i = 0;
+    while let Some(w) = options.get(i) {
+        let Some(v) = w.value() else {
+            i += 1;
+            continue;
+        };
+        let (name, value) = match v.split_once('=') {
+            Some((n, val)) => (n, Some(Word::lit(val))),
+            None => (v, None),
+        };
+        let writes = match name {
+            "--basetemp" => Some("`pytest --basetemp` empties that directory first"),
+            "--junitxml" | "--junit-xml" | "--result-log" | "--report-log" | "--html"
+            | "--json-report-file" => Some("a pytest report option writes a file"),
+            _ => None,
+        };
+        if let Some(how) = writes {
+            let target = value.or_else(|| {
+                i += 1;
+                options.get(i).cloned()
+            });
+            match target {
+                Some(t) if name == "--basetemp" => {
+                    a.write_target(&t, "`pytest --basetemp`");
+                    if t.value().is_some_and(|p| path_scope(p) != PathScope::Temp) {
+                        a.flag(SafetyClass::Destructive, format!("{how}: `{}`", t.source));
+                    }
+                }
+                Some(t) => a.write_target(&t, how),
+                None => a.flag(WritesWorkspace, how.to_string()),
+            }
+        }
+        i += 1;
+    }
+}
+
+/// pytest's `addopts` from the first configuration file that has a pytest section.
+fn pytest_addopts(a: &mut Analyzer) -> Option<String> {
+    let project = a.project.as_mut()?;
+    for (file, section) in [
+        ("pytest.ini", "[pytest]"),
+        ("pyproject.toml", "[tool.pytest.ini_options]"),
+        ("tox.ini", "[pytest]"),
+        ("setup.cfg", "[tool:pytest]"),
+    ] {
+        let Ok(Some(text)) = project.read(file, "pytest addopts") else {
+            continue;
+        };
+        if !text.contains(section) {
+            continue;
+        }
+        if file == "pyproject.toml" {
+            let v: toml::Table = toml::from_str(&text).ok()?;
+            let opts = v
+                .get("tool")?
+                .get("pytest")?
+                .get("ini_options")?
+                .get("addopts")?;
+            return Some(match opts {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Array(a) => a
+                    .iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => String::new(),
+            });
+        }
+        return Some(ini_value(&text, section, "addopts").unwrap_or_default());
+    }
+    None
+}
+
+/// A key's value (with indented continuation lines) in an INI section.
+fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut in_section = false;
+    let mut value: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            if value.is_some() {
+                break;
+            }
+            in_section = t == section;
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if let Some(v) = value.as_mut() {
+            if line.starts_with([' ', '\t']) && !t.is_empty() {
+                v.push(' ');
+                v.push_str(t);
+                continue;
+            }
+            break;
+        }
+        if let Some((k, v)) = t.split_once('=')
+            && k.trim() == key
+        {
+            value = Some(v.trim().to_string());
+        }
+    }
+    value
+}
+
+/// `cargo test`, `cargo nextest`, `cargo bench`, `cargo run`: the project's code; the
+/// programs `.cargo/config.toml` has Cargo run around it (`runner`, `rustc-wrapper`) are
+/// judged as commands.
+pub(crate) fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
+    let sub = args
+        .iter()
+        .find_map(|w| w.value().filter(|v| !v.starts_with('-')));
+    if !matches!(
+        sub,
+        Some(
+            "test"
+                | "t"
+                | "nextest"
+                | "bench"
+                | "run"
+                | "r"
+                | "build"
+                | "b"
+                | "check"
+                | "c"
+                | "clippy"
+                | "doc"
+        )
+    ) {
+        return false;
+    }
+    // `--config` overrides stay unknown (the usual judgement).
+    if args.iter().any(|w| {
+        w.value()
+            .is_none_or(|v| v.starts_with("--config") || v.starts_with("-Z"))
+    }) {
+        return false;
+    }
+    vouch(a, &format!("cargo {}", sub.unwrap_or("test")));
+    let Some(project) = a.project.as_mut() else {
+        return true;
+    };
+    let Some(mut dir) = project.cwd.clone() else {
+        return true;
+    };
+    let mut programs = Vec::new();
+    loop {
+        for name in [".cargo/config.toml", ".cargo/config"] {
+            match project.read_at(&dir.join(name), "runner and wrappers") {
+                Ok(Some(text)) => programs.extend(cargo_config_programs(&text)),
+                Ok(None) => {}
+                Err(why) => programs.push(Err(why)),
+            }
+        }
+        if dir == project.root || !dir.pop() || !dir.starts_with(&project.root) {
+            break;
+        }
+    }
+    for p in programs {
+        match p {
+            Ok(cmd) => {
+                let line = format!("{cmd} ./target/test-binary");
+                a.script(&line);
+            }
+            Err(why) => a.flag(Unknown, format!("Cargo's configuration: {why}")),
+        }
+    }
+    true
+}
+
+/// The commands a Cargo configuration names: `target.*.runner`, `build.rustc-wrapper`,
+/// `build.rustc-workspace-wrapper`, `build.rustc`, `build.rustdoc`.
+fn cargo_config_programs(text: &str) -> Vec<Result<String, String>> {
+    let table: toml::Table = match toml::from_str(text) {
+        Ok(t) => t,
+        Err(e) => return vec![Err(format!("it does not parse: {e}"))],
+    };
+    let as_command = |v: &toml::Value| -> Result<String, String> {
+        match v {
+            toml::Value::String(s) => Ok(s.clone()),
+            toml::Value::Array(a) => Ok(a
+                .iter()
+                .filter_map(|x| x.as_str())
+                .map(super::testing::quote)
+                .collect::<Vec<_>>()
+                .join(" ")),
+            other => Err(format!("a program given as {}", other.type_str())),
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(targets) = table.get("target").and_then(|t| t.as_table()) {
+        for t in targets.values() {
+            if let Some(r) = t.get("runner") {
+                out.push(as_command(r));
+            }
+        }
+    }
+    if let Some(build) = table.get("build").and_then(|b| b.as_table()) {
+        for key in [
+            "rustc-wrapper",
+            "rustc-workspace-wrapper",
+            "rustc",
+            "rustdoc",
+        ] {
+            if let Some(v) = build.get(key) {
+                out.push(as_command(v));
+            }
+        }
+    }
+    out
+}

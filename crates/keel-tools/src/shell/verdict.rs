@@ -1,0 +1,109 @@
+//! The verdict on a command line: its [`SafetyClass`] (the most severe of its parts') and the
+//! [`Analysis`] that explains it, lists its simple commands for rules, and names the project
+//! files a test run's judgement read.
+
+use serde::{Deserialize, Serialize};
+
+use super::project::Source;
+use super::rules::RuleMatch;
+use super::words::Word;
+
+/// What a command may do, from harmless to harmful. A command's class is the most severe of
+/// its parts'.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyClass {
+    /// Only reads files and prints.
+    #[default]
+    ReadOnly,
+    /// Creates or changes files (in the workspace or temp directories).
+    WritesWorkspace,
+    /// Talks to the network (downloads, pushes, remote calls).
+    Network,
+    /// Cannot be judged statically: may do anything.
+    Unknown,
+    /// Deletes or overwrites data, rewrites history, writes outside the workspace, or ends
+    /// processes.
+    Destructive,
+}
+
+impl SafetyClass {
+    /// `read_only`, `writes_workspace`, `network`, `unknown` or `destructive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SafetyClass::ReadOnly => "read_only",
+            SafetyClass::WritesWorkspace => "writes_workspace",
+            SafetyClass::Network => "network",
+            SafetyClass::Unknown => "unknown",
+            SafetyClass::Destructive => "destructive",
+        }
+    }
+}
+
+impl std::fmt::Display for SafetyClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The verdict on one command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub class: SafetyClass,
+    /// Why: which word, which redirection. For read-only commands, the programs seen.
+    pub reasons: Vec<String>,
+    /// Every simple command found (words as written when not literal), for deny-lists.
+    #[serde(skip)]
+    pub commands: Vec<Vec<String>>,
+    /// The same commands' words, with what is known about each.
+    #[serde(skip)]
+    pub(crate) words: Vec<Vec<Word>>,
+    /// The project files a test run's judgement read ([`CommandSafety::classify_test_run`]).
+    #[serde(skip)]
+    pub sources: Vec<Source>,
+}
+
+impl Analysis {
+    /// True when the command only reads.
+    pub fn is_read_only(&self) -> bool {
+        self.class == SafetyClass::ReadOnly
+    }
+
+    /// The first deny-list entry (word prefix, e.g. `"git push"`) that one of the command's
+    /// simple commands starts with.
+    pub fn denied_by<'a>(&self, deny: &'a [String]) -> Option<&'a str> {
+        deny.iter()
+            .map(String::as_str)
+            .find(|entry| self.rule_match(entry) == RuleMatch::Yes)
+    }
+
+    /// A short hash of the project files the judgement read (`None` when it read none): a
+    /// caller that remembers an approval keys it with this, so a changed script asks again.
+    pub fn sources_fingerprint(&self) -> Option<String> {
+        if self.sources.is_empty() {
+            return None;
+        }
+        let mut text = String::new();
+        for s in &self.sources {
+            text.push_str(&format!(
+                "{}\0{}\0{:016x}\n",
+                s.path.display(),
+                s.what,
+                s.hash
+            ));
+        }
+        Some(format!(
+            "{:08x}",
+            keel_protocol::fnv1a(text.as_bytes()) as u32
+        ))
+    }
+
+    /// How the rule `rule` (a word prefix, `"git push"`) matches the line's simple commands,
+    /// nested ones included: [`RuleMatch::Maybe`] when a word it would compare is not known
+    /// before the line runs.
+    pub fn rule_match(&self, rule: &str) -> RuleMatch {
+        super::rules::match_any(rule, &self.words)
+    }
+}
