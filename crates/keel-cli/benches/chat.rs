@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 const STARTS: usize = 8;
 const KEYS: usize = 100;
+/// Keys typed before the composer is emptied (the pane is 100 columns wide).
+const CLEAR_EVERY: usize = 50;
 /// Tool-call turns of the long session.
 const LONG_TURNS: usize = 60;
 const CHUNKS: usize = 400;
@@ -271,10 +273,15 @@ fn main() {
         c50.as_secs_f64() / v50.as_secs_f64()
     );
 
-    // Keystroke → frame.
+    // Keystroke → frame. A composer line longer than the pane scrolls sideways (its count stops
+    // growing): Ctrl-U empties it every `CLEAR_EVERY` keys, outside the measured time.
     let latency = |pane: &Pane, count: &dyn Fn(&str) -> usize| {
         let mut samples = Vec::new();
         for i in 0..KEYS {
+            if i > 0 && i % CLEAR_EVERY == 0 && count(&pane.screen()) >= CLEAR_EVERY {
+                pane.send(&["C-u"]);
+                pane.wait("an empty line", |s| count(s) == 0);
+            }
             let before = count(&pane.screen());
             let t = Instant::now();
             pane.send(&["-l", if i % 2 == 0 { "a" } else { "b" }]);
@@ -316,7 +323,8 @@ fn main() {
             &work,
             &home,
             &format!(
-                "'{k}' chat --approval never --provider scripted --script '{}'",
+                "KEEL_AGENT__MAX_ITERATIONS={} '{k}' chat --approval never --provider scripted --script '{}'",
+                LONG_TURNS + 10,
                 long.display()
             ),
         ),

@@ -76,6 +76,15 @@ fn keel(env: &Env, nobody: bool, args: &[&str]) -> Output {
     cmd.args(args).output().unwrap()
 }
 
+/// Whether `program` is on PATH (or, for `time`, the external `/usr/bin/time`).
+fn on_path(program: &str) -> bool {
+    if program == "time" {
+        return Path::new("/usr/bin/time").is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+}
+
 fn results(out: &Output) -> Vec<(String, String)> {
     json_lines(&out.stdout)
         .into_iter()
@@ -168,12 +177,41 @@ fn hidden_commands_do_not_run_under_untrusted() {
             ("cfor", "n=$(cat count); for ((i=0; i<n; i++)); do :; done"),
             ("list", "ls -la"),
         ];
-        let zstd = ["/usr/bin/zstd", "/bin/zstd"]
-            .iter()
-            .any(|p| Path::new(p).exists());
-        if zstd {
-            calls.push(("zstd", "zstd -q -c -o zstd-ran README.md"));
+        // Programs an earlier classifier rated read_only although an option makes them write
+        // or run a program: `git grep -O`, `time --output`, `yq --in-place`. Each runs when
+        // the program is installed (and is then denied, so its canary never appears).
+        let mut canaries = vec!["prompt-ran", "trap-ran", "rw-ran", "awk-ran", "for-ran"];
+        for (id, program, line, canary) in [
+            (
+                "zstd",
+                "zstd",
+                "zstd -q -c -o zstd-ran README.md",
+                "zstd-ran",
+            ),
+            (
+                "grep",
+                "git",
+                "git grep --no-index -nO'touch grep-ran' demo -- README.md",
+                "grep-ran",
+            ),
+            (
+                "time",
+                "time",
+                "/usr/bin/time --output=time-ran true",
+                "time-ran",
+            ),
+        ] {
+            if on_path(program) {
+                calls.push((id, line));
+                canaries.push(canary);
+            } else {
+                println!("SKIPPED {id}: `{program}` is not installed");
+            }
         }
+        if on_path("yq") {
+            calls.push(("yq", "yq -y --in-place '.a = 1' c.yaml"));
+        }
+        std::fs::write(env.work.join("c.yaml"), "a: 0\n").unwrap();
         let out = run_commands(&env, nobody, "untrusted", &calls);
         let r = results(&out);
         let who = if nobody { "uid 65534" } else { "this user" };
@@ -181,16 +219,14 @@ fn hidden_commands_do_not_run_under_untrusted() {
             env.work.join("src/lib.rs").exists(),
             "{who}: src survives: {r:?}"
         );
-        for canary in [
-            "prompt-ran",
-            "trap-ran",
-            "rw-ran",
-            "awk-ran",
-            "for-ran",
-            "zstd-ran",
-        ] {
+        for canary in &canaries {
             assert!(!env.work.join(canary).exists(), "{who}: {canary}: {r:?}");
         }
+        assert_eq!(
+            std::fs::read_to_string(env.work.join("c.yaml")).unwrap(),
+            "a: 0\n",
+            "{who}: yq --in-place: {r:?}"
+        );
         for (id, _) in calls.iter().filter(|(id, _)| *id != "list") {
             assert!(
                 content(&r, id).contains("nobody to approve"),
@@ -247,10 +283,6 @@ type Setup = Box<dyn Fn(&Env)>;
 #[test]
 fn run_tests_is_judged_by_what_it_runs() {
     let ci = std::env::var_os("CI").is_some();
-    let have = |p: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-    };
     let mut cases: Vec<(&str, Setup)> = vec![(
         "a configured script",
         Box::new(|env: &Env| {
@@ -289,7 +321,7 @@ fn run_tests_is_judged_by_what_it_runs() {
             }),
         ),
     ] {
-        if have(tool) {
+        if on_path(tool) {
             cases.push((case, setup));
         } else {
             assert!(!ci, "`{tool}` is needed for this test in CI");

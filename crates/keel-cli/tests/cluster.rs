@@ -123,9 +123,31 @@ async fn a_worker_killed_mid_turn_hands_its_job_to_another_and_the_session_compl
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     cluster.kill_busy_worker(deadline, "the turn");
+    let killed_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     let events = watcher.await.unwrap();
     let last = events.last().unwrap();
     assert_eq!(last["status"], "completed", "{last}");
+    // The other worker took the session over within seconds: its run's first event.
+    let first_run = events
+        .iter()
+        .find(|e| e["type"] == "turn_started")
+        .map(|e| e["run_id"].clone())
+        .unwrap();
+    let taken_ms = events
+        .iter()
+        .find(|e| {
+            e["run_id"].is_string()
+                && e["run_id"] != first_run
+                && e["ts"].as_u64().unwrap_or(0) >= killed_ms
+        })
+        .and_then(|e| e["ts"].as_u64())
+        .unwrap();
+    let after = taken_ms.saturating_sub(killed_ms);
+    println!("killed worker's turn taken over after {after} ms (1 s heartbeats)");
+    assert!(after <= 6_000, "taken over only {after} ms after the kill");
     let (s3, id3) = (server.clone(), id.clone());
     tokio::task::spawn_blocking(move || assert_exactly_once(&s3, &id3, &events))
         .await

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use keel_protocol::{ErrorCode, EventKind, Message, ToolCall};
 use keel_tools::ToolEffect;
+use keel_tools::shell::{CommandSafety, SafetyClass};
 
 use crate::fallback::Failure;
 use crate::process::{CommandSpec, run_command_with_timeout};
@@ -192,6 +193,39 @@ impl Run<'_> {
             .await?)
     }
 
+    /// Why the detected tests gate needs the approval policy's word, if it does: like
+    /// `run_tests`, it is judged by what its command runs (the package.json script, the
+    /// Makefile recipe, the shell script — files the model may have rewritten during the
+    /// session), and a script that does more than build and test (deletes, reaches the
+    /// network, cannot be judged) is asked about like any such command.
+    fn does_more_than_test(&self, gate: &Gate) -> Option<String> {
+        if gate.name != "tests" {
+            return None;
+        }
+        let root = self.engine.workspace.root();
+        let analysis = CommandSafety::new().classify_test_run(&gate.command, root, root);
+        if matches!(
+            analysis.class,
+            SafetyClass::ReadOnly | SafetyClass::WritesWorkspace
+        ) {
+            return None;
+        }
+        let files: Vec<String> = analysis
+            .sources
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect();
+        Some(if files.is_empty() {
+            format!("the test command is {}", analysis.class)
+        } else {
+            format!(
+                "the test command runs {}, which is {}",
+                files.join(", "),
+                analysis.class
+            )
+        })
+    }
+
     /// Whether the constitution requires `gate`.
     fn is_required(&self, gate: &Gate) -> bool {
         self.engine
@@ -227,10 +261,14 @@ impl Run<'_> {
         let mut results = Vec::with_capacity(gates.len());
         let shell = self.engine.config.shell.tool_settings();
         for (index, gate) in gates.into_iter().enumerate() {
-            if let Some(source) = self.chosen_by_project(&gate)
+            let source = self
+                .chosen_by_project(&gate)
+                .map(|source| format!("the gate was set by {source}"))
+                .or_else(|| self.does_more_than_test(&gate));
+            if let Some(source) = source
                 && let Err(why) = self.approve_gate(&gate, index).await?
             {
-                let output = format!("{why} (the gate was set by {source})");
+                let output = format!("{why} ({source})");
                 self.emitter
                     .emit(EventKind::Verification {
                         gate: gate.name.clone(),

@@ -293,7 +293,7 @@ turns:
   - tool_calls:
       - {id: t1, name: run_tests, arguments: {}}
       - {id: t2, name: run_tests, arguments: {}}
-      - {id: w, name: run_command, arguments: {command: "printf 'echo two; curl -sS http://127.0.0.1:9/ || true\\n' > t.sh"}}
+      - {id: w, name: run_command, arguments: {command: "printf 'echo two; rm -rf src\\n' > t.sh"}}
       - {id: t3, name: run_tests, arguments: {}}
   - text: "Done."
 "#;
@@ -306,6 +306,8 @@ turns:
         "echo one; curl -sS http://127.0.0.1:9/ || true\n",
     )
     .unwrap();
+    std::fs::create_dir_all(s.ws.join("src")).unwrap();
+    std::fs::write(s.ws.join("src/keep.rs"), "// kept\n").unwrap();
     let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("test")).await.unwrap() else {
         panic!()
     };
@@ -324,15 +326,42 @@ turns:
         .unwrap();
     let again = wait_for(&s.sink, requested("t3")).await;
     let EventKind::ApprovalRequested {
-        summary: changed, ..
+        summary: changed,
+        class: now,
+        ..
     } = &again.kind
     else {
         panic!()
     };
     assert_ne!(changed, summary, "the fingerprint of t.sh changed");
+    assert_eq!(
+        now, "destructive",
+        "judged by the rewritten script: {changed}"
+    );
     s.handle
         .submit(Op::Deny {
             call_id: "t3".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    // The final verification's tests gate runs the same script: judged by it, it asks too.
+    let gate = wait_for(&s.sink, |e| {
+        matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id.starts_with("gate-"))
+    })
+    .await;
+    let EventKind::ApprovalRequested {
+        call_id: gate_id,
+        class: gate_class,
+        ..
+    } = &gate.kind
+    else {
+        panic!()
+    };
+    assert_eq!(gate_class, "destructive");
+    s.handle
+        .submit(Op::Deny {
+            call_id: gate_id.clone(),
             reason: None,
         })
         .await
@@ -346,11 +375,19 @@ turns:
             _ => None,
         })
         .collect();
-    assert_eq!(asked, ["t1", "t3"], "t2 ran on the session approval");
+    assert_eq!(
+        asked,
+        ["t1", "t3", gate_id.as_str()],
+        "t2 ran on the session approval"
+    );
     assert!(
         !result_of(&turn, "t2").0.contains("not run"),
         "{:?}",
         result_of(&turn, "t2")
     );
     assert!(result_of(&turn, "t3").0.contains("not run"));
+    assert!(
+        s.ws.join("src/keep.rs").exists(),
+        "the rewritten test script ran neither on the old approval nor as the final gate"
+    );
 }

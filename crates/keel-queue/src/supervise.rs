@@ -87,7 +87,12 @@ pub async fn run_worker(
     let listening = CancellationToken::new();
     let listener = tokio::spawn(controls.clone().run(listening.clone()));
     let _stop_listening = listening.clone().drop_guard();
+    // A turn's run lease is renewed every heartbeat and lives three of them, like the worker
+    // itself; expired, it is taken once it stayed unrenewed for a heartbeat and a half second
+    // more. A worker killed with -9 loses its job and its session in about five seconds.
+    let builder = builder.lease_ttl_secs(3 * options.heartbeat.as_secs().max(1));
     let state = State::new(builder, stats.clone(), concurrency, controls)
+        .with_lease_grace(options.heartbeat + Duration::from_millis(500))
         .with_checkouts(Checkouts::new(&options.checkout_dir, options.git_timeout));
     let outage = Outage::new(stats, true);
     // Checks the backoff settings once, before anything runs.

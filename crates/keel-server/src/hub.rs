@@ -317,7 +317,9 @@ impl Hub {
         record.repo.is_some() || self.roots.holds(std::path::Path::new(&record.workspace))
     }
 
-    /// The stored record of session `id` (exact id, never a prefix).
+    /// The stored record of session `id` (exact id, never a prefix), refused when the session
+    /// list does not show it (a session `keel run` or an eval stored outside the roots in the
+    /// same store): this server neither reads, streams, drives nor deletes those.
     pub async fn record(&self, id: &str) -> Result<SessionRecord, ApiError> {
         let wanted = id.to_string();
         let record = self
@@ -331,6 +333,10 @@ impl Hub {
             })?;
         if record.id != id {
             return Err(ApiError::session_not_found(id));
+        }
+        if !self.lists(&record) {
+            self.roots
+                .check_existing(std::path::Path::new(&record.workspace))?;
         }
         Ok(record)
     }

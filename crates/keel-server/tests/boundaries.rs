@@ -191,7 +191,7 @@ async fn scripts_come_only_from_the_roots_and_errors_never_quote_files() {
 }
 
 #[tokio::test]
-async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_driven() {
+async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_read_or_driven() {
     let mut srv = TestServer::start().await;
     // `keel run` in another directory left this session in the shared store.
     let elsewhere = tempfile::tempdir().unwrap();
@@ -222,5 +222,19 @@ async fn a_session_stored_by_another_process_outside_the_roots_cannot_be_driven(
         .post(&format!("/api/v1/sessions/{id}/undo"), json!({}))
         .await;
     assert_eq!(status, 403, "{body}");
+    // Nor read, streamed or deleted: the server is confined to its roots, as its list is.
+    for path in ["", "/events", "/blockers"] {
+        let (status, body) = srv.get(&format!("/api/v1/sessions/{id}{path}")).await;
+        assert_eq!(status, 403, "GET {path}: {body}");
+        assert_eq!(body["error_code"], "outside_workspace_roots");
+    }
+    let (status, body) = srv
+        .request("DELETE", &format!("/api/v1/sessions/{id}"), None)
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        srv.store.get_session(id).await.is_ok(),
+        "the other process's session is still stored"
+    );
     srv.shutdown().await;
 }

@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "shared/skip.rs"]
+mod skip;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Read;
@@ -15,19 +18,7 @@ use std::time::Duration;
 
 use keel_tools::sandbox::{self, SandboxPolicy, WritableRoots};
 use keel_tools::shell::exec::{self, ExecRequest};
-
-/// True when `ok`; otherwise prints why the caller skips, and fails in CI.
-fn have(ok: bool, test: &str, why: &str) -> bool {
-    if ok {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: {why} — CI machines must have it"
-    );
-    println!("SKIPPED {test}: {why}");
-    false
-}
+use skip::have;
 
 fn landlock(test: &str) -> bool {
     have(sandbox::is_available(), test, &sandbox::describe_support())

@@ -13,6 +13,9 @@
 #[path = "shared/nobody.rs"]
 mod nobody;
 
+#[path = "shared/skip.rs"]
+mod skip;
+
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -22,19 +25,7 @@ use std::time::{Duration, Instant};
 
 use keel_tools::sandbox::{self, SandboxPolicy, WritableRoots};
 use keel_tools::shell::exec::{self, ExecRequest};
-
-/// True when `ok`; otherwise prints why the caller skips, and fails in CI.
-fn have(ok: bool, test: &str, why: &str) -> bool {
-    if ok {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: {why} — CI machines must have it"
-    );
-    println!("SKIPPED {test}: {why}");
-    false
-}
+use skip::have;
 
 /// The namespaces are there (root, or unprivileged user namespaces), or the test skips.
 fn namespaces(test: &str) -> bool {

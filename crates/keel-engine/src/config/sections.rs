@@ -300,7 +300,7 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
             concurrency: 1,
-            heartbeat_secs: 5,
+            heartbeat_secs: 1,
             retries: 8,
             health_port: None,
             checkout_dir: None,

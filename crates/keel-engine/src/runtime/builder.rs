@@ -115,6 +115,9 @@ pub struct SessionBuilder {
     adjust: Option<ConfigAdjust>,
     warn: Warn,
     hooks: Vec<Arc<dyn crate::hooks::Hook>>,
+    /// The run lease's time-to-live of every session, over the configuration's (a worker's
+    /// runs renew theirs as often as it heartbeats, so a killed one is taken over quickly).
+    lease_ttl_secs: Option<u64>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -140,6 +143,7 @@ impl SessionBuilder {
             adjust: None,
             warn: Arc::new(|m| eprintln!("keel: warning: {m}")),
             hooks: Vec::new(),
+            lease_ttl_secs: None,
         }
     }
 
@@ -153,6 +157,7 @@ impl SessionBuilder {
             adjust: None,
             warn: Arc::new(|_| {}),
             hooks: Vec::new(),
+            lease_ttl_secs: None,
         }
     }
 
@@ -172,6 +177,13 @@ impl SessionBuilder {
     /// guardrails, before final verification and approval; see [`crate::hooks`]).
     pub fn hook(mut self, hook: Arc<dyn crate::hooks::Hook>) -> Self {
         self.hooks.push(hook);
+        self
+    }
+
+    /// Every session's run lease lives `secs` without a heartbeat (renewed every third of
+    /// it), whatever the configuration says.
+    pub fn lease_ttl_secs(mut self, secs: u64) -> Self {
+        self.lease_ttl_secs = Some(secs.max(1));
         self
     }
 
@@ -214,6 +226,9 @@ impl SessionBuilder {
         )?;
         if let Some(adjust) = &self.adjust {
             adjust(&mut config);
+        }
+        if let Some(ttl) = self.lease_ttl_secs {
+            config.store.lease_ttl_secs = ttl;
         }
         // Project settings that were refused (a project may only tighten security keys).
         for w in &config.warnings {

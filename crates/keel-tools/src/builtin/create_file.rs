@@ -45,9 +45,24 @@ impl TypedTool for CreateFile {
         }
         let reads = ctx.reads.clone();
         let budget = ctx.max_output_chars;
+        let mut args = args;
+        // A whole file a model wrapped in a code fence (Aider's whole-file replies): the
+        // content inside, said in the result.
+        let unwrapped = unwrap_fence(&args.content, &rel).map(|inner| {
+            args.content = inner;
+            " The ``` fence wrapped around `content` (and the file-name line above it) was left out."
+        });
+        let note = unwrapped.unwrap_or("");
         blocking(move || {
-            if args.overwrite == Some(true) && std::fs::symlink_metadata(&path).is_ok() {
-                return overwrite(&path, &rel, &args.content, &reads, budget);
+            // `overwrite: true`, or an existing empty file: filling it loses nothing.
+            let empty_file = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0);
+            if empty_file || (args.overwrite == Some(true) && std::fs::symlink_metadata(&path).is_ok()) {
+                return overwrite(&path, &rel, &args.content, &reads, budget).map(|mut out| {
+                    if let Some((head, rest)) = out.content.split_once('\n') {
+                        out.content = format!("{head}{note}\n{rest}");
+                    }
+                    out
+                });
             }
             if std::fs::symlink_metadata(&path).is_ok() {
                 let what = if path.is_dir() {
@@ -72,7 +87,7 @@ impl TypedTool for CreateFile {
             reads.record(&path, bytes);
             let lines = args.content.lines().count();
             Ok(ToolOutput::text(format!(
-                "Created `{rel}` ({lines} lines, {}).",
+                "Created `{rel}` ({lines} lines, {}).{note}",
                 human_size(bytes.len() as u64)
             ))
             .with_files([rel])
@@ -81,6 +96,66 @@ impl TypedTool for CreateFile {
         })
         .await
     }
+}
+
+/// Files in which a fence line may be meant as content (documentation, plain text, no
+/// extension): never unwrapped.
+const FENCED_ON_PURPOSE: &[&str] = &[
+    "md", "markdown", "mdx", "mdc", "rst", "txt", "text", "adoc", "asciidoc", "org", "tex", "wiki",
+];
+
+/// `content` wrapped whole in one code fence — `` ```lang `` … `` ``` `` — optionally below a
+/// line that is just the file's name: the lines inside (ending in a newline). `None` when it
+/// is not so wrapped, when the fence lines could be two blocks of one file, or for a file in
+/// which a fence may be content ([`FENCED_ON_PURPOSE`]).
+fn unwrap_fence(content: &str, rel: &str) -> Option<String> {
+    let file = std::path::Path::new(rel);
+    let ext = file.extension()?.to_str()?.to_ascii_lowercase();
+    if FENCED_ON_PURPOSE.contains(&ext.as_str()) {
+        return None;
+    }
+    let name = file.file_name()?.to_str()?;
+    let mut lines: Vec<&str> = content.lines().collect();
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    let names_the_file = |l: &str| {
+        let n = l
+            .trim()
+            .trim_end_matches(':')
+            .trim_start_matches('#')
+            .trim();
+        let n = n.trim_matches(|c| c == '`' || c == '*');
+        n == rel || n == name || n.ends_with(&format!("/{rel}"))
+    };
+    if lines.first().is_some_and(|l| names_the_file(l)) {
+        lines.remove(0);
+    }
+    let (first, last) = (lines.first()?.trim_start(), lines.last()?.trim());
+    let mark = first.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let run = first.chars().take_while(|c| *c == mark).count();
+    let bare_fence = |l: &str| {
+        let l = l.trim();
+        l.chars().count() >= run && l.chars().all(|c| c == mark)
+    };
+    if run < 3 || lines.len() < 2 || !bare_fence(last) {
+        return None;
+    }
+    let inner = &lines[1..lines.len() - 1];
+    // Another bare fence inside: the first and last lines belong to different blocks.
+    if inner.iter().any(|l| bare_fence(l)) {
+        return None;
+    }
+    let eol = if content.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    };
+    let mut out = inner.join(eol);
+    if !out.is_empty() {
+        out.push_str(eol);
+    }
+    Some(out)
 }
 
 /// `overwrite: true` on an existing file: only a regular file the session has read and that
@@ -94,7 +169,10 @@ fn overwrite(
     budget: usize,
 ) -> Result<ToolOutput, ToolError> {
     let before = super::edit_file::read_for_edit(path, rel)?;
-    super::edit_file::check_fresh(reads, path, rel, &before)?;
+    // An empty file holds nothing the model could have missed.
+    if !before.is_empty() {
+        super::edit_file::check_fresh(reads, path, rel, &before)?;
+    }
     let bytes = content.as_bytes();
     if before == bytes {
         return Err(ToolError::model(format!(
@@ -129,6 +207,29 @@ mod tests {
     use super::*;
     use crate::builtin::testutil::Fixture;
     use serde_json::json;
+
+    #[test]
+    fn a_fence_around_a_whole_file_is_left_out_only_where_it_cannot_be_content() {
+        let wrapped = "app.py\n```python\nprint(1)\n\nprint(2)\n```\n";
+        assert_eq!(
+            unwrap_fence(wrapped, "src/app.py").as_deref(),
+            Some("print(1)\n\nprint(2)\n")
+        );
+        assert_eq!(
+            unwrap_fence("```\r\na\r\n```", "x.rs").as_deref(),
+            Some("a\r\n")
+        );
+        // Documentation may be a fenced block on purpose; a file without an extension too.
+        assert_eq!(unwrap_fence("```\na\n```\n", "notes.md"), None);
+        assert_eq!(unwrap_fence("```\na\n```\n", "NOTES"), None);
+        // Not one block: two fenced blocks, an unclosed fence, no fence, a name only.
+        assert_eq!(unwrap_fence("```\na\n```\nb\n```\nc\n```\n", "x.py"), None);
+        assert_eq!(unwrap_fence("```\na\nb\n", "x.py"), None);
+        assert_eq!(unwrap_fence("a = 1\n", "x.py"), None);
+        assert_eq!(unwrap_fence("x.py\n", "x.py"), None);
+        // Another file's name above the fence is not this file's.
+        assert_eq!(unwrap_fence("y.py\n```\na\n```\n", "x.py"), None);
+    }
 
     #[tokio::test]
     async fn creates_with_parents_and_refuses_existing() {
@@ -208,6 +309,44 @@ mod tests {
             )
             .await;
         assert!(err.contains("directory"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn fills_an_empty_file_and_unwraps_a_fenced_whole_file() {
+        let f = Fixture::new();
+        f.write("empty.py", "");
+        // Unread, but empty: nothing to lose, so it is filled (and its fence left out).
+        let out = f
+            .ok(
+                &CreateFile,
+                json!({"path": "empty.py", "content": "empty.py\n```python\nx = 1\n```"}),
+            )
+            .await;
+        assert!(out.contains("fence"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("empty.py")).unwrap_or_default(),
+            "x = 1\n"
+        );
+        // One byte in it: refused as before, untouched.
+        f.write("one.py", "\n");
+        let err = f
+            .err(&CreateFile, json!({"path": "one.py", "content": "x = 1\n"}))
+            .await;
+        assert!(err.contains("already exists"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("one.py")).unwrap_or_default(),
+            "\n"
+        );
+        // Markdown keeps its fence.
+        f.ok(
+            &CreateFile,
+            json!({"path": "snippet.md", "content": "```\ncode\n```\n"}),
+        )
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("snippet.md")).unwrap_or_default(),
+            "```\ncode\n```\n"
+        );
     }
 
     #[tokio::test]

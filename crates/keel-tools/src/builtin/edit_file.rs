@@ -109,12 +109,17 @@ impl TypedTool for EditFile {
                 .unwrap_or(MatchLevel::Exact);
             let mut notes: Vec<String> = Vec::new();
             for (i, a) in outcome.applied.iter().enumerate() {
+                let which = if edits.len() > 1 {
+                    format!("edit {} ", i + 1)
+                } else {
+                    String::new()
+                };
+                if a.unescaped {
+                    notes.push(format!(
+                        "{which}matched only with `\\n`, `\\t`, `\\\"`… in search and replace read as the characters they stand for (your arguments were escaped twice; send real line breaks)"
+                    ));
+                }
                 if a.level != MatchLevel::Exact {
-                    let which = if edits.len() > 1 {
-                        format!("edit {} ", i + 1)
-                    } else {
-                        String::new()
-                    };
                     let sim = if a.level == MatchLevel::Fuzzy {
                         format!(", similarity {:.2}", a.similarity)
                     } else {

@@ -542,6 +542,47 @@ mod tests {
         (tool.to_string(), Value::Object(m))
     }
 
+    /// A reply's file names are honoured, never overridden: a block written for another file
+    /// is refused (the call does not run), whatever `path` says.
+    #[test]
+    fn replace_in_file_never_sends_a_block_to_another_file() {
+        let alias = ALIASES
+            .iter()
+            .find(|a| a.name == "replace_in_file")
+            .unwrap();
+        let block = "<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n";
+        for (args, want) in [
+            (
+                json!({"path": "a.py", "diff": format!("b.py\n{block}")}),
+                "`path` is `a.py`",
+            ),
+            (
+                json!({"path": "src/a.py", "diff": format!("# test_a.py\n{block}")}),
+                "`path` is `src/a.py`",
+            ),
+            (
+                json!({"diff": format!("a.py\n{block}\nb.py\n{block}")}),
+                "one call edits one file",
+            ),
+            (json!({"diff": block}), "missing filename"),
+        ] {
+            let mut m = args.as_object().cloned().unwrap();
+            let err = (alias.map)(&mut m).unwrap_err();
+            assert!(err.contains(want), "{args}: {err}");
+        }
+        // Named only in the reply, inside its fence: that file.
+        assert_eq!(
+            map(
+                "replace_in_file",
+                json!({"diff": format!("src/b.py\n```python\n{block}```\n")})
+            ),
+            (
+                "edit_file".into(),
+                json!({"path": "src/b.py", "edits": [{"search": "a", "replace": "b"}]})
+            )
+        );
+    }
+
     #[test]
     fn alias_names_are_unique() {
         let mut names: Vec<&str> = ALIASES.iter().map(|a| a.name).collect();

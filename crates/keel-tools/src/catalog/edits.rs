@@ -127,46 +127,29 @@ pub(super) fn multi_edit(args: &mut Args) -> Result<&'static str, String> {
 }
 
 /// Cline's `replace_in_file {path, diff}` with `<<<<<<< SEARCH … ======= … >>>>>>> REPLACE`
-/// (Aider's edit format too). One block with an empty SEARCH creates the file.
+/// blocks, or an Aider-style reply of them (file names, fences, prose: see [`edit_blocks`]);
+/// `path` may be left out when the reply names the file. One block with an empty SEARCH
+/// creates the file. A block written for another file than the call's is refused.
+///
+/// [`edit_blocks`]: super::edit_blocks
 pub(super) fn replace_in_file(args: &mut Args) -> Result<&'static str, String> {
-    const DIVIDER: &str = "=======\n";
     rename_path(args);
     let Some(Value::String(diff)) = take(args, &["diff"]) else {
         return Err("replace_in_file needs `diff` with SEARCH/REPLACE blocks".into());
     };
-    let mut blocks: Vec<(&str, &str)> = Vec::new();
-    let mut rest = diff.as_str();
-    while let Some(start) = rest.find("<<<<<<< SEARCH") {
-        let after = &rest[start + "<<<<<<< SEARCH".len()..];
-        let after = after.strip_prefix('\n').unwrap_or(after);
-        // The divider ends the SEARCH text, which may be empty.
-        let divider = if after.starts_with(DIVIDER) {
-            Some((0, DIVIDER.len()))
-        } else {
-            after
-                .find("\n=======\n")
-                .map(|i| (i, i + 1 + DIVIDER.len()))
-        };
-        let (Some((mid, body)), Some(end)) = (divider, after.find(">>>>>>> REPLACE")) else {
-            return Err("a SEARCH block has no `=======` or `>>>>>>> REPLACE` line".into());
-        };
-        if end < body {
-            return Err("a SEARCH block closes before its `=======` line".into());
-        }
-        let search = &after[..mid];
-        let replace = after[body..end]
-            .strip_suffix('\n')
-            .unwrap_or(&after[body..end]);
-        blocks.push((search, replace));
-        rest = &after[end + ">>>>>>> REPLACE".len()..];
+    let blocks = super::edit_blocks::parse(&diff)?;
+    if blocks.is_empty() {
+        return Err("no `<<<<<<< SEARCH` block found in `diff`".into());
     }
-    match blocks[..] {
-        [] => Err("no `<<<<<<< SEARCH` block found in `diff`".into()),
-        [("", content)] => {
-            let content = if content.is_empty() {
+    let path = args.get("path").and_then(Value::as_str);
+    let file = super::edit_blocks::assign_files(&blocks, path)?;
+    args.insert("path".into(), json!(file));
+    match &blocks[..] {
+        [b] if b.search.is_empty() => {
+            let content = if b.replace.is_empty() {
                 String::new()
             } else {
-                format!("{content}\n")
+                format!("{}\n", b.replace)
             };
             args.insert("content".into(), json!(content));
             Ok("create_file")
@@ -174,7 +157,7 @@ pub(super) fn replace_in_file(args: &mut Args) -> Result<&'static str, String> {
         _ => {
             let edits = blocks
                 .iter()
-                .map(|(search, replace)| json!({"search": search, "replace": replace}))
+                .map(|b| json!({"search": b.search, "replace": b.replace}))
                 .collect();
             args.insert("edits".into(), Value::Array(edits));
             Ok("edit_file")

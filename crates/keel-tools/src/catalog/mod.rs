@@ -8,6 +8,7 @@
 
 mod alias;
 mod coerce;
+mod edit_blocks;
 mod edits;
 mod intent;
 mod json;

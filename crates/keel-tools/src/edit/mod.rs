@@ -110,6 +110,9 @@ pub struct AppliedEdit {
     pub similarity: f64,
     /// How many places were replaced: 1, or more with `replace_all`.
     pub replacements: usize,
+    /// Found only once `\n`, `\t`, `\"`… in the search and the replacement were read as the
+    /// characters they stand for (the arguments were escaped twice).
+    pub unescaped: bool,
 }
 
 /// The result of a successful call: the new text and how each edit applied.
@@ -171,8 +174,32 @@ impl SearchReplaceEditor {
         })
     }
 
-    /// Applies one edit.
+    /// Applies one edit. When nothing matches and the edit reads as escaped twice (`\n` sent
+    /// as a backslash and an `n`, on one line), it is tried once more with the escapes read —
+    /// in the search and the replacement alike — and applies only if that finds the text
+    /// without a fuzzy match.
     pub fn apply_one(
+        &self,
+        text: &str,
+        edit: &Edit,
+    ) -> Result<(String, AppliedEdit), EditErrorKind> {
+        let err = match self.apply_as_sent(text, edit) {
+            Err(err @ EditErrorKind::NoMatch { .. }) => err,
+            other => return other,
+        };
+        let Some(unescaped) = escaped_twice(edit) else {
+            return Err(err);
+        };
+        match self.apply_as_sent(text, &unescaped) {
+            Ok((out, mut how)) if how.level != MatchLevel::Fuzzy => {
+                how.unescaped = true;
+                Ok((out, how))
+            }
+            _ => Err(err),
+        }
+    }
+
+    fn apply_as_sent(
         &self,
         text: &str,
         edit: &Edit,
@@ -191,6 +218,7 @@ impl SearchReplaceEditor {
                         end_line: lines,
                         similarity: 1.0,
                         replacements: 1,
+                        unescaped: false,
                     },
                 ));
             }
@@ -216,6 +244,7 @@ impl SearchReplaceEditor {
                     end_line: file.line_of_byte(at + search.len().saturating_sub(1)),
                     similarity: 1.0,
                     replacements: 1,
+                    unescaped: false,
                 },
             ));
         }
@@ -279,10 +308,64 @@ fn applied(
                 end_line: found.last().map_or(1, |m| m.start + m.len.max(1)),
                 similarity: found.iter().map(|m| m.similarity).fold(1.0, f64::min),
                 replacements: found.len(),
+                unescaped: false,
             },
         )),
         Spliced::Unmatched { closest, lines } => Err(EditErrorKind::Unmatched { closest, lines }),
     }
+}
+
+/// `s` with the escapes a twice-escaped argument carries read as their characters (`\n`,
+/// `\t`, `\r`, `\"`, `\'`, `` \` ``, `\$`, `\\`; others kept); `None` if there are none.
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    let mut changed = false;
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let read = match chars.clone().next() {
+            Some('n') => '\n',
+            Some('t') => '\t',
+            Some('r') => '\r',
+            Some(q @ ('"' | '\'' | '`' | '$' | '\\')) => q,
+            _ => {
+                out.push(c);
+                continue;
+            }
+        };
+        chars.next();
+        out.push(read);
+        changed = true;
+    }
+    changed.then_some(out)
+}
+
+/// The edit as meant when its arguments were escaped twice: both texts on one line (a real
+/// line break means they were not), the search holding escapes, and the replacement escaped
+/// the same way (a bare `"` where the search escapes its quotes is a mix, never guessed at).
+fn escaped_twice(edit: &Edit) -> Option<Edit> {
+    if edit.search.contains(['\n', '\r']) || edit.replace.contains(['\n', '\r']) {
+        return None;
+    }
+    let search = unescape(&edit.search)?;
+    if edit.search.contains("\\\"") {
+        let bare_quote = edit
+            .replace
+            .char_indices()
+            .any(|(i, c)| c == '"' && !edit.replace[..i].ends_with('\\'));
+        if bare_quote {
+            return None;
+        }
+    }
+    let replace = unescape(&edit.replace).unwrap_or_else(|| edit.replace.clone());
+    Some(Edit {
+        search,
+        replace,
+        replace_all: edit.replace_all,
+    })
 }
 
 /// `replace_all`: every exact occurrence (left to right, not overlapping), else every
@@ -303,6 +386,7 @@ fn replace_every(
                 end_line: file.line_of_byte(last + search.len().saturating_sub(1)),
                 similarity: 1.0,
                 replacements: hits.len(),
+                unescaped: false,
             },
         ));
     }

@@ -488,3 +488,47 @@ proptest! {
         prop_assert_eq!(how.level, MatchLevel::Exact);
     }
 }
+
+/// opencode's escape normalisation, where it cannot land half-right: arguments escaped twice
+/// (`\n` sent as a backslash and an `n`) match once read, and the replacement is read alike.
+#[test]
+fn arguments_escaped_twice_apply_read_and_only_when_consistent() {
+    let file = "def f():\n    return 1\n";
+    let (out, how) = apply(file, r"def f():\n    return 1", r"def f():\n    return 2")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "def f():\n    return 2\n");
+    assert!(how.unescaped);
+    assert_eq!(how.level, MatchLevel::Exact);
+    let (out, how) = apply("print(\"hi\")\n", r#"print(\"hi\")"#, r#"print(\"bye\")"#)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "print(\"bye\")\n");
+    assert!(how.unescaped);
+    // A literal `\n` in the file matches as sent and stays literal.
+    let (out, how) =
+        apply("s = \"a\\nb\"\n", r#""a\nb""#, r#""a\tb""#).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out, "s = \"a\\tb\"\n");
+    assert!(!how.unescaped);
+    // Mixed: the search escaped twice, the replacement not (a real line break, a bare quote).
+    for (search, replace) in [
+        (r"def f():\n    return 1", "def f():\n    return 2"),
+        (r#"print(\"hi\")"#, r#"print("a\nb")"#),
+    ] {
+        let text = if search.contains("print") {
+            "print(\"hi\")\n"
+        } else {
+            file
+        };
+        assert!(
+            matches!(
+                apply(text, search, replace),
+                Err(EditErrorKind::NoMatch { .. })
+            ),
+            "{search} → {replace}"
+        );
+    }
+    // Read, it would match only fuzzily: refused.
+    assert!(matches!(
+        apply(file, r"def g():\n    return 1", r"def g():\n    return 2"),
+        Err(EditErrorKind::NoMatch { .. })
+    ));
+}

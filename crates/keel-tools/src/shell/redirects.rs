@@ -10,14 +10,8 @@ use super::words::resolve;
 impl Analyzer<'_> {
     pub(crate) fn redirected(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut body_stdin = stdin.clone();
-        let mut cursor = node.walk();
-        let kids: Vec<(Option<&str>, Node)> = node
-            .children(&mut cursor)
-            .enumerate()
-            .map(|(i, n)| (node.field_name_for_child(i as u32), n))
-            .collect();
         let mut body = None;
-        for (field, child) in kids {
+        for (field, child) in super::safety::children_with_fields(node) {
             if !child.is_named() {
                 continue;
             }

@@ -116,6 +116,16 @@ pub fn classify(command: &str) -> Analysis {
     CommandSafety::new().classify(command)
 }
 
+/// The children of `node`, each with the field name the grammar gives it (`name`,
+/// `argument`, `redirect`, `body`).
+pub(crate) fn children_with_fields<'t>(node: Node<'t>) -> Vec<(Option<&'t str>, Node<'t>)> {
+    let mut cursor = node.walk();
+    node.children(&mut cursor)
+        .enumerate()
+        .map(|(i, n)| (node.field_name_for_child(i as u32), n))
+        .collect()
+}
+
 /// Where a simple command's standard input comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Stdin {
@@ -512,13 +522,7 @@ impl Analyzer<'_> {
     fn command(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut stdin = stdin.clone();
         let mut words: Vec<Word> = Vec::new();
-        let mut cursor = node.walk();
-        let kids: Vec<(Option<&str>, Node)> = node
-            .children(&mut cursor)
-            .enumerate()
-            .map(|(i, n)| (node.field_name_for_child(i as u32), n))
-            .collect();
-        for (field, child) in kids {
+        for (field, child) in children_with_fields(node) {
             if !child.is_named() {
                 continue;
             }
