@@ -70,5 +70,8 @@ pub fn execute(args: ContextArgs) -> anyhow::Result<u8> {
         )?;
         writeln!(out, "{:<28} view: {}; clear: {}", "", l.view, l.clear)?;
     }
+    for s in &d.skipped {
+        writeln!(out, "\nnot read: {s}")?;
+    }
     Ok(exit::COMPLETED)
 }

@@ -8,6 +8,8 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use keel_tools::beneath::{DirHandle, ResolvedPath};
+use keel_tools::fs::WriteMode;
 use keel_tools::shell::detect_test_command;
 use serde::Serialize;
 
@@ -215,10 +217,12 @@ pub struct Initialised {
 /// Prepares `root`: `.keel/config.toml` written once, `.keel/project.md` (the detected
 /// stack) written when it changed. `keel init` and chat's `/init`.
 pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
-    let dir = root.join(".keel");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let config_path = dir.join("config.toml");
-    let configured = if config_path.is_file() {
+    // The repository may ship `.keel/` or its files as symlinks out (to `~/.bashrc`) or as
+    // FIFOs: both files are resolved beneath the open workspace and written in place there.
+    let ws = DirHandle::open(root).with_context(|| format!("cannot open {}", root.display()))?;
+    let config_path = locate(&ws, ".keel/config.toml")?;
+    let config_exists = exists(&config_path)?;
+    let configured = if config_exists {
         let config = setup::load_config(root, keel_engine::config::Layer::from_overrides(&[]))?;
         config.shell.test_command
     } else {
@@ -226,14 +230,18 @@ pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
     };
     let stack = detect(root, configured.as_deref());
     let mut written = Vec::new();
-    if !config_path.exists() {
-        write(&config_path, &config_toml(&stack))?;
+    if !config_exists {
+        write(&config_path, &config_toml(&stack), WriteMode::CreateNew)?;
         written.push(".keel/config.toml");
     }
     let md = project_md(&stack);
-    let md_path = dir.join("project.md");
-    if std::fs::read_to_string(&md_path).ok().as_deref() != Some(md.as_str()) {
-        write(&md_path, &md)?;
+    let project = keel_tools::project::ProjectDir::of(&ws);
+    let current = project
+        .read(".keel/project.md", keel_tools::project::INSTRUCTIONS_LIMIT)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if current.as_deref() != Some(md.as_str()) {
+        let md_path = locate(&ws, ".keel/project.md")?;
+        write(&md_path, &md, WriteMode::Replace)?;
         written.push(".keel/project.md");
     }
     Ok(Initialised {
@@ -241,6 +249,31 @@ pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
         written,
         project_md: md,
     })
+}
+
+/// `rel` beneath the workspace; a symlink on the way out of it is an error naming the file.
+fn locate(ws: &DirHandle, rel: &str) -> anyhow::Result<ResolvedPath> {
+    ws.resolve(Path::new(rel)).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write `{rel}` in {}: {e}; remove or replace it and run `keel init` again",
+            ws.path().display()
+        )
+    })
+}
+
+/// Whether something is at `target`; only a regular file counts as there (anything else,
+/// a FIFO or a directory, is an error naming it).
+fn exists(target: &ResolvedPath) -> anyhow::Result<bool> {
+    let rel = target.rel_string();
+    match target.info() {
+        Ok(None) => Ok(false),
+        Ok(Some(info)) if info.kind == keel_tools::fs::FileKind::File => Ok(true),
+        Ok(Some(info)) => anyhow::bail!(
+            "`{rel}` is {}, not a regular file; remove it and run `keel init` again",
+            info.kind.describe()
+        ),
+        Err(e) => anyhow::bail!("cannot inspect `{rel}`: {e}"),
+    }
 }
 
 /// What was written and the detected stack, for a person.
@@ -286,8 +319,13 @@ pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
     Ok(exit::COMPLETED)
 }
 
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+fn write(target: &ResolvedPath, text: &str, mode: WriteMode) -> anyhow::Result<()> {
+    if mode == WriteMode::Replace {
+        exists(target)?;
+    }
+    target
+        .write_atomic(text.as_bytes(), mode, None)
+        .with_context(|| format!("cannot write {}", target.abs().display()))
 }
 
 #[cfg(test)]
@@ -312,5 +350,59 @@ mod tests {
         let cfg = config_toml(&detect(dir.path(), Some("make check")));
         assert!(cfg.contains("test_command = \"make check\""));
         assert!(toml::from_str::<toml::Value>(&cfg).is_ok());
+    }
+
+    /// A repository that ships `.keel/project.md` (or `.keel/` itself) as a symlink out, or
+    /// `.keel/config.toml` as a FIFO: `keel init` writes nothing outside and does not hang.
+    #[test]
+    fn hostile_keel_files_are_refused_and_nothing_outside_changes() {
+        use std::os::unix::fs::symlink;
+        let base = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (ws, outside) = (base.path().join("ws"), base.path().join("outside"));
+        std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&outside).unwrap_or_else(|e| panic!("{e}"));
+        let bashrc = outside.join(".bashrc");
+        std::fs::write(&bashrc, "alias ls=ls\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join(".keel/config.toml"), "").unwrap_or_else(|e| panic!("{e}"));
+        symlink(&bashrc, ws.join(".keel/project.md")).unwrap_or_else(|e| panic!("{e}"));
+        let err = initialise(&ws).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            err.contains("project.md") && err.contains("outside"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&bashrc).unwrap_or_default(),
+            "alias ls=ls\n"
+        );
+
+        // `.keel` itself a link out: nothing is created there.
+        std::fs::remove_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(&outside, ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        let err = initialise(&ws).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("outside"), "{err}");
+        assert!(!outside.join("config.toml").exists() && !outside.join("project.md").exists());
+
+        // A FIFO as the config: an error naming it, at once.
+        std::fs::remove_file(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            ws.join(".keel/config.toml"),
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let err = initialise(&ws).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("FIFO"), "{err}");
+
+        // A clean workspace still initialises, and a link inside the workspace is followed.
+        std::fs::remove_file(ws.join(".keel/config.toml")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("notes.md"), "old\n").unwrap_or_else(|e| panic!("{e}"));
+        symlink("../notes.md", ws.join(".keel/project.md")).unwrap_or_else(|e| panic!("{e}"));
+        let done = initialise(&ws).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(done.written, [".keel/config.toml", ".keel/project.md"]);
+        assert_eq!(
+            std::fs::read_to_string(ws.join("notes.md")).unwrap_or_default(),
+            done.project_md
+        );
     }
 }

@@ -4,6 +4,9 @@
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
+use keel_tools::fs::FileKind;
+use keel_tools::project::{Problem, ProjectDir};
+
 use crate::setup::UsageError;
 
 /// The most a task read from standard input may hold.
@@ -47,6 +50,12 @@ pub fn task_text(args: &[String], resuming: bool) -> anyhow::Result<String> {
 /// file or one over 100 KB is a usage error saying what to do.
 pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<String> {
     let mut attached: Vec<(String, String)> = Vec::new();
+    let project = ProjectDir::open(workspace).map_err(|e| {
+        UsageError(format!(
+            "cannot open the workspace {}: {e}",
+            workspace.display()
+        ))
+    })?;
     for word in task.split_whitespace() {
         let Some(raw) = word.strip_prefix('@') else {
             continue;
@@ -56,43 +65,45 @@ pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<St
         if rel.is_empty() || attached.iter().any(|(p, _)| p == rel) {
             continue;
         }
-        let candidate = workspace.join(rel);
-        if !candidate.is_file() {
-            continue;
-        }
-        let resolved = candidate
-            .canonicalize()
-            .map_err(|e| UsageError(format!("@{rel}: cannot be opened: {e}")))?;
-        if !resolved.starts_with(workspace) {
-            return Err(UsageError(format!(
+        let outside = || {
+            UsageError(format!(
                 "@{rel} is outside the workspace ({}); only workspace files can be attached",
                 workspace.display()
             ))
-            .into());
+        };
+        if Path::new(rel).is_absolute() || rel.split('/').any(|c| c == "..") {
+            // Named outside the workspace: an error if it names a file, else left as written.
+            if workspace.join(rel).is_file() {
+                return Err(outside().into());
+            }
+            continue;
         }
+        // Read as a project file: beneath the workspace, regular, bounded, never blocking.
+        let text = match project.read(rel, MAX_ATTACHMENT_BYTES) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(match e.problem {
+                    Problem::NotRegular(FileKind::Dir) | Problem::Dangling => continue,
+                    Problem::LinksOut { .. } => outside(),
+                    Problem::TooLarge { .. } => UsageError(format!(
+                        "@{rel} is over the {} KB an attachment may have; mention it without @ and the agent will read the parts it needs",
+                        MAX_ATTACHMENT_BYTES / 1024
+                    )),
+                    Problem::NotUtf8 => UsageError(format!(
+                        "@{rel} is not UTF-8 text and cannot be attached; mention it without @"
+                    )),
+                    other => UsageError(format!("@{rel}: cannot be read: it {other}")),
+                }
+                .into());
+            }
+        };
         if attached.len() == MAX_ATTACHMENTS {
             return Err(UsageError(format!(
                 "the task attaches more than {MAX_ATTACHMENTS} files; mention the rest by path without @ and the agent will read them"
             ))
             .into());
         }
-        let size = resolved.metadata().map(|m| m.len()).unwrap_or(0);
-        if size > MAX_ATTACHMENT_BYTES {
-            return Err(UsageError(format!(
-                "@{rel} is {} KB, over the {} KB an attachment may have; mention it without @ and the agent will read the parts it needs",
-                size / 1024,
-                MAX_ATTACHMENT_BYTES / 1024
-            ))
-            .into());
-        }
-        let bytes = std::fs::read(&resolved)
-            .map_err(|e| UsageError(format!("@{rel}: cannot be read: {e}")))?;
-        let Ok(text) = String::from_utf8(bytes) else {
-            return Err(UsageError(format!(
-                "@{rel} is not UTF-8 text and cannot be attached; mention it without @"
-            ))
-            .into());
-        };
         attached.push((rel.to_string(), text));
     }
     if attached.is_empty() {

@@ -348,3 +348,65 @@ fn the_step_cap_stops_a_task_and_keep_leaves_its_workspace() {
     assert!(Path::new(kept).join("capped/x.txt").exists(), "{stderr}");
     std::fs::remove_dir_all(kept).unwrap();
 }
+
+/// Every file's text under `dir`, following symlinks (as a command in the task would).
+fn all_text_under(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.push_str(&all_text_under(&p));
+        } else {
+            out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_suite_cannot_copy_the_users_ssh_keys_into_a_task_workspace() {
+    let env = Env::with_repo(tempfile::tempdir().unwrap().path());
+    // A fake HOME with a fake key; the suite ships with the (hostile) repository.
+    let ssh = env.home.join(".ssh");
+    write(
+        &ssh.join("id_ed25519"),
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-KEY-0451\n",
+    );
+    let dir = env.work.join("evals");
+    write(
+        &dir.join("scripts/a.yaml"),
+        &create_script("a.txt", "alpha"),
+    );
+    write(&dir.join("fx/README.md"), "# fixture\n");
+    std::os::unix::fs::symlink(ssh.join("id_ed25519"), dir.join("fx/key")).unwrap();
+    std::os::unix::fs::symlink(&ssh, dir.join("keys")).unwrap();
+    let tmp = env.home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let ssh_abs = ssh.display().to_string();
+    for repo in [ssh_abs.as_str(), "../../home/.ssh", "keys", "fx"] {
+        let suite = dir.join("suite.toml");
+        write(
+            &suite,
+            &format!(
+                "[[task]]\nid = \"a\"\nrepo = \"{repo}\"\ntask = \"Create a.txt.\"\ncheck = \"true\"\nscript = \"scripts/a.yaml\"\n"
+            ),
+        );
+        let out = env
+            .keel()
+            .env("TMPDIR", &tmp)
+            .args(["eval", suite.to_str().unwrap(), "--keep"])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "{repo}: the suite ran:\n{text}");
+        assert!(
+            text.contains("own fixtures") || text.contains("outside"),
+            "{repo}: the refusal says why:\n{text}"
+        );
+        assert!(!text.contains("FAKE-KEY"), "{repo}:\n{text}");
+        assert!(
+            !all_text_under(&tmp).contains("FAKE-KEY"),
+            "{repo}: the key reached a task workspace"
+        );
+    }
+}

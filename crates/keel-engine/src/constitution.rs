@@ -22,6 +22,7 @@ use std::path::Path;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use keel_protocol::ToolCall;
+use keel_tools::project::{CONFIG_LIMIT, ProjectDir};
 use serde_json::Value;
 
 use crate::config::ConfigError;
@@ -59,12 +60,15 @@ fn error(message: String) -> ConfigError {
 
 impl Constitution {
     /// Reads the workspace's constitution. No file is an empty constitution; a file that is
-    /// not valid JSON or breaks the schema is an error naming the field.
+    /// not valid JSON or breaks the schema is an error naming the field, and so is one that
+    /// must not be read (a symlink out of the workspace, a FIFO or device, over 256 KB).
     pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
-        match std::fs::read_to_string(workspace.join(CONSTITUTION_FILE)) {
-            Ok(text) => Self::parse(&text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(error(format!("cannot read it: {e}"))),
+        let project = ProjectDir::open(workspace)
+            .map_err(|e| error(format!("cannot open the workspace to read it: {e}")))?;
+        match project.read(CONSTITUTION_FILE, CONFIG_LIMIT) {
+            Ok(Some(text)) => Self::parse(&text),
+            Ok(None) => Ok(Self::default()),
+            Err(e) => Err(error(format!("not read: it {}", e.problem))),
         }
     }
 

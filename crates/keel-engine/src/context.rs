@@ -6,6 +6,8 @@
 use std::path::Path;
 
 use keel_store::MemoryEntry;
+use keel_tools::fs::FileKind;
+use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, join_rel};
 use serde::Serialize;
 
 use crate::config::IndexConfig;
@@ -48,6 +50,10 @@ pub struct Dashboard {
     pub system_prompt_bytes: usize,
     pub system_prompt_tokens: u64,
     pub layers: Vec<Layer>,
+    /// Project files left out because they must not be read (a symlink out of the workspace,
+    /// a FIFO or device, over the size limit), each naming the file and what to do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 fn sized(text: Option<&str>) -> (usize, u64) {
@@ -78,42 +84,33 @@ fn layer(
 }
 
 /// Nested instruction files under `root` (not the root's own), at most a few levels deep,
-/// skipping hidden and dependency directories.
+/// skipping hidden and dependency directories. Listed beneath the open workspace directory:
+/// a symlinked directory is not descended into.
 pub fn nested_rule_files(root: &Path) -> Vec<String> {
     const SKIP: &[&str] = &["node_modules", "target", "vendor", "dist", "build"];
+    let Ok(project) = ProjectDir::open(root) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new(), 0usize)];
+    let mut stack = vec![(String::new(), 0usize)];
     let mut visited = 0usize;
-    while let Some((dir, rel, depth)) = stack.pop() {
+    while let Some((rel, depth)) = stack.pop() {
         visited += 1;
         if visited > 5_000 {
             break;
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.filter_map(Result::ok) {
-            let Ok(name) = e.file_name().into_string() else {
-                continue;
-            };
-            let child = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
-            match e.file_type() {
-                Ok(t)
-                    if t.is_dir()
-                        && depth < 6
-                        && !name.starts_with('.')
-                        && !SKIP.contains(&name.as_str()) =>
+        for e in project.list(&rel) {
+            let child = join_rel(&rel, &e.name);
+            match e.kind {
+                FileKind::Dir
+                    if depth < 6
+                        && !e.name.starts_with('.')
+                        && !SKIP.contains(&e.name.as_str()) =>
                 {
-                    stack.push((e.path(), child, depth + 1));
+                    stack.push((child, depth + 1));
                 }
-                Ok(t)
-                    if t.is_file()
-                        && !rel.is_empty()
-                        && prompt::PROJECT_FILES.contains(&name.as_str()) =>
+                FileKind::File | FileKind::Symlink
+                    if !rel.is_empty() && prompt::PROJECT_FILES.contains(&e.name.as_str()) =>
                 {
                     out.push(child)
                 }
@@ -175,10 +172,15 @@ pub fn dashboard(
         "keel context --json (fixed per Keel version)",
         "cannot be cleared",
     ));
-    let project = prompt::project_layer(workspace);
+    let (project, mut skipped) = prompt::project_layer_checked(workspace);
+    let readable = ProjectDir::open(workspace).ok();
     let root_files: Vec<String> = prompt::PROJECT_FILES
         .iter()
-        .filter(|f| workspace.join(f).is_file())
+        .filter(|f| {
+            readable
+                .as_ref()
+                .is_some_and(|p| p.read(f, INSTRUCTIONS_LIMIT).is_ok_and(|t| t.is_some()))
+        })
         .map(|f| f.to_string())
         .chain(
             rules::rule_files(workspace)
@@ -211,10 +213,15 @@ pub fn dashboard(
         "edit or delete .keel/constitution.json",
     ));
     let nested = nested_rule_files(workspace);
-    let nested_text: String = nested
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(workspace.join(f)).ok())
-        .collect();
+    let mut nested_text = String::new();
+    if let Some(project) = &readable {
+        for f in &nested {
+            match project.read(f, INSTRUCTIONS_LIMIT) {
+                Ok(text) => nested_text.extend(text),
+                Err(e) => skipped.push(e.to_string()),
+            }
+        }
+    }
     let glob_rules: Vec<rules::RuleFile> = rules::rule_files(workspace)
         .into_iter()
         .filter(|r| !r.globs.is_empty())
@@ -346,5 +353,6 @@ pub fn dashboard(
         system_prompt_bytes,
         system_prompt_tokens,
         layers,
+        skipped,
     }
 }

@@ -57,6 +57,9 @@ pub struct Engine {
     pub(crate) agent_scope: Option<Arc<crate::agents::AgentScope>>,
     /// The session's MCP servers, when any is defined.
     pub(crate) mcp: Option<crate::mcp::McpState>,
+    /// Instruction files left out of the system prompt because they must not be read (a
+    /// symlink out of the workspace, a FIFO or device, too large), one message each.
+    pub(crate) project_notes: Vec<String>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -285,7 +288,8 @@ impl EngineBuilder {
             max_retries: self.config.llm.max_retries,
             ..RetryPolicy::default()
         });
-        let system_prompt = prompt::system_prompt_with(workspace.root(), &constitution);
+        let (system_prompt, project_notes) =
+            prompt::system_prompt_checked(workspace.root(), &constitution);
         // Retries and fallbacks live in the provider stream, announced as events there.
         let provider: Arc<dyn Provider> =
             Arc::new(ReliableProvider::new(provider, retry).with_fallbacks(self.fallbacks));
@@ -329,6 +333,7 @@ impl EngineBuilder {
             agent_depth: 0,
             agent_scope: None,
             mcp,
+            project_notes,
         })
     }
 }
@@ -390,6 +395,13 @@ impl Engine {
     /// The repository constitution this engine enforces.
     pub fn constitution(&self) -> &crate::constitution::Constitution {
         &self.constitution
+    }
+
+    /// Instruction files (AGENTS.md, CLAUDE.md, `.keel/rules/*.md`) left out of the system
+    /// prompt because they must not be read — a symlink out of the workspace, a FIFO or
+    /// device, over the size limit — one message each, naming the file and what to do.
+    pub fn project_notes(&self) -> &[String] {
+        &self.project_notes
     }
 
     /// The session's MCP servers (`None` when none is defined).

@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir};
+
 /// Keel's base layer.
 pub const BASE_PROMPT: &str = include_str!("prompts/base.md");
 
@@ -31,25 +33,48 @@ pub fn system_prompt_with(
     workspace: &Path,
     constitution: &crate::constitution::Constitution,
 ) -> String {
+    system_prompt_checked(workspace, constitution).0
+}
+
+/// The system prompt, and a message for each instruction file left out of it because it must
+/// not be read (see [`project_layer_checked`]).
+pub fn system_prompt_checked(
+    workspace: &Path,
+    constitution: &crate::constitution::Constitution,
+) -> (String, Vec<String>) {
+    let (project, problems) = project_layer_checked(workspace);
     let mut out = BASE_PROMPT.trim_end().to_string();
-    for layer in [project_layer(workspace), constitution.head_text()]
-        .into_iter()
-        .flatten()
-    {
+    for layer in [project, constitution.head_text()].into_iter().flatten() {
         out.push_str("\n\n");
         out.push_str(&layer);
     }
     out.push('\n');
-    out
+    (out, problems)
 }
 
 /// The project layer: the repository's root AGENTS.md and CLAUDE.md, then its
 /// `.keel/rules/*.md` without `globs`, if present.
 pub fn project_layer(workspace: &Path) -> Option<String> {
+    project_layer_checked(workspace).0
+}
+
+/// The project layer and the instruction files left out of it because they must not be
+/// read (a symlink out of the workspace, a FIFO or device, over the size limit), one
+/// message each naming the file and what to do.
+pub fn project_layer_checked(workspace: &Path) -> (Option<String>, Vec<String>) {
+    let Ok(project) = ProjectDir::open(workspace) else {
+        return (None, Vec::new());
+    };
     let mut sections = Vec::new();
+    let mut problems = Vec::new();
     for name in PROJECT_FILES {
-        let Ok(text) = std::fs::read_to_string(workspace.join(name)) else {
-            continue;
+        let text = match project.read(name, INSTRUCTIONS_LIMIT) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(e) => {
+                problems.push(e.to_string());
+                continue;
+            }
         };
         let text = text.trim();
         if text.is_empty() {
@@ -63,14 +88,19 @@ pub fn project_layer(workspace: &Path) -> Option<String> {
         };
         sections.push(format!("## From {name}\n{body}"));
     }
-    sections.extend(crate::rules::head_rules(workspace));
+    let (rules, rule_problems) = crate::rules::head_rules_checked(&project);
+    sections.extend(rules);
+    problems.extend(rule_problems);
     if sections.is_empty() {
-        return None;
+        return (None, problems);
     }
-    Some(format!(
-        "# Project instructions\nThe repository's own instructions. Follow them unless the user's task says otherwise.\n\n{}",
-        sections.join("\n\n")
-    ))
+    (
+        Some(format!(
+            "# Project instructions\nThe repository's own instructions. Follow them unless the user's task says otherwise.\n\n{}",
+            sections.join("\n\n")
+        )),
+        problems,
+    )
 }
 
 /// Volatile facts about where and when the run happens; they go at the tail.

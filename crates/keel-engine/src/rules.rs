@@ -20,6 +20,9 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use keel_protocol::ToolCall;
 use serde_json::Value;
 
+use keel_tools::fs::FileKind;
+use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, read_user_file};
+
 use crate::frontmatter;
 use crate::prompt::PROJECT_FILES;
 
@@ -56,25 +59,33 @@ fn cut(text: &str, name: &str) -> String {
     }
 }
 
-/// The repository's `.keel/rules/*.md` files, sorted by name; unreadable or empty ones are
-/// skipped.
+/// The repository's `.keel/rules/*.md` files, sorted by name; empty ones are skipped, and so
+/// are files that must not be read (see [`rule_files_checked`]).
 pub fn rule_files(workspace: &Path) -> Vec<RuleFile> {
-    let Ok(dir) = std::fs::read_dir(workspace.join(RULES_DIR)) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = dir
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".md"))
-        .collect();
-    names.sort();
-    names
+    match ProjectDir::open(workspace) {
+        Ok(project) => rule_files_checked(&project).0,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The repository's `.keel/rules/*.md` files, and a message for each one refused (a symlink
+/// out of the workspace, not a regular file, over [`INSTRUCTIONS_LIMIT`]).
+pub fn rule_files_checked(project: &ProjectDir) -> (Vec<RuleFile>, Vec<String>) {
+    let mut problems = Vec::new();
+    let files = project
+        .list(RULES_DIR)
         .into_iter()
-        .filter_map(|name| {
-            let text = std::fs::read_to_string(workspace.join(RULES_DIR).join(&name)).ok()?;
+        .filter(|e| e.name.ends_with(".md") && e.kind != FileKind::Dir)
+        .filter_map(|e| {
+            let source = format!("{RULES_DIR}/{}", e.name);
+            let text = match project.read(&source, INSTRUCTIONS_LIMIT) {
+                Ok(text) => text?,
+                Err(e) => {
+                    problems.push(e.to_string());
+                    return None;
+                }
+            };
             let doc = frontmatter::parse(&text);
-            let source = format!("{RULES_DIR}/{name}");
             let body = cut(&doc.body, &source);
             if body.is_empty() {
                 return None;
@@ -88,24 +99,35 @@ pub fn rule_files(workspace: &Path) -> Vec<RuleFile> {
                 body,
             })
         })
-        .collect()
+        .collect();
+    (files, problems)
 }
 
 /// The head part of the rules: every `.keel/rules/*.md` without `globs`.
 pub fn head_rules(workspace: &Path) -> Option<String> {
-    let sections: Vec<String> = rule_files(workspace)
+    let project = ProjectDir::open(workspace).ok()?;
+    head_rules_checked(&project).0
+}
+
+/// [`head_rules`], with a message for each rule file refused.
+pub fn head_rules_checked(project: &ProjectDir) -> (Option<String>, Vec<String>) {
+    let (files, problems) = rule_files_checked(project);
+    let sections: Vec<String> = files
         .into_iter()
         .filter(|r| r.globs.is_empty())
         .map(|r| format!("## From {}\n{}", r.source, r.body))
         .collect();
-    (!sections.is_empty()).then(|| sections.join("\n\n"))
+    (
+        (!sections.is_empty()).then(|| sections.join("\n\n")),
+        problems,
+    )
 }
 
 /// The user-level rules file: `AGENTS.md` in Keel's config directory, as a first-message
-/// block.
+/// block. The user's own file (a symlink is followed), read only if regular and bounded.
 pub fn user_rules(config_dir: Option<&Path>) -> Option<String> {
     let path = config_dir?.join("AGENTS.md");
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = read_user_file(&path, INSTRUCTIONS_LIMIT).ok()??;
     let body = cut(&text, "the user's AGENTS.md");
     (!body.is_empty()).then(|| {
         format!(
@@ -188,7 +210,8 @@ pub fn injected_in(messages: &[keel_protocol::Message]) -> Vec<String> {
 /// Each is injected at most once per session.
 #[derive(Debug)]
 pub struct TailRules {
-    root: PathBuf,
+    /// The workspace's project files (`None` when its directory cannot be opened).
+    project: Option<ProjectDir>,
     glob_rules: Vec<(RuleFile, GlobSet)>,
     injected: BTreeSet<String>,
 }
@@ -209,7 +232,7 @@ impl TailRules {
             })
             .collect();
         Self {
-            root: root.to_path_buf(),
+            project: ProjectDir::open(root).ok(),
             glob_rules,
             injected: BTreeSet::new(),
         }
@@ -237,7 +260,13 @@ impl TailRules {
                     if self.injected.contains(&source) {
                         continue;
                     }
-                    let Ok(text) = std::fs::read_to_string(self.root.join(&source)) else {
+                    // A nested file that must not be read (a link out, a FIFO, too big) is
+                    // left out; it never reaches the model.
+                    let Some(Ok(Some(text))) = self
+                        .project
+                        .as_ref()
+                        .map(|p| p.read(&source, INSTRUCTIONS_LIMIT))
+                    else {
                         continue;
                     };
                     self.injected.insert(source.clone());

@@ -84,7 +84,13 @@ fn pos(l: &Location) -> Pos {
 /// Reads and compiles the flow file at `path`.
 pub fn compile_file(path: &Path) -> Result<Flow, CompileError> {
     let file = path.display().to_string();
-    match std::fs::read_to_string(path) {
+    // Read like a project file: regular, at most 1 MB, never blocking on a FIFO.
+    let read = match keel_tools::project::read_in_dir(path, keel_tools::project::DEFINITION_LIMIT) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err("it does not exist".to_string()),
+        Err(e) => Err(format!("it {}", e.problem)),
+    };
+    match read {
         Ok(text) => compile(&text, path),
         Err(e) => Err(CompileError {
             diagnostics: vec![Diagnostic {
@@ -465,6 +471,25 @@ impl Compiler {
                         DiagKind::Invalid,
                         "a deliver node cannot sit inside a parallel branch (branches run in a copy of the workspace); deliver after the parallel node",
                     );
+                }
+                // A flow is project content: the PR file it names stays under .keel/flows/
+                // (written beneath the open workspace at run time as well).
+                if let Some(f) = &n.pr_file {
+                    let rel = std::path::Path::new(f.as_str());
+                    if f.is_empty()
+                        || rel.is_absolute()
+                        || rel
+                            .components()
+                            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+                    {
+                        self.err(
+                            p,
+                            DiagKind::Invalid,
+                            format!(
+                                "pr_file `{f}` must be a relative path under .keel/flows/ without `..`"
+                            ),
+                        );
+                    }
                 }
                 let branch = match &n.branch {
                     Some(b) => self.template(&id, b, None),

@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use keel_tools::Workspace;
+use keel_tools::fs::WriteMode;
+use keel_tools::project::ProjectDir;
 use serde::{Deserialize, Serialize};
 
 /// Files larger than this are not snapshotted (replay reports them as unavailable).
@@ -51,16 +54,23 @@ pub type Changes = BTreeMap<String, Option<Blob>>;
 pub fn snapshot(root: &Path) -> Result<Tree, String> {
     let mut tree = Tree::new();
     let mut total = 0u64;
-    let walker = ignore::WalkBuilder::new(root)
+    let project = ProjectDir::open(root).map_err(|e| format!("cannot open the workspace: {e}"))?;
+    // `.gitignore` files are read as project files (a FIFO must not hang the snapshot).
+    let rules = keel_index::ignore_rules::IgnoreRules::new(root);
+    let base = root.to_path_buf();
+    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(root))
         .hidden(false)
-        .git_ignore(true)
-        .git_global(false)
-        .git_exclude(false)
         .require_git(false)
-        .parents(false)
-        .filter_entry(|e| {
+        .filter_entry(move |e| {
             let name = e.file_name();
-            !(e.depth() > 0 && (name == ".git" || name == ".keel"))
+            if e.depth() > 0 && (name == ".git" || name == ".keel") {
+                return false;
+            }
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            match e.path().strip_prefix(&base).ok().and_then(|r| r.to_str()) {
+                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                _ => true,
+            }
         })
         .build();
     for entry in walker {
@@ -87,9 +97,14 @@ pub fn snapshot(root: &Path) -> Result<Tree, String> {
                 MAX_TREE_BYTES / 1024 / 1024
             ));
         }
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        tree.insert(rel_string(rel), Blob::from_bytes(bytes));
+        let rel = rel_string(rel);
+        // Read beneath the open workspace: a file swapped for a symlink out, a FIFO or a
+        // device after the walk listed it is refused, never followed or waited on.
+        let bytes = project
+            .read_bytes(&rel, MAX_FILE_BYTES)
+            .map_err(|e| format!("cannot snapshot the workspace: {e}"))?
+            .unwrap_or_default();
+        tree.insert(rel, Blob::from_bytes(bytes));
     }
     Ok(tree)
 }
@@ -117,8 +132,11 @@ pub fn diff(before: &Tree, after: &Tree) -> Changes {
     out
 }
 
-/// Writes `changes` under `root`. Paths that would leave `root` are refused.
+/// Writes `changes` under `root`, each file atomically and beneath the open `root`
+/// directory. Paths that would leave `root` — `..`, absolute, through a symlink out — are
+/// refused.
 pub fn apply(root: &Path, changes: &Changes) -> Result<(), String> {
+    let ws = Workspace::new(root).map_err(|e| e.to_string())?;
     for (path, blob) in changes {
         let rel = Path::new(path);
         if rel.is_absolute()
@@ -130,21 +148,26 @@ pub fn apply(root: &Path, changes: &Changes) -> Result<(), String> {
                 "refusing to write `{path}`: not a path inside the workspace"
             ));
         }
-        let target = root.join(rel);
+        let shown = root.join(rel);
         match blob {
             Some(b) => {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-                }
-                std::fs::write(&target, b.bytes())
-                    .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+                let target = ws
+                    .locate(path)
+                    .map_err(|e| format!("refusing to write `{path}`: {e}"))?;
+                target
+                    .write_atomic(&b.bytes(), WriteMode::Replace, None)
+                    .map_err(|e| format!("cannot write {}: {e}", shown.display()))?;
             }
-            None => match std::fs::remove_file(&target) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot delete {}: {e}", target.display())),
-            },
+            None => {
+                let Ok(target) = ws.locate_entry(path) else {
+                    continue; // through a link out or a file: nothing of ours to delete
+                };
+                match target.remove_file() {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("cannot delete {}: {e}", shown.display())),
+                }
+            }
         }
     }
     Ok(())

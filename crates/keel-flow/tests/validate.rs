@@ -133,3 +133,21 @@ fn deliver_and_loop_backs_are_refused_inside_parallel_branches() {
         d[1].3
     );
 }
+
+#[test]
+fn a_pr_file_outside_the_flows_directory_is_refused() {
+    for bad in ["../../../root/.bashrc", "/etc/cron.d/x", "a/../../b"] {
+        let d = diags(&format!(
+            "name: x\nnodes:\n  - id: d\n    type: deliver\n    pr_file: \"{bad}\"\n"
+        ));
+        assert!(
+            d.iter()
+                .any(|d| d.0 == DiagKind::Invalid && d.3.contains("pr_file")),
+            "{bad}: {d:?}"
+        );
+    }
+    assert!(
+        diags("name: x\nnodes:\n  - id: d\n    type: deliver\n    pr_file: prs/next.md\n")
+            .is_empty()
+    );
+}

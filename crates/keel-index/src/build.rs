@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use keel_fs::project::ProjectDir;
+
 use crate::chunk::chunk_file;
 use crate::index::{Index, Progress, RefreshStats};
 use crate::store::{self, DbFiles, FileState, IndexedFile, MemFiles};
@@ -45,10 +47,16 @@ enum Outcome {
     },
 }
 
-/// Reads and analyses one file.
-fn analyse(root: &std::path::Path, found: &FoundFile, prev: Option<FileState>) -> Outcome {
+/// Most bytes read from one file to index it (the walk admits far smaller files; this bounds
+/// a file swapped in after the walk).
+pub(crate) const MAX_ANALYSED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads (beneath the open workspace: regular files only, never a link out, never blocking)
+/// and analyses one file.
+fn analyse(project: Option<&ProjectDir>, found: &FoundFile, prev: Option<FileState>) -> Outcome {
     let checked_ns = now_ns();
-    let Ok(bytes) = std::fs::read(root.join(&found.path)) else {
+    let Some(Ok(Some(bytes))) = project.map(|p| p.read_bytes(&found.path, MAX_ANALYSED_BYTES))
+    else {
         return Outcome::Skip {
             path: found.path.clone(),
         };
@@ -257,12 +265,12 @@ impl Index {
         .min(jobs.len().max(1));
         let next = AtomicUsize::new(0);
         let (tx_out, rx) = mpsc::sync_channel::<(usize, Outcome)>(1024);
-        let root = self.root.clone();
+        let project = ProjectDir::open(&self.root).ok();
         let prevs: HashMap<usize, Option<FileState>> =
             jobs.iter().enumerate().map(|(i, (_, p))| (i, *p)).collect();
         let jobs = &jobs;
         let next = &next;
-        let root = &root;
+        let project = project.as_ref();
         std::thread::scope(|scope| -> Result<(), IndexError> {
             for _ in 0..threads {
                 let tx_out = tx_out.clone();
@@ -272,7 +280,7 @@ impl Index {
                         let Some((found, prev)) = jobs.get(i) else {
                             break;
                         };
-                        if tx_out.send((i, analyse(root, found, *prev))).is_err() {
+                        if tx_out.send((i, analyse(project, found, *prev))).is_err() {
                             break;
                         }
                     }
@@ -346,6 +354,7 @@ impl Index {
         }
         let mut changes = Changes::default();
         let root = self.root.clone();
+        let project = ProjectDir::open(&root).ok();
         let tx = self.conn.transaction()?;
         for rel in rels {
             let abs = root.join(&rel);
@@ -370,7 +379,7 @@ impl Index {
                 if prev.is_some_and(|p| p.unchanged(f.mtime_ns, f.size)) {
                     continue;
                 }
-                changes.apply(&tx, analyse(&root, f, prev), prev)?;
+                changes.apply(&tx, analyse(project.as_ref(), f, prev), prev)?;
             }
         }
         if changes.stats.changed() {

@@ -71,6 +71,7 @@ pub fn grep(
         None => None,
     };
     let walker = Walker::new(root, settings);
+    let project = keel_fs::project::ProjectDir::open(root).ok();
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
@@ -82,11 +83,19 @@ pub fn grep(
         }
         result.files_searched += 1;
         let path = f.path;
+        // Read beneath the open workspace (regular files only, bounded): a file swapped for a
+        // link out or a FIFO since the walk is skipped, not searched.
+        let Some(Ok(Some(bytes))) = project
+            .as_ref()
+            .map(|p| p.read_bytes(&path, crate::build::MAX_ANALYSED_BYTES))
+        else {
+            continue;
+        };
         let mut full = false;
         let matches = &mut result.matches;
-        let _ = searcher.search_path(
+        let _ = searcher.search_slice(
             &matcher,
-            walker.root().join(&path),
+            &bytes,
             UTF8(|line, text| {
                 if matches.len() >= max_results {
                     full = true;

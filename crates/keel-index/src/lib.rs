@@ -17,6 +17,7 @@ mod build;
 pub mod chunk;
 pub mod codemap;
 pub mod grep;
+pub mod ignore_rules;
 pub mod imports;
 mod index;
 pub mod pathrole;

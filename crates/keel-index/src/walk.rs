@@ -6,15 +6,15 @@
 //! The user's global gitignore is deliberately not read: the index of a repository must not
 //! depend on who builds it.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::{Match, WalkBuilder, WalkState};
+use ignore::{WalkBuilder, WalkState};
 
 use crate::IndexSettings;
+use crate::ignore_rules::IgnoreRules;
 
 /// Patterns (gitignore syntax) every index leaves out.
 pub const DEFAULT_IGNORES: &[&str] = &[
@@ -129,9 +129,9 @@ pub struct Walker {
     settings: IndexSettings,
     /// Default ignores, configured patterns and `.keel/ignore`, relative to the root.
     extra: Gitignore,
-    /// `.gitignore` + `.ignore` per directory (workspace-relative, "" for the root), loaded
-    /// on demand for single-path checks.
-    dir_rules: Mutex<HashMap<String, Option<Gitignore>>>,
+    /// `.gitignore` + `.ignore` per directory and `.git/info/exclude`, read as project files
+    /// (see [`crate::ignore_rules`]).
+    rules: IgnoreRules,
 }
 
 impl Walker {
@@ -145,7 +145,13 @@ impl Walker {
         for line in &settings.ignore {
             let _ = b.add_line(None, line);
         }
-        if let Ok(text) = std::fs::read_to_string(root.join(".keel").join("ignore")) {
+        // A project file: beneath the workspace, regular, bounded (a FIFO cannot hang the
+        // index).
+        let ignore_file = keel_fs::project::ProjectDir::open(root)
+            .ok()
+            .and_then(|p| p.read(".keel/ignore", keel_fs::project::CONFIG_LIMIT).ok())
+            .flatten();
+        if let Some(text) = ignore_file {
             for line in text.lines() {
                 let _ = b.add_line(None, line);
             }
@@ -155,7 +161,7 @@ impl Walker {
             root: root.to_path_buf(),
             settings: settings.clone(),
             extra,
-            dir_rules: Mutex::new(HashMap::new()),
+            rules: IgnoreRules::new(root),
         }
     }
 
@@ -188,23 +194,17 @@ impl Walker {
             _ => self.root.clone(),
         };
         let mut builder = WalkBuilder::new(&start);
-        builder
+        // Ignore files are read by `IgnoreRules` (as project files), not by the walker; the
+        // rules of the directories above a subtree walk apply too.
+        crate::ignore_rules::configure(&mut builder)
             .hidden(false)
-            .parents(false)
             .require_git(false)
-            .git_global(false)
-            .git_exclude(true)
-            .git_ignore(true)
-            .ignore(true)
             .follow_links(false)
             .threads(self.settings.threads);
-        if start != self.root {
-            // A subtree walk must see the rules of the directories above it.
-            builder.parents(true);
-        }
         let found = Mutex::new(Vec::new());
         let root = self.root.clone();
         let extra = &self.extra;
+        let rules = &self.rules;
         let max = self.settings.max_file_bytes;
         builder.build_parallel().run(|| {
             let found = &found;
@@ -223,7 +223,9 @@ impl Walker {
                     return WalkState::Continue;
                 }
                 let is_dir = ft.is_dir();
-                if extra.matched(rel, is_dir).is_ignore() {
+                let ignored = extra.matched(rel, is_dir).is_ignore()
+                    || rel_string(rel).is_some_and(|r| rules.ignored(&r, is_dir));
+                if ignored {
                     return if is_dir {
                         WalkState::Skip
                     } else {
@@ -287,63 +289,11 @@ impl Walker {
             if self.extra.matched(&sub, sub_is_dir).is_ignore() {
                 return true;
             }
-            // The deepest rule wins: from the directory holding `sub` up to the root.
-            let mut verdict = Match::None;
-            for j in (0..=i).rev() {
-                let dir = parts[..j].join("/");
-                let m = self.dir_match(&dir, &sub, sub_is_dir);
-                if !m.is_none() {
-                    verdict = m;
-                    break;
-                }
-            }
-            if verdict.is_ignore() {
+            if self.rules.ignored(&sub, sub_is_dir) {
                 return true;
             }
         }
         false
-    }
-
-    fn dir_match(&self, dir: &str, sub: &str, is_dir: bool) -> Match<()> {
-        let Ok(mut rules) = self.dir_rules.lock() else {
-            return Match::None;
-        };
-        let gi = rules
-            .entry(dir.to_string())
-            .or_insert_with(|| self.load_dir_rules(dir));
-        let Some(gi) = gi else {
-            return Match::None;
-        };
-        let abs = self.root.join(sub);
-        match gi.matched(&abs, is_dir) {
-            Match::None => Match::None,
-            Match::Ignore(_) => Match::Ignore(()),
-            Match::Whitelist(_) => Match::Whitelist(()),
-        }
-    }
-
-    fn load_dir_rules(&self, dir: &str) -> Option<Gitignore> {
-        let base = if dir.is_empty() {
-            self.root.clone()
-        } else {
-            self.root.join(dir)
-        };
-        let mut b = GitignoreBuilder::new(&base);
-        let mut any = false;
-        let mut files = vec![base.join(".gitignore"), base.join(".ignore")];
-        if dir.is_empty() {
-            files.insert(0, base.join(".git").join("info").join("exclude"));
-        }
-        for f in files {
-            if f.is_file() {
-                any = true;
-                let _ = b.add(f);
-            }
-        }
-        if !any {
-            return None;
-        }
-        b.build().ok()
     }
 }
 

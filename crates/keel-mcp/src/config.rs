@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use keel_tools::project::{CONFIG_LIMIT, Problem, ProjectDir, ProjectFileError, read_user_file};
 use serde::{Deserialize, Serialize};
 
 /// `[mcp]`: servers and how long they may take to start.
@@ -178,12 +179,35 @@ pub struct McpJson {
     pub mcp_servers: BTreeMap<String, ServerConfig>,
 }
 
-/// Reads a `.mcp.json`; a missing file is empty.
+/// Reads the user's `mcp.json` (or any `.mcp.json` by path); a missing file is empty. A
+/// symlink is followed (it is the user's file), but only a regular file is read, at most
+/// 256 KB.
 pub fn read_mcp_json(path: &Path) -> Result<McpJson, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(McpJson::default()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    parse_mcp_json(path, read_user_file(path, CONFIG_LIMIT))
+}
+
+/// Reads the project's `.mcp.json` as a project file: beneath the workspace, so a symlink
+/// out of it, a FIFO, a device or a file over 256 KB is an error saying so — never followed,
+/// waited on or read without end. A missing file is empty.
+pub fn read_project_mcp_json(workspace: &Path) -> Result<McpJson, String> {
+    let path = project_file(workspace);
+    let read = ProjectDir::open(workspace)
+        .map_err(|e| ProjectFileError {
+            path: path.display().to_string(),
+            problem: Problem::Io(e.to_string()),
+        })
+        .and_then(|p| p.read(".mcp.json", CONFIG_LIMIT));
+    parse_mcp_json(&path, read)
+}
+
+fn parse_mcp_json(
+    path: &Path,
+    read: Result<Option<String>, ProjectFileError>,
+) -> Result<McpJson, String> {
+    let text = match read {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(McpJson::default()),
+        Err(e) => return Err(format!("{} not read: it {}", path.display(), e.problem)),
     };
     serde_json::from_str(&text).map_err(|e| {
         format!(
@@ -230,7 +254,12 @@ pub fn collect(
     }
     files.push((project_file(workspace), true));
     for (path, project) in files {
-        match read_mcp_json(&path) {
+        let read = if project {
+            read_project_mcp_json(workspace)
+        } else {
+            read_mcp_json(&path)
+        };
+        match read {
             Ok(file) => {
                 for (name, c) in file.mcp_servers {
                     if out.contains_key(&name) {

@@ -5,14 +5,18 @@
 //! type) and a [`ToolContext`], and returns either output for the model or a [`ToolError`]:
 //! [`ToolError::Model`] is a message the model should read and act on (the loop goes on),
 //! [`ToolError::Failed`] is the same for a call that ran and failed (failing tests) and keeps
-//! its typed details, [`ToolError::Fatal`] stops the turn. Every path a tool touches goes through
-//! [`Workspace::resolve`], which refuses anything outside the workspace.
+//! its typed details, [`ToolError::Fatal`] stops the turn. Every file a tool touches is reached
+//! through [`Workspace::locate`]: resolved beneath the workspace's open directory handle
+//! ([`beneath`]), which refuses anything outside the workspace and leaves no gap between
+//! checking a path and opening it.
 //!
 //! [`shell`] holds the command-safety analyser (a real bash grammar), `run_command`,
 //! `run_tests` and auto-lint after edits; [`sandbox`] confines commands with Landlock.
 //!
 //! This crate does not run the agent loop, talk to models or decide phase policy; it only
 //! describes and executes tools (callers pick the sandbox policy on the [`ToolContext`]).
+
+pub use keel_fs::{beneath, project};
 
 pub mod builtin;
 pub mod catalog;

@@ -1,7 +1,10 @@
 //! Workspace confinement: every path a tool touches is relative to the workspace root and may
-//! never leave it — no absolute paths, no `..`, no symlink pointing outside.
+//! never leave it — no absolute paths, no `..`, no symlink pointing outside — and is opened
+//! beneath the workspace's open directory handle, never by path.
 
 use std::path::{Component, Path, PathBuf};
+
+use crate::beneath::{DirHandle, ResolveError, ResolvedPath};
 
 /// Why a path was refused. Messages tell the model what to send instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,31 +68,45 @@ pub fn looks_like_glob(rel: &str) -> bool {
     class || set
 }
 
-/// The directory the agent works in. Cheap to clone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The directory the agent works in, held open: every path is resolved beneath this handle
+/// (see [`crate::beneath`]), so no symlink and no race can lead a file operation outside it.
+/// Cheap to clone (the handle is shared).
+#[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    dir: DirHandle,
     /// Paths (relative to the root) read-only besides `.git` and `.keel`.
     protected: Vec<PathBuf>,
 }
 
+impl PartialEq for Workspace {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root && self.protected == other.protected
+    }
+}
+
+impl Eq for Workspace {}
+
 impl Workspace {
     /// Opens a workspace at `root`, which must be an existing directory. The root is
-    /// canonicalised, so a workspace reached through a symlink is fine.
+    /// canonicalised, so a workspace reached through a symlink is fine; the directory is
+    /// opened and kept open.
     pub fn new(root: impl AsRef<Path>) -> Result<Self, PathError> {
         let root = root.as_ref();
-        let canonical = root.canonicalize().map_err(|e| PathError::Root {
+        let err = |reason: String| PathError::Root {
             path: root.display().to_string(),
-            reason: e.to_string(),
+            reason,
+        };
+        let dir = DirHandle::open(root).map_err(|e| {
+            if e.raw_os_error() == Some(20) {
+                err("not a directory".into())
+            } else {
+                err(e.to_string())
+            }
         })?;
-        if !canonical.is_dir() {
-            return Err(PathError::Root {
-                path: root.display().to_string(),
-                reason: "not a directory".into(),
-            });
-        }
         Ok(Self {
-            root: canonical,
+            root: dir.path().to_path_buf(),
+            dir,
             protected: Vec::new(),
         })
     }
@@ -101,97 +118,53 @@ impl Workspace {
         self
     }
 
-    /// Resolves a path the agent wants to write, create, move or delete: like [`Self::resolve`],
-    /// and refused when it is or lies under a protected path (checked after symlinks are
-    /// resolved, so an alias of `.git` is refused too), or when it holds glob characters and
-    /// no file of that exact name exists (`src/**/*.rs` would otherwise create a directory
-    /// named `**`).
-    pub fn resolve_writable(&self, rel: &str) -> Result<PathBuf, PathError> {
-        let path = self.resolve(rel)?;
-        if crate::sandbox::is_protected(&self.root, &path, &self.protected) {
-            return Err(PathError::Protected(rel.to_string()));
-        }
-        if looks_like_glob(rel) && std::fs::symlink_metadata(&path).is_err() {
-            return Err(PathError::GlobPattern(rel.to_string()));
-        }
-        Ok(path)
-    }
-
     /// The canonical root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Resolves a workspace-relative path to an absolute one inside the workspace, for a file
-    /// that may or may not exist yet. `""` and `"."` are the root.
-    pub fn resolve(&self, rel: &str) -> Result<PathBuf, PathError> {
-        if rel.contains('\0') {
-            return Err(PathError::Nul(rel.replace('\0', "\\0")));
-        }
-        let path = Path::new(rel);
-        let mut joined = self.root.clone();
-        for comp in path.components() {
-            match comp {
-                Component::Prefix(_) | Component::RootDir => {
-                    return Err(PathError::Absolute(rel.to_string()));
-                }
-                Component::ParentDir => return Err(PathError::ParentDir(rel.to_string())),
-                Component::CurDir => {}
-                Component::Normal(c) => joined.push(c),
-            }
-        }
-        self.confine(rel, &joined)
+    /// The open root directory every path is resolved beneath.
+    pub fn handle(&self) -> &DirHandle {
+        &self.dir
     }
 
-    /// Checks that `joined` (root + normal components) stays inside the root after resolving
-    /// symlinks in its existing part, and returns it with that part canonicalised.
-    fn confine(&self, rel: &str, joined: &Path) -> Result<PathBuf, PathError> {
-        // Find the deepest existing ancestor (a symlink counts as existing, even dangling).
-        let mut existing = joined.to_path_buf();
-        let mut rest: Vec<std::ffi::OsString> = Vec::new();
-        loop {
-            match std::fs::symlink_metadata(&existing) {
-                Ok(_) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let Some(name) = existing.file_name() else {
-                        break;
-                    };
-                    rest.push(name.to_os_string());
-                    if !existing.pop() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    return Err(PathError::Io {
-                        path: rel.to_string(),
-                        reason: e.to_string(),
-                    });
-                }
-            }
+    /// Resolves a workspace-relative path beneath the workspace handle, for a file that may or
+    /// may not exist yet: the way to read, write, create or delete it. `""` and `"."` are the
+    /// root. Absolute paths, `..` and symlinks leading out are refused.
+    pub fn locate(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let path = check_relative(rel)?;
+        self.dir.resolve(&path).map_err(|e| resolve_error(rel, e))
+    }
+
+    /// Like [`Self::locate`], but a final symlink is not followed: the result is the link
+    /// itself (to delete or replace it). Links on the way are followed, inside only.
+    pub fn locate_entry(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let path = check_relative(rel)?;
+        self.dir
+            .resolve_entry(&path)
+            .map_err(|e| resolve_error(rel, e))
+    }
+
+    /// Like [`Self::locate`], for a path the agent wants to write, create, move or delete:
+    /// refused when it is or lies under a protected path (checked on the resolved path, so an
+    /// alias of `.git` is refused too), or when it holds a glob pattern and no file of that
+    /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`).
+    pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let found = self.locate(rel)?;
+        if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected) {
+            return Err(PathError::Protected(rel.to_string()));
         }
-        let canonical = match existing.canonicalize() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(PathError::DanglingSymlink(rel.to_string()));
-            }
-            Err(e) => {
-                return Err(PathError::Io {
-                    path: rel.to_string(),
-                    reason: e.to_string(),
-                });
-            }
-        };
-        if !canonical.starts_with(&self.root) {
-            return Err(PathError::SymlinkEscape {
-                path: rel.to_string(),
-                target: canonical.display().to_string(),
-            });
+        if looks_like_glob(rel) && std::fs::symlink_metadata(found.abs()).is_err() {
+            return Err(PathError::GlobPattern(rel.to_string()));
         }
-        let mut out = canonical;
-        for name in rest.into_iter().rev() {
-            out.push(name);
-        }
-        Ok(out)
+        Ok(found)
+    }
+
+    /// The absolute path a workspace-relative path resolves to (symlinks inside followed),
+    /// checked like [`Self::locate`]. For *naming* a file — to a command, in a message —
+    /// never for opening it: open through [`Self::locate`].
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, PathError> {
+        Ok(self.locate(rel)?.abs())
     }
 
     /// The workspace-relative form of an absolute path inside the workspace, with `/`
@@ -207,6 +180,43 @@ impl Workspace {
             Err(_) => abs.display().to_string(),
         }
     }
+}
+
+fn resolve_error(rel: &str, e: ResolveError) -> PathError {
+    match e {
+        ResolveError::Escape { target } => PathError::SymlinkEscape {
+            path: rel.to_string(),
+            target,
+        },
+        ResolveError::Dangling => PathError::DanglingSymlink(rel.to_string()),
+        ResolveError::NotADirectory(at) => PathError::Io {
+            path: rel.to_string(),
+            reason: format!("`{at}` is a file, not a directory"),
+        },
+        e @ (ResolveError::TooManyLinks | ResolveError::Io(_)) => PathError::Io {
+            path: rel.to_string(),
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// A relative path made of normal components, or the model-friendly reason it is not one.
+fn check_relative(rel: &str) -> Result<PathBuf, PathError> {
+    if rel.contains('\0') {
+        return Err(PathError::Nul(rel.replace('\0', "\\0")));
+    }
+    let mut out = PathBuf::new();
+    for comp in Path::new(rel).components() {
+        match comp {
+            Component::Prefix(_) | Component::RootDir => {
+                return Err(PathError::Absolute(rel.to_string()));
+            }
+            Component::ParentDir => return Err(PathError::ParentDir(rel.to_string())),
+            Component::CurDir => {}
+            Component::Normal(c) => out.push(c),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -262,14 +272,14 @@ mod tests {
             ".git",
         ] {
             assert!(
-                matches!(ws.resolve_writable(rel), Err(PathError::Protected(_))),
+                matches!(ws.locate_writable(rel), Err(PathError::Protected(_))),
                 "{rel}"
             );
             assert!(ws.resolve(rel).is_ok(), "{rel} stays readable");
         }
-        assert!(ws.resolve_writable("src/.git").is_ok());
+        assert!(ws.locate_writable("src/.git").is_ok());
         let ws = ws.with_protected(vec![PathBuf::from("CONSTITUTION.md")]);
-        assert!(ws.resolve_writable("CONSTITUTION.md").is_err());
+        assert!(ws.locate_writable("CONSTITUTION.md").is_err());
     }
 
     #[test]
@@ -284,7 +294,7 @@ mod tests {
             "f{1..3}.txt",
             "*",
         ] {
-            let e = ws.resolve_writable(rel).err();
+            let e = ws.locate_writable(rel).err();
             assert!(matches!(e, Some(PathError::GlobPattern(_))), "{rel}: {e:?}");
             assert!(ws.resolve(rel).is_ok(), "{rel} still resolves for reading");
         }
@@ -300,11 +310,11 @@ mod tests {
             "b/[[...all]].js",
             "{x}.txt",
         ] {
-            assert!(ws.resolve_writable(rel).is_ok(), "{rel}");
+            assert!(ws.locate_writable(rel).is_ok(), "{rel}");
         }
         // A file that really has such a name stays writable.
         std::fs::write(dir.path().join("x[0-9].py"), "x = 0\n").unwrap_or_else(|e| panic!("{e}"));
-        assert!(ws.resolve_writable("x[0-9].py").is_ok());
+        assert!(ws.locate_writable("x[0-9].py").is_ok());
     }
 
     #[cfg(unix)]
@@ -334,8 +344,16 @@ mod tests {
             ws.resolve("out/new.txt"),
             Err(PathError::SymlinkEscape { .. })
         ));
+        // A link out is refused as such even when its target does not exist; a dangling
+        // link inside is refused as dangling.
         assert!(matches!(
             ws.resolve("dangling"),
+            Err(PathError::SymlinkEscape { .. })
+        ));
+        std::os::unix::fs::symlink("real/nothing", dir.path().join("dangling_in"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            ws.resolve("dangling_in"),
             Err(PathError::DanglingSymlink(_))
         ));
         let p = ws.resolve("alias/x.rs").unwrap_or_else(|e| panic!("{e}"));

@@ -252,3 +252,36 @@ async fn glob_patterns_are_refused_as_file_names_by_the_writing_tools() {
     .unwrap();
     assert!(f.dir.path().join("app/[id]/page.tsx").is_file());
 }
+
+#[tokio::test]
+async fn a_fifo_or_dev_zero_ignore_file_does_not_hang_listings_or_grep() {
+    let f = F::new();
+    std::fs::create_dir_all(f.dir.path().join("web")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        f.dir.path().join(".gitignore").as_path(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", f.dir.path().join("web/.gitignore")).unwrap();
+    std::fs::write(f.dir.path().join("web/.ignore"), "skipped.txt\n").unwrap();
+    std::fs::write(f.dir.path().join("web/a.txt"), "needle\n").unwrap();
+    std::fs::write(f.dir.path().join("web/skipped.txt"), "needle\n").unwrap();
+    // `call` fails the test if a tool takes more than 10 s.
+    let listing = f.call(&ListFiles, json!({})).await.unwrap();
+    assert!(listing.contains("web/a.txt"), "{listing}");
+    assert!(
+        !listing.contains("skipped.txt"),
+        "regular ignore files still apply: {listing}"
+    );
+    let hits = f
+        .call(&Grep::default(), json!({"pattern": "needle"}))
+        .await
+        .unwrap();
+    assert!(
+        hits.contains("web/a.txt") && !hits.contains("skipped"),
+        "{hits}"
+    );
+}

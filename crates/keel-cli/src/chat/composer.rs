@@ -303,10 +303,12 @@ pub fn mentioned_files(message: &str, workspace: &Path, max: usize) -> Vec<(Stri
             continue;
         }
         let path = workspace.join(rel);
-        if !path.is_file() {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        // Read as a project file: beneath the workspace (no absolute path, no link out),
+        // regular, bounded, never blocking.
+        let Some(Ok(Some(text))) = keel_tools::project::ProjectDir::open(workspace)
+            .ok()
+            .map(|p| p.read(rel, keel_tools::project::DEFINITION_LIMIT))
+        else {
             continue;
         };
         let content = if text.chars().count() > max {
@@ -388,7 +390,19 @@ fn is_subsequence(needle: &str, hay: &str) -> bool {
 /// The workspace's files (relative paths, `.gitignore` respected), at most `max`.
 pub fn workspace_files(workspace: &Path, max: usize) -> Vec<String> {
     let mut files = Vec::new();
-    for entry in ignore::WalkBuilder::new(workspace).build().flatten() {
+    // `.gitignore` files are read as project files (a FIFO must not hang completion).
+    let rules = keel_index::ignore_rules::IgnoreRules::new(workspace);
+    let base = workspace.to_path_buf();
+    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(workspace))
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            match e.path().strip_prefix(&base).ok().and_then(|r| r.to_str()) {
+                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                _ => true,
+            }
+        })
+        .build();
+    for entry in walker.flatten() {
         if files.len() >= max {
             break;
         }

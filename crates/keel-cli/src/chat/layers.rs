@@ -86,5 +86,8 @@ pub fn context_text(d: &Dashboard) -> String {
             l.source
         ));
     }
+    for s in &d.skipped {
+        lines.push(format!("not read: {s}"));
+    }
     lines.join("\n")
 }

@@ -507,6 +507,7 @@ fn memory_skills_rules_and_context_slash_commands_show_the_workspace_layers() {
             view: "/rules".into(),
             clear: "delete the files".into(),
         }],
+        skipped: Vec::new(),
     };
     assert_eq!(
         layers::context_text(&dashboard),

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use keel_tools::project::{CONFIG_LIMIT, ProjectDir, read_user_file};
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
@@ -81,13 +82,14 @@ pub enum LayerScope {
 impl Layer {
     /// Reads a TOML file; a missing file is an empty layer.
     pub fn from_file(path: &Path) -> Result<Option<Self>, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // The user's file: a symlink is followed, but only a regular file is read, bounded.
+        let text = match read_user_file(path, CONFIG_LIMIT) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(None),
             Err(e) => {
                 return Err(ConfigError {
                     source_name: path.display().to_string(),
-                    message: format!("cannot read it: {e}"),
+                    message: format!("not read: it {}", e.problem),
                 });
             }
         };
@@ -99,6 +101,35 @@ impl Layer {
             source: path.display().to_string(),
             table,
             scope: LayerScope::User,
+        }))
+    }
+
+    /// The workspace's `.keel/config.toml` as a [`LayerScope::Project`] layer; a missing file
+    /// is no layer. Read as a project file: beneath the workspace, regular, at most
+    /// [`CONFIG_LIMIT`] — a symlink out, a FIFO or a device is an error saying so.
+    pub fn from_project(workspace: &Path) -> Result<Option<Self>, ConfigError> {
+        const FILE: &str = ".keel/config.toml";
+        let source = workspace.join(FILE).display().to_string();
+        let fail = |message: String| ConfigError {
+            source_name: source.clone(),
+            message,
+        };
+        let project = match ProjectDir::open(workspace) {
+            Ok(p) => p,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(fail(format!("cannot open the workspace to read it: {e}"))),
+        };
+        let text = match project.read(FILE, CONFIG_LIMIT) {
+            Ok(Some(text)) => text,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(fail(format!("not read: it {}", e.problem))),
+        };
+        let table: Table =
+            toml::from_str(&text).map_err(|e| fail(e.to_string().trim().to_string()))?;
+        Ok(Some(Self {
+            source,
+            table,
+            scope: LayerScope::Project,
         }))
     }
 
@@ -300,8 +331,7 @@ impl Config {
         {
             layers.push(layer);
         }
-        if let Some(mut layer) = Layer::from_file(&workspace.join(".keel").join("config.toml"))? {
-            layer.scope = LayerScope::Project;
+        if let Some(layer) = Layer::from_project(workspace)? {
             layers.push(layer);
         }
         layers.push(Layer::from_env(env.clone()));

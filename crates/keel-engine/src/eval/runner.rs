@@ -250,7 +250,10 @@ mod tests {
     fn task(script: Option<&str>) -> EvalTask {
         EvalTask {
             id: "t".into(),
-            source: Source::Dir(PathBuf::from("/x")),
+            source: Source::Dir {
+                base: PathBuf::from("/x"),
+                rel: "fx".into(),
+            },
             task: "t".into(),
             check: "true".into(),
             script: script.map(PathBuf::from),

@@ -9,7 +9,7 @@
 //!
 //! [[task]]
 //! id = "add-test"
-//! repo = "fixtures/lib"    # a directory, copied into a fresh workspace per task
+//! repo = "fixtures/lib"    # a directory beneath the suite's, copied into a fresh workspace per task
 //! task = "Add a test for add()"
 //! check = "test -f tests/add.rs"
 //! script = "scripts/add-test.yaml"   # optional: the scripted provider's script
@@ -23,7 +23,8 @@
 //! ```
 //!
 //! Relative paths (`repo`, `git` when it is a local path, `script`) are relative to the suite
-//! file's directory.
+//! file's directory; `repo` must stay beneath it (no absolute path, no `..`, no symlink out:
+//! a suite copies only its own fixtures, never `~/.ssh`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -64,8 +65,9 @@ struct TaskFile {
 /// Where a task's workspace comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// A directory copied into the fresh workspace.
-    Dir(PathBuf),
+    /// A directory copied into the fresh workspace: `rel` beneath the suite file's directory
+    /// `base` (an eval suite copies only its own fixtures).
+    Dir { base: PathBuf, rel: String },
     /// A git repository (URL or local path) cloned with Keel's hardened git, `commit`
     /// checked out.
     Git { url: String, commit: String },
@@ -112,8 +114,25 @@ fn is_remote(url: &str) -> bool {
 impl Suite {
     /// Reads and validates the suite at `path`.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the eval suite {}: {e}", path.display()))?;
+        let text = match keel_tools::project::read_user_file(
+            path,
+            keel_tools::project::DEFINITION_LIMIT,
+        ) {
+            Ok(Some(text)) => text,
+            Ok(None) => {
+                return Err(format!(
+                    "cannot read the eval suite {}: it does not exist",
+                    path.display()
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the eval suite {}: it {}",
+                    path.display(),
+                    e.problem
+                ));
+            }
+        };
         // Relative paths in the suite resolve against its directory wherever tasks run.
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         Self::parse(&text, &path)
@@ -167,7 +186,28 @@ impl Suite {
                 ));
             }
             let source = match (t.repo, t.git, t.commit) {
-                (Some(dir), None, None) => Source::Dir(resolve(&dir)),
+                (Some(dir), None, None) => {
+                    let rel = Path::new(&dir);
+                    if dir.trim().is_empty()
+                        || rel.is_absolute()
+                        || rel.components().any(|c| {
+                            !matches!(
+                                c,
+                                std::path::Component::Normal(_) | std::path::Component::CurDir
+                            )
+                        })
+                    {
+                        return Err(format!(
+                            "{at}: `repo = \"{dir}\"` must be a directory beneath the suite's own \
+                             directory ({}), without `..`: a suite copies only its own fixtures",
+                            base.display()
+                        ));
+                    }
+                    Source::Dir {
+                        base: base.clone(),
+                        rel: dir,
+                    }
+                }
                 (None, Some(url), Some(commit)) => {
                     let commit = commit.trim().to_string();
                     if commit.is_empty() || commit.starts_with('-') {
@@ -258,7 +298,13 @@ timeout_secs = 5
         )
         .unwrap();
         assert_eq!(s.name, "suite");
-        assert_eq!(s.tasks[0].source, Source::Dir(PathBuf::from("/s/fx/a")));
+        assert_eq!(
+            s.tasks[0].source,
+            Source::Dir {
+                base: PathBuf::from("/s"),
+                rel: "fx/a".into()
+            }
+        );
         assert_eq!(s.tasks[0].script, Some(PathBuf::from("/s/a.yaml")));
         assert_eq!(s.tasks[0].max_steps, Some(7));
         assert_eq!(s.tasks[0].timeout_secs, DEFAULT_TIMEOUT_SECS);
@@ -270,6 +316,20 @@ timeout_secs = 5
             }
         );
         assert_eq!(s.tasks[1].timeout_secs, 5);
+    }
+
+    #[test]
+    fn a_repo_outside_the_suites_directory_is_refused() {
+        for repo in ["/home/u/.ssh", "../../.ssh", "fx/../../x", ""] {
+            let e = parse(&format!(
+                "[[task]]\nid = \"a\"\nrepo = \"{repo}\"\ntask = \"t\"\ncheck = \"true\"\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.contains("beneath the suite's own directory") && e.contains("own fixtures"),
+                "{repo}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -5,41 +5,81 @@
 use std::path::Path;
 use std::process::Command;
 
-use keel_tools::safe_git;
+use keel_tools::fs::{FileKind, WriteMode};
+use keel_tools::project::{ProjectDir, join_rel};
+use keel_tools::{Workspace, safe_git};
 
 use super::suite::Source;
+
+/// Largest file an eval fixture may hold.
+const MAX_FIXTURE_FILE: u64 = 256 * 1024 * 1024;
 
 /// Creates `dest` (which must not exist) from `source`.
 pub fn prepare(source: &Source, dest: &Path) -> Result<(), String> {
     match source {
-        Source::Dir(dir) => {
-            if !dir.is_dir() {
-                return Err(format!(
-                    "the task's repo `{}` is not a directory",
-                    dir.display()
-                ));
-            }
-            copy_tree(dir, dest)
-                .map_err(|e| format!("cannot copy {} to {}: {e}", dir.display(), dest.display()))
+        Source::Dir { base, rel } => {
+            let shown = base.join(rel);
+            let suite_dir = ProjectDir::open(base).map_err(|e| {
+                format!("cannot open the suite's directory {}: {e}", base.display())
+            })?;
+            // Opened beneath the suite's directory: a fixture path through a symlink out of it
+            // is refused.
+            let fixture = suite_dir.subdir(rel).map_err(|e| {
+                format!("the task's repo {e}; a suite copies only its own fixtures")
+            })?;
+            copy_tree(&fixture, dest)
+                .map_err(|e| format!("cannot copy {} to {}: {e}", shown.display(), dest.display()))
         }
         Source::Git { url, commit } => clone(url, commit, dest),
     }
 }
 
-/// Copies a directory tree; symbolic links are recreated, not followed.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_symlink() {
-            #[cfg(unix)]
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
+/// Copies a fixture directory tree, read beneath the open fixture directory and written
+/// beneath the open destination: regular files (with their permission bits), directories,
+/// and symlinks that stay inside the fixture (recreated, not followed). A symlink leading out
+/// of the fixture, a FIFO, socket or device is an error naming it — a fixture cannot carry
+/// `~/.ssh` (or anything else outside it) into a task's workspace.
+fn copy_tree(source: &ProjectDir, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    let dest = Workspace::new(to).map_err(|e| e.to_string())?;
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        for entry in source.list(&dir) {
+            let rel = join_rel(&dir, &entry.name);
+            let target = dest.locate(&rel).map_err(|e| e.to_string())?;
+            match entry.kind {
+                FileKind::Dir => {
+                    target.create_dir_all().map_err(|e| format!("{rel}: {e}"))?;
+                    stack.push(rel);
+                }
+                FileKind::File => {
+                    let mode = source.entry_info(&rel).map(|i| i.mode);
+                    let bytes = source
+                        .read_bytes(&rel, MAX_FIXTURE_FILE)
+                        .map_err(|e| e.to_string())?
+                        .unwrap_or_default();
+                    target
+                        .write_atomic(&bytes, WriteMode::CreateNew, mode)
+                        .map_err(|e| format!("{rel}: {e}"))?;
+                }
+                FileKind::Symlink => {
+                    source.check_inside(&rel).map_err(|e| {
+                        format!("{e} (an eval fixture may only link inside itself)")
+                    })?;
+                    let link = source
+                        .read_link(&rel)
+                        .ok_or_else(|| format!("{rel}: cannot read the symlink"))?;
+                    let at = dest.locate_entry(&rel).map_err(|e| e.to_string())?;
+                    at.symlink(&link).map_err(|e| format!("{rel}: {e}"))?;
+                }
+                other => {
+                    return Err(format!(
+                        "`{rel}` is {}; an eval fixture holds only files, directories and \
+                         symlinks inside it",
+                        other.describe()
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -87,23 +127,77 @@ mod tests {
 
     use super::*;
 
+    fn dir(base: &Path, rel: &str) -> Source {
+        Source::Dir {
+            base: base.to_path_buf(),
+            rel: rel.into(),
+        }
+    }
+
     #[test]
     fn a_directory_is_copied_whole() {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         std::fs::create_dir_all(src.join("a/b")).unwrap();
         std::fs::write(src.join("a/b/f.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("b/f.txt", src.join("a/link")).unwrap();
         let dest = tmp.path().join("dest");
-        prepare(&Source::Dir(src), &dest).unwrap();
+        prepare(&dir(tmp.path(), "src"), &dest).unwrap();
         assert_eq!(
             std::fs::read_to_string(dest.join("a/b/f.txt")).unwrap(),
             "x"
         );
-        let missing = prepare(
-            &Source::Dir(tmp.path().join("nope")),
-            &tmp.path().join("d2"),
+        assert_eq!(
+            std::fs::read_link(dest.join("a/link")).unwrap(),
+            Path::new("b/f.txt")
         );
+        let missing = prepare(&dir(tmp.path(), "nope"), &tmp.path().join("d2"));
         assert!(missing.unwrap_err().contains("not a directory"));
+    }
+
+    #[test]
+    fn a_fixture_cannot_carry_anything_from_outside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let secrets = tmp.path().join("home/.ssh");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::write(secrets.join("id_ed25519"), "PRIVATE KEY").unwrap();
+        let suite = tmp.path().join("suite");
+        std::fs::create_dir_all(suite.join("fx")).unwrap();
+        std::fs::write(suite.join("fx/ok.txt"), "ok").unwrap();
+        // A fixture that is a link out, a link out inside a fixture, a FIFO in a fixture.
+        std::os::unix::fs::symlink(&secrets, suite.join("ssh")).unwrap();
+        std::os::unix::fs::symlink(secrets.join("id_ed25519"), suite.join("fx/key")).unwrap();
+        for (rel, want) in [("ssh", "outside"), ("fx", "outside")] {
+            let dest = tmp.path().join(format!("dest-{rel}"));
+            let e = prepare(&dir(&suite, rel), &dest).unwrap_err();
+            assert!(e.contains(want), "{rel}: {e}");
+            let copied = walk_contents(&dest);
+            assert!(!copied.contains("PRIVATE KEY"), "{rel}: {copied}");
+        }
+        std::fs::remove_file(suite.join("fx/key")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            suite.join("fx/pipe").as_path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = prepare(&dir(&suite, "fx"), &tmp.path().join("dest-fifo")).unwrap_err();
+        assert!(e.contains("FIFO"), "{e}");
+    }
+
+    fn walk_contents(dir: &Path) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.push_str(&walk_contents(&p));
+            } else {
+                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+        out
     }
 
     #[test]

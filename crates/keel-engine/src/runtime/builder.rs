@@ -262,6 +262,10 @@ impl SessionBuilder {
             builder = builder.hook(hook.clone());
         }
         let engine = builder.child_providers(children).build()?;
+        // Instruction files the system prompt left out (a link out, a FIFO, too large).
+        for note in engine.project_notes() {
+            (self.warn)(&format!("{note} (left out of the model's instructions)"));
+        }
         // MCP servers that did not start, unreadable `.mcp.json` files, skipped schemas.
         for w in engine
             .mcp()

@@ -21,6 +21,9 @@ pub use tool::{SKILL_TOOL, SkillState, SkillTool, annotate};
 
 use std::path::{Path, PathBuf};
 
+use keel_tools::fs::FileKind;
+use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, join_rel};
+
 use crate::frontmatter;
 
 /// Skill roots inside the workspace, in precedence order, with whether Keel may write there.
@@ -95,21 +98,22 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | ':'))
 }
 
-fn extra_files(dir: &Path) -> Vec<String> {
+/// The files shipped beside `SKILL.md` in the skill folder `rel` of `project`, relative to
+/// the folder, sorted (at most 200).
+fn extra_files(project: &ProjectDir, rel: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), String::new())];
-    while let Some((d, prefix)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
+    let mut stack = vec![String::new()];
+    while let Some(prefix) = stack.pop() {
+        let dir = if prefix.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{rel}/{}", prefix.trim_end_matches('/'))
         };
-        for e in entries.filter_map(Result::ok) {
-            let Ok(name) = e.file_name().into_string() else {
-                continue;
-            };
-            let rel = format!("{prefix}{name}");
-            match e.file_type() {
-                Ok(t) if t.is_dir() && out.len() < 200 => stack.push((e.path(), format!("{rel}/"))),
-                Ok(t) if t.is_file() && rel != "SKILL.md" => out.push(rel),
+        for e in project.list(&dir) {
+            let name = format!("{prefix}{}", e.name);
+            match e.kind {
+                FileKind::Dir if out.len() < 200 => stack.push(format!("{name}/")),
+                FileKind::File if name != "SKILL.md" => out.push(name),
                 _ => {}
             }
         }
@@ -119,10 +123,23 @@ fn extra_files(dir: &Path) -> Vec<String> {
     out
 }
 
-/// Reads one skill folder.
+/// Reads one skill folder (its `SKILL.md` must be a regular file inside the folder, at most
+/// [`INSTRUCTIONS_LIMIT`]).
 pub fn read_skill(dir: &Path, origin: &str) -> Result<Skill, String> {
-    let text = std::fs::read_to_string(dir.join("SKILL.md"))
-        .map_err(|e| format!("cannot read SKILL.md: {e}"))?;
+    let project = ProjectDir::open(dir).map_err(|e| format!("cannot open the folder: {e}"))?;
+    read_skill_at(&project, "", origin)?.ok_or_else(|| "there is no SKILL.md".to_string())
+}
+
+/// Reads the skill folder `rel` (`""`: the root itself) of `project`; `Ok(None)` when it has
+/// no `SKILL.md`.
+fn read_skill_at(project: &ProjectDir, rel: &str, origin: &str) -> Result<Option<Skill>, String> {
+    let file = join_rel(rel, "SKILL.md");
+    let text = match project.read(&file, INSTRUCTIONS_LIMIT) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("SKILL.md not read: it {}", e.problem)),
+    };
+    let dir = project.root().join(rel);
     let doc = frontmatter::parse(&text);
     let folder = dir
         .file_name()
@@ -177,7 +194,7 @@ pub fn read_skill(dir: &Path, origin: &str) -> Result<Skill, String> {
     } else {
         body.to_string()
     };
-    Ok(Skill {
+    Ok(Some(Skill {
         name,
         description: description.split_whitespace().collect::<Vec<_>>().join(" "),
         activation,
@@ -187,11 +204,11 @@ pub fn read_skill(dir: &Path, origin: &str) -> Result<Skill, String> {
             .or_else(|| doc.get("allowed-tools"))
             .map(frontmatter::Value::as_list)
             .unwrap_or_default(),
-        dir: dir.to_path_buf(),
+        files: extra_files(project, rel),
+        dir,
         origin: origin.to_string(),
-        files: extra_files(dir),
         body,
-    })
+    }))
 }
 
 /// The skill roots for `workspace` (and the user's config dir), in precedence order.
@@ -210,28 +227,55 @@ pub fn roots(workspace: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, Strin
     out
 }
 
-/// Discovers the skills of `workspace` (and the user's config dir).
+/// Discovers the skills of `workspace` (and the user's config dir). Skill files are read as
+/// project files: beneath the workspace (or the config dir), regular, bounded.
 pub fn discover(workspace: &Path, config_dir: Option<&Path>) -> SkillSet {
     let mut set = SkillSet::default();
+    let in_workspace = ProjectDir::open(workspace).ok();
     for (root, origin) in roots(workspace, config_dir) {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            continue;
+        // The user's own skills: each folder opened where its path leads (dotfile managers
+        // link them), its SKILL.md read inside it. The repository's: beneath the workspace.
+        let found: Vec<(PathBuf, Result<Option<Skill>, String>)> = if origin == "user" {
+            let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            dirs.sort();
+            dirs.into_iter()
+                .map(|dir| {
+                    let skill = ProjectDir::open(&dir)
+                        .map_err(|e| format!("cannot open the folder: {e}"))
+                        .and_then(|p| read_skill_at(&p, "", &origin));
+                    (dir, skill)
+                })
+                .collect()
+        } else {
+            let Some(project) = in_workspace.as_ref() else {
+                continue;
+            };
+            project
+                .list(&origin)
+                .into_iter()
+                .filter(|e| matches!(e.kind, FileKind::Dir | FileKind::Symlink))
+                .map(|e| {
+                    let rel = format!("{origin}/{}", e.name);
+                    (root.join(&e.name), read_skill_at(project, &rel, &origin))
+                })
+                .collect()
         };
-        let mut dirs: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.join("SKILL.md").is_file())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            match read_skill(&dir, &origin) {
-                Ok(s) if set.skills.iter().any(|k| k.name == s.name) => {
+        for (dir, skill) in found {
+            match skill {
+                Ok(None) => {}
+                Ok(Some(s)) if set.skills.iter().any(|k| k.name == s.name) => {
                     set.problems.push(SkillProblem {
                         path: dir.display().to_string(),
                         message: format!("`{}` is already defined earlier; skipped", s.name),
                     });
                 }
-                Ok(s) => set.skills.push(s),
+                Ok(Some(s)) => set.skills.push(s),
                 Err(message) => set.problems.push(SkillProblem {
                     path: dir.join("SKILL.md").display().to_string(),
                     message,
@@ -366,14 +410,25 @@ pub fn create(workspace: &Path, name: &str, description: &str) -> Result<PathBuf
             "`{name}` is not a skill name: use lowercase letters, digits, `-` or `_`"
         ));
     }
-    let dir = workspace.join(WORKSPACE_ROOTS[0].0).join(name);
-    let file = dir.join("SKILL.md");
-    if file.exists() {
-        return Err(format!("{} already exists", file.display()));
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    std::fs::write(&file, template(name, description))
-        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    // Written beneath the open workspace directory: a `.keel/skills` that is a symlink out
+    // of the workspace is refused, not followed.
+    let rel = format!("{}/{name}/SKILL.md", WORKSPACE_ROOTS[0].0);
+    let file = workspace.join(&rel);
+    let ws = keel_tools::Workspace::new(workspace).map_err(|e| e.to_string())?;
+    let target = ws.locate(&rel).map_err(|e| e.to_string())?;
+    target
+        .write_atomic(
+            template(name, description).as_bytes(),
+            keel_tools::fs::WriteMode::CreateNew,
+            None,
+        )
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!("{} already exists", file.display())
+            } else {
+                format!("cannot write {}: {e}", file.display())
+            }
+        })?;
     Ok(file)
 }
 

@@ -317,6 +317,7 @@ impl Git {
         let RepoKind::Private { git_dir } = &self.kind else {
             return Ok(());
         };
+        self.check_private_dir(git_dir)?;
         if self.exists() {
             return Ok(());
         }
@@ -348,6 +349,36 @@ impl Git {
                 source,
             })?;
         Ok(())
+    }
+
+    /// The private repository must be a real directory inside the workspace: a repository
+    /// that ships `.keel/snapshots` (or `.keel`) as a symlink would have Keel write its
+    /// snapshots wherever that points.
+    fn check_private_dir(&self, git_dir: &Path) -> Result<(), SnapshotError> {
+        let refuse = |reason: String| SnapshotError::Io {
+            action: "use",
+            path: git_dir.display().to_string(),
+            source: std::io::Error::other(reason),
+        };
+        let rel = git_dir
+            .strip_prefix(&self.workspace)
+            .map_err(|_| refuse("it is not inside the workspace".into()))?
+            .to_string_lossy()
+            .into_owned();
+        let ws = keel_tools::Workspace::new(&self.workspace).map_err(|e| refuse(e.to_string()))?;
+        let entry = ws.locate_entry(&rel).map_err(|e| refuse(e.to_string()))?;
+        match entry.info() {
+            Ok(Some(info)) if info.kind == keel_tools::fs::FileKind::Symlink => {
+                Err(refuse(format!(
+                    "`{rel}` is a symlink; Keel keeps its snapshots only in a real directory inside the workspace — remove the link"
+                )))
+            }
+            Ok(Some(info)) if info.kind != keel_tools::fs::FileKind::Dir => Err(refuse(format!(
+                "`{rel}` is {}, not a directory; remove it",
+                info.kind.describe()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The workspace's tree now (staged into Keel's index).
@@ -564,26 +595,35 @@ impl Git {
     }
 
     /// Deletes a workspace file the snapshot does not have, then its parent directories that
-    /// became empty.
+    /// became empty — beneath the open workspace directory, so a directory on the way that
+    /// was swapped for a symlink leads nowhere outside.
     fn remove(&self, rel: &str) -> Result<(), SnapshotError> {
         let path = self.workspace.join(rel);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            return Ok(()); // already gone
-        };
-        if meta.is_dir() {
-            return Ok(()); // a nested repository (gitlink): not Keel's to delete
-        }
-        std::fs::remove_file(&path).map_err(|source| SnapshotError::Io {
+        let io = |source| SnapshotError::Io {
             action: "remove",
             path: path.display().to_string(),
             source,
-        })?;
-        let mut dir = path.parent();
-        while let Some(d) = dir {
-            if d == self.workspace || !d.starts_with(&self.workspace) {
-                break;
-            }
-            if std::fs::remove_dir(d).is_err() {
+        };
+        let ws = keel_tools::Workspace::new(&self.workspace)
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        // A path through a link out, or already gone: nothing of the workspace to delete.
+        let Ok(target) = ws.locate_entry(rel) else {
+            return Ok(());
+        };
+        match target.info() {
+            // A nested repository (gitlink): not Keel's to delete.
+            Ok(Some(info)) if info.kind == keel_tools::fs::FileKind::Dir => return Ok(()),
+            Ok(Some(_)) => {}
+            _ => return Ok(()), // already gone
+        }
+        target.remove_file().map_err(io)?;
+        let mut dir = std::path::Path::new(rel).parent();
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            let removed = d
+                .to_str()
+                .and_then(|d| ws.locate(d).ok())
+                .is_some_and(|t| t.remove_empty_dir().is_ok());
+            if !removed {
                 break; // not empty (or not ours): stop climbing
             }
             dir = d.parent();

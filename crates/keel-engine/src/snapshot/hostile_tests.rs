@@ -309,3 +309,41 @@ fn replace_refs_cannot_swap_what_a_snapshot_restores() {
         "the snapshot's own content, not the replacement's"
     );
 }
+
+#[test]
+fn a_shipped_snapshots_symlink_is_refused_not_written_through() {
+    let h = setup(false);
+    // The repository ships `.keel/snapshots` pointing outside.
+    let elsewhere = h.outside.join("store");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(h.ws.join(".keel")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, h.ws.join(".keel/snapshots")).unwrap();
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    let e = snaps.take("s", 0, None).unwrap_err().to_string();
+    assert!(e.contains("is a symlink"), "{e}");
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing was written where the link points"
+    );
+}
+
+#[test]
+fn undo_deletes_only_inside_even_through_a_swapped_directory() {
+    let h = setup(false);
+    std::fs::create_dir_all(h.ws.join("d")).unwrap();
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    std::fs::write(h.ws.join("d/new.txt"), "made in turn 1\n").unwrap();
+    snaps.take("s", 1, Some(&s0)).unwrap();
+    // A command swaps `d` for a link to a directory outside holding a file of the same name.
+    std::fs::write(h.outside.join("new.txt"), "precious\n").unwrap();
+    std::fs::rename(h.ws.join("d"), h.ws.join("d.real")).unwrap();
+    std::os::unix::fs::symlink(&h.outside, h.ws.join("d")).unwrap();
+    let _ = snaps.undo("s", Some(0));
+    assert_eq!(
+        std::fs::read_to_string(h.outside.join("new.txt")).unwrap(),
+        "precious\n",
+        "undo deleted a file outside the workspace"
+    );
+}

@@ -13,6 +13,8 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use keel_protocol::{Event, EventKind};
+use keel_tools::fs::FileKind;
+use keel_tools::project::{ProjectDir, join_rel};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -96,32 +98,28 @@ const MAX_FILES: usize = 5_000;
 const MAX_FILE_BYTES: u64 = 512 * 1024;
 
 /// The workspace's text files (skipping VCS, build and cache directories, big and binary files).
+/// Listed and read beneath the open workspace directory: symlinks are not followed, FIFOs and
+/// devices never opened.
 pub fn snapshot_files(root: &Path) -> FileSnapshot {
     let mut out = FileSnapshot::new();
-    let mut stack = vec![root.to_path_buf()];
+    let Ok(project) = ProjectDir::open(root) else {
+        return out;
+    };
+    let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                let name = entry.file_name();
-                if !SKIP_DIRS.iter().any(|s| name == *s) {
-                    stack.push(path);
+        for entry in project.list(&dir) {
+            let rel = join_rel(&dir, &entry.name);
+            match entry.kind {
+                FileKind::Dir if !SKIP_DIRS.contains(&entry.name.as_str()) => stack.push(rel),
+                FileKind::File => {
+                    if let Ok(Some(text)) = project.read(&rel, MAX_FILE_BYTES) {
+                        out.insert(rel, text);
+                        if out.len() >= MAX_FILES {
+                            return out;
+                        }
+                    }
                 }
-            } else if kind.is_file()
-                && entry.metadata().is_ok_and(|m| m.len() <= MAX_FILE_BYTES)
-                && let Ok(text) = std::fs::read_to_string(&path)
-                && let Ok(rel) = path.strip_prefix(root)
-            {
-                out.insert(rel.to_string_lossy().replace('\\', "/"), text);
-                if out.len() >= MAX_FILES {
-                    return out;
-                }
+                _ => {}
             }
         }
     }

@@ -277,21 +277,22 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
                 Ok(d) => d,
                 Err(e) => return Outcome::failed(format!("deliver: {e}")),
             };
-            let pr_path = match pr_file {
-                Some(p) => leaf.ctx.workspace.join(".keel").join("flows").join(p),
-                None => leaf
-                    .ctx
-                    .workspace
-                    .join(".keel/flows/runs")
-                    .join(&leaf.ctx.run_id)
-                    .join("PR.md"),
+            // Beneath the open workspace: a flow's `pr_file` (project content) with `..`, an
+            // absolute path or a symlink out is refused, never written outside.
+            let pr_rel = match pr_file {
+                Some(p) => format!(".keel/flows/{p}"),
+                None => format!(".keel/flows/runs/{}/PR.md", leaf.ctx.run_id),
             };
-            if let Some(parent) = pr_path.parent()
-                && let Err(e) = std::fs::create_dir_all(parent)
-            {
-                return Outcome::failed(format!("cannot create {}: {e}", parent.display()));
-            }
-            if let Err(e) = std::fs::write(&pr_path, pr) {
+            let pr_path = leaf.ctx.workspace.join(&pr_rel);
+            let written = keel_tools::Workspace::new(&leaf.ctx.workspace)
+                .and_then(|ws| ws.locate(&pr_rel))
+                .map_err(|e| e.to_string())
+                .and_then(|target| {
+                    target
+                        .write_atomic(pr.as_bytes(), keel_tools::fs::WriteMode::Replace, None)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = written {
                 return Outcome::failed(format!("cannot write {}: {e}", pr_path.display()));
             }
             let mut out = Outcome {

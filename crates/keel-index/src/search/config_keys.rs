@@ -233,7 +233,7 @@ pub(super) fn matches(
             }
             let lines = files
                 .entry(row.1.clone())
-                .or_insert_with(|| read_lines(&root.join(&row.1)));
+                .or_insert_with(|| read_lines(root, &row.1));
             let Some(lines) = lines.as_deref() else {
                 continue;
             };

@@ -151,7 +151,7 @@ pub(super) fn ranked(
     for d in &defs {
         let lines = bodies
             .entry(d.path.clone())
-            .or_insert_with(|| read_lines(&root.join(&d.path)));
+            .or_insert_with(|| read_lines(root, &d.path));
         let (tf, len) = term_counts(lines.as_deref().unwrap_or(&[]), d, idf);
         counts.push(tf);
         lengths.push(len);

@@ -18,7 +18,7 @@ pub(super) fn forwards(
 ) -> bool {
     let lines = bodies
         .entry(path.to_string())
-        .or_insert_with(|| read_lines(&root.join(path)));
+        .or_insert_with(|| read_lines(root, path));
     let Some(lines) = lines else { return false };
     let (from, to) = (
         start.max(1) as usize,

@@ -325,7 +325,7 @@ impl Index {
         for (score, c) in scored {
             let lines = files
                 .entry(c.path.clone())
-                .or_insert_with(|| read_lines(&self.root.join(&c.path)));
+                .or_insert_with(|| read_lines(&self.root, &c.path));
             let (snippet, found) = snippet(lines.as_deref().unwrap_or(&[]), c.start, c.end, words);
             let mut why = c.why;
             if !found.is_empty() && c.text > 0.0 {

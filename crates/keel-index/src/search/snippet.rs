@@ -4,8 +4,13 @@ use std::collections::BTreeSet;
 
 use super::{MAX_SNIPPET_CHARS, MAX_SNIPPET_LINES};
 
-pub(super) fn read_lines(path: &std::path::Path) -> Option<Vec<String>> {
-    let bytes = std::fs::read(path).ok()?;
+/// The lines of the indexed file `rel`, read beneath the workspace `root` (regular files
+/// only, bounded: a file swapped for a link out or a FIFO since indexing is not read).
+pub(super) fn read_lines(root: &std::path::Path, rel: &str) -> Option<Vec<String>> {
+    let project = keel_fs::project::ProjectDir::open(root).ok()?;
+    let bytes = project
+        .read_bytes(rel, crate::build::MAX_ANALYSED_BYTES)
+        .ok()??;
     Some(
         String::from_utf8_lossy(&bytes)
             .split('\n')

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{blocking, human_size};
-use crate::fs::{WriteMode, atomic_write};
+use crate::fs::WriteMode;
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// Arguments of `create_file`.
@@ -36,9 +36,9 @@ impl TypedTool for CreateFile {
     }
 
     async fn run(&self, args: CreateFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve_writable(&args.path)?;
-        let rel = ctx.workspace.relative(&path);
-        if rel == "." {
+        let target = ctx.workspace.locate_writable(&args.path)?;
+        let rel = target.rel_string();
+        if target.is_root() {
             return Err(ToolError::model(
                 "create_file needs a file path, not the workspace root",
             ));
@@ -54,18 +54,25 @@ impl TypedTool for CreateFile {
         });
         let note = unwrapped.unwrap_or("");
         blocking(move || {
-            // `overwrite: true`, or an existing empty file: filling it loses nothing.
-            let empty_file = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0);
-            if empty_file || (args.overwrite == Some(true) && std::fs::symlink_metadata(&path).is_ok()) {
-                return overwrite(&path, &rel, &args.content, &reads, budget).map(|mut out| {
-                    if let Some((head, rest)) = out.content.split_once('\n') {
-                        out.content = format!("{head}{note}\n{rest}");
-                    }
-                    out
-                });
-            }
-            if std::fs::symlink_metadata(&path).is_ok() {
-                let what = if path.is_dir() {
+            let exists = target
+                .info()
+                .map_err(|e| ToolError::model(format!("cannot create `{rel}`: {e}")))?;
+            if let Some(info) = exists {
+                // `overwrite: true`, or an existing empty file: filling it loses nothing.
+                let empty_file = info.kind == crate::fs::FileKind::File && info.len == 0;
+                if empty_file
+                    || (args.overwrite == Some(true) && info.kind != crate::fs::FileKind::Dir)
+                {
+                    return overwrite(&target, &rel, &args.content, &reads, budget).map(
+                        |mut out| {
+                            if let Some((head, rest)) = out.content.split_once('\n') {
+                                out.content = format!("{head}{note}\n{rest}");
+                            }
+                            out
+                        },
+                    );
+                }
+                let what = if info.kind == crate::fs::FileKind::Dir {
                     "a directory"
                 } else {
                     "a file"
@@ -75,16 +82,18 @@ impl TypedTool for CreateFile {
                 )));
             }
             let bytes = args.content.as_bytes();
-            atomic_write(&path, bytes, WriteMode::CreateNew).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    ToolError::model(format!(
-                        "`{rel}` already exists; use edit_file to change an existing file"
-                    ))
-                } else {
-                    ToolError::model(format!("cannot create `{rel}`: {e}"))
-                }
-            })?;
-            reads.record(&path, bytes);
+            target
+                .write_atomic(bytes, WriteMode::CreateNew, None)
+                .map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        ToolError::model(format!(
+                            "`{rel}` already exists; use edit_file to change an existing file"
+                        ))
+                    } else {
+                        ToolError::model(format!("cannot create `{rel}`: {e}"))
+                    }
+                })?;
+            reads.record(&target.abs(), bytes);
             let lines = args.content.lines().count();
             Ok(ToolOutput::text(format!(
                 "Created `{rel}` ({lines} lines, {}).{note}",
@@ -162,16 +171,17 @@ fn unwrap_fence(content: &str, rel: &str) -> Option<String> {
 /// has not changed since (the model is replacing content it has seen), written atomically with
 /// its permission bits kept.
 fn overwrite(
-    path: &std::path::Path,
+    target: &crate::beneath::ResolvedPath,
     rel: &str,
     content: &str,
     reads: &crate::ReadTracker,
     budget: usize,
 ) -> Result<ToolOutput, ToolError> {
-    let before = super::edit_file::read_for_edit(path, rel)?;
+    let path = target.abs();
+    let before = super::edit_file::read_for_edit(target, rel)?;
     // An empty file holds nothing the model could have missed.
     if !before.is_empty() {
-        super::edit_file::check_fresh(reads, path, rel, &before)?;
+        super::edit_file::check_fresh(reads, &path, rel, &before)?;
     }
     let bytes = content.as_bytes();
     if before == bytes {
@@ -179,14 +189,15 @@ fn overwrite(
             "`{rel}` already has exactly this content; nothing was written"
         )));
     }
-    if std::fs::read(path).ok().as_deref() != Some(before.as_slice()) {
+    if target.read().ok().as_deref() != Some(before.as_slice()) {
         return Err(ToolError::model(format!(
             "`{rel}` changed on disk during the call; read it again and retry"
         )));
     }
-    atomic_write(path, bytes, WriteMode::Replace)
+    target
+        .write_atomic(bytes, WriteMode::Replace, None)
         .map_err(|e| ToolError::model(format!("cannot write `{rel}`: {e}")))?;
-    reads.record(path, bytes);
+    reads.record(&path, bytes);
     let old_text = String::from_utf8_lossy(&before);
     let diff = crate::edit::unified_diff(rel, &old_text, content);
     let mut text = format!(

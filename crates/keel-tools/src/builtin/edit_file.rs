@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::blocking;
+use crate::beneath::ResolvedPath;
 use crate::edit::{Document, Edit, MatchLevel, SearchReplaceEditor, unified_diff};
-use crate::fs::{WriteMode, atomic_write};
+use crate::fs::WriteMode;
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// One search/replace pair.
@@ -53,8 +54,9 @@ impl TypedTool for EditFile {
     }
 
     async fn run(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve_writable(&args.path)?;
-        let rel = ctx.workspace.relative(&path);
+        let target = ctx.workspace.locate_writable(&args.path)?;
+        let rel = target.rel_string();
+        let path = target.abs();
         if args.edits.is_empty() {
             return Err(ToolError::model(
                 "edit_file needs at least one {search, replace} pair in `edits`",
@@ -64,7 +66,7 @@ impl TypedTool for EditFile {
         let editor = self.editor;
         let budget = ctx.max_output_chars;
         blocking(move || {
-            let before = read_for_edit(&path, &rel)?;
+            let before = read_for_edit(&target, &rel)?;
             check_fresh(&reads, &path, &rel, &before)?;
             let doc = Document::decode(&before)
                 .map_err(|e| ToolError::model(format!("cannot edit `{rel}`: {e}")))?;
@@ -90,12 +92,13 @@ impl TypedTool for EditFile {
                 )));
             }
             // The file must not have changed while we worked.
-            if std::fs::read(&path).ok().as_deref() != Some(before.as_slice()) {
+            if target.read().ok().as_deref() != Some(before.as_slice()) {
                 return Err(ToolError::model(format!(
                     "`{rel}` changed on disk during the edit; read it again and retry"
                 )));
             }
-            atomic_write(&path, &after, WriteMode::Replace)
+            target
+                .write_atomic(&after, WriteMode::Replace, None)
                 .map_err(|e| ToolError::model(format!("cannot write `{rel}`: {e}")))?;
             reads.record(&path, &after);
 
@@ -184,22 +187,24 @@ fn replacements_note(edits: &[Edit], applied: &[crate::edit::AppliedEdit]) -> St
 }
 
 /// Reads the file to edit, with errors that say what to do.
-pub(crate) fn read_for_edit(path: &std::path::Path, rel: &str) -> Result<Vec<u8>, ToolError> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {
+pub(crate) fn read_for_edit(target: &ResolvedPath, rel: &str) -> Result<Vec<u8>, ToolError> {
+    match target.info() {
+        Ok(Some(info)) if info.kind == crate::fs::FileKind::Dir => {
             return Err(ToolError::model(format!(
                 "`{rel}` is a directory, not a file"
             )));
         }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Ok(Some(_)) => {}
+        Ok(None) => {
             return Err(ToolError::model(format!(
                 "`{rel}` does not exist; use create_file to make a new file"
             )));
         }
         Err(e) => return Err(ToolError::model(format!("cannot read `{rel}`: {e}"))),
     }
-    crate::fs::read_regular(path).map_err(|e| ToolError::model(format!("cannot read `{rel}`: {e}")))
+    target
+        .read()
+        .map_err(|e| ToolError::model(format!("cannot read `{rel}`: {e}")))
 }
 
 /// Refuses files the session has not read, or that changed since.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::blocking;
 use super::edit_file::{check_fresh, read_for_edit};
 use crate::edit::{Document, unified_diff};
-use crate::fs::{WriteMode, atomic_write};
+use crate::fs::WriteMode;
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// Arguments of `insert_lines`.
@@ -40,12 +40,13 @@ impl TypedTool for InsertLines {
     }
 
     async fn run(&self, args: InsertLinesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve(&args.path)?;
-        let rel = ctx.workspace.relative(&path);
+        let target = ctx.workspace.locate_writable(&args.path)?;
+        let rel = target.rel_string();
+        let path = target.abs();
         let reads = ctx.reads.clone();
         let budget = ctx.max_output_chars;
         blocking(move || {
-            let before = read_for_edit(&path, &rel)?;
+            let before = read_for_edit(&target, &rel)?;
             check_fresh(&reads, &path, &rel, &before)?;
             let doc = Document::decode(&before)
                 .map_err(|e| ToolError::model(format!("cannot edit `{rel}`: {e}")))?;
@@ -79,7 +80,8 @@ impl TypedTool for InsertLines {
                 text.push_str(line);
             }
             let after = doc.encode(&text);
-            atomic_write(&path, &after, WriteMode::Replace)
+            target
+                .write_atomic(&after, WriteMode::Replace, None)
                 .map_err(|e| ToolError::model(format!("cannot write `{rel}`: {e}")))?;
             reads.record(&path, &after);
             let diff = unified_diff(&rel, &doc.text, &text);

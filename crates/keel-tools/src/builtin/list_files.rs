@@ -134,15 +134,24 @@ fn walk(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Vec<Entry>, ToolError> {
     let mut builder = ignore::WalkBuilder::new(dir);
-    builder
+    // Ignore files are read as project files (a FIFO `.gitignore` must not hang the listing).
+    let rules = keel_index::ignore_rules::IgnoreRules::new(ws.root());
+    let root = ws.root().to_path_buf();
+    keel_index::ignore_rules::configure(&mut builder)
         .hidden(false)
         .require_git(false)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
         .max_depth(max_depth)
-        .filter_entry(|e| {
-            !(e.file_type().is_some_and(|t| t.is_dir())
-                && DEFAULT_SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref()))
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            if is_dir && DEFAULT_SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref()) {
+                return false;
+            }
+            match e.path().strip_prefix(&root).ok().and_then(|r| r.to_str()) {
+                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                _ => true,
+            }
         });
     let mut out = Vec::new();
     for (n, result) in builder.build().enumerate() {

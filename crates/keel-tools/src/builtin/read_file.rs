@@ -68,25 +68,28 @@ impl TypedTool for ReadFile {
     }
 
     async fn run(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = ctx.workspace.resolve(&args.path)?;
-        let rel = ctx.workspace.relative(&path);
+        let target = ctx.workspace.locate(&args.path)?;
+        let rel = target.rel_string();
         let reads = ctx.reads.clone();
         blocking(move || {
-            let meta = std::fs::metadata(&path).map_err(|e| not_readable(&rel, &e))?;
-            if meta.is_dir() {
+            let info = target
+                .info()
+                .and_then(|i| i.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
+                .map_err(|e| not_readable(&rel, &e))?;
+            if info.kind == crate::fs::FileKind::Dir {
                 return Err(ToolError::model(format!(
                     "`{rel}` is a directory; use list_files to see what it contains"
                 )));
             }
-            crate::fs::check_regular(&meta).map_err(|e| not_readable(&rel, &e))?;
-            if meta.len() > MAX_READ_BYTES {
+            info.check_regular().map_err(|e| not_readable(&rel, &e))?;
+            if info.len > MAX_READ_BYTES {
                 return Ok(ToolOutput::text(format!(
                     "`{rel}` is {}: too large to read here. Search it with grep or inspect it with a command.",
-                    human_size(meta.len())
+                    human_size(info.len)
                 )));
             }
-            let bytes = crate::fs::read_regular(&path).map_err(|e| not_readable(&rel, &e))?;
-            reads.record(&path, &bytes);
+            let bytes = target.read().map_err(|e| not_readable(&rel, &e))?;
+            reads.record(&target.abs(), &bytes);
             render(&rel, &bytes, &args)
         })
         .await

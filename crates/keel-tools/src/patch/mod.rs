@@ -16,12 +16,13 @@ use std::path::{Path, PathBuf};
 
 pub use parse::{FileOp, Hunk, HunkLine, ParseError, Patch, parse};
 
+use crate::beneath::ResolvedPath;
 use crate::edit::matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy, key};
 use crate::edit::{
     Document, FUZZY_THRESHOLD, LineBlock, MatchLevel, Spliced, closest, lacking, splice,
     unified_diff,
 };
-use crate::fs::{FileChange, WriteMode};
+use crate::fs::{FileChange, FileKind, WriteMode};
 use crate::{ReadTracker, Workspace};
 
 /// Every change a patch makes, computed and checked, nothing written yet.
@@ -96,9 +97,10 @@ pub fn plan(
     for op in &patch.ops {
         match op {
             FileOp::Add { path, content } => {
-                let (abs, rel) = resolve(workspace, "Add File", path)?;
+                let (target, rel) = resolve(workspace, "Add File", path)?;
+                let abs = target.abs();
                 let replaced = claims.claim("Add File", &abs, &rel)?;
-                if replaced.is_none() && std::fs::symlink_metadata(&abs).is_ok() {
+                if replaced.is_none() && exists(&target, "Add File", &rel)? {
                     return Err(file_err(
                         "Add File",
                         &rel,
@@ -108,13 +110,13 @@ pub fn plan(
                 let bytes = content.clone().into_bytes();
                 match replaced {
                     Some(deleted) => {
-                        let old = plan.take_deleted(&abs);
+                        let old = plan.take_deleted(&target);
                         plan.diff.push_str(&unified_diff(&rel, &old, content));
                         plan.summary[deleted.summary] =
                             format!("A {rel} (replaces the deleted file)");
                         plan.written.push((abs.clone(), bytes.clone()));
                         plan.changes[deleted.change] = FileChange::Write {
-                            path: abs,
+                            target,
                             bytes,
                             mode: WriteMode::Replace,
                             mode_from: None,
@@ -129,9 +131,9 @@ pub fn plan(
                             ));
                         plan.summary.push(format!("A {rel}"));
                         plan.paths.push(rel);
-                        plan.written.push((abs.clone(), bytes.clone()));
+                        plan.written.push((abs, bytes.clone()));
                         plan.changes.push(FileChange::Write {
-                            path: abs,
+                            target,
                             bytes,
                             mode: WriteMode::CreateNew,
                             mode_from: None,
@@ -140,12 +142,15 @@ pub fn plan(
                 }
             }
             FileOp::Delete { path } => {
-                let (abs, rel) = resolve(workspace, "Delete File", path)?;
+                let (target, rel) = resolve(workspace, "Delete File", path)?;
+                let abs = target.abs();
                 claims.claim("Delete File", &abs, &rel)?;
-                match std::fs::metadata(&abs) {
-                    Ok(m) if m.is_file() => {}
-                    Ok(_) => return Err(file_err("Delete File", &rel, "it is not a regular file")),
-                    Err(_) => return Err(file_err("Delete File", &rel, "it does not exist")),
+                match target.info() {
+                    Ok(Some(i)) if i.kind == FileKind::File => {}
+                    Ok(Some(_)) => {
+                        return Err(file_err("Delete File", &rel, "it is not a regular file"));
+                    }
+                    _ => return Err(file_err("Delete File", &rel, "it does not exist")),
                 }
                 claims.deleted(
                     &abs,
@@ -156,15 +161,16 @@ pub fn plan(
                 );
                 plan.summary.push(format!("D {rel}"));
                 plan.paths.push(rel);
-                plan.removed.push(abs.clone());
-                plan.changes.push(FileChange::Delete { path: abs });
+                plan.removed.push(abs);
+                plan.changes.push(FileChange::Delete { target });
             }
             FileOp::Update {
                 path,
                 move_to,
                 hunks,
             } => {
-                let (abs, rel) = resolve(workspace, "Update File", path)?;
+                let (target, rel) = resolve(workspace, "Update File", path)?;
+                let abs = target.abs();
                 claims.claim("Update File", &abs, &rel)?.map_or(Ok(()), |_| {
                     Err(file_err(
                         "Update File",
@@ -172,7 +178,7 @@ pub fn plan(
                         "the patch deletes this file before updating it; drop one of the two sections",
                     ))
                 })?;
-                let bytes = read_existing(&abs, &rel)?;
+                let bytes = read_existing(&target, &rel)?;
                 if let Some(stamp) = reads.get(&abs)
                     && stamp.hash != crate::context::fnv1a(&bytes)
                 {
@@ -196,10 +202,11 @@ pub fn plan(
                 plan.levels.extend(levels);
                 let new_bytes = doc.encode(&new_text);
                 if let Some(to) = move_to {
-                    let (to_abs, to_rel) = resolve(workspace, "Move to", to)?;
+                    let (to_target, to_rel) = resolve(workspace, "Move to", to)?;
+                    let to_abs = to_target.abs();
                     if to_abs != abs {
                         let replaced = claims.claim("Move to", &to_abs, &to_rel)?;
-                        if replaced.is_none() && std::fs::symlink_metadata(&to_abs).is_ok() {
+                        if replaced.is_none() && exists(&to_target, "Move to", &to_rel)? {
                             return Err(file_err(
                                 "Move to",
                                 &to_rel,
@@ -208,21 +215,23 @@ pub fn plan(
                         }
                         plan.summary.push(format!("R {rel} -> {to_rel}"));
                         plan.paths.push(rel);
-                        plan.written.push((to_abs.clone(), new_bytes.clone()));
-                        plan.removed.push(abs.clone());
+                        plan.written.push((to_abs, new_bytes.clone()));
+                        plan.removed.push(abs);
+                        if replaced.is_some() {
+                            plan.take_deleted(&to_target);
+                        }
                         let write = FileChange::Write {
-                            path: to_abs.clone(),
+                            target: to_target,
                             bytes: new_bytes,
                             mode: if replaced.is_some() {
                                 WriteMode::Replace
                             } else {
                                 WriteMode::CreateNew
                             },
-                            mode_from: Some(abs.clone()),
+                            mode_from: Some(target.clone()),
                         };
                         match replaced {
                             Some(deleted) => {
-                                plan.take_deleted(&to_abs);
                                 plan.summary[deleted.summary] =
                                     format!("D {to_rel} (replaced by the moved file)");
                                 plan.changes[deleted.change] = write;
@@ -234,7 +243,7 @@ pub fn plan(
                         }
                         plan.diff
                             .push_str(&unified_diff(&to_rel, &doc.text, &new_text));
-                        plan.changes.push(FileChange::Delete { path: abs });
+                        plan.changes.push(FileChange::Delete { target });
                         continue;
                     }
                 }
@@ -243,9 +252,9 @@ pub fn plan(
                 plan.summary.push(format!("M {rel}"));
                 plan.paths.push(rel);
                 if new_bytes != bytes {
-                    plan.written.push((abs.clone(), new_bytes.clone()));
+                    plan.written.push((abs, new_bytes.clone()));
                     plan.changes.push(FileChange::Write {
-                        path: abs,
+                        target,
                         bytes: new_bytes,
                         mode: WriteMode::Replace,
                         mode_from: None,
@@ -302,11 +311,13 @@ impl Claims {
 }
 
 impl PatchPlan {
-    /// Turns the planned deletion of `abs` into a replacement: it is no longer "removed", and
-    /// its current text (for the diff) is returned, empty if it is not readable text.
-    fn take_deleted(&mut self, abs: &Path) -> String {
-        self.removed.retain(|p| p != abs);
-        crate::fs::read_regular(abs)
+    /// Turns the planned deletion of `target` into a replacement: it is no longer "removed",
+    /// and its current text (for the diff) is returned, empty if it is not readable text.
+    fn take_deleted(&mut self, target: &ResolvedPath) -> String {
+        let abs = target.abs();
+        self.removed.retain(|p| *p != abs);
+        target
+            .read()
             .ok()
             .and_then(|b| Document::decode(&b).ok())
             .map(|d| d.text)
@@ -326,34 +337,42 @@ fn resolve(
     workspace: &Workspace,
     op: &'static str,
     path: &str,
-) -> Result<(PathBuf, String), PatchError> {
+) -> Result<(ResolvedPath, String), PatchError> {
     // Codex-style patches may name files by absolute path; inside the workspace that is
     // the same file (outside, the workspace refuses it).
     let relative = crate::catalog::relative_to(workspace.root(), path);
     let path = relative.as_deref().unwrap_or(path);
-    let abs = workspace
-        .resolve_writable(path)
+    let target = workspace
+        .locate_writable(path)
         .map_err(|e| PatchError::File {
             op,
             path: path.to_string(),
             message: e.to_string(),
         })?;
-    let rel = workspace.relative(&abs);
-    if rel == "." {
+    if target.is_root() {
         return Err(file_err(
             op,
             path,
             "needs a file path, not the workspace root",
         ));
     }
-    Ok((abs, rel))
+    let rel = target.rel_string();
+    Ok((target, rel))
 }
 
-fn read_existing(abs: &std::path::Path, rel: &str) -> Result<Vec<u8>, PatchError> {
-    match std::fs::metadata(abs) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return Err(file_err("Update File", rel, "it is not a regular file")),
-        Err(_) => {
+/// Whether something is at `target` (a symlink counts, even dangling).
+fn exists(target: &ResolvedPath, op: &'static str, rel: &str) -> Result<bool, PatchError> {
+    target
+        .info()
+        .map(|i| i.is_some())
+        .map_err(|e| file_err(op, rel, &format!("cannot inspect it: {e}")))
+}
+
+fn read_existing(target: &ResolvedPath, rel: &str) -> Result<Vec<u8>, PatchError> {
+    match target.info() {
+        Ok(Some(i)) if i.kind == FileKind::File => {}
+        Ok(Some(_)) => return Err(file_err("Update File", rel, "it is not a regular file")),
+        _ => {
             return Err(file_err(
                 "Update File",
                 rel,
@@ -361,7 +380,8 @@ fn read_existing(abs: &std::path::Path, rel: &str) -> Result<Vec<u8>, PatchError
             ));
         }
     }
-    crate::fs::read_regular(abs)
+    target
+        .read()
         .map_err(|e| file_err("Update File", rel, &format!("cannot read it: {e}")))
 }
 

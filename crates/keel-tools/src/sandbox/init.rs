@@ -243,7 +243,10 @@ mod imp {
                         ));
                     }
                 }
-                if std::fs::read(&hidden_file).is_ok_and(|b| !b.is_empty()) {
+                // The probe's own temporary file, not a project file.
+                #[allow(clippy::disallowed_methods)]
+                let still_readable = std::fs::read(&hidden_file).is_ok_and(|b| !b.is_empty());
+                if still_readable {
                     return Err(io::Error::other("a hidden file was still readable"));
                 }
                 let mut words = Vec::new();

@@ -42,6 +42,8 @@ pub struct Source {
 #[derive(Debug, Clone)]
 pub(crate) struct Project {
     pub(crate) root: PathBuf,
+    /// The workspace, open: project files are read beneath it.
+    dir: Option<keel_fs::beneath::DirHandle>,
     /// Where the command runs; `None` once a `cd` went somewhere not known.
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) sources: Vec<Source>,
@@ -56,6 +58,7 @@ impl Project {
         let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
         Self {
             cwd: cwd.starts_with(&root).then_some(cwd),
+            dir: keel_fs::beneath::DirHandle::open(&root).ok(),
             root,
             sources: Vec::new(),
             reads: 0,
@@ -101,34 +104,52 @@ impl Project {
             )));
         }
         self.reads += 1;
-        let real = match path.canonicalize() {
-            Ok(p) => p,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Beneath the open workspace (keel-fs): a link out, a FIFO or a device is refused, and
+        // nothing is opened by path.
+        let outside = || Refused(format!("`{}` leads outside the workspace", path.display()));
+        let rel = normalize(path)
+            .strip_prefix(&self.root)
+            .map_err(|_| outside())?
+            .to_path_buf();
+        let dir = match &self.dir {
+            Some(d) => d,
+            None => return Err(Refused("the workspace cannot be opened".into())),
+        };
+        let target = match dir.resolve(&rel) {
+            Ok(t) => t,
+            Err(keel_fs::beneath::ResolveError::Escape { .. }) => return Err(outside()),
+            Err(
+                keel_fs::beneath::ResolveError::NotADirectory(_)
+                | keel_fs::beneath::ResolveError::Dangling,
+            ) => return Ok(None),
             Err(e) => {
-                return Err(Refused(format!("`{}` cannot be read: {e}", path.display())));
+                return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
             }
         };
-        let rel = real
-            .strip_prefix(&self.root)
-            .map_err(|_| Refused(format!("`{}` leads outside the workspace", path.display())))?
-            .to_path_buf();
-        let meta = std::fs::metadata(&real).map_err(|e| Refused(e.to_string()))?;
-        crate::fs::check_regular(&meta)
+        let rel = target.rel().to_path_buf();
+        let info = match target.info() {
+            Ok(Some(info)) => info,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
+            }
+        };
+        info.check_regular()
             .map_err(|e| Refused(format!("`{}`: {e}", rel.display())))?;
-        if meta.len() > MAX_FILE_BYTES {
+        if info.len > MAX_FILE_BYTES {
             return Err(Refused(format!(
                 "`{}` is larger than {} KiB",
                 rel.display(),
                 MAX_FILE_BYTES / 1024
             )));
         }
-        let bytes = crate::fs::read_regular(&real).map_err(|e| Refused(e.to_string()))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(Refused(format!(
-                "`{}` grew while it was read",
-                rel.display()
-            )));
-        }
+        let bytes = target.read_bounded(MAX_FILE_BYTES).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                Refused(format!("`{}` grew while it was read", rel.display()))
+            } else {
+                Refused(format!("`{}`: {e}", rel.display()))
+            }
+        })?;
         let hash = keel_protocol::fnv1a(&bytes);
         let Ok(text) = String::from_utf8(bytes) else {
             return Err(ReadFailure::NotText);

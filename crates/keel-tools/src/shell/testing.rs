@@ -201,8 +201,16 @@ pub(crate) fn quote(s: &str) -> String {
     }
 }
 
+/// A project file in `dir`, read as one: regular, bounded, never blocking on a FIFO, never
+/// through a symlink out of `dir`.
+fn project_text(dir: &Path, file: &str) -> Option<String> {
+    keel_fs::project::read_in_dir(&dir.join(file), keel_fs::project::CONFIG_LIMIT)
+        .ok()
+        .flatten()
+}
+
 fn npm_test_script(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
+    let text = project_text(dir, "package.json")?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     let script = v.get("scripts")?.get("test")?.as_str()?.to_string();
     // npm init's placeholder fails on purpose.
@@ -210,9 +218,8 @@ fn npm_test_script(dir: &Path) -> Option<String> {
 }
 
 fn uses_pytest(dir: &Path, weak: bool) -> bool {
-    let contains = |file: &str, needle: &str| {
-        std::fs::read_to_string(dir.join(file)).is_ok_and(|t| t.contains(needle))
-    };
+    let contains =
+        |file: &str, needle: &str| project_text(dir, file).is_some_and(|t| t.contains(needle));
     if dir.join("pytest.ini").is_file()
         || dir.join("conftest.py").is_file()
         || contains("pyproject.toml", "[tool.pytest")
@@ -319,19 +326,20 @@ fn unittest_command(dir: &Path) -> Option<String> {
     })
 }
 
-/// The start of a regular file, as text.
+/// The start of a regular file, as text: opened beneath its own directory (a symlink out of
+/// it, a FIFO or a device is not read), at most [`SNIFF_BYTES`].
 fn read_head(path: &Path) -> Option<String> {
     use std::io::Read;
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() {
+    let dir = crate::beneath::DirHandle::open(path.parent()?).ok()?;
+    let opened = dir
+        .resolve(Path::new(path.file_name()?))
+        .map_err(|_| ())
+        .and_then(|t| t.open_regular().map_err(|_| ()));
+    let Ok((file, _)) = opened else {
         return Some(String::new());
-    }
+    };
     let mut buf = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(SNIFF_BYTES)
-        .read_to_end(&mut buf)
-        .ok()?;
+    file.take(SNIFF_BYTES).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 

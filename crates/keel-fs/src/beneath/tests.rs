@@ -1,0 +1,204 @@
+use std::os::unix::fs::symlink;
+
+use super::*;
+
+fn setup() -> (tempfile::TempDir, tempfile::TempDir, DirHandle) {
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let h = DirHandle::open(ws.path()).unwrap_or_else(|e| panic!("{e}"));
+    (ws, outside, h)
+}
+
+/// Resolves `rel` both ways — `openat2` where it applies, and the component walk — and
+/// checks they agree; returns the walk's answer.
+fn both(h: &DirHandle, rel: &str) -> Result<ResolvedPath, ResolveError> {
+    let comps: Vec<OsString> = Path::new(rel)
+        .components()
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    let fast = h.resolve(Path::new(rel));
+    let walked = h.walk(comps);
+    match (&fast, &walked) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.rel(), b.rel(), "{rel}");
+            assert_eq!(a.missing, b.missing, "{rel}");
+        }
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{rel}"),
+        _ => panic!("{rel}: openat2 {fast:?} vs walk {walked:?}"),
+    }
+    walked
+}
+
+fn rel(r: Result<ResolvedPath, ResolveError>) -> String {
+    r.map(|r| r.rel_string()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn plain_and_missing_paths_resolve_to_themselves() {
+    let (ws, _o, h) = setup();
+    std::fs::create_dir_all(ws.path().join("src/a")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("src/a/f.rs"), "x").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rel(both(&h, "src/a/f.rs")), "src/a/f.rs");
+    assert_eq!(rel(both(&h, "src/a/new.rs")), "src/a/new.rs");
+    let deep = both(&h, "src/b/c/d.rs").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(deep.rel_string(), "src/b/c/d.rs");
+    assert_eq!(deep.missing, vec![OsString::from("b"), OsString::from("c")]);
+    assert!(h.resolve(Path::new("")).is_ok_and(|r| r.is_root()));
+}
+
+#[test]
+fn links_inside_are_followed_to_their_canonical_path() {
+    let (ws, _o, h) = setup();
+    std::fs::create_dir_all(ws.path().join("real/sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("real/sub/f.rs"), "x").unwrap_or_else(|e| panic!("{e}"));
+    symlink("real", ws.path().join("rel_alias")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(ws.path().join("real"), ws.path().join("abs_alias")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../real/sub/f.rs", ws.path().join("real/up_link")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("sub/f.rs", ws.path().join("real/file_link")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rel(both(&h, "rel_alias/sub/f.rs")), "real/sub/f.rs");
+    assert_eq!(rel(both(&h, "abs_alias/sub/f.rs")), "real/sub/f.rs");
+    assert_eq!(rel(both(&h, "abs_alias/sub/new.rs")), "real/sub/new.rs");
+    assert_eq!(rel(both(&h, "real/up_link")), "real/sub/f.rs");
+    assert_eq!(rel(both(&h, "rel_alias/file_link")), "real/sub/f.rs");
+    let r = both(&h, "rel_alias/file_link").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.read().unwrap_or_default(), b"x");
+}
+
+#[test]
+fn links_out_dangling_links_loops_and_files_on_the_way_are_refused() {
+    let (ws, out, h) = setup();
+    std::fs::write(out.path().join("secret"), "s").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(ws.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(out.path(), ws.path().join("abs_out")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../../..", ws.path().join("d/rel_out")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("/etc/passwd", ws.path().join("passwd")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("missing/x", ws.path().join("dangling")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("loop_b", ws.path().join("loop_a")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("loop_a", ws.path().join("loop_b")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("file"), "f").unwrap_or_else(|e| panic!("{e}"));
+    for (path, want) in [
+        ("abs_out/secret", "outside"),
+        ("abs_out/new.txt", "outside"),
+        ("d/rel_out/etc/passwd", "outside"),
+        ("passwd", "outside"),
+        ("dangling", "does not exist"),
+        ("dangling/new.txt", "does not exist"),
+        ("loop_a", "too many levels"),
+        ("file/x", "not a directory"),
+    ] {
+        let e = both(&h, path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(want), "{path}: {e}");
+    }
+    let e = both(&h, "abs_out/secret").err().map(|e| e.to_string());
+    assert!(
+        e.as_deref()
+            .is_some_and(|e| e.contains(&out.path().display().to_string())),
+        "the message names where the link leads: {e:?}"
+    );
+}
+
+#[test]
+fn a_component_swapped_for_a_link_after_resolution_cannot_redirect_a_write() {
+    let (ws, out, h) = setup();
+    std::fs::create_dir(ws.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    for missing_parent in [false, true] {
+        let rel_path = if missing_parent {
+            "d/new/x.txt"
+        } else {
+            "d/x.txt"
+        };
+        let target = both(&h, rel_path).unwrap_or_else(|e| panic!("{e}"));
+        // The attacker swaps `d` for a link out between resolution and the write.
+        std::fs::rename(ws.path().join("d"), ws.path().join("d_old"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        symlink(out.path(), ws.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+        let written = target.write_atomic(b"payload", WriteMode::CreateNew, None);
+        // The write lands in the directory that was resolved (now `d_old`), or fails — never
+        // outside.
+        assert!(
+            std::fs::read_dir(out.path())
+                .map(|d| d.count())
+                .unwrap_or(0)
+                == 0,
+            "{rel_path}: something landed outside ({written:?})"
+        );
+        if written.is_ok() {
+            let inside = ws
+                .path()
+                .join("d_old")
+                .join(rel_path.trim_start_matches("d/"));
+            assert_eq!(std::fs::read(&inside).unwrap_or_default(), b"payload");
+        }
+        std::fs::remove_file(ws.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_dir_all(ws.path().join("d_old")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(ws.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn a_final_component_swapped_for_a_link_or_fifo_is_not_followed_or_waited_on() {
+    let (ws, out, h) = setup();
+    std::fs::write(out.path().join("secret"), "s").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("f"), "mine").unwrap_or_else(|e| panic!("{e}"));
+    let target = both(&h, "f").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(ws.path().join("f")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(out.path().join("secret"), ws.path().join("f")).unwrap_or_else(|e| panic!("{e}"));
+    let e = target
+        .read()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("symlink"), "{e}");
+    std::fs::remove_file(ws.path().join("f")).unwrap_or_else(|e| panic!("{e}"));
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        ws.path().join("f").as_path(),
+        FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let started = std::time::Instant::now();
+    let e = target
+        .read()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("FIFO"), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+#[test]
+fn reads_can_be_bounded() {
+    let (ws, _o, h) = setup();
+    std::fs::write(ws.path().join("big"), vec![b'a'; 5000]).unwrap_or_else(|e| panic!("{e}"));
+    let t = both(&h, "big").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.read_bounded(5000).map(|b| b.len()).ok(), Some(5000));
+    let e = t
+        .read_bounded(4096)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("larger than 4.0 KB"), "{e}");
+}
+
+#[test]
+fn mkdir_p_and_delete_work_beneath() {
+    let (ws, _o, h) = setup();
+    both(&h, "a/b/c")
+        .and_then(|t| t.create_dir_all().map_err(ResolveError::Io))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(ws.path().join("a/b/c").is_dir());
+    std::fs::write(ws.path().join("a/b/c/f"), "x").unwrap_or_else(|e| panic!("{e}"));
+    both(&h, "a/b/c/f")
+        .and_then(|t| t.remove_file().map_err(ResolveError::Io))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!ws.path().join("a/b/c/f").exists());
+    both(&h, "a/b/c")
+        .and_then(|t| t.remove_empty_dir().map_err(ResolveError::Io))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!ws.path().join("a/b/c").exists());
+}
