@@ -116,6 +116,8 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
                     .with_spinner(std::io::IsTerminal::is_terminal(&std::io::stdout())),
             )
         };
+        // The session's MCP servers end with the run (one still starting included).
+        let mcp = engine.mcp().map(|m| m.hub.clone());
         let engine = Arc::new(engine);
         let handle = match resumed {
             Some(id) => SessionHandle::new(engine, id, vec![sink]),
@@ -142,6 +144,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         };
         watch_ctrl_c(handle.clone());
         let result = ticket.finished().await;
+        if let Some(hub) = mcp {
+            hub.shutdown().await;
+        }
         // A provider that refuses the key or does not know the model is a configuration
         // error: exit 2, as for any other (README).
         if result

@@ -84,7 +84,8 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
     assert_eq!(blocker["type"], "blocker");
     assert_eq!(blocker["source"], "budget");
 
-    // Looping instead: the same two reads over and over is a failure (exit 1).
+    // Looping instead: the same two reads over and over are answered with their earlier
+    // results, and six such answers in a row are a loop: a failure (exit 1).
     let env = Env::new();
     let mut turns = String::from("turns:\n");
     for i in 0..30 {
@@ -109,8 +110,8 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
     assert_eq!(out.status.code(), Some(1));
     let events = json_lines(&out.stdout);
     assert_eq!(events.last().unwrap()["type"], "turn_finished");
-    assert_eq!(events[events.len() - 2]["status"], "max_steps");
-    assert_eq!(events[events.len() - 3]["error_code"], "max_steps");
+    assert_eq!(events[events.len() - 2]["status"], "failed");
+    assert_eq!(events[events.len() - 3]["error_code"], "loop_detected");
 }
 
 #[test]

@@ -43,9 +43,9 @@ fn run_piped(env: &Env, args: &[&str], stdin: &str) -> (Output, Option<String>) 
 #[test]
 fn a_piped_task_is_read_with_a_dash_or_without_arguments() {
     let env = Env::new();
-    let (out, task) = run_piped(&env, &["-"], "add tests for the demo library\n");
+    let (out, task) = run_piped(&env, &["-"], "list the tests of the demo library\n");
     assert_exit(&out, 0);
-    assert_eq!(task.as_deref(), Some("add tests for the demo library"));
+    assert_eq!(task.as_deref(), Some("list the tests of the demo library"));
 
     let (out, task) = run_piped(&env, &[], "explain the layout\n");
     assert_exit(&out, 0);

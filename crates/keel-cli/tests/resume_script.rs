@@ -75,7 +75,9 @@ fn a_refused_write_that_is_never_redone_gets_no_success_mark_and_exit_4() {
     let env = Env::new();
     let refused = env.script(
         "refused.yaml",
-        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/lib.rs, content: \"x\"}\n  - text: \"Done.\"\n",
+        // The answer without a change is nudged once ("the task asks for a change"); the
+        // model says it is done again.
+        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/lib.rs, content: \"x\"}\n  - text: \"Done.\"\n  - text: \"Done.\"\n",
     );
     let out = env
         .keel()

@@ -355,7 +355,7 @@ pub fn dashboard(
     let facts = memory::user_memory_block(entries);
     layers.push(layer(
         "user memory",
-        "session database (keel memory)",
+        "session database (keel memory); a session shows the facts relevant to its task within agent.memory_tokens, memory_search finds the rest",
         Placement::FirstMessage,
         facts.as_deref(),
         entries

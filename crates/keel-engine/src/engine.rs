@@ -213,7 +213,7 @@ impl EngineBuilder {
             .unwrap_or_else(|| default_tools(&self.config, &constitution, &index));
         let skills =
             crate::skills::discover(workspace.root(), crate::rules::user_config_dir().as_deref());
-        engine_tools(&mut tools, &self.config, &skills);
+        engine_tools(&mut tools, &self.config, &skills, store.clone());
         // MCP servers start together, each within its startup timeout; their tools join the
         // registry (deferred unless the server is `active`).
         let mcp = match self.inherited_mcp {
@@ -355,12 +355,26 @@ fn default_tools(
     r
 }
 
-/// The tools the engine answers itself, all deferred (the head only names them in
-/// `tool_search`'s description): `read_result`, `skill` when there are skills, the subagent
-/// tools.
-fn engine_tools(tools: &mut ToolRegistry, config: &Config, skills: &crate::skills::SkillSet) {
+/// The tools the engine answers itself: `read_result` and `memory_search` (deferred: the
+/// head only names them in `tool_search`'s description), `skill` when there are skills
+/// (active when the first message lists them "to load with the `skill` tool"; the
+/// workspace's skills are fixed, so the head stays stable), the subagent tools (deferred).
+fn engine_tools(
+    tools: &mut ToolRegistry,
+    config: &Config,
+    skills: &crate::skills::SkillSet,
+    store: Arc<dyn keel_store::Store>,
+) {
+    // Session working memory: the loop answers it.
     tools.register(crate::results::ReadResult);
-    if !skills.skills.is_empty() {
+    // Saved memory the first message did not show: found by exact name.
+    tools.register(crate::memory::MemorySearch::new(store));
+    if skills.listing().is_some() {
+        tools.register_with_state(
+            Arc::new(crate::skills::SkillTool),
+            keel_tools::ToolState::Active,
+        );
+    } else if !skills.skills.is_empty() {
         tools.register(crate::skills::SkillTool);
     }
     if config.agents.enabled && config.agents.max_depth > 0 {
@@ -381,7 +395,9 @@ pub fn first_request_tools(
     let index = Arc::new(SharedIndex::new(config.index.settings()));
     let mut tools = default_tools(config, &constitution, &index);
     let skills = crate::skills::discover(workspace, crate::rules::user_config_dir().as_deref());
-    engine_tools(&mut tools, config, &skills);
+    // `memory_search` is only named here (its store is never asked).
+    let store: Arc<dyn keel_store::Store> = Arc::new(keel_store::SqliteStore::open_in_memory()?);
+    engine_tools(&mut tools, config, &skills, store);
     match config.execution_mode() {
         ExecutionMode::PlanExec => {
             tools.register(AdvancePhase);

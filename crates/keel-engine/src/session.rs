@@ -25,7 +25,8 @@ use crate::{Emitter, EngineError, prompt};
 pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
     let mut ctx = ToolContext::new(engine.workspace.clone());
     ctx.cancel = options.cancel.clone();
-    ctx.max_output_chars = engine.config.agent.max_output_chars;
+    ctx.max_output_chars =
+        crate::results::output_budget(engine.config.agent.max_output_chars, window(engine));
     if engine.agent_scope.as_ref().is_some_and(|s| s.read_only) {
         // A read-only subagent's commands run in the read-only sandbox.
         ctx.sandbox = keel_tools::sandbox::SandboxPolicy::ReadOnly;
@@ -33,15 +34,19 @@ pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext
     ctx
 }
 
-pub(crate) fn compactor(engine: &Engine) -> Compactor {
-    let window = engine
+/// The model's context window as configured or reported (else Keel's default).
+fn window(engine: &Engine) -> u64 {
+    engine
         .config
         .agent
         .context_window
         .or(engine.provider.info().context_window)
-        .unwrap_or(DEFAULT_CONTEXT_WINDOW);
+        .unwrap_or(DEFAULT_CONTEXT_WINDOW)
+}
+
+pub(crate) fn compactor(engine: &Engine) -> Compactor {
     Compactor::new(ContextBudget::new(
-        window,
+        window(engine),
         engine.config.agent.compact_threshold,
     ))
 }
@@ -88,15 +93,20 @@ async fn codemap(engine: &Engine) -> Option<String> {
     Some(prompt::codemap_block(&map))
 }
 
-/// The first message's standing layers: the user's own rules file, their memory and the
-/// promoted lessons — all tail, so the cached head never depends on them.
-async fn tail_layers(engine: &Engine) -> Result<Vec<String>, EngineError> {
+/// The first message's standing layers: the user's own rules file, their memory (the facts
+/// relevant to `task`, within `agent.memory_tokens`) and the promoted lessons — all tail, so
+/// the cached head never depends on them.
+async fn tail_layers(engine: &Engine, task: &str) -> Result<Vec<String>, EngineError> {
     let entries = engine.store.memory_entries().await?;
     let mut out: Vec<String> = Vec::new();
     out.extend(crate::rules::user_rules(
         crate::rules::user_config_dir().as_deref(),
     ));
-    out.extend(crate::memory::user_memory_block(&entries));
+    out.extend(crate::memory::relevant_memory_block(
+        &entries,
+        task,
+        engine.config.agent.memory_tokens,
+    ));
     out.extend(crate::memory::lessons_block(&entries));
     Ok(out)
 }
@@ -248,11 +258,15 @@ async fn begin(
         options.ask_user.clone(),
     );
     run.approvals = options.approvals.clone();
+    run.finish_check = crate::finish::FinishCheck::for_task(task);
     let mut context = options.context.clone();
-    context.extend(tail_layers(engine).await?);
+    context.extend(tail_layers(engine, task).await?);
     context.extend(run.skills.first_message(task));
     context.extend(run.phase_intro());
-    if let Some(map) = codemap(engine).await {
+    // A window too small for the full head has no room for the codemap either.
+    if !run.compact_head
+        && let Some(map) = codemap(engine).await
+    {
         context.push(map);
     }
     let first = Message::user_text(prompt::task_message(task, &context, &env));
@@ -421,6 +435,7 @@ async fn resume_held(
         options.ask_user.clone(),
     );
     run.approvals = options.approvals.clone();
+    run.finish_check = crate::finish::FinishCheck::for_task(message);
     // After an on-demand compaction the next turn starts from its checkpoint.
     let (messages, carry) =
         crate::compaction::working_context(engine, &id, &events, messages).await?;

@@ -530,12 +530,7 @@ impl Run<'_> {
                 .collect::<Vec<_>>()
                 .join("\n\n"),
         });
-        let message = feedback(
-            &failed,
-            round,
-            cap,
-            self.engine.config.agent.max_output_chars,
-        );
+        let message = feedback(&failed, round, cap, self.output_budget());
         self.push_message(Message::user_text(message)).await?;
         Ok(None)
     }

@@ -12,7 +12,8 @@ pub struct AgentConfig {
     /// Model requests per run before it stops with `max_steps`.
     pub max_iterations: u32,
     /// Character budget of one tool result shown to the model: a longer one is stored whole
-    /// and shown as its head and tail plus a handle that `read_result` pages through.
+    /// and shown as its head and tail plus a handle that `read_result` pages through. A small
+    /// context window lowers it (at most a quarter of the window, not below 1,000).
     pub max_output_chars: usize,
     /// Execution mode: `react` or `plan_exec` (the phase machine, `[plan_exec]`).
     pub mode: String,
@@ -23,17 +24,22 @@ pub struct AgentConfig {
     pub context_window: Option<u64>,
     /// Rounds of self-correction after final verification fails, before the run fails.
     pub self_correction_cap: u32,
+    /// Token budget of the user-memory block in a session's first message: when the saved
+    /// facts do not all fit, the ones most relevant to the task do (the rest through the
+    /// `memory_search` tool).
+    pub memory_tokens: usize,
 }
 
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             max_iterations: 30,
-            max_output_chars: 30_000,
+            max_output_chars: 4_000,
             mode: "react".into(),
             compact_threshold: 0.85,
             context_window: None,
             self_correction_cap: 3,
+            memory_tokens: 300,
         }
     }
 }
