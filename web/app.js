@@ -263,7 +263,7 @@ $("undo").addEventListener("click", async () => {
   try {
     const r = await api.undo(state.session.id);
     const n = r.modified.length + r.recreated.length + r.removed.length;
-    toast(`Restored the end of turn ${r.turn}: ${n} file(s) changed.`);
+    toast(`Restored the end of turn ${r.turn}: ${n === 1 ? "1 file" : `${n} files`} changed.`);
   } catch (err) {
     showError(err);
   }

@@ -12,6 +12,11 @@ function el(tag, className, text) {
   return node;
 }
 
+/** `n` and the noun in its number: `1 step`, `2 steps`. */
+function count(n, one, many) {
+  return n === 1 ? `1 ${one}` : `${n} ${many}`;
+}
+
 function short(value, max = 80) {
   const s = typeof value === "string" ? value : JSON.stringify(value);
   return s.length > max ? `${s.slice(0, max - 1)}…` : s;
@@ -174,7 +179,7 @@ export class Transcript {
       case "session_resumed":
         this.user(e.message || "(continue)");
         if (e.answered_blockers?.length) {
-          this.notice(`answers delivered for ${e.answered_blockers.length} blocker(s)`);
+          this.notice(`answers delivered for ${count(e.answered_blockers.length, "blocker", "blockers")}`);
         }
         this.hooks.onStatus("running");
         break;
@@ -313,7 +318,7 @@ export class Transcript {
         this.endBubble();
         for (const c of e.children ?? []) {
           this.notice(
-            `subagent ${c.agent_id} (${c.role}, ${c.model}): ${c.status} · ${c.iterations} step(s) · ${c.usage.input_tokens} in · ${c.usage.output_tokens} out`,
+            `subagent ${c.agent_id} (${c.role}, ${c.model}): ${c.status} · ${count(c.iterations, "step", "steps")} · ${c.usage.input_tokens} in · ${c.usage.output_tokens} out`,
           );
         }
         this.usage = e.usage;
@@ -363,7 +368,7 @@ export class Transcript {
         group.dataset.agent = e.agent_id;
         break;
       case "agent_finished":
-        line(`${e.status} after ${e.iterations} step(s)`, e.status === "completed" ? "ok" : "error");
+        line(`${e.status} after ${count(e.iterations, "step", "steps")}`, e.status === "completed" ? "ok" : "error");
         group.classList.add(e.status);
         break;
       case "tool_call":

@@ -4,7 +4,8 @@
 
 import { api } from "./api.js";
 
-const COLUMNS = ["ready", "in_progress", "blocked", "done", "failed"];
+// `waiting`: ready, but a dependency is not done yet (the server's `shown_status`).
+const COLUMNS = ["ready", "waiting", "in_progress", "blocked", "done", "failed"];
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -72,17 +73,19 @@ export class TasksBoard {
       return;
     }
     const tasks = status.tasks;
-    const done = new Set(tasks.filter((t) => t.status === "done").map((t) => t.id));
     for (const list of Object.values(this.columns)) list.replaceChildren();
-    for (const t of tasks) this.columns[t.status]?.append(this.card(t, done));
+    for (const t of tasks) {
+      const column = t.shown_status === "interrupted" ? "in_progress" : (t.shown_status ?? t.status);
+      this.columns[column]?.append(this.card(t, column));
+    }
     const c = status.counts;
-    this.summary.textContent = `${tasks.length} tasks · ${c.done} done · ${c.ready} ready · ${c.blocked} blocked · ${c.failed} failed`;
+    this.summary.textContent = `${tasks.length} tasks · ${c.done} done · ${c.ready} ready · ${c.waiting} waiting · ${c.blocked} blocked · ${c.failed} failed`;
   }
 
-  card(t, done) {
+  card(t, column) {
     const card = el("article", "task-card");
     card.dataset.id = t.id;
-    card.dataset.status = t.status;
+    card.dataset.status = column;
     card.append(el("h4", "", `#${t.id} ${t.title}`));
     const meta = el("p", "task-meta", `size ${t.size}`);
     if (t.depends_on.length) {
@@ -91,11 +94,12 @@ export class TasksBoard {
     }
     card.append(meta);
     if (t.question) card.append(el("p", "question", `Blocked: ${t.question}`));
-    const waiting = t.depends_on.filter((d) => !done.has(d));
-    if (t.status === "ready") {
-      const start = el("button", "start", waiting.length ? `waits for ${waiting.map((d) => `#${d}`).join(", ")}` : "Start");
+    if (column === "waiting") {
+      card.append(el("p", "waits", `waits for ${(t.waiting_for ?? []).map((d) => `#${d}`).join(", ")}`));
+    }
+    if (column === "ready") {
+      const start = el("button", "start", "Start");
       start.type = "button";
-      start.disabled = waiting.length > 0;
       start.addEventListener("click", () => this.run({ task: t.id, execute: true }, "/work/start"));
       card.append(start);
     }

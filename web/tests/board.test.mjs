@@ -48,9 +48,14 @@ await step("the board shows the tasks by status with their dependencies", async 
   await page.click("#show-tasks");
   await page.waitForSelector('.board-column[data-status="ready"] .task-card');
   const ready = await cards("ready");
-  expect(ready.length === 3, `3 ready tasks, got ${ready.length}`);
-  expect(ready[1].includes("after #1") && ready[2].includes("after #2"), `dependencies: ${ready}`);
-  expect(ready[2].includes("waits for #2"), "a task whose dependency is not done cannot start");
+  const waiting = await cards("waiting");
+  // Only #1 can start; #2 and #3 wait for their dependencies (not "ready").
+  expect(ready.length === 1 && ready[0].includes("Start"), `1 ready task, got ${ready}`);
+  expect(waiting.length === 2, `2 waiting tasks, got ${waiting}`);
+  expect(waiting[0].includes("after #1") && waiting[1].includes("after #2"), `dependencies: ${waiting}`);
+  expect(waiting[1].includes("waits for #2") && !waiting[1].includes("Start"), "a task whose dependency is not done cannot start");
+  const summary = await page.textContent(".board-summary");
+  expect(summary.includes("1 ready · 2 waiting"), `summary: ${summary}`);
 });
 
 await step("Run batch runs every task; each has a proof", async () => {

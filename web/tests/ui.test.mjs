@@ -531,7 +531,7 @@ await step("a subagent's events are grouped under the agent_open call that start
   });
   expect(shown.grouped, `the child's group sits in the agent_open call: ${JSON.stringify(shown)}`);
   expect(shown.summary.startsWith("subagent a1 (explorer"), `labelled: ${shown.summary}`);
-  expect(JSON.stringify(shown.lines) === JSON.stringify(['→ grep {"pattern":"fn"}', "found it", "completed after 2 step(s)"]), `lines: ${JSON.stringify(shown.lines)}`);
+  expect(JSON.stringify(shown.lines) === JSON.stringify(['→ grep {"pattern":"fn"}', "found it", "completed after 2 steps"]), `lines: ${JSON.stringify(shown.lines)}`);
   expect(shown.bubbles === 0, "a child's text never streams into the parent's answer");
 });
 

@@ -29,14 +29,23 @@ pub fn dashboard(workspace: &std::path::Path) -> anyhow::Result<Dashboard> {
     let skills = keel_engine::skills::discover(workspace, config_dir.as_deref());
     let entries = store.db().memory_entries()?;
     let codemap = keel_engine::context::codemap_layer(workspace, &config.index);
-    Ok(keel_engine::context::dashboard(
+    let tools =
+        keel_engine::first_request_tools(&config, workspace).map_err(setup::engine_usage_error)?;
+    let mut d = keel_engine::context::dashboard(
         workspace,
         config_dir.as_deref(),
         &constitution,
         &skills,
         &entries,
         &codemap,
-    ))
+    );
+    // The catalog sits in the head right after the system prompt; the environment block ends
+    // the first message.
+    d.layers
+        .insert(1, keel_engine::context::tools_layer(&tools));
+    d.layers
+        .push(keel_engine::context::environment_layer(workspace));
+    Ok(d)
 }
 
 pub fn execute(args: ContextArgs) -> anyhow::Result<u8> {

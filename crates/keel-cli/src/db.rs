@@ -107,10 +107,10 @@ pub fn queue_check(config: &keel_engine::Config) -> Option<crate::doctor::Check>
                 Status::Ok
             },
             format!(
-                "{} turn(s) waiting, {} running, {} live worker(s){}",
-                s.pending,
+                "{} waiting, {} running, {}{}",
+                keel_tools::text::count(s.pending as usize, "turn", "turns"),
                 s.running,
-                s.live_workers,
+                keel_tools::text::count(s.live_workers as usize, "live worker", "live workers"),
                 if s.pending > 0 && s.live_workers == 0 {
                     "; start one with `keel worker`"
                 } else {

@@ -99,6 +99,21 @@ fn collect(
     checks.extend(models.checks);
     checks.push(key_check(&config, &setup::env_var));
     checks.extend(sandbox_checks(&config));
+    let homes = keel_tools::shell::exec::toolchain_homes();
+    if !homes.is_empty() {
+        let set: Vec<String> = homes
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.display()))
+            .collect();
+        checks.push(Check::new(
+            "toolchains",
+            Status::Info,
+            format!(
+                "HOME has no ~/.rustup or ~/.cargo: commands get {} (the rustup installation on PATH), so cargo works under the sandbox",
+                set.join(", ")
+            ),
+        ));
+    }
     checks.push(crate::index::health_check(&config, workspace));
     checks.extend(crate::db::health_check(&config));
     for (name, ok, message) in crate::mcp::doctor_checks(&config, workspace) {
@@ -300,8 +315,10 @@ fn describe(t: &ModelTarget, env: &dyn Fn(&str) -> Option<String>) -> String {
     if let Some(w) = t.context_window {
         parts.push(format!("context {}k", w / 1000));
     }
-    if let Some(p) = t.price {
-        parts.push(format!("${}/${} per Mtok in/out", p.input, p.output));
+    match t.price {
+        Some(p) => parts.push(format!("${}/${} per Mtok in/out", p.input, p.output)),
+        // Not guessed from a similar name: costs are not counted for it.
+        None => parts.push("price unknown (costs not counted; set llm.prices)".into()),
     }
     parts.join(" · ")
 }

@@ -48,7 +48,11 @@ pub enum FlowCommand {
     Validate { file: PathBuf },
     /// Node states of a run (default: the newest run in this workspace).
     Status {
+        /// The run: its id or a unique prefix of it, as `keel flow runs` lists them (default:
+        /// the newest run in this workspace).
         run: Option<String>,
+        /// Print the run as one JSON object: id, flow, status, each node's state and outputs,
+        /// and the failure-handling steps.
         #[arg(long)]
         json: bool,
         /// Keep watching: print node state changes until the run ends.
@@ -57,6 +61,7 @@ pub enum FlowCommand {
     },
     /// The workspace's flow runs, newest first.
     Runs {
+        /// Print the runs as a JSON array (id, flow, status, created_at).
         #[arg(long)]
         json: bool,
     },
@@ -330,6 +335,7 @@ pub(crate) fn executor(
         store: flows,
         agents: Arc::new(EngineAgents { builder, defaults }),
         shell: config.shell.tool_settings(),
+        build_dirs: config.snapshots.build_dirs(),
         events: Some(events),
         cancel,
     }
@@ -492,7 +498,9 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
     }
     if list.is_empty() {
         println!("No flow runs in this workspace; `keel flow run FILE` starts one.");
+        return Ok(exit::COMPLETED);
     }
+    println!("{:<36}  {:<10} {:<24} NODES DONE", "RUN", "STATUS", "FLOW");
     for r in list {
         let done = r
             .state
@@ -513,6 +521,9 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
 
 fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
+    // Without --into, the replay works in a temporary directory removed afterwards (kept
+    // when the replay differs, to look at).
+    let temporary = into.is_none();
     let target = match into {
         Some(p) => std::path::absolute(&p).unwrap_or(p),
         None => std::env::temp_dir().join(format!("keel-replay-{}", uuid_like())),
@@ -528,6 +539,7 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
                 defaults: Default::default(),
             }),
             shell: config.shell.tool_settings(),
+            build_dirs: config.snapshots.build_dirs(),
             events: Some(printer(false)),
             cancel: CancellationToken::new(),
         };
@@ -536,8 +548,14 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
             keel_flow::FlowError::Store(s) => store_error(s),
             other => anyhow::Error::from(other),
         })
-    })?;
-    println!("replayed into {}", report.dir.display());
+    });
+    if report.is_err() && temporary {
+        let _ = std::fs::remove_dir_all(&target);
+    }
+    let report = report?;
+    if !temporary {
+        println!("replayed into {}", report.dir.display());
+    }
     for m in &report.mismatches {
         println!("  mismatch: {m}");
     }
@@ -546,6 +564,9 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
             "reproduced: same node outputs, same final tree ({})",
             report.final_tree.as_deref().unwrap_or("-")
         );
+        if temporary {
+            let _ = std::fs::remove_dir_all(&report.dir);
+        }
         Ok(exit::COMPLETED)
     } else {
         println!(
@@ -553,6 +574,9 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
             report.final_tree.as_deref().unwrap_or("-"),
             report.recorded_final_tree.as_deref().unwrap_or("-")
         );
+        if temporary {
+            println!("the replayed files are kept in {}", report.dir.display());
+        }
         Ok(exit::FAILED)
     }
 }

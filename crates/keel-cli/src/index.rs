@@ -26,7 +26,24 @@ fn files_per_sec(rate: f64) -> String {
     }
 }
 
-/// A progress bar on stderr when it is a terminal; silent otherwise.
+/// The bar while files are read: count, rate and time left.
+fn reading_style() -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(
+        "indexing {bar:30} {pos}/{len} files ({rate}, {eta} left)",
+    )
+    .map(|style| {
+        style.with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&files_per_sec(state.per_sec()));
+            },
+        )
+    })
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+}
+
+/// A progress bar on stderr when it is a terminal (a spinner naming the step while the tree
+/// is scanned and the imports linked); silent otherwise.
 struct Bar {
     bar: Option<indicatif::ProgressBar>,
     stop: Arc<AtomicBool>,
@@ -36,20 +53,9 @@ impl Bar {
     fn new(stop: Arc<AtomicBool>) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = indicatif::ProgressBar::new(0);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "indexing {bar:30} {pos}/{len} files ({rate}, {eta} left)",
-                )
-                .map(|style| {
-                    style.with_key(
-                        "rate",
-                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                            let _ = w.write_str(&files_per_sec(state.per_sec()));
-                        },
-                    )
-                })
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
+            b.set_style(reading_style());
+            // The spinner of the scanning and linking steps moves without file counts.
+            b.enable_steady_tick(Duration::from_millis(120));
             b
         });
         Self { bar, stop }
@@ -63,6 +69,21 @@ impl Bar {
 }
 
 impl Progress for Bar {
+    fn phase(&self, phase: keel_index::Phase) {
+        let Some(b) = &self.bar else { return };
+        match phase {
+            keel_index::Phase::Reading => b.set_style(reading_style()),
+            // Scanning and linking have no count: a spinner with the step and the time.
+            other => {
+                b.set_style(
+                    indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                );
+                b.set_message(other.label());
+            }
+        }
+    }
+
     fn planned(&self, _files: usize, to_read: usize) {
         if let Some(b) = &self.bar {
             b.set_length(to_read as u64);
@@ -167,8 +188,8 @@ pub fn execute_index(args: IndexArgs) -> anyhow::Result<u8> {
         };
         if r.changed() {
             println!(
-                "re-indexed {} file(s), removed {} in {:.1} ms",
-                r.indexed,
+                "re-indexed {}, removed {} in {:.1} ms",
+                keel_tools::text::count(r.indexed, "file", "files"),
                 r.removed,
                 t.elapsed().as_secs_f64() * 1000.0
             );

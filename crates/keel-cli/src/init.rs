@@ -204,6 +204,15 @@ pub fn config_toml(stack: &Stack) -> String {
     )
 }
 
+/// `.keel/.gitignore`: what Keel writes into `.keel/` for itself.
+const KEEL_GITIGNORE: &str = "\
+# Keel's own data (rebuilt or local to this machine). config.toml, project.md, rules/,
+# skills/, flows/*.yaml and constitution.json are the project's: commit them.
+index.db*
+snapshots/
+flows/runs/
+";
+
 /// What [`initialise`] found and wrote.
 #[derive(Debug, Clone)]
 pub struct Initialised {
@@ -215,10 +224,11 @@ pub struct Initialised {
 }
 
 /// Prepares `root`: `.keel/config.toml` written once, `.keel/project.md` (the detected
-/// stack) written when it changed. `keel init` and chat's `/init`.
+/// stack) written when it changed, `.keel/.gitignore` written once. `keel init` and chat's
+/// `/init`.
 pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
     // The repository may ship `.keel/` or its files as symlinks out (to `~/.bashrc`) or as
-    // FIFOs: both files are resolved beneath the open workspace and written in place there.
+    // FIFOs: every file is resolved beneath the open workspace and written in place there.
     let ws = DirHandle::open(root).with_context(|| format!("cannot open {}", root.display()))?;
     let config_path = locate(&ws, ".keel/config.toml")?;
     let config_exists = exists(&config_path)?;
@@ -243,6 +253,14 @@ pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
         let md_path = locate(&ws, ".keel/project.md")?;
         write(&md_path, &md, WriteMode::Replace)?;
         written.push(".keel/project.md");
+    }
+    // Keel's own data in .keel/ (the index, snapshots, flow run files) is not the project's:
+    // out of `git status`, while config.toml, project.md, rules, skills, flows and the
+    // constitution stay committable. Written once; the user's edits stay.
+    let ignore_path = locate(&ws, ".keel/.gitignore")?;
+    if !exists(&ignore_path)? {
+        write(&ignore_path, KEEL_GITIGNORE, WriteMode::CreateNew)?;
+        written.push(".keel/.gitignore");
     }
     Ok(Initialised {
         stack,
@@ -399,7 +417,10 @@ mod tests {
         std::fs::write(ws.join("notes.md"), "old\n").unwrap_or_else(|e| panic!("{e}"));
         symlink("../notes.md", ws.join(".keel/project.md")).unwrap_or_else(|e| panic!("{e}"));
         let done = initialise(&ws).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(done.written, [".keel/config.toml", ".keel/project.md"]);
+        assert_eq!(
+            done.written,
+            [".keel/config.toml", ".keel/project.md", ".keel/.gitignore"]
+        );
         assert_eq!(
             std::fs::read_to_string(ws.join("notes.md")).unwrap_or_default(),
             done.project_md

@@ -44,11 +44,25 @@ pub fn task_text(args: &[String], resuming: bool) -> anyhow::Result<String> {
     Ok(text.trim().to_string())
 }
 
+/// A mention meant as a file: it has a directory part or a file extension.
+fn looks_like_path(rel: &str) -> bool {
+    rel.contains('/')
+        || Path::new(rel).extension().is_some_and(|e| {
+            !e.is_empty()
+                && e.to_str()
+                    .is_some_and(|e| e.chars().all(|c| c.is_ascii_alphanumeric()))
+        })
+}
+
 /// Appends the files the task mentions as `@path` (relative to `workspace`) to the task, each
 /// in a fenced block under its path. A mention that names no file is left as written
-/// (`@decorator`, an e-mail address); one that names a file outside the workspace, a binary
+/// (`@decorator`, `@alice`) unless it looks like a path (`@src/nope.rs`: an error); one that
+/// names a file outside the workspace, a binary
 /// file or one over 100 KB is a usage error saying what to do.
-pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<String> {
+pub fn attach_mentioned_files(
+    task: &str,
+    workspace: &Path,
+) -> anyhow::Result<(String, Vec<String>)> {
     let mut attached: Vec<(String, String)> = Vec::new();
     let project = ProjectDir::open(workspace).map_err(|e| {
         UsageError(format!(
@@ -79,11 +93,20 @@ pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<St
             continue;
         }
         // Read as a project file: beneath the workspace, regular, bounded, never blocking.
+        // `@alice` is a name; `@src/nope.rs` or `@notes.md` meant a file that is not there.
+        let missing = || {
+            UsageError(format!(
+                "@{rel}: no such file in the workspace ({}); check the path (relative to the workspace), or write it without @",
+                workspace.display()
+            ))
+        };
         let text = match project.read(rel, MAX_ATTACHMENT_BYTES) {
             Ok(Some(text)) => text,
+            Ok(None) if looks_like_path(rel) => return Err(missing().into()),
             Ok(None) => continue,
             Err(e) => {
                 return Err(match e.problem {
+                    Problem::Dangling if looks_like_path(rel) => missing(),
                     Problem::NotRegular(FileKind::Dir) | Problem::Dangling => continue,
                     Problem::LinksOut { .. } => outside(),
                     Problem::TooLarge { .. } => UsageError(format!(
@@ -106,8 +129,9 @@ pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<St
         }
         attached.push((rel.to_string(), text));
     }
+    let names: Vec<String> = attached.iter().map(|(p, _)| p.clone()).collect();
     if attached.is_empty() {
-        return Ok(task.to_string());
+        return Ok((task.to_string(), names));
     }
     let mut out = task.to_string();
     out.push_str("\n\nAttached files:");
@@ -116,7 +140,7 @@ pub fn attach_mentioned_files(task: &str, workspace: &Path) -> anyhow::Result<St
         out.push_str(&format!("\n\n{path}\n{fence}\n{}", text.trim_end()));
         out.push_str(&format!("\n{fence}"));
     }
-    Ok(out)
+    Ok((out, names))
 }
 
 #[cfg(test)]
@@ -129,13 +153,27 @@ mod tests {
         let ws = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir_all(ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap_or_else(|e| panic!("{e}"));
-        let out = attach_mentioned_files("fix @src/a.rs, thanks to @alice", &ws)
+        let (out, names) = attach_mentioned_files("fix @src/a.rs, thanks to @alice", &ws)
             .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(names, ["src/a.rs"]);
         assert!(out.starts_with("fix @src/a.rs, thanks to @alice\n\nAttached files:"));
         assert!(out.contains("src/a.rs\n```\nfn a() {}\n```"), "{out}");
         assert!(!out.contains("alice\n```"));
-        let plain = attach_mentioned_files("no mentions", &ws).unwrap_or_else(|e| panic!("{e}"));
+        let (plain, none) =
+            attach_mentioned_files("no mentions", &ws).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(plain, "no mentions");
+        assert!(none.is_empty());
+        // A mention that names a file which is not there is an error, not silence.
+        let err = attach_mentioned_files("document @src/nope.rs", &ws)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("@src/nope.rs: no such file in the workspace"),
+            "{err}"
+        );
+        assert!(attach_mentioned_files("see @notes.md", &ws).is_err());
+        assert!(attach_mentioned_files("ask @bob", &ws).is_ok());
     }
 
     #[test]

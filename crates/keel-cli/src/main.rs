@@ -75,10 +75,12 @@ Examples:
 
     pub const COMPLETIONS: &str = "\
 Examples:
-  keel completions bash > ~/.local/share/bash-completion/completions/keel
-  keel completions zsh > \"${fpath[1]}/_keel\"
-  keel completions fish > ~/.config/fish/completions/keel.fish
-  keel completions powershell >> $PROFILE";
+  keel completions bash --install      # writes ~/.local/share/bash-completion/completions/keel
+  keel completions fish --install      # writes ~/.config/fish/completions/keel.fish
+  keel completions zsh --install       # writes ~/.zfunc/_keel (add `fpath+=~/.zfunc` before compinit)
+  keel completions powershell >> $PROFILE
+By hand (a shell redirect does not create directories):
+  mkdir -p ~/.local/share/bash-completion/completions && keel completions bash > ~/.local/share/bash-completion/completions/keel";
 
     pub const EVAL: &str = "\
 Examples:
@@ -93,12 +95,19 @@ Exit codes: 0 every task passed, 1 some task failed, 2 usage or configuration er
 }
 
 /// Exit codes (documented in the README): 0 completed, 1 failed, 2 usage or configuration
-/// error, 3 blocked, 130 cancelled.
+/// error, 3 blocked, 4 incomplete (a refused write never redone), 5 busy (another session runs
+/// in the workspace), 130 cancelled.
 pub mod exit {
     pub const COMPLETED: u8 = 0;
     pub const FAILED: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const BLOCKED: u8 = 3;
+    /// The model said it was done, but a write it made was refused and never redone (a
+    /// read-only workspace, a protected path, a denied approval): the work is not in the
+    /// workspace, whatever the answer says.
+    pub const INCOMPLETE: u8 = 4;
+    /// Another session is running in the workspace (`--wait` waits for it).
+    pub const BUSY: u8 = 5;
     pub const CANCELLED: u8 = 130;
 }
 
@@ -197,6 +206,10 @@ pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+    /// Write the script where the shell loads it from for your user (creating the
+    /// directories) instead of printing it: bash, zsh and fish.
+    #[arg(long)]
+    pub install: bool,
 }
 
 #[derive(Debug, Args)]
@@ -238,7 +251,7 @@ pub struct SnapshotsArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct CommonArgs {
     /// The repository to work in (default: the current directory).
-    #[arg(long, short = 'w', value_name = "DIR")]
+    #[arg(long, short = 'w', value_name = "DIR", global = true)]
     pub workspace: Option<PathBuf>,
 }
 
@@ -286,11 +299,16 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub mode: Option<ModeArg>,
     /// Which tool calls need approval. Nobody can answer a headless run, so a call that
-    /// would ask is denied (the model is told why): `never` (default: nothing asks; the
-    /// sandbox still applies), `on-request` (destructive, network and unknown commands are
-    /// denied), `untrusted` (everything but reading is denied). `[approval]` rules still apply.
-    #[arg(long, value_enum, value_name = "POLICY", default_value = "never")]
-    pub approval: ApprovalArg,
+    /// would ask is denied (the model is told why): `never` (nothing asks; the sandbox still
+    /// applies), `on-request` (destructive, network and unknown commands are denied),
+    /// `untrusted` (everything but reading is denied). Default: `[approval] policy` when your
+    /// configuration sets it, else `never`. `[approval]` rules still apply.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approval: Option<ApprovalArg>,
+    /// When another session is running in the workspace, wait for it to finish instead of
+    /// refusing (exit 5) at once.
+    #[arg(long)]
+    pub wait: bool,
     /// The task for the agent (with --resume or --continue: an optional follow-up message).
     /// `-`, or no TASK with a pipe on standard input, reads it from standard input; `@path`
     /// attaches a workspace file.
@@ -644,7 +662,10 @@ fn main() -> ExitCode {
     }
     keel_tools::sandbox::use_current_exe_as_helper();
     quiet_on_broken_pipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => suggest_subcommand(e).exit(),
+    };
     let Some(command) = cli.command else {
         return no_command(cli.cont, cli.resume, cli.workspace);
     };
@@ -679,6 +700,59 @@ fn main() -> ExitCode {
     finish(result)
 }
 
+/// clap suggests a subcommand only above a similarity that short swaps miss (`rnu`): when it
+/// has none, suggest the subcommand one edit away (a swap, a missing, extra or wrong letter).
+fn suggest_subcommand(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return e;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
+        return e;
+    };
+    let typed = typed.clone();
+    let command = Cli::command();
+    let near: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|name| edit_distance(&typed, name) == 1)
+        .collect();
+    if !near.is_empty() {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(near),
+        );
+    }
+    e
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+/// neighbouring letters each count one.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// The exit code of a command's result, the error printed.
 fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
@@ -705,5 +779,19 @@ mod tests {
     #[test]
     fn every_command_is_well_formed() {
         super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_swapped_or_missing_letter_gets_a_suggestion() {
+        assert_eq!(super::edit_distance("rnu", "run"), 1);
+        assert_eq!(super::edit_distance("rn", "run"), 1);
+        assert_eq!(super::edit_distance("run", "run"), 0);
+        assert_eq!(super::edit_distance("xyz", "run"), 3);
+        let e = <super::Cli as clap::Parser>::try_parse_from(["keel", "rnu"]).unwrap_err();
+        let text = super::suggest_subcommand(e).to_string();
+        assert!(
+            text.contains("a similar subcommand exists: 'run'"),
+            "{text}"
+        );
     }
 }

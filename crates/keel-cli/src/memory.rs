@@ -229,8 +229,8 @@ fn run(store: &SqliteStore, command: MemoryCommand) -> anyhow::Result<u8> {
             let (tokens, findings) = doctor(&entries);
             writeln!(
                 out,
-                "{} entries; new sessions receive about {tokens} tokens of memory (in the first message, not the cached head).",
-                entries.len()
+                "{}; new sessions receive about {tokens} tokens of memory (in the first message, not the cached head).",
+                keel_tools::text::count(entries.len(), "entry", "entries")
             )?;
             for f in &findings {
                 match f.id {

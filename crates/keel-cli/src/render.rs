@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::chat::markdown::{self, MarkdownStream, to_ansi};
 use crate::chat::theme::Theme;
 use crate::chat::tool_cell::{self, Limits, ToolView};
+use keel_tools::text::count;
 
 /// Lines of a tool call's body (`tool_cell`) `keel run` prints: an edit's diff, a created
 /// file's head, a command output's tail.
@@ -124,6 +125,22 @@ struct HumanState {
 /// The tools that write files: a refusal of one means the change the model meant to make is
 /// not in the workspace.
 const WRITE_TOOLS: &[&str] = &["create_file", "edit_file", "apply_patch"];
+
+/// The last file write of `events` when it was refused and no later write succeeded (tool
+/// and the first line of why): such a run did not leave its work in the workspace.
+pub fn unredone_refusal(events: &[keel_protocol::Event]) -> Option<String> {
+    events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::ToolResult {
+            name,
+            is_error,
+            content,
+            ..
+        } if WRITE_TOOLS.contains(&name.as_str()) && e.parent_run_id.is_none() => {
+            Some(is_error.then(|| format!("{name}: {}", first_line(content, 80))))
+        }
+        _ => None,
+    })?
+}
 
 impl Human {
     pub fn new(color: bool, live: bool) -> Self {
@@ -333,7 +350,7 @@ impl Human {
                         "    {}✓ {first}{}{took}{}\n",
                         s.dim,
                         if lines > 1 {
-                            format!(" (+{} lines)", lines - 1)
+                            format!(" (+{})", count(lines - 1, "line", "lines"))
                         } else {
                             String::new()
                         },
@@ -609,10 +626,11 @@ impl Human {
                 if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
                 {
                     out.push_str(&format!(
-                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {iterations} iteration(s) · {}{}\n",
+                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {} · {}{}\n",
                         s.yellow,
                         s.reset,
                         s.dim,
+                        count(*iterations as usize, "iteration", "iterations"),
                         usage_line(usage),
                         s.reset
                     ));
@@ -626,9 +644,10 @@ impl Human {
                     _ => ("✗", s.red),
                 };
                 out.push_str(&format!(
-                    "{color}{mark} {status}{} {}after {iterations} iteration(s) · {}{}\n",
+                    "{color}{mark} {status}{} {}after {} · {}{}\n",
                     s.reset,
                     s.dim,
+                    count(*iterations as usize, "iteration", "iterations"),
                     usage_line(usage),
                     s.reset
                 ));

@@ -56,23 +56,58 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         overrides = SessionOverrides::resuming(&record, &flags);
         resumed = Some(record.id);
     }
-    let task = input::attach_mentioned_files(&task, &workspace)?;
     let config = setup::load_config(&workspace, overrides.layer())?;
+    let (task, attached) = input::attach_mentioned_files(&task, &workspace)?;
     let store = setup::open_store(&config)?;
-    let builder = setup::session_builder(store);
-    // Nobody can answer a headless run: a call that would ask is denied.
-    let policy = args.approval.policy();
+    let builder = setup::session_builder(store.clone());
+    // Nobody can answer a headless run: a call that would ask is denied. The flag decides;
+    // without it, the policy your configuration sets; else nothing asks.
+    let policy = match (args.approval, config.approval_policy_set) {
+        (Some(flag), _) => flag.policy(),
+        (None, true) => config.approval.policy,
+        (None, false) => ApprovalPolicy::Never,
+    };
     let gate = Arc::new(ApprovalGate::from_config(&config, Some(policy), false));
-    eprintln!("keel: approval policy: {}", approval_note(policy));
     let engine = builder
         .engine_with(config, &workspace)
         .map_err(setup::engine_usage_error)?;
+    if !attached.is_empty() {
+        eprintln!("keel: attached {}", attached.join(", "));
+    }
+    if policy != ApprovalPolicy::Never {
+        // Only when it matters: calls will be denied that would run otherwise.
+        eprintln!("keel: approval policy: {}", approval_note(policy));
+    }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        // One running session per workspace: refused (or, with --wait, waited for) before
+        // this run records anything.
+        let mut said = false;
+        while let Some(other) =
+            keel_engine::workspace_busy(store.as_ref(), &workspace, resumed.as_deref())
+                .await
+                .map_err(setup::engine_usage_error)?
+        {
+            if !args.wait {
+                eprintln!("keel: {}", keel_engine::workspace_busy_message(&other));
+                return Ok(exit::BUSY);
+            }
+            if !said {
+                eprintln!(
+                    "keel: waiting for session {} to finish in this workspace…",
+                    other.session_id
+                );
+                said = true;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(exit::CANCELLED),
+            }
+        }
         let sink: Arc<dyn EventSink> = if args.json {
             Arc::new(JsonLines)
         } else {
@@ -81,25 +116,37 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
                     .with_spinner(std::io::IsTerminal::is_terminal(&std::io::stdout())),
             )
         };
+        // The session's MCP servers end with the run (one still starting included).
+        let mcp = engine.mcp().map(|m| m.hub.clone());
         let engine = Arc::new(engine);
         let handle = match resumed {
             Some(id) => SessionHandle::new(engine, id, vec![sink]),
             None => SessionHandle::create(engine, vec![sink]).await?.0,
         };
-        let handle = Arc::new(
-            handle
-                .rebuild_with(builder, &workspace, overrides)
-                .approvals(gate),
-        );
-        let ack = handle
-            .submit(Op::user_message(task))
-            .await
-            .map_err(setup::op_usage_error)?;
+        let mut handle = handle
+            .rebuild_with(builder, &workspace, overrides)
+            .approvals(gate);
+        if args.wait {
+            // Also when another run takes the workspace between the check above and now.
+            handle = handle.wait_for_workspace();
+        }
+        let handle = Arc::new(handle);
+        let ack = match handle.submit(Op::user_message(task)).await {
+            Ok(ack) => ack,
+            Err(keel_engine::runtime::OpError::WorkspaceBusy(other)) => {
+                eprintln!("keel: {}", keel_engine::workspace_busy_message(&other));
+                return Ok(exit::BUSY);
+            }
+            Err(e) => return Err(setup::op_usage_error(e)),
+        };
         let OpAck::Turn(ticket) = ack else {
             anyhow::bail!("the session did not start a turn for the message");
         };
         watch_ctrl_c(handle.clone());
         let result = ticket.finished().await;
+        if let Some(hub) = mcp {
+            hub.shutdown().await;
+        }
         // A provider that refuses the key or does not know the model is a configuration
         // error: exit 2, as for any other (README).
         if result
@@ -108,7 +155,41 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             .and_then(|o| o.error.as_ref())
             .is_some_and(|e| e.error_code == ErrorCode::ConfigError)
         {
+            // A new session whose very first request was refused (a wrong key, an unknown
+            // model) holds nothing worth keeping: it does not stay in `keel sessions`.
+            let answered = result
+                .events
+                .iter()
+                .any(|e| matches!(e.kind, keel_protocol::EventKind::AssistantMessage { .. }));
+            if !continuing && !answered {
+                let id = handle.id().to_string();
+                handle.shutdown().await;
+                if keel_store::Store::delete_session(store.as_ref(), &id)
+                    .await
+                    .is_ok()
+                {
+                    eprintln!(
+                        "keel: nothing ran, so session {id} was not kept; fix the setting above and run again"
+                    );
+                }
+            }
             return Ok(exit::USAGE);
+        }
+        // Another session's turn took the workspace between the check above and this run.
+        if let Some(e) = result
+            .outcome
+            .as_ref()
+            .and_then(|o| o.error.as_ref())
+            .filter(|e| e.error_code == ErrorCode::WorkspaceBusy)
+        {
+            eprintln!("keel: {}", e.message);
+            return Ok(exit::BUSY);
+        }
+        // "Completed" with a write that was refused and never redone did not do the work.
+        if result.status == SessionStatus::Completed
+            && crate::render::unredone_refusal(&result.events).is_some()
+        {
+            return Ok(exit::INCOMPLETE);
         }
         Ok(exit_code(result.status))
     })

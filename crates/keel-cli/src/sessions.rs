@@ -5,6 +5,7 @@ use std::path::Path;
 
 use keel_engine::EventSink;
 use keel_engine::config::Layer;
+use keel_protocol::EventKind;
 use keel_store::{SessionRecord, Store, now_ms};
 
 use crate::render::{Human, stdout_color, usage_line, when};
@@ -174,15 +175,34 @@ fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<u8> {
         writeln!(out, "started   {} UTC", when(session.created_at))?;
         writeln!(
             out,
-            "usage     {} iteration(s) · {}",
-            session.iterations,
+            "usage     {} · {}",
+            keel_tools::text::count(session.iterations as usize, "iteration", "iterations"),
             usage_line(&session.usage)
         )?;
         writeln!(out)?;
     }
+    // What the user said is not an event of its own: the task and each follow-up message ride
+    // on session_started / session_resumed, the answers to blockers in the store.
+    let blockers = setup::wait(store.list_blockers(Some(&session.id), true)).unwrap_or_default();
     let renderer = Human::new(stdout_color(), false);
     for e in &events {
         renderer.publish(e);
+        match &e.kind {
+            EventKind::SessionStarted { task, .. } => user_lines("you", task),
+            EventKind::SessionResumed {
+                message,
+                answered_blockers,
+            } => {
+                for id in answered_blockers {
+                    if let Some(b) = blockers.iter().find(|b| &b.id == id) {
+                        println!("  ? {} ({id})", one_line(&b.question, 200));
+                        user_lines("you (answer)", b.answer.as_deref().unwrap_or(""));
+                    }
+                }
+                user_lines("you", message);
+            }
+            _ => {}
+        }
     }
     if session.is_interrupted() {
         println!(
@@ -191,6 +211,29 @@ fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(exit::COMPLETED)
+}
+
+/// A user's message in a transcript: `> you: first line`, then the rest indented.
+fn user_lines(who: &str, text: &str) {
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    const SHOWN: usize = 20;
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, l) in lines.iter().take(SHOWN).enumerate() {
+        if i == 0 {
+            println!("> {who}: {l}");
+        } else {
+            println!(">   {l}");
+        }
+    }
+    if lines.len() > SHOWN {
+        println!(
+            ">   … {} more lines (keel sessions show ID --json has all)",
+            lines.len() - SHOWN
+        );
+    }
 }
 
 fn record_json(s: &SessionRecord) -> serde_json::Value {

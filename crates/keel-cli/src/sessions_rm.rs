@@ -68,8 +68,8 @@ pub fn prune(
     let verb = if dry_run { "would remove" } else { "removed" };
     writeln!(
         out,
-        "{verb} {} session(s) older than {older_than}",
-        old.len()
+        "{verb} {} older than {older_than}",
+        keel_tools::text::count(old.len(), "session", "sessions")
     )?;
     Ok(exit::COMPLETED)
 }
@@ -97,7 +97,10 @@ fn delete(store: &dyn Store, record: &SessionRecord) -> anyhow::Result<String> {
     // Snapshots first: a failure leaves the session listed, so the command can be repeated.
     let note = match forget_snapshots(record) {
         Ok(0) => String::new(),
-        Ok(n) => format!(" and {n} snapshot ref(s)"),
+        Ok(n) => format!(
+            " and {}",
+            keel_tools::text::count(n, "snapshot ref", "snapshot refs")
+        ),
         Err(e) => format!(" (its snapshots were left in place: {e})"),
     };
     crate::setup::wait(store.delete_session(&record.id))?;

@@ -180,7 +180,8 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
                 let v = serde_json::json!({"task": task, "proofs": proofs});
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
             } else {
-                show(&mut out, &task, &proofs)?;
+                let all = store.db().list_tasks(&ws)?;
+                show(&mut out, &task, &all, &proofs)?;
             }
         }
         TaskCommand::Edit {
@@ -239,15 +240,6 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
     Ok(exit::COMPLETED)
 }
 
-/// The status to show: `interrupted` for an in-progress task whose process is gone.
-pub fn shown_status(t: &TaskRecord) -> &'static str {
-    if t.is_interrupted() {
-        "interrupted"
-    } else {
-        t.status.as_str()
-    }
-}
-
 pub fn print_table(out: &mut impl Write, tasks: &[TaskRecord]) -> std::io::Result<()> {
     writeln!(
         out,
@@ -265,7 +257,7 @@ pub fn print_table(out: &mut impl Write, tasks: &[TaskRecord]) -> std::io::Resul
             out,
             "{:<4}  {:<11}  {:<4}  {:<10}  {}",
             t.id,
-            shown_status(t),
+            t.shown_status(tasks),
             t.size,
             deps,
             t.title
@@ -277,19 +269,30 @@ pub fn print_table(out: &mut impl Write, tasks: &[TaskRecord]) -> std::io::Resul
 fn show(
     out: &mut impl Write,
     t: &TaskRecord,
+    all: &[TaskRecord],
     proofs: &[keel_store::work::ProofRecord],
 ) -> anyhow::Result<()> {
     writeln!(out, "Task #{}: {}", t.id, t.title)?;
     writeln!(
         out,
         "Status: {}   Size: {}   PRD: {}",
-        shown_status(t),
+        t.shown_status(all),
         t.size,
         t.prd.map_or("-".into(), |p| format!("#{p}"))
     )?;
     if !t.depends_on.is_empty() {
         let deps: Vec<String> = t.depends_on.iter().map(|d| format!("#{d}")).collect();
-        writeln!(out, "Depends on: {}", deps.join(", "))?;
+        let waiting: Vec<String> = t.waiting_for(all).iter().map(|d| format!("#{d}")).collect();
+        if waiting.is_empty() || t.status != TaskStatus::Ready {
+            writeln!(out, "Depends on: {}", deps.join(", "))?;
+        } else {
+            writeln!(
+                out,
+                "Depends on: {} (waiting for {} to be done)",
+                deps.join(", "),
+                waiting.join(", ")
+            )?;
+        }
     }
     if let Some(q) = &t.question {
         writeln!(out, "Blocked on: {q}")?;

@@ -175,10 +175,10 @@ fn list(snaps: &Snapshots, session: &str, json: bool) -> anyhow::Result<u8> {
 fn print_redo(out: &mut impl Write, report: &RedoReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "Redid the last undo of session {}: the workspace is back to the state it replaced ({}); {} file(s) changed:",
+        "Redid the last undo of session {}: the workspace is back to the state it replaced ({}); {} changed:",
         report.session,
         &report.commit[..report.commit.len().min(10)],
-        report.changes.len()
+        keel_tools::text::count(report.changes.len(), "file", "files")
     )?;
     let c = &report.changes;
     for (label, files) in [
@@ -248,10 +248,10 @@ fn print_report(out: &mut impl Write, report: &UndoReport) -> std::io::Result<()
     } else {
         writeln!(
             out,
-            "Restored the workspace to the end of turn {} of session {} (snapshot {short}); {} file(s) changed:",
+            "Restored the workspace to the end of turn {} of session {} (snapshot {short}); {} changed:",
             report.turn,
             report.session,
-            c.len()
+            keel_tools::text::count(c.len(), "file", "files")
         )?;
         for (label, files) in [
             ("modified ", &c.modified),

@@ -116,9 +116,9 @@ fn summary(run: &TaskRun) -> String {
     if let Some(p) = &run.proof {
         let met = p.criteria.iter().filter(|c| c.status == "met").count();
         s.push_str(&format!(
-            "; criteria met {met}/{}; {} files changed; proof: keel task show {}",
+            "; criteria met {met}/{}; {} changed; proof: keel task show {}",
             p.criteria.len(),
-            p.files.len(),
+            keel_tools::text::count(p.files.len(), "file", "files"),
             run.task
         ));
     }
@@ -224,16 +224,17 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
                 )?;
                 return Ok(exit::COMPLETED);
             }
-            let count = |s: TaskStatus| tasks.iter().filter(|t| t.status == s).count();
+            let count = |s: &str| tasks.iter().filter(|t| t.shown_status(&tasks) == s).count();
             writeln!(
                 out,
-                "{} tasks: {} done, {} ready, {} in progress, {} blocked, {} failed",
+                "{} tasks: {} done, {} ready, {} waiting, {} in progress, {} blocked, {} failed",
                 tasks.len(),
-                count(TaskStatus::Done),
-                count(TaskStatus::Ready),
-                count(TaskStatus::InProgress),
-                count(TaskStatus::Blocked),
-                count(TaskStatus::Failed)
+                count("done"),
+                count("ready"),
+                count("waiting"),
+                count("in_progress") + count("interrupted"),
+                count("blocked"),
+                count("failed")
             )?;
             task::print_table(&mut out, &tasks)?;
             for t in tasks.iter().filter(|t| t.status == TaskStatus::Blocked) {

@@ -84,7 +84,8 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
     assert_eq!(blocker["type"], "blocker");
     assert_eq!(blocker["source"], "budget");
 
-    // Looping instead: the same two reads over and over is a failure (exit 1).
+    // Looping instead: the same two reads over and over are answered with their earlier
+    // results, and six such answers in a row are a loop: a failure (exit 1).
     let env = Env::new();
     let mut turns = String::from("turns:\n");
     for i in 0..30 {
@@ -109,8 +110,8 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
     assert_eq!(out.status.code(), Some(1));
     let events = json_lines(&out.stdout);
     assert_eq!(events.last().unwrap()["type"], "turn_finished");
-    assert_eq!(events[events.len() - 2]["status"], "max_steps");
-    assert_eq!(events[events.len() - 3]["error_code"], "max_steps");
+    assert_eq!(events[events.len() - 2]["status"], "failed");
+    assert_eq!(events[events.len() - 3]["error_code"], "loop_detected");
 }
 
 #[test]
@@ -287,7 +288,7 @@ fn human_output_shows_tools_and_the_outcome() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("→ create_file tests/arith.rs"), "{text}");
-    assert!(text.contains("✓ completed after 4 iteration(s)"), "{text}");
+    assert!(text.contains("✓ completed after 4 iterations"), "{text}");
     assert!(!text.contains('\x1b'), "NO_COLOR respected");
 }
 

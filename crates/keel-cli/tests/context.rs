@@ -86,14 +86,48 @@ fn context_sizes_match_the_bytes_sent() {
         d["system_prompt_bytes"].as_u64().unwrap() as usize,
         system.len()
     );
-    // The head layers add up to the system prompt (joined by blank lines, one final newline).
+    // The head's text layers add up to the system prompt (joined by blank lines, one final
+    // newline); the tool schemas are the rest of the head.
     let head: Vec<u64> = d["layers"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|l| l["placement"] == "head" && l["bytes"].as_u64().unwrap() > 0)
+        .filter(|l| {
+            l["placement"] == "head"
+                && l["bytes"].as_u64().unwrap() > 0
+                && l["name"] != "tool schemas"
+        })
         .map(|l| l["bytes"].as_u64().unwrap())
         .collect();
+    let tools = layer(&d, "tool schemas");
+    let sent: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools["items"].as_u64().unwrap() as usize, sent.len());
+    for name in &sent {
+        assert!(
+            tools["source"].as_str().unwrap().contains(name),
+            "{name} missing from {tools}"
+        );
+    }
+    // Every layer of the first request together is what was sent, give or take the
+    // provider's JSON wrapping and the task's own words.
+    let estimate = |v: &str| keel_llm::tokens::estimate_text(v);
+    let sent_tokens = estimate(system) + estimate(&user) + estimate(&body["tools"].to_string());
+    let counted: u64 = d["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["placement"] != "on_demand")
+        .map(|l| l["tokens"].as_u64().unwrap())
+        .sum();
+    assert!(
+        (counted as f64) > 0.75 * sent_tokens as f64 && counted <= sent_tokens,
+        "the layers add up to {counted} tokens; the request held about {sent_tokens}"
+    );
     assert_eq!(head.len(), 3, "base, root rules, constitution");
     assert_eq!(
         head.iter().sum::<u64>() as usize + 2 * (head.len() - 1) + 1,
@@ -121,6 +155,8 @@ fn context_sizes_match_the_bytes_sent() {
     let table = stdout(&env, &["context"]);
     for name in [
         "base prompt",
+        "tool schemas",
+        "environment",
         "root rules",
         "nested rules",
         "constitution",

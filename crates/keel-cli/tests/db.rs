@@ -118,7 +118,7 @@ fn migrate_applies_each_postgres_migration_once() {
     let after = doctor(&env);
     assert!(after.contains("reachable, schema version"), "{after}");
     assert!(
-        after.contains("0 turn(s) waiting, 0 running, 0 live worker(s)"),
+        after.contains("0 turns waiting, 0 running, 0 live workers"),
         "{after}"
     );
     drop_database(&base, &name);

@@ -43,9 +43,9 @@ fn run_piped(env: &Env, args: &[&str], stdin: &str) -> (Output, Option<String>) 
 #[test]
 fn a_piped_task_is_read_with_a_dash_or_without_arguments() {
     let env = Env::new();
-    let (out, task) = run_piped(&env, &["-"], "add tests for the demo library\n");
+    let (out, task) = run_piped(&env, &["-"], "list the tests of the demo library\n");
     assert_exit(&out, 0);
-    assert_eq!(task.as_deref(), Some("add tests for the demo library"));
+    assert_eq!(task.as_deref(), Some("list the tests of the demo library"));
 
     let (out, task) = run_piped(&env, &[], "explain the layout\n");
     assert_exit(&out, 0);
@@ -122,5 +122,41 @@ fn completions_are_generated_for_each_shell() {
         }
     }
     let out = env.keel().args(["completions", "tcsh"]).output().unwrap();
+    assert_exit(&out, 2);
+}
+
+/// In a fresh HOME the completion directory does not exist yet: `--install` creates it (a
+/// shell redirect cannot).
+#[test]
+fn completions_install_into_a_fresh_home() {
+    let env = Env::new();
+    let out = env
+        .keel()
+        .args(["completions", "bash", "--install"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let path = env
+        .home
+        .join(".local/share/bash-completion/completions/keel");
+    let script = std::fs::read_to_string(&path).unwrap();
+    assert!(script.contains("complete -F"), "{script}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(path.to_str().unwrap()));
+    let out = env
+        .keel()
+        .args(["completions", "fish", "--install"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    assert!(
+        env.home
+            .join(".config/fish/completions/keel.fish")
+            .is_file()
+    );
+    let out = env
+        .keel()
+        .args(["completions", "powershell", "--install"])
+        .output()
+        .unwrap();
     assert_exit(&out, 2);
 }

@@ -140,6 +140,67 @@ fn three_hypotheses_in_parallel_keep_the_passing_one_and_replay() {
     );
 }
 
+/// The tour's flow as a new user meets it: a Rust project with build output and no
+/// `.gitignore`, a fresh HOME, verification and auto-lint on (as by default). Agent nodes
+/// do not run the session's gates (`cargo test` would fail in the fresh HOME and send the
+/// scripted model back for a turn it does not have), `target/` stays out of the trace, and
+/// the run replays.
+#[test]
+fn the_tour_flow_runs_with_build_output_and_default_verification_and_replays() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.join("target/debug/deps")).unwrap();
+    std::fs::write(
+        env.work.join("target/debug/deps/libbig.rlib"),
+        vec![7u8; 5 * 1024 * 1024],
+    )
+    .unwrap();
+    let user = |args: &[&str]| {
+        let mut cmd = env.keel();
+        cmd.env_remove("KEEL_VERIFY__ENABLED")
+            .env_remove("KEEL_SHELL__LINT__ENABLED")
+            .args(args);
+        cmd.output().unwrap()
+    };
+    let started = Instant::now();
+    let out = user(&["flow", "run", &example("hypotheses.yaml")]);
+    assert_exit(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("✓ explore completed: wrong-constant"),
+        "{stdout}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let status = latest(&env);
+    let id = status["id"].as_str().unwrap().to_string();
+    let into = env.home.join("replay");
+    let out = user(&["flow", "replay", &id, "--into", into.to_str().unwrap()]);
+    assert_exit(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("reproduced"), "{stdout}");
+    assert!(!into.join("target").exists(), "build output is not traced");
+
+    // Without --into the replay works in a temporary directory and removes it.
+    let tmp = env.home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = env
+        .keel()
+        .env("TMPDIR", &tmp)
+        .args(["flow", "replay", &id])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("keel-replay-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // `flow runs` has a header; global flags work after the subcommand.
+    let runs = ok(&env, &["flow", "runs", "-w", env.work.to_str().unwrap()]);
+    assert!(runs.starts_with("RUN "), "{runs}");
+    assert!(runs.contains(&id), "{runs}");
+}
+
 #[test]
 fn kill_9_mid_flow_then_resume_does_not_rerun_finished_nodes() {
     let env = empty_env();

@@ -48,6 +48,27 @@ fn init_in_a_git_repository_detects_the_stack_and_leaves_the_config_alone() {
             .unwrap()
             .ends_with("# mine\n")
     );
+    // Keel's own files stay out of `git status`: after an index and a snapshot, only the
+    // project's own .keel files are new.
+    keel_ok(&env, &["index"]);
+    assert!(env.work.join(".keel/index.db").exists());
+    std::fs::create_dir_all(env.work.join(".keel/snapshots")).unwrap();
+    std::fs::write(env.work.join(".keel/snapshots/HEAD"), "ref: x\n").unwrap();
+    let status = std::process::Command::new("git")
+        .args([
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--",
+            ".keel",
+        ])
+        .current_dir(&env.work)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.contains("index.db"), "{status}");
+    assert!(!status.contains("snapshots"), "{status}");
+    assert!(status.contains(".keel/config.toml"), "{status}");
     // The project prompt layer reads the detected stack.
     let engine_prompt = keel_engine::prompt::system_prompt(&env.work);
     assert!(

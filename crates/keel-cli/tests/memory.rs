@@ -64,7 +64,7 @@ fn memory_crud_through_the_cli() {
     let out = env.keel().args(["memory", "rm", "m2"]).output().unwrap();
     assert_exit(&out, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no memory entry 2"));
-    assert!(stdout(&env, &["memory", "doctor"]).contains("1 entries"));
+    assert!(stdout(&env, &["memory", "doctor"]).contains("1 entry;"));
     assert!(stdout(&env, &["memory", "clear"]).contains("Removed 1 memory entry"));
     assert!(stdout(&env, &["memory", "list"]).contains("No memory entries"));
 }

@@ -102,7 +102,7 @@ fn a_resumed_plan_exec_session_keeps_its_mode() {
     let env = Env::new();
     let script = env.script(
         "s.yaml",
-        "turns:\n  - tool_calls: [{name: advance_phase, arguments: {}}]\n  - text: paused\n  - text: paused\n",
+        "turns:\n  - tool_calls: [{name: list_files, arguments: {}}]\n  - tool_calls: [{name: advance_phase, arguments: {summary: \"plan: write x.txt with one line\"}}]\n  - text: paused\n  - text: paused\n",
     );
     let resumed = env.script(
         "r.yaml",

@@ -121,6 +121,13 @@ fn an_unknown_model_and_a_refused_key_exit_2_after_one_request_each() {
     );
     assert!(!message.contains("sk-test-0000"));
     assert_eq!(server.requests().len(), 2, "a refused key is not retried");
+    // Nothing ran in either: no failed sessions are left in the list.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("was not kept"), "{stderr}");
+    let listed = env.keel().args(["sessions", "--json"]).output().unwrap();
+    assert_exit(&listed, 0);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(0), "{listed}");
 }
 
 #[test]

@@ -484,11 +484,14 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
         .unwrap();
     assert_exit(&out, 0);
     let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // `toolchains` appears only where HOME lacks a rustup installation (here: the temp HOME
+    // of a machine with rustup).
     let names: Vec<&str> = checks
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["name"].as_str().unwrap())
+        .filter(|n| *n != "toolchains")
         .collect();
     assert_eq!(
         names
@@ -549,6 +552,30 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
     assert!(
         text.contains("✗ config") && text.contains("fallbak"),
         "{text}"
+    );
+}
+
+/// A model name Keel does not know gets no guessed window or price from a name it only
+/// starts like (`gpt-5o` is not `gpt-5`).
+#[test]
+fn doctor_says_unknown_for_an_unknown_models_window_and_price() {
+    let env = Env::new();
+    let out = env
+        .keel()
+        .env("OPENAI_API_KEY", "sk-doctor-unknown")
+        .args(["doctor", "--provider", "openai", "--model", "gpt-5o"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("openai/gpt-5o"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("context window unknown"), "{line}");
+    assert!(line.contains("price unknown"), "{line}");
+    assert!(
+        !line.contains("context 400k") && !line.contains("$1.25"),
+        "{line}"
     );
 }
 

@@ -71,11 +71,13 @@ fn resuming_a_scripted_session_continues_the_script_where_it_stopped() {
 }
 
 #[test]
-fn a_refused_write_that_is_never_redone_gets_no_success_mark() {
+fn a_refused_write_that_is_never_redone_gets_no_success_mark_and_exit_4() {
     let env = Env::new();
     let refused = env.script(
         "refused.yaml",
-        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/lib.rs, content: \"x\"}\n  - text: \"Done.\"\n",
+        // The answer without a change is nudged once ("the task asks for a change"); the
+        // model says it is done again.
+        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/lib.rs, content: \"x\"}\n  - text: \"Done.\"\n  - text: \"Done.\"\n",
     );
     let out = env
         .keel()
@@ -84,7 +86,8 @@ fn a_refused_write_that_is_never_redone_gets_no_success_mark() {
         .arg("replace the library")
         .output()
         .unwrap();
-    assert_exit(&out, 0);
+    // Not a pass for CI: the work is not in the workspace (exit 4, README).
+    assert_exit(&out, 4);
     let text = stdout(&out);
     assert!(!text.contains("✓ completed"), "{text}");
     assert!(

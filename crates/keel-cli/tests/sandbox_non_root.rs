@@ -285,3 +285,46 @@ sys.exit(1)
     assert_eq!(reached, "", "the confined server reached the listener");
     assert!(!marker.exists(), "the confined server wrote outside");
 }
+
+fn set_tree_mode(path: &Path, dir: u32, file: u32) {
+    if path.is_dir() && !path.is_symlink() {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(dir)).unwrap();
+        for e in std::fs::read_dir(path).unwrap() {
+            set_tree_mode(&e.unwrap().path(), dir, file);
+        }
+    } else if !path.is_symlink() {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(file)).unwrap();
+    }
+}
+
+/// A read-only workspace (a checkout the user cannot write): the model's writes fail, it says
+/// it is done anyway, and `keel run` exits 4 — CI must not count that as a pass.
+#[test]
+fn a_run_in_a_read_only_workspace_is_not_a_pass() {
+    let test = "a_run_in_a_read_only_workspace_is_not_a_pass";
+    let env = Env::new();
+    let script = env.script(
+        "write.yaml",
+        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/extra.rs, content: \"pub fn extra() {}\\n\"}\n  - text: \"Done: added src/extra.rs.\"\n",
+    );
+    let Some(user) = normal_user(&env, test) else {
+        return;
+    };
+    set_tree_mode(&env.work, 0o555, 0o444);
+    let out = user
+        .keel()
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("add an extra module")
+        .output()
+        .unwrap();
+    set_tree_mode(&env.work, 0o755, 0o644);
+    assert_exit(&out, 4);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("! completed, but a write was refused and not redone (create_file:"),
+        "{text}"
+    );
+    assert!(!text.contains("✓ completed"), "{text}");
+    assert!(!env.work.join("src/extra.rs").exists());
+}

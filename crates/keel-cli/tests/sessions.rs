@@ -163,7 +163,7 @@ fn sessions_are_listed_per_workspace_and_removed_with_their_snapshots() {
         .unwrap();
     assert_exit(&out, 0);
     assert!(
-        text(&out).contains("removed 1 session(s)"),
+        text(&out).contains("removed 1 session older than"),
         "{}",
         text(&out)
     );
@@ -174,4 +174,54 @@ fn sessions_are_listed_per_workspace_and_removed_with_their_snapshots() {
         .output()
         .unwrap();
     assert_exit(&out, 2);
+}
+
+/// A transcript shows what the user said: the task, the answer to a blocker and a follow-up
+/// message (none of them is an event of its own).
+#[test]
+fn show_includes_the_users_messages_and_blocker_answers() {
+    let env = Env::new();
+    let script = env.script(
+        "ask.yaml",
+        "turns:\n  - tool_calls:\n      - name: ask_user\n        arguments: {question: \"Which greeting, formal or casual?\"}\n  - text: \"Casual it is.\"\n",
+    );
+    let out = env
+        .keel()
+        .args(["run", "--json", "--script"])
+        .arg(&script)
+        .arg("write a greeting")
+        .output()
+        .unwrap();
+    assert_exit(&out, 3);
+    let id = json_lines(&out.stdout)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let blockers = env
+        .keel()
+        .args(["blocker", "list", "--json"])
+        .output()
+        .unwrap();
+    let blockers: Value = serde_json::from_slice(&blockers.stdout).unwrap();
+    let blk = blockers[0]["id"].as_str().unwrap().to_string();
+    let out = env
+        .keel()
+        .args(["blocker", "answer", &blk, "casual, please"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let out = env
+        .keel()
+        .args(["run", "--resume", &id, "and keep it short"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let shown = text(&env.keel().args(["sessions", "show", &id]).output().unwrap());
+    assert!(shown.contains("> you: write a greeting"), "{shown}");
+    assert!(
+        shown.contains("Which greeting, formal or casual?")
+            && shown.contains("> you (answer): casual, please"),
+        "{shown}"
+    );
+    assert!(shown.contains("> you: and keep it short"), "{shown}");
 }

@@ -180,6 +180,24 @@ fn a_prd_becomes_a_tested_program() {
     assert_eq!(listed.len(), 3);
     assert_eq!(listed[1]["depends_on"], json!([1]));
     assert_eq!(listed[2]["depends_on"], json!([2]));
+    // Only #1 can start: the others wait for their dependencies, and say so.
+    let table = ok(&env, &["task", "list"]);
+    let status_of = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        [status_of("1"), status_of("2"), status_of("3")],
+        ["ready", "waiting", "waiting"],
+        "{table}"
+    );
+    let shown = ok(&env, &["task", "show", "3"]);
+    assert!(shown.contains("Status: waiting"), "{shown}");
+    assert!(shown.contains("(waiting for #2 to be done)"), "{shown}");
 
     // Dependencies stay acyclic and nothing depended on can be removed.
     let cycle = run(&env, &["task", "edit", "1", "--deps", "3"]);
@@ -606,6 +624,32 @@ fn rest_gives_the_same_result_as_the_cli() {
     let (_, status) = http(&addr, "GET", "/api/v1/work/status", None);
     assert_eq!(status["counts"]["done"], 3);
     let (_, doc) = http(&addr, "GET", "/api/v1/openapi.json", None);
+    // A task added by hand takes its criteria under the name generated tasks use, and the
+    // document says so.
+    let (code, added) = http(
+        &addr,
+        "POST",
+        "/api/v1/tasks",
+        Some(
+            &json!({"title": "Write a changelog", "acceptance_criteria": ["CHANGELOG.md lists bye.sh"], "size": "xs"}),
+        ),
+    );
+    assert_eq!(code, 201, "{added}");
+    assert_eq!(
+        added["criteria"],
+        json!(["CHANGELOG.md lists bye.sh"]),
+        "{added}"
+    );
+    let schema = &doc["components"]["schemas"]["AddTaskRequest"]["properties"];
+    for field in [
+        "title",
+        "description",
+        "acceptance_criteria",
+        "size",
+        "depends_on",
+    ] {
+        assert!(schema.get(field).is_some(), "{field} in {schema}");
+    }
     for path in [
         "/api/v1/prds",
         "/api/v1/tasks/{id}",
@@ -692,6 +736,59 @@ fn the_tasks_board_runs_a_batch_and_shows_proofs_in_a_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(tasks(&env).iter().all(|t| t["status"] == "done"));
+}
+
+/// The README's scripted PRD tour, command by command as written there (with its workspace
+/// moved into a temp directory): every command succeeds and the three tasks end done.
+#[test]
+fn the_readme_prd_tour_runs_as_written() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let start = readme
+        .find("rm -rf /tmp/keel-prd && mkdir /tmp/keel-prd")
+        .expect("the README has the scripted PRD tour");
+    let block = &readme[start..readme[start..].find("```").unwrap() + start];
+    let env = empty_env();
+    let ws = env.home.join("keel-prd");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut ran = 0;
+    for line in block.lines().filter(|l| l.starts_with("keel ")) {
+        let command = line.split('#').next().unwrap().trim();
+        let args: Vec<String> = command
+            .split_whitespace()
+            .skip(1)
+            .map(|a| a.replace("/tmp/keel-prd", ws.to_str().unwrap()))
+            .collect();
+        let out = env
+            .keel()
+            .current_dir(repo_root())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        ran += 1;
+        if args[0] == "task" {
+            let table = String::from_utf8_lossy(&out.stdout);
+            assert!(table.contains("Generated 3 tasks"), "{table}");
+            assert_eq!(table.matches("waiting").count(), 2, "{table}");
+        }
+        if args[..2] == ["work", "batch"] {
+            let batch = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                batch.contains("criteria met 1/1; 1 file changed;")
+                    && batch.contains("criteria met 2/2; 2 files changed;"),
+                "{batch}"
+            );
+        }
+        if args[..2] == ["work", "status"] {
+            let status = String::from_utf8_lossy(&out.stdout);
+            assert!(status.starts_with("3 tasks: 3 done"), "{status}");
+        }
+    }
+    assert_eq!(ran, 5, "{block}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("bye.sh")).unwrap(),
+        "echo \"Bye, $1!\"\n"
+    );
 }
 
 /// A task's test runs (before and after its session) are the repository's script, judged by

@@ -150,6 +150,53 @@ pub fn codemap_layer(workspace: &Path, index: &IndexConfig) -> Result<String, St
     }
 }
 
+/// The tool catalog's layer: the schemas of the tools the first request lists (part of the
+/// cached head), sized as the request estimate counts them.
+pub fn tools_layer(tools: &[keel_protocol::ToolSpec]) -> Layer {
+    let text = serde_json::to_string(tools).unwrap_or_default();
+    let tokens = tools
+        .iter()
+        .map(|t| {
+            keel_llm::tokens::estimate_text(&t.name)
+                + keel_llm::tokens::estimate_text(&t.description)
+                + keel_llm::tokens::estimate_text(&t.input_schema.to_string())
+        })
+        .sum();
+    Layer {
+        name: "tool schemas".into(),
+        source: format!(
+            "{}: {}",
+            keel_tools::text::count(tools.len(), "tool", "tools"),
+            tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        placement: Placement::Head,
+        bytes: text.len(),
+        tokens,
+        items: tools.len(),
+        view: "keel context --json; docs/TOOL_CATALOG.md".into(),
+        clear: "[shell] enabled = false or [index] enabled = false drop their tools; others are deferred (tool_search)".into(),
+    }
+}
+
+/// The environment block every first message ends with (workspace, date, platform).
+pub fn environment_layer(workspace: &Path) -> Layer {
+    let env = prompt::Environment::current(workspace);
+    let text = prompt::task_message("", &[], &env);
+    layer(
+        "environment",
+        "the workspace, today's date, the platform",
+        Placement::FirstMessage,
+        Some(text.trim()),
+        1,
+        "keel context --json",
+        "cannot be cleared",
+    )
+}
+
 /// The dashboard of `workspace` (the user's config dir, memory entries and skills as the
 /// engine would see them; `codemap` is [`codemap_layer`]'s answer).
 pub fn dashboard(
@@ -266,7 +313,11 @@ pub fn dashboard(
     let listing = skills.listing();
     layers.push(layer(
         "skills (listed)",
-        format!("{} model skill(s)", skills.with(Activation::Model).count()),
+        keel_tools::text::count(
+            skills.with(Activation::Model).count(),
+            "model skill",
+            "model skills",
+        ),
         Placement::FirstMessage,
         listing.as_deref(),
         skills.with(Activation::Model).count(),
@@ -304,7 +355,7 @@ pub fn dashboard(
     let facts = memory::user_memory_block(entries);
     layers.push(layer(
         "user memory",
-        "session database (keel memory)",
+        "session database (keel memory); a session shows the facts relevant to its task within agent.memory_tokens, memory_search finds the rest",
         Placement::FirstMessage,
         facts.as_deref(),
         entries

@@ -208,36 +208,12 @@ impl EngineBuilder {
         let workspace =
             Workspace::new(&self.workspace)?.with_protected(constitution.plain_protected());
         let index = Arc::new(SharedIndex::new(self.config.index.settings()));
-        let mut tools = self.tools.unwrap_or_else(|| {
-            let mut r = ToolRegistry::new();
-            builtin::register_defaults(&mut r);
-            // The index tools with the configured settings (same names as the defaults).
-            r.register(builtin::Grep::new(self.config.index.settings()));
-            if self.config.index.enabled {
-                r.register(builtin::CodebaseSearch::new(index.clone()));
-            } else {
-                r.remove("codebase_search");
-            }
-            if self.config.shell.enabled {
-                let mut settings = self.config.shell.tool_settings();
-                settings.protected.extend(constitution.plain_protected());
-                keel_tools::shell::register(&mut r, settings, self.config.shell.lint_settings());
-            }
-            r
-        });
-        // Session working memory: the loop answers it; deferred, so the head is unchanged.
-        tools.register(crate::results::ReadResult);
+        let mut tools = self
+            .tools
+            .unwrap_or_else(|| default_tools(&self.config, &constitution, &index));
         let skills =
             crate::skills::discover(workspace.root(), crate::rules::user_config_dir().as_deref());
-        if !skills.skills.is_empty() {
-            tools.register(crate::skills::SkillTool);
-        }
-        // Subagents: deferred like every non-built-in tool, so the head is unchanged.
-        if self.config.agents.enabled && self.config.agents.max_depth > 0 {
-            tools.register(crate::agents::AgentOpen);
-            tools.register(crate::agents::AgentEval);
-            tools.register(crate::agents::AgentClose);
-        }
+        engine_tools(&mut tools, &self.config, &skills, store.clone());
         // MCP servers start together, each within its startup timeout; their tools join the
         // registry (deferred unless the server is `active`).
         let mcp = match self.inherited_mcp {
@@ -302,7 +278,7 @@ impl EngineBuilder {
             .config
             .snapshots
             .enabled
-            .then(|| LazySnapshots::new(workspace.root()));
+            .then(|| LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs()));
         let hooks = crate::hooks::builtin::standard(phase_policy.is_some(), &self.hooks);
         Ok(Engine {
             provider,
@@ -348,6 +324,89 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// The run that started this one (a subagent's parent turn).
     pub parent_run_id: Option<String>,
+    /// Run without the workspace's lease: the caller coordinates the runs in it (a flow's
+    /// nodes). Otherwise a run holds its workspace's lease, and another session's live run
+    /// there makes it [`crate::EngineError::WorkspaceBusy`]…
+    pub shared_workspace: bool,
+    /// …or, with this, waits (until cancelled) for that run to end.
+    pub wait_for_workspace: bool,
+}
+
+/// The built-in tools a session gets from `config` (file, search and shell tools).
+fn default_tools(
+    config: &Config,
+    constitution: &crate::constitution::Constitution,
+    index: &Arc<SharedIndex>,
+) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    builtin::register_defaults(&mut r);
+    // The index tools with the configured settings (same names as the defaults).
+    r.register(builtin::Grep::new(config.index.settings()));
+    if config.index.enabled {
+        r.register(builtin::CodebaseSearch::new(index.clone()));
+    } else {
+        r.remove("codebase_search");
+    }
+    if config.shell.enabled {
+        let mut settings = config.shell.tool_settings();
+        settings.protected.extend(constitution.plain_protected());
+        keel_tools::shell::register(&mut r, settings, config.shell.lint_settings());
+    }
+    r
+}
+
+/// The tools the engine answers itself: `read_result` and `memory_search` (deferred: the
+/// head only names them in `tool_search`'s description), `skill` when there are skills
+/// (active when the first message lists them "to load with the `skill` tool"; the
+/// workspace's skills are fixed, so the head stays stable), the subagent tools (deferred).
+fn engine_tools(
+    tools: &mut ToolRegistry,
+    config: &Config,
+    skills: &crate::skills::SkillSet,
+    store: Arc<dyn keel_store::Store>,
+) {
+    // Session working memory: the loop answers it.
+    tools.register(crate::results::ReadResult);
+    // Saved memory the first message did not show: found by exact name.
+    tools.register(crate::memory::MemorySearch::new(store));
+    if skills.listing().is_some() {
+        tools.register_with_state(
+            Arc::new(crate::skills::SkillTool),
+            keel_tools::ToolState::Active,
+        );
+    } else if !skills.skills.is_empty() {
+        tools.register(crate::skills::SkillTool);
+    }
+    if config.agents.enabled && config.agents.max_depth > 0 {
+        tools.register(crate::agents::AgentOpen);
+        tools.register(crate::agents::AgentEval);
+        tools.register(crate::agents::AgentClose);
+    }
+}
+
+/// The tool catalog a session's first request here sends (`keel context`'s tool-schemas
+/// layer), built as [`EngineBuilder::build`] builds it; MCP servers' tools are left out (they
+/// are deferred unless `active`).
+pub fn first_request_tools(
+    config: &Config,
+    workspace: &Path,
+) -> Result<Vec<keel_protocol::ToolSpec>, EngineError> {
+    let constitution = crate::constitution::Constitution::load(workspace)?;
+    let index = Arc::new(SharedIndex::new(config.index.settings()));
+    let mut tools = default_tools(config, &constitution, &index);
+    let skills = crate::skills::discover(workspace, crate::rules::user_config_dir().as_deref());
+    // `memory_search` is only named here (its store is never asked).
+    let store: Arc<dyn keel_store::Store> = Arc::new(keel_store::SqliteStore::open_in_memory()?);
+    engine_tools(&mut tools, config, &skills, store);
+    match config.execution_mode() {
+        ExecutionMode::PlanExec => {
+            tools.register(AdvancePhase);
+        }
+        ExecutionMode::React => {
+            tools.remove(ADVANCE_PHASE);
+        }
+    }
+    Ok(tools.specs())
 }
 
 /// How a run ended.

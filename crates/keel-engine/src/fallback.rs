@@ -181,6 +181,13 @@ fn rules(code: ErrorCode) -> (&'static str, &'static [&'static str], bool) {
             ],
             false,
         ),
+        ErrorCode::WorkspaceBusy => (
+            "Another session is running in this workspace",
+            &[
+                "wait for it to finish and send the message again (`keel run --wait` waits by itself)",
+            ],
+            true,
+        ),
         ErrorCode::Cancelled => ("The run was cancelled", &[], true),
         ErrorCode::InternalError => (
             "Keel hit an internal error",
@@ -323,6 +330,10 @@ impl Run<'_> {
                 })
                 .await?;
             self.recovery_started();
+            self.retrying = Some(crate::verify::Retrying::Recovery {
+                attempt,
+                after: failure.message.clone(),
+            });
             self.push_message(Message::user_text(recovery_prompt(&failure, attempt)))
                 .await?;
             ending = self.drive().await?;
@@ -342,6 +353,7 @@ mod tests {
                 LlmError::Server {
                     status: 503,
                     message: "down".into(),
+                    retry_after: None,
                 },
                 ErrorCode::LlmFailure,
                 true,

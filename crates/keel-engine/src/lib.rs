@@ -23,8 +23,10 @@ mod emitter;
 mod engine;
 pub mod eval;
 pub mod fallback;
+mod finish;
 pub mod frontmatter;
 pub mod gates;
+pub mod head;
 pub mod hooks;
 pub mod mcp;
 pub mod memory;
@@ -46,9 +48,18 @@ pub mod work;
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use config::{Config, ConfigError};
 pub use emitter::{CollectingSink, Emitter, EventSink};
-pub use engine::{Engine, EngineBuilder, RunOptions, RunOutcome};
+pub use engine::{Engine, EngineBuilder, RunOptions, RunOutcome, first_request_tools};
 pub use phase::{ExecutionMode, Phase, PhasePolicy};
+pub use session::workspace_busy;
 pub use verify::{Gate, GateDetector};
+
+/// What a run refused because another session works in its workspace says.
+pub fn workspace_busy_message(lease: &keel_store::WorkspaceLease) -> String {
+    format!(
+        "another session ({}) is running in this workspace ({}; {}); wait for it to finish (`keel run --wait` waits for it), or cancel it — `keel sessions show {}` shows what it does",
+        lease.session_id, lease.workspace, lease.holder, lease.session_id
+    )
+}
 
 /// A failure of the engine itself (not of the model or a tool, which become events).
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +78,10 @@ pub enum EngineError {
     /// The session is running a turn (here or in another process).
     #[error("{0}")]
     Busy(String),
+    /// Another session's run works in this workspace (any process or machine sharing the
+    /// store): one running session per workspace.
+    #[error("{}", workspace_busy_message(.0))]
+    WorkspaceBusy(keel_store::WorkspaceLease),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -1,5 +1,5 @@
-//! Session working memory: a tool result over the size limit (`agent.max_output_chars`) is
-//! not cut and lost. Tools return their whole output (up to
+//! Session working memory: a tool result over the size limit ([`output_budget`]:
+//! `agent.max_output_chars`, scaled down for a small window) is not cut and lost. Tools return their whole output (up to
 //! [`keel_tools::text::OUTPUT_CAP_CHARS`]); the run keeps an oversized one whole and the model
 //! gets its head and tail plus a handle; `read_result {handle, offset, limit?}` reads any part. The loop answers `read_result` itself, because the stored
 //! results belong to the run (like `advance_phase`'s phases).
@@ -57,6 +57,28 @@ impl TypedTool for ReadResult {
         Err(ToolError::model(
             "read_result only works inside a session that stored a long result; there is none here",
         ))
+    }
+}
+
+/// The smallest result budget a small window brings the configured one down to.
+pub const MIN_OUTPUT_CHARS: usize = 1_000;
+
+/// Characters of one tool result shown to the model: `agent.max_output_chars` (the SPEC's
+/// 4,000 by default), but at most about a quarter of a `window`-token context (four
+/// characters a token), never below [`MIN_OUTPUT_CHARS`] (unless configured lower) — so one
+/// `cargo build` cannot fill a small model's window. The rest stays behind a handle.
+pub fn output_budget(configured: usize, window: u64) -> usize {
+    let quarter = usize::try_from(window).unwrap_or(usize::MAX);
+    configured.min(quarter.max(MIN_OUTPUT_CHARS))
+}
+
+impl crate::run::Run<'_> {
+    /// This run's result budget ([`output_budget`] for the window it knows now).
+    pub(crate) fn output_budget(&self) -> usize {
+        output_budget(
+            self.engine.config.agent.max_output_chars,
+            self.compactor.budget.window,
+        )
     }
 }
 
@@ -196,6 +218,24 @@ impl StoredResults {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_budget_is_the_configured_one_scaled_down_for_small_windows() {
+        assert_eq!(output_budget(4_000, 128_000), 4_000);
+        assert_eq!(output_budget(4_000, 8_192), 4_000);
+        assert_eq!(
+            output_budget(4_000, 2_048),
+            2_048,
+            "a quarter of a 2,048-token window"
+        );
+        assert_eq!(output_budget(4_000, 512), MIN_OUTPUT_CHARS);
+        assert_eq!(
+            output_budget(300, 512),
+            300,
+            "a smaller configured budget stands"
+        );
+        assert_eq!(output_budget(30_000, 32_000), 30_000);
+    }
 
     #[test]
     fn an_oversized_result_is_retrievable_in_full_through_its_handle() {

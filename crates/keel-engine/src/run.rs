@@ -66,8 +66,13 @@ pub(crate) struct Run<'a> {
     pub(crate) engine: &'a Engine,
     pub(crate) emitter: &'a Emitter,
     pub(crate) ctx: ToolContext,
+    /// The system prompt of this run: the engine's, or its compact form for a small window
+    /// (`head`). Part of the byte-stable head.
+    pub(crate) system_prompt: String,
     /// The active tool catalog, computed once: part of the byte-stable head.
     pub(crate) tools: Vec<ToolSpec>,
+    /// The run uses the compact head (`head`): a window too small for the full one.
+    pub(crate) compact_head: bool,
     /// The working context sent to the model (compaction may shrink it; the store keeps all).
     pub(crate) messages: Vec<Message>,
     /// Session-wide usage.
@@ -85,6 +90,9 @@ pub(crate) struct Run<'a> {
     pub(crate) changed: bool,
     /// Verification rounds that failed so far.
     pub(crate) verify_failures: u32,
+    /// What the engine last asked the model to do again (a correction round after a failing
+    /// gate, a recovery attempt): a model failure after it names it first, as its cause.
+    pub(crate) retrying: Option<crate::verify::Retrying>,
     /// Answers `ask_user` interactively when set.
     pub(crate) ask_user: Option<SharedUserPrompt>,
     /// Asks a person before risky calls, when the session has an approval gate.
@@ -105,6 +113,10 @@ pub(crate) struct Run<'a> {
     pub(crate) skills: crate::skills::SkillState,
     /// The subagents this run opened (`agents`).
     pub(crate) agents: crate::agents::AgentPool,
+    /// Whether a final answer is one (`finish`): empty replies, unchanged change tasks.
+    pub(crate) finish_check: crate::finish::FinishCheck,
+    /// The earlier result that answers the call being dispatched (a repeated read).
+    pub(crate) repeat_answer: Option<(String, crate::tracker::RepeatAnswer)>,
 }
 
 /// What one batch of tool calls led to.
@@ -121,11 +133,18 @@ impl<'a> Run<'a> {
         compactor: Compactor,
         ask_user: Option<SharedUserPrompt>,
     ) -> Self {
+        let (system_prompt, tools, compact_head) = crate::head::for_window(
+            &engine.system_prompt,
+            &engine.tools.specs(),
+            compactor.budget.window,
+        );
         Self {
             engine,
             emitter,
             ctx,
-            tools: engine.tools.specs(),
+            system_prompt,
+            tools,
+            compact_head,
             messages: Vec::new(),
             usage: Usage::default(),
             iterations: 0,
@@ -136,6 +155,7 @@ impl<'a> Run<'a> {
             files: BTreeSet::new(),
             changed: false,
             verify_failures: 0,
+            retrying: None,
             ask_user,
             approvals: None,
             phase: engine
@@ -149,6 +169,8 @@ impl<'a> Run<'a> {
             stored_results: crate::results::StoredResults::default(),
             skills: crate::skills::SkillState::new(engine.skills.clone(), engine.workspace.root()),
             agents: crate::agents::AgentPool::new(engine.config.agents.max_concurrent),
+            finish_check: crate::finish::FinishCheck::default(),
+            repeat_answer: None,
         }
     }
 
@@ -171,18 +193,13 @@ impl<'a> Run<'a> {
                 return Ok(ending);
             }
             let estimated = keel_llm::tokens::estimate_request(
-                &self.engine.system_prompt,
+                &self.system_prompt,
                 &self.tools,
                 &self.messages,
             );
             let (needed, window) = (self.context_tokens(), self.compactor.budget.window);
             if needed > window {
-                return Ok(Ending::Failed(Failure::new(
-                    ErrorCode::ContextOverflow,
-                    format!(
-                        "the next request needs about {needed} tokens, more than the model's {window}-token window, even after compaction"
-                    ),
-                )));
+                return Ok(Ending::Failed(self.overflow(needed, window)));
             }
             let turn = match self.call_model().await {
                 Ok(turn) => turn,
@@ -192,16 +209,17 @@ impl<'a> Run<'a> {
                     self.compactor
                         .budget
                         .learn_overflow(window, self.context_tokens());
+                    self.fit_head();
                     self.maybe_compact().await?;
                     match self.call_model().await {
                         Ok(turn) => turn,
                         Err(Interrupt::Llm(e)) => {
-                            return Ok(Ending::Failed(Failure::from_llm(&e)));
+                            return Ok(Ending::Failed(self.model_failure(&e)));
                         }
                         Err(other) => return Err(other),
                     }
                 }
-                Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(Failure::from_llm(&e))),
+                Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(self.model_failure(&e))),
                 Err(other) => return Err(other),
             };
             self.usage.add(&turn.usage);
@@ -224,16 +242,22 @@ impl<'a> Run<'a> {
             let calls =
                 crate::calls::prepare_calls(&self.engine.tools, &turn, self.ctx.workspace.root());
             let message = crate::calls::transcript_message(&turn, &calls);
-            if message.content.is_empty() {
-                // An empty reply is not an answer: nudge once per occurrence and go on.
+            if message.content.is_empty()
+                || (turn.tool_calls.is_empty() && turn.text.trim().is_empty())
+            {
+                // An empty or whitespace reply is not an answer: a nudge, and twice in a row
+                // the attempt fails (`finish`).
+                let note = match self.finish_check.empty_reply() {
+                    crate::finish::Verdict::Fail(failure) => return Ok(Ending::Failed(failure)),
+                    crate::finish::Verdict::Nudge(note) => note,
+                    crate::finish::Verdict::Accept => String::new(),
+                };
                 self.push_message(Message::assistant_text("(no reply)"))
                     .await?;
-                self.push_message(Message::user_text(
-                    "Your reply was empty. Continue the task with a tool call, or reply with a summary if it is done.",
-                ))
-                .await?;
+                self.push_message(Message::user_text(note)).await?;
                 continue;
             }
+            self.finish_check.reply();
             self.push_message(message).await?;
             if turn.tool_calls.is_empty() {
                 if turn.stop_reason == keel_llm::StopReason::MaxTokens {
@@ -305,7 +329,7 @@ impl<'a> Run<'a> {
 
     fn request(&self) -> ChatRequest {
         ChatRequest {
-            system: self.engine.system_prompt.clone(),
+            system: self.system_prompt.clone(),
             tools: self.tools.clone(),
             messages: wire_messages(&self.messages),
             max_tokens: None,
@@ -389,7 +413,7 @@ impl<'a> Run<'a> {
             return Ok(Ok(result));
         }
         if call.name == crate::results::READ_RESULT {
-            let limit = self.engine.config.agent.max_output_chars;
+            let limit = self.output_budget();
             return Ok(Ok(self.stored_results.read(&call.arguments, limit)));
         }
         if crate::agents::is_agent_tool(&call.name) {
@@ -467,11 +491,11 @@ impl<'a> Run<'a> {
             };
             let mut details = out.details;
             let original_chars = content.chars().count();
-            // Over `agent.max_output_chars`: stored whole, the model sees head, tail and handle.
+            // Over the result budget: stored whole, the model sees head, tail and handle.
             let content = if call.name == crate::results::READ_RESULT {
                 content
             } else {
-                let limit = self.engine.config.agent.max_output_chars;
+                let limit = self.output_budget();
                 self.stored_results.fit(content, limit)
             };
             self.persist_results().await;

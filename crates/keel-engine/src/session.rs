@@ -25,7 +25,8 @@ use crate::{Emitter, EngineError, prompt};
 pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
     let mut ctx = ToolContext::new(engine.workspace.clone());
     ctx.cancel = options.cancel.clone();
-    ctx.max_output_chars = engine.config.agent.max_output_chars;
+    ctx.max_output_chars =
+        crate::results::output_budget(engine.config.agent.max_output_chars, window(engine));
     if engine.agent_scope.as_ref().is_some_and(|s| s.read_only) {
         // A read-only subagent's commands run in the read-only sandbox.
         ctx.sandbox = keel_tools::sandbox::SandboxPolicy::ReadOnly;
@@ -33,15 +34,19 @@ pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext
     ctx
 }
 
-pub(crate) fn compactor(engine: &Engine) -> Compactor {
-    let window = engine
+/// The model's context window as configured or reported (else Keel's default).
+fn window(engine: &Engine) -> u64 {
+    engine
         .config
         .agent
         .context_window
         .or(engine.provider.info().context_window)
-        .unwrap_or(DEFAULT_CONTEXT_WINDOW);
+        .unwrap_or(DEFAULT_CONTEXT_WINDOW)
+}
+
+pub(crate) fn compactor(engine: &Engine) -> Compactor {
     Compactor::new(ContextBudget::new(
-        window,
+        window(engine),
         engine.config.agent.compact_threshold,
     ))
 }
@@ -88,18 +93,26 @@ async fn codemap(engine: &Engine) -> Option<String> {
     Some(prompt::codemap_block(&map))
 }
 
-/// The first message's standing layers: the user's own rules file, their memory and the
-/// promoted lessons — all tail, so the cached head never depends on them.
-async fn tail_layers(engine: &Engine) -> Result<Vec<String>, EngineError> {
+/// The first message's standing layers: the user's own rules file, their memory (the facts
+/// relevant to `task`, within `agent.memory_tokens`) and the promoted lessons — all tail, so
+/// the cached head never depends on them.
+async fn tail_layers(engine: &Engine, task: &str) -> Result<Vec<String>, EngineError> {
     let entries = engine.store.memory_entries().await?;
     let mut out: Vec<String> = Vec::new();
     out.extend(crate::rules::user_rules(
         crate::rules::user_config_dir().as_deref(),
     ));
-    out.extend(crate::memory::user_memory_block(&entries));
+    out.extend(crate::memory::relevant_memory_block(
+        &entries,
+        task,
+        engine.config.agent.memory_tokens,
+    ));
     out.extend(crate::memory::lessons_block(&entries));
     Ok(out)
 }
+
+/// How often a run waiting for its workspace looks again.
+const WORKSPACE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A new session for `task`.
 pub(crate) async fn start(
@@ -119,7 +132,9 @@ pub(crate) async fn start(
 }
 
 /// Takes the run lease of `session_id` for this run (its heartbeat runs until released); a
-/// live lease of another run means the session is busy. Losing the lease later cancels the run.
+/// live lease of another run means the session is busy. Then, unless the run shares its
+/// workspace ([`RunOptions::shared_workspace`]), the workspace's lease: another session's live
+/// run there means the workspace is busy. Losing either later cancels the run.
 pub(crate) async fn take_lease(
     engine: &Engine,
     session_id: &str,
@@ -138,7 +153,34 @@ pub(crate) async fn take_lease(
     )
     .await?;
     match taken {
-        Some(lease) => Ok(lease),
+        Some(lease) if options.shared_workspace => Ok(lease),
+        Some(lease) => {
+            let workspace = engine.workspace.root().display().to_string();
+            loop {
+                match lease.claim_workspace(&workspace).await {
+                    Ok(Ok(())) => return Ok(lease),
+                    Ok(Err(_)) if options.wait_for_workspace => {
+                        tokio::select! {
+                            () = tokio::time::sleep(WORKSPACE_POLL) => {}
+                            () = options.cancel.cancelled() => {
+                                give_back(lease).await;
+                                return Err(EngineError::Busy(
+                                    "cancelled while waiting for another session to finish in this workspace".into(),
+                                ));
+                            }
+                        }
+                    }
+                    Ok(Err(other)) => {
+                        give_back(lease).await;
+                        return Err(EngineError::WorkspaceBusy(other));
+                    }
+                    Err(e) => {
+                        give_back(lease).await;
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
         None => {
             let holder = engine
                 .store
@@ -216,16 +258,33 @@ async fn begin(
         options.ask_user.clone(),
     );
     run.approvals = options.approvals.clone();
+    run.finish_check = crate::finish::FinishCheck::for_task(task);
     let mut context = options.context.clone();
-    context.extend(tail_layers(engine).await?);
+    context.extend(tail_layers(engine, task).await?);
     context.extend(run.skills.first_message(task));
     context.extend(run.phase_intro());
-    if let Some(map) = codemap(engine).await {
+    // A window too small for the full head has no room for the codemap either.
+    if !run.compact_head
+        && let Some(map) = codemap(engine).await
+    {
         context.push(map);
     }
     let first = Message::user_text(prompt::task_message(task, &context, &env));
     run.push_message(first).await?;
     conclude(run, &emitter).await
+}
+
+/// Another session's live lease of `workspace` (a run of `session`, if given, does not count),
+/// checked before a run starts so a busy workspace is refused before anything is recorded.
+pub async fn workspace_busy(
+    store: &dyn keel_store::Store,
+    workspace: &std::path::Path,
+    session: Option<&str>,
+) -> Result<Option<keel_store::WorkspaceLease>, EngineError> {
+    let lease = store
+        .workspace_lease(&workspace.display().to_string())
+        .await?;
+    Ok(lease.filter(|l| l.is_live() && Some(l.session_id.as_str()) != session))
 }
 
 /// The one check that a stored session is not running in some process (this one or another)
@@ -376,6 +435,7 @@ async fn resume_held(
         options.ask_user.clone(),
     );
     run.approvals = options.approvals.clone();
+    run.finish_check = crate::finish::FinishCheck::for_task(message);
     // After an on-demand compaction the next turn starts from its checkpoint.
     let (messages, carry) =
         crate::compaction::working_context(engine, &id, &events, messages).await?;

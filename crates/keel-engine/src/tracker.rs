@@ -4,8 +4,10 @@
 //!   and numbers stripped) and escalates to a blocker when the same signature fails 3 times,
 //!   the same file fails 3 times, or more than 5 fix attempts fail in total. It also keeps the
 //!   errors not yet resolved, which compaction must never drop.
-//! - [`LoopGuard`] stops a run that makes the same tool call (same name, same arguments)
-//!   3 times in a row: a loop is not progress.
+//! - [`LoopGuard`] answers a workspace read made again with nothing changed since (also
+//!   alternating A, B, A, B) with its earlier result and a note instead of running it again,
+//!   and stops a run only after [`REPEAT_ANSWER_LIMIT`] such repeats in a row, or the same
+//!   other call (a command) 3 times in a row: a loop is not progress.
 //! - [`Progress`] tells whether recent iterations did anything new, so that running out of
 //!   iterations can end `blocked` (resumable) instead of failed.
 //!
@@ -244,11 +246,52 @@ impl FixTracker {
     }
 }
 
-/// Detects the same call made again and again.
+/// Tools whose result depends only on the workspace (and the run's own stored results): the
+/// same call again with nothing changed since gets the same result, so it is answered with
+/// the earlier one instead of running again.
+pub const REPEATABLE_TOOLS: &[&str] = &[
+    "codebase_search",
+    "git_diff",
+    "git_status",
+    "grep",
+    "list_files",
+    "memory_search",
+    "read_file",
+    "read_result",
+    "tool_search",
+];
+/// Repeats in a row answered with earlier results before the run is called a loop.
+pub const REPEAT_ANSWER_LIMIT: u32 = 6;
+/// Characters of a result kept to answer a repeat (a longer one runs again).
+const REMEMBERED_CHARS: usize = 200_000;
+
+/// A result kept to answer the same call again.
+#[derive(Debug, Clone)]
+struct Earlier {
+    iteration: u32,
+    content: String,
+    is_error: bool,
+}
+
+/// A repeated call's answer: the earlier result and a note.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepeatAnswer {
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// Detects the same call made again and again, and remembers the results of workspace reads
+/// until something changes, to answer a repeat (also an alternation A, B, A, B) with what the
+/// model already got.
 #[derive(Debug, Default)]
 pub struct LoopGuard {
     last: Option<String>,
     repeats: u32,
+    earlier: std::collections::HashMap<String, Earlier>,
+    /// The keys of the latest calls, newest last (at most four).
+    recent: std::collections::VecDeque<String>,
+    /// Calls in a row answered with earlier results.
+    answered_in_a_row: u32,
 }
 
 impl LoopGuard {
@@ -276,6 +319,88 @@ impl LoopGuard {
     pub fn reset(&mut self) {
         self.last = None;
         self.repeats = 0;
+    }
+
+    /// Something may have changed in the workspace: no earlier result answers a repeat.
+    pub fn invalidate(&mut self) {
+        self.earlier.clear();
+        self.answered_in_a_row = 0;
+    }
+
+    /// Notes a call about to be made, for the alternation check.
+    fn push_recent(&mut self, key: String) {
+        self.recent.push_back(key);
+        if self.recent.len() > 4 {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Whether `call` repeats an earlier workspace read with nothing changed since.
+    pub fn is_repeat(&self, call: &ToolCall) -> bool {
+        self.earlier.contains_key(&call_key(call))
+    }
+
+    /// Keeps the result of a workspace read that ran, to answer the same call again.
+    pub fn remember(&mut self, call: &ToolCall, iteration: u32, content: &str, is_error: bool) {
+        if !REPEATABLE_TOOLS.contains(&call.name.as_str()) {
+            return;
+        }
+        let key = call_key(call);
+        self.answered_in_a_row = 0;
+        self.push_recent(key.clone());
+        if content.len() <= REMEMBERED_CHARS {
+            self.earlier.insert(
+                key,
+                Earlier {
+                    iteration,
+                    content: content.to_string(),
+                    is_error,
+                },
+            );
+        }
+    }
+
+    /// The answer to a repeated call (see [`Self::is_repeat`]): its earlier result with a
+    /// note. `Err` with a description of the loop once [`REPEAT_ANSWER_LIMIT`] repeats in a
+    /// row were answered so.
+    pub fn answer_repeat(&mut self, call: &ToolCall) -> Option<Result<RepeatAnswer, String>> {
+        let key = call_key(call);
+        let earlier = self.earlier.get(&key)?.clone();
+        self.answered_in_a_row += 1;
+        if self.answered_in_a_row >= REPEAT_ANSWER_LIMIT {
+            return Some(Err(format!(
+                "the model made {} calls in a row that it had already made, with nothing changed in between (each was answered with its earlier result)",
+                self.answered_in_a_row
+            )));
+        }
+        // A, B, A: going back and forth.
+        let n = self.recent.len();
+        let alternating = n >= 2 && self.recent[n - 2] == key && self.recent[n - 1] != key;
+        let other = alternating.then(|| {
+            self.recent[n - 1]
+                .split('{')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        });
+        self.push_recent(key);
+        let why = match other {
+            Some(other) => format!(
+                "you are going back and forth between `{}` and `{other}`, and nothing has changed since step {}",
+                call.name, earlier.iteration
+            ),
+            None => format!(
+                "you already made this exact `{}` call at step {}, and nothing has changed since",
+                call.name, earlier.iteration
+            ),
+        };
+        Some(Ok(RepeatAnswer {
+            content: format!(
+                "[keel: not run again: {why}. Its result is repeated below. Use it and take the next step of the task (another file, an edit, the tests) instead of calling it again.]\n{}",
+                earlier.content
+            ),
+            is_error: earlier.is_error,
+        }))
     }
 }
 
@@ -445,6 +570,60 @@ mod tests {
         assert!(msg.contains("3 times in a row"), "{msg}");
         g.reset();
         assert!(g.check(&a).is_none());
+    }
+
+    #[test]
+    fn repeated_reads_are_answered_with_the_earlier_result_until_something_changes() {
+        let mut g = LoopGuard::default();
+        let a = call("list_files", json!({}));
+        let b = call("read_file", json!({"path": "a"}));
+        assert!(!g.is_repeat(&a));
+        g.remember(&a, 1, "a\nb\n", false);
+        g.remember(&b, 2, "1\tx\n", false);
+        assert!(g.is_repeat(&a));
+        let again = g
+            .answer_repeat(&a)
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!());
+        assert!(
+            again
+                .content
+                .contains("going back and forth between `list_files` and `read_file`"),
+            "{}",
+            again.content
+        );
+        assert!(again.content.ends_with("\na\nb\n"));
+        let same = g
+            .answer_repeat(&a)
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!());
+        assert!(
+            same.content
+                .contains("this exact `list_files` call at step 1"),
+            "{}",
+            same.content
+        );
+        // Commands and writes are never answered so.
+        g.remember(
+            &call("run_command", json!({"command": "ls"})),
+            3,
+            "x",
+            false,
+        );
+        assert!(!g.is_repeat(&call("run_command", json!({"command": "ls"}))));
+        // A change forgets every earlier result.
+        g.invalidate();
+        assert!(!g.is_repeat(&a) && g.answer_repeat(&a).is_none());
+        // Too many repeats in a row is a loop after all.
+        g.remember(&a, 4, "a\n", false);
+        let verdicts: Vec<bool> = (0..REPEAT_ANSWER_LIMIT)
+            .map(|_| matches!(g.answer_repeat(&a), Some(Ok(_))))
+            .collect();
+        assert_eq!(
+            verdicts.iter().filter(|ok| **ok).count() as u32,
+            REPEAT_ANSWER_LIMIT - 1
+        );
+        assert!(!verdicts[verdicts.len() - 1]);
     }
 
     #[test]

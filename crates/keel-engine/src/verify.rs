@@ -92,6 +92,126 @@ pub struct GateResult {
     pub duration: Duration,
 }
 
+/// What the engine asked the model to do again, so that a model failure during it names the
+/// cause first (the gate that failed, or the failure a recovery attempt retries).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Retrying {
+    /// A correction round after failing gates.
+    Correction {
+        round: u32,
+        cap: u32,
+        /// One line per failing gate: name, command, how it ended, the output's last lines.
+        gates: Vec<String>,
+        /// What the sandbox had to do with it, when the output says so.
+        sandbox: Option<String>,
+        /// The failing gates' output (for `original_error`).
+        output: String,
+    },
+    /// A recovery attempt after a failure.
+    Recovery { attempt: u32, after: String },
+}
+
+impl Retrying {
+    /// The failure of a model request made while retrying this: the cause first.
+    pub(crate) fn explain(&self, model: Failure) -> Failure {
+        match self {
+            Retrying::Correction {
+                round,
+                cap,
+                gates,
+                sandbox,
+                output,
+            } => {
+                let mut f = Failure::new(
+                    ErrorCode::VerificationFailed,
+                    format!(
+                        "{}{}; Keel asked the model to fix it (correction round {round} of {cap}), and then the model failed: {}",
+                        gates.join("; "),
+                        sandbox
+                            .as_deref()
+                            .map(|s| format!(" — {s}"))
+                            .unwrap_or_default(),
+                        model.message
+                    ),
+                )
+                .with_original(format!(
+                    "{output}\n\n{}",
+                    model.original.as_deref().unwrap_or(&model.message)
+                ));
+                if sandbox.is_some() {
+                    f = f.with_hint(
+                        "the gate failed because of the sandbox, not the code: give the tool a writable or existing home (`[shell] writable`, or set its *_HOME variable), or set `[verify] commands`",
+                    );
+                }
+                f.hints.extend(model.hints);
+                f
+            }
+            Retrying::Recovery { attempt, after } => {
+                let mut f = model;
+                f.message = format!(
+                    "{} (during recovery attempt {attempt}, which retried after: {after})",
+                    f.message
+                );
+                f
+            }
+        }
+    }
+}
+
+/// Lines of a failing gate's output quoted in an error message.
+const ERROR_TAIL_LINES: usize = 3;
+
+/// `gate `tests` (`cargo test`) failed with exit code 1: <last lines>`.
+fn gate_line(r: &GateResult) -> String {
+    let tail: Vec<&str> = r
+        .output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let start = tail.len().saturating_sub(ERROR_TAIL_LINES);
+    let tail = keel_tools::text::truncate_middle(&tail[start..].join(" / "), 400);
+    let mut what = if r.gate.name == r.gate.command {
+        format!("verification gate `{}`", r.gate.command)
+    } else {
+        format!("verification gate `{}` (`{}`)", r.gate.name, r.gate.command)
+    };
+    if r.required {
+        what.push_str(" (required by the constitution)");
+    }
+    if tail.is_empty() {
+        format!("{what} failed ({})", r.status)
+    } else {
+        format!("{what} failed ({}): {tail}", r.status)
+    }
+}
+
+/// When a gate's output shows the sandbox refusing a write outside the workspace (a tool's
+/// home directory under a fresh or read-only `HOME`), says so.
+pub(crate) fn sandbox_cause(output: &str, workspace: &Path) -> Option<String> {
+    let line = output.lines().find(|l| {
+        l.contains("Permission denied")
+            || l.contains("Read-only file system")
+            || l.contains("Operation not permitted")
+    })?;
+    // The path the command could not write: the first quoted or absolute one on the line.
+    let path = line
+        .split(['\'', '"', '`', ' ', '(', ')'])
+        .map(|w| w.trim_end_matches([':', ',']))
+        .find(|w| w.starts_with('/'))
+        .map(str::to_string);
+    match path {
+        Some(p) if Path::new(&p).starts_with(workspace) => None,
+        Some(p) => Some(format!(
+            "the sandbox caused this: commands may write only inside the workspace, their temp directory and `[shell] writable`, and `{p}` is outside them"
+        )),
+        None => Some(
+            "the sandbox may have caused this: a write was refused (commands may write only inside the workspace, their temp directory and `[shell] writable`)"
+                .to_string(),
+        ),
+    }
+}
+
 /// The message that hands failing gates back to the model.
 pub fn feedback(failed: &[&GateResult], round: u32, cap: u32, max_chars: usize) -> String {
     let budget = max_chars.max(MIN_FEEDBACK_CHARS);
@@ -117,6 +237,16 @@ pub fn feedback(failed: &[&GateResult], round: u32, cap: u32, max_chars: usize) 
 }
 
 impl Run<'_> {
+    /// A failed model request as the run's failure: when the engine was retrying something
+    /// (a correction round after a failing gate, a recovery attempt), that comes first.
+    pub(crate) fn model_failure(&self, e: &keel_llm::LlmError) -> Failure {
+        let f = Failure::from_llm(e);
+        match &self.retrying {
+            Some(r) => r.explain(f),
+            None => f,
+        }
+    }
+
     /// The gates for this run: none when verification is off or (unless `verify.always`) when
     /// the run changed nothing; else `[verify] commands` or the detected gates.
     fn gates(&self) -> Vec<Gate> {
@@ -312,8 +442,11 @@ impl Run<'_> {
         }
         let failed: Vec<&GateResult> = results.iter().filter(|r| !r.passed).collect();
         if failed.is_empty() {
+            self.retrying = None;
             return Ok(Some(Ending::Completed(text.to_string())));
         }
+        let root = self.engine.workspace.root();
+        let sandbox = failed.iter().find_map(|r| sandbox_cause(&r.output, root));
         let cap = self.engine.config.agent.self_correction_cap;
         if self.verify_failures >= cap {
             let names: Vec<String> = failed
@@ -338,24 +471,45 @@ impl Run<'_> {
                 })
                 .collect::<Vec<_>>()
                 .join("\n\n");
-            return Ok(Some(Ending::Failed(
-                Failure::new(
-                    ErrorCode::VerificationFailed,
-                    format!(
-                        "gate(s) {} still fail after {cap} self-correction round(s)",
-                        names.join(", ")
-                    ),
-                )
-                .with_original(output),
-            )));
+            let lines: Vec<String> = failed.iter().map(|r| gate_line(r)).collect();
+            let mut f = Failure::new(
+                ErrorCode::VerificationFailed,
+                format!(
+                    "{}{} — still failing after {cap} self-correction round{}",
+                    lines.join("; "),
+                    sandbox
+                        .as_deref()
+                        .map(|s| format!(" — {s}"))
+                        .unwrap_or_default(),
+                    if cap == 1 { "" } else { "s" }
+                ),
+            )
+            .with_original(output);
+            if names.len() > 1 {
+                f = f.with_hint(format!("failing gates: {}", names.join(", ")));
+            }
+            return Ok(Some(Ending::Failed(f)));
         }
         self.verify_failures += 1;
-        let message = feedback(
-            &failed,
+        self.retrying = Some(Retrying::Correction {
             round,
             cap,
-            self.engine.config.agent.max_output_chars,
-        );
+            gates: failed.iter().map(|r| gate_line(r)).collect(),
+            sandbox,
+            output: failed
+                .iter()
+                .map(|r| {
+                    format!(
+                        "$ {} ({})\n{}",
+                        r.gate.command,
+                        r.status,
+                        keel_tools::text::truncate_middle(&r.output, EVENT_OUTPUT_CHARS)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        });
+        let message = feedback(&failed, round, cap, self.output_budget());
         self.push_message(Message::user_text(message)).await?;
         Ok(None)
     }
@@ -425,6 +579,21 @@ mod tests {
         );
         let last = feedback(&[&r], 3, 3, 4_000);
         assert!(last.contains("0 more"), "{last}");
+    }
+
+    #[test]
+    fn a_refused_write_outside_the_workspace_is_blamed_on_the_sandbox() {
+        let ws = Path::new("/work/repo");
+        let home = "error: could not create home directory: '/tmp/h/.rustup': Permission denied (os error 13)";
+        let why = sandbox_cause(home, ws).unwrap_or_default();
+        assert!(why.contains("`/tmp/h/.rustup` is outside"), "{why}");
+        // Inside the workspace it is the repository's own problem.
+        assert_eq!(
+            sandbox_cause("cannot open /work/repo/x: Permission denied", ws),
+            None
+        );
+        assert!(sandbox_cause("touch: Read-only file system", ws).is_some());
+        assert_eq!(sandbox_cause("test failed: 1 != 2", ws), None);
     }
 
     #[test]

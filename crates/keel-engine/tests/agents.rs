@@ -580,7 +580,9 @@ turns:
         "parent's next request: {} tokens reading directly, {} tokens delegating to an explorer",
         tokens[0], tokens[1]
     );
-    assert!(tokens[1] + 3_000 < tokens[0], "{tokens:?}");
+    // A direct read costs the parent a whole result budget (4,000 characters, about 1,000
+    // tokens); the explorer's answer is one line.
+    assert!(tokens[1] + 600 < tokens[0], "{tokens:?}");
 }
 
 #[tokio::test]

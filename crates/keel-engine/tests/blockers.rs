@@ -112,7 +112,7 @@ turns:
     );
     let out = h
         .run_with(
-            "migrate",
+            "which database should the migration use?",
             RunOptions {
                 ask_user: Some(Arc::new(Answers("SQLite"))),
                 ..RunOptions::default()

@@ -90,12 +90,12 @@ impl Provider for Failing {
 
 const LOOP: &str = r#"
 turns:
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
 "#;
 
 /// The `error` event of the run, checked against the outcome and the JSON contract.
@@ -159,14 +159,10 @@ async fn each_error_class_gets_its_code() {
     assert_eq!(e.error_code, ErrorCode::InternalError);
     assert!(e.message.contains("index out of bounds"), "{}", e.message);
 
-    // A budget spent without progress: the same two calls alternating.
+    // A budget spent without progress: new calls that never get anywhere.
     let mut turns = String::from("turns:\n");
     for i in 0..20 {
-        let path = if i % 2 == 0 {
-            "src/lib.rs"
-        } else {
-            "README.md"
-        };
+        let path = format!("src/missing_{i}.rs");
         turns.push_str(&format!(
             "  - tool_calls: [{{name: read_file, arguments: {{path: \"{path}\"}}}}]\n"
         ));
@@ -225,9 +221,9 @@ async fn recovery_reflects_and_can_succeed() {
     let h = Harness::new(
         r#"
 turns:
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
-  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
+  - tool_calls: [{name: run_command, arguments: {command: "cat src/lib.rs"}}]
   - text: "I kept re-reading the same file. I'll answer from what I read."
     tool_calls: [{name: list_files, arguments: {}}]
   - text: "Done: add() returns a + b."
@@ -299,7 +295,7 @@ async fn with_emergency_disabled_the_original_error_surfaces() {
     assert_eq!(e.error_code, ErrorCode::LoopDetected);
     assert!(e.suggestions.is_empty(), "no rule-based suggestions");
     assert!(
-        e.message.starts_with("`read_file` was called 3 times"),
+        e.message.starts_with("`run_command` was called 3 times"),
         "{}",
         e.message
     );

@@ -8,26 +8,14 @@
 // here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
+use common::python_mcp;
 use std::sync::Arc;
 
 use keel_engine::{Config, EngineBuilder, RunOptions};
 use keel_llm::scripted::ScriptedProvider;
 use keel_store::SqliteStore;
-
-fn python_mcp() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.server.mcpserver"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "the Python MCP SDK is missing; .ci/run installs it"
-        );
-        eprintln!("SKIPPED: the Python MCP SDK is missing (pip install 'mcp>=2,<3')");
-    }
-    ok
-}
 
 fn config(active: bool) -> Config {
     let script = concat!(

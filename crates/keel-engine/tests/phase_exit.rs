@@ -1,5 +1,6 @@
-//! PLAN_EXEC exit criteria: building is left only after a change (or a stated reason none is
-//! needed), verification only after the tests ran in it; the loop guard does not count calls
+//! PLAN_EXEC exit criteria: planning is left only after something was read and a plan stated,
+//! building only after a change (or a stated reason none is needed), verification only after
+//! the tests ran in it; the loop guard does not count calls
 //! that changed state (three `advance_phase` calls in a row are progress, not a loop).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -71,7 +72,8 @@ fn phases(sink: &CollectingSink) -> Vec<String> {
 async fn building_needs_a_change_and_verification_needs_the_tests() {
     let script = r#"
 turns:
-  - tool_calls: [{name: advance_phase, arguments: {summary: "planned"}}]
+  - tool_calls: [{name: read_file, arguments: {path: README.md}}]
+  - tool_calls: [{name: advance_phase, arguments: {summary: "Plan: create hello.txt saying hello, then run the tests to see them pass."}}]
   - tool_calls: [{name: advance_phase, arguments: {}}]
   - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
   - tool_calls: [{name: advance_phase, arguments: {}}]
@@ -99,9 +101,9 @@ turns:
 async fn a_stated_reason_leaves_building_and_advancing_is_never_a_loop() {
     // Three identical advance_phase calls in a row: each changes the phase, so none counts
     // towards the loop guard; the third is refused (no tests yet), not a loop.
-    let call = r#"{name: advance_phase, arguments: {summary: "the file already says hello, no change is needed"}}"#;
+    let call = r#"{name: advance_phase, arguments: {summary: "the file already says hello, so the plan is to change nothing and only run the tests"}}"#;
     let script = format!(
-        "turns:\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{{name: run_command, arguments: {{command: \"sh tests.sh\"}}}}]\n  - tool_calls: [{call}]\n  - text: \"Done.\"\n"
+        "turns:\n  - tool_calls: [{{name: list_files, arguments: {{}}}}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{{name: run_command, arguments: {{command: \"sh tests.sh\"}}}}]\n  - tool_calls: [{call}]\n  - text: \"Done.\"\n"
     );
     let (out, sink) = run(&script).await;
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
@@ -112,4 +114,59 @@ async fn a_stated_reason_leaves_building_and_advancing_is_never_a_loop() {
         [false, false, true, false]
     );
     assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+/// A weak model calls advance_phase on its first request, with nothing read and no plan: the
+/// call is refused with what to do first; reading is not enough, a plan must be stated too.
+#[tokio::test]
+async fn planning_is_left_only_after_reading_and_a_stated_plan() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: README.md}}]
+  - tool_calls: [{name: advance_phase, arguments: {summary: "ok"}}]
+  - tool_calls: [{name: update_plan, arguments: {steps: [{step: "create hello.txt", status: pending}, {step: "run the tests", status: pending}]}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done: hello.txt says hello and the test passes."
+"#;
+    let (out, sink) = run(script).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let a = advances(&sink);
+    assert!(
+        a[0].0 && a[0].1.contains("nothing has been read yet"),
+        "{a:?}"
+    );
+    assert!(
+        a[1].0 && a[1].1.contains("no plan has been stated"),
+        "{a:?}"
+    );
+    assert!(
+        a[1].1.contains("update_plan"),
+        "the hint names the way: {a:?}"
+    );
+    assert!(
+        !a[2].0,
+        "planning → building after a read and a plan: {a:?}"
+    );
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+/// A plan written as numbered steps in the reply's text counts as stated.
+#[tokio::test]
+async fn a_plan_in_the_reply_text_leaves_planning() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - text: "1. Create hello.txt with hello.\n2. Run the tests."
+    tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+"#;
+    let (_, sink) = run(script).await;
+    let a = advances(&sink);
+    assert!(!a[0].0, "{a:?}");
+    assert_eq!(phases(&sink)[0], "building");
 }

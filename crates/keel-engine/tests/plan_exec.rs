@@ -523,7 +523,8 @@ async fn a_resumed_session_continues_in_its_phase() {
     let h = Harness::new(
         r#"
 turns:
-  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {summary: "plan: create hello.txt saying hello"}}]
   - text: "paused"
   - text: "paused"
   - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
@@ -553,7 +554,7 @@ turns:
         "building allowed the write"
     );
     assert_eq!(h.count("phase_violation"), 0);
-    let resumed = &h.provider.requests()[3];
+    let resumed = &h.provider.requests()[4];
     assert!(
         resumed
             .messages

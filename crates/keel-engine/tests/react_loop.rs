@@ -166,13 +166,11 @@ async fn iteration_cap_on_a_progressing_run_is_a_resumable_block() {
 #[tokio::test]
 async fn iteration_cap_without_progress_ends_with_max_steps() {
     let mut turns = String::from("turns:\n");
-    for _ in 0..10 {
-        turns.push_str(
-            "  - tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n",
-        );
-        turns.push_str(
-            "  - tool_calls:\n      - name: read_file\n        arguments: {path: README.md}\n",
-        );
+    // New calls every time, none of which gets anywhere (files that do not exist).
+    for i in 0..20 {
+        turns.push_str(&format!(
+            "  - tool_calls:\n      - name: read_file\n        arguments: {{path: src/missing_{i}.rs}}\n"
+        ));
     }
     let mut h = Harness::new(&turns);
     h.config.agent.max_iterations = 8;

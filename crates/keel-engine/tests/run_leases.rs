@@ -86,3 +86,106 @@ async fn a_live_lease_refuses_a_second_handle_and_an_expired_one_is_taken_over()
         SessionStatus::Completed
     );
 }
+
+/// One running session per workspace, whichever front end (a `keel run`, a chat, a server
+/// turn: all go through a session handle): a second session's turn is refused with the first
+/// session's id before it records anything, runs once the first has finished, and a
+/// subagent or a flow node (which share their parent's workspace) is not refused.
+#[tokio::test]
+async fn a_second_session_in_a_busy_workspace_is_refused_with_the_first_ones_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    std::fs::write(
+        dir.path().join("slow.yaml"),
+        "turns:\n  - text: \"slow\"\n    delay_ms: 1500\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("s.yaml"), SCRIPT).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
+    let builder =
+        SessionBuilder::isolated(store.clone()).adjust(Arc::new(|c: &mut keel_engine::Config| {
+            c.index.codemap_tokens = 0;
+            c.snapshots.enabled = false;
+        }));
+    let engine = |script: &str| {
+        let overrides = SessionOverrides {
+            script: Some(dir.path().join(script)),
+            ..SessionOverrides::default()
+        };
+        Arc::new(builder.engine(&ws, &overrides).unwrap())
+    };
+    let (first, first_record) = SessionHandle::create(engine("slow.yaml"), vec![])
+        .await
+        .unwrap();
+    let OpAck::Turn(running) = first
+        .submit(Op::user_message("take a while"))
+        .await
+        .unwrap()
+    else {
+        panic!("no turn")
+    };
+    // The run holds the workspace's lease once it started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while keel_engine::workspace_busy(store.as_ref(), &ws, None)
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was never taken"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (second, second_record) = SessionHandle::create(engine("s.yaml"), vec![])
+        .await
+        .unwrap();
+    match second.submit(Op::user_message("me too")).await {
+        Err(OpError::WorkspaceBusy(lease)) => {
+            assert_eq!(lease.session_id, first_record.id);
+            let m = OpError::WorkspaceBusy(lease).to_string();
+            assert!(m.contains(&first_record.id) && m.contains("--wait"), "{m}");
+        }
+        other => panic!("expected WorkspaceBusy, got {other:?}"),
+    }
+    assert!(store.events(&second_record.id, 0).await.unwrap().is_empty());
+
+    // An engine run that shares the workspace (a flow's node) is not refused.
+    let shared = engine("s.yaml")
+        .run(
+            "a flow node",
+            keel_engine::RunOptions {
+                shared_workspace: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(shared.status, SessionStatus::Completed);
+
+    // A handle that waits (a queue worker, `keel run --wait`) starts and runs once the
+    // workspace is free.
+    let (waiting, _) = SessionHandle::create(engine("s.yaml"), vec![])
+        .await
+        .unwrap();
+    let waiting = waiting.wait_for_workspace();
+    let OpAck::Turn(queued) = waiting.submit(Op::user_message("after you")).await.unwrap() else {
+        panic!("no turn")
+    };
+
+    assert_eq!(running.finished().await.status, SessionStatus::Completed);
+    assert_eq!(queued.finished().await.status, SessionStatus::Completed);
+    assert!(
+        keel_engine::workspace_busy(store.as_ref(), &ws, None)
+            .await
+            .unwrap()
+            .is_none(),
+        "released at the end of the turn"
+    );
+    let OpAck::Turn(t) = second.submit(Op::user_message("me too")).await.unwrap() else {
+        panic!("no turn")
+    };
+    assert_eq!(t.finished().await.status, SessionStatus::Completed);
+}

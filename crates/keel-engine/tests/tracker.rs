@@ -68,17 +68,46 @@ turns:
     assert_eq!(&types[types.len() - 2..], ["blocker", "session_finished"]);
 }
 
+/// A command-running tool (a command may change anything, so its repeats are not answered
+/// from earlier results).
+struct Probe;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct ProbeArgs {
+    #[allow(dead_code)]
+    command: String,
+}
+
+impl keel_tools::TypedTool for Probe {
+    type Args = ProbeArgs;
+    const NAME: &'static str = "probe";
+    fn description(&self) -> &str {
+        "Runs a probe command."
+    }
+    fn effect(&self) -> keel_tools::ToolEffect {
+        keel_tools::ToolEffect::RunsCommands
+    }
+    async fn run(
+        &self,
+        _: ProbeArgs,
+        _: &keel_tools::ToolContext,
+    ) -> Result<keel_tools::ToolOutput, keel_tools::ToolError> {
+        Ok(keel_tools::ToolOutput::text("lib.rs"))
+    }
+}
+
 #[tokio::test]
-async fn identical_tool_calls_three_times_are_a_loop() {
+async fn identical_commands_three_times_are_a_loop() {
     let mut h = Harness::new(
         r#"
 turns:
-  - tool_calls: [{name: list_files, arguments: {path: "src", max_depth: 2}}]
-  - tool_calls: [{name: list_files, arguments: {max_depth: 2, path: "src"}}]
-  - tool_calls: [{name: list_files, arguments: {path: "src", max_depth: 2}}]
+  - tool_calls: [{name: probe, arguments: {command: "ls src"}}]
+  - tool_calls: [{name: probe, arguments: {command: "ls src"}}]
+  - tool_calls: [{name: probe, arguments: {command: "ls src"}}]
   - text: "never reached"
 "#,
     );
+    h.extra_tools.push(std::sync::Arc::new(Probe));
     h.config.fallback_chain.recovery.enabled = false;
     let out = h.run("look around").await;
     assert_eq!(out.status, SessionStatus::Failed);
@@ -86,8 +115,102 @@ turns:
     assert_eq!(e.error_code, ErrorCode::LoopDetected);
     let results = h.tool_results();
     assert_eq!(results.len(), 3);
-    assert!(!results[1].1);
+    assert!(!results[1].1, "{results:?}");
     assert!(results[2].1 && results[2].2.contains("a loop is not progress"));
+}
+
+/// A weak model whose server drops tool results calls `list_files` again and again (17 of 34
+/// calls in one run). The same read with nothing changed since is answered with the result
+/// the model already got and a note — the run goes on instead of ending `loop_detected`.
+#[tokio::test]
+async fn the_same_read_again_is_answered_with_the_earlier_result_and_the_run_goes_on() {
+    let h = Harness::new(
+        r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {path: "src", max_depth: 2}}]
+  - tool_calls: [{name: list_files, arguments: {max_depth: 2, path: "src"}}]
+  - tool_calls: [{name: list_files, arguments: {path: "src", max_depth: 2}}]
+  - text: "src holds lib.rs."
+"#,
+    );
+    let out = h.run("what is in src?").await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let results = h.tool_results();
+    assert_eq!(results.len(), 3);
+    assert!(!results[0].2.contains("[keel: not run again"));
+    for r in &results[1..] {
+        assert!(!r.1, "{results:?}");
+        assert!(
+            r.2.starts_with("[keel: not run again: you already made this exact `list_files` call at step 1, and nothing has changed since."),
+            "{results:?}"
+        );
+        assert!(
+            r.2.ends_with(&results[0].2),
+            "the earlier result follows: {results:?}"
+        );
+    }
+}
+
+/// Alternating reads (A, B, A, B) are answered the same way, named as going back and forth;
+/// a change in between makes the same read run again and show the change.
+#[tokio::test]
+async fn alternating_reads_are_answered_and_a_change_makes_a_read_run_again() {
+    let h = Harness::new(
+        r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
+  - tool_calls: [{name: create_file, arguments: {path: "notes.md", content: "n\n"}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - text: "Added notes.md."
+"#,
+    );
+    let out = h.run("add notes.md").await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let results = h.tool_results();
+    assert!(
+        results[2]
+            .2
+            .contains("going back and forth between `list_files` and `read_file`"),
+        "{results:?}"
+    );
+    assert!(
+        results[3]
+            .2
+            .contains("going back and forth between `read_file` and `list_files`")
+    );
+    assert!(
+        !results[5].2.contains("[keel: not run again"),
+        "{results:?}"
+    );
+    assert!(
+        results[5].2.contains("notes.md"),
+        "the read ran again: {results:?}"
+    );
+}
+
+/// Answering repeats has a limit: six in a row, and the run is a loop after all.
+#[tokio::test]
+async fn endless_repeats_are_a_loop_after_six_answers() {
+    let mut turns = String::from("turns:\n");
+    for _ in 0..9 {
+        turns.push_str("  - tool_calls: [{name: list_files, arguments: {}}]\n");
+    }
+    let mut h = Harness::new(&turns);
+    h.config.fallback_chain.recovery.enabled = false;
+    let out = h.run("look around").await;
+    assert_eq!(out.status, SessionStatus::Failed);
+    let e = out.error.unwrap();
+    assert_eq!(e.error_code, ErrorCode::LoopDetected);
+    assert!(
+        e.message
+            .contains("6 calls in a row that it had already made"),
+        "{}",
+        e.message
+    );
+    assert_eq!(h.tool_results().len(), 7);
 }
 
 #[tokio::test]

@@ -246,3 +246,45 @@ async fn a_planted_test_script_runs_confined_and_sees_no_secrets() {
         assert!(!output.contains(leaked), "{leaked} leaked: {output}");
     }
 }
+
+/// The issue's demo: the gate fails because the sandbox refuses a write to a tool's home,
+/// Keel asks the model to fix it, and the script has no turn left. The error leads with the
+/// gate (name, command, exit code, output tail) and the sandbox, not with the model.
+#[tokio::test]
+async fn a_model_failure_during_a_correction_round_names_the_failing_gate_first() {
+    let mut h = Harness::new(
+        r#"
+turns:
+  - tool_calls: [{name: create_file, arguments: {path: "answer.txt", content: "42\n"}}]
+  - text: "Wrote 42."
+"#,
+    );
+    h.config.verify.commands = Some(vec![
+        "echo \"error: could not create home directory: '/nonexistent-home/.rustup': Permission denied (os error 13)\" >&2; exit 1".into(),
+    ]);
+    let out = h.run("fix answer.txt").await;
+    assert_eq!(out.status, SessionStatus::Failed);
+    let e = out.error.unwrap();
+    assert_eq!(e.error_code, ErrorCode::VerificationFailed, "{}", e.message);
+    let m = &e.message;
+    assert!(
+        m.starts_with("Final verification still fails: verification gate `echo"),
+        "{m}"
+    );
+    assert!(m.contains("failed (exit code 1)"), "{m}");
+    assert!(m.contains("Permission denied"), "{m}");
+    assert!(
+        m.contains("the sandbox caused this") && m.contains("/nonexistent-home/.rustup"),
+        "{m}"
+    );
+    assert!(m.contains("correction round 1 of 3"), "{m}");
+    assert!(
+        m.contains("no turn left"),
+        "the model's part comes last: {m}"
+    );
+    assert!(
+        e.suggestions.iter().any(|s| s.contains("sandbox")),
+        "{:?}",
+        e.suggestions
+    );
+}

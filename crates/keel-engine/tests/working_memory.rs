@@ -62,6 +62,8 @@ async fn an_oversized_tool_result_is_retrievable_in_full_through_its_handle() {
     tools.register(BigLog);
     let mut config = Config::default();
     config.verify.enabled = false;
+    // A user who raised the budget: 20,000-character pages.
+    config.agent.max_output_chars = 30_000;
     let mut script =
         String::from("turns:\n  - tool_calls:\n      - name: big_log\n        arguments: {}\n");
     for offset in [0, 20_000, 40_000, 60_000, 80_000, 100_000, 120_000] {
@@ -163,4 +165,45 @@ async fn a_long_command_output_is_paged_back_whole() {
         &pages[0][..200]
     );
     assert!(pages.last().unwrap().contains("That is the end."));
+}
+
+/// The first result of a default run shows at most the SPEC's 4,000 characters (head + tail
+/// and the handle); a 2,048-token window brings it down to about a quarter of the window.
+#[tokio::test]
+async fn the_default_budget_is_4000_characters_and_a_small_window_lowers_it() {
+    for (window, limit) in [(None, 4_000), (Some(2_048), 2_048)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tools = ToolRegistry::new();
+        tools.register(BigLog);
+        let mut config = Config::default();
+        config.verify.enabled = false;
+        config.agent.context_window = window;
+        let provider = ScriptedProvider::from_yaml(
+            "turns:\n  - tool_calls:\n      - name: big_log\n        arguments: {}\n  - text: done\n",
+        )
+        .unwrap();
+        let engine = EngineBuilder::new(config, dir.path())
+            .provider(Arc::new(provider.clone()))
+            .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+            .tools(tools)
+            .build()
+            .unwrap();
+        let out = engine
+            .run("show the log", RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            out.status,
+            keel_protocol::SessionStatus::Completed,
+            "{:?}",
+            out.error
+        );
+        let all = results(provider.requests().last().unwrap());
+        let shown = all[0].chars().count();
+        assert!(
+            shown <= limit && shown > limit / 2,
+            "{window:?}: {shown} characters"
+        );
+        assert!(all[0].contains("stored whole as `r1`") && all[0].contains("line 11999"));
+    }
 }

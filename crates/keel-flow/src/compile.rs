@@ -346,6 +346,7 @@ impl Compiler {
             model: n.model.clone(),
             script: n.script.as_ref().map(|s| self.dir.join(s)),
             output,
+            verify: n.verify.unwrap_or(false),
         }
     }
 
@@ -493,7 +494,7 @@ impl Compiler {
                 }
                 let branch = match &n.branch {
                     Some(b) => self.template(&id, b, None),
-                    None => template::parse("keel/flow-${run.id}").unwrap_or_default(),
+                    None => template::parse("keel/flow-${run.short}").unwrap_or_default(),
                 };
                 let message = match &n.message {
                     Some(m) => self.template(&id, m, None),
@@ -582,7 +583,7 @@ impl Compiler {
         } in refs
         {
             let ty = match &r {
-                Ref::RunId => Some(Type::String),
+                Ref::RunId | Ref::RunShort => Some(Type::String),
                 Ref::Input(name) => match inputs.iter().find(|d| &d.name == name) {
                     Some(d) => Some(d.ty),
                     None => {

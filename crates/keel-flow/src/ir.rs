@@ -122,6 +122,8 @@ pub enum Ref {
     Node { node: String, field: String },
     /// `${run.id}`: the run's id.
     RunId,
+    /// `${run.short}`: the run id's last 8 hex digits.
+    RunShort,
 }
 
 impl fmt::Display for Ref {
@@ -130,6 +132,7 @@ impl fmt::Display for Ref {
             Ref::Input(n) => write!(f, "inputs.{n}"),
             Ref::Node { node, field } => write!(f, "nodes.{node}.{field}"),
             Ref::RunId => f.write_str("run.id"),
+            Ref::RunShort => f.write_str("run.short"),
         }
     }
 }
@@ -223,6 +226,9 @@ pub struct AgentSpec {
     pub script: Option<PathBuf>,
     /// The type the model's final answer is read as.
     pub output: Type,
+    /// Whether the session runs its final verification gates (`verify: true`); a flow's test
+    /// and verify nodes are its gates otherwise.
+    pub verify: bool,
 }
 
 /// One branch of a `parallel` node: its nodes run in order in a copy of the workspace.

@@ -55,6 +55,11 @@ pub struct RawNode {
     pub script: Option<String>,
     #[serde(default)]
     pub output: Option<Spanned<String>>,
+    /// Run the session's final verification gates (`[verify]`, the detected test command)
+    /// when the agent says it is done. Off by default: a flow's own test and verify nodes
+    /// are its gates.
+    #[serde(default)]
+    pub verify: Option<bool>,
     #[serde(default)]
     pub on_changes: Option<Spanned<String>>,
     #[serde(default)]

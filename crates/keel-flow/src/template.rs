@@ -28,7 +28,7 @@ pub fn parse(text: &str) -> Result<Template, String> {
     Ok(Template { parts })
 }
 
-/// Parses the inside of `${…}`: `inputs.NAME`, `nodes.ID.FIELD` or `run.id`.
+/// Parses the inside of `${…}`: `inputs.NAME`, `nodes.ID.FIELD`, `run.id` or `run.short`.
 pub fn parse_ref(inner: &str) -> Result<Ref, String> {
     let pieces: Vec<&str> = inner.split('.').collect();
     match pieces.as_slice() {
@@ -42,10 +42,18 @@ pub fn parse_ref(inner: &str) -> Result<Ref, String> {
             field: "output".to_string(),
         }),
         ["run", "id"] => Ok(Ref::RunId),
+        ["run", "short"] => Ok(Ref::RunShort),
         _ => Err(format!(
-            "`${{{inner}}}` is not a reference; write `${{inputs.NAME}}`, `${{nodes.ID.output}}` (or another field of the node) or `${{run.id}}`"
+            "`${{{inner}}}` is not a reference; write `${{inputs.NAME}}`, `${{nodes.ID.output}}` (or another field of the node), `${{run.id}}` or `${{run.short}}`"
         )),
     }
+}
+
+/// The last 8 hex digits of a run id (a UUIDv7's random end: its start is a timestamp, shared
+/// by runs started close together), for names such as a delivered branch.
+pub fn short_run_id(run_id: &str) -> String {
+    let hex: Vec<char> = run_id.chars().filter(char::is_ascii_hexdigit).collect();
+    hex[hex.len().saturating_sub(8)..].iter().collect()
 }
 
 /// What references resolve against at run time.
@@ -62,6 +70,7 @@ impl Scope<'_> {
             Ref::Input(n) => self.inputs.get(n).cloned(),
             Ref::Node { node, field } => self.outputs.get(node)?.get(field).cloned(),
             Ref::RunId => Some(Value::String(self.run_id.to_string())),
+            Ref::RunShort => Some(Value::String(short_run_id(self.run_id))),
         }
     }
 

@@ -1,26 +1,39 @@
 //! The workspace's files as data: snapshots (for a run's starting tree, each node's diff, the
 //! copies `parallel` branches work in) and their comparison. `.git` and `.keel` are never
-//! part of a tree, and `.gitignore`d files (build output) are left out.
+//! part of a tree, and neither are `.gitignore`d files or untracked build and dependency
+//! directories (`[snapshots] build_dirs`: `target/`, `node_modules/`, …): build output is not
+//! the user's work. A file too large for a trace is recorded by its size and SHA-256.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 use keel_tools::Workspace;
+use keel_tools::build_dirs::BuildDirs;
 use keel_tools::fs::WriteMode;
 use keel_tools::project::ProjectDir;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
-/// Files larger than this are not snapshotted (replay reports them as unavailable).
+/// Files larger than this are recorded by their hash, not their bytes.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
-/// A tree larger than this in total is not snapshotted.
+/// Once a tree's recorded bytes pass this, further files are recorded by their hash.
 pub const MAX_TREE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// A file's bytes: text as is, anything else hex-encoded.
+/// A file's bytes: text as is, anything else hex-encoded; a large file by its hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Blob {
     Text(String),
-    Binary { hex: String },
+    Binary {
+        hex: String,
+    },
+    /// Too large for a trace: its SHA-256 (hex) and size. Copied from the directory it was
+    /// recorded in when it must be written again.
+    Large {
+        sha256: String,
+        size: u64,
+    },
 }
 
 impl Blob {
@@ -33,14 +46,47 @@ impl Blob {
         }
     }
 
-    pub fn bytes(&self) -> Vec<u8> {
+    /// The bytes, when the blob holds them (not for [`Blob::Large`]).
+    pub fn bytes(&self) -> Option<Vec<u8>> {
         match self {
-            Blob::Text(s) => s.as_bytes().to_vec(),
-            Blob::Binary { hex } => (0..hex.len() / 2)
-                .filter_map(|i| u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok())
-                .collect(),
+            Blob::Text(s) => Some(s.as_bytes().to_vec()),
+            Blob::Binary { hex } => Some(
+                (0..hex.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok())
+                    .collect(),
+            ),
+            Blob::Large { .. } => None,
         }
     }
+
+    /// The SHA-256 of the file's bytes (hex), whichever way it is recorded.
+    pub fn sha256(&self) -> String {
+        match self {
+            Blob::Large { sha256, .. } => sha256.clone(),
+            other => hex(&Sha256::digest(other.bytes().unwrap_or_default())),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 (hex) and size of a regular file resolved beneath a workspace, read in pieces.
+fn file_sha256(target: &keel_tools::beneath::ResolvedPath) -> std::io::Result<(String, u64)> {
+    let (mut f, _) = target.open_regular()?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((hex(&h.finalize()), size))
 }
 
 /// Relative path → contents.
@@ -49,14 +95,17 @@ pub type Tree = BTreeMap<String, Blob>;
 /// What changed between two trees: a path's new contents, or `None` when it was deleted.
 pub type Changes = BTreeMap<String, Option<Blob>>;
 
-/// Reads the workspace's files. Errors say which file could not be read or that the tree is
-/// too large to snapshot.
-pub fn snapshot(root: &Path) -> Result<Tree, String> {
+/// Reads the workspace's files, leaving out `.git`, `.keel`, ignored files and the untracked
+/// `build_dirs`. Errors say which file or directory could not be read.
+pub fn snapshot(root: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
     let mut tree = Tree::new();
     let mut total = 0u64;
     let project = ProjectDir::open(root).map_err(|e| format!("cannot open the workspace: {e}"))?;
+    // Large files are hashed as they are read, opened beneath the same workspace.
+    let ws = Workspace::new(root).map_err(|e| format!("cannot open the workspace: {e}"))?;
     // `.gitignore` files are read as project files (a FIFO must not hang the snapshot).
     let rules = keel_index::ignore_rules::IgnoreRules::new(root);
+    let skipper = build_dirs.skipper(root);
     let base = root.to_path_buf();
     let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(root))
         .hidden(false)
@@ -67,9 +116,13 @@ pub fn snapshot(root: &Path) -> Result<Tree, String> {
                 return false;
             }
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            match e.path().strip_prefix(&base).ok().and_then(|r| r.to_str()) {
-                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
-                _ => true,
+            match e.path().strip_prefix(&base).ok() {
+                Some(rel) if is_dir && skipper.skips(rel) => false,
+                Some(rel) => match rel.to_str() {
+                    Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
+                    _ => true,
+                },
+                None => true,
             }
         })
         .build();
@@ -83,28 +136,26 @@ pub fn snapshot(root: &Path) -> Result<Tree, String> {
             continue;
         };
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        if len > MAX_FILE_BYTES {
-            return Err(format!(
-                "{} is larger than {} MB; a flow's trace snapshots the workspace and cannot hold it (add it to .gitignore)",
-                rel.display(),
-                MAX_FILE_BYTES / 1024 / 1024
-            ));
-        }
-        total += len;
-        if total > MAX_TREE_BYTES {
-            return Err(format!(
-                "the workspace holds more than {} MB of files outside .gitignore; too large to snapshot for a flow's trace",
-                MAX_TREE_BYTES / 1024 / 1024
-            ));
-        }
         let rel = rel_string(rel);
-        // Read beneath the open workspace: a file swapped for a symlink out, a FIFO or a
-        // device after the walk listed it is refused, never followed or waited on.
-        let bytes = project
-            .read_bytes(&rel, MAX_FILE_BYTES)
-            .map_err(|e| format!("cannot snapshot the workspace: {e}"))?
-            .unwrap_or_default();
-        tree.insert(rel, Blob::from_bytes(bytes));
+        let blob = if len > MAX_FILE_BYTES || total + len > MAX_TREE_BYTES {
+            // Hashed beneath the open workspace: a file swapped for a symlink out, a FIFO or
+            // a device after the walk listed it is refused, never followed or waited on.
+            let (sha256, size) = ws
+                .locate(&rel)
+                .map_err(|e| e.to_string())
+                .and_then(|t| file_sha256(&t).map_err(|e| e.to_string()))
+                .map_err(|e| format!("cannot snapshot the workspace: `{rel}`: {e}"))?;
+            Blob::Large { sha256, size }
+        } else {
+            total += len;
+            // Read beneath the open workspace, like the large files above.
+            let bytes = project
+                .read_bytes(&rel, MAX_FILE_BYTES)
+                .map_err(|e| format!("cannot snapshot the workspace: {e}"))?
+                .unwrap_or_default();
+            Blob::from_bytes(bytes)
+        };
+        tree.insert(rel, blob);
     }
     Ok(tree)
 }
@@ -134,8 +185,10 @@ pub fn diff(before: &Tree, after: &Tree) -> Changes {
 
 /// Writes `changes` under `root`, each file atomically and beneath the open `root`
 /// directory. Paths that would leave `root` — `..`, absolute, through a symlink out — are
-/// refused.
-pub fn apply(root: &Path, changes: &Changes) -> Result<(), String> {
+/// refused. A file recorded by its hash is copied from `source` (the directory it was
+/// recorded in, read beneath it) when it is still there with that hash; otherwise the error
+/// says it cannot be recreated.
+pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<(), String> {
     let ws = Workspace::new(root).map_err(|e| e.to_string())?;
     for (path, blob) in changes {
         let rel = Path::new(path);
@@ -154,8 +207,12 @@ pub fn apply(root: &Path, changes: &Changes) -> Result<(), String> {
                 let target = ws
                     .locate(path)
                     .map_err(|e| format!("refusing to write `{path}`: {e}"))?;
+                let bytes = match b.bytes() {
+                    Some(bytes) => bytes,
+                    None => large_bytes(path, b, source)?,
+                };
                 target
-                    .write_atomic(&b.bytes(), WriteMode::Replace, None)
+                    .write_atomic(&bytes, WriteMode::Replace, None)
                     .map_err(|e| format!("cannot write {}: {e}", shown.display()))?;
             }
             None => {
@@ -173,13 +230,46 @@ pub fn apply(root: &Path, changes: &Changes) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes a whole tree into `root` (an empty directory).
-pub fn materialize(root: &Path, tree: &Tree) -> Result<(), String> {
+/// The bytes of a file recorded by its hash, read from `source` beneath it (never through a
+/// symlink out of it) and checked against the hash.
+fn large_bytes(rel: &str, blob: &Blob, source: Option<&Path>) -> Result<Vec<u8>, String> {
+    let (sha, size) = match blob {
+        Blob::Large { sha256, size } => (sha256.as_str(), *size),
+        other => return Ok(other.bytes().unwrap_or_default()),
+    };
+    let unavailable = |why: &str| {
+        format!(
+            "`{rel}` ({} MB) was recorded by its hash only (files over {} MB are), and {why}; it cannot be recreated",
+            size / 1024 / 1024,
+            MAX_FILE_BYTES / 1024 / 1024
+        )
+    };
+    let Some(source) = source else {
+        return Err(unavailable("the trace holds no copy"));
+    };
+    let shown = source.join(rel);
+    let gone = || unavailable(&format!("{} is gone", shown.display()));
+    let from = Workspace::new(source)
+        .map_err(|_| gone())?
+        .locate(rel)
+        .map_err(|_| gone())?;
+    let bytes = from.read().map_err(|_| gone())?;
+    if hex(&Sha256::digest(&bytes)) != sha {
+        return Err(unavailable(&format!(
+            "{} has changed since",
+            shown.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Writes a whole tree into `root` (an empty directory); large files come from `source`.
+pub fn materialize(root: &Path, tree: &Tree, source: Option<&Path>) -> Result<(), String> {
     let changes: Changes = tree
         .iter()
         .map(|(p, b)| (p.clone(), Some(b.clone())))
         .collect();
-    apply(root, &changes)
+    apply(root, &changes, source)
 }
 
 /// A stable fingerprint of a tree (FNV-1a over paths and bytes), to compare runs.
@@ -194,8 +284,82 @@ pub fn fingerprint(tree: &Tree) -> String {
     for (path, blob) in tree {
         eat(path.as_bytes());
         eat(&[0]);
-        eat(&blob.bytes());
+        match blob.bytes() {
+            Some(bytes) => eat(&bytes),
+            // Recorded by its hash: the same tree always records the same files that way.
+            None => eat(format!("sha256:{}", blob.sha256()).as_bytes()),
+        }
         eat(&[0xff]);
     }
     format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn build_output_is_left_out_and_large_files_are_kept_by_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn a() {}\n").unwrap();
+        std::fs::create_dir_all(root.join("target/debug")).unwrap();
+        std::fs::write(root.join("target/debug/app"), vec![1u8; 10]).unwrap();
+        std::fs::create_dir_all(root.join("web/node_modules/x")).unwrap();
+        std::fs::write(root.join("web/node_modules/x/i.js"), "x").unwrap();
+        let big = vec![b'a'; (MAX_FILE_BYTES + 1) as usize];
+        std::fs::write(root.join("data.bin"), &big).unwrap();
+
+        let tree = snapshot(root, &BuildDirs::default()).unwrap();
+        let paths: Vec<&str> = tree.keys().map(String::as_str).collect();
+        assert_eq!(paths, ["data.bin", "src/lib.rs"]);
+        let Some(Blob::Large { sha256, size }) = tree.get("data.bin") else {
+            panic!("{:?}", tree.get("data.bin").map(|_| "not large"));
+        };
+        assert_eq!(*size, MAX_FILE_BYTES + 1);
+        assert_eq!(sha256, &hex(&Sha256::digest(&big)));
+        // Configured away, build directories are recorded like any other.
+        let all = snapshot(root, &BuildDirs::none()).unwrap();
+        assert!(all.contains_key("target/debug/app"));
+        assert!(all.contains_key("web/node_modules/x/i.js"));
+
+        // A copy gets the large file from the source, checked by its hash.
+        let copy = tempfile::tempdir().unwrap();
+        materialize(copy.path(), &tree, Some(root)).unwrap();
+        assert_eq!(std::fs::read(copy.path().join("data.bin")).unwrap(), big);
+        assert_eq!(
+            fingerprint(&snapshot(copy.path(), &BuildDirs::default()).unwrap()),
+            fingerprint(&tree)
+        );
+        // Without the source, or after it changed, it says it cannot recreate the file.
+        let none = tempfile::tempdir().unwrap();
+        let err = materialize(none.path(), &tree, None).unwrap_err();
+        assert!(err.contains("`data.bin`") && err.contains("hash"), "{err}");
+        std::fs::write(root.join("data.bin"), b"changed").unwrap();
+        let err = materialize(none.path(), &tree, Some(root)).unwrap_err();
+        assert!(err.contains("has changed since"), "{err}");
+    }
+
+    #[test]
+    fn a_large_blob_round_trips_through_json() {
+        let t: Tree = [
+            ("a".to_string(), Blob::Text("x".into())),
+            ("b".to_string(), Blob::from_bytes(vec![0xff, 0])),
+            (
+                "c".to_string(),
+                Blob::Large {
+                    sha256: "ab".into(),
+                    size: 9,
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let json = serde_json::to_string(&t).unwrap();
+        let back: Tree = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, t);
+    }
 }

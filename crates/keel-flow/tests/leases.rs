@@ -32,6 +32,7 @@ fn executor(store: Arc<SqliteStore>) -> Executor {
         store: FlowStore::new(store),
         agents: Arc::new(NoAgents),
         shell: keel_tools::shell::ShellSettings::default(),
+        build_dirs: Default::default(),
         events: None,
         cancel: CancellationToken::new(),
     }

@@ -82,6 +82,7 @@ fn setup(agents: Arc<FakeAgents>, store: Arc<SqliteStore>, cancel: CancellationT
             store: FlowStore::new(store),
             agents,
             shell: keel_tools::shell::ShellSettings::default(),
+            build_dirs: Default::default(),
             events: Some(sink),
             cancel,
         },
@@ -354,6 +355,23 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
     );
     let pr = ws.join(".keel/flows/runs").join(&sum.run_id).join("PR.md");
     assert!(read(&pr).contains(&branch), "{}", read(&pr));
+
+    // Without `branch:`, the branch is named after the run id's random end, not all of it.
+    let yaml = "name: ship\nnodes:\n  - id: impl\n    type: agent\n    task: change it\n  - id: ship\n    type: deliver\n    needs: [impl]\n";
+    let sum = run(&s, yaml, ws).await;
+    assert_eq!(sum.status, "completed", "{:?}", sum.error);
+    let delivered = sum.state.nodes["ship"].outputs["output"].to_string();
+    let tail: String = sum
+        .run_id
+        .chars()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    assert_eq!(delivered, format!("keel/flow-{tail}"));
+    assert_eq!(delivered.len(), "keel/flow-".len() + 8);
 }
 
 #[tokio::test]
@@ -462,4 +480,54 @@ async fn the_step_cap_reaches_the_agent() {
     let sum = run(&s, yaml, dir.path()).await;
     assert_eq!(sum.status, "completed");
     assert_eq!(*steps.lock().unwrap_or_else(|e| e.into_inner()), Some(7));
+}
+
+/// A node that writes a file too large for a trace keeps its change (by hash), and one whose
+/// changes cannot be recorded fails instead of showing "no changes".
+#[tokio::test]
+async fn a_nodes_changes_are_never_dropped_silently() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let s = setup(agents(vec![]), store(), CancellationToken::new());
+    let yaml = "name: big\nnodes:\n  - id: big\n    type: shell\n    command: head -c 5000000 /dev/zero > big.bin; mkdir -p target; head -c 5000000 /dev/zero > target/out\n";
+    let sum = run(&s, yaml, dir.path()).await;
+    assert_eq!(sum.status, "completed", "{:?}", sum.error);
+    let node = sum
+        .trace
+        .find("big", 0)
+        .unwrap_or_else(|| panic!("no trace"));
+    let changed: Vec<&String> = node.changes.keys().collect();
+    assert_eq!(
+        changed,
+        ["big.bin"],
+        "build output left out, the big file kept"
+    );
+    assert!(matches!(
+        node.changes.get("big.bin"),
+        Some(Some(keel_flow::tree::Blob::Large {
+            size: 5_000_000,
+            ..
+        }))
+    ));
+
+    // An unreadable directory (as a normal user; root reads everything) fails the node.
+    let uid = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata("/proc/self").unwrap_or_else(|e| panic!("{e}")),
+    );
+    if uid == 0 {
+        eprintln!("SKIPPED the unreadable-directory half: running as root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let yaml = "name: hidden\nnodes:\n  - id: hide\n    type: shell\n    command: mkdir -p secret && echo x > secret/f && chmod 000 secret\n";
+    let sum = run(&s, yaml, dir.path()).await;
+    let _ = std::process::Command::new("chmod")
+        .args(["700", "secret"])
+        .current_dir(dir.path())
+        .status();
+    assert_eq!(status(&sum, "hide"), NodeStatus::Failed);
+    let err = sum.error.unwrap_or_default();
+    assert!(
+        err.contains("cannot record the file changes of node `hide`"),
+        "{err}"
+    );
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use keel_fs::project::ProjectDir;
 
 use crate::chunk::chunk_file;
-use crate::index::{Index, Progress, RefreshStats};
+use crate::index::{Index, Phase, Progress, RefreshStats};
 use crate::store::{self, DbFiles, FileState, IndexedFile, MemFiles};
 use crate::symbols::{Language, MAX_SOURCE_BYTES, TreeSitterExtractor};
 use crate::walk::{FoundFile, content_skip};
@@ -203,6 +203,7 @@ impl Index {
     /// ones read only files whose mtime or size changed. Cancelling through `progress`
     /// stops at a batch boundary with [`IndexError::Cancelled`]; the next refresh resumes.
     pub fn refresh(&mut self, progress: &dyn Progress) -> Result<RefreshStats, IndexError> {
+        progress.phase(Phase::Scanning);
         let found = self.walker.walk(None);
         let states = store::load_states(&self.conn)?;
         let interrupted = !matches!(store::meta(&self.conn, "state")?.as_deref(), Some("ready"));
@@ -225,6 +226,7 @@ impl Index {
         // Path order, whatever order the walk found them in: with the in-order writes below,
         // the same tree always gets the same row ids (so equal scores tie the same way).
         jobs.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        progress.phase(Phase::Reading);
         progress.planned(found.len(), jobs.len());
         let mut changes = Changes::default();
         changes.stats.files = found.len();
@@ -242,6 +244,7 @@ impl Index {
             tx.commit()?;
         }
         self.write_parallel(jobs, progress, &mut changes)?;
+        progress.phase(Phase::Linking);
         let tx = self.conn.transaction()?;
         changes.resolve(&tx, interrupted || states.is_empty())?;
         store::set_meta(&tx, "state", "ready")?;

@@ -15,6 +15,10 @@ pub const INDEX_FILE: &str = "index.db";
 /// Receives build progress (a terminal progress bar, a log line). Every method has a no-op
 /// default.
 pub trait Progress: Send + Sync {
+    /// A step of the build starts: [`Phase::Scanning`] the tree, [`Phase::Reading`] the files
+    /// (then `planned` and `advanced`), [`Phase::Linking`] the imports and writing the
+    /// result. On a large tree the first and the last take seconds of their own.
+    fn phase(&self, _phase: Phase) {}
     /// The walk found `files` admissible files, of which `to_read` need (re)reading.
     fn planned(&self, _files: usize, _to_read: usize) {}
     /// `done` of the planned files are processed.
@@ -23,6 +27,28 @@ pub trait Progress: Send + Sync {
     /// what is written stays, and the next refresh resumes).
     fn cancelled(&self) -> bool {
         false
+    }
+}
+
+/// A step of an index build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Walking the tree: which files there are, and which changed.
+    Scanning,
+    /// Reading and parsing the changed files.
+    Reading,
+    /// Resolving imports between files and committing the result.
+    Linking,
+}
+
+impl Phase {
+    /// What the step does, for a progress line.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Scanning => "scanning the workspace",
+            Phase::Reading => "reading files",
+            Phase::Linking => "linking imports",
+        }
     }
 }
 

@@ -29,7 +29,7 @@ pub mod terms;
 pub mod walk;
 pub mod watch;
 
-pub use index::{Index, IndexStats, NoProgress, Progress, RefreshStats};
+pub use index::{Index, IndexStats, NoProgress, Phase, Progress, RefreshStats};
 pub use search::{Hit, Ranking, SearchKind, SearchQuery};
 pub use service::{Freshness, SharedIndex};
 pub use symbols::{

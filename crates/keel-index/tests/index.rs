@@ -465,3 +465,43 @@ fn watcher_events_refresh_the_changed_paths() {
     let (_db, fresh) = fresh(root);
     assert!(idx.dump().unwrap() == fresh.dump().unwrap());
 }
+
+/// A build reports every step, so a large tree never sits silent: scanning (the walk), reading
+/// (with counts), linking (imports and the commit), in that order.
+#[test]
+fn a_build_reports_each_step_with_its_counts() {
+    use std::sync::Mutex;
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+    impl Progress for Seen {
+        fn phase(&self, phase: keel_index::Phase) {
+            self.0.lock().unwrap().push(phase.label().to_string());
+        }
+        fn planned(&self, files: usize, to_read: usize) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("planned {files}/{to_read}"));
+        }
+    }
+    let repo = repo();
+    for i in 0..30 {
+        write(
+            repo.path(),
+            &format!("src/m{i}.py"),
+            "def f():\n    return 1\n",
+        );
+    }
+    let mut idx = Index::open(repo.path(), IndexSettings::default()).unwrap();
+    let seen = Seen::default();
+    idx.refresh(&seen).unwrap();
+    let seen = seen.0.into_inner().unwrap();
+    assert_eq!(seen[0], "scanning the workspace");
+    assert_eq!(seen[1], "reading files");
+    assert!(seen[2].starts_with("planned "), "{seen:?}");
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("linking imports"),
+        "{seen:?}"
+    );
+}

@@ -16,7 +16,12 @@ pub enum LlmError {
         retry_after: Option<Duration>,
     },
     #[error("provider server error (HTTP {status}): {message}")]
-    Server { status: u16, message: String },
+    Server {
+        status: u16,
+        message: String,
+        /// The server's `retry-after` (a 503 often sends one).
+        retry_after: Option<Duration>,
+    },
     #[error("the model request timed out: {0}")]
     Timeout(String),
     /// A local server went silent: not resent (it would queue behind the abandoned
@@ -91,7 +96,9 @@ impl LlmError {
         let (kind, detail) = match self {
             LlmError::RateLimited { message, .. } => ("rate limited".to_string(), message),
             LlmError::Overloaded { message, .. } => ("overloaded".to_string(), message),
-            LlmError::Server { status, message } => (format!("HTTP {status}"), message),
+            LlmError::Server {
+                status, message, ..
+            } => (format!("HTTP {status}"), message),
             LlmError::Timeout(m) => ("timed out".to_string(), m),
             LlmError::Connection(m) if m.contains("broke off") => (
                 "the connection broke off mid-reply".to_string(),
@@ -115,7 +122,8 @@ impl LlmError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             LlmError::RateLimited { retry_after, .. }
-            | LlmError::Overloaded { retry_after, .. } => *retry_after,
+            | LlmError::Overloaded { retry_after, .. }
+            | LlmError::Server { retry_after, .. } => *retry_after,
             _ => None,
         }
     }

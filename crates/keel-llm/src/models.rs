@@ -105,12 +105,20 @@ const fn facts(prefix: &'static str, context_window: u64, price: Price) -> Model
     }
 }
 
+/// Whether `name` is the model family `prefix` names: the prefix itself, or the prefix and a
+/// suffix after a separator (a dated snapshot `-20250929`, a tag `:latest`). `gpt-5o` or
+/// `gpt-55` is not `gpt-5`: an unknown model gets no guessed window or price.
+fn in_family(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.', ':', '@', '_']))
+}
+
 /// The built-in facts for `model`, by longest prefix (also after a `vendor/` prefix).
 pub fn lookup(model: &str) -> Option<&'static ModelFacts> {
     let bare = model.rsplit('/').next().unwrap_or(model);
     MODELS
         .iter()
-        .filter(|f| bare.starts_with(f.prefix))
+        .filter(|f| in_family(bare, f.prefix))
         .max_by_key(|f| f.prefix.len())
 }
 
@@ -119,10 +127,11 @@ pub fn lookup(model: &str) -> Option<&'static ModelFacts> {
 /// to its own entry unless that is overridden too).
 pub fn price_for(model: &str, overrides: &BTreeMap<String, Price>) -> Option<Price> {
     let bare = model.rsplit('/').next().unwrap_or(model);
-    let matches = |prefix: &str| model.starts_with(prefix) || bare.starts_with(prefix);
+    // The user's own keys are prefixes as written; the built-in ones name families.
+    let matches = |prefix: &str| in_family(model, prefix) || in_family(bare, prefix);
     let from_config = overrides
         .iter()
-        .filter(|(k, _)| matches(k))
+        .filter(|(k, _)| model.starts_with(k.as_str()) || bare.starts_with(k.as_str()))
         .map(|(k, p)| ((k.len(), 1), *p));
     let built_in = MODELS
         .iter()
@@ -157,6 +166,12 @@ mod tests {
             Some("claude-sonnet-4")
         );
         assert!(lookup("llama3.2:3b").is_none());
+        // A name that only starts like a known one is another model: nothing is guessed.
+        assert!(lookup("gpt-5o").is_none());
+        assert!(lookup("gpt-55").is_none());
+        assert!(lookup("deepseek-chatter").is_none());
+        assert_eq!(price_for("gpt-5o", &BTreeMap::new()), None);
+        assert_eq!(lookup("gpt-5:latest").map(|f| f.prefix), Some("gpt-5"));
     }
 
     #[test]

@@ -139,6 +139,7 @@ mod tests {
         let e = LlmError::Server {
             status: 503,
             message: "x".into(),
+            retry_after: None,
         };
         let d1 = p.delay_for(1, &e).unwrap_or_default();
         let d4 = p.delay_for(4, &e).unwrap_or_default();

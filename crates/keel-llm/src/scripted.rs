@@ -290,10 +290,13 @@ impl ScriptedProvider {
         let index = state.next;
         let Some(turn) = self.script.turns.get(index) else {
             return Err(LlmError::ScriptExhausted(format!(
-                "{} has {} turn(s) and all were played, but the engine asked for turn {}. \
+                "{} has {} and all were played, but the engine asked for turn {}. \
                  End the script with a turn that has `text` and no `tool_calls` so the model finishes.",
                 self.source,
-                self.script.turns.len(),
+                match self.script.turns.len() {
+                    1 => "1 turn".to_string(),
+                    n => format!("{n} turns"),
+                },
                 index + 1
             )));
         };
@@ -367,6 +370,7 @@ fn simulated_error(err: ScriptError) -> LlmError {
         ScriptError::Server => LlmError::Server {
             status: 500,
             message: "scripted server error".into(),
+            retry_after: None,
         },
         ScriptError::Timeout => LlmError::Timeout("scripted timeout".into()),
         ScriptError::Overloaded => LlmError::Overloaded {
@@ -503,7 +507,7 @@ turns:
 
         match play(&p).await {
             Err(LlmError::ScriptExhausted(msg)) => {
-                assert!(msg.contains("3 turn(s)"), "{msg}");
+                assert!(msg.contains("has 3 turns and"), "{msg}");
                 assert!(msg.contains("turn 4"), "{msg}");
             }
             other => panic!("expected exhaustion, got {other:?}"),

@@ -168,7 +168,11 @@ pub(crate) fn status_error(
         // A server that reports a malformed request as a 5xx (llama-cpp-python's validation
         // errors): the same request fails the same way every time.
         500..=599 if is_validation(&kind, &message) => LlmError::BadRequest { status, message },
-        500..=599 => LlmError::Server { status, message },
+        500..=599 => LlmError::Server {
+            status,
+            message,
+            retry_after,
+        },
         404 => LlmError::ModelNotFound {
             status,
             model: ctx.model.clone(),
@@ -267,6 +271,7 @@ pub(crate) fn stream_error(kind: &str, message: String) -> LlmError {
         _ => LlmError::Server {
             status: 500,
             message,
+            retry_after: None,
         },
     }
 }
@@ -320,6 +325,16 @@ mod tests {
             None,
         );
         assert!(matches!(e, LlmError::Server { status: 503, .. }) && e.is_retryable());
+        assert_eq!(e.retry_after(), None);
+        // A 503 that says when to come back is waited for as asked.
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", "1".parse().unwrap_or_else(|_| panic!()));
+        let e = status_error(503, &h, "upstream down", &ErrorContext::default(), None);
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            crate::retry::RetryPolicy::default().delay_for(1, &e),
+            Some(Duration::from_secs(1))
+        );
         let e = status_error(
             400,
             &HeaderMap::new(),

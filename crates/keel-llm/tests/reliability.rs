@@ -65,6 +65,35 @@ fn retries(events: &[StreamEvent]) -> Vec<(u32, Duration, String)> {
 }
 
 #[tokio::test]
+async fn a_503_with_retry_after_waits_as_asked_then_recovers() {
+    let server = MockServer::queue(vec![
+        MockReply::error_with_headers(
+            503,
+            r#"{"error": {"message": "Service Unavailable", "type": "api_error"}}"#,
+            &[("retry-after", "1")],
+        ),
+        anthropic_ok("back"),
+    ])
+    .await
+    .unwrap();
+    let p = ReliableProvider::new(
+        provider("anthropic", "claude-sonnet-4-5", &server.url()),
+        fast_policy(3),
+    );
+    let started = Instant::now();
+    let (events, turn) = run(&p).await;
+    assert_eq!(turn.unwrap().text, "back");
+    let r = retries(&events);
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        r[0].1,
+        Duration::from_secs(1),
+        "retry-after wins over backoff"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1));
+}
+
+#[tokio::test]
 async fn rate_limit_with_retry_after_is_honoured_then_recovers() {
     let server = MockServer::queue(vec![
         MockReply::error_with_headers(429, RATE_LIMITED, &[("retry-after", "1")]),

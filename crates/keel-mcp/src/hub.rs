@@ -27,6 +27,9 @@ impl Drop for Runtime {
     }
 }
 
+/// How long [`Hub::shutdown`] waits for servers still starting to stop.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
 /// A tool with the catalog state it is registered in.
 pub type StatedTool = LateTool;
 
@@ -98,6 +101,8 @@ pub struct Hub {
     pub(crate) resources: Option<LateTool>,
     /// Counts servers that settled; waiters watch it.
     pub(crate) settled: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Set by [`Hub::shutdown`]: servers still starting stop (their process group is killed).
+    stop: tokio::sync::watch::Sender<bool>,
     pub(crate) startup_timeout: Duration,
 }
 
@@ -172,6 +177,7 @@ impl Hub {
         let rt = Arc::new(Runtime(Some(rt)));
         let (settled, _) = tokio::sync::watch::channel(0usize);
         let settled = Arc::new(settled);
+        let (stop, _) = tokio::sync::watch::channel(false);
         let mut slots = Vec::new();
         let mut launch = Vec::new();
         for def in defs {
@@ -223,11 +229,13 @@ impl Hub {
             slots,
             settled: settled.clone(),
             startup_timeout: options.startup_timeout,
+            stop,
         });
         for (slot, transport, confinement, recheck) in launch {
             let opts = options.clone();
             let settled = settled.clone();
             let rt = handle.clone();
+            let mut stop = hub.stop.subscribe();
             handle.spawn(async move {
                 let limit = opts.startup_timeout;
                 let name = slot.name.clone();
@@ -245,10 +253,17 @@ impl Hub {
                     let tools = server.list_tools().await.map_err(|e| e.0)?;
                     Ok::<_, String>((Arc::new(server), tools))
                 };
-                let result = tokio::time::timeout(limit, start)
-                    .await
-                    .map_err(|_| format!("it did not start within {}s", limit.as_secs()))
-                    .and_then(|r| r);
+                // A shutdown while it starts drops `start`, and with it the process (its
+                // process group is killed on drop).
+                let result = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|stopped| *stopped) => {
+                        Err("Keel stopped before it was ready".to_string())
+                    }
+                    r = tokio::time::timeout(limit, start) => r
+                        .map_err(|_| format!("it did not start within {}s", limit.as_secs()))
+                        .and_then(|r| r),
+                };
                 let done = match result {
                     Ok((server, listed)) => ready(&slot, server, listed, rt),
                     Err(e) => Done::not_started(Status::Failed(e)),
@@ -352,8 +367,20 @@ impl Hub {
         run_on(&self.handle, fut).await
     }
 
-    /// Stops every server.
+    /// Stops every server: those still starting first (their start is abandoned and the
+    /// process killed; waited for at most [`SHUTDOWN_WAIT`]), then the running ones.
     pub async fn shutdown(&self) {
+        self.stop.send_replace(true);
+        let all: Vec<Arc<Slot>> = self.slots.clone();
+        let wait = self.wait_until(move || all.iter().all(|s| s.done.get().is_some()));
+        let _ = tokio::time::timeout(
+            SHUTDOWN_WAIT,
+            self.run(async move {
+                wait.await;
+                Ok(())
+            }),
+        )
+        .await;
         for s in self.slots.iter().filter_map(|s| s.done.get()) {
             if let Some(s) = s.server.clone() {
                 let _ = self

@@ -20,6 +20,6 @@ pub mod tool;
 
 pub use approve::{Approval, Approvals, NamedFile, definition_hash, named_files};
 pub use config::{EffectConfig, McpConfig, Origin, ServerConfig, ServerDef, Transport};
-pub use hub::{Hub, ServerEntry, StartOptions, Status};
+pub use hub::{Hub, SHUTDOWN_WAIT, ServerEntry, StartOptions, Status};
 pub use server::{CallError, Confinement, ListedTool, Recheck, Server};
 pub use tool::{MCP_RESOURCES, McpResources, McpTool, map_result, tool_name};

@@ -423,3 +423,71 @@ async fn a_server_that_exits_at_start_is_reported_with_its_stderr() {
         status(1)
     );
 }
+
+/// A server still starting when Keel stops (a `keel run` that finished before the server's
+/// handshake) does not outlive it: `shutdown` abandons the start and kills its process
+/// group, within a bound, instead of leaving it running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_still_starting_is_killed_by_shutdown() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let pid_file = dir.path().join("server.pid");
+    let def = ServerDef {
+        name: "slow".into(),
+        config: ServerConfig {
+            command: Some("sh".into()),
+            args: vec![
+                "-c".into(),
+                format!("echo $$ > '{}'; exec sleep 30", pid_file.display()),
+            ],
+            ..ServerConfig::default()
+        },
+        origin: Origin::User("test".into()),
+    };
+    let options = StartOptions {
+        workspace: dir.path().to_path_buf(),
+        startup_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(30),
+    };
+    let hub = Hub::launch(vec![def], &Approvals::load(dir.path()), &options, &no_env)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let t0 = Instant::now();
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the server never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(hub.entries()[0].status, Status::Starting);
+    let alive = |pid: i32| {
+        Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+    };
+    assert!(alive(pid));
+    let t1 = Instant::now();
+    hub.shutdown().await;
+    let took = t1.elapsed();
+    assert!(
+        took < keel_mcp::SHUTDOWN_WAIT + Duration::from_millis(500),
+        "{took:?}"
+    );
+    // Killed (a zombie until its parent reaps it counts as gone).
+    let gone = Instant::now();
+    while alive(pid) && gone.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!alive(pid), "the starting server outlived shutdown");
+    assert!(
+        matches!(&hub.entries()[0].status, Status::Failed(m) if m.contains("stopped before it was ready")),
+        "{:?}",
+        hub.entries()[0].status
+    );
+}

@@ -480,6 +480,8 @@ pub enum ErrorCode {
     InternalError,
     /// Final verification still failed after the self-correction cap.
     VerificationFailed,
+    /// Another session's run works in the workspace (one running session per workspace).
+    WorkspaceBusy,
 }
 
 impl ErrorCode {
@@ -496,6 +498,7 @@ impl ErrorCode {
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::InternalError => "internal_error",
             ErrorCode::VerificationFailed => "verification_failed",
+            ErrorCode::WorkspaceBusy => "workspace_busy",
         }
     }
 }

@@ -103,6 +103,7 @@ async fn flow_job(job: &FlowJob, state: &State) -> Result<(), BoxDynError> {
             defaults: overrides,
         }),
         shell: config.shell.tool_settings(),
+        build_dirs: config.snapshots.build_dirs(),
         events: None,
         cancel: CancellationToken::new(),
     };

@@ -368,7 +368,10 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     let mut handle = SessionHandle::new(engine, record.id.clone(), Vec::new())
         .rebuild_with(state.builder.clone(), &workspace, overrides)
         .approvals(gate)
-        .stop_with(&state.stop);
+        .stop_with(&state.stop)
+        // Jobs of sessions sharing a workspace take turns in it (one running session per
+        // workspace), instead of failing.
+        .wait_for_workspace();
     if let Some(checkout) = checkout {
         handle = handle.on_turn_end(Arc::new(Publish {
             checkout,

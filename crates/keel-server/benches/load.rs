@@ -42,6 +42,7 @@ impl Store for TimedStore {
         append_message list_sessions get_session events messages last_seq create_blocker
         list_blockers get_blocker answer_blocker mark_blockers_delivered memory_entries
         save_result stored_results acquire_lease renew_lease release_lease lease
+        acquire_workspace_lease renew_workspace_lease release_workspace_lease workspace_lease
     );
     fn append_event<'a>(&'a self, event: &'a Event) -> StoreFuture<'a, Event> {
         Box::pin(async move {

@@ -616,6 +616,7 @@ pub(crate) fn op_error(id: &str, e: OpError) -> ApiError {
             ),
         ),
         OpError::Busy(m) => ApiError::conflict("session_busy", m),
+        OpError::WorkspaceBusy(_) => ApiError::conflict("workspace_busy", e.to_string()),
         OpError::NoTurnRunning(_) => ApiError::conflict("no_turn_running", e.to_string()),
         OpError::NoPendingApproval(_) => ApiError::conflict("no_pending_approval", e.to_string()),
         OpError::NothingToUndo(m) => ApiError::conflict("nothing_to_undo", m),
@@ -648,6 +649,7 @@ impl From<EngineError> for ApiError {
             EngineError::Store(s) => s.into(),
             EngineError::Workspace(w) => Self::bad_request(w.to_string()),
             EngineError::Setup(m) | EngineError::Busy(m) => Self::conflict("session_busy", m),
+            EngineError::WorkspaceBusy(_) => Self::conflict("workspace_busy", e.to_string()),
             EngineError::Internal(m) => Self::internal(m),
         }
     }

@@ -50,8 +50,10 @@ pub struct AddTaskRequest {
     pub title: String,
     #[serde(default)]
     pub description: String,
-    #[serde(default)]
-    pub criteria: Vec<String>,
+    /// Checkable statements the work must meet (`criteria` is accepted too; generated tasks
+    /// and `keel task add --criterion` fill the same list).
+    #[serde(default, alias = "criteria")]
+    pub acceptance_criteria: Vec<String>,
     /// xs, s, m, l or xl (default m).
     pub size: Option<String>,
     #[serde(default)]
@@ -65,7 +67,9 @@ pub struct EditTaskRequest {
     pub workspace: Option<String>,
     pub title: Option<String>,
     pub description: Option<String>,
-    pub criteria: Option<Vec<String>>,
+    /// Replaces every acceptance criterion (`criteria` is accepted too).
+    #[serde(default, alias = "criteria")]
+    pub acceptance_criteria: Option<Vec<String>>,
     pub size: Option<String>,
     pub depends_on: Option<Vec<u32>>,
     /// ready, blocked, in_progress, done or failed.
@@ -217,7 +221,7 @@ pub async fn add_task(
     let task = NewTask {
         title: req.title,
         description: req.description,
-        criteria: req.criteria,
+        criteria: req.acceptance_criteria,
         size: req.size.unwrap_or_else(|| "m".into()),
         depends_on: req.depends_on,
         after: Vec::new(),
@@ -267,7 +271,7 @@ pub async fn edit_task(
     let edit = TaskEdit {
         title: req.title,
         description: req.description,
-        criteria: req.criteria,
+        criteria: req.acceptance_criteria,
         size: req.size,
         depends_on: req.depends_on,
         status,
@@ -458,11 +462,36 @@ pub async fn status(
     let (_, w) = ws(&hub, q.workspace.as_deref())?;
     let tasks = store.list_tasks(&w).await?;
     let mut counts = serde_json::Map::new();
-    for s in ["ready", "blocked", "in_progress", "done", "failed"] {
-        let n = tasks.iter().filter(|t| t.status.as_str() == s).count();
+    // `waiting`: ready, but a dependency is not done yet (it cannot start).
+    for s in [
+        "ready",
+        "waiting",
+        "blocked",
+        "in_progress",
+        "done",
+        "failed",
+    ] {
+        let n = tasks
+            .iter()
+            .filter(|t| match t.shown_status(&tasks) {
+                "interrupted" => s == "in_progress",
+                shown => shown == s,
+            })
+            .count();
         counts.insert(s.into(), json!(n));
     }
-    Ok(Json(json!({"counts": counts, "tasks": tasks})))
+    let shown: Vec<Value> = tasks
+        .iter()
+        .map(|t| {
+            let mut v = serde_json::to_value(t).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("shown_status".into(), json!(t.shown_status(&tasks)));
+                o.insert("waiting_for".into(), json!(t.waiting_for(&tasks)));
+            }
+            v
+        })
+        .collect();
+    Ok(Json(json!({"counts": counts, "tasks": shown})))
 }
 
 /// After a blocker of `session_id` is answered, its blocked task is ready again.

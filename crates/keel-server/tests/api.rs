@@ -537,9 +537,12 @@ async fn a_session_is_confined_to_its_workspace_as_on_the_cli() {
 async fn many_sessions_run_at_once() {
     let mut srv = TestServer::start().await;
     let script = srv.script("read.yaml", READ_THEN_ANSWER);
+    let script = srv.workspace().join(script);
     let mut ids = Vec::new();
-    for _ in 0..8 {
-        ids.push(srv.create_session(&script, "react").await);
+    // One running session per workspace: eight workspaces, eight turns at once.
+    for i in 0..8 {
+        let ws = srv.another_workspace(&format!("ws{i}"));
+        ids.push(srv.create_session_in(&ws, &script, "react").await);
     }
     let addr = srv.addr;
     let token = srv.token.clone().unwrap();
@@ -566,6 +569,60 @@ async fn many_sessions_run_at_once() {
         assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
         assert!(events.iter().all(|e| &e.session_id == id));
     }
+    srv.shutdown().await;
+}
+
+/// A second session's turn in a workspace where another session's turn runs is refused with
+/// 409 `workspace_busy`, naming the running session; it runs once that one has finished.
+#[tokio::test]
+async fn a_turn_in_a_busy_workspace_is_refused_naming_the_running_session() {
+    let mut srv = TestServer::start().await;
+    let slow = srv.script(
+        "slow.yaml",
+        "turns:\n  - text: \"slow\"\n    delay_ms: 1500\n",
+    );
+    let quick = srv.script("quick.yaml", "turns:\n  - text: \"quick\"\n");
+    let first = srv.create_session(&slow, "react").await;
+    let second = srv.create_session(&quick, "react").await;
+    let (addr, token) = (srv.addr, srv.token.clone().unwrap());
+    let path = format!("/api/v1/sessions/{first}/messages");
+    let running = tokio::spawn(async move {
+        Probe { addr, token }
+            .post(&path, json!({"content": "take your time"}))
+            .await
+    });
+    // Wait until the first turn holds the workspace.
+    for _ in 0..200 {
+        if srv.store.last_seq(&first).await.unwrap() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (status, body) = srv
+        .post(
+            &format!("/api/v1/sessions/{second}/messages"),
+            json!({"content": "me too"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error_code"], "workspace_busy", "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains(&first),
+        "names the running session: {body}"
+    );
+    let (status, done) = running.await.unwrap();
+    assert_eq!((status, done["status"].as_str()), (200, Some("completed")));
+    let (status, turn) = srv
+        .post(
+            &format!("/api/v1/sessions/{second}/messages"),
+            json!({"content": "me too"}),
+        )
+        .await;
+    assert_eq!(
+        (status, turn["status"].as_str()),
+        (200, Some("completed")),
+        "{turn}"
+    );
     srv.shutdown().await;
 }
 

@@ -33,7 +33,7 @@ async fn dollar_name_in_rest_and_websocket_messages_loads_the_skill() {
     let (status, turn) = srv
         .post(
             &format!("/api/v1/sessions/{id}/messages"),
-            json!({"content": "write release notes with $notes"}),
+            json!({"content": "summarize the release with $notes"}),
         )
         .await;
     assert_eq!(status, 200, "{turn}");

@@ -387,7 +387,11 @@ async fn shutdown_cancels_running_turns_and_loses_no_committed_event() {
     let slow = "turns:\n  - text: \"Looking.\"\n    tool_calls:\n      - name: list_files\n        arguments: {}\n  - text: \"slow\"\n    delay_ms: 30000\n";
     let script = srv.script("slow.yaml", slow);
     let ws_id = srv.create_session(&script, "react").await;
-    let rest_id = srv.create_session(&script, "react").await;
+    // One running session per workspace: the second runs in a workspace of its own.
+    let other = srv.another_workspace("other");
+    let rest_id = srv
+        .create_session_in(&other, &srv.workspace().join(&script), "react")
+        .await;
     let mut ws = srv.ws(&ws_id, 0).await;
     ws.send(json!({"type": "user_message", "content": "look"}))
         .await;

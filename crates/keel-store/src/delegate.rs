@@ -181,4 +181,42 @@ macro_rules! delegate_store {
             self.$i.lease(session_id)
         }
     };
+    (@one $i:ident acquire_workspace_lease) => {
+        fn acquire_workspace_lease<'a>(
+            &'a self,
+            workspace: &'a str,
+            session_id: &'a str,
+            holder: &'a str,
+            ttl_ms: u64,
+        ) -> $crate::StoreFuture<'a, bool> {
+            self.$i.acquire_workspace_lease(workspace, session_id, holder, ttl_ms)
+        }
+    };
+    (@one $i:ident renew_workspace_lease) => {
+        fn renew_workspace_lease<'a>(
+            &'a self,
+            workspace: &'a str,
+            holder: &'a str,
+            ttl_ms: u64,
+        ) -> $crate::StoreFuture<'a, bool> {
+            self.$i.renew_workspace_lease(workspace, holder, ttl_ms)
+        }
+    };
+    (@one $i:ident release_workspace_lease) => {
+        fn release_workspace_lease<'a>(
+            &'a self,
+            workspace: &'a str,
+            holder: &'a str,
+        ) -> $crate::StoreFuture<'a, ()> {
+            self.$i.release_workspace_lease(workspace, holder)
+        }
+    };
+    (@one $i:ident workspace_lease) => {
+        fn workspace_lease<'a>(
+            &'a self,
+            workspace: &'a str,
+        ) -> $crate::StoreFuture<'a, Option<$crate::WorkspaceLease>> {
+            self.$i.workspace_lease(workspace)
+        }
+    };
 }

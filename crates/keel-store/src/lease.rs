@@ -4,14 +4,16 @@
 //! time-to-live while it runs and releases it at the end. A holder that dies (kill -9, crash,
 //! power loss, a lost machine) stops renewing, so its lease expires and another run may take
 //! the session over — in this process, another one, or on another machine sharing the store.
+//! A run may also hold its workspace's lease ([`RunLease::claim_workspace`]): one running
+//! session per workspace, renewed and released with the run's own.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Store, StoreError};
+use crate::{Store, StoreError, WorkspaceLease};
 
 /// How long a lease lives without a heartbeat: a killed run's session is free again after this.
 pub const LEASE_TTL_MS: u64 = 15_000;
@@ -33,6 +35,9 @@ pub struct RunLease {
     store: Arc<dyn Store>,
     session_id: String,
     holder: String,
+    ttl_ms: u64,
+    /// The workspace whose lease this run also holds, renewed by the same heartbeat.
+    workspace: Arc<Mutex<Option<String>>>,
     heartbeat: JoinHandle<()>,
 }
 
@@ -60,19 +65,46 @@ impl RunLease {
         if !store.acquire_lease(session_id, &holder, ttl_ms).await? {
             return Ok(None);
         }
+        let workspace = Arc::new(Mutex::new(None));
         let heartbeat = tokio::spawn(beat(
             store.clone(),
             session_id.to_string(),
             holder.clone(),
             ttl_ms,
+            workspace.clone(),
             lost,
         ));
         Ok(Some(Self {
             store,
             session_id: session_id.to_string(),
             holder,
+            ttl_ms,
+            workspace,
             heartbeat,
         }))
+    }
+
+    /// Takes the lease of `workspace` for this run too (renewed and released with it).
+    /// `Err(lease)` names the other session's live lease when another run works there.
+    pub async fn claim_workspace(
+        &self,
+        workspace: &str,
+    ) -> Result<Result<(), WorkspaceLease>, StoreError> {
+        if self
+            .store
+            .acquire_workspace_lease(workspace, &self.session_id, &self.holder, self.ttl_ms)
+            .await?
+        {
+            if let Ok(mut w) = self.workspace.lock() {
+                *w = Some(workspace.to_string());
+            }
+            return Ok(Ok(()));
+        }
+        match self.store.workspace_lease(workspace).await? {
+            Some(other) => Ok(Err(other)),
+            // Released in between: try once more.
+            None => Box::pin(self.claim_workspace(workspace)).await,
+        }
     }
 
     /// The holder name.
@@ -83,6 +115,12 @@ impl RunLease {
     /// Stops the heartbeat and gives the lease up.
     pub async fn release(self) -> Result<(), StoreError> {
         self.heartbeat.abort();
+        let workspace = self.workspace.lock().ok().and_then(|mut w| w.take());
+        if let Some(ws) = workspace {
+            self.store
+                .release_workspace_lease(&ws, &self.holder)
+                .await?;
+        }
         self.store
             .release_lease(&self.session_id, &self.holder)
             .await
@@ -101,12 +139,21 @@ async fn beat(
     session_id: String,
     holder: String,
     ttl_ms: u64,
+    workspace: Arc<Mutex<Option<String>>>,
     lost: CancellationToken,
 ) {
     let every = Duration::from_millis((ttl_ms / 3).max(20));
     loop {
         tokio::time::sleep(every).await;
-        match store.renew_lease(&session_id, &holder, ttl_ms).await {
+        let ws = workspace.lock().ok().and_then(|w| w.clone());
+        let kept = match store.renew_lease(&session_id, &holder, ttl_ms).await {
+            Ok(true) => match &ws {
+                Some(ws) => store.renew_workspace_lease(ws, &holder, ttl_ms).await,
+                None => Ok(true),
+            },
+            other => other,
+        };
+        match kept {
             Ok(true) => {}
             Ok(false) => {
                 lost.cancel();

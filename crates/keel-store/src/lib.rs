@@ -168,6 +168,27 @@ impl Lease {
     }
 }
 
+/// Who works in a workspace now: the session whose run holds the workspace's lease (one run
+/// at a time per workspace, whichever process or machine), until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceLease {
+    /// The workspace's absolute path.
+    pub workspace: String,
+    /// The session running there.
+    pub session_id: String,
+    /// The run holding it: `host:pid:run id`.
+    pub holder: String,
+    /// Unix milliseconds.
+    pub expires_at: u64,
+}
+
+impl WorkspaceLease {
+    /// Not expired yet (by this machine's clock).
+    pub fn is_live(&self) -> bool {
+        self.expires_at > now_ms()
+    }
+}
+
 /// Where a blocker is in its life: raised, answered by a human, then delivered to the agent in
 /// the session's next run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -356,6 +377,37 @@ pub trait Store: Send + Sync {
 
     /// The session's lease, live or expired, when one is recorded.
     fn lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Option<Lease>>;
+
+    /// Takes (or renews) the lease of `workspace` for `holder`, a run of `session_id`, until
+    /// `ttl_ms` from now, unless another holder's lease is still live. `true` when `holder`
+    /// holds it now.
+    fn acquire_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Extends `holder`'s lease of `workspace` to `ttl_ms` from now. `false` when `holder` no
+    /// longer holds it.
+    fn renew_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Gives up `holder`'s lease of `workspace` (nothing happens when another holder has it).
+    fn release_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        holder: &'a str,
+    ) -> StoreFuture<'a, ()>;
+
+    /// The workspace's lease, live or expired, when one is recorded.
+    fn workspace_lease<'a>(&'a self, workspace: &'a str)
+    -> StoreFuture<'a, Option<WorkspaceLease>>;
 }
 
 /// Unix time in milliseconds.

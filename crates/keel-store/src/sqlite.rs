@@ -10,6 +10,7 @@ use crate::{
     BlockerRecord, BlockerStatus, Lease, NewBlocker, NewSession, SessionRecord, StoreError, now_ms,
 };
 
+mod leases;
 mod store;
 mod wal;
 pub use store::SqliteStore;
@@ -89,6 +90,8 @@ CREATE TABLE run_leases (
     crate::eval::MIGRATION,
     // 9: a session's git source (`{"url", "ref"}` as JSON), for queue-mode workers.
     "ALTER TABLE sessions ADD COLUMN repo TEXT;",
+    // 10: workspace leases — which session's run works in a workspace, until when.
+    leases::WORKSPACE_LEASES,
 ];
 
 /// Sessions, messages and events in one SQLite database file: the synchronous side, whose
@@ -725,70 +728,6 @@ impl SqliteDb {
         }
         tx.commit().map_err(sql("marking blockers delivered"))?;
         Ok(())
-    }
-}
-
-impl SqliteDb {
-    pub fn acquire_lease(
-        &self,
-        session_id: &str,
-        holder: &str,
-        ttl_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let now = now_ms() as i64;
-        // One statement: a new row, or a takeover only when the row is ours or expired.
-        let n = self
-            .lock()
-            .execute(
-                "INSERT INTO run_leases (session_id, holder, expires_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(session_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-                 WHERE run_leases.holder = excluded.holder OR run_leases.expires_at <= ?4",
-                params![session_id, holder, now + ttl_ms as i64, now],
-            )
-            .map_err(sql("taking a run lease"))?;
-        Ok(n == 1)
-    }
-
-    pub fn renew_lease(
-        &self,
-        session_id: &str,
-        holder: &str,
-        ttl_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let n = self
-            .lock()
-            .execute(
-                "UPDATE run_leases SET expires_at = ?3 WHERE session_id = ?1 AND holder = ?2",
-                params![session_id, holder, now_ms() as i64 + ttl_ms as i64],
-            )
-            .map_err(sql("renewing a run lease"))?;
-        Ok(n == 1)
-    }
-
-    pub fn release_lease(&self, session_id: &str, holder: &str) -> Result<(), StoreError> {
-        self.lock()
-            .execute(
-                "DELETE FROM run_leases WHERE session_id = ?1 AND holder = ?2",
-                params![session_id, holder],
-            )
-            .map_err(sql("releasing a run lease"))?;
-        Ok(())
-    }
-
-    pub fn lease(&self, session_id: &str) -> Result<Option<Lease>, StoreError> {
-        self.lock()
-            .query_row(
-                "SELECT holder, expires_at FROM run_leases WHERE session_id = ?1",
-                [session_id],
-                |r| {
-                    Ok(Lease {
-                        holder: r.get(0)?,
-                        expires_at: r.get::<_, i64>(1)? as u64,
-                    })
-                },
-            )
-            .optional()
-            .map_err(sql("reading a run lease"))
     }
 }
 

@@ -253,6 +253,54 @@ async fn leases_expire_and_renew(b: &Backend) {
     assert_eq!(s.lease(&id).await.unwrap(), None);
 }
 
+async fn workspace_leases_keep_one_session_per_workspace(b: &Backend) {
+    let s = b.store.as_ref();
+    let ws = format!("/work/{}", unique("ws"));
+    assert_eq!(s.workspace_lease(&ws).await.unwrap(), None);
+    assert!(
+        s.acquire_workspace_lease(&ws, "s1", "h:1:a", 400)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.acquire_workspace_lease(&ws, "s2", "h:2:b", 400)
+            .await
+            .unwrap(),
+        "another session's live lease keeps others out"
+    );
+    let held = s.workspace_lease(&ws).await.unwrap().unwrap();
+    assert_eq!(
+        (held.session_id.as_str(), held.holder.as_str()),
+        ("s1", "h:1:a")
+    );
+    assert!(held.is_live());
+    assert!(
+        s.acquire_workspace_lease(&format!("{ws}-other"), "s2", "h:2:b", 400)
+            .await
+            .unwrap(),
+        "another workspace is free"
+    );
+    assert!(s.renew_workspace_lease(&ws, "h:1:a", 400).await.unwrap());
+    assert!(!s.renew_workspace_lease(&ws, "h:2:b", 400).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!s.workspace_lease(&ws).await.unwrap().unwrap().is_live());
+    assert!(
+        s.acquire_workspace_lease(&ws, "s2", "h:2:b", 10_000)
+            .await
+            .unwrap(),
+        "an expired lease is taken over"
+    );
+    assert!(!s.renew_workspace_lease(&ws, "h:1:a", 400).await.unwrap());
+    s.release_workspace_lease(&ws, "h:1:a").await.unwrap();
+    assert_eq!(
+        s.workspace_lease(&ws).await.unwrap().map(|l| l.session_id),
+        Some("s2".into()),
+        "only its holder releases it"
+    );
+    s.release_workspace_lease(&ws, "h:2:b").await.unwrap();
+    assert_eq!(s.workspace_lease(&ws).await.unwrap(), None);
+}
+
 async fn blockers(b: &Backend) {
     let s = b.store.as_ref();
     let id = unique("blk");
@@ -502,6 +550,7 @@ async fn run_suite(b: Backend) {
     events_round_trip(&b).await;
     seq_gap_free_under_concurrent_writers(&b).await;
     leases_expire_and_renew(&b).await;
+    workspace_leases_keep_one_session_per_workspace(&b).await;
     blockers(&b).await;
     memory(&b).await;
     ambiguous_prefixes(&b).await;

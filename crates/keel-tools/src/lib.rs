@@ -18,6 +18,7 @@
 
 pub use keel_fs::{beneath, project};
 
+pub mod build_dirs;
 pub mod builtin;
 pub mod catalog;
 mod context;

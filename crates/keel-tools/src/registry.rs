@@ -252,6 +252,12 @@ impl ToolRegistry {
             return Err(ToolError::Model(self.unknown_tool_message(name)));
         };
         if name == TOOL_SEARCH {
+            // A search while MCP servers are still starting would find none of their tools:
+            // wait (bounded by their startup timeout; at once once they have settled).
+            tokio::select! {
+                () = self.settle_all() => {}
+                () = ctx.cancel.cancelled() => {}
+            }
             return search_tools(self, &args);
         }
         let mut output = tool.execute(args, ctx).await?;

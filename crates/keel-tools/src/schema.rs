@@ -21,6 +21,9 @@ pub fn schema_for<T: JsonSchema>() -> Value {
         map.remove("$schema");
         map.remove("definitions");
         map.remove("$defs");
+        // The argument struct's doc comment ("Arguments of `x`.") says nothing the tool's
+        // description does not; it cost every tool in the cached head a few tokens.
+        map.remove("description");
     }
     simplify(&mut value);
     value
@@ -62,6 +65,25 @@ fn simplify(value: &mut Value) {
             if map.get("default") == Some(&Value::Null) {
                 map.remove("default");
             }
+            // `"additionalProperties": false` on every object: Keel checks the arguments
+            // itself (unknown fields are refused with the schema, `catalog::coerce` treats a
+            // schema without `true` as closed), so the model need not read it on every tool.
+            if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+                map.remove("additionalProperties");
+            }
+            // `"minimum": 0` of unsigned integers: a negative value fails to parse anyway,
+            // with an error that says so.
+            if map.get("minimum").and_then(Value::as_f64) == Some(0.0)
+                && map.get("type").and_then(Value::as_str) == Some("integer")
+            {
+                map.remove("minimum");
+            }
+            // An optional enum's `null` member: leaving the field out says the same.
+            if map.get("type").is_some_and(Value::is_string)
+                && let Some(Value::Array(members)) = map.get_mut("enum")
+            {
+                members.retain(|m| !m.is_null());
+            }
             for v in map.values_mut() {
                 simplify(v);
             }
@@ -75,7 +97,9 @@ fn simplify(value: &mut Value) {
 mod tests {
     use super::*;
 
+    /// Arguments of a test tool.
     #[derive(JsonSchema)]
+    #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Args {
         /// The file.
@@ -93,6 +117,12 @@ mod tests {
         assert!(s["properties"]["start_line"].get("format").is_none());
         assert_eq!(s["required"], serde_json::json!(["path"]));
         assert!(s.get("$schema").is_none() && s.get("title").is_none());
+        assert!(
+            s.get("description").is_none(),
+            "the struct's doc comment is not sent"
+        );
+        assert!(s["properties"]["start_line"].get("minimum").is_none());
+        assert!(s.get("additionalProperties").is_none());
         assert_eq!(s.to_string(), schema_for::<Args>().to_string());
     }
 }

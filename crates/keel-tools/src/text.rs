@@ -7,6 +7,16 @@
 /// handle the model pages through with `read_result`.
 pub const OUTPUT_CAP_CHARS: usize = 2_000_000;
 
+/// `n` and the noun in its number: `1 line`, `2 lines`, `0 entries` (`count(n, "entry",
+/// "entries")`).
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 /// A file name or path as tool output shows it: control characters (a newline, an escape
 /// sequence, a carriage return) are escaped (`\n`, `\x1b`), so a crafted name cannot fake
 /// extra lines or results in a listing.
@@ -71,6 +81,13 @@ fn byte_index(text: &str, char_index: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counts_agree_with_their_number() {
+        assert_eq!(count(1, "line", "lines"), "1 line");
+        assert_eq!(count(0, "line", "lines"), "0 lines");
+        assert_eq!(count(2, "entry", "entries"), "2 entries");
+    }
+
     use super::*;
 
     #[test]

@@ -28,10 +28,44 @@ pub enum PathError {
          to the agent); change other files, or ask the user to change this one"
     )]
     Protected(String),
+    #[error(
+        "`{0}` looks like a glob pattern (`*`, `?`, a `[a-z]` class or a `{{a,b}}` set), not a \
+         file name; the file tools take one exact path such as `src/lib.rs` (find files with \
+         list_files or grep and a pattern, then name each one)"
+    )]
+    GlobPattern(String),
     #[error("cannot open the workspace `{path}`: {reason}")]
     Root { path: String, reason: String },
     #[error("cannot inspect `{path}`: {reason}")]
     Io { path: String, reason: String },
+}
+
+/// Whether `rel` reads as a glob pattern rather than a file name: it holds `*` or `?`, a
+/// bracket class with a range or a negation (`[0-9]`, `[!x]`, `[^x]`), or a brace set
+/// (`{a,b}`, `{1..3}`). Plain bracketed names such as the web-route files `[id].tsx` or
+/// `[...slug]` are names, not patterns.
+pub fn looks_like_glob(rel: &str) -> bool {
+    if rel.contains(['*', '?']) {
+        return true;
+    }
+    let inside = |open: char, close: char| {
+        rel.match_indices(open).filter_map(move |(i, _)| {
+            let rest = &rel[i + open.len_utf8()..];
+            rest.find(close).map(|end| &rest[..end])
+        })
+    };
+    // `[0-9]`, `[a-zA-Z]`: nothing but ranges.
+    let ranges = |body: &str| {
+        let b = body.as_bytes();
+        !b.is_empty()
+            && b.len().is_multiple_of(3)
+            && b.chunks(3).all(|r| {
+                r[0].is_ascii_alphanumeric() && r[1] == b'-' && r[2].is_ascii_alphanumeric()
+            })
+    };
+    let class = inside('[', ']').any(|body| body.starts_with(['!', '^']) || ranges(body));
+    let set = inside('{', '}').any(|body| body.contains(',') || body.contains(".."));
+    class || set
 }
 
 /// The directory the agent works in, held open: every path is resolved beneath this handle
@@ -113,11 +147,15 @@ impl Workspace {
 
     /// Like [`Self::locate`], for a path the agent wants to write, create, move or delete:
     /// refused when it is or lies under a protected path (checked on the resolved path, so an
-    /// alias of `.git` is refused too).
+    /// alias of `.git` is refused too), or when it holds a glob pattern and no file of that
+    /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`).
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = self.locate(rel)?;
         if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected) {
             return Err(PathError::Protected(rel.to_string()));
+        }
+        if looks_like_glob(rel) && std::fs::symlink_metadata(found.abs()).is_err() {
+            return Err(PathError::GlobPattern(rel.to_string()));
         }
         Ok(found)
     }
@@ -242,6 +280,41 @@ mod tests {
         assert!(ws.locate_writable("src/.git").is_ok());
         let ws = ws.with_protected(vec![PathBuf::from("CONSTITUTION.md")]);
         assert!(ws.locate_writable("CONSTITUTION.md").is_err());
+    }
+
+    #[test]
+    fn glob_patterns_are_not_writable_paths_unless_the_file_exists() {
+        let (dir, ws) = ws();
+        for rel in [
+            "src/**/*.rs",
+            "a?.txt",
+            "x[0-9].py",
+            "x[!a].py",
+            "{a,b}.md",
+            "f{1..3}.txt",
+            "*",
+        ] {
+            let e = ws.locate_writable(rel).err();
+            assert!(matches!(e, Some(PathError::GlobPattern(_))), "{rel}: {e:?}");
+            assert!(ws.resolve(rel).is_ok(), "{rel} still resolves for reading");
+        }
+        let msg = PathError::GlobPattern("src/**/*.rs".into()).to_string();
+        assert!(
+            msg.contains("glob pattern") && msg.contains("list_files"),
+            "{msg}"
+        );
+        // Web-route names are names.
+        for rel in [
+            "app/[id]/page.tsx",
+            "src/[...slug].ts",
+            "b/[[...all]].js",
+            "{x}.txt",
+        ] {
+            assert!(ws.locate_writable(rel).is_ok(), "{rel}");
+        }
+        // A file that really has such a name stays writable.
+        std::fs::write(dir.path().join("x[0-9].py"), "x = 0\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(ws.locate_writable("x[0-9].py").is_ok());
     }
 
     #[cfg(unix)]

@@ -195,6 +195,64 @@ async fn names_with_control_characters_are_escaped_in_listings_and_results() {
     );
 }
 
+/// A weak model once called `create_file` with `src/**/*.rs` and got a directory named `**`:
+/// a path with glob characters is refused by every writing tool (nothing is created), unless a
+/// file by that exact name exists.
+#[tokio::test]
+async fn glob_patterns_are_refused_as_file_names_by_the_writing_tools() {
+    let f = F::new();
+    let edit = EditFile::default();
+    let attempts: Vec<(&dyn Tool, serde_json::Value)> = vec![
+        (
+            &CreateFile,
+            json!({"path": "src/**/*.rs", "content": "fn main() {}\n"}),
+        ),
+        (&CreateFile, json!({"path": "notes?.md", "content": "x\n"})),
+        (
+            &edit,
+            json!({"path": "src/{a,b}.rs", "edits": [{"search": "a", "replace": "b"}]}),
+        ),
+        (
+            &ApplyPatch,
+            json!({"patch": "*** Begin Patch\n*** Add File: lib/[a-z].py\n+x = 1\n*** End Patch\n"}),
+        ),
+    ];
+    for (tool, args) in attempts {
+        let err = f
+            .call(tool, args.clone())
+            .await
+            .expect_err(&format!("{} {args} must be refused", tool.name()));
+        assert!(err.contains("glob pattern"), "{}: {err}", tool.name());
+    }
+    assert!(
+        !f.dir.path().join("src").exists(),
+        "no `src/**` was created"
+    );
+    assert!(!f.dir.path().join("lib").exists());
+    // A file really named so can be edited; a web-route name is a name.
+    std::fs::write(f.dir.path().join("a[1-2].txt"), "one\n").unwrap();
+    f.call(&ReadFile, json!({"path": "a[1-2].txt"}))
+        .await
+        .unwrap();
+    f.call(
+        &edit,
+        json!({"path": "a[1-2].txt", "edits": [{"search": "one", "replace": "two"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("a[1-2].txt")).unwrap(),
+        "two\n"
+    );
+    f.call(
+        &CreateFile,
+        json!({"path": "app/[id]/page.tsx", "content": "export default 1;\n"}),
+    )
+    .await
+    .unwrap();
+    assert!(f.dir.path().join("app/[id]/page.tsx").is_file());
+}
+
 #[tokio::test]
 async fn a_fifo_or_dev_zero_ignore_file_does_not_hang_listings_or_grep() {
     let f = F::new();

@@ -112,9 +112,10 @@ pub(super) fn agent_line(s: Style, kind: &EventKind) -> String {
                 _ => s.red,
             };
             format!(
-                "{color}■ subagent {agent_id} ({role}) {status}{} {}after {iterations} step(s) · {}{}",
+                "{color}■ subagent {agent_id} ({role}) {status}{} {}after {} · {}{}",
                 s.reset,
                 s.dim,
+                keel_tools::text::count(*iterations as usize, "step", "steps"),
                 usage_line(usage),
                 s.reset
             )
@@ -129,13 +130,13 @@ pub(super) fn children_lines(s: Style, children: &[ChildUsage]) -> String {
         .iter()
         .map(|c| {
             format!(
-                "  {}subagent {} ({}, {}): {} · {} step(s) · {}{}\n",
+                "  {}subagent {} ({}, {}): {} · {} · {}{}\n",
                 s.dim,
                 c.agent_id,
                 c.role,
                 c.model,
                 c.status,
-                c.iterations,
+                keel_tools::text::count(c.iterations as usize, "step", "steps"),
                 usage_line(&c.usage),
                 s.reset
             )

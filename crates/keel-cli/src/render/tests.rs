@@ -66,7 +66,7 @@ fn live_mode_streams_deltas_and_summarises_tools() {
     }
     assert_eq!(
         out,
-        "Let me look.\n  → read_file src/lib.rs:3-9\n    ✓ 3\tfn a() (+1 lines)\n    ✓ Edited `src/lib.rs`.\n      changed: src/lib.rs\n      (output cut: 30000 of 90000 characters shown)\n"
+        "Let me look.\n  → read_file src/lib.rs:3-9\n    ✓ 3\tfn a() (+1 line)\n    ✓ Edited `src/lib.rs`.\n      changed: src/lib.rs\n      (output cut: 30000 of 90000 characters shown)\n"
     );
 }
 

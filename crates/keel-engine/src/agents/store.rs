@@ -75,8 +75,34 @@ impl Store for ChildStore {
         update_session set_session_task set_session_model delete_session append_message
         list_sessions events messages last_seq create_blocker list_blockers get_blocker
         answer_blocker mark_blockers_delivered memory_entries save_result stored_results
-        acquire_lease renew_lease release_lease lease
+        acquire_lease renew_lease release_lease lease workspace_lease
     );
+    // A child works in its parent's workspace while the parent's run holds the lease: it
+    // takes nothing, and gives nothing up.
+    fn acquire_workspace_lease<'a>(
+        &'a self,
+        _workspace: &'a str,
+        _session_id: &'a str,
+        _holder: &'a str,
+        _ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async { Ok(true) })
+    }
+    fn renew_workspace_lease<'a>(
+        &'a self,
+        _workspace: &'a str,
+        _holder: &'a str,
+        _ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async { Ok(true) })
+    }
+    fn release_workspace_lease<'a>(
+        &'a self,
+        _workspace: &'a str,
+        _holder: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
     fn create_session<'a>(&'a self, session: &'a NewSession) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let marked = NewSession {

@@ -153,11 +153,9 @@ impl Compacted {
 impl Run<'_> {
     /// The size of the next request, calibrated.
     pub(crate) fn context_tokens(&self) -> u64 {
-        self.compactor.budget.request_tokens(
-            &self.engine.system_prompt,
-            &self.tools,
-            &self.messages,
-        )
+        self.compactor
+            .budget
+            .request_tokens(&self.system_prompt, &self.tools, &self.messages)
     }
 
     /// Compacts the working context when the next request crosses the threshold, emitting a

@@ -32,6 +32,10 @@ pub struct Config {
     /// Project settings that were not applied (see [`project`]), for the front end to show.
     #[serde(skip)]
     pub warnings: Vec<ConfigWarning>,
+    /// Whether a layer (a file, `KEEL_APPROVAL__POLICY`, a flag) set `approval.policy`, rather
+    /// than it being the built-in default: a headless run's own default (`never`) yields to it.
+    #[serde(skip)]
+    pub approval_policy_set: bool,
     /// Dotted keys whose value came from the project's `.keel/config.toml` (no later layer
     /// set them): what the repository chose, such as gates asked about before they run.
     #[serde(skip)]
@@ -293,6 +297,10 @@ impl Config {
             }
             merge(&mut merged, table);
         }
+        let approval_policy_set = merged
+            .get("approval")
+            .and_then(Value::as_table)
+            .is_some_and(|t| t.contains_key("policy"));
         let mut config: Config =
             Value::Table(merged)
                 .try_into()
@@ -302,6 +310,7 @@ impl Config {
                 })?;
         config.validate()?;
         config.warnings = warnings;
+        config.approval_policy_set = approval_policy_set;
         config.project_keys = project_keys;
         Ok(config)
     }
@@ -426,6 +435,9 @@ impl Config {
             return Err(bad(
                 "shell.test_timeout_secs and shell.lint.timeout_secs must be at least 1".into(),
             ));
+        }
+        if let Err(e) = keel_tools::build_dirs::BuildDirs::new(&self.snapshots.build_dirs) {
+            return Err(bad(format!("snapshots.build_dirs: {e}")));
         }
         self.llm.validate().map_err(bad)?;
         let Some(mode) = crate::phase::ExecutionMode::parse(&self.agent.mode) else {

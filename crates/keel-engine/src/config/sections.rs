@@ -12,7 +12,8 @@ pub struct AgentConfig {
     /// Model requests per run before it stops with `max_steps`.
     pub max_iterations: u32,
     /// Character budget of one tool result shown to the model: a longer one is stored whole
-    /// and shown as its head and tail plus a handle that `read_result` pages through.
+    /// and shown as its head and tail plus a handle that `read_result` pages through. A small
+    /// context window lowers it (at most a quarter of the window, not below 1,000).
     pub max_output_chars: usize,
     /// Execution mode: `react` or `plan_exec` (the phase machine, `[plan_exec]`).
     pub mode: String,
@@ -23,17 +24,22 @@ pub struct AgentConfig {
     pub context_window: Option<u64>,
     /// Rounds of self-correction after final verification fails, before the run fails.
     pub self_correction_cap: u32,
+    /// Token budget of the user-memory block in a session's first message: when the saved
+    /// facts do not all fit, the ones most relevant to the task do (the rest through the
+    /// `memory_search` tool).
+    pub memory_tokens: usize,
 }
 
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             max_iterations: 30,
-            max_output_chars: 30_000,
+            max_output_chars: 4_000,
             mode: "react".into(),
             compact_threshold: 0.85,
             context_window: None,
             self_correction_cap: 3,
+            memory_tokens: 300,
         }
     }
 }
@@ -200,11 +206,28 @@ impl Default for RollbackConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct SnapshotsConfig {
     pub enabled: bool,
+    /// Build output and dependency directories (plain names, matched at any depth) left out of
+    /// snapshots, undo, flow traces and the workspace copies of flow branches and eval tasks
+    /// when git tracks no file in them.
+    pub build_dirs: Vec<String>,
 }
 
 impl Default for SnapshotsConfig {
     fn default() -> Self {
-        Self { enabled: true }
+        Self {
+            enabled: true,
+            build_dirs: keel_tools::build_dirs::DEFAULT_BUILD_DIRS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl SnapshotsConfig {
+    /// The build directories as the tools' type (validated when the configuration loads).
+    pub fn build_dirs(&self) -> keel_tools::build_dirs::BuildDirs {
+        keel_tools::build_dirs::BuildDirs::new(&self.build_dirs).unwrap_or_default()
     }
 }
 

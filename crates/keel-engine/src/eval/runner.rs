@@ -134,12 +134,22 @@ pub async fn run_task(
     let dest = opts.work_root.join(&task.id);
     let source = task.source.clone();
     let target = dest.clone();
+    let overrides = task_overrides(task, &opts.overrides);
+    // The source directory's own `[snapshots] build_dirs` (else the defaults) say what not
+    // to copy.
+    let build_dirs = match &task.source {
+        super::suite::Source::Dir { base, rel } => builder
+            .config(&base.join(rel), &overrides)
+            .map(|c| c.snapshots.build_dirs())
+            .unwrap_or_default(),
+        super::suite::Source::Git { .. } => Default::default(),
+    };
     let prepared = tokio::task::spawn_blocking(move || {
         if target.exists() {
             std::fs::remove_dir_all(&target)
                 .map_err(|e| format!("cannot clear {}: {e}", target.display()))?;
         }
-        workspace::prepare(&source, &target)?;
+        workspace::prepare(&source, &target, &build_dirs)?;
         target
             .canonicalize()
             .map_err(|e| format!("cannot open {}: {e}", target.display()))
@@ -150,7 +160,6 @@ pub async fn run_task(
         Ok(Err(e)) => return failed(task, started, format!("workspace: {e}")),
         Err(e) => return failed(task, started, format!("workspace: {e}")),
     };
-    let overrides = task_overrides(task, &opts.overrides);
     let engine = match builder.engine(&ws, &overrides) {
         Ok(engine) => Arc::new(engine),
         Err(e) => return failed(task, started, format!("session: {e}")),

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use keel_tools::build_dirs::{BuildDirSkipper, BuildDirs};
 use keel_tools::fs::{FileKind, WriteMode};
 use keel_tools::project::{ProjectDir, join_rel};
 use keel_tools::{Workspace, safe_git};
@@ -14,8 +15,9 @@ use super::suite::Source;
 /// Largest file an eval fixture may hold.
 const MAX_FIXTURE_FILE: u64 = 256 * 1024 * 1024;
 
-/// Creates `dest` (which must not exist) from `source`.
-pub fn prepare(source: &Source, dest: &Path) -> Result<(), String> {
+/// Creates `dest` (which must not exist) from `source`. A directory is copied without its
+/// untracked `build_dirs` (build output and dependencies are not the task's sources).
+pub fn prepare(source: &Source, dest: &Path, build_dirs: &BuildDirs) -> Result<(), String> {
     match source {
         Source::Dir { base, rel } => {
             let shown = base.join(rel);
@@ -27,7 +29,8 @@ pub fn prepare(source: &Source, dest: &Path) -> Result<(), String> {
             let fixture = suite_dir.subdir(rel).map_err(|e| {
                 format!("the task's repo {e}; a suite copies only its own fixtures")
             })?;
-            copy_tree(&fixture, dest)
+            let skipper = build_dirs.skipper(&shown);
+            copy_tree(&fixture, dest, &skipper)
                 .map_err(|e| format!("cannot copy {} to {}: {e}", shown.display(), dest.display()))
         }
         Source::Git { url, commit } => clone(url, commit, dest),
@@ -38,8 +41,9 @@ pub fn prepare(source: &Source, dest: &Path) -> Result<(), String> {
 /// beneath the open destination: regular files (with their permission bits), directories,
 /// and symlinks that stay inside the fixture (recreated, not followed). A symlink leading out
 /// of the fixture, a FIFO, socket or device is an error naming it — a fixture cannot carry
-/// `~/.ssh` (or anything else outside it) into a task's workspace.
-fn copy_tree(source: &ProjectDir, to: &Path) -> Result<(), String> {
+/// `~/.ssh` (or anything else outside it) into a task's workspace. Directories the skipper
+/// leaves out (untracked build output) are not copied.
+fn copy_tree(source: &ProjectDir, to: &Path, skip: &BuildDirSkipper) -> Result<(), String> {
     std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
     let dest = Workspace::new(to).map_err(|e| e.to_string())?;
     let mut stack = vec![String::new()];
@@ -49,6 +53,9 @@ fn copy_tree(source: &ProjectDir, to: &Path) -> Result<(), String> {
             let target = dest.locate(&rel).map_err(|e| e.to_string())?;
             match entry.kind {
                 FileKind::Dir => {
+                    if skip.skips(Path::new(&rel)) {
+                        continue;
+                    }
                     target.create_dir_all().map_err(|e| format!("{rel}: {e}"))?;
                     stack.push(rel);
                 }
@@ -135,23 +142,37 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_is_copied_whole() {
+    fn a_directory_is_copied_without_its_build_output() {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         std::fs::create_dir_all(src.join("a/b")).unwrap();
         std::fs::write(src.join("a/b/f.txt"), "x").unwrap();
+        std::fs::create_dir_all(src.join("a/node_modules/p")).unwrap();
+        std::fs::write(src.join("a/node_modules/p/i.js"), "x").unwrap();
+        std::fs::create_dir_all(src.join("target/debug")).unwrap();
+        std::fs::write(src.join("target/debug/app"), "x").unwrap();
         std::os::unix::fs::symlink("b/f.txt", src.join("a/link")).unwrap();
         let dest = tmp.path().join("dest");
-        prepare(&dir(tmp.path(), "src"), &dest).unwrap();
+        prepare(&dir(tmp.path(), "src"), &dest, &BuildDirs::default()).unwrap();
         assert_eq!(
             std::fs::read_to_string(dest.join("a/b/f.txt")).unwrap(),
             "x"
         );
+        // Build output and dependencies are not copied.
+        assert!(!dest.join("target").exists());
+        assert!(!dest.join("a/node_modules").exists());
+        let all = tmp.path().join("all");
+        prepare(&dir(tmp.path(), "src"), &all, &BuildDirs::none()).unwrap();
+        assert!(all.join("target/debug/app").exists());
         assert_eq!(
             std::fs::read_link(dest.join("a/link")).unwrap(),
             Path::new("b/f.txt")
         );
-        let missing = prepare(&dir(tmp.path(), "nope"), &tmp.path().join("d2"));
+        let missing = prepare(
+            &dir(tmp.path(), "nope"),
+            &tmp.path().join("d2"),
+            &BuildDirs::default(),
+        );
         assert!(missing.unwrap_err().contains("not a directory"));
     }
 
@@ -169,7 +190,7 @@ mod tests {
         std::os::unix::fs::symlink(secrets.join("id_ed25519"), suite.join("fx/key")).unwrap();
         for (rel, want) in [("ssh", "outside"), ("fx", "outside")] {
             let dest = tmp.path().join(format!("dest-{rel}"));
-            let e = prepare(&dir(&suite, rel), &dest).unwrap_err();
+            let e = prepare(&dir(&suite, rel), &dest, &BuildDirs::default()).unwrap_err();
             assert!(e.contains(want), "{rel}: {e}");
             let copied = walk_contents(&dest);
             assert!(!copied.contains("PRIVATE KEY"), "{rel}: {copied}");
@@ -183,7 +204,12 @@ mod tests {
             0,
         )
         .unwrap();
-        let e = prepare(&dir(&suite, "fx"), &tmp.path().join("dest-fifo")).unwrap_err();
+        let e = prepare(
+            &dir(&suite, "fx"),
+            &tmp.path().join("dest-fifo"),
+            &BuildDirs::default(),
+        )
+        .unwrap_err();
         assert!(e.contains("FIFO"), "{e}");
     }
 
@@ -209,6 +235,7 @@ mod tests {
                 commit: "abc".into(),
             },
             &tmp.path().join("d"),
+            &BuildDirs::default(),
         )
         .unwrap_err();
         assert!(err.contains("clone"), "{err}");

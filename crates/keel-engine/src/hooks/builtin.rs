@@ -61,7 +61,8 @@ pub(crate) enum Finish {
 pub(crate) enum Builtin {
     /// The loop guard, the fix tracker and the progress meter (`tracker`).
     Tracker,
-    /// Questions for the user (`ask_user`) and ambiguous final answers (`blockers`).
+    /// Questions for the user (`ask_user`), ambiguous final answers (`blockers`) and answers
+    /// that are none (`finish`).
     Blockers,
     /// Nested instruction files and glob rules for the paths a call touched (`rules`).
     Rules,
@@ -161,6 +162,15 @@ impl Builtin {
             Builtin::Skills if call.name == crate::skills::SKILL_TOOL => {
                 Some(run.skills.call(&call.arguments))
             }
+            // A repeated workspace read: its earlier result, with a note (`loop_check`).
+            Builtin::Tracker => match run.repeat_answer.take() {
+                Some((id, answer)) if id == call.id => Some(if answer.is_error {
+                    Err(ToolError::Model(answer.content))
+                } else {
+                    Ok(ToolOutput::text(answer.content))
+                }),
+                _ => None,
+            },
             _ => None,
         })
     }
@@ -211,9 +221,19 @@ impl Builtin {
         text: &str,
     ) -> Result<Finish, Interrupt> {
         Ok(match self {
+            // A question back is a blocker; an answer that changed nothing for a task that
+            // asked for a change is not a completion (`finish`).
             Builtin::Blockers => match ambiguity_blocker(text) {
                 Some(draft) => Finish::End(Ending::Blocked(draft)),
-                None => Finish::Undecided,
+                None => match run.finish_check.finish(run.changed, &run.messages) {
+                    crate::finish::Verdict::Accept => Finish::Undecided,
+                    crate::finish::Verdict::Nudge(note) => {
+                        run.push_message(keel_protocol::Message::user_text(note))
+                            .await?;
+                        Finish::Again
+                    }
+                    crate::finish::Verdict::Fail(failure) => Finish::End(Ending::Failed(failure)),
+                },
             },
             Builtin::Phase => match run.phase_finish_nudge() {
                 Some(nudge) => {
@@ -253,9 +273,21 @@ impl Builtin {
     }
 }
 
-/// The loop guard: the same call again and again ends the attempt.
+/// The loop guard: a workspace read made again with nothing changed since is let through to
+/// be answered with its earlier result ([`Builtin::run_tool`]) — unless too many repeats in a
+/// row were answered so; any other call made 3 times in a row ends the attempt.
 pub(crate) fn loop_check(run: &mut Run<'_>, call: &ToolCall) -> Option<Dispatch> {
-    let looping = run.guard.check(call)?;
+    let looping = if run.guard.is_repeat(call) {
+        match run.guard.answer_repeat(call)? {
+            Ok(answer) => {
+                run.repeat_answer = Some((call.id.clone(), answer));
+                return None;
+            }
+            Err(looping) => looping,
+        }
+    } else {
+        run.guard.check(call)?
+    };
     Some(Dispatch::Stop(
         Ending::Failed(Failure::new(ErrorCode::LoopDetected, looping.clone())),
         "a loop was detected",
@@ -265,6 +297,18 @@ pub(crate) fn loop_check(run: &mut Run<'_>, call: &ToolCall) -> Option<Dispatch>
 
 /// The fix tracker, the progress meter and the loop guard's reset after a result.
 fn track(run: &mut Run<'_>, call: &ToolCall, out: &Outcome, stop: &mut Stop) {
+    if out.ran_with.is_some() {
+        let effect = run.engine.tools.get(&call.name).map(|t| t.effect());
+        if crate::tracker::REPEATABLE_TOOLS.contains(&call.name.as_str()) {
+            if !out.content.starts_with("[keel: not run again:") {
+                run.guard
+                    .remember(call, run.iterations, &out.content, out.is_error);
+            }
+        } else if effect != Some(ToolEffect::Control) {
+            // A write, a command, an external tool: the workspace may have changed.
+            run.guard.invalidate();
+        }
+    }
     if out.is_error {
         if !out.refused && !out.fatal {
             after_error(run, call, &out.content, stop);

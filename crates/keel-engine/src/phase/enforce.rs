@@ -18,6 +18,38 @@ use crate::run::Run;
 
 /// The test tool: running it is what lets verification end.
 const RUN_TESTS: &str = "run_tests";
+/// The plan tool: writing a plan with it is one way to leave planning.
+const UPDATE_PLAN: &str = "update_plan";
+/// Finding tools is not reading the code.
+const TOOL_SEARCH: &str = "tool_search";
+
+/// Whether `text` states a plan: two or more numbered or bulleted steps, at least twelve
+/// words, or a sentence of five words or more that names the plan ("The plan: …").
+fn is_plan(text: &str) -> bool {
+    let words = text.split_whitespace().count();
+    if words >= 5 && text.to_lowercase().contains("plan") {
+        return true;
+    }
+    let steps = text
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| {
+            l.starts_with(['-', '*', '•'])
+                || l.split_once(['.', ')'])
+                    .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .count();
+    steps >= 2 || words >= 12
+}
+
+/// Whether the model wrote a plan in the text of one of its replies (planning is the first
+/// phase, so the whole working context is its).
+fn planned_in_text(messages: &[keel_protocol::Message]) -> bool {
+    messages
+        .iter()
+        .filter(|m| m.role == keel_protocol::Role::Assistant)
+        .any(|m| is_plan(&m.text()))
+}
 
 /// A run's place in the phase machine.
 pub(crate) struct PhaseState {
@@ -31,6 +63,10 @@ pub(crate) struct PhaseState {
     pub(crate) changed: bool,
     /// The tests or a test command ran in this phase (whatever their outcome).
     pub(crate) checked: bool,
+    /// Something was read in this phase (a successful look: a file, a search, a command).
+    pub(crate) read: bool,
+    /// A plan was written with `update_plan` in this phase.
+    pub(crate) planned: bool,
     pub(crate) judge: Arc<dyn CommandJudge>,
 }
 
@@ -43,6 +79,8 @@ impl PhaseState {
             nudged: false,
             changed: false,
             checked: false,
+            read: false,
+            planned: false,
             judge,
         }
     }
@@ -174,6 +212,13 @@ impl Run<'_> {
         let Some(state) = &mut self.phase else {
             return;
         };
+        if succeeded && !matches!(call.name.as_str(), ADVANCE_PHASE | TOOL_SEARCH) {
+            match effect {
+                Some(ToolEffect::ReadOnly | ToolEffect::RunsCommands) => state.read = true,
+                Some(ToolEffect::Control) if call.name == UPDATE_PLAN => state.planned = true,
+                _ => {}
+            }
+        }
         match effect {
             Some(ToolEffect::WritesFiles) if succeeded => state.changed = true,
             Some(ToolEffect::RunsCommands) => {
@@ -193,11 +238,29 @@ impl Run<'_> {
         }
     }
 
-    /// Why the current phase cannot be left yet, if it cannot: building needs a change (or a
-    /// `summary` saying why none is needed), verification needs the tests to have run in it.
-    fn exit_refusal(state: &PhaseState, summary: Option<&str>) -> Option<String> {
+    /// Why the current phase cannot be left yet, if it cannot: planning needs something read
+    /// and a plan stated (`update_plan`, a plan in the model's text, or a `summary` that is
+    /// one), building needs a change (or a `summary` saying why none is needed),
+    /// verification needs the tests to have run in it.
+    fn exit_refusal(
+        state: &PhaseState,
+        summary: Option<&str>,
+        messages: &[keel_protocol::Message],
+    ) -> Option<String> {
         let stated = summary.is_some_and(|s| s.split_whitespace().count() >= 3);
         match state.phase {
+            Phase::Planning if !state.read => Some(
+                "not advanced: nothing has been read yet. Planning comes first: look at the code the task is about (list_files, grep, codebase_search, read_file), then state your plan (update_plan, or the numbered steps in your reply), then call advance_phase.".to_string(),
+            ),
+            Phase::Planning
+                if !state.planned
+                    && !summary.is_some_and(is_plan)
+                    && !planned_in_text(messages) =>
+            {
+                Some(
+                    "not advanced: no plan has been stated yet. Write the plan first — update_plan with the steps, or the numbered steps in your reply (or in advance_phase's `summary`): which files change and how — then call advance_phase.".to_string(),
+                )
+            }
             Phase::Building if !state.changed && !stated => Some(
                 "not advanced: nothing changed in the building phase yet. Make the change first (edit_file, create_file, apply_patch); if the task needs no change, call advance_phase again with `summary` saying why.".to_string(),
             ),
@@ -224,7 +287,7 @@ impl Run<'_> {
             )));
         }
         let summary = arguments.get("summary").and_then(|s| s.as_str());
-        if let Some(refusal) = Self::exit_refusal(state, summary) {
+        if let Some(refusal) = Self::exit_refusal(state, summary, &self.messages) {
             return Ok(Err(ToolError::model(refusal)));
         }
         let Some((previous, phase)) = self.advance().await? else {
@@ -279,6 +342,8 @@ impl Run<'_> {
         state.nudged = false;
         state.changed = false;
         state.checked = false;
+        state.read = false;
+        state.planned = false;
         self.save_checkpoint(previous, "phase completed").await?;
         self.emitter
             .emit(EventKind::PhaseChanged {

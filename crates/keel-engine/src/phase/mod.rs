@@ -129,7 +129,7 @@ impl Phase {
     pub fn purpose(self) -> &'static str {
         match self {
             Phase::Planning => {
-                "explore the code and plan the change (read, search, run read-only commands; no file changes yet)"
+                "explore the code and plan the change (read, search, run read-only commands; no file changes yet), then state the plan as numbered steps"
             }
             Phase::Building => "make the change (edit, create and delete files, run any command)",
             Phase::Verification => {

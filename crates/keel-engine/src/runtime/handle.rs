@@ -34,6 +34,9 @@ pub enum OpError {
     /// Running in another process (or this one, outside this handle).
     #[error("{0}")]
     Busy(String),
+    /// Another session runs in this session's workspace.
+    #[error("{}", crate::workspace_busy_message(.0))]
+    WorkspaceBusy(keel_store::WorkspaceLease),
     #[error("session {0} has no running turn to interrupt")]
     NoTurnRunning(String),
     #[error("no tool call {0} is waiting for approval in this session")]
@@ -126,6 +129,9 @@ pub struct SessionHandle {
     turns: TaskTracker,
     /// Run at the end of every turn, before `turn_finished`.
     turn_end: Option<Arc<dyn TurnEnd>>,
+    /// A turn in a workspace where another session runs waits for it instead of being
+    /// refused (a queue worker's jobs, `keel run --wait`).
+    wait_for_workspace: bool,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -149,7 +155,14 @@ impl SessionHandle {
             stop: CancellationToken::new(),
             turns: TaskTracker::new(),
             turn_end: None,
+            wait_for_workspace: false,
         }
+    }
+
+    /// Turns wait while another session runs in the workspace, instead of being refused.
+    pub fn wait_for_workspace(mut self) -> Self {
+        self.wait_for_workspace = true;
+        self
     }
 
     /// Records a new session of `engine` (idle until its first message) and a handle on it.
@@ -322,6 +335,18 @@ impl SessionHandle {
                 "the message is empty; say what the agent should do".into(),
             ));
         }
+        // One running session per workspace: refused here, with the other session's id,
+        // before anything is recorded (the run takes the lease itself when it starts).
+        if !self.wait_for_workspace
+            && let Some(other) = crate::session::workspace_busy(
+                engine.store().as_ref(),
+                engine.workspace().root(),
+                Some(&self.id),
+            )
+            .await?
+        {
+            return Err(OpError::WorkspaceBusy(other));
+        }
         let cancel = self.stop.child_token();
         *slot = Some(cancel.clone());
         drop(slot);
@@ -331,6 +356,7 @@ impl SessionHandle {
             cancel,
             approvals: self.approvals.clone(),
             run_id: Some(crate::time::new_run_id()),
+            wait_for_workspace: self.wait_for_workspace,
             ..RunOptions::default()
         };
         let (id, slot) = (self.id.clone(), self.turn.clone());
@@ -475,6 +501,27 @@ async fn run_turn(
         .await;
     let (mut status, outcome, mut message) = match run {
         Ok(Ok(outcome)) => (outcome.status, Some(outcome), None),
+        // Lost the race for the workspace to another session's turn started at the same
+        // time: a structured refusal naming it, as the check before the turn gives.
+        Ok(Err(EngineError::WorkspaceBusy(other))) => {
+            let text = crate::workspace_busy_message(&other);
+            let outcome = RunOutcome {
+                session_id: id.clone(),
+                status: SessionStatus::Failed,
+                iterations: 0,
+                usage: Default::default(),
+                final_text: String::new(),
+                error: Some(keel_protocol::ErrorInfo {
+                    error_code: keel_protocol::ErrorCode::WorkspaceBusy,
+                    message: text.clone(),
+                    suggestions: Vec::new(),
+                    retryable: true,
+                    original_error: None,
+                }),
+                blocker: None,
+            };
+            (SessionStatus::Failed, Some(outcome), Some(text))
+        }
         Ok(Err(e)) => (SessionStatus::Failed, None, Some(e.to_string())),
         Err(_) => (
             SessionStatus::Failed,

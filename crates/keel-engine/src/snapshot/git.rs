@@ -10,29 +10,27 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use super::{RestoreReport, SnapshotError, private_repository};
+use keel_tools::build_dirs::BuildDirs;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
 
 /// Pathspec limiting every operation to the workspace, minus Keel's own directories (written
 /// as a glob: a plain `.keel` pathspec is an error when `.keel/` is ignored).
 const PATHSPEC: [&str; 3] = ["--", ".", ":(exclude,glob)**/.keel/**"];
 
-/// What the private repository of a non-git workspace never records: build output,
-/// dependency and cache directories.
+/// What the private repository of a non-git workspace never records besides the build
+/// directories (which every snapshot repository leaves out: [`BUILD_DIRS_FILE`]).
 const PRIVATE_EXCLUDES: &str = "# Keel snapshots: regenerated files are not recorded\n\
 /.keel/\n\
-target/\n\
-node_modules/\n\
-__pycache__/\n\
 *.pyc\n\
-.venv/\n\
-venv/\n\
-.mypy_cache/\n\
-.pytest_cache/\n\
-.ruff_cache/\n\
-.tox/\n\
-.gradle/\n\
-.next/\n\
 .DS_Store\n";
+
+/// The exclude file (in the snapshot repository's git directory) naming the build directories
+/// snapshots leave out: `core.excludesFile` of every command, so they count only while
+/// untracked. Written when a snapshot is taken, so an undo from any front end (which may not
+/// know the configuration) leaves out what the snapshot left out.
+const BUILD_DIRS_FILE: &str = "keel-build-dirs";
+/// The most the build directories' exclude file is read of (it holds a few names).
+const MAX_BUILD_DIRS_FILE: u64 = 64 * 1024;
 
 /// A recorded snapshot commit and its tree.
 pub(super) struct Recorded {
@@ -81,6 +79,9 @@ pub(super) struct Git {
     /// The empty tree of the repository's hash, used as the attribute source so no
     /// `.gitattributes` conversion applies (git ≥ 2.40).
     attr_source: Option<&'static str>,
+    /// The build directories to leave out (`None`: as the last snapshot did, else the
+    /// defaults).
+    build_dirs: Option<BuildDirs>,
 }
 
 const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
@@ -144,6 +145,7 @@ impl Git {
                     work_tree,
                     workspace: workspace.clone(),
                     attr_source: attr_ok.then_some(empty),
+                    build_dirs: None,
                 };
                 // A workspace inside another repository's ignored or untracked directory is
                 // not that repository's business: nothing is written into it.
@@ -159,7 +161,47 @@ impl Git {
             work_tree: workspace.clone(),
             workspace,
             attr_source: attr_ok.then_some(EMPTY_TREE_SHA1),
+            build_dirs: None,
         })
+    }
+
+    /// Leaves `dirs` out of the snapshots taken from now on (and of the restores after them).
+    pub(super) fn set_build_dirs(&mut self, dirs: BuildDirs) {
+        self.build_dirs = Some(dirs);
+    }
+
+    fn build_dirs_file(&self) -> PathBuf {
+        self.git_dir().join(BUILD_DIRS_FILE)
+    }
+
+    /// Writes the build directories' exclude file when it is missing or names other ones.
+    fn write_build_dirs(&self) -> Result<(), SnapshotError> {
+        let path = self.build_dirs_file();
+        let wanted = match &self.build_dirs {
+            Some(d) => d.gitignore(),
+            None if path.is_file() => return Ok(()),
+            None => BuildDirs::default().gitignore(),
+        };
+        // Read and written beneath the open git directory (regular files only, never
+        // blocking): a repository's `.git` or `.keel/snapshots` may hold a FIFO or a symlink
+        // out under that name.
+        if keel_tools::project::read_in_dir(&path, MAX_BUILD_DIRS_FILE)
+            .is_ok_and(|have| have.as_deref() == Some(wanted.as_str()))
+        {
+            return Ok(());
+        }
+        let io = |source: std::io::Error| SnapshotError::Io {
+            action: "write",
+            path: path.display().to_string(),
+            source,
+        };
+        let target = keel_tools::beneath::DirHandle::open(self.git_dir())
+            .map_err(io)?
+            .resolve(Path::new(BUILD_DIRS_FILE))
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        target
+            .write_atomic(wanted.as_bytes(), keel_tools::fs::WriteMode::Replace, None)
+            .map_err(io)
     }
 
     /// Whether the repository tracks files in the workspace (a subdirectory of its work
@@ -226,7 +268,14 @@ impl Git {
 
     /// A hardened git command against the snapshot repository, run in the workspace.
     fn command(&self, args: &[&str]) -> Result<Command, SnapshotError> {
-        let extra = self.driver_overrides()?;
+        let mut extra = self.driver_overrides()?;
+        let excludes = self.build_dirs_file();
+        if excludes.is_file() {
+            extra.push((
+                "core.excludesFile".to_string(),
+                excludes.display().to_string(),
+            ));
+        }
         let mut c = hardened_git(&extra, config_env_supported()).map_err(|m| self.fail(args, m))?;
         self.repository_env(&mut c);
         c.env("GIT_AUTHOR_NAME", "Keel")
@@ -401,6 +450,7 @@ impl Git {
     /// Stages the workspace into Keel's index and writes its tree.
     fn write_tree(&self) -> Result<String, SnapshotError> {
         self.ensure_repository()?;
+        self.write_build_dirs()?;
         if let RepoKind::User { git_dir } = &self.kind
             && !self.index.exists()
         {

@@ -12,7 +12,9 @@
 //! (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash are never touched. Elsewhere
 //! (no repository, or an ignored or untracked directory of another one) Keel keeps a private
 //! repository in `.keel/snapshots` and writes nothing into the outer repository. Files the
-//! repository ignores (`.gitignore`: build output, dependencies) and Keel's own `.keel/`
+//! repository ignores (`.gitignore`: build output, dependencies), untracked build and dependency
+//! directories (`[snapshots] build_dirs`: `target/`, `node_modules/`, … — Keel's build output
+//! is not the user's work even where `.gitignore` forgets it) and Keel's own `.keel/`
 //! directory are neither recorded nor restored. Attribute-driven conversions (line endings,
 //! filters) are switched off so a restore gives back the exact bytes (git 2.40 or newer).
 //!
@@ -155,6 +157,18 @@ impl Snapshots {
         Ok(Self {
             git: Git::detect(workspace)?,
         })
+    }
+
+    /// [`Snapshots::open`], leaving `build_dirs` out of the snapshots it takes when git tracks
+    /// no file in them (`[snapshots] build_dirs`). Without it, a store leaves out what its last
+    /// snapshot left out (the defaults at first).
+    pub fn open_with(
+        workspace: &Path,
+        build_dirs: keel_tools::build_dirs::BuildDirs,
+    ) -> Result<Self, SnapshotError> {
+        let mut git = Git::detect(workspace)?;
+        git.set_build_dirs(build_dirs);
+        Ok(Self { git })
     }
 
     /// The workspace root.
@@ -301,13 +315,15 @@ impl Snapshots {
 #[derive(Debug, Clone)]
 pub(crate) struct LazySnapshots {
     workspace: PathBuf,
+    build_dirs: keel_tools::build_dirs::BuildDirs,
     cell: Arc<OnceLock<Result<Arc<Snapshots>, String>>>,
 }
 
 impl LazySnapshots {
-    pub(crate) fn new(workspace: &Path) -> Self {
+    pub(crate) fn new(workspace: &Path, build_dirs: keel_tools::build_dirs::BuildDirs) -> Self {
         Self {
             workspace: workspace.to_path_buf(),
+            build_dirs,
             cell: Arc::new(OnceLock::new()),
         }
     }
@@ -317,7 +333,7 @@ impl LazySnapshots {
     pub(crate) fn get(&self) -> Result<Arc<Snapshots>, String> {
         self.cell
             .get_or_init(|| {
-                Snapshots::open(&self.workspace)
+                Snapshots::open_with(&self.workspace, self.build_dirs.clone())
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })

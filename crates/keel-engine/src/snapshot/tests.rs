@@ -432,6 +432,62 @@ fn repeated_undo_steps_back_one_snapshot_at_a_time_and_redo_walks_forward() {
 }
 
 #[test]
+fn untracked_build_directories_are_neither_recorded_nor_restored() {
+    require_git();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    seed(root);
+    // No .gitignore: target/ and node_modules/ would be "untracked files" to git. A committed
+    // build/ directory of sources is the user's work and stays recorded.
+    write(root, "build/gen.sh", b"echo gen\n");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "init"]);
+    write(root, "target/debug/app", b"old binary");
+    let snaps = Snapshots::open_with(root, keel_tools::build_dirs::BuildDirs::default()).unwrap();
+    assert!(snaps.in_user_repository());
+    let s0 = snaps.take("sess-b", 0, None).unwrap();
+    // The turn: the agent edits a source file and a tracked build/ file; the build rewrites
+    // target/ and fills node_modules/.
+    write(root, "src/lib.rs", b"pub fn changed() {}\n");
+    write(root, "build/gen.sh", b"echo changed\n");
+    write(root, "target/debug/app", b"new binary");
+    for i in 0..5 {
+        write(root, &format!("node_modules/pkg/f{i}.js"), b"x");
+    }
+    snaps.take("sess-b", 1, Some(&s0)).unwrap();
+    // An undo from a front end that does not know the configuration (keel undo, the server)
+    // leaves out what the snapshot left out.
+    let report = Snapshots::open(root)
+        .unwrap()
+        .undo("sess-b", Some(0))
+        .unwrap();
+    assert_eq!(report.changes.modified, ["build/gen.sh", "src/lib.rs"]);
+    assert!(report.changes.removed.is_empty(), "{:?}", report.changes);
+    assert!(report.changes.recreated.is_empty(), "{:?}", report.changes);
+    assert_eq!(
+        std::fs::read(root.join("target/debug/app")).unwrap(),
+        b"new binary",
+        "build output is left alone"
+    );
+    assert!(root.join("node_modules/pkg/f4.js").exists());
+    // The user's own view is untouched: target/ is still just untracked to git.
+    let status = git(root, &["status", "--porcelain"]);
+    assert!(status.contains("?? target/"), "{status}");
+
+    // build_dirs = [] records everything.
+    let all = tempfile::tempdir().unwrap();
+    write(all.path(), "target/x", b"1");
+    let snaps =
+        Snapshots::open_with(all.path(), keel_tools::build_dirs::BuildDirs::none()).unwrap();
+    let s0 = snaps.take("sess-c", 0, None).unwrap();
+    write(all.path(), "target/x", b"2");
+    snaps.take("sess-c", 1, Some(&s0)).unwrap();
+    let report = snaps.undo("sess-c", Some(0)).unwrap();
+    assert_eq!(report.changes.modified, ["target/x"]);
+}
+
+#[test]
 fn a_session_diff_shows_its_changes_outside_git() {
     require_git();
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,8 @@
 //!
 //! Repaired silently (the intent is unambiguous): JSON wrapped in prose or a code fence, a
 //! `{"tasks": […]}` object instead of a bare list, sizes written as words (`small`, `Medium`),
-//! dependencies given as strings (`"2"`, `"#2"`), a criterion given as one string. Refused with
+//! ids and dependencies given as strings (`"2"`, `"#2"`, `"G1"`: any id unique in the list is a
+//! key the dependencies refer to), a criterion given as one string. Refused with
 //! the reason — and the model asked once more with that reason — anything else: not JSON, a
 //! field of the wrong type, a dependency on a task that does not exist, a cycle, a size out of
 //! bounds, no tasks at all. A second bad answer is a clear error, and nothing is stored.
@@ -197,8 +198,9 @@ pub fn parse_tasks(text: &str) -> Result<Vec<NewTask>, String> {
             list.len()
         ));
     }
-    // Ids as the model gave them (default: position), mapped to positions.
-    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
+    // Ids as the model gave them (default: position), mapped to positions. Any id is a key:
+    // `1`, `"1"` and `"#1"` are the same; `"G1"` is just a name.
+    let mut ids: BTreeMap<String, usize> = BTreeMap::new();
     let mut tasks = Vec::new();
     let mut raw_deps = Vec::new();
     for (i, item) in list.iter().enumerate() {
@@ -207,11 +209,13 @@ pub fn parse_tasks(text: &str) -> Result<Vec<NewTask>, String> {
             return Err(format!("task {n} must be an object, not {}", kind(item)));
         };
         let id = match obj.get("id") {
-            None => n as i64,
-            Some(v) => dep_id(v).ok_or_else(|| format!("task {n}: \"id\" must be a number"))?,
+            None => n.to_string(),
+            Some(v) => dep_id(v).ok_or_else(|| {
+                format!("task {n}: \"id\" must be a number or a short string, not {v}")
+            })?,
         };
-        if ids.insert(id, i).is_some() {
-            return Err(format!("two tasks have id {id}"));
+        if ids.insert(id.clone(), i).is_some() {
+            return Err(format!("two tasks have id {id}; every id must be unique"));
         }
         let criteria = match obj
             .get("acceptance_criteria")
@@ -245,7 +249,7 @@ pub fn parse_tasks(text: &str) -> Result<Vec<NewTask>, String> {
                 .iter()
                 .map(|d| {
                     dep_id(d).ok_or_else(|| {
-                        format!("task {n}: dependencies must be task ids (numbers), not {d}")
+                        format!("task {n}: dependencies must be task ids (as in \"id\"), not {d}")
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?,
@@ -326,10 +330,15 @@ pub fn parse_tasks(text: &str) -> Result<Vec<NewTask>, String> {
         .collect())
 }
 
-fn dep_id(v: &Value) -> Option<i64> {
+/// A task id as a key: a number or a non-empty string (`#` and blanks around it dropped, so
+/// `2`, `"2"` and `"#2"` are one id).
+fn dep_id(v: &Value) -> Option<String> {
     match v {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
+        Value::Number(n) => n.as_i64().map(|i| i.to_string()),
+        Value::String(s) => {
+            let key = s.trim().trim_start_matches('#').trim();
+            (!key.is_empty() && key.chars().count() <= 64).then(|| key.to_string())
+        }
         _ => None,
     }
 }
@@ -352,6 +361,35 @@ mod tests {
         assert_eq!(tasks[1].after, vec![0]);
         assert_eq!(tasks[1].size, "s");
         assert_eq!(tasks[1].criteria, vec!["tests pass".to_string()]);
+    }
+
+    #[test]
+    fn string_ids_are_keys() {
+        let text = r##"[
+ {"id": "G2", "title": "Test it", "description": "d", "acceptance_criteria": ["c"], "depends_on": ["G1"], "size": "s"},
+ {"id": "G1", "title": "Build it", "description": "d", "acceptance_criteria": ["c"], "depends_on": [], "size": "m"},
+ {"id": 3, "title": "Ship it", "description": "d", "acceptance_criteria": ["c"], "depends_on": ["#G2", "G1"], "size": "xs"}
+]"##;
+        let tasks = parse_tasks(text).unwrap_or_else(|e| panic!("{e}"));
+        let titles: Vec<&str> = tasks.iter().map(|t| t.title.as_str()).collect();
+        assert_eq!(titles, ["Build it", "Test it", "Ship it"]);
+        assert_eq!(tasks[1].after, vec![0]);
+        assert_eq!(tasks[2].after, vec![0, 1]);
+        let twice = r#"[{"id": "A", "title": "a", "description": "d", "acceptance_criteria": ["c"], "size": "s"},
+ {"id": "A", "title": "b", "description": "d", "acceptance_criteria": ["c"], "size": "s"}]"#;
+        assert!(
+            parse_tasks(twice)
+                .err()
+                .unwrap_or_default()
+                .contains("two tasks have id A")
+        );
+        let dangling = r#"[{"id": "A", "title": "a", "description": "d", "acceptance_criteria": ["c"], "depends_on": ["B"], "size": "s"}]"#;
+        assert!(
+            parse_tasks(dangling)
+                .err()
+                .unwrap_or_default()
+                .contains("depends on task B")
+        );
     }
 
     #[test]

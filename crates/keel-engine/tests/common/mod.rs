@@ -234,3 +234,21 @@ pub fn summaries_script(n: usize, prefix: &str) -> String {
     }
     s
 }
+
+/// Whether the Python MCP SDK (the test server's) is installed; skips visibly outside CI,
+/// fails under `CI=true` (`.ci/run` installs it).
+#[allow(clippy::disallowed_methods)]
+pub fn python_mcp() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp.server.mcpserver"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "the Python MCP SDK is missing; .ci/run installs it"
+        );
+        eprintln!("SKIPPED: the Python MCP SDK is missing (pip install 'mcp>=2,<3')");
+    }
+    ok
+}

@@ -73,7 +73,18 @@ impl AgentRunner for EngineAgents {
             if req.max_steps.is_some() {
                 overrides.max_iterations = req.max_steps;
             }
-            let engine = match self.builder.engine(&req.workspace, &overrides) {
+            let engine = match self
+                .builder
+                .config(&req.workspace, &overrides)
+                .and_then(|mut c| {
+                    // The flow's own test and verify nodes are its gates; the session's final
+                    // verification (say `cargo test` of the whole repository in a branch's copy)
+                    // runs only when the node asks for it.
+                    if !req.spec.verify {
+                        c.verify.enabled = false;
+                    }
+                    self.builder.engine_with(c, &req.workspace)
+                }) {
                 Ok(e) => e,
                 Err(e) => {
                     return AgentResult {
@@ -88,6 +99,9 @@ impl AgentRunner for EngineAgents {
             };
             let options = RunOptions {
                 cancel: req.cancel.clone(),
+                // The flow runs its nodes (some at once) in its workspace and its branches'
+                // copies: the executor orders them, not the workspace lease.
+                shared_workspace: true,
                 ..RunOptions::default()
             };
             let outcome = match engine.run(&task, options).await {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
+use keel_tools::build_dirs::BuildDirs;
 use keel_tools::shell::ShellSettings;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -87,6 +88,9 @@ pub struct Executor {
     pub agents: Arc<dyn AgentRunner>,
     /// The `[shell]` settings commands run under (sandbox, environment).
     pub shell: ShellSettings,
+    /// Build and dependency directories left out of traces and branch copies
+    /// (`[snapshots] build_dirs`).
+    pub build_dirs: BuildDirs,
     pub events: Option<EventSink>,
     pub cancel: CancellationToken,
 }
@@ -106,6 +110,7 @@ pub(crate) struct Ctx {
     pub mode: Mode,
     pub agents: Arc<dyn AgentRunner>,
     pub shell: ShellSettings,
+    pub build_dirs: BuildDirs,
     pub cancel: CancellationToken,
 }
 
@@ -132,12 +137,14 @@ impl Executor {
             mode,
             agents: self.agents.clone(),
             shell: self.shell.clone(),
+            build_dirs: self.build_dirs.clone(),
             cancel: self.cancel.clone(),
         })
     }
 
     /// A new run's record: every node pending, the workspace's tree fingerprinted.
     async fn new_record(
+        &self,
         flow: &Flow,
         source: &str,
         workspace: &Path,
@@ -146,7 +153,7 @@ impl Executor {
         pid: Option<u32>,
     ) -> RunRecord {
         let mut trace = Trace::default();
-        match node::snapshot(workspace).await {
+        match node::snapshot(workspace, &self.build_dirs).await {
             Ok(t) => trace.initial_tree = Some(t),
             Err(e) => trace.initial_tree_error = Some(e),
         }
@@ -179,7 +186,9 @@ impl Executor {
         workspace: &Path,
         inputs: &BTreeMap<String, Value>,
     ) -> Result<String, FlowError> {
-        let record = Self::new_record(flow, source, workspace, inputs, "queued", None).await;
+        let record = self
+            .new_record(flow, source, workspace, inputs, "queued", None)
+            .await;
         self.store.create(&record).await?;
         Ok(record.id)
     }
@@ -192,15 +201,16 @@ impl Executor {
         workspace: &Path,
         inputs: BTreeMap<String, Value>,
     ) -> Result<RunSummary, FlowError> {
-        let record = Self::new_record(
-            &flow,
-            source,
-            workspace,
-            &inputs,
-            "running",
-            Some(std::process::id()),
-        )
-        .await;
+        let record = self
+            .new_record(
+                &flow,
+                source,
+                workspace,
+                &inputs,
+                "running",
+                Some(std::process::id()),
+            )
+            .await;
         let (run_id, state, trace) = (
             record.id.clone(),
             record.state.clone(),
@@ -369,7 +379,7 @@ impl Executor {
         } else {
             "completed"
         };
-        if let Ok(t) = node::snapshot(&ctx.workspace).await {
+        if let Ok(t) = node::snapshot(&ctx.workspace, &ctx.build_dirs).await {
             trace.final_tree = Some(crate::tree::fingerprint(&t));
         }
         if persist {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
+use keel_tools::build_dirs::BuildDirs;
 use tokio_util::sync::CancellationToken;
 
 use super::agent::AgentRequest;
@@ -48,9 +49,10 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-pub(crate) async fn snapshot(dir: &Path) -> Result<Tree, String> {
+pub(crate) async fn snapshot(dir: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
     let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || tree::snapshot(&dir))
+    let build_dirs = build_dirs.clone();
+    tokio::task::spawn_blocking(move || tree::snapshot(&dir, &build_dirs))
         .await
         .map_err(|e| format!("the snapshot worker failed: {e}"))?
 }
@@ -72,9 +74,14 @@ pub(crate) fn run_node(leaf: Leaf<'_>) -> BoxFuture<'_, Outcome> {
     Box::pin(async move {
         let started_ms = now_ms();
         let clock = Instant::now();
-        let before = match snapshot(leaf.dir).await {
+        let before = match snapshot(leaf.dir, &leaf.ctx.build_dirs).await {
             Ok(t) => t,
-            Err(e) => return Outcome::failed(e),
+            Err(e) => {
+                return Outcome::failed(format!(
+                    "cannot record the workspace before node `{}`: {e}",
+                    leaf.node.id
+                ));
+            }
         };
         let cancel = leaf.ctx.cancel.child_token();
         let timeout = leaf.node.timeout;
@@ -89,7 +96,22 @@ pub(crate) fn run_node(leaf: Leaf<'_>) -> BoxFuture<'_, Outcome> {
                 ))
             }
         };
-        let after = snapshot(leaf.dir).await.unwrap_or_else(|_| before.clone());
+        let after = match snapshot(leaf.dir, &leaf.ctx.build_dirs).await {
+            Ok(t) => t,
+            Err(e) => {
+                // Never "no changes": what the node did to the files is unknown, so it failed.
+                out.status = NodeStatus::Failed;
+                out.error = Some(format!(
+                    "cannot record the file changes of node `{}`: {e}{}",
+                    leaf.node.id,
+                    out.error
+                        .as_deref()
+                        .map(|prev| format!(" (and: {prev})"))
+                        .unwrap_or_default()
+                ));
+                before.clone()
+            }
+        };
         let t = &mut out.trace;
         t.node = leaf.node.id.clone();
         t.kind = leaf.node.kind.name().to_string();
@@ -124,7 +146,7 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
     {
         return match trace.find(&leaf.node.id, leaf.nth) {
             Some(rec) => {
-                if let Err(e) = tree::apply(leaf.dir, &rec.changes) {
+                if let Err(e) = tree::apply(leaf.dir, &rec.changes, None) {
                     return Outcome::failed(e);
                 }
                 Outcome {
@@ -386,8 +408,12 @@ async fn command_node(leaf: &Leaf<'_>, cmd: &str, cancel: &CancellationToken) ->
     out
 }
 
-/// A fresh directory holding a copy of `tree` (a parallel branch's workspace).
-pub(crate) async fn branch_copy(tree: &Tree) -> Result<(tempfile::TempDir, PathBuf), String> {
+/// A fresh directory holding a copy of `tree` (a parallel branch's workspace); files recorded
+/// by their hash are copied from `source`, the workspace the tree was taken from.
+pub(crate) async fn branch_copy(
+    tree: &Tree,
+    source: &Path,
+) -> Result<(tempfile::TempDir, PathBuf), String> {
     let dir = tempfile::Builder::new()
         .prefix("keel-flow-branch-")
         .tempdir()
@@ -395,7 +421,8 @@ pub(crate) async fn branch_copy(tree: &Tree) -> Result<(tempfile::TempDir, PathB
     let path = dir.path().to_path_buf();
     let t = tree.clone();
     let p = path.clone();
-    tokio::task::spawn_blocking(move || tree::materialize(&p, &t))
+    let source = source.to_path_buf();
+    tokio::task::spawn_blocking(move || tree::materialize(&p, &t, Some(&source)))
         .await
         .map_err(|e| e.to_string())??;
     Ok((dir, path))

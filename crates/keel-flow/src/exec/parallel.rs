@@ -18,6 +18,9 @@ struct BranchRun {
     name: String,
     passed: bool,
     changes: tree::Changes,
+    /// The branch's copy of the workspace, kept until its changes are applied (files recorded
+    /// by their hash are copied from it).
+    dir: Option<(tempfile::TempDir, std::path::PathBuf)>,
     inner: Vec<(String, NodeState, NodeTrace)>,
     error: Option<String>,
 }
@@ -27,7 +30,7 @@ pub(crate) async fn run(
     branches: &[ParallelBranch],
     _cancel: &CancellationToken,
 ) -> Outcome {
-    let base = match snapshot(leaf.dir).await {
+    let base = match snapshot(leaf.dir, &leaf.ctx.build_dirs).await {
         Ok(t) => t,
         Err(e) => {
             return Outcome {
@@ -54,7 +57,8 @@ pub(crate) async fn run(
     let chosen = results.iter().find(|r| r.passed);
     match chosen {
         Some(r) => {
-            if let Err(e) = tree::apply(leaf.dir, &r.changes) {
+            let source = r.dir.as_ref().map(|(_, p)| p.as_path());
+            if let Err(e) = tree::apply(leaf.dir, &r.changes, source) {
                 out.status = NodeStatus::Failed;
                 out.error = Some(e);
                 return out;
@@ -92,10 +96,11 @@ async fn run_branch(leaf: &Leaf<'_>, b: &ParallelBranch, base: &tree::Tree) -> B
         name: b.name.clone(),
         passed: false,
         changes: tree::Changes::new(),
+        dir: None,
         inner: Vec::new(),
         error: None,
     };
-    let (_guard, dir) = match branch_copy(base).await {
+    let (guard, dir) = match branch_copy(base, leaf.dir).await {
         Ok(d) => d,
         Err(e) => {
             run.error = Some(e);
@@ -136,13 +141,14 @@ async fn run_branch(leaf: &Leaf<'_>, b: &ParallelBranch, base: &tree::Tree) -> B
     }
     run.passed = last_passed;
     if run.passed {
-        match snapshot(&dir).await {
+        match snapshot(&dir, &leaf.ctx.build_dirs).await {
             Ok(after) => run.changes = tree::diff(base, &after),
             Err(e) => {
                 run.passed = false;
-                run.error = Some(e);
+                run.error = Some(format!("cannot record the branch's file changes: {e}"));
             }
         }
     }
+    run.dir = Some((guard, dir));
     run
 }

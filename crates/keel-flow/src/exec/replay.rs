@@ -54,7 +54,9 @@ impl Executor {
         }
         std::fs::create_dir_all(into)
             .map_err(|e| FlowError::Usage(format!("cannot create {}: {e}", into.display())))?;
-        tree::materialize(into, &initial).map_err(FlowError::Usage)?;
+        // Files recorded by their hash come from the run's workspace, if still unchanged.
+        tree::materialize(into, &initial, Some(Path::new(&rec.workspace)))
+            .map_err(FlowError::Usage)?;
         let flow = crate::compile(&rec.flow_source, Path::new(&rec.flow_file))?;
         let mut state = RunState::default();
         for id in flow.all_node_ids() {

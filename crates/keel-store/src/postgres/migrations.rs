@@ -223,6 +223,18 @@ CREATE INDEX eval_runs_created ON eval_runs(created_at DESC);
         name: "a session's git source (queue-mode workers check it out)",
         sql: "ALTER TABLE sessions ADD COLUMN repo TEXT;",
     },
+    Migration {
+        version: 7,
+        name: "workspace leases (one running session per workspace)",
+        sql: r#"
+CREATE TABLE workspace_leases (
+    workspace   TEXT PRIMARY KEY,
+    session_id  TEXT NOT NULL,
+    holder      TEXT NOT NULL,
+    expires_at  BIGINT NOT NULL
+);
+"#,
+    },
 ];
 
 /// Applies the migrations `conn`'s database has not recorded, in order, and returns them.

@@ -8,7 +8,7 @@ use super::retry::{self, Backoff};
 use super::{PgStore, db_err};
 use crate::{
     BlockerRecord, BlockerStatus, Lease, MemoryEntry, NewBlocker, NewSession, SessionRecord, Store,
-    StoreError, StoreFuture, now_ms,
+    StoreError, StoreFuture, WorkspaceLease, now_ms,
 };
 
 /// A session's columns with its lease (`FROM {SESSIONS}`).
@@ -730,6 +730,92 @@ impl Store for PgStore {
             })
             .transpose()
             .map_err(db_err("reading a run lease"))
+        }))
+    }
+
+    fn acquire_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.retrying(move || async move {
+            let now = now_ms() as i64;
+            let r = sqlx::query(
+                "INSERT INTO workspace_leases (workspace, session_id, holder, expires_at) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+                 WHERE workspace_leases.holder = EXCLUDED.holder OR workspace_leases.expires_at <= $5",
+            )
+            .bind(workspace)
+            .bind(session_id)
+            .bind(holder)
+            .bind(now.saturating_add(ttl_ms.min(i64::MAX as u64) as i64))
+            .bind(now)
+            .execute(&self.pool)
+            .await;
+            Ok(affected(r, "taking a workspace lease")? == 1)
+        }))
+    }
+
+    fn renew_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.retrying(move || async move {
+            let expires = (now_ms() as i64).saturating_add(ttl_ms.min(i64::MAX as u64) as i64);
+            let r = sqlx::query(
+                "UPDATE workspace_leases SET expires_at = $3 WHERE workspace = $1 AND holder = $2",
+            )
+            .bind(workspace)
+            .bind(holder)
+            .bind(expires)
+            .execute(&self.pool)
+            .await;
+            Ok(affected(r, "renewing a workspace lease")? == 1)
+        }))
+    }
+
+    fn release_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        holder: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.retrying(move || async move {
+            let r =
+                sqlx::query("DELETE FROM workspace_leases WHERE workspace = $1 AND holder = $2")
+                    .bind(workspace)
+                    .bind(holder)
+                    .execute(&self.pool)
+                    .await;
+            affected(r, "releasing a workspace lease").map(|_| ())
+        }))
+    }
+
+    fn workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+    ) -> StoreFuture<'a, Option<WorkspaceLease>> {
+        Box::pin(self.retrying(move || async move {
+            let row = sqlx::query(
+                "SELECT session_id, holder, expires_at FROM workspace_leases WHERE workspace = $1",
+            )
+            .bind(workspace)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err("reading a workspace lease"))?;
+            row.map(|r| {
+                Ok(WorkspaceLease {
+                    workspace: workspace.to_string(),
+                    session_id: r.try_get(0)?,
+                    holder: r.try_get(1)?,
+                    expires_at: r.try_get::<i64, _>(2)?.max(0) as u64,
+                })
+            })
+            .transpose()
+            .map_err(db_err("reading a workspace lease"))
         }))
     }
 }

@@ -9,7 +9,7 @@ use keel_protocol::{Event, Message, SessionStatus, Usage};
 use super::SqliteDb;
 use crate::{
     BlockerRecord, Lease, MemoryEntry, NewBlocker, NewSession, SessionRecord, Store, StoreError,
-    StoreFuture,
+    StoreFuture, WorkspaceLease,
 };
 
 /// The embedded store: one SQLite database file (WAL), shared by every clone.
@@ -221,5 +221,47 @@ impl Store for SqliteStore {
     fn lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Option<Lease>> {
         let id = session_id.to_string();
         Box::pin(self.call(move |db| db.lease(&id)))
+    }
+
+    fn acquire_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        let (ws, id, holder) = (
+            workspace.to_string(),
+            session_id.to_string(),
+            holder.to_string(),
+        );
+        Box::pin(self.call(move |db| db.acquire_workspace_lease(&ws, &id, &holder, ttl_ms)))
+    }
+
+    fn renew_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        let (ws, holder) = (workspace.to_string(), holder.to_string());
+        Box::pin(self.call(move |db| db.renew_workspace_lease(&ws, &holder, ttl_ms)))
+    }
+
+    fn release_workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+        holder: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        let (ws, holder) = (workspace.to_string(), holder.to_string());
+        Box::pin(self.call(move |db| db.release_workspace_lease(&ws, &holder)))
+    }
+
+    fn workspace_lease<'a>(
+        &'a self,
+        workspace: &'a str,
+    ) -> StoreFuture<'a, Option<WorkspaceLease>> {
+        let ws = workspace.to_string();
+        Box::pin(self.call(move |db| db.workspace_lease(&ws)))
     }
 }

@@ -166,6 +166,32 @@ impl TaskRecord {
     pub fn is_interrupted(&self) -> bool {
         self.status == TaskStatus::InProgress && self.pid.is_some_and(|p| !process_alive(p))
     }
+
+    /// Its dependencies that are not done yet, among the workspace's `tasks`.
+    pub fn waiting_for(&self, tasks: &[TaskRecord]) -> Vec<u32> {
+        self.depends_on
+            .iter()
+            .copied()
+            .filter(|d| {
+                !tasks
+                    .iter()
+                    .any(|t| t.id == *d && t.status == TaskStatus::Done)
+            })
+            .collect()
+    }
+
+    /// The status to show a person: `waiting` for a ready task whose dependencies are not all
+    /// done (it cannot start yet), `interrupted` for one in progress whose process is gone,
+    /// else the stored status.
+    pub fn shown_status(&self, tasks: &[TaskRecord]) -> &'static str {
+        if self.is_interrupted() {
+            "interrupted"
+        } else if self.status == TaskStatus::Ready && !self.waiting_for(tasks).is_empty() {
+            "waiting"
+        } else {
+            self.status.as_str()
+        }
+    }
 }
 
 /// Whether process `pid` runs on this machine (tasks still record the process that claims

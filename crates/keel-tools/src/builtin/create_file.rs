@@ -94,9 +94,9 @@ impl TypedTool for CreateFile {
                     }
                 })?;
             reads.record(&target.abs(), bytes);
-            let lines = args.content.lines().count();
+            let lines = crate::text::count(args.content.lines().count(), "line", "lines");
             Ok(ToolOutput::text(format!(
-                "Created `{rel}` ({lines} lines, {}).{note}",
+                "Created `{rel}` ({lines}, {}).{note}",
                 human_size(bytes.len() as u64)
             ))
             .with_files([rel])
@@ -251,7 +251,7 @@ mod tests {
                 json!({"path": "a/b/new.py", "content": "print(1)\n"}),
             )
             .await;
-        assert!(out.contains("Created `a/b/new.py` (1 lines"), "{out}");
+        assert!(out.contains("Created `a/b/new.py` (1 line, 9 B)"), "{out}");
         let done = CreateFile
             .run(
                 CreateFileArgs {

@@ -152,6 +152,13 @@ impl AutoLint {
         ctx: &ToolContext,
     ) -> Option<String> {
         let candidates = self.settings.commands.get(lang)?;
+        if lang == "rust"
+            && let Some(why) = cold_cargo_build(dir, ctx.workspace.root())
+        {
+            return Some(format!(
+                "[auto-check] skipped `cargo check`: {why}; a first check would compile every dependency (minutes), so run `cargo check` or `run_tests` when you want it"
+            ));
+        }
         let local_bin = dir.join("node_modules").join(".bin");
         let template = candidates.iter().find(|c| {
             c.split_whitespace().next().is_some_and(|prog| {
@@ -309,6 +316,43 @@ impl PostWriteHook for AutoLint {
     }
 }
 
+/// Packages in `Cargo.lock` above which a check without any build output is skipped.
+const COLD_CHECK_MAX_PACKAGES: usize = 20;
+/// The largest `Cargo.lock` read to count its packages.
+const MAX_LOCK_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Why `cargo check` in `dir` would be a cold build of many crates (nothing built yet — no
+/// `target/` here or above, no `CARGO_TARGET_DIR` — and a lock file with many packages), or
+/// `None` when it is cheap enough to run: a user expects the check after an edit to take
+/// seconds, not to compile a large dependency tree in a fresh copy (a flow branch, an eval
+/// task).
+fn cold_cargo_build(dir: &Path, root: &Path) -> Option<String> {
+    if std::env::var_os("CARGO_TARGET_DIR").is_some() {
+        return None;
+    }
+    let mut lock = None;
+    for d in dir.ancestors().take_while(|d| d.starts_with(root)) {
+        if d.join("target").is_dir() {
+            return None;
+        }
+        if lock.is_none() && d.join("Cargo.lock").is_file() {
+            lock = Some(d.join("Cargo.lock"));
+        }
+    }
+    // `Cargo.lock` is a project file: read beneath the workspace (a FIFO or a symlink out
+    // there is not read), bounded.
+    let lock = lock?;
+    let rel = lock.strip_prefix(root).ok()?.to_str()?;
+    let text = crate::project::ProjectDir::open(root)
+        .ok()?
+        .read(rel, MAX_LOCK_BYTES)
+        .ok()??;
+    let packages = text.matches("[[package]]").count();
+    (packages > COLD_CHECK_MAX_PACKAGES).then(|| {
+        format!("nothing is built here yet (no target/) and Cargo.lock lists {packages} packages")
+    })
+}
+
 fn find_upwards(file: &Path, root: &Path, marker: &str) -> Option<PathBuf> {
     file.ancestors()
         .skip(1)
@@ -366,6 +410,33 @@ mod tests {
             "error: could not compile `x` (lib) due to 1 previous error"
         ));
         assert!(!is_finding("warning: `x` (lib) generated 1 warning"));
+    }
+
+    #[test]
+    fn a_cold_check_of_a_large_dependency_tree_is_skipped() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = tmp.path();
+        let member = root.join("crates/a");
+        std::fs::create_dir_all(&member).unwrap_or_else(|e| panic!("{e}"));
+        let lock: String = (0..30)
+            .map(|i| format!("[[package]]\nname = \"p{i}\"\n\n"))
+            .collect();
+        std::fs::write(root.join("Cargo.lock"), lock).unwrap_or_else(|e| panic!("{e}"));
+        if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+            let why = cold_cargo_build(&member, root).unwrap_or_default();
+            assert!(why.contains("30 packages"), "{why}");
+        }
+        // Once something is built (target/ at the workspace root), the check runs.
+        std::fs::create_dir_all(root.join("target")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cold_cargo_build(&member, root), None);
+        // A small project is cheap to check cold.
+        let small = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            small.path().join("Cargo.lock"),
+            "[[package]]\nname = \"x\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cold_cargo_build(small.path(), small.path()), None);
     }
 
     #[test]

@@ -1,0 +1,242 @@
+//! Is a final answer really one? A weak model (or a server whose chat template drops the tool
+//! definitions) "completes" a task that asked for a change with an empty reply, a few spaces,
+//! or a plain-text answer and no tool call at all — exit 0, nothing changed. The checks here:
+//!
+//! - an empty or whitespace-only reply (no tool call) is never an answer: the model is nudged
+//!   once; a second empty reply in a row ends the attempt with a clear cause;
+//! - a task that asks for a change, answered without a successful change, gets one nudge
+//!   naming what is missing; answered so again with no tool call in the whole run, the attempt
+//!   fails saying the model never used its tools (a template that drops them is the usual
+//!   cause). A model that looked and then explains why no change is needed may finish.
+
+use keel_protocol::{ContentBlock, ErrorCode, Message};
+
+use crate::fallback::Failure;
+
+/// Words that, leading a sentence of the task, ask for a change to the workspace.
+const CHANGE_VERBS: &[&str] = &[
+    "add",
+    "append",
+    "build",
+    "bump",
+    "change",
+    "convert",
+    "correct",
+    "create",
+    "delete",
+    "disable",
+    "edit",
+    "enable",
+    "extend",
+    "extract",
+    "fix",
+    "generate",
+    "implement",
+    "insert",
+    "introduce",
+    "make",
+    "migrate",
+    "modify",
+    "move",
+    "patch",
+    "port",
+    "refactor",
+    "remove",
+    "rename",
+    "replace",
+    "repair",
+    "resolve",
+    "rewrite",
+    "set",
+    "split",
+    "support",
+    "update",
+    "upgrade",
+    "write",
+];
+
+/// Words that may precede the verb of a request ("please add", "can you fix").
+const LEAD_INS: &[&str] = &[
+    "please", "can", "could", "would", "you", "now", "then", "and", "also", "kindly",
+];
+
+/// Whether `task` asks for a change to the workspace (a sentence of it starts with a change
+/// verb, after lead-ins such as "please" or "can you"), rather than a question or a review.
+pub(crate) fn asks_for_change(task: &str) -> bool {
+    task.split(['.', '!', '?', '\n', ';', ':']).any(|sentence| {
+        let words = sentence
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase);
+        for word in words {
+            if LEAD_INS.contains(&word.as_str()) {
+                continue;
+            }
+            return CHANGE_VERBS.contains(&word.as_str());
+        }
+        false
+    })
+}
+
+/// What the finish check decided.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Verdict {
+    /// The answer may stand (the other finish hooks decide).
+    Accept,
+    /// Send the model this note and ask again.
+    Nudge(String),
+    /// The attempt fails.
+    Fail(Failure),
+}
+
+/// The per-run state of the finish checks.
+#[derive(Debug, Default)]
+pub(crate) struct FinishCheck {
+    /// The task asks for a change.
+    pub(crate) change_task: bool,
+    /// The no-change nudge was sent.
+    nudged: bool,
+    /// Empty replies in a row.
+    empty_in_a_row: u32,
+}
+
+impl FinishCheck {
+    /// The checks for a run about `task`.
+    pub(crate) fn for_task(task: &str) -> Self {
+        Self {
+            change_task: asks_for_change(task),
+            ..Self::default()
+        }
+    }
+
+    /// A reply with no text and no tool call arrived.
+    pub(crate) fn empty_reply(&mut self) -> Verdict {
+        self.empty_in_a_row += 1;
+        if self.empty_in_a_row >= 2 {
+            let mut failure = Failure::new(
+                ErrorCode::LlmFailure,
+                format!(
+                    "the model replied with nothing (no text, no tool call) {} times in a row; an empty reply is not an answer",
+                    self.empty_in_a_row
+                ),
+            );
+            failure = failure.with_hint(
+                "check the model and server (a template that drops the prompt, a too-small window), or try a stronger model",
+            );
+            return Verdict::Fail(failure);
+        }
+        Verdict::Nudge(if self.change_task {
+            "Your reply was empty, and nothing has been changed yet. The task asks for a change: make it with a tool call (edit_file, create_file or apply_patch), then reply with a short summary.".into()
+        } else {
+            "Your reply was empty. Continue the task with a tool call, or reply with a summary if it is done.".into()
+        })
+    }
+
+    /// A reply with content arrived (text or tool calls).
+    pub(crate) fn reply(&mut self) {
+        self.empty_in_a_row = 0;
+    }
+
+    /// The model says it is done. `changed`: a write or a command succeeded in this run;
+    /// `messages`: the working context (for whether any tool was ever called).
+    pub(crate) fn finish(&mut self, changed: bool, messages: &[Message]) -> Verdict {
+        if !self.change_task || changed {
+            return Verdict::Accept;
+        }
+        let called = any_tool_call(messages);
+        if !self.nudged {
+            self.nudged = true;
+            return Verdict::Nudge(if called {
+                "The task asks for a change, but nothing has been changed yet (no file was written). Make the change with edit_file, create_file or apply_patch; if no change is needed, say exactly why.".into()
+            } else {
+                "The task asks for a change, but you answered without calling any tool, so nothing was changed. Call the tools: read the files involved (read_file), then change them (edit_file, create_file or apply_patch).".into()
+            });
+        }
+        if called {
+            return Verdict::Accept;
+        }
+        let mut failure = Failure::new(
+            ErrorCode::LlmFailure,
+            "the task asks for a change, but the model answered twice without calling any tool; nothing was changed",
+        )
+        .with_hint(
+            "the server's chat template may drop the tool definitions (check with `keel doctor --ping`), or the model cannot call tools; try another template or a stronger model",
+        );
+        // The same model behind the same template answers the same way again.
+        failure.permanent = true;
+        Verdict::Fail(failure)
+    }
+}
+
+/// Whether the working context holds any tool call.
+fn any_tool_call(messages: &[Message]) -> bool {
+    messages.iter().any(|m| {
+        m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolUse { .. }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_requests_are_told_from_questions() {
+        for task in [
+            "add a function that returns 42",
+            "Please fix the off-by-one in src/parser.rs",
+            "Why does the build fail? Fix it.",
+            "can you rename `foo` to `bar`",
+            "Implement retries in the client",
+        ] {
+            assert!(asks_for_change(task), "{task}");
+        }
+        for task in [
+            "what does src/parser.rs do?",
+            "explain the retry logic",
+            "list the files that add routes",
+            "How do I fix this error?",
+            "",
+        ] {
+            assert!(!asks_for_change(task), "{task}");
+        }
+    }
+
+    #[test]
+    fn an_unchanged_change_task_is_nudged_once_then_fails_without_any_tool_call() {
+        let mut c = FinishCheck::for_task("add a function that returns 42");
+        assert!(
+            matches!(c.finish(false, &[]), Verdict::Nudge(n) if n.contains("without calling any tool"))
+        );
+        match c.finish(false, &[]) {
+            Verdict::Fail(f) => assert!(
+                f.message.contains("without calling any tool"),
+                "{}",
+                f.message
+            ),
+            other => panic!("{other:?}"),
+        }
+        // A change made: the answer stands.
+        assert_eq!(
+            FinishCheck::for_task("fix it").finish(true, &[]),
+            Verdict::Accept
+        );
+        // A question: the answer stands.
+        assert_eq!(
+            FinishCheck::for_task("what is this?").finish(false, &[]),
+            Verdict::Accept
+        );
+    }
+
+    #[test]
+    fn two_empty_replies_in_a_row_fail_but_content_between_resets() {
+        let mut c = FinishCheck::for_task("explain");
+        assert!(matches!(c.empty_reply(), Verdict::Nudge(_)));
+        c.reply();
+        assert!(matches!(c.empty_reply(), Verdict::Nudge(_)));
+        assert!(
+            matches!(c.empty_reply(), Verdict::Fail(f) if f.message.contains("2 times in a row"))
+        );
+    }
+}

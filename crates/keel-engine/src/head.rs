@@ -1,0 +1,122 @@
+//! The head for a small window. Keel's full head (the system prompt and the first-turn tool
+//! catalog) takes about 1,900 tokens: a model with a 2,048-token window could not answer a
+//! single request. When the full head would take more than half the window, a run uses the
+//! compact head instead — a short base prompt (the project's instructions and constitution
+//! kept whole), the few tools a small model needs (read, list, grep, edit, create, run), no
+//! codemap in the first message. It is fixed for the run (byte-stable across its turns); a
+//! window learned smaller mid-run switches to it once. When even the compact head does not
+//! leave room, the run fails naming both sizes.
+
+use keel_protocol::ToolSpec;
+
+use crate::prompt::BASE_PROMPT;
+
+/// The compact base layer.
+pub const COMPACT_BASE_PROMPT: &str = include_str!("prompts/base_compact.md");
+
+/// The tools of the compact head (those registered and listed; the rest stay callable by
+/// exact name).
+pub const COMPACT_TOOLS: &[&str] = &[
+    "read_file",
+    "list_files",
+    "grep",
+    "edit_file",
+    "create_file",
+    "run_command",
+    crate::phase::ADVANCE_PHASE,
+    crate::skills::SKILL_TOOL,
+];
+
+/// Whether a head of `head_tokens` is too big for a `window`-token context: more than half of
+/// it, leaving too little for the task, the results and the reply.
+pub fn needs_compact(head_tokens: u64, window: u64) -> bool {
+    head_tokens.saturating_mul(2) > window
+}
+
+/// `system` (a full system prompt) with the compact base layer in place of the full one.
+pub fn compact_system(system: &str) -> String {
+    let base = BASE_PROMPT.trim_end();
+    let rest = system.strip_prefix(base).unwrap_or(system);
+    format!("{}{rest}", COMPACT_BASE_PROMPT.trim_end())
+}
+
+/// The compact catalog: `tools` narrowed to [`COMPACT_TOOLS`], in their order.
+pub fn compact_tools(tools: &[ToolSpec]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .filter(|t| COMPACT_TOOLS.contains(&t.name.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The head for a `window`-token context: `(system, tools, compact)`.
+pub fn for_window(system: &str, tools: &[ToolSpec], window: u64) -> (String, Vec<ToolSpec>, bool) {
+    let full = keel_llm::tokens::estimate_request(system, tools, &[]);
+    if needs_compact(full, window) {
+        (compact_system(system), compact_tools(tools), true)
+    } else {
+        (system.to_string(), tools.to_vec(), false)
+    }
+}
+
+impl crate::run::Run<'_> {
+    /// Switches to the compact head when the window learned mid-run is too small for the
+    /// full one (once: the compact head then stays).
+    pub(crate) fn fit_head(&mut self) {
+        if self.compact_head {
+            return;
+        }
+        let (system, tools, compact) = for_window(
+            &self.system_prompt,
+            &self.tools,
+            self.compactor.budget.window,
+        );
+        if compact {
+            self.system_prompt = system;
+            self.tools = tools;
+            self.compact_head = true;
+        }
+    }
+
+    /// The failure of a request that does not fit the window: both sizes, and the head's.
+    pub(crate) fn overflow(&self, needed: u64, window: u64) -> crate::fallback::Failure {
+        let head = keel_llm::tokens::estimate_request(&self.system_prompt, &self.tools, &[]);
+        let which = if self.compact_head {
+            "the compact head"
+        } else {
+            "the head"
+        };
+        crate::fallback::Failure::new(
+            keel_protocol::ErrorCode::ContextOverflow,
+            format!(
+                "the next request needs about {needed} tokens, more than the model's {window}-token window, even after compaction ({which}, the system prompt and {} tools, takes about {head} of them)",
+                self.tools.len()
+            ),
+        )
+        .with_hint(if head.saturating_mul(2) > window {
+            "use a model with a larger context window, or shorten the project's instruction files (AGENTS.md, the constitution); if the window is larger than Keel thinks, set agent.context_window"
+        } else {
+            "start a new session with a smaller task, or use a model with a larger context window"
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compact_prompt_keeps_the_project_layers() {
+        let full = format!(
+            "{}\n\n# Project instructions\nuse tabs\n",
+            BASE_PROMPT.trim_end()
+        );
+        let compact = compact_system(&full);
+        assert!(
+            compact.starts_with("You are Keel")
+                && compact.ends_with("# Project instructions\nuse tabs\n")
+        );
+        assert!(compact.len() * 2 < full.len());
+        assert!(needs_compact(1_900, 2_048) && !needs_compact(1_900, 8_192));
+    }
+}
