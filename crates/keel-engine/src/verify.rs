@@ -332,7 +332,28 @@ impl Run<'_> {
         if gate.name != "tests" {
             return None;
         }
-        test_run_risk(&gate.command, self.engine.workspace.root())
+        let root = self.engine.workspace.root();
+        let analysis = CommandSafety::new().classify_test_run(&gate.command, root, root);
+        if matches!(
+            analysis.class,
+            SafetyClass::ReadOnly | SafetyClass::WritesWorkspace
+        ) {
+            return None;
+        }
+        let files: Vec<String> = analysis
+            .sources
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect();
+        Some(if files.is_empty() {
+            format!("the test command is {}", analysis.class)
+        } else {
+            format!(
+                "the test command runs {}, which is {}",
+                files.join(", "),
+                analysis.class
+            )
+        })
     }
 
     /// Whether the constitution requires `gate`.
@@ -513,35 +534,6 @@ impl Run<'_> {
         self.push_message(Message::user_text(message)).await?;
         Ok(None)
     }
-}
-
-/// Why running the project's test `command` in the workspace `root` needs the approval
-/// policy's word, if it does: it is judged by what it runs (the package.json script, the
-/// Makefile recipe, the shell script — files a model or a repository may have written), and a
-/// script that does more than build and test (deletes, reaches the network, cannot be judged)
-/// is asked about like any such command. `None`: it only reads, builds and tests.
-pub(crate) fn test_run_risk(command: &str, root: &Path) -> Option<String> {
-    let analysis = CommandSafety::new().classify_test_run(command, root, root);
-    if matches!(
-        analysis.class,
-        SafetyClass::ReadOnly | SafetyClass::WritesWorkspace
-    ) {
-        return None;
-    }
-    let files: Vec<String> = analysis
-        .sources
-        .iter()
-        .map(|s| s.path.display().to_string())
-        .collect();
-    Some(if files.is_empty() {
-        format!("the test command is {}", analysis.class)
-    } else {
-        format!(
-            "the test command runs {}, which is {}",
-            files.join(", "),
-            analysis.class
-        )
-    })
 }
 
 #[cfg(test)]

@@ -416,24 +416,6 @@ impl TaskRunner {
             .first()
             .cloned()
             .or_else(|| self.gates().into_iter().next())?;
-        // The test script is the repository's (and the task's model may have rewritten it):
-        // judged by what it runs, like final verification's tests gate. Nobody is there to
-        // ask, so one that does more than build and test runs only under policy `never`.
-        if self.config.approval.policy != crate::config::ApprovalPolicy::Never
-            && let Some(why) = crate::verify::test_run_risk(&gate.command, &self.workspace)
-        {
-            return Some(GateRun {
-                name: gate.name,
-                command: gate.command,
-                passed: false,
-                exit_code: None,
-                output: format!(
-                    "not run: {why}, and approval policy `{}` does not run that unasked \
-                     (set shell.test_command or [approval] policy = \"never\" in your own config)",
-                    self.config.approval.policy.as_str()
-                ),
-            });
-        }
         Some(
             run_gate(
                 &self.workspace,
