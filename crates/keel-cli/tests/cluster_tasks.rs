@@ -37,8 +37,9 @@ async fn a_queued_batch_runs_its_tasks_in_order_across_workers_and_survives_a_ki
         return;
     };
     let url = fresh_database(&base, "tasks").await;
-    // Each task's session: a slow first reply (time to kill its worker), then done.
-    let script = "turns:\n  - text: \"working\"\n    delay_ms: 2500\n    tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n  - text: \"done\"\n";
+    // Each task's session: a slow first reply (time to kill its worker), then done (said
+    // twice: a task worded as a change is nudged once when nothing was written).
+    let script = "turns:\n  - text: \"working\"\n    delay_ms: 2500\n    tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n  - text: \"done\"\n  - text: \"done: nothing needed changing\"\n";
     let mut cluster = Cluster::new(url, script);
     cluster.start_server();
     cluster.start_server();
