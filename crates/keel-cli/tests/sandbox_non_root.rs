@@ -305,7 +305,7 @@ fn a_run_in_a_read_only_workspace_is_not_a_pass() {
     let env = Env::new();
     let script = env.script(
         "write.yaml",
-        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/extra.rs, content: \"pub fn extra() {}\\n\"}\n  - text: \"Done: added src/extra.rs.\"\n",
+        "turns:\n  - tool_calls:\n      - name: create_file\n        arguments: {path: src/extra.rs, content: \"pub fn extra() {}\\n\"}\n  - text: \"Done: added src/extra.rs.\"\n  - text: \"Done: the write was refused.\"\n",
     );
     let Some(user) = normal_user(&env, test) else {
         return;
