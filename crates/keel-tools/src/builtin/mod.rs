@@ -50,20 +50,8 @@ pub fn register_defaults(registry: &mut ToolRegistry) {
         );
 }
 
-/// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`).
-pub(crate) fn human_size(bytes: u64) -> String {
-    const KB: f64 = 1024.0;
-    let b = bytes as f64;
-    if b < KB {
-        format!("{bytes} B")
-    } else if b < KB * KB {
-        format!("{:.1} KB", b / KB)
-    } else if b < KB * KB * KB {
-        format!("{:.1} MB", b / KB / KB)
-    } else {
-        format!("{:.1} GB", b / KB / KB / KB)
-    }
-}
+/// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`): keel-fs's, one wording everywhere.
+pub(crate) use keel_fs::human_size;
 
 /// Runs blocking file-system work off the async runtime.
 pub(crate) async fn blocking<T: Send + 'static>(
