@@ -269,3 +269,64 @@ fn an_invalid_constitution_stops_keel_run_and_keel_context_with_exit_2() {
     );
     assert_ne!(out.status.code(), Some(0));
 }
+
+/// Many saved facts: `keel context --task` sizes the user memory as that task's first message
+/// carries it (the relevant facts within agent.memory_tokens), not as all the facts, and
+/// without a task the layer is the budget, the most a session sends.
+#[test]
+fn the_memory_layer_is_what_a_session_sends_not_every_fact() {
+    let env = Env::new();
+    let topics = [
+        "prefers small commits with imperative subject lines",
+        "the staging database is refreshed every Monday",
+        "the tokenizer must stay allocation-free on the hot path",
+        "uses fish as the login shell",
+        "the docs site is built with mdBook",
+    ];
+    for i in 0..40 {
+        stdout(
+            &env,
+            &["memory", "add", &format!("{} ({i})", topics[i % topics.len()])],
+        );
+    }
+    let task = "speed up the tokenizer";
+    let d: Value =
+        serde_json::from_str(&stdout(&env, &["context", "--json", "--task", task])).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(MockServer::queue(vec![MockReply::sse(bodies::openai(
+            "",
+            "Done.",
+            &[],
+            (100, 5),
+        ))]))
+        .unwrap();
+    let out = env
+        .keel()
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &format!("{}/v1", server.url())])
+        .arg(task)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let body = server.requests()[0].json();
+    let user = match &body["messages"][1]["content"] {
+        Value::String(s) => s.clone(),
+        other => other[0]["text"].as_str().unwrap().to_string(),
+    };
+    let sent = block(&user, "<user-memory>", "</user-memory>");
+    assert_eq!(sent.matches("allocation-free").count(), 8, "{sent}");
+    let memory = layer(&d, "user memory");
+    assert_eq!(memory["bytes"].as_u64().unwrap() as usize, sent.len(), "{memory}");
+    assert_eq!(memory["items"], 8, "{memory}");
+    assert!(memory["tokens"].as_u64().unwrap() <= 300, "{memory}");
+    // No task: the budget, said to be the most; never the size of all 40 facts.
+    let d: Value = serde_json::from_str(&stdout(&env, &["context", "--json"])).unwrap();
+    let memory = layer(&d, "user memory");
+    assert_eq!(memory["tokens"], 300, "{memory}");
+    assert!(
+        memory["source"].as_str().unwrap().contains("at most agent.memory_tokens (300)"),
+        "{memory}"
+    );
+}
