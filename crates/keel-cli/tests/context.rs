@@ -286,7 +286,11 @@ fn the_memory_layer_is_what_a_session_sends_not_every_fact() {
     for i in 0..40 {
         stdout(
             &env,
-            &["memory", "add", &format!("{} ({i})", topics[i % topics.len()])],
+            &[
+                "memory",
+                "add",
+                &format!("{} ({i})", topics[i % topics.len()]),
+            ],
         );
     }
     let task = "speed up the tokenizer";
@@ -318,7 +322,11 @@ fn the_memory_layer_is_what_a_session_sends_not_every_fact() {
     let sent = block(&user, "<user-memory>", "</user-memory>");
     assert_eq!(sent.matches("allocation-free").count(), 8, "{sent}");
     let memory = layer(&d, "user memory");
-    assert_eq!(memory["bytes"].as_u64().unwrap() as usize, sent.len(), "{memory}");
+    assert_eq!(
+        memory["bytes"].as_u64().unwrap() as usize,
+        sent.len(),
+        "{memory}"
+    );
     assert_eq!(memory["items"], 8, "{memory}");
     assert!(memory["tokens"].as_u64().unwrap() <= 300, "{memory}");
     // No task: the budget, said to be the most; never the size of all 40 facts.
@@ -326,7 +334,10 @@ fn the_memory_layer_is_what_a_session_sends_not_every_fact() {
     let memory = layer(&d, "user memory");
     assert_eq!(memory["tokens"], 300, "{memory}");
     assert!(
-        memory["source"].as_str().unwrap().contains("at most agent.memory_tokens (300)"),
+        memory["source"]
+            .as_str()
+            .unwrap()
+            .contains("at most agent.memory_tokens (300)"),
         "{memory}"
     );
 }

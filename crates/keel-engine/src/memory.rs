@@ -58,7 +58,11 @@ fn stem(word: &str) -> String {
             let n = b.len();
             // `stopp` → `stop`, `runn` → `run` (not `add`, `pass`, `fill`).
             let doubled = n >= 4 && b[n - 1] == b[n - 2] && !b"aeioulsz".contains(&b[n - 1]);
-            w = if doubled { s[..n - 1].to_string() } else { s.to_string() };
+            w = if doubled {
+                s[..n - 1].to_string()
+            } else {
+                s.to_string()
+            };
             break;
         }
     }
@@ -256,7 +260,11 @@ fn search(entries: &[MemoryEntry], query: &str) -> Result<String, ToolError> {
         .zip(entries)
         .filter_map(|(s, e)| {
             // The query's exact wording counts too.
-            let s = s + if e.text.to_lowercase().contains(&needle) { 1.0 } else { 0.0 };
+            let s = s + if e.text.to_lowercase().contains(&needle) {
+                1.0
+            } else {
+                0.0
+            };
             (s > 0.0).then_some((s, e))
         })
         .collect();
