@@ -4,6 +4,7 @@
 mod backend;
 mod blocker;
 mod chat;
+mod check;
 mod completions;
 mod context;
 mod db;
@@ -12,8 +13,6 @@ mod editor;
 mod eval;
 mod eval_report;
 mod flow;
-mod flow_follow;
-mod flow_queue;
 mod index;
 mod init;
 mod input;

@@ -119,6 +119,28 @@ pub fn session_record(cwd: &Path, session: &str) -> anyhow::Result<SessionRecord
     store.db().get_session(session).map_err(store_usage_error)
 }
 
+/// Sessions read to find a workspace's newest (the store lists every workspace's, newest
+/// first).
+const SCAN: usize = 100_000;
+
+/// The stored sessions of `workspace` (every workspace's when `None`), newest first.
+pub fn sessions_in(
+    store: &dyn Store,
+    workspace: Option<&Path>,
+    limit: usize,
+) -> anyhow::Result<Vec<SessionRecord>> {
+    let all = wait(store.list_sessions(if workspace.is_some() {
+        SCAN
+    } else {
+        limit.min(SCAN)
+    }))?;
+    Ok(all
+        .into_iter()
+        .filter(|s| workspace.is_none_or(|w| Path::new(&s.workspace) == w))
+        .take(limit)
+        .collect())
+}
+
 /// The newest session that ran in `workspace` (`keel run --continue`).
 pub fn latest_session(workspace: &Path) -> anyhow::Result<SessionRecord> {
     let config = load_config(workspace, Layer::from_overrides(&[]))?;
