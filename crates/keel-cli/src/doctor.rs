@@ -27,7 +27,10 @@ const PING_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn execute(args: DoctorArgs) -> anyhow::Result<u8> {
     let workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
-    let config = setup::load_config(&workspace, setup::overrides(&args.llm).layer());
+    let config = setup::load_config(
+        &workspace,
+        crate::launch::overrides(&args.llm, None, None).layer(),
+    );
     let checks = collect(config, &workspace, args.ping)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);

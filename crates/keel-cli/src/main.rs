@@ -16,6 +16,7 @@ mod flow;
 mod index;
 mod init;
 mod input;
+mod launch;
 mod mcp;
 mod memory;
 mod prd;

@@ -19,6 +19,7 @@ use super::msg::{ChannelSink, Msg};
 use super::theme::Theme;
 use super::transcript::{Level, Transcript};
 use super::workflow;
+use crate::launch::{self, Launch, Resume};
 use crate::{ChatArgs, setup};
 
 /// Most workspace files offered for `@path` completion.
@@ -48,29 +49,24 @@ impl Chat {
     /// Resolves the workspace, the session to continue and the model; errors here are shown
     /// before the screen opens.
     pub async fn open(args: &ChatArgs, tx: UnboundedSender<Msg>) -> anyhow::Result<Self> {
-        let mut workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
-        let resume = match (&args.resume, args.cont) {
-            (Some(id), _) => Some(setup::session_record(&workspace, id)?),
-            (None, true) => Some(setup::latest_session(&workspace)?),
-            (None, false) => None,
-        };
-        let mut flags = setup::overrides(&args.llm);
-        flags.mode = args.mode.map(crate::ModeArg::mode);
-        if let Some(record) = &resume
-            && args.common.workspace.is_none()
-        {
-            workspace = setup::session_workspace(record)?;
-        }
-        let overrides = match &resume {
-            Some(record) => SessionOverrides::resuming(record, &flags),
-            None => flags.clone(),
-        };
-        let config = setup::load_config(&workspace, overrides.layer())?;
-        let sqlite = setup::open_store(&config)?;
+        // The flags, the session to continue, its configuration and store: one pass.
+        let Launch {
+            workspace,
+            flags,
+            overrides,
+            resumed: resume,
+            config,
+            store: sqlite,
+            builder,
+        } = Launch::open(
+            setup::workspace_dir(args.common.workspace.as_deref())?,
+            args.common.workspace.is_some(),
+            launch::overrides(&args.llm, args.mode, None),
+            Resume::from_flags(args.resume.as_deref(), args.cont),
+        )?;
         let store: Arc<dyn Store> = sqlite.clone();
         let history =
             composer::history_path(&keel_engine::config::data_dir(&setup::env_var), &workspace);
-        let builder = setup::session_builder(store.clone());
         let engine = Arc::new(
             builder
                 .engine_with(config, &workspace)

@@ -213,7 +213,7 @@ where
             &config,
             backend.flows(),
             backend.sessions(),
-            setup::overrides(llm),
+            crate::launch::overrides(llm, None, None),
             printer(json),
             cancel.clone(),
         );

@@ -32,7 +32,7 @@ pub fn queue(
         )
         .into());
     };
-    let overrides = setup::overrides(llm);
+    let overrides = crate::launch::overrides(llm, None, None);
     let run_id = runtime()?.block_on(async {
         let backend = Backend::open(&config).await?;
         let exec = executor(

@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
 use keel_engine::EventSink;
-use keel_protocol::{DeltaChannel, ErrorCode, Event, EventKind, SessionStatus, Usage};
+use keel_protocol::{DeltaChannel, ErrorCode, Event, EventKind, SessionStatus};
 use serde_json::Value;
 
 use crate::chat::markdown::{self, MarkdownStream, to_ansi};
