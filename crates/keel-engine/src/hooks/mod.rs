@@ -10,7 +10,7 @@
 //! [`crate::runtime::SessionBuilder::hook`].
 //!
 //! Order: the built-in hooks that keep the run sane come first (loop guard, blockers, rules,
-//! skills, constitution, phase policy, compaction), then the custom hooks in the order they
+//! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom hooks in the order they
 //! were added, then final verification and approval (the expensive checks, and asking a
 //! person, come last: a call a hook denies is never put to a person).
 
