@@ -347,3 +347,136 @@ fn undo_deletes_only_inside_even_through_a_swapped_directory() {
         "undo deleted a file outside the workspace"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Links in the git directory (red team B3, B5, B6): Keel's git runs outside the sandbox, so a
+// link planted in `.git` must never lead a snapshot write elsewhere.
+
+/// Every file under `dir` (recursively), for "nothing appeared outside".
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_planted_snapshot_index_link_and_index_link_write_nothing_outside() {
+    let h = setup(true);
+    let payload = h.ws.join("payload.sh");
+    std::fs::write(&payload, "#!/bin/sh\necho PWNED\n").unwrap();
+    make_executable(&payload);
+    std::fs::remove_file(h.ws.join(".git/index")).unwrap();
+    std::os::unix::fs::symlink("../payload.sh", h.ws.join(".git/index")).unwrap();
+    let planted = h.outside.join("planted.sh");
+    std::os::unix::fs::symlink(&planted, h.ws.join(".git/keel-snapshot.index")).unwrap();
+    let before = files_under(&h.outside);
+    assert_contained(&h, "index links");
+    assert!(!planted.exists(), "Keel wrote the payload outside");
+    assert_eq!(files_under(&h.outside), before);
+}
+
+#[test]
+fn links_in_refs_or_objects_keep_snapshot_writes_inside() {
+    for rel in ["refs/keel", "objects", "objects/pack"] {
+        let h = setup(true);
+        let target = h.outside.join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        let at = h.ws.join(".git").join(rel);
+        if at.exists() {
+            // Keep git working: the link points at a copy of what was there.
+            Command::new("cp")
+                .args([
+                    "-a",
+                    &format!("{}/.", at.display()),
+                    &target.display().to_string(),
+                ])
+                .status()
+                .unwrap();
+            std::fs::remove_dir_all(&at).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, &at).unwrap();
+        let before = files_under(&target);
+        assert_contained(&h, &format!("`.git/{rel}` linked out"));
+        assert_eq!(
+            files_under(&target),
+            before,
+            "`.git/{rel}` linked out: Keel wrote through the link"
+        );
+    }
+}
+
+#[test]
+fn a_git_file_naming_another_repository_gets_no_snapshots() {
+    let h = setup(true);
+    let other = h.outside.join("repo.git");
+    std::fs::rename(h.ws.join(".git"), &other).unwrap();
+    std::fs::write(h.ws.join(".git"), format!("gitdir: {}\n", other.display())).unwrap();
+    let before = files_under(&other);
+    assert_contained(&h, "`.git` file naming another repository");
+    assert_eq!(
+        files_under(&other),
+        before,
+        "Keel wrote its snapshots into another repository"
+    );
+}
+
+#[test]
+fn a_linked_worktree_still_uses_its_repository() {
+    let h = setup(true);
+    let wt = h.outside.join("wt");
+    git(&h.ws, &["worktree", "add", "-q", &wt.display().to_string()]);
+    let snaps = Snapshots::open(&wt).unwrap();
+    snaps.take("wt", 0, None).unwrap();
+    let out = Command::new("git")
+        .args(["for-each-ref", "refs/keel"])
+        .current_dir(&h.ws)
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "a linked worktree's snapshots belong in its repository"
+    );
+}
+
+#[test]
+fn planted_files_in_a_private_repository_are_replaced_not_followed() {
+    let h = setup(false);
+    let private = h.ws.join(".keel/snapshots");
+    std::fs::create_dir_all(private.join("info")).unwrap();
+    let desc = h.outside.join("description-target");
+    let excl = h.outside.join("exclude-target");
+    std::os::unix::fs::symlink(&desc, private.join("description")).unwrap();
+    std::os::unix::fs::symlink(&excl, private.join("info/exclude")).unwrap();
+    // A link among the directories git would write is refused outright.
+    let result = std::panic::catch_unwind(|| exercise(&h.ws));
+    assert!(
+        !desc.exists() && !excl.exists(),
+        "Keel wrote through a planted link"
+    );
+    let _ = result;
+    let h2 = setup(false);
+    let private = h2.ws.join(".keel/snapshots");
+    std::fs::create_dir_all(&private).unwrap();
+    std::os::unix::fs::symlink(&h2.outside, private.join("objects")).unwrap();
+    let err = Snapshots::open(&h2.ws).and_then(|s| s.take("x", 0, None).map(|_| ()));
+    assert!(
+        err.is_err(),
+        "a private repository with `objects` linked out was used"
+    );
+    assert!(
+        files_under(&h2.outside)
+            .iter()
+            .all(|p| p.starts_with(h2.outside.join("bin")))
+    );
+}

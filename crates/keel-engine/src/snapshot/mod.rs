@@ -24,6 +24,7 @@
 mod git;
 mod history;
 mod prune;
+mod sound;
 mod turn;
 
 use std::path::{Path, PathBuf};
