@@ -84,30 +84,6 @@ pub(super) struct Git {
     build_dirs: Option<BuildDirs>,
 }
 
-/// The most of the user's index copied as Keel's starting index (larger: Keel starts empty).
-const MAX_INDEX_COPY: u64 = 256 * 1024 * 1024;
-
-/// Writes `bytes` to `rel` beneath the open `git_dir`: a final symlink is replaced, never
-/// followed; missing directories are created.
-fn write_in(git_dir: &Path, rel: &str, bytes: &[u8]) -> std::io::Result<()> {
-    keel_tools::beneath::DirHandle::open(git_dir)?
-        .resolve_entry(Path::new(rel))
-        .map_err(|e| std::io::Error::other(e.to_string()))?
-        .write_atomic(bytes, keel_tools::fs::WriteMode::Replace, None)
-}
-
-/// Copies the user's `index` to Keel's `keel-snapshot.index` beneath the open `git_dir`:
-/// only a regular file is read (bounded), and the copy is created new.
-fn copy_index(git_dir: &Path) -> std::io::Result<()> {
-    let dir = keel_tools::beneath::DirHandle::open(git_dir)?;
-    let at = |rel: &str| {
-        dir.resolve_entry(Path::new(rel))
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    };
-    let bytes = at("index")?.read_bounded(MAX_INDEX_COPY)?;
-    at("keel-snapshot.index")?.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, None)
-}
-
 const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
 
@@ -172,12 +148,8 @@ impl Git {
                     build_dirs: None,
                 };
                 // A workspace inside another repository's ignored or untracked directory is
-                // not that repository's business: nothing is written into it. Nor is a
-                // repository whose git directory would lead Keel's writes elsewhere (links in
-                // `.git`, a `.git` file naming another repository): the private one is used.
-                let sound =
-                    super::sound::check_user_repository(user.git_dir(), &user.work_tree).is_ok();
-                if sound && (user.prefix.is_empty() || user.tracks_workspace()) {
+                // not that repository's business: nothing is written into it.
+                if user.prefix.is_empty() || user.tracks_workspace() {
                     return Ok(user);
                 }
             }
@@ -319,7 +291,6 @@ impl Git {
             "core.fileMode=true",
             "core.symlinks=true",
             "core.quotePath=false",
-            "core.logAllRefUpdates=false",
             "advice.addEmbeddedRepo=false",
         ] {
             c.args(["-c", setting]);
@@ -396,14 +367,6 @@ impl Git {
             return Ok(());
         };
         self.check_private_dir(git_dir)?;
-        let unsound = |why: String| SnapshotError::Io {
-            action: "use",
-            path: git_dir.display().to_string(),
-            source: std::io::Error::other(why),
-        };
-        if git_dir.exists() {
-            super::sound::check_git_dir(git_dir).map_err(unsound)?;
-        }
         if self.exists() {
             return Ok(());
         }
@@ -420,23 +383,20 @@ impl Git {
         if !out.status.success() {
             return Err(self.fail(&["init", "--bare", &dir], text(&out.stderr)));
         }
-        super::sound::check_git_dir(git_dir).map_err(unsound)?;
-        // Written beneath the open git directory, replacing (never following) whatever a
-        // repository shipped under these names.
-        let _ = write_in(
-            git_dir,
-            "description",
-            b"Keel's workspace snapshots (`keel snapshots`, `keel undo`). Safe to delete.\n",
+        let _ = std::fs::write(
+            git_dir.join("description"),
+            "Keel's workspace snapshots (`keel snapshots`, `keel undo`). Safe to delete.\n",
         );
         // Without a repository there is usually no .gitignore either: leave out what builds
         // and package managers regenerate (the workspace's own .gitignore files still apply).
-        write_in(git_dir, "info/exclude", PRIVATE_EXCLUDES.as_bytes()).map_err(|source| {
-            SnapshotError::Io {
+        let info = git_dir.join("info");
+        std::fs::create_dir_all(&info)
+            .and_then(|()| std::fs::write(info.join("exclude"), PRIVATE_EXCLUDES))
+            .map_err(|source| SnapshotError::Io {
                 action: "write",
-                path: git_dir.join("info/exclude").display().to_string(),
+                path: info.join("exclude").display().to_string(),
                 source,
-            }
-        })?;
+            })?;
         Ok(())
     }
 
@@ -495,9 +455,8 @@ impl Git {
             && !self.index.exists()
         {
             // Start from the user's index (copied, never written): its stat data lets `git
-            // add` skip rehashing every unchanged file of a large repository. Copied beneath
-            // the open git directory: a regular file only, never onto an existing name.
-            let _ = copy_index(git_dir);
+            // add` skip rehashing every unchanged file of a large repository.
+            let _ = std::fs::copy(git_dir.join("index"), &self.index);
         }
         let mut add = vec!["add", "--all"];
         add.extend(PATHSPEC);

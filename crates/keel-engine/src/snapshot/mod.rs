@@ -24,7 +24,6 @@
 mod git;
 mod history;
 mod prune;
-mod sound;
 mod turn;
 
 use std::path::{Path, PathBuf};
