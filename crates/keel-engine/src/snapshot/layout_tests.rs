@@ -129,7 +129,7 @@ fn the_seed_index_is_never_copied_through_a_link_or_from_a_fifo() {
     std::fs::remove_file(f.ws.join(".git/index")).unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &f.ws.join(".git/index"),
+        f.ws.join(".git/index"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o644),
         0,

@@ -353,7 +353,10 @@ mod tests {
         assert!(is_protected(ws, Path::new("/w/.GIT/hooks/pre-commit"), &[]));
         assert!(is_protected(ws, Path::new("/w/.keel/config.toml"), &[]));
         assert!(is_protected(ws, Path::new("/w/.keel"), &[]));
-        assert!(!is_protected(ws, Path::new("/w/src/.git"), &[]));
+        // Nested repositories too (red-team B16), but not names that merely start with `.git`.
+        assert!(is_protected(ws, Path::new("/w/src/.git"), &[]));
+        assert!(is_protected(ws, Path::new("/w/a/b/.Git/config"), &[]));
+        assert!(!is_protected(ws, Path::new("/w/src/.gitignore"), &[]));
         assert!(!is_protected(
             ws,
             Path::new("/w/.github/workflows/ci.yml"),
