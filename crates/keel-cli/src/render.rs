@@ -122,6 +122,22 @@ struct HumanState {
     agents: std::collections::HashMap<String, String>,
 }
 
+/// Whether the run of `events` completed without the change its task asked for
+/// (`session_finished`'s `unchanged`): `keel run` exits 4 (incomplete).
+pub fn changed_nothing(events: &[keel_protocol::Event]) -> bool {
+    events.iter().rev().any(|e| {
+        e.parent_run_id.is_none()
+            && matches!(
+                e.kind,
+                EventKind::SessionFinished {
+                    status: SessionStatus::Completed,
+                    unchanged: true,
+                    ..
+                }
+            )
+    })
+}
+
 /// The tools that write files: a refusal of one means the change the model meant to make is
 /// not in the workspace.
 const WRITE_TOOLS: &[&str] = &["create_file", "edit_file", "apply_patch"];
@@ -620,6 +636,7 @@ impl Human {
                 iterations,
                 usage,
                 children,
+                unchanged,
             } => {
                 close(&mut out, st);
                 out.push_str(&child::children_lines(s, children));
@@ -637,6 +654,18 @@ impl Human {
                     return out;
                 }
                 st.refused_write = None;
+                if *status == SessionStatus::Completed && *unchanged {
+                    out.push_str(&format!(
+                        "{}! {status}, but nothing was changed: the task asked for a change and no file was written (the answer above says why){} {}after {} · {}{}\n",
+                        s.yellow,
+                        s.reset,
+                        s.dim,
+                        count(*iterations as usize, "iteration", "iterations"),
+                        usage_line(usage),
+                        s.reset
+                    ));
+                    return out;
+                }
                 let (mark, color) = match status {
                     SessionStatus::Completed => ("✓", s.green),
                     SessionStatus::Blocked => ("?", s.yellow),
