@@ -165,6 +165,11 @@ impl FinishCheck {
         };
     }
 
+    /// Something changed the workspace on the run's behalf (a subagent's write or command).
+    pub(crate) fn note_change(&mut self) {
+        self.changed = true;
+    }
+
     /// The run ends completed although its task asked for a change and nothing was changed
     /// (the model explained why none was needed, or did not do the work): not a pass.
     pub(crate) fn changed_nothing(&self) -> bool {
@@ -283,10 +288,8 @@ mod tests {
         );
         c.note_call(Some(ToolEffect::Control), &call("update_plan", "{}"));
         assert!(c.changed_nothing());
-        // Looked, was nudged, explained: it may finish, but the run is marked unchanged.
-        assert!(
-            matches!(c.finish(&[]), Verdict::Nudge(n) if n.contains("nothing has been changed"))
-        );
+        // Nudged: the task asks for a change and nothing was changed.
+        assert!(matches!(c.finish(&[]), Verdict::Nudge(n) if n.contains("nothing was changed")));
         c.note_call(
             Some(ToolEffect::RunsCommands),
             &call("run_command", r#"{"command": "sed -i s/a/b/ src/lib.rs"}"#),
