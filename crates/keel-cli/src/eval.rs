@@ -1,5 +1,5 @@
 //! `keel eval SUITE | runs | show | compare | promote`: the evaluation loop's front end. The
-//! logic lives in `keel_engine::eval`; runs are stored by `keel_store::eval`.
+//! logic lives in `keel_eval`; runs are stored by `keel_store::eval`.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use keel_engine::config::Layer;
-use keel_engine::eval::promote::{self, Draft, PromoteKind, Provenance, Stored};
-use keel_engine::eval::{EvalOptions, Suite, compare, run_suite};
+use keel_eval::promote::{self, Draft, PromoteKind, Provenance, Stored};
+use keel_eval::{EvalOptions, Suite, compare, run_suite};
 use keel_store::MemoryKind;
 use keel_store::eval::{EvalRunRecord, NewEvalRun, parse_run_id};
 
@@ -230,7 +230,7 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         args.jobs
     );
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let progress: keel_engine::eval::Progress = Arc::new(move |_, r| {
+    let progress: keel_eval::Progress = Arc::new(move |_, r| {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         eprintln!("{}", report::progress_line(n, total, r));
     });

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use keel_engine::work::{Proof, generate_request, generate_tasks};
 use keel_store::work::{NewTask, TaskEdit, TaskRecord, TaskStatus};
+use keel_work::{Proof, generate_request, generate_tasks};
 
 use crate::render::when;
 use crate::{CommonArgs, ProviderArgs, exit, prd, setup};
@@ -330,7 +330,7 @@ fn print_proof(out: &mut impl Write, p: &Proof, at: u64) -> std::io::Result<()> 
             ""
         }
     )?;
-    let gate = |g: &Option<keel_engine::work::GateRun>| match g {
+    let gate = |g: &Option<keel_work::GateRun>| match g {
         Some(g) => format!(
             "{} `{}`",
             if g.passed { "passed" } else { "FAILED" },
