@@ -640,23 +640,19 @@ impl Human {
             } => {
                 close(&mut out, st);
                 out.push_str(&child::children_lines(s, children));
-                if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
-                {
+                // "Completed" without the work in the workspace: no success mark (exit 4).
+                let incomplete = match (status, st.refused_write.take()) {
+                    (SessionStatus::Completed, Some(refused)) => Some(format!(
+                        "a write was refused and not redone ({refused}); check the workspace before relying on it"
+                    )),
+                    (SessionStatus::Completed, None) if *unchanged => Some(
+                        "nothing was changed: the task asked for a change and no file was written (the answer above says why)".to_string(),
+                    ),
+                    _ => None,
+                };
+                if let Some(why) = incomplete {
                     out.push_str(&format!(
-                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {} · {}{}\n",
-                        s.yellow,
-                        s.reset,
-                        s.dim,
-                        count(*iterations as usize, "iteration", "iterations"),
-                        usage_line(usage),
-                        s.reset
-                    ));
-                    return out;
-                }
-                st.refused_write = None;
-                if *status == SessionStatus::Completed && *unchanged {
-                    out.push_str(&format!(
-                        "{}! {status}, but nothing was changed: the task asked for a change and no file was written (the answer above says why){} {}after {} · {}{}\n",
+                        "{}! {status}, but {why}{} {}after {} · {}{}\n",
                         s.yellow,
                         s.reset,
                         s.dim,

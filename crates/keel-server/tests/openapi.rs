@@ -360,7 +360,7 @@ async fn real_requests_and_responses_match_the_openapi_document() {
             Some(unknown),
         )
         .await;
-    assert_eq!(status, 400);
+    assert_eq!(status, 422);
     c.call(
         &srv,
         "POST",

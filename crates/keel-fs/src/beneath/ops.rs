@@ -233,21 +233,12 @@ impl ResolvedPath {
     /// file's old place) supplies them instead when given.
     pub fn write_atomic(
         &self,
-        bytes: &[u8],
+        mut bytes: &[u8],
         mode: WriteMode,
         mode_from: Option<u32>,
     ) -> std::io::Result<()> {
-        let name = self.name.as_deref().ok_or_else(is_root_error)?;
-        let (dir, _created) = self.parent_dir(true)?;
-        let perms = match (mode_from, mode) {
-            (Some(m), _) => Some(m),
-            (None, WriteMode::Replace) => existing_mode(&dir, name),
-            (None, WriteMode::CreateNew) => None,
-        };
-        let staged = Staged::write(dir.clone(), bytes, perms)?;
-        staged.commit(name, mode)?;
-        let _ = rustix::fs::fsync(dir.as_fd());
-        Ok(())
+        self.write_atomic_from(&mut bytes, mode, mode_from)
+            .map(|_| ())
     }
 
     /// Like [`Self::write_atomic`], but the content comes from `reader`, copied into the temp
