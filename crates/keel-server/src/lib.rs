@@ -198,11 +198,12 @@ fn common_responses(doc: &mut utoipa::openapi::OpenApi) {
                     ("400", "The body is not valid JSON"),
                     ("413", "The body is too large"),
                     ("415", "The body was not sent as `application/json`"),
-                    ("422", "The body does not fit this endpoint (a missing or unknown field, a wrong type)"),
+                    (
+                        "422",
+                        "The body does not fit this endpoint (a missing or unknown field, a wrong type)",
+                    ),
                 ] {
-                    responses
-                        .entry(status.into())
-                        .or_insert_with(|| error(why));
+                    responses.entry(status.into()).or_insert_with(|| error(why));
                 }
             }
         }

@@ -60,7 +60,8 @@ impl Checker {
             _ => vec![],
         };
         let nullable = schema.get("nullable") == Some(&Value::Bool(true));
-        if !types.is_empty() && !(value.is_null() && nullable) {
+        let unchecked = types.is_empty() || (value.is_null() && nullable);
+        if !unchecked {
             let fits = types.iter().any(|t| match *t {
                 "object" => value.is_object(),
                 "array" => value.is_array(),
@@ -84,7 +85,10 @@ impl Checker {
                         out.extend(self.mismatches(s, v, &format!("{at}.{name}")));
                     }
                 }
-                if schema.get("additionalProperties").is_none() {
+                let open = schema
+                    .get("additionalProperties")
+                    .is_some_and(|a| a != &Value::Bool(false));
+                if !open {
                     for name in map.keys().filter(|k| !props.contains_key(*k)) {
                         out.push(format!("{at}.{name}: not in the schema"));
                     }
@@ -129,7 +133,7 @@ impl Checker {
     ) -> (u16, Value) {
         let op = self.operation(method, template).clone();
         let name = format!("{method} {template}");
-        if let Some(body) = &body {
+        if body.is_some() {
             let schema = &op["requestBody"]["content"]["application/json"]["schema"];
             if schema.is_null() {
                 self.errors.push(format!(

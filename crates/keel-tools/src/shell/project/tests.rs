@@ -1,8 +1,8 @@
 //! Test runs judged with real project files: package scripts, Makefiles, shell scripts,
 //! runner configuration.
 
-use super::*;
 use crate::shell::{CommandSafety, SafetyClass::*};
+use std::path::Path;
 
 fn judge(files: &[(&str, &str)], command: &str) -> crate::shell::Analysis {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
