@@ -208,8 +208,7 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
     let suite = Suite::load(&path).map_err(setup::UsageError)?;
     let store = open_store(&args.common)?;
     let builder = setup::session_builder(store.backend.sessions());
-    let mut overrides = setup::overrides(&args.llm);
-    overrides.max_iterations = args.max_steps;
+    let overrides = crate::launch::overrides(&args.llm, None, args.max_steps);
     let work_root = std::env::temp_dir().join(format!(
         "keel-eval-{}-{}",
         std::process::id(),
@@ -312,7 +311,7 @@ fn promote_cmd(
         .unwrap_or_default();
     let builder = setup::session_builder(sessions);
     let config = builder
-        .config(&root, &setup::overrides(llm))
+        .config(&root, &crate::launch::overrides(llm, None, None))
         .map_err(setup::engine_usage_error)?;
     let provider = builder
         .providers(&config, &root)

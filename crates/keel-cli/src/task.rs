@@ -96,7 +96,7 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
                 .map_err(setup::store_usage_error)?;
             let builder = setup::session_builder(store.clone());
             let config = builder
-                .config(&root, &setup::overrides(&llm))
+                .config(&root, &crate::launch::overrides(&llm, None, None))
                 .map_err(setup::engine_usage_error)?;
             let provider = builder
                 .providers(&config, &root)

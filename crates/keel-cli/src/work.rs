@@ -10,7 +10,7 @@ use keel_store::work::TaskStatus;
 use keel_work::{TaskRun, TaskRunner};
 
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{CommonArgs, ModeArg, ProviderArgs, exit, prd, setup, task};
+use crate::{CommonArgs, ModeArg, ProviderArgs, exit, launch, prd, setup, task};
 
 #[derive(Debug, Args)]
 pub struct WorkArgs {
@@ -66,8 +66,7 @@ fn runner(
     json: bool,
 ) -> anyhow::Result<TaskRunner> {
     let (root, _, store) = prd::open(common)?;
-    let mut overrides = setup::overrides(llm);
-    overrides.mode = mode.map(ModeArg::mode);
+    let overrides = launch::overrides(llm, mode, None);
     let builder = setup::session_builder(store.clone());
     let sink: Arc<dyn EventSink> = if json {
         Arc::new(JsonLines)

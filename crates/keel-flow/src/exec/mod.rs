@@ -5,13 +5,15 @@
 //! every node, resume from the last checkpoint, and replay from a run's trace.
 
 pub mod agent;
+mod ctx;
 pub mod deliver;
+mod leaf;
 mod node;
 mod parallel;
-mod replay;
+pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -23,20 +25,15 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use agent::{AgentRequest, AgentResult, AgentRunner, EngineAgents};
-pub use replay::ReplayReport;
+pub use ctx::Mode;
 
 use crate::FlowError;
 use crate::ir::{Flow, NodeKind, Value};
 use crate::state::{NodeState, NodeStatus, RunState, Trace};
 use crate::store::{FlowStore, RunRecord};
-use node::{Leaf, Outcome, VALIDATION_TIMEOUT, run_node};
-
-/// Live, or re-executing a recorded run (no model calls, recorded agent results).
-#[derive(Debug, Clone)]
-pub enum Mode {
-    Live,
-    Replay(Arc<Trace>),
-}
+use ctx::{Ctx, VALIDATION_TIMEOUT};
+use leaf::{Leaf, Outcome};
+use node::run_node;
 
 /// Progress of a run, for the CLI's live view, chat and the web UI.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -101,19 +98,6 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-/// What every node of one run shares.
-pub(crate) struct Ctx {
-    pub run_id: String,
-    pub flow: Arc<Flow>,
-    pub workspace: PathBuf,
-    pub inputs: BTreeMap<String, Value>,
-    pub mode: Mode,
-    pub agents: Arc<dyn AgentRunner>,
-    pub shell: ShellSettings,
-    pub build_dirs: BuildDirs,
-    pub cancel: CancellationToken,
-}
-
 impl Executor {
     fn emit(&self, e: FlowEvent) {
         if let Some(sink) = &self.events {
@@ -153,7 +137,7 @@ impl Executor {
         pid: Option<u32>,
     ) -> RunRecord {
         let mut trace = Trace::default();
-        match node::snapshot(workspace, &self.build_dirs).await {
+        match leaf::snapshot(workspace, &self.build_dirs).await {
             Ok(t) => trace.initial_tree = Some(t),
             Err(e) => trace.initial_tree_error = Some(e),
         }
@@ -172,8 +156,8 @@ impl Executor {
             state,
             trace,
             pid,
-            created_at: node::now_ms(),
-            updated_at: node::now_ms(),
+            created_at: keel_store::now_ms(),
+            updated_at: keel_store::now_ms(),
         }
     }
 
@@ -379,7 +363,7 @@ impl Executor {
         } else {
             "completed"
         };
-        if let Ok(t) = node::snapshot(&ctx.workspace, &ctx.build_dirs).await {
+        if let Ok(t) = leaf::snapshot(&ctx.workspace, &ctx.build_dirs).await {
             trace.final_tree = Some(crate::tree::fingerprint(&t));
         }
         if persist {
@@ -622,11 +606,6 @@ async fn release(lease: Option<keel_store::RunLease>) {
     }
 }
 
-/// Whether process `pid` exists (Linux: `/proc`; elsewhere assumed gone, so resume proceeds).
-pub fn process_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
 fn pass(ok: bool) -> &'static str {
     if ok { "pass" } else { "fail" }
 }
@@ -679,41 +658,4 @@ fn loop_path(flow: &Flow, target: &str, review: &str) -> Vec<String> {
     );
     out.push(review.to_string());
     out
-}
-
-/// The PR description a `deliver` node writes: the flow, its inputs and each node's result.
-pub(crate) fn pr_description(
-    ctx: &Ctx,
-    outputs: &BTreeMap<String, BTreeMap<String, Value>>,
-    branch: &str,
-    message: &str,
-) -> String {
-    let title = message.lines().next().unwrap_or(message);
-    let mut s = format!(
-        "# {title}\n\nBranch `{branch}`, made by flow `{}` (run {}).\n\n",
-        ctx.flow.name, ctx.run_id
-    );
-    if !ctx.inputs.is_empty() {
-        s.push_str("## Inputs\n\n");
-        for (k, v) in &ctx.inputs {
-            s.push_str(&format!("- `{k}`: {}\n", crate::short(&v.to_string(), 200)));
-        }
-        s.push('\n');
-    }
-    s.push_str("## Steps\n\n");
-    for n in &ctx.flow.nodes {
-        if let Some(o) = outputs.get(&n.id) {
-            let out = o
-                .get("output")
-                .map(|v| crate::short(&v.to_string(), 200))
-                .unwrap_or_default();
-            s.push_str(&format!(
-                "- **{}** ({}): {}\n",
-                n.id,
-                n.kind.name(),
-                out.replace('\n', " ")
-            ));
-        }
-    }
-    s
 }
