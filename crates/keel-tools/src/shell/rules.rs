@@ -102,7 +102,13 @@ fn after_global_options(words: &[Word], takes_value: impl Fn(&str) -> bool) -> O
         if !text.starts_with('-') || text == "-" {
             return Some(i);
         }
-        i += if takes_value(text) { 2 } else { 1 };
+        if takes_value(text) {
+            // A value not known before the line runs may split into more words.
+            words.get(i + 1).map_or(Some(""), Word::value)?;
+            i += 2;
+        } else {
+            i += 1;
+        }
     }
     Some(words.len().min(i))
 }
