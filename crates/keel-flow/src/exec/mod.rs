@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use keel_engine::approval::{ApprovalRules, Verdict};
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::shell::ShellSettings;
@@ -93,6 +94,11 @@ pub struct Executor {
     pub build_dirs: BuildDirs,
     pub events: Option<EventSink>,
     pub cancel: CancellationToken,
+    /// The approval policy and rules the flow's own command lines (`shell`/`test`/`verify`
+    /// nodes, `validation_command`, `rollback_command`) are judged by before they run, as
+    /// `keel run` judges the project's gates: nobody answers a flow run, so a line the policy
+    /// would ask about is refused. `None` runs them unjudged (tests of the executor).
+    pub approvals: Option<Arc<ApprovalRules>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -112,6 +118,40 @@ pub(crate) struct Ctx {
     pub shell: ShellSettings,
     pub build_dirs: BuildDirs,
     pub cancel: CancellationToken,
+    pub approvals: Option<Arc<ApprovalRules>>,
+}
+
+impl Ctx {
+    /// Whether the approval policy lets the flow's command line `cmd` run in `dir` unasked;
+    /// `Err` says why not and what to do.
+    pub(crate) fn check_command(&self, cmd: &str, dir: &Path) -> Result<(), String> {
+        let Some(rules) = &self.approvals else {
+            return Ok(());
+        };
+        let call = keel_protocol::ToolCall {
+            id: "flow-command".into(),
+            name: "run_command".into(),
+            arguments: serde_json::json!({ "command": cmd }),
+        };
+        let mut tools = keel_tools::ToolRegistry::new();
+        keel_tools::builtin::register_defaults(&mut tools);
+        let ws = keel_tools::Workspace::new(dir).ok();
+        let (verdict, summary) = rules.judge_in(&call, &tools, ws.as_ref());
+        match verdict {
+            Verdict::Allow => Ok(()),
+            Verdict::Deny(why) => Err(format!("`{cmd}` was refused: {why}")),
+            Verdict::Ask => Err(format!(
+                "`{cmd}` needs approval under the `{}` policy ({}{}), and nobody can answer a flow run; run it with `--approval never` if you trust this flow, or allow the command with an [approval] allow rule",
+                rules.policy.as_str(),
+                summary.class,
+                if summary.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", summary.reason)
+                }
+            )),
+        }
+    }
 }
 
 impl Executor {
@@ -129,6 +169,20 @@ impl Executor {
         inputs: BTreeMap<String, Value>,
         mode: Mode,
     ) -> Arc<Ctx> {
+        let mut flow = flow;
+        if is_project_file(&flow.file, workspace) {
+            let nodes = flow.drop_model_choices();
+            if !nodes.is_empty() {
+                self.emit(FlowEvent::Step {
+                    run_id: run_id.to_string(),
+                    step: format!(
+                        "note: {} is a file of the workspace, so its choice of provider, model or script (node {}) is not used: your own model settings apply (a repository may not choose the model; run a copy outside the workspace to make it yours)",
+                        flow.file.display(),
+                        nodes.join(", ")
+                    ),
+                });
+            }
+        }
         Arc::new(Ctx {
             run_id: run_id.to_string(),
             flow: Arc::new(flow),
@@ -139,6 +193,7 @@ impl Executor {
             shell: self.shell.clone(),
             build_dirs: self.build_dirs.clone(),
             cancel: self.cancel.clone(),
+            approvals: self.approvals.clone(),
         })
     }
 
@@ -605,6 +660,13 @@ impl Executor {
     }
 
     async fn command(&self, ctx: &Ctx, command: &str) -> bool {
+        if let Err(why) = ctx.check_command(command, &ctx.workspace) {
+            self.emit(FlowEvent::Step {
+                run_id: ctx.run_id.clone(),
+                step: format!("refused: {why}"),
+            });
+            return false;
+        }
         let mut spec =
             CommandSpec::shell(command, &ctx.workspace, VALIDATION_TIMEOUT).with_shell(&ctx.shell);
         // A rollback (`git checkout -- .`) may update the index; git's code paths stay read-only.
@@ -613,6 +675,16 @@ impl Executor {
             .await
             .is_ok_and(|o| o.success())
     }
+}
+
+/// Whether the flow file `file` is repository content of `workspace`: a relative path, or one
+/// that lies beneath it (links resolved where they exist).
+fn is_project_file(file: &Path, workspace: &Path) -> bool {
+    if file.is_relative() {
+        return true;
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    file.starts_with(workspace) || real(file).starts_with(real(workspace))
 }
 
 /// Gives a run's lease up (a failure only leaves it to expire).
