@@ -31,6 +31,7 @@ mod skills;
 mod task;
 mod trust;
 mod undo;
+mod term_text;
 mod work;
 mod worker;
 

@@ -105,12 +105,13 @@ mod tests {
             ws.join("node_modules/.bin").display(),
             bin.display()
         );
+        let node_path = format!("{}:lib", ws.display());
         let env = |home: PathBuf| {
-            let path = path.clone();
+            let (path, node_path) = (path.clone(), node_path.clone());
             move |k: &str| match k {
                 "HOME" => Some(home.clone().into_os_string()),
                 "PATH" => Some(OsString::from(&path)),
-                "NODE_PATH" => Some(OsString::from(format!("{}:lib", ws.display()))),
+                "NODE_PATH" => Some(OsString::from(&node_path)),
                 _ => None,
             }
         };
