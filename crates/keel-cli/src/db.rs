@@ -51,8 +51,8 @@ fn migrate(flag: Option<String>) -> anyhow::Result<u8> {
 
 /// `keel doctor`'s database line, when a PostgreSQL URL is configured (`KEEL_DATABASE_URL` or
 /// `[database] url`): reachable, and migrated to this keel's schema.
-pub fn health_check(config: &keel_engine::Config) -> Option<crate::doctor::Check> {
-    use crate::doctor::{Check, Status};
+pub fn health_check(config: &keel_engine::Config) -> Option<crate::check::Check> {
+    use crate::check::{Check, Status};
     let url = setup::env_var("KEEL_DATABASE_URL")
         .filter(|u| !u.trim().is_empty())
         .or_else(|| config.database.url.clone())?;
@@ -89,8 +89,8 @@ pub fn health_check(config: &keel_engine::Config) -> Option<crate::doctor::Check
 
 /// `keel doctor`'s queue line, beside the database line: the turn queue's tables, waiting and
 /// running turns, live workers.
-pub fn queue_check(config: &keel_engine::Config) -> Option<crate::doctor::Check> {
-    use crate::doctor::{Check, Status};
+pub fn queue_check(config: &keel_engine::Config) -> Option<crate::check::Check> {
+    use crate::check::{Check, Status};
     let url = setup::env_var("KEEL_DATABASE_URL")
         .filter(|u| !u.trim().is_empty())
         .or_else(|| config.database.url.clone())?;

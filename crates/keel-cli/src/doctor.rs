@@ -14,38 +14,10 @@ use keel_engine::Config;
 use keel_llm::presets::{PRESETS, WireFormat};
 use keel_llm::{ChatRequest, ModelTarget, Provider, Role, Router, TurnAssembler, build_provider};
 use keel_protocol::Message;
-use serde::Serialize;
 
+use crate::check::{Check, Status};
 use crate::render::usage_line;
 use crate::{DoctorArgs, exit, setup};
-
-/// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-    Info,
-}
-
-/// One line of the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-}
-
-impl Check {
-    pub fn new(name: impl Into<String>, status: Status, detail: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            status,
-            detail: detail.into(),
-        }
-    }
-}
 
 /// The output limit of a ping.
 const PING_MAX_TOKENS: u32 = 64;
@@ -55,7 +27,10 @@ const PING_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn execute(args: DoctorArgs) -> anyhow::Result<u8> {
     let workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
-    let config = setup::load_config(&workspace, setup::overrides(&args.llm).layer());
+    let config = setup::load_config(
+        &workspace,
+        crate::launch::overrides(&args.llm, None, None).layer(),
+    );
     let checks = collect(config, &workspace, args.ping)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);

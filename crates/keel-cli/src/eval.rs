@@ -1,5 +1,5 @@
 //! `keel eval SUITE | runs | show | compare | promote`: the evaluation loop's front end. The
-//! logic lives in `keel_engine::eval`; runs are stored by `keel_store::eval`.
+//! logic lives in `keel_eval`; runs are stored by `keel_store::eval`.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use keel_engine::config::Layer;
-use keel_engine::eval::promote::{self, Draft, PromoteKind, Provenance, Stored};
-use keel_engine::eval::{EvalOptions, Suite, compare, run_suite};
+use keel_eval::promote::{self, Draft, PromoteKind, Provenance, Stored};
+use keel_eval::{EvalOptions, Suite, compare, run_suite};
 use keel_store::MemoryKind;
 use keel_store::eval::{EvalRunRecord, NewEvalRun, parse_run_id};
 
@@ -208,8 +208,7 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
     let suite = Suite::load(&path).map_err(setup::UsageError)?;
     let store = open_store(&args.common)?;
     let builder = setup::session_builder(store.backend.sessions());
-    let mut overrides = setup::overrides(&args.llm);
-    overrides.max_iterations = args.max_steps;
+    let overrides = crate::launch::overrides(&args.llm, None, args.max_steps);
     let work_root = std::env::temp_dir().join(format!(
         "keel-eval-{}-{}",
         std::process::id(),
@@ -230,7 +229,7 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         args.jobs
     );
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let progress: keel_engine::eval::Progress = Arc::new(move |_, r| {
+    let progress: keel_eval::Progress = Arc::new(move |_, r| {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         eprintln!("{}", report::progress_line(n, total, r));
     });
@@ -312,7 +311,7 @@ fn promote_cmd(
         .unwrap_or_default();
     let builder = setup::session_builder(sessions);
     let config = builder
-        .config(&root, &setup::overrides(llm))
+        .config(&root, &crate::launch::overrides(llm, None, None))
         .map_err(setup::engine_usage_error)?;
     let provider = builder
         .providers(&config, &root)

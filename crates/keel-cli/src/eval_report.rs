@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use keel_engine::eval::{Change, Comparison};
 use keel_engine::time::utc_datetime;
+use keel_eval::{Change, Comparison};
 use keel_store::eval::{EvalRunRecord, EvalTaskResult};
 
 pub fn secs(ms: u64) -> String {

@@ -12,7 +12,7 @@ use keel_engine::Config;
 use keel_engine::config::Layer;
 use keel_index::{Index, IndexStats, Progress, SearchKind, SearchQuery};
 
-use crate::doctor::{Check, Status};
+use crate::check::{Check, Status};
 use crate::{IndexArgs, MapArgs, SearchArgs, exit, setup};
 
 /// A rate for people: "276 files/s", "0.4 files/s" (never "276.4334/s").

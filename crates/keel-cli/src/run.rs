@@ -6,10 +6,10 @@ use anyhow::Context;
 use keel_engine::EventSink;
 use keel_engine::approval::ApprovalGate;
 use keel_engine::config::ApprovalPolicy;
-use keel_engine::runtime::SessionOverrides;
 use keel_engine::runtime::{OpAck, SessionHandle};
 use keel_protocol::{ErrorCode, Op, SessionStatus};
 
+use crate::launch::{self, Launch, Resume};
 use crate::render::{Human, JsonLines, stdout_color};
 use crate::{RunArgs, exit, input, setup};
 
@@ -27,39 +27,32 @@ pub fn exit_code(status: SessionStatus) -> u8 {
 }
 
 pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
-    let mut workspace = setup::workspace_dir(args.common.workspace.as_deref())?;
+    let here = setup::workspace_dir(args.common.workspace.as_deref())?;
     let continuing = args.resume.is_some() || args.cont;
     let task = input::task_text(&args.task, continuing)?;
-    let resume = match (&args.resume, args.cont) {
-        (Some(id), _) => Some(setup::session_record(&workspace, id)?),
-        (None, true) => Some(setup::latest_session(&workspace)?),
-        (None, false) => None,
-    };
-    if task.trim().is_empty() && resume.is_none() {
+    if task.trim().is_empty() && !continuing {
         return Err(setup::UsageError(
             "the task is empty; say what the agent should do: keel run \"TASK\", or pipe it in: echo \"TASK\" | keel run -".into(),
         )
         .into());
     }
-    let mut flags = setup::overrides(&args.llm);
-    flags.mode = args.mode.map(crate::ModeArg::mode);
-    flags.max_iterations = args.max_iterations;
-    let mut overrides = flags.clone();
-    let mut resumed = None;
-    if let Some(record) = resume {
-        if args.common.workspace.is_none() {
-            // A resumed session runs where it started…
-            workspace = setup::session_workspace(&record)?;
-        }
-        // …with the provider, model, base URL, script and mode it started with, unless
-        // flags say otherwise.
-        overrides = SessionOverrides::resuming(&record, &flags);
-        resumed = Some(record.id);
-    }
-    let config = setup::load_config(&workspace, overrides.layer())?;
+    // The flags, the session to continue, its configuration and store: one pass.
+    let Launch {
+        workspace,
+        overrides,
+        resumed,
+        config,
+        store,
+        builder,
+        ..
+    } = Launch::open(
+        here,
+        args.common.workspace.is_some(),
+        launch::overrides(&args.llm, args.mode, args.max_iterations),
+        Resume::from_flags(args.resume.as_deref(), args.cont),
+    )?;
+    let resumed = resumed.map(|r| r.id);
     let (task, attached) = input::attach_mentioned_files(&task, &workspace)?;
-    let store = setup::open_store(&config)?;
-    let builder = setup::session_builder(store.clone());
     // Nobody can answer a headless run: a call that would ask is denied. The flag decides;
     // without it, the policy your configuration sets; else nothing asks.
     let policy = match (args.approval, config.approval_policy_set) {

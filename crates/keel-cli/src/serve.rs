@@ -66,7 +66,7 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
             }
         };
         // The `keel serve` provider flags are defaults under each request's own choices.
-        let builder = setup::session_builder(shared).defaults(setup::overrides(&args.llm));
+        let builder = setup::session_builder(shared).defaults(crate::launch::overrides(&args.llm, None, None));
         let server = Server::bind(options, builder)
             .await
             .map_err(|e| setup::UsageError(e.to_string()))?;

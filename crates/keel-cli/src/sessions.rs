@@ -8,7 +8,8 @@ use keel_engine::config::Layer;
 use keel_protocol::EventKind;
 use keel_store::{SessionRecord, Store, now_ms};
 
-use crate::render::{Human, stdout_color, usage_line, when};
+use crate::render::{Human, one_line, stdout_color, usage_line, when};
+use crate::setup::sessions_in;
 use crate::{SessionsArgs, SessionsCommand, exit, sessions_rm, setup};
 
 pub fn execute(args: SessionsArgs) -> anyhow::Result<u8> {
@@ -34,28 +35,6 @@ pub fn execute(args: SessionsArgs) -> anyhow::Result<u8> {
             sessions_rm::prune(store.as_ref(), scope, &older_than, dry_run)
         }
     }
-}
-
-/// Sessions read to find a workspace's newest (the store lists every workspace's, newest
-/// first).
-const SCAN: usize = 100_000;
-
-/// The stored sessions of `workspace` (every workspace's when `None`), newest first.
-pub fn sessions_in(
-    store: &dyn Store,
-    workspace: Option<&Path>,
-    limit: usize,
-) -> anyhow::Result<Vec<SessionRecord>> {
-    let all = setup::wait(store.list_sessions(if workspace.is_some() {
-        SCAN
-    } else {
-        limit.min(SCAN)
-    }))?;
-    Ok(all
-        .into_iter()
-        .filter(|s| workspace.is_none_or(|w| Path::new(&s.workspace) == w))
-        .take(limit)
-        .collect())
 }
 
 fn list(
@@ -242,15 +221,6 @@ fn record_json(s: &SessionRecord) -> serde_json::Value {
         obj.insert("status".into(), s.display_status().into());
     }
     v
-}
-
-pub fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
 }
 
 #[cfg(test)]

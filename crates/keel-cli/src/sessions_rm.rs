@@ -11,7 +11,8 @@ use keel_protocol::SessionStatus;
 use keel_store::{SessionRecord, Store, now_ms};
 
 use crate::exit;
-use crate::sessions::{one_line, sessions_in};
+use crate::render::one_line;
+use crate::setup::sessions_in;
 use crate::setup::{UsageError, store_usage_error};
 
 /// Deletes the sessions named by `ids` (full ids or unique prefixes). Every id is checked

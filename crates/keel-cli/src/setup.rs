@@ -7,10 +7,8 @@ use anyhow::Context;
 use keel_engine::Config;
 use keel_engine::EngineError;
 use keel_engine::config::{self, Layer};
-use keel_engine::runtime::{OpError, SessionBuilder, SessionOverrides};
+use keel_engine::runtime::{OpError, SessionBuilder};
 use keel_store::{SessionRecord, SqliteStore, Store, StoreError};
-
-use crate::ProviderArgs;
 
 /// A mistake in how keel was invoked or configured (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -77,21 +75,6 @@ pub fn open_store(config: &Config) -> anyhow::Result<Arc<SqliteStore>> {
     Ok(Arc::new(store))
 }
 
-/// The session overrides the provider flags of `keel run`, `keel serve` and `keel doctor` make.
-pub fn overrides(args: &ProviderArgs) -> SessionOverrides {
-    SessionOverrides {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        // Flag paths are relative to where the user typed them.
-        script: args
-            .script
-            .as_ref()
-            .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.clone())),
-        ..SessionOverrides::default()
-    }
-}
-
 /// The session builder every command that runs sessions uses: the user's configuration file
 /// and this process's environment, sessions stored in `store`.
 pub fn session_builder(store: Arc<dyn Store>) -> SessionBuilder {
@@ -112,17 +95,35 @@ pub fn wait<T>(
         .block_on(call)
 }
 
-/// A stored session's record (to resume or undo it from anywhere).
-pub fn session_record(cwd: &Path, session: &str) -> anyhow::Result<SessionRecord> {
-    let config = load_config(cwd, Layer::from_overrides(&[]))?;
-    let store = open_store(&config)?;
-    store.db().get_session(session).map_err(store_usage_error)
+/// The stored session `id` names (an id or a unique prefix).
+pub fn find_session(store: &SqliteStore, id: &str) -> anyhow::Result<SessionRecord> {
+    store.db().get_session(id).map_err(store_usage_error)
+}
+
+/// Sessions read to find a workspace's newest (the store lists every workspace's, newest
+/// first).
+const SCAN: usize = 100_000;
+
+/// The stored sessions of `workspace` (every workspace's when `None`), newest first.
+pub fn sessions_in(
+    store: &dyn Store,
+    workspace: Option<&Path>,
+    limit: usize,
+) -> anyhow::Result<Vec<SessionRecord>> {
+    let all = wait(store.list_sessions(if workspace.is_some() {
+        SCAN
+    } else {
+        limit.min(SCAN)
+    }))?;
+    Ok(all
+        .into_iter()
+        .filter(|s| workspace.is_none_or(|w| Path::new(&s.workspace) == w))
+        .take(limit)
+        .collect())
 }
 
 /// The newest session that ran in `workspace` (`keel run --continue`).
-pub fn latest_session(workspace: &Path) -> anyhow::Result<SessionRecord> {
-    let config = load_config(workspace, Layer::from_overrides(&[]))?;
-    let store = open_store(&config)?;
+pub fn latest_session(store: &SqliteStore, workspace: &Path) -> anyhow::Result<SessionRecord> {
     let here = workspace.display().to_string();
     store
         .db()

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use keel_engine::work::{Proof, generate_request, generate_tasks};
 use keel_store::work::{NewTask, TaskEdit, TaskRecord, TaskStatus};
+use keel_work::{Proof, generate_request, generate_tasks};
 
 use crate::render::when;
 use crate::{CommonArgs, ProviderArgs, exit, prd, setup};
@@ -96,7 +96,7 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
                 .map_err(setup::store_usage_error)?;
             let builder = setup::session_builder(store.clone());
             let config = builder
-                .config(&root, &setup::overrides(&llm))
+                .config(&root, &crate::launch::overrides(&llm, None, None))
                 .map_err(setup::engine_usage_error)?;
             let provider = builder
                 .providers(&config, &root)
@@ -330,7 +330,7 @@ fn print_proof(out: &mut impl Write, p: &Proof, at: u64) -> std::io::Result<()> 
             ""
         }
     )?;
-    let gate = |g: &Option<keel_engine::work::GateRun>| match g {
+    let gate = |g: &Option<keel_work::GateRun>| match g {
         Some(g) => format!(
             "{} `{}`",
             if g.passed { "passed" } else { "FAILED" },

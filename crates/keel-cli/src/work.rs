@@ -1,16 +1,16 @@
 //! `keel work start|batch|status`: running tasks in sessions of the session runtime, one at a
-//! time in place (see `keel_engine::work::runner` for why), with a proof per task.
+//! time in place (see `keel_work::runner` for why), with a proof per task.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use keel_engine::EventSink;
-use keel_engine::work::{TaskRun, TaskRunner};
 use keel_store::work::TaskStatus;
+use keel_work::{TaskRun, TaskRunner};
 
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{CommonArgs, ModeArg, ProviderArgs, exit, prd, setup, task};
+use crate::{CommonArgs, ModeArg, ProviderArgs, exit, launch, prd, setup, task};
 
 #[derive(Debug, Args)]
 pub struct WorkArgs {
@@ -66,8 +66,7 @@ fn runner(
     json: bool,
 ) -> anyhow::Result<TaskRunner> {
     let (root, _, store) = prd::open(common)?;
-    let mut overrides = setup::overrides(llm);
-    overrides.mode = mode.map(ModeArg::mode);
+    let overrides = launch::overrides(llm, mode, None);
     let builder = setup::session_builder(store.clone());
     let sink: Arc<dyn EventSink> = if json {
         Arc::new(JsonLines)
@@ -140,7 +139,7 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
                     .db()
                     .task(&ws, task)
                     .map_err(setup::store_usage_error)?;
-                let preview = runtime()?.block_on(keel_engine::work::runner::preview_for(
+                let preview = runtime()?.block_on(keel_work::runner::preview_for(
                     &*store, &*store, &ws, &record,
                 ))?;
                 let mut out = std::io::stdout().lock();

@@ -77,8 +77,8 @@ fn a_queued_flow_runs_on_a_worker_and_resumes_on_another_after_a_kill() {
             "script.yaml",
         ],
     )
-        .output()
-        .unwrap();
+    .output()
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

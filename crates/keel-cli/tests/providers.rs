@@ -718,6 +718,48 @@ fn a_project_llm_section_is_only_a_suggestion_until_accepted_by_content() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("keel trust llm"));
 }
 
+/// The model of a run comes from the flag, else from an accepted project section, else from
+/// the user's file: CLI > project suggestions > user configuration.
+#[test]
+fn a_model_flag_wins_over_an_accepted_project_section_which_wins_over_the_users_file() {
+    let env = ProviderEnv::new();
+    let reply = || MockReply::sse(bodies::openai("", "Answer.", &[], (10, 2)));
+    let user = env.server(vec![reply()]);
+    let project = env.server(vec![reply(), reply()]);
+    env.user_config(&format!(
+        "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\n",
+        user.url()
+    ));
+    env.config(&format!(
+        "[llm]\nprovider = \"ollama\"\nmodel = \"qwen3\"\nbase_url = \"{}/v1\"\n",
+        project.url()
+    ));
+    assert_exit(&env.keel().args(["trust", "llm"]).output().unwrap(), 0);
+    let run = |flags: &[&str]| {
+        env.keel()
+            .env("OPENAI_API_KEY", KEY)
+            .args(["run", "--json"])
+            .args(flags)
+            .arg("say something")
+            .output()
+            .unwrap()
+    };
+    assert_exit(&run(&[]), 0);
+    assert_exit(&run(&["--model", "llama3"]), 0);
+    let models: Vec<String> = project
+        .requests()
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(&r.body).unwrap()["model"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(models, ["qwen3", "llama3"]);
+    assert!(user.requests().is_empty(), "the user's file was overridden");
+}
+
 /// A project's `provider = "scripted"` with its own script (which would choose every tool
 /// call) is ignored: the user's provider is used and the script's command never runs.
 #[test]

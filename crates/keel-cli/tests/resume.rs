@@ -85,6 +85,49 @@ fn resume_and_continue_reuse_the_provider_model_and_base_url() {
     }
 }
 
+/// A flag given again when resuming wins over what the session was started with; the rest
+/// (provider, base URL) stays the session's own.
+#[test]
+fn a_flag_given_again_on_resume_wins_over_the_stored_one() {
+    let env = Env::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(MockServer::queue(vec![
+            reply("First answer."),
+            reply("Second answer."),
+        ]))
+        .unwrap();
+    let base = format!("{}/v1", server.url());
+    let first = env
+        .keel()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &base])
+        .arg("what is this?")
+        .output()
+        .unwrap();
+    assert_exit(&first, 0);
+    let id = json_lines(&first.stdout)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second = env
+        .keel()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "--json", "--resume", &id, "--model", "gpt-4o-mini"])
+        .arg("and then?")
+        .output()
+        .unwrap();
+    assert_exit(&second, 0);
+    assert_eq!(json_lines(&second.stdout)[0]["session_id"], id.as_str());
+    let models: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| model_of(&r.body))
+        .collect();
+    assert_eq!(models, ["gpt-4o", "gpt-4o-mini"]);
+}
+
 #[test]
 fn the_blocker_hint_works_when_pasted() {
     let env = Env::new();

@@ -638,29 +638,39 @@ mod tests {
         tools.register(External);
         let r = rules(ApprovalPolicy::Untrusted, &[], &[], &[]);
         let long = "x".repeat(220);
-        let p1 = format!("*** Begin Patch\n*** Update File: README.md\n@@\n-{long}\n+{long}y\n*** End Patch");
-        let p2 = format!("*** Begin Patch\n*** Update File: README.md\n@@\n-{long}\n+{long}y\n*** Delete File: src/lib.rs\n*** End Patch");
+        let p1 = format!(
+            "*** Begin Patch\n*** Update File: README.md\n@@\n-{long}\n+{long}y\n*** End Patch"
+        );
+        let p2 = format!(
+            "*** Begin Patch\n*** Update File: README.md\n@@\n-{long}\n+{long}y\n*** Delete File: src/lib.rs\n*** End Patch"
+        );
         let (_, first) = r.judge(&call("apply_patch", json!({ "patch": p1 })), &tools);
         let (_, second) = r.judge(&call("apply_patch", json!({ "patch": p2 })), &tools);
         assert_ne!(first.summary, second.summary);
         assert!(first.summary.contains("[#"), "{}", first.summary);
         // The same call again is the same approval (the fingerprint ignores key order).
-        let (_, again) = r.judge(
-            &call("apply_patch", json!({ "patch": p1.clone() })),
-            &tools,
-        );
+        let (_, again) = r.judge(&call("apply_patch", json!({ "patch": p1.clone() })), &tools);
         assert_eq!(first.summary, again.summary);
         // A tool of unknown effect naming a path: the approval covers all its arguments.
         let a = call("mcp__files__write", json!({ "path": "x", "cmd": "ls" }));
-        let b = call("mcp__files__write", json!({ "path": "x", "cmd": "rm -rf ~" }));
+        let b = call(
+            "mcp__files__write",
+            json!({ "path": "x", "cmd": "rm -rf ~" }),
+        );
         assert_ne!(r.judge(&a, &tools).1.summary, r.judge(&b, &tools).1.summary);
         let swapped = call("mcp__files__write", json!({ "cmd": "ls", "path": "x" }));
-        assert_eq!(r.judge(&a, &tools).1.summary, r.judge(&swapped, &tools).1.summary);
+        assert_eq!(
+            r.judge(&a, &tools).1.summary,
+            r.judge(&swapped, &tools).1.summary
+        );
         // A built-in file tool's approval is "that tool on that path", as its summary says.
         let c1 = call("create_file", json!({ "path": "a.txt", "content": "1" }));
         let c2 = call("create_file", json!({ "path": "a.txt", "content": "2" }));
         assert_eq!(r.judge(&c1, &tools).1.summary, "create_file a.txt");
-        assert_eq!(r.judge(&c1, &tools).1.summary, r.judge(&c2, &tools).1.summary);
+        assert_eq!(
+            r.judge(&c1, &tools).1.summary,
+            r.judge(&c2, &tools).1.summary
+        );
     }
 
     fn run(cmd: &str) -> ToolCall {

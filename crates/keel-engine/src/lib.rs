@@ -21,7 +21,6 @@ pub mod constitution;
 pub mod context;
 mod emitter;
 mod engine;
-pub mod eval;
 pub mod fallback;
 mod finish;
 pub mod frontmatter;
@@ -43,7 +42,6 @@ pub mod snapshot;
 pub mod time;
 pub mod tracker;
 pub mod verify;
-pub mod work;
 
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use config::{Config, ConfigError};

@@ -210,8 +210,14 @@ mod tests {
             assert!(!cmd.contains("INJECTED"), "{cmd}");
             let out = sh(&cmd, &env);
             assert!(!out.contains("INJECTED|"), "{template}: {out}");
-            assert!(!out.contains("SUBST|") && !out.contains("TICK|"), "{template}: {out}");
-            assert!(out.contains(evil), "{template}: the value arrives whole: {out}");
+            assert!(
+                !out.contains("SUBST|") && !out.contains("TICK|"),
+                "{template}: {out}"
+            );
+            assert!(
+                out.contains(evil),
+                "{template}: the value arrives whole: {out}"
+            );
         }
         // The author's own text around it is kept.
         let t = parse("printf '%s|' 'say: ${nodes.a.output}!'").unwrap_or_else(|e| panic!("{e}"));

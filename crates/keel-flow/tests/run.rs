@@ -562,10 +562,19 @@ async fn a_flows_commands_answer_to_the_approval_policy_and_its_templates_carry_
         .get("lint")
         .and_then(|n| n.error.clone())
         .unwrap_or_default();
-    assert!(error.contains("needs approval under the `untrusted` policy"), "{error}");
-    assert!(dir.path().join("src/lib.rs").exists(), "the shell node must not run");
+    assert!(
+        error.contains("needs approval under the `untrusted` policy"),
+        "{error}"
+    );
+    assert!(
+        dir.path().join("src/lib.rs").exists(),
+        "the shell node must not run"
+    );
     assert!(!dir.path().join("flow-shell-ran").exists());
-    assert!(!dir.path().join("validation-ran").exists(), "nor its validation");
+    assert!(
+        !dir.path().join("validation-ran").exists(),
+        "nor its validation"
+    );
 
     // Under `never` the command runs — and a reference stays one word whatever its quotes.
     s.exec.approvals = Some(Arc::new(ApprovalRules::new(
@@ -575,9 +584,20 @@ async fn a_flows_commands_answer_to_the_approval_policy_and_its_templates_carry_
     )));
     let yaml = "name: notes\nnodes:\n  - {id: a, type: agent, task: \"Summarise.\"}\n  - {id: rec, type: shell, command: \"echo '${nodes.a.output}' >> NOTES.md\", needs: [a]}\n";
     let sum = run(&s, yaml, dir.path()).await;
-    assert_eq!(status(&sum, "rec"), NodeStatus::Completed, "{:?}", sum.error);
-    assert!(!dir.path().join("pw-tmpl").exists(), "the model's text ran as a command");
-    assert_eq!(read(&dir.path().join("NOTES.md")), "fine'; touch pw-tmpl; echo '\n");
+    assert_eq!(
+        status(&sum, "rec"),
+        NodeStatus::Completed,
+        "{:?}",
+        sum.error
+    );
+    assert!(
+        !dir.path().join("pw-tmpl").exists(),
+        "the model's text ran as a command"
+    );
+    assert_eq!(
+        read(&dir.path().join("NOTES.md")),
+        "fine'; touch pw-tmpl; echo '\n"
+    );
 }
 
 #[tokio::test]

@@ -289,12 +289,18 @@ fn python_modules(args: &[String]) -> Vec<&str> {
             }
             break;
         }
-        if let Some(m) = a.strip_prefix("-m").filter(|m| !m.is_empty() && !a.starts_with("--")) {
+        if let Some(m) = a
+            .strip_prefix("-m")
+            .filter(|m| !m.is_empty() && !a.starts_with("--"))
+        {
             out.push(m);
             break;
         }
     }
-    out.retain(|m| m.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.'));
+    out.retain(|m| {
+        m.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    });
     out
 }
 

@@ -118,8 +118,14 @@ mod tests {
         let p = user_place("npx", &ws, env(home.clone()));
         assert_eq!(p.cwd, home);
         assert_eq!(p.program, bin.join("npx").into_os_string());
-        assert!(p.env.contains(&("PATH".into(), bin.display().to_string())), "{p:?}");
-        assert!(p.env.contains(&("NODE_PATH".into(), String::new())), "{p:?}");
+        assert!(
+            p.env.contains(&("PATH".into(), bin.display().to_string())),
+            "{p:?}"
+        );
+        assert!(
+            p.env.contains(&("NODE_PATH".into(), String::new())),
+            "{p:?}"
+        );
         // The workspace is the home (or the home lies inside it): `/`, not the home.
         let p = user_place("npx", &ws, env(ws.clone()));
         assert_eq!(p.cwd, PathBuf::from("/"));

@@ -324,7 +324,8 @@ async fn connect(
                 let mut req = ExecRequest::new(Vec::new(), workspace);
                 if confinement.policy == SandboxPolicy::Off {
                     // Unconfined: nothing of the workspace may stand in for the server's code.
-                    let place = crate::place::user_place(command, workspace, |k| std::env::var_os(k));
+                    let place =
+                        crate::place::user_place(command, workspace, |k| std::env::var_os(k));
                     req.cwd = place.cwd;
                     argv[0] = place.program;
                     req.env_set = place.env;

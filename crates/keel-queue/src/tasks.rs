@@ -19,9 +19,9 @@ use apalis_postgres::{PgPool, PostgresStorage};
 use futures::future::BoxFuture;
 use keel_engine::ExecutionMode;
 use keel_engine::runtime::{SessionBuilder, SessionOverrides};
-use keel_engine::work::TaskRunner;
 use keel_store::PgStore;
 use keel_store::work::{TaskStatus, WorkStores};
+use keel_work::TaskRunner;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 

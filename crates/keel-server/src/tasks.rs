@@ -1,6 +1,6 @@
 //! REST for PRDs, tasks, work and proofs — the same operations as `keel prd`, `keel task` and
 //! `keel work`, on the same records (`keel_store::work`) and the same runner
-//! (`keel_engine::work::TaskRunner`). Every request may name a `workspace` (default: the
+//! (`keel_work::TaskRunner`). Every request may name a `workspace` (default: the
 //! server's); records are per workspace.
 
 use std::path::{Path, PathBuf};
@@ -10,8 +10,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use keel_engine::runtime::SessionOverrides;
-use keel_engine::work::{TaskRunner, generate_request, generate_tasks};
 use keel_store::work::{NewTask, TaskEdit, TaskStatus, WorkStore, WorkStores};
+use keel_work::{TaskRunner, generate_request, generate_tasks};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -380,10 +380,9 @@ pub async fn start(
         let stores = stores(&hub)?;
         let (_, w) = ws(&hub, req.workspace.as_deref())?;
         let task = stores.work.task(&w, id).await?;
-        let layer =
-            keel_engine::work::runner::preview_for(&*stores.sessions, &*stores.work, &w, &task)
-                .await
-                .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
+        let layer = keel_work::runner::preview_for(&*stores.sessions, &*stores.work, &w, &task)
+            .await
+            .map_err(|e| ApiError::conflict("conflict", e.to_string()))?;
         return Ok(Json(json!({"task": task, "task_layer": layer})));
     }
     let run = runner(&hub, &req)?

@@ -13,6 +13,7 @@ use super::composer::{self, Composer};
 use super::slash::{self, Slash};
 use super::theme::Theme;
 use super::transcript::{Level, Transcript, elapsed_text, spinner};
+use crate::render::text::compact;
 
 /// A second Ctrl-C on an empty composer within this many milliseconds quits; the hint saying
 /// so is shown for as long.
@@ -732,17 +733,4 @@ fn skip_columns(line: &str, cols: usize) -> String {
             true
         })
         .collect()
-}
-
-/// `999`, `1.2k`, `12k`, `1.5M`.
-pub fn compact(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else if n >= 10_000 {
-        format!("{:.0}k", n as f64 / 1e3)
-    } else if n >= 1_000 {
-        format!("{:.1}k", n as f64 / 1e3)
-    } else {
-        n.to_string()
-    }
 }

@@ -3,15 +3,18 @@
 //! see docs/ARCHITECTURE.md for why).
 //!
 //! - `app`: the screen's state, keys and drawing (no terminal, no session: testable);
-//! - `session`: creating, resuming and driving the session, slash commands, `!command`;
+//! - `session`: creating, resuming and driving the session; `commands`: slash commands and
+//!   `!command`; `msg`: what reaches the chat loop;
 //! - `transcript`, `markdown`, `wrap`, `theme`: what is drawn;
 //! - `composer`, `slash`: what is typed.
 
 pub mod app;
+mod commands;
 pub mod composer;
 mod diff;
 pub mod layers;
 pub mod markdown;
+mod msg;
 mod session;
 pub mod slash;
 pub mod theme;
@@ -46,8 +49,9 @@ use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc;
 
 use crate::{ChatArgs, exit, setup};
-use app::App;
-use session::{Chat, Msg};
+use keel_store::now_ms;
+use msg::Msg;
+use session::Chat;
 
 /// How often the screen is redrawn while something moves (spinners, elapsed times).
 const TICK: Duration = Duration::from_millis(100);
@@ -55,12 +59,6 @@ const TICK: Duration = Duration::from_millis(100);
 const FRAME: Duration = Duration::from_millis(33);
 
 /// Milliseconds since the Unix epoch (event timestamps use the same clock).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(setup::UsageError(
@@ -226,13 +224,4 @@ impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
     }
-}
-
-/// Keeps `App` reachable for the session module.
-pub(crate) fn app_for(workspace: std::path::PathBuf, history: Option<std::path::PathBuf>) -> App {
-    App::new(
-        workspace,
-        composer::Composer::with_history(history),
-        theme::Theme::from_env(),
-    )
 }

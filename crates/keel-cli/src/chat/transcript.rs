@@ -113,7 +113,7 @@ impl Status {
 
     /// `ctx 12% of 128k`, `ctx 3.4k (window unknown)` or `ctx unknown`.
     pub fn context_text(&self) -> String {
-        use super::app::compact;
+        use crate::render::text::compact;
         match (self.context_percent(), self.context_window) {
             (Some(p), Some(w)) => format!("ctx {p}% of {}", compact(w)),
             _ if self.context_tokens > 0 => {

@@ -13,21 +13,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::app::App;
-use super::session::Msg;
+use super::msg::{Done, Msg};
 use super::transcript::Level;
 use crate::flow;
-
-/// How a background flow run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Done {
-    Ended {
-        run_id: String,
-        status: String,
-        error: Option<String>,
-    },
-    /// The run could not start or its store failed.
-    Failed(String),
-}
 
 /// A flow running in the background.
 #[derive(Debug)]
@@ -38,7 +26,7 @@ pub struct Running {
 
 /// `/workflow` with no argument: the flows here and how to run one.
 pub fn list_text(root: &Path) -> String {
-    let lines = flow::listing(root);
+    let lines = flow::files::listing(root);
     if lines.is_empty() {
         return "No flows in .keel/flows/ or .keel/skills/*/flows/; `/workflow PATH` runs a flow file."
             .into();
@@ -67,18 +55,18 @@ pub fn start(
     let file = if in_workspace.is_file() {
         in_workspace
     } else {
-        let found = flow::resolve(root, Path::new(target));
+        let found = flow::files::resolve(root, Path::new(target));
         if found.is_relative() {
             root.join(found)
         } else {
             found
         }
     };
-    let prepared = flow::prepare(&file, &inputs).map_err(|e| e.to_string())?;
+    let prepared = flow::files::prepare(&file, &inputs).map_err(|e| e.to_string())?;
     let name = prepared.flow.name.clone();
     let cancel = CancellationToken::new();
     let events_tx = tx.clone();
-    let exec = flow::executor(
+    let exec = flow::exec::executor(
         config,
         keel_flow::store::FlowStore::new(store.clone()),
         store,
@@ -91,7 +79,7 @@ pub fn start(
     );
     let ws = root.to_path_buf();
     tokio::spawn(async move {
-        let flow::Prepared {
+        let flow::files::Prepared {
             flow,
             source,
             values,

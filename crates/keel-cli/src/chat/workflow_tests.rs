@@ -12,7 +12,7 @@ use ratatui::backend::TestBackend;
 
 use super::app::App;
 use super::composer::Composer;
-use super::session::Msg;
+use super::msg::{Done, Msg};
 use super::theme::Theme;
 use super::workflow;
 
@@ -103,7 +103,7 @@ async fn workflow_lists_flows_reports_mistakes_and_runs_one_in_the_background() 
     .await
     .expect("the flow finishes within two minutes");
     workflow::show_done(&mut app, &running.name, &done);
-    let workflow::Done::Ended { run_id, status, .. } = &done else {
+    let Done::Ended { run_id, status, .. } = &done else {
         panic!("{done:?}");
     };
     assert_eq!(status, "completed");

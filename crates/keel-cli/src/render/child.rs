@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use keel_protocol::{ChildUsage, Event, EventKind, SessionStatus};
 
-use super::{Style, first_line, summarize_args, usage_line};
+use super::text::{Style, first_line, summarize_args, usage_line};
 
 /// The line for a child's `event` (empty for what is not shown); `labels` maps the children's
 /// run ids to their labels, learnt from `agent_started`.
@@ -49,7 +49,7 @@ pub(super) fn child_line(s: Style, event: &Event, labels: &mut HashMap<String, S
         } => format!(
             "{tag} {}? approval needed ({}): {summary}{} {}[{call_id}]{}",
             s.yellow,
-            crate::render::class_and_reason(class, reason),
+            super::text::class_and_reason(class, reason),
             s.reset,
             s.dim,
             s.reset

@@ -1,6 +1,7 @@
 //! The human renderer's tests: what a person sees for each event.
 
 use super::*;
+use keel_protocol::Usage;
 
 fn ev(kind: EventKind) -> Event {
     Event {

@@ -516,7 +516,10 @@ mod confinement_tests {
             .unwrap_or_default();
         // The check itself ran (and so did the build script, confined).
         assert!(note.contains("no findings"), "{note}");
-        assert!(ws.join("README.md").exists(), "the build script deleted README.md: {note}");
+        assert!(
+            ws.join("README.md").exists(),
+            "the build script deleted README.md: {note}"
+        );
         assert!(!ws.join("build-rs-ran").exists(), "{note}");
     }
 }

@@ -519,14 +519,18 @@ fn bulk_overwrite(program: &str, args: &[Word], ops: &[Word]) -> Option<String> 
     let text = |w: &Word| w.value().map(str::to_string);
     let words: Vec<String> = args.iter().filter_map(text).collect();
     let long = |names: &[&str]| {
-        words
-            .iter()
-            .any(|w| names.iter().any(|n| w == n || w.starts_with(&format!("{n}="))))
+        words.iter().any(|w| {
+            names
+                .iter()
+                .any(|n| w == n || w.starts_with(&format!("{n}=")))
+        })
     };
     match program {
         "cp" | "mv" => {
             let keeps = has_option(args, &['n'], &["--no-clobber"])
-                || words.iter().any(|w| w == "--update=none" || w == "--update=none-fail");
+                || words
+                    .iter()
+                    .any(|w| w == "--update=none" || w == "--update=none-fail");
             if keeps {
                 return None;
             }
@@ -544,9 +548,8 @@ fn bulk_overwrite(program: &str, args: &[Word], ops: &[Word]) -> Option<String> 
                 .and_then(Word::value)
                 .is_some_and(|d| matches!(d, "." | "./"));
             let no_target = has_option(args, &['T'], &["--no-target-directory"]);
-            (recursive && ops.len() >= 2 && (contents || no_target || onto_root)).then(|| {
-                format!("`{program}` copies a directory's contents over existing files")
-            })
+            (recursive && ops.len() >= 2 && (contents || no_target || onto_root))
+                .then(|| format!("`{program}` copies a directory's contents over existing files"))
         }
         "rsync" => {
             if words.iter().any(|w| w == "--ignore-existing") {

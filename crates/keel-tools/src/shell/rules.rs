@@ -285,12 +285,24 @@ mod tests {
         ] {
             assert_eq!(c(cmd).rule_match("git push"), RuleMatch::Yes, "{cmd}");
         }
-        assert_eq!(c("git -C push status").rule_match("git push"), RuleMatch::No);
+        assert_eq!(
+            c("git -C push status").rule_match("git push"),
+            RuleMatch::No
+        );
         assert_eq!(c("git -c $x push").rule_match("git push"), RuleMatch::Maybe);
         // Another program's options: a word after an option may be its value.
-        assert_eq!(c("npm --prefix x publish").rule_match("npm publish"), RuleMatch::Maybe);
-        assert_eq!(c("docker --debug push img").rule_match("docker push"), RuleMatch::Maybe);
-        assert_eq!(c("npm --prefix x install").rule_match("npm publish"), RuleMatch::No);
+        assert_eq!(
+            c("npm --prefix x publish").rule_match("npm publish"),
+            RuleMatch::Maybe
+        );
+        assert_eq!(
+            c("docker --debug push img").rule_match("docker push"),
+            RuleMatch::Maybe
+        );
+        assert_eq!(
+            c("npm --prefix x install").rule_match("npm publish"),
+            RuleMatch::No
+        );
         assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
         assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);
     }

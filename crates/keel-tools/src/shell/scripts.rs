@@ -146,8 +146,15 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
     }
     let in_place = args.iter().any(|w| {
         w.value().is_some_and(|v| {
-            (v.starts_with("--") && v.len() > 3 && "--in-place".starts_with(v.split('=').next().unwrap_or(v)))
-                || (v.starts_with('-') && !v.starts_with("--") && v[1..].chars().take_while(|c| c.is_ascii_alphabetic()).any(|c| c == 'i' || c == 'I'))
+            (v.starts_with("--")
+                && v.len() > 3
+                && "--in-place".starts_with(v.split('=').next().unwrap_or(v)))
+                || (v.starts_with('-')
+                    && !v.starts_with("--")
+                    && v[1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic())
+                        .any(|c| c == 'i' || c == 'I'))
         })
     });
     if in_place

@@ -11,7 +11,7 @@ use keel_protocol::{Event, EventKind, Message};
 use keel_store::{MAX_MEMORY_CHARS, MemoryKind, SqliteDb};
 use serde::{Deserialize, Serialize};
 
-use crate::rules::RULES_DIR;
+use keel_engine::rules::RULES_DIR;
 
 /// What a trace is distilled into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

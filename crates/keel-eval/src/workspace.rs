@@ -10,7 +10,7 @@ use keel_tools::fs::{FileKind, WriteMode};
 use keel_tools::project::{ProjectDir, join_rel};
 use keel_tools::{Workspace, safe_git};
 
-use super::suite::Source;
+use crate::suite::Source;
 
 /// Largest file an eval fixture may hold.
 const MAX_FIXTURE_FILE: u64 = 256 * 1024 * 1024;

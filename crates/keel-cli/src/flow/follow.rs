@@ -9,8 +9,8 @@ use std::time::Duration;
 use keel_flow::state::NodeState;
 use keel_flow::store::RunRecord;
 
+use super::exec::{find_run, node_line, node_order, open, runtime, store_error};
 use crate::exit;
-use crate::flow::{find_run, node_line, node_order, open, runtime, store_error};
 
 /// How often the store is read again.
 const POLL: Duration = Duration::from_millis(200);

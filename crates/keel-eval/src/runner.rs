@@ -11,10 +11,10 @@ use keel_protocol::Op;
 use keel_store::eval::EvalTaskResult;
 use tokio_util::sync::CancellationToken;
 
-use super::suite::{EvalTask, Suite};
-use super::workspace;
-use crate::process::{CommandSpec, run_command_with_timeout};
-use crate::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
+use crate::suite::{EvalTask, Suite};
+use crate::workspace;
+use keel_engine::process::{CommandSpec, run_command_with_timeout};
+use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
 
 /// How a suite runs.
 #[derive(Debug, Clone)]
@@ -138,11 +138,11 @@ pub async fn run_task(
     // The source directory's own `[snapshots] build_dirs` (else the defaults) say what not
     // to copy.
     let build_dirs = match &task.source {
-        super::suite::Source::Dir { base, rel } => builder
+        crate::suite::Source::Dir { base, rel } => builder
             .config(&base.join(rel), &overrides)
             .map(|c| c.snapshots.build_dirs())
             .unwrap_or_default(),
-        super::suite::Source::Git { .. } => Default::default(),
+        crate::suite::Source::Git { .. } => Default::default(),
     };
     let prepared = tokio::task::spawn_blocking(move || {
         if target.exists() {
@@ -254,7 +254,7 @@ async fn run_check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::suite::Source;
+    use crate::suite::Source;
 
     fn task(script: Option<&str>) -> EvalTask {
         EvalTask {

@@ -5,18 +5,24 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use keel_engine::approval::ApprovalRules;
 use keel_engine::config::{ApprovalPolicy, Layer};
 use keel_flow::exec::{EngineAgents, EventSink};
 use keel_flow::state::NodeStatus;
-use keel_flow::store::{FlowStore, RunRecord};
+use keel_flow::store::RunRecord;
 use keel_flow::{Executor, FlowEvent, RunSummary};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
 use crate::{CommonArgs, ProviderArgs, exit, setup};
+use exec::{executor, find_run, node_line, node_order, open, runtime, store_error};
+use files::{Prepared, compile, listing, prepare, resolve};
+
+pub mod exec;
+pub mod files;
+mod follow;
+mod queue;
 
 #[derive(Debug, Args)]
 pub struct FlowArgs {
@@ -110,7 +116,7 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             let file = resolve(&root, &file);
             let approval = approval.map(crate::ApprovalArg::policy);
             if queue {
-                crate::flow_queue::queue(&root, &file, &inputs, &llm, json)
+                queue::queue(&root, &file, &inputs, &llm, json)
             } else {
                 run(&root, &file, &inputs, &llm, json, approval)
             }
@@ -129,7 +135,7 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
         ),
         FlowCommand::Status { run, json, follow } => {
             if follow {
-                crate::flow_follow::follow(&root, run.as_deref())
+                follow::follow(&root, run.as_deref())
             } else {
                 status(&root, run.as_deref(), json)
             }
@@ -137,42 +143,6 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
         FlowCommand::Runs { json } => runs(&root, json),
         FlowCommand::Replay { run, into } => replay(&root, &run, into),
     }
-}
-
-pub(crate) fn flow_dirs(root: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![root.join(".keel/flows")];
-    if let Ok(skills) = std::fs::read_dir(root.join(".keel/skills")) {
-        let mut more: Vec<PathBuf> = skills.flatten().map(|e| e.path().join("flows")).collect();
-        more.sort();
-        dirs.extend(more);
-    }
-    dirs
-}
-
-/// A path as given, or a listed flow's name.
-pub(crate) fn resolve(root: &Path, file: &Path) -> PathBuf {
-    if file.exists() {
-        // Absolute, so a run knows whether the file lies in the workspace (repository
-        // content, whose choice of model is not used) wherever it is resumed.
-        return std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-    }
-    let name = file.display().to_string();
-    keel_flow::find_flows(&flow_dirs(root))
-        .into_iter()
-        .find(|p| p.file_stem().is_some_and(|s| s.to_string_lossy() == name))
-        .unwrap_or_else(|| file.to_path_buf())
-}
-
-fn compile(file: &Path) -> anyhow::Result<(keel_flow::Flow, String)> {
-    let source = std::fs::read_to_string(file).map_err(|e| {
-        setup::UsageError(format!(
-            "cannot read flow file {}: {e} (`keel flow list` shows the flows here)",
-            file.display()
-        ))
-    })?;
-    let flow = keel_flow::compile(&source, file)
-        .map_err(|e| setup::UsageError(format!("the flow has mistakes:\n{e}")))?;
-    Ok((flow, source))
 }
 
 fn validate(file: &Path) -> anyhow::Result<u8> {
@@ -196,50 +166,6 @@ fn list(root: &Path) -> anyhow::Result<u8> {
         println!("{line}");
     }
     Ok(exit::COMPLETED)
-}
-
-/// One line per flow found here (`keel flow list`, `/workflow` in chat).
-pub(crate) fn listing(root: &Path) -> Vec<String> {
-    keel_flow::find_flows(&flow_dirs(root))
-        .into_iter()
-        .map(|f| {
-            let shown = f.strip_prefix(root).unwrap_or(&f).display().to_string();
-            match keel_flow::compile_file(&f) {
-                Ok(flow) => format!(
-                    "{:<24} {}  {}",
-                    flow.name,
-                    shown,
-                    flow.description
-                        .unwrap_or_default()
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                ),
-                Err(e) => format!("{shown}: invalid ({} mistakes)", e.diagnostics.len()),
-            }
-        })
-        .collect()
-}
-
-fn parse_inputs(pairs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
-    pairs
-        .iter()
-        .map(|p| {
-            p.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
-                .ok_or_else(|| {
-                    setup::UsageError(format!("--input takes NAME=VALUE, got `{p}`")).into()
-                })
-        })
-        .collect()
-}
-
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
 }
 
 fn printer(json: bool) -> EventSink {
@@ -310,7 +236,7 @@ where
             &config,
             backend.flows(),
             backend.sessions(),
-            setup::overrides(llm),
+            crate::launch::overrides(llm, None, None),
             approval,
             printer(json),
             cancel.clone(),
@@ -346,56 +272,6 @@ where
     })
 }
 
-/// The executor `keel flow run|resume` and chat's `/workflow` run flows with.
-/// Flow runs are stored in `flows`, agent nodes' sessions in `sessions`.
-pub(crate) fn executor(
-    config: &keel_engine::config::Config,
-    flows: FlowStore,
-    sessions: Arc<dyn keel_store::Store>,
-    defaults: keel_engine::runtime::SessionOverrides,
-    approval: Option<ApprovalPolicy>,
-    events: EventSink,
-    cancel: CancellationToken,
-) -> Executor {
-    let builder = setup::session_builder(sessions);
-    let agents = EngineAgents {
-        builder,
-        defaults,
-        approval,
-    };
-    // The flow's own command lines are judged under the same policy as its agents' calls.
-    let rules = ApprovalRules::new(&config.approval, agents.policy(config), &config.shell.allow);
-    Executor {
-        store: flows,
-        agents: Arc::new(agents),
-        shell: config.shell.tool_settings(),
-        build_dirs: config.snapshots.build_dirs(),
-        events: Some(events),
-        cancel,
-        approvals: Some(Arc::new(rules)),
-    }
-}
-
-/// A flow compiled with its inputs resolved, ready for [`Executor::start`].
-pub(crate) struct Prepared {
-    pub flow: keel_flow::Flow,
-    pub source: String,
-    pub values: std::collections::BTreeMap<String, keel_flow::ir::Value>,
-}
-
-/// Reads and compiles `file` and resolves `NAME=VALUE` inputs; errors are usage errors that
-/// name file:line:column.
-pub(crate) fn prepare(file: &Path, inputs: &[String]) -> anyhow::Result<Prepared> {
-    let (flow, source) = compile(file)?;
-    let given = parse_inputs(inputs)?;
-    let values = flow.resolve_inputs(&given).map_err(setup::UsageError)?;
-    Ok(Prepared {
-        flow,
-        source,
-        values,
-    })
-}
-
 fn run(
     root: &Path,
     file: &Path,
@@ -413,40 +289,6 @@ fn run(
     with_executor(root, llm, json, approval, |exec| async move {
         exec.start(flow, &source, &ws, values).await
     })
-}
-
-/// The flow runs of the configured store (PostgreSQL when a database URL is set, else
-/// SQLite); call it inside the runtime that uses the store.
-pub(crate) async fn open(root: &Path) -> anyhow::Result<FlowStore> {
-    let config = setup::load_config(root, Layer::from_overrides(&[]))?;
-    Ok(Backend::open(&config).await?.flows())
-}
-
-pub(crate) fn store_error(e: keel_store::StoreError) -> anyhow::Error {
-    match e {
-        keel_store::StoreError::Missing(m) | keel_store::StoreError::Conflict(m) => {
-            setup::UsageError(m).into()
-        }
-        other => other.into(),
-    }
-}
-
-/// Run `run`, or the newest run in workspace `ws`.
-pub(crate) async fn find_run(
-    store: &FlowStore,
-    ws: &str,
-    run: Option<&str>,
-) -> Result<RunRecord, keel_store::StoreError> {
-    match run {
-        Some(id) => store.get(id).await,
-        None => store.list(Some(ws), 1).await.and_then(|mut v| {
-            v.pop().ok_or_else(|| {
-                keel_store::StoreError::Missing(
-                    "no flow runs in this workspace; `keel flow run FILE` starts one".into(),
-                )
-            })
-        }),
-    }
 }
 
 fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
@@ -489,32 +331,6 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(exit::COMPLETED)
-}
-
-/// The run's nodes in the flow's order (stored order if the source no longer compiles).
-pub(crate) fn node_order(rec: &RunRecord) -> Vec<String> {
-    keel_flow::compile(&rec.flow_source, Path::new(&rec.flow_file))
-        .map(|f| f.all_node_ids())
-        .unwrap_or_else(|_| rec.state.nodes.keys().cloned().collect())
-}
-
-/// `  completed  build                 <output or error>`
-pub(crate) fn node_line(id: &str, s: &keel_flow::state::NodeState) -> String {
-    let extra = match s.status {
-        NodeStatus::Failed => s.error.clone().unwrap_or_default(),
-        _ => {
-            let out = s
-                .outputs
-                .get("output")
-                .map(|v| keel_flow::short(&v.to_string().replace('\n', " "), 60))
-                .unwrap_or_default();
-            match s.outputs.get("passed") {
-                Some(p) if out.is_empty() => format!("passed: {p}"),
-                _ => out,
-            }
-        }
-    };
-    format!("  {:<10} {:<20} {}", s.status.as_str(), id, extra)
 }
 
 fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {

@@ -24,13 +24,13 @@ use keel_store::{BlockerStatus, Store};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::context::task_brief;
-use super::proof::{self, GateRun, Proof};
-use crate::gates::ProjectGates;
-use crate::process::{CommandSpec, run_command_with_timeout};
-use crate::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
-use crate::verify::GateDetector;
-use crate::{Engine, EngineError, EventSink};
+use crate::context::task_brief;
+use crate::proof::{self, GateRun, Proof};
+use keel_engine::gates::ProjectGates;
+use keel_engine::process::{CommandSpec, run_command_with_timeout};
+use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
+use keel_engine::verify::GateDetector;
+use keel_engine::{Engine, EngineError, EventSink};
 
 /// How one task's run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ pub struct BatchReport {
 pub struct TaskRunner {
     engine: EngineSource,
     /// The configuration the runner's own gates read (the test command, the timeout).
-    config: crate::Config,
+    config: keel_engine::Config,
     store: Arc<dyn Store>,
     work: Arc<dyn WorkStore>,
     workspace: PathBuf,
@@ -399,7 +399,7 @@ impl TaskRunner {
         Ok(out)
     }
 
-    fn gates(&self) -> Vec<crate::Gate> {
+    fn gates(&self) -> Vec<keel_engine::Gate> {
         ProjectGates {
             test_command: self.config.shell.test_command.clone(),
         }
@@ -411,7 +411,7 @@ impl TaskRunner {
 
     /// Runs the project's test command (detected again after the run: the task may have
     /// added the first tests).
-    async fn run_tests(&self, gates: &[crate::Gate]) -> Option<GateRun> {
+    async fn run_tests(&self, gates: &[keel_engine::Gate]) -> Option<GateRun> {
         let gate = gates
             .first()
             .cloned()

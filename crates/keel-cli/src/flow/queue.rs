@@ -8,8 +8,9 @@ use std::path::Path;
 use keel_engine::config::Layer;
 use tokio_util::sync::CancellationToken;
 
+use super::exec::{executor, runtime, store_error};
+use super::files::{Prepared, prepare};
 use crate::backend::{Backend, database_url};
-use crate::flow::{Prepared, executor, prepare, runtime, store_error};
 use crate::{ProviderArgs, exit, setup};
 
 pub fn queue(
@@ -31,7 +32,7 @@ pub fn queue(
         )
         .into());
     };
-    let overrides = setup::overrides(llm);
+    let overrides = crate::launch::overrides(llm, None, None);
     let run_id = runtime()?.block_on(async {
         let backend = Backend::open(&config).await?;
         let exec = executor(

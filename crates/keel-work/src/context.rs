@@ -56,7 +56,7 @@ pub fn task_brief(
             prd_excerpt(prd)
         ));
     }
-    if let Some(answers) = crate::blockers::answers_text(answered) {
+    if let Some(answers) = keel_engine::blockers::answers_text(answered) {
         out.push('\n');
         out.push_str(answers.trim_end());
         out.push('\n');
@@ -65,7 +65,7 @@ pub fn task_brief(
     out
 }
 
-/// How the final answer reports each criterion (parsed by [`super::proof`]).
+/// How the final answer reports each criterion (parsed by [`crate::proof`]).
 pub const PROOF_INSTRUCTIONS: &str = "
 ## Proof
 When you are done, end your final answer with one line per acceptance criterion:

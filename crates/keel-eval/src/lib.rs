@@ -3,6 +3,8 @@
 //! paired significance test ([`compare`]); successful traces distilled into rules, skills or
 //! lessons, stored only on an explicit accept ([`promote`]). Runs are stored by
 //! `keel_store::eval`.
+//!
+//! An application *of* the session runtime, like keel-work: the loop crate does not know it.
 
 pub mod compare;
 pub mod promote;

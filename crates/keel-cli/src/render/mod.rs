@@ -4,8 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
 use keel_engine::EventSink;
-use keel_engine::time::utc_datetime;
-use keel_protocol::{DeltaChannel, ErrorCode, Event, EventKind, SessionStatus, Usage};
+use keel_protocol::{DeltaChannel, ErrorCode, Event, EventKind, SessionStatus};
 use serde_json::Value;
 
 use crate::chat::markdown::{self, MarkdownStream, to_ansi};
@@ -32,44 +31,6 @@ impl EventSink for JsonLines {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
-    }
-}
-
-/// Terminal styles; all empty when colour is off.
-#[derive(Debug, Clone, Copy)]
-struct Style {
-    dim: &'static str,
-    bold: &'static str,
-    red: &'static str,
-    green: &'static str,
-    yellow: &'static str,
-    cyan: &'static str,
-    reset: &'static str,
-}
-
-impl Style {
-    fn new(color: bool) -> Self {
-        if color {
-            Self {
-                dim: "\x1b[2m",
-                bold: "\x1b[1m",
-                red: "\x1b[31m",
-                green: "\x1b[32m",
-                yellow: "\x1b[33m",
-                cyan: "\x1b[36m",
-                reset: "\x1b[0m",
-            }
-        } else {
-            Self {
-                dim: "",
-                bold: "",
-                red: "",
-                green: "",
-                yellow: "",
-                cyan: "",
-                reset: "",
-            }
-        }
     }
 }
 
@@ -743,123 +704,11 @@ fn spinner_bar(template: &str) -> indicatif::ProgressBar {
     bar
 }
 
-/// `destructive: `rm` deletes files`, or the class alone when there is no reason.
-pub(crate) fn class_and_reason(class: &str, reason: &str) -> String {
-    if reason.is_empty() {
-        class.to_string()
-    } else {
-        format!("{class}: {reason}")
-    }
-}
-
-/// `1.2k in · 340 out · $0.0042`, leaving out what is zero.
-pub fn usage_line(u: &Usage) -> String {
-    if u.input_tokens == 0 && u.output_tokens == 0 && u.cost_usd == 0.0 {
-        // Every real request has input tokens: zero means the provider did not say (some
-        // local servers send no usage). "0 tokens" would be a wrong figure.
-        return "tokens not reported".to_string();
-    }
-    // A server that sent no usage: Keel's estimate, marked as such (`~`).
-    let about = if u.estimated { "~" } else { "" };
-    let mut parts = vec![
-        format!("{about}{} tokens in", compact(u.input_tokens)),
-        format!("{about}{} out", compact(u.output_tokens)),
-    ];
-    if u.cache_read_tokens > 0 {
-        parts.push(format!("{} cached", compact(u.cache_read_tokens)));
-    }
-    if u.cost_usd > 0.0 {
-        parts.push(format!("${:.4}", u.cost_usd));
-    }
-    parts.join(" · ")
-}
-
-fn compact(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else if n >= 10_000 {
-        format!("{:.0}k", n as f64 / 1e3)
-    } else if n >= 1_000 {
-        format!("{:.1}k", n as f64 / 1e3)
-    } else {
-        n.to_string()
-    }
-}
-
-/// An `update_plan` checklist: one line per step, the current one highlighted.
-fn render_plan(plan: &serde_json::Value, s: Style) -> String {
-    let mut out = String::new();
-    let steps = plan
-        .get("steps")
-        .and_then(serde_json::Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let done = steps.iter().filter(|st| st["status"] == "done").count();
-    out.push_str(&format!(
-        "    {}plan ({done}/{} done){}\n",
-        s.dim,
-        steps.len(),
-        s.reset
-    ));
-    for step in &steps {
-        let text = first_line(step["step"].as_str().unwrap_or(""), 100);
-        let line = match step["status"].as_str() {
-            Some("done") => format!("{}✓ {text}{}", s.green, s.reset),
-            Some("in_progress") => format!("{}▸ {text}{}", s.bold, s.reset),
-            _ => format!("{}○ {text}{}", s.dim, s.reset),
-        };
-        out.push_str(&format!("      {line}\n"));
-    }
-    out
-}
-
-/// The argument a person wants to see first: a path, pattern or command; else compact JSON.
-pub(crate) fn summarize_args(args: &Value) -> String {
-    for key in ["path", "command", "pattern", "query", "symbol", "question"] {
-        if let Some(v) = args.get(key).and_then(Value::as_str) {
-            let mut s = v.to_string();
-            if key == "path" {
-                if let Some(sym) = args.get("symbol").and_then(Value::as_str) {
-                    s.push_str(&format!(" ({sym})"));
-                } else if let Some(start) = args.get("start_line").and_then(Value::as_u64) {
-                    let end = args.get("end_line").and_then(Value::as_u64);
-                    s.push_str(&match end {
-                        Some(e) => format!(":{start}-{e}"),
-                        None => format!(":{start}-"),
-                    });
-                }
-            }
-            return first_line(&s, 100);
-        }
-    }
-    let compact = args.to_string();
-    if compact == "{}" {
-        String::new()
-    } else {
-        first_line(&compact, 100)
-    }
-}
-
-fn first_line(text: &str, max: usize) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    if line.chars().count() > max {
-        let cut: String = line.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        line.to_string()
-    }
-}
-
-/// A one-line timestamp for listings.
-pub fn when(ms: u64) -> String {
-    utc_datetime(ms)
-}
-
 mod child;
+pub mod text;
+
+use text::{Style, first_line, render_plan};
+pub use text::{class_and_reason, one_line, summarize_args, usage_line, when};
 
 #[cfg(test)]
 mod tests;
