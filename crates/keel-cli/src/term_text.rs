@@ -44,8 +44,11 @@ pub(crate) fn clean_event(event: &Event) -> std::borrow::Cow<'_, Event> {
                 }
                 std::borrow::Cow::Borrowed(_) => false,
             },
-            serde_json::Value::Array(items) => items.iter_mut().fold(false, |c, i| walk(i) || c),
-            serde_json::Value::Object(map) => map.values_mut().fold(false, |c, i| walk(i) || c),
+            // Every item is walked (no short circuit): each may need cleaning.
+            serde_json::Value::Array(items) => {
+                items.iter_mut().map(walk).filter(|c| *c).count() > 0
+            }
+            serde_json::Value::Object(map) => map.values_mut().map(walk).filter(|c| *c).count() > 0,
             _ => false,
         }
     }
