@@ -23,6 +23,24 @@ fn model_of(body: &str) -> String {
         .to_string()
 }
 
+/// A first run with openai gpt-4o at `server`; its session id.
+fn first_run(env: &Env, server: &MockServer) -> String {
+    let base = format!("{}/v1", server.url());
+    let first = env
+        .keel()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &base])
+        .arg("what is this?")
+        .output()
+        .unwrap();
+    assert_exit(&first, 0);
+    json_lines(&first.stdout)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn resume_and_continue_reuse_the_provider_model_and_base_url() {
     let env = Env::new();
@@ -34,20 +52,7 @@ fn resume_and_continue_reuse_the_provider_model_and_base_url() {
             reply("Third answer."),
         ]))
         .unwrap();
-    let base = format!("{}/v1", server.url());
-    let first = env
-        .keel()
-        .env("OPENAI_API_KEY", KEY)
-        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
-        .args(["--base-url", &base])
-        .arg("what is this?")
-        .output()
-        .unwrap();
-    assert_exit(&first, 0);
-    let id = json_lines(&first.stdout)[0]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = first_run(&env, &server);
 
     // No provider flags: the stored provider, model and base URL are used again.
     let second = env
@@ -97,20 +102,7 @@ fn a_flag_given_again_on_resume_wins_over_the_stored_one() {
             reply("Second answer."),
         ]))
         .unwrap();
-    let base = format!("{}/v1", server.url());
-    let first = env
-        .keel()
-        .env("OPENAI_API_KEY", KEY)
-        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
-        .args(["--base-url", &base])
-        .arg("what is this?")
-        .output()
-        .unwrap();
-    assert_exit(&first, 0);
-    let id = json_lines(&first.stdout)[0]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = first_run(&env, &server);
     let second = env
         .keel()
         .env("OPENAI_API_KEY", KEY)

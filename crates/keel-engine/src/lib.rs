@@ -25,6 +25,7 @@ pub mod fallback;
 mod finish;
 pub mod frontmatter;
 pub mod gates;
+mod guardrails;
 pub mod head;
 pub mod hooks;
 pub mod mcp;

@@ -105,12 +105,10 @@ pub(crate) struct Run<'a> {
     pub(crate) last_snapshot: Option<crate::snapshot::SnapshotInfo>,
     /// A snapshot failed: no more attempts in this run.
     pub(crate) snapshots_failed: bool,
-    /// Nested instruction files and glob rules not yet injected (`rules`).
-    pub(crate) tail_rules: crate::rules::TailRules,
+    /// The hooks of this run, in order (each guardrail hook owns its state for this run).
+    pub(crate) hooks: Arc<[crate::hooks::builtin::Active]>,
     /// Oversized tool results kept whole for `read_result` (session working memory).
     pub(crate) stored_results: crate::results::StoredResults,
-    /// Loaded skills and the active tool restriction (`skills`).
-    pub(crate) skills: crate::skills::SkillState,
     /// The subagents this run opened (`agents`).
     pub(crate) agents: crate::agents::AgentPool,
     /// Whether a final answer is one (`finish`): empty replies, unchanged change tasks.
@@ -165,9 +163,8 @@ impl<'a> Run<'a> {
             snapshot_turn: None,
             last_snapshot: None,
             snapshots_failed: false,
-            tail_rules: crate::rules::TailRules::new(engine.workspace.root()),
+            hooks: crate::hooks::builtin::for_run(engine),
             stored_results: crate::results::StoredResults::default(),
-            skills: crate::skills::SkillState::new(engine.skills.clone(), engine.workspace.root()),
             agents: crate::agents::AgentPool::new(engine.config.agents.max_concurrent),
             finish_check: crate::finish::FinishCheck::default(),
             repeat_answer: None,

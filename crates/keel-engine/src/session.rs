@@ -261,7 +261,7 @@ async fn begin(
     run.finish_check = crate::finish::FinishCheck::for_task(task);
     let mut context = options.context.clone();
     context.extend(tail_layers(engine, task).await?);
-    context.extend(run.skills.first_message(task));
+    context.extend(run.first_message_blocks(task));
     context.extend(run.phase_intro());
     // A window too small for the full head has no room for the codemap either.
     if !run.compact_head
@@ -441,9 +441,7 @@ async fn resume_held(
         crate::compaction::working_context(engine, &id, &events, messages).await?;
     run.messages = messages;
     carry.restore(&mut run.compactor);
-    run.tail_rules
-        .mark_injected(crate::rules::injected_in(&run.messages));
-    run.skills.mark_loaded(&run.messages);
+    run.hooks_resumed();
     {
         let sid = id.clone();
         let stored = engine.store.stored_results(&sid).await?;
@@ -486,7 +484,7 @@ async fn resume_held(
     }
     let answers = answers_text(&answered);
     let mut text = prompt::continuation_message(message, answers.as_deref());
-    for block in run.skills.mentioned(message) {
+    for block in run.user_message_blocks(message) {
         text.push('\n');
         text.push_str(&block);
         text.push('\n');

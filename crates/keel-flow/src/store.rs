@@ -129,7 +129,7 @@ impl FlowStore {
         if let Some(lease) = store.lease(&key).await?
             && lease.is_live()
             && local_pid(&lease.holder)
-                .is_some_and(|pid| pid != std::process::id() && !crate::exec::process_alive(pid))
+                .is_some_and(|pid| pid != std::process::id() && !process_alive(pid))
         {
             store.release_lease(&key, &lease.holder).await?;
         }
@@ -165,16 +165,13 @@ impl FlowStore {
             && let Some(lease) = store.lease(&lease_key(&rec.id)).await?
         {
             return Ok(match local_pid(&lease.holder) {
-                Some(pid) => {
-                    lease.is_live()
-                        && (pid == std::process::id() || crate::exec::process_alive(pid))
-                }
+                Some(pid) => lease.is_live() && (pid == std::process::id() || process_alive(pid)),
                 None => lease.is_live(),
             });
         }
         Ok(rec
             .pid
-            .is_some_and(|pid| pid == std::process::id() || crate::exec::process_alive(pid)))
+            .is_some_and(|pid| pid == std::process::id() || process_alive(pid)))
     }
 
     /// Records a new run.
@@ -253,4 +250,9 @@ impl FlowStore {
     pub async fn exists(&self, run_id: &str) -> Result<bool, StoreError> {
         self.backend.flow_run_exists(run_id).await
     }
+}
+
+/// Whether process `pid` exists (Linux: `/proc`; elsewhere assumed gone, so resume proceeds).
+pub fn process_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

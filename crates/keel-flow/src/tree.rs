@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use keel_fs::walk::{Visit, WalkOptions};
 use keel_tools::Workspace;
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::fs::WriteMode;
@@ -106,37 +107,39 @@ pub fn snapshot(root: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
     // `.gitignore` files are read as project files (a FIFO must not hang the snapshot).
     let rules = keel_index::ignore_rules::IgnoreRules::new(root);
     let skipper = build_dirs.skipper(root);
-    let base = root.to_path_buf();
-    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(root))
-        .hidden(false)
-        .require_git(false)
-        .filter_entry(move |e| {
-            let name = e.file_name();
-            if e.depth() > 0 && (name == ".git" || name == ".keel") {
-                return false;
+    // Listed beneath the open workspace (`keel_fs::walk`): a directory swapped for a symlink
+    // out mid-walk is never entered, so no file outside ends up in a tree.
+    let mut listed = Vec::new();
+    let mut failure = None;
+    ws.handle()
+        .walk_sorted(Path::new(""), WalkOptions::default(), |e| {
+            let is_dir = e.is_dir();
+            if e.depth == 1 && (e.name() == ".git" || e.name() == ".keel") {
+                return Visit::Skip;
             }
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            match e.path().strip_prefix(&base).ok() {
-                Some(rel) if is_dir && skipper.skips(rel) => false,
-                Some(rel) => match rel.to_str() {
-                    Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
-                    _ => true,
-                },
-                None => true,
+            if is_dir && skipper.skips(&e.rel) {
+                return Visit::Skip;
             }
+            let Some(rel) = e.rel_str() else {
+                failure = Some(format!(
+                    "cannot snapshot the workspace: `{}` is not a UTF-8 name",
+                    e.rel.display()
+                ));
+                return Visit::Stop;
+            };
+            if rules.ignored(rel, is_dir) {
+                return Visit::Skip;
+            }
+            if e.is_file() {
+                listed.push((rel.to_string(), e.len));
+            }
+            Visit::Continue
         })
-        .build();
-    for entry in walker {
-        let entry = entry.map_err(|e| format!("cannot read the workspace: {e}"))?;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(rel) = path.strip_prefix(root) else {
-            continue;
-        };
-        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        let rel = rel_string(rel);
+        .map_err(|e| format!("cannot read the workspace: {e}"))?;
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    for (rel, len) in listed {
         let blob = if len > MAX_FILE_BYTES || total + len > MAX_TREE_BYTES {
             // Hashed beneath the open workspace: a file swapped for a symlink out, a FIFO or
             // a device after the walk listed it is refused, never followed or waited on.
@@ -158,13 +161,6 @@ pub fn snapshot(root: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
         tree.insert(rel, blob);
     }
     Ok(tree)
-}
-
-fn rel_string(rel: &Path) -> String {
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 /// What turns `before` into `after`.

@@ -18,6 +18,7 @@
 pub mod atomic;
 pub mod beneath;
 pub mod project;
+pub mod walk;
 
 /// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`), for messages.
 pub fn human_size(bytes: u64) -> String {

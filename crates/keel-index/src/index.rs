@@ -139,17 +139,8 @@ impl Index {
     /// out of version control, itself included) when absent.
     /// Opening does not build: call [`Index::refresh`].
     pub fn open(root: &Path, settings: IndexSettings) -> Result<Self, IndexError> {
-        let dir = root.join(INDEX_DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| IndexError::io(&dir, e))?;
-        let gitignore = dir.join(".gitignore");
-        if !gitignore.exists() {
-            std::fs::write(
-                &gitignore,
-                "# Keel's local state (the index database): never commit it. The project's\n# config.toml and ignore file stay visible to git.\n*\n!config.toml\n!ignore\n",
-            )
-            .map_err(|e| IndexError::io(&gitignore, e))?;
-        }
-        Self::open_at(root, &dir.join(INDEX_FILE), settings)
+        let db_path = prepare_state_dir(root)?;
+        Self::open_at(root, &db_path, settings)
     }
 
     /// Opens an index of `root` stored at `db_path` (benchmarks, tests).
@@ -299,4 +290,63 @@ impl Index {
         }
         Ok(out)
     }
+}
+
+/// The `.keel/.gitignore` Keel writes when there is none.
+const STATE_GITIGNORE: &str = "# Keel's local state (the index database): never commit it. The project's\n# config.toml and ignore file stay visible to git.\n*\n!config.toml\n!ignore\n";
+
+/// Creates `.keel/` and its `.gitignore` beneath the open workspace directory and returns the
+/// database path to open, after checking that the database (and SQLite's companion files) is
+/// absent or a regular file — never a symlink: a repository shipping `.keel/index.db` linked
+/// to another SQLite database would have Keel rewrite it, a dangling one would have Keel
+/// create a database wherever it points. `.keel` itself must be a real directory.
+fn prepare_state_dir(root: &Path) -> Result<PathBuf, IndexError> {
+    use keel_fs::beneath::{DirHandle, FileKind, WriteMode};
+    let ws = DirHandle::open(root).map_err(|e| IndexError::io(root, e))?;
+    let refuse = |rel: &str, what: &str| IndexError::Io {
+        path: ws.path().join(rel),
+        message: format!(
+            "it is {what}; Keel keeps its index only in a real file inside the workspace's real `.keel/` directory — remove it"
+        ),
+    };
+    let entry = |rel: &str| {
+        ws.resolve_entry(Path::new(rel))
+            .map_err(|e| IndexError::Io {
+                path: ws.path().join(rel),
+                message: e.to_string(),
+            })
+    };
+    let kind = |found: &keel_fs::beneath::ResolvedPath, rel: &str| {
+        found
+            .info()
+            .map(|i| i.map(|i| i.kind))
+            .map_err(|e| IndexError::io(&ws.path().join(rel), e))
+    };
+    let dir = entry(INDEX_DIR)?;
+    match kind(&dir, INDEX_DIR)? {
+        None => dir
+            .create_dir_all()
+            .map_err(|e| IndexError::io(&ws.path().join(INDEX_DIR), e))?,
+        Some(FileKind::Dir) => {}
+        Some(other) => return Err(refuse(INDEX_DIR, other.describe())),
+    }
+    let gitignore_rel = format!("{INDEX_DIR}/.gitignore");
+    let gitignore = entry(&gitignore_rel)?;
+    if kind(&gitignore, &gitignore_rel)?.is_none() {
+        // Created new beneath `.keel`: never through a link, never over anything.
+        match gitignore.write_atomic(STATE_GITIGNORE.as_bytes(), WriteMode::CreateNew, None) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(IndexError::io(&ws.path().join(&gitignore_rel), e));
+            }
+            _ => {}
+        }
+    }
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let rel = format!("{INDEX_DIR}/{INDEX_FILE}{suffix}");
+        match kind(&entry(&rel)?, &rel)? {
+            None | Some(FileKind::File) => {}
+            Some(other) => return Err(refuse(&rel, other.describe())),
+        }
+    }
+    Ok(ws.path().join(INDEX_DIR).join(INDEX_FILE))
 }

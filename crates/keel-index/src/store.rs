@@ -115,7 +115,9 @@ const TABLES: &[&str] = &[
 
 /// Opens (creating or rebuilding when the schema changed) the index database at `path`.
 pub fn open(path: &Path) -> Result<Connection, IndexError> {
-    let conn = Connection::open(path).map_err(|e| IndexError::open(path, e))?;
+    // Never through a symlink (a shipped `.keel/index.db` linked to another database).
+    let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| IndexError::open(path, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;

@@ -11,7 +11,8 @@ use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::{WalkBuilder, WalkState};
+use keel_fs::beneath::{DirHandle, FileKind};
+use keel_fs::walk::{Visit, WalkOptions};
 
 use crate::IndexSettings;
 use crate::ignore_rules::IgnoreRules;
@@ -126,6 +127,8 @@ pub enum ContentSkip {
 #[derive(Debug)]
 pub struct Walker {
     root: PathBuf,
+    /// The workspace, open (`None` when it could not be opened: nothing is found).
+    dir: Option<DirHandle>,
     settings: IndexSettings,
     /// Default ignores, configured patterns and `.keel/ignore`, relative to the root.
     extra: Gitignore,
@@ -147,8 +150,10 @@ impl Walker {
         }
         // A project file: beneath the workspace, regular, bounded (a FIFO cannot hang the
         // index).
-        let ignore_file = keel_fs::project::ProjectDir::open(root)
-            .ok()
+        let dir = DirHandle::open(root).ok();
+        let ignore_file = dir
+            .as_ref()
+            .map(keel_fs::project::ProjectDir::of)
             .and_then(|p| p.read(".keel/ignore", keel_fs::project::CONFIG_LIMIT).ok())
             .flatten();
         if let Some(text) = ignore_file {
@@ -159,6 +164,7 @@ impl Walker {
         let extra = b.build().unwrap_or_else(|_| Gitignore::empty());
         Self {
             root: root.to_path_buf(),
+            dir,
             settings: settings.clone(),
             extra,
             rules: IgnoreRules::new(root),
@@ -187,72 +193,37 @@ impl Walker {
     }
 
     /// Every admitted file under `dir` (the root when `None`), sorted by path. Uses all
-    /// cores (or `settings.threads`).
+    /// cores (or `settings.threads`). Directories are listed beneath the open workspace
+    /// (`keel_fs::walk`): one swapped for a symlink mid-walk is not entered, so nothing
+    /// outside is ever listed.
     pub fn walk(&self, dir: Option<&str>) -> Vec<FoundFile> {
-        let start = match dir {
-            Some(d) if !d.is_empty() => self.root.join(d),
-            _ => self.root.clone(),
+        let Some(handle) = &self.dir else {
+            return Vec::new();
         };
-        let mut builder = WalkBuilder::new(&start);
-        // Ignore files are read by `IgnoreRules` (as project files), not by the walker; the
-        // rules of the directories above a subtree walk apply too.
-        crate::ignore_rules::configure(&mut builder)
-            .hidden(false)
-            .require_git(false)
-            .follow_links(false)
-            .threads(self.settings.threads);
+        let start = Path::new(dir.unwrap_or(""));
         let found = Mutex::new(Vec::new());
-        let root = self.root.clone();
         let extra = &self.extra;
         let rules = &self.rules;
         let max = self.settings.max_file_bytes;
-        builder.build_parallel().run(|| {
-            let found = &found;
-            let root = &root;
-            Box::new(move |entry| {
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                let Some(ft) = entry.file_type() else {
-                    return WalkState::Continue;
-                };
-                let Ok(rel) = entry.path().strip_prefix(root) else {
-                    return WalkState::Continue;
-                };
-                if rel.as_os_str().is_empty() {
-                    return WalkState::Continue;
-                }
-                let is_dir = ft.is_dir();
-                let ignored = extra.matched(rel, is_dir).is_ignore()
-                    || rel_string(rel).is_some_and(|r| rules.ignored(&r, is_dir));
-                if ignored {
-                    return if is_dir {
-                        WalkState::Skip
-                    } else {
-                        WalkState::Continue
-                    };
-                }
-                if !ft.is_file() {
-                    return WalkState::Continue;
-                }
-                let Ok(meta) = entry.metadata() else {
-                    return WalkState::Continue;
-                };
-                if meta.len() > max {
-                    return WalkState::Continue;
-                }
-                let Some(path) = rel_string(rel) else {
-                    return WalkState::Continue;
-                };
-                if let Ok(mut f) = found.lock() {
-                    f.push(FoundFile {
-                        path,
-                        size: meta.len(),
-                        mtime_ns: mtime_ns(&meta),
-                    });
-                }
-                WalkState::Continue
-            })
+        let _ = handle.walk_parallel(start, WalkOptions::default(), self.settings.threads, |e| {
+            let Some(rel) = e.rel_str() else {
+                return Visit::Skip;
+            };
+            let is_dir = e.is_dir();
+            if extra.matched(rel, is_dir).is_ignore() || rules.ignored(rel, is_dir) {
+                return Visit::Skip;
+            }
+            if e.is_file()
+                && e.len <= max
+                && let Ok(mut f) = found.lock()
+            {
+                f.push(FoundFile {
+                    path: rel.to_string(),
+                    size: e.len,
+                    mtime_ns: e.mtime_ns,
+                });
+            }
+            Visit::Continue
         });
         let mut files = found.into_inner().unwrap_or_default();
         files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -260,11 +231,17 @@ impl Walker {
     }
 
     /// The same decision as [`Walker::walk`] for one workspace-relative path: `Some` when it
-    /// is a regular file the index should hold.
+    /// is a regular file the index should hold (looked at beneath the open workspace, a final
+    /// symlink not followed).
     pub fn check(&self, rel: &str) -> Option<FoundFile> {
-        let abs = self.root.join(rel);
-        let meta = std::fs::symlink_metadata(&abs).ok()?;
-        if !meta.is_file() || meta.len() > self.settings.max_file_bytes {
+        let info = self
+            .dir
+            .as_ref()?
+            .resolve_entry(Path::new(rel))
+            .ok()?
+            .info()
+            .ok()??;
+        if info.kind != FileKind::File || info.len > self.settings.max_file_bytes {
             return None;
         }
         if self.is_ignored(rel, false) {
@@ -272,8 +249,8 @@ impl Walker {
         }
         Some(FoundFile {
             path: rel.to_string(),
-            size: meta.len(),
-            mtime_ns: mtime_ns(&meta),
+            size: info.len,
+            mtime_ns: info.mtime_ns,
         })
     }
 

@@ -24,8 +24,8 @@ pub enum PathError {
     #[error("`{0}` contains a NUL byte")]
     Nul(String),
     #[error(
-        "`{0}` is protected (`.git/`, `.keel/` and the project's protected paths are read-only \
-         to the agent); change other files, or ask the user to change this one"
+        "`{0}` is protected (`.git/` at any depth, `.keel/` and the project's protected paths \
+         are read-only to the agent); change other files, or ask the user to change this one"
     )]
     Protected(String),
     #[error(
@@ -277,7 +277,20 @@ mod tests {
             );
             assert!(ws.resolve(rel).is_ok(), "{rel} stays readable");
         }
-        assert!(ws.locate_writable("src/.git").is_ok());
+        // A nested repository too, at any depth and in any case (red-team B16).
+        for rel in [
+            "src/.git",
+            "docs/.git/config",
+            "vendor/lib/.GIT/hooks/post-checkout",
+            "a/b/.Git",
+        ] {
+            assert!(
+                matches!(ws.locate_writable(rel), Err(PathError::Protected(_))),
+                "{rel}"
+            );
+        }
+        assert!(ws.locate_writable("src/.gitignore").is_ok());
+        assert!(ws.locate_writable("src/x.git/config").is_ok());
         let ws = ws.with_protected(vec![PathBuf::from("CONSTITUTION.md")]);
         assert!(ws.locate_writable("CONSTITUTION.md").is_err());
     }

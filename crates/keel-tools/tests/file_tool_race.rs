@@ -2,7 +2,8 @@
 //! started (`setsid -f …`, outliving its call) keeps swapping `ws/d` between a directory and a
 //! symlink to a directory outside — here a thread making the same system calls, far faster
 //! than a shell loop — while `create_file`, `edit_file`, `insert_lines` and
-//! `apply_patch` write under `d/` again and again. Nothing may ever land outside: the outside
+//! `apply_patch` write under `d/` again and again, and `list_files` lists it. Nothing may ever
+//! land outside (nor be listed from there): the outside
 //! directory holds a canary file with the same content as `ws/d/e.txt` (so a write redirected
 //! there would pass the edit tools' freshness check) and must end exactly as it began.
 //!
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use keel_tools::builtin::{ApplyPatch, CreateFile, EditFile, InsertLines, ReadFile};
+use keel_tools::builtin::{ApplyPatch, CreateFile, EditFile, InsertLines, ListFiles, ReadFile};
 use keel_tools::{Tool, ToolContext, Workspace};
 use serde_json::json;
 
@@ -113,6 +114,8 @@ async fn attack(base: &Path, label: &str) {
     std::fs::write(outside.join("e.txt"), CANARY).unwrap();
     std::fs::write(ws.join("d/u.txt"), "line 0\n").unwrap();
     std::fs::write(outside.join("u.txt"), "line 0\n").unwrap();
+    // Only outside: a listing that ever names it listed the outside directory.
+    std::fs::write(outside.join("outside-only.txt"), "secret\n").unwrap();
     let before = outside_state(&outside);
     let ctx = ToolContext::new(Workspace::new(&ws).unwrap());
 
@@ -187,8 +190,29 @@ async fn attack(base: &Path, label: &str) {
             k += 1;
         }
     }
+    // list_files walks `d` while it flips: it may list `d` or a symlink, never what is outside.
+    let mut listed = (0, 0);
+    let mut leaked = None;
+    let started = Instant::now();
+    while started.elapsed() < RACE {
+        for path in [".", "d"] {
+            listed.1 += 1;
+            if let Ok(out) = ListFiles.execute(json!({"path": path}), &ctx).await {
+                listed.0 += 1;
+                if out.content.contains("outside-only") {
+                    leaked = Some(out.content);
+                }
+            }
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();
+    assert!(
+        leaked.is_none(),
+        "{label}: list_files listed the directory outside:\n{}",
+        leaked.unwrap_or_default()
+    );
+    assert!(listed.0 > 0, "{label}: list_files never succeeded");
 
     let after = outside_state(&outside);
     let changed: Vec<&str> = after

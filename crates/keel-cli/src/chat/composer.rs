@@ -387,31 +387,32 @@ fn is_subsequence(needle: &str, hay: &str) -> bool {
     needle.chars().all(|c| it.any(|h| h == c))
 }
 
-/// The workspace's files (relative paths, `.gitignore` respected), at most `max`.
+/// The workspace's files (relative paths, `.gitignore` respected, hidden ones left out), at
+/// most `max`. Listed beneath the open workspace (`keel_fs::walk`): a directory swapped for a
+/// symlink out is never entered.
 pub fn workspace_files(workspace: &Path, max: usize) -> Vec<String> {
     let mut files = Vec::new();
+    let Ok(handle) = keel_fs::beneath::DirHandle::open(workspace) else {
+        return files;
+    };
     // `.gitignore` files are read as project files (a FIFO must not hang completion).
     let rules = keel_index::ignore_rules::IgnoreRules::new(workspace);
-    let base = workspace.to_path_buf();
-    let walker = keel_index::ignore_rules::configure(&mut ignore::WalkBuilder::new(workspace))
-        .filter_entry(move |e| {
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            match e.path().strip_prefix(&base).ok().and_then(|r| r.to_str()) {
-                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
-                _ => true,
-            }
-        })
-        .build();
-    for entry in walker.flatten() {
+    let _ = handle.walk_sorted(Path::new(""), keel_fs::walk::WalkOptions::default(), |e| {
+        use keel_fs::walk::Visit;
         if files.len() >= max {
-            break;
+            return Visit::Stop;
         }
-        if entry.file_type().is_some_and(|t| t.is_file())
-            && let Ok(rel) = entry.path().strip_prefix(workspace)
-        {
-            files.push(rel.to_string_lossy().into_owned());
+        let Some(rel) = e.rel_str() else {
+            return Visit::Skip;
+        };
+        if e.name().as_encoded_bytes().starts_with(b".") || rules.ignored(rel, e.is_dir()) {
+            return Visit::Skip;
         }
-    }
+        if e.is_file() {
+            files.push(rel.to_string());
+        }
+        Visit::Continue
+    });
     files.sort();
     files
 }

@@ -1,19 +1,22 @@
-//! The built-in guardrails as hooks, and the order the engine builder registers them in
-//! ([`standard`]). Each works on the run's own state (the fix tracker, the phase machine, the
-//! working context); the plan_exec phase policy's hook bodies live in `phase/enforce.rs`,
-//! compaction's in `compaction`, verification's in `verify`.
+//! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
+//! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
+//! own state: the fix tracker, the phase machine, the working context; the plan_exec phase
+//! policy's hook bodies live in `phase/enforce.rs`, compaction's in `compaction`,
+//! verification's in `verify`).
 
 use std::sync::Arc;
 
 use keel_protocol::{ErrorCode, ToolCall, ToolDetails};
 use keel_tools::{ToolEffect, ToolError, ToolOutput, ToolRegistry};
 
-use super::{Hook, Slot};
+use super::Hook;
 use crate::EngineError;
 use crate::blockers::{
     BlockerDraft, BlockerSource, ambiguity_blocker, credentials_blocker, requested_question,
 };
+use crate::engine::Engine;
 use crate::fallback::Failure;
+use crate::guardrails::{constitution::ConstitutionHook, rules::RulesHook, skills::SkillsHook};
 use crate::phase::{ADVANCE_PHASE, CommandAccess};
 use crate::run::{Ending, Interrupt, Run};
 use crate::tracker::call_target;
@@ -64,12 +67,9 @@ pub(crate) enum Builtin {
     /// Questions for the user (`ask_user`), ambiguous final answers (`blockers`) and answers
     /// that are none (`finish`).
     Blockers,
-    /// Nested instruction files and glob rules for the paths a call touched (`rules`).
-    Rules,
-    /// The skill tool and a skill's tool restriction (`skills`).
-    Skills,
-    /// The constitution's forbidden calls (`constitution`).
-    Constitution,
+    /// A subagent's role scope: a call outside its role's tools, or a write in a read-only
+    /// role (`agents`).
+    Scope,
     /// The plan_exec phase policy (`phase/enforce.rs`).
     Phase,
     /// Compaction of the working context before a request (`compaction`).
@@ -80,21 +80,61 @@ pub(crate) enum Builtin {
     Approval,
 }
 
+/// One registered hook: a built-in guardrail still on the run's state, a guardrail [`Hook`]
+/// made for each run (from the engine's parts), or a custom hook shared by every run.
+#[derive(Clone)]
+pub(crate) enum Slot {
+    Builtin(Builtin),
+    Guardrail(fn(&Engine) -> Arc<dyn Hook>),
+    Custom(Arc<dyn Hook>),
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slot::Builtin(b) => write!(f, "{b:?}"),
+            Slot::Guardrail(_) => write!(f, "Guardrail"),
+            Slot::Custom(h) => write!(f, "Custom({})", h.name()),
+        }
+    }
+}
+
+/// A run's hooks, in order: what [`Slot`]s become when a run starts.
+#[derive(Clone)]
+pub(crate) enum Active {
+    Builtin(Builtin),
+    Hook(Arc<dyn Hook>),
+}
+
+/// The run's hooks: each guardrail [`Hook`] made fresh (it owns this run's state).
+pub(crate) fn for_run(engine: &Engine) -> Arc<[Active]> {
+    engine
+        .hooks
+        .iter()
+        .map(|slot| match slot {
+            Slot::Builtin(b) => Active::Builtin(*b),
+            Slot::Guardrail(make) => Active::Hook(make(engine)),
+            Slot::Custom(h) => Active::Hook(h.clone()),
+        })
+        .collect()
+}
+
 /// The hooks of an engine: the built-in guardrails around the `custom` hooks (see the module
-/// docs of [`crate::hooks`] for the order). `phases`: the plan_exec policy is on.
+/// docs of [`crate::hooks`] for the order). `phases`: the plan_exec policy is on. Adding a
+/// guardrail: its module in `crate::guardrails` and one line here.
 pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
-    let mut hooks = vec![
-        Builtin::Tracker,
-        Builtin::Blockers,
-        Builtin::Rules,
-        Builtin::Skills,
-        Builtin::Constitution,
+    let mut slots = vec![
+        Slot::Builtin(Builtin::Tracker),
+        Slot::Builtin(Builtin::Blockers),
+        Slot::Guardrail(|e| Arc::new(RulesHook::new(e.workspace.root()))),
+        Slot::Builtin(Builtin::Scope),
+        Slot::Guardrail(|e| Arc::new(SkillsHook::new(e.skills.clone(), e.workspace.root()))),
+        Slot::Guardrail(|e| Arc::new(ConstitutionHook::new(e.constitution.clone()))),
     ];
     if phases {
-        hooks.push(Builtin::Phase);
+        slots.push(Slot::Builtin(Builtin::Phase));
     }
-    hooks.push(Builtin::Compaction);
-    let mut slots: Vec<Slot> = hooks.into_iter().map(Slot::Builtin).collect();
+    slots.push(Slot::Builtin(Builtin::Compaction));
     slots.extend(custom.iter().cloned().map(Slot::Custom));
     slots.push(Slot::Builtin(Builtin::Verification));
     slots.push(Slot::Builtin(Builtin::Approval));
@@ -117,16 +157,9 @@ impl Builtin {
     ) -> Result<Option<Dispatch>, EngineError> {
         Ok(match self {
             Builtin::Tracker => loop_check(run, call),
-            // A subagent's role scope first (a call outside it names the role), then the
-            // active skill's tool restriction.
-            Builtin::Skills => crate::agents::scope_refusal(run.engine, call)
-                .or_else(|| run.skills.check(&call.name))
-                .map(Dispatch::Refuse),
-            Builtin::Constitution => run
-                .engine
-                .constitution
-                .check_call(call)
-                .map(Dispatch::Refuse),
+            // A subagent's role scope (a call outside it names the role), before the active
+            // skill's tool restriction.
+            Builtin::Scope => crate::agents::scope_refusal(run.engine, call).map(Dispatch::Refuse),
             Builtin::Phase => Some(match run.phase_check(call).await? {
                 Ok(access) => Dispatch::Run(access),
                 Err(refusal) => Dispatch::Refuse(refusal),
@@ -159,9 +192,6 @@ impl Builtin {
             Builtin::Phase if call.name == ADVANCE_PHASE && run.phase.is_some() => {
                 Some(run.advance_call(&call.arguments).await?)
             }
-            Builtin::Skills if call.name == crate::skills::SKILL_TOOL => {
-                Some(run.skills.call(&call.arguments))
-            }
             // A repeated workspace read: its earlier result, with a note (`loop_check`).
             Builtin::Tracker => match run.repeat_answer.take() {
                 Some((id, answer)) if id == call.id => Some(if answer.is_error {
@@ -185,15 +215,6 @@ impl Builtin {
         match self {
             Builtin::Tracker => track(run, call, out, stop),
             Builtin::Blockers if !out.is_error => ask_user(run, call, out, stop).await,
-            Builtin::Rules if !out.is_error => {
-                out.content = run
-                    .tail_rules
-                    .annotate(call, std::mem::take(&mut out.content));
-            }
-            Builtin::Skills if !out.is_error => {
-                let content = std::mem::take(&mut out.content);
-                out.content = crate::skills::annotate(&mut run.skills, call, content);
-            }
             Builtin::Phase => {
                 if let Some(access) = out.ran_with {
                     run.phase_note_call(call, !out.is_error, access);

@@ -3,8 +3,8 @@
 use keel_protocol::{Message, ToolCall};
 use keel_tools::{ToolError, ToolOutput};
 
-use super::builtin::{Dispatch, Finish, Outcome, Stop};
-use super::{HookAction, HookContext, Slot, ToolResultView};
+use super::builtin::{Active, Dispatch, Finish, Outcome, Stop};
+use super::{HookAction, HookContext, ToolResultView};
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::phase::CommandAccess;
@@ -33,15 +33,17 @@ impl Run<'_> {
 
     /// Before a model request. `Some`: a hook ended the attempt.
     pub(crate) async fn before_request(&mut self) -> Result<Option<Ending>, Interrupt> {
-        let engine = self.engine;
-        for slot in &engine.hooks {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
             match slot {
-                Slot::Builtin(b) => b.before_request(self).await?,
-                Slot::Custom(h) => {
+                Active::Builtin(b) => b.before_request(self).await?,
+                Active::Hook(h) => {
                     let cx = self.hook_context();
                     match h.before_request(&cx).await {
                         HookAction::Continue => {}
-                        HookAction::Deny(note) | HookAction::Note(note) => {
+                        HookAction::Deny(note)
+                        | HookAction::Note(note)
+                        | HookAction::Replace(note) => {
                             self.push_message(Message::user_text(note)).await?;
                         }
                         HookAction::Stop(q) => return Ok(Some(hook_stop(h.name(), q))),
@@ -55,15 +57,15 @@ impl Run<'_> {
     /// Before a tool call: the first hook that refuses or stops decides; otherwise it runs
     /// with the access the hooks granted.
     pub(crate) async fn before_tool(&mut self, call: &ToolCall) -> Result<Dispatch, EngineError> {
-        let engine = self.engine;
+        let hooks = self.hooks.clone();
         let mut access = CommandAccess::Write;
-        for slot in &engine.hooks {
+        for slot in hooks.iter() {
             let verdict = match slot {
-                Slot::Builtin(b) => b.before_tool(self, call).await?,
-                Slot::Custom(h) => {
+                Active::Builtin(b) => b.before_tool(self, call).await?,
+                Active::Hook(h) => {
                     let cx = self.hook_context();
                     match h.before_tool(&cx, call).await {
-                        HookAction::Continue | HookAction::Note(_) => None,
+                        HookAction::Continue | HookAction::Note(_) | HookAction::Replace(_) => None,
                         HookAction::Deny(msg) => Some(Dispatch::Refuse(msg)),
                         HookAction::Stop(q) => Some(Dispatch::Stop(
                             hook_stop(h.name(), q.clone()),
@@ -87,11 +89,13 @@ impl Run<'_> {
         &mut self,
         call: &ToolCall,
     ) -> Result<Option<Result<ToolOutput, ToolError>>, EngineError> {
-        let engine = self.engine;
-        for slot in &engine.hooks {
-            if let Slot::Builtin(b) = slot
-                && let Some(result) = b.run_tool(self, call).await?
-            {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
+            let answer = match slot {
+                Active::Builtin(b) => b.run_tool(self, call).await?,
+                Active::Hook(h) => h.run_tool(&self.hook_context(), call).await,
+            };
+            if let Some(result) = answer {
                 return Ok(Some(result));
             }
         }
@@ -100,11 +104,11 @@ impl Run<'_> {
 
     /// After a call's result: the hooks record it and may reword it or stop the attempt.
     pub(crate) async fn after_tool(&mut self, call: &ToolCall, out: &mut Outcome, stop: &mut Stop) {
-        let engine = self.engine;
-        for slot in &engine.hooks {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
             match slot {
-                Slot::Builtin(b) => b.after_tool(self, call, out, stop).await,
-                Slot::Custom(h) => {
+                Active::Builtin(b) => b.after_tool(self, call, out, stop).await,
+                Active::Hook(h) => {
                     let cx = self.hook_context();
                     let view = ToolResultView {
                         content: out.content.clone(),
@@ -116,6 +120,7 @@ impl Run<'_> {
                         HookAction::Deny(note) | HookAction::Note(note) => {
                             out.content = format!("{}\n\n{note}", out.content);
                         }
+                        HookAction::Replace(content) => out.content = content,
                         HookAction::Stop(q) => {
                             if stop.is_none() {
                                 *stop = Some((hook_stop(h.name(), q), HOOK_STOPPED));
@@ -129,10 +134,10 @@ impl Run<'_> {
 
     /// After a reply's results when the attempt goes on: notes for the model.
     pub(crate) async fn after_batch(&mut self) -> Result<Vec<String>, EngineError> {
-        let engine = self.engine;
+        let hooks = self.hooks.clone();
         let mut notes = Vec::new();
-        for slot in &engine.hooks {
-            if let Slot::Builtin(b) = slot
+        for slot in hooks.iter() {
+            if let Active::Builtin(b) = slot
                 && let Some(note) = b.after_batch(self).await?
             {
                 notes.push(note);
@@ -144,15 +149,17 @@ impl Run<'_> {
     /// The model answered without tool calls. `Some`: the attempt ends so; `None`: a hook
     /// sent the model a message, take another step.
     pub(crate) async fn on_finish(&mut self, text: &str) -> Result<Option<Ending>, Interrupt> {
-        let engine = self.engine;
-        for slot in &engine.hooks {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
             let decision = match slot {
-                Slot::Builtin(b) => b.on_finish(self, text).await?,
-                Slot::Custom(h) => {
+                Active::Builtin(b) => b.on_finish(self, text).await?,
+                Active::Hook(h) => {
                     let cx = self.hook_context();
                     match h.on_finish(&cx, text).await {
                         HookAction::Continue => Finish::Undecided,
-                        HookAction::Deny(note) | HookAction::Note(note) => {
+                        HookAction::Deny(note)
+                        | HookAction::Note(note)
+                        | HookAction::Replace(note) => {
                             self.push_message(Message::user_text(note)).await?;
                             Finish::Again
                         }
@@ -171,18 +178,18 @@ impl Run<'_> {
 
     /// Whether every hook lets the recovery tier retry a failed attempt.
     pub(crate) fn recovery_allowed(&self) -> bool {
-        self.engine.hooks.iter().all(|slot| match slot {
-            Slot::Builtin(b) => b.allows_recovery(self),
-            Slot::Custom(_) => true,
+        self.hooks.iter().all(|slot| match slot {
+            Active::Builtin(b) => b.allows_recovery(self),
+            Active::Hook(_) => true,
         })
     }
 
     /// The chain gave up: the hooks' advice for the error (a phase's rollback outcome).
     pub(crate) async fn failure_hints(&mut self) -> Result<Vec<String>, EngineError> {
-        let engine = self.engine;
+        let hooks = self.hooks.clone();
         let mut hints = Vec::new();
-        for slot in &engine.hooks {
-            if let Slot::Builtin(b) = slot {
+        for slot in hooks.iter() {
+            if let Active::Builtin(b) = slot {
                 hints.extend(b.on_failure(self).await?);
             }
         }
@@ -191,11 +198,39 @@ impl Run<'_> {
 
     /// A recovery attempt starts.
     pub(crate) fn recovery_started(&mut self) {
-        let engine = self.engine;
-        for slot in &engine.hooks {
-            if let Slot::Builtin(b) = slot {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
+            if let Active::Builtin(b) = slot {
                 b.on_recovery(self);
             }
         }
+    }
+
+    /// A new session's first message: the hooks' blocks for its context, in order.
+    pub(crate) fn first_message_blocks(&self, task: &str) -> Vec<String> {
+        self.hook_list()
+            .flat_map(|h| h.first_message(task))
+            .collect()
+    }
+
+    /// A follow-up message: the hooks' blocks to append to it.
+    pub(crate) fn user_message_blocks(&self, message: &str) -> Vec<String> {
+        self.hook_list()
+            .flat_map(|h| h.user_message(message))
+            .collect()
+    }
+
+    /// A stored session resumes with the current working context.
+    pub(crate) fn hooks_resumed(&self) {
+        for h in self.hook_list() {
+            h.resumed(&self.messages);
+        }
+    }
+
+    fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn super::Hook>> {
+        self.hooks.iter().filter_map(|slot| match slot {
+            Active::Hook(h) => Some(h),
+            Active::Builtin(_) => None,
+        })
     }
 }

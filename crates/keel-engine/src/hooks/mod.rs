@@ -10,19 +10,18 @@
 //! [`crate::runtime::SessionBuilder::hook`].
 //!
 //! Order: the built-in hooks that keep the run sane come first (loop guard, blockers, rules,
-//! skills, constitution, phase policy, compaction), then the custom hooks in the order they
+//! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom hooks in the order they
 //! were added, then final verification and approval (the expensive checks, and asking a
 //! person, come last: a call a hook denies is never put to a person).
 
 pub(crate) mod builtin;
 mod dispatch;
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
-use keel_protocol::{ToolCall, ToolDetails};
+use keel_protocol::{Message, ToolCall, ToolDetails};
+use keel_tools::{ToolError, ToolOutput};
 
-pub(crate) use builtin::Builtin;
+pub(crate) use builtin::Slot;
 
 /// What a hook wants at its point.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -40,6 +39,10 @@ pub enum HookAction {
     /// End the attempt: the session becomes `blocked` with this question for a person
     /// (source `hook`); resuming it continues.
     Stop(String),
+    /// `after_tool`: the model reads this instead of the result (a guardrail that adds to it,
+    /// such as the nested rules a read file brings in). Elsewhere it acts as
+    /// [`HookAction::Note`].
+    Replace(String),
 }
 
 /// What a hook can see of the run at every point.
@@ -95,20 +98,30 @@ pub trait Hook: Send + Sync {
     fn on_finish<'a>(&'a self, _cx: &'a HookContext, _text: &'a str) -> BoxFuture<'a, HookAction> {
         Box::pin(async { HookAction::Continue })
     }
-}
 
-/// One registered hook: a built-in guardrail (with access to the run's state) or a custom one.
-#[derive(Clone)]
-pub(crate) enum Slot {
-    Builtin(Builtin),
-    Custom(Arc<dyn Hook>),
-}
-
-impl std::fmt::Debug for Slot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Slot::Builtin(b) => write!(f, "{b:?}"),
-            Slot::Custom(h) => write!(f, "Custom({})", h.name()),
-        }
+    /// Answers a call the hook owns (a tool the model sees but no registry runs, such as
+    /// `skill`), after the call was allowed; `None`: not this hook's call. The first hook that
+    /// answers wins.
+    fn run_tool<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        _call: &'a ToolCall,
+    ) -> BoxFuture<'a, Option<Result<ToolOutput, ToolError>>> {
+        Box::pin(async { None })
     }
+
+    /// A new session's first message: blocks to add to its context (after the project's
+    /// layers), in hook order.
+    fn first_message(&self, _task: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A person's follow-up message to a session: blocks to append to it.
+    fn user_message(&self, _message: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A stored session is resumed with this working context: a hook that keeps state about
+    /// what the context already holds (injected rules, loaded skills) restores it.
+    fn resumed(&self, _messages: &[Message]) {}
 }

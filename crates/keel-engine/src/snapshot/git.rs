@@ -4,11 +4,11 @@
 //! repository names (hooks, fsmonitor, filters, drivers, pagers) ever runs, and no
 //! configuration choice changes bytes (line-ending conversion).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
+use super::layout::{self, PROBE_DEADLINE, WORK_DEADLINE, output_within};
 use super::{RestoreReport, SnapshotError, private_repository};
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
@@ -70,6 +70,8 @@ pub(super) enum RepoKind {
 pub(super) struct Git {
     pub(super) workspace: PathBuf,
     pub(super) kind: RepoKind,
+    /// Where refs and objects live: the git directory, or a linked worktree's common one.
+    common_dir: PathBuf,
     /// The work tree git sees: the repository's top level (user) or the workspace (private).
     work_tree: PathBuf,
     /// Keel's index file, never the user's.
@@ -113,17 +115,19 @@ impl Git {
         let private = private_repository(&workspace);
         let attr_ok = (major, minor) >= (2, 40);
         if !private.join("HEAD").exists() {
-            let out = bare_command()
+            let mut probe = bare_command();
+            probe
                 .args([
                     "rev-parse",
                     "--absolute-git-dir",
                     "--show-toplevel",
                     "--show-object-format",
                     "--show-prefix",
+                    "--git-common-dir",
                 ])
-                .current_dir(&workspace)
-                .output()
-                .map_err(|source| SnapshotError::Io {
+                .current_dir(&workspace);
+            let out =
+                output_within(probe, None, PROBE_DEADLINE).map_err(|source| SnapshotError::Io {
                     action: "run git in",
                     path: workspace.display().to_string(),
                     source,
@@ -133,6 +137,10 @@ impl Git {
             if out.status.success() && lines.len() >= 2 {
                 let git_dir = PathBuf::from(lines[0]);
                 let work_tree = PathBuf::from(lines[1]);
+                // Relative to the directory git ran in.
+                let common_dir = lines
+                    .get(4)
+                    .map_or_else(|| git_dir.clone(), |c| workspace.join(c));
                 let empty = if lines.get(2) == Some(&"sha256") {
                     EMPTY_TREE_SHA256
                 } else {
@@ -140,7 +148,10 @@ impl Git {
                 };
                 let user = Self {
                     index: git_dir.join("keel-snapshot.index"),
-                    kind: RepoKind::User { git_dir },
+                    kind: RepoKind::User {
+                        git_dir: git_dir.clone(),
+                    },
+                    common_dir,
                     prefix: lines.get(3).copied().unwrap_or_default().to_string(),
                     work_tree,
                     workspace: workspace.clone(),
@@ -148,14 +159,18 @@ impl Git {
                     build_dirs: None,
                 };
                 // A workspace inside another repository's ignored or untracked directory is
-                // not that repository's business: nothing is written into it.
-                if user.prefix.is_empty() || user.tracks_workspace() {
+                // not that repository's business: nothing is written into it. Nor is a
+                // repository a `.git` file (or link) names that is not this work tree's own.
+                if layout::own_git_dir(&user.work_tree, &git_dir)
+                    && (user.prefix.is_empty() || user.tracks_workspace())
+                {
                     return Ok(user);
                 }
             }
         }
         Ok(Self {
             index: private.join("index"),
+            common_dir: private.clone(),
             kind: RepoKind::Private { git_dir: private },
             prefix: String::new(),
             work_tree: workspace.clone(),
@@ -218,10 +233,8 @@ impl Git {
         let Ok(mut c) = self.command(&["ls-files", "--cached", "-z", "--", "."]) else {
             return false;
         };
-        c.env("GIT_INDEX_FILE", self.git_dir().join("index"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        c.output()
+        c.env("GIT_INDEX_FILE", self.git_dir().join("index"));
+        output_within(c, None, PROBE_DEADLINE)
             .is_ok_and(|out| out.status.success() && !out.stdout.is_empty())
     }
 
@@ -252,12 +265,9 @@ impl Git {
         let args = ["config", "--list", "--name-only", "-z"];
         let mut c = hardened_git(&[], config_env_supported()).map_err(|m| self.fail(&args, m))?;
         self.repository_env(&mut c);
-        let out = c
-            .args(args)
-            .current_dir(&self.workspace)
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| self.fail(&args, e.to_string()))?;
+        c.args(args).current_dir(&self.workspace);
+        let out =
+            output_within(c, None, PROBE_DEADLINE).map_err(|e| self.fail(&args, e.to_string()))?;
         if !out.status.success() {
             // An unreadable configuration: git would fail the real command the same way, but
             // never run it without knowing what to switch off.
@@ -292,6 +302,8 @@ impl Git {
             "core.symlinks=true",
             "core.quotePath=false",
             "advice.addEmbeddedRepo=false",
+            // No reflog of Keel's refs: one more file git would write.
+            "core.logAllRefUpdates=false",
         ] {
             c.args(["-c", setting]);
         }
@@ -309,23 +321,11 @@ impl Git {
 
     /// Runs git and returns its output, or an error with its stderr.
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Output, SnapshotError> {
-        let mut cmd = self.command(args)?;
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        if input.is_some() {
-            cmd.stdin(Stdio::piped());
-        }
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        let cmd = self.command(args)?;
+        let out = output_within(cmd, input, WORK_DEADLINE).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => SnapshotError::GitMissing,
             _ => self.fail(args, e.to_string()),
         })?;
-        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
-            stdin
-                .write_all(data)
-                .map_err(|e| self.fail(args, format!("writing its input: {e}")))?;
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| self.fail(args, e.to_string()))?;
         if out.status.success() {
             Ok(out)
         } else {
@@ -370,34 +370,64 @@ impl Git {
         if self.exists() {
             return Ok(());
         }
-        std::fs::create_dir_all(git_dir).map_err(|source| SnapshotError::Io {
-            action: "create",
+        let io = |action: &'static str, source: std::io::Error| SnapshotError::Io {
+            action,
             path: git_dir.display().to_string(),
             source,
-        })?;
+        };
+        // A directory the workspace shipped there: git init would follow its links.
+        layout::check_no_links(git_dir).map_err(|m| io("use", std::io::Error::other(m)))?;
+        let (Some(parent), Some(name)) = (git_dir.parent(), git_dir.file_name()) else {
+            return Err(io("create", std::io::Error::other("no parent directory")));
+        };
+        // Created beneath the open workspace (never through a link on the way).
+        let ws =
+            keel_tools::beneath::DirHandle::open(&self.workspace).map_err(|e| io("open", e))?;
+        let rel = parent
+            .strip_prefix(&self.workspace)
+            .unwrap_or(Path::new(""))
+            .join(name);
+        ws.resolve_entry(&rel)
+            .map_err(|e| io("create", std::io::Error::other(e.to_string())))?
+            .create_dir_all()
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(|e| io("create", e))?;
         let dir = git_dir.display().to_string();
-        let out = bare_command()
-            .args(["init", "--quiet", "--bare", "--template=", &dir])
-            .output()
+        let mut init = bare_command();
+        init.args(["init", "--quiet", "--bare", "--template=", &dir]);
+        let out = output_within(init, None, PROBE_DEADLINE)
             .map_err(|e| self.fail(&["init", "--bare", &dir], e.to_string()))?;
         if !out.status.success() {
             return Err(self.fail(&["init", "--bare", &dir], text(&out.stderr)));
         }
-        let _ = std::fs::write(
-            git_dir.join("description"),
+        self.check_layout()?;
+        let repo = keel_tools::beneath::DirHandle::open(git_dir).map_err(|e| io("open", e))?;
+        let write = |rel: &str, bytes: &str| {
+            repo.resolve_entry(Path::new(rel))
+                .map_err(|e| std::io::Error::other(e.to_string()))?
+                .write_atomic(bytes.as_bytes(), keel_tools::fs::WriteMode::Replace, None)
+        };
+        let _ = write(
+            "description",
             "Keel's workspace snapshots (`keel snapshots`, `keel undo`). Safe to delete.\n",
         );
         // Without a repository there is usually no .gitignore either: leave out what builds
         // and package managers regenerate (the workspace's own .gitignore files still apply).
-        let info = git_dir.join("info");
-        std::fs::create_dir_all(&info)
-            .and_then(|()| std::fs::write(info.join("exclude"), PRIVATE_EXCLUDES))
-            .map_err(|source| SnapshotError::Io {
-                action: "write",
-                path: info.join("exclude").display().to_string(),
-                source,
-            })?;
+        write("info/exclude", PRIVATE_EXCLUDES).map_err(|e| io("write info/exclude in", e))?;
         Ok(())
+    }
+
+    /// Refuses to write through the git directory when its layout would lead git's writes
+    /// elsewhere (links, special files: [`layout::check_writable`]).
+    fn check_layout(&self) -> Result<(), SnapshotError> {
+        layout::check_writable(self.git_dir(), &self.common_dir).map_err(|m| SnapshotError::Io {
+            action: "take snapshots in",
+            path: self.git_dir().display().to_string(),
+            source: std::io::Error::other(m),
+        })
     }
 
     /// The private repository must be a real directory inside the workspace: a repository
@@ -444,19 +474,19 @@ impl Git {
 
     /// Deletes a ref (a redone undo).
     pub(super) fn delete_ref(&self, reference: &str) -> Result<(), SnapshotError> {
+        self.check_layout()?;
         self.run(&["update-ref", "-d", reference], None).map(|_| ())
     }
 
     /// Stages the workspace into Keel's index and writes its tree.
     fn write_tree(&self) -> Result<String, SnapshotError> {
         self.ensure_repository()?;
+        self.check_layout()?;
         self.write_build_dirs()?;
-        if let RepoKind::User { git_dir } = &self.kind
-            && !self.index.exists()
-        {
+        if let RepoKind::User { git_dir } = &self.kind {
             // Start from the user's index (copied, never written): its stat data lets `git
             // add` skip rehashing every unchanged file of a large repository.
-            let _ = std::fs::copy(git_dir.join("index"), &self.index);
+            seed_index(git_dir, &self.index);
         }
         let mut add = vec!["add", "--all"];
         add.extend(PATHSPEC);
@@ -579,6 +609,7 @@ impl Git {
         if !self.exists() {
             return Err(self.fail(&["rev-parse", commit], "no snapshot repository yet".into()));
         }
+        self.check_layout()?;
         let target = self.stdout(&["rev-parse", "--verify", &format!("{commit}^{{commit}}")])?;
         let current = match current {
             Some(tree) => tree.to_string(),
@@ -689,8 +720,39 @@ impl Git {
         if names.is_empty() || !self.exists() {
             return Ok(());
         }
+        self.check_layout()?;
         let input: String = names.iter().map(|n| format!("delete {n}\n")).collect();
         self.run(&["update-ref", "--stdin"], Some(input.as_bytes()))?;
         Ok(())
     }
+}
+
+/// The most of the user's index copied as the seed of Keel's (larger: Keel's starts empty).
+const MAX_SEED_INDEX: u64 = 512 * 1024 * 1024;
+
+/// Copies the user's index as Keel's first one, when Keel has none yet: both opened beneath
+/// the open git directory, the source only as a regular file (no link, no FIFO), the copy
+/// created new (never through a link, never over anything). Best effort: without the seed
+/// git hashes every file once.
+fn seed_index(git_dir: &Path, index: &Path) {
+    let Ok(dir) = keel_tools::beneath::DirHandle::open(git_dir) else {
+        return;
+    };
+    let Some(name) = index.file_name() else {
+        return;
+    };
+    let Ok(target) = dir.resolve_entry(Path::new(name)) else {
+        return;
+    };
+    if !matches!(target.info(), Ok(None)) {
+        return; // already there (or unreadable): nothing to seed
+    }
+    let Ok(bytes) = dir
+        .resolve_entry(Path::new("index"))
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|source| source.read_bounded(MAX_SEED_INDEX))
+    else {
+        return;
+    };
+    let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
 }

@@ -23,6 +23,7 @@
 
 mod git;
 mod history;
+mod layout;
 mod prune;
 mod turn;
 
@@ -370,5 +371,7 @@ pub fn private_repository(workspace: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod layout_tests;
 #[cfg(test)]
 mod tests;

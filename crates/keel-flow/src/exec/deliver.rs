@@ -3,10 +3,14 @@
 //! `update-ref` — and writes a PR description file. Every git call goes through Keel's
 //! hardened git (`keel_tools::safe_git`): no hooks, filters, pagers or helpers run.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
 use keel_tools::safe_git::{config_env_supported, hardened_git, neutralisers};
+
+use super::ctx::Ctx;
+use crate::ir::Value;
 
 /// What a delivery made.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,4 +113,41 @@ pub fn commit_on_branch(repo: &Path, branch: &str, message: &str) -> Result<Deli
         branch: branch.to_string(),
         commit,
     })
+}
+
+/// The PR description a `deliver` node writes: the flow, its inputs and each node's result.
+pub(crate) fn pr_description(
+    ctx: &Ctx,
+    outputs: &BTreeMap<String, BTreeMap<String, Value>>,
+    branch: &str,
+    message: &str,
+) -> String {
+    let title = message.lines().next().unwrap_or(message);
+    let mut s = format!(
+        "# {title}\n\nBranch `{branch}`, made by flow `{}` (run {}).\n\n",
+        ctx.flow.name, ctx.run_id
+    );
+    if !ctx.inputs.is_empty() {
+        s.push_str("## Inputs\n\n");
+        for (k, v) in &ctx.inputs {
+            s.push_str(&format!("- `{k}`: {}\n", crate::short(&v.to_string(), 200)));
+        }
+        s.push('\n');
+    }
+    s.push_str("## Steps\n\n");
+    for n in &ctx.flow.nodes {
+        if let Some(o) = outputs.get(&n.id) {
+            let out = o
+                .get("output")
+                .map(|v| crate::short(&v.to_string(), 200))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "- **{}** ({}): {}\n",
+                n.id,
+                n.kind.name(),
+                out.replace('\n', " ")
+            ));
+        }
+    }
+    s
 }

@@ -5,18 +5,20 @@
 //! every node, resume from the last checkpoint, and replay from a run's trace.
 
 pub mod agent;
+mod ctx;
 pub mod deliver;
+mod leaf;
 mod node;
 mod parallel;
-mod replay;
+pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use keel_engine::approval::{ApprovalRules, Verdict};
+use keel_engine::approval::ApprovalRules;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::shell::ShellSettings;
@@ -24,20 +26,15 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use agent::{AgentRequest, AgentResult, AgentRunner, EngineAgents};
-pub use replay::ReplayReport;
+pub use ctx::Mode;
 
 use crate::FlowError;
 use crate::ir::{Flow, NodeKind, Value};
 use crate::state::{NodeState, NodeStatus, RunState, Trace};
 use crate::store::{FlowStore, RunRecord};
-use node::{Leaf, Outcome, VALIDATION_TIMEOUT, run_node};
-
-/// Live, or re-executing a recorded run (no model calls, recorded agent results).
-#[derive(Debug, Clone)]
-pub enum Mode {
-    Live,
-    Replay(Arc<Trace>),
-}
+use ctx::{Ctx, VALIDATION_TIMEOUT};
+use leaf::{Leaf, Outcome};
+use node::run_node;
 
 /// Progress of a run, for the CLI's live view, chat and the web UI.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,53 +104,6 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-/// What every node of one run shares.
-pub(crate) struct Ctx {
-    pub run_id: String,
-    pub flow: Arc<Flow>,
-    pub workspace: PathBuf,
-    pub inputs: BTreeMap<String, Value>,
-    pub mode: Mode,
-    pub agents: Arc<dyn AgentRunner>,
-    pub shell: ShellSettings,
-    pub build_dirs: BuildDirs,
-    pub cancel: CancellationToken,
-    pub approvals: Option<Arc<ApprovalRules>>,
-}
-
-impl Ctx {
-    /// Whether the approval policy lets the flow's command line `cmd` run in `dir` unasked;
-    /// `Err` says why not and what to do.
-    pub(crate) fn check_command(&self, cmd: &str, dir: &Path) -> Result<(), String> {
-        let Some(rules) = &self.approvals else {
-            return Ok(());
-        };
-        let call = keel_protocol::ToolCall {
-            id: "flow-command".into(),
-            name: "run_command".into(),
-            arguments: serde_json::json!({ "command": cmd }),
-        };
-        let mut tools = keel_tools::ToolRegistry::new();
-        keel_tools::builtin::register_defaults(&mut tools);
-        let ws = keel_tools::Workspace::new(dir).ok();
-        let (verdict, summary) = rules.judge_in(&call, &tools, ws.as_ref());
-        match verdict {
-            Verdict::Allow => Ok(()),
-            Verdict::Deny(why) => Err(format!("`{cmd}` was refused: {why}")),
-            Verdict::Ask => Err(format!(
-                "`{cmd}` needs approval under the `{}` policy ({}{}), and nobody can answer a flow run; run it with `--approval never` if you trust this flow, or allow the command with an [approval] allow rule",
-                rules.policy.as_str(),
-                summary.class,
-                if summary.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", summary.reason)
-                }
-            )),
-        }
-    }
-}
-
 impl Executor {
     fn emit(&self, e: FlowEvent) {
         if let Some(sink) = &self.events {
@@ -208,7 +158,7 @@ impl Executor {
         pid: Option<u32>,
     ) -> RunRecord {
         let mut trace = Trace::default();
-        match node::snapshot(workspace, &self.build_dirs).await {
+        match leaf::snapshot(workspace, &self.build_dirs).await {
             Ok(t) => trace.initial_tree = Some(t),
             Err(e) => trace.initial_tree_error = Some(e),
         }
@@ -227,8 +177,8 @@ impl Executor {
             state,
             trace,
             pid,
-            created_at: node::now_ms(),
-            updated_at: node::now_ms(),
+            created_at: keel_store::now_ms(),
+            updated_at: keel_store::now_ms(),
         }
     }
 
@@ -434,7 +384,7 @@ impl Executor {
         } else {
             "completed"
         };
-        if let Ok(t) = node::snapshot(&ctx.workspace, &ctx.build_dirs).await {
+        if let Ok(t) = leaf::snapshot(&ctx.workspace, &ctx.build_dirs).await {
             trace.final_tree = Some(crate::tree::fingerprint(&t));
         }
         if persist {
@@ -694,11 +644,6 @@ async fn release(lease: Option<keel_store::RunLease>) {
     }
 }
 
-/// Whether process `pid` exists (Linux: `/proc`; elsewhere assumed gone, so resume proceeds).
-pub fn process_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
 fn pass(ok: bool) -> &'static str {
     if ok { "pass" } else { "fail" }
 }
@@ -751,41 +696,4 @@ fn loop_path(flow: &Flow, target: &str, review: &str) -> Vec<String> {
     );
     out.push(review.to_string());
     out
-}
-
-/// The PR description a `deliver` node writes: the flow, its inputs and each node's result.
-pub(crate) fn pr_description(
-    ctx: &Ctx,
-    outputs: &BTreeMap<String, BTreeMap<String, Value>>,
-    branch: &str,
-    message: &str,
-) -> String {
-    let title = message.lines().next().unwrap_or(message);
-    let mut s = format!(
-        "# {title}\n\nBranch `{branch}`, made by flow `{}` (run {}).\n\n",
-        ctx.flow.name, ctx.run_id
-    );
-    if !ctx.inputs.is_empty() {
-        s.push_str("## Inputs\n\n");
-        for (k, v) in &ctx.inputs {
-            s.push_str(&format!("- `{k}`: {}\n", crate::short(&v.to_string(), 200)));
-        }
-        s.push('\n');
-    }
-    s.push_str("## Steps\n\n");
-    for n in &ctx.flow.nodes {
-        if let Some(o) = outputs.get(&n.id) {
-            let out = o
-                .get("output")
-                .map(|v| crate::short(&v.to_string(), 200))
-                .unwrap_or_default();
-            s.push_str(&format!(
-                "- **{}** ({}): {}\n",
-                n.id,
-                n.kind.name(),
-                out.replace('\n', " ")
-            ));
-        }
-    }
-    s
 }

@@ -1,78 +1,27 @@
 //! Running one node: leaves (agent, shell, test, verify, review, deliver), `branch` and
 //! `parallel` (each branch in its own copy of the workspace), live or from a trace.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
-use keel_tools::build_dirs::BuildDirs;
 use tokio_util::sync::CancellationToken;
 
 use super::agent::AgentRequest;
-use super::{Ctx, Mode};
-use crate::ir::{Node, NodeKind, Value};
-use crate::state::{NodeState, NodeStatus, NodeTrace};
+use super::ctx::Mode;
+use super::leaf::{Leaf, Outcome, snapshot};
+use crate::ir::{NodeKind, Value};
+use crate::state::{NodeStatus, NodeTrace};
 use crate::template::Scope;
-use crate::tree::{self, Tree};
+use crate::tree;
 
 /// Characters of command output kept in a node's outputs.
 const OUTPUT_CHARS: usize = 8_000;
 
-/// What running a node produced.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    pub status: NodeStatus,
-    pub outputs: BTreeMap<String, Value>,
-    pub error: Option<String>,
-    pub trace: NodeTrace,
-    /// Nodes inside a `parallel` node's branches: their final states and traces.
-    pub inner: Vec<(String, NodeState, NodeTrace)>,
-}
-
-impl Outcome {
-    fn failed(reason: impl Into<String>) -> Self {
-        Self {
-            status: NodeStatus::Failed,
-            error: Some(reason.into()),
-            ..Self::default()
-        }
-    }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-pub(crate) async fn snapshot(dir: &Path, build_dirs: &BuildDirs) -> Result<Tree, String> {
-    let dir = dir.to_path_buf();
-    let build_dirs = build_dirs.clone();
-    tokio::task::spawn_blocking(move || tree::snapshot(&dir, &build_dirs))
-        .await
-        .map_err(|e| format!("the snapshot worker failed: {e}"))?
-}
-
-/// What a leaf node needs from the run.
-pub(crate) struct Leaf<'a> {
-    pub ctx: &'a Arc<Ctx>,
-    pub node: &'a Node,
-    pub dir: &'a Path,
-    pub outputs: &'a BTreeMap<String, BTreeMap<String, Value>>,
-    pub feedback: Option<&'a str>,
-    pub attempt: u32,
-    /// Which recorded execution of this node to replay.
-    pub nth: usize,
-}
-
 /// Runs a node (timeout included) and records its trace and workspace changes.
 pub(crate) fn run_node(leaf: Leaf<'_>) -> BoxFuture<'_, Outcome> {
     Box::pin(async move {
-        let started_ms = now_ms();
+        let started_ms = keel_store::now_ms();
         let clock = Instant::now();
         let before = match snapshot(leaf.dir, &leaf.ctx.build_dirs).await {
             Ok(t) => t,
@@ -282,7 +231,9 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
                 "the condition `{condition}` has no bool value (the node it names did not complete)"
             )),
         },
-        NodeKind::Parallel { branches, .. } => super::parallel::run(leaf, branches, cancel).await,
+        NodeKind::Parallel { branches, .. } => {
+            super::parallel::run(leaf, branches, cancel, run_node).await
+        }
         NodeKind::Deliver {
             branch,
             message,
@@ -296,7 +247,7 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
                     leaf.ctx.flow.name, leaf.ctx.run_id
                 );
             }
-            let pr = super::pr_description(leaf.ctx, leaf.outputs, &branch, &msg);
+            let pr = super::deliver::pr_description(leaf.ctx, leaf.outputs, &branch, &msg);
             let dir = leaf.dir.to_path_buf();
             let (b, m) = (branch.clone(), msg.clone());
             let done =
@@ -423,26 +374,3 @@ async fn command_node(
     }
     out
 }
-
-/// A fresh directory holding a copy of `tree` (a parallel branch's workspace); files recorded
-/// by their hash are copied from `source`, the workspace the tree was taken from.
-pub(crate) async fn branch_copy(
-    tree: &Tree,
-    source: &Path,
-) -> Result<(tempfile::TempDir, PathBuf), String> {
-    let dir = tempfile::Builder::new()
-        .prefix("keel-flow-branch-")
-        .tempdir()
-        .map_err(|e| format!("cannot create a branch workspace: {e}"))?;
-    let path = dir.path().to_path_buf();
-    let t = tree.clone();
-    let p = path.clone();
-    let source = source.to_path_buf();
-    tokio::task::spawn_blocking(move || tree::materialize(&p, &t, Some(&source)))
-        .await
-        .map_err(|e| e.to_string())??;
-    Ok((dir, path))
-}
-
-/// How long a replayed or live command may take when none is configured.
-pub(crate) const VALIDATION_TIMEOUT: Duration = Duration::from_secs(600);

@@ -9,7 +9,7 @@ use futures::future::join_all;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::node::{Leaf, Outcome, branch_copy, run_node, snapshot};
+use super::leaf::{Leaf, Outcome, RunNode, branch_copy, snapshot};
 use crate::ir::{ParallelBranch, Value};
 use crate::state::{NodeState, NodeStatus, NodeTrace};
 use crate::tree;
@@ -29,6 +29,7 @@ pub(crate) async fn run(
     leaf: &Leaf<'_>,
     branches: &[ParallelBranch],
     _cancel: &CancellationToken,
+    run_node: RunNode,
 ) -> Outcome {
     let base = match snapshot(leaf.dir, &leaf.ctx.build_dirs).await {
         Ok(t) => t,
@@ -46,7 +47,7 @@ pub(crate) async fn run(
         let base = &base;
         async move {
             let _permit = gate.acquire().await.ok();
-            run_branch(leaf, b, base).await
+            run_branch(leaf, b, base, run_node).await
         }
     });
     let results = join_all(runs).await;
@@ -91,7 +92,12 @@ pub(crate) async fn run(
     out
 }
 
-async fn run_branch(leaf: &Leaf<'_>, b: &ParallelBranch, base: &tree::Tree) -> BranchRun {
+async fn run_branch(
+    leaf: &Leaf<'_>,
+    b: &ParallelBranch,
+    base: &tree::Tree,
+    run_node: RunNode,
+) -> BranchRun {
     let mut run = BranchRun {
         name: b.name.clone(),
         passed: false,

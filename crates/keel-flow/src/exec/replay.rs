@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Executor, Mode, RunSummary};
+use super::ctx::Mode;
+use super::{Executor, RunSummary};
 use crate::FlowError;
 use crate::state::{NodeState, RunState};
 use crate::tree;

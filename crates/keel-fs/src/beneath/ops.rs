@@ -59,16 +59,22 @@ pub struct FileInfo {
     pub len: u64,
     /// Permission bits (`0o7777`).
     pub mode: u32,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub mtime_ns: i64,
     dev: u64,
     ino: u64,
 }
 
 impl FileInfo {
-    pub(super) fn from_stat(st: &rustix::fs::Stat) -> Self {
+    pub(crate) fn from_stat(st: &rustix::fs::Stat) -> Self {
         Self {
             kind: FileKind::of(st.st_mode),
             len: u64::try_from(st.st_size).unwrap_or(0),
             mode: st.st_mode & 0o7777,
+            mtime_ns: st
+                .st_mtime
+                .saturating_mul(1_000_000_000)
+                .saturating_add(i64::try_from(st.st_mtime_nsec).unwrap_or(0)),
             dev: st.st_dev,
             ino: st.st_ino,
         }

@@ -1,9 +1,9 @@
 //! `list_files`: the files under a directory, honouring ignore files, with sizes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use globset::{Glob, GlobMatcher};
+use keel_fs::walk::Visit;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -61,7 +61,7 @@ impl TypedTool for ListFiles {
 
     async fn run(&self, args: ListFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let rel = args.path.clone().unwrap_or_default();
-        let dir = ctx.workspace.resolve(&rel)?;
+        let dir = ctx.workspace.locate(&rel)?;
         let ws = ctx.workspace.clone();
         let matcher = match &args.pattern {
             Some(p) => Some(PatternFilter::new(p)?),
@@ -69,15 +69,17 @@ impl TypedTool for ListFiles {
         };
         let cancel = ctx.cancel.clone();
         blocking(move || {
-            let shown = ws.relative(&dir);
-            match std::fs::metadata(&dir) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
+            let shown = dir.rel_string();
+            // Looked at beneath the workspace handle (the path resolved with links inside
+            // followed), never by path again.
+            match dir.info() {
+                Ok(Some(i)) if i.kind == keel_fs::beneath::FileKind::Dir => {}
+                Ok(Some(_)) => {
                     return Err(ToolError::model(format!(
                         "`{shown}` is a file, not a directory; use read_file to read it"
                     )));
                 }
-                Err(_) => {
+                Ok(None) | Err(_) => {
                     return Err(ToolError::model(format!(
                         "directory `{shown}` does not exist"
                     )));
@@ -126,56 +128,47 @@ struct Entry {
     size: u64,
 }
 
+/// The entries under `dir`, read beneath the workspace handle (`keel_fs::walk`): every
+/// directory is listed through its own open descriptor and entered with `O_NOFOLLOW`, so a
+/// directory swapped for a symlink out mid-walk is never listed.
 fn walk(
     ws: &Workspace,
-    dir: &Path,
+    dir: &keel_fs::beneath::ResolvedPath,
     max_depth: Option<usize>,
     filter: Option<&PatternFilter>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Vec<Entry>, ToolError> {
-    let mut builder = ignore::WalkBuilder::new(dir);
     // Ignore files are read as project files (a FIFO `.gitignore` must not hang the listing).
     let rules = keel_index::ignore_rules::IgnoreRules::new(ws.root());
-    let root = ws.root().to_path_buf();
-    keel_index::ignore_rules::configure(&mut builder)
-        .hidden(false)
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .max_depth(max_depth)
-        .filter_entry(move |e| {
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            if is_dir && DEFAULT_SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref()) {
-                return false;
-            }
-            match e.path().strip_prefix(&root).ok().and_then(|r| r.to_str()) {
-                Some(rel) if !rel.is_empty() => !rules.ignored(rel, is_dir),
-                _ => true,
-            }
-        });
     let mut out = Vec::new();
-    for (n, result) in builder.build().enumerate() {
-        if n >= WALK_CAP || cancel.is_cancelled() {
-            break;
+    let mut walked = 0usize;
+    let options = keel_fs::walk::WalkOptions { max_depth };
+    let result = ws.handle().walk_sorted(dir.rel(), options, |e| {
+        walked += 1;
+        if walked > WALK_CAP || cancel.is_cancelled() {
+            return Visit::Stop;
         }
-        let Ok(entry) = result else { continue };
-        if entry.depth() == 0 {
-            continue;
+        let is_dir = e.is_dir();
+        let rel = e.rel.to_string_lossy();
+        if is_dir && DEFAULT_SKIP_DIRS.contains(&e.name().to_string_lossy().as_ref()) {
+            return Visit::Skip;
         }
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        let rel = ws.relative(entry.path());
+        if rules.ignored(&rel, is_dir) {
+            return Visit::Skip;
+        }
         if let Some(f) = filter
             && (is_dir || !f.matches(&rel))
         {
-            continue;
+            return Visit::Continue;
         }
-        let size = if is_dir {
-            0
-        } else {
-            entry.metadata().map(|m| m.len()).unwrap_or(0)
-        };
-        out.push(Entry { rel, is_dir, size });
-    }
+        out.push(Entry {
+            rel: rel.into_owned(),
+            is_dir,
+            size: e.len,
+        });
+        Visit::Continue
+    });
+    result.map_err(|e| ToolError::model(format!("cannot list `{}`: {e}", dir.rel_string())))?;
     Ok(out)
 }
 

@@ -3,6 +3,10 @@
 //! - **`nodev` everywhere**: every mount inherited from the host gets `nodev`
 //!   (`mount_setattr(AT_RECURSIVE)`, Linux 5.12), so a device file found anywhere on disk —
 //!   a disk, a loop device, a terminal — cannot be opened.
+//! - **Read-only outside the writable trees**: every inherited mount but the command's
+//!   writable directories (the workspace, its temp dir, granted caches) is made read-only, so
+//!   `chmod`, `chown`, `utime` and xattr changes — which Landlock does not govern — fail with
+//!   `EROFS` outside them.
 //! - **A minimal `/dev`**: a read-only tmpfs with `null`, `zero`, `full`, `random`,
 //!   `urandom` and `tty` (bind mounts of the host's, taken before `nodev`), its own `pts`
 //!   (a new devpts instance: only terminals the command opens itself, never another
@@ -15,7 +19,7 @@
 mod imp {
     use std::io;
     use std::os::fd::OwnedFd;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use rustix::fs::CWD;
     use rustix::mount::{
@@ -55,13 +59,15 @@ mod imp {
     }
 
     const AT_RECURSIVE: libc::c_uint = 0x8000;
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
     const MOUNT_ATTR_NODEV: u64 = 0x4;
 
-    /// `nodev` on every mount of the calling thread's mount namespace.
+    /// `mount_setattr(AT_RECURSIVE)` setting `set` on every mount at and below `/` in the
+    /// calling thread's mount namespace.
     #[allow(unsafe_code)]
-    pub(in crate::sandbox) fn nodev_everywhere() -> io::Result<()> {
+    fn set_everywhere(set: u64) -> io::Result<()> {
         let attr = MountAttr {
-            attr_set: MOUNT_ATTR_NODEV,
+            attr_set: set,
             attr_clr: 0,
             propagation: 0,
             userns_fd: 0,
@@ -82,11 +88,67 @@ mod imp {
         if rc == 0 {
             Ok(())
         } else {
-            Err(io::Error::other(format!(
-                "cannot make device files unusable (mount_setattr nodev, Linux 5.12+): {}",
-                io::Error::last_os_error()
-            )))
+            Err(io::Error::last_os_error())
         }
+    }
+
+    /// `nodev` on every mount of the calling thread's mount namespace.
+    pub(in crate::sandbox) fn nodev_everywhere() -> io::Result<()> {
+        set_everywhere(MOUNT_ATTR_NODEV).map_err(|e| {
+            io::Error::other(format!(
+                "cannot make device files unusable (mount_setattr nodev, Linux 5.12+): {e}"
+            ))
+        })
+    }
+
+    /// Every inherited mount read-only but the `writable` trees: Landlock decides which files
+    /// a command may *write*, but it does not govern `chmod`, `chown`, `utime` or xattrs, so
+    /// without this a root command could `chmod u+s` or `chown` any file on the disk (and a
+    /// normal user any of their own). Copies of the writable trees are taken first (with
+    /// their own flags, read-only submounts staying read-only), then everything is made
+    /// read-only, then the copies are put back over their places. Metadata changes outside
+    /// the writable trees then fail with `EROFS`. Mounts made afterwards (the minimal `/dev`,
+    /// `/proc`, hidden stores) are not affected.
+    pub(in crate::sandbox) fn read_only_outside(writable: &[PathBuf]) -> io::Result<()> {
+        let fail = |what: String, e: &dyn std::fmt::Display| {
+            io::Error::other(format!(
+                "cannot make the disk outside the writable directories read-only for the \
+                 command ({what}): {e}"
+            ))
+        };
+        // The outermost writable trees only (an inner one travels with its parent's copy).
+        let mut roots: Vec<&PathBuf> = writable.iter().collect();
+        roots.sort_by_key(|p| p.components().count());
+        let mut outer: Vec<&PathBuf> = Vec::new();
+        for r in roots {
+            if !outer.iter().any(|o| r.starts_with(o)) {
+                outer.push(r);
+            }
+        }
+        let mut copies = Vec::with_capacity(outer.len());
+        for root in &outer {
+            let fd = open_tree(
+                CWD,
+                root.as_path(),
+                OpenTreeFlags::OPEN_TREE_CLONE
+                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
+                    | OpenTreeFlags::AT_RECURSIVE,
+            )
+            .map_err(|e| fail(format!("copy `{}`", root.display()), &e))?;
+            copies.push((root, fd));
+        }
+        set_everywhere(MOUNT_ATTR_RDONLY).map_err(|e| fail("mount_setattr ro".into(), &e))?;
+        for (root, fd) in copies {
+            move_mount(
+                &fd,
+                "",
+                CWD,
+                root.as_path(),
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )
+            .map_err(|e| fail(format!("mount `{}` back", root.display()), &e))?;
+        }
+        Ok(())
     }
 
     fn fail(what: &str, e: impl std::fmt::Display) -> io::Error {
@@ -167,4 +229,4 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub(super) use imp::{capture, fresh_proc, minimal_dev, nodev_everywhere};
+pub(super) use imp::{capture, fresh_proc, minimal_dev, nodev_everywhere, read_only_outside};

@@ -180,6 +180,8 @@ impl HelperPolicy {
                 _ => return Err(bad()),
             }
         }
+        // The view keeps the writable trees writable when it makes the rest read-only.
+        p.view.writable = p.writable.clone();
         Ok(p)
     }
 }
@@ -317,6 +319,7 @@ mod tests {
                 proc_fs: true,
                 dev: true,
                 nodev: false,
+                writable: vec![PathBuf::from("/w")],
             },
             writable: vec![PathBuf::from("/w")],
             network: false,

@@ -221,6 +221,7 @@ mod imp {
             proc_fs: true,
             dev: true,
             nodev: true,
+            writable: vec![dir.to_path_buf()],
             ..mounts::View::default()
         };
         let (mut ours, mut theirs) = UnixStream::pair()?;
@@ -389,6 +390,12 @@ mod imp {
     fn exec(program: &OsStr, args: &[OsString]) -> ! {
         use std::os::unix::process::CommandExt;
         let _ = rustix::process::setsid();
+        // Only stdin, stdout and stderr reach the command (Keel's runner already saw to it
+        // when it started the helper; this covers a helper started some other way).
+        if let Err(e) = super::super::fds::close_on_exec_above_stderr() {
+            say(&format!("cannot close inherited descriptors: {e}"));
+            std::process::exit(126);
+        }
         // The helper's init becomes the command the runner asked for, confined just before.
         #[allow(clippy::disallowed_methods)]
         let mut command = std::process::Command::new(program);

@@ -40,6 +40,7 @@
 
 mod describe;
 mod devices;
+pub mod fds;
 mod helper;
 mod init;
 mod mounts;
@@ -278,6 +279,7 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
         proc_fs: proc_fs && s.isolation.fresh_proc,
         dev: s.isolation.minimal_dev,
         nodev: s.isolation.nodev,
+        writable: roots.for_policy(policy),
     }
 }
 

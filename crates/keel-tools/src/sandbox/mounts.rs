@@ -9,6 +9,8 @@
 //! - each hidden directory (Keel's data and config, the user's secret stores) is covered by an
 //!   empty read-only tmpfs, each hidden file (`$KEEL_CONFIG`, `~/.netrc`…) by `/dev/null`
 //!   (it reads as empty), read-only;
+//! - every inherited mount but the writable trees becomes read-only (metadata changes —
+//!   `chmod`, `chown`, `utime` — outside them fail; Landlock does not govern those);
 //! - device files on every inherited mount stop working (`nodev`), a minimal `/dev` replaces
 //!   the host's, and (inside a new PID namespace) a fresh `/proc` shows only the command's own
 //!   processes ([`super::devices`]).
@@ -35,8 +37,11 @@ pub(super) struct View {
     pub proc_fs: bool,
     /// Replace `/dev` with a minimal one.
     pub dev: bool,
-    /// Make device files on every inherited mount unusable.
+    /// Make device files on every inherited mount unusable, and every inherited mount but
+    /// `writable`'s read-only (both need `mount_setattr`).
     pub nodev: bool,
+    /// The trees the command may write (Landlock's writable roots), kept writable.
+    pub writable: Vec<PathBuf>,
 }
 
 /// Which optional parts of a [`View`] were built (all requested ones, when strict).
@@ -180,7 +185,9 @@ mod imp {
             None
         };
         if view.nodev {
-            match devices::nodev_everywhere() {
+            match devices::nodev_everywhere()
+                .and_then(|()| devices::read_only_outside(&view.writable))
+            {
                 Ok(()) => built.nodev = true,
                 Err(e) if strict => return Err(e),
                 Err(_) => {}
@@ -196,6 +203,12 @@ mod imp {
         }
         // After /dev: hidden files are covered by its `null`.
         hide(view)?;
+        // The working directory was entered before the writable trees were mounted back
+        // over their places: enter it again by path, so relative paths reach the mount on
+        // top (the writable copy), not the read-only one below.
+        if let Ok(cwd) = std::env::current_dir() {
+            let _ = std::env::set_current_dir(cwd);
+        }
         if view.proc_fs {
             match devices::fresh_proc()
                 .map_err(|e| io::Error::other(format!("cannot mount a fresh /proc: {e}")))
@@ -264,6 +277,7 @@ mod imp {
             protected: vec![protected],
             dev: true,
             nodev: true,
+            writable: vec![dir.path().to_path_buf()],
             ..View::default()
         };
         // The namespaces die with the thread; the directory is removed outside them.

@@ -272,7 +272,10 @@ pub fn expand_home(path: &str) -> PathBuf {
     }
 }
 
-/// True when `path` (absolute, inside `workspace`) is or lies below a protected path.
+/// True when `path` (absolute, inside `workspace`) is or lies below a protected path: the
+/// top-level [`PROTECTED_DIRS`], any `.git` at any depth (any case: a nested repository's
+/// config or hooks run programs when the user's git, shell prompt or editor looks there
+/// later), or one of `extra`.
 pub fn is_protected(workspace: &Path, path: &Path, extra: &[PathBuf]) -> bool {
     let Ok(rel) = path.strip_prefix(workspace) else {
         return false;
@@ -283,7 +286,11 @@ pub fn is_protected(workspace: &Path, path: &Path, extra: &[PathBuf]) -> bool {
             .iter()
             .any(|d| c.as_os_str().eq_ignore_ascii_case(d))
     });
+    let nested_git = rel
+        .components()
+        .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
     protected_dir
+        || nested_git
         || extra
             .iter()
             .any(|p| rel.starts_with(p) || path.starts_with(p))
@@ -346,7 +353,10 @@ mod tests {
         assert!(is_protected(ws, Path::new("/w/.GIT/hooks/pre-commit"), &[]));
         assert!(is_protected(ws, Path::new("/w/.keel/config.toml"), &[]));
         assert!(is_protected(ws, Path::new("/w/.keel"), &[]));
-        assert!(!is_protected(ws, Path::new("/w/src/.git"), &[]));
+        // Nested repositories too (red-team B16), but not names that merely start with `.git`.
+        assert!(is_protected(ws, Path::new("/w/src/.git"), &[]));
+        assert!(is_protected(ws, Path::new("/w/a/b/.Git/config"), &[]));
+        assert!(!is_protected(ws, Path::new("/w/src/.gitignore"), &[]));
         assert!(!is_protected(
             ws,
             Path::new("/w/.github/workflows/ci.yml"),

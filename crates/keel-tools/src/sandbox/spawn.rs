@@ -74,6 +74,7 @@ pub async fn spawn_command(
         cmd.args(args);
         configure(&mut cmd);
         cmd.process_group(0);
+        only_standard_descriptors(&mut cmd);
         return cmd.spawn().map(ConfinedChild::plain);
     }
     if let Some(h) = helper_launch(policy, roots) {
@@ -83,6 +84,7 @@ pub async fn spawn_command(
         cmd.args(&h.args).arg(program).args(args);
         configure(&mut cmd);
         cmd.env(h.policy_env.0, &h.policy_env.1).process_group(0);
+        only_standard_descriptors(&mut cmd);
         return super::spawn_via_helper(|| cmd.spawn()).map(ConfinedChild::plain);
     }
     if support().mount_namespace == Ok(MountMode::InProcess) {
@@ -100,6 +102,7 @@ pub async fn spawn_command(
             cmd.args(args);
             configure(&mut cmd);
             cmd.process_group(0);
+            only_standard_descriptors(&mut cmd);
             cmd.spawn()
         })
     })
@@ -119,6 +122,7 @@ struct InChild {
 impl InChild {
     /// In the forked child: system calls only, no allocation, no lock.
     fn apply(&self) -> io::Result<()> {
+        super::fds::close_on_exec_above_stderr()?;
         rustix::process::setsid()?;
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
         if self.proc_fs {
@@ -200,6 +204,16 @@ async fn in_namespaces(
             _release: Some(keeper),
         },
     })
+}
+
+/// The child gets only its standard input, output and error ([`super::fds`]).
+#[allow(unsafe_code)]
+fn only_standard_descriptors(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child; it makes system calls only, without
+    // allocating or taking a lock.
+    unsafe {
+        cmd.pre_exec(super::fds::close_on_exec_above_stderr);
+    }
 }
 
 #[allow(unsafe_code)]

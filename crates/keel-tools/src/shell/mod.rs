@@ -13,6 +13,7 @@ mod hidden;
 mod lint;
 mod makefile;
 mod missing;
+pub mod nested_git;
 mod options;
 mod outputs;
 mod programs;

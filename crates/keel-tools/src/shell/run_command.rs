@@ -85,9 +85,12 @@ impl TypedTool for RunCommand {
         req.roots = self.settings.roots(ctx);
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
+        let started = std::time::SystemTime::now();
         let out = exec::run(req)
             .await
             .map_err(|e| ToolError::model(format!("the command could not start: {e}")))?;
+        let quarantined =
+            super::nested_git::after_command(ctx.workspace.root(), started, policy).await;
         if out.ending == Ending::Cancelled {
             return Err(ToolError::model(
                 "the command was cancelled by the user; its processes were killed",
@@ -109,6 +112,10 @@ impl TypedTool for RunCommand {
             text.push('\n');
             text.push_str(&hint);
         }
+        if let Some(report) = &quarantined {
+            text.push('\n');
+            text.push_str(report);
+        }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
             .with_output_tail(&out.combined_text())
@@ -118,6 +125,7 @@ impl TypedTool for RunCommand {
                 "sandbox": policy.as_str(),
                 "sandboxed": out.sandboxed,
                 "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+                "quarantined_git": quarantined,
             })))
     }
 }

@@ -1,0 +1,38 @@
+//! The constitution's forbidden calls as a hook: a call the repository's
+//! `.keel/constitution.json` forbids is refused before it runs (`crate::constitution`).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use keel_protocol::ToolCall;
+
+use crate::constitution::Constitution;
+use crate::hooks::{Hook, HookAction, HookContext};
+
+pub(crate) struct ConstitutionHook {
+    constitution: Arc<Constitution>,
+}
+
+impl ConstitutionHook {
+    pub(crate) fn new(constitution: Arc<Constitution>) -> Self {
+        Self { constitution }
+    }
+}
+
+impl Hook for ConstitutionHook {
+    fn name(&self) -> &str {
+        "constitution"
+    }
+
+    fn before_tool<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, HookAction> {
+        let verdict = match self.constitution.check_call(call) {
+            Some(why) => HookAction::Deny(why),
+            None => HookAction::Continue,
+        };
+        Box::pin(async move { verdict })
+    }
+}

@@ -1,0 +1,133 @@
+//! Nested git repositories planted by the model (red-team B16): the file tools refuse every
+//! `.git` path at any depth, and a repository a command leaves with program-running config or
+//! hooks is moved out of git's sight and reported — as root and as uid 65534.
+
+// Tests start programs of their own (git): allowed here, outside Keel's one spawn path.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+#[path = "shared/nobody.rs"]
+mod nobody;
+
+use std::path::Path;
+
+use keel_tools::shell::{self, LintSettings, ShellSettings};
+use keel_tools::{ToolContext, ToolError, ToolRegistry, Workspace, builtin};
+use serde_json::json;
+
+fn git_available() -> bool {
+    std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+async fn scenario(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let outside = ws.parent().unwrap().join("outside-canary");
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    // The file tools: no `.git` path at any depth, in any case.
+    for path in [
+        "docs/.git/config",
+        "docs/.GIT/HEAD",
+        "a/b/.git/hooks/post-checkout",
+    ] {
+        let r = tools
+            .execute(
+                "create_file",
+                json!({"path": path, "content": "[core]\n\tfsmonitor = touch /tmp/x\n"}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            matches!(&r, Err(ToolError::Model(m)) if m.contains("protected")),
+            "{path}: {r:?}"
+        );
+        assert!(!ws.join(path).exists(), "{path} was written");
+    }
+    // A command planting a repository whose config runs a program.
+    let cmd = format!(
+        "git init -q vendor/lib && git -C vendor/lib config core.fsmonitor 'touch {}; false' && git init -q plain",
+        outside.display()
+    );
+    let out = tools
+        .execute("run_command", json!({"command": cmd}), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        out.content.contains("vendor/lib") && out.content.contains("core.fsmonitor"),
+        "the result reports it: {}",
+        out.content
+    );
+    assert!(
+        !ws.join("vendor/lib/.git").exists(),
+        "the repository is out of git's sight"
+    );
+    assert!(
+        ws.join("vendor/lib/.git-quarantined-by-keel/config")
+            .is_file()
+    );
+    // A repository that runs nothing (`git init`, `cargo new`) is left alone.
+    assert!(ws.join("plain/.git/config").is_file());
+    assert!(!out.content.contains("plain"), "{}", out.content);
+    // The user's git in that directory now runs nothing.
+    let _ = std::process::Command::new("git")
+        .arg("status")
+        .current_dir(ws.join("vendor/lib"))
+        .env("GIT_CEILING_DIRECTORIES", ws)
+        .output();
+    assert!(!outside.exists(), "the planted fsmonitor ran");
+    // A hook written by a command into an existing nested repository.
+    let out = tools
+        .execute(
+            "run_command",
+            json!({"command": "printf '#!/bin/sh\\n' > plain/.git/hooks/post-checkout && chmod +x plain/.git/hooks/post-checkout"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(out.content.contains("post-checkout"), "{}", out.content);
+    assert!(!ws.join("plain/.git").exists());
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn planted_nested_repositories_are_refused_or_quarantined() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    runtime().block_on(scenario(&ws));
+}
+
+#[test]
+fn planted_nested_repositories_are_refused_or_quarantined_as_nobody() {
+    let Some(dir) = nobody::child_dir() else {
+        nobody::run_child(
+            "planted_nested_repositories_are_refused_or_quarantined_as_nobody",
+            false,
+        );
+        return;
+    };
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    runtime().block_on(scenario(&ws));
+}
