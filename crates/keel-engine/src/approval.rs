@@ -146,7 +146,7 @@ impl ApprovalRules {
             (Some(c), _, Some(a)) => describe_planned(c, a),
             (Some(c), _, None) => c.to_string(),
             (None, Some((p, _)), Some(a)) => describe_planned(&p.command, a),
-            _ => describe(call),
+            _ => describe(call, effect),
         };
         let reason = match (&analysis, effect) {
             (Some(a), _) => a.reasons.first().cloned().unwrap_or_default(),
@@ -257,16 +257,67 @@ fn describe_planned(command: &str, a: &keel_tools::shell::Analysis) -> String {
     out
 }
 
-/// The call's main argument, for a person to read.
-fn describe(call: &ToolCall) -> String {
+/// Characters of a call's arguments shown to a person when no main argument names it.
+const SHOWN_ARGS: usize = 200;
+
+/// The call's main argument, for a person to read. The summary is also what an approval "for
+/// the session" remembers, so it never stands for more than the person saw: a built-in file
+/// tool's summary names its path (the approval covers that tool on that path, whatever it
+/// writes there), and any other call whose text does not show every argument carries a
+/// fingerprint of all of them (the approval covers exactly that call — never a later one that
+/// only shares the shown part, such as a patch with one more file).
+fn describe(call: &ToolCall, effect: Option<ToolEffect>) -> String {
+    let only_one = call.arguments.as_object().is_some_and(|o| o.len() <= 1);
     for key in ["path", "file", "query", "pattern"] {
         if let Some(v) = call.arguments.get(key).and_then(|v| v.as_str()) {
-            return format!("{} {v}", call.name);
+            if only_one || effect == Some(ToolEffect::WritesFiles) {
+                return format!("{} {v}", call.name);
+            }
+            return format!("{} {v} [#{}]", call.name, fingerprint(&call.arguments));
         }
     }
     let args = call.arguments.to_string();
-    let short: String = args.chars().take(200).collect();
-    format!("{} {short}", call.name)
+    if args.chars().count() <= SHOWN_ARGS {
+        return format!("{} {args}", call.name);
+    }
+    let short: String = args.chars().take(SHOWN_ARGS).collect();
+    format!("{} {short}… [#{}]", call.name, fingerprint(&call.arguments))
+}
+
+/// A short fingerprint of a call's whole arguments (SHA-256 of their JSON, keys sorted).
+fn fingerprint(args: &serde_json::Value) -> String {
+    fn canonical(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                    out.push(':');
+                    if let Some(v) = map.get(k) {
+                        canonical(v, out);
+                    }
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push('[');
+                for item in items {
+                    canonical(item, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(args, &mut text);
+    let mut hex = keel_tools::trust::sha256_hex(text.as_bytes());
+    hex.truncate(16);
+    hex
 }
 
 /// A person's answer to one call.
@@ -577,6 +628,49 @@ mod tests {
         assert_eq!((v, what.class.as_str()), (Verdict::Ask, "unknown"));
         let allowed = rules(ApprovalPolicy::OnRequest, &["mcp__files__write"], &[], &[]);
         assert_eq!(allowed.judge(&c, &tools).0, Verdict::Allow);
+    }
+
+    #[test]
+    fn a_session_approval_stands_for_exactly_what_the_person_saw() {
+        // Red-team B14: approving a patch for the session also let through a later patch that
+        // shared its first 200 characters and deleted another file.
+        let mut tools = registry();
+        tools.register(External);
+        let r = rules(ApprovalPolicy::Untrusted, &[], &[], &[]);
+        let long = "x".repeat(220);
+        let p1 = format!(
+            "*** Begin Patch\n*** Update File: README.md\n@@\n-{long}\n+{long}y\n*** End Patch"
+        );
+        let p2 = format!(
+            "*** Begin Patch\n*** Update File: README.md\n@@\n-{long}\n+{long}y\n*** Delete File: src/lib.rs\n*** End Patch"
+        );
+        let (_, first) = r.judge(&call("apply_patch", json!({ "patch": p1 })), &tools);
+        let (_, second) = r.judge(&call("apply_patch", json!({ "patch": p2 })), &tools);
+        assert_ne!(first.summary, second.summary);
+        assert!(first.summary.contains("[#"), "{}", first.summary);
+        // The same call again is the same approval (the fingerprint ignores key order).
+        let (_, again) = r.judge(&call("apply_patch", json!({ "patch": p1.clone() })), &tools);
+        assert_eq!(first.summary, again.summary);
+        // A tool of unknown effect naming a path: the approval covers all its arguments.
+        let a = call("mcp__files__write", json!({ "path": "x", "cmd": "ls" }));
+        let b = call(
+            "mcp__files__write",
+            json!({ "path": "x", "cmd": "rm -rf ~" }),
+        );
+        assert_ne!(r.judge(&a, &tools).1.summary, r.judge(&b, &tools).1.summary);
+        let swapped = call("mcp__files__write", json!({ "cmd": "ls", "path": "x" }));
+        assert_eq!(
+            r.judge(&a, &tools).1.summary,
+            r.judge(&swapped, &tools).1.summary
+        );
+        // A built-in file tool's approval is "that tool on that path", as its summary says.
+        let c1 = call("create_file", json!({ "path": "a.txt", "content": "1" }));
+        let c2 = call("create_file", json!({ "path": "a.txt", "content": "2" }));
+        assert_eq!(r.judge(&c1, &tools).1.summary, "create_file a.txt");
+        assert_eq!(
+            r.judge(&c1, &tools).1.summary,
+            r.judge(&c2, &tools).1.summary
+        );
     }
 
     fn run(cmd: &str) -> ToolCall {

@@ -293,6 +293,37 @@ impl Flow {
         out
     }
 
+    /// Drops every agent node's own `provider`, `model` and `script` (those inside `parallel`
+    /// branches included) and returns the ids of the nodes that set one. A flow file in the
+    /// workspace is repository content, and a repository may not choose the model or play a
+    /// script of tool calls — as `[llm]` in a project's `.keel/config.toml` may only suggest.
+    pub fn drop_model_choices(&mut self) -> Vec<String> {
+        fn drop_in(nodes: &mut [Node], out: &mut Vec<String>) {
+            for n in nodes {
+                match &mut n.kind {
+                    NodeKind::Agent(spec) | NodeKind::Review { agent: spec, .. } => {
+                        if spec.provider.is_some() || spec.model.is_some() || spec.script.is_some()
+                        {
+                            out.push(n.id.clone());
+                        }
+                        spec.provider = None;
+                        spec.model = None;
+                        spec.script = None;
+                    }
+                    NodeKind::Parallel { branches, .. } => {
+                        for b in branches {
+                            drop_in(&mut b.nodes, out);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        drop_in(&mut self.nodes, &mut out);
+        out
+    }
+
     /// Resolves `--input k=v` pairs against the declarations: types checked, defaults filled.
     pub fn resolve_inputs(
         &self,
