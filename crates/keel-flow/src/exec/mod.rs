@@ -495,9 +495,13 @@ impl Executor {
                             self.step(ctx, trace, format!("loop_back:{id}->{target}"));
                         }
                         _ => {
-                            let reason = format!(
-                                "the reviewer still requests changes after {taken} loop-back(s)"
-                            );
+                            let noun = if taken == 1 {
+                                "loop-back"
+                            } else {
+                                "loop-backs"
+                            };
+                            let reason =
+                                format!("the reviewer still requests changes after {taken} {noun}");
                             return self.fail(ctx, node, reason, state, trace, persist).await;
                         }
                     }
