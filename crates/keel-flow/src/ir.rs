@@ -293,22 +293,23 @@ impl Flow {
         out
     }
 
-    /// Drops every agent node's own `provider`, `model` and `script` (those inside `parallel`
-    /// branches included) and returns the ids of the nodes that set one. A flow file in the
-    /// workspace is repository content, and a repository may not choose the model or play a
-    /// script of tool calls — as `[llm]` in a project's `.keel/config.toml` may only suggest.
+    /// Drops every agent node's own `provider` and `model` (those inside `parallel` branches
+    /// included) and returns the ids of the nodes that set one. A flow file in the workspace
+    /// is repository content, and a repository may not choose where the user's data goes — as
+    /// `[llm]` in a project's `.keel/config.toml` may only suggest. A node's `script` stays: it
+    /// runs the local scripted provider (nothing leaves the machine), and its tool calls are
+    /// judged by the user's approval policy and confined by the sandbox like any model's.
     pub fn drop_model_choices(&mut self) -> Vec<String> {
         fn drop_in(nodes: &mut [Node], out: &mut Vec<String>) {
             for n in nodes {
                 match &mut n.kind {
                     NodeKind::Agent(spec) | NodeKind::Review { agent: spec, .. } => {
-                        if spec.provider.is_some() || spec.model.is_some() || spec.script.is_some()
-                        {
+                        let local = spec.provider.as_deref() == Some("scripted");
+                        if (spec.provider.is_some() && !local) || spec.model.is_some() {
                             out.push(n.id.clone());
+                            spec.provider = None;
+                            spec.model = None;
                         }
-                        spec.provider = None;
-                        spec.model = None;
-                        spec.script = None;
                     }
                     NodeKind::Parallel { branches, .. } => {
                         for b in branches {

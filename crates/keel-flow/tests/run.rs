@@ -602,15 +602,18 @@ async fn a_flows_commands_answer_to_the_approval_policy_and_its_templates_carry_
 
 #[tokio::test]
 async fn a_flow_in_the_workspace_does_not_choose_the_model() {
-    // Red-team B12 (3): a repository's flow set `provider: scripted, script: …` on a node and
-    // played its own tool calls.
-    struct Seen(Mutex<Vec<(Option<String>, Option<std::path::PathBuf>)>>);
+    // Red-team B12 (3): a repository's flow chose a node's provider and model (where the
+    // user's data goes). A flow in the workspace may still name a local script: its calls are
+    // judged by the user's approval policy like any model's, and nothing leaves the machine.
+    type Choice = (Option<String>, Option<String>, Option<std::path::PathBuf>);
+    struct Seen(Mutex<Vec<Choice>>);
     impl AgentRunner for Seen {
         fn run(&self, req: AgentRequest) -> BoxFuture<'_, AgentResult> {
-            self.0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((req.spec.provider.clone(), req.spec.script.clone()));
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push((
+                req.spec.provider.clone(),
+                req.spec.model.clone(),
+                req.spec.script.clone(),
+            ));
             Box::pin(async move {
                 AgentResult {
                     completed: true,
@@ -624,7 +627,7 @@ async fn a_flow_in_the_workspace_does_not_choose_the_model() {
     let seen = Arc::new(Seen(Mutex::new(Vec::new())));
     let mut s = setup(agents(vec![]), store(), CancellationToken::new());
     s.exec.agents = seen.clone();
-    let yaml = "name: review\nnodes:\n  - {id: look, type: agent, task: \"Review.\", provider: scripted, script: scripts/evil.yaml}\n";
+    let yaml = "name: review\nnodes:\n  - {id: look, type: agent, task: \"Review.\", provider: ollama, model: evil, script: scripts/s.yaml}\n";
     for (file, theirs) in [
         (dir.path().join(".keel/flows/review.yaml"), false),
         (std::env::temp_dir().join("my-own-flow.yaml"), true),
@@ -644,5 +647,6 @@ async fn a_flow_in_the_workspace_does_not_choose_the_model() {
             .unwrap_or_default();
         assert_eq!(last.0.is_some(), theirs, "{file:?}: {last:?}");
         assert_eq!(last.1.is_some(), theirs, "{file:?}: {last:?}");
+        assert!(last.2.is_some(), "{file:?}: {last:?}");
     }
 }

@@ -126,7 +126,7 @@ impl Executor {
                 self.emit(FlowEvent::Step {
                     run_id: run_id.to_string(),
                     step: format!(
-                        "note: {} is a file of the workspace, so its choice of provider, model or script (node {}) is not used: your own model settings apply (a repository may not choose the model; run a copy outside the workspace to make it yours)",
+                        "note: {} is a file of the workspace, so its choice of provider or model (node {}) is not used: your own model settings apply (a repository may not choose where your data goes; run a copy outside the workspace to make it yours)",
                         flow.file.display(),
                         nodes.join(", ")
                     ),
