@@ -200,7 +200,9 @@ fn base() -> Command {
     // `./git` or `node_modules/.bin/git` running unconfined).
     static GIT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let program = GIT.get_or_init(|| {
-        crate::shell::exec::find_program("git").unwrap_or_else(|| "/usr/bin/git".into())
+        // Not found: the bare name, looked up in the child's PATH of absolute entries only
+        // (so a machine without git fails to start it, and says so).
+        crate::shell::exec::find_program("git").unwrap_or_else(|| "git".into())
     });
     #[allow(clippy::disallowed_methods)]
     let mut c = Command::new(program);

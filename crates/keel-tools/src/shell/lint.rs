@@ -159,6 +159,13 @@ impl AutoLint {
                 "[auto-check] skipped `cargo check`: {why}; a first check would compile every dependency (minutes), so run `cargo check` or `run_tests` when you want it"
             ));
         }
+        if lang == "rust"
+            && let Some(why) = unconfinable_cargo_check(dir, ctx.workspace.root())
+        {
+            return Some(format!(
+                "[auto-check] skipped `cargo check`: {why}, and the check after an edit runs the project's own code (build.rs, macros) with write access to its build output only; run `cargo check` or `run_tests` when you want it"
+            ));
+        }
         let local_bin = dir.join("node_modules").join(".bin");
         let template = candidates.iter().find(|c| {
             c.split_whitespace().next().is_some_and(|prog| {
@@ -373,6 +380,20 @@ fn cold_cargo_build(dir: &Path, root: &Path) -> Option<String> {
     (packages > COLD_CHECK_MAX_PACKAGES).then(|| {
         format!("nothing is built here yet (no target/) and Cargo.lock lists {packages} packages")
     })
+}
+
+/// Why `cargo check` in `dir` could not run with write access to its build output only (red-team
+/// B13): cargo must write a missing `Cargo.lock` beside the manifest, and a missing `target/`
+/// (with no `CARGO_TARGET_DIR`) — `None` when it can.
+fn unconfinable_cargo_check(dir: &Path, root: &Path) -> Option<String> {
+    let ancestors = || dir.ancestors().take_while(|d| d.starts_with(root));
+    if !ancestors().any(|d| d.join("Cargo.lock").is_file()) {
+        return Some("there is no Cargo.lock yet (cargo would write one)".into());
+    }
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() && build_output("rust", dir, root).is_none() {
+        return Some("nothing is built here yet (no target/)".into());
+    }
+    None
 }
 
 fn find_upwards(file: &Path, root: &Path, marker: &str) -> Option<PathBuf> {
