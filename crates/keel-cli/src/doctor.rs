@@ -143,20 +143,36 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
     checks
 }
 
-/// Which of the `shell.hide` secret stores exist here and are hidden from commands.
+/// Which protected stores exist here ([`keel_tools::stores`]): the `shell.hide` secret stores
+/// (under every home), those moved by environment variables, and Keel's own files — hidden
+/// from commands and refused by the file tools.
 fn secret_stores_check(config: &Config) -> Check {
-    use keel_tools::sandbox;
+    use keel_tools::{sandbox, stores};
+    let env = &stores::process_env;
+    let exists = |p: &std::path::Path| p.symlink_metadata().is_ok();
     let present: Vec<&str> = config
         .shell
         .hide
         .iter()
-        .filter(|p| sandbox::expand_home(p).symlink_metadata().is_ok())
+        .filter(|p| sandbox::expand_hidden(p).iter().any(|e| exists(e)))
         .map(String::as_str)
         .collect();
+    let mut also: Vec<String> = stores::always(env)
+        .into_iter()
+        .filter(|s| exists(&s.path))
+        .map(|s| s.path.display().to_string())
+        .collect();
+    also.sort();
+    also.dedup();
     let listed = if present.is_empty() {
         "none of them exists here".to_string()
     } else {
         format!("present here: {}", present.join(", "))
+    };
+    let keel = if also.is_empty() {
+        String::new()
+    } else {
+        format!("; also hidden: {}", also.join(", "))
     };
     let count = config.shell.hide.len();
     match &sandbox::support().mount_namespace {
@@ -164,16 +180,17 @@ fn secret_stores_check(config: &Config) -> Check {
             "sandbox: secret stores",
             Status::Ok,
             format!(
-                "{count} paths of `shell.hide` read as empty and are read-only to commands \
-                 ({listed}); the rest of the disk stays readable"
+                "{count} paths of `shell.hide` read as empty and are read-only to commands, \
+                 inside the workspace too ({listed}){keel}; the file tools refuse them as well; \
+                 the rest of the disk stays readable"
             ),
         ),
         Err(e) => Check::new(
             "sandbox: secret stores",
             Status::Warn,
             format!(
-                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}); \
-                 no namespaces for commands ({e})"
+                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}){keel}; \
+                 no namespaces for commands ({e}); the file tools still refuse them"
             ),
         ),
     }

@@ -18,6 +18,7 @@
 pub mod atomic;
 pub mod beneath;
 pub mod project;
+pub mod stores;
 pub mod walk;
 
 /// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`), for messages.

@@ -483,7 +483,7 @@ impl ShellConfig {
             hide: self
                 .hide
                 .iter()
-                .map(|p| keel_tools::sandbox::expand_home(p))
+                .flat_map(|p| keel_tools::sandbox::expand_hidden(p))
                 .collect(),
             env_keep: self.env_keep.clone(),
             test_command: self.test_command.clone().filter(|c| !c.trim().is_empty()),
