@@ -347,7 +347,7 @@ turns:
       - {id: l1, name: list_files, arguments: {path: "."}}
       - {id: l2, name: list_files, arguments: {path: ".ssh"}}
       - {id: g1, name: grep, arguments: {pattern: "FAKE-"}}
-      - {id: c1, name: run_command, arguments: {command: "cat .ssh/id_ed25519 .netrc .claude/.credentials.json .local/share/keel/server-token; ls -A .ssh .local/share/keel | sed 's/^/listed: /'; echo planted >> .ssh/authorized_keys; mkdir -p .config/keel; echo '[shell]' > .config/keel/config.toml; echo done"}}
+      - {id: c1, name: run_command, arguments: {command: "cat .ssh/id_ed25519 .netrc .claude/.credentials.json .local/share/keel/server-token; ls -A .ssh | sed 's/^/listed: /'; ls -A .local/share/keel | sed 's/^/listed: /'; echo planted >> .ssh/authorized_keys; mkdir -p .config/keel; echo '[shell]' > .config/keel/config.toml; echo done"}}
   - text: done
 "#,
     );
@@ -363,7 +363,8 @@ turns:
         .arg("look around")
         .output()
         .unwrap();
-    assert_exit(&out, 0);
+    // 4: the run says its writes were refused.
+    assert_exit(&out, 4);
     let events = json_lines(&out.stdout);
     let results = all_results(&events);
     for secret in [
