@@ -78,7 +78,7 @@ impl Fence {
         }
         let mut entries = Vec::new();
         for (rel, store) in found {
-            let id = rustix::fs::stat(&root.join(&rel)).ok().map(|st| id_of(&st));
+            let id = rustix::fs::stat(root.join(&rel)).ok().map(|st| id_of(&st));
             entries.push(Entry {
                 kind: store.kind,
                 rel: Some(rel),
