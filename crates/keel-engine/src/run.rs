@@ -30,9 +30,10 @@ use crate::compaction::Compactor;
 use crate::engine::Engine;
 use crate::fallback::Failure;
 use crate::hooks::builtin::{Dispatch, Outcome, Stop, loop_check};
-use crate::phase::{CommandAccess, PhaseState};
+use crate::phase::PhaseState;
 use crate::tracker::{FixTracker, LoopGuard, Progress};
 use crate::{Emitter, EngineError};
+use keel_phase::CommandAccess;
 
 /// Iterations looked back at to decide whether a run that hit the cap was progressing.
 const PROGRESS_WINDOW: u32 = 5;

@@ -17,9 +17,9 @@ use crate::blockers::{
 use crate::engine::Engine;
 use crate::fallback::Failure;
 use crate::guardrails::{constitution::ConstitutionHook, rules::RulesHook, skills::SkillsHook};
-use crate::phase::{ADVANCE_PHASE, CommandAccess};
 use crate::run::{Ending, Interrupt, Run};
 use crate::tracker::call_target;
+use keel_phase::{ADVANCE_PHASE, CommandAccess};
 
 /// Why the loop stops after the current batch, and what calls not yet run are told.
 pub(crate) type Stop = Option<(Ending, &'static str)>;

@@ -7,8 +7,8 @@ use super::builtin::{Active, Dispatch, Finish, Outcome, Stop};
 use super::{HookAction, HookContext, ToolResultView};
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
-use crate::phase::CommandAccess;
 use crate::run::{Ending, Interrupt, Run};
+use keel_phase::CommandAccess;
 
 /// The blocker a hook's [`HookAction::Stop`] raises.
 fn hook_stop(hook: &str, question: String) -> Ending {
