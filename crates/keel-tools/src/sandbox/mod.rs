@@ -62,8 +62,8 @@ pub use helper::{
     HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,
 };
 pub use roots::{
-    SECRET_STORES, WritableRoots, expand_home, is_protected, keel_private_dirs, keel_private_files,
-    secret_stores,
+    GIT_DIR_MARKERS, SECRET_STORES, WritableRoots, expand_home, is_git_dir_beneath, is_protected,
+    keel_private_dirs, keel_private_files, secret_stores,
 };
 pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 
