@@ -41,6 +41,7 @@
 mod describe;
 mod devices;
 pub mod fds;
+mod git_includes;
 mod helper;
 mod init;
 mod mounts;
@@ -58,6 +59,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 pub use describe::{describe_enforcement, describe_support};
+pub use git_includes::git_included_files;
 pub use helper::{
     HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,
 };

@@ -188,6 +188,8 @@ impl WritableRoots {
                 }
             }
             out.extend(self.protected.iter().map(|p| w.join(p)));
+            // Working-tree files the repository's git config includes (pass 2, R14).
+            out.extend(super::git_included_files(w).iter().map(|p| w.join(p)));
         } else {
             out.extend(self.protected.iter().filter(|p| p.is_absolute()).cloned());
         }
