@@ -19,6 +19,7 @@ pub mod compaction;
 pub mod constitution;
 pub mod context;
 mod emitter;
+mod ending;
 mod engine;
 pub mod fallback;
 mod finish;
