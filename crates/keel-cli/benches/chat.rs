@@ -372,7 +372,7 @@ fn main() {
     let idle = cpu_time(pid) - idle0;
     let cpu0 = cpu_time(pid);
     let t = Instant::now();
-    p.send(&["-l", "write a long answer"]);
+    p.send(&["-l", "explain the design in a long answer"]);
     p.send(&["Enter"]);
     p.wait("the end of the answer", |s| s.contains("THE-END"));
     let (chat_cpu, chat_wall) = (cpu_time(pid) - cpu0, t.elapsed());
@@ -397,7 +397,7 @@ fn main() {
             "--base-url",
             &base_url,
         ])
-        .arg("write a long answer")
+        .arg("explain the design in a long answer")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let before =

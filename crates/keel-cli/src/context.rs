@@ -16,11 +16,20 @@ pub struct ContextArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Size the user memory as a session with this task sends it (the relevant facts within
+    /// agent.memory_tokens); without it, the budget is the most any session sends.
+    #[arg(long, value_name = "TEXT")]
+    pub task: Option<String>,
 }
 
 /// The dashboard for a workspace, as a new session there would see it. An invalid
 /// constitution is an error, as at the start of a run.
 pub fn dashboard(workspace: &std::path::Path) -> anyhow::Result<Dashboard> {
+    dashboard_for(workspace, None)
+}
+
+/// [`dashboard`] with the user memory sized for `task` (see `keel_engine::context::memory_layer`).
+pub fn dashboard_for(workspace: &std::path::Path, task: Option<&str>) -> anyhow::Result<Dashboard> {
     let config = setup::load_config(workspace, ConfigLayer::from_overrides(&[]))?;
     let store = setup::open_store(&config)?;
     let constitution = keel_engine::constitution::Constitution::load(workspace)
@@ -38,6 +47,8 @@ pub fn dashboard(workspace: &std::path::Path) -> anyhow::Result<Dashboard> {
         &skills,
         &entries,
         &codemap,
+        task,
+        config.agent.memory_tokens,
     );
     // The catalog sits in the head right after the system prompt; the environment block ends
     // the first message.
@@ -50,7 +61,7 @@ pub fn dashboard(workspace: &std::path::Path) -> anyhow::Result<Dashboard> {
 
 pub fn execute(args: ContextArgs) -> anyhow::Result<u8> {
     let ws = setup::workspace_dir(args.common.workspace.as_deref())?;
-    let d = dashboard(&ws)?;
+    let d = dashboard_for(&ws, args.task.as_deref())?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&d)?)?;

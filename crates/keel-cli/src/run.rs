@@ -178,9 +178,11 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             eprintln!("keel: {}", e.message);
             return Ok(exit::BUSY);
         }
-        // "Completed" with a write that was refused and never redone did not do the work.
+        // "Completed" with a write that was refused and never redone did not do the work; nor
+        // did a change task that changed nothing (README, exit codes).
         if result.status == SessionStatus::Completed
-            && crate::render::unredone_refusal(&result.events).is_some()
+            && (crate::render::unredone_refusal(&result.events).is_some()
+                || crate::render::changed_nothing(&result.events))
         {
             return Ok(exit::INCOMPLETE);
         }

@@ -133,11 +133,17 @@ fn diff_in_keel_chat_runs_nothing_a_command_planted_in_a_new_git_dir() {
     term.wait_for("Enter sends");
     term.type_line("set things up");
     term.wait_for("Planted.");
+    // The first layer: a repository a command leaves with program-running config is
+    // quarantined (red-team B16). Put it back, as if it had been planted some other way, to
+    // check the second layer: Keel's own git runs nothing it configures.
+    let quarantined = env.work.join(".git-quarantined-by-keel");
     assert!(
-        env.work.join(".git/config").exists(),
-        "the command created .git: {}",
+        quarantined.exists() && !env.work.join(".git").exists(),
+        "the command's repository was quarantined: {}",
         term.screen()
     );
+    std::fs::rename(&quarantined, env.work.join(".git")).unwrap();
+    assert!(env.work.join(".git/config").exists());
     term.wait_for("Enter sends");
     term.type_line("/diff");
     let screen = term.wait_for("+changed");
@@ -225,6 +231,72 @@ fn workflow_in_chat_lists_the_flows_and_runs_one_with_live_node_lines() {
     assert!(screen.contains("`keel flow resume"), "{screen}");
     term.type_line("/workflow stop");
     term.wait_for("no flow is running");
+    term.type_line("/quit");
+    term.wait_exit();
+}
+
+/// One running session per workspace holds for the chat too: while a `keel run` works in the
+/// workspace, a message typed in `keel chat` there is refused with the other session's id
+/// (nothing runs, the chat stays usable), and once that run has ended the same message runs.
+#[test]
+fn chat_in_a_busy_workspace_names_the_running_session_and_runs_once_it_is_free() {
+    if !Tmux::required("keel chat workspace lease test") {
+        return;
+    }
+    let env = Env::new();
+    let slow = env.script(
+        "slow.yaml",
+        "turns:\n  - text: \"Slow answer.\"\n    delay_ms: 6000\n",
+    );
+    let quick = env.script("quick.yaml", "turns:\n  - text: \"Quick answer.\"\n");
+    let mut run = env
+        .keel()
+        .args(["run", "--json", "--script"])
+        .arg(&slow)
+        .arg("take your time")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The run holds the workspace once its session is stored.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let running = loop {
+        let out = env.keel().args(["sessions", "--json"]).output().unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(id) = list
+            .as_array()
+            .and_then(|l| l.iter().find(|s| s["status"] == "running"))
+            .and_then(|s| s["id"].as_str())
+        {
+            break id.to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let term = Tmux::new("lease");
+    term.start(&keel_line(
+        &env,
+        &format!("chat --provider scripted --script '{}'", quick.display()),
+    ));
+    term.wait_for("Enter sends");
+    term.type_line("hello");
+    // The refusal wraps at the terminal's width: compare with the lines joined.
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let screen = term.wait_until("the workspace-busy refusal", |s| {
+        flat(s).contains("is running in this workspace")
+    });
+    assert!(
+        flat(&screen).contains(&format!("✗ another session ({running}) is running")),
+        "the refusal names the running session:\n{screen}"
+    );
+    assert!(!screen.contains("Quick answer."), "nothing ran:\n{screen}");
+    assert!(run.wait().unwrap().success());
+    term.wait_for("Enter sends");
+    term.type_line("hello again");
+    term.wait_for("Quick answer.");
     term.type_line("/quit");
     term.wait_exit();
 }

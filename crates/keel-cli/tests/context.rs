@@ -24,6 +24,37 @@ fn block<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
     &text[start..end]
 }
 
+/// Runs `task` against a fresh mock model server; returns the first request's body.
+fn first_request(env: &Env, task: &str) -> Value {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(MockServer::queue(vec![MockReply::sse(bodies::openai(
+            "",
+            "Done.",
+            &[],
+            (100, 5),
+        ))]))
+        .unwrap();
+    let out = env
+        .keel()
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &format!("{}/v1", server.url())])
+        .arg(task)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    server.requests()[0].json()
+}
+
+/// The text of the first request's user message.
+fn user_text(body: &Value) -> String {
+    match &body["messages"][1]["content"] {
+        Value::String(s) => s.clone(),
+        other => other[0]["text"].as_str().unwrap().to_string(),
+    }
+}
+
 fn layer<'a>(d: &'a Value, name: &str) -> &'a Value {
     d["layers"]
         .as_array()
@@ -58,30 +89,9 @@ fn context_sizes_match_the_bytes_sent() {
     stdout(&env, &["memory", "add", "prefers small commits"]);
 
     let d: Value = serde_json::from_str(&stdout(&env, &["context", "--json"])).unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(MockServer::queue(vec![MockReply::sse(bodies::openai(
-            "",
-            "Done.",
-            &[],
-            (100, 5),
-        ))]))
-        .unwrap();
-    let out = env
-        .keel()
-        .env("OPENAI_API_KEY", "sk-test")
-        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
-        .args(["--base-url", &format!("{}/v1", server.url())])
-        .arg("say hello, using $deploy")
-        .output()
-        .unwrap();
-    assert_exit(&out, 0);
-    let body = server.requests()[0].json();
+    let body = first_request(&env, "say hello, using $deploy");
     let system = body["messages"][0]["content"].as_str().unwrap();
-    let user = match &body["messages"][1]["content"] {
-        Value::String(s) => s.clone(),
-        other => other[0]["text"].as_str().unwrap().to_string(),
-    };
+    let user = user_text(&body);
     assert_eq!(
         d["system_prompt_bytes"].as_u64().unwrap() as usize,
         system.len()
@@ -210,29 +220,8 @@ fn the_codemap_layer_matches_the_codemap_sent() {
             .contains("codemap_tokens = 0")
     );
 
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(MockServer::queue(vec![MockReply::sse(bodies::openai(
-            "",
-            "Done.",
-            &[],
-            (100, 5),
-        ))]))
-        .unwrap();
-    let out = env
-        .keel()
-        .env("OPENAI_API_KEY", "sk-test")
-        .args(["run", "--json", "--provider", "openai", "--model", "gpt-4o"])
-        .args(["--base-url", &format!("{}/v1", server.url())])
-        .arg("where is the invoice total?")
-        .output()
-        .unwrap();
-    assert_exit(&out, 0);
-    let body = server.requests()[0].json();
-    let user = match &body["messages"][1]["content"] {
-        Value::String(s) => s.clone(),
-        other => other[0]["text"].as_str().unwrap().to_string(),
-    };
+    let body = first_request(&env, "where is the invoice total?");
+    let user = user_text(&body);
     let sent = block(&user, "<codemap>", "</codemap>");
     assert!(sent.contains("invoice_total"), "{sent}");
     assert_eq!(codemap["bytes"].as_u64().unwrap() as usize, sent.len());
@@ -268,4 +257,55 @@ fn an_invalid_constitution_stops_keel_run_and_keel_context_with_exit_2() {
         "{err}"
     );
     assert_ne!(out.status.code(), Some(0));
+}
+
+/// Many saved facts: `keel context --task` sizes the user memory as that task's first message
+/// carries it (the relevant facts within agent.memory_tokens), not as all the facts, and
+/// without a task the layer is the budget, the most a session sends.
+#[test]
+fn the_memory_layer_is_what_a_session_sends_not_every_fact() {
+    let env = Env::new();
+    let topics = [
+        "prefers small commits with imperative subject lines",
+        "the staging database is refreshed every Monday",
+        "the tokenizer must stay allocation-free on the hot path",
+        "uses fish as the login shell",
+        "the docs site is built with mdBook",
+    ];
+    for i in 0..40 {
+        stdout(
+            &env,
+            &[
+                "memory",
+                "add",
+                &format!("{} ({i})", topics[i % topics.len()]),
+            ],
+        );
+    }
+    let task = "speed up the tokenizer";
+    let d: Value =
+        serde_json::from_str(&stdout(&env, &["context", "--json", "--task", task])).unwrap();
+    let body = first_request(&env, task);
+    let user = user_text(&body);
+    let sent = block(&user, "<user-memory>", "</user-memory>");
+    assert_eq!(sent.matches("allocation-free").count(), 8, "{sent}");
+    let memory = layer(&d, "user memory");
+    assert_eq!(
+        memory["bytes"].as_u64().unwrap() as usize,
+        sent.len(),
+        "{memory}"
+    );
+    assert_eq!(memory["items"], 8, "{memory}");
+    assert!(memory["tokens"].as_u64().unwrap() <= 300, "{memory}");
+    // No task: the budget, said to be the most; never the size of all 40 facts.
+    let d: Value = serde_json::from_str(&stdout(&env, &["context", "--json"])).unwrap();
+    let memory = layer(&d, "user memory");
+    assert_eq!(memory["tokens"], 300, "{memory}");
+    assert!(
+        memory["source"]
+            .as_str()
+            .unwrap()
+            .contains("at most agent.memory_tokens (300)"),
+        "{memory}"
+    );
 }

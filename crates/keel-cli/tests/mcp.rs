@@ -61,7 +61,7 @@ fn project_servers_need_approval_and_test_lists_tools() {
     assert!(stdout(&env, &["mcp", "add", "py"]).contains("Approved"));
     assert!(stdout(&env, &["mcp", "list"]).contains("deferred"));
     let tested = stdout(&env, &["mcp", "test", "py"]);
-    assert!(tested.contains("ready, 4 tool(s)"), "{tested}");
+    assert!(tested.contains("ready, 4 tools"), "{tested}");
     assert!(tested.contains("mcp__py__echo"), "{tested}");
 
     // A changed definition is not the approved one.
@@ -156,7 +156,7 @@ fn a_rewritten_project_server_script_needs_approval_again_and_runs_confined() {
         added.contains("covers:    tools/mcp_server.py") && added.contains("no network"),
         "{added}"
     );
-    assert!(stdout(&env, &["mcp", "test", "helper"]).contains("ready, 4 tool(s)"));
+    assert!(stdout(&env, &["mcp", "test", "helper"]).contains("ready, 4 tools"));
 
     // The session rewrites the script.
     let listener = Listener::start();

@@ -1,5 +1,6 @@
 //! A resumed scripted session goes on with the script where it stopped (not from its first
-//! turn), and a run whose write was refused and never redone gets no success mark.
+//! turn), and a run whose write was refused and never redone, or whose change task changed
+//! nothing, gets no success mark (exit 4).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -109,4 +110,63 @@ fn a_refused_write_that_is_never_redone_gets_no_success_mark_and_exit_4() {
         .unwrap();
     assert_exit(&out, 0);
     assert!(stdout(&out).contains("✓ completed"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_change_task_that_changed_nothing_is_not_a_pass_but_a_question_is() {
+    let env = Env::new();
+    // The model reads, lists with a read-only command, is nudged ("nothing has been changed
+    // yet"), and explains that no change is needed: it may finish, but the work asked for is
+    // not in the workspace.
+    let looked = env.script(
+        "looked.yaml",
+        "turns:\n  - tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n  - tool_calls:\n      - name: run_command\n        arguments: {command: \"ls -la src && cat Cargo.toml\"}\n  - text: \"Done.\"\n  - text: \"No change is needed: the parser already handles that.\"\n",
+    );
+    let run = |script: &std::path::Path, task: &str, json: bool| {
+        let mut cmd = env.keel();
+        cmd.args(["run", "--provider", "scripted", "--script"])
+            .arg(script);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.arg(task).output().unwrap()
+    };
+    let out = run(&looked, "fix the off-by-one in the parser", false);
+    assert_exit(&out, 4);
+    let text = stdout(&out);
+    assert!(!text.contains("✓ completed"), "{text}");
+    assert!(
+        text.contains("! completed, but nothing was changed"),
+        "{text}"
+    );
+    let out = run(&looked, "fix the off-by-one in the parser", true);
+    assert_exit(&out, 4);
+    let finished = json_lines(&out.stdout)
+        .into_iter()
+        .rfind(|e| e["type"] == "session_finished")
+        .unwrap();
+    assert_eq!(finished["status"], "completed");
+    assert_eq!(finished["unchanged"], true, "{finished}");
+
+    // The same replies to a question: an answer, not an unchanged change task.
+    let answered = env.script(
+        "answered.yaml",
+        "turns:\n  - tool_calls:\n      - name: read_file\n        arguments: {path: src/lib.rs}\n  - text: \"It adds two numbers.\"\n",
+    );
+    let out = run(&answered, "what does the library do?", false);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("✓ completed"), "{}", stdout(&out));
+
+    // A change task whose command wrote a file: completed, exit 0.
+    let wrote = env.script(
+        "wrote.yaml",
+        "turns:\n  - tool_calls:\n      - name: run_command\n        arguments: {command: \"echo '// fixed' >> src/lib.rs\"}\n  - text: \"Fixed.\"\n",
+    );
+    let out = run(&wrote, "fix the off-by-one in the parser", true);
+    assert_exit(&out, 0);
+    let finished = json_lines(&out.stdout)
+        .into_iter()
+        .rfind(|e| e["type"] == "session_finished")
+        .unwrap();
+    assert!(finished.get("unchanged").is_none(), "{finished}");
 }

@@ -150,6 +150,65 @@ pub fn codemap_layer(workspace: &Path, index: &IndexConfig) -> Result<String, St
     }
 }
 
+/// The user-memory layer as a session sends it (`agent.memory_tokens` = `budget`): every
+/// fact when they all fit; else, for `task`, the block that session's first message holds
+/// (the relevant facts within the budget); with no task, the budget itself, the most any
+/// session sends, since which facts go in depends on the task.
+pub fn memory_layer(entries: &[MemoryEntry], task: Option<&str>, budget: usize) -> Layer {
+    let saved = entries
+        .iter()
+        .filter(|e| e.kind == keel_store::MemoryKind::Fact)
+        .count();
+    let all = memory::user_memory_block(entries);
+    let all_tokens = all.as_deref().map_or(0, keel_llm::tokens::estimate_text);
+    let (view, clear) = (
+        "keel memory list --kind fact",
+        "keel memory rm ID / keel memory clear --kind fact",
+    );
+    if all_tokens as usize <= budget {
+        return layer(
+            "user memory",
+            format!(
+                "session database (keel memory): every fact, all within agent.memory_tokens ({budget})"
+            ),
+            Placement::FirstMessage,
+            all.as_deref(),
+            saved,
+            view,
+            clear,
+        );
+    }
+    match task {
+        Some(task) => {
+            let block = memory::relevant_memory_block(entries, task, budget);
+            let shown = block.as_deref().map_or(0, |b| b.matches("\n- [m").count());
+            layer(
+                "user memory",
+                format!(
+                    "session database (keel memory): {shown} of {saved} facts relevant to the task, within agent.memory_tokens ({budget}; all would be {all_tokens}); memory_search finds the rest"
+                ),
+                Placement::FirstMessage,
+                block.as_deref(),
+                shown,
+                view,
+                clear,
+            )
+        }
+        None => Layer {
+            name: "user memory".into(),
+            source: format!(
+                "session database (keel memory): at most agent.memory_tokens ({budget}) of the {all_tokens} tokens {saved} facts take, the facts relevant to the task (`keel context --task TEXT` shows which); memory_search finds the rest"
+            ),
+            placement: Placement::FirstMessage,
+            bytes: 0,
+            tokens: budget as u64,
+            items: 0,
+            view: view.into(),
+            clear: clear.into(),
+        },
+    }
+}
+
 /// The tool catalog's layer: the schemas of the tools the first request lists (part of the
 /// cached head), sized as the request estimate counts them.
 pub fn tools_layer(tools: &[keel_protocol::ToolSpec]) -> Layer {
@@ -198,7 +257,9 @@ pub fn environment_layer(workspace: &Path) -> Layer {
 }
 
 /// The dashboard of `workspace` (the user's config dir, memory entries and skills as the
-/// engine would see them; `codemap` is [`codemap_layer`]'s answer).
+/// engine would see them; `codemap` is [`codemap_layer`]'s answer; the user-memory layer as
+/// [`memory_layer`] sizes it for `task` within `memory_tokens`).
+#[allow(clippy::too_many_arguments)]
 pub fn dashboard(
     workspace: &Path,
     config_dir: Option<&Path>,
@@ -206,6 +267,8 @@ pub fn dashboard(
     skills: &SkillSet,
     entries: &[MemoryEntry],
     codemap: &Result<String, String>,
+    task: Option<&str>,
+    memory_tokens: usize,
 ) -> Dashboard {
     let system = prompt::system_prompt_with(workspace, constitution);
     let (system_prompt_bytes, system_prompt_tokens) = sized(Some(&system));
@@ -352,19 +415,7 @@ pub fn dashboard(
         "keel skills list",
         "delete the skill folder",
     ));
-    let facts = memory::user_memory_block(entries);
-    layers.push(layer(
-        "user memory",
-        "session database (keel memory); a session shows the facts relevant to its task within agent.memory_tokens, memory_search finds the rest",
-        Placement::FirstMessage,
-        facts.as_deref(),
-        entries
-            .iter()
-            .filter(|e| e.kind == keel_store::MemoryKind::Fact)
-            .count(),
-        "keel memory list --kind fact",
-        "keel memory rm ID / keel memory clear --kind fact",
-    ));
+    layers.push(memory_layer(entries, task, memory_tokens));
     let lessons = memory::lessons_block(entries);
     layers.push(layer(
         "overlay (promoted lessons)",

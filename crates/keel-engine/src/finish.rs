@@ -7,9 +7,16 @@
 //! - a task that asks for a change, answered without a successful change, gets one nudge
 //!   naming what is missing; answered so again with no tool call in the whole run, the attempt
 //!   fails saying the model never used its tools (a template that drops them is the usual
-//!   cause). A model that looked and then explains why no change is needed may finish.
+//!   cause). A model that looked and then explains why no change is needed may finish —
+//!   but the run is marked [`FinishCheck::changed_nothing`] (`session_finished`'s `unchanged`),
+//!   so `keel run` exits 4, not 0: a change task that changed nothing is not a pass.
+//!
+//! What counts as a change ([`FinishCheck::note_call`]): a successful file write, a successful
+//! command the analyser does not judge read-only, or a successful external (MCP) tool call.
+//! Reading, searching, listing and read-only commands (`ls`, `cat`, `git diff`) do not.
 
-use keel_protocol::{ContentBlock, ErrorCode, Message};
+use keel_protocol::{ContentBlock, ErrorCode, Message, ToolCall};
+use keel_tools::ToolEffect;
 
 use crate::fallback::Failure;
 
@@ -98,6 +105,8 @@ pub(crate) struct FinishCheck {
     nudged: bool,
     /// Empty replies in a row.
     empty_in_a_row: u32,
+    /// A call that may have changed the workspace succeeded in this run.
+    changed: bool,
 }
 
 impl FinishCheck {
@@ -137,10 +146,40 @@ impl FinishCheck {
         self.empty_in_a_row = 0;
     }
 
-    /// The model says it is done. `changed`: a write or a command succeeded in this run;
-    /// `messages`: the working context (for whether any tool was ever called).
-    pub(crate) fn finish(&mut self, changed: bool, messages: &[Message]) -> Verdict {
-        if !self.change_task || changed {
+    /// `call`, of a tool with `effect`, succeeded: a write, a command that is not judged
+    /// read-only, or an external tool counts as a change.
+    pub(crate) fn note_call(&mut self, effect: Option<ToolEffect>, call: &ToolCall) {
+        self.changed |= match effect {
+            Some(ToolEffect::WritesFiles | ToolEffect::Unknown) => true,
+            Some(ToolEffect::RunsCommands) => {
+                match call.arguments.get("command").and_then(|c| c.as_str()) {
+                    Some(command) => {
+                        keel_tools::shell::classify(command).class
+                            != keel_tools::shell::SafetyClass::ReadOnly
+                    }
+                    // A test run or another runner: it may write (snapshots, generated files).
+                    None => true,
+                }
+            }
+            _ => false,
+        };
+    }
+
+    /// Something changed the workspace on the run's behalf (a subagent's write or command).
+    pub(crate) fn note_change(&mut self) {
+        self.changed = true;
+    }
+
+    /// The run ends completed although its task asked for a change and nothing was changed
+    /// (the model explained why none was needed, or did not do the work): not a pass.
+    pub(crate) fn changed_nothing(&self) -> bool {
+        self.change_task && !self.changed
+    }
+
+    /// The model says it is done. `messages`: the working context (for whether any tool was
+    /// ever called).
+    pub(crate) fn finish(&mut self, messages: &[Message]) -> Verdict {
+        if !self.change_task || self.changed {
             return Verdict::Accept;
         }
         let called = any_tool_call(messages);
@@ -207,9 +246,9 @@ mod tests {
     fn an_unchanged_change_task_is_nudged_once_then_fails_without_any_tool_call() {
         let mut c = FinishCheck::for_task("add a function that returns 42");
         assert!(
-            matches!(c.finish(false, &[]), Verdict::Nudge(n) if n.contains("without calling any tool"))
+            matches!(c.finish(&[]), Verdict::Nudge(n) if n.contains("without calling any tool"))
         );
-        match c.finish(false, &[]) {
+        match c.finish(&[]) {
             Verdict::Fail(f) => assert!(
                 f.message.contains("without calling any tool"),
                 "{}",
@@ -218,15 +257,50 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A change made: the answer stands.
-        assert_eq!(
-            FinishCheck::for_task("fix it").finish(true, &[]),
-            Verdict::Accept
+        let mut fixed = FinishCheck::for_task("fix it");
+        fixed.note_call(Some(ToolEffect::WritesFiles), &call("edit_file", "{}"));
+        assert_eq!(fixed.finish(&[]), Verdict::Accept);
+        assert!(!fixed.changed_nothing());
+        // A question: the answer stands, and it is no "unchanged" change task.
+        let mut question = FinishCheck::for_task("what is this?");
+        assert_eq!(question.finish(&[]), Verdict::Accept);
+        assert!(!question.changed_nothing());
+    }
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments: serde_json::from_str(arguments).unwrap(),
+        }
+    }
+
+    #[test]
+    fn reads_and_read_only_commands_are_no_change_but_writing_commands_are() {
+        let mut c = FinishCheck::for_task("fix the parser");
+        c.note_call(Some(ToolEffect::ReadOnly), &call("read_file", "{}"));
+        c.note_call(
+            Some(ToolEffect::RunsCommands),
+            &call(
+                "run_command",
+                r#"{"command": "ls -la && cat src/lib.rs | head"}"#,
+            ),
         );
-        // A question: the answer stands.
-        assert_eq!(
-            FinishCheck::for_task("what is this?").finish(false, &[]),
-            Verdict::Accept
+        c.note_call(Some(ToolEffect::Control), &call("update_plan", "{}"));
+        assert!(c.changed_nothing());
+        // Nudged: the task asks for a change and nothing was changed.
+        assert!(matches!(c.finish(&[]), Verdict::Nudge(n) if n.contains("nothing was changed")));
+        c.note_call(
+            Some(ToolEffect::RunsCommands),
+            &call("run_command", r#"{"command": "sed -i s/a/b/ src/lib.rs"}"#),
         );
+        assert!(!c.changed_nothing());
+        let mut tests = FinishCheck::for_task("fix the parser");
+        tests.note_call(Some(ToolEffect::RunsCommands), &call("run_tests", "{}"));
+        assert!(!tests.changed_nothing());
+        let mut mcp = FinishCheck::for_task("fix the parser");
+        mcp.note_call(Some(ToolEffect::Unknown), &call("mcp__fs__write", "{}"));
+        assert!(!mcp.changed_nothing());
     }
 
     #[test]

@@ -602,6 +602,7 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
             iterations: run.iterations,
             usage: run.usage,
             children,
+            unchanged: status == SessionStatus::Completed && run.finish_check.changed_nothing(),
         })
         .await?;
     let (iterations, usage) = (run.iterations, run.usage);

@@ -203,13 +203,14 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
                 let target = ws
                     .locate(path)
                     .map_err(|e| format!("refusing to write `{path}`: {e}"))?;
-                let bytes = match b.bytes() {
-                    Some(bytes) => bytes,
-                    None => large_bytes(path, b, source)?,
-                };
-                target
-                    .write_atomic(&bytes, WriteMode::Replace, None)
-                    .map_err(|e| format!("cannot write {}: {e}", shown.display()))?;
+                match b.bytes() {
+                    Some(bytes) => target
+                        .write_atomic(&bytes, WriteMode::Replace, None)
+                        .map_err(|e| format!("cannot write {}: {e}", shown.display()))?,
+                    // Streamed from `source` into the temp file, checked on the way: a
+                    // large file is never held in memory whole.
+                    None => copy_large(path, b, source, &target, &shown)?,
+                }
             }
             None => {
                 let Ok(target) = ws.locate_entry(path) else {
@@ -226,12 +227,18 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
     Ok(())
 }
 
-/// The bytes of a file recorded by its hash, read from `source` beneath it (never through a
-/// symlink out of it) and checked against the hash.
-fn large_bytes(rel: &str, blob: &Blob, source: Option<&Path>) -> Result<Vec<u8>, String> {
-    let (sha, size) = match blob {
-        Blob::Large { sha256, size } => (sha256.as_str(), *size),
-        other => return Ok(other.bytes().unwrap_or_default()),
+/// Recreates a file recorded by its hash at `target`: copied from `source` (read beneath it,
+/// never through a symlink out of it) in chunks into a temp file beside `target`, hashed on
+/// the way, and renamed into place only when size and SHA-256 match the record.
+fn copy_large(
+    rel: &str,
+    blob: &Blob,
+    source: Option<&Path>,
+    target: &keel_tools::beneath::ResolvedPath,
+    shown_target: &Path,
+) -> Result<(), String> {
+    let Blob::Large { sha256, size } = blob else {
+        return Err(format!("`{rel}` is not recorded by its hash"));
     };
     let unavailable = |why: &str| {
         format!(
@@ -249,14 +256,54 @@ fn large_bytes(rel: &str, blob: &Blob, source: Option<&Path>) -> Result<Vec<u8>,
         .map_err(|_| gone())?
         .locate(rel)
         .map_err(|_| gone())?;
-    let bytes = from.read().map_err(|_| gone())?;
-    if hex(&Sha256::digest(&bytes)) != sha {
-        return Err(unavailable(&format!(
-            "{} has changed since",
-            shown.display()
-        )));
+    let (file, _) = from.open_regular().map_err(|_| gone())?;
+    let mut checked = Checked {
+        // One byte more than recorded: a longer file fails the size check, not a hang.
+        inner: file.take(size.saturating_add(1)),
+        hash: Sha256::new(),
+        read: 0,
+        sha256,
+        size: *size,
+    };
+    match target.write_atomic_from(&mut checked, WriteMode::Replace, None) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData && e.to_string() == CHANGED => Err(
+            unavailable(&format!("{} has changed since", shown.display())),
+        ),
+        Err(e) => Err(format!("cannot write {}: {e}", shown_target.display())),
     }
-    Ok(bytes)
+}
+
+/// What [`Checked`] says at the end of a file that is not the one recorded.
+const CHANGED: &str = "the file does not match its recorded size and SHA-256";
+
+/// A reader that hashes what passes through it and, at the end, fails unless the size and
+/// SHA-256 are the recorded ones (so the write it feeds is not committed).
+struct Checked<'a, R> {
+    inner: R,
+    hash: Sha256,
+    read: u64,
+    sha256: &'a str,
+    size: u64,
+}
+
+impl<R: Read> Read for Checked<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 {
+            let digest = hex(&std::mem::take(&mut self.hash).finalize());
+            if self.read != self.size || digest != self.sha256 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    CHANGED,
+                ));
+            }
+            return Ok(0);
+        }
+        self.hash.update(&buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
 }
 
 /// Writes a whole tree into `root` (an empty directory); large files come from `source`.
@@ -337,6 +384,24 @@ mod tests {
         std::fs::write(root.join("data.bin"), b"changed").unwrap();
         let err = materialize(none.path(), &tree, Some(root)).unwrap_err();
         assert!(err.contains("has changed since"), "{err}");
+        // Same size, other bytes: found by the hash computed while streaming, and the file
+        // already in the copy stays as it was, with no temp file left beside it.
+        let mut other = big.clone();
+        other[7] = b'b';
+        std::fs::write(root.join("data.bin"), &other).unwrap();
+        std::fs::write(copy.path().join("data.bin"), b"kept").unwrap();
+        let err = materialize(copy.path(), &tree, Some(root)).unwrap_err();
+        assert!(err.contains("has changed since"), "{err}");
+        assert_eq!(
+            std::fs::read(copy.path().join("data.bin")).unwrap(),
+            b"kept"
+        );
+        let left: Vec<String> = std::fs::read_dir(copy.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".keel-tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

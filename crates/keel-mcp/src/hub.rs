@@ -52,7 +52,8 @@ pub enum Status {
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Status::Ready { tools } => write!(f, "ready, {tools} tool(s)"),
+            Status::Ready { tools: 1 } => write!(f, "ready, 1 tool"),
+            Status::Ready { tools } => write!(f, "ready, {tools} tools"),
             Status::NeedsApproval(why) => write!(f, "{why}"),
             Status::Disabled => write!(f, "disabled"),
             Status::Failed(e) => write!(f, "failed: {e}"),

@@ -291,6 +291,11 @@ pub enum EventKind {
         /// The usage of each subagent this run opened, included in `usage`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         children: Vec<ChildUsage>,
+        /// The task asked for a change ("add…", "fix…") and the run completed without one: no
+        /// file written, no command that is not read-only, no external tool (`keel run` exits
+        /// 4). Only on `completed`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unchanged: bool,
     },
     /// A subagent (`agent_open`) started a turn: its task, or the input `agent_eval` sent. The
     /// event carries the child's own `run_id` and its parent's as `parent_run_id`, like every

@@ -129,7 +129,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// The API routes and their OpenAPI document.
 pub fn api_routes() -> (Router<Arc<Hub>>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(api::create_session, api::list_sessions))
         .routes(routes!(api::get_session, api::delete_session))
         .routes(routes!(api::send_message))
@@ -154,7 +154,60 @@ pub fn api_routes() -> (Router<Arc<Hub>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::start))
         .routes(routes!(tasks::batch))
         .routes(routes!(tasks::status))
-        .split_for_parts()
+        .split_for_parts();
+    common_responses(&mut doc);
+    (router, doc)
+}
+
+/// The answers every operation can give besides its own, added to each operation's responses
+/// so the document lists every status the server sends: 401 without the token, and for a JSON
+/// body 400 (not JSON), 413 (too large), 415 (not sent as JSON) and 422 (a missing or unknown
+/// field, a wrong type) — `JsonBody`'s rejections.
+fn common_responses(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    let error = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let responses = &mut op.responses.responses;
+            responses
+                .entry("401".into())
+                .or_insert_with(|| error("No or a wrong bearer token"));
+            if op.request_body.is_some() {
+                for (status, why) in [
+                    ("400", "The body is not valid JSON"),
+                    ("413", "The body is too large"),
+                    ("415", "The body was not sent as `application/json`"),
+                    (
+                        "422",
+                        "The body does not fit this endpoint (a missing or unknown field, a wrong type)",
+                    ),
+                ] {
+                    responses.entry(status.into()).or_insert_with(|| error(why));
+                }
+            }
+        }
+    }
 }
 
 /// The whole application: API, OpenAPI document, UI, limits and access checks.

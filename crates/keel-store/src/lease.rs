@@ -165,3 +165,111 @@ async fn beat(
         }
     }
 }
+
+/// One lease table of the stores: run leases (keyed by session) and workspace leases (keyed
+/// by workspace, naming the session that runs there) differ only in these names, so both
+/// backends build their statements from one description. `p` is the backend's parameter
+/// sigil (`$` for PostgreSQL, `?` for SQLite); the statements' parameters are 1 the key,
+/// 2 the holder, 3 the expiry, 4 now, 5 the session (workspace leases only).
+pub(crate) struct LeaseTable {
+    pub(crate) table: &'static str,
+    pub(crate) key: &'static str,
+    /// "run lease", "workspace lease": for error contexts.
+    pub(crate) what: &'static str,
+    /// The rows name the session holding the key (`session_id`, parameter 5).
+    pub(crate) with_session: bool,
+}
+
+pub(crate) const RUN_LEASES: LeaseTable = LeaseTable {
+    table: "run_leases",
+    key: "session_id",
+    what: "run lease",
+    with_session: false,
+};
+
+pub(crate) const WORKSPACE_LEASES: LeaseTable = LeaseTable {
+    table: "workspace_leases",
+    key: "workspace",
+    what: "workspace lease",
+    with_session: true,
+};
+
+impl LeaseTable {
+    /// One statement: a new row, or a takeover only when the row is the holder's own or
+    /// expired (parameters 1–4, and 5).
+    pub(crate) fn take_sql(&self, p: char) -> String {
+        let Self { table, key, .. } = self;
+        let (column, value, set) = if self.with_session {
+            (
+                "session_id, ",
+                format!("{p}5, "),
+                "session_id = EXCLUDED.session_id, ",
+            )
+        } else {
+            ("", String::new(), "")
+        };
+        format!(
+            "INSERT INTO {table} ({key}, {column}holder, expires_at) VALUES ({p}1, {value}{p}2, {p}3)
+             ON CONFLICT ({key}) DO UPDATE SET {set}holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+             WHERE {table}.holder = EXCLUDED.holder OR {table}.expires_at <= {p}4"
+        )
+    }
+
+    /// Moves the holder's expiry (parameters 1–3).
+    pub(crate) fn renew_sql(&self, p: char) -> String {
+        let Self { table, key, .. } = self;
+        format!("UPDATE {table} SET expires_at = {p}3 WHERE {key} = {p}1 AND holder = {p}2")
+    }
+
+    /// Drops the holder's row (parameters 1–2).
+    pub(crate) fn release_sql(&self, p: char) -> String {
+        let Self { table, key, .. } = self;
+        format!("DELETE FROM {table} WHERE {key} = {p}1 AND holder = {p}2")
+    }
+
+    /// `holder, expires_at` and, with a session, `session_id` of the key (parameter 1).
+    pub(crate) fn read_sql(&self, p: char) -> String {
+        let Self { table, key, .. } = self;
+        let session = if self.with_session {
+            ", session_id"
+        } else {
+            ""
+        };
+        format!("SELECT holder, expires_at{session} FROM {table} WHERE {key} = {p}1")
+    }
+
+    /// "taking a run lease", for errors.
+    pub(crate) fn doing(&self, verb: &str) -> String {
+        format!("{verb} a {}", self.what)
+    }
+}
+
+/// A lease row as read: holder, expiry (Unix ms), and the session for workspace leases.
+pub(crate) struct LeaseRow {
+    pub(crate) holder: String,
+    pub(crate) expires_at: u64,
+    pub(crate) session_id: Option<String>,
+}
+
+impl LeaseRow {
+    pub(crate) fn into_lease(self) -> crate::Lease {
+        crate::Lease {
+            holder: self.holder,
+            expires_at: self.expires_at,
+        }
+    }
+
+    pub(crate) fn into_workspace_lease(self, workspace: &str) -> WorkspaceLease {
+        WorkspaceLease {
+            workspace: workspace.to_string(),
+            session_id: self.session_id.unwrap_or_default(),
+            holder: self.holder,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// `now + ttl_ms` in the stores' signed milliseconds, saturating.
+pub(crate) fn expiry(now: i64, ttl_ms: u64) -> i64 {
+    now.saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX))
+}

@@ -23,6 +23,8 @@ pub mod builtin;
 pub mod catalog;
 mod context;
 pub mod edit;
+#[cfg(any(test, feature = "test-fixtures"))]
+pub mod fixtures;
 pub mod fs;
 pub mod late;
 pub mod patch;

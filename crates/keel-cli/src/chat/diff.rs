@@ -33,34 +33,9 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    // Test fixtures: the repository a hostile command would have created, made with plain git.
-    #![allow(clippy::disallowed_methods)]
-
+    // The repository a hostile command would have created is made with plain git.
     use super::*;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "git {args:?} failed");
-    }
-
-    fn have_git() -> bool {
-        let found = keel_tools::shell::exec::find_program("git").is_some();
-        if !found {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI must install git"
-            );
-            eprintln!("SKIPPED: git is not installed");
-        }
-        found
-    }
+    use keel_tools::fixtures::{have_git, plain_git as git};
 
     /// A workspace without git, where a command then ran `git init`, committed and set
     /// `core.fsmonitor` (and the other program-naming keys) to a script: `/diff` shows the

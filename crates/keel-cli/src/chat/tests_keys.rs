@@ -136,6 +136,7 @@ fn a_cancelled_turn_reads_cancelled_not_as_an_error() {
                 iterations: 1,
                 usage: Default::default(),
                 children: vec![],
+                unchanged: false,
             },
         ),
         T0,

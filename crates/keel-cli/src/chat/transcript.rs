@@ -425,6 +425,19 @@ impl Transcript {
                     depth,
                 );
             }
+            EventKind::SessionFinished {
+                status: SessionStatus::Completed,
+                unchanged: true,
+                ..
+            } if depth == 0 => {
+                self.push_at(
+                    CellKind::Notice(
+                        "! nothing was changed: the task asked for a change and no file was written".into(),
+                        Level::Warn,
+                    ),
+                    depth,
+                );
+            }
             EventKind::SessionFinished { status, .. } => {
                 let text = match status {
                     SessionStatus::Completed => return, // the answer says it

@@ -83,6 +83,22 @@ struct HumanState {
     agents: std::collections::HashMap<String, String>,
 }
 
+/// Whether the run of `events` completed without the change its task asked for
+/// (`session_finished`'s `unchanged`): `keel run` exits 4 (incomplete).
+pub fn changed_nothing(events: &[keel_protocol::Event]) -> bool {
+    events.iter().rev().any(|e| {
+        e.parent_run_id.is_none()
+            && matches!(
+                e.kind,
+                EventKind::SessionFinished {
+                    status: SessionStatus::Completed,
+                    unchanged: true,
+                    ..
+                }
+            )
+    })
+}
+
 /// The tools that write files: a refusal of one means the change the model meant to make is
 /// not in the workspace.
 const WRITE_TOOLS: &[&str] = &["create_file", "edit_file", "apply_patch"];
@@ -127,7 +143,8 @@ impl Human {
 
     /// One event as text on its own (no streaming state), as `keel run` would print it.
     pub(crate) fn line(&self, event: &Event) -> String {
-        self.render(event, &mut HumanState::default())
+        let event = crate::term_text::clean_event(event);
+        self.render(&event, &mut HumanState::default())
     }
 
     fn render(&self, event: &Event, st: &mut HumanState) -> String {
@@ -581,13 +598,23 @@ impl Human {
                 iterations,
                 usage,
                 children,
+                unchanged,
             } => {
                 close(&mut out, st);
                 out.push_str(&child::children_lines(s, children));
-                if let (SessionStatus::Completed, Some(refused)) = (status, st.refused_write.take())
-                {
+                // "Completed" without the work in the workspace: no success mark (exit 4).
+                let incomplete = match (status, st.refused_write.take()) {
+                    (SessionStatus::Completed, Some(refused)) => Some(format!(
+                        "a write was refused and not redone ({refused}); check the workspace before relying on it"
+                    )),
+                    (SessionStatus::Completed, None) if *unchanged => Some(
+                        "nothing was changed: the task asked for a change and no file was written (the answer above says why)".to_string(),
+                    ),
+                    _ => None,
+                };
+                if let Some(why) = incomplete {
                     out.push_str(&format!(
-                        "{}! {status}, but a write was refused and not redone ({refused}); check the workspace before relying on it{} {}after {} · {}{}\n",
+                        "{}! {status}, but {why}{} {}after {} · {}{}\n",
                         s.yellow,
                         s.reset,
                         s.dim,
@@ -597,7 +624,6 @@ impl Human {
                     ));
                     return out;
                 }
-                st.refused_write = None;
                 let (mark, color) = match status {
                     SessionStatus::Completed => ("✓", s.green),
                     SessionStatus::Blocked => ("?", s.yellow),
@@ -666,6 +692,8 @@ impl EventSink for Human {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
+        // Model, tool and repository text reaches the terminal as text, never as escapes.
+        let event = &*crate::term_text::clean_event(event);
         let text = if event.parent_run_id.is_some() {
             // A subagent's event: one line, nested, never streamed.
             let mut text = child::child_line(self.style, event, &mut st.agents);

@@ -169,10 +169,16 @@ pub fn http(rest: &Rest, method: &str, path: &str, body: Option<&Value>) -> (u16
 
 /// `keel serve --port 0` in the workspace: the process, its URL and its address with token.
 pub fn serve(env: &Env) -> (std::process::Child, String, Rest) {
+    let mut cmd = env.keel();
+    cmd.args(["serve", "--port", "0"]);
+    serve_by(cmd)
+}
+
+/// Starts `cmd`, a `keel serve` printing its URL first: the process, the URL and its
+/// address with token.
+pub fn serve_by(mut cmd: Command) -> (std::process::Child, String, Rest) {
     use std::io::BufRead;
-    let mut child = env
-        .keel()
-        .args(["serve", "--port", "0"])
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

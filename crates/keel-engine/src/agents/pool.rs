@@ -368,6 +368,9 @@ impl Run<'_> {
         // A worker's edits are the run's changes: final verification covers them.
         for child in self.agents.children.values() {
             if let Ok(mut changes) = child.progress.changes.lock() {
+                if changes.changed {
+                    self.finish_check.note_change();
+                }
                 self.changed |= std::mem::take(&mut changes.changed);
                 self.files.extend(std::mem::take(&mut changes.files));
             }

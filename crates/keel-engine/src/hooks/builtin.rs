@@ -214,7 +214,12 @@ impl Builtin {
     ) {
         match self {
             Builtin::Tracker => track(run, call, out, stop),
-            Builtin::Blockers if !out.is_error => ask_user(run, call, out, stop).await,
+            Builtin::Blockers if !out.is_error => {
+                // What counts as a change for a change task's finish (`finish`).
+                let effect = run.engine.tools.get(&call.name).map(|t| t.effect());
+                run.finish_check.note_call(effect, call);
+                ask_user(run, call, out, stop).await
+            }
             Builtin::Phase => {
                 if let Some(access) = out.ran_with {
                     run.phase_note_call(call, !out.is_error, access);
@@ -246,7 +251,7 @@ impl Builtin {
             // asked for a change is not a completion (`finish`).
             Builtin::Blockers => match ambiguity_blocker(text) {
                 Some(draft) => Finish::End(Ending::Blocked(draft)),
-                None => match run.finish_check.finish(run.changed, &run.messages) {
+                None => match run.finish_check.finish(&run.messages) {
                     crate::finish::Verdict::Accept => Finish::Undecided,
                     crate::finish::Verdict::Nudge(note) => {
                         run.push_message(keel_protocol::Message::user_text(note))

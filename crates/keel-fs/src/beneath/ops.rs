@@ -239,21 +239,42 @@ impl ResolvedPath {
     /// file's old place) supplies them instead when given.
     pub fn write_atomic(
         &self,
-        bytes: &[u8],
+        mut bytes: &[u8],
         mode: WriteMode,
         mode_from: Option<u32>,
     ) -> std::io::Result<()> {
+        self.write_atomic_from(&mut bytes, mode, mode_from)
+            .map(|_| ())
+    }
+
+    /// Like [`Self::write_atomic`], but the content comes from `reader`, copied into the temp
+    /// file in fixed-size chunks (a large file is never held in memory whole). The target is
+    /// replaced only when `reader` reached its end without an error: a reader that fails —
+    /// also at its end, say because what it read does not match a hash — leaves the target
+    /// as it was and no temp file behind. Returns the number of bytes written.
+    pub fn write_atomic_from(
+        &self,
+        reader: &mut dyn Read,
+        mode: WriteMode,
+        mode_from: Option<u32>,
+    ) -> std::io::Result<u64> {
         let name = self.name.as_deref().ok_or_else(is_root_error)?;
-        let (dir, _created) = self.parent_dir(true)?;
+        let (dir, created) = self.parent_dir(true)?;
         let perms = match (mode_from, mode) {
             (Some(m), _) => Some(m),
             (None, WriteMode::Replace) => existing_mode(&dir, name),
             (None, WriteMode::CreateNew) => None,
         };
-        let staged = Staged::write(dir.clone(), bytes, perms)?;
+        let (staged, written) = match Staged::write_from(dir.clone(), reader, perms) {
+            Ok(done) => done,
+            Err(e) => {
+                created.remove();
+                return Err(e);
+            }
+        };
         staged.commit(name, mode)?;
         let _ = rustix::fs::fsync(dir.as_fd());
-        Ok(())
+        Ok(written)
     }
 
     /// The target of this symlink (as written in the link).
@@ -354,9 +375,19 @@ impl Staged {
     /// Writes `bytes` to a fresh `.keel-tmp-*` file in `dir` with `perms` (0644 when `None`).
     pub(crate) fn write(
         dir: Arc<OwnedFd>,
-        bytes: &[u8],
+        mut bytes: &[u8],
         perms: Option<u32>,
     ) -> std::io::Result<Self> {
+        Self::write_from(dir, &mut bytes, perms).map(|(staged, _)| staged)
+    }
+
+    /// Copies `reader` to its end into a fresh `.keel-tmp-*` file in `dir` with `perms` (0644
+    /// when `None`), synced; the temp file is removed again when reading or writing fails.
+    pub(crate) fn write_from(
+        dir: Arc<OwnedFd>,
+        reader: &mut dyn Read,
+        perms: Option<u32>,
+    ) -> std::io::Result<(Self, u64)> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let mut attempt = 0;
         let (fd, name) = loop {
@@ -385,10 +416,11 @@ impl Staged {
             name: Some(name),
         };
         let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
+        let written = std::io::copy(reader, &mut file)?;
+        file.flush()?;
         rustix::fs::fchmod(&file, Mode::from_raw_mode(perms.unwrap_or(0o644)))?;
         file.sync_all()?;
-        Ok(staged)
+        Ok((staged, written))
     }
 
     /// Renames the temp file to `target` in the same directory; [`WriteMode::CreateNew`]

@@ -202,3 +202,97 @@ fn mkdir_p_and_delete_work_beneath() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!ws.path().join("a/b/c").exists());
 }
+
+/// A reader of `len` bytes of `b'x'` that fails at its end when `fail_at_end` (as a hash
+/// check does when the content does not match).
+struct Source {
+    left: u64,
+    fail_at_end: bool,
+}
+
+impl std::io::Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            if self.fail_at_end {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "the content does not match its hash",
+                ));
+            }
+            return Ok(0);
+        }
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        buf[..n].fill(b'x');
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_streamed_write_replaces_only_when_the_reader_ends_cleanly() {
+    let (ws, _o, h) = setup();
+    let names = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("{e}"));
+        v.sort();
+        v
+    };
+    std::fs::write(ws.path().join("big.bin"), "old").unwrap_or_else(|e| panic!("{e}"));
+    let target = h
+        .resolve(Path::new("big.bin"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // 3 MiB through a reader: written whole, in chunks.
+    let written = target
+        .write_atomic_from(
+            &mut Source {
+                left: 3 << 20,
+                fail_at_end: false,
+            },
+            WriteMode::Replace,
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(written, 3 << 20);
+    let bytes = std::fs::read(ws.path().join("big.bin")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(bytes.len() == 3 << 20 && bytes.iter().all(|b| *b == b'x'));
+
+    // A reader that fails at its end: the target keeps its content, no temp file is left,
+    // and directories made for the write are removed again.
+    std::fs::write(ws.path().join("big.bin"), "old").unwrap_or_else(|e| panic!("{e}"));
+    let err = target
+        .write_atomic_from(
+            &mut Source {
+                left: 1 << 20,
+                fail_at_end: true,
+            },
+            WriteMode::Replace,
+            None,
+        )
+        .err()
+        .unwrap_or_else(|| panic!("a failing reader must fail the write"));
+    assert!(err.to_string().contains("does not match"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("big.bin")).unwrap_or_else(|e| panic!("{e}")),
+        "old"
+    );
+    let deep = h
+        .resolve(Path::new("new/dir/f.bin"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        deep.write_atomic_from(
+            &mut Source {
+                left: 10,
+                fail_at_end: true,
+            },
+            WriteMode::CreateNew,
+            None,
+        )
+        .is_err()
+    );
+    assert_eq!(names(ws.path()), vec!["big.bin".to_string()]);
+}

@@ -43,19 +43,25 @@ impl TestServer {
     }
 
     pub async fn start_with(host: &str, token: Option<&str>) -> Self {
-        Self::start_full(host, token, None).await
+        Self::start_full(host, token, None, false).await
     }
 
     /// A server in queue mode: turns go to `queue` (as `keel serve --database` sends them to
     /// the workers).
     pub async fn start_queued(queue: Arc<dyn keel_server::TurnQueue>) -> Self {
-        Self::start_full("127.0.0.1", None, Some(queue)).await
+        Self::start_full("127.0.0.1", None, Some(queue), false).await
+    }
+
+    /// A server that also serves PRDs, tasks and work runs from its store (as `keel serve`).
+    pub async fn start_with_tasks() -> Self {
+        Self::start_full("127.0.0.1", None, None, true).await
     }
 
     async fn start_full(
         host: &str,
         token: Option<&str>,
         queue: Option<Arc<dyn keel_server::TurnQueue>>,
+        tasks: bool,
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("ws/src")).unwrap();
@@ -80,6 +86,11 @@ impl TestServer {
             .unwrap();
         if let Some(queue) = queue {
             server.hub().set_queue(queue);
+        }
+        if tasks {
+            server
+                .hub()
+                .set_work_store(keel_store::work::WorkStores::of(store.clone()));
         }
         let token = match server.token() {
             keel_server::TokenOrigin::Generated(t) => Some(t.clone()),

@@ -17,6 +17,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::{StoreError, redact_url};
 
+mod leases;
 mod memory;
 mod migrations;
 mod notify;

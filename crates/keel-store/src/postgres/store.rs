@@ -6,6 +6,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::retry::{self, Backoff};
 use super::{PgStore, db_err};
+use crate::lease::{LeaseRow, RUN_LEASES, WORKSPACE_LEASES};
 use crate::{
     BlockerRecord, BlockerStatus, Lease, MemoryEntry, NewBlocker, NewSession, SessionRecord, Store,
     StoreError, StoreFuture, WorkspaceLease, now_ms,
@@ -665,22 +666,7 @@ impl Store for PgStore {
         holder: &'a str,
         ttl_ms: u64,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.retrying(move || async move {
-            let now = now_ms() as i64;
-            // One statement: a new row, or a takeover only when the row is ours or expired.
-            let r = sqlx::query(
-                "INSERT INTO run_leases (session_id, holder, expires_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (session_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-                 WHERE run_leases.holder = EXCLUDED.holder OR run_leases.expires_at <= $4",
-            )
-            .bind(session_id)
-            .bind(holder)
-            .bind(now.saturating_add(ttl_ms.min(i64::MAX as u64) as i64))
-            .bind(now)
-            .execute(&self.pool)
-            .await;
-            Ok(affected(r, "taking a run lease")? == 1)
-        }))
+        Box::pin(self.take_lease(&RUN_LEASES, session_id, None, holder, ttl_ms))
     }
 
     fn renew_lease<'a>(
@@ -689,48 +675,18 @@ impl Store for PgStore {
         holder: &'a str,
         ttl_ms: u64,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.retrying(move || async move {
-            let expires = (now_ms() as i64).saturating_add(ttl_ms.min(i64::MAX as u64) as i64);
-            let r = sqlx::query(
-                "UPDATE run_leases SET expires_at = $3 WHERE session_id = $1 AND holder = $2",
-            )
-            .bind(session_id)
-            .bind(holder)
-            .bind(expires)
-            .execute(&self.pool)
-            .await;
-            Ok(affected(r, "renewing a run lease")? == 1)
-        }))
+        Box::pin(self.renew_lease_in(&RUN_LEASES, session_id, holder, ttl_ms))
     }
 
     fn release_lease<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(self.retrying(move || async move {
-            let r = sqlx::query("DELETE FROM run_leases WHERE session_id = $1 AND holder = $2")
-                .bind(session_id)
-                .bind(holder)
-                .execute(&self.pool)
-                .await;
-            affected(r, "releasing a run lease").map(|_| ())
-        }))
+        Box::pin(self.release_lease_in(&RUN_LEASES, session_id, holder))
     }
 
     fn lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Option<Lease>> {
-        Box::pin(self.retrying(move || async move {
-            let row =
-                sqlx::query("SELECT holder, expires_at FROM run_leases WHERE session_id = $1")
-                    .bind(session_id)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(db_err("reading a run lease"))?;
-            row.map(|r| {
-                Ok(Lease {
-                    holder: r.try_get(0)?,
-                    expires_at: r.try_get::<i64, _>(1)?.max(0) as u64,
-                })
-            })
-            .transpose()
-            .map_err(db_err("reading a run lease"))
-        }))
+        Box::pin(async move {
+            let row = self.read_lease(&RUN_LEASES, session_id).await?;
+            Ok(row.map(LeaseRow::into_lease))
+        })
     }
 
     fn acquire_workspace_lease<'a>(
@@ -740,22 +696,13 @@ impl Store for PgStore {
         holder: &'a str,
         ttl_ms: u64,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.retrying(move || async move {
-            let now = now_ms() as i64;
-            let r = sqlx::query(
-                "INSERT INTO workspace_leases (workspace, session_id, holder, expires_at) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-                 WHERE workspace_leases.holder = EXCLUDED.holder OR workspace_leases.expires_at <= $5",
-            )
-            .bind(workspace)
-            .bind(session_id)
-            .bind(holder)
-            .bind(now.saturating_add(ttl_ms.min(i64::MAX as u64) as i64))
-            .bind(now)
-            .execute(&self.pool)
-            .await;
-            Ok(affected(r, "taking a workspace lease")? == 1)
-        }))
+        Box::pin(self.take_lease(
+            &WORKSPACE_LEASES,
+            workspace,
+            Some(session_id),
+            holder,
+            ttl_ms,
+        ))
     }
 
     fn renew_workspace_lease<'a>(
@@ -764,18 +711,7 @@ impl Store for PgStore {
         holder: &'a str,
         ttl_ms: u64,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.retrying(move || async move {
-            let expires = (now_ms() as i64).saturating_add(ttl_ms.min(i64::MAX as u64) as i64);
-            let r = sqlx::query(
-                "UPDATE workspace_leases SET expires_at = $3 WHERE workspace = $1 AND holder = $2",
-            )
-            .bind(workspace)
-            .bind(holder)
-            .bind(expires)
-            .execute(&self.pool)
-            .await;
-            Ok(affected(r, "renewing a workspace lease")? == 1)
-        }))
+        Box::pin(self.renew_lease_in(&WORKSPACE_LEASES, workspace, holder, ttl_ms))
     }
 
     fn release_workspace_lease<'a>(
@@ -783,39 +719,16 @@ impl Store for PgStore {
         workspace: &'a str,
         holder: &'a str,
     ) -> StoreFuture<'a, ()> {
-        Box::pin(self.retrying(move || async move {
-            let r =
-                sqlx::query("DELETE FROM workspace_leases WHERE workspace = $1 AND holder = $2")
-                    .bind(workspace)
-                    .bind(holder)
-                    .execute(&self.pool)
-                    .await;
-            affected(r, "releasing a workspace lease").map(|_| ())
-        }))
+        Box::pin(self.release_lease_in(&WORKSPACE_LEASES, workspace, holder))
     }
 
     fn workspace_lease<'a>(
         &'a self,
         workspace: &'a str,
     ) -> StoreFuture<'a, Option<WorkspaceLease>> {
-        Box::pin(self.retrying(move || async move {
-            let row = sqlx::query(
-                "SELECT session_id, holder, expires_at FROM workspace_leases WHERE workspace = $1",
-            )
-            .bind(workspace)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err("reading a workspace lease"))?;
-            row.map(|r| {
-                Ok(WorkspaceLease {
-                    workspace: workspace.to_string(),
-                    session_id: r.try_get(0)?,
-                    holder: r.try_get(1)?,
-                    expires_at: r.try_get::<i64, _>(2)?.max(0) as u64,
-                })
-            })
-            .transpose()
-            .map_err(db_err("reading a workspace lease"))
-        }))
+        Box::pin(async move {
+            let row = self.read_lease(&WORKSPACE_LEASES, workspace).await?;
+            Ok(row.map(|row| row.into_workspace_lease(workspace)))
+        })
     }
 }

@@ -1,9 +1,11 @@
 //! Run leases (per session) and workspace leases (per workspace) on SQLite: one statement
-//! each, so two processes on the same database file never both hold one.
+//! each, so two processes on the same database file never both hold one. Both tables go
+//! through the same four helpers, their statements built from [`LeaseTable`].
 
 use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteDb, sql};
+use crate::lease::{LeaseRow, LeaseTable, RUN_LEASES, WORKSPACE_LEASES as WORKSPACE, expiry};
 use crate::{Lease, StoreError, WorkspaceLease, now_ms};
 
 /// Migration 10: who works in a workspace, until when.
@@ -17,24 +19,73 @@ CREATE TABLE workspace_leases (
 "#;
 
 impl SqliteDb {
+    /// Takes the lease of `t` on `key` for `holder` (one statement; see [`LeaseTable`]).
+    fn take(
+        &self,
+        t: &LeaseTable,
+        key: &str,
+        session: Option<&str>,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms() as i64;
+        let (sql_text, context) = (t.take_sql('?'), t.doing("taking"));
+        let conn = self.lock();
+        let n = match session {
+            Some(s) => conn.execute(&sql_text, params![key, holder, expiry(now, ttl_ms), now, s]),
+            None => conn.execute(&sql_text, params![key, holder, expiry(now, ttl_ms), now]),
+        }
+        .map_err(sql(&context))?;
+        Ok(n == 1)
+    }
+
+    fn renew(
+        &self,
+        t: &LeaseTable,
+        key: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let context = t.doing("renewing");
+        let n = self
+            .lock()
+            .execute(
+                &t.renew_sql('?'),
+                params![key, holder, expiry(now_ms() as i64, ttl_ms)],
+            )
+            .map_err(sql(&context))?;
+        Ok(n == 1)
+    }
+
+    fn release(&self, t: &LeaseTable, key: &str, holder: &str) -> Result<(), StoreError> {
+        let context = t.doing("releasing");
+        self.lock()
+            .execute(&t.release_sql('?'), params![key, holder])
+            .map_err(sql(&context))?;
+        Ok(())
+    }
+
+    fn read(&self, t: &LeaseTable, key: &str) -> Result<Option<LeaseRow>, StoreError> {
+        let context = t.doing("reading");
+        self.lock()
+            .query_row(&t.read_sql('?'), [key], |r| {
+                Ok(LeaseRow {
+                    holder: r.get(0)?,
+                    expires_at: r.get::<_, i64>(1)?.max(0) as u64,
+                    session_id: if t.with_session { r.get(2)? } else { None },
+                })
+            })
+            .optional()
+            .map_err(sql(&context))
+    }
+
     pub fn acquire_lease(
         &self,
         session_id: &str,
         holder: &str,
         ttl_ms: u64,
     ) -> Result<bool, StoreError> {
-        let now = now_ms() as i64;
-        // One statement: a new row, or a takeover only when the row is ours or expired.
-        let n = self
-            .lock()
-            .execute(
-                "INSERT INTO run_leases (session_id, holder, expires_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(session_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-                 WHERE run_leases.holder = excluded.holder OR run_leases.expires_at <= ?4",
-                params![session_id, holder, now + ttl_ms as i64, now],
-            )
-            .map_err(sql("taking a run lease"))?;
-        Ok(n == 1)
+        self.take(&RUN_LEASES, session_id, None, holder, ttl_ms)
     }
 
     pub fn renew_lease(
@@ -43,44 +94,19 @@ impl SqliteDb {
         holder: &str,
         ttl_ms: u64,
     ) -> Result<bool, StoreError> {
-        let n = self
-            .lock()
-            .execute(
-                "UPDATE run_leases SET expires_at = ?3 WHERE session_id = ?1 AND holder = ?2",
-                params![session_id, holder, now_ms() as i64 + ttl_ms as i64],
-            )
-            .map_err(sql("renewing a run lease"))?;
-        Ok(n == 1)
+        self.renew(&RUN_LEASES, session_id, holder, ttl_ms)
     }
 
     pub fn release_lease(&self, session_id: &str, holder: &str) -> Result<(), StoreError> {
-        self.lock()
-            .execute(
-                "DELETE FROM run_leases WHERE session_id = ?1 AND holder = ?2",
-                params![session_id, holder],
-            )
-            .map_err(sql("releasing a run lease"))?;
-        Ok(())
+        self.release(&RUN_LEASES, session_id, holder)
     }
 
     pub fn lease(&self, session_id: &str) -> Result<Option<Lease>, StoreError> {
-        self.lock()
-            .query_row(
-                "SELECT holder, expires_at FROM run_leases WHERE session_id = ?1",
-                [session_id],
-                |r| {
-                    Ok(Lease {
-                        holder: r.get(0)?,
-                        expires_at: r.get::<_, i64>(1)? as u64,
-                    })
-                },
-            )
-            .optional()
-            .map_err(sql("reading a run lease"))
+        Ok(self
+            .read(&RUN_LEASES, session_id)?
+            .map(LeaseRow::into_lease))
     }
-}
 
-impl SqliteDb {
     pub fn acquire_workspace_lease(
         &self,
         workspace: &str,
@@ -88,17 +114,7 @@ impl SqliteDb {
         holder: &str,
         ttl_ms: u64,
     ) -> Result<bool, StoreError> {
-        let now = now_ms() as i64;
-        let n = self
-            .lock()
-            .execute(
-                "INSERT INTO workspace_leases (workspace, session_id, holder, expires_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(workspace) DO UPDATE SET session_id = excluded.session_id, holder = excluded.holder, expires_at = excluded.expires_at
-                 WHERE workspace_leases.holder = excluded.holder OR workspace_leases.expires_at <= ?5",
-                params![workspace, session_id, holder, now + ttl_ms as i64, now],
-            )
-            .map_err(sql("taking a workspace lease"))?;
-        Ok(n == 1)
+        self.take(&WORKSPACE, workspace, Some(session_id), holder, ttl_ms)
     }
 
     pub fn renew_workspace_lease(
@@ -107,41 +123,16 @@ impl SqliteDb {
         holder: &str,
         ttl_ms: u64,
     ) -> Result<bool, StoreError> {
-        let n = self
-            .lock()
-            .execute(
-                "UPDATE workspace_leases SET expires_at = ?3 WHERE workspace = ?1 AND holder = ?2",
-                params![workspace, holder, now_ms() as i64 + ttl_ms as i64],
-            )
-            .map_err(sql("renewing a workspace lease"))?;
-        Ok(n == 1)
+        self.renew(&WORKSPACE, workspace, holder, ttl_ms)
     }
 
     pub fn release_workspace_lease(&self, workspace: &str, holder: &str) -> Result<(), StoreError> {
-        self.lock()
-            .execute(
-                "DELETE FROM workspace_leases WHERE workspace = ?1 AND holder = ?2",
-                params![workspace, holder],
-            )
-            .map_err(sql("releasing a workspace lease"))?;
-        Ok(())
+        self.release(&WORKSPACE, workspace, holder)
     }
 
     pub fn workspace_lease(&self, workspace: &str) -> Result<Option<WorkspaceLease>, StoreError> {
-        self.lock()
-            .query_row(
-                "SELECT session_id, holder, expires_at FROM workspace_leases WHERE workspace = ?1",
-                [workspace],
-                |r| {
-                    Ok(WorkspaceLease {
-                        workspace: workspace.to_string(),
-                        session_id: r.get(0)?,
-                        holder: r.get(1)?,
-                        expires_at: r.get::<_, i64>(2)?.max(0) as u64,
-                    })
-                },
-            )
-            .optional()
-            .map_err(sql("reading a workspace lease"))
+        Ok(self
+            .read(&WORKSPACE, workspace)?
+            .map(|row| row.into_workspace_lease(workspace)))
     }
 }

@@ -210,27 +210,7 @@ mod tests {
     use crate::builtin::testutil::Fixture;
     use serde_json::json;
 
-    // Fixtures are made with plain git (what a hostile command would run).
-    #[allow(clippy::disallowed_methods)]
-    fn git(dir: &Path, args: &[&str]) {
-        let ok = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "git {args:?} failed");
-    }
-
-    fn have_git() -> bool {
-        let found = crate::shell::exec::find_program("git").is_some();
-        if !found {
-            assert!(std::env::var_os("CI").is_none(), "CI must install git");
-            eprintln!("SKIPPED: git is not installed");
-        }
-        found
-    }
+    use crate::fixtures::{have_git, plain_git as git};
 
     #[tokio::test]
     async fn status_and_diff_run_no_repository_code() {

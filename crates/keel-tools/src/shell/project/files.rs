@@ -1,0 +1,181 @@
+//! The project a test run belongs to, read for its judgement: each file read beneath the
+//! open workspace, bounded in size and count, recorded with its hash ([`Source`]).
+
+use std::path::{Component, Path, PathBuf};
+
+/// The largest project file read to judge a test run.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// How many project files one judgement may read.
+const MAX_READS: usize = 32;
+
+/// A project file a test run's judgement read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// Relative to the workspace root.
+    pub path: PathBuf,
+    /// What in it was used (`scripts.test`, `target test`, `addopts`).
+    pub what: String,
+    /// FNV-1a 64 of the whole file.
+    pub hash: u64,
+}
+
+/// The project a test run's command belongs to.
+#[derive(Debug, Clone)]
+pub(crate) struct Project {
+    pub(crate) root: PathBuf,
+    /// The workspace, open: project files are read beneath it.
+    dir: Option<keel_fs::beneath::DirHandle>,
+    /// Where the command runs; `None` once a `cd` went somewhere not known.
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) sources: Vec<Source>,
+    reads: usize,
+    /// A test run (`run_tests`): test runners count as its work.
+    pub(crate) test_run: bool,
+}
+
+impl Project {
+    pub(crate) fn new(root: &Path, cwd: &Path, test_run: bool) -> Self {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+        Self {
+            cwd: cwd.starts_with(&root).then_some(cwd),
+            dir: keel_fs::beneath::DirHandle::open(&root).ok(),
+            root,
+            sources: Vec::new(),
+            reads: 0,
+            test_run,
+        }
+    }
+
+    /// A `cd` in the judged script: followed when it stays inside the workspace.
+    pub(crate) fn cd(&mut self, dir: Option<&str>) {
+        self.cwd = match (dir, &self.cwd) {
+            (Some(d), Some(cwd)) if !d.starts_with(['/', '~']) && d != "-" => {
+                let next = normalize(&cwd.join(d));
+                next.starts_with(&self.root).then_some(next)
+            }
+            _ => None,
+        };
+    }
+
+    /// Reads the project file `name` (relative to where the command runs): regular, inside
+    /// the workspace once links are resolved, at most [`MAX_FILE_BYTES`]; recorded as a
+    /// source. `Ok(None)` when it does not exist.
+    pub(crate) fn read(&mut self, name: &str, what: &str) -> Result<Option<String>, String> {
+        self.read_text(name, what).map_err(ReadFailure::into_reason)
+    }
+
+    pub(super) fn read_text(
+        &mut self,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<String>, ReadFailure> {
+        let cwd = self
+            .cwd
+            .clone()
+            .ok_or_else(|| ReadFailure::Refused("the directory it runs in is not known".into()))?;
+        self.read_path(&cwd.join(name), what)
+    }
+
+    pub(crate) fn read_at(&mut self, path: &Path, what: &str) -> Result<Option<String>, String> {
+        self.read_path(path, what).map_err(ReadFailure::into_reason)
+    }
+
+    fn read_path(&mut self, path: &Path, what: &str) -> Result<Option<String>, ReadFailure> {
+        use ReadFailure::Refused;
+        if self.reads >= MAX_READS {
+            return Err(Refused(format!(
+                "it reads more than {MAX_READS} project files"
+            )));
+        }
+        self.reads += 1;
+        // Beneath the open workspace (keel-fs): a link out, a FIFO or a device is refused, and
+        // nothing is opened by path.
+        let outside = || Refused(format!("`{}` leads outside the workspace", path.display()));
+        let rel = normalize(path)
+            .strip_prefix(&self.root)
+            .map_err(|_| outside())?
+            .to_path_buf();
+        let dir = match &self.dir {
+            Some(d) => d,
+            None => return Err(Refused("the workspace cannot be opened".into())),
+        };
+        let target = match dir.resolve(&rel) {
+            Ok(t) => t,
+            Err(keel_fs::beneath::ResolveError::Escape { .. }) => return Err(outside()),
+            Err(
+                keel_fs::beneath::ResolveError::NotADirectory(_)
+                | keel_fs::beneath::ResolveError::Dangling,
+            ) => return Ok(None),
+            Err(e) => {
+                return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
+            }
+        };
+        let rel = target.rel().to_path_buf();
+        let info = match target.info() {
+            Ok(Some(info)) => info,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
+            }
+        };
+        info.check_regular()
+            .map_err(|e| Refused(format!("`{}`: {e}", rel.display())))?;
+        if info.len > MAX_FILE_BYTES {
+            return Err(Refused(format!(
+                "`{}` is larger than {} KiB",
+                rel.display(),
+                MAX_FILE_BYTES / 1024
+            )));
+        }
+        let bytes = target.read_bounded(MAX_FILE_BYTES).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                Refused(format!("`{}` grew while it was read", rel.display()))
+            } else {
+                Refused(format!("`{}`: {e}", rel.display()))
+            }
+        })?;
+        let hash = keel_protocol::fnv1a(&bytes);
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Err(ReadFailure::NotText);
+        };
+        self.sources.push(Source {
+            path: rel,
+            what: what.to_string(),
+            hash,
+        });
+        Ok(Some(text))
+    }
+}
+
+/// Why a project file was not read.
+pub(super) enum ReadFailure {
+    /// Not UTF-8 text (a built program).
+    NotText,
+    /// Outside the workspace, not a regular file, too large, too many reads.
+    Refused(String),
+}
+
+impl ReadFailure {
+    fn into_reason(self) -> String {
+        match self {
+            ReadFailure::NotText => "it is not a text file".into(),
+            ReadFailure::Refused(why) => why,
+        }
+    }
+}
+
+/// `a/./b/../c` → `a/c`, without touching the disk.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
