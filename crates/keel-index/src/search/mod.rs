@@ -310,7 +310,7 @@ impl Index {
             let words = if long { &all_terms.words } else { &terms.words };
             let idf = self.idf(words)?;
             let named = named_definitions(&report, &terms);
-            definitions::ranked(conn, &self.root, &files, &scored, &idf, &named, &filter)?
+            definitions::ranked(conn, &files, &scored, &idf, &named, &filter)?
         } else if q.kind == SearchKind::File {
             files_ranked(scored, &evidence, &role_weight)
         } else {
