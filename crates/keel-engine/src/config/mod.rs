@@ -416,6 +416,14 @@ impl Config {
                 shell.max_timeout_secs
             )));
         }
+        let min = keel_tools::sandbox::MIN_MAX_PROCESSES;
+        if shell.max_processes != 0 && shell.max_processes < min {
+            return Err(bad(format!(
+                "shell.max_processes = {} must be 0 (no limit) or at least {min} (the smallest \
+                 process limit the kernel takes)",
+                shell.max_processes
+            )));
+        }
         if shell.timeout_secs == 0 || shell.timeout_secs > shell.max_timeout_secs {
             return Err(bad(format!(
                 "shell.timeout_secs = {} must be between 1 and shell.max_timeout_secs ({})",
