@@ -43,6 +43,7 @@
 mod describe;
 mod devices;
 pub mod fds;
+mod git_includes;
 mod helper;
 mod init;
 mod limits;
@@ -61,6 +62,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 pub use describe::{describe_enforcement, describe_support};
+pub use git_includes::git_included_files;
 pub use helper::{
     HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,
 };
@@ -69,8 +71,8 @@ pub use limits::{
     pid_max_per_namespace,
 };
 pub use roots::{
-    SECRET_STORES, WritableRoots, expand_home, is_protected, keel_private_dirs, keel_private_files,
-    secret_stores,
+    GIT_DIR_MARKERS, SECRET_STORES, WritableRoots, expand_home, is_git_dir_beneath, is_protected,
+    keel_private_dirs, keel_private_files, secret_stores,
 };
 pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 
