@@ -39,6 +39,8 @@ pub fn edit(editor: &str, file_name: &str, text: &str) -> anyhow::Result<(ExitSt
         .arg(&path)
         .status()
         .with_context(|| format!("cannot start the editor `{editor}`"))?;
+    // The file Keel wrote into its fresh private directory, back from the user's editor.
+    #[allow(clippy::disallowed_methods)]
     let edited = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     Ok((status, edited))

@@ -285,7 +285,15 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
     };
     if let Some(name) = body.strip_prefix('!') {
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if plain && !a.vars.is_fixed(name) {
+        if name.contains("@P") {
+            // `${!x@P}`: the variable `x` names, expanded as a prompt string.
+            a.flag(
+                SafetyClass::Unknown,
+                format!(
+                    "`{text}` expands a variable as a prompt string, which runs the command substitutions in its value"
+                ),
+            );
+        } else if plain && !a.vars.is_fixed(name) {
             a.flag(
                 SafetyClass::Unknown,
                 format!(
@@ -302,6 +310,11 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         })
         .map_or(body.len(), |(i, _)| i);
     let (name, rest) = body.split_at(name_len);
+    // An element or all of an array (`${a[0]@P}`, `${a[@]@P}`): the operator follows.
+    let rest = match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
+        Some((_, after)) => after,
+        None => rest,
+    };
     if let Some(op) = rest.strip_prefix('@') {
         if op.starts_with('P') {
             a.flag(

@@ -75,7 +75,14 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
         return done;
     }
     let runs_tests = a.runners_vouched || a.project.as_ref().is_some_and(|p| p.test_run);
-    runs_tests && runner(a, program, args, stdin)
+    if runs_tests {
+        return runner(a, program, args, stdin);
+    }
+    if program == "cargo" {
+        // What `cargo build` runs besides the compiler; the subcommand is judged as usual.
+        super::runners::cargo_build_code(a, args);
+    }
+    false
 }
 
 /// The commands whose meaning is written in a project file: package scripts, Makefile
