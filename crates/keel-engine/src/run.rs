@@ -102,7 +102,7 @@ pub(crate) struct Run<'a> {
     /// The iteration whose first write was already preceded by a snapshot.
     pub(crate) snapshot_turn: Option<u32>,
     /// The session's latest snapshot in this run (the next one's parent).
-    pub(crate) last_snapshot: Option<crate::snapshot::SnapshotInfo>,
+    pub(crate) last_snapshot: Option<keel_snapshot::SnapshotInfo>,
     /// A snapshot failed: no more attempts in this run.
     pub(crate) snapshots_failed: bool,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).

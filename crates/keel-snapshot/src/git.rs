@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use super::layout::{self, PROBE_DEADLINE, WORK_DEADLINE, output_within};
-use super::{RestoreReport, SnapshotError, private_repository};
+use crate::error::SnapshotError;
+use crate::report::RestoreReport;
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
 
@@ -755,4 +756,9 @@ fn seed_index(git_dir: &Path, index: &Path) {
         return;
     };
     let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
+}
+
+/// Where the private snapshot repository of a non-git workspace lives.
+pub fn private_repository(workspace: &Path) -> PathBuf {
+    workspace.join(".keel").join("snapshots")
 }
