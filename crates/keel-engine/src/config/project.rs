@@ -82,14 +82,25 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("rollback.timeout_secs", AT_MOST),
     // Gates a project sets are asked about under the session's approval policy (`verify`).
     ("verify", ProjectRule::Free),
+    // A project may turn verification on, never off over the user's, and adds gates to the
+    // user's list rather than replacing it (red-team R17).
+    ("verify.enabled", ProjectRule::Bool { strict: true }),
+    ("verify.always", ProjectRule::Bool { strict: true }),
+    ("verify.commands", ProjectRule::Superset),
     ("verify.timeout_secs", AT_MOST),
     ("snapshots.enabled", ProjectRule::Bool { strict: true }),
     ("plan_exec.enabled", ProjectRule::Free),
-    ("plan_exec.start_phase", ProjectRule::Free),
+    // Not past the read-only planning phase the user's sessions start in (red-team R3).
+    (
+        "plan_exec.start_phase",
+        ProjectRule::Ordered(&["planning", "building", "verification", "delivery"]),
+    ),
     ("plan_exec.auto_advance_after_steps", ProjectRule::Free),
     ("plan_exec.phases.*.whitelist", ProjectRule::Free),
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
-    ("shell.enabled", ProjectRule::Free),
+    // Features a user turned off stay off (red-team R3): a project may only turn them off.
+    ("shell.enabled", ProjectRule::Bool { strict: false }),
+    ("agents.enabled", ProjectRule::Bool { strict: false }),
     ("shell.timeout_secs", AT_MOST),
     ("shell.max_timeout_secs", AT_MOST),
     // Run by `run_tests` (judged like any call) and as the tests gate (asked about like a
@@ -104,7 +115,7 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("shell.deny", ProjectRule::Superset),
     // Secret stores hidden from commands: a project may hide more, never uncover one.
     ("shell.hide", ProjectRule::Superset),
-    ("shell.lint.enabled", ProjectRule::Free),
+    ("shell.lint.enabled", ProjectRule::Bool { strict: false }),
     ("shell.lint.timeout_secs", AT_MOST),
     // Approval: a project may ask more and deny more, never allow more.
     (
@@ -715,5 +726,39 @@ mod tests {
         let c = load(Some(&user));
         assert_eq!(c.agent.max_iterations, 150);
         assert_eq!(c.index.threads, 1);
+    }
+
+    #[test]
+    fn a_project_cannot_turn_back_on_what_the_user_turned_off_or_drop_their_gates() {
+        // Red-team R3 and R17, against the user's own settings.
+        let lower = table(
+            "[shell]\nenabled = false\n[shell.lint]\nenabled = false\n[agents]\nenabled = false\n[verify]\nenabled = true\nalways = false\ncommands = [\"make check\"]\n[plan_exec]\nstart_phase = \"planning\"\n",
+        );
+        let mut project = table(
+            "[shell]\nenabled = true\n[shell.lint]\nenabled = true\n[agents]\nenabled = true\n[verify]\nenabled = false\ncommands = [\"true\"]\n[plan_exec]\nstart_phase = \"delivery\"\n",
+        );
+        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
+        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "agents.enabled",
+                "plan_exec.start_phase",
+                "shell.enabled",
+                "shell.lint.enabled",
+                "verify.enabled",
+            ]
+        );
+        assert_eq!(
+            project["verify"]["commands"],
+            Value::Array(vec!["make check".into(), "true".into()]),
+            "the project's gates run after the user's, never instead"
+        );
+        // Turning things off, and verification on, pass silently.
+        let mut project = table(
+            "[shell]\nenabled = false\n[verify]\nalways = true\n[plan_exec]\nstart_phase = \"planning\"\n",
+        );
+        assert!(restrict(&lower, &mut project, "p", &nothing_accepted).is_empty());
     }
 }

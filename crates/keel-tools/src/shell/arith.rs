@@ -284,6 +284,11 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         return;
     };
     if let Some(name) = body.strip_prefix('!') {
+        // `${!arr[@]:$X}`: the keys, sliced by an arithmetic offset.
+        if let Some((_, offsets)) = name.split_once("]:") {
+            expression(a, &offsets.replace(':', " "), &format!("`{text}`"));
+            return;
+        }
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if name.contains("@P") {
             // `${!x@P}`: the variable `x` names, expanded as a prompt string.

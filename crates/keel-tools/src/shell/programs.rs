@@ -110,7 +110,7 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
     if super::toolchains::judge(a, program, args) {
         return;
     }
-    if matches!(program, "let" | "read" | "printf" | "test") {
+    if matches!(program, "let" | "read" | "printf" | "test" | "unset") {
         variable_builtin(a, program, args);
     }
     if READ_ONLY.contains(&program) {
@@ -408,6 +408,15 @@ fn variable_builtin(a: &mut Analyzer, program: &str, args: &[Word]) {
                     _ => name(a, w, "`read`"),
                 }
                 i += 1;
+            }
+        }
+        "unset" => {
+            // `unset "arr[$X]"`: an indexed array's subscript is arithmetic (red-team R9).
+            for w in args
+                .iter()
+                .filter(|w| !w.value().is_some_and(|v| v.starts_with('-')))
+            {
+                name(a, w, "`unset`");
             }
         }
         "printf" => {

@@ -195,6 +195,94 @@ fn cargo_config(a: &mut Analyzer) {
     }
 }
 
+/// Programs rustup's proxies run from the toolchain the project selects.
+const RUSTUP_PROXIES: &[&str] = &[
+    "cargo",
+    "rustc",
+    "rustdoc",
+    "rustfmt",
+    "cargo-fmt",
+    "cargo-clippy",
+    "clippy-driver",
+    "rust-analyzer",
+    "rust-gdb",
+    "rust-lldb",
+    "cargo-miri",
+    "rls",
+];
+
+/// What the project's own files make a Rust toolchain command run, judged with the project
+/// at hand (red-team R7): a `rust-toolchain(.toml)` with a `path` makes rustup's proxies
+/// (`cargo`, `rustc`, `rustfmt` — even `--version`) run programs the repository ships, and a
+/// Cargo `[alias]` can make `cargo fmt --check` mean `cargo run`. Either makes the line
+/// unknown; the command is judged as usual besides.
+pub(crate) fn rust_toolchain_code(a: &mut Analyzer, program: &str, args: &[Word]) {
+    if !RUSTUP_PROXIES.contains(&program) {
+        return;
+    }
+    let Some(project) = a.project.as_mut() else {
+        return;
+    };
+    let Some(mut dir) = project.cwd.clone() else {
+        return;
+    };
+    let root = project.root.clone();
+    let sub = (program == "cargo")
+        .then(|| {
+            args.iter()
+                .find_map(|w| w.value().filter(|v| !v.starts_with('-')))
+                .map(str::to_string)
+        })
+        .flatten();
+    let mut flags = Vec::new();
+    loop {
+        for name in ["rust-toolchain.toml", "rust-toolchain"] {
+            match project.read_at(&dir.join(name), "toolchain path") {
+                Ok(Some(text)) => {
+                    let path = toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+                        t.get("toolchain")
+                            .and_then(|t| t.get("path"))
+                            .map(ToString::to_string)
+                    });
+                    if let Some(path) = path {
+                        flags.push(format!(
+                            "`{name}` points rustup at the toolchain {path}, so `{program}` runs programs that toolchain holds"
+                        ));
+                    }
+                }
+                Ok(None) => {}
+                Err(why) => flags.push(format!("the Rust toolchain file: {why}")),
+            }
+        }
+        if let Some(sub) = &sub {
+            for name in [".cargo/config.toml", ".cargo/config"] {
+                match project.read_at(&dir.join(name), "aliases") {
+                    Ok(Some(text)) => {
+                        let alias = toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+                            t.get("alias")
+                                .and_then(|a| a.get(sub.as_str()))
+                                .map(ToString::to_string)
+                        });
+                        if let Some(alias) = alias {
+                            flags.push(format!(
+                                "the project's Cargo configuration makes `cargo {sub}` an alias of {alias}"
+                            ));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(why) => flags.push(format!("Cargo's configuration: {why}")),
+                }
+            }
+        }
+        if dir == root || !dir.pop() || !dir.starts_with(&root) {
+            break;
+        }
+    }
+    for f in flags {
+        a.flag(Unknown, f);
+    }
+}
+
 /// A command line's Cargo subcommand when it compiles the project — and so runs its build
 /// scripts, its proc macros and whatever its configuration wraps `rustc` in. `Err` when
 /// options before it make the package Keel would look at unknown (`--manifest-path`, `-C`).

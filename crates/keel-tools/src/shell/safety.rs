@@ -400,6 +400,18 @@ impl Analyzer<'_> {
                 self.children(node, src, stdin);
             }
             "declaration_command" => self.declaration(node, src, stdin),
+            "unset_command" => {
+                // `unset "arr[$X]"`: an indexed array's subscript is arithmetic (red-team R9).
+                let mut cursor = node.walk();
+                let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+                for k in kids {
+                    let literal = &src[k.byte_range()];
+                    if !literal.starts_with('-') {
+                        super::arith::variable_name_word(self, k, src, "`unset`");
+                    }
+                    self.any(k, src, stdin);
+                }
+            }
             "variable_assignments" => {
                 let mut cursor = node.walk();
                 let kids: Vec<Node> = node.named_children(&mut cursor).collect();

@@ -71,6 +71,8 @@ const SCRIPT_RUNNERS: &[&str] = &[
 /// `make lint`, `sh x.sh`); test runners and the project's own scripts count as the run's
 /// work only in a test run, or inside a script an allow rule vouched for.
 pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) -> bool {
+    // What the project's toolchain files make `cargo`, `rustc`, `rustfmt` run.
+    super::runners::rust_toolchain_code(a, program, args);
     if let Some(done) = resolve_script(a, program, args) {
         return done;
     }

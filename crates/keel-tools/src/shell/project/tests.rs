@@ -262,3 +262,41 @@ fn a_cargo_build_is_judged_by_the_repository_code_it_runs() {
     let a = judge_command(&[("Cargo.toml", PKG), ("build.rs", "")], "cargo --version");
     assert_eq!(a.class, ReadOnly, "{a:?}");
 }
+
+#[test]
+fn a_rust_toolchain_path_or_a_cargo_alias_is_repository_code() {
+    const PKG: &str = "[package]\nname = \"x\"\nversion = \"0.1.0\"\n";
+    // Red-team R7: `[alias] fmt = ["run", …]` makes `cargo fmt --check` run the project.
+    let alias = [
+        ("Cargo.toml", PKG),
+        (".cargo/config.toml", "[alias]\nfmt = [\"run\", \"--\"]\n"),
+    ];
+    let a = judge_command(&alias, "cargo fmt --check");
+    assert_eq!(a.class, Unknown, "{a:?}");
+    assert!(a.reasons.iter().any(|r| r.contains("alias")), "{a:?}");
+    assert_eq!(judge_command(&alias, "cargo --version").class, ReadOnly);
+    // A toolchain the repository ships: even `--version` runs it.
+    let shipped = [
+        ("Cargo.toml", PKG),
+        (
+            "rust-toolchain.toml",
+            "[toolchain]\npath = \"/proc/self/cwd/tc\"\n",
+        ),
+    ];
+    for command in [
+        "cargo --version",
+        "rustc --version",
+        "rustfmt --check src/main.rs",
+        "cargo fmt --check",
+    ] {
+        let a = judge_command(&shipped, command);
+        assert_eq!(a.class, Unknown, "{command}: {a:?}");
+    }
+    // A channel is not a path.
+    let channel = [
+        ("Cargo.toml", PKG),
+        ("rust-toolchain.toml", "[toolchain]\nchannel = \"1.85\"\n"),
+    ];
+    assert_eq!(judge_command(&channel, "cargo fmt --check").class, ReadOnly);
+    assert_eq!(judge_command(&channel, "rustc --version").class, ReadOnly);
+}
