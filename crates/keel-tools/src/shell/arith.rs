@@ -284,7 +284,7 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         return;
     };
     if let Some(name) = body.strip_prefix('!') {
-        // `${!arr[@]:$X}`: the keys, sliced by an arithmetic offset.
+        // `${!arr[@]:off}`: the keys, sliced by an arithmetic offset.
         if let Some((_, offsets)) = name.split_once("]:") {
             expression(a, &offsets.replace(':', " "), &format!("`{text}`"));
             return;
@@ -315,7 +315,8 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         })
         .map_or(body.len(), |(i, _)| i);
     let (name, rest) = body.split_at(name_len);
-    // An element or all of an array (`${a[0]@P}`, `${a[@]@P}`): the operator follows.
+    // `${arr[@]:off}`, `${arr[*]:off:len}`, `${arr[i]:off}`: the subscript (judged on its own
+    // as a subscript node) is followed by the same arithmetic offsets (pass 2, R9).
     let rest = match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
         Some((_, after)) => after,
         None => rest,
