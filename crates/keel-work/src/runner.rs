@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::task_brief;
 use crate::proof::{self, GateRun, Proof};
+use keel_config::ApprovalPolicy;
 use keel_engine::approval::{ApprovalGate, ApprovalRules, Verdict};
-use keel_engine::config::ApprovalPolicy;
 use keel_engine::gates::ProjectGates;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};

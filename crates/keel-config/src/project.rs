@@ -649,7 +649,7 @@ mod tests {
 
     #[test]
     fn a_project_may_lower_budgets_and_limits_but_never_raise_them() {
-        use crate::config::{Config, Layer};
+        use crate::{Config, Layer};
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
