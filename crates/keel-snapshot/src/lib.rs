@@ -35,6 +35,7 @@ pub use error::SnapshotError;
 use git::{Git, RepoKind};
 pub use git::{git_available, private_repository};
 pub use history::{HistoryEntry, RedoReport};
+pub use layout::checked_repository;
 pub use report::{RestoreReport, SnapshotInfo, UndoReport};
 
 /// The ref namespace of turn snapshots.

@@ -156,6 +156,9 @@ impl Workspace {
         let found = self.locate(rel)?;
         if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected)
             || self.inside_git_dir(found.rel())
+            || crate::sandbox::git_included_files(&self.root)
+                .iter()
+                .any(|p| p == found.rel())
         {
             return Err(PathError::Protected(rel.to_string()));
         }

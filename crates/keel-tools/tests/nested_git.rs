@@ -144,6 +144,45 @@ async fn scenario(ws: &Path) {
         out.content
     );
     assert!(!ws.join("shipped/realgit").exists(), "out of git's sight");
+    // A working-tree file the repository's config includes (pass 2, R14): read-only to the
+    // file tools and to commands.
+    let top = ws.join("top");
+    std::fs::create_dir_all(&top).unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&top)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    git(&["config", "include.path", "../.gitconfig"]);
+    std::fs::write(
+        top.join(".gitconfig"),
+        "[diff \"lockb\"]\n\ttextconv = cat\n",
+    )
+    .unwrap();
+    let tctx = ToolContext::new(Workspace::new(&top).unwrap());
+    let r = tools
+        .execute(
+            "create_file",
+            json!({"path": ".gitconfig", "content": "[core]\n\tfsmonitor = touch /tmp/x\n", "overwrite": true}),
+            &tctx,
+        )
+        .await;
+    assert!(
+        matches!(&r, Err(ToolError::Model(m)) if m.contains("protected")),
+        "{r:?}"
+    );
+    let _ = tools
+        .execute(
+            "run_command",
+            json!({"command": format!("printf '[core]\\n\\tfsmonitor = touch {}\\n' >> .gitconfig", outside.display())}),
+            &tctx,
+        )
+        .await;
+    let text = std::fs::read_to_string(top.join(".gitconfig")).unwrap();
+    assert!(!text.contains("fsmonitor"), "a command changed it: {text}");
     let _ = std::process::Command::new("git")
         .arg("status")
         .current_dir(ws.join("shipped"))
