@@ -213,8 +213,8 @@ fn model_checks(
         checks: Vec::new(),
         pingable: Vec::new(),
     };
-    let router = Router::new(&config.llm, workspace)
-        .with_learned_dir(keel_engine::config::user_data_dir(env));
+    let router =
+        Router::new(&config.llm, workspace).with_learned_dir(keel_config::user_data_dir(env));
     if !router.is_configured() {
         out.checks.push(Check::new(
             "provider",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_store::SqliteStore;
 
 use crate::render::when;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_engine::config::Config;
+use keel_config::Config;
 use keel_engine::runtime::SessionOverrides;
 use keel_flow::FlowEvent;
 use keel_store::SqliteStore;

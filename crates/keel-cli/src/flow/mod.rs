@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use keel_config::{ApprovalPolicy, Layer};
 use keel_engine::approval::ApprovalRules;
-use keel_engine::config::{ApprovalPolicy, Layer};
 use keel_flow::exec::{EngineAgents, EventSink};
 use keel_flow::state::NodeStatus;
 use keel_flow::store::RunRecord;

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::{executor, runtime, store_error};

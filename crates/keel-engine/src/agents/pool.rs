@@ -20,7 +20,8 @@ use super::store::ChildStore;
 use super::tools::{AgentCloseArgs, AgentEvalArgs, AgentOpenArgs};
 use super::{AGENT_CLOSE, AGENT_EVAL, AGENT_OPEN, AgentScope};
 use crate::run::Run;
-use crate::{Engine, EngineBuilder, EngineError, EventSink, ExecutionMode, RunOptions};
+use crate::{Engine, EngineBuilder, EngineError, EventSink, RunOptions};
+use keel_phase::ExecutionMode;
 
 /// Characters of a child's answer shown to the parent at once; the rest is kept for
 /// `read_result`.
@@ -342,8 +343,11 @@ fn child_engine(
 
 impl Run<'_> {
     /// Answers `agent_open`, `agent_eval` and `agent_close`, and rolls the usage of child
-    /// turns that ended up into the run's.
-    pub(crate) async fn agent_call(&mut self, call: &ToolCall) -> Result<ToolOutput, ToolError> {
+    /// turns that ended up into the run's; `true` with it when a child changed the workspace.
+    pub(crate) async fn agent_call(
+        &mut self,
+        call: &ToolCall,
+    ) -> (Result<ToolOutput, ToolError>, bool) {
         let out = match call.name.as_str() {
             AGENT_OPEN => match parse_args(AGENT_OPEN, call.arguments.clone()) {
                 Ok(args) => self.agent_open(args).await,
@@ -366,16 +370,15 @@ impl Run<'_> {
         let usage = self.agents.take_usage();
         self.usage.add(&usage);
         // A worker's edits are the run's changes: final verification covers them.
+        let mut changed = false;
         for child in self.agents.children.values() {
             if let Ok(mut changes) = child.progress.changes.lock() {
-                if changes.changed {
-                    self.finish_check.note_change();
-                }
+                changed |= changes.changed;
                 self.changed |= std::mem::take(&mut changes.changed);
                 self.files.extend(std::mem::take(&mut changes.files));
             }
         }
-        out
+        (out, changed)
     }
 
     /// Whether a child must be read-only: its parent is, or the parent's plan_exec phase

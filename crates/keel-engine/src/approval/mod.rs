@@ -15,10 +15,10 @@ use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ApprovalConfig, ApprovalPolicy};
-
 mod patch_plan;
+
 use crate::{Emitter, EngineError};
+use keel_config::{ApprovalConfig, ApprovalPolicy};
 
 /// What the rules say about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

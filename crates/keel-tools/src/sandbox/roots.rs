@@ -56,6 +56,8 @@ pub fn secret_stores() -> Vec<PathBuf> {
 /// What a confined command may reach besides what its policy implies.
 #[derive(Debug, Clone, Default)]
 pub struct WritableRoots {
+    /// Processes and memory the command may take (by default [`super::Limits::default`]).
+    pub limits: super::Limits,
     /// The workspace root (writable under [`SandboxPolicy::WorkspaceWrite`], except its
     /// protected paths).
     pub workspace: Option<PathBuf>,
@@ -65,7 +67,7 @@ pub struct WritableRoots {
     /// `~/.cargo/registry`); missing ones are skipped, and `~/.cargo/bin` (or
     /// `$CARGO_HOME/bin`) is never writable, even below a configured `~/.cargo`.
     pub extra: Vec<PathBuf>,
-    /// Allow network access (TCP, UDP, UNIX-socket connections). Off by default.
+    /// Allow network access (TCP and UDP; never the user's UNIX sockets). Off by default.
     pub network: bool,
     /// Paths read-only to commands besides [`PROTECTED_DIRS`] (relative ones are under the
     /// workspace).

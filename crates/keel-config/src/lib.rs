@@ -244,8 +244,8 @@ fn merge(base: &mut Table, over: Table) {
 
 impl Config {
     /// The execution mode `agent.mode` names (validated on load; `react` if unrecognised).
-    pub fn execution_mode(&self) -> crate::phase::ExecutionMode {
-        crate::phase::ExecutionMode::parse(&self.agent.mode).unwrap_or_default()
+    pub fn execution_mode(&self) -> keel_phase::ExecutionMode {
+        keel_phase::ExecutionMode::parse(&self.agent.mode).unwrap_or_default()
     }
 
     /// Merges layers (lowest precedence first) over the defaults. Each layer is validated on
@@ -416,6 +416,14 @@ impl Config {
                 shell.max_timeout_secs
             )));
         }
+        let min = keel_tools::sandbox::MIN_MAX_PROCESSES;
+        if shell.max_processes != 0 && shell.max_processes < min {
+            return Err(bad(format!(
+                "shell.max_processes = {} must be 0 (no limit) or at least {min} (the smallest \
+                 process limit the kernel takes)",
+                shell.max_processes
+            )));
+        }
         if shell.timeout_secs == 0 || shell.timeout_secs > shell.max_timeout_secs {
             return Err(bad(format!(
                 "shell.timeout_secs = {} must be between 1 and shell.max_timeout_secs ({})",
@@ -440,13 +448,13 @@ impl Config {
             return Err(bad(format!("snapshots.build_dirs: {e}")));
         }
         self.llm.validate().map_err(bad)?;
-        let Some(mode) = crate::phase::ExecutionMode::parse(&self.agent.mode) else {
+        let Some(mode) = keel_phase::ExecutionMode::parse(&self.agent.mode) else {
             return Err(bad(format!(
                 "agent.mode = \"{}\" is not a mode; accepted: react, plan_exec",
                 self.agent.mode
             )));
         };
-        if mode == crate::phase::ExecutionMode::PlanExec && !self.plan_exec.enabled {
+        if mode == keel_phase::ExecutionMode::PlanExec && !self.plan_exec.enabled {
             return Err(bad(
                 "agent.mode = \"plan_exec\" but plan_exec.enabled = false; enable it or use mode react"
                     .into(),
@@ -455,7 +463,7 @@ impl Config {
         if self.rollback.timeout_secs == 0 {
             return Err(bad("rollback.timeout_secs must be at least 1".into()));
         }
-        crate::phase::PhasePolicy::from_config(&self.plan_exec).map_err(bad)?;
+        keel_phase::PhasePolicy::from_config(&self.plan_exec).map_err(bad)?;
         if self.index.max_file_kb == 0 {
             return Err(bad("index.max_file_kb must be at least 1".into()));
         }
@@ -607,6 +615,18 @@ mod tests {
         assert!(!c.fallback_chain.emergency.enabled);
         assert!(c.fallback_chain.enabled);
         assert_eq!(c.verify.commands, Some(vec!["cargo test".to_string()]));
+        let limits = c.shell.tool_settings().limits;
+        assert_eq!(limits.processes, keel_tools::sandbox::DEFAULT_MAX_PROCESSES);
+        assert_eq!(limits.memory_mb, keel_tools::sandbox::default_memory_mb());
+        let c = Config::from_layers(vec![layer(
+            "u",
+            "[shell]\nmax_processes = 0\nmax_memory_mb = 0\n",
+        )])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            c.shell.tool_settings().limits,
+            keel_tools::sandbox::Limits::NONE
+        );
 
         for (text, needle) in [
             ("[agent]\ncompact_threshold = 1.5\n", "compact_threshold"),
@@ -616,6 +636,7 @@ mod tests {
             ),
             ("[verify]\ncommands = [\" \"]\n", "empty command"),
             ("[fallback_chain]\nrecovery = 1\n", "recovery"),
+            ("[shell]\nmax_processes = 10\n", "at least 300"),
         ] {
             let e = Config::from_layers(vec![layer("f", text)])
                 .err()
@@ -638,7 +659,7 @@ mod tests {
             )]),
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(c.execution_mode(), crate::phase::ExecutionMode::PlanExec);
+        assert_eq!(c.execution_mode(), keel_phase::ExecutionMode::PlanExec);
         assert_eq!(c.plan_exec.auto_advance_after_steps, Some(4));
         assert_eq!(
             c.plan_exec.phases.building.rollback_command.as_deref(),

@@ -123,69 +123,9 @@ impl Default for VerifyConfig {
 /// `[llm]`: providers, models, aliases, roles, fallbacks, prices. Defined in `keel-llm`, beside
 /// the code that resolves it ([`keel_llm::router::Router`]).
 pub use keel_llm::config::{LlmConfig, ModelEntry, ProviderEntry};
-/// `[plan_exec]`: the phase machine (planning → building → verification → delivery) used when
-/// `agent.mode = "plan_exec"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PlanExecConfig {
-    /// `false` makes `plan_exec` unavailable: selecting it is a configuration error.
-    pub enabled: bool,
-    /// The phase a new session starts in.
-    pub start_phase: String,
-    /// Move to the next phase automatically after this many steps in a phase (unset: only
-    /// when the model calls `advance_phase`).
-    pub auto_advance_after_steps: Option<u32>,
-    pub phases: PhasesConfig,
-}
-
-impl Default for PlanExecConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            start_phase: "planning".into(),
-            auto_advance_after_steps: None,
-            phases: PhasesConfig::default(),
-        }
-    }
-}
-
-/// `[plan_exec.phases.<phase>]`, one table per phase; any other name is an error.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PhasesConfig {
-    pub planning: PhaseConfig,
-    pub building: PhaseConfig,
-    pub verification: PhaseConfig,
-    pub delivery: PhaseConfig,
-}
-
-impl PhasesConfig {
-    /// The phases' settings with their names, in phase order.
-    pub fn iter(&self) -> [(&'static str, &PhaseConfig); 4] {
-        [
-            ("planning", &self.planning),
-            ("building", &self.building),
-            ("verification", &self.verification),
-            ("delivery", &self.delivery),
-        ]
-    }
-}
-
-/// One phase's settings.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PhaseConfig {
-    /// Tools allowed in the phase, replacing the default (`["*"]`: all). Empty is an error.
-    pub whitelist: Option<Vec<String>>,
-    /// Regular expressions a shell command must not match in this phase (on top of the shell
-    /// safety analysis).
-    pub bash_deny: Vec<String>,
-    /// Checks the workspace after the phase fails (exit 0: fine). Opt-in.
-    pub validation_command: Option<String>,
-    /// Repairs the workspace when validation fails after a phase failure (e.g.
-    /// `git checkout -- src/`). Opt-in.
-    pub rollback_command: Option<String>,
-}
+/// `[plan_exec]`: the phase machine used when `agent.mode = "plan_exec"`. Defined in
+/// `keel-phase`, beside the policy that resolves it ([`keel_phase::PhasePolicy::from_config`]).
+pub use keel_phase::{PhaseConfig, PhasesConfig, PlanExecConfig};
 
 /// `[rollback]`: how validation and rollback commands run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -402,6 +342,12 @@ pub struct ShellConfig {
     pub test_command: Option<String>,
     /// `run_tests` timeout.
     pub test_timeout_secs: u64,
+    /// Processes and threads one sandboxed command may run at once (0: no limit; at least
+    /// 300 otherwise). A fork storm stops here instead of taking the machine's PIDs.
+    pub max_processes: u32,
+    /// Memory (MiB) each process of a sandboxed command may allocate (0: no limit). Unset:
+    /// half of this machine's memory.
+    pub max_memory_mb: Option<u64>,
     pub lint: LintConfig,
 }
 
@@ -427,6 +373,8 @@ impl Default for ShellConfig {
             env_keep: Vec::new(),
             test_command: None,
             test_timeout_secs: tools.test_timeout.as_secs(),
+            max_processes: keel_tools::sandbox::DEFAULT_MAX_PROCESSES,
+            max_memory_mb: None,
             lint: LintConfig::default(),
         }
     }
@@ -488,6 +436,12 @@ impl ShellConfig {
             env_keep: self.env_keep.clone(),
             test_command: self.test_command.clone().filter(|c| !c.trim().is_empty()),
             test_timeout: Duration::from_secs(self.test_timeout_secs),
+            limits: keel_tools::sandbox::Limits {
+                processes: self.max_processes,
+                memory_mb: self
+                    .max_memory_mb
+                    .unwrap_or_else(keel_tools::sandbox::default_memory_mb),
+            },
         }
     }
 
