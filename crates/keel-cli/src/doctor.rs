@@ -140,7 +140,25 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         checks.push(Check::new(format!("sandbox: {name}"), status, statement));
     }
     checks.push(secret_stores_check(config));
+    checks.extend(writable_trees_check(config));
     checks
+}
+
+/// `shell.writable` trees are shared with everything the user runs later outside Keel: a
+/// command can plant code there (a package cache's extracted sources or build scripts, a
+/// tool's config) that the user's next build runs unconfined (red-team pass 2, R24).
+fn writable_trees_check(config: &Config) -> Option<Check> {
+    if config.shell.writable.is_empty() {
+        return None;
+    }
+    Some(Check::new(
+        "sandbox: writable trees",
+        Status::Warn,
+        format!(
+            "commands may write {} (`shell.writable`); what your own builds and tools later read              from there — a package cache's sources and build scripts, configuration — runs              outside the sandbox, so a hostile repository's command can plant code in it. Keep              only trees you need, and prefer a per-project cache (e.g. CARGO_HOME inside the              workspace)",
+            config.shell.writable.join(", ")
+        ),
+    ))
 }
 
 /// Which of the `shell.hide` secret stores exist here and are hidden from commands.
@@ -195,8 +213,8 @@ fn model_checks(
         checks: Vec::new(),
         pingable: Vec::new(),
     };
-    let router = Router::new(&config.llm, workspace)
-        .with_learned_dir(keel_engine::config::user_data_dir(env));
+    let router =
+        Router::new(&config.llm, workspace).with_learned_dir(keel_config::user_data_dir(env));
     if !router.is_configured() {
         out.checks.push(Check::new(
             "provider",
@@ -438,4 +456,28 @@ fn render(checks: &[Check]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writable_trees_are_named_as_a_risk_only_when_listed() {
+        let mut config = Config::default();
+        assert!(writable_trees_check(&config).is_none());
+        config.shell.writable = vec!["~/.cargo/registry".into()];
+        let check = writable_trees_check(&config).unwrap_or_else(|| panic!("no check"));
+        assert_eq!(check.status, Status::Warn);
+        assert!(
+            check.detail.contains("~/.cargo/registry"),
+            "{}",
+            check.detail
+        );
+        assert!(
+            check.detail.contains("outside the sandbox"),
+            "{}",
+            check.detail
+        );
+    }
 }
