@@ -140,7 +140,29 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         checks.push(Check::new(format!("sandbox: {name}"), status, statement));
     }
     checks.push(secret_stores_check(config));
+    checks.extend(writable_trees_check(config));
     checks
+}
+
+/// `shell.writable` trees are shared with everything the user runs later outside Keel: a
+/// command can plant code there (a package cache's extracted sources or build scripts, a
+/// tool's config) that the user's next build runs unconfined (red-team pass 2, R24).
+fn writable_trees_check(config: &Config) -> Option<Check> {
+    if config.shell.writable.is_empty() {
+        return None;
+    }
+    Some(Check::new(
+        "sandbox: writable trees",
+        Status::Warn,
+        format!(
+            "commands may write {} (`shell.writable`); what your own builds and tools later read \
+             from there — a package cache's sources and build scripts, configuration — runs \
+             outside the sandbox, so a hostile repository's command can plant code in it. Keep \
+             only trees you need, and prefer a per-project cache (e.g. CARGO_HOME inside the \
+             workspace)",
+            config.shell.writable.join(", ")
+        ),
+    ))
 }
 
 /// Which protected stores exist here ([`keel_tools::stores`]): the `shell.hide` secret stores
@@ -455,4 +477,28 @@ fn render(checks: &[Check]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writable_trees_are_named_as_a_risk_only_when_listed() {
+        let mut config = Config::default();
+        assert!(writable_trees_check(&config).is_none());
+        config.shell.writable = vec!["~/.cargo/registry".into()];
+        let check = writable_trees_check(&config).unwrap_or_else(|| panic!("no check"));
+        assert_eq!(check.status, Status::Warn);
+        assert!(
+            check.detail.contains("~/.cargo/registry"),
+            "{}",
+            check.detail
+        );
+        assert!(
+            check.detail.contains("outside the sandbox"),
+            "{}",
+            check.detail
+        );
+    }
 }

@@ -44,6 +44,9 @@ pub fn workspace_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(note) = home_notice(&canonical) {
         eprintln!("{note}");
     }
+    // No program Keel starts (git, the shell, the user's editor and servers) is looked up in
+    // the workspace (red-team R23).
+    keel_tools::shell::lookup::distrust(&canonical);
     Ok(canonical)
 }
 

@@ -110,6 +110,8 @@ impl Workspace {
                 err(e.to_string())
             }
         })?;
+        // Whatever the agent writes here is never a program Keel starts (R23).
+        crate::shell::lookup::distrust(dir.path());
         Ok(Self {
             root: dir.path().to_path_buf(),
             dir,

@@ -24,7 +24,7 @@ pub fn queue(
         flow,
         source,
         values,
-    } = prepare(file, inputs)?;
+    } = prepare(root, file, inputs)?;
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
     let Some(url) = database_url(&config) else {
         return Err(setup::UsageError(
