@@ -39,6 +39,10 @@ pub enum ProjectRule {
     /// A whole section that is only a suggestion: used only when the user accepted exactly
     /// its content for this workspace (trust subject named here, see [`keel_tools::trust`]).
     Suggested(&'static str),
+    /// A list that may only narrow what the layers below allow: the project's value is moved
+    /// to the sibling key named here, which the reader intersects with the lower layers' own
+    /// setting (or its default), so a project can take tools away, never add one.
+    Narrows(&'static str),
 }
 
 /// What 0 means for a [`ProjectRule::AtMost`] key.
@@ -89,14 +93,22 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("verify.commands", ProjectRule::Superset),
     ("verify.timeout_secs", AT_MOST),
     ("snapshots.enabled", ProjectRule::Bool { strict: true }),
-    ("plan_exec.enabled", ProjectRule::Free),
+    // A project may turn plan_exec on, or pick it as the mode, never turn it off or leave it
+    // for the unphased loop over the user's choice.
+    ("plan_exec.enabled", ProjectRule::Bool { strict: true }),
+    ("agent.mode", ProjectRule::Ordered(&["plan_exec", "react"])),
     // Not past the read-only planning phase the user's sessions start in (red-team R3).
     (
         "plan_exec.start_phase",
         ProjectRule::Ordered(&["planning", "building", "verification", "delivery"]),
     ),
     ("plan_exec.auto_advance_after_steps", ProjectRule::Free),
-    ("plan_exec.phases.*.whitelist", ProjectRule::Free),
+    // A phase's tools: a project may take tools away from a phase, never add one (its list
+    // is intersected with the user's or the default whitelist): planning stays read-only.
+    (
+        "plan_exec.phases.*.whitelist",
+        ProjectRule::Narrows("project_whitelist"),
+    ),
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
     // Features a user turned off stay off (red-team R3): a project may only turn them off.
     ("shell.enabled", ProjectRule::Bool { strict: false }),
@@ -274,6 +286,11 @@ fn walk(
                     warnings.push(warn(summary(&value), WarningKind::Suggestion));
                 }
             }
+            Lookup::Rule(ProjectRule::Narrows(into)) => {
+                if let Some(value) = table.remove(&name) {
+                    table.insert(into.to_string(), value);
+                }
+            }
             Lookup::Rule(rule) => {
                 let Some(value) = table.remove(&name) else {
                     continue;
@@ -398,7 +415,9 @@ enum Verdict {
 
 fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
     match rule {
-        ProjectRule::Free | ProjectRule::Suggested(_) => Verdict::Keep(value),
+        ProjectRule::Free | ProjectRule::Suggested(_) | ProjectRule::Narrows(_) => {
+            Verdict::Keep(value)
+        }
         ProjectRule::Bool { strict } => match value.as_bool() {
             Some(b) if b == strict => Verdict::Keep(value),
             Some(b) => Verdict::Drop(format!(
@@ -587,8 +606,9 @@ mod tests {
         assert_eq!(project["shell"]["lint"]["enabled"].as_bool(), Some(false));
         assert!(
             project["plan_exec"]["phases"]["building"]
-                .get("whitelist")
-                .is_some()
+                .get("project_whitelist")
+                .is_some(),
+            "a phase's list only narrows: {project}"
         );
         assert!(warnings[0].to_string().contains("may not set it"));
     }
@@ -760,5 +780,59 @@ mod tests {
             "[shell]\nenabled = false\n[verify]\nalways = true\n[plan_exec]\nstart_phase = \"planning\"\n",
         );
         assert!(restrict(&lower, &mut project, "p", &nothing_accepted).is_empty());
+    }
+
+    #[test]
+    fn a_project_may_take_tools_from_a_phase_but_never_add_one_or_leave_plan_exec() {
+        use crate::{Config, Layer};
+        use keel_phase::{Phase, PhasePolicy};
+        use keel_tools::ToolEffect;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        // The repository widens planning to writing tools, and tries to switch the user's
+        // plan_exec off.
+        std::fs::write(
+            ws.join(".keel/config.toml"),
+            "[agent]\nmode = \"react\"\n[plan_exec]\nenabled = false\n\
+             [plan_exec.phases.planning]\nwhitelist = [\"read_file\", \"create_file\", \"run_command\"]\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "[agent]\nmode = \"plan_exec\"\n").unwrap_or_else(|e| panic!("{e}"));
+        let c = Config::load(Some(&user), &ws, Vec::new(), Layer::from_overrides(&[]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.agent.mode, "plan_exec", "the user's mode stays");
+        assert!(c.plan_exec.enabled);
+        let mut refused: Vec<&str> = c.warnings.iter().map(|w| w.key.as_str()).collect();
+        refused.sort_unstable();
+        assert_eq!(refused, ["agent.mode", "plan_exec.enabled"]);
+        let policy = PhasePolicy::from_config(&c.plan_exec).unwrap_or_else(|e| panic!("{e}"));
+        let planning = |name: &str, effect| policy.allows_tool(Phase::Planning, name, effect);
+        assert!(
+            !planning("create_file", ToolEffect::WritesFiles),
+            "planning stays read-only whatever the project lists"
+        );
+        assert!(planning("read_file", ToolEffect::ReadOnly));
+        assert!(planning("run_command", ToolEffect::RunsCommands));
+        assert!(
+            !planning("list_files", ToolEffect::ReadOnly),
+            "a tool the project left out is taken away"
+        );
+        assert!(planning("advance_phase", ToolEffect::Control));
+        // Other phases keep their defaults.
+        assert!(policy.allows_tool(Phase::Building, "create_file", ToolEffect::WritesFiles));
+
+        // The same list in the user's own file replaces the default, as documented.
+        std::fs::remove_file(ws.join(".keel/config.toml")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            &user,
+            "[plan_exec.phases.planning]\nwhitelist = [\"read_file\", \"create_file\"]\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let c = Config::load(Some(&user), &ws, Vec::new(), Layer::from_overrides(&[]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let policy = PhasePolicy::from_config(&c.plan_exec).unwrap_or_else(|e| panic!("{e}"));
+        assert!(policy.allows_tool(Phase::Planning, "create_file", ToolEffect::WritesFiles));
     }
 }
