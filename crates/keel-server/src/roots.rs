@@ -65,6 +65,9 @@ impl WorkspaceRoots {
                     canonical.display()
                 )));
             }
+            // Sessions may write anywhere beneath a root: no program Keel starts unconfined is
+            // looked up there, also before a session in it opened (red-team pass 3, R3-3).
+            keel_tools::shell::lookup::distrust(&canonical);
             out.push(canonical);
         }
         if out.is_empty() {

@@ -13,6 +13,14 @@
 //! trees, registered before the command starts), commands' private temp directories
 //! (`$TMPDIR/keel-cmd-*`), and any directory the caller names.
 //!
+//! An earlier session could write elsewhere: its own workspace, another project whose venv is
+//! still on `PATH`, the root of a monorepo whose sub-package is today's workspace (red-team
+//! pass 3, R3-3). Every session leaves `.keel/` in its workspace (the index, snapshots of a
+//! plain directory; read-only to commands, so the model cannot remove it), so a directory with
+//! a `.keel` at or above it — an earlier session's workspace, or inside one — is never trusted
+//! either, whichever process opened it. (`.git` alone does not count: pyenv, nvm, rbenv and
+//! asdf are git clones in the home.)
+//!
 //! Lookups are cached per process, keyed on the set of untrusted directories: a resolution
 //! made before a workspace was opened is redone once it is, so no cached `git` can come from
 //! a directory distrusted later.
@@ -92,11 +100,39 @@ pub fn is_untrusted(path: &Path, also: &[&Path]) -> bool {
     {
         return true;
     }
-    let guard = UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner());
-    guard
-        .1
+    let distrusted = {
+        let guard = UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .1
+            .iter()
+            .any(|root| path.starts_with(root) || real.starts_with(root))
+    };
+    distrusted || inside_a_project(&real)
+}
+
+/// Whether `dir` (canonical) lies in an earlier session's workspace: a directory at or above
+/// it (not `/`) holds `.keel`. Answers are kept per process: a directory outside every
+/// workspace cannot gain a `.keel` above it through this process's commands.
+fn inside_a_project(dir: &Path) -> bool {
+    static SEEN: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
+    if let Some(known) = SEEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .any(|root| path.starts_with(root) || real.starts_with(root))
+        .find(|(d, _)| d == dir)
+        .map(|(_, b)| *b)
+    {
+        return known;
+    }
+    let found = dir
+        .ancestors()
+        .filter(|a| a.parent().is_some())
+        .any(|a| std::fs::symlink_metadata(a.join(".keel")).is_ok());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.len() < 4096 {
+        seen.push((dir.to_path_buf(), found));
+    }
+    found
 }
 
 /// The directories of a `PATH`-like value programs may be looked up in: absolute, and not in
@@ -187,5 +223,34 @@ mod tests {
         ])
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(trusted_dirs(&path, &[&ws]), vec![bin]);
+    }
+
+    #[test]
+    fn a_venv_or_bin_inside_any_project_is_never_trusted() {
+        // Red-team pass 3, R3-3: `git` planted in another project's `.venv/bin` (still on
+        // PATH) or in a monorepo root's venv while Keel works in a sub-package.
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let other = root.path().join("other");
+        let mono = root.path().join("mono");
+        // A tool installed as a git clone (pyenv, nvm) stays trusted.
+        let tools = root.path().join("tools/bin");
+        std::fs::create_dir_all(root.path().join("tools/.git")).unwrap_or_else(|e| panic!("{e}"));
+        for d in [
+            other.join(".keel"),
+            other.join(".venv/bin"),
+            mono.join(".keel"),
+            mono.join(".venv/bin"),
+            mono.join("backend"),
+            tools.clone(),
+        ] {
+            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let path = std::env::join_paths([
+            other.join(".venv/bin"),
+            mono.join(".venv/bin"),
+            tools.clone(),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(trusted_dirs(&path, &[&mono.join("backend")]), vec![tools]);
     }
 }
