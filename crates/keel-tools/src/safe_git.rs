@@ -292,24 +292,42 @@ fn linked(top: &Path, dot: &Path) -> Result<Pinned, String> {
         .filter(|g| !g.is_empty())
         .ok_or_else(refuse)?;
     let git_dir = top.join(named).canonicalize().map_err(|_| refuse())?;
-    // A linked worktree: `<repo>/.git/worktrees/<name>`, whose `gitdir` names this file.
-    let back = git_dir.join("gitdir");
-    let registered = git_dir
-        .parent()
-        .is_some_and(|p| p.file_name().is_some_and(|n| n == "worktrees"))
-        && crate::project::read_in_dir(&back, 4096)
+    // A work tree's git directory never lies inside the work tree itself (a shipped
+    // `.gd/worktrees/x` posing as one: red-team pass 3, R3-12).
+    if git_dir.starts_with(top) {
+        return Err(refuse());
+    }
+    let read = |name: &str| {
+        crate::project::read_in_dir(&git_dir.join(name), 4096)
             .ok()
             .flatten()
-            .is_some_and(|b| {
-                Path::new(b.trim())
-                    .canonicalize()
-                    .is_ok_and(|b| dot.canonicalize().is_ok_and(|d| d == b))
+            .map(|t| t.trim().to_string())
+    };
+    // A linked worktree: `<common>/worktrees/<name>`, whose `commondir` names that `<common>`
+    // and whose `gitdir` names this file by its absolute path (as git writes both).
+    let registered = git_dir
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "worktrees"))
+        .and_then(Path::parent)
+        .is_some_and(|common| {
+            let common_named = read("commondir")
+                .and_then(|c| git_dir.join(c).canonicalize().ok())
+                .is_some_and(|c| c == common);
+            let back = read("gitdir").is_some_and(|b| {
+                Path::new(&b).is_absolute()
+                    && Path::new(&b)
+                        .canonicalize()
+                        .is_ok_and(|b| dot.canonicalize().is_ok_and(|d| d == b))
             });
-    // A submodule: `<ancestor>/.git/modules/…`, for an ancestor of the work tree.
-    let submodule = top.ancestors().skip(1).any(|a| {
-        let modules = a.join(".git").join("modules");
-        modules.canonicalize().is_ok_and(|m| git_dir.starts_with(m))
-    });
+            common_named && back
+        });
+    // A submodule: `<ancestor>/.git/modules/…`, for an ancestor of the work tree, which
+    // names no other repository.
+    let submodule = read("commondir").is_none()
+        && top.ancestors().skip(1).any(|a| {
+            let modules = a.join(".git").join("modules");
+            modules.canonicalize().is_ok_and(|m| git_dir.starts_with(m))
+        });
     if registered || submodule {
         Ok(Pinned {
             git_dir,

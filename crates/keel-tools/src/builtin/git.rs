@@ -376,6 +376,42 @@ mod tests {
         let e = g.err(&GitStatus, json!({})).await;
         assert!(e.contains("neither a linked worktree"), "{e}");
 
+        // A fake linked worktree shipped inside the workspace, its `commondir` naming another
+        // repository with a commit (red-team pass 3, R3-12: `git_diff --staged` showed it).
+        std::fs::write(other.path().join("private.txt"), "RT-OTHER-REPO\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        git(other.path(), &["add", "."]);
+        git(
+            other.path(),
+            &[
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-qm",
+                "x",
+            ],
+        );
+        let fake = Fixture::new();
+        let wt = fake.dir.path().join(".gd/worktrees/x");
+        std::fs::create_dir_all(&wt).unwrap_or_else(|e| panic!("{e}"));
+        let dot = fake.dir.path().join(".git");
+        std::fs::write(&dot, "gitdir: .gd/worktrees/x\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(wt.join("gitdir"), format!("{}\n", dot.display()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(wt.join("HEAD"), "ref: refs/heads/main\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            wt.join("commondir"),
+            format!("{}\n", other.path().join(".git").display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        for staged in [true, false] {
+            let e = fake.err(&GitDiff, json!({"staged": staged})).await;
+            assert!(!e.contains("RT-OTHER"), "{e}");
+            assert!(e.contains("neither a linked worktree"), "{e}");
+        }
+
         // A real linked worktree (`git worktree add`) is the user's own: it works.
         let container = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let main = container.path().join("main");
