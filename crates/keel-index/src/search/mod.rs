@@ -18,9 +18,10 @@ use rusqlite::params;
 use serde::Serialize;
 
 use crate::pathrole::PathRole;
-use crate::terms::{QueryTerms, fts_or};
+use crate::terms::{QueryTerms, fts_or, fts_phrases};
 use crate::{Index, IndexError};
 
+mod bm25;
 mod config_keys;
 mod definitions;
 mod evidence;
@@ -194,10 +195,14 @@ impl Index {
         let mut evidence = Evidence::default();
         match q.ranking {
             Ranking::Bm25 => {
-                if let Some(fts) = all_terms.fts_any() {
+                let phrases: Vec<String> = fts_phrases(&all_terms.words)
+                    .into_iter()
+                    .map(|p| format!("body : {p}"))
+                    .collect();
+                if !phrases.is_empty() {
                     text_candidates(
                         conn,
-                        &format!("body : ({fts})"),
+                        &phrases,
                         "bm25(0.0, 1.0, 0.0)",
                         fetch,
                         &filter,
@@ -207,8 +212,9 @@ impl Index {
             }
             Ranking::Hybrid => {
                 let selective = self.selective_words(&terms)?;
-                if let Some(fts) = self.text_query(&terms, &selective) {
-                    text_candidates(conn, &fts, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
+                let phrases = text_phrases(&terms, &selective);
+                if !phrases.is_empty() {
+                    text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
@@ -217,9 +223,10 @@ impl Index {
                     // The chunk pass scores every chunk holding any of its words: the
                     // rarest few carry its ranking and keep it fast on long reports.
                     let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
-                    if let Some(fts) = fts_or(&chunk_words) {
+                    let phrases = fts_phrases(&chunk_words);
+                    if !phrases.is_empty() {
                         let mut body = Vec::new();
-                        text_candidates(conn, &fts, CHUNK_WEIGHTS, fetch, &filter, &mut body)?;
+                        text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut body)?;
                         for c in &mut body {
                             c.text *= W_BODY;
                         }
@@ -227,10 +234,11 @@ impl Index {
                     }
                     evidence = gather(conn, &self.root, &report, &all_terms.paths, &filter)?;
                     cands.extend(std::mem::take(&mut evidence.locations));
-                    if let Some(fts) = fts_or(&file_words(&body_words, &all_terms)) {
+                    let phrases = fts_phrases(&file_words(&body_words, &all_terms));
+                    if !phrases.is_empty() {
                         let trust = self.file_text_trust()?;
                         for (fid, path, s) in
-                            file_text_scores(conn, &fts, FILE_TEXT_CANDIDATES, &filter)?
+                            file_text_scores(conn, &phrases, FILE_TEXT_CANDIDATES, &filter)?
                         {
                             evidence.add_text(fid, &path, s, trust);
                         }
@@ -595,30 +603,24 @@ impl Index {
         }
         Ok(rare)
     }
+}
 
-    /// The FTS5 query for chunk candidates: identifiers as phrases, other selective words
-    /// one by one.
-    fn text_query(&self, terms: &QueryTerms, selective: &[String]) -> Option<String> {
-        let mut parts: Vec<String> = terms
-            .phrases
-            .iter()
-            .map(|p| format!("\"{}\"", p.join(" ").replace('"', "\"\"")))
-            .collect();
-        let in_phrase = |w: &String| terms.phrases.iter().any(|p| p.contains(w));
-        let singles: Vec<String> = selective
-            .iter()
-            .filter(|w| !in_phrase(w))
-            .cloned()
-            .collect();
-        if let Some(q) = fts_or(&singles) {
-            parts.push(q);
-        }
-        if parts.is_empty() {
-            None
-        } else {
-            Some(parts.join(" OR "))
-        }
-    }
+/// The phrases of the chunk candidates' full-text lookup (their OR): identifiers as
+/// phrases, other selective words one by one.
+fn text_phrases(terms: &QueryTerms, selective: &[String]) -> Vec<String> {
+    let mut parts: Vec<String> = terms
+        .phrases
+        .iter()
+        .map(|p| crate::terms::fts_phrase(&p.join(" ")))
+        .collect();
+    let in_phrase = |w: &String| terms.phrases.iter().any(|p| p.contains(w));
+    let singles: Vec<String> = selective
+        .iter()
+        .filter(|w| !in_phrase(w))
+        .cloned()
+        .collect();
+    parts.extend(fts_phrases(&singles));
+    parts
 }
 
 /// The words of a whole-file lookup: the selective words plus the report's snake-case
