@@ -165,6 +165,13 @@ impl Index {
             _ => None,
         };
         let report = Report::parse(&q.text);
+        let mut tm = std::time::Instant::now();
+        let mut tmk = |k: &str| {
+            if std::env::var_os("KEEL_TM").is_some() {
+                eprintln!("TM {k} {:.2}", tm.elapsed().as_secs_f64() * 1000.0);
+            }
+            tm = std::time::Instant::now();
+        };
         // A long report: the ordinary pipeline gets its focus (title, code identifiers,
         // error lines); the rest reaches the ranking as structural evidence and a
         // low-weight full-text pass over the whole text.
@@ -211,15 +218,21 @@ impl Index {
                 }
             }
             Ranking::Hybrid => {
+                tmk("parse");
                 let selective = self.selective_words(&terms)?;
+                tmk("selective");
                 let phrases = text_phrases(&terms, &selective);
                 if !phrases.is_empty() {
                     text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
                 }
+                tmk("focus_text");
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
+                tmk("symbols");
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
+                tmk("paths");
                 if long {
                     let body_words = self.selective_words(&all_terms)?;
+                    tmk("body_selective");
                     // The chunk pass scores every chunk holding any of its words: the
                     // rarest few carry its ranking and keep it fast on long reports.
                     let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
@@ -232,7 +245,9 @@ impl Index {
                         }
                         cands.extend(body);
                     }
+                    tmk("body_chunks");
                     evidence = gather(conn, &self.root, &report, &all_terms.paths, &filter)?;
+                    tmk("evidence");
                     cands.extend(std::mem::take(&mut evidence.locations));
                     let phrases = fts_phrases(&file_words(&body_words, &all_terms));
                     if !phrases.is_empty() {
@@ -246,6 +261,7 @@ impl Index {
                 }
             }
         }
+        tmk("file_text");
         let mut hits = merge(cands);
         // Files that match only by path or by evidence still deserve a hit.
         let path_floor = if q.kind == SearchKind::File { 0.0 } else { 0.3 };
@@ -312,13 +328,14 @@ impl Index {
                 1.0
             }
         };
+        tmk("merge_graph");
         let mut scored = if by_definition {
             let mut files = files_ranked(scored.clone(), &evidence, &role_weight);
             files.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
             let words = if long { &all_terms.words } else { &terms.words };
             let idf = self.idf(words)?;
             let named = named_definitions(&report, &terms);
-            definitions::ranked(conn, &files, &scored, &idf, &named, &filter)?
+            definitions::ranked(conn, &files, &scored, &idf, &named, &filter, limit)?
         } else if q.kind == SearchKind::File {
             files_ranked(scored, &evidence, &role_weight)
         } else {
@@ -329,6 +346,7 @@ impl Index {
                 .then_with(|| a.1.path.cmp(&b.1.path))
                 .then(a.1.start.cmp(&b.1.start))
         });
+        tmk("rank");
         scored.truncate(limit);
         let words = &all_terms.words;
         let mut out = Vec::with_capacity(scored.len());
@@ -365,6 +383,7 @@ impl Index {
                 why,
             });
         }
+        tmk("snippets");
         Ok(out)
     }
 }
