@@ -200,6 +200,7 @@ impl Index {
         let mut cands: Vec<Cand> = Vec::new();
         let mut path_scores: HashMap<i64, (f64, String)> = HashMap::new();
         let mut evidence = Evidence::default();
+        let mut files_read = FileLines::new();
         match q.ranking {
             Ranking::Bm25 => {
                 let phrases: Vec<String> = fts_phrases(&all_terms.words)
@@ -246,7 +247,14 @@ impl Index {
                         cands.extend(body);
                     }
                     tmk("body_chunks");
-                    evidence = gather(conn, &self.root, &report, &all_terms.paths, &filter)?;
+                    evidence = gather(
+                        conn,
+                        &self.root,
+                        &mut files_read,
+                        &report,
+                        &all_terms.paths,
+                        &filter,
+                    )?;
                     tmk("evidence");
                     cands.extend(std::mem::take(&mut evidence.locations));
                     let phrases = fts_phrases(&file_words(&body_words, &all_terms));
@@ -350,12 +358,9 @@ impl Index {
         scored.truncate(limit);
         let words = &all_terms.words;
         let mut out = Vec::with_capacity(scored.len());
-        let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
         for (score, c) in scored {
-            let lines = files
-                .entry(c.path.clone())
-                .or_insert_with(|| read_lines(&self.root, &c.path));
-            let (snippet, found) = snippet(lines.as_deref().unwrap_or(&[]), c.start, c.end, words);
+            let lines = lines_of(&mut files_read, &self.root, &c.path).unwrap_or(&[]);
+            let (snippet, found) = snippet(lines, c.start, c.end, words);
             let mut why = c.why;
             if !found.is_empty() && c.text > 0.0 {
                 let shown: Vec<&String> = found.iter().take(8).collect();
