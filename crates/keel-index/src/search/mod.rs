@@ -165,13 +165,6 @@ impl Index {
             _ => None,
         };
         let report = Report::parse(&q.text);
-        let mut tm = std::time::Instant::now();
-        let mut tmk = |k: &str| {
-            if std::env::var_os("KEEL_TM").is_some() {
-                eprintln!("TM {k} {:.2}", tm.elapsed().as_secs_f64() * 1000.0);
-            }
-            tm = std::time::Instant::now();
-        };
         // A long report: the ordinary pipeline gets its focus (title, code identifiers,
         // error lines); the rest reaches the ranking as structural evidence and a
         // low-weight full-text pass over the whole text.
@@ -219,57 +212,88 @@ impl Index {
                 }
             }
             Ranking::Hybrid => {
-                tmk("parse");
                 let selective = self.selective_words(&terms)?;
-                tmk("selective");
                 let phrases = text_phrases(&terms, &selective);
                 if !phrases.is_empty() {
                     text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
                 }
-                tmk("focus_text");
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
-                tmk("symbols");
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
-                tmk("paths");
                 if long {
                     let body_words = self.selective_words(&all_terms)?;
-                    tmk("body_selective");
                     // The chunk pass scores every chunk holding any of its words: the
                     // rarest few carry its ranking and keep it fast on long reports.
                     let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
-                    let phrases = fts_phrases(&chunk_words);
-                    if !phrases.is_empty() {
+                    let chunk_phrases = fts_phrases(&chunk_words);
+                    let file_phrases = fts_phrases(&file_words(&body_words, &all_terms));
+                    let trust = self.file_text_trust()?;
+                    // The two full-text passes read the index on a second connection while
+                    // this one gathers the structural evidence (both only read).
+                    let text_passes = |conn: &rusqlite::Connection| {
+                        let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
                         let mut body = Vec::new();
-                        text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut body)?;
-                        for c in &mut body {
-                            c.text *= W_BODY;
+                        if !chunk_phrases.is_empty() {
+                            text_candidates(
+                                conn,
+                                &chunk_phrases,
+                                CHUNK_WEIGHTS,
+                                fetch,
+                                &filter,
+                                &mut body,
+                            )?;
                         }
-                        cands.extend(body);
+                        let files = if file_phrases.is_empty() {
+                            Vec::new()
+                        } else {
+                            file_text_scores(conn, &file_phrases, FILE_TEXT_CANDIDATES, &filter)?
+                        };
+                        Ok::<_, IndexError>((body, files))
+                    };
+                    let (passes, gathered) = match self.take_reader() {
+                        Some(other) => std::thread::scope(|s| {
+                            let passes = s.spawn(|| {
+                                let passes = text_passes(&other);
+                                (passes, other)
+                            });
+                            let gathered = gather(
+                                conn,
+                                &self.root,
+                                &mut files_read,
+                                &report,
+                                &all_terms.paths,
+                                &filter,
+                            );
+                            let (passes, other) = passes
+                                .join()
+                                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                            self.put_reader(other);
+                            (passes, gathered)
+                        }),
+                        None => (
+                            text_passes(conn),
+                            gather(
+                                conn,
+                                &self.root,
+                                &mut files_read,
+                                &report,
+                                &all_terms.paths,
+                                &filter,
+                            ),
+                        ),
+                    };
+                    let (mut body, file_text) = passes?;
+                    evidence = gathered?;
+                    for c in &mut body {
+                        c.text *= W_BODY;
                     }
-                    tmk("body_chunks");
-                    evidence = gather(
-                        conn,
-                        &self.root,
-                        &mut files_read,
-                        &report,
-                        &all_terms.paths,
-                        &filter,
-                    )?;
-                    tmk("evidence");
+                    cands.extend(body);
                     cands.extend(std::mem::take(&mut evidence.locations));
-                    let phrases = fts_phrases(&file_words(&body_words, &all_terms));
-                    if !phrases.is_empty() {
-                        let trust = self.file_text_trust()?;
-                        for (fid, path, s) in
-                            file_text_scores(conn, &phrases, FILE_TEXT_CANDIDATES, &filter)?
-                        {
-                            evidence.add_text(fid, &path, s, trust);
-                        }
+                    for (fid, path, s) in file_text {
+                        evidence.add_text(fid, &path, s, trust);
                     }
                 }
             }
         }
-        tmk("file_text");
         let mut hits = merge(cands);
         // Files that match only by path or by evidence still deserve a hit.
         let path_floor = if q.kind == SearchKind::File { 0.0 } else { 0.3 };
@@ -336,7 +360,6 @@ impl Index {
                 1.0
             }
         };
-        tmk("merge_graph");
         let mut scored = if by_definition {
             let mut files = files_ranked(scored.clone(), &evidence, &role_weight);
             files.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
@@ -354,7 +377,6 @@ impl Index {
                 .then_with(|| a.1.path.cmp(&b.1.path))
                 .then(a.1.start.cmp(&b.1.start))
         });
-        tmk("rank");
         scored.truncate(limit);
         let words = &all_terms.words;
         let mut out = Vec::with_capacity(scored.len());
@@ -388,7 +410,6 @@ impl Index {
                 why,
             });
         }
-        tmk("snippets");
         Ok(out)
     }
 }
@@ -537,6 +558,23 @@ impl Index {
             cache.insert(word.to_string(), n);
         }
         Ok(n)
+    }
+
+    /// The second (read) connection, opened on first use, for one search to use on another
+    /// thread ([`Index::put_reader`] gives it back); `None` when it cannot be opened (the
+    /// search then reads on one connection).
+    fn take_reader(&self) -> Option<rusqlite::Connection> {
+        let mut slot = self.reader.lock().ok()?;
+        match slot.take() {
+            Some(c) => Some(c),
+            None => crate::store::open_reader(&self.db_path).ok(),
+        }
+    }
+
+    fn put_reader(&self, conn: rusqlite::Connection) {
+        if let Ok(mut slot) = self.reader.lock() {
+            *slot = Some(conn);
+        }
     }
 
     pub(crate) fn forget_frequencies(&self) {
