@@ -249,37 +249,30 @@ impl Index {
                         };
                         Ok::<_, IndexError>((body, files))
                     };
+                    let mut gather_evidence = || {
+                        gather(
+                            conn,
+                            &self.root,
+                            &mut files_read,
+                            &report,
+                            &all_terms.paths,
+                            &filter,
+                        )
+                    };
                     let (passes, gathered) = match self.take_reader() {
                         Some(other) => std::thread::scope(|s| {
                             let passes = s.spawn(|| {
                                 let passes = text_passes(&other);
                                 (passes, other)
                             });
-                            let gathered = gather(
-                                conn,
-                                &self.root,
-                                &mut files_read,
-                                &report,
-                                &all_terms.paths,
-                                &filter,
-                            );
+                            let gathered = gather_evidence();
                             let (passes, other) = passes
                                 .join()
                                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
                             self.put_reader(other);
                             (passes, gathered)
                         }),
-                        None => (
-                            text_passes(conn),
-                            gather(
-                                conn,
-                                &self.root,
-                                &mut files_read,
-                                &report,
-                                &all_terms.paths,
-                                &filter,
-                            ),
-                        ),
+                        None => (text_passes(conn), gather_evidence()),
                     };
                     let (mut body, file_text) = passes?;
                     evidence = gathered?;
