@@ -680,10 +680,14 @@ pub fn to_ansi(lines: &[Line<'_>], color: bool) -> String {
                 });
                 codes.retain(|c| !c.is_empty());
             }
+            // The one place cells become terminal text (chat's exit transcript): what a
+            // command, the model or a file name holds is cleaned here, Keel's own styles added
+            // after (red-team pass 3, R3-7: OSC 52 reached the terminal when chat exited).
+            let content = crate::term_text::visible(&span.content);
             if codes.is_empty() {
-                out.push_str(&span.content);
+                out.push_str(&content);
             } else {
-                out.push_str(&format!("\x1b[{}m{}\x1b[0m", codes.join(";"), span.content));
+                out.push_str(&format!("\x1b[{}m{}\x1b[0m", codes.join(";"), content));
             }
         }
         out.push('\n');
@@ -745,6 +749,27 @@ mod tests {
             to_ansi(&render("**hi**", 80, &Theme::colored()), false),
             "hi\n"
         );
+    }
+
+    #[test]
+    fn terminal_text_of_cells_carries_no_escape_of_their_own() {
+        // Red-team pass 3, R3-7: chat's exit transcript wrote a command's OSC 52 (clipboard),
+        // CSI 2J and OSC 0 to the terminal.
+        let line = Line::from(vec![
+            ratatui::text::Span::raw("a\x1b]52;c;cHduZWQ=\x07b\x1b[2Jc"),
+            ratatui::text::Span::styled(
+                "\x1b]0;TITLE\x07red\r",
+                ratatui::style::Style::default().add_modifier(Modifier::BOLD),
+            ),
+        ]);
+        let out = to_ansi(&[line], true);
+        assert_eq!(
+            out.matches('\x1b').count(),
+            2,
+            "only Keel's own bold and reset: {out:?}"
+        );
+        assert!(!out.contains('\x07') && !out.contains('\r'), "{out:?}");
+        assert!(out.contains("^[]52;c;cHduZWQ=^Gb^[[2Jc"), "{out:?}");
     }
 
     #[test]
