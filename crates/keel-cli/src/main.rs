@@ -29,6 +29,7 @@ mod sessions_rm;
 mod setup;
 mod skills;
 mod task;
+mod term_text;
 mod trust;
 mod undo;
 mod work;

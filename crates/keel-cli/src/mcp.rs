@@ -162,6 +162,9 @@ fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Re
                 )
                 .into());
             }
+            // Your own servers start outside any workspace (a repository must not shadow
+            // them): a relative file you named here is pinned to where you named it.
+            let (command, pinned) = pin_relative_files(&command);
             let config = ServerConfig {
                 kind: url.as_ref().map(|_| "http".to_string()),
                 url,
@@ -177,6 +180,12 @@ fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Re
             json.mcp_servers.insert(name.clone(), config);
             write_json(&file, &json)?;
             writeln!(out, "Added `{name}` to {}", file.display())?;
+            for (given, absolute) in &pinned {
+                writeln!(
+                    out,
+                    "  {given} → {absolute} (your servers start outside the workspace)"
+                )?;
+            }
             writeln!(out, "Check it with: keel mcp test {name}")?;
         }
         McpCommand::Remove { name, common } => {
@@ -491,4 +500,34 @@ pub fn doctor_checks(config: &keel_engine::Config, ws: &Path) -> Vec<(String, bo
         Err(e) => lines.push(("mcp".into(), false, e)),
     }
     lines
+}
+
+/// The words of a server's command with every relative path that names an existing file in the
+/// current directory made absolute, and the (given, absolute) pairs changed. User servers start
+/// outside the workspace, so `python3 server.py` must keep meaning the file the user named.
+fn pin_relative_files(command: &[String]) -> (Vec<String>, Vec<(String, String)>) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return (command.to_vec(), Vec::new());
+    };
+    let mut pinned = Vec::new();
+    let words = command
+        .iter()
+        .enumerate()
+        .map(|(i, word)| {
+            let path = Path::new(word);
+            // The program itself only when written as a path (`./server`), never a bare name
+            // (`python3`), which is looked up on PATH.
+            let candidate = !word.starts_with('-')
+                && path.is_relative()
+                && (i > 0 || word.contains('/'))
+                && cwd.join(path).is_file();
+            if !candidate {
+                return word.clone();
+            }
+            let absolute = cwd.join(path).display().to_string();
+            pinned.push((word.clone(), absolute.clone()));
+            absolute
+        })
+        .collect();
+    (words, pinned)
 }

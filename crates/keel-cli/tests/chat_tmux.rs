@@ -133,11 +133,17 @@ fn diff_in_keel_chat_runs_nothing_a_command_planted_in_a_new_git_dir() {
     term.wait_for("Enter sends");
     term.type_line("set things up");
     term.wait_for("Planted.");
+    // The first layer: a repository a command leaves with program-running config is
+    // quarantined (red-team B16). Put it back, as if it had been planted some other way, to
+    // check the second layer: Keel's own git runs nothing it configures.
+    let quarantined = env.work.join(".git-quarantined-by-keel");
     assert!(
-        env.work.join(".git/config").exists(),
-        "the command created .git: {}",
+        quarantined.exists() && !env.work.join(".git").exists(),
+        "the command's repository was quarantined: {}",
         term.screen()
     );
+    std::fs::rename(&quarantined, env.work.join(".git")).unwrap();
+    assert!(env.work.join(".git/config").exists());
     term.wait_for("Enter sends");
     term.type_line("/diff");
     let screen = term.wait_for("+changed");

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use cluster_common::*;
 use serde_json::Value;
 
-const FLOW: &str = "name: queued\nmax_parallel: 1\nnodes:\n  - id: look\n    type: agent\n    task: \"Read the library.\"\n    script: script.yaml\n  - id: count\n    type: shell\n    needs: [look]\n    command: echo x >> count.txt\n  - id: wait\n    type: shell\n    needs: [count]\n    command: while [ ! -f go ]; do sleep 0.1; done; echo waited\n  - id: after\n    type: shell\n    needs: [wait]\n    command: cat count.txt\n";
+const FLOW: &str = "name: queued\nmax_parallel: 1\nnodes:\n  - id: look\n    type: agent\n    task: \"Read the library.\"\n  - id: count\n    type: shell\n    needs: [look]\n    command: echo x >> count.txt\n  - id: wait\n    type: shell\n    needs: [count]\n    command: while [ ! -f go ]; do sleep 0.1; done; echo waited\n  - id: after\n    type: shell\n    needs: [wait]\n    command: cat count.txt\n";
 
 fn flow_cmd(cluster: &Cluster, args: &[&str]) -> Command {
     let mut cmd = cluster.keel();
@@ -63,9 +63,22 @@ fn a_queued_flow_runs_on_a_worker_and_resumes_on_another_after_a_kill() {
     );
 
     // Queued before any worker runs: it waits.
-    let out = flow_cmd(&cluster, &["run", "queued.yaml", "--queue", "--json"])
-        .output()
-        .unwrap();
+    // The model is the user's choice (a flow in the workspace may not pick one).
+    let out = flow_cmd(
+        &cluster,
+        &[
+            "run",
+            "queued.yaml",
+            "--queue",
+            "--json",
+            "--provider",
+            "scripted",
+            "--script",
+            "script.yaml",
+        ],
+    )
+    .output()
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -215,7 +215,8 @@ impl FixTracker {
             evidence.push(format!("{count}× {sig} (e.g. {example})"));
         }
         for (file, count) in &self.by_file {
-            evidence.push(format!("{file}: {count} failure(s)"));
+            let noun = if *count == 1 { "failure" } else { "failures" };
+            evidence.push(format!("{file}: {count} {noun}"));
         }
         Some(Escalation { question, evidence })
     }

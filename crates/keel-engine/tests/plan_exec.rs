@@ -384,7 +384,10 @@ turns:
     assert!(!h.root().join("f").exists(), "the sandbox let it write");
     let (_, _, content) = &h.results()[0];
     assert!(
-        content.contains("exit code: 1") && content.contains("PermissionError"),
+        // Landlock's refusal, or the read-only mount of everything the policy does not let
+        // the command write (red-team B1), whichever comes first.
+        content.contains("exit code: 1")
+            && (content.contains("PermissionError") || content.contains("Read-only file system")),
         "{content}"
     );
 }

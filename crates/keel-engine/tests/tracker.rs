@@ -42,7 +42,7 @@ turns:
         blocker
             .evidence
             .iter()
-            .any(|e| e == "src/lib.rs: 3 failure(s)")
+            .any(|e| e == "src/lib.rs: 3 failures")
     );
     // The call after the escalation in the same reply did not run.
     let results = h.tool_results();

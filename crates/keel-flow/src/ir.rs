@@ -293,6 +293,38 @@ impl Flow {
         out
     }
 
+    /// Drops every agent node's own `provider` and `model` (those inside `parallel` branches
+    /// included) and returns the ids of the nodes that set one. A flow file in the workspace
+    /// is repository content, and a repository may not choose where the user's data goes — as
+    /// `[llm]` in a project's `.keel/config.toml` may only suggest. A node's `script` stays: it
+    /// runs the local scripted provider (nothing leaves the machine), and its tool calls are
+    /// judged by the user's approval policy and confined by the sandbox like any model's.
+    pub fn drop_model_choices(&mut self) -> Vec<String> {
+        fn drop_in(nodes: &mut [Node], out: &mut Vec<String>) {
+            for n in nodes {
+                match &mut n.kind {
+                    NodeKind::Agent(spec) | NodeKind::Review { agent: spec, .. } => {
+                        let local = spec.provider.as_deref() == Some("scripted");
+                        if (spec.provider.is_some() && !local) || spec.model.is_some() {
+                            out.push(n.id.clone());
+                            spec.provider = None;
+                            spec.model = None;
+                        }
+                    }
+                    NodeKind::Parallel { branches, .. } => {
+                        for b in branches {
+                            drop_in(&mut b.nodes, out);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        drop_in(&mut self.nodes, &mut out);
+        out
+    }
+
     /// Resolves `--input k=v` pairs against the declarations: types checked, defaults filled.
     pub fn resolve_inputs(
         &self,

@@ -91,3 +91,137 @@ impl Scope<'_> {
         out
     }
 }
+
+/// How a command line's text around a reference is quoted, as far as the reference goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Quoting {
+    None,
+    Single,
+    Double,
+    /// `$'…'` (backslash escapes inside).
+    Ansi,
+}
+
+impl Quoting {
+    /// The state after the shell reads `text` in this state.
+    fn after(mut self, text: &str) -> Self {
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            self = match (self, c) {
+                (Self::None | Self::Double | Self::Ansi, '\\') => {
+                    chars.next();
+                    self
+                }
+                (Self::None, '$') if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                    Self::Ansi
+                }
+                (Self::None, '\'') => Self::Single,
+                (Self::None, '"') => Self::Double,
+                (Self::Single | Self::Ansi, '\'') | (Self::Double, '"') => Self::None,
+                (s, _) => s,
+            };
+        }
+        self
+    }
+
+    /// Shell text that expands variable `name` as one word in this quoting state.
+    fn expansion(self, name: &str) -> String {
+        match self {
+            Self::None => format!("\"${{{name}}}\""),
+            Self::Double => format!("${{{name}}}"),
+            Self::Single => format!("'\"${{{name}}}\"'"),
+            Self::Ansi => format!("'\"${{{name}}}\"$'"),
+        }
+    }
+}
+
+impl Scope<'_> {
+    /// A command line (`shell`/`test`/`verify` node) with its references filled in as data,
+    /// never as shell syntax: each reference becomes an expansion of an environment variable
+    /// (quoted to suit where it stands: `"${KEEL_FLOW_REF_1}"`, inside `'…'` the quote is
+    /// closed around it), and the returned variables carry the values. A model's answer such
+    /// as `fine'; rm -rf src; echo '` stays one argument — the shell never parses the result
+    /// of an expansion as commands.
+    pub fn render_command(&self, t: &Template) -> (String, Vec<(String, String)>) {
+        let mut out = String::new();
+        let mut env = Vec::new();
+        let mut quoting = Quoting::None;
+        for p in &t.parts {
+            match p {
+                Part::Text(s) => {
+                    out.push_str(s);
+                    quoting = quoting.after(s);
+                }
+                Part::Ref(r) => {
+                    let value = self.lookup(r).map(|v| v.to_string()).unwrap_or_default();
+                    let name = format!("KEEL_FLOW_REF_{}", env.len() + 1);
+                    out.push_str(&quoting.expansion(&name));
+                    env.push((name, value));
+                }
+            }
+        }
+        (out, env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(command: &str, env: &[(String, String)]) -> String {
+        // Tests run the shell directly: the quoting is the shell's business, not Keel's runner.
+        #[allow(clippy::disallowed_methods)]
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+        match out {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+            Err(e) => panic!("cannot run sh: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_reference_in_a_command_is_data_wherever_it_stands() {
+        // Red-team B23: the model's answer closed the flow author's quote and ran a command.
+        let evil = "fine'; echo INJECTED; echo '\" $(echo SUBST) `echo TICK` ${HOME} \\";
+        let inputs = BTreeMap::new();
+        let mut outputs = BTreeMap::new();
+        outputs.insert(
+            "a".to_string(),
+            BTreeMap::from([("output".to_string(), Value::String(evil.to_string()))]),
+        );
+        let scope = Scope {
+            run_id: "r",
+            inputs: &inputs,
+            outputs: &outputs,
+        };
+        for template in [
+            "printf '%s|' '${nodes.a.output}'",
+            "printf '%s|' \"${nodes.a.output}\"",
+            "printf '%s|' ${nodes.a.output}",
+            "printf '%s|' $'${nodes.a.output}'",
+            "printf '%s|' 'say: ${nodes.a.output}!'",
+        ] {
+            let t = parse(template).unwrap_or_else(|e| panic!("{e}"));
+            let (cmd, env) = scope.render_command(&t);
+            assert!(!cmd.contains("INJECTED"), "{cmd}");
+            let out = sh(&cmd, &env);
+            assert!(!out.contains("INJECTED|"), "{template}: {out}");
+            assert!(
+                !out.contains("SUBST|") && !out.contains("TICK|"),
+                "{template}: {out}"
+            );
+            assert!(
+                out.contains(evil),
+                "{template}: the value arrives whole: {out}"
+            );
+        }
+        // The author's own text around it is kept.
+        let t = parse("printf '%s|' 'say: ${nodes.a.output}!'").unwrap_or_else(|e| panic!("{e}"));
+        let (cmd, env) = scope.render_command(&t);
+        assert_eq!(sh(&cmd, &env), format!("say: {evil}!|"));
+    }
+}

@@ -35,6 +35,7 @@ fn executor(store: Arc<SqliteStore>) -> Executor {
         build_dirs: Default::default(),
         events: None,
         cancel: CancellationToken::new(),
+        approvals: None,
     }
 }
 

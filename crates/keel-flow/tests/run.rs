@@ -85,6 +85,7 @@ fn setup(agents: Arc<FakeAgents>, store: Arc<SqliteStore>, cancel: CancellationT
             build_dirs: Default::default(),
             events: Some(sink),
             cancel,
+            approvals: None,
         },
         events,
     }
@@ -530,4 +531,122 @@ async fn a_nodes_changes_are_never_dropped_silently() {
         err.contains("cannot record the file changes of node `hide`"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_flows_commands_answer_to_the_approval_policy_and_its_templates_carry_data() {
+    // Red-team B12 (2): a flow's shell node and its validation/rollback commands ran with no
+    // approval; B23: the model's answer spliced into a command line closed its quotes.
+    use keel_engine::approval::ApprovalRules;
+    use keel_engine::config::{ApprovalConfig, ApprovalPolicy};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(dir.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("src/lib.rs"), "x").unwrap_or_else(|e| panic!("{e}"));
+    let reply: Reply = Box::new(|_, _| ("fine'; touch pw-tmpl; echo '".into(), vec![]));
+    let mut s = setup(
+        agents(vec![("a", reply)]),
+        store(),
+        CancellationToken::new(),
+    );
+    s.exec.approvals = Some(Arc::new(ApprovalRules::new(
+        &ApprovalConfig::default(),
+        ApprovalPolicy::Untrusted,
+        &[],
+    )));
+    let yaml = "name: evil\nnodes:\n  - id: lint\n    type: shell\n    command: rm -rf src; touch flow-shell-ran\n    validation_command: touch validation-ran\n";
+    let sum = run(&s, yaml, dir.path()).await;
+    assert_eq!(status(&sum, "lint"), NodeStatus::Failed);
+    let error = sum
+        .state
+        .nodes
+        .get("lint")
+        .and_then(|n| n.error.clone())
+        .unwrap_or_default();
+    assert!(
+        error.contains("needs approval under the `untrusted` policy"),
+        "{error}"
+    );
+    assert!(
+        dir.path().join("src/lib.rs").exists(),
+        "the shell node must not run"
+    );
+    assert!(!dir.path().join("flow-shell-ran").exists());
+    assert!(
+        !dir.path().join("validation-ran").exists(),
+        "nor its validation"
+    );
+
+    // Under `never` the command runs — and a reference stays one word whatever its quotes.
+    s.exec.approvals = Some(Arc::new(ApprovalRules::new(
+        &ApprovalConfig::default(),
+        ApprovalPolicy::Never,
+        &[],
+    )));
+    let yaml = "name: notes\nnodes:\n  - {id: a, type: agent, task: \"Summarise.\"}\n  - {id: rec, type: shell, command: \"echo '${nodes.a.output}' >> NOTES.md\", needs: [a]}\n";
+    let sum = run(&s, yaml, dir.path()).await;
+    assert_eq!(
+        status(&sum, "rec"),
+        NodeStatus::Completed,
+        "{:?}",
+        sum.error
+    );
+    assert!(
+        !dir.path().join("pw-tmpl").exists(),
+        "the model's text ran as a command"
+    );
+    assert_eq!(
+        read(&dir.path().join("NOTES.md")),
+        "fine'; touch pw-tmpl; echo '\n"
+    );
+}
+
+#[tokio::test]
+async fn a_flow_in_the_workspace_does_not_choose_the_model() {
+    // Red-team B12 (3): a repository's flow chose a node's provider and model (where the
+    // user's data goes). A flow in the workspace may still name a local script: its calls are
+    // judged by the user's approval policy like any model's, and nothing leaves the machine.
+    type Choice = (Option<String>, Option<String>, Option<std::path::PathBuf>);
+    struct Seen(Mutex<Vec<Choice>>);
+    impl AgentRunner for Seen {
+        fn run(&self, req: AgentRequest) -> BoxFuture<'_, AgentResult> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push((
+                req.spec.provider.clone(),
+                req.spec.model.clone(),
+                req.spec.script.clone(),
+            ));
+            Box::pin(async move {
+                AgentResult {
+                    completed: true,
+                    text: "ok".into(),
+                    ..AgentResult::default()
+                }
+            })
+        }
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let seen = Arc::new(Seen(Mutex::new(Vec::new())));
+    let mut s = setup(agents(vec![]), store(), CancellationToken::new());
+    s.exec.agents = seen.clone();
+    let yaml = "name: review\nnodes:\n  - {id: look, type: agent, task: \"Review.\", provider: ollama, model: evil, script: scripts/s.yaml}\n";
+    for (file, theirs) in [
+        (dir.path().join(".keel/flows/review.yaml"), false),
+        (std::env::temp_dir().join("my-own-flow.yaml"), true),
+    ] {
+        let flow = compile(yaml, &file).unwrap_or_else(|e| panic!("{e}"));
+        let sum = s
+            .exec
+            .start(flow, yaml, dir.path(), BTreeMap::new())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sum.status, "completed");
+        let last = seen
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        assert_eq!(last.0.is_some(), theirs, "{file:?}: {last:?}");
+        assert_eq!(last.1.is_some(), theirs, "{file:?}: {last:?}");
+        assert!(last.2.is_some(), "{file:?}: {last:?}");
+    }
 }

@@ -201,6 +201,20 @@ pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, 
             });
         }
     }
+    // `python -m pkg.mod` runs the workspace's `pkg/mod.py` (or its package's `__init__.py` /
+    // `__main__.py`) first: the server's directory is the workspace, first on `sys.path`.
+    for module in python_modules(&c.args) {
+        let mut dir = ws.clone();
+        let parts: Vec<&str> = module.split('.').filter(|p| !p.is_empty()).collect();
+        for (i, part) in parts.iter().enumerate() {
+            if i + 1 == parts.len() {
+                candidates.insert(dir.join(format!("{part}.py")));
+                candidates.insert(dir.join(part).join("__main__.py"));
+            }
+            dir.push(part);
+            candidates.insert(dir.join("__init__.py"));
+        }
+    }
     // A bare command is looked up on the PATH the server gets: the definition's own, else
     // Keel's. A relative PATH entry is relative to the workspace (the server's directory).
     if let Some(command) = c.command.as_deref().filter(|c| !c.contains('/')) {
@@ -263,6 +277,33 @@ pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, 
         .collect())
 }
 
+/// The modules `-m MODULE` / `-mMODULE` name among a Python command's arguments (before the
+/// module's own arguments).
+fn python_modules(args: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "-m" {
+            if let Some(m) = it.next() {
+                out.push(m.as_str());
+            }
+            break;
+        }
+        if let Some(m) = a
+            .strip_prefix("-m")
+            .filter(|m| !m.is_empty() && !a.starts_with("--"))
+        {
+            out.push(m);
+            break;
+        }
+    }
+    out.retain(|m| {
+        m.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    });
+    out
+}
+
 /// The word itself and its parts split at `=`, `:` and whitespace, without leading dashes'
 /// options (`--flag`).
 fn pieces(word: &str) -> Vec<&str> {
@@ -289,6 +330,31 @@ mod tests {
             },
             origin: Origin::Project(ws.join(".mcp.json")),
         }
+    }
+
+    #[test]
+    fn a_python_module_the_server_runs_is_part_of_the_approval() {
+        // #35: `python3 -m srv` ran the workspace's srv.py, which was not hashed: the model
+        // could rewrite it after the approval.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        std::fs::write(ws.join("srv.py"), "print(1)\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(ws.join("pkg/sub")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("pkg/__init__.py"), "").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("pkg/sub/__main__.py"), "x").unwrap_or_else(|e| panic!("{e}"));
+        let names = |args: &[&str]| -> Vec<String> {
+            named_files(ws, &project_def(ws, "python3", args))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_iter()
+                .map(|f| f.path)
+                .collect()
+        };
+        assert_eq!(names(&["-m", "srv"]), ["srv.py"]);
+        assert_eq!(names(&["-u", "-msrv", "--port", "1"]), ["srv.py"]);
+        assert_eq!(
+            names(&["-m", "pkg.sub"]),
+            ["pkg/__init__.py", "pkg/sub/__main__.py"]
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod approve;
 pub mod config;
 pub mod hub;
 mod late;
+mod place;
 pub mod schema;
 pub mod server;
 pub mod tool;

@@ -317,14 +317,24 @@ async fn connect(
     let fut = async {
         match transport {
             Transport::Stdio { command, args, env } => {
-                let argv = std::iter::once(command)
+                let mut argv: Vec<std::ffi::OsString> = std::iter::once(command)
                     .chain(args)
                     .map(std::ffi::OsString::from)
                     .collect();
-                let mut req = ExecRequest::new(argv, workspace);
+                let mut req = ExecRequest::new(Vec::new(), workspace);
+                if confinement.policy == SandboxPolicy::Off {
+                    // Unconfined: nothing of the workspace may stand in for the server's code.
+                    let place =
+                        crate::place::user_place(command, workspace, |k| std::env::var_os(k));
+                    req.cwd = place.cwd;
+                    argv[0] = place.program;
+                    req.env_set = place.env;
+                }
+                req.argv = argv;
                 req.policy = confinement.policy;
                 req.roots.network = confinement.network;
-                req.env_set = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                req.env_set
+                    .extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
                 let mut process = exec::spawn(req)
                     .await
                     .map_err(|e| format!("cannot run `{command}`: {e}"))?;
@@ -384,21 +394,31 @@ struct StderrTail(Arc<std::sync::Mutex<String>>);
 /// How much of a server's stderr is kept.
 const STDERR_TAIL: usize = 2000;
 
+/// Keeps at most about twice [`STDERR_TAIL`] bytes of `b`: its end.
+fn trim_tail(b: &mut String) {
+    if b.len() > STDERR_TAIL * 2 {
+        let cut = b.len() - STDERR_TAIL;
+        let cut = (cut..b.len()).find(|i| b.is_char_boundary(*i)).unwrap_or(0);
+        b.drain(..cut);
+    }
+}
+
 impl StderrTail {
     fn collect(&self, stderr: tokio::process::ChildStderr) {
-        use tokio::io::AsyncBufReadExt;
+        use tokio::io::AsyncReadExt;
         let buf = self.0.clone();
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let Ok(mut b) = buf.lock() else { return };
-                b.push_str(&line);
-                b.push('\n');
-                if b.len() > STDERR_TAIL * 2 {
-                    let cut = b.len() - STDERR_TAIL;
-                    let cut = (cut..b.len()).find(|i| b.is_char_boundary(*i)).unwrap_or(0);
-                    b.drain(..cut);
+            // Read in fixed chunks, never a whole line: a server that writes one endless line
+            // must not grow Keel's memory (red-team B10). Only the tail is kept.
+            let mut stderr = stderr;
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
                 }
+                let Ok(mut b) = buf.lock() else { return };
+                b.push_str(&String::from_utf8_lossy(&chunk[..n]));
+                trim_tail(&mut b);
             }
         });
     }
@@ -414,5 +434,45 @@ impl StderrTail {
             .find(|i| text.is_char_boundary(*i))
             .unwrap_or(0);
         format!("; its stderr ends:\n{}", &text[start..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_endless_stderr_line_is_read_in_pieces_and_only_its_tail_kept() {
+        // Red-team B10: a server writing one line without end grew Keel's memory without
+        // bound (the reader waited for the newline). The tail fills while the line goes on.
+        #[allow(clippy::disallowed_methods)]
+        let child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg("head -c 3000000 /dev/zero | tr '\\0' a >&2; sleep 5")
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => panic!("cannot run sh: {e}"),
+        };
+        let tail = StderrTail::default();
+        if let Some(stderr) = child.stderr.take() {
+            tail.collect(stderr);
+        }
+        let started = std::time::Instant::now();
+        loop {
+            let len = tail.0.lock().map(|b| b.len()).unwrap_or_default();
+            assert!(len <= STDERR_TAIL * 2, "kept {len} bytes");
+            if len >= STDERR_TAIL {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(4),
+                "nothing of the unfinished line was read"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(tail.render().ends_with("aaaa"));
     }
 }

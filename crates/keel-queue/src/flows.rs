@@ -96,12 +96,21 @@ async fn flow_job(job: &FlowJob, state: &State) -> Result<(), BoxDynError> {
     let overrides = job.overrides();
     let workspace = Path::new(&rec.workspace);
     let config = state.builder.config(workspace, &overrides)?;
+    // A worker's flow runs as `keel flow run` would: its agents' calls and its own commands
+    // under the configured approval policy (nobody answers: what would ask is refused).
+    let agents = EngineAgents {
+        builder: state.builder.clone(),
+        defaults: overrides,
+        approval: None,
+    };
     let exec = Executor {
         store: state.flows.clone(),
-        agents: Arc::new(EngineAgents {
-            builder: state.builder.clone(),
-            defaults: overrides,
-        }),
+        approvals: Some(Arc::new(keel_engine::approval::ApprovalRules::new(
+            &config.approval,
+            agents.policy(&config),
+            &config.shell.allow,
+        ))),
+        agents: Arc::new(agents),
         shell: config.shell.tool_settings(),
         build_dirs: config.snapshots.build_dirs(),
         events: None,

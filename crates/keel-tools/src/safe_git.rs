@@ -105,6 +105,17 @@ pub fn environment(
     let mut env: Vec<(OsString, OsString)> = inherited
         .into_iter()
         .filter(|(name, _)| name == "PATH" || name == "TMPDIR")
+        // git runs in the workspace: a relative or empty PATH entry would find the
+        // repository's own programs there (its helpers, hooks' interpreters).
+        .map(|(name, value)| {
+            let value = if name == "PATH" {
+                crate::shell::exec::absolute_path_value(&value)
+            } else {
+                value
+            };
+            (name, value)
+        })
+        .filter(|(_, value)| !value.is_empty())
         .collect();
     if !env.iter().any(|(n, _)| n == "PATH") {
         env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
@@ -184,8 +195,17 @@ pub fn hardened_git(extra: &[(String, String)], config_env: bool) -> Result<Comm
 fn base() -> Command {
     // The one place Keel's own git starts: the environment, the pager and (in the callers)
     // the forced settings are what make it safe to run outside the sandbox.
+    // git itself is found once, in the absolute PATH directories only: a relative or empty
+    // entry would be looked up after the child's chdir, in the workspace (a repository's
+    // `./git` or `node_modules/.bin/git` running unconfined).
+    static GIT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let program = GIT.get_or_init(|| {
+        // Not found: the bare name, looked up in the child's PATH of absolute entries only
+        // (so a machine without git fails to start it, and says so).
+        crate::shell::exec::find_program("git").unwrap_or_else(|| "git".into())
+    });
     #[allow(clippy::disallowed_methods)]
-    let mut c = Command::new("git");
+    let mut c = Command::new(program);
     c.env_clear()
         .envs(environment(std::env::vars_os()))
         .stdin(Stdio::null())
@@ -265,6 +285,29 @@ mod tests {
         );
         assert_eq!(got[2].1, "false", "a required filter is made optional");
         assert_eq!(got[0].1, "", "a command is blanked");
+    }
+
+    #[test]
+    fn git_never_looks_programs_up_in_the_workspace() {
+        // Red-team B25: `PATH=./node_modules/.bin:$PATH` (or an empty entry) made Keel's
+        // unconfined git resolve to the repository's own `git` after its chdir.
+        let env = environment([(
+            "PATH".into(),
+            "./node_modules/.bin::bin:/usr/local/bin:/usr/bin".into(),
+        )]);
+        let path = env
+            .iter()
+            .find(|(n, _)| n == "PATH")
+            .map(|(_, v)| v.to_string_lossy().into_owned());
+        assert_eq!(path.as_deref(), Some("/usr/local/bin:/usr/bin"));
+        let only_relative = environment([("PATH".into(), ".:bin".into())]);
+        let path = only_relative
+            .iter()
+            .find(|(n, _)| n == "PATH")
+            .map(|(_, v)| v.to_string_lossy().into_owned());
+        assert_eq!(path.as_deref(), Some("/usr/local/bin:/usr/bin:/bin"));
+        let dirs = crate::shell::exec::absolute_dirs(std::ffi::OsStr::new(":./x:/opt/bin:y"));
+        assert_eq!(dirs, vec![std::path::PathBuf::from("/opt/bin")]);
     }
 
     #[test]

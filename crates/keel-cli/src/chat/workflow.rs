@@ -71,6 +71,7 @@ pub fn start(
         keel_flow::store::FlowStore::new(store.clone()),
         store,
         defaults,
+        None,
         Arc::new(move |e: &FlowEvent| {
             let _ = events_tx.send(Msg::Flow(Box::new(e.clone())));
         }),

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_engine::config::Layer;
+use keel_engine::approval::ApprovalRules;
+use keel_engine::config::{ApprovalPolicy, Layer};
 use keel_flow::Executor;
 use keel_flow::exec::{EngineAgents, EventSink};
 use keel_flow::state::NodeStatus;
@@ -30,17 +31,26 @@ pub(crate) fn executor(
     flows: FlowStore,
     sessions: Arc<dyn keel_store::Store>,
     defaults: keel_engine::runtime::SessionOverrides,
+    approval: Option<ApprovalPolicy>,
     events: EventSink,
     cancel: CancellationToken,
 ) -> Executor {
     let builder = setup::session_builder(sessions);
+    let agents = EngineAgents {
+        builder,
+        defaults,
+        approval,
+    };
+    // The flow's own command lines are judged under the same policy as its agents' calls.
+    let rules = ApprovalRules::new(&config.approval, agents.policy(config), &config.shell.allow);
     Executor {
         store: flows,
-        agents: Arc::new(EngineAgents { builder, defaults }),
+        agents: Arc::new(agents),
         shell: config.shell.tool_settings(),
         build_dirs: config.snapshots.build_dirs(),
         events: Some(events),
         cancel,
+        approvals: Some(Arc::new(rules)),
     }
 }
 

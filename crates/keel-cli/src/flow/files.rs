@@ -18,7 +18,9 @@ pub(crate) fn flow_dirs(root: &Path) -> Vec<PathBuf> {
 /// A path as given, or a listed flow's name.
 pub(crate) fn resolve(root: &Path, file: &Path) -> PathBuf {
     if file.exists() {
-        return file.to_path_buf();
+        // Absolute, so a run knows whether the file lies in the workspace (repository
+        // content, whose choice of model is not used) wherever it is resumed.
+        return std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
     }
     let name = file.display().to_string();
     keel_flow::find_flows(&flow_dirs(root))

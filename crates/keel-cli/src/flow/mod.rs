@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use keel_engine::config::Layer;
+use keel_engine::approval::ApprovalRules;
+use keel_engine::config::{ApprovalPolicy, Layer};
 use keel_flow::exec::{EngineAgents, EventSink};
 use keel_flow::state::NodeStatus;
 use keel_flow::store::RunRecord;
@@ -45,6 +46,11 @@ pub enum FlowCommand {
         /// Print one JSON event per line instead of the progress view.
         #[arg(long)]
         json: bool,
+        /// Which tool calls of the agent nodes, and which of the flow's own commands, may run:
+        /// nobody answers a flow run, so what the policy would ask about is refused. Default:
+        /// `[approval] policy` when your configuration sets it, else `never` (as `keel run`).
+        #[arg(long, value_enum, value_name = "POLICY")]
+        approval: Option<crate::ApprovalArg>,
         /// Store the run as queued in the shared PostgreSQL database (KEEL_DATABASE_URL) for a
         /// `keel worker` to run, and return at once.
         #[arg(long)]
@@ -78,6 +84,9 @@ pub enum FlowCommand {
         llm: ProviderArgs,
         #[arg(long)]
         json: bool,
+        /// The approval policy, as for `keel flow run`.
+        #[arg(long, value_enum, value_name = "POLICY")]
+        approval: Option<crate::ApprovalArg>,
     },
     /// Re-execute a run from its trace in a new directory, with no model call, and check that
     /// the node outputs and the final files match the recording.
@@ -101,19 +110,27 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             inputs,
             llm,
             json,
+            approval,
             queue,
         } => {
             let file = resolve(&root, &file);
+            let approval = approval.map(crate::ApprovalArg::policy);
             if queue {
                 queue::queue(&root, &file, &inputs, &llm, json)
             } else {
-                run(&root, &file, &inputs, &llm, json)
+                run(&root, &file, &inputs, &llm, json, approval)
             }
         }
-        FlowCommand::Resume { run, llm, json } => with_executor(
+        FlowCommand::Resume {
+            run,
+            llm,
+            json,
+            approval,
+        } => with_executor(
             &root,
             &llm,
             json,
+            approval.map(crate::ApprovalArg::policy),
             |exec| async move { exec.resume(&run).await },
         ),
         FlowCommand::Status { run, json, follow } => {
@@ -199,7 +216,13 @@ fn printer(json: bool) -> EventSink {
     })
 }
 
-fn with_executor<F, Fut>(root: &Path, llm: &ProviderArgs, json: bool, go: F) -> anyhow::Result<u8>
+fn with_executor<F, Fut>(
+    root: &Path,
+    llm: &ProviderArgs,
+    json: bool,
+    approval: Option<ApprovalPolicy>,
+    go: F,
+) -> anyhow::Result<u8>
 where
     F: FnOnce(Executor) -> Fut,
     Fut: std::future::Future<Output = Result<RunSummary, keel_flow::FlowError>>,
@@ -214,6 +237,7 @@ where
             backend.flows(),
             backend.sessions(),
             crate::launch::overrides(llm, None, None),
+            approval,
             printer(json),
             cancel.clone(),
         );
@@ -254,6 +278,7 @@ fn run(
     inputs: &[String],
     llm: &ProviderArgs,
     json: bool,
+    approval: Option<ApprovalPolicy>,
 ) -> anyhow::Result<u8> {
     let Prepared {
         flow,
@@ -261,7 +286,7 @@ fn run(
         values,
     } = prepare(file, inputs)?;
     let ws = root.to_path_buf();
-    with_executor(root, llm, json, |exec| async move {
+    with_executor(root, llm, json, approval, |exec| async move {
         exec.start(flow, &source, &ws, values).await
     })
 }
@@ -364,11 +389,22 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
             agents: Arc::new(EngineAgents {
                 builder: setup::session_builder(backend.sessions()),
                 defaults: Default::default(),
+                approval: None,
             }),
             shell: config.shell.tool_settings(),
             build_dirs: config.snapshots.build_dirs(),
             events: Some(printer(false)),
             cancel: CancellationToken::new(),
+            // A replay runs the recorded commands again, judged as when they first ran.
+            approvals: Some(Arc::new(ApprovalRules::new(
+                &config.approval,
+                if config.approval_policy_set {
+                    config.approval.policy
+                } else {
+                    ApprovalPolicy::Never
+                },
+                &config.shell.allow,
+            ))),
         };
         exec.replay(run, &target).await.map_err(|e| match e {
             keel_flow::FlowError::Usage(m) => setup::UsageError(m).into(),

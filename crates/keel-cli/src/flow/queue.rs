@@ -40,6 +40,7 @@ pub fn queue(
             backend.flows(),
             backend.sessions(),
             overrides.clone(),
+            None,
             std::sync::Arc::new(|_: &keel_flow::FlowEvent| {}),
             CancellationToken::new(),
         );

@@ -143,7 +143,8 @@ impl Human {
 
     /// One event as text on its own (no streaming state), as `keel run` would print it.
     pub(crate) fn line(&self, event: &Event) -> String {
-        self.render(event, &mut HumanState::default())
+        let event = crate::term_text::clean_event(event);
+        self.render(&event, &mut HumanState::default())
     }
 
     fn render(&self, event: &Event, st: &mut HumanState) -> String {
@@ -691,6 +692,8 @@ impl EventSink for Human {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
+        // Model, tool and repository text reaches the terminal as text, never as escapes.
+        let event = &*crate::term_text::clean_event(event);
         let text = if event.parent_run_id.is_some() {
             // A subagent's event: one line, nested, never streamed.
             let mut text = child::child_line(self.style, event, &mut st.agents);

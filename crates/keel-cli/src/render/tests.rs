@@ -296,3 +296,39 @@ fn keel_run_shows_created_files_command_output_tables_and_reasons() {
     );
     assert!(!out.contains("error [cancelled]"), "{out}");
 }
+
+#[test]
+fn model_and_tool_text_cannot_drive_the_terminal() {
+    // Red-team B11: OSC 52 (clipboard), cursor-up + erase (hiding the lines that showed a
+    // command), a window title and clear screen reached the terminal verbatim.
+    let h = Human::new(true, false);
+    let mut out = String::new();
+    for kind in [
+        EventKind::AssistantMessage {
+            text: "hi \u{1b}]52;c;cm0gLXJmIH4K\u{7} \u{1b}[1A\u{1b}[2K HIDDEN".into(),
+            reasoning: None,
+            tool_calls: 1,
+            usage: Usage::default(),
+        },
+        EventKind::ToolCall {
+            id: "1".into(),
+            name: "run_command".into(),
+            arguments: serde_json::json!({"command": "printf 'out \\033]0;T\\007'"}),
+        },
+        EventKind::ToolResult {
+            id: "1".into(),
+            name: "run_command".into(),
+            is_error: false,
+            content: "out \u{1b}]0;TITLE-PWNED\u{7} \u{1b}[2J".into(),
+            details: Default::default(),
+            metadata: None,
+        },
+    ] {
+        out.push_str(&h.line(&ev(kind)));
+    }
+    for bad in ["\u{1b}]", "\u{7}", "\u{1b}[1A", "\u{1b}[2K", "\u{1b}[2J"] {
+        assert!(!out.contains(bad), "{bad:?} reached the terminal: {out:?}");
+    }
+    assert!(out.contains("^[]52;c;cm0gLXJmIH4K^G"), "{out:?}");
+    assert!(out.contains("^[]0;TITLE-PWNED^G"), "{out:?}");
+}

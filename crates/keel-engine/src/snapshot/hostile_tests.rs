@@ -62,8 +62,8 @@ fn make_executable(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// The test's own git (planting only: `git config` runs nothing).
-fn git(dir: &Path, args: &[&str]) {
+/// The test's own git (planting only: `git config` runs nothing); its standard output.
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args([
             "-c",
@@ -86,6 +86,7 @@ fn git(dir: &Path, args: &[&str]) {
         "git {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn config(h: &Hostile, key: &str, value: &str) {

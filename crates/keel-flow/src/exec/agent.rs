@@ -3,10 +3,13 @@
 //! and guardrails as `keel run`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use keel_engine::RunOptions;
+use keel_engine::approval::ApprovalGate;
+use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{SessionBuilder, SessionOverrides};
 use keel_protocol::{SessionStatus, Usage};
 use tokio_util::sync::CancellationToken;
@@ -51,6 +54,21 @@ pub struct EngineAgents {
     pub builder: SessionBuilder,
     /// Overrides under every node's own (the CLI's provider flags).
     pub defaults: SessionOverrides,
+    /// The approval policy of every node's session (`--approval`); `None`: `[approval] policy`
+    /// when the configuration sets it, else `never` — exactly as `keel run`. Nobody answers a
+    /// flow's sessions, so a call the policy would ask about is denied (the model is told).
+    pub approval: Option<ApprovalPolicy>,
+}
+
+impl EngineAgents {
+    /// The approval policy a node's session of `config` runs under.
+    pub fn policy(&self, config: &keel_engine::Config) -> ApprovalPolicy {
+        match (self.approval, config.approval_policy_set) {
+            (Some(p), _) => p,
+            (None, true) => config.approval.policy,
+            (None, false) => ApprovalPolicy::Never,
+        }
+    }
 }
 
 impl AgentRunner for EngineAgents {
@@ -73,6 +91,7 @@ impl AgentRunner for EngineAgents {
             if req.max_steps.is_some() {
                 overrides.max_iterations = req.max_steps;
             }
+            let mut gate = None;
             let engine = match self
                 .builder
                 .config(&req.workspace, &overrides)
@@ -83,6 +102,11 @@ impl AgentRunner for EngineAgents {
                     if !req.spec.verify {
                         c.verify.enabled = false;
                     }
+                    gate = Some(Arc::new(ApprovalGate::from_config(
+                        &c,
+                        Some(self.policy(&c)),
+                        false,
+                    )));
                     self.builder.engine_with(c, &req.workspace)
                 }) {
                 Ok(e) => e,
@@ -99,6 +123,7 @@ impl AgentRunner for EngineAgents {
             };
             let options = RunOptions {
                 cancel: req.cancel.clone(),
+                approvals: gate,
                 // The flow runs its nodes (some at once) in its workspace and its branches'
                 // copies: the executor orders them, not the workspace lease.
                 shared_workspace: true,

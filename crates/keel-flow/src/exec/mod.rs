@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use keel_engine::approval::ApprovalRules;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::shell::ShellSettings;
@@ -90,6 +91,11 @@ pub struct Executor {
     pub build_dirs: BuildDirs,
     pub events: Option<EventSink>,
     pub cancel: CancellationToken,
+    /// The approval policy and rules the flow's own command lines (`shell`/`test`/`verify`
+    /// nodes, `validation_command`, `rollback_command`) are judged by before they run, as
+    /// `keel run` judges the project's gates: nobody answers a flow run, so a line the policy
+    /// would ask about is refused. `None` runs them unjudged (tests of the executor).
+    pub approvals: Option<Arc<ApprovalRules>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -113,6 +119,20 @@ impl Executor {
         inputs: BTreeMap<String, Value>,
         mode: Mode,
     ) -> Arc<Ctx> {
+        let mut flow = flow;
+        if is_project_file(&flow.file, workspace) {
+            let nodes = flow.drop_model_choices();
+            if !nodes.is_empty() {
+                self.emit(FlowEvent::Step {
+                    run_id: run_id.to_string(),
+                    step: format!(
+                        "note: {} is a file of the workspace, so its choice of provider or model (node {}) is not used: your own model settings apply (a repository may not choose where your data goes; run a copy outside the workspace to make it yours)",
+                        flow.file.display(),
+                        nodes.join(", ")
+                    ),
+                });
+            }
+        }
         Arc::new(Ctx {
             run_id: run_id.to_string(),
             flow: Arc::new(flow),
@@ -123,6 +143,7 @@ impl Executor {
             shell: self.shell.clone(),
             build_dirs: self.build_dirs.clone(),
             cancel: self.cancel.clone(),
+            approvals: self.approvals.clone(),
         })
     }
 
@@ -474,9 +495,13 @@ impl Executor {
                             self.step(ctx, trace, format!("loop_back:{id}->{target}"));
                         }
                         _ => {
-                            let reason = format!(
-                                "the reviewer still requests changes after {taken} loop-back(s)"
-                            );
+                            let noun = if taken == 1 {
+                                "loop-back"
+                            } else {
+                                "loop-backs"
+                            };
+                            let reason =
+                                format!("the reviewer still requests changes after {taken} {noun}");
                             return self.fail(ctx, node, reason, state, trace, persist).await;
                         }
                     }
@@ -589,6 +614,13 @@ impl Executor {
     }
 
     async fn command(&self, ctx: &Ctx, command: &str) -> bool {
+        if let Err(why) = ctx.check_command(command, &ctx.workspace) {
+            self.emit(FlowEvent::Step {
+                run_id: ctx.run_id.clone(),
+                step: format!("refused: {why}"),
+            });
+            return false;
+        }
         let mut spec =
             CommandSpec::shell(command, &ctx.workspace, VALIDATION_TIMEOUT).with_shell(&ctx.shell);
         // A rollback (`git checkout -- .`) may update the index; git's code paths stay read-only.
@@ -597,6 +629,16 @@ impl Executor {
             .await
             .is_ok_and(|o| o.success())
     }
+}
+
+/// Whether the flow file `file` is repository content of `workspace`: a relative path, or one
+/// that lies beneath it (links resolved where they exist).
+fn is_project_file(file: &Path, workspace: &Path) -> bool {
+    if file.is_relative() {
+        return true;
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    file.starts_with(workspace) || real(file).starts_with(real(workspace))
 }
 
 /// Gives a run's lease up (a failure only leaves it to expire).

@@ -199,8 +199,17 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
             out
         }
         NodeKind::Shell { command } | NodeKind::Test { command } | NodeKind::Verify { command } => {
-            let cmd = scope.render(command);
-            command_node(leaf, &cmd, cancel).await
+            let (cmd, env) = scope.render_command(command);
+            if let Err(why) = leaf.ctx.check_command(&cmd, leaf.dir) {
+                return Outcome {
+                    trace: NodeTrace {
+                        input: cmd,
+                        ..NodeTrace::default()
+                    },
+                    ..Outcome::failed(why)
+                };
+            }
+            command_node(leaf, &cmd, env, cancel).await
         }
         NodeKind::Branch {
             negate, condition, ..
@@ -286,8 +295,15 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
     }
 }
 
-async fn command_node(leaf: &Leaf<'_>, cmd: &str, cancel: &CancellationToken) -> Outcome {
-    let spec = CommandSpec::shell(cmd, leaf.dir, leaf.node.timeout).with_shell(&leaf.ctx.shell);
+async fn command_node(
+    leaf: &Leaf<'_>,
+    cmd: &str,
+    env: Vec<(String, String)>,
+    cancel: &CancellationToken,
+) -> Outcome {
+    let mut spec = CommandSpec::shell(cmd, leaf.dir, leaf.node.timeout).with_shell(&leaf.ctx.shell);
+    // The values of the line's `${…}` references (model text, inputs): data, never syntax.
+    spec.env = env;
     let mut out = Outcome {
         trace: NodeTrace {
             input: cmd.to_string(),

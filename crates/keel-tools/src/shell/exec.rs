@@ -312,9 +312,26 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         return is_executable(&p).then_some(p);
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    absolute_dirs(&path)
+        .into_iter()
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
+}
+
+/// The absolute directories of a `PATH` value. An empty entry means "the current directory"
+/// and a relative one is resolved against it — for Keel usually the workspace, where a
+/// repository could ship its own `git` or `bash` (`./node_modules/.bin/git`): Keel never looks
+/// programs up there.
+pub fn absolute_dirs(path: &std::ffi::OsStr) -> Vec<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .collect()
+}
+
+/// A `PATH` value with only its absolute directories (see [`absolute_dirs`]): what Keel passes
+/// to the programs it starts outside the sandbox, whose own lookups happen in the workspace.
+pub fn absolute_path_value(path: &std::ffi::OsStr) -> std::ffi::OsString {
+    std::env::join_paths(absolute_dirs(path)).unwrap_or_default()
 }
 
 fn is_executable(p: &Path) -> bool {

@@ -33,6 +33,56 @@ const CODE_ENV: &[&str] = &[
     "CARGO_BUILD_RUSTC_WRAPPER",
 ];
 
+/// Variables known to change only text, colour, locale messages, time zone or logging when
+/// set for a command. Any other variable may be a program's option variable (`TAR_OPTIONS`
+/// takes `--checkpoint-action=exec=…`, `GZIP`, `XZ_OPT`) or a module path (`GCONV_PATH`,
+/// `LOCPATH`): set for a command, it is not known to be read-only (red-team B24).
+const HARMLESS_ENV: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_MONETARY",
+    "TZ",
+    "TERM",
+    "COLUMNS",
+    "LINES",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "COLORTERM",
+    "CI",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "RUST_LIB_BACKTRACE",
+    "RUST_TEST_THREADS",
+    "RUST_TEST_NOCAPTURE",
+    "CARGO_TERM_COLOR",
+    "CARGO_TERM_VERBOSE",
+    "CARGO_INCREMENTAL",
+    "NODE_ENV",
+    "PYTHONUNBUFFERED",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONHASHSEED",
+    "PYTHONIOENCODING",
+    "GIT_PAGER_IN_USE",
+    "SOURCE_DATE_EPOCH",
+    "TMPDIR",
+    "DEBIAN_FRONTEND",
+];
+
+/// True when setting `name` for a command (`NAME=v cmd`, `env NAME=v cmd`, `export NAME=v`)
+/// may change what the program does beyond its arguments: every variable but the few known
+/// to be harmless ([`HARMLESS_ENV`]), and every variable [`is_code_env`] names.
+pub(crate) fn changes_command(name: &str) -> bool {
+    is_code_env(name) || !HARMLESS_ENV.contains(&name)
+}
+
 /// True when setting `name` can change which code a program runs or which configuration it
 /// reads (a planted config names programs): loader and interpreter variables, `HOME` and the
 /// XDG directories (where configs live), every `GIT_*` variable, exported bash functions.

@@ -159,6 +159,13 @@ impl AutoLint {
                 "[auto-check] skipped `cargo check`: {why}; a first check would compile every dependency (minutes), so run `cargo check` or `run_tests` when you want it"
             ));
         }
+        if lang == "rust"
+            && let Some(why) = unconfinable_cargo_check(dir, ctx.workspace.root())
+        {
+            return Some(format!(
+                "[auto-check] skipped `cargo check`: {why}, and the check after an edit runs the project's own code (build.rs, macros) with write access to its build output only; run `cargo check` or `run_tests` when you want it"
+            ));
+        }
         let local_bin = dir.join("node_modules").join(".bin");
         let template = candidates.iter().find(|c| {
             c.split_whitespace().next().is_some_and(|prog| {
@@ -216,6 +223,10 @@ impl AutoLint {
             req.timeout = self.settings.timeout;
             req.policy = self.shell.policy_for(SandboxPolicy::WorkspaceWrite);
             req.roots = self.shell.roots(ctx);
+            // Nobody approved this command, and it runs repository code (`build.rs`, proc
+            // macros, a Cargo `rustc-wrapper`, `node_modules/.bin/tsc`): it may write only its
+            // build output, never the workspace (red-team B13).
+            req.roots.workspace = build_output(lang, dir, ctx.workspace.root());
             req.env_keep = self.shell.env_keep.clone();
             req.cancel = ctx.cancel.clone();
             if local_bin.is_dir() {
@@ -306,6 +317,24 @@ impl AutoLint {
     }
 }
 
+/// The only workspace directory a language's check may write: Rust's `target/` of the
+/// project at `dir` when it is a real directory beneath `root` (not a link out); nothing
+/// otherwise (the check's caches live in its private temp dir and the configured caches).
+fn build_output(lang: &str, dir: &Path, root: &Path) -> Option<PathBuf> {
+    if lang != "rust" {
+        return None;
+    }
+    let real_root = std::fs::canonicalize(root).ok()?;
+    // The project's own `target/`, or its Cargo workspace's above it.
+    dir.ancestors()
+        .take_while(|d| d.starts_with(root))
+        .map(|d| d.join("target"))
+        .find(|t| std::fs::symlink_metadata(t).is_ok())
+        .filter(|t| std::fs::symlink_metadata(t).is_ok_and(|m| m.is_dir()))
+        .and_then(|t| std::fs::canonicalize(t).ok())
+        .filter(|real| real.starts_with(&real_root))
+}
+
 impl PostWriteHook for AutoLint {
     fn after_write<'a>(
         &'a self,
@@ -351,6 +380,20 @@ fn cold_cargo_build(dir: &Path, root: &Path) -> Option<String> {
     (packages > COLD_CHECK_MAX_PACKAGES).then(|| {
         format!("nothing is built here yet (no target/) and Cargo.lock lists {packages} packages")
     })
+}
+
+/// Why `cargo check` in `dir` could not run with write access to its build output only (red-team
+/// B13): cargo must write a missing `Cargo.lock` beside the manifest, and a missing `target/`
+/// (with no `CARGO_TARGET_DIR`) — `None` when it can.
+fn unconfinable_cargo_check(dir: &Path, root: &Path) -> Option<String> {
+    let ancestors = || dir.ancestors().take_while(|d| d.starts_with(root));
+    if !ancestors().any(|d| d.join("Cargo.lock").is_file()) {
+        return Some("there is no Cargo.lock yet (cargo would write one)".into());
+    }
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() && build_output("rust", dir, root).is_none() {
+        return Some("nothing is built here yet (no target/)".into());
+    }
+    None
 }
 
 fn find_upwards(file: &Path, root: &Path, marker: &str) -> Option<PathBuf> {
@@ -444,5 +487,60 @@ mod tests {
         assert_eq!(language("a/b.rs"), Some("rust"));
         assert_eq!(language("x.tsx"), Some("typescript"));
         assert_eq!(language("README.md"), None);
+    }
+}
+
+#[cfg(test)]
+mod confinement_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_check_after_an_edit_cannot_change_the_workspace() {
+        // Red-team B13: `cargo check` after the model wrote `build.rs` ran it with write
+        // access to the workspace (README.md deleted, no approval under on-request).
+        if exec::find_program("cargo").is_none() || !crate::sandbox::is_available() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "cargo and the kernel sandbox are needed for this test"
+            );
+            println!("SKIPPED: no cargo or no kernel sandbox");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = tmp.path();
+        let write = |p: &str, s: &str| {
+            if let Some(parent) = ws.join(p).parent() {
+                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+            }
+            std::fs::write(ws.join(p), s).unwrap_or_else(|e| panic!("{e}"));
+        };
+        write(
+            "Cargo.toml",
+            "[package]\nname = \"b13\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        );
+        write(
+            "Cargo.lock",
+            "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\nversion = 4\n\n[[package]]\nname = \"b13\"\nversion = \"0.1.0\"\n",
+        );
+        write("README.md", "# readme\n");
+        write("src/lib.rs", "pub fn f() {}\n");
+        write(
+            "build.rs",
+            "fn main() { let _ = std::fs::remove_file(\"README.md\"); let _ = std::fs::write(\"build-rs-ran\", \"x\"); }\n",
+        );
+        std::fs::create_dir(ws.join("target")).unwrap_or_else(|e| panic!("{e}"));
+        let ctx = ToolContext::new(crate::Workspace::new(ws).unwrap_or_else(|e| panic!("{e}")));
+        let lint = AutoLint::new(LintSettings::default(), Arc::new(ShellSettings::default()));
+        let note = lint
+            .check(&["build.rs".to_string()], &ctx)
+            .await
+            .unwrap_or_default();
+        // The check itself ran (and so did the build script, confined).
+        assert!(note.contains("no findings"), "{note}");
+        assert!(
+            ws.join("README.md").exists(),
+            "the build script deleted README.md: {note}"
+        );
+        assert!(!ws.join("build-rs-ran").exists(), "{note}");
     }
 }

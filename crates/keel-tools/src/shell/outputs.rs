@@ -191,6 +191,12 @@ pub(crate) fn unzip(a: &mut Analyzer, args: &[Word]) {
         Some(d) => a.write_target(&d, "`unzip -d`"),
         None => a.flag(WritesWorkspace, "`unzip` extracts files".into()),
     }
+    if has_option(args, &['o'], &[]) && !has_option(args, &['n'], &[]) {
+        a.flag(
+            Destructive,
+            "`unzip -o` overwrites existing files without asking".into(),
+        );
+    }
 }
 
 /// `less`/`more`: `-o`/`-O` log to a file; a `+cmd` argument runs a pager command at start

@@ -480,6 +480,9 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
             ops.push(Word::lit(d));
         }
     }
+    if let Some(why) = bulk_overwrite(program, args, &ops) {
+        a.flag(Destructive, why);
+    }
     let outside = ops.iter().find(|w| {
         w.value()
             .is_some_and(|p| path_scope(p) == PathScope::Outside)
@@ -504,6 +507,60 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
             };
             a.flag(WritesWorkspace, format!("`{program}` {what}"));
         }
+    }
+}
+
+/// Why a copy or move replaces existing files wholesale (red-team B17), if it does: an
+/// explicitly forced one (`-f`, `--remove-destination`), a recursive copy of a directory's
+/// contents over another (`cp -r DIR/. dst`, `cp -rT DIR dst`) or onto the workspace itself
+/// (`dst` = `.`), rsync deleting what its source lacks. `-n`/`--no-clobber`/`--update=none`
+/// (`rsync --ignore-existing`) keep existing files: an ordinary write then.
+fn bulk_overwrite(program: &str, args: &[Word], ops: &[Word]) -> Option<String> {
+    let text = |w: &Word| w.value().map(str::to_string);
+    let words: Vec<String> = args.iter().filter_map(text).collect();
+    let long = |names: &[&str]| {
+        words.iter().any(|w| {
+            names
+                .iter()
+                .any(|n| w == n || w.starts_with(&format!("{n}=")))
+        })
+    };
+    match program {
+        "cp" | "mv" => {
+            let keeps = has_option(args, &['n'], &["--no-clobber"])
+                || words
+                    .iter()
+                    .any(|w| w == "--update=none" || w == "--update=none-fail");
+            if keeps {
+                return None;
+            }
+            if has_option(args, &['f'], &["--force"]) || long(&["--remove-destination"]) {
+                return Some(format!("`{program} -f` overwrites existing files"));
+            }
+            let recursive = program == "mv"
+                || has_option(args, &['r', 'R', 'a'], &["--recursive", "--archive"]);
+            let contents = ops.iter().rev().skip(1).any(|w| {
+                w.value()
+                    .is_some_and(|p| p.ends_with("/.") || p.ends_with("/*") || p == "*")
+            });
+            let onto_root = ops
+                .last()
+                .and_then(Word::value)
+                .is_some_and(|d| matches!(d, "." | "./"));
+            let no_target = has_option(args, &['T'], &["--no-target-directory"]);
+            (recursive && ops.len() >= 2 && (contents || no_target || onto_root))
+                .then(|| format!("`{program}` copies a directory's contents over existing files"))
+        }
+        "rsync" => {
+            if words.iter().any(|w| w == "--ignore-existing") {
+                return None;
+            }
+            let deletes = words
+                .iter()
+                .any(|w| w.starts_with("--del") || w == "--remove-source-files");
+            deletes.then(|| "`rsync --delete` removes files the source does not have".into())
+        }
+        _ => None,
     }
 }
 
@@ -660,6 +717,24 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
         .any(|c| matches!(c, 'x' | 'c' | 'r' | 'u' | 'A'));
     if writes && !mode.contains(&'O') {
         a.flag(WritesWorkspace, "`tar` creates or extracts archives".into());
+        let keeps = args.iter().any(|w| {
+            w.value().is_some_and(|v| {
+                ["--keep-old-files", "--skip-old-files", "--keep-newer-files"].contains(&v)
+            })
+        }) || mode.contains(&'k');
+        let forced = args.iter().any(|w| {
+            w.value().is_some_and(|v| {
+                ["--overwrite", "--recursive-unlink", "--unlink-first"].contains(&v)
+            })
+        }) || mode.contains(&'U');
+        // From a pipe (`git archive HEAD | tar -x`): what it overwrites is not known.
+        let from_pipe = archives.is_empty() || archives.iter().any(|f| f.is("-"));
+        if mode.contains(&'x') && !keeps && (forced || from_pipe) {
+            a.flag(
+                Destructive,
+                "`tar -x` overwrites existing files with an archive's (forced, or an archive read from a pipe)".into(),
+            );
+        }
         let targets = if mode.contains(&'x') {
             &dirs
         } else {

@@ -11,6 +11,11 @@ impl Analyzer<'_> {
     pub(crate) fn redirected(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut body_stdin = stdin.clone();
         let mut body = None;
+        // `: > f`, `true > f`, a bare `> f`: the redirection only empties its target.
+        let only_empties = super::safety::children_with_fields(node)
+            .into_iter()
+            .find(|(field, _)| *field == Some("body"))
+            .is_none_or(|(_, b)| matches!(src[b.byte_range()].trim(), ":" | "true"));
         for (field, child) in super::safety::children_with_fields(node) {
             if !child.is_named() {
                 continue;
@@ -29,8 +34,12 @@ impl Analyzer<'_> {
                     self.redirect_parts(child, src);
                 }
                 "file_redirect" => {
-                    if redirect_operator(child, src).starts_with('<') {
+                    let op = redirect_operator(child, src);
+                    if op.starts_with('<') {
                         body_stdin = Stdin::File;
+                    }
+                    if only_empties && matches!(op.as_str(), ">" | ">|" | "&>") {
+                        self.truncation(child, src);
                     }
                     self.file_redirect(child, src);
                 }
@@ -66,6 +75,27 @@ impl Analyzer<'_> {
                 _ => self.any(child, src, &Stdin::Inherited),
             }
         }
+    }
+
+    /// `: > f`: the file's content is discarded (truncated to nothing), as by `truncate -s 0`.
+    fn truncation(&mut self, node: Node, src: &str) {
+        let mut cursor = node.walk();
+        let target = node
+            .children_by_field_name("destination", &mut cursor)
+            .next()
+            .map(|d| resolve(d, src));
+        if let Some(w) = target
+            && w.value().is_some_and(super::safety::is_sink)
+        {
+            return;
+        }
+        self.flag(
+            SafetyClass::Destructive,
+            format!(
+                "`{}` empties the file it redirects to",
+                src[node.byte_range()].trim()
+            ),
+        );
     }
 
     pub(crate) fn file_redirect(&mut self, node: Node, src: &str) {

@@ -34,8 +34,103 @@ pub(crate) fn rule_words(rule: &str) -> Option<Vec<String>> {
     (!words.is_empty()).then_some(words)
 }
 
-/// Whether the simple command `words` starts with `rule` (program compared by name).
+/// Whether the simple command `words` starts with `rule` (program compared by name). Options
+/// between the program and the rule's next word do not hide it: `git -c a=b push`,
+/// `git --no-pager push` and `git -C . push` match `git push` (Yes, for programs whose global
+/// options Keel knows); for other programs a word after an option may be that option's value,
+/// so `npm --prefix x publish` *may* match `npm publish` (Maybe: a person decides).
 pub(crate) fn prefix_match(rule: &[String], words: &[Word]) -> RuleMatch {
+    let direct = prefix_match_at(rule, words);
+    if direct != RuleMatch::No || rule.len() < 2 {
+        return direct;
+    }
+    if prefix_match_at(&rule[..1], words) != RuleMatch::Yes {
+        return RuleMatch::No;
+    }
+    let program = words.first().and_then(|w| w.value()).map(program_name);
+    let rest = &words[1..];
+    match program.and_then(global_value_options) {
+        Some(takes_value) => match after_global_options(rest, |o| takes_value.contains(&o)) {
+            Some(start) => prefix_match_at_words(&rule[1..], &rest[start..]),
+            None => RuleMatch::Maybe,
+        },
+        None => {
+            // Options of a program Keel does not know: each might or might not take a value.
+            let plain = after_global_options(rest, |_| false);
+            let valued = after_global_options(rest, |o| !o.contains('='));
+            let hit = |start: Option<usize>| match start {
+                Some(s) => prefix_match_at_words(&rule[1..], &rest[s..]),
+                None => RuleMatch::Maybe,
+            };
+            match (hit(plain), hit(valued)) {
+                (RuleMatch::No, RuleMatch::No) => RuleMatch::No,
+                _ => RuleMatch::Maybe,
+            }
+        }
+    }
+}
+
+/// The global options of programs Keel knows that take their value as the next word.
+fn global_value_options(program: &str) -> Option<&'static [&'static str]> {
+    match program {
+        "git" => Some(&[
+            "-c",
+            "-C",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+            "--super-prefix",
+            "--config-env",
+            "--exec-path",
+            "--list-cmds",
+            "--attr-source",
+        ]),
+        _ => None,
+    }
+}
+
+/// Where the words after a program's leading options start: options start with `-` (`--`
+/// ends them); an option for which `takes_value` holds also consumes the next word. `None`
+/// when an option word is not known before the line runs.
+fn after_global_options(words: &[Word], takes_value: impl Fn(&str) -> bool) -> Option<usize> {
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        let text = w.value()?;
+        if text == "--" {
+            return Some(i + 1);
+        }
+        if !text.starts_with('-') || text == "-" {
+            return Some(i);
+        }
+        if takes_value(text) {
+            // A value not known before the line runs may split into more words.
+            words.get(i + 1).map_or(Some(""), Word::value)?;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    Some(words.len().min(i))
+}
+
+/// Whether `words` (a command's words after its program) start with the rule's later words.
+fn prefix_match_at_words(rule: &[String], words: &[Word]) -> RuleMatch {
+    for (i, want) in rule.iter().enumerate() {
+        let Some(w) = words.get(i) else {
+            return RuleMatch::No;
+        };
+        let Some(have) = w.value() else {
+            return RuleMatch::Maybe;
+        };
+        if have != want {
+            return RuleMatch::No;
+        }
+    }
+    RuleMatch::Yes
+}
+
+/// The literal prefix comparison, word for word from the program on.
+fn prefix_match_at(rule: &[String], words: &[Word]) -> RuleMatch {
     for (i, want) in rule.iter().enumerate() {
         let Some(w) = words.get(i) else {
             return RuleMatch::No;
@@ -177,6 +272,37 @@ mod tests {
             RuleMatch::Maybe
         );
         assert_eq!(c("git pull").rule_match("git push"), RuleMatch::No);
+        // Red-team B19: git's global options before the subcommand do not hide it.
+        for cmd in [
+            "git -c user.name=x push",
+            "git --no-pager push origin main",
+            "git -C . push",
+            "git -C sub -c a=b --git-dir .git push",
+            "git --git-dir=.git push",
+            "command git -c x=y push",
+            "/usr/bin/git -p push",
+            "git -- push",
+        ] {
+            assert_eq!(c(cmd).rule_match("git push"), RuleMatch::Yes, "{cmd}");
+        }
+        assert_eq!(
+            c("git -C push status").rule_match("git push"),
+            RuleMatch::No
+        );
+        assert_eq!(c("git -c $x push").rule_match("git push"), RuleMatch::Maybe);
+        // Another program's options: a word after an option may be its value.
+        assert_eq!(
+            c("npm --prefix x publish").rule_match("npm publish"),
+            RuleMatch::Maybe
+        );
+        assert_eq!(
+            c("docker --debug push img").rule_match("docker push"),
+            RuleMatch::Maybe
+        );
+        assert_eq!(
+            c("npm --prefix x install").rule_match("npm publish"),
+            RuleMatch::No
+        );
         assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
         assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);
     }

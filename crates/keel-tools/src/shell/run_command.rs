@@ -116,17 +116,22 @@ impl TypedTool for RunCommand {
             text.push('\n');
             text.push_str(report);
         }
+        let mut metadata = serde_json::json!({
+            "timed_out": out.ending == Ending::TimedOut,
+            "class": analysis.class,
+            "sandbox": policy.as_str(),
+            "sandboxed": out.sandboxed,
+            "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+        });
+        // Only when a planted repository was quarantined: the result's shape stays the same
+        // for every ordinary command.
+        if let (Some(report), Some(map)) = (&quarantined, metadata.as_object_mut()) {
+            map.insert("quarantined_git".into(), report.clone().into());
+        }
         Ok(ToolOutput::text(text)
             .with_exit_code(out.exit_code())
             .with_output_tail(&out.combined_text())
-            .with_metadata(serde_json::json!({
-                "timed_out": out.ending == Ending::TimedOut,
-                "class": analysis.class,
-                "sandbox": policy.as_str(),
-                "sandboxed": out.sandboxed,
-                "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
-                "quarantined_git": quarantined,
-            })))
+            .with_metadata(metadata))
     }
 }
 

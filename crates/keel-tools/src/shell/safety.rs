@@ -435,7 +435,8 @@ impl Analyzer<'_> {
                     if nameref && let Some(v) = k.child_by_field_name("value") {
                         super::arith::variable_name_word(self, v, src, &format!("`{keyword} -n`"));
                     }
-                    self.assignment(k, src, false);
+                    // An exported variable is set for every later command of the line.
+                    self.assignment(k, src, keyword == "export");
                 }
                 "variable_name" | "word" => {}
                 _ => {
@@ -480,6 +481,13 @@ impl Analyzer<'_> {
                 self.flag(
                     SafetyClass::Unknown,
                     format!("setting `{name}`{scope} changes which code runs"),
+                );
+            } else if prefix && super::hidden::changes_command(name) {
+                self.flag(
+                    SafetyClass::Unknown,
+                    format!(
+                        "setting `{name}` for the command: a program may read it as options or a module path (as tar reads TAR_OPTIONS)"
+                    ),
                 );
             }
         }
@@ -670,7 +678,7 @@ pub(crate) fn system_program(path: &str) -> Option<&str> {
 }
 
 /// Writing here destroys nothing.
-fn is_sink(path: &str) -> bool {
+pub(crate) fn is_sink(path: &str) -> bool {
     matches!(
         path,
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/fd/1" | "/dev/fd/2" | "/dev/tty"

@@ -8,7 +8,6 @@ fn class(cmd: &str) -> SafetyClass {
 #[test]
 fn redirections_are_writes() {
     for cmd in [
-        ":>f",
         "echo hi > out.txt",
         "echo hi >> out.txt",
         "echo hi >| out.txt",
@@ -27,6 +26,10 @@ fn redirections_are_writes() {
     }
     assert_eq!(class("echo x > /etc/passwd"), SafetyClass::Destructive);
     assert_eq!(class("echo x > ../up"), SafetyClass::Destructive);
+    // Red-team B17: a redirection with nothing to write empties its file.
+    for cmd in [":>f", ": > README.md", "> README.md", "true > f"] {
+        assert_eq!(class(cmd), SafetyClass::Destructive, "{cmd}");
+    }
     assert_eq!(class("echo x > \"$f\""), SafetyClass::Unknown);
     // `exec` with only redirections changes the shell's files for everything after it.
     assert_eq!(class("exec > f"), SafetyClass::Unknown);

@@ -48,7 +48,7 @@ const AWK_SAFE_LONG: &[&str] = &[
 use super::safety::{Analyzer, SafetyClass};
 use super::words::Word;
 
-use SafetyClass::{Network, Unknown, WritesWorkspace};
+use SafetyClass::{Destructive, Network, Unknown, WritesWorkspace};
 
 pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
     let mut scripts: Vec<&Word> = Vec::new();
@@ -144,10 +144,39 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
         }
         i += 1;
     }
+    let in_place = args.iter().any(|w| {
+        w.value().is_some_and(|v| {
+            (v.starts_with("--")
+                && v.len() > 3
+                && "--in-place".starts_with(v.split('=').next().unwrap_or(v)))
+                || (v.starts_with('-')
+                    && !v.starts_with("--")
+                    && v[1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic())
+                        .any(|c| c == 'i' || c == 'I'))
+        })
+    });
+    if in_place
+        && scripts
+            .iter()
+            .any(|s| s.value().is_some_and(deletes_every_line))
+    {
+        a.flag(
+            Destructive,
+            "`sed -i` with a script deleting every line empties the files".into(),
+        );
+    }
     for s in scripts {
         judge_sed_script(a, s);
     }
     a.read_only("sed");
+}
+
+/// A sed script that deletes every line (`d`, `1,$d`): in place, it empties the files.
+fn deletes_every_line(script: &str) -> bool {
+    let t: String = script.chars().filter(|c| !c.is_whitespace()).collect();
+    matches!(t.as_str(), "d" | "1,$d" | "0,$d" | "D" | "1,$D")
 }
 
 /// Accepts sed scripts made of print/delete/substitute/… commands only; `w`, `W`, `e`, `r`,

@@ -230,9 +230,11 @@ fn git(a: &mut Analyzer, args: &[Word]) {
                     format!("`git stash {}` discards stashed changes", ops[0].text),
                 );
             }
+            // Stashing (`git stash`, `push`, `save`, `-u`) takes the uncommitted changes
+            // out of the working tree, and `pop`/`apply` merge them back over it.
             _ => a.flag(
-                WritesWorkspace,
-                "`git stash` changes the working tree".into(),
+                Destructive,
+                "`git stash` takes the uncommitted changes out of the working tree".into(),
             ),
         },
         "reflog" => match ops.first().and_then(|w| w.value()) {
@@ -374,9 +376,21 @@ fn git(a: &mut Analyzer, args: &[Word]) {
                 && !has(&[], &["--apply", "--index", "--cached"])
             {
                 a.read_only("git apply --check");
+            } else if has(&['R'], &["--reverse"]) {
+                // A reversed patch (`git diff | git apply -R`) discards the changes it names.
+                a.flag(
+                    Destructive,
+                    "`git apply -R` reverts changes in the working tree".into(),
+                );
             } else {
                 a.flag(WritesWorkspace, "`git apply` changes files".into());
             }
+        }
+        "checkout-index" if has(&['f'], &["--force"]) => {
+            a.flag(
+                Destructive,
+                "`git checkout-index -f` overwrites uncommitted changes".into(),
+            );
         }
         "archive" => {
             if has(&['o'], &["--output"]) {

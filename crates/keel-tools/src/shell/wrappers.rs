@@ -147,6 +147,13 @@ pub(crate) fn env(a: &mut Analyzer, args: &[Word], stdin: &Stdin) {
                     Unknown,
                     format!("setting `{name}` for the command changes which code runs"),
                 );
+            } else if super::hidden::changes_command(name) {
+                a.flag(
+                    Unknown,
+                    format!(
+                        "setting `{name}` for the command: a program may read it as options or a module path (as tar reads TAR_OPTIONS)"
+                    ),
+                );
             }
             i += 1;
             continue;
