@@ -12,35 +12,50 @@
 //! get the ordering: it is an lld option. Names the file lists that a build does not have
 //! (another compiler version, a changed function) are skipped; what is not listed keeps
 //! the linker's order.
+//!
+//! The release binary's symbol table is dropped here, at its link (`--strip-all`), not by the
+//! profile's `strip`: a profile setting is part of every crate's `-C metadata`, so a build with
+//! symbols for recording the list (`KEEL_KEEP_SYMBOLS=1`) would mangle every name differently
+//! from the build that uses the list — and rebuild every dependency. With the link argument the
+//! two builds share every compiled crate and every name; only `keel` is linked again.
 
 fn main() {
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    if env("PROFILE") != "release" {
+        // Debug and test builds link as they always did, and are not rebuilt when the list
+        // changes.
+        println!("cargo:rerun-if-changed=build.rs");
+        return;
+    }
     println!("cargo:rerun-if-changed=hot-symbols.txt");
     println!("cargo:rerun-if-env-changed=KEEL_NO_SYMBOL_ORDERING");
-    let env = |k: &str| std::env::var(k).unwrap_or_default();
-    let release = env("PROFILE") == "release";
-    let lld_default = env("TARGET") == "x86_64-unknown-linux-gnu";
-    // A linker of the user's own (RUSTC_LINKER, -C linker=…, -fuse-ld=…) may not know the
-    // option: leave the layout to it.
+    println!("cargo:rerun-if-env-changed=KEEL_KEEP_SYMBOLS");
+    if env("CARGO_CFG_TARGET_OS") == "linux" && env("KEEL_KEEP_SYMBOLS").is_empty() {
+        // GNU ld, gold and lld all take it; the profile keeps symbols (see the top).
+        println!("cargo:rustc-link-arg-bin=keel=-Wl,--strip-all");
+    }
+    // rust-lld is the default linker there; a linker of the user's own (RUSTC_LINKER,
+    // -C linker=…, -fuse-ld=…) may not know the options: leave the layout to it.
     let flags = env("CARGO_ENCODED_RUSTFLAGS");
     let own_linker = !env("RUSTC_LINKER").is_empty()
         || flags.contains("linker")
         || flags.contains("link-self-contained")
         || flags.contains("fuse-ld");
+    if env("TARGET") != "x86_64-unknown-linux-gnu" || own_linker {
+        return;
+    }
     let list = std::path::Path::new(&env("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
-    if release
-        && lld_default
-        && !own_linker
-        && env("KEEL_NO_SYMBOL_ORDERING").is_empty()
-        && list.is_file()
-    {
+    if env("KEEL_NO_SYMBOL_ORDERING").is_empty() && list.is_file() {
         println!(
             "cargo:rustc-link-arg-bin=keel=-Wl,--symbol-ordering-file={}",
             list.display()
         );
         println!("cargo:rustc-link-arg-bin=keel=-Wl,--no-warn-symbol-ordering");
-        if env("HOST") == env("TARGET") && glibc_reads_relr() {
-            println!("cargo:rustc-link-arg-bin=keel=-Wl,-z,pack-relative-relocs");
-        }
+    }
+    // The binary is built for this machine (`cargo install`): packed relocations need the
+    // glibc that runs it to read them.
+    if env("HOST") == env("TARGET") && glibc_reads_relr() {
+        println!("cargo:rustc-link-arg-bin=keel=-Wl,-z,pack-relative-relocs");
     }
 }
 

@@ -24,8 +24,9 @@ for a in "$@"; do
     esac
 done
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target/footprint}"
-# Symbols stay in for the attribution; the size reported is the stripped copy's.
-export CARGO_PROFILE_RELEASE_STRIP=none
+# Symbols stay in for the attribution (build.rs leaves out its --strip-all; every crate is built
+# exactly as `cargo install` builds it); the size reported is the stripped copy's.
+export KEEL_KEEP_SYMBOLS=1
 for tool in nm size strip python3; do
     command -v "$tool" >/dev/null || { echo "build_footprint: needs $tool" >&2; exit 1; }
 done

@@ -5,23 +5,25 @@
 #
 #   crates/keel-cli/benches/hot_symbols.sh            # builds, records, rewrites the list
 #
-# Builds `keel` in release with symbols (CARGO_TARGET_DIR, default target/hot-symbols), then
-# runs under callgrind (valgrind): `keel --version`, the scripted demo session of
-# benches/startup.rs, and a run against a local OpenAI-compatible mock server (Python, one
-# canned reply), the sandbox helper included. Every function any of them executed goes into
-# the list, in mangled form, in the order callgrind first reports it. Re-run it after a
-# compiler upgrade or a large change: names the list has and a build does not are skipped, so a
-# stale list only loses its effect (benches/startup.rs shows peak RSS).
+# Builds `keel` in release with its symbol table (KEEL_KEEP_SYMBOLS=1: build.rs then leaves out
+# its --strip-all; every other crate of the build is the very one `cargo build --release` makes,
+# so the names recorded are the names the next release build links), then runs it under
+# callgrind (valgrind): `keel --version`, the scripted demo session of benches/startup.rs, and a
+# run against a local OpenAI-compatible mock server (Python, one canned reply), the sandbox
+# helper included. Every function any of them executed goes into the list, in mangled form, in
+# the order callgrind first reports it. Re-run it after a compiler or dependency upgrade:
+# names the list has and a build does not are skipped, so a stale list only loses its effect
+# (benches/startup_compare.py shows peak RSS). The next plain `cargo build --release` links
+# `keel` again, ordered and stripped.
 set -euo pipefail
 repo=$(git rev-parse --show-toplevel)
 cd "$repo"
 for tool in valgrind python3 git; do
     command -v "$tool" >/dev/null || { echo "hot_symbols: needs $tool" >&2; exit 1; }
 done
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target/hot-symbols}"
-# Symbols in, and no ordering from an older list (it must not shape what is recorded).
-CARGO_PROFILE_RELEASE_STRIP=none KEEL_NO_SYMBOL_ORDERING=1 cargo build --release -p keel-cli --quiet
-bin="$CARGO_TARGET_DIR/release/keel"
+# An older list may order this build: that moves functions, not which ones run.
+KEEL_KEEP_SYMBOLS=1 cargo build --release -p keel-cli --quiet
+bin="${CARGO_TARGET_DIR:-$repo/target}/release/keel"
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill "${mock:-}" 2>/dev/null || true' EXIT
 export KEEL_HOME="$work/home" KEEL_SHELL__LINT__ENABLED=false KEEL_VERIFY__ENABLED=false
