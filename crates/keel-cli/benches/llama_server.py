@@ -272,7 +272,7 @@ def analyse(exchanges, server_counts):
     }
 
 
-def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log):
+def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log, keep):
     task, check = TASKS[mode]
     work = tempfile.mkdtemp(prefix="keel-llama-")
     for name, text in REPO_FILES.items():
@@ -303,6 +303,9 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         err, code = "timeout", None
     wall = time.time() - t0
+    if keep:
+        with open(keep, "w") as f:
+            f.write(out)
     end, reason = "timeout" if code is None else f"exit {code}", ""
     notices = []
     for line in out.splitlines():
@@ -310,9 +313,14 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
             ev = json.loads(line)
         except ValueError:
             continue
+        if ev.get("type") == "error" and ev.get("error_code"):
+            # session_finished says failed; the error before it says why.
+            reason = ev["error_code"]
+        if ev.get("type") == "blocker" and ev.get("source"):
+            reason = ev["source"]  # e.g. "budget": the iteration cap
         if ev.get("type") == "session_finished":
             end = ev.get("status", end)
-            reason = ev.get("reason") or ev.get("error") or ""
+            reason = ev.get("reason") or ev.get("error") or reason
             if isinstance(reason, dict):
                 reason = reason.get("kind") or json.dumps(reason)
         if ev.get("type") in ("model_notice", "notice"):
@@ -331,10 +339,11 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
     }
 
 
-def start_server(python, path, chat_format, log_path):
+def start_server(python, path, chat_format, log_path, threads):
     port = free_port()
     args = [python, "-m", "llama_cpp.server", "--model", path, "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", "2048"]
+            "--port", str(port), "--n_ctx", "2048",
+            "--n_threads", str(threads), "--n_threads_batch", str(threads)]
     if chat_format:
         args += ["--chat_format", chat_format]
     log = open(log_path, "wb")
@@ -364,6 +373,17 @@ def main():
     ap.add_argument("--max-iterations", type=int, default=8)
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--out", default="llama_server_results.jsonl")
+    ap.add_argument("--keep", help="a directory for each run's events and proxy log")
+    ap.add_argument(
+        "--threads", type=int, default=1,
+        help="the server's inference threads, generation and prompt (default 1: the server "
+        "evaluates prompts on every core by default, and on a loaded machine those threads wait "
+        "on each other; 7 prompt tokens took 97 s with 2 threads, 0.08 s with 1)",
+    )
+    ap.add_argument(
+        "--baseline-runs", type=int, default=None,
+        help="at most this many baseline runs per --runs (default: as many as keel's)",
+    )
     a = ap.parse_args()
     models = {}
     for m in a.model:
@@ -379,18 +399,28 @@ def main():
         model, mode, n = spec.split(":")
         path, fmt = models[model]
         server_log = os.path.join(scratch, f"server-{model}.log")
-        proc, upstream = start_server(a.python, path, fmt, server_log)
+        proc, upstream = start_server(a.python, path, fmt, server_log, a.threads)
         log = Log()
         port = proxy(upstream, log)
         print(f"== {model} ({os.path.basename(path)}, chat format {fmt or 'from the GGUF'}), mode {mode}, {n} runs per binary", flush=True)
         try:
             for i in range(int(n)):
                 for who in ("keel", "baseline"):
+                    if who == "baseline" and a.baseline_runs is not None and i >= a.baseline_runs:
+                        continue
                     before = len(log)
+                    keep = None
+                    if a.keep:
+                        os.makedirs(a.keep, exist_ok=True)
+                        keep = os.path.join(a.keep, f"{model}-{mode}-{who}-{i + 1}")
                     r = run_once(binaries[who], homes[who], port, model, mode,
-                                 a.max_iterations, a.timeout, server_log)
+                                 a.max_iterations, a.timeout, server_log, keep and keep + ".events.jsonl")
                     time.sleep(0.2)
-                    stats = analyse(log.since(before), server_prompt_counts(server_log, r.pop("log_start")))
+                    exchanges = log.since(before)
+                    if keep:
+                        with open(keep + ".exchanges.json", "w") as f:
+                            json.dump(exchanges, f, indent=1)
+                    stats = analyse(exchanges, server_prompt_counts(server_log, r.pop("log_start")))
                     r.update(stats, binary=who, model=model, mode=mode, run=i + 1)
                     results.append(r)
                     out.write(json.dumps(r) + "\n")
