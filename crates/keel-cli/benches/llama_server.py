@@ -87,8 +87,9 @@ class Log:
             return len(self.items)
 
 
-def proxy(upstream_port, log):
-    """A threaded pass-through HTTP proxy to 127.0.0.1:upstream_port; returns its port."""
+def proxy(upstream, log):
+    """A threaded pass-through HTTP proxy to 127.0.0.1:upstream["port"] (a restarted server
+    gets a new port behind the same proxy address); returns its port."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -100,7 +101,7 @@ def proxy(upstream_port, log):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             t0 = time.time()
-            conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=1800)
+            conn = http.client.HTTPConnection("127.0.0.1", upstream["port"], timeout=1800)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
@@ -339,6 +340,15 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
     }
 
 
+def stop_server(proc):
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def start_server(python, path, chat_format, log_path, threads):
     port = free_port()
     args = [python, "-m", "llama_cpp.server", "--model", path, "--host", "127.0.0.1",
@@ -346,7 +356,8 @@ def start_server(python, path, chat_format, log_path, threads):
             "--n_threads", str(threads), "--n_threads_batch", str(threads)]
     if chat_format:
         args += ["--chat_format", chat_format]
-    log = open(log_path, "wb")
+    # Appended to: a restarted server's lines follow the old ones (runs read it by offset).
+    log = open(log_path, "ab")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -399,7 +410,8 @@ def main():
         model, mode, n = spec.split(":")
         path, fmt = models[model]
         server_log = os.path.join(scratch, f"server-{model}.log")
-        proc, upstream = start_server(a.python, path, fmt, server_log, a.threads)
+        proc, upstream_port = start_server(a.python, path, fmt, server_log, a.threads)
+        upstream = {"port": upstream_port}
         log = Log()
         port = proxy(upstream, log)
         print(f"== {model} ({os.path.basename(path)}, chat format {fmt or 'from the GGUF'}), mode {mode}, {n} runs per binary", flush=True)
@@ -425,6 +437,13 @@ def main():
                     results.append(r)
                     out.write(json.dumps(r) + "\n")
                     out.flush()
+                    if r["end"] == "timeout":
+                        # The server goes on generating for the request Keel was killed in
+                        # (a whole reply is not cancelled when its client leaves), and the next
+                        # run would wait behind it: start it again, same proxy address.
+                        stop_server(proc)
+                        proc, upstream["port"] = start_server(
+                            a.python, path, fmt, server_log, a.threads)
                     print(
                         f"  {who:<8} #{i+1:<2} {r['end']:<16} {r['reason'][:28]:<28} {r['wall']:6.0f} s"
                         f"  req {r['requests']:>2} wasted {r['wasted']:>2} err {r['errors']}"
@@ -433,11 +452,7 @@ def main():
                         flush=True,
                     )
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     print("\n== summary (per binary, model, mode)")
     keys = sorted({(r["model"], r["mode"], r["binary"]) for r in results})
     for model, mode, who in keys:
