@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use keel_engine::snapshot::Snapshots;
 use keel_protocol::SessionStatus;
+use keel_snapshot::Snapshots;
 use keel_store::{SessionRecord, Store, now_ms};
 
 use crate::exit;

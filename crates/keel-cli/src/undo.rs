@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use keel_engine::config::Layer;
 use keel_engine::runtime::{UndoError, undo_session};
-use keel_engine::snapshot::{RedoReport, SnapshotError, SnapshotInfo, Snapshots, UndoReport};
 use keel_protocol::SessionStatus;
+use keel_snapshot::{RedoReport, SnapshotError, SnapshotInfo, Snapshots, UndoReport};
 use keel_store::{SessionRecord, Store, StoreError};
 
 use crate::render::when;

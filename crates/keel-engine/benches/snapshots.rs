@@ -14,8 +14,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keel_engine::phase::{CallFacts, CommandJudge, PhasePolicy};
-use keel_engine::snapshot::Snapshots;
 use keel_engine::{Phase, config::PlanExecConfig};
+use keel_snapshot::Snapshots;
 use keel_tools::ToolEffect;
 
 const DIRS: usize = 50;
@@ -113,10 +113,7 @@ impl CommandJudge for Judge {
 }
 
 fn main() {
-    assert!(
-        keel_engine::snapshot::git_available(),
-        "this benchmark needs git"
-    );
+    assert!(keel_snapshot::git_available(), "this benchmark needs git");
     let files = DIRS * FILES_PER_DIR;
     println!("snapshots: a git workspace of {files} files (~2 KB each), median of {RUNS} runs\n");
 

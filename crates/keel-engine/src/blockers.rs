@@ -46,7 +46,7 @@ impl BlockerSource {
 }
 
 /// A blocker about to be raised.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockerDraft {
     pub question: String,
     pub source: BlockerSource,

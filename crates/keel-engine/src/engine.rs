@@ -17,9 +17,9 @@ use crate::gates::ProjectGates;
 use crate::phase::{
     ADVANCE_PHASE, AdvancePhase, CommandJudge, EngineJudge, ExecutionMode, PhasePolicy,
 };
-use crate::snapshot::{LazySnapshots, Snapshots};
 use crate::verify::SharedGateDetector;
 use crate::{Config, EngineError, EventSink, prompt};
+use keel_snapshot::{LazySnapshots, Snapshots};
 
 /// A configured agent: provider, tools, store, workspace and policy. Cheap to share; each
 /// [`Engine::run`] is an independent session.

@@ -15,10 +15,10 @@
 //! command the analyser does not judge read-only, or a successful external (MCP) tool call.
 //! Reading, searching, listing and read-only commands (`ls`, `cat`, `git diff`) do not.
 
-use keel_protocol::{ContentBlock, ErrorCode, Message, ToolCall};
+use keel_protocol::{ErrorCode, ToolCall};
 use keel_tools::ToolEffect;
 
-use crate::fallback::Failure;
+use crate::ending::Failure;
 
 /// Words that, leading a sentence of the task, ask for a change to the workspace.
 const CHANGE_VERBS: &[&str] = &[
@@ -176,13 +176,11 @@ impl FinishCheck {
         self.change_task && !self.changed
     }
 
-    /// The model says it is done. `messages`: the working context (for whether any tool was
-    /// ever called).
-    pub(crate) fn finish(&mut self, messages: &[Message]) -> Verdict {
+    /// The model says it is done. `called`: the working context holds a tool call.
+    pub(crate) fn finish(&mut self, called: bool) -> Verdict {
         if !self.change_task || self.changed {
             return Verdict::Accept;
         }
-        let called = any_tool_call(messages);
         if !self.nudged {
             self.nudged = true;
             return Verdict::Nudge(if called {
@@ -205,15 +203,6 @@ impl FinishCheck {
         failure.permanent = true;
         Verdict::Fail(failure)
     }
-}
-
-/// Whether the working context holds any tool call.
-fn any_tool_call(messages: &[Message]) -> bool {
-    messages.iter().any(|m| {
-        m.content
-            .iter()
-            .any(|b| matches!(b, ContentBlock::ToolUse { .. }))
-    })
 }
 
 #[cfg(test)]
@@ -246,9 +235,9 @@ mod tests {
     fn an_unchanged_change_task_is_nudged_once_then_fails_without_any_tool_call() {
         let mut c = FinishCheck::for_task("add a function that returns 42");
         assert!(
-            matches!(c.finish(&[]), Verdict::Nudge(n) if n.contains("without calling any tool"))
+            matches!(c.finish(false), Verdict::Nudge(n) if n.contains("without calling any tool"))
         );
-        match c.finish(&[]) {
+        match c.finish(false) {
             Verdict::Fail(f) => assert!(
                 f.message.contains("without calling any tool"),
                 "{}",
@@ -259,11 +248,11 @@ mod tests {
         // A change made: the answer stands.
         let mut fixed = FinishCheck::for_task("fix it");
         fixed.note_call(Some(ToolEffect::WritesFiles), &call("edit_file", "{}"));
-        assert_eq!(fixed.finish(&[]), Verdict::Accept);
+        assert_eq!(fixed.finish(false), Verdict::Accept);
         assert!(!fixed.changed_nothing());
         // A question: the answer stands, and it is no "unchanged" change task.
         let mut question = FinishCheck::for_task("what is this?");
-        assert_eq!(question.finish(&[]), Verdict::Accept);
+        assert_eq!(question.finish(false), Verdict::Accept);
         assert!(!question.changed_nothing());
     }
 
@@ -289,7 +278,7 @@ mod tests {
         c.note_call(Some(ToolEffect::Control), &call("update_plan", "{}"));
         assert!(c.changed_nothing());
         // Nudged: the task asks for a change and nothing was changed.
-        assert!(matches!(c.finish(&[]), Verdict::Nudge(n) if n.contains("nothing was changed")));
+        assert!(matches!(c.finish(false), Verdict::Nudge(n) if n.contains("nothing was changed")));
         c.note_call(
             Some(ToolEffect::RunsCommands),
             &call("run_command", r#"{"command": "sed -i s/a/b/ src/lib.rs"}"#),

@@ -79,14 +79,14 @@ impl crate::run::Run<'_> {
     }
 
     /// The failure of a request that does not fit the window: both sizes, and the head's.
-    pub(crate) fn overflow(&self, needed: u64, window: u64) -> crate::fallback::Failure {
+    pub(crate) fn overflow(&self, needed: u64, window: u64) -> crate::ending::Failure {
         let head = keel_llm::tokens::estimate_request(&self.system_prompt, &self.tools, &[]);
         let which = if self.compact_head {
             "the compact head"
         } else {
             "the head"
         };
-        crate::fallback::Failure::new(
+        crate::ending::Failure::new(
             keel_protocol::ErrorCode::ContextOverflow,
             format!(
                 "the next request needs about {needed} tokens, more than the model's {window}-token window, even after compaction ({which}, the system prompt and {} tools, takes about {head} of them)",

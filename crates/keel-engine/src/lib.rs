@@ -20,6 +20,7 @@ pub mod config;
 pub mod constitution;
 pub mod context;
 mod emitter;
+mod ending;
 mod engine;
 pub mod fallback;
 mod finish;

@@ -72,16 +72,6 @@ pub fn output_budget(configured: usize, window: u64) -> usize {
     configured.min(quarter.max(MIN_OUTPUT_CHARS))
 }
 
-impl crate::run::Run<'_> {
-    /// This run's result budget ([`output_budget`] for the window it knows now).
-    pub(crate) fn output_budget(&self) -> usize {
-        output_budget(
-            self.engine.config.agent.max_output_chars,
-            self.compactor.budget.window,
-        )
-    }
-}
-
 /// The oversized results of a run, by handle.
 #[derive(Debug, Default)]
 pub struct StoredResults {

@@ -16,7 +16,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use keel_llm::{ChatRequest, LlmError, ModelTurn, StreamEvent, TurnAssembler};
+use keel_llm::{ChatRequest, ModelTurn, StreamEvent, TurnAssembler};
 use keel_protocol::{
     ContentBlock, DeltaChannel, ErrorCode, EventKind, Message, Role, SessionStatus, ToolCall,
     ToolDetails, ToolSpec, Truncation, Usage,
@@ -24,42 +24,15 @@ use keel_protocol::{
 use keel_tools::{ToolContext, ToolError, ToolOutput};
 
 use crate::approval::ApprovalGate;
-use crate::blockers::{BlockerDraft, BlockerSource, SharedUserPrompt};
+use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::calls::PreparedCall;
 use crate::compaction::Compactor;
-use crate::engine::Engine;
-use crate::fallback::Failure;
-use crate::hooks::builtin::{Dispatch, Outcome, Stop, loop_check};
+use crate::ending::{Ending, Failure, Interrupt};
+use crate::engine::{Engine, RunOptions};
+use crate::hooks::builtin::{Dispatch, Outcome, Stop};
 use crate::phase::{CommandAccess, PhaseState};
-use crate::tracker::{FixTracker, LoopGuard, Progress};
+use crate::tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
-
-/// Iterations looked back at to decide whether a run that hit the cap was progressing.
-const PROGRESS_WINDOW: u32 = 5;
-
-/// Why a step stopped early.
-pub(crate) enum Interrupt {
-    Cancelled,
-    Llm(LlmError),
-    Engine(EngineError),
-}
-
-impl From<EngineError> for Interrupt {
-    fn from(e: EngineError) -> Self {
-        Interrupt::Engine(e)
-    }
-}
-
-/// How one attempt of the loop ended.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Ending {
-    /// The model finished and verification passed; its final answer.
-    Completed(String),
-    /// A human must answer first.
-    Blocked(BlockerDraft),
-    /// The attempt failed; the fallback chain decides what happens next.
-    Failed(Failure),
-}
 
 /// The state of a session's loop: the working context and everything the guardrails track.
 pub(crate) struct Run<'a> {
@@ -80,9 +53,6 @@ pub(crate) struct Run<'a> {
     /// Session-wide model requests.
     pub(crate) iterations: u32,
     pub(crate) compactor: Compactor,
-    pub(crate) tracker: FixTracker,
-    pub(crate) guard: LoopGuard,
-    pub(crate) progress: Progress,
     /// Files the session created or modified (from tool metadata `paths`).
     pub(crate) files: BTreeSet<String>,
     /// A write or a command succeeded in this run (final verification only runs then, unless
@@ -93,8 +63,6 @@ pub(crate) struct Run<'a> {
     /// What the engine last asked the model to do again (a correction round after a failing
     /// gate, a recovery attempt): a model failure after it names it first, as its cause.
     pub(crate) retrying: Option<crate::verify::Retrying>,
-    /// Answers `ask_user` interactively when set.
-    pub(crate) ask_user: Option<SharedUserPrompt>,
     /// Asks a person before risky calls, when the session has an approval gate.
     pub(crate) approvals: Option<Arc<ApprovalGate>>,
     /// The plan_exec phase machine (none in react mode).
@@ -102,7 +70,7 @@ pub(crate) struct Run<'a> {
     /// The iteration whose first write was already preceded by a snapshot.
     pub(crate) snapshot_turn: Option<u32>,
     /// The session's latest snapshot in this run (the next one's parent).
-    pub(crate) last_snapshot: Option<crate::snapshot::SnapshotInfo>,
+    pub(crate) last_snapshot: Option<keel_snapshot::SnapshotInfo>,
     /// A snapshot failed: no more attempts in this run.
     pub(crate) snapshots_failed: bool,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
@@ -111,10 +79,6 @@ pub(crate) struct Run<'a> {
     pub(crate) stored_results: crate::results::StoredResults,
     /// The subagents this run opened (`agents`).
     pub(crate) agents: crate::agents::AgentPool,
-    /// Whether a final answer is one (`finish`): empty replies, unchanged change tasks.
-    pub(crate) finish_check: crate::finish::FinishCheck,
-    /// The earlier result that answers the call being dispatched (a repeated read).
-    pub(crate) repeat_answer: Option<(String, crate::tracker::RepeatAnswer)>,
 }
 
 /// What one batch of tool calls led to.
@@ -129,7 +93,7 @@ impl<'a> Run<'a> {
         emitter: &'a Emitter,
         ctx: ToolContext,
         compactor: Compactor,
-        ask_user: Option<SharedUserPrompt>,
+        options: &RunOptions,
     ) -> Self {
         let (system_prompt, tools, compact_head) = crate::head::for_window(
             &engine.system_prompt,
@@ -147,15 +111,11 @@ impl<'a> Run<'a> {
             usage: Usage::default(),
             iterations: 0,
             compactor,
-            tracker: FixTracker::default(),
-            guard: LoopGuard::default(),
-            progress: Progress::default(),
             files: BTreeSet::new(),
             changed: false,
             verify_failures: 0,
             retrying: None,
-            ask_user,
-            approvals: None,
+            approvals: options.approvals.clone(),
             phase: engine
                 .phase_policy
                 .clone()
@@ -163,11 +123,9 @@ impl<'a> Run<'a> {
             snapshot_turn: None,
             last_snapshot: None,
             snapshots_failed: false,
-            hooks: crate::hooks::builtin::for_run(engine),
+            hooks: crate::hooks::builtin::for_run(engine, options),
             stored_results: crate::results::StoredResults::default(),
             agents: crate::agents::AgentPool::new(engine.config.agents.max_concurrent),
-            finish_check: crate::finish::FinishCheck::default(),
-            repeat_answer: None,
         }
     }
 
@@ -239,22 +197,20 @@ impl<'a> Run<'a> {
             let calls =
                 crate::calls::prepare_calls(&self.engine.tools, &turn, self.ctx.workspace.root());
             let message = crate::calls::transcript_message(&turn, &calls);
-            if message.content.is_empty()
-                || (turn.tool_calls.is_empty() && turn.text.trim().is_empty())
-            {
-                // An empty or whitespace reply is not an answer: a nudge, and twice in a row
-                // the attempt fails (`finish`).
-                let note = match self.finish_check.empty_reply() {
-                    crate::finish::Verdict::Fail(failure) => return Ok(Ending::Failed(failure)),
-                    crate::finish::Verdict::Nudge(note) => note,
-                    crate::finish::Verdict::Accept => String::new(),
-                };
+            let empty = message.content.is_empty()
+                || (turn.tool_calls.is_empty() && turn.text.trim().is_empty());
+            // An empty or whitespace reply is not an answer: the hooks say what the model is
+            // told, or end the attempt (`finish`: twice in a row).
+            let note = match self.reply_arrived(empty) {
+                Ok(note) => note,
+                Err(ending) => return Ok(ending),
+            };
+            if empty {
                 self.push_message(Message::assistant_text("(no reply)"))
                     .await?;
                 self.push_message(Message::user_text(note)).await?;
                 continue;
             }
-            self.finish_check.reply();
             self.push_message(message).await?;
             if turn.tool_calls.is_empty() {
                 if turn.stop_reason == keel_llm::StopReason::MaxTokens {
@@ -279,10 +235,8 @@ impl<'a> Run<'a> {
     /// The iteration cap was hit: a run that was still progressing is `blocked` ("budget
     /// exhausted", resumable); one that was not is a `max_steps` failure.
     fn out_of_budget(&self, max: u32) -> Ending {
-        if self.progress.recent(self.iterations, PROGRESS_WINDOW) {
-            let mut evidence = vec![format!(
-                "a new successful step happened within the last {PROGRESS_WINDOW} iterations"
-            )];
+        let mut evidence = self.progress_evidence();
+        if !evidence.is_empty() {
             if !self.files.is_empty() {
                 evidence.push(format!(
                     "files changed so far: {}",
@@ -315,6 +269,14 @@ impl<'a> Run<'a> {
             let id = self.emitter.session_id().to_string();
             let _ = self.engine.store.save_result(&id, &handle, &content).await;
         }
+    }
+
+    /// This run's result budget (`results::output_budget` for the window it knows now).
+    pub(crate) fn output_budget(&self) -> usize {
+        crate::results::output_budget(
+            self.engine.config.agent.max_output_chars,
+            self.compactor.budget.window,
+        )
     }
 
     pub(crate) async fn push_message(&mut self, message: Message) -> Result<(), EngineError> {
@@ -401,10 +363,12 @@ impl<'a> Run<'a> {
     /// Runs an allowed call: a call a hook owns (`advance_phase`, the skill tool) and
     /// `read_result` are the run's own; anything that may write is preceded by the turn's
     /// snapshot.
+    /// `agents_changed`: set when subagents the call waited for changed the workspace.
     async fn dispatch(
         &mut self,
         call: &ToolCall,
         access: CommandAccess,
+        agents_changed: &mut bool,
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
         if let Some(result) = self.hook_tool(call).await? {
             return Ok(Ok(result));
@@ -414,7 +378,9 @@ impl<'a> Run<'a> {
             return Ok(Ok(self.stored_results.read(&call.arguments, limit)));
         }
         if crate::agents::is_agent_tool(&call.name) {
-            return Ok(Ok(self.agent_call(call).await));
+            let (result, changed) = self.agent_call(call).await;
+            *agents_changed = changed;
+            return Ok(Ok(result));
         }
         self.snapshot_before_write(call, access).await?;
         Ok(tokio::select! {
@@ -549,7 +515,7 @@ impl<'a> Run<'a> {
         call: &ToolCall,
         stop: &mut Stop,
     ) -> Result<Outcome, EngineError> {
-        let (mut ran_with, mut refused) = (None, false);
+        let (mut ran_with, mut refused, mut agents_changed) = (None, false, false);
         let result = if let Some((_, why)) = stop {
             Err(ToolError::model(format!("not run: {why}")))
         } else if self.ctx.cancel.is_cancelled() {
@@ -557,18 +523,18 @@ impl<'a> Run<'a> {
         } else if let Err(unresolved) = &p.resolved {
             // A call that cannot run as sent is the model's to fix: it reads why (with the
             // schema); it counts for the loop guard and the fix tracker like any failure.
-            match loop_check(self, call) {
-                Some(Dispatch::Stop(ending, why, msg)) => {
-                    *stop = Some((ending, why));
-                    Err(ToolError::Model(msg))
+            match self.unresolved_call(call) {
+                Some(end) => {
+                    *stop = Some((end.ending, end.why));
+                    Err(ToolError::Model(end.message))
                 }
-                _ => Err(ToolError::Model(unresolved.clone())),
+                None => Err(ToolError::Model(unresolved.clone())),
             }
         } else {
             match self.before_tool(call).await? {
                 Dispatch::Run(access) => {
                     ran_with = Some(access);
-                    match self.dispatch(call, access).await? {
+                    match self.dispatch(call, access, &mut agents_changed).await? {
                         Ok(r) => r,
                         Err(panic) => {
                             let failure = Failure::new(
@@ -603,6 +569,7 @@ impl<'a> Run<'a> {
             ran_with,
             refused,
             fatal: false,
+            agents_changed,
         };
         match result {
             Ok(output) => {

@@ -17,9 +17,10 @@ use keel_tools::ToolContext;
 
 use crate::blockers::{BlockerDraft, BlockerInfo, answers_text, new_blocker_id};
 use crate::compaction::{Compactor, ContextBudget, DEFAULT_CONTEXT_WINDOW};
+use crate::ending::Interrupt;
 use crate::engine::{Engine, RunOptions, RunOutcome};
 use crate::fallback::{ChainEnd, Failure, emergency_error, original_error};
-use crate::run::{Interrupt, Run};
+use crate::run::Run;
 use crate::{Emitter, EngineError, prompt};
 
 pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
@@ -255,10 +256,8 @@ async fn begin(
         &emitter,
         tool_context(engine, &options),
         compactor(engine),
-        options.ask_user.clone(),
+        &options,
     );
-    run.approvals = options.approvals.clone();
-    run.finish_check = crate::finish::FinishCheck::for_task(task);
     let mut context = options.context.clone();
     context.extend(tail_layers(engine, task).await?);
     context.extend(run.first_message_blocks(task));
@@ -432,10 +431,8 @@ async fn resume_held(
         &emitter,
         tool_context(engine, &options),
         compactor(engine),
-        options.ask_user.clone(),
+        &options,
     );
-    run.approvals = options.approvals.clone();
-    run.finish_check = crate::finish::FinishCheck::for_task(message);
     // After an on-demand compaction the next turn starts from its checkpoint.
     let (messages, carry) =
         crate::compaction::working_context(engine, &id, &events, messages).await?;
@@ -602,7 +599,7 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
             iterations: run.iterations,
             usage: run.usage,
             children,
-            unchanged: status == SessionStatus::Completed && run.finish_check.changed_nothing(),
+            unchanged: status == SessionStatus::Completed && run.changed_nothing(),
         })
         .await?;
     let (iterations, usage) = (run.iterations, run.usage);

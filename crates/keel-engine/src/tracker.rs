@@ -261,6 +261,9 @@ pub const REPEATABLE_TOOLS: &[&str] = &[
     "read_result",
     "tool_search",
 ];
+/// Iterations looked back at to decide whether a run that hit its iteration cap was still
+/// progressing.
+pub const PROGRESS_WINDOW: u32 = 5;
 /// Repeats in a row answered with earlier results before the run is called a loop.
 pub const REPEAT_ANSWER_LIMIT: u32 = 6;
 /// Characters of a result kept to answer a repeat (a longer one runs again).

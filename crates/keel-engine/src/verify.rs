@@ -21,9 +21,10 @@ use keel_protocol::{ErrorCode, EventKind, Message, ToolCall};
 use keel_tools::ToolEffect;
 use keel_tools::shell::{CommandSafety, SafetyClass};
 
-use crate::fallback::Failure;
+use crate::ending::Failure;
+use crate::ending::{Ending, Interrupt};
 use crate::process::{CommandSpec, run_command_with_timeout};
-use crate::run::{Ending, Interrupt, Run};
+use crate::run::Run;
 
 /// Characters of a gate's output kept in its `verification` event.
 const EVENT_OUTPUT_CHARS: usize = 8_000;

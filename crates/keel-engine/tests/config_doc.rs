@@ -93,6 +93,7 @@ fn config_doc_matches_the_code() {
     full.verify.commands = Some(vec!["x".into()]);
     full.shell.test_command = Some("x".into());
     full.plan_exec.auto_advance_after_steps = Some(3);
+    full.shell.max_memory_mb = Some(1024);
     for phase in [
         &mut full.plan_exec.phases.planning,
         &mut full.plan_exec.phases.building,

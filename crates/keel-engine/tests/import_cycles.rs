@@ -80,10 +80,26 @@ fn no_file_level_import_cycle() {
 fn cycles_in(src: &Path) -> Vec<Vec<String>> {
     let graph = Graph::load(src);
     let edges = graph.edges();
-    strongly_connected(&edges)
+    let cycles: Vec<Vec<String>> = strongly_connected(&edges)
         .into_iter()
         .filter(|c| c.len() > 1)
-        .collect()
+        .collect();
+    // KEEL_CYCLE_EDGES=1: every edge inside a cycle, to see which import closes it.
+    if std::env::var_os("KEEL_CYCLE_EDGES").is_some() {
+        for cycle in &cycles {
+            for from in cycle {
+                let inside: Vec<&str> = edges
+                    .get(from)
+                    .into_iter()
+                    .flatten()
+                    .filter(|to| cycle.contains(to))
+                    .map(String::as_str)
+                    .collect();
+                eprintln!("  {from} → {}", inside.join(", "));
+            }
+        }
+    }
+    cycles
 }
 
 /// One parsed file: its module path, the paths it names, its re-exports.

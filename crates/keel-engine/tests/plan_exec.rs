@@ -585,7 +585,7 @@ turns:
 /// A git repository with `foo.py` committed as good.
 fn git_fixture(root: &Path) {
     assert!(
-        keel_engine::snapshot::git_available(),
+        keel_snapshot::git_available(),
         "this test needs git (CI installs it)"
     );
     std::fs::write(root.join("foo.py"), "print('good')\n").unwrap();

@@ -44,7 +44,7 @@ fn builder(store: Arc<SqliteStore>) -> SessionBuilder {
 
 fn git_repo(root: &Path) {
     assert!(
-        keel_engine::snapshot::git_available(),
+        keel_snapshot::git_available(),
         "this test needs git (CI installs it)"
     );
     std::fs::write(root.join("README.md"), "notes live here\n").unwrap();

@@ -376,6 +376,51 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
 }
 
 #[tokio::test]
+async fn deliver_never_writes_through_links_or_into_another_repository() {
+    // Red-team pass 2, R4: `.git/refs/heads/keel` linked out of the workspace, and a `.git`
+    // file naming another repository. The deliver node fails; nothing lands outside.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(outside.join("refsdir")).unwrap_or_else(|e| panic!("{e}"));
+    let make = |name: &str| {
+        let ws = dir.path().join(name);
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        git(&ws, &["init", "-q", "-b", "main"]);
+        std::fs::write(ws.join("a.txt"), "one\n").unwrap_or_else(|e| panic!("{e}"));
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "init"]);
+        ws
+    };
+    let linked = make("linked");
+    std::os::unix::fs::symlink(outside.join("refsdir"), linked.join(".git/refs/heads/keel"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let named = make("named");
+    let other = outside.join("other.git");
+    std::fs::rename(named.join(".git"), &other).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(named.join(".git"), format!("gitdir: {}\n", other.display()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let branches_before = git(&other, &["branch", "--list"]);
+    let a = agents(vec![(
+        "impl",
+        Box::new(|_: &AgentRequest, _| ("changed".into(), vec![("a.txt".into(), "two\n".into())])),
+    )]);
+    let s = setup(a, store(), CancellationToken::new());
+    let yaml = "name: ship\nnodes:\n  - id: impl\n    type: agent\n    task: change it\n  - id: ship\n    type: deliver\n    needs: [impl]\n    branch: keel/pwn\n";
+    for ws in [&linked, &named] {
+        let sum = run(&s, yaml, ws).await;
+        assert_ne!(sum.status, "completed", "{}: delivered", ws.display());
+    }
+    assert!(
+        std::fs::read_dir(outside.join("refsdir"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .next()
+            .is_none(),
+        "a ref was written through the link"
+    );
+    assert_eq!(git(&other, &["branch", "--list"]), branches_before);
+}
+
+#[tokio::test]
 async fn resume_does_not_rerun_finished_nodes_and_replay_reproduces_the_run() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ws = dir.path();

@@ -14,9 +14,9 @@ use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{
     OpAck, OpError, SessionBuilder, SessionHandle, SessionOverrides, TurnTicket,
 };
-use keel_engine::snapshot::UndoReport;
 use keel_engine::{EngineError, EventSink, ExecutionMode};
 use keel_protocol::{Event, Op};
+use keel_snapshot::UndoReport;
 use keel_store::{SessionRecord, Store};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;

@@ -24,8 +24,9 @@ pub enum PathError {
     #[error("`{0}` contains a NUL byte")]
     Nul(String),
     #[error(
-        "`{0}` is protected (`.git/` at any depth, `.keel/` and the project's protected paths \
-         are read-only to the agent); change other files, or ask the user to change this one"
+        "`{0}` is protected (`.git/` at any depth, any other git directory, `.keel/` and the \
+         project's protected paths are read-only to the agent); change other files, or ask \
+         the user to change this one"
     )]
     Protected(String),
     #[error(
@@ -151,13 +152,30 @@ impl Workspace {
     /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`).
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = self.locate(rel)?;
-        if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected) {
+        if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected)
+            || self.inside_git_dir(found.rel())
+            || crate::sandbox::git_included_files(&self.root)
+                .iter()
+                .any(|p| p == found.rel())
+        {
             return Err(PathError::Protected(rel.to_string()));
         }
         if looks_like_glob(rel) && std::fs::symlink_metadata(found.abs()).is_err() {
             return Err(PathError::GlobPattern(rel.to_string()));
         }
         Ok(found)
+    }
+
+    /// Whether `rel` (canonical, workspace-relative) is or lies below a git directory that is
+    /// not named `.git` — one a `.git` file's `gitdir:` names, a bare fixture repository —
+    /// recognised by what it holds ([`crate::sandbox::GIT_DIR_MARKERS`]), checked beneath the
+    /// workspace handle for every directory on the way (red-team pass 2, R2).
+    fn inside_git_dir(&self, rel: &Path) -> bool {
+        let mut prefix = PathBuf::new();
+        rel.components().any(|c| {
+            prefix.push(c);
+            crate::sandbox::is_git_dir_beneath(self.dir.fd(), &prefix)
+        })
     }
 
     /// The absolute path a workspace-relative path resolves to (symlinks inside followed),
@@ -291,6 +309,32 @@ mod tests {
         }
         assert!(ws.locate_writable("src/.gitignore").is_ok());
         assert!(ws.locate_writable("src/x.git/config").is_ok());
+        // A git directory under another name (a `.git` file's `gitdir: realgit`, a bare
+        // fixture): its config and hooks run when the user's git looks there (pass 2, R2).
+        for git_dir in ["realgit", "tests/data/x.git"] {
+            for d in ["objects", "refs/heads", "hooks"] {
+                std::fs::create_dir_all(dir.path().join(git_dir).join(d))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            std::fs::write(
+                dir.path().join(git_dir).join("HEAD"),
+                "ref: refs/heads/main\n",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            for rel in ["config", "hooks/post-checkout", "refs/heads/main", "HEAD"] {
+                let rel = format!("{git_dir}/{rel}");
+                assert!(
+                    matches!(ws.locate_writable(&rel), Err(PathError::Protected(_))),
+                    "{rel}"
+                );
+                assert!(ws.resolve(&rel).is_ok(), "{rel} stays readable");
+            }
+        }
+        // Not a git directory: a `refs` that is a link, or no HEAD.
+        std::fs::create_dir_all(dir.path().join("notgit/objects"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("notgit/HEAD"), "x").unwrap_or_else(|e| panic!("{e}"));
+        assert!(ws.locate_writable("notgit/config").is_ok());
         let ws = ws.with_protected(vec![PathBuf::from("CONSTITUTION.md")]);
         assert!(ws.locate_writable("CONSTITUTION.md").is_err());
     }

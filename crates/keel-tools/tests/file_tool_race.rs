@@ -22,7 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "shared/nobody.rs"]
+mod nobody;
+
 use keel_tools::builtin::{ApplyPatch, CreateFile, EditFile, InsertLines, ListFiles, ReadFile};
+use keel_tools::shell::{RunCommand, ShellSettings};
 use keel_tools::{Tool, ToolContext, Workspace};
 use serde_json::json;
 
@@ -318,4 +322,110 @@ async fn a_swapped_directory_never_sends_a_file_tool_write_outside() {
         text.contains("1 passed"),
         "the child did not run the test:\n{text}"
     );
+}
+
+/// The literal attack, through the real `run_command` and its sandbox: the command starts a
+/// shell loop with `setsid -f` (so that it would outlive the call) swapping `ws/d` between
+/// the directory and a symlink to a directory outside, then stays a while; meanwhile
+/// `create_file` writes `d/…` again and again. Nothing may land outside, and once the call
+/// returns the loop must be gone (its PID namespace ends with the command).
+async fn setsid_swapper(base: &Path, label: &str) {
+    let ws = base.join("ws");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("canary.txt"), CANARY).unwrap();
+    let before = outside_state(&outside);
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap());
+    let run_ctx = ToolContext::new(Workspace::new(&ws).unwrap());
+    std::os::unix::fs::symlink(&outside, ws.join("d.link")).unwrap();
+    // The swap a command makes with `renameat2(RENAME_EXCHANGE)`: `d` is always either the
+    // directory or the link out, never missing.
+    let swapper = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nwhile True:\n    libc.renameat2(-100, b'd', -100, b'd.link', 2)\n";
+    let command = format!(
+        "setsid -f python3 -c \"{swapper}\" </dev/null >/dev/null 2>&1; sleep 4; echo call-ends"
+    );
+    let call = tokio::spawn(async move {
+        RunCommand::new(std::sync::Arc::new(ShellSettings::default()))
+            .execute(json!({"command": command, "timeout": 30}), &run_ctx)
+            .await
+    });
+    // Race while the call runs (it sleeps 4 s; the loop starts within a second).
+    let (mut created, mut seen_link) = ((0u64, 0u64), 0u64);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(3500) {
+        if std::fs::symlink_metadata(ws.join("d")).is_ok_and(|m| m.file_type().is_symlink()) {
+            seen_link += 1;
+        }
+        let r = CreateFile
+            .execute(
+                json!({"path": format!("d/c{}.txt", created.1), "content": "created\n"}),
+                &ctx,
+            )
+            .await;
+        created.1 += 1;
+        if r.is_ok() {
+            created.0 += 1;
+        }
+    }
+    let out = call.await.unwrap().unwrap();
+    assert!(
+        out.content.contains("call-ends"),
+        "{label}: {}",
+        out.content
+    );
+    // The loop died with the call: `d` stops flipping.
+    let is_link =
+        || std::fs::symlink_metadata(ws.join("d")).is_ok_and(|m| m.file_type().is_symlink());
+    let first = is_link();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            is_link(),
+            first,
+            "{label}: the setsid loop outlived its run_command call"
+        );
+    }
+    let after = outside_state(&outside);
+    assert_eq!(
+        after, before,
+        "{label}: create_file wrote outside the workspace (created {created:?})"
+    );
+    // The race was real: `d` was seen as the link out, and writes got through.
+    assert!(
+        seen_link > 0,
+        "{label}: the swapper never ran: {}",
+        out.content
+    );
+    assert!(created.0 > 0, "{label}: create_file never succeeded");
+    println!(
+        "{label}: created {created:?} (ok, tries), d seen as a link {seen_link} times; nothing outside"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setsid_loop_started_by_run_command_sends_no_write_outside_and_dies_with_its_call() {
+    const TEST: &str =
+        "a_setsid_loop_started_by_run_command_sends_no_write_outside_and_dies_with_its_call";
+    let s = keel_tools::sandbox::support();
+    let python = keel_tools::shell::exec::find_program("python3").is_some();
+    if !(s.mount_namespace.is_ok() && s.isolation.processes && python) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{TEST}: no namespaces for commands ({:?}) or no python3 — CI machines must have \
+             them",
+            s.mount_namespace
+        );
+        println!("SKIPPED {TEST}: no namespaces for commands or no python3");
+        return;
+    }
+    if let Some(dir) = nobody::child_dir() {
+        setsid_swapper(&dir, "uid 65534").await;
+        return;
+    }
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    setsid_swapper(base.path(), "current user").await;
+    if nobody::is_root() {
+        nobody::run_child(TEST, false);
+    }
 }

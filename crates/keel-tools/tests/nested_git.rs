@@ -101,6 +101,94 @@ async fn scenario(ws: &Path) {
         .unwrap();
     assert!(out.content.contains("post-checkout"), "{}", out.content);
     assert!(!ws.join("plain/.git").exists());
+    // A git directory under another name (red-team pass 2, R2): a `.git` file naming
+    // `gitdir: realgit`, a layout a tarball can ship. The file tools refuse its config and
+    // hooks; a command that sets a program in it gets it quarantined.
+    let out = tools
+        .execute(
+            "run_command",
+            json!({"command": "mkdir shipped && cd shipped && git init -q && mv .git realgit && echo 'gitdir: realgit' > .git"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(ws.join("shipped/realgit/HEAD").is_file(), "{}", out.content);
+    for path in [
+        "shipped/realgit/config",
+        "shipped/realgit/hooks/post-checkout",
+    ] {
+        let r = tools
+            .execute(
+                "create_file",
+                json!({"path": path, "content": "[core]\n\tfsmonitor = touch /tmp/x\n", "overwrite": true}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            matches!(&r, Err(ToolError::Model(m)) if m.contains("protected")),
+            "{path}: {r:?}"
+        );
+    }
+    assert!(!ws.join("shipped/realgit/hooks/post-checkout").exists());
+    let cmd = format!(
+        "git --git-dir=shipped/realgit config core.fsmonitor 'touch {}; false'",
+        outside.display()
+    );
+    let out = tools
+        .execute("run_command", json!({"command": cmd}), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        out.content.contains("core.fsmonitor") && out.content.contains("shipped"),
+        "the result reports it: {}",
+        out.content
+    );
+    assert!(!ws.join("shipped/realgit").exists(), "out of git's sight");
+    // A working-tree file the repository's config includes (pass 2, R14): read-only to the
+    // file tools and to commands.
+    let top = ws.join("top");
+    std::fs::create_dir_all(&top).unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&top)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    git(&["config", "include.path", "../.gitconfig"]);
+    std::fs::write(
+        top.join(".gitconfig"),
+        "[diff \"lockb\"]\n\ttextconv = cat\n",
+    )
+    .unwrap();
+    let tctx = ToolContext::new(Workspace::new(&top).unwrap());
+    let r = tools
+        .execute(
+            "create_file",
+            json!({"path": ".gitconfig", "content": "[core]\n\tfsmonitor = touch /tmp/x\n", "overwrite": true}),
+            &tctx,
+        )
+        .await;
+    assert!(
+        matches!(&r, Err(ToolError::Model(m)) if m.contains("protected")),
+        "{r:?}"
+    );
+    let _ = tools
+        .execute(
+            "run_command",
+            json!({"command": format!("printf '[core]\\n\\tfsmonitor = touch {}\\n' >> .gitconfig", outside.display())}),
+            &tctx,
+        )
+        .await;
+    let text = std::fs::read_to_string(top.join(".gitconfig")).unwrap();
+    assert!(!text.contains("fsmonitor"), "a command changed it: {text}");
+    let _ = std::process::Command::new("git")
+        .arg("status")
+        .current_dir(ws.join("shipped"))
+        .env("GIT_CEILING_DIRECTORIES", ws)
+        .output();
+    assert!(!outside.exists(), "the planted fsmonitor ran");
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -305,7 +305,7 @@ impl Chat {
         let ws = self.workspace.clone();
         let session = self.session_id();
         let found = tokio::task::spawn_blocking(move || {
-            let snaps = keel_engine::snapshot::Snapshots::open(&ws).map_err(|e| e.to_string())?;
+            let snaps = keel_snapshot::Snapshots::open(&ws).map_err(|e| e.to_string())?;
             if snaps.in_user_repository() {
                 return Ok(None);
             }

@@ -18,14 +18,9 @@ mod tools;
 
 use std::collections::BTreeSet;
 
-use keel_protocol::ToolCall;
-use keel_tools::ToolEffect;
-
 pub(crate) use pool::AgentPool;
 pub use roles::{AgentRole, BUILT_IN_ROLES};
 pub use tools::{AGENT_CLOSE, AGENT_EVAL, AGENT_OPEN, AgentClose, AgentEval, AgentOpen};
-
-use crate::Engine;
 
 /// Builds the provider of a child: given the model the child asked for (`None`: the `child`
 /// model role), its bare provider (the engine adds retries).
@@ -52,53 +47,4 @@ pub struct AgentScope {
     pub role: String,
     pub tools: BTreeSet<String>,
     pub read_only: bool,
-}
-
-/// Why a child may not make `call`, if it may not: a tool outside its role (named), or a
-/// command that is not read-only in a read-only role.
-pub(crate) fn scope_refusal(engine: &Engine, call: &ToolCall) -> Option<String> {
-    let scope = engine.agent_scope.as_ref()?;
-    if !scope.tools.contains(&call.name) {
-        if is_agent_tool(&call.name) {
-            return Some(format!(
-                "refused: subagent {} (role `{}`) cannot open subagents of its own: agents.max_depth = {} allows {} level(s) below the session. Do the work yourself or report what is needed.",
-                scope.agent_id,
-                scope.role,
-                engine.config.agents.max_depth,
-                engine.config.agents.max_depth
-            ));
-        }
-        return Some(format!(
-            "refused: the `{}` role of subagent {} has no `{}` tool; its tools are: {}. Report what should be done in your final answer instead.",
-            scope.role,
-            scope.agent_id,
-            call.name,
-            scope.tools.iter().cloned().collect::<Vec<_>>().join(", ")
-        ));
-    }
-    let effect = engine.tools.get(&call.name).map(|t| t.effect());
-    if scope.read_only {
-        match effect {
-            Some(ToolEffect::WritesFiles) => {
-                return Some(format!(
-                    "refused: the `{}` role is read-only; `{}` writes files",
-                    scope.role, call.name
-                ));
-            }
-            Some(ToolEffect::RunsCommands) => {
-                let command = call.arguments.get("command").and_then(|c| c.as_str());
-                let why = match command.map(|c| engine.judge.read_only(c)) {
-                    Some(Ok(())) => return None,
-                    Some(Err(why)) => why,
-                    None => format!("`{}` is not a read-only command", call.name),
-                };
-                return Some(format!(
-                    "refused: the `{}` role runs only read-only commands, and this one is not ({why})",
-                    scope.role
-                ));
-            }
-            _ => {}
-        }
-    }
-    None
 }

@@ -342,8 +342,11 @@ fn child_engine(
 
 impl Run<'_> {
     /// Answers `agent_open`, `agent_eval` and `agent_close`, and rolls the usage of child
-    /// turns that ended up into the run's.
-    pub(crate) async fn agent_call(&mut self, call: &ToolCall) -> Result<ToolOutput, ToolError> {
+    /// turns that ended up into the run's; `true` with it when a child changed the workspace.
+    pub(crate) async fn agent_call(
+        &mut self,
+        call: &ToolCall,
+    ) -> (Result<ToolOutput, ToolError>, bool) {
         let out = match call.name.as_str() {
             AGENT_OPEN => match parse_args(AGENT_OPEN, call.arguments.clone()) {
                 Ok(args) => self.agent_open(args).await,
@@ -366,16 +369,15 @@ impl Run<'_> {
         let usage = self.agents.take_usage();
         self.usage.add(&usage);
         // A worker's edits are the run's changes: final verification covers them.
+        let mut changed = false;
         for child in self.agents.children.values() {
             if let Ok(mut changes) = child.progress.changes.lock() {
-                if changes.changed {
-                    self.finish_check.note_change();
-                }
+                changed |= changes.changed;
                 self.changed |= std::mem::take(&mut changes.changed);
                 self.files.extend(std::mem::take(&mut changes.files));
             }
         }
-        out
+        (out, changed)
     }
 
     /// Whether a child must be read-only: its parent is, or the parent's plan_exec phase

@@ -30,16 +30,15 @@ pub(crate) use on_demand::{CHECKPOINT_PREFIX, compact_session, working_context};
 use keel_llm::tokens::{estimate_message, estimate_request};
 use keel_protocol::{ContentBlock, EventKind, Message, Role, ToolSpec, Usage};
 
-use crate::run::{Interrupt, Run};
+use crate::ending::Interrupt;
+use crate::run::Run;
 
 pub use stages::{
-    Facts, apply_summary, clear_tool_results, drop_dead_ends, earlier_work_block, result_summary,
-    tail_start,
+    Facts, KEEP_LAST_TOOL_CALLS, apply_summary, clear_tool_results, drop_dead_ends,
+    earlier_work_block, result_summary, tail_start,
 };
 pub use summary::{SUMMARY_PROMPT, Summarizer, render_for_summary, rule_based_summary};
 
-/// Tool calls (with their results) that are never compacted.
-pub const KEEP_LAST_TOOL_CALLS: usize = 5;
 /// The window assumed when neither the configuration nor the provider knows it.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Compaction aims this far below the threshold, so it does not run again next turn.
@@ -216,10 +215,11 @@ impl Run<'_> {
             let (summary, who) = self.summarize(&input, previous.as_deref(), tail).await?;
             summarizer = who.as_str();
             self.compactor.summary = Some(summary.clone());
-            let facts = Facts {
+            let mut facts = Facts {
                 files: self.files.iter().cloned().collect(),
-                open_errors: self.tracker.open_errors().to_vec(),
+                open_errors: Vec::new(),
             };
+            self.compaction_facts(&mut facts);
             let block = earlier_work_block(
                 &summary,
                 &facts,
@@ -230,10 +230,11 @@ impl Run<'_> {
             stages.push("summarize".to_string());
         } else if !stages.is_empty() && stages::has_block(&self.messages[0]) {
             // Keep the facts current even when no new summary was needed.
-            let facts = Facts {
+            let mut facts = Facts {
                 files: self.files.iter().cloned().collect(),
-                open_errors: self.tracker.open_errors().to_vec(),
+                open_errors: Vec::new(),
             };
+            self.compaction_facts(&mut facts);
             let summary = self.compactor.summary.clone().unwrap_or_default();
             let block = earlier_work_block(
                 &summary,

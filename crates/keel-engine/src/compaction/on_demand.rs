@@ -8,8 +8,9 @@ use keel_protocol::{Event, EventKind, Message, SessionStatus};
 use serde::{Deserialize, Serialize};
 
 use super::Compactor;
+use crate::ending::Interrupt;
 use crate::engine::{Engine, RunOptions};
-use crate::run::{Interrupt, Run};
+use crate::run::Run;
 use crate::session::{compactor, files_written, give_back, take_lease, tool_context};
 use crate::{Emitter, EngineError};
 
@@ -134,7 +135,7 @@ async fn compact_held(
         &emitter,
         tool_context(engine, options),
         compactor(engine),
-        None,
+        options,
     );
     run.messages = messages;
     carry.restore(&mut run.compactor);

@@ -10,8 +10,10 @@ use keel_tools::ToolEffect;
 use regex::Regex;
 use serde_json::Value;
 
-use super::KEEP_LAST_TOOL_CALLS;
 use crate::tracker::{OpenError, call_key, call_target, key_line};
+
+/// Tool calls (with their results) that are never compacted.
+pub const KEEP_LAST_TOOL_CALLS: usize = 5;
 
 /// Tool results shorter than this stay as they are.
 const MIN_RESULT_CHARS_TO_CLEAR: usize = 300;

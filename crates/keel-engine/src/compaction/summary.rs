@@ -6,7 +6,7 @@ use keel_llm::{ChatRequest, Provider, TurnAssembler};
 use keel_protocol::{ContentBlock, Message, Role, Usage};
 
 use super::stages::calls_by_id;
-use crate::run::Interrupt;
+use crate::ending::Interrupt;
 use crate::tracker::{call_target, key_line};
 
 /// Upper bound of the transcript excerpt sent to a summariser.

@@ -416,6 +416,14 @@ impl Config {
                 shell.max_timeout_secs
             )));
         }
+        let min = keel_tools::sandbox::MIN_MAX_PROCESSES;
+        if shell.max_processes != 0 && shell.max_processes < min {
+            return Err(bad(format!(
+                "shell.max_processes = {} must be 0 (no limit) or at least {min} (the smallest \
+                 process limit the kernel takes)",
+                shell.max_processes
+            )));
+        }
         if shell.timeout_secs == 0 || shell.timeout_secs > shell.max_timeout_secs {
             return Err(bad(format!(
                 "shell.timeout_secs = {} must be between 1 and shell.max_timeout_secs ({})",
@@ -607,6 +615,18 @@ mod tests {
         assert!(!c.fallback_chain.emergency.enabled);
         assert!(c.fallback_chain.enabled);
         assert_eq!(c.verify.commands, Some(vec!["cargo test".to_string()]));
+        let limits = c.shell.tool_settings().limits;
+        assert_eq!(limits.processes, keel_tools::sandbox::DEFAULT_MAX_PROCESSES);
+        assert_eq!(limits.memory_mb, keel_tools::sandbox::default_memory_mb());
+        let c = Config::from_layers(vec![layer(
+            "u",
+            "[shell]\nmax_processes = 0\nmax_memory_mb = 0\n",
+        )])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            c.shell.tool_settings().limits,
+            keel_tools::sandbox::Limits::NONE
+        );
 
         for (text, needle) in [
             ("[agent]\ncompact_threshold = 1.5\n", "compact_threshold"),
@@ -616,6 +636,7 @@ mod tests {
             ),
             ("[verify]\ncommands = [\" \"]\n", "empty command"),
             ("[fallback_chain]\nrecovery = 1\n", "recovery"),
+            ("[shell]\nmax_processes = 10\n", "at least 300"),
         ] {
             let e = Config::from_layers(vec![layer("f", text)])
                 .err()

@@ -402,6 +402,12 @@ pub struct ShellConfig {
     pub test_command: Option<String>,
     /// `run_tests` timeout.
     pub test_timeout_secs: u64,
+    /// Processes and threads one sandboxed command may run at once (0: no limit; at least
+    /// 300 otherwise). A fork storm stops here instead of taking the machine's PIDs.
+    pub max_processes: u32,
+    /// Memory (MiB) each process of a sandboxed command may allocate (0: no limit). Unset:
+    /// half of this machine's memory.
+    pub max_memory_mb: Option<u64>,
     pub lint: LintConfig,
 }
 
@@ -427,6 +433,8 @@ impl Default for ShellConfig {
             env_keep: Vec::new(),
             test_command: None,
             test_timeout_secs: tools.test_timeout.as_secs(),
+            max_processes: keel_tools::sandbox::DEFAULT_MAX_PROCESSES,
+            max_memory_mb: None,
             lint: LintConfig::default(),
         }
     }
@@ -488,6 +496,12 @@ impl ShellConfig {
             env_keep: self.env_keep.clone(),
             test_command: self.test_command.clone().filter(|c| !c.trim().is_empty()),
             test_timeout: Duration::from_secs(self.test_timeout_secs),
+            limits: keel_tools::sandbox::Limits {
+                processes: self.max_processes,
+                memory_mb: self
+                    .max_memory_mb
+                    .unwrap_or_else(keel_tools::sandbox::default_memory_mb),
+            },
         }
     }
 

@@ -3,9 +3,12 @@
 //! [`HookAction`](crate::hooks::HookAction). The engine creates one of each per run, in the
 //! order `hooks::builtin::standard` registers them. None of them imports the loop.
 
+pub(crate) mod blockers;
 pub(crate) mod constitution;
 pub(crate) mod rules;
+pub(crate) mod scope;
 pub(crate) mod skills;
+pub(crate) mod tracker;
 
 /// Locks a guardrail's state (a poisoned lock still holds usable state: a panic inside a
 /// guardrail ends the run anyway).

@@ -1,25 +1,25 @@
 //! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
 //! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
-//! own state: the fix tracker, the phase machine, the working context; the plan_exec phase
-//! policy's hook bodies live in `phase/enforce.rs`, compaction's in `compaction`,
-//! verification's in `verify`).
+//! state: the plan_exec phase policy's hook bodies live in `phase/enforce.rs`, compaction's
+//! in `compaction`, verification's in `verify`, approval's gate in `approval`). The loop
+//! guard and fix tracker, blockers and finish checks, rules, a subagent's scope, skills and
+//! the constitution are `Hook`s (`crate::guardrails`).
 
 use std::sync::Arc;
 
-use keel_protocol::{ErrorCode, ToolCall, ToolDetails};
-use keel_tools::{ToolEffect, ToolError, ToolOutput, ToolRegistry};
+use keel_protocol::{ToolCall, ToolDetails};
+use keel_tools::{ToolError, ToolOutput};
 
 use super::Hook;
 use crate::EngineError;
-use crate::blockers::{
-    BlockerDraft, BlockerSource, ambiguity_blocker, credentials_blocker, requested_question,
+use crate::ending::{Ending, Interrupt};
+use crate::engine::{Engine, RunOptions};
+use crate::guardrails::{
+    blockers::BlockersHook, constitution::ConstitutionHook, rules::RulesHook, scope::ScopeHook,
+    skills::SkillsHook, tracker::TrackerHook,
 };
-use crate::engine::Engine;
-use crate::fallback::Failure;
-use crate::guardrails::{constitution::ConstitutionHook, rules::RulesHook, skills::SkillsHook};
 use crate::phase::{ADVANCE_PHASE, CommandAccess};
-use crate::run::{Ending, Interrupt, Run};
-use crate::tracker::call_target;
+use crate::run::Run;
 
 /// Why the loop stops after the current batch, and what calls not yet run are told.
 pub(crate) type Stop = Option<(Ending, &'static str)>;
@@ -47,6 +47,8 @@ pub(crate) struct Outcome {
     pub(crate) refused: bool,
     /// A fatal tool error (the loop stops; not the model's to fix).
     pub(crate) fatal: bool,
+    /// Subagents the call waited for changed the workspace.
+    pub(crate) agents_changed: bool,
 }
 
 /// A finish hook's decision.
@@ -62,14 +64,6 @@ pub(crate) enum Finish {
 /// The built-in guardrails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Builtin {
-    /// The loop guard, the fix tracker and the progress meter (`tracker`).
-    Tracker,
-    /// Questions for the user (`ask_user`), ambiguous final answers (`blockers`) and answers
-    /// that are none (`finish`).
-    Blockers,
-    /// A subagent's role scope: a call outside its role's tools, or a write in a read-only
-    /// role (`agents`).
-    Scope,
     /// The plan_exec phase policy (`phase/enforce.rs`).
     Phase,
     /// Compaction of the working context before a request (`compaction`).
@@ -85,7 +79,7 @@ pub(crate) enum Builtin {
 #[derive(Clone)]
 pub(crate) enum Slot {
     Builtin(Builtin),
-    Guardrail(fn(&Engine) -> Arc<dyn Hook>),
+    Guardrail(fn(&Engine, &RunOptions) -> Arc<dyn Hook>),
     Custom(Arc<dyn Hook>),
 }
 
@@ -107,13 +101,13 @@ pub(crate) enum Active {
 }
 
 /// The run's hooks: each guardrail [`Hook`] made fresh (it owns this run's state).
-pub(crate) fn for_run(engine: &Engine) -> Arc<[Active]> {
+pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Arc<[Active]> {
     engine
         .hooks
         .iter()
         .map(|slot| match slot {
             Slot::Builtin(b) => Active::Builtin(*b),
-            Slot::Guardrail(make) => Active::Hook(make(engine)),
+            Slot::Guardrail(make) => Active::Hook(make(engine, options)),
             Slot::Custom(h) => Active::Hook(h.clone()),
         })
         .collect()
@@ -124,12 +118,21 @@ pub(crate) fn for_run(engine: &Engine) -> Arc<[Active]> {
 /// guardrail: its module in `crate::guardrails` and one line here.
 pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
     let mut slots = vec![
-        Slot::Builtin(Builtin::Tracker),
-        Slot::Builtin(Builtin::Blockers),
-        Slot::Guardrail(|e| Arc::new(RulesHook::new(e.workspace.root()))),
-        Slot::Builtin(Builtin::Scope),
-        Slot::Guardrail(|e| Arc::new(SkillsHook::new(e.skills.clone(), e.workspace.root()))),
-        Slot::Guardrail(|e| Arc::new(ConstitutionHook::new(e.constitution.clone()))),
+        Slot::Guardrail(|e, _| Arc::new(TrackerHook::new(e.tools.clone()))),
+        Slot::Guardrail(|e, o| Arc::new(BlockersHook::new(e.tools.clone(), o.ask_user.clone()))),
+        Slot::Guardrail(|e, _| Arc::new(RulesHook::new(e.workspace.root()))),
+        // A subagent's role scope (a call outside it names the role), before the active
+        // skill's tool restriction.
+        Slot::Guardrail(|e, _| {
+            Arc::new(ScopeHook::new(
+                e.agent_scope.clone(),
+                e.config.agents.max_depth,
+                e.tools.clone(),
+                e.judge.clone(),
+            ))
+        }),
+        Slot::Guardrail(|e, _| Arc::new(SkillsHook::new(e.skills.clone(), e.workspace.root()))),
+        Slot::Guardrail(|e, _| Arc::new(ConstitutionHook::new(e.constitution.clone()))),
     ];
     if phases {
         slots.push(Slot::Builtin(Builtin::Phase));
@@ -156,10 +159,6 @@ impl Builtin {
         call: &ToolCall,
     ) -> Result<Option<Dispatch>, EngineError> {
         Ok(match self {
-            Builtin::Tracker => loop_check(run, call),
-            // A subagent's role scope (a call outside it names the role), before the active
-            // skill's tool restriction.
-            Builtin::Scope => crate::agents::scope_refusal(run.engine, call).map(Dispatch::Refuse),
             Builtin::Phase => Some(match run.phase_check(call).await? {
                 Ok(access) => Dispatch::Run(access),
                 Err(refusal) => Dispatch::Refuse(refusal),
@@ -192,34 +191,12 @@ impl Builtin {
             Builtin::Phase if call.name == ADVANCE_PHASE && run.phase.is_some() => {
                 Some(run.advance_call(&call.arguments).await?)
             }
-            // A repeated workspace read: its earlier result, with a note (`loop_check`).
-            Builtin::Tracker => match run.repeat_answer.take() {
-                Some((id, answer)) if id == call.id => Some(if answer.is_error {
-                    Err(ToolError::Model(answer.content))
-                } else {
-                    Ok(ToolOutput::text(answer.content))
-                }),
-                _ => None,
-            },
             _ => None,
         })
     }
 
-    pub(crate) async fn after_tool(
-        self,
-        run: &mut Run<'_>,
-        call: &ToolCall,
-        out: &mut Outcome,
-        stop: &mut Stop,
-    ) {
+    pub(crate) async fn after_tool(self, run: &mut Run<'_>, call: &ToolCall, out: &mut Outcome) {
         match self {
-            Builtin::Tracker => track(run, call, out, stop),
-            Builtin::Blockers if !out.is_error => {
-                // What counts as a change for a change task's finish (`finish`).
-                let effect = run.engine.tools.get(&call.name).map(|t| t.effect());
-                run.finish_check.note_call(effect, call);
-                ask_user(run, call, out, stop).await
-            }
             Builtin::Phase => {
                 if let Some(access) = out.ran_with {
                     run.phase_note_call(call, !out.is_error, access);
@@ -247,20 +224,6 @@ impl Builtin {
         text: &str,
     ) -> Result<Finish, Interrupt> {
         Ok(match self {
-            // A question back is a blocker; an answer that changed nothing for a task that
-            // asked for a change is not a completion (`finish`).
-            Builtin::Blockers => match ambiguity_blocker(text) {
-                Some(draft) => Finish::End(Ending::Blocked(draft)),
-                None => match run.finish_check.finish(&run.messages) {
-                    crate::finish::Verdict::Accept => Finish::Undecided,
-                    crate::finish::Verdict::Nudge(note) => {
-                        run.push_message(keel_protocol::Message::user_text(note))
-                            .await?;
-                        Finish::Again
-                    }
-                    crate::finish::Verdict::Fail(failure) => Finish::End(Ending::Failed(failure)),
-                },
-            },
             Builtin::Phase => match run.phase_finish_nudge() {
                 Some(nudge) => {
                     run.push_message(keel_protocol::Message::user_text(nudge))
@@ -290,158 +253,4 @@ impl Builtin {
             _ => Ok(Vec::new()),
         }
     }
-
-    /// A recovery attempt starts.
-    pub(crate) fn on_recovery(self, run: &mut Run<'_>) {
-        if self == Builtin::Tracker {
-            run.guard.reset();
-        }
-    }
-}
-
-/// The loop guard: a workspace read made again with nothing changed since is let through to
-/// be answered with its earlier result ([`Builtin::run_tool`]) — unless too many repeats in a
-/// row were answered so; any other call made 3 times in a row ends the attempt.
-pub(crate) fn loop_check(run: &mut Run<'_>, call: &ToolCall) -> Option<Dispatch> {
-    let looping = if run.guard.is_repeat(call) {
-        match run.guard.answer_repeat(call)? {
-            Ok(answer) => {
-                run.repeat_answer = Some((call.id.clone(), answer));
-                return None;
-            }
-            Err(looping) => looping,
-        }
-    } else {
-        run.guard.check(call)?
-    };
-    Some(Dispatch::Stop(
-        Ending::Failed(Failure::new(ErrorCode::LoopDetected, looping.clone())),
-        "a loop was detected",
-        format!("not run: {looping}; a loop is not progress"),
-    ))
-}
-
-/// The fix tracker, the progress meter and the loop guard's reset after a result.
-fn track(run: &mut Run<'_>, call: &ToolCall, out: &Outcome, stop: &mut Stop) {
-    if out.ran_with.is_some() {
-        let effect = run.engine.tools.get(&call.name).map(|t| t.effect());
-        if crate::tracker::REPEATABLE_TOOLS.contains(&call.name.as_str()) {
-            if !out.content.starts_with("[keel: not run again:") {
-                run.guard
-                    .remember(call, run.iterations, &out.content, out.is_error);
-            }
-        } else if effect != Some(ToolEffect::Control) {
-            // A write, a command, an external tool: the workspace may have changed.
-            run.guard.invalidate();
-        }
-    }
-    if out.is_error {
-        if !out.refused && !out.fatal {
-            after_error(run, call, &out.content, stop);
-        }
-        return;
-    }
-    if let Some(code) = failed_exit_code(&run.engine.tools, call, &out.details) {
-        // A command that ran but failed is a failed attempt, whatever the tool's result
-        // type says.
-        after_error(
-            run,
-            call,
-            &format!("exit code {code}\n{}", out.content),
-            stop,
-        );
-    } else {
-        let target = call_target(call);
-        run.tracker.record_success(&call.name, target.as_deref());
-        run.progress.record_success(call, run.iterations);
-    }
-    if changes_state(&run.engine.tools, call) {
-        // A call that changed something is progress, not a loop, however alike the calls
-        // around it are.
-        run.guard.reset();
-    }
-}
-
-/// A question for the user (`ask_user`'s blocker request) is answered interactively or
-/// becomes a blocker.
-async fn ask_user(run: &mut Run<'_>, call: &ToolCall, out: &mut Outcome, stop: &mut Stop) {
-    let is_control = run
-        .engine
-        .tools
-        .get(&call.name)
-        .is_some_and(|t| t.effect() == ToolEffect::Control);
-    let Some((question, context)) = requested_question(&out.details).filter(|_| is_control) else {
-        return;
-    };
-    if let Some(prompt) = run.ask_user.clone()
-        && let Some(answer) = prompt.ask(&question, context.as_deref()).await
-    {
-        out.content = format!("The user answered: {answer}");
-        return;
-    }
-    if stop.is_none() {
-        *stop = Some((
-            Ending::Blocked(BlockerDraft {
-                question,
-                source: BlockerSource::Model,
-                evidence: context.into_iter().collect(),
-            }),
-            "the run paused for the user's answer",
-        ));
-    }
-}
-
-/// Records a failed call with the fix tracker and checks it for blocker patterns.
-fn after_error(run: &mut Run<'_>, call: &ToolCall, message: &str, stop: &mut Stop) {
-    if message.starts_with("not run:") {
-        return;
-    }
-    let effect = run.engine.tools.get(&call.name).map(|t| t.effect());
-    let fix_attempt = matches!(
-        effect,
-        Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)
-    );
-    let target = call_target(call);
-    let escalation = run
-        .tracker
-        .record_error(&call.name, target.as_deref(), message, fix_attempt);
-    if stop.is_some() {
-        return;
-    }
-    if effect == Some(ToolEffect::RunsCommands)
-        && let Some(draft) = credentials_blocker(&call.name, message)
-    {
-        *stop = Some((
-            Ending::Blocked(draft),
-            "the run paused: credentials are missing",
-        ));
-        return;
-    }
-    if let Some(esc) = escalation {
-        *stop = Some((
-            Ending::Blocked(BlockerDraft {
-                question: esc.question,
-                source: BlockerSource::FixTracker,
-                evidence: esc.evidence,
-            }),
-            "the run paused for a human to look at the repeated failures",
-        ));
-    }
-}
-
-/// The non-zero exit code a command-running tool reported, if any.
-fn failed_exit_code(tools: &ToolRegistry, call: &ToolCall, details: &ToolDetails) -> Option<i32> {
-    let runs_commands = tools
-        .get(&call.name)
-        .is_some_and(|t| t.effect() == ToolEffect::RunsCommands);
-    let code = details.exit_code?;
-    (runs_commands && code != 0).then_some(code)
-}
-
-/// Whether a successful `call` changed the workspace or the run's state (a write, a phase
-/// change).
-fn changes_state(tools: &ToolRegistry, call: &ToolCall) -> bool {
-    tools
-        .get(&call.name)
-        .is_some_and(|t| matches!(t.effect(), ToolEffect::WritesFiles | ToolEffect::Control))
 }

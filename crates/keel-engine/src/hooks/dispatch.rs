@@ -4,11 +4,12 @@ use keel_protocol::{Message, ToolCall};
 use keel_tools::{ToolError, ToolOutput};
 
 use super::builtin::{Active, Dispatch, Finish, Outcome, Stop};
-use super::{HookAction, HookContext, ToolResultView};
+use super::{HookAction, HookContext, HookEnd, ToolResultView};
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
+use crate::ending::{Ending, Interrupt};
 use crate::phase::CommandAccess;
-use crate::run::{Ending, Interrupt, Run};
+use crate::run::Run;
 
 /// The blocker a hook's [`HookAction::Stop`] raises.
 fn hook_stop(hook: &str, question: String) -> Ending {
@@ -47,6 +48,7 @@ impl Run<'_> {
                             self.push_message(Message::user_text(note)).await?;
                         }
                         HookAction::Stop(q) => return Ok(Some(hook_stop(h.name(), q))),
+                        HookAction::End(end) => return Ok(Some(end.ending)),
                     }
                 }
             }
@@ -72,6 +74,9 @@ impl Run<'_> {
                             HOOK_STOPPED,
                             format!("not run: {q}"),
                         )),
+                        HookAction::End(end) => {
+                            Some(Dispatch::Stop(end.ending, end.why, end.message))
+                        }
                     }
                 }
             };
@@ -107,13 +112,17 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             match slot {
-                Active::Builtin(b) => b.after_tool(self, call, out, stop).await,
+                Active::Builtin(b) => b.after_tool(self, call, out).await,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     let view = ToolResultView {
                         content: out.content.clone(),
                         is_error: out.is_error,
                         details: out.details.clone(),
+                        ran: out.ran_with.is_some(),
+                        refused: out.refused,
+                        agents_changed: out.agents_changed,
+                        fatal: out.fatal,
                     };
                     match h.after_tool(&cx, call, &view).await {
                         HookAction::Continue => {}
@@ -124,6 +133,11 @@ impl Run<'_> {
                         HookAction::Stop(q) => {
                             if stop.is_none() {
                                 *stop = Some((hook_stop(h.name(), q), HOOK_STOPPED));
+                            }
+                        }
+                        HookAction::End(end) => {
+                            if stop.is_none() {
+                                *stop = Some((end.ending, end.why));
                             }
                         }
                     }
@@ -164,6 +178,7 @@ impl Run<'_> {
                             Finish::Again
                         }
                         HookAction::Stop(q) => Finish::End(hook_stop(h.name(), q)),
+                        HookAction::End(end) => Finish::End(end.ending),
                     }
                 }
             };
@@ -198,11 +213,59 @@ impl Run<'_> {
 
     /// A recovery attempt starts.
     pub(crate) fn recovery_started(&mut self) {
-        let hooks = self.hooks.clone();
-        for slot in hooks.iter() {
-            if let Active::Builtin(b) = slot {
-                b.on_recovery(self);
+        let cx = self.hook_context();
+        for h in self.hook_list() {
+            h.recovery(&cx);
+        }
+    }
+
+    /// A call that cannot run as sent: the first hook that ends the attempt decides (the
+    /// loop guard counts such calls).
+    pub(crate) fn unresolved_call(&self, call: &ToolCall) -> Option<HookEnd> {
+        let cx = self.hook_context();
+        self.hook_list()
+            .find_map(|h| match h.unresolved_call(&cx, call) {
+                HookAction::End(end) => Some(end),
+                _ => None,
+            })
+    }
+
+    /// Out of steps: the hooks' evidence that the run was still progressing.
+    pub(crate) fn progress_evidence(&self) -> Vec<String> {
+        let cx = self.hook_context();
+        self.hook_list()
+            .filter_map(|h| h.progressing(&cx))
+            .collect()
+    }
+
+    /// A model reply arrived (`empty`: no answer). `Err`: a hook ended the attempt; `Ok`: what
+    /// the model is told about an empty reply.
+    pub(crate) fn reply_arrived(&self, empty: bool) -> Result<String, Ending> {
+        let cx = self.hook_context();
+        let mut notes = Vec::new();
+        for h in self.hook_list() {
+            match h.on_reply(&cx, empty) {
+                HookAction::End(end) => return Err(end.ending),
+                HookAction::Note(note) | HookAction::Deny(note) | HookAction::Replace(note)
+                    if empty =>
+                {
+                    notes.push(note)
+                }
+                _ => {}
             }
+        }
+        Ok(notes.join("\n\n"))
+    }
+
+    /// Whether a hook says the run changed nothing its task asked to change.
+    pub(crate) fn changed_nothing(&self) -> bool {
+        self.hook_list().any(|h| h.changed_nothing())
+    }
+
+    /// What the hooks add to a compaction summary's facts.
+    pub(crate) fn compaction_facts(&self, facts: &mut crate::compaction::Facts) {
+        for h in self.hook_list() {
+            h.compaction_facts(facts);
         }
     }
 

@@ -23,6 +23,10 @@ use keel_tools::{ToolError, ToolOutput};
 
 pub(crate) use builtin::Slot;
 
+use crate::blockers::BlockerDraft;
+use crate::compaction::Facts;
+use crate::ending::{Ending, Failure};
+
 /// What a hook wants at its point.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum HookAction {
@@ -43,6 +47,48 @@ pub enum HookAction {
     /// such as the nested rules a read file brings in). Elsewhere it acts as
     /// [`HookAction::Note`].
     Replace(String),
+    /// End the attempt as a built-in guardrail decides: a blocker with its own source and
+    /// evidence, or a failure for the fallback chain ([`HookEnd`]). At `before_tool` the call
+    /// does not run; after a result the reply's remaining calls do not run either.
+    End(HookEnd),
+}
+
+/// How a guardrail ends the attempt ([`HookAction::End`]). Built-in guardrails make these
+/// (a loop, a repeated failure, a question for the user); a custom hook ends a run with
+/// [`HookAction::Stop`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookEnd {
+    pub(crate) ending: Ending,
+    /// What the reply's calls not yet run are told (`not run: …`).
+    pub(crate) why: &'static str,
+    /// At `before_tool`: what the model reads as the stopped call's result.
+    pub(crate) message: String,
+}
+
+impl HookEnd {
+    /// A blocker for a person; the calls not yet run are told `why`.
+    pub(crate) fn blocked(draft: BlockerDraft, why: &'static str) -> Self {
+        Self {
+            ending: Ending::Blocked(draft),
+            why,
+            message: format!("not run: {why}"),
+        }
+    }
+
+    /// A failure for the fallback chain; the calls not yet run are told `why`.
+    pub(crate) fn failed(failure: Failure, why: &'static str) -> Self {
+        Self {
+            ending: Ending::Failed(failure),
+            why,
+            message: format!("not run: {why}"),
+        }
+    }
+
+    /// At `before_tool`: the model reads `message` as the call's result.
+    pub(crate) fn telling(mut self, message: String) -> Self {
+        self.message = message;
+        self
+    }
 }
 
 /// What a hook can see of the run at every point.
@@ -62,6 +108,14 @@ pub struct ToolResultView {
     pub content: String,
     pub is_error: bool,
     pub details: ToolDetails,
+    /// The call ran (it was not refused, stopped or left unresolved).
+    pub ran: bool,
+    /// A hook refused it (a policy refusal, not a failed attempt).
+    pub refused: bool,
+    /// Subagents this call waited for changed the workspace on the run's behalf.
+    pub agents_changed: bool,
+    /// A fatal tool error: the loop stops; not the model's to fix.
+    pub fatal: bool,
 }
 
 /// A custom guardrail. Every method has a default that does nothing, so a hook implements only
@@ -109,6 +163,38 @@ pub trait Hook: Send + Sync {
     ) -> BoxFuture<'a, Option<Result<ToolOutput, ToolError>>> {
         Box::pin(async { None })
     }
+
+    /// A call that cannot run as sent (an unknown tool, arguments that do not fit): the model
+    /// reads why. Only [`HookAction::End`] counts here (the loop guard counts such calls).
+    fn unresolved_call(&self, _cx: &HookContext, _call: &ToolCall) -> HookAction {
+        HookAction::Continue
+    }
+
+    /// A model reply arrived; `empty`: it holds nothing (no text, no tool call), which is no
+    /// answer. For an empty reply a [`HookAction::Note`] is what the model is told, and
+    /// [`HookAction::End`] ends the attempt; otherwise only `End` counts.
+    fn on_reply(&self, _cx: &HookContext, _empty: bool) -> HookAction {
+        HookAction::Continue
+    }
+
+    /// The run ends: its task asked for a change and nothing was changed (the finish is
+    /// marked `unchanged`).
+    fn changed_nothing(&self) -> bool {
+        false
+    }
+
+    /// A recovery attempt starts (the fallback chain gave the model a fresh budget).
+    fn recovery(&self, _cx: &HookContext) {}
+
+    /// The attempt used its iteration budget: evidence that the run was still making
+    /// progress (it becomes a resumable blocker instead of a `max_steps` failure).
+    fn progressing(&self, _cx: &HookContext) -> Option<String> {
+        None
+    }
+
+    /// A compaction summarises earlier work: add what this guardrail knows that the summary
+    /// must keep (the fix tracker's open errors).
+    fn compaction_facts(&self, _facts: &mut Facts) {}
 
     /// A new session's first message: blocks to add to its context (after the project's
     /// layers), in hook order.

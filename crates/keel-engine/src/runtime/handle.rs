@@ -19,10 +19,10 @@ use tokio_util::task::TaskTracker;
 use super::builder::{SessionBuilder, SessionOverrides};
 use super::undo::{UndoError, undo_session};
 use crate::approval::{ApprovalGate, Decision};
-use crate::snapshot::UndoReport;
 use crate::{
     CollectingSink, Emitter, Engine, EngineError, EventSink, ExecutionMode, RunOptions, RunOutcome,
 };
+use keel_snapshot::UndoReport;
 
 /// Why an op was not carried out. Nothing was changed.
 #[derive(Debug, thiserror::Error)]

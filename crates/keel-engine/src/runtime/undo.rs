@@ -9,8 +9,8 @@ use keel_protocol::EventKind;
 use keel_store::{SessionRecord, Store};
 
 use crate::session::ensure_not_running;
-use crate::snapshot::{SnapshotError, Snapshots, UndoReport};
 use crate::{Emitter, EngineError, EventSink};
+use keel_snapshot::{SnapshotError, Snapshots, UndoReport};
 
 /// Why an undo did not happen.
 #[derive(Debug, thiserror::Error)]

@@ -59,6 +59,10 @@ pub fn commit_on_branch(repo: &Path, branch: &str, message: &str) -> Result<Deli
     {
         return Err(format!("`{branch}` is not a valid branch name for deliver"));
     }
+    // Git writes the branch's objects, ref and reflog into the repository as it is shipped:
+    // only the work tree's own repository, with nothing linked out (red-team pass 2, R4).
+    keel_snapshot::checked_repository(repo)
+        .map_err(|why| format!("deliver cannot commit here: {why}"))?;
     let names = git(repo, &[], &[], &["config", "--list", "--name-only", "-z"])
         .map(|o| o.stdout)
         .unwrap_or_default();

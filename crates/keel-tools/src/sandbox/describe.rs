@@ -49,14 +49,17 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
     };
     let other = match &s.seccomp {
         Ok(()) => "other socket families, UNIX datagram sockets, socket connect/bind and io_uring \
-             denied by seccomp"
+             denied by seccomp; `[shell] network = true` turns on TCP and UDP only: even then no \
+             UNIX socket can be created (seccomp), so the user's tmux, ssh-agent, D-Bus, X11 and \
+             docker sockets stay unreachable"
             .to_string(),
-        Err(e) => format!("NO seccomp ({e}): UDP and UNIX-socket connections are not blocked"),
+        Err(e) => format!(
+            "NO seccomp ({e}): UDP and UNIX-socket connections are not blocked, and with \
+             `[shell] network = true` a command reaches the user's UNIX sockets (tmux, \
+             ssh-agent, D-Bus, docker) and through them runs anything unconfined"
+        ),
     };
-    out.push((
-        "network (off by default)",
-        format!("{tcp}; {other}; `[shell] network = true` turns it on"),
-    ));
+    out.push(("network (off by default)", format!("{tcp}; {other}")));
     out.push((
         "signals, abstract sockets",
         if s.scoping() {
@@ -153,6 +156,7 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
             )
         },
     ));
+    out.push(("processes and memory", describe_limits(s)));
     out.push((
         "devices",
         match (i.minimal_dev, i.nodev) {
@@ -197,6 +201,34 @@ pub fn describe_enforcement() -> Vec<(&'static str, String)> {
         },
     ));
     out
+}
+
+/// The process and memory limits (`shell.max_processes`, `shell.max_memory_mb`).
+fn describe_limits(s: &super::SandboxSupport) -> String {
+    let i = s.isolation;
+    let root = rustix::process::geteuid().is_root();
+    let processes = if i.processes && i.fresh_proc && super::pid_max_per_namespace() {
+        "each command runs at most `shell.max_processes` processes and threads (default \
+         4096): its PID namespace has its own pid_max, so a fork storm fails inside it and \
+         nothing else on the machine runs short"
+            .to_string()
+    } else if !root {
+        "each command runs at most `shell.max_processes` processes and threads (default \
+         4096), by RLIMIT_NPROC (this kernel has no per-namespace pid_max: Linux < 6.14, or no \
+         fresh /proc)"
+            .to_string()
+    } else {
+        "the process limit is NOT enforced: Keel runs as root, which RLIMIT_NPROC does not \
+         bind, and this kernel has no per-namespace pid_max (Linux < 6.14, or no fresh \
+         /proc): a fork storm is bounded only by the command's timeout"
+            .to_string()
+    };
+    format!(
+        "{processes}; each process may allocate at most `shell.max_memory_mb` (default half \
+         of this machine's memory; RLIMIT_DATA) and commands are the OOM killer's first choice \
+         (oom_score_adj 1000), never Keel; the total of many processes is NOT capped (no \
+         cgroup)"
+    )
 }
 
 /// How a helper program is named in a statement: `keel` when Keel re-executes itself.

@@ -156,11 +156,15 @@ mod imp {
     }
 
     /// A fresh `/proc` for the calling process's PID namespace (it must be inside it), with
-    /// `/proc/sys` and `/proc/sysrq-trigger` read-only. System calls only, no allocation (it
-    /// also runs between `fork` and `exec`).
-    pub(in crate::sandbox) fn fresh_proc() -> io::Result<()> {
+    /// `/proc/sys` and `/proc/sysrq-trigger` read-only — after the namespace's process limit
+    /// is written there. System calls only, no allocation (it also runs between `fork` and
+    /// `exec`).
+    pub(in crate::sandbox) fn fresh_proc(
+        limits: &super::super::limits::Prepared,
+    ) -> io::Result<()> {
         let hidden = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
         mount(c"proc", c"/proc", c"proc", hidden, None)?;
+        limits.apply_pid_max()?;
         for path in [c"/proc/sys", c"/proc/sysrq-trigger"] {
             match rustix::mount::mount_bind_recursive(path, path) {
                 Ok(()) => mount_remount(path, MountFlags::BIND | MountFlags::RDONLY | hidden, c"")?,

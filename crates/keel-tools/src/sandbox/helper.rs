@@ -36,7 +36,7 @@ pub const POLICY_ENV: &str = "KEEL_SANDBOX_POLICY";
 /// The name of the dedicated helper binary (built from keel-tools).
 pub const HELPER_BIN: &str = "keel-sandbox-exec";
 /// The policy format's version: a helper that prints another one in its probe is not used.
-const PROTOCOL: &str = "keel-sandbox-helper 2";
+const PROTOCOL: &str = "keel-sandbox-helper 3";
 
 static SELF_HELPER: AtomicBool = AtomicBool::new(false);
 
@@ -86,7 +86,7 @@ pub(super) fn helper_programs() -> Result<Vec<PathBuf>, String> {
 }
 
 /// Everything the helper applies before `exec`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HelperPolicy {
     pub view: View,
     pub writable: Vec<PathBuf>,
@@ -98,6 +98,25 @@ pub(super) struct HelperPolicy {
     pub user_namespace: bool,
     /// Keel's pid: the helper kills the command if Keel dies.
     pub parent: Option<u32>,
+    /// Processes and memory the command may take.
+    pub limits: super::Limits,
+}
+
+impl Default for HelperPolicy {
+    fn default() -> Self {
+        Self {
+            view: View::default(),
+            writable: Vec::new(),
+            network: false,
+            landlock: false,
+            seccomp: false,
+            metadata: false,
+            user_namespace: false,
+            parent: None,
+            // Decoded policies carry their limits; an absent line means none.
+            limits: super::Limits::NONE,
+        }
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -133,6 +152,8 @@ impl HelperPolicy {
         if let Some(pid) = self.parent {
             out.push_str(&format!("parent {pid}\n"));
         }
+        out.push_str(&format!("max_processes {}\n", self.limits.processes));
+        out.push_str(&format!("max_memory_mb {}\n", self.limits.memory_mb));
         for (key, paths) in [
             ("protected", &self.view.protected),
             ("anchor", &self.view.anchors),
@@ -172,6 +193,8 @@ impl HelperPolicy {
                 "dev" => p.view.dev = flag()?,
                 "nodev" => p.view.nodev = flag()?,
                 "parent" => p.parent = Some(value.parse().map_err(|_| bad())?),
+                "max_processes" => p.limits.processes = value.parse().map_err(|_| bad())?,
+                "max_memory_mb" => p.limits.memory_mb = value.parse().map_err(|_| bad())?,
                 "protected" => p.view.protected.push(path()?),
                 "anchor" => p.view.anchors.push(path()?),
                 "hidden" => p.view.hidden.push(path()?),
@@ -328,11 +351,16 @@ mod tests {
             metadata: true,
             user_namespace: true,
             parent: Some(42),
+            limits: super::super::Limits {
+                processes: 500,
+                memory_mb: 2048,
+            },
         };
         assert_eq!(HelperPolicy::decode(&p.encode()), Ok(p));
         assert!(HelperPolicy::decode("network 2").is_err());
         assert!(HelperPolicy::decode("hidden zz").is_err());
         assert!(HelperPolicy::decode("bogus 1").is_err());
         assert!(HelperPolicy::decode("parent x").is_err());
+        assert!(HelperPolicy::decode("max_processes -1").is_err());
     }
 }

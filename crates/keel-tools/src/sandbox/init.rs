@@ -32,7 +32,7 @@ mod imp {
     use rustix::thread::UnshareFlags;
 
     use super::super::helper::{HelperPolicy, POLICY_ENV};
-    use super::super::{mounts, privileges, rules, seccomp};
+    use super::super::{limits, mounts, privileges, rules, seccomp};
 
     /// The first byte of init's report: the command exited (second byte: its code) or was
     /// killed (second byte: the signal).
@@ -230,7 +230,7 @@ mod imp {
             let report = (|| -> io::Result<String> {
                 mounts::unshare(UnshareFlags::NEWNS | UnshareFlags::NEWIPC)?;
                 mounts::make_private()?;
-                let built = mounts::build(&view, false)?;
+                let built = mounts::build(&view, false, &limits::Prepared::default())?;
                 match std::fs::write(protected.join("probe"), "x") {
                     Err(e) if super::super::helper::is_read_only_error(&e) => {}
                     Err(e) => {
@@ -311,10 +311,12 @@ mod imp {
         {
             return ExitCode::from(126);
         }
+        // Init is the PID namespace's first process: it writes the namespace's process limit.
+        let limits = limits::Prepared::new(policy.limits, policy.view.proc_fs, true);
         let namespaces = mounts::unshare(UnshareFlags::NEWNS | UnshareFlags::NEWIPC)
             .map_err(|e| io::Error::other(format!("cannot create the namespaces: {e}")))
             .and_then(|()| mounts::make_private())
-            .and_then(|()| mounts::build(&policy.view, true));
+            .and_then(|()| mounts::build(&policy.view, true, &limits));
         if let Err(e) = namespaces {
             say(&format!("cannot confine the command: {e}"));
             return ExitCode::from(126);
@@ -326,7 +328,7 @@ mod imp {
             }
             Ok(None) => {
                 drop(status);
-                if let Err(e) = confine(policy) {
+                if let Err(e) = confine(policy, &limits) {
                     say(&format!("cannot confine the command: {e}"));
                     std::process::exit(126);
                 }
@@ -370,8 +372,9 @@ mod imp {
     /// In the command's process, before `exec`: the capability drop, Landlock and seccomp.
     /// (Init keeps its capabilities: it runs only this code, and the command can neither
     /// signal, trace nor read it.)
-    fn confine(policy: &HelperPolicy) -> io::Result<()> {
+    fn confine(policy: &HelperPolicy, limits: &limits::Prepared) -> io::Result<()> {
         privileges::drop_capabilities()?;
+        limits.apply_to_command()?;
         if policy.landlock {
             rules::restrict_current_thread(&policy.writable, policy.network, policy.view.dev)?;
         }

@@ -20,9 +20,11 @@
 //!    (workspace-write policy); with network off, no TCP bind/connect (ABI ≥ 4); signals and
 //!    abstract UNIX sockets scoped to the sandbox (ABI ≥ 6).
 //! 3. **seccomp** ([`seccomp`]): device nodes, inode flags (`chattr`), the kernel keyrings
-//!    and terminal injection always denied; with network off, `socket()` only for `AF_UNIX`
-//!    stream and seqpacket sockets and no `connect`/`bind`/`listen`/`accept`/addressed
-//!    `sendto`/io_uring (UNIX-socket paths and UDP are what Landlock has no rule for); under
+//!    and terminal injection always denied, and io_uring; with network off, `socket()` only
+//!    for `AF_UNIX` stream and seqpacket sockets and no `connect`/`bind`/`listen`/`accept`/
+//!    addressed `sendto` (UNIX-socket paths and UDP are what Landlock has no rule for); with
+//!    network on, `socket()` only for IPv4, IPv6 and route netlink: no UNIX socket at all, so
+//!    none of the user's listeners (tmux, ssh-agent, D-Bus, X11, docker) is reachable; under
 //!    the read-only policy also no metadata changes (chmod, chown, utime, xattr families);
 //!    without the namespaces also no System V IPC and no calls aimed at other processes.
 //! 4. **Privileges** ([`privileges`]): `no_new_privs`; Keel itself non-dumpable and the
@@ -41,8 +43,10 @@
 mod describe;
 mod devices;
 pub mod fds;
+mod git_includes;
 mod helper;
 mod init;
+mod limits;
 mod mounts;
 mod privileges;
 mod roots;
@@ -58,12 +62,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 pub use describe::{describe_enforcement, describe_support};
+pub use git_includes::git_included_files;
 pub use helper::{
     HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,
 };
+pub use limits::{
+    DEFAULT_MAX_PROCESSES, Limits, MIN_MAX_PROCESSES, default_memory_mb, limit_note,
+    pid_max_per_namespace,
+};
 pub use roots::{
-    SECRET_STORES, WritableRoots, expand_home, is_protected, keel_private_dirs, keel_private_files,
-    secret_stores,
+    GIT_DIR_MARKERS, SECRET_STORES, WritableRoots, expand_home, is_git_dir_beneath, is_protected,
+    keel_private_dirs, keel_private_files, secret_stores,
 };
 pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 
@@ -369,6 +378,7 @@ pub fn helper_launch(policy: SandboxPolicy, roots: &WritableRoots) -> Option<Hel
         metadata: policy != SandboxPolicy::ReadOnly,
         user_namespace: true,
         parent: Some(std::process::id()),
+        limits: roots.limits,
     };
     Some(HelperLaunch {
         program: program.clone(),

@@ -172,7 +172,11 @@ mod imp {
     /// Builds `view` in the calling thread's (private) mount namespace. With `strict`, any
     /// failure is an error; otherwise the optional parts that fail are left out and reported
     /// missing in the result (the probe).
-    pub(in crate::sandbox) fn build(view: &View, strict: bool) -> io::Result<Built> {
+    pub(in crate::sandbox) fn build(
+        view: &View,
+        strict: bool,
+        limits: &super::super::limits::Prepared,
+    ) -> io::Result<Built> {
         let mut built = Built::default();
         // Taken before `nodev` reaches the host's /dev.
         let devices = if view.dev {
@@ -210,7 +214,7 @@ mod imp {
             let _ = std::env::set_current_dir(cwd);
         }
         if view.proc_fs {
-            match devices::fresh_proc()
+            match devices::fresh_proc(limits)
                 .map_err(|e| io::Error::other(format!("cannot mount a fresh /proc: {e}")))
             {
                 Ok(()) => built.proc_fs = true,
@@ -261,7 +265,7 @@ mod imp {
         unshare(command_namespaces())
             .map_err(|e| io::Error::other(format!("cannot create the namespaces: {e}")))?;
         make_private()?;
-        build(view, true).map(|_| ())
+        build(view, true, &super::super::limits::Prepared::default()).map(|_| ())
     }
 
     /// `Ok` with what the calling process may build itself (root), tried on a throw-away
@@ -289,7 +293,8 @@ mod imp {
                         .to_string()
                 })?;
                 make_private().map_err(|e| e.to_string())?;
-                let mut built = build(&view, false).map_err(|e| e.to_string())?;
+                let none = super::super::limits::Prepared::default();
+                let mut built = build(&view, false, &none).map_err(|e| e.to_string())?;
                 built.proc_fs = proc_in_child();
                 Ok(built)
             })
@@ -310,8 +315,9 @@ mod imp {
         let mut cmd = std::process::Command::new("/nonexistent/keel-proc-probe");
         // SAFETY: the closure runs between `fork` and `exec`; `fresh_proc` makes system calls
         // only, without allocating.
+        let none = super::super::limits::Prepared::default();
         unsafe {
-            cmd.pre_exec(devices::fresh_proc);
+            cmd.pre_exec(move || devices::fresh_proc(&none));
         }
         matches!(cmd.spawn(), Err(e) if e.kind() == io::ErrorKind::NotFound)
     }

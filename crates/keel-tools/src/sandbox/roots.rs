@@ -56,6 +56,8 @@ pub fn secret_stores() -> Vec<PathBuf> {
 /// What a confined command may reach besides what its policy implies.
 #[derive(Debug, Clone, Default)]
 pub struct WritableRoots {
+    /// Processes and memory the command may take (by default [`super::Limits::default`]).
+    pub limits: super::Limits,
     /// The workspace root (writable under [`SandboxPolicy::WorkspaceWrite`], except its
     /// protected paths).
     pub workspace: Option<PathBuf>,
@@ -65,7 +67,7 @@ pub struct WritableRoots {
     /// `~/.cargo/registry`); missing ones are skipped, and `~/.cargo/bin` (or
     /// `$CARGO_HOME/bin`) is never writable, even below a configured `~/.cargo`.
     pub extra: Vec<PathBuf>,
-    /// Allow network access (TCP, UDP, UNIX-socket connections). Off by default.
+    /// Allow network access (TCP and UDP; never the user's UNIX sockets). Off by default.
     pub network: bool,
     /// Paths read-only to commands besides [`PROTECTED_DIRS`] (relative ones are under the
     /// workspace).
@@ -188,6 +190,8 @@ impl WritableRoots {
                 }
             }
             out.extend(self.protected.iter().map(|p| w.join(p)));
+            // Working-tree files the repository's git config includes (pass 2, R14).
+            out.extend(super::git_included_files(w).iter().map(|p| w.join(p)));
         } else {
             out.extend(self.protected.iter().filter(|p| p.is_absolute()).cloned());
         }
@@ -270,6 +274,26 @@ pub fn expand_home(path: &str) -> PathBuf {
         (Some(rest), Some(home)) => Path::new(&home).join(rest),
         _ => PathBuf::from(path),
     }
+}
+
+/// What a git directory holds, whatever its name: git itself takes a directory with a `HEAD`
+/// file and `objects/` and `refs/` directories for a repository (`git --git-dir=…`, a `.git`
+/// file's `gitdir:`, a bare fixture such as `tests/data/x.git`). Its config and hooks run
+/// programs when the user's git looks there, so it is protected like a `.git` directory.
+pub const GIT_DIR_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
+
+/// Whether the directory `rel` beneath `dir` is a git directory by content (see
+/// [`GIT_DIR_MARKERS`]): `HEAD` a regular file, `objects` and `refs` directories, none a link.
+pub fn is_git_dir_beneath(dir: std::os::fd::BorrowedFd<'_>, rel: &Path) -> bool {
+    use rustix::fs::{AtFlags, FileType, statat};
+    let kind = |name: &str| {
+        statat(dir, rel.join(name), AtFlags::SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|st| FileType::from_raw_mode(st.st_mode))
+    };
+    kind("HEAD") == Some(FileType::RegularFile)
+        && kind("objects") == Some(FileType::Directory)
+        && kind("refs") == Some(FileType::Directory)
 }
 
 /// True when `path` (absolute, inside `workspace`) is or lies below a protected path: the

@@ -21,13 +21,25 @@
 //!   `migrate_pages` and `move_pages` aimed at any process but the caller (pid 0). In a
 //!   private PID namespace the kernel resolves pids (and the per-user forms of `setpriority`
 //!   and `ioprio_set`) inside it, so only the command's own processes are reachable.
+//! - Always: io_uring (its operations — sockets, connects, opens — are invisible to seccomp)
+//!   and UNIX *datagram* socket pairs (see below).
 //! - Network off: `socket()` of any family but `AF_UNIX`, `connect`, `bind`, `listen`,
-//!   `accept`, `sendto` with an address, `sendmmsg`, and io_uring (whose operations seccomp
-//!   cannot see). UNIX *datagram* sockets are refused too, from `socket()` and `socketpair()`:
-//!   `sendmsg` carries its destination inside a `msghdr` that seccomp cannot read, and a
-//!   datagram socket (even one of a pair) sends to any named socket path given there — the
-//!   user's D-Bus, systemd or ssh-agent listeners. Stream and seqpacket sockets cannot send
-//!   without `connect`, which is denied. Pipes and stream `socketpair`s keep working.
+//!   `accept`, `sendto` with an address and `sendmmsg`. UNIX *datagram* sockets are refused
+//!   too, from `socket()` and `socketpair()`: `sendmsg` carries its destination inside a
+//!   `msghdr` that seccomp cannot read, and a datagram socket (even one of a pair) sends to
+//!   any named socket path given there — the user's D-Bus, systemd or ssh-agent listeners.
+//!   Stream and seqpacket sockets cannot send without `connect`, which is denied. Pipes and
+//!   stream `socketpair`s keep working.
+//! - Network on: `socket()` only for `AF_INET`, `AF_INET6` and `AF_NETLINK` (`NETLINK_ROUTE`,
+//!   which `getaddrinfo` uses to list addresses). No `AF_UNIX` socket can be created, so no
+//!   UNIX socket of the user's is reachable — tmux, ssh-agent, gpg-agent, the D-Bus buses,
+//!   X11, Wayland, docker/podman, systemd — neither by path nor in the abstract namespace:
+//!   `connect` cannot be judged by its address (seccomp cannot read it), and Landlock (ABI 7)
+//!   has no rule for pathname sockets, so the only sound cut is at `socket()` (red team B20).
+//!   glibc's nscd and `nss-resolve` lookups fall back to files and DNS when their socket
+//!   fails; stream `socketpair`s (libuv's and Python's child pipes) keep working. Other
+//!   families (`AF_VSOCK`, `AF_PACKET`, `AF_ALG`, Bluetooth…) reach the host's hypervisor,
+//!   raw links or kernel services rather than the network, and are refused too.
 //! - Read-only policy: metadata changes — the chmod, chown, utime and xattr families.
 
 use std::io;
@@ -129,10 +141,43 @@ mod imp {
             libc::SYS_accept,
             libc::SYS_accept4,
             libc::SYS_sendmmsg,
+        ]
+    }
+
+    /// io_uring performs socket, connect and open operations the filter never sees.
+    fn io_uring_calls() -> Vec<i64> {
+        vec![
             libc::SYS_io_uring_setup,
             libc::SYS_io_uring_enter,
             libc::SYS_io_uring_register,
         ]
+    }
+
+    /// With the network on: a `socket()` of any family but IPv4, IPv6 and route netlink.
+    fn non_network_socket_rules() -> io::Result<Vec<SeccompRule>> {
+        let family_ne =
+            |family: libc::c_int| cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64);
+        Ok(vec![
+            rule(vec![
+                family_ne(libc::AF_INET)?,
+                family_ne(libc::AF_INET6)?,
+                family_ne(libc::AF_NETLINK)?,
+            ])?,
+            rule(vec![
+                cond(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::AF_NETLINK as u64,
+                )?,
+                cond(
+                    2,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Ne,
+                    libc::NETLINK_ROUTE as u64,
+                )?,
+            ])?,
+        ])
     }
 
     /// Calls denied whatever their arguments.
@@ -297,7 +342,14 @@ mod imp {
             rules.insert(libc::SYS_setpriority, not_self(1, Some(PRIO_PROCESS))?);
             rules.insert(libc::SYS_ioprio_set, not_self(1, Some(IOPRIO_WHO_PROCESS))?);
         }
-        if !filter.network {
+        for call in io_uring_calls() {
+            rules.insert(call, Vec::new());
+        }
+        // A datagram pair sends to any named socket given in `sendmsg` (network on or off).
+        rules.insert(libc::SYS_socketpair, unix_datagram_rules()?);
+        if filter.network {
+            rules.insert(libc::SYS_socket, non_network_socket_rules()?);
+        } else {
             for call in network_calls() {
                 rules.insert(call, Vec::new());
             }
@@ -309,7 +361,6 @@ mod imp {
             )?])?];
             socket_rules.extend(unix_datagram_rules()?);
             rules.insert(libc::SYS_socket, socket_rules);
-            rules.insert(libc::SYS_socketpair, unix_datagram_rules()?);
             // sendto with a destination address is a connect in disguise.
             rules.insert(
                 libc::SYS_sendto,
@@ -586,6 +637,84 @@ mod tests {
             ));
         }
         out
+    }
+
+    /// `socket(family, type, protocol)`'s errno (0: created, then closed).
+    fn socket(family: i32, kind: i32, protocol: i32) -> i32 {
+        // SAFETY: plain system calls on integers.
+        unsafe {
+            let fd = libc::socket(family, kind, protocol);
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            errno(fd as i64)
+        }
+    }
+
+    fn socketpair(kind: i32) -> i32 {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a live array of two descriptors.
+        unsafe {
+            let rc = libc::socketpair(libc::AF_UNIX, kind, 0, fds.as_mut_ptr());
+            if rc == 0 {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            errno(rc as i64)
+        }
+    }
+
+    #[test]
+    fn with_the_network_on_only_ip_sockets_can_be_created() {
+        let got = under(NO_NAMESPACES, || {
+            vec![
+                ("unix stream", socket(libc::AF_UNIX, libc::SOCK_STREAM, 0)),
+                (
+                    "unix stream cloexec",
+                    socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0),
+                ),
+                (
+                    "unix seqpacket",
+                    socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0),
+                ),
+                ("unix dgram", socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0)),
+                ("vsock", socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0)),
+                ("packet", socket(libc::AF_PACKET, libc::SOCK_DGRAM, 0)),
+                (
+                    "netlink audit",
+                    socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_AUDIT),
+                ),
+                ("pair dgram", socketpair(libc::SOCK_DGRAM)),
+                ("tcp", socket(libc::AF_INET, libc::SOCK_STREAM, 0)),
+                ("udp6", socket(libc::AF_INET6, libc::SOCK_DGRAM, 0)),
+                (
+                    "netlink route",
+                    socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE),
+                ),
+                ("pair stream", socketpair(libc::SOCK_STREAM)),
+                ("io_uring", {
+                    // SAFETY: a null params pointer is rejected by the kernel, never read.
+                    errno(unsafe { libc::syscall(libc::SYS_io_uring_setup, 1, 0) })
+                }),
+            ]
+        });
+        let get = |name: &str| got.iter().find(|(n, _)| *n == name).unwrap().1;
+        for name in [
+            "unix stream",
+            "unix stream cloexec",
+            "unix seqpacket",
+            "unix dgram",
+            "vsock",
+            "packet",
+            "netlink audit",
+            "pair dgram",
+            "io_uring",
+        ] {
+            assert_eq!(get(name), libc::EPERM, "{name}: {got:?}");
+        }
+        for name in ["tcp", "udp6", "netlink route", "pair stream"] {
+            assert_eq!(get(name), 0, "{name}: {got:?}");
+        }
     }
 
     #[test]

@@ -22,8 +22,8 @@ use std::sync::mpsc;
 use tokio::process::Command;
 
 use super::{
-    MountMode, SandboxPolicy, WritableRoots, helper_launch, mounts, privileges, rules, seccomp,
-    support, view_for,
+    MountMode, SandboxPolicy, WritableRoots, helper_launch, limits, mounts, privileges, rules,
+    seccomp, support, view_for,
 };
 
 /// A started program and what keeps its confinement alive.
@@ -92,6 +92,8 @@ pub async fn spawn_command(
     }
     let (program, args) = (program.clone(), args.to_vec());
     let roots = roots.clone();
+    // No PID namespace: `RLIMIT_NPROC` stands in for the process limit.
+    let limits = limits::Prepared::new(roots.limits, false, true);
     let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     tokio::task::spawn_blocking(move || {
         super::spawn_confined(policy, &roots, move || {
@@ -103,6 +105,7 @@ pub async fn spawn_command(
             configure(&mut cmd);
             cmd.process_group(0);
             only_standard_descriptors(&mut cmd);
+            set_limits(&mut cmd, limits);
             cmd.spawn()
         })
     })
@@ -114,6 +117,7 @@ pub async fn spawn_command(
 /// Everything the child applies between `fork` and `exec`, built beforehand.
 struct InChild {
     proc_fs: bool,
+    limits: limits::Prepared,
     capabilities: privileges::Dropped,
     landlock: Option<std::os::fd::OwnedFd>,
     seccomp: seccomp::Prepared,
@@ -126,9 +130,10 @@ impl InChild {
         rustix::process::setsid()?;
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
         if self.proc_fs {
-            super::devices::fresh_proc()?;
+            super::devices::fresh_proc(&self.limits)?;
         }
         privileges::apply_drop(&self.capabilities)?;
+        self.limits.apply_to_command()?;
         if let Some(fd) = &self.landlock {
             rules::restrict_with(fd)?;
         }
@@ -156,6 +161,7 @@ async fn in_namespaces(
         ipc_namespace: true,
     });
     let proc_fs = s.isolation.fresh_proc;
+    let limits = roots.limits;
     let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     privileges::hide_keel_process();
     let (started_tx, started_rx) =
@@ -168,6 +174,9 @@ async fn in_namespaces(
                 mounts::enter_in_process(&view)?;
                 let in_child = InChild {
                     proc_fs,
+                    // The child is the PID namespace's first process; with a fresh `/proc` it
+                    // writes the namespace's `pid_max` there.
+                    limits: limits::Prepared::new(limits, proc_fs, true),
                     capabilities: privileges::prepare_drop()?,
                     landlock: if landlock {
                         rules::prepare(&writable, network, view.dev)?
@@ -213,6 +222,16 @@ fn only_standard_descriptors(cmd: &mut Command) {
     // allocating or taking a lock.
     unsafe {
         cmd.pre_exec(super::fds::close_on_exec_above_stderr);
+    }
+}
+
+/// The child gets `limits` (no PID namespace: see [`spawn_command`]'s last case).
+#[allow(unsafe_code)]
+fn set_limits(cmd: &mut Command, limits: limits::Prepared) {
+    // SAFETY: the closure runs in the forked child; it makes system calls only, without
+    // allocating or taking a lock.
+    unsafe {
+        cmd.pre_exec(move || limits.apply_to_command());
     }
 }
 

@@ -284,6 +284,11 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         return;
     };
     if let Some(name) = body.strip_prefix('!') {
+        // `${!arr[@]:off}`: the keys, sliced by an arithmetic offset.
+        if let Some((_, offsets)) = name.split_once("]:") {
+            expression(a, &offsets.replace(':', " "), &format!("`{text}`"));
+            return;
+        }
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if plain && !a.vars.is_fixed(name) {
             a.flag(
@@ -302,6 +307,12 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
         })
         .map_or(body.len(), |(i, _)| i);
     let (name, rest) = body.split_at(name_len);
+    // `${arr[@]:off}`, `${arr[*]:off:len}`, `${arr[i]:off}`: the subscript (judged on its own
+    // as a subscript node) is followed by the same arithmetic offsets (pass 2, R9).
+    let rest = match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
+        Some((_, after)) => after,
+        None => rest,
+    };
     if let Some(op) = rest.strip_prefix('@') {
         if op.starts_with('P') {
             a.flag(

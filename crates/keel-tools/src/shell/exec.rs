@@ -87,6 +87,9 @@ pub struct ExecOutput {
     pub duration: Duration,
     /// True when the kernel sandbox confined the run.
     pub sandboxed: bool,
+    /// Why the command may have failed because of the sandbox's process or memory limits
+    /// ([`sandbox::limit_note`]), for the user and the model.
+    pub limit_note: Option<String>,
 }
 
 impl ExecOutput {
@@ -431,7 +434,11 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
             "nothing to run: the command is empty",
         ));
     };
-    let private_tmp = tempfile::Builder::new().prefix("keel-cmd-").tempdir()?;
+    // 0700: other users cannot read what a command writes there while it runs (#62).
+    let private_tmp = tempfile::Builder::new()
+        .prefix("keel-cmd-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()?;
     let mut roots = req.roots.clone();
     roots.private_tmp = Some(private_tmp.path().to_path_buf());
     let policy = req.policy;
@@ -526,12 +533,21 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     // The namespaces go only now that the command and its output are done.
     drop(confined);
     drop(private_tmp);
+    let limit_note = (req.policy != SandboxPolicy::Off && ending != Ending::Exited(0))
+        .then(|| {
+            let text = format!("{}\n{}", stdout.text(), stderr.text());
+            // SIGKILL (9) not sent by Keel: the OOM killer, most likely.
+            let killed = ending == Ending::Signalled(9);
+            sandbox::limit_note(req.roots.limits, &text, killed)
+        })
+        .flatten();
     Ok(ExecOutput {
         ending,
         stdout,
         stderr,
         duration,
         sandboxed,
+        limit_note,
     })
 }
 

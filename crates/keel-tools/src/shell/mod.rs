@@ -79,6 +79,8 @@ pub struct ShellSettings {
     /// The test command, overriding detection.
     pub test_command: Option<String>,
     pub test_timeout: Duration,
+    /// Processes and memory per command (`shell.max_processes`, `shell.max_memory_mb`).
+    pub limits: crate::sandbox::Limits,
 }
 
 impl Default for ShellSettings {
@@ -99,6 +101,7 @@ impl Default for ShellSettings {
             env_keep: Vec::new(),
             test_command: None,
             test_timeout: Duration::from_secs(300),
+            limits: crate::sandbox::Limits::default(),
         }
     }
 }

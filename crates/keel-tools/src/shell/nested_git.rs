@@ -195,8 +195,10 @@ fn inspect(git: &Path, since: SystemTime) -> (Vec<String>, bool) {
     (reasons, touched)
 }
 
-/// Every `.git` entry under `root` (symlinks are not followed; `.git` directories are not
-/// entered), at most [`MAX_ENTRIES`] entries looked at.
+/// Every `.git` entry under `root`, and every directory that is a git directory by what it
+/// holds whatever its name ([`crate::sandbox::GIT_DIR_MARKERS`]: a `.git` file's `gitdir:
+/// realgit`, `git --git-dir=fixtures/x.git`). Symlinks are not followed; git directories are
+/// not entered; at most [`MAX_ENTRIES`] entries looked at.
 fn find_git_entries(root: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -205,7 +207,13 @@ fn find_git_entries(root: &Path) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        for entry in entries.flatten() {
+        let entries: Vec<_> = entries.flatten().collect();
+        let holds = |name: &str| entries.iter().any(|e| e.file_name() == name);
+        if dir != root && crate::sandbox::GIT_DIR_MARKERS.iter().all(|m| holds(m)) {
+            found.push(dir);
+            continue;
+        }
+        for entry in entries {
             budget = budget.saturating_sub(1);
             if budget == 0 {
                 return found;

@@ -101,6 +101,14 @@ const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "bu
 
 /// Judges `program args…`.
 pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) {
+    if matches!(stdin, Stdin::Pipe) && applies_a_patch(program, args) {
+        // `git diff -R | git apply`, `git diff | patch -R`: a patch made by another command
+        // can revert uncommitted work as surely as `git apply -R` (red-team pass 2, R6).
+        a.flag(
+            Destructive,
+            format!("`{program}` applies a patch another command produced; it can revert uncommitted changes"),
+        );
+    }
     if is_interpreter(program) {
         return interpreter(a, program, args, stdin);
     }
@@ -428,6 +436,27 @@ fn variable_builtin(a: &mut Analyzer, program: &str, args: &[Word]) {
     }
 }
 
+/// Whether `program args…` applies a patch read from its input (`patch`, `git apply` without
+/// `--check`-like options).
+fn applies_a_patch(program: &str, args: &[Word]) -> bool {
+    let checks = |w: &Word| {
+        w.value().is_some_and(|v| {
+            matches!(
+                v,
+                "--check" | "--stat" | "--numstat" | "--summary" | "--dry-run" | "--help"
+            )
+        })
+    };
+    match program {
+        "patch" => !args.iter().any(checks),
+        "git" => {
+            let words: Vec<&str> = args.iter().filter_map(Word::value).collect();
+            words.contains(&"apply") && !args.iter().any(checks)
+        }
+        _ => false,
+    }
+}
+
 /// The right-hand side of an arithmetic assignment `name op= rhs` (not a comparison `==`).
 fn assignment_rhs(expr: &str) -> Option<&str> {
     let name_end = expr
@@ -558,7 +587,21 @@ fn bulk_overwrite(program: &str, args: &[Word], ops: &[Word]) -> Option<String> 
             let deletes = words
                 .iter()
                 .any(|w| w.starts_with("--del") || w == "--remove-source-files");
-            deletes.then(|| "`rsync --delete` removes files the source does not have".into())
+            let onto_root = ops
+                .last()
+                .and_then(Word::value)
+                .is_some_and(|d| matches!(d, "." | "./"));
+            if deletes {
+                Some("`rsync --delete` removes files the source does not have".into())
+            } else {
+                onto_root.then(|| "`rsync` copies over the workspace's own files".into())
+            }
+        }
+        "ln" if has_option(args, &['f'], &["--force"]) => {
+            Some("`ln -f` replaces existing files with links".into())
+        }
+        "patch" if has_option(args, &['R'], &["--reverse"]) => {
+            Some("`patch -R` reverts changes in the files it names".into())
         }
         _ => None,
     }
@@ -729,11 +772,14 @@ fn tar(a: &mut Analyzer, args: &[Word]) {
         }) || mode.contains(&'U');
         // From a pipe (`git archive HEAD | tar -x`): what it overwrites is not known.
         let from_pipe = archives.is_empty() || archives.iter().any(|f| f.is("-"));
-        if mode.contains(&'x') && !keeps && (forced || from_pipe) {
-            a.flag(
-                Destructive,
-                "`tar -x` overwrites existing files with an archive's (forced, or an archive read from a pipe)".into(),
-            );
+        // GNU tar replaces an existing file with the archive's by default (pass 2, R6).
+        if mode.contains(&'x') && !keeps {
+            let why = if forced || from_pipe {
+                "`tar -x` overwrites existing files with an archive's (forced, or an archive read from a pipe)"
+            } else {
+                "`tar -x` replaces existing files with the archive's (`-k`/`--skip-old-files` keeps them)"
+            };
+            a.flag(Destructive, why.into());
         }
         let targets = if mode.contains(&'x') {
             &dirs

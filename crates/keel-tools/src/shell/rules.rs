@@ -191,6 +191,30 @@ pub(crate) fn match_any(rule: &str, commands: &[Vec<Word>]) -> RuleMatch {
     best
 }
 
+/// [`RuleMatch::Maybe`] when the rule's words follow a later word of a simple command (a
+/// program may run its arguments as a command: `taskset 1 rm f`, `setpriv rm f`) or start a
+/// word of several words (`script -qc "rm f"`, `su -c 'git push'`); else No.
+pub(crate) fn match_as_payload(rule: &str, commands: &[Vec<Word>]) -> RuleMatch {
+    let Some(rule) = rule_words(rule) else {
+        return RuleMatch::No;
+    };
+    for words in commands {
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 && prefix_match(&rule, &words[i..]) != RuleMatch::No {
+                return RuleMatch::Maybe;
+            }
+            let Some(text) = w.value().filter(|t| t.contains(char::is_whitespace)) else {
+                continue;
+            };
+            let inner: Vec<Word> = text.split_whitespace().map(Word::lit).collect();
+            if (0..inner.len()).any(|k| prefix_match(&rule, &inner[k..]) != RuleMatch::No) {
+                return RuleMatch::Maybe;
+            }
+        }
+    }
+    RuleMatch::No
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +329,36 @@ mod tests {
         );
         assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
         assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);
+    }
+
+    #[test]
+    fn deny_rules_see_commands_run_by_programs_keel_does_not_know() {
+        // Red-team pass 2, R10: each of these ran `rm` under `deny = ["run_command:rm"]`.
+        let c = |cmd: &str| crate::shell::classify(cmd);
+        for cmd in [
+            "taskset 1 rm f",
+            "setpriv rm f",
+            "chrt -o 0 rm f",
+            "prlimit --nofile=100 rm f",
+            "script -qc \"rm f\" /dev/null",
+            "su -c 'rm -rf src' me",
+            "flock /tmp/l rm f",
+        ] {
+            assert_ne!(c(cmd).rule_match("rm"), RuleMatch::No, "{cmd}");
+        }
+        assert_ne!(
+            c("strace -f git push origin").rule_match("git push"),
+            RuleMatch::No
+        );
+        // A line that only reads does not run its arguments.
+        for cmd in [
+            "grep rm notes.txt",
+            "echo rm",
+            "man rm",
+            "git log --grep 'git push'",
+        ] {
+            assert_eq!(c(cmd).rule_match("rm"), RuleMatch::No, "{cmd}");
+        }
+        assert_eq!(c("taskset 1 ls").rule_match("rm"), RuleMatch::No);
     }
 }

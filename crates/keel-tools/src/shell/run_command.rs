@@ -169,6 +169,10 @@ pub(crate) fn render(out: &ExecOutput, timeout: Duration, budget: usize) -> Stri
         text.push_str("\nstderr:\n");
         text.push_str(out.stderr.render(stderr_budget).trim_end_matches('\n'));
     }
+    if let Some(note) = &out.limit_note {
+        text.push('\n');
+        text.push_str(note);
+    }
     text
 }
 
@@ -206,6 +210,7 @@ impl ShellSettings {
             protected: self.protected.clone(),
             git: crate::sandbox::GitProtection::Whole,
             hidden: self.hide.clone(),
+            limits: self.limits,
         }
     }
 }

@@ -273,6 +273,15 @@ impl Analyzer<'_> {
         let vouched = std::mem::replace(&mut self.vouched, false);
         super::hidden::scan_text(self, src);
         let root = tree.root_node();
+        // A parse the grammar had to repair (an inserted `}` is an unnamed node the walk does
+        // not visit) is not the script bash will run: `${arr[@]:$X}` parses as `${arr[@]}`
+        // and hides the arithmetic offset (red-team pass 2, R9).
+        if root.has_error() {
+            self.flag(
+                SafetyClass::Unknown,
+                "the command does not parse as bash (the grammar had to repair it)".into(),
+            );
+        }
         // A nested script (`sh -c`) is another shell: its variables are its own.
         let outer = std::mem::replace(&mut self.vars, super::arith::fixed_variables(root, src));
         self.children(root, src, &Stdin::Inherited);
@@ -400,6 +409,7 @@ impl Analyzer<'_> {
                 self.children(node, src, stdin);
             }
             "declaration_command" => self.declaration(node, src, stdin),
+            "unset_command" => self.unset(node, src, stdin),
             "variable_assignments" => {
                 let mut cursor = node.walk();
                 let kids: Vec<Node> = node.named_children(&mut cursor).collect();
@@ -412,6 +422,22 @@ impl Analyzer<'_> {
                 }
             }
             _ => self.children(node, src, stdin),
+        }
+    }
+
+    /// `unset NAME[SUB]`: bash evaluates an indexed array's subscript as arithmetic, so a name
+    /// not known before it runs can run commands (red-team pass 2, R9). Its own function: the
+    /// walk's frame stays small for deeply nested scripts.
+    #[inline(never)]
+    fn unset(&mut self, node: Node, src: &str, stdin: &Stdin) {
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+        for k in kids {
+            let w = resolve(k, src);
+            if !w.value().is_some_and(|v| v.starts_with('-')) {
+                super::arith::variable_name_text(self, w.value(), &w.source, "`unset`");
+            }
+            self.any(k, src, stdin);
         }
     }
 
@@ -440,7 +466,10 @@ impl Analyzer<'_> {
                 }
                 "variable_name" | "word" => {}
                 _ => {
-                    if matches!(keyword, "declare" | "typeset" | "local") {
+                    if matches!(
+                        keyword,
+                        "declare" | "typeset" | "local" | "export" | "readonly"
+                    ) {
                         let w = resolve(k, src);
                         if !w.literal {
                             super::arith::variable_name_text(

@@ -386,6 +386,12 @@ fn git(a: &mut Analyzer, args: &[Word]) {
                 a.flag(WritesWorkspace, "`git apply` changes files".into());
             }
         }
+        "read-tree" if has(&['u'], &[]) && has(&[], &["--reset"]) => {
+            a.flag(
+                Destructive,
+                "`git read-tree -u --reset` discards uncommitted changes".into(),
+            );
+        }
         "checkout-index" if has(&['f'], &["--force"]) => {
             a.flag(
                 Destructive,

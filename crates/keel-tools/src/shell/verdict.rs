@@ -102,8 +102,15 @@ impl Analysis {
 
     /// How the rule `rule` (a word prefix, `"git push"`) matches the line's simple commands,
     /// nested ones included: [`RuleMatch::Maybe`] when a word it would compare is not known
-    /// before the line runs.
+    /// before the line runs. A line that does more than read may also run the rule's command
+    /// through a program Keel does not know as a wrapper (`taskset 1 rm f`, `script -c "rm
+    /// f"`): the rule's words anywhere after a program make a possible match (pass 2, R10).
     pub fn rule_match(&self, rule: &str) -> RuleMatch {
-        super::rules::match_any(rule, &self.words)
+        match super::rules::match_any(rule, &self.words) {
+            RuleMatch::No if !self.is_read_only() => {
+                super::rules::match_as_payload(rule, &self.words)
+            }
+            found => found,
+        }
     }
 }

@@ -221,3 +221,77 @@ fn a_config_including_a_fifo_fails_the_snapshot_instead_of_hanging() {
         assert!(e.to_string().contains("did not finish"), "{e}");
     }
 }
+
+#[test]
+fn a_commondir_naming_another_repository_gets_no_snapshot_writes() {
+    // Red-team pass 2, R1: a real `.git` directory holding only `HEAD` and `commondir` naming
+    // a bare repository outside; and a shipped `.keel/snapshots` doing the same.
+    let f = setup(false);
+    let victim = f.outside.join("victim.git");
+    git(
+        &f.outside,
+        &["init", "-q", "--bare", victim.to_str().unwrap()],
+    );
+    let before = listing(&victim);
+    std::fs::create_dir_all(f.ws.join(".git")).unwrap();
+    std::fs::write(f.ws.join(".git/HEAD"), "ref: refs/heads/master\n").unwrap();
+    std::fs::write(
+        f.ws.join(".git/commondir"),
+        format!("{}\n", victim.display()),
+    )
+    .unwrap();
+    let snaps = Snapshots::open(&f.ws).unwrap();
+    assert!(!snaps.in_user_repository(), "not the work tree's own");
+    let _ = session(&f.ws);
+    assert_eq!(listing(&victim), before, "nothing written into the victim");
+    assert!(checked_repository(&f.ws).is_err());
+
+    let f = setup(false);
+    let victim = f.outside.join("victim.git");
+    git(
+        &f.outside,
+        &["init", "-q", "--bare", victim.to_str().unwrap()],
+    );
+    let before = listing(&victim);
+    let private = private_repository(&f.ws);
+    for d in ["objects", "refs"] {
+        std::fs::create_dir_all(private.join(d)).unwrap();
+    }
+    std::fs::write(private.join("HEAD"), "ref: refs/heads/master\n").unwrap();
+    std::fs::write(private.join("commondir"), format!("{}\n", victim.display())).unwrap();
+    let err = session(&f.ws).expect_err("a shipped commondir is refused");
+    assert!(err.to_string().contains("commondir"), "{err}");
+    assert_eq!(listing(&victim), before, "nothing written into the victim");
+}
+
+#[test]
+fn a_repository_checked_for_a_branch_write_refuses_links_and_other_repositories() {
+    // Red-team pass 2, R4 (flow `deliver` writes a branch): the workspace's own repository
+    // passes; `refs/heads` linked out, `objects` linked out and a `.git` file naming another
+    // repository do not.
+    let f = setup(true);
+    assert!(checked_repository(&f.ws).is_ok());
+    let refsdir = f.outside.join("refsdir");
+    std::fs::create_dir_all(&refsdir).unwrap();
+    symlink(&refsdir, f.ws.join(".git/refs/heads/keel")).unwrap();
+    let err = checked_repository(&f.ws).expect_err("a linked refs/heads entry");
+    assert!(err.contains("symlink"), "{err}");
+
+    let f = setup(true);
+    let objs = f.outside.join("objs");
+    std::fs::rename(f.ws.join(".git/objects"), &objs).unwrap();
+    symlink(&objs, f.ws.join(".git/objects")).unwrap();
+    assert!(checked_repository(&f.ws).is_err(), "linked objects");
+
+    let f = setup(true);
+    let other = f.outside.join("other.git");
+    std::fs::rename(f.ws.join(".git"), &other).unwrap();
+    std::fs::write(f.ws.join(".git"), format!("gitdir: {}\n", other.display())).unwrap();
+    assert!(checked_repository(&f.ws).is_err(), "another repository");
+
+    // A linked worktree of the user's repository is still its own.
+    let f = setup(true);
+    let wt = f.outside.join("wt");
+    git(&f.ws, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    assert!(checked_repository(&wt).is_ok());
+}

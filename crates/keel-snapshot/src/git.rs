@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use super::layout::{self, PROBE_DEADLINE, WORK_DEADLINE, output_within};
-use super::{RestoreReport, SnapshotError, private_repository};
+use crate::error::SnapshotError;
+use crate::report::RestoreReport;
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
 
@@ -161,7 +162,7 @@ impl Git {
                 // A workspace inside another repository's ignored or untracked directory is
                 // not that repository's business: nothing is written into it. Nor is a
                 // repository a `.git` file (or link) names that is not this work tree's own.
-                if layout::own_git_dir(&user.work_tree, &git_dir)
+                if layout::own_git_dir(&user.work_tree, &git_dir, &user.common_dir)
                     && (user.prefix.is_empty() || user.tracks_workspace())
                 {
                     return Ok(user);
@@ -367,14 +368,18 @@ impl Git {
             return Ok(());
         };
         self.check_private_dir(git_dir)?;
-        if self.exists() {
-            return Ok(());
-        }
         let io = |action: &'static str, source: std::io::Error| SnapshotError::Io {
             action,
             path: git_dir.display().to_string(),
             source,
         };
+        if self.exists() {
+            // Shipped with a `commondir` naming another repository (red-team pass 2, R1).
+            if std::fs::symlink_metadata(git_dir.join("commondir")).is_ok() {
+                layout::check_no_links(git_dir).map_err(|m| io("use", std::io::Error::other(m)))?;
+            }
+            return Ok(());
+        }
         // A directory the workspace shipped there: git init would follow its links.
         layout::check_no_links(git_dir).map_err(|m| io("use", std::io::Error::other(m)))?;
         let (Some(parent), Some(name)) = (git_dir.parent(), git_dir.file_name()) else {
@@ -755,4 +760,9 @@ fn seed_index(git_dir: &Path, index: &Path) {
         return;
     };
     let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
+}
+
+/// Where the private snapshot repository of a non-git workspace lives.
+pub fn private_repository(workspace: &Path) -> PathBuf {
+    workspace.join(".keel").join("snapshots")
 }

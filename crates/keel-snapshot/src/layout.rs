@@ -113,7 +113,12 @@ pub(super) fn output_within(
 /// file naming a linked worktree's git directory whose `gitdir` file points back at it.
 /// A `.git` symlink, or a `.git` file naming any other repository (a hostile repository can
 /// name any repository of the user's), is not.
-pub(super) fn own_git_dir(top: &Path, git_dir: &Path) -> bool {
+///
+/// `common` is where git keeps refs and objects (`--git-common-dir`): for a real `.git`
+/// directory it must be that directory itself (a `commondir` file there would send git's
+/// writes into any repository it names — red-team pass 2, R1); for a linked worktree it must
+/// be the repository whose `worktrees/` holds the worktree's git directory.
+pub(super) fn own_git_dir(top: &Path, git_dir: &Path, common: &Path) -> bool {
     let dot_git = top.join(".git");
     let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
         return false;
@@ -123,9 +128,22 @@ pub(super) fn own_git_dir(top: &Path, git_dir: &Path) -> bool {
         _ => false,
     };
     if meta.file_type().is_dir() {
-        return same(&dot_git, git_dir);
+        return same(&dot_git, git_dir) && same(git_dir, common);
     }
     if !meta.file_type().is_file() {
+        return false;
+    }
+    // `<common>/worktrees/<name>` is the worktree's git directory.
+    let registered = git_dir
+        .canonicalize()
+        .ok()
+        .and_then(|g| {
+            let parent = g.parent()?;
+            (parent.file_name()? == "worktrees").then(|| parent.parent().map(Path::to_path_buf))
+        })
+        .flatten()
+        .is_some_and(|repo| same(&repo, common));
+    if !registered {
         return false;
     }
     // A linked worktree: `<git_dir>/gitdir` names this `.git` file.
@@ -220,11 +238,64 @@ fn expect(path: &Path, want: Want, may_miss: bool) -> Result<(), String> {
     ))
 }
 
-/// Every entry below `dir` (if it exists) is a real directory or regular file: for a private
-/// repository directory the workspace shipped before Keel created its repository there.
+/// Every entry below `dir` (if it exists) is a real directory or regular file, and `dir` names
+/// no other repository (`commondir`): for a private repository directory the workspace shipped
+/// before Keel created its repository there, and for the private repository before each use.
 pub(super) fn check_no_links(dir: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(dir.join("commondir")).is_ok() {
+        return Err(format!(
+            "{} holds a `commondir` file, which would send git's writes into another repository; delete {} (Keel recreates its snapshot repository)",
+            dir.display(),
+            dir.display()
+        ));
+    }
     let mut budget = MAX_ENTRIES;
     walk(dir, &mut budget)
+}
+
+/// For Keel's other writes into the workspace's own repository (a flow's `deliver` commits a
+/// branch): the repository of `workspace` if it is the work tree's own (see [`own_git_dir`])
+/// and nothing git will write through for a new branch — objects, `refs/heads/**`, its reflog,
+/// `packed-refs` — is a link or special file. Returns the git directory, or why not.
+pub fn checked_repository(workspace: &Path) -> Result<PathBuf, String> {
+    let mut probe = keel_tools::safe_git::bare();
+    probe
+        .args([
+            "rev-parse",
+            "--absolute-git-dir",
+            "--show-toplevel",
+            "--git-common-dir",
+        ])
+        .current_dir(workspace);
+    let out = output_within(probe, None, PROBE_DEADLINE)
+        .map_err(|e| format!("cannot run git in {}: {e}", workspace.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let (Some(git_dir), Some(top), Some(common)) = (lines.first(), lines.get(1), lines.get(2))
+    else {
+        return Err(format!(
+            "{} is not inside a git repository: {}",
+            workspace.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    };
+    if !out.status.success() {
+        return Err(format!("git rev-parse failed in {}", workspace.display()));
+    }
+    let git_dir = PathBuf::from(git_dir);
+    let common = workspace.join(common);
+    if !own_git_dir(Path::new(top), &git_dir, &common) {
+        return Err(format!(
+            "the repository of {} is not its own (`.git` is a link, a file naming another repository, or names another through `commondir`); Keel writes only into a work tree's own repository",
+            workspace.display()
+        ));
+    }
+    check_writable(&git_dir, &common)?;
+    let mut budget = MAX_ENTRIES;
+    for tree in ["refs/heads", "logs/refs/heads"] {
+        walk(&common.join(tree), &mut budget)?;
+    }
+    Ok(git_dir)
 }
 
 /// Every entry below `dir` is a real directory or regular file.

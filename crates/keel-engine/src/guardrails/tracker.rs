@@ -1,0 +1,238 @@
+//! The loop guard, the fix tracker and the progress meter as a hook (`crate::tracker` holds
+//! their data structures): a workspace read made again with nothing changed since is answered
+//! with its earlier result; any other call made [`IDENTICAL_CALL_LIMIT`] times in a row ends
+//! the attempt (`loop_detected`); failed attempts are counted by error signature and file and
+//! escalate to a blocker; a command that fails for missing credentials is a blocker at once;
+//! new successful calls are progress (a run out of steps while progressing is blocked, not
+//! failed).
+//!
+//! [`IDENTICAL_CALL_LIMIT`]: crate::tracker::IDENTICAL_CALL_LIMIT
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use keel_protocol::{ErrorCode, ToolCall};
+use keel_tools::{ToolEffect, ToolError, ToolOutput, ToolRegistry};
+
+use super::lock;
+use crate::blockers::{BlockerDraft, BlockerSource, credentials_blocker};
+use crate::compaction::Facts;
+use crate::ending::Failure;
+use crate::hooks::{Hook, HookAction, HookContext, HookEnd, ToolResultView};
+use crate::tracker::{
+    FixTracker, LoopGuard, PROGRESS_WINDOW, Progress, REPEATABLE_TOOLS, RepeatAnswer, call_target,
+};
+
+#[derive(Default)]
+struct State {
+    tracker: FixTracker,
+    guard: LoopGuard,
+    progress: Progress,
+    /// The earlier result that answers the call being dispatched (a repeated read).
+    repeat_answer: Option<(String, RepeatAnswer)>,
+}
+
+pub(crate) struct TrackerHook {
+    tools: Arc<ToolRegistry>,
+    state: Mutex<State>,
+}
+
+impl TrackerHook {
+    pub(crate) fn new(tools: Arc<ToolRegistry>) -> Self {
+        Self {
+            tools,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn effect(&self, call: &ToolCall) -> Option<ToolEffect> {
+        self.tools.get(&call.name).map(|t| t.effect())
+    }
+
+    /// The loop guard: a repeated workspace read is let through to be answered with its
+    /// earlier result ([`Hook::run_tool`]) — unless too many repeats in a row were answered
+    /// so; any other call made 3 times in a row ends the attempt.
+    fn loop_check(&self, call: &ToolCall) -> HookAction {
+        let mut state = lock(&self.state);
+        let looping = if state.guard.is_repeat(call) {
+            match state.guard.answer_repeat(call) {
+                None => return HookAction::Continue,
+                Some(Ok(answer)) => {
+                    state.repeat_answer = Some((call.id.clone(), answer));
+                    return HookAction::Continue;
+                }
+                Some(Err(looping)) => looping,
+            }
+        } else {
+            match state.guard.check(call) {
+                None => return HookAction::Continue,
+                Some(looping) => looping,
+            }
+        };
+        HookAction::End(
+            HookEnd::failed(
+                Failure::new(ErrorCode::LoopDetected, looping.clone()),
+                "a loop was detected",
+            )
+            .telling(format!("not run: {looping}; a loop is not progress")),
+        )
+    }
+
+    /// The fix tracker, the progress meter and the loop guard's reset after a result.
+    fn track(&self, cx: &HookContext, call: &ToolCall, out: &ToolResultView) -> HookAction {
+        let effect = self.effect(call);
+        let mut state = lock(&self.state);
+        if out.ran {
+            if REPEATABLE_TOOLS.contains(&call.name.as_str()) {
+                if !out.content.starts_with("[keel: not run again:") {
+                    state
+                        .guard
+                        .remember(call, cx.iteration, &out.content, out.is_error);
+                }
+            } else if effect != Some(ToolEffect::Control) {
+                // A write, a command, an external tool: the workspace may have changed.
+                state.guard.invalidate();
+            }
+        }
+        if out.is_error {
+            if out.refused || out.fatal {
+                return HookAction::Continue;
+            }
+            return after_error(&mut state, effect, call, &out.content);
+        }
+        let failed_exit = out
+            .details
+            .exit_code
+            .filter(|&code| code != 0 && effect == Some(ToolEffect::RunsCommands));
+        let action = match failed_exit {
+            // A command that ran but failed is a failed attempt, whatever the tool's result
+            // type says.
+            Some(code) => after_error(
+                &mut state,
+                effect,
+                call,
+                &format!("exit code {code}\n{}", out.content),
+            ),
+            None => {
+                let target = call_target(call);
+                state.tracker.record_success(&call.name, target.as_deref());
+                state.progress.record_success(call, cx.iteration);
+                HookAction::Continue
+            }
+        };
+        if matches!(effect, Some(ToolEffect::WritesFiles | ToolEffect::Control)) {
+            // A call that changed something is progress, not a loop, however alike the calls
+            // around it are.
+            state.guard.reset();
+        }
+        action
+    }
+}
+
+/// Records a failed call with the fix tracker and checks it for blocker patterns (missing
+/// credentials, the same failure again and again).
+fn after_error(
+    state: &mut State,
+    effect: Option<ToolEffect>,
+    call: &ToolCall,
+    message: &str,
+) -> HookAction {
+    if message.starts_with("not run:") {
+        return HookAction::Continue;
+    }
+    let fix_attempt = matches!(
+        effect,
+        Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)
+    );
+    let target = call_target(call);
+    let escalation =
+        state
+            .tracker
+            .record_error(&call.name, target.as_deref(), message, fix_attempt);
+    if effect == Some(ToolEffect::RunsCommands)
+        && let Some(draft) = credentials_blocker(&call.name, message)
+    {
+        return HookAction::End(HookEnd::blocked(
+            draft,
+            "the run paused: credentials are missing",
+        ));
+    }
+    match escalation {
+        Some(esc) => HookAction::End(HookEnd::blocked(
+            BlockerDraft {
+                question: esc.question,
+                source: BlockerSource::FixTracker,
+                evidence: esc.evidence,
+            },
+            "the run paused for a human to look at the repeated failures",
+        )),
+        None => HookAction::Continue,
+    }
+}
+
+impl Hook for TrackerHook {
+    fn name(&self) -> &str {
+        "tracker"
+    }
+
+    fn before_tool<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, HookAction> {
+        let action = self.loop_check(call);
+        Box::pin(async move { action })
+    }
+
+    fn unresolved_call(&self, _cx: &HookContext, call: &ToolCall) -> HookAction {
+        self.loop_check(call)
+    }
+
+    /// A repeated workspace read: its earlier result, with a note.
+    fn run_tool<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, Option<Result<ToolOutput, ToolError>>> {
+        let answer = match lock(&self.state).repeat_answer.take() {
+            Some((id, answer)) if id == call.id => Some(if answer.is_error {
+                Err(ToolError::Model(answer.content))
+            } else {
+                Ok(ToolOutput::text(answer.content))
+            }),
+            _ => None,
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn after_tool<'a>(
+        &'a self,
+        cx: &'a HookContext,
+        call: &'a ToolCall,
+        result: &'a ToolResultView,
+    ) -> BoxFuture<'a, HookAction> {
+        let action = self.track(cx, call, result);
+        Box::pin(async move { action })
+    }
+
+    fn recovery(&self, _cx: &HookContext) {
+        lock(&self.state).guard.reset();
+    }
+
+    fn progressing(&self, cx: &HookContext) -> Option<String> {
+        lock(&self.state)
+            .progress
+            .recent(cx.iteration, PROGRESS_WINDOW)
+            .then(|| {
+                format!(
+                    "a new successful step happened within the last {PROGRESS_WINDOW} iterations"
+                )
+            })
+    }
+
+    fn compaction_facts(&self, facts: &mut Facts) {
+        facts
+            .open_errors
+            .extend_from_slice(lock(&self.state).tracker.open_errors());
+    }
+}
