@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_store::{BlockerRecord, Store};
 
 use crate::render::when;

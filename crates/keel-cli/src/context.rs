@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use clap::Args;
-use keel_engine::config::Layer as ConfigLayer;
+use keel_config::Layer as ConfigLayer;
 use keel_engine::context::{Dashboard, Placement};
 
 use crate::{CommonArgs, exit, setup};

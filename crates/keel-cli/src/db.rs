@@ -3,7 +3,7 @@
 //! to the local SQLite session database.
 
 use clap::{Args, Subcommand};
-use keel_engine::config::{self, Layer};
+use keel_config::Layer;
 use keel_store::{PgStore, SqliteDb};
 
 use crate::{exit, setup};
@@ -168,7 +168,7 @@ fn migrate_sqlite(config: &keel_engine::Config) -> anyhow::Result<u8> {
     let path = match config.store.path.clone() {
         Some(p) => p,
         None => {
-            let dir = config::data_dir(&setup::env_var);
+            let dir = keel_config::data_dir(&setup::env_var);
             keel_store::private::tighten_private_dir(&dir)?;
             dir.join("keel.db")
         }

@@ -140,23 +140,61 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         checks.push(Check::new(format!("sandbox: {name}"), status, statement));
     }
     checks.push(secret_stores_check(config));
+    checks.extend(writable_trees_check(config));
     checks
 }
 
-/// Which of the `shell.hide` secret stores exist here and are hidden from commands.
+/// `shell.writable` trees are shared with everything the user runs later outside Keel: a
+/// command can plant code there (a package cache's extracted sources or build scripts, a
+/// tool's config) that the user's next build runs unconfined (red-team pass 2, R24).
+fn writable_trees_check(config: &Config) -> Option<Check> {
+    if config.shell.writable.is_empty() {
+        return None;
+    }
+    Some(Check::new(
+        "sandbox: writable trees",
+        Status::Warn,
+        format!(
+            "commands may write {} (`shell.writable`); what your own builds and tools later read \
+             from there — a package cache's sources and build scripts, configuration — runs \
+             outside the sandbox, so a hostile repository's command can plant code in it. Keep \
+             only trees you need, and prefer a per-project cache (e.g. CARGO_HOME inside the \
+             workspace)",
+            config.shell.writable.join(", ")
+        ),
+    ))
+}
+
+/// Which protected stores exist here ([`keel_tools::stores`]): the `shell.hide` secret stores
+/// (under every home), those moved by environment variables, and Keel's own files — hidden
+/// from commands and refused by the file tools.
 fn secret_stores_check(config: &Config) -> Check {
-    use keel_tools::sandbox;
+    use keel_tools::{sandbox, stores};
+    let env = &stores::process_env;
+    let exists = |p: &std::path::Path| p.symlink_metadata().is_ok();
     let present: Vec<&str> = config
         .shell
         .hide
         .iter()
-        .filter(|p| sandbox::expand_home(p).symlink_metadata().is_ok())
+        .filter(|p| sandbox::expand_hidden(p).iter().any(|e| exists(e)))
         .map(String::as_str)
         .collect();
+    let mut also: Vec<String> = stores::always(env)
+        .into_iter()
+        .filter(|s| exists(&s.path))
+        .map(|s| s.path.display().to_string())
+        .collect();
+    also.sort();
+    also.dedup();
     let listed = if present.is_empty() {
         "none of them exists here".to_string()
     } else {
         format!("present here: {}", present.join(", "))
+    };
+    let keel = if also.is_empty() {
+        String::new()
+    } else {
+        format!("; also hidden: {}", also.join(", "))
     };
     let count = config.shell.hide.len();
     match &sandbox::support().mount_namespace {
@@ -164,16 +202,17 @@ fn secret_stores_check(config: &Config) -> Check {
             "sandbox: secret stores",
             Status::Ok,
             format!(
-                "{count} paths of `shell.hide` read as empty and are read-only to commands \
-                 ({listed}); the rest of the disk stays readable"
+                "{count} paths of `shell.hide` read as empty and are read-only to commands, \
+                 inside the workspace too ({listed}){keel}; the file tools refuse them as well; \
+                 the rest of the disk stays readable"
             ),
         ),
         Err(e) => Check::new(
             "sandbox: secret stores",
             Status::Warn,
             format!(
-                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}); \
-                 no namespaces for commands ({e})"
+                "NOT hidden: commands can read the {count} paths of `shell.hide` ({listed}){keel}; \
+                 no namespaces for commands ({e}); the file tools still refuse them"
             ),
         ),
     }
@@ -195,8 +234,8 @@ fn model_checks(
         checks: Vec::new(),
         pingable: Vec::new(),
     };
-    let router = Router::new(&config.llm, workspace)
-        .with_learned_dir(keel_engine::config::user_data_dir(env));
+    let router =
+        Router::new(&config.llm, workspace).with_learned_dir(keel_config::user_data_dir(env));
     if !router.is_configured() {
         out.checks.push(Check::new(
             "provider",
@@ -438,4 +477,28 @@ fn render(checks: &[Check]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writable_trees_are_named_as_a_risk_only_when_listed() {
+        let mut config = Config::default();
+        assert!(writable_trees_check(&config).is_none());
+        config.shell.writable = vec!["~/.cargo/registry".into()];
+        let check = writable_trees_check(&config).unwrap_or_else(|| panic!("no check"));
+        assert_eq!(check.status, Status::Warn);
+        assert!(
+            check.detail.contains("~/.cargo/registry"),
+            "{}",
+            check.detail
+        );
+        assert!(
+            check.detail.contains("outside the sandbox"),
+            "{}",
+            check.detail
+        );
+    }
 }

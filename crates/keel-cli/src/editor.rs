@@ -29,16 +29,27 @@ pub fn edit(editor: &str, file_name: &str, text: &str) -> anyhow::Result<(ExitSt
         .path()
         .join(Path::new(file_name).file_name().unwrap_or_default());
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-    // The user's own program, at their request (see the module comment).
+    // The user's own program, at their request (see the module comment) — but `sh` and the
+    // editor are looked up only in trusted PATH directories: never in a workspace (an
+    // activated `.venv/bin` where the model could plant `sh` or `vi`, red-team R23).
+    use keel_tools::shell::lookup;
+    let sh = lookup::find_program("sh").unwrap_or_else(|| "/bin/sh".into());
+    let search = lookup::trusted_path_value(&std::env::var_os("PATH").unwrap_or_default(), &[]);
     #[allow(clippy::disallowed_methods)]
-    let mut command = std::process::Command::new("sh");
+    let mut command = std::process::Command::new(sh);
+    if !search.is_empty() {
+        command.env("PATH", search);
+    }
     let status = command
+        .current_dir(dir.path())
         .arg("-c")
         .arg(format!("{editor} \"$1\""))
         .arg("sh")
         .arg(&path)
         .status()
         .with_context(|| format!("cannot start the editor `{editor}`"))?;
+    // The file Keel wrote into its fresh private directory, back from the user's editor.
+    #[allow(clippy::disallowed_methods)]
     let edited = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     Ok((status, edited))

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_eval::promote::{self, Draft, PromoteKind, Provenance, Stored};
 use keel_eval::{EvalOptions, Suite, compare, run_suite};
 use keel_store::MemoryKind;

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use keel_config::Layer;
 use keel_engine::Config;
-use keel_engine::config::Layer;
 use keel_index::{Index, IndexStats, Progress, SearchKind, SearchQuery};
 
 use crate::check::{Check, Status};

@@ -233,7 +233,7 @@ pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
     let config_path = locate(&ws, ".keel/config.toml")?;
     let config_exists = exists(&config_path)?;
     let configured = if config_exists {
-        let config = setup::load_config(root, keel_engine::config::Layer::from_overrides(&[]))?;
+        let config = setup::load_config(root, keel_config::Layer::from_overrides(&[]))?;
         config.shell.test_command
     } else {
         None

@@ -4,7 +4,7 @@
 //! call ([`Launch::open`]): the workspace, the session to continue, the configuration for it,
 //! the store and the [`SessionBuilder`] that builds its engine.
 //!
-//! Precedence is the configuration's own (`keel_engine::config`): these overrides are its
+//! Precedence is the configuration's own (`keel_config`): these overrides are its
 //! highest layer, over accepted project suggestions, over the user's file. A resumed session
 //! runs with what it was started with, and flags given again win
 //! ([`SessionOverrides::resuming`]).

@@ -360,8 +360,8 @@ pub enum ApprovalArg {
 
 impl ApprovalArg {
     /// The engine's policy this flag value names.
-    pub fn policy(self) -> keel_engine::config::ApprovalPolicy {
-        use keel_engine::config::ApprovalPolicy;
+    pub fn policy(self) -> keel_config::ApprovalPolicy {
+        use keel_config::ApprovalPolicy;
         match self {
             ApprovalArg::Never => ApprovalPolicy::Never,
             ApprovalArg::OnRequest => ApprovalPolicy::OnRequest,
@@ -380,10 +380,10 @@ pub enum ModeArg {
 
 impl ModeArg {
     /// The engine's execution mode this flag value names.
-    pub fn mode(self) -> keel_engine::ExecutionMode {
+    pub fn mode(self) -> keel_phase::ExecutionMode {
         match self {
-            ModeArg::React => keel_engine::ExecutionMode::React,
-            ModeArg::PlanExec => keel_engine::ExecutionMode::PlanExec,
+            ModeArg::React => keel_phase::ExecutionMode::React,
+            ModeArg::PlanExec => keel_phase::ExecutionMode::PlanExec,
         }
     }
 }

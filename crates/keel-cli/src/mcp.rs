@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_mcp::{Approval, Hub, Origin, ServerConfig, ServerDef, StartOptions, Status};
 
 use crate::{CommonArgs, exit, setup};

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_store::{MemoryEntry, MemoryKind, SqliteStore};
 
 use crate::render::when;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_store::SqliteStore;
 
 use crate::render::when;
@@ -57,7 +57,7 @@ pub fn open(common: &CommonArgs) -> anyhow::Result<(PathBuf, String, std::sync::
     Ok((root, ws, store))
 }
 
-fn read_input(file: &Path) -> anyhow::Result<String> {
+fn read_input(root: &Path, file: &Path) -> anyhow::Result<String> {
     let text = if file == Path::new("-") {
         let mut s = String::new();
         std::io::stdin()
@@ -65,9 +65,14 @@ fn read_input(file: &Path) -> anyhow::Result<String> {
             .context("cannot read the PRD from standard input")?;
         s
     } else {
-        std::fs::read_to_string(file).map_err(|e| {
-            setup::UsageError(format!("cannot read the PRD {}: {e}", file.display()))
-        })?
+        // In the workspace a project file (a link out, a FIFO or a device refused), elsewhere
+        // the user's own; regular files only, at most 1 MB.
+        let cannot = |why: String| {
+            setup::UsageError(format!("cannot read the PRD {}: {why}", file.display()))
+        };
+        keel_tools::project::read_named_file(root, file, keel_tools::project::DEFINITION_LIMIT)
+            .map_err(|e| cannot(format!("it {}", e.problem)))?
+            .ok_or_else(|| cannot("it does not exist".into()))?
     };
     if text.trim().is_empty() {
         return Err(setup::UsageError("the PRD is empty".into()).into());
@@ -90,11 +95,11 @@ pub fn title_of(text: &str) -> String {
 }
 
 pub fn execute(args: PrdArgs) -> anyhow::Result<u8> {
-    let (_, ws, store) = open(&args.common)?;
+    let (root, ws, store) = open(&args.common)?;
     let mut out = std::io::stdout().lock();
     match args.command {
         PrdCommand::Add { file, title } => {
-            let body = read_input(&file)?;
+            let body = read_input(&root, &file)?;
             let title = title.unwrap_or_else(|| title_of(&body));
             let prd = store.db().add_prd(&ws, &title, &body)?;
             writeln!(
@@ -152,7 +157,7 @@ pub fn execute(args: PrdArgs) -> anyhow::Result<u8> {
                 .prd(&ws, Some(id), None)
                 .map_err(setup::store_usage_error)?;
             let body = match file {
-                Some(f) => read_input(&f)?,
+                Some(f) => read_input(&root, &f)?,
                 None => edit_in_editor(&current.body)?,
             };
             let prd = store

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use keel_config::ApprovalPolicy;
 use keel_engine::EventSink;
 use keel_engine::approval::ApprovalGate;
-use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{OpAck, SessionHandle};
 use keel_protocol::{ErrorCode, Op, SessionStatus};
 

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use anyhow::Context;
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_tools::sandbox::{self, SandboxPolicy};
 use keel_tools::shell::{CommandSafety, SafetyClass, exec};
 

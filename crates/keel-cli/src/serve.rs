@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_server::{Server, ServerOptions, TokenOrigin};
 
 use crate::{ServeArgs, exit, setup};
@@ -89,7 +89,7 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         match server.token() {
             TokenOrigin::Generated(token) => {
                 let stored = keel_server::security::write_token_file(
-                    &keel_engine::config::data_dir(&setup::env_var),
+                    &keel_config::data_dir(&setup::env_var),
                     token,
                 );
                 writeln!(out, "Keel is serving {url}#token={token}")?;

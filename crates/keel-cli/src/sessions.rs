@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use keel_config::Layer;
 use keel_engine::EventSink;
-use keel_engine::config::Layer;
 use keel_protocol::EventKind;
 use keel_store::{SessionRecord, Store, now_ms};
 

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use keel_config::Layer;
 use keel_engine::Config;
 use keel_engine::EngineError;
-use keel_engine::config::{self, Layer};
 use keel_engine::runtime::{OpError, SessionBuilder};
 use keel_store::{SessionRecord, SqliteStore, Store, StoreError};
 
@@ -41,12 +41,36 @@ pub fn workspace_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
             dir.display()
         )));
     }
+    if let Some(note) = home_notice(&canonical) {
+        eprintln!("{note}");
+    }
+    // No program Keel starts (git, the shell, the user's editor and servers) is looked up in
+    // the workspace (red-team R23).
+    keel_tools::shell::lookup::distrust(&canonical);
     Ok(canonical)
+}
+
+/// A notice when the workspace is the home directory or holds it (`/`, `/home`): the agent
+/// may then read and change everything in it but the protected stores.
+fn home_notice(workspace: &Path) -> Option<String> {
+    let homes = keel_tools::stores::homes(&env_var);
+    let home = homes.iter().find(|h| h.starts_with(workspace))?;
+    let what = if home == workspace {
+        "your home directory".to_string()
+    } else {
+        format!("`{}`, which holds your home directory", workspace.display())
+    };
+    Some(format!(
+        "keel: note: the workspace is {what}: the agent may read and change any file in it \
+         except your secret stores (~/.ssh, ~/.aws, … — see `keel doctor`) and Keel's own \
+         files, which stay out of its reach; start Keel in a project directory to keep it to \
+         that project"
+    ))
 }
 
 /// Loads the layered configuration for `workspace` with `overrides` from flags on top.
 pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config> {
-    let user = config::user_config_path(&env_var);
+    let user = keel_config::user_config_path(&env_var);
     let config = Config::load(user.as_deref(), workspace, std::env::vars(), overrides)
         .map_err(|e| usage(e.to_string()))?;
     for warning in &config.warnings {
@@ -61,7 +85,7 @@ pub fn open_store(config: &Config) -> anyhow::Result<Arc<SqliteStore>> {
         Some(p) => p,
         None => {
             // Keel's own data directory: made private even if it exists with a looser mode.
-            let dir = config::data_dir(&env_var);
+            let dir = keel_config::data_dir(&env_var);
             keel_store::private::tighten_private_dir(&dir).map_err(|e| {
                 anyhow::anyhow!(
                     "cannot make Keel's data directory {} private: {e}",

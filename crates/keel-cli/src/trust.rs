@@ -7,7 +7,7 @@
 use std::io::{IsTerminal, Write};
 
 use clap::{Args, Subcommand};
-use keel_engine::config::{self, LLM_SUBJECT, Suggestion};
+use keel_config::{LLM_SUBJECT, Suggestion};
 use keel_tools::trust::{TrustStore, Trusted};
 
 use crate::{CommonArgs, exit, setup};
@@ -40,11 +40,11 @@ pub enum TrustCommand {
 }
 
 fn store() -> TrustStore {
-    TrustStore::load(&config::data_dir(&setup::env_var))
+    TrustStore::load(&keel_config::data_dir(&setup::env_var))
 }
 
 fn suggestion(ws: &std::path::Path) -> anyhow::Result<Option<Suggestion>> {
-    config::llm_suggestion(ws).map_err(|e| setup::UsageError(e.to_string()).into())
+    keel_config::llm_suggestion(ws).map_err(|e| setup::UsageError(e.to_string()).into())
 }
 
 pub fn execute(args: TrustArgs) -> anyhow::Result<u8> {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_engine::runtime::{UndoError, undo_session};
 use keel_protocol::SessionStatus;
 use keel_snapshot::{RedoReport, SnapshotError, SnapshotInfo, Snapshots, UndoReport};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_queue::{WorkerOptions, WorkerStats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;

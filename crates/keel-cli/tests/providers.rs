@@ -523,6 +523,7 @@ fn doctor_reports_models_and_keys_and_pings_without_showing_keys() {
             "protected paths (.git, .keel)",
             "Keel's data and config dirs",
             "processes",
+            "processes and memory",
             "devices",
             "root powers",
             "Keel's environment",

@@ -302,3 +302,264 @@ fn a_killed_keel_takes_its_running_command_along() {
         killed_keel(true);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Protected stores inside and around the workspace (red team B8, B15, B21, B22): one list
+// (`keel_fs::stores`) that the sandbox hides and the file tools refuse.
+
+/// Every tool result of a run, joined.
+fn all_results(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool_result")
+        .filter_map(|e| e["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn home_is_the_workspace(as_nobody: bool) {
+    let test = "a_workspace_that_is_the_home_keeps_its_stores_out_of_reach";
+    let env = Env::new();
+    // The workspace is the user's home: it holds their keys, Keel's data and (soon) config.
+    let home = &env.work;
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "FAKE-PRIVATE-KEY\n").unwrap();
+    std::fs::write(home.join(".netrc"), "machine x password FAKE-NETRC\n").unwrap();
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::write(home.join(".claude/.credentials.json"), "FAKE-CLAUDE\n").unwrap();
+    let data = home.join(".local/share/keel");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("server-token"), "FAKE-SERVER-TOKEN\n").unwrap();
+    std::os::unix::fs::symlink(".ssh", home.join("keys")).unwrap();
+    std::fs::hard_link(home.join(".netrc"), home.join("notes.txt")).unwrap();
+    let script = env.script(
+        "home.yaml",
+        r#"
+turns:
+  - tool_calls:
+      - {id: r1, name: read_file, arguments: {path: ".ssh/id_ed25519"}}
+      - {id: r2, name: read_file, arguments: {path: "keys/id_ed25519"}}
+      - {id: r3, name: read_file, arguments: {path: ".SSH/id_ed25519"}}
+      - {id: r4, name: read_file, arguments: {path: "notes.txt"}}
+      - {id: r5, name: read_file, arguments: {path: ".local/share/keel/server-token"}}
+      - {id: w1, name: create_file, arguments: {path: ".ssh/authorized_keys", content: "ssh-ed25519 AAAA attacker\n"}}
+      - {id: w2, name: create_file, arguments: {path: ".config/keel/config.toml", content: "[shell]\nsandbox = false\n"}}
+      - {id: l1, name: list_files, arguments: {path: "."}}
+      - {id: l2, name: list_files, arguments: {path: ".ssh"}}
+      - {id: g1, name: grep, arguments: {pattern: "FAKE-"}}
+      - {id: c1, name: run_command, arguments: {command: "cat .ssh/id_ed25519 .netrc .claude/.credentials.json .local/share/keel/server-token; ls -A .ssh | sed 's/^/listed: /'; ls -A .local/share/keel | sed 's/^/listed: /'; echo planted >> .ssh/authorized_keys; mkdir -p .config/keel; echo '[shell]' > .config/keel/config.toml; echo done"}}
+  - text: done
+"#,
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let out = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .env("HOME", home)
+        .env("KEEL_HOME", &data)
+        .arg("look around")
+        .output()
+        .unwrap();
+    // 4: the run says its writes were refused.
+    assert_exit(&out, 4);
+    let events = json_lines(&out.stdout);
+    let results = all_results(&events);
+    for secret in [
+        "FAKE-PRIVATE-KEY",
+        "FAKE-NETRC",
+        "FAKE-CLAUDE",
+        "FAKE-SERVER-TOKEN",
+    ] {
+        assert!(
+            !results.contains(secret),
+            "as {}: {secret} reached the model:\n{results}",
+            runner.who()
+        );
+    }
+    for id in ["r1", "r2", "r3", "r5", "w1", "w2", "l2"] {
+        let r = result(&events, id);
+        assert!(
+            r.contains("secret stores") || r.contains("Keel's own") || r.contains("not found"),
+            "{id}: {r}"
+        );
+    }
+    let listing = result(&events, "l1");
+    assert!(listing.contains("README"), "{listing}");
+    assert!(
+        !listing.contains(".ssh") && !listing.contains("notes.txt"),
+        "{listing}"
+    );
+    assert!(!result(&events, "c1").contains("listed: "), "{results}");
+    assert!(!home.join(".ssh/authorized_keys").exists(), "{results}");
+    assert!(!home.join(".config/keel/config.toml").exists(), "{results}");
+    // The notice says what a home workspace means.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("your home directory"), "{stderr}");
+}
+
+#[test]
+fn a_workspace_that_is_the_home_keeps_its_stores_out_of_reach() {
+    home_is_the_workspace(false);
+    if is_root() {
+        home_is_the_workspace(true);
+    }
+}
+
+fn checkout_in_keel_home(as_nobody: bool) {
+    let test = "a_checkout_under_keel_home_sees_nothing_else_of_it";
+    let env = Env::new();
+    // The worker's layout: `$KEEL_HOME/checkouts/<session>`.
+    let data = env.home.join("data");
+    let mine = data.join("checkouts/sess-a");
+    let other = data.join("checkouts/sess-b");
+    std::fs::create_dir_all(mine.parent().unwrap()).unwrap();
+    copy_tree(&env.work, &mine);
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("secret.rs"), "FAKE-OTHER-TENANT\n").unwrap();
+    std::fs::write(data.join("server-token"), "FAKE-SERVER-TOKEN\n").unwrap();
+    // A session database at a configured `store.path` outside `$KEEL_HOME` (B21).
+    let store = env.home.join("elsewhere/keel.db");
+    let script = env.script(
+        "checkout.yaml",
+        &format!(
+            r#"
+turns:
+  - tool_calls:
+      - {{id: c1, name: run_command, arguments: {{command: "cat ../../server-token ../sess-b/secret.rs; ls -A ../.. ../ | sed 's/^/listed: /'; grep -a -o 'FAKE-TRANSCRIPT-[A-Z]*' {store}* ; head -c 40 README.md; echo; echo mine > mine.txt; cat mine.txt"}}}}
+  - text: done
+"#,
+            store = store.display()
+        ),
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let out = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .current_dir(&mine)
+        .env("KEEL_STORE__PATH", &store)
+        .arg("FAKE-TRANSCRIPT-SECRET of another project")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let events = json_lines(&out.stdout);
+    let r = result(&events, "c1");
+    for secret in [
+        "FAKE-OTHER-TENANT",
+        "FAKE-SERVER-TOKEN",
+        "FAKE-TRANSCRIPT-SECRET",
+    ] {
+        assert!(
+            !r.contains(secret),
+            "as {}: {secret} leaked:\n{r}",
+            runner.who()
+        );
+    }
+    for gone in ["listed: server-token", "listed: keel.db", "listed: sess-b"] {
+        assert!(!r.contains(gone), "as {}: {gone}:\n{r}", runner.who());
+    }
+    // The session's own checkout is all there, and writable.
+    assert!(r.contains("listed: sess-a") && r.contains("mine"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("mine.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(store.exists(), "the run used the configured store");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_checkout_under_keel_home_sees_nothing_else_of_it() {
+    checkout_in_keel_home(false);
+    if is_root() {
+        checkout_in_keel_home(true);
+    }
+}
+
+fn moved_and_new_stores(as_nobody: bool) {
+    let test = "stores_moved_by_the_environment_and_other_agents_logins_are_hidden";
+    let env = Env::new();
+    let moved = env.home.join("moved");
+    let files = [
+        (moved.join("cargo/credentials.toml"), "FAKE-CARGO-TOKEN"),
+        (moved.join("gnupg/private-keys"), "FAKE-GPG"),
+        (moved.join("kube/config"), "FAKE-KUBE"),
+        (moved.join("docker/config.json"), "FAKE-DOCKER"),
+        (env.home.join(".claude/.credentials.json"), "FAKE-CLAUDE"),
+        (env.home.join(".codex/auth.json"), "FAKE-CODEX"),
+        (env.home.join(".cache/huggingface/token"), "FAKE-HF"),
+        (env.home.join(".config/containers/auth.json"), "FAKE-PODMAN"),
+        (env.home.join(".m2/settings.xml"), "FAKE-MAVEN"),
+        (env.home.join(".gradle/gradle.properties"), "FAKE-GRADLE"),
+        (env.home.join(".config/gh/hosts.yml"), "FAKE-GH"),
+    ];
+    for (path, secret) in &files {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, secret).unwrap();
+    }
+    let cmd: String = files
+        .iter()
+        .map(|(p, _)| format!("cat '{}'; echo; ", p.display()))
+        .collect();
+    let script = env.script(
+        "moved.yaml",
+        &format!(
+            r#"
+turns:
+  - tool_calls:
+      - {{id: c1, name: run_command, arguments: {{command: "{cmd}echo done"}}}}
+  - text: done
+"#
+        ),
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let out = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .env("CARGO_HOME", moved.join("cargo"))
+        .env("GNUPGHOME", moved.join("gnupg"))
+        .env("KUBECONFIG", moved.join("kube/config"))
+        .env("DOCKER_CONFIG", moved.join("docker"))
+        .arg("look")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let r = result(&json_lines(&out.stdout), "c1");
+    assert!(r.contains("done"), "{r}");
+    for (path, secret) in &files {
+        assert!(
+            !r.contains(secret),
+            "as {}: {} leaked:\n{r}",
+            runner.who(),
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn stores_moved_by_the_environment_and_other_agents_logins_are_hidden() {
+    moved_and_new_stores(false);
+    if is_root() {
+        moved_and_new_stores(true);
+    }
+}

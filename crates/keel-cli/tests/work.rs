@@ -790,3 +790,67 @@ fn the_readme_prd_tour_runs_as_written() {
         "echo \"Bye, $1!\"\n"
     );
 }
+
+/// `keel work` runs the project's tests before and after a task: judged by what they run and
+/// by the user's approval policy, like the session's tests gate — nobody answers a task's run,
+/// so a test script that deletes is not run (it was run unjudged before); the task's own
+/// session is under the same policy (a `rm` the policy asks about is denied).
+#[test]
+fn work_runs_the_tests_and_the_task_under_the_approval_policy() {
+    let env = empty_env();
+    env.user_config("[approval]\npolicy = \"on-request\"\n[shell]\ntest_command = \"sh t.sh\"\n");
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/keep.txt"), "user's work\n").unwrap();
+    std::fs::write(env.work.join("README.md"), "readme\n").unwrap();
+    std::fs::write(env.work.join("t.sh"), "rm -rf src\n").unwrap();
+    ok(
+        &env,
+        &[
+            "task",
+            "add",
+            "Tidy up",
+            "--criterion",
+            "done",
+            "--size",
+            "xs",
+        ],
+    );
+    let turns = script(
+        &env,
+        "rm.json",
+        vec![
+            json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "rm README.md"}}]}),
+            json!({"text": "Done.\nCRITERION 1: met — evidence: it ran"}),
+        ],
+    );
+    let out = run(
+        &env,
+        &[
+            "work",
+            "start",
+            "1",
+            "--execute",
+            "--json",
+            "--script",
+            &turns,
+        ],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        env.work.join("src/keep.txt").exists(),
+        "the test script ran unjudged: {said}"
+    );
+    assert!(
+        env.work.join("README.md").exists(),
+        "the task's session ran `rm` under on-request with nobody to ask: {said}"
+    );
+    assert!(
+        said.contains("not run: the test command runs t.sh"),
+        "{said}"
+    );
+    assert_eq!(tasks(&env)[0]["status"], "failed", "{said}");
+}

@@ -13,8 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keel_engine::phase::{CallFacts, CommandJudge, PhasePolicy};
-use keel_engine::{Phase, config::PlanExecConfig};
+use keel_phase::{CallFacts, CommandJudge, Phase, PhasePolicy, PlanExecConfig};
 use keel_snapshot::Snapshots;
 use keel_tools::ToolEffect;
 

@@ -25,7 +25,7 @@ use keel_protocol::ToolCall;
 use keel_tools::project::{CONFIG_LIMIT, ProjectDir};
 use serde_json::Value;
 
-use crate::config::ConfigError;
+use keel_config::ConfigError;
 
 /// Where the constitution lives, relative to the workspace root.
 pub const CONSTITUTION_FILE: &str = ".keel/constitution.json";

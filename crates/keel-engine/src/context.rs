@@ -10,10 +10,10 @@ use keel_tools::fs::FileKind;
 use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, join_rel};
 use serde::Serialize;
 
-use crate::config::IndexConfig;
 use crate::constitution::Constitution;
 use crate::skills::{Activation, SkillSet};
 use crate::{memory, prompt, rules};
+use keel_config::IndexConfig;
 
 /// Where a layer sits in a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

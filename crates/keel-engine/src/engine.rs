@@ -12,13 +12,12 @@ use keel_tools::{ToolRegistry, Workspace, builtin};
 use tokio_util::sync::CancellationToken;
 
 use crate::blockers::{BlockerInfo, SharedUserPrompt};
-use crate::config::ConfigError;
 use crate::gates::ProjectGates;
-use crate::phase::{
-    ADVANCE_PHASE, AdvancePhase, CommandJudge, EngineJudge, ExecutionMode, PhasePolicy,
-};
+use crate::phase::EngineJudge;
 use crate::verify::SharedGateDetector;
 use crate::{Config, EngineError, EventSink, prompt};
+use keel_config::ConfigError;
+use keel_phase::{ADVANCE_PHASE, AdvancePhase, CommandJudge, ExecutionMode, PhasePolicy};
 use keel_snapshot::{LazySnapshots, Snapshots};
 
 /// A configured agent: provider, tools, store, workspace and policy. Cheap to share; each

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use keel_tools::shell::{detect_test_command, exec::find_program};
+use keel_tools::shell::{detect_test_command, exec::on_path};
 
 use crate::verify::{Gate, GateDetector};
 
@@ -34,7 +34,7 @@ impl GateDetector for ProjectGates {
             });
         }
         for (marker, program, command) in PROJECT_CHECKS {
-            if workspace.join(marker).exists() && find_program(program).is_some() {
+            if workspace.join(marker).exists() && on_path(program) {
                 gates.push(Gate {
                     name: "lint".into(),
                     command: (*command).into(),

@@ -23,7 +23,7 @@ pub const COMPACT_TOOLS: &[&str] = &[
     "edit_file",
     "create_file",
     "run_command",
-    crate::phase::ADVANCE_PHASE,
+    keel_phase::ADVANCE_PHASE,
     crate::skills::SKILL_TOOL,
 ];
 

@@ -16,7 +16,6 @@ pub mod approval;
 pub mod blockers;
 mod calls;
 pub mod compaction;
-pub mod config;
 pub mod constitution;
 pub mod context;
 mod emitter;
@@ -46,10 +45,11 @@ pub mod tracker;
 pub mod verify;
 
 pub use blockers::{BlockerInfo, UserPrompt};
-pub use config::{Config, ConfigError};
 pub use emitter::{CollectingSink, Emitter, EventSink};
 pub use engine::{Engine, EngineBuilder, RunOptions, RunOutcome, first_request_tools};
-pub use phase::{ExecutionMode, Phase, PhasePolicy};
+/// The engine's configuration (`EngineBuilder::new` takes it; `EngineError::Config` carries
+/// its error): the `keel-config` crate.
+pub use keel_config::{Config, ConfigError};
 pub use session::workspace_busy;
 pub use verify::{Gate, GateDetector};
 

@@ -25,7 +25,7 @@ pub struct McpState {
 /// Every server definition for `workspace` (with warnings for files that could not be read).
 pub fn definitions(config: &Config, workspace: &Path) -> (Vec<ServerDef>, Vec<String>) {
     let env = |k: &str| std::env::var(k).ok();
-    let source = crate::config::user_config_path(&env).unwrap_or_else(|| "config.toml".into());
+    let source = keel_config::user_config_path(&env).unwrap_or_else(|| "config.toml".into());
     let user_dir = crate::rules::user_config_dir();
     keel_mcp::config::collect(&config.mcp, &source, user_dir.as_deref(), workspace)
 }
@@ -33,7 +33,7 @@ pub fn definitions(config: &Config, workspace: &Path) -> (Vec<ServerDef>, Vec<St
 /// The approvals of project servers, from the user's data directory.
 pub fn approvals() -> Approvals {
     let env = |k: &str| std::env::var(k).ok();
-    Approvals::load(&crate::config::data_dir(&env))
+    Approvals::load(&keel_config::data_dir(&env))
 }
 
 /// Launches the servers in the background and makes their tools the registry's late tools;

@@ -140,7 +140,7 @@ pub fn user_rules(config_dir: Option<&Path>) -> Option<String> {
 /// Keel's config directory (where the user's `config.toml` lives).
 pub fn user_config_dir() -> Option<PathBuf> {
     let env = |k: &str| std::env::var(k).ok();
-    crate::config::user_config_path(&env).and_then(|p| p.parent().map(Path::to_path_buf))
+    keel_config::user_config_path(&env).and_then(|p| p.parent().map(Path::to_path_buf))
 }
 
 /// The files a successful call read or edited, workspace-relative, as the model named them.

@@ -30,9 +30,10 @@ use crate::compaction::Compactor;
 use crate::ending::{Ending, Failure, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::hooks::builtin::{Dispatch, Outcome, Stop};
-use crate::phase::{CommandAccess, PhaseState};
+use crate::phase::PhaseState;
 use crate::tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
+use keel_phase::CommandAccess;
 
 /// The state of a session's loop: the working context and everything the guardrails track.
 pub(crate) struct Run<'a> {

@@ -163,6 +163,50 @@ impl Retrying {
 const ERROR_TAIL_LINES: usize = 3;
 
 /// `gate `tests` (`cargo test`) failed with exit code 1: <last lines>`.
+/// Why `gate` needs the approval policy's word, if it does: like `run_tests`, a gate is judged
+/// by what its command runs in the workspace at `root` (the package.json script behind `npm
+/// run lint`, the Makefile recipe, the shell script — files the model or the repository may
+/// have written), and one that does more than build and check (deletes, reaches the network,
+/// cannot be judged) is asked about like any such command. The tests gate is judged whole
+/// (Keel detected its command); another gate only for what its line reads from the
+/// repository. Test runners and checkers
+/// (`cargo test`, `pytest`, `tsc`) running the project's code count as building: the kernel
+/// sandbox confines them.
+pub fn gate_does_more_than_check(gate: &Gate, root: &Path) -> Option<String> {
+    let analysis = CommandSafety::new().classify_test_run(&gate.command, root, root);
+    if matches!(
+        analysis.class,
+        SafetyClass::ReadOnly | SafetyClass::WritesWorkspace
+    ) {
+        return None;
+    }
+    // Another gate's command line is the user's own (`[verify] commands` in their config; a
+    // project's are asked about anyway) or Keel's (`tsc --noEmit`): only what it reads from
+    // the repository makes it ask.
+    if gate.name != "tests" && analysis.sources.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = analysis
+        .sources
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect();
+    let what = if gate.name == "tests" {
+        "the test command".to_string()
+    } else {
+        format!("the {} gate", gate.name)
+    };
+    Some(if files.is_empty() {
+        format!("{what} is {}", analysis.class)
+    } else {
+        format!(
+            "{what} runs {}, which is {}",
+            files.join(", "),
+            analysis.class
+        )
+    })
+}
+
 fn gate_line(r: &GateResult) -> String {
     let tail: Vec<&str> = r
         .output
@@ -324,37 +368,10 @@ impl Run<'_> {
             .await?)
     }
 
-    /// Why the detected tests gate needs the approval policy's word, if it does: like
-    /// `run_tests`, it is judged by what its command runs (the package.json script, the
-    /// Makefile recipe, the shell script — files the model may have rewritten during the
-    /// session), and a script that does more than build and test (deletes, reaches the
-    /// network, cannot be judged) is asked about like any such command.
+    /// Why a gate needs the approval policy's word because of what it runs
+    /// ([`gate_does_more_than_check`]).
     fn does_more_than_test(&self, gate: &Gate) -> Option<String> {
-        if gate.name != "tests" {
-            return None;
-        }
-        let root = self.engine.workspace.root();
-        let analysis = CommandSafety::new().classify_test_run(&gate.command, root, root);
-        if matches!(
-            analysis.class,
-            SafetyClass::ReadOnly | SafetyClass::WritesWorkspace
-        ) {
-            return None;
-        }
-        let files: Vec<String> = analysis
-            .sources
-            .iter()
-            .map(|s| s.path.display().to_string())
-            .collect();
-        Some(if files.is_empty() {
-            format!("the test command is {}", analysis.class)
-        } else {
-            format!(
-                "the test command runs {}, which is {}",
-                files.join(", "),
-                analysis.class
-            )
-        })
+        gate_does_more_than_check(gate, self.engine.workspace.root())
     }
 
     /// Whether the constitution requires `gate`.

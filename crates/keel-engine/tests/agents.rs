@@ -587,8 +587,8 @@ turns:
 
 #[tokio::test]
 async fn a_childs_approval_goes_to_the_parents_gate_labelled_with_the_child() {
+    use keel_config::ApprovalPolicy;
     use keel_engine::approval::{ApprovalGate, Decision};
-    use keel_engine::config::ApprovalPolicy;
     let parent = r#"
 turns:
   - tool_calls:

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keel_config::ApprovalPolicy;
 use keel_engine::CollectingSink;
 use keel_engine::approval::ApprovalGate;
-use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides, TurnResult};
 use keel_protocol::{ApprovalScope, Event, EventKind, Op, SessionStatus};
 use keel_store::SqliteStore;

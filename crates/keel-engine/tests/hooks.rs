@@ -90,7 +90,13 @@ impl Hook for Recorder {
     ) -> BoxFuture<'a, HookAction> {
         Box::pin(async move {
             let path = call.arguments["path"].as_str().unwrap_or_default();
-            self.push(format!("after:{path}:error={}", result.is_error));
+            // Whether it ran or a hook refused it: a guardrail counts only attempts.
+            let how = match (result.ran, result.refused) {
+                (true, _) => "ran",
+                (false, true) => "refused",
+                (false, false) => "not run",
+            };
+            self.push(format!("after:{path}:error={}:{how}", result.is_error));
             HookAction::Continue
         })
     }
@@ -217,12 +223,12 @@ async fn hooks_run_in_the_order_they_were_added() {
             "second:request#1",
             // The first hook denies: the second is not asked about that call.
             "first:before:secret.txt",
-            "first:after:secret.txt:error=true",
-            "second:after:secret.txt:error=true",
+            "first:after:secret.txt:error=true:refused",
+            "second:after:secret.txt:error=true:refused",
             "first:before:notes.txt",
             "second:before:notes.txt",
-            "first:after:notes.txt:error=false",
-            "second:after:notes.txt:error=false",
+            "first:after:notes.txt:error=false:ran",
+            "second:after:notes.txt:error=false:ran",
             "first:request#2",
             "second:request#2",
             "first:finish",

@@ -212,7 +212,7 @@ fn a_fifo_in_place_of_the_project_config_or_constitution_is_a_clear_error() {
             None,
             &ws,
             Vec::new(),
-            keel_engine::config::Layer::from_overrides(&[]),
+            keel_config::Layer::from_overrides(&[]),
         )
         .map(|_| ())
         .unwrap_err()

@@ -8,11 +8,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_engine::{
-    CollectingSink, Config, Engine, EngineBuilder, ExecutionMode, RunOptions, RunOutcome,
-};
+use keel_engine::{CollectingSink, Config, Engine, EngineBuilder, RunOptions, RunOutcome};
 use keel_llm::retry::RetryPolicy;
 use keel_llm::scripted::ScriptedProvider;
+use keel_phase::ExecutionMode;
 use keel_protocol::{ErrorCode, Event, EventKind, SessionStatus};
 use keel_store::SqliteStore;
 

@@ -285,18 +285,28 @@ pub fn store_draft_with(
             return Ok(Stored::Memory { id });
         }
     };
-    if path.exists() {
-        return Err(format!(
-            "{} exists already; choose another name with --name",
-            path.display()
-        ));
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    std::fs::write(&path, rendered(kind, draft, from))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Written beneath the open workspace, never through a link on the way: a repository's
+    // `.keel/skills -> ~/.config/keel/skills` must not put the draft among the user's own
+    // skills (red-team pass 2, R13); an existing file is never replaced.
+    let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+    let handle = keel_tools::beneath::DirHandle::open(root)
+        .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    let target = handle
+        .resolve(&rel)
+        .map_err(|e| format!("cannot write {}: {e}", rel.display()))?;
+    target
+        .write_atomic(
+            rendered(kind, draft, from).as_bytes(),
+            keel_tools::fs::WriteMode::CreateNew,
+            None,
+        )
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => format!(
+                "{} exists already; choose another name with --name",
+                path.display()
+            ),
+            _ => format!("cannot write {}: {e}", path.display()),
+        })?;
     Ok(Stored::File { path })
 }
 
@@ -362,5 +372,24 @@ mod tests {
         let lessons = db.list_memory(Some(MemoryKind::Lesson)).unwrap();
         assert_eq!(lessons[0].id, id);
         assert_eq!(lessons[0].source, from().line());
+    }
+
+    #[test]
+    fn a_draft_never_lands_through_a_link_out_of_the_workspace() {
+        // Red-team pass 2, R13: a repository's `.keel/skills` linked to the user's skills.
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let user_skills = tmp.path().join("user-skills");
+        std::fs::create_dir_all(ws.join(".keel")).unwrap();
+        std::fs::create_dir_all(&user_skills).unwrap();
+        std::os::unix::fs::symlink(&user_skills, ws.join(".keel/skills")).unwrap();
+        let db = SqliteDb::open_in_memory().unwrap();
+        let d = Draft {
+            name: "planted".into(),
+            description: "d".into(),
+            body: "b".into(),
+        };
+        assert!(store_draft(PromoteKind::Skill, &d, &from(), &ws, &db).is_err());
+        assert!(std::fs::read_dir(&user_skills).unwrap().next().is_none());
     }
 }

@@ -81,16 +81,11 @@ fn pos(l: &Location) -> Pos {
     }
 }
 
-/// Reads and compiles the flow file at `path`.
-pub fn compile_file(path: &Path) -> Result<Flow, CompileError> {
+/// Reads ([`read_flow`]) and compiles the flow file at `path`; `root` is the workspace.
+pub fn compile_file(root: &Path, path: &Path) -> Result<Flow, CompileError> {
     let file = path.display().to_string();
-    // Read like a project file: regular, at most 1 MB, never blocking on a FIFO.
-    let read = match keel_tools::project::read_in_dir(path, keel_tools::project::DEFINITION_LIMIT) {
-        Ok(Some(text)) => Ok(text),
-        Ok(None) => Err("it does not exist".to_string()),
-        Err(e) => Err(format!("it {}", e.problem)),
-    };
-    match read {
+    let read = read_flow(root, path).map_err(|e| format!("it {}", e.problem));
+    match read.and_then(|t| t.ok_or_else(|| "it does not exist".to_string())) {
         Ok(text) => compile(&text, path),
         Err(e) => Err(CompileError {
             diagnostics: vec![Diagnostic {
@@ -101,6 +96,17 @@ pub fn compile_file(path: &Path) -> Result<Flow, CompileError> {
             }],
         }),
     }
+}
+
+/// The text of the flow file at `path`, read like any file the user names
+/// ([`keel_tools::project::read_named_file`]): in the workspace at `root` as a project file
+/// (a symlink out of the workspace refused), elsewhere as the user's own; regular files only,
+/// never blocking on a FIFO, at most [`keel_tools::project::DEFINITION_LIMIT`].
+pub fn read_flow(
+    root: &Path,
+    path: &Path,
+) -> Result<Option<String>, keel_tools::project::ProjectFileError> {
+    keel_tools::project::read_named_file(root, path, keel_tools::project::DEFINITION_LIMIT)
 }
 
 /// Compiles flow `text` (from `path`, used in messages and to resolve relative script paths).

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -294,26 +294,35 @@ impl Flow {
     }
 
     /// Drops every agent node's own `provider` and `model` (those inside `parallel` branches
-    /// included) and returns the ids of the nodes that set one. A flow file in the workspace
-    /// is repository content, and a repository may not choose where the user's data goes — as
-    /// `[llm]` in a project's `.keel/config.toml` may only suggest. A node's `script` stays: it
-    /// runs the local scripted provider (nothing leaves the machine), and its tool calls are
-    /// judged by the user's approval policy and confined by the sandbox like any model's.
-    pub fn drop_model_choices(&mut self) -> Vec<String> {
-        fn drop_in(nodes: &mut [Node], out: &mut Vec<String>) {
+    /// included), and any `script` for which `script_ok` says no, and returns the ids of the
+    /// nodes that set one. A flow file in the workspace is repository content, and a
+    /// repository may not choose where the user's data goes — as `[llm]` in a project's
+    /// `.keel/config.toml` may only suggest. A node's `script` may stay: it runs the local
+    /// scripted provider (nothing leaves the machine), and its tool calls are judged by the
+    /// user's approval policy and confined by the sandbox like any model's — when it is a
+    /// file of the workspace (`script_ok`), not one the repository points at elsewhere.
+    pub fn drop_model_choices(&mut self, script_ok: &dyn Fn(&Path) -> bool) -> Vec<String> {
+        fn drop_in(nodes: &mut [Node], script_ok: &dyn Fn(&Path) -> bool, out: &mut Vec<String>) {
             for n in nodes {
                 match &mut n.kind {
                     NodeKind::Agent(spec) | NodeKind::Review { agent: spec, .. } => {
                         let local = spec.provider.as_deref() == Some("scripted");
-                        if (spec.provider.is_some() && !local) || spec.model.is_some() {
+                        let foreign_script = spec.script.as_deref().is_some_and(|s| !script_ok(s));
+                        if (spec.provider.is_some() && !local)
+                            || spec.model.is_some()
+                            || foreign_script
+                        {
                             out.push(n.id.clone());
                             spec.provider = None;
                             spec.model = None;
                         }
+                        if foreign_script {
+                            spec.script = None;
+                        }
                     }
                     NodeKind::Parallel { branches, .. } => {
                         for b in branches {
-                            drop_in(&mut b.nodes, out);
+                            drop_in(&mut b.nodes, script_ok, out);
                         }
                     }
                     _ => {}
@@ -321,7 +330,7 @@ impl Flow {
             }
         }
         let mut out = Vec::new();
-        drop_in(&mut self.nodes, &mut out);
+        drop_in(&mut self.nodes, script_ok, &mut out);
         out
     }
 

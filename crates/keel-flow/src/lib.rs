@@ -19,7 +19,7 @@ pub mod store;
 pub mod template;
 pub mod tree;
 
-pub use compile::{CompileError, DiagKind, Diagnostic, compile, compile_file};
+pub use compile::{CompileError, DiagKind, Diagnostic, compile, compile_file, read_flow};
 pub use exec::{Executor, FlowEvent, RunSummary};
 pub use ir::Flow;
 
@@ -47,17 +47,40 @@ pub fn short(s: &str, max: usize) -> String {
     }
 }
 
-/// The flow files found in `dirs` (`*.yaml`, `*.yml`), sorted by path.
-pub fn find_flows(dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+/// The flow files of the workspace at `root`, sorted by path: `*.yaml` / `*.yml` in
+/// `.keel/flows/` and in each skill's `.keel/skills/NAME/flows/`. Listed beneath the open
+/// workspace (a repository is hostile input): a `.keel` or skill directory that is a symlink
+/// is not entered, FIFOs, sockets and devices are left out, and a flow that is a symlink is
+/// listed as found — reading it ([`compile_file`]) refuses one that leads out.
+pub fn find_flows(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    use keel_tools::fs::FileKind;
+    let Ok(project) = keel_tools::project::ProjectDir::open(root) else {
+        return Vec::new();
+    };
+    let mut dirs = vec![".keel/flows".to_string()];
+    for skill in project.list(".keel/skills") {
+        if skill.kind == FileKind::Dir {
+            dirs.push(format!(".keel/skills/{}/flows", skill.name));
+        }
+    }
     let mut out = Vec::new();
     for d in dirs {
-        let Ok(entries) = std::fs::read_dir(d) else {
+        // A directory on the way that is a link (`.keel/flows -> elsewhere`) is not listed.
+        if d.split('/')
+            .scan(String::new(), |at, part| {
+                *at = keel_tools::project::join_rel(at, part);
+                Some(project.entry_info(at).map(|i| i.kind))
+            })
+            .any(|kind| kind.is_some_and(|k| k != FileKind::Dir))
+        {
             continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "yaml" || x == "yml") && p.is_file() {
-                out.push(p);
+        }
+        for e in project.list(&d) {
+            let yaml = std::path::Path::new(&e.name)
+                .extension()
+                .is_some_and(|x| x == "yaml" || x == "yml");
+            if yaml && matches!(e.kind, FileKind::File | FileKind::Symlink) {
+                out.push(root.join(&d).join(&e.name));
             }
         }
     }

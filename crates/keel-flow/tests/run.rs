@@ -582,8 +582,8 @@ async fn a_nodes_changes_are_never_dropped_silently() {
 async fn a_flows_commands_answer_to_the_approval_policy_and_its_templates_carry_data() {
     // Red-team B12 (2): a flow's shell node and its validation/rollback commands ran with no
     // approval; B23: the model's answer spliced into a command line closed its quotes.
+    use keel_config::{ApprovalConfig, ApprovalPolicy};
     use keel_engine::approval::ApprovalRules;
-    use keel_engine::config::{ApprovalConfig, ApprovalPolicy};
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::create_dir(dir.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(dir.path().join("src/lib.rs"), "x").unwrap_or_else(|e| panic!("{e}"));

@@ -18,7 +18,25 @@
 pub mod atomic;
 pub mod beneath;
 pub mod project;
+pub mod stores;
 pub mod walk;
+
+/// `a/./b/../c` → `a/c`: `.` dropped and `..` taken lexically, without touching the disk
+/// (for deciding where a named path points before anything is opened).
+pub fn lexical_normalize(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
 
 /// Human-readable byte size (`512 B`, `1.5 KB`, `3.2 MB`), for messages.
 pub fn human_size(bytes: u64) -> String {

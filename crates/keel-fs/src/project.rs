@@ -385,6 +385,58 @@ pub fn read_in_dir(path: &Path, limit: u64) -> Result<Option<String>, ProjectFil
     })
 }
 
+/// `path` relative to the workspace `root` (`/`-separated), when it lies in the workspace:
+/// either as written (made absolute against the current directory, `.` and `..` taken
+/// lexically) or once its parent directory's symlinks are resolved (a path through a link
+/// that leads into the workspace). `None` for a file elsewhere. Whether a file is the
+/// repository's (hostile) or the user's own is decided here, in one place.
+pub fn workspace_relative(root: &Path, path: &Path) -> Option<String> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let lexical = crate::lexical_normalize(&std::path::absolute(path).ok()?);
+    let relative = |p: &Path| -> Option<String> {
+        let rel = p.strip_prefix(&root).ok()?;
+        let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+        Some(parts?.join("/"))
+    };
+    if let Some(rel) = relative(&lexical) {
+        return Some(rel);
+    }
+    let name = lexical.file_name()?;
+    let parent = lexical.parent()?.canonicalize().ok()?;
+    relative(&parent.join(name))
+}
+
+/// Reads a file the user named (a flow to run, a PRD to add, a script): when it lies in the
+/// workspace ([`workspace_relative`]) it is repository content and is read as a project file
+/// beneath the open workspace — a symlink out of the workspace is refused; elsewhere it is
+/// the user's own and read with [`read_user_file`]. Either way only a regular file is read,
+/// never blocking on a FIFO, never opening a device, at most `limit` bytes. `Ok(None)` when
+/// there is no such file.
+pub fn read_named_file(
+    root: &Path,
+    path: &Path,
+    limit: u64,
+) -> Result<Option<String>, ProjectFileError> {
+    let Some(rel) = workspace_relative(root, path) else {
+        return read_user_file(path, limit);
+    };
+    let shown = |e: ProjectFileError| ProjectFileError {
+        path: path.display().to_string(),
+        problem: e.problem,
+    };
+    if rel.is_empty() {
+        return Err(shown(ProjectFileError {
+            path: rel,
+            problem: Problem::NotRegular(FileKind::Dir),
+        }));
+    }
+    let project = ProjectDir::open(root).map_err(|e| ProjectFileError {
+        path: root.display().to_string(),
+        problem: Problem::Io(e.to_string()),
+    })?;
+    project.read(&rel, limit).map_err(shown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,5 +531,84 @@ mod tests {
             ]
         );
         assert!(p.list("missing").is_empty());
+    }
+
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn a_named_file_in_the_workspace_is_a_project_file_and_elsewhere_the_users() {
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = ws.path();
+        std::fs::create_dir_all(root.join(".keel/flows")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(outside.path().join("secret"), "KEY").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(outside.path().join("mine.yaml"), "name: mine")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join(".keel/flows/ok.yaml"), "name: ok")
+            .unwrap_or_else(|e| panic!("{e}"));
+        symlink(
+            outside.path().join("secret"),
+            root.join(".keel/flows/secret.yaml"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        symlink("/dev/zero", root.join(".keel/flows/zero.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        mkfifo(&root.join(".keel/flows/fifo.yaml"));
+        mkfifo(&outside.path().join("fifo.yaml"));
+        // A link elsewhere that leads into the workspace: still the repository's files.
+        symlink(root.join(".keel"), outside.path().join("into-ws"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let read = |p: &Path| read_named_file(root, p, DEFINITION_LIMIT);
+        let refused = |p: &Path, what: &str| match read(p) {
+            Err(e) => assert!(e.to_string().contains(what), "{}: {e}", p.display()),
+            Ok(v) => panic!("{} was read: {v:?}", p.display()),
+        };
+        assert_eq!(
+            read(&root.join(".keel/flows/ok.yaml"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .as_deref(),
+            Some("name: ok")
+        );
+        refused(
+            &root.join(".keel/flows/secret.yaml"),
+            "outside the workspace",
+        );
+        refused(
+            &root.join(".keel/flows/../flows/secret.yaml"),
+            "outside the workspace",
+        );
+        refused(
+            &outside.path().join("into-ws/flows/secret.yaml"),
+            "outside the workspace",
+        );
+        refused(&root.join(".keel/flows/zero.yaml"), "outside the workspace");
+        refused(&root.join(".keel/flows/fifo.yaml"), "FIFO");
+        refused(&root.join(".keel/flows"), "a directory");
+        // The user's own files elsewhere: read, but never a FIFO or a device.
+        assert_eq!(
+            read(&outside.path().join("mine.yaml"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .as_deref(),
+            Some("name: mine")
+        );
+        refused(&outside.path().join("fifo.yaml"), "FIFO");
+        refused(Path::new("/dev/zero"), "a device");
+        assert!(matches!(read(&root.join("missing.yaml")), Ok(None)));
+        assert_eq!(
+            workspace_relative(root, &root.join("a/./b/../c.yaml")).as_deref(),
+            Some("a/c.yaml")
+        );
+        assert_eq!(
+            workspace_relative(root, &outside.path().join("mine.yaml")),
+            None
+        );
     }
 }

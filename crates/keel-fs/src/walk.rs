@@ -18,7 +18,7 @@ use std::sync::{Condvar, Mutex};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
-use crate::beneath::{DirHandle, FileKind, ResolveError};
+use crate::beneath::{DirHandle, Fence, FileKind, ResolveError};
 
 /// One entry a walk found.
 #[derive(Debug, Clone)]
@@ -87,7 +87,7 @@ impl DirHandle {
         mut visit: impl FnMut(&WalkEntry) -> Visit,
     ) -> Result<(), ResolveError> {
         let (fd, rel) = self.open_start(start)?;
-        walk_subtree(fd, &rel, 0, options, &mut visit);
+        walk_subtree(fd, &rel, 0, options, self.fence(), &mut visit);
         Ok(())
     }
 
@@ -115,9 +115,10 @@ impl DirHandle {
             }),
             ready: Condvar::new(),
         };
+        let fence = self.fence();
         std::thread::scope(|s| {
             for _ in 0..threads.max(1) {
-                s.spawn(|| queue.work(options, &visit));
+                s.spawn(|| queue.work(options, fence, &visit));
             }
         });
         Ok(())
@@ -140,9 +141,10 @@ fn walk_subtree(
     rel: &Path,
     depth: usize,
     options: WalkOptions,
+    fence: &Fence,
     visit: &mut impl FnMut(&WalkEntry) -> Visit,
 ) -> Visit {
-    let mut entries = read_entries(&dir, rel, depth + 1);
+    let mut entries = read_entries(&dir, rel, depth + 1, fence);
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
     for e in &entries {
         match visit(e) {
@@ -153,7 +155,7 @@ fn walk_subtree(
         if e.is_dir()
             && options.max_depth.is_none_or(|m| e.depth < m)
             && let Some(child) = open_child(&dir, e.name())
-            && walk_subtree(child, &e.rel, e.depth, options, visit) == Visit::Stop
+            && walk_subtree(child, &e.rel, e.depth, options, fence, visit) == Visit::Stop
         {
             return Visit::Stop;
         }
@@ -174,7 +176,12 @@ struct Queue {
 }
 
 impl Queue {
-    fn work(&self, options: WalkOptions, visit: &(impl Fn(&WalkEntry) -> Visit + Sync)) {
+    fn work(
+        &self,
+        options: WalkOptions,
+        fence: &Fence,
+        visit: &(impl Fn(&WalkEntry) -> Visit + Sync),
+    ) {
         loop {
             let job = {
                 let Ok(mut st) = self.state.lock() else {
@@ -201,7 +208,7 @@ impl Queue {
             let (fd, rel, depth) = job;
             let mut found = Vec::new();
             let mut stop = false;
-            for e in read_entries(&fd, &rel, depth + 1) {
+            for e in read_entries(&fd, &rel, depth + 1, fence) {
                 match visit(&e) {
                     Visit::Stop => {
                         stop = true;
@@ -258,8 +265,9 @@ fn reopen_readable(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 
 /// The entries of the open directory `fd` (named `rel`), each looked at with
 /// `fstatat(AT_SYMLINK_NOFOLLOW)` in that directory. Entries that vanish meanwhile are left
-/// out; an unreadable directory has none.
-fn read_entries(fd: &OwnedFd, rel: &Path, depth: usize) -> Vec<WalkEntry> {
+/// out, and so are protected stores (`fence`: by name and by device and inode, so a hard
+/// link to `~/.netrc` is left out too); an unreadable directory has none.
+fn read_entries(fd: &OwnedFd, rel: &Path, depth: usize, fence: &Fence) -> Vec<WalkEntry> {
     // `Dir` reads through its own duplicate of the descriptor, positioned at the start.
     let Ok(dup) = rustix::fs::openat(
         fd,
@@ -283,10 +291,14 @@ fn read_entries(fd: &OwnedFd, rel: &Path, depth: usize) -> Vec<WalkEntry> {
             continue;
         };
         let info = crate::beneath::FileInfo::from_stat(&st);
+        let rel = rel.join(&name);
+        if fence.hides(&rel, info.id()) {
+            continue;
+        }
         let kind = info.kind;
         let mtime_ns = info.mtime_ns;
         out.push(WalkEntry {
-            rel: rel.join(&name),
+            rel,
             kind,
             len: if kind == FileKind::Dir {
                 0

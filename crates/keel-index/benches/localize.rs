@@ -27,7 +27,8 @@
 //!
 //! `--issues FILE` may be given more than once (absolute paths: the bench runs in the crate
 //! directory); without it the bench reads `dev_issues.jsonl`. `--dump FILE` writes each
-//! issue's first 50 files (Keel, with scores and reasons, and BM25) as JSON lines.
+//! issue's first 50 files (Keel, with scores and reasons, and BM25) as JSON lines;
+//! `--dump-defs FILE` each issue's definition results.
 //!
 //! Without `--trees` (or with trees missing) the bench says so and skips those issues.
 //! Metrics: Acc@k (a gold file among the first k results), MRR over the first 20.
@@ -190,6 +191,7 @@ fn main() {
     let mut trees: Option<PathBuf> = None;
     let mut verbose = false;
     let mut dump: Option<std::fs::File> = None;
+    let mut dump_defs: Option<std::fs::File> = None;
     let mut cache: Option<PathBuf> = None;
     let mut defs_only = false;
     while let Some(a) = args.next() {
@@ -198,6 +200,9 @@ fn main() {
             "--trees" => trees = args.next().map(PathBuf::from),
             "-v" | "--verbose" => verbose = true,
             "--dump" => dump = args.next().map(|p| std::fs::File::create(p).unwrap()),
+            // Every issue's definition results (path, symbol, lines, score, why) as JSON
+            // lines: two builds' rankings can be compared byte for byte.
+            "--dump-defs" => dump_defs = args.next().map(|p| std::fs::File::create(p).unwrap()),
             // Keeps each tree's index in DIR (reruns skip the builds).
             "--cache" => cache = args.next().map(PathBuf::from),
             // Function-level figures of Keel only (no baselines, no file ranking).
@@ -358,6 +363,24 @@ fn main() {
                     let t = Instant::now();
                     let dh = idx.search(&dq).unwrap();
                     def_times.push(t.elapsed());
+                    if let Some(f) = dump_defs.as_mut() {
+                        use std::io::Write;
+                        let rows: Vec<serde_json::Value> = dh
+                            .iter()
+                            .map(|h| {
+                                serde_json::json!([
+                                    h.path,
+                                    h.symbol,
+                                    h.start_line,
+                                    h.end_line,
+                                    h.score,
+                                    h.why
+                                ])
+                            })
+                            .collect();
+                        writeln!(f, "{}", serde_json::json!({"id": issue.id, "defs": rows}))
+                            .unwrap();
+                    }
                     let kd: Vec<(String, String)> = dh
                         .iter()
                         .filter_map(|h| h.symbol.clone().map(|s| (h.path.clone(), s)))

@@ -111,6 +111,7 @@ fn analyse(project: Option<&ProjectDir>, found: &FoundFile, prev: Option<FileSta
             (c, body, extra)
         })
         .collect();
+    let def_terms = crate::defterms::definition_terms(&lines, &symbols);
     Outcome::Write(Box::new(IndexedFile {
         path: found.path.clone(),
         hash,
@@ -122,6 +123,7 @@ fn analyse(project: Option<&ProjectDir>, found: &FoundFile, prev: Option<FileSta
         parse_error,
         chunks,
         symbols,
+        def_terms,
         imports: raw_imports,
     }))
 }

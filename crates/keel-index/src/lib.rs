@@ -16,6 +16,7 @@
 mod build;
 pub mod chunk;
 pub mod codemap;
+pub mod defterms;
 pub mod grep;
 pub mod ignore_rules;
 pub mod imports;

@@ -1,7 +1,8 @@
 //! The index database: one SQLite file per workspace (`.keel/index.db`, WAL mode). Tables:
 //! `files` (path, hash, mtime, size, language), `chunks` + the contentless FTS5 table
 //! `chunks_fts` (symbol name, body, camel-case words) ranked with BM25, `files_fts` (the same
-//! text per whole file, for file-level BM25 of long reports), `paths_fts` over path words, `symbols` + `symbols_fts`, `imports` (spec, line, resolved target path) and
+//! text per whole file, for file-level BM25 of long reports), `paths_fts` over path words, `symbols` (each definition with its own lines' word and
+//! stem counts, `defterms.rs`) + `symbols_fts`, `imports` (spec, line, resolved target path) and
 //! `import_keys` (which imports a new or deleted file may re-resolve).
 //!
 //! Every change to a file — its row, chunks, symbols and imports — is written in one
@@ -21,7 +22,7 @@ use crate::symbols::{Language, Symbol};
 
 /// Bumped whenever the schema or what is stored changes; a database of another version is
 /// rebuilt from scratch.
-pub const SCHEMA_VERSION: &str = "3";
+pub const SCHEMA_VERSION: &str = "4";
 
 const SCHEMA: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,7 +77,9 @@ CREATE TABLE symbols(
     end_line INTEGER NOT NULL,
     name_line INTEGER NOT NULL,
     depth INTEGER NOT NULL,
-    signature TEXT NOT NULL
+    signature TEXT NOT NULL,
+    words INTEGER NOT NULL DEFAULT 0,
+    stems TEXT
 );
 CREATE INDEX symbols_name ON symbols(name_lower);
 CREATE INDEX symbols_file ON symbols(file_id);
@@ -242,6 +245,8 @@ pub struct IndexedFile {
     /// Each chunk with its body text and its extra (camel-case) words.
     pub chunks: Vec<(Chunk, String, String)>,
     pub symbols: Vec<Symbol>,
+    /// The words of each definition among `symbols` (same order; `defterms.rs`).
+    pub def_terms: Vec<Option<crate::defterms::DefTerms>>,
     pub imports: Vec<RawImport>,
 }
 
@@ -373,12 +378,14 @@ pub fn write_file(tx: &Transaction<'_>, f: &IndexedFile) -> Result<i64, IndexErr
     {
         let mut sym = tx.prepare_cached(
             "INSERT INTO symbols(file_id, name, name_lower, qualified, kind, start_line, end_line,
-             name_line, depth, signature) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             name_line, depth, signature, words, stems)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
         let mut fts = tx.prepare_cached(
             "INSERT INTO symbols_fts(rowid, name, container) VALUES (?1, ?2, ?3)",
         )?;
-        for s in &f.symbols {
+        for (i, s) in f.symbols.iter().enumerate() {
+            let terms = f.def_terms.get(i).and_then(|t| t.as_ref());
             sym.execute(params![
                 id,
                 s.name,
@@ -389,7 +396,9 @@ pub fn write_file(tx: &Transaction<'_>, f: &IndexedFile) -> Result<i64, IndexErr
                 s.end_line as i64,
                 s.name_line as i64,
                 s.depth as i64,
-                s.signature
+                s.signature,
+                terms.map_or(0, |t| t.words as i64),
+                terms.map(|t| t.stems.as_str()),
             ])?;
             let sid = tx.last_insert_rowid();
             let words = format!(

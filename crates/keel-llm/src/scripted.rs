@@ -202,6 +202,9 @@ fn call_arguments(call: &ScriptToolCall) -> Value {
 pub const RETRY_FINGERPRINT: &str = "(retried error)";
 
 /// Plays a [`Script`].
+/// The largest script file read (far above any hand-written or recorded script).
+pub const SCRIPT_LIMIT: u64 = 16 * 1024 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct ScriptedProvider {
     script: Arc<Script>,
@@ -218,8 +221,14 @@ struct State {
 impl ScriptedProvider {
     /// Loads a script file (`.json` is read as JSON, anything else as YAML).
     pub fn load(path: &Path) -> Result<Self, LlmError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| LlmError::Config(format!("cannot read script {}: {e}", path.display())))?;
+        // A script may lie in the workspace (a flow's node names one): read like any file the
+        // user names — a regular file only (a FIFO cannot hang Keel, a device is never
+        // opened), at most SCRIPT_LIMIT bytes.
+        let cannot =
+            |why: String| LlmError::Config(format!("cannot read script {}: {why}", path.display()));
+        let text = keel_fs::project::read_user_file(path, SCRIPT_LIMIT)
+            .map_err(|e| cannot(e.problem.to_string()))?
+            .ok_or_else(|| cannot("it does not exist".into()))?;
         let json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));

@@ -12,6 +12,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use keel_tools::shell::lookup;
+
 /// Search-path variables a server inherits from Keel's environment.
 const SEARCH_PATHS: &[&str] = &["PATH", "NODE_PATH", "GEM_PATH"];
 
@@ -31,25 +33,18 @@ pub fn user_place(
     workspace: &Path,
     var: impl Fn(&str) -> Option<OsString>,
 ) -> UserPlace {
-    let ws_real = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    let inside = |p: &Path| {
-        let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        p.starts_with(workspace) || real.starts_with(&ws_real)
-    };
+    // The one lookup filter Keel's own programs use (keel_tools::shell::lookup): absolute
+    // entries outside the workspace and every other directory commands may write.
+    let also = [workspace];
     let cwd = var("HOME")
         .map(PathBuf::from)
-        .filter(|h| h.is_absolute() && h.is_dir() && !inside(h))
+        .filter(|h| h.is_absolute() && h.is_dir() && !lookup::is_untrusted(h, &also))
         .unwrap_or_else(|| PathBuf::from("/"));
-    let clean = |value: &OsString| -> Vec<PathBuf> {
-        std::env::split_paths(value)
-            .filter(|d| d.is_absolute() && !inside(d))
-            .collect()
-    };
     let mut env = Vec::new();
     let mut path_dirs = Vec::new();
     for name in SEARCH_PATHS {
         if let Some(value) = var(name) {
-            let dirs = clean(&value);
+            let dirs = lookup::trusted_dirs(&value, &also);
             if *name == "PATH" {
                 path_dirs.clone_from(&dirs);
             }
@@ -58,23 +53,13 @@ pub fn user_place(
         }
     }
     let found = (!program.contains('/'))
-        .then(|| {
-            path_dirs
-                .iter()
-                .map(|d| d.join(program))
-                .find(|p| is_executable(p))
-        })
+        .then(|| lookup::find_in(&path_dirs, program, &also))
         .flatten();
     UserPlace {
         cwd,
         program: found.map_or_else(|| OsString::from(program), PathBuf::into_os_string),
         env,
     }
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

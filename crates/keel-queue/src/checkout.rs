@@ -54,10 +54,11 @@ pub struct Pushed {
 impl Checkouts {
     /// Checkouts under `root` (one directory per session), each git call limited to `timeout`.
     pub fn new(root: impl Into<PathBuf>, timeout: Duration) -> Self {
-        Self {
-            root: root.into(),
-            timeout,
-        }
+        let root = root.into();
+        // Other sessions' checkouts are not this session's business: hidden from commands
+        // (each session's own checkout carved back in), outside every file tool's reach.
+        keel_tools::stores::register_keel_path(&root);
+        Self { root, timeout }
     }
 
     /// The directory of session `session_id`'s checkout.

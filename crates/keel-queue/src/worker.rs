@@ -59,7 +59,7 @@ impl WorkerOptions {
 
 /// `$KEEL_HOME/checkouts` (Keel's data directory).
 pub fn default_checkout_dir() -> PathBuf {
-    keel_engine::config::data_dir(&|k| std::env::var(k).ok()).join("checkouts")
+    keel_config::data_dir(&|k| std::env::var(k).ok()).join("checkouts")
 }
 
 impl Default for WorkerOptions {

@@ -39,7 +39,7 @@ pub struct CreateSessionRequest {
     pub script: Option<String>,
     /// `react` (default) or `plan_exec`.
     #[schema(value_type = Option<ExecutionModeDoc>)]
-    pub execution_mode: Option<keel_engine::ExecutionMode>,
+    pub execution_mode: Option<keel_phase::ExecutionMode>,
     /// A git remote to work in instead of a shared workspace (queue mode only): each worker
     /// checks it out into a directory of its own, and the session's changes are pushed to the
     /// remote's branch `keel/<session id>` after every turn.

@@ -14,7 +14,8 @@ use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{
     OpAck, OpError, SessionBuilder, SessionHandle, SessionOverrides, TurnTicket,
 };
-use keel_engine::{EngineError, EventSink, ExecutionMode};
+use keel_engine::{EngineError, EventSink};
+use keel_phase::ExecutionMode;
 use keel_protocol::{Event, Op};
 use keel_snapshot::UndoReport;
 use keel_store::{SessionRecord, Store};

@@ -299,7 +299,7 @@ pub async fn delete_task(
 fn overrides(hub: &Hub, root: &Path, req: &WorkRequest) -> Result<SessionOverrides, ApiError> {
     let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.trim().is_empty());
     let mode = match req.execution_mode.as_deref() {
-        Some(m) => Some(keel_engine::ExecutionMode::parse(m).ok_or_else(|| {
+        Some(m) => Some(keel_phase::ExecutionMode::parse(m).ok_or_else(|| {
             ApiError::bad_request(format!(
                 "unknown execution_mode `{m}`; use react or plan_exec"
             ))

@@ -32,8 +32,13 @@ pub fn tighten_private_dir(dir: &Path) -> io::Result<()> {
 
 /// Makes the database file at `path` private before SQLite opens it: created empty with mode
 /// 0600 when missing (SQLite then gives its `-wal`, `-shm` and `-journal` files the same
-/// mode), tightened to 0600 when it exists, with any companions already there.
+/// mode), tightened to 0600 when it exists, with any companions already there. The file and
+/// its companions become protected stores of this process ([`keel_fs::stores`]): hidden from
+/// every command, refused by the file tools — wherever `store.path` puts them.
 pub(crate) fn prepare_database_file(path: &Path) -> io::Result<()> {
+    for file in std::iter::once(path.to_path_buf()).chain(companions(path)) {
+        keel_fs::stores::register_keel_path(&file);
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;

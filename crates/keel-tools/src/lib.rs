@@ -16,7 +16,7 @@
 //! This crate does not run the agent loop, talk to models or decide phase policy; it only
 //! describes and executes tools (callers pick the sandbox policy on the [`ToolContext`]).
 
-pub use keel_fs::{beneath, project};
+pub use keel_fs::{beneath, project, stores};
 
 pub mod build_dirs;
 pub mod builtin;

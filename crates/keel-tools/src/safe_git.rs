@@ -105,11 +105,11 @@ pub fn environment(
     let mut env: Vec<(OsString, OsString)> = inherited
         .into_iter()
         .filter(|(name, _)| name == "PATH" || name == "TMPDIR")
-        // git runs in the workspace: a relative or empty PATH entry would find the
+        // git runs in the workspace: a relative, empty or workspace PATH entry would find the
         // repository's own programs there (its helpers, hooks' interpreters).
         .map(|(name, value)| {
             let value = if name == "PATH" {
-                crate::shell::exec::absolute_path_value(&value)
+                crate::shell::lookup::trusted_path_value(&value, &[])
             } else {
                 value
             };
@@ -195,15 +195,15 @@ pub fn hardened_git(extra: &[(String, String)], config_env: bool) -> Result<Comm
 fn base() -> Command {
     // The one place Keel's own git starts: the environment, the pager and (in the callers)
     // the forced settings are what make it safe to run outside the sandbox.
-    // git itself is found once, in the absolute PATH directories only: a relative or empty
-    // entry would be looked up after the child's chdir, in the workspace (a repository's
-    // `./git` or `node_modules/.bin/git` running unconfined).
-    static GIT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    let program = GIT.get_or_init(|| {
-        // Not found: the bare name, looked up in the child's PATH of absolute entries only
-        // (so a machine without git fails to start it, and says so).
-        crate::shell::exec::find_program("git").unwrap_or_else(|| "git".into())
-    });
+    // git itself is found in trusted PATH directories only, again after each newly opened
+    // workspace: a relative or empty entry would be looked up after the child's chdir, and an
+    // absolute one inside a workspace (an activated `.venv/bin`) holds whatever the model
+    // wrote there — either would run a repository's `git` unconfined (red-team B25, R23).
+    static GIT: std::sync::Mutex<Option<(u64, Option<std::path::PathBuf>)>> =
+        std::sync::Mutex::new(None);
+    // Not found: the bare name, looked up in the child's PATH of trusted entries only (so a
+    // machine without git fails to start it, and says so).
+    let program = crate::shell::lookup::cached(&GIT, "git").unwrap_or_else(|| "git".into());
     #[allow(clippy::disallowed_methods)]
     let mut c = Command::new(program);
     c.env_clear()
@@ -230,6 +230,8 @@ pub fn bare() -> Command {
 /// (`git config --list --name-only -z`, which runs no program). For Keel's own views of a
 /// workspace outside the agent's turn, such as `keel chat`'s `/diff`.
 pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, String> {
+    // git runs here, unconfined: no program is looked up in it.
+    crate::shell::lookup::distrust(dir);
     let config_env = config_env_supported();
     let mut probe = hardened_git(extra, config_env)?;
     let names = probe
@@ -306,7 +308,7 @@ mod tests {
             .find(|(n, _)| n == "PATH")
             .map(|(_, v)| v.to_string_lossy().into_owned());
         assert_eq!(path.as_deref(), Some("/usr/local/bin:/usr/bin:/bin"));
-        let dirs = crate::shell::exec::absolute_dirs(std::ffi::OsStr::new(":./x:/opt/bin:y"));
+        let dirs = crate::shell::lookup::trusted_dirs(std::ffi::OsStr::new(":./x:/opt/bin:y"), &[]);
         assert_eq!(dirs, vec![std::path::PathBuf::from("/opt/bin")]);
     }
 

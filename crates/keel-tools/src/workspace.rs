@@ -30,6 +30,11 @@ pub enum PathError {
     )]
     Protected(String),
     #[error(
+        "`{path}` cannot be used: {reason}; it is neither read nor changed for the agent (the \
+         user's secret stores and Keel's own files are off limits even inside the workspace)"
+    )]
+    Store { path: String, reason: String },
+    #[error(
         "`{0}` looks like a glob pattern (`*`, `?`, a `[a-z]` class or a `{{a,b}}` set), not a \
          file name; the file tools take one exact path such as `src/lib.rs` (find files with \
          list_files or grep and a pattern, then name each one)"
@@ -105,6 +110,8 @@ impl Workspace {
                 err(e.to_string())
             }
         })?;
+        // Whatever the agent writes here is never a program Keel starts (R23).
+        crate::shell::lookup::distrust(dir.path());
         Ok(Self {
             root: dir.path().to_path_buf(),
             dir,
@@ -207,6 +214,10 @@ fn resolve_error(rel: &str, e: ResolveError) -> PathError {
             target,
         },
         ResolveError::Dangling => PathError::DanglingSymlink(rel.to_string()),
+        ResolveError::Protected(f) => PathError::Store {
+            path: rel.to_string(),
+            reason: f.to_string(),
+        },
         ResolveError::NotADirectory(at) => PathError::Io {
             path: rel.to_string(),
             reason: format!("`{at}` is a file, not a directory"),

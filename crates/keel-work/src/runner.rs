@@ -26,6 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::task_brief;
 use crate::proof::{self, GateRun, Proof};
+use keel_config::ApprovalPolicy;
+use keel_engine::approval::{ApprovalGate, ApprovalRules, Verdict};
 use keel_engine::gates::ProjectGates;
 use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
@@ -67,6 +69,9 @@ pub struct TaskRunner {
     /// An in-progress task is this runner's to resume whatever process claimed it (a job
     /// queue hands a task to one worker at a time, on any machine).
     takeover: bool,
+    /// The approval policy when the caller chose one (else the configuration's, see
+    /// [`TaskRunner::policy`]).
+    approval: Option<ApprovalPolicy>,
 }
 
 /// Where a runner's engines come from.
@@ -99,6 +104,7 @@ impl TaskRunner {
             workspace,
             sinks,
             takeover: false,
+            approval: None,
         }
     }
 
@@ -127,6 +133,7 @@ impl TaskRunner {
             workspace,
             sinks,
             takeover: false,
+            approval: None,
         })
     }
 
@@ -136,6 +143,25 @@ impl TaskRunner {
     pub fn taking_over(mut self) -> Self {
         self.takeover = true;
         self
+    }
+
+    /// Runs the tasks' sessions, and the runner's own test runs, under `policy` instead of the
+    /// configuration's.
+    pub fn approval(mut self, policy: ApprovalPolicy) -> Self {
+        self.approval = Some(policy);
+        self
+    }
+
+    /// The approval policy of the tasks' sessions and of the runner's test runs, as for
+    /// `keel run`: the caller's, else the one the configuration sets, else `never`. Nobody
+    /// answers a task's run, so a call the policy would ask about is denied (the model is
+    /// told), and so is a test run that does more than test.
+    pub fn policy(&self) -> ApprovalPolicy {
+        match (self.approval, self.config.approval_policy_set) {
+            (Some(p), _) => p,
+            (None, true) => self.config.approval.policy,
+            (None, false) => ApprovalPolicy::Never,
+        }
     }
 
     /// Whether `task` is in progress with nobody running it.
@@ -207,37 +233,42 @@ impl TaskRunner {
             .then(|| task.session_id.clone())
             .flatten();
         let pid = std::process::id();
-        let (handle, message, fresh) = match &resume {
+        let (handle, message, fresh, engine) = match &resume {
             Some(session) => {
                 let engine = self.engine_for(Some(session)).await?;
                 self.work.claim_task(&ws, id, session, pid).await?;
-                let handle = SessionHandle::new(engine, session.clone(), self.sinks.clone());
+                let handle =
+                    SessionHandle::new(engine.clone(), session.clone(), self.sinks.clone())
+                        .approvals(self.gate(&engine));
                 // Killed before its first turn started: the session has no task yet, so it
                 // gets the whole task layer; otherwise it continues its own transcript.
                 if self.store.get_session(session).await?.status == SessionStatus::Idle {
                     let (brief, fresh) = brief_for(&*self.store, &*self.work, &ws, &task).await?;
-                    (handle, brief, fresh)
+                    (handle, brief, fresh, engine)
                 } else {
                     (
                         handle,
                         "Continue the task from where you stopped (the previous run was interrupted)."
                             .to_string(),
                         Vec::new(),
+                        engine,
                     )
                 }
             }
             None => {
                 let (brief, fresh) = brief_for(&*self.store, &*self.work, &ws, &task).await?;
                 let engine = self.engine_for(None).await?;
-                let (handle, record) = SessionHandle::create(engine, self.sinks.clone()).await?;
+                let (handle, record) =
+                    SessionHandle::create(engine.clone(), self.sinks.clone()).await?;
+                let handle = handle.approvals(self.gate(&engine));
                 self.work.claim_task(&ws, id, &record.id, pid).await?;
-                (handle, brief, fresh)
+                (handle, brief, fresh, engine)
             }
         };
         let session_id = handle.id().to_string();
         let gates = self.gates();
         let before = proof::snapshot_files(&self.workspace);
-        let tests_before = self.run_tests(&gates).await;
+        let tests_before = self.run_tests(&gates, &engine).await;
         let ticket = match handle.submit(Op::user_message(message)).await {
             Ok(OpAck::Turn(ticket)) => ticket,
             other => {
@@ -275,7 +306,7 @@ impl TaskRunner {
         let mut status = status;
         let mut proof = None;
         if matches!(status, TaskStatus::Done | TaskStatus::Failed) {
-            let tests_after = self.run_tests(&gates).await;
+            let tests_after = self.run_tests(&gates, &engine).await;
             let events = self.store.events(&session_id, 0).await?;
             let mut all_gates = proof::verification_gates(&events);
             all_gates.extend(tests_after.iter().cloned());
@@ -409,13 +440,34 @@ impl TaskRunner {
         .collect()
     }
 
+    /// The approval gate of a task's session on `engine`: [`Self::policy`], headless.
+    fn gate(&self, engine: &Engine) -> Arc<ApprovalGate> {
+        Arc::new(ApprovalGate::from_config(
+            engine.config(),
+            Some(self.policy()),
+            false,
+        ))
+    }
+
     /// Runs the project's test command (detected again after the run: the task may have
-    /// added the first tests).
-    async fn run_tests(&self, gates: &[keel_engine::Gate]) -> Option<GateRun> {
+    /// added the first tests) — when the approval policy lets it: it is judged like the
+    /// session's tests gate, by what it runs (the package.json script, the Makefile recipe,
+    /// a project-set `test_command`); one the policy would ask about is not run (nobody can
+    /// answer) and fails with the reason.
+    async fn run_tests(&self, gates: &[keel_engine::Gate], engine: &Engine) -> Option<GateRun> {
         let gate = gates
             .first()
             .cloned()
             .or_else(|| self.gates().into_iter().next())?;
+        if let Err(why) = self.judge_tests(&gate, engine) {
+            return Some(GateRun {
+                name: gate.name,
+                command: gate.command,
+                passed: false,
+                exit_code: None,
+                output: why,
+            });
+        }
         Some(
             run_gate(
                 &self.workspace,
@@ -425,6 +477,46 @@ impl TaskRunner {
             )
             .await,
         )
+    }
+}
+
+impl TaskRunner {
+    /// `Err(why)` when the test run `gate` may not run under [`Self::policy`]: its command
+    /// was set by the project, or what it runs does more than build and test, and the policy
+    /// does not allow that command outright.
+    fn judge_tests(&self, gate: &keel_engine::Gate, engine: &Engine) -> Result<(), String> {
+        let set_by_project = self.config.set_by_project("shell.test_command")
+            && self.config.shell.test_command.is_some();
+        let Some(reason) = keel_engine::verify::gate_does_more_than_check(gate, &self.workspace)
+            .or_else(|| {
+                set_by_project.then(|| {
+                    "the project's .keel/config.toml sets it ([shell] test_command)".into()
+                })
+            })
+        else {
+            return Ok(());
+        };
+        let rules = ApprovalRules::new(
+            &self.config.approval,
+            self.policy(),
+            &self.config.shell.allow,
+        );
+        let call = keel_protocol::ToolCall {
+            id: "work-tests".into(),
+            name: "run_command".into(),
+            arguments: serde_json::json!({ "command": gate.command }),
+        };
+        match rules
+            .judge_in(&call, engine.tools(), Some(engine.workspace()))
+            .0
+        {
+            Verdict::Allow => Ok(()),
+            Verdict::Ask => Err(format!(
+                "not run: {reason}, and the approval policy ({}) asks about it, but nobody can answer a task's run; run the tests yourself, or allow the command in your own [approval] allow",
+                self.policy().as_str()
+            )),
+            Verdict::Deny(rule) => Err(format!("not run: {reason}; {rule}")),
+        }
     }
 }
 

@@ -29,7 +29,12 @@ impl Composer {
     pub fn with_history(history_file: Option<PathBuf>) -> Self {
         let history = history_file
             .as_deref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
+            // Keel's own data; still regular-only, never blocking, bounded.
+            .and_then(|p| {
+                keel_fs::project::read_user_file(p, 8 * 1024 * 1024)
+                    .ok()
+                    .flatten()
+            })
             .map(|text| {
                 text.lines()
                     .filter_map(|l| serde_json::from_str::<String>(l).ok())
@@ -233,11 +238,13 @@ impl Composer {
             return;
         }
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
+        // Appending to Keel's own history file in its data directory (no repository's).
+        #[allow(clippy::disallowed_methods)]
+        let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(path)
-        {
+            .open(path);
+        if let Ok(mut f) = file {
             let _ = writeln!(f, "{line}");
         }
     }

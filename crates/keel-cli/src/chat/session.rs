@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use keel_config::ApprovalPolicy;
 use keel_engine::approval::ApprovalGate;
-use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
 use keel_engine::{Engine, EventSink};
 use keel_protocol::{Attachment, Event, EventKind, Op};
@@ -65,8 +65,7 @@ impl Chat {
             Resume::from_flags(args.resume.as_deref(), args.cont),
         )?;
         let store: Arc<dyn Store> = sqlite.clone();
-        let history =
-            composer::history_path(&keel_engine::config::data_dir(&setup::env_var), &workspace);
+        let history = composer::history_path(&keel_config::data_dir(&setup::env_var), &workspace);
         let engine = Arc::new(
             builder
                 .engine_with(config, &workspace)

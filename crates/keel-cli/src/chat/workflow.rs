@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_engine::config::Config;
+use keel_config::Config;
 use keel_engine::runtime::SessionOverrides;
 use keel_flow::FlowEvent;
 use keel_store::SqliteStore;
@@ -52,7 +52,7 @@ pub fn start(
     let inputs: Vec<String> = words.map(str::to_string).collect();
     // A relative path is the workspace's (the chat may run elsewhere), else a listed name.
     let in_workspace = root.join(target);
-    let file = if in_workspace.is_file() {
+    let file = if in_workspace.symlink_metadata().is_ok() {
         in_workspace
     } else {
         let found = flow::files::resolve(root, Path::new(target));
@@ -62,7 +62,7 @@ pub fn start(
             found
         }
     };
-    let prepared = flow::files::prepare(&file, &inputs).map_err(|e| e.to_string())?;
+    let prepared = flow::files::prepare(root, &file, &inputs).map_err(|e| e.to_string())?;
     let name = prepared.flow.name.clone();
     let cancel = CancellationToken::new();
     let events_tx = tx.clone();

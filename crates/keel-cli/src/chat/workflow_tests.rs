@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use keel_engine::runtime::SessionOverrides;
 use keel_store::SqliteStore;
 use ratatui::Terminal;

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use keel_config::{ApprovalPolicy, Layer};
 use keel_engine::approval::ApprovalRules;
-use keel_engine::config::{ApprovalPolicy, Layer};
 use keel_flow::Executor;
 use keel_flow::exec::{EngineAgents, EventSink};
 use keel_flow::state::NodeStatus;
@@ -27,7 +27,7 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// The executor `keel flow run|resume` and chat's `/workflow` run flows with.
 /// Flow runs are stored in `flows`, agent nodes' sessions in `sessions`.
 pub(crate) fn executor(
-    config: &keel_engine::config::Config,
+    config: &keel_config::Config,
     flows: FlowStore,
     sessions: Arc<dyn keel_store::Store>,
     defaults: keel_engine::runtime::SessionOverrides,

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use keel_config::{ApprovalPolicy, Layer};
 use keel_engine::approval::ApprovalRules;
-use keel_engine::config::{ApprovalPolicy, Layer};
 use keel_flow::exec::{EngineAgents, EventSink};
 use keel_flow::state::NodeStatus;
 use keel_flow::store::RunRecord;
@@ -103,7 +103,7 @@ pub enum FlowCommand {
 pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
     let root = setup::workspace_dir(args.common.workspace.as_deref())?;
     match args.command {
-        FlowCommand::Validate { file } => validate(&resolve(&root, &file)),
+        FlowCommand::Validate { file } => validate(&root, &resolve(&root, &file)),
         FlowCommand::List => list(&root),
         FlowCommand::Run {
             file,
@@ -145,8 +145,8 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn validate(file: &Path) -> anyhow::Result<u8> {
-    let (flow, _) = compile(file)?;
+fn validate(root: &Path, file: &Path) -> anyhow::Result<u8> {
+    let (flow, _) = compile(root, file)?;
     println!(
         "{}: flow `{}` is valid ({} nodes, {} inputs)",
         file.display(),
@@ -284,7 +284,7 @@ fn run(
         flow,
         source,
         values,
-    } = prepare(file, inputs)?;
+    } = prepare(root, file, inputs)?;
     let ws = root.to_path_buf();
     with_executor(root, llm, json, approval, |exec| async move {
         exec.start(flow, &source, &ws, values).await

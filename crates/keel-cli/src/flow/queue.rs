@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use keel_engine::config::Layer;
+use keel_config::Layer;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::{executor, runtime, store_error};
@@ -24,7 +24,7 @@ pub fn queue(
         flow,
         source,
         values,
-    } = prepare(file, inputs)?;
+    } = prepare(root, file, inputs)?;
     let config = setup::load_config(root, Layer::from_overrides(&[]))?;
     let Some(url) = database_url(&config) else {
         return Err(setup::UsageError(

@@ -20,7 +20,8 @@ use super::store::ChildStore;
 use super::tools::{AgentCloseArgs, AgentEvalArgs, AgentOpenArgs};
 use super::{AGENT_CLOSE, AGENT_EVAL, AGENT_OPEN, AgentScope};
 use crate::run::Run;
-use crate::{Engine, EngineBuilder, EngineError, EventSink, ExecutionMode, RunOptions};
+use crate::{Engine, EngineBuilder, EngineError, EventSink, RunOptions};
+use keel_phase::ExecutionMode;
 
 /// Characters of a child's answer shown to the parent at once; the rest is kept for
 /// `read_result`.

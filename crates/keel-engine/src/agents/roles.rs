@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use keel_tools::{ToolEffect, ToolRegistry};
 
-use crate::config::AgentsConfig;
+use keel_config::AgentsConfig;
 
 /// The built-in roles' names.
 pub const BUILT_IN_ROLES: [&str; 3] = ["explorer", "worker", "reviewer"];

@@ -15,8 +15,10 @@ use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ApprovalConfig, ApprovalPolicy};
+mod patch_plan;
+
 use crate::{Emitter, EngineError};
+use keel_config::{ApprovalConfig, ApprovalPolicy};
 
 /// What the rules say about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,8 +135,14 @@ impl ApprovalRules {
             }
             (None, None) => None,
         };
+        let patch = (call.name == "apply_patch")
+            .then(|| patch_plan::plan(&call.arguments))
+            .flatten();
+        let deletes = patch.as_ref().is_some_and(|p| !p.deletes.is_empty());
         let class = match (&analysis, effect) {
             (Some(a), _) => a.class.as_str(),
+            // A patch that deletes files is as destructive as `rm` (red-team pass 2, R22).
+            (None, _) if deletes => "destructive",
             (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => "read_only",
             // A tool that runs the project's own command (`run_tests` when its command cannot
             // be resolved) builds and writes in the workspace.
@@ -146,10 +154,20 @@ impl ApprovalRules {
             (Some(c), _, Some(a)) => describe_planned(c, a),
             (Some(c), _, None) => c.to_string(),
             (None, Some((p, _)), Some(a)) => describe_planned(&p.command, a),
-            _ => describe(call, effect),
+            // Every file and operation of a patch, deletions first (not its first characters).
+            _ => match &patch {
+                Some(p) => format!(
+                    "{}: {} [#{}]",
+                    call.name,
+                    p.text(),
+                    fingerprint(&call.arguments)
+                ),
+                None => describe(call, effect),
+            },
         };
         let reason = match (&analysis, effect) {
             (Some(a), _) => a.reasons.first().cloned().unwrap_or_default(),
+            (None, _) if deletes => "deletes files in the workspace".into(),
             (None, Some(ToolEffect::WritesFiles)) => "writes files in the workspace".into(),
             (None, Some(ToolEffect::RunsCommands)) => {
                 "runs the project's own commands in the workspace".into()
@@ -224,18 +242,21 @@ impl ApprovalRules {
         if ask.yes.is_some() || ask.maybe.is_some() {
             return (Verdict::Ask, summary);
         }
-        let risky = match analysis.map(|a| a.class) {
-            Some(SafetyClass::ReadOnly) => false,
-            Some(SafetyClass::WritesWorkspace) => self.policy == ApprovalPolicy::Untrusted,
-            Some(SafetyClass::Network | SafetyClass::Unknown | SafetyClass::Destructive) => true,
-            None => match effect {
-                Some(ToolEffect::ReadOnly | ToolEffect::Control) => false,
-                Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands) => {
-                    self.policy == ApprovalPolicy::Untrusted
+        let risky = deletes
+            || match analysis.map(|a| a.class) {
+                Some(SafetyClass::ReadOnly) => false,
+                Some(SafetyClass::WritesWorkspace) => self.policy == ApprovalPolicy::Untrusted,
+                Some(SafetyClass::Network | SafetyClass::Unknown | SafetyClass::Destructive) => {
+                    true
                 }
-                None | Some(ToolEffect::Unknown) => true,
-            },
-        };
+                None => match effect {
+                    Some(ToolEffect::ReadOnly | ToolEffect::Control) => false,
+                    Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands) => {
+                        self.policy == ApprovalPolicy::Untrusted
+                    }
+                    None | Some(ToolEffect::Unknown) => true,
+                },
+            };
         (if risky { Verdict::Ask } else { Verdict::Allow }, summary)
     }
 }

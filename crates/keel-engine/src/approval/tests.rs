@@ -311,3 +311,31 @@ fn rules_name_tools_and_command_prefixes() {
     );
     assert!(matches!(verdict(&r, &push), Verdict::Deny(_)));
 }
+
+#[test]
+fn a_patch_is_shown_file_by_file_and_deleting_files_asks() {
+    // Red-team pass 2, R22: a long patch whose `*** Delete File`s came after the first 200
+    // characters was approved unseen (and ran unasked under on-request).
+    let long = "x".repeat(400);
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: README.md\n@@\n-old\n+{long}\n*** Delete File: src/lib.rs\n*** Delete File: src/main.rs\n*** End Patch\n"
+    );
+    let tools = registry();
+    let on = rules(ApprovalPolicy::OnRequest, &[], &[], &[]);
+    let deleting = call("apply_patch", json!({ "patch": patch }));
+    let (v, what) = on.judge(&deleting, &tools);
+    assert_eq!(v, Verdict::Ask);
+    assert_eq!(what.class, "destructive");
+    assert!(
+        what.summary.starts_with(
+            "apply_patch: delete src/lib.rs; delete src/main.rs; update README.md (+1 -1)"
+        ),
+        "{}",
+        what.summary
+    );
+    let editing = call(
+        "apply_patch",
+        json!({ "patch": "*** Begin Patch\n*** Update File: README.md\n@@\n-old\n+new\n*** End Patch\n" }),
+    );
+    assert_eq!(verdict(&on, &editing), Verdict::Allow, "an edit is a write");
+}

@@ -10,7 +10,7 @@ use keel_tools::{ToolEffect, ToolRegistry};
 
 use crate::agents::{AgentScope, is_agent_tool};
 use crate::hooks::{Hook, HookAction, HookContext};
-use crate::phase::CommandJudge;
+use keel_phase::CommandJudge;
 
 pub(crate) struct ScopeHook {
     /// `None`: not a subagent (nothing is refused).

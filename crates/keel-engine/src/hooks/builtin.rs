@@ -18,8 +18,8 @@ use crate::guardrails::{
     blockers::BlockersHook, constitution::ConstitutionHook, rules::RulesHook, scope::ScopeHook,
     skills::SkillsHook, tracker::TrackerHook,
 };
-use crate::phase::{ADVANCE_PHASE, CommandAccess};
 use crate::run::Run;
+use keel_phase::{ADVANCE_PHASE, CommandAccess};
 
 /// Why the loop stops after the current batch, and what calls not yet run are told.
 pub(crate) type Stop = Option<(Ending, &'static str)>;

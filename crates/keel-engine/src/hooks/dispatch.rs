@@ -8,8 +8,8 @@ use super::{HookAction, HookContext, HookEnd, ToolResultView};
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::ending::{Ending, Interrupt};
-use crate::phase::CommandAccess;
 use crate::run::Run;
+use keel_phase::CommandAccess;
 
 /// The blocker a hook's [`HookAction::Stop`] raises.
 fn hook_stop(hook: &str, question: String) -> Ending {

@@ -1,18 +1,19 @@
 //! Hooks: the guardrails' way into the loop.
 //!
-//! The loop in `run.rs` only asks the session's hooks, in order, at five points: before each
-//! model request, before each tool call, after each tool result (and once after a reply's
-//! batch of results), when the model says it is done, and when an attempt fails. Everything
-//! that judges a run — compaction, the loop guard and fix tracker, skills, the constitution,
-//! the plan_exec phase policy (including `advance_phase`), approvals, blockers, final
-//! verification — is a hook the engine builder registers ([`builtin::standard`]); flows,
-//! subagents and tests add their own [`Hook`]s with [`crate::EngineBuilder::hook`] or
+//! The loop in `run.rs` only asks the session's hooks, in order, at its points: before each
+//! model request, when a reply arrives, before each tool call, after each tool result (and
+//! once after a reply's batch of results), when the model says it is done, when it runs out
+//! of steps, and when an attempt fails. Everything that judges a run — the loop guard and fix
+//! tracker, blockers and the finish checks, rules, a subagent's scope, skills, the
+//! constitution, the plan_exec phase policy (including `advance_phase`), compaction, final
+//! verification, approvals — is a hook the engine builder registers ([`builtin::standard`]);
+//! flows, subagents and tests add their own [`Hook`]s with [`crate::EngineBuilder::hook`] or
 //! [`crate::runtime::SessionBuilder::hook`].
 //!
 //! Order: the built-in hooks that keep the run sane come first (loop guard, blockers, rules,
-//! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom hooks in the order they
-//! were added, then final verification and approval (the expensive checks, and asking a
-//! person, come last: a call a hook denies is never put to a person).
+//! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom
+//! hooks in the order they were added, then final verification and approval (the expensive
+//! checks, and asking a person, come last: a call a hook denies is never put to a person).
 
 pub(crate) mod builtin;
 mod dispatch;

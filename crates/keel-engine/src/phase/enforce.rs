@@ -9,12 +9,12 @@ use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::{ToolEffect, ToolError, ToolOutput};
 
 use super::rollback::{RollbackOutcome, RollbackPlan, after_phase_failure};
-use super::{
+use crate::EngineError;
+use crate::run::Run;
+use keel_phase::{
     ADVANCE_PHASE, CallFacts, CommandAccess, CommandJudge, Phase, PhasePolicy, Verdict,
     command_argument,
 };
-use crate::EngineError;
-use crate::run::Run;
 
 /// The test tool: running it is what lets verification end.
 const RUN_TESTS: &str = "run_tests";

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use keel_tools::PlannedCommand;
 use keel_tools::shell::{Analysis, CommandSafety, SafetyClass, detect_test_command};
 
-use super::CommandJudge;
 use crate::verify::SharedGateDetector;
+use keel_phase::CommandJudge;
 
 /// Characters that make a command line more than one plain command (operators, redirections,
 /// substitutions, escapes): a test command may not contain them.

@@ -17,9 +17,9 @@ use std::time::Duration;
 use keel_protocol::EventKind;
 use tokio_util::sync::CancellationToken;
 
-use super::Phase;
 use crate::process::{CommandSpec, run_command_with_timeout};
 use crate::{Emitter, EngineError};
+use keel_phase::Phase;
 
 /// Characters of a command's output kept in its event.
 const OUTPUT_CHARS: usize = 4_000;

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use keel_llm::{Provider, Role, Router, build_provider};
 use keel_store::{SessionRecord, Store};
 
-use crate::config::{self, Layer};
-use crate::{Config, Engine, EngineBuilder, EngineError, ExecutionMode};
+use crate::{Config, Engine, EngineBuilder, EngineError};
+use keel_config::Layer;
+use keel_phase::ExecutionMode;
 
 /// How a session should run, over its configuration: what `keel run`'s flags, `keel serve`'s
 /// defaults and a create request can choose. Unset fields leave the configuration alone.
@@ -137,7 +138,7 @@ impl SessionBuilder {
         let lookup = |name: &str| std::env::var(name).ok();
         Self {
             store,
-            user_config: config::user_config_path(&lookup),
+            user_config: keel_config::user_config_path(&lookup),
             env,
             defaults: SessionOverrides::default(),
             adjust: None,
@@ -201,7 +202,7 @@ impl SessionBuilder {
     /// Where what Keel learns about model servers is remembered: the user's data directory
     /// (none without a home, rather than a directory in the workspace).
     fn learned_dir(&self) -> Option<std::path::PathBuf> {
-        crate::config::user_data_dir(&|name: &str| self.env_var(name))
+        keel_config::user_data_dir(&|name: &str| self.env_var(name))
     }
 
     fn env_var(&self, name: &str) -> Option<String> {

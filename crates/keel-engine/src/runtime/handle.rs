@@ -19,9 +19,8 @@ use tokio_util::task::TaskTracker;
 use super::builder::{SessionBuilder, SessionOverrides};
 use super::undo::{UndoError, undo_session};
 use crate::approval::{ApprovalGate, Decision};
-use crate::{
-    CollectingSink, Emitter, Engine, EngineError, EventSink, ExecutionMode, RunOptions, RunOutcome,
-};
+use crate::{CollectingSink, Emitter, Engine, EngineError, EventSink, RunOptions, RunOutcome};
+use keel_phase::ExecutionMode;
 use keel_snapshot::UndoReport;
 
 /// Why an op was not carried out. Nothing was changed.

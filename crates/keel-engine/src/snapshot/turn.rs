@@ -6,8 +6,8 @@ use keel_protocol::{EventKind, ToolCall};
 use keel_tools::ToolEffect;
 
 use crate::EngineError;
-use crate::phase::CommandAccess;
 use crate::run::Run;
+use keel_phase::CommandAccess;
 
 impl Run<'_> {
     /// Whether `call` may change the workspace.

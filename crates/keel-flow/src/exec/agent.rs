@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use keel_config::ApprovalPolicy;
 use keel_engine::RunOptions;
 use keel_engine::approval::ApprovalGate;
-use keel_engine::config::ApprovalPolicy;
 use keel_engine::runtime::{SessionBuilder, SessionOverrides};
 use keel_protocol::{SessionStatus, Usage};
 use tokio_util::sync::CancellationToken;

@@ -121,12 +121,22 @@ impl Executor {
     ) -> Arc<Ctx> {
         let mut flow = flow;
         if is_project_file(&flow.file, workspace) {
-            let nodes = flow.drop_model_choices();
+            // A script the flow names must be a file of the workspace too (read bounded and
+            // regular-only by the scripted provider), not a link or path leading out of it.
+            let project = keel_tools::project::ProjectDir::open(workspace).ok();
+            let script_ok = |script: &Path| {
+                let rel = keel_tools::project::workspace_relative(workspace, script);
+                match (rel, &project) {
+                    (Some(rel), Some(p)) => p.check_inside(&rel).is_ok(),
+                    _ => false,
+                }
+            };
+            let nodes = flow.drop_model_choices(&script_ok);
             if !nodes.is_empty() {
                 self.emit(FlowEvent::Step {
                     run_id: run_id.to_string(),
                     step: format!(
-                        "note: {} is a file of the workspace, so its choice of provider or model (node {}) is not used: your own model settings apply (a repository may not choose where your data goes; run a copy outside the workspace to make it yours)",
+                        "note: {} is a file of the workspace, so its choice of provider or model, or of a script outside the workspace (node {}), is not used: your own model settings apply (a repository may not choose where your data goes; run a copy outside the workspace to make it yours)",
                         flow.file.display(),
                         nodes.join(", ")
                     ),
@@ -638,7 +648,8 @@ fn is_project_file(file: &Path, workspace: &Path) -> bool {
         return true;
     }
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    file.starts_with(workspace) || real(file).starts_with(real(workspace))
+    keel_tools::project::workspace_relative(workspace, file).is_some()
+        || real(file).starts_with(real(workspace))
 }
 
 /// Gives a run's lease up (a failure only leaves it to expire).

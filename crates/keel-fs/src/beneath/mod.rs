@@ -18,6 +18,7 @@
 //!   relative `..` past it, or an absolute target elsewhere, is refused). This walk alone is
 //!   enough for safety; `openat2` only makes the common case one system call.
 
+mod fence;
 mod ops;
 
 use std::collections::VecDeque;
@@ -31,6 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
+pub use fence::{Fence, Fenced};
 pub(crate) use ops::{Created, Staged};
 pub use ops::{FileInfo, FileKind, WriteMode};
 
@@ -63,6 +65,8 @@ pub struct DirHandle {
     /// The canonical path the directory had when it was opened (for messages, for absolute
     /// symlinks pointing back inside, and for commands, which still need a path).
     path: PathBuf,
+    /// The protected stores beneath it (usually none): never resolved into, never listed.
+    fence: Arc<Fence>,
 }
 
 /// Why a path could not be resolved beneath the handle.
@@ -80,6 +84,9 @@ pub enum ResolveError {
     /// More than [`MAX_LINKS`] symlinks (a loop).
     #[error("too many levels of symlinks (a symlink loop?)")]
     TooManyLinks,
+    /// It lies in one of the user's secret stores or Keel's own data ([`crate::stores`]).
+    #[error("{0}")]
+    Protected(Fenced),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -90,9 +97,11 @@ impl DirHandle {
     pub fn open(path: &Path) -> std::io::Result<Self> {
         let canonical = path.canonicalize()?;
         let fd = open_dir_at(rustix::fs::CWD, canonical.as_os_str(), OFlags::empty())?;
+        let fence = Fence::for_root(&canonical, &fd);
         Ok(Self {
             fd: Arc::new(fd),
             path: canonical,
+            fence: Arc::new(fence),
         })
     }
 
@@ -104,6 +113,23 @@ impl DirHandle {
     /// The open directory.
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The protected stores beneath this directory ([`crate::stores`]).
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// `Err` when `found` lies in a protected store (see [`Fence`]).
+    fn fenced(&self, found: ResolvedPath) -> Result<ResolvedPath, ResolveError> {
+        if self.fence.is_empty() {
+            return Ok(found);
+        }
+        let final_id = found.seen.map(|i| i.id());
+        match self.fence.check(&found.rel, final_id, &found.base) {
+            Some(f) => Err(ResolveError::Protected(f)),
+            None => Ok(found),
+        }
     }
 
     /// Resolves `rel` — relative, made only of normal components (callers refuse absolute
@@ -124,9 +150,10 @@ impl DirHandle {
         if uses_openat2()
             && let Some(found) = self.resolve_fast(&comps)?
         {
-            return Ok(found);
+            return self.fenced(found);
         }
-        self.walk(comps)
+        let found = self.walk(comps)?;
+        self.fenced(found)
     }
 
     /// Like [`Self::resolve`], but a final symlink is not followed: the result names the
@@ -141,7 +168,7 @@ impl DirHandle {
         if !dir.missing.is_empty() || dir.info().ok().flatten().is_none() {
             let mut missing = dir.missing.clone();
             missing.extend(dir.name.clone());
-            return Ok(ResolvedPath {
+            return self.fenced(ResolvedPath {
                 base: dir.base.clone(),
                 missing,
                 name: Some(name.to_os_string()),
@@ -154,14 +181,23 @@ impl DirHandle {
             None => dir.base.clone(),
             Some(_) => Arc::new(dir.open_dir()?),
         };
-        Ok(ResolvedPath {
+        let found = ResolvedPath {
             base,
             missing: Vec::new(),
             name: Some(name.to_os_string()),
             rel: rel_out,
             root: self.path.clone(),
             seen: None,
-        })
+        };
+        if !self.fence.is_empty() {
+            let id = rustix::fs::statat(found.base.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|st| FileInfo::from_stat(&st).id());
+            if let Some(f) = self.fence.check(&found.rel, id, &found.base) {
+                return Err(ResolveError::Protected(f));
+            }
+        }
+        Ok(found)
     }
 
     /// The directory `rel` beneath this one, opened as a handle of its own (what is resolved
@@ -169,9 +205,11 @@ impl DirHandle {
     pub fn subdir(&self, rel: &Path) -> Result<DirHandle, ResolveError> {
         let found = self.resolve(rel)?;
         let fd = found.open_dir()?;
+        let fence = self.fence.below(found.rel(), &fd);
         Ok(DirHandle {
             fd: Arc::new(fd),
             path: found.abs(),
+            fence: Arc::new(fence),
         })
     }
 

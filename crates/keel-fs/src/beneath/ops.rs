@@ -80,6 +80,11 @@ impl FileInfo {
         }
     }
 
+    /// Device and inode.
+    pub fn id(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
     /// `Ok` for a regular file; otherwise an `InvalidInput` error naming what it is.
     pub fn check_regular(&self) -> std::io::Result<()> {
         if self.kind == FileKind::File {

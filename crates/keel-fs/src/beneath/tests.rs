@@ -296,3 +296,74 @@ fn a_streamed_write_replaces_only_when_the_reader_ends_cleanly() {
     );
     assert_eq!(names(ws.path()), vec!["big.bin".to_string()]);
 }
+
+/// A workspace holding stores (as when it is the home directory): nothing resolves into one —
+/// by name, through a link, in another case, by a hard link or after a rename — and walks
+/// pass them over. Stores are registered here (the process's `HOME` is left alone).
+#[test]
+fn stores_beneath_the_root_are_never_resolved_into_or_listed() {
+    use crate::stores::register_keel_path;
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = ws.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(root.join("ssh")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("ssh/id_ed25519"), "KEY").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("netrc"), "PASSWORD").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(root.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("src/main.rs"), "fn main() {}").unwrap_or_else(|e| panic!("{e}"));
+    symlink("ssh", root.join("alias")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::hard_link(root.join("netrc"), root.join("src/innocent.txt"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    register_keel_path(&root.join("ssh"));
+    register_keel_path(&root.join("netrc"));
+    // Keel's config directory, which does not exist yet.
+    register_keel_path(&root.join("conf/keel"));
+    let h = DirHandle::open(&root).unwrap_or_else(|e| panic!("{e}"));
+    for rel in [
+        "ssh/id_ed25519",
+        "ssh",
+        "ssh/authorized_keys",
+        "alias/id_ed25519",
+        "netrc",
+        "src/innocent.txt",
+        "conf/keel/config.toml",
+        "conf/keel",
+    ] {
+        let e = h.resolve(Path::new(rel)).err();
+        assert!(
+            matches!(e, Some(ResolveError::Protected(_))),
+            "{rel}: {e:?}"
+        );
+        let e = h.resolve_entry(Path::new(rel)).err();
+        assert!(
+            matches!(e, Some(ResolveError::Protected(_))),
+            "{rel} (entry): {e:?}"
+        );
+    }
+    let msg = h
+        .resolve(Path::new("ssh/id_ed25519"))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(msg.contains("Keel's own") && msg.contains("ssh"), "{msg}");
+    // Everything else works as before.
+    assert!(h.resolve(Path::new("src/main.rs")).is_ok());
+    assert!(h.resolve(Path::new("conf/other.toml")).is_ok());
+    // A walk lists neither the stores nor the hard link to one.
+    let mut listed = Vec::new();
+    h.walk_sorted(Path::new(""), crate::walk::WalkOptions::default(), |e| {
+        listed.push(e.rel.display().to_string());
+        crate::walk::Visit::Continue
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(listed.contains(&"src/main.rs".to_string()), "{listed:?}");
+    for gone in ["ssh", "ssh/id_ed25519", "netrc", "src/innocent.txt"] {
+        assert!(!listed.contains(&gone.to_string()), "{gone}: {listed:?}");
+    }
+    // Renamed after the handle was opened: still the same directory (identity, not name).
+    std::fs::rename(root.join("ssh"), root.join("moved")).unwrap_or_else(|e| panic!("{e}"));
+    let e = h.resolve(Path::new("moved/id_ed25519")).err();
+    assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
+    let sub = h.subdir(Path::new("src")).unwrap_or_else(|e| panic!("{e}"));
+    let e = sub.resolve(Path::new("innocent.txt")).err();
+    assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
+}

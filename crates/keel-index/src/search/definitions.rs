@@ -18,10 +18,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rusqlite::{Connection, params};
 
-use super::signals::stem;
-use super::snippet::read_lines;
 use super::*;
-use crate::terms::split_identifier;
+use crate::defterms::{KINDS, parse_stems, stem};
 
 /// How many of the best files give all their definitions as candidates.
 const DEF_FILES: usize = 12;
@@ -36,16 +34,6 @@ const CLASS_SHARE: f64 = 0.75;
 /// BM25 parameters of the definition-level text score.
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-/// Definition kinds that are answers.
-const KINDS: &[&str] = &[
-    "function",
-    "method",
-    "class",
-    "struct",
-    "enum",
-    "trait",
-    "interface",
-];
 
 /// One candidate definition.
 struct Def {
@@ -56,9 +44,10 @@ struct Def {
     qualified: String,
     name: String,
     kind: String,
-    /// Lines inside the definition that belong to its member definitions (left out of a
-    /// type's own text).
-    members: Vec<(usize, usize)>,
+    /// How many words its own lines hold, and their stems with counts (counted when the
+    /// file was indexed: `defterms.rs`).
+    words: usize,
+    stems: String,
 }
 
 /// The words of a report, each with its inverse document frequency over the index's chunks,
@@ -90,7 +79,6 @@ impl Idf {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ranked(
     conn: &Connection,
-    root: &std::path::Path,
     files: &[(f64, Cand)],
     scored: &[(f64, Cand)],
     idf: &Idf,
@@ -143,27 +131,19 @@ pub(super) fn ranked(
         .map(|v| v.0)
         .fold(0.0_f64, f64::max)
         .max(1e-9);
-    // Definition-level BM25 over each candidate's own lines.
-    let mut bodies: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
+    // Definition-level BM25 over each candidate's own lines (their words counted when the
+    // file was indexed).
     let mut texts: Vec<(f64, Vec<String>)> = Vec::with_capacity(defs.len());
-    let mut lengths = Vec::with_capacity(defs.len());
-    let mut counts: Vec<BTreeMap<String, u32>> = Vec::with_capacity(defs.len());
+    let avg =
+        (defs.iter().map(|d| d.words).sum::<usize>() as f64 / defs.len().max(1) as f64).max(1.0);
     for d in &defs {
-        let lines = bodies
-            .entry(d.path.clone())
-            .or_insert_with(|| read_lines(root, &d.path));
-        let (tf, len) = term_counts(lines.as_deref().unwrap_or(&[]), d, idf);
-        counts.push(tf);
-        lengths.push(len);
-    }
-    let avg = (lengths.iter().sum::<usize>() as f64 / lengths.len().max(1) as f64).max(1.0);
-    for (tf, len) in counts.iter().zip(&lengths) {
+        // In stem order: the sum must not depend on hashing.
         let mut s = 0.0;
         let mut found = Vec::new();
-        for (st, f) in tf {
+        for (st, f) in parse_stems(&d.stems) {
             if let Some((word, w)) = idf.words.get(st) {
-                let f = *f as f64;
-                s += w * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * *len as f64 / avg));
+                let f = f as f64;
+                s += w * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * d.words as f64 / avg));
                 found.push(word.clone());
             }
         }
@@ -217,72 +197,32 @@ pub(super) fn ranked(
     Ok(out)
 }
 
-/// The function, method and type definitions of one file, each with its members' spans.
+/// The function, method and type definitions of one file, each with its words.
 fn definitions_of(conn: &Connection, file_id: i64, path: &str) -> Result<Vec<Def>, IndexError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT start_line, end_line, qualified, name, kind, depth FROM symbols
+        "SELECT start_line, end_line, qualified, name, kind, words, stems FROM symbols
          WHERE file_id = ?1 ORDER BY start_line, depth",
     )?;
-    type Row = (i64, i64, String, String, String, i64);
+    type Row = (i64, i64, String, String, String, i64, Option<String>);
     let rows: Vec<Row> = stmt
         .query_map(params![file_id], |r| TryFrom::try_from(r))?
         .collect::<Result<_, _>>()?;
     let mut out = Vec::new();
-    for (i, (start, end, qualified, name, kind, depth)) in rows.iter().enumerate() {
+    for (start, end, qualified, name, kind, words, stems) in rows {
         if !KINDS.contains(&kind.as_str()) {
             continue;
         }
-        let (start, end) = (
-            start.max(&1).to_owned() as usize,
-            end.max(&1).to_owned() as usize,
-        );
-        let members = rows[i + 1..]
-            .iter()
-            .take_while(|r| (r.0.max(1) as usize) <= end)
-            .filter(|r| r.5 == depth + 1)
-            .map(|r| (r.0.max(1) as usize, r.1.max(1) as usize))
-            .collect();
         out.push(Def {
             file_id,
             path: path.to_string(),
-            start,
-            end,
-            qualified: qualified.clone(),
-            name: name.clone(),
-            kind: kind.clone(),
-            members,
+            start: start.max(1) as usize,
+            end: end.max(1) as usize,
+            qualified,
+            name,
+            kind,
+            words: words.max(0) as usize,
+            stems: stems.unwrap_or_default(),
         });
     }
     Ok(out)
-}
-
-/// How often each report word (by stem) occurs in a definition's own lines, and how many
-/// words those lines hold. A type's own lines leave out its members'.
-/// (In word order: the sum of a definition's terms must not depend on hashing.)
-fn term_counts(lines: &[String], d: &Def, idf: &Idf) -> (BTreeMap<String, u32>, usize) {
-    let mut tf: BTreeMap<String, u32> = BTreeMap::new();
-    let mut len = 0usize;
-    let own_members = !matches!(d.kind.as_str(), "function" | "method");
-    let to = d.end.min(lines.len());
-    for n in d.start..=to {
-        if own_members && d.members.iter().any(|(a, b)| *a <= n && n <= *b) {
-            continue;
-        }
-        let Some(line) = lines.get(n - 1) else { break };
-        for tok in line.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-            if tok.is_empty() {
-                continue;
-            }
-            len += 1;
-            let lower = tok.to_lowercase();
-            let mut seen = BTreeSet::new();
-            for part in std::iter::once(lower).chain(split_identifier(tok)) {
-                let st = stem(&part).to_string();
-                if idf.words.contains_key(&st) && seen.insert(st.clone()) {
-                    *tf.entry(st).or_default() += 1;
-                }
-            }
-        }
-    }
-    (tf, len)
 }

@@ -1,6 +1,7 @@
 //! The four signals' candidate lists: BM25 over chunks, symbol names, paths, and the import
 //! graph's boost around the strongest hits.
 
+use crate::defterms::stem;
 use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -146,19 +147,6 @@ pub(super) fn word_match(a: &str, b: &str) -> bool {
     }
     let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     short.len() >= 5 && long.starts_with(short)
-}
-
-pub(super) fn stem(w: &str) -> &str {
-    for suffix in [
-        "ations", "ation", "ings", "ing", "ers", "er", "ed", "es", "s", "e",
-    ] {
-        if let Some(s) = w.strip_suffix(suffix)
-            && s.len() >= 3
-        {
-            return s;
-        }
-    }
-    w
 }
 
 /// Symbol-name candidates: exact, prefix and word-coverage matches.

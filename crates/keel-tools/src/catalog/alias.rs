@@ -176,11 +176,12 @@ fn read_lines(args: &mut Args, zero_based: bool) -> Result<&'static str, String>
     let limit = take(args, &["limit"]);
     if let Some(o) = offset {
         let o = int(&o).ok_or("`offset` must be a line number")?;
-        let start = if zero_based { o + 1 } else { o.max(1) };
+        // Saturating: a model's `offset`/`limit` near i64::MAX must not overflow (R25).
+        let start = if zero_based { o.saturating_add(1) } else { o }.max(1);
         args.insert("start_line".into(), json!(start));
         if let Some(l) = limit {
             let l = int(&l).ok_or("`limit` must be a number of lines")?;
-            args.insert("end_line".into(), json!(start + l.max(1) - 1));
+            args.insert("end_line".into(), json!(start.saturating_add(l.max(1) - 1)));
         }
     } else if let Some(l) = limit {
         let l = int(&l).ok_or("`limit` must be a number of lines")?;
@@ -540,6 +541,50 @@ mod tests {
         let mut m = args.as_object().cloned().unwrap_or_default();
         let tool = (alias.map)(&mut m).unwrap_or_else(|e| panic!("{name}: {e}"));
         (tool.to_string(), Value::Object(m))
+    }
+
+    /// Red-team R25: `offset`/`limit` at i64::MAX crashed the engine (`o + 1` overflowed); they
+    /// map to the last representable line, which read_file reports as past the end.
+    #[test]
+    fn huge_offsets_and_limits_never_overflow() {
+        let max = i64::MAX;
+        for (name, args, start, end) in [
+            (
+                "Read",
+                json!({"file_path": "a", "offset": max, "limit": max}),
+                max,
+                max,
+            ),
+            (
+                "read",
+                json!({"filePath": "a", "offset": max, "limit": max}),
+                max,
+                max,
+            ),
+            (
+                "read",
+                json!({"filePath": "a", "offset": max - 1, "limit": 5}),
+                max,
+                max,
+            ),
+            (
+                "Read",
+                json!({"file_path": "a", "offset": 2, "limit": max}),
+                2,
+                max,
+            ),
+            (
+                "read",
+                json!({"filePath": "a", "offset": i64::MIN, "limit": 3}),
+                1,
+                3,
+            ),
+        ] {
+            let (tool, out) = map(name, args);
+            assert_eq!(tool, "read_file");
+            assert_eq!(out["start_line"], json!(start), "{name}: {out}");
+            assert_eq!(out["end_line"], json!(end), "{name}: {out}");
+        }
     }
 
     /// A reply's file names are honoured, never overridden: a block written for another file

@@ -159,6 +159,7 @@ impl HelperPolicy {
             ("anchor", &self.view.anchors),
             ("hidden", &self.view.hidden),
             ("hidden_file", &self.view.hidden_files),
+            ("carve", &self.view.carve),
             ("writable", &self.writable),
         ] {
             for p in paths {
@@ -199,6 +200,7 @@ impl HelperPolicy {
                 "anchor" => p.view.anchors.push(path()?),
                 "hidden" => p.view.hidden.push(path()?),
                 "hidden_file" => p.view.hidden_files.push(path()?),
+                "carve" => p.view.carve.push(path()?),
                 "writable" => p.writable.push(path()?),
                 _ => return Err(bad()),
             }
@@ -339,6 +341,7 @@ mod tests {
                 anchors: vec![PathBuf::from("/w/a")],
                 hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
                 hidden_files: vec![PathBuf::from("/c.toml")],
+                carve: vec![PathBuf::from("/data/checkouts/a")],
                 proc_fs: true,
                 dev: true,
                 nodev: false,

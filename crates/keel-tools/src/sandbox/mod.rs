@@ -5,8 +5,9 @@
 //! 1. **Namespaces** ([`mounts`], [`devices`], [`init`]): a private mount namespace in which
 //!    the workspace's protected paths (`.git`, `.keel`, the constitution's) are read-only and
 //!    the directories leading to them pinned (no `mv docs x; mkdir docs`), Keel's own data and
-//!    config ([`keel_private_dirs`]) and the user's secret stores ([`SECRET_STORES`],
-//!    `shell.hide`) are covered by empty read-only entries, `/dev` is a minimal one (no disk,
+//!    config and the user's secret stores ([`keel_fs::stores`], `shell.hide`) are covered by
+//!    empty read-only entries — inside the workspace too, and around it with the workspace
+//!    carved back in — `/dev` is a minimal one (no disk,
 //!    no other terminal), device files elsewhere are unusable, and `/proc` shows only the
 //!    command's processes; its own PID namespace (nothing it starts outlives it, no other
 //!    process is reachable) and IPC namespace. Landlock only grants rights (it has no "deny
@@ -71,8 +72,8 @@ pub use limits::{
     pid_max_per_namespace,
 };
 pub use roots::{
-    GIT_DIR_MARKERS, SECRET_STORES, WritableRoots, expand_home, is_git_dir_beneath, is_protected,
-    keel_private_dirs, keel_private_files, secret_stores,
+    GIT_DIR_MARKERS, HiddenView, SECRET_STORES, WritableRoots, expand_hidden, expand_home,
+    is_git_dir_beneath, is_protected, secret_stores,
 };
 pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 
@@ -271,20 +272,13 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     } else {
         Vec::new()
     };
-    let hidden = roots.hidden_dirs(policy);
-    // A path inside a hidden directory is gone already (and cannot be mounted on).
-    let visible = |p: &PathBuf| !hidden.iter().any(|h| p != h && p.starts_with(h));
-    let hidden_files: Vec<PathBuf> = roots
-        .hidden_files(policy)
-        .into_iter()
-        .filter(visible)
-        .collect();
-    let hidden: Vec<PathBuf> = hidden.iter().filter(|p| visible(p)).cloned().collect();
+    let hidden = roots.hidden_view(policy);
     mounts::View {
         protected,
         anchors,
-        hidden,
-        hidden_files,
+        hidden: hidden.dirs,
+        hidden_files: hidden.files,
+        carve: hidden.carve,
         proc_fs: proc_fs && s.isolation.fresh_proc,
         dev: s.isolation.minimal_dev,
         nodev: s.isolation.nodev,

@@ -8,7 +8,9 @@
 //!   cannot move `docs/api.md`'s protection out of the way;
 //! - each hidden directory (Keel's data and config, the user's secret stores) is covered by an
 //!   empty read-only tmpfs, each hidden file (`$KEEL_CONFIG`, `~/.netrc`…) by `/dev/null`
-//!   (it reads as empty), read-only;
+//!   (it reads as empty), read-only; a hidden directory that holds the workspace (a worker's
+//!   checkout under `$KEEL_HOME/checkouts`) is covered the same way with the workspace — a
+//!   copy of its mount, protected paths and all — put back at its place on top;
 //! - every inherited mount but the writable trees becomes read-only (metadata changes —
 //!   `chmod`, `chown`, `utime` — outside them fail; Landlock does not govern those);
 //! - device files on every inherited mount stop working (`nodev`), a minimal `/dev` replaces
@@ -33,6 +35,9 @@ pub(super) struct View {
     pub hidden: Vec<PathBuf>,
     /// Files covered by an empty read-only file.
     pub hidden_files: Vec<PathBuf>,
+    /// Directories inside hidden ones put back at their places on top of the cover (the
+    /// workspace and writable trees).
+    pub carve: Vec<PathBuf>,
     /// Mount a fresh `/proc` (only in a new PID namespace, by a process inside it).
     pub proc_fs: bool,
     /// Replace `/dev` with a minimal one.
@@ -59,7 +64,8 @@ mod imp {
 
     use rustix::fs::{StatVfsMountFlags, statvfs};
     use rustix::mount::{
-        MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change, mount_remount,
+        MountFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags, mount_bind_recursive,
+        mount_change, mount_remount, move_mount, open_tree,
     };
     use rustix::thread::UnshareFlags;
 
@@ -145,26 +151,100 @@ mod imp {
         Ok(())
     }
 
-    /// Covers each hidden directory with an empty read-only tmpfs, and each hidden file with
-    /// `/dev/null` (the minimal `/dev`'s when it is built: it reads as empty), read-only.
+    /// Covers each hidden directory with an empty read-only tmpfs (outermost first), and each
+    /// hidden file with `/dev/null` (the minimal `/dev`'s when it is built: it reads as
+    /// empty), read-only.
     fn hide(view: &View) -> io::Result<()> {
         for dir in &view.hidden {
-            rustix::mount::mount(
-                "keel-hidden",
-                dir,
-                "tmpfs",
-                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-                Some(c"size=4k,nr_inodes=1,mode=0555"),
-            )
-            .map_err(|e| {
-                io::Error::other(format!(
-                    "cannot hide `{}` from the command (tmpfs mount): {e}",
-                    dir.display()
-                ))
-            })?;
+            let inside: Vec<&PathBuf> = view
+                .carve
+                .iter()
+                .filter(|k| k.starts_with(dir) && *k != dir)
+                .collect();
+            if inside.is_empty() {
+                cover(dir, 1, true)?;
+            } else {
+                cover_around(dir, &inside)?;
+            }
         }
         for file in &view.hidden_files {
             bind(Path::new("/dev/null"), file, true, "hide")?;
+        }
+        Ok(())
+    }
+
+    fn hide_error(dir: &Path, step: &str, e: impl std::fmt::Display) -> io::Error {
+        io::Error::other(format!(
+            "cannot hide `{}` from the command ({step}): {e}",
+            dir.display()
+        ))
+    }
+
+    /// Mounts an empty tmpfs with room for `inodes` entries over `dir`.
+    fn cover(dir: &Path, inodes: usize, read_only: bool) -> io::Result<()> {
+        let mut flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        if read_only {
+            flags |= MountFlags::RDONLY;
+        }
+        // Read-only from the start, nobody can add to it; otherwise the caller makes way for
+        // what it puts back, then turns it read-only.
+        let mode = if read_only { "0555" } else { "0755" };
+        let data = format!("size=64k,nr_inodes={inodes},mode={mode}");
+        let data = std::ffi::CString::new(data).map_err(|e| hide_error(dir, "tmpfs", e))?;
+        rustix::mount::mount("keel-hidden", dir, "tmpfs", flags, Some(data.as_c_str()))
+            .map_err(|e| hide_error(dir, "tmpfs mount", e))
+    }
+
+    /// Covers `dir` like [`cover`], then puts each of `inside` (a directory below it the
+    /// command works in) back at its place: copies of their mounts are taken first
+    /// (`open_tree`, recursive: the workspace's read-only `.git` goes along), the cover gets
+    /// the directories leading to them and turns read-only, and the copies are moved on top.
+    fn cover_around(dir: &Path, inside: &[&PathBuf]) -> io::Result<()> {
+        let mut copies = Vec::with_capacity(inside.len());
+        for k in inside {
+            let fd = open_tree(
+                rustix::fs::CWD,
+                k.as_path(),
+                OpenTreeFlags::OPEN_TREE_CLONE
+                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
+                    | OpenTreeFlags::AT_RECURSIVE,
+            )
+            .map_err(|e| hide_error(dir, &format!("copy `{}`", k.display()), e))?;
+            copies.push((*k, fd));
+        }
+        let dirs: usize = inside
+            .iter()
+            .filter_map(|k| k.strip_prefix(dir).ok())
+            .map(|r| r.components().count())
+            .sum();
+        cover(dir, dirs + 2, false)?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o755);
+        for (k, _) in &copies {
+            builder
+                .create(k)
+                .map_err(|e| hide_error(dir, &format!("make way for `{}`", k.display()), e))?;
+        }
+        mount_remount(
+            dir,
+            MountFlags::BIND
+                | MountFlags::RDONLY
+                | MountFlags::NOSUID
+                | MountFlags::NODEV
+                | MountFlags::NOEXEC,
+            "",
+        )
+        .map_err(|e| hide_error(dir, "read-only remount", e))?;
+        for (k, fd) in copies {
+            move_mount(
+                &fd,
+                "",
+                rustix::fs::CWD,
+                k.as_path(),
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )
+            .map_err(|e| hide_error(dir, &format!("put `{}` back", k.display()), e))?;
         }
         Ok(())
     }

@@ -5,52 +5,32 @@ use std::path::{Path, PathBuf};
 
 use super::{GIT_CODE_PATHS, GitProtection, PROTECTED_DIRS, SandboxPolicy};
 
-/// The user's secret stores hidden from every confined command by default (`shell.hide`; `~/`
-/// is the user's home): SSH and GPG keys, cloud and cluster credentials, registry and git
-/// tokens, keyrings, password stores and browser profiles (session cookies). Directories read
-/// as empty, files as empty files; none of them is writable.
-pub const SECRET_STORES: &[&str] = &[
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker/config.json",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.config/git/credentials",
-    "~/.npmrc",
-    "~/.yarnrc.yml",
-    "~/.pypirc",
-    "~/.cargo/credentials",
-    "~/.cargo/credentials.toml",
-    "~/.gem/credentials",
-    "~/.config/gh",
-    "~/.config/hub",
-    "~/.config/glab-cli",
-    "~/.vault-token",
-    "~/.pgpass",
-    "~/.my.cnf",
-    "~/.terraform.d/credentials.tfrc.json",
-    "~/.config/rclone",
-    "~/.s3cfg",
-    "~/.boto",
-    "~/.oci",
-    "~/.config/doctl",
-    "~/.local/share/keyrings",
-    "~/.local/share/kwalletd",
-    "~/.password-store",
-    "~/.config/op",
-    "~/.mozilla",
-    "~/.config/google-chrome",
-    "~/.config/chromium",
-    "~/.config/BraveSoftware",
-];
+pub use keel_fs::stores::SECRET_STORES;
 
-/// [`SECRET_STORES`] with `~/` expanded from `$HOME`.
+/// The default `shell.hide` list, expanded: [`SECRET_STORES`] under every home (`$HOME` and
+/// the account's home) and XDG directory, and the stores environment variables move
+/// (`$CARGO_HOME/credentials.toml`, `$GNUPGHOME`, `$KUBECONFIG`…) — see [`keel_fs::stores`].
 pub fn secret_stores() -> Vec<PathBuf> {
-    SECRET_STORES.iter().map(|p| expand_home(p)).collect()
+    keel_fs::stores::secret_stores(&keel_fs::stores::process_env)
+}
+
+/// A `shell.hide` entry (absolute, or `~/…`) as the paths it names: one per home, and under
+/// the XDG directory that moves it.
+pub fn expand_hidden(entry: &str) -> Vec<PathBuf> {
+    keel_fs::stores::expand(entry, &keel_fs::stores::process_env)
+}
+
+/// What a command's view hides (see [`WritableRoots::hidden_view`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HiddenView {
+    /// Directories covered by an empty read-only directory, shallowest first.
+    pub dirs: Vec<PathBuf>,
+    /// Files covered by an empty read-only file.
+    pub files: Vec<PathBuf>,
+    /// The directories the command works in (workspace, writable trees) that lie inside a
+    /// hidden directory: put back at their places on top of the cover, so a worker's checkout
+    /// under `$KEEL_HOME/checkouts` sees itself and nothing else of Keel's data.
+    pub carve: Vec<PathBuf>,
 }
 
 /// What a confined command may reach besides what its policy implies.
@@ -75,8 +55,8 @@ pub struct WritableRoots {
     /// How much of `.git` is protected.
     pub git: GitProtection,
     /// Directories and files hidden from commands (an empty read-only directory or file in
-    /// their place) besides Keel's own ([`keel_private_dirs`], always hidden): the user's
-    /// secret stores (`shell.hide`, by default [`SECRET_STORES`]).
+    /// their place) besides those of [`keel_fs::stores::always`] (Keel's own, always
+    /// hidden): the user's secret stores (`shell.hide`, by default [`secret_stores`]).
     pub hidden: Vec<PathBuf>,
 }
 
@@ -102,49 +82,84 @@ impl WritableRoots {
         out
     }
 
-    /// Hidden paths that apply: absolute, existing, outside the workspace (commands and file
-    /// tools see the same tree), and holding none of the command's workspace or writable
-    /// directories; sorted, each once.
-    fn hidden_where(
-        &self,
-        policy: SandboxPolicy,
-        paths: impl Iterator<Item = PathBuf>,
-        kind: fn(&Path) -> bool,
-    ) -> Vec<PathBuf> {
+    /// What the command's view hides under `policy`: every path of [`Self::hidden`] and of
+    /// [`keel_fs::stores::always`] (Keel's own data, config and registered paths, stores moved
+    /// by the environment, the user's registered `shell.hide`) that exists — *inside the
+    /// workspace too* (a workspace that is the home directory must not expose `~/.ssh`), and
+    /// around it, with the workspace and writable trees carved back in (a checkout under
+    /// `$KEEL_HOME` sees nothing else of it). A store that *is* the workspace or a writable
+    /// tree is left alone: the user chose to work there. Paths inside another hidden
+    /// directory are left out (gone already) unless a carved-back directory holds them.
+    pub fn hidden_view(&self, policy: SandboxPolicy) -> HiddenView {
         let mut keep: Vec<PathBuf> = self.for_policy(policy);
         keep.extend(self.workspace.iter().cloned());
-        let mut out: Vec<PathBuf> = paths
-            .filter(|h| h.is_absolute() && kind(h))
-            .filter(|h| !keep.iter().any(|k| k.starts_with(h)))
-            .filter(|h| !self.workspace.as_ref().is_some_and(|w| h.starts_with(w)))
+        keep.sort();
+        keep.dedup();
+        let env = &keel_fs::stores::process_env;
+        if policy == SandboxPolicy::WorkspaceWrite
+            && let Some(ws) = &self.workspace
+        {
+            make_coverable(ws, &keel_fs::stores::dirs_worth_creating(env));
+        }
+        let always = keel_fs::stores::always(env);
+        let mut dirs = Vec::new();
+        let mut files = Vec::new();
+        for h in self
+            .hidden
+            .iter()
+            .cloned()
+            .chain(always.into_iter().map(|s| s.path))
+        {
+            if !h.is_absolute() {
+                continue;
+            }
+            let Ok(meta) = std::fs::metadata(&h) else {
+                continue;
+            };
+            // Mounts land on the target of a link: compare where it really is.
+            let h = h.canonicalize().unwrap_or(h);
+            if keep.contains(&h) {
+                continue;
+            }
+            if meta.is_dir() {
+                dirs.push(h);
+            } else if meta.is_file() {
+                files.push(h);
+            }
+        }
+        dirs.sort_by(|a, b| {
+            a.components()
+                .count()
+                .cmp(&b.components().count())
+                .then(a.cmp(b))
+        });
+        dirs.dedup();
+        files.sort();
+        files.dedup();
+        let carve: Vec<PathBuf> = keep
+            .iter()
+            .filter(|k| dirs.iter().any(|d| k.starts_with(d) && *k != d))
+            .cloned()
             .collect();
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    /// The directories hidden from a command under `policy` (an empty read-only directory in
-    /// their place): those of [`Self::hidden`] and Keel's own (read from this process's
-    /// environment) that apply (see [`Self::hidden_where`]).
-    pub fn hidden_dirs(&self, policy: SandboxPolicy) -> Vec<PathBuf> {
-        let all = self
-            .hidden
-            .iter()
-            .cloned()
-            .chain(keel_private_dirs(&|k| std::env::var(k).ok()));
-        self.hidden_where(policy, all, Path::is_dir)
-    }
-
-    /// The files hidden from a command under `policy` (they read as empty and cannot be
-    /// written): those of [`Self::hidden`] and the user config named by `$KEEL_CONFIG` (read
-    /// from this process's environment) that apply.
-    pub fn hidden_files(&self, policy: SandboxPolicy) -> Vec<PathBuf> {
-        let all = self
-            .hidden
-            .iter()
-            .cloned()
-            .chain(keel_private_files(&|k| std::env::var(k).ok()));
-        self.hidden_where(policy, all, Path::is_file)
+        // Gone under a cover, unless a carved-back directory holds it.
+        let gone = |p: &PathBuf| {
+            dirs.iter().any(|d| {
+                p != d
+                    && p.starts_with(d)
+                    && !carve.iter().any(|k| k.starts_with(d) && p.starts_with(k))
+            })
+        };
+        let kept: Vec<PathBuf> = dirs.iter().filter(|p| !gone(p)).cloned().collect();
+        let files: Vec<PathBuf> = files.into_iter().filter(|p| !gone(p)).collect();
+        let carve = keep
+            .into_iter()
+            .filter(|k| kept.iter().any(|d| k.starts_with(d) && k != d))
+            .collect();
+        HiddenView {
+            dirs: kept,
+            files,
+            carve,
+        }
     }
 
     /// The directories between the workspace root and each protected path below it (both
@@ -200,34 +215,20 @@ impl WritableRoots {
     }
 }
 
-/// Keel's own directories, hidden from every confined command: the data directory
-/// (`$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else `~/.local/share/keel`: the server token and
-/// the session database) and the user config directory (`$XDG_CONFIG_HOME/keel`, else
-/// `~/.config/keel`), which holds nothing a command needs. Relative paths are left out.
-pub fn keel_private_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let set = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let home = set("HOME");
-    let data = set("KEEL_HOME")
-        .or_else(|| set("XDG_DATA_HOME").map(|x| x.join("keel")))
-        .or_else(|| home.as_ref().map(|h| h.join(".local/share/keel")));
-    let config = set("XDG_CONFIG_HOME")
-        .map(|x| x.join("keel"))
-        .or_else(|| home.as_ref().map(|h| h.join(".config/keel")));
-    data.into_iter()
-        .chain(config)
-        .filter(|p| p.is_absolute())
-        .collect()
-}
-
-/// Keel's own files outside [`keel_private_dirs`]: the user config file named by
-/// `$KEEL_CONFIG` (absolute paths only).
-pub fn keel_private_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    env("KEEL_CONFIG")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .into_iter()
-        .collect()
+/// Creates each of `dirs` that lies inside the writable workspace `ws` and is missing (empty,
+/// 0700), so it can be covered ([`keel_fs::stores::dirs_worth_creating`]). Only directories
+/// inside the workspace count — a workspace that is the home directory — so an ordinary
+/// workspace costs a few path comparisons.
+fn make_coverable(ws: &Path, dirs: &[PathBuf]) {
+    use std::os::unix::fs::DirBuilderExt;
+    for d in dirs {
+        if d.starts_with(ws) && d != ws && d.symlink_metadata().is_err() {
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d);
+        }
+    }
 }
 
 /// Directories no configuration makes writable: where a planted program would be run later by
@@ -394,63 +395,40 @@ mod tests {
     }
 
     #[test]
-    fn keel_private_dirs_follow_the_data_and_config_overrides() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                vars.iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
-        assert_eq!(
-            keel_private_dirs(&env(&[("HOME", "/h"), ("KEEL_HOME", "/data")])),
-            vec![PathBuf::from("/data"), PathBuf::from("/h/.config/keel")]
-        );
-        assert_eq!(
-            keel_private_dirs(&env(&[
-                ("HOME", "/h"),
-                ("XDG_DATA_HOME", "/x/d"),
-                ("XDG_CONFIG_HOME", "/x/c")
-            ])),
-            vec![PathBuf::from("/x/d/keel"), PathBuf::from("/x/c/keel")]
-        );
-        assert_eq!(
-            keel_private_dirs(&env(&[("HOME", "/h")])),
-            vec![
-                PathBuf::from("/h/.local/share/keel"),
-                PathBuf::from("/h/.config/keel")
-            ]
-        );
-        assert!(keel_private_dirs(&env(&[("KEEL_HOME", "rel")])).is_empty());
-    }
-
-    #[test]
-    fn the_keel_config_file_is_hidden_when_absolute() {
-        let env = |v: &'static str| move |k: &str| (k == "KEEL_CONFIG").then(|| v.to_string());
-        assert_eq!(
-            keel_private_files(&env("/c/keel.toml")),
-            vec![PathBuf::from("/c/keel.toml")]
-        );
-        assert!(keel_private_files(&env("rel.toml")).is_empty());
-        assert!(keel_private_files(&env("")).is_empty());
-    }
-
-    #[test]
-    fn a_hidden_dir_holding_the_workspace_is_not_hidden() {
+    fn stores_inside_and_around_the_workspace_are_hidden_with_the_workspace_carved_back() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let ws = dir.path().join("ws");
-        let secret = dir.path().join("secret");
-        for d in [&ws, &secret] {
+        let base = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        // A checkout inside a data directory, holding a store of its own; a sibling store.
+        let data = base.join("data");
+        let ws = data.join("checkouts/a");
+        let inner = ws.join(".ssh");
+        let netrc = ws.join(".netrc");
+        let sibling = base.join("secret");
+        for d in [&ws, &inner, &sibling] {
             std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
         }
+        std::fs::write(&netrc, "x").unwrap_or_else(|e| panic!("{e}"));
         let roots = WritableRoots {
             workspace: Some(ws.clone()),
-            hidden: vec![dir.path().to_path_buf(), secret.clone(), ws.join("missing")],
+            hidden: vec![
+                data.clone(),
+                inner.clone(),
+                netrc.clone(),
+                sibling.clone(),
+                ws.clone(),
+                ws.join("missing"),
+                data.join("checkouts/b"),
+            ],
             ..WritableRoots::default()
         };
-        let hidden = roots.hidden_dirs(SandboxPolicy::ReadOnly);
-        assert!(hidden.contains(&secret), "{hidden:?}");
-        assert!(!hidden.contains(&dir.path().to_path_buf()), "{hidden:?}");
-        assert!(!hidden.contains(&ws.join("missing")), "{hidden:?}");
+        let v = roots.hidden_view(SandboxPolicy::WorkspaceWrite);
+        assert!(v.dirs.contains(&data), "{v:?}");
+        assert!(v.dirs.contains(&inner), "inside the workspace too: {v:?}");
+        assert!(v.dirs.contains(&sibling), "{v:?}");
+        assert!(v.files.contains(&netrc), "{v:?}");
+        assert!(!v.dirs.contains(&ws), "the workspace itself stays: {v:?}");
+        assert_eq!(v.carve, vec![ws.clone()], "{v:?}");
+        let at = |p: &PathBuf| v.dirs.iter().position(|d| d == p);
+        assert!(at(&data) < at(&inner), "outer covers first: {v:?}");
     }
 }

@@ -290,7 +290,15 @@ pub(crate) fn expansion(a: &mut Analyzer, node: Node, src: &str) {
             return;
         }
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if plain && !a.vars.is_fixed(name) {
+        if name.contains("@P") {
+            // `${!x@P}`: the variable `x` names, expanded as a prompt string.
+            a.flag(
+                SafetyClass::Unknown,
+                format!(
+                    "`{text}` expands a variable as a prompt string, which runs the command substitutions in its value"
+                ),
+            );
+        } else if plain && !a.vars.is_fixed(name) {
             a.flag(
                 SafetyClass::Unknown,
                 format!(

@@ -308,46 +308,14 @@ pub fn toolchain_homes() -> &'static [(&'static str, PathBuf)] {
     })
 }
 
-/// Finds `name` on `PATH` (or checks it, when it contains a `/`).
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        return is_executable(&p).then_some(p);
-    }
-    let path = std::env::var_os("PATH")?;
-    absolute_dirs(&path)
-        .into_iter()
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
+pub use super::lookup::{find_program, on_path};
 
-/// The absolute directories of a `PATH` value. An empty entry means "the current directory"
-/// and a relative one is resolved against it — for Keel usually the workspace, where a
-/// repository could ship its own `git` or `bash` (`./node_modules/.bin/git`): Keel never looks
-/// programs up there.
-pub fn absolute_dirs(path: &std::ffi::OsStr) -> Vec<PathBuf> {
-    std::env::split_paths(path)
-        .filter(|dir| dir.is_absolute())
-        .collect()
-}
-
-/// A `PATH` value with only its absolute directories (see [`absolute_dirs`]): what Keel passes
-/// to the programs it starts outside the sandbox, whose own lookups happen in the workspace.
-pub fn absolute_path_value(path: &std::ffi::OsStr) -> std::ffi::OsString {
-    std::env::join_paths(absolute_dirs(path)).unwrap_or_default()
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// The shell commands run in: bash (whose grammar the analyser parses), else `sh`.
+/// The shell commands run in: bash (whose grammar the analyser parses), else `sh`; found in
+/// trusted `PATH` directories only (see [`super::lookup`]), again after each newly distrusted
+/// directory.
 pub fn shell_program() -> PathBuf {
-    static SHELL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    SHELL
-        .get_or_init(|| find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/sh")))
-        .clone()
+    static SHELL: std::sync::Mutex<Option<(u64, Option<PathBuf>)>> = std::sync::Mutex::new(None);
+    super::lookup::cached(&SHELL, "bash").unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
 /// Kills a process group when dropped (unless disarmed), so a dropped or cancelled call never
@@ -434,6 +402,10 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
             "nothing to run: the command is empty",
         ));
     };
+    // What this command may write is no place to look programs up in, from now on (R23).
+    for dir in req.roots.for_policy(sandbox::SandboxPolicy::WorkspaceWrite) {
+        super::lookup::distrust(&dir);
+    }
     // 0700: other users cannot read what a command writes there while it runs (#62).
     let private_tmp = tempfile::Builder::new()
         .prefix("keel-cmd-")

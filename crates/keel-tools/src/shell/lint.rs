@@ -168,9 +168,9 @@ impl AutoLint {
         }
         let local_bin = dir.join("node_modules").join(".bin");
         let template = candidates.iter().find(|c| {
-            c.split_whitespace().next().is_some_and(|prog| {
-                local_bin.join(prog).is_file() || exec::find_program(prog).is_some()
-            })
+            c.split_whitespace()
+                .next()
+                .is_some_and(|prog| local_bin.join(prog).is_file() || exec::on_path(prog))
         })?;
         let rel: Vec<String> = files
             .iter()

@@ -11,6 +11,7 @@ mod arith;
 pub mod exec;
 mod hidden;
 mod lint;
+pub mod lookup;
 mod makefile;
 mod missing;
 pub mod nested_git;

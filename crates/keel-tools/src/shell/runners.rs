@@ -157,11 +157,19 @@ pub(crate) fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
         return false;
     }
     vouch(a, &format!("cargo {}", sub.unwrap_or("test")));
+    cargo_config(a);
+    true
+}
+
+/// Judges the programs the Cargo configuration of the directory a command runs in names
+/// (`.cargo/config.toml` there and in every directory up to the workspace root) as commands
+/// of their own: a `rustc-wrapper = "./w.sh"` is judged by what `w.sh` does.
+fn cargo_config(a: &mut Analyzer) {
     let Some(project) = a.project.as_mut() else {
-        return true;
+        return;
     };
     let Some(mut dir) = project.cwd.clone() else {
-        return true;
+        return;
     };
     let mut programs = Vec::new();
     loop {
@@ -185,7 +193,250 @@ pub(crate) fn cargo(a: &mut Analyzer, args: &[Word]) -> bool {
             Err(why) => a.flag(Unknown, format!("Cargo's configuration: {why}")),
         }
     }
-    true
+}
+
+/// Programs rustup's proxies run from the toolchain the project selects.
+const RUSTUP_PROXIES: &[&str] = &[
+    "cargo",
+    "rustc",
+    "rustdoc",
+    "rustfmt",
+    "cargo-fmt",
+    "cargo-clippy",
+    "clippy-driver",
+    "rust-analyzer",
+    "rust-gdb",
+    "rust-lldb",
+    "cargo-miri",
+    "rls",
+];
+
+/// What the project's own files make a Rust toolchain command run, judged with the project
+/// at hand (red-team R7): a `rust-toolchain(.toml)` with a `path` makes rustup's proxies
+/// (`cargo`, `rustc`, `rustfmt` — even `--version`) run programs the repository ships, and a
+/// Cargo `[alias]` can make `cargo fmt --check` mean `cargo run`. Either makes the line
+/// unknown; the command is judged as usual besides.
+pub(crate) fn rust_toolchain_code(a: &mut Analyzer, program: &str, args: &[Word]) {
+    if !RUSTUP_PROXIES.contains(&program) {
+        return;
+    }
+    let Some(project) = a.project.as_mut() else {
+        return;
+    };
+    let Some(mut dir) = project.cwd.clone() else {
+        return;
+    };
+    let root = project.root.clone();
+    let sub = (program == "cargo")
+        .then(|| {
+            args.iter()
+                .find_map(|w| w.value().filter(|v| !v.starts_with('-')))
+                .map(str::to_string)
+        })
+        .flatten();
+    let mut flags = Vec::new();
+    loop {
+        for name in ["rust-toolchain.toml", "rust-toolchain"] {
+            match project.read_at(&dir.join(name), "toolchain path") {
+                Ok(Some(text)) => {
+                    let path = toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+                        t.get("toolchain")
+                            .and_then(|t| t.get("path"))
+                            .map(ToString::to_string)
+                    });
+                    if let Some(path) = path {
+                        flags.push(format!(
+                            "`{name}` points rustup at the toolchain {path}, so `{program}` runs programs that toolchain holds"
+                        ));
+                    }
+                }
+                Ok(None) => {}
+                Err(why) => flags.push(format!("the Rust toolchain file: {why}")),
+            }
+        }
+        if let Some(sub) = &sub {
+            for name in [".cargo/config.toml", ".cargo/config"] {
+                match project.read_at(&dir.join(name), "aliases") {
+                    Ok(Some(text)) => {
+                        let alias = toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+                            t.get("alias")
+                                .and_then(|a| a.get(sub.as_str()))
+                                .map(ToString::to_string)
+                        });
+                        if let Some(alias) = alias {
+                            flags.push(format!(
+                                "the project's Cargo configuration makes `cargo {sub}` an alias of {alias}"
+                            ));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(why) => flags.push(format!("Cargo's configuration: {why}")),
+                }
+            }
+        }
+        if dir == root || !dir.pop() || !dir.starts_with(&root) {
+            break;
+        }
+    }
+    for f in flags {
+        a.flag(Unknown, f);
+    }
+}
+
+/// A command line's Cargo subcommand when it compiles the project — and so runs its build
+/// scripts, its proc macros and whatever its configuration wraps `rustc` in. `Err` when
+/// options before it make the package Keel would look at unknown (`--manifest-path`, `-C`).
+fn compiling_subcommand(args: &[Word]) -> Result<Option<&str>, ()> {
+    for w in args {
+        match w.value() {
+            Some("--manifest-path" | "-C") => return Err(()),
+            Some(v) if v.starts_with("--manifest-path=") => return Err(()),
+            Some(v) if v.starts_with('-') => {}
+            Some(sub) => {
+                return Ok(matches!(
+                    sub,
+                    "build"
+                        | "b"
+                        | "check"
+                        | "c"
+                        | "clippy"
+                        | "doc"
+                        | "d"
+                        | "fix"
+                        | "run"
+                        | "r"
+                        | "test"
+                        | "t"
+                        | "bench"
+                        | "nextest"
+                        | "rustc"
+                        | "rustdoc"
+                )
+                .then_some(sub));
+            }
+            None => return Err(()),
+        }
+    }
+    Ok(None)
+}
+
+/// For a `cargo` command that is not a test run (`run_command cargo build`): a compiling
+/// subcommand runs repository code besides the compiler, so that code is judged here and the
+/// subcommand itself by the usual rules afterwards — the programs the Cargo configuration
+/// names (`rustc-wrapper`, `runner`) as commands, and build scripts and proc-macro crates of
+/// the package and its workspace (Rust Keel cannot judge) make it unknown (red-team B13).
+pub(crate) fn cargo_build_code(a: &mut Analyzer, args: &[Word]) {
+    let sub = match compiling_subcommand(args) {
+        Ok(Some(sub)) => sub.to_string(),
+        Ok(None) => return,
+        Err(()) => {
+            return a.flag(
+                Unknown,
+                "`cargo --manifest-path`/`-C` builds a package whose build scripts Keel did not look at"
+                    .into(),
+            );
+        }
+    };
+    cargo_config(a);
+    match rust_build_code(a) {
+        Ok(found) if found.is_empty() => {}
+        Ok(found) => a.flag(
+            Unknown,
+            format!(
+                "`cargo {sub}` runs the project's own Rust code while it builds ({}), which Keel cannot judge",
+                found.join(", ")
+            ),
+        ),
+        Err(why) => a.flag(
+            Unknown,
+            format!("`cargo {sub}` may run build scripts Keel could not look for: {why}"),
+        ),
+    }
+}
+
+/// The build scripts and proc-macro crates of the package a command builds (the
+/// `Cargo.toml` files from where it runs up to the workspace root), of the workspace members
+/// those name and of their path dependencies inside the workspace.
+fn rust_build_code(a: &mut Analyzer) -> Result<Vec<String>, String> {
+    let Some(project) = a.project.as_mut() else {
+        return Ok(Vec::new());
+    };
+    let mut dir = project
+        .cwd
+        .clone()
+        .ok_or_else(|| "the directory it runs in is not known".to_string())?;
+    let root = project.root.clone();
+    let mut queue = Vec::new();
+    loop {
+        queue.push(dir.clone());
+        if dir == root || !dir.pop() || !dir.starts_with(&root) {
+            break;
+        }
+    }
+    let shown = |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
+    let mut seen = std::collections::HashSet::new();
+    let mut found = Vec::new();
+    while let Some(d) = queue.pop() {
+        if !d.starts_with(&root) || !seen.insert(d.clone()) {
+            continue;
+        }
+        let manifest = d.join("Cargo.toml");
+        let Some(text) = project.read_at(&manifest, "build scripts and proc macros")? else {
+            continue;
+        };
+        let table: toml::Table = toml::from_str(&text)
+            .map_err(|e| format!("`{}` does not parse: {e}", shown(&manifest)))?;
+        if let Some(package) = table.get("package").and_then(toml::Value::as_table) {
+            match package.get("build") {
+                Some(toml::Value::Boolean(false)) => {}
+                Some(toml::Value::String(script)) => found.push(shown(&d.join(script))),
+                _ if project.kind(&d.join("build.rs")).is_some() => {
+                    found.push(shown(&d.join("build.rs")));
+                }
+                _ => {}
+            }
+            let proc_macro = table
+                .get("lib")
+                .and_then(|l| l.get("proc-macro").or_else(|| l.get("proc_macro")))
+                .and_then(toml::Value::as_bool);
+            if proc_macro == Some(true) {
+                found.push(format!("the proc macro in {}", shown(&d)));
+            }
+            for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+                let Some(deps) = table.get(section).and_then(toml::Value::as_table) else {
+                    continue;
+                };
+                for dep in deps.values() {
+                    if let Some(path) = dep.get("path").and_then(toml::Value::as_str) {
+                        queue.push(keel_fs::lexical_normalize(&d.join(path)));
+                    }
+                }
+            }
+        }
+        let members = table
+            .get("workspace")
+            .and_then(|w| w.get("members"))
+            .and_then(toml::Value::as_array);
+        for member in members
+            .into_iter()
+            .flatten()
+            .filter_map(toml::Value::as_str)
+        {
+            match member.strip_suffix("/*") {
+                Some(parent) if !parent.contains(['*', '?', '[']) => {
+                    queue.extend(project.subdirs(&d.join(parent)));
+                }
+                _ if member.contains(['*', '?', '[']) => {
+                    return Err(format!(
+                        "the workspace member pattern `{member}` in `{}`",
+                        shown(&manifest)
+                    ));
+                }
+                _ => queue.push(keel_fs::lexical_normalize(&d.join(member))),
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// The commands a Cargo configuration names: `target.*.runner`, `build.rustc-wrapper`,

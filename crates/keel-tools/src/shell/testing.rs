@@ -92,7 +92,7 @@ fn detect(dir: &Path, configured: Option<&str>, weak: bool) -> Option<TestComman
         return cmd(TestRunner::Npm, "npm test");
     }
     if uses_pytest(dir, weak) {
-        if pytest_program().is_none()
+        if !has_pytest()
             && let Some(command) = unittest_command(dir)
         {
             return cmd(TestRunner::Unittest, &command);
@@ -259,15 +259,16 @@ fn test_dirs(dir: &Path) -> impl Iterator<Item = PathBuf> {
         .filter(|d| !test_modules(d).is_empty())
 }
 
-/// `pytest` (or `py.test`) on PATH.
-fn pytest_program() -> Option<PathBuf> {
-    super::exec::find_program("pytest").or_else(|| super::exec::find_program("py.test"))
+/// Whether `pytest` (or `py.test`) is on commands' PATH (an activated venv's counts: the
+/// command runs confined).
+fn has_pytest() -> bool {
+    super::exec::on_path("pytest") || super::exec::on_path("py.test")
 }
 
 /// `pytest` when it is on PATH, else `python3 -m pytest`; quiet, short tracebacks, and no
 /// cache directory left in the workspace.
 fn pytest_command() -> String {
-    let base = if pytest_program().is_some() {
+    let base = if has_pytest() {
         "pytest"
     } else {
         "python3 -m pytest"

@@ -1,7 +1,7 @@
 //! The project a test run belongs to, read for its judgement: each file read beneath the
 //! open workspace, bounded in size and count, recorded with its hash ([`Source`]).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The largest project file read to judge a test run.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -51,7 +51,7 @@ impl Project {
     pub(crate) fn cd(&mut self, dir: Option<&str>) {
         self.cwd = match (dir, &self.cwd) {
             (Some(d), Some(cwd)) if !d.starts_with(['/', '~']) && d != "-" => {
-                let next = normalize(&cwd.join(d));
+                let next = keel_fs::lexical_normalize(&cwd.join(d));
                 next.starts_with(&self.root).then_some(next)
             }
             _ => None,
@@ -92,7 +92,7 @@ impl Project {
         // Beneath the open workspace (keel-fs): a link out, a FIFO or a device is refused, and
         // nothing is opened by path.
         let outside = || Refused(format!("`{}` leads outside the workspace", path.display()));
-        let rel = normalize(path)
+        let rel = keel_fs::lexical_normalize(path)
             .strip_prefix(&self.root)
             .map_err(|_| outside())?
             .to_path_buf();
@@ -148,6 +148,40 @@ impl Project {
     }
 }
 
+impl Project {
+    /// What is at `path` (absolute, inside the workspace), beneath the open workspace and
+    /// without following a final link; `None` when nothing is there or it is outside.
+    pub(crate) fn kind(&self, path: &Path) -> Option<keel_fs::beneath::FileKind> {
+        let rel = keel_fs::lexical_normalize(path)
+            .strip_prefix(&self.root)
+            .ok()?
+            .to_path_buf();
+        let dir = self.dir.as_ref()?;
+        Some(dir.resolve_entry(&rel).ok()?.info().ok()??.kind)
+    }
+
+    /// The subdirectories of `path` (absolute, inside the workspace), listed beneath the open
+    /// workspace (links are not directories here), sorted.
+    pub(crate) fn subdirs(&self, path: &Path) -> Vec<PathBuf> {
+        let Some(rel) = keel_fs::lexical_normalize(path)
+            .strip_prefix(&self.root)
+            .ok()
+            .and_then(|r| r.to_str().map(str::to_string))
+        else {
+            return Vec::new();
+        };
+        let Some(dir) = &self.dir else {
+            return Vec::new();
+        };
+        keel_fs::project::ProjectDir::of(dir)
+            .list(&rel)
+            .into_iter()
+            .filter(|e| e.kind == keel_fs::beneath::FileKind::Dir)
+            .map(|e| path.join(e.name))
+            .collect()
+    }
+}
+
 /// Why a project file was not read.
 pub(super) enum ReadFailure {
     /// Not UTF-8 text (a built program).
@@ -163,19 +197,4 @@ impl ReadFailure {
             ReadFailure::Refused(why) => why,
         }
     }
-}
-
-/// `a/./b/../c` → `a/c`, without touching the disk.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }

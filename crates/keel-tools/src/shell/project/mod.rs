@@ -71,11 +71,20 @@ const SCRIPT_RUNNERS: &[&str] = &[
 /// `make lint`, `sh x.sh`); test runners and the project's own scripts count as the run's
 /// work only in a test run, or inside a script an allow rule vouched for.
 pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) -> bool {
+    // What the project's toolchain files make `cargo`, `rustc`, `rustfmt` run.
+    super::runners::rust_toolchain_code(a, program, args);
     if let Some(done) = resolve_script(a, program, args) {
         return done;
     }
     let runs_tests = a.runners_vouched || a.project.as_ref().is_some_and(|p| p.test_run);
-    runs_tests && runner(a, program, args, stdin)
+    if runs_tests {
+        return runner(a, program, args, stdin);
+    }
+    if program == "cargo" {
+        // What `cargo build` runs besides the compiler; the subcommand is judged as usual.
+        super::runners::cargo_build_code(a, args);
+    }
+    false
 }
 
 /// The commands whose meaning is written in a project file: package scripts, Makefile

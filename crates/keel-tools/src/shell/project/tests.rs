@@ -168,3 +168,135 @@ fn files_outside_the_workspace_or_not_regular_are_not_followed() {
     let a = CommandSafety::new().classify_test_run("npm test", dir.path(), dir.path());
     assert_eq!(a.class, Unknown, "a FIFO is not read: {a:?}");
 }
+
+/// `run_command cargo build` (not a test run) in a project.
+fn judge_command(files: &[(&str, &str)], command: &str) -> crate::shell::Analysis {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in files {
+        let p = dir.path().join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    CommandSafety::new().classify_in_project(command, dir.path())
+}
+
+#[test]
+fn a_cargo_build_is_judged_by_the_repository_code_it_runs() {
+    const PKG: &str = "[package]\nname = \"x\"\nversion = \"0.1.0\"\n";
+    // Nothing of the repository's runs but the compiler: it writes target/.
+    for sub in ["build", "check", "clippy --all-targets", "doc", "b"] {
+        let a = judge_command(
+            &[("Cargo.toml", PKG), ("src/lib.rs", "")],
+            &format!("cargo {sub}"),
+        );
+        assert_eq!(a.class, WritesWorkspace, "cargo {sub}: {a:?}");
+    }
+    // A rustc wrapper, a runner: judged as the commands they are (red-team B13, attempt 108).
+    let wrapper = [
+        ("Cargo.toml", PKG),
+        (
+            ".cargo/config.toml",
+            "[build]\nrustc-wrapper = \"./w.sh\"\n",
+        ),
+        ("w.sh", "#!/bin/sh\nrm -f README.md\nexec \"$@\"\n"),
+    ];
+    for sub in ["build", "check", "clippy", "doc", "run", "b", "c"] {
+        let a = judge_command(&wrapper, &format!("cargo {sub}"));
+        assert!(
+            matches!(a.class, Destructive | Unknown),
+            "cargo {sub} with a wrapper: {a:?}"
+        );
+        assert_ne!(a.class, ReadOnly);
+    }
+    let a = judge_command(&wrapper, "cargo build --release");
+    assert_eq!(a.class, Destructive, "{a:?}");
+    // A build script or a proc macro: Rust Keel cannot judge.
+    for files in [
+        vec![("Cargo.toml", PKG), ("build.rs", "fn main() {}")],
+        vec![(
+            "Cargo.toml",
+            "[package]\nname = \"x\"\nversion = \"0.1.0\"\nbuild = \"gen/make.rs\"\n",
+        )],
+        vec![(
+            "Cargo.toml",
+            "[package]\nname = \"x\"\nversion = \"0.1.0\"\n[lib]\nproc-macro = true\n",
+        )],
+        // In a workspace member (by glob), or a path dependency.
+        vec![
+            ("Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\n"),
+            ("crates/a/Cargo.toml", PKG),
+            ("crates/b/Cargo.toml", PKG),
+            ("crates/b/build.rs", "fn main() {}"),
+        ],
+        vec![
+            (
+                "Cargo.toml",
+                "[package]\nname = \"x\"\nversion = \"0.1.0\"\n[dependencies]\nhelper = { path = \"vendor/helper\" }\n",
+            ),
+            ("vendor/helper/Cargo.toml", PKG),
+            ("vendor/helper/build.rs", "fn main() {}"),
+        ],
+    ] {
+        let a = judge_command(&files, "cargo build");
+        assert_eq!(a.class, Unknown, "{files:?}: {a:?}");
+        assert!(
+            a.reasons.iter().any(|r| r.contains("own Rust code")),
+            "{a:?}"
+        );
+    }
+    // `build = false` turns a build.rs off.
+    let a = judge_command(
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"x\"\nversion = \"0.1.0\"\nbuild = false\n",
+            ),
+            ("build.rs", "fn main() {}"),
+        ],
+        "cargo check",
+    );
+    assert_eq!(a.class, WritesWorkspace, "{a:?}");
+    // Reading commands stay read-only.
+    let a = judge_command(&[("Cargo.toml", PKG), ("build.rs", "")], "cargo --version");
+    assert_eq!(a.class, ReadOnly, "{a:?}");
+}
+
+#[test]
+fn a_rust_toolchain_path_or_a_cargo_alias_is_repository_code() {
+    const PKG: &str = "[package]\nname = \"x\"\nversion = \"0.1.0\"\n";
+    // Red-team R7: `[alias] fmt = ["run", …]` makes `cargo fmt --check` run the project.
+    let alias = [
+        ("Cargo.toml", PKG),
+        (".cargo/config.toml", "[alias]\nfmt = [\"run\", \"--\"]\n"),
+    ];
+    let a = judge_command(&alias, "cargo fmt --check");
+    assert_eq!(a.class, Unknown, "{a:?}");
+    assert!(a.reasons.iter().any(|r| r.contains("alias")), "{a:?}");
+    assert_eq!(judge_command(&alias, "cargo --version").class, ReadOnly);
+    // A toolchain the repository ships: even `--version` runs it.
+    let shipped = [
+        ("Cargo.toml", PKG),
+        (
+            "rust-toolchain.toml",
+            "[toolchain]\npath = \"/proc/self/cwd/tc\"\n",
+        ),
+    ];
+    for command in [
+        "cargo --version",
+        "rustc --version",
+        "rustfmt --check src/main.rs",
+        "cargo fmt --check",
+    ] {
+        let a = judge_command(&shipped, command);
+        assert_eq!(a.class, Unknown, "{command}: {a:?}");
+    }
+    // A channel is not a path.
+    let channel = [
+        ("Cargo.toml", PKG),
+        ("rust-toolchain.toml", "[toolchain]\nchannel = \"1.85\"\n"),
+    ];
+    assert_eq!(judge_command(&channel, "cargo fmt --check").class, ReadOnly);
+    assert_eq!(judge_command(&channel, "rustc --version").class, ReadOnly);
+}

@@ -244,8 +244,8 @@ fn merge(base: &mut Table, over: Table) {
 
 impl Config {
     /// The execution mode `agent.mode` names (validated on load; `react` if unrecognised).
-    pub fn execution_mode(&self) -> crate::phase::ExecutionMode {
-        crate::phase::ExecutionMode::parse(&self.agent.mode).unwrap_or_default()
+    pub fn execution_mode(&self) -> keel_phase::ExecutionMode {
+        keel_phase::ExecutionMode::parse(&self.agent.mode).unwrap_or_default()
     }
 
     /// Merges layers (lowest precedence first) over the defaults. Each layer is validated on
@@ -448,13 +448,13 @@ impl Config {
             return Err(bad(format!("snapshots.build_dirs: {e}")));
         }
         self.llm.validate().map_err(bad)?;
-        let Some(mode) = crate::phase::ExecutionMode::parse(&self.agent.mode) else {
+        let Some(mode) = keel_phase::ExecutionMode::parse(&self.agent.mode) else {
             return Err(bad(format!(
                 "agent.mode = \"{}\" is not a mode; accepted: react, plan_exec",
                 self.agent.mode
             )));
         };
-        if mode == crate::phase::ExecutionMode::PlanExec && !self.plan_exec.enabled {
+        if mode == keel_phase::ExecutionMode::PlanExec && !self.plan_exec.enabled {
             return Err(bad(
                 "agent.mode = \"plan_exec\" but plan_exec.enabled = false; enable it or use mode react"
                     .into(),
@@ -463,7 +463,7 @@ impl Config {
         if self.rollback.timeout_secs == 0 {
             return Err(bad("rollback.timeout_secs must be at least 1".into()));
         }
-        crate::phase::PhasePolicy::from_config(&self.plan_exec).map_err(bad)?;
+        keel_phase::PhasePolicy::from_config(&self.plan_exec).map_err(bad)?;
         if self.index.max_file_kb == 0 {
             return Err(bad("index.max_file_kb must be at least 1".into()));
         }
@@ -659,7 +659,7 @@ mod tests {
             )]),
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(c.execution_mode(), crate::phase::ExecutionMode::PlanExec);
+        assert_eq!(c.execution_mode(), keel_phase::ExecutionMode::PlanExec);
         assert_eq!(c.plan_exec.auto_advance_after_steps, Some(4));
         assert_eq!(
             c.plan_exec.phases.building.rollback_command.as_deref(),

@@ -1,7 +1,7 @@
 //! `advance_phase`: the model's way to say a phase's work is done.
 //!
 //! The tool is registered only in plan_exec engines, so the catalog (and the cached head) of a
-//! react engine is unchanged. The loop answers calls to it itself ([`super::PhaseState`]),
+//! react engine is unchanged. The engine's loop answers calls to it itself (its phase state),
 //! because the current phase belongs to the run, not to the tool; executed on its own (outside
 //! a plan_exec run) it explains that.
 

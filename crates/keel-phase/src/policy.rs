@@ -20,7 +20,8 @@ use std::collections::BTreeSet;
 use keel_tools::{PlannedCommand, ToolEffect};
 use regex::Regex;
 
-use super::{ADVANCE_PHASE, Phase};
+use crate::Phase;
+use crate::advance::ADVANCE_PHASE;
 use crate::config::PlanExecConfig;
 
 /// Which tools a phase allows.

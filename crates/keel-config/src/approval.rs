@@ -80,7 +80,7 @@ impl Default for ApprovalConfig {
 #[cfg(test)]
 mod tests {
     use crate::Config;
-    use crate::config::Layer;
+    use crate::Layer;
 
     use super::*;
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use keel_engine::Config;
+use keel_config::Config;
 
 /// Dotted key paths of every leaf in `value`; `None`s are absent from serialised TOML, so the
 /// optional keys are gathered from a config with every option set.
@@ -56,7 +56,7 @@ fn config_doc_matches_the_code() {
     // keys come out as documented (`llm.providers.<name>.base_url`).
     full.llm.providers.insert(
         "<name>".into(),
-        keel_engine::config::ProviderEntry {
+        keel_config::ProviderEntry {
             preset: Some("x".into()),
             base_url: Some("http://x".into()),
             api_key_env: Some("X".into()),
@@ -67,7 +67,7 @@ fn config_doc_matches_the_code() {
     );
     full.llm.models.insert(
         "<name>".into(),
-        keel_engine::config::ModelEntry {
+        keel_config::ModelEntry {
             provider: Some("x".into()),
             model: "x".into(),
             context_window: Some(1),
@@ -107,7 +107,7 @@ fn config_doc_matches_the_code() {
     full.server.token = Some("x".into());
     full.agents.roles.insert(
         "<name>".into(),
-        keel_engine::config::AgentRoleConfig {
+        keel_config::AgentRoleConfig {
             tools: vec!["read_file".into()],
             prompt: "x".into(),
             model: Some("x".into()),

@@ -32,13 +32,28 @@ pub enum ProjectRule {
     Superset,
     /// A value from a scale, strictest first: the project may only pick one at least as strict.
     Ordered(&'static [&'static str]),
+    /// A budget, cap, timeout or thread count the project may only lower: a value above the
+    /// layers below it is ignored (theirs stays), so a repository cannot raise what a run in
+    /// it may spend. `zero` says what 0 means for the key.
+    AtMost { zero: Zero },
     /// A whole section that is only a suggestion: used only when the user accepted exactly
     /// its content for this workspace (trust subject named here, see [`keel_tools::trust`]).
     Suggested(&'static str),
 }
 
+/// What 0 means for a [`ProjectRule::AtMost`] key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zero {
+    /// The least: off, none, at once.
+    Least,
+    /// One per core (`index.threads`).
+    Cores,
+}
+
 /// The trust subject of a project's `[llm]` section.
 pub const LLM_SUBJECT: &str = "llm";
+
+const AT_MOST: ProjectRule = ProjectRule::AtMost { zero: Zero::Least };
 
 /// The keys a project may set (`*` matches any one table key, e.g. a phase name). A row on a
 /// table covers everything below it. A key no row covers is refused.
@@ -47,22 +62,51 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("agents", ProjectRule::Free),
     ("fallback_chain", ProjectRule::Free),
     ("index", ProjectRule::Free),
-    ("rollback.timeout_secs", ProjectRule::Free),
+    // What a run may spend — model requests, tokens, processes, threads, time: a project may
+    // only lower it (red-team #29, #63).
+    ("agent.max_iterations", AT_MOST),
+    ("agent.max_output_chars", AT_MOST),
+    ("agent.compact_threshold", AT_MOST),
+    ("agent.context_window", AT_MOST),
+    ("agent.self_correction_cap", AT_MOST),
+    ("agent.memory_tokens", AT_MOST),
+    ("agents.max_depth", AT_MOST),
+    ("agents.max_concurrent", AT_MOST),
+    ("agents.max_steps", AT_MOST),
+    ("agents.timeout_secs", AT_MOST),
+    ("fallback_chain.recovery.max_retries", AT_MOST),
+    ("index.max_file_kb", AT_MOST),
+    ("index.threads", ProjectRule::AtMost { zero: Zero::Cores }),
+    ("index.codemap_tokens", AT_MOST),
+    ("index.codemap_wait_ms", AT_MOST),
+    ("rollback.timeout_secs", AT_MOST),
     // Gates a project sets are asked about under the session's approval policy (`verify`).
     ("verify", ProjectRule::Free),
+    // A project may turn verification on, never off over the user's, and adds gates to the
+    // user's list rather than replacing it (red-team R17).
+    ("verify.enabled", ProjectRule::Bool { strict: true }),
+    ("verify.always", ProjectRule::Bool { strict: true }),
+    ("verify.commands", ProjectRule::Superset),
+    ("verify.timeout_secs", AT_MOST),
     ("snapshots.enabled", ProjectRule::Bool { strict: true }),
     ("plan_exec.enabled", ProjectRule::Free),
-    ("plan_exec.start_phase", ProjectRule::Free),
+    // Not past the read-only planning phase the user's sessions start in (red-team R3).
+    (
+        "plan_exec.start_phase",
+        ProjectRule::Ordered(&["planning", "building", "verification", "delivery"]),
+    ),
     ("plan_exec.auto_advance_after_steps", ProjectRule::Free),
     ("plan_exec.phases.*.whitelist", ProjectRule::Free),
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
-    ("shell.enabled", ProjectRule::Free),
-    ("shell.timeout_secs", ProjectRule::Free),
-    ("shell.max_timeout_secs", ProjectRule::Free),
+    // Features a user turned off stay off (red-team R3): a project may only turn them off.
+    ("shell.enabled", ProjectRule::Bool { strict: false }),
+    ("agents.enabled", ProjectRule::Bool { strict: false }),
+    ("shell.timeout_secs", AT_MOST),
+    ("shell.max_timeout_secs", AT_MOST),
     // Run by `run_tests` (judged like any call) and as the tests gate (asked about like a
     // project gate).
     ("shell.test_command", ProjectRule::Free),
-    ("shell.test_timeout_secs", ProjectRule::Free),
+    ("shell.test_timeout_secs", AT_MOST),
     ("shell.sandbox", ProjectRule::Bool { strict: true }),
     ("shell.network", ProjectRule::Bool { strict: false }),
     ("shell.writable", ProjectRule::Subset),
@@ -71,8 +115,8 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("shell.deny", ProjectRule::Superset),
     // Secret stores hidden from commands: a project may hide more, never uncover one.
     ("shell.hide", ProjectRule::Superset),
-    ("shell.lint.enabled", ProjectRule::Free),
-    ("shell.lint.timeout_secs", ProjectRule::Free),
+    ("shell.lint.enabled", ProjectRule::Bool { strict: false }),
+    ("shell.lint.timeout_secs", AT_MOST),
     // Approval: a project may ask more and deny more, never allow more.
     (
         "approval.policy",
@@ -81,7 +125,7 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("approval.allow", ProjectRule::Subset),
     ("approval.ask", ProjectRule::Superset),
     ("approval.deny", ProjectRule::Superset),
-    ("approval.timeout_secs", ProjectRule::Free),
+    ("approval.timeout_secs", AT_MOST),
     // Where the user's code and keys go, and who chooses the tool calls.
     ("llm", ProjectRule::Suggested(LLM_SUBJECT)),
 ];
@@ -169,7 +213,10 @@ fn lookup(path: &[&str]) -> Lookup {
         }
     }
     match (best, below) {
-        (Some((_, rule)), _) => Lookup::Rule(rule),
+        // A row more specific than the one covering this table (`agent` is free, but
+        // `agent.max_iterations` may only be lowered): look at its keys one by one.
+        (Some(_), true) => Lookup::Descend,
+        (Some((_, rule)), false) => Lookup::Rule(rule),
         (None, true) => Lookup::Descend,
         (None, false) => Lookup::Refused,
     }
@@ -385,6 +432,34 @@ fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
             all.extend(asked.iter().filter(|v| !base.contains(v)).cloned());
             Verdict::Keep(Value::Array(all))
         }
+        ProjectRule::AtMost { zero } => {
+            let number = |v: &Value| match v {
+                Value::Integer(i) => Some(*i as f64),
+                Value::Float(f) => Some(*f),
+                _ => None,
+            };
+            let effective = |n: f64| match zero {
+                Zero::Cores if n == 0.0 => std::thread::available_parallelism()
+                    .map(|c| c.get() as f64)
+                    .unwrap_or(1.0),
+                _ => n,
+            };
+            let Some(asked) = number(&value) else {
+                return Verdict::Keep(value); // a type error: validation names it
+            };
+            match below.and_then(number) {
+                Some(limit) if effective(asked) <= effective(limit) => Verdict::Keep(value),
+                Some(limit) => Verdict::Drop(format!(
+                    "= {value} is ignored: above your {limit}, and a project's config may only lower it",
+                    limit = below
+                        .map(Value::to_string)
+                        .unwrap_or_else(|| limit.to_string())
+                )),
+                None => Verdict::Drop(format!(
+                    "= {value} is ignored: your configuration leaves it to Keel, and a project's config may only lower a value you set"
+                )),
+            }
+        }
         ProjectRule::Ordered(scale) => {
             let rank = |v: Option<&Value>| {
                 v.and_then(Value::as_str)
@@ -427,7 +502,7 @@ mod tests {
     #[test]
     fn each_rule_only_tightens() {
         let lower = table(
-            "[shell]\nsandbox = true\nenv_keep = [\"GH_TOKEN\"]\ndeny = [\"sudo\"]\nwritable = [\"~/.cargo\"]\n[plan_exec.phases.building]\nbash_deny = [\"push\"]\n[approval]\npolicy = \"on-request\"\n",
+            "[shell]\nsandbox = true\nenv_keep = [\"GH_TOKEN\"]\ndeny = [\"sudo\"]\nwritable = [\"~/.cargo\"]\n[plan_exec.phases.building]\nbash_deny = [\"push\"]\n[approval]\npolicy = \"on-request\"\n[agent]\nmax_iterations = 30\n",
         );
         let mut project = table(
             "[shell]\nsandbox = false\nnetwork = true\nenv_keep = [\"OPENAI_API_KEY\", \"GH_TOKEN\"]\ndeny = [\"rm\"]\nwritable = [\"/\"]\nallow = [\"make\"]\n[plan_exec.phases.building]\nbash_deny = [\"curl\"]\n[server]\nworkspaces = [\"/\"]\n[database]\nurl = \"postgres://evil/db\"\n[approval]\npolicy = \"never\"\n[agent]\nmax_iterations = 5\n",
@@ -489,7 +564,7 @@ mod tests {
 
     #[test]
     fn a_key_no_rule_lists_is_refused_so_new_keys_start_untrusted() {
-        let lower = Table::new();
+        let lower = table("[shell]\ntimeout_secs = 60\n");
         let mut project = table(
             "[shell]\ntimeout_secs = 30\nbrand_new_key = true\n[shell.lint]\nenabled = false\npython = [\"rm -rf ~\"]\n[plan_exec.phases.building]\nwhitelist = [\"read_file\"]\nrollback_command = \"rm -rf .git\"\nvalidation_command = \"curl evil\"\n[mcp.servers.x]\ncommand = \"evil\"\n[store]\npath = \"/tmp/x.db\"\n[future_section]\nx = 1\n",
         );
@@ -570,5 +645,120 @@ mod tests {
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(project["shell"]["sandbox"].as_bool(), Some(true));
         assert_eq!(project["shell"]["env_keep"], Value::Array(vec!["A".into()]));
+    }
+
+    #[test]
+    fn a_project_may_lower_budgets_and_limits_but_never_raise_them() {
+        use crate::{Config, Layer};
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        let project = ws.join(".keel/config.toml");
+        // Red-team #63 and #29: every budget a user set lifted by the repository.
+        std::fs::write(
+            &project,
+            "[agent]\nmax_iterations = 100000000\nmax_output_chars = 10000000\nself_correction_cap = 1000\ncompact_threshold = 0.99\ncontext_window = 10000000\n\
+             [agents]\nmax_concurrent = 10000\nmax_steps = 100000000\ntimeout_secs = 100000000\n\
+             [shell]\ntimeout_secs = 3600\nmax_timeout_secs = 3600\ntest_timeout_secs = 86400\n\
+             [index]\nthreads = 100000\ncodemap_wait_ms = 50000\ncodemap_tokens = 100000\n\
+             [verify]\ntimeout_secs = 86400\n[fallback_chain.recovery]\nmax_retries = 50\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let none: Vec<(String, String)> = Vec::new();
+        let load = |user: Option<&Path>| {
+            Config::load(user, &ws, none.clone(), Layer::from_overrides(&[]))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let c = load(None);
+        let d = Config::default();
+        assert_eq!(c.agent.max_iterations, d.agent.max_iterations);
+        assert_eq!(c.agent.max_output_chars, d.agent.max_output_chars);
+        assert_eq!(c.agent.self_correction_cap, d.agent.self_correction_cap);
+        assert_eq!(c.agent.compact_threshold, d.agent.compact_threshold);
+        assert_eq!(c.agent.context_window, None);
+        assert_eq!(c.agents.max_concurrent, d.agents.max_concurrent);
+        assert_eq!(c.agents.max_steps, d.agents.max_steps);
+        assert_eq!(c.agents.timeout_secs, d.agents.timeout_secs);
+        assert_eq!(c.shell.timeout_secs, d.shell.timeout_secs);
+        assert_eq!(c.shell.max_timeout_secs, d.shell.max_timeout_secs);
+        assert_eq!(c.shell.test_timeout_secs, d.shell.test_timeout_secs);
+        assert_eq!(c.index.threads, 0, "one per core, not 100000");
+        assert_eq!(c.index.codemap_wait_ms, d.index.codemap_wait_ms);
+        assert_eq!(c.index.codemap_tokens, d.index.codemap_tokens);
+        assert_eq!(c.verify.timeout_secs, d.verify.timeout_secs);
+        assert_eq!(
+            c.fallback_chain.recovery.max_retries,
+            d.fallback_chain.recovery.max_retries
+        );
+        let said: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 16, "{said:#?}");
+        assert!(
+            said.iter().any(|w| w.contains("`agent.max_iterations` = 100000000 is ignored: above your 30")),
+            "{said:#?}"
+        );
+
+        // Lowering applies, silently.
+        std::fs::write(
+            &project,
+            "[agent]\nmax_iterations = 5\ncompact_threshold = 0.5\n[index]\nthreads = 1\n[shell]\ntimeout_secs = 10\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let c = load(None);
+        assert_eq!(c.agent.max_iterations, 5);
+        assert_eq!(c.agent.compact_threshold, 0.5);
+        assert_eq!(c.index.threads, 1);
+        assert_eq!(c.shell.timeout_secs, 10);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+
+        // Against the user's own values: what they set is the ceiling (0 threads means one
+        // per core, more than the user's 1).
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[agent]\nmax_iterations = 200\n[index]\nthreads = 1\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            &project,
+            "[agent]\nmax_iterations = 150\n[index]\nthreads = 0\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let c = load(Some(&user));
+        assert_eq!(c.agent.max_iterations, 150);
+        assert_eq!(c.index.threads, 1);
+    }
+
+    #[test]
+    fn a_project_cannot_turn_back_on_what_the_user_turned_off_or_drop_their_gates() {
+        // Red-team R3 and R17, against the user's own settings.
+        let lower = table(
+            "[shell]\nenabled = false\n[shell.lint]\nenabled = false\n[agents]\nenabled = false\n[verify]\nenabled = true\nalways = false\ncommands = [\"make check\"]\n[plan_exec]\nstart_phase = \"planning\"\n",
+        );
+        let mut project = table(
+            "[shell]\nenabled = true\n[shell.lint]\nenabled = true\n[agents]\nenabled = true\n[verify]\nenabled = false\ncommands = [\"true\"]\n[plan_exec]\nstart_phase = \"delivery\"\n",
+        );
+        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
+        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "agents.enabled",
+                "plan_exec.start_phase",
+                "shell.enabled",
+                "shell.lint.enabled",
+                "verify.enabled",
+            ]
+        );
+        assert_eq!(
+            project["verify"]["commands"],
+            Value::Array(vec!["make check".into(), "true".into()]),
+            "the project's gates run after the user's, never instead"
+        );
+        // Turning things off, and verification on, pass silently.
+        let mut project = table(
+            "[shell]\nenabled = false\n[verify]\nalways = true\n[plan_exec]\nstart_phase = \"planning\"\n",
+        );
+        assert!(restrict(&lower, &mut project, "p", &nothing_accepted).is_empty());
     }
 }

@@ -1,0 +1,538 @@
+//! Where the user's secrets and Keel's own data live: the **one** list of protected stores.
+//!
+//! Everything that keeps a command or a model away from them asks this module:
+//!
+//! - the command sandbox (keel-tools `sandbox`) covers each existing store with an empty
+//!   read-only directory or file, inside the workspace too, and hides the stores that *hold*
+//!   the workspace with only the workspace carved back in (a worker's checkout under
+//!   `$KEEL_HOME/checkouts` sees nothing else of Keel's data);
+//! - every [`crate::beneath::DirHandle`] refuses to resolve into a store that lies beneath its
+//!   root, and its walks pass stores over ([`crate::beneath::Fence`]): the file tools, the
+//!   index, grep, rules and config loading get this by opening the workspace;
+//! - `keel doctor` lists them.
+//!
+//! A new store is one line in [`SECRET_STORES`] (or [`RELOCATED`] for one an environment
+//! variable moves). Paths Keel decides at run time — a session database at a configured
+//! `store.path`, worker checkouts — are added with [`register_keel_path`] by the code that
+//! decides them.
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+/// The user's secret stores (`~/` is the user's home — `$HOME` and the account's home from
+/// the password database, both when they differ): SSH and GPG keys, cloud and cluster
+/// credentials, registry and git tokens, other coding agents' logins, keyrings, password
+/// stores and browser profiles (session cookies). The default of `shell.hide`. Entries under
+/// `~/.config/`, `~/.local/share/` and `~/.cache/` also count under `$XDG_CONFIG_HOME`,
+/// `$XDG_DATA_HOME` and `$XDG_CACHE_HOME`.
+pub const SECRET_STORES: &[&str] = &[
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/git/credentials",
+    "~/.npmrc",
+    "~/.yarnrc.yml",
+    "~/.pypirc",
+    "~/.config/pip/pip.conf",
+    "~/.pip/pip.conf",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.gem/credentials",
+    "~/.bundle/config",
+    "~/.composer/auth.json",
+    "~/.config/composer/auth.json",
+    "~/.nuget/NuGet/NuGet.Config",
+    "~/.m2/settings.xml",
+    "~/.m2/settings-security.xml",
+    "~/.gradle/gradle.properties",
+    "~/.config/containers/auth.json",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.config/glab-cli",
+    "~/.config/github-copilot",
+    "~/.claude",
+    "~/.claude.json",
+    "~/.codex",
+    "~/.config/openai",
+    "~/.cache/huggingface/token",
+    "~/.cache/huggingface/stored_tokens",
+    "~/.huggingface",
+    "~/.vault-token",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.databrickscfg",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.config/rclone",
+    "~/.s3cfg",
+    "~/.boto",
+    "~/.oci",
+    "~/.config/doctl",
+    "~/.config/hcloud",
+    "~/.netlify",
+    "~/.config/netlify",
+    "~/.local/share/keyrings",
+    "~/.local/share/kwalletd",
+    "~/.password-store",
+    "~/.config/op",
+    "~/.op",
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+];
+
+/// Stores an environment variable moves (read from Keel's own environment): the variable, and
+/// the store below its value (`""`: the value itself; a `:`-separated list for `KUBECONFIG`).
+pub const RELOCATED: &[(&str, &str)] = &[
+    ("CARGO_HOME", "credentials"),
+    ("CARGO_HOME", "credentials.toml"),
+    ("GNUPGHOME", ""),
+    ("AWS_SHARED_CREDENTIALS_FILE", ""),
+    ("AWS_CONFIG_FILE", ""),
+    ("KUBECONFIG", ""),
+    ("DOCKER_CONFIG", "config.json"),
+    ("REGISTRY_AUTH_FILE", ""),
+    ("XDG_RUNTIME_DIR", "containers/auth.json"),
+    ("CLOUDSDK_CONFIG", ""),
+    ("AZURE_CONFIG_DIR", ""),
+    ("GH_CONFIG_DIR", ""),
+    ("NPM_CONFIG_USERCONFIG", ""),
+    ("npm_config_userconfig", ""),
+    ("PGPASSFILE", ""),
+    ("NETRC", ""),
+    ("PASSWORD_STORE_DIR", ""),
+    ("HF_HOME", "token"),
+    ("HF_HOME", "stored_tokens"),
+    ("HF_TOKEN_PATH", ""),
+    ("GRADLE_USER_HOME", "gradle.properties"),
+    ("CLAUDE_CONFIG_DIR", ""),
+    ("CODEX_HOME", ""),
+    ("TF_CLI_CONFIG_FILE", ""),
+    ("OP_CONFIG_DIR", ""),
+    ("VAULT_CONFIG_PATH", ""),
+];
+
+/// What a protected store is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// One of the user's secret stores.
+    Secret,
+    /// Keel's own data or configuration.
+    Keel,
+}
+
+/// One protected store: an absolute path (it may not exist).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Store {
+    pub path: PathBuf,
+    pub kind: StoreKind,
+}
+
+/// Keel's own paths decided at run time ([`register_keel_path`]).
+static KEEL_PATHS: RwLock<Vec<PathBuf>> = RwLock::new(Vec::new());
+
+/// Adds a path of Keel's own outside its data and configuration directories — a session
+/// database at a configured `store.path` (and its `-wal`, `-shm`, `-journal`), a worker's
+/// checkout directory — to the protected stores of this process. Relative paths are made
+/// absolute against the current directory.
+pub fn register_keel_path(path: &Path) {
+    add(&KEEL_PATHS, path);
+}
+
+fn add(list: &RwLock<Vec<PathBuf>>, path: &Path) {
+    let mut path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        match std::env::current_dir() {
+            Ok(cwd) => cwd.join(path),
+            Err(_) => return,
+        }
+    };
+    // Named canonically (the form a workspace root has), through its parent when the path
+    // itself does not exist yet.
+    if let Ok(c) = path.canonicalize() {
+        path = c;
+    } else if let (Some(parent), Some(name)) = (path.parent(), path.file_name())
+        && let Ok(c) = parent.canonicalize()
+    {
+        path = c.join(name);
+    }
+    if let Ok(mut l) = list.write()
+        && !l.contains(&path)
+    {
+        l.push(path);
+    }
+}
+
+fn registered(list: &RwLock<Vec<PathBuf>>) -> Vec<PathBuf> {
+    list.read().map(|l| l.clone()).unwrap_or_default()
+}
+
+/// This process's environment, for the functions here that take one.
+pub fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
+/// The user's home directories: `$HOME` when it is absolute, and the home the password
+/// database gives the effective user (when `HOME` is unset, empty or another directory — a
+/// service, cron, a CI runner — the stores in the real home still count).
+pub fn homes(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    homes_with(env, passwd_home())
+}
+
+fn homes_with(env: &dyn Fn(&str) -> Option<String>, passwd: Option<PathBuf>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = env("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(passwd)
+        .filter(|h| h.is_absolute() && h != Path::new("/"))
+        .flat_map(with_canonical)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The effective user's home directory from the password database (once per process).
+pub fn passwd_home() -> Option<PathBuf> {
+    static HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    HOME.get_or_init(lookup_passwd_home).clone()
+}
+
+#[allow(unsafe_code)]
+fn lookup_passwd_home() -> Option<PathBuf> {
+    use std::ffi::CStr;
+    use std::os::unix::ffi::OsStrExt;
+    let uid = rustix::process::geteuid().as_raw();
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: `passwd` is plain data filled in by `getpwuid_r`; the strings it points to live
+    // in `buf`, which outlives their use below.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf.len()` is its real size.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            uid,
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if rc != 0 || result.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: `pw_dir` is a NUL-terminated string inside `buf` (checked non-null above).
+    let dir = unsafe { CStr::from_ptr(pw.pw_dir) };
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes()));
+    path.is_absolute().then_some(path)
+}
+
+/// `entry` (absolute, or `~/…`) as the absolute paths it names: one per home, and under the
+/// XDG directory that moves it (`~/.config/x` also at `$XDG_CONFIG_HOME/x`). Relative entries
+/// name nothing.
+pub fn expand(entry: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    expand_in(entry, &homes(env), env)
+}
+
+fn expand_in(entry: &str, homes: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let Some(rest) = entry.strip_prefix("~/") else {
+        let p = PathBuf::from(entry);
+        return if p.is_absolute() { vec![p] } else { Vec::new() };
+    };
+    let mut out: Vec<PathBuf> = homes.iter().map(|h| h.join(rest)).collect();
+    for (prefix, var) in [
+        (".config/", "XDG_CONFIG_HOME"),
+        (".local/share/", "XDG_DATA_HOME"),
+        (".cache/", "XDG_CACHE_HOME"),
+    ] {
+        if let (Some(tail), Some(base)) = (rest.strip_prefix(prefix), absolute_var(env, var)) {
+            out.push(base.join(tail));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn absolute_var(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<PathBuf> {
+    env(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// [`SECRET_STORES`] expanded ([`expand`]), plus the stores moved by [`RELOCATED`] variables.
+pub fn secret_stores(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let homes = homes(env);
+    let mut out: Vec<PathBuf> = SECRET_STORES
+        .iter()
+        .flat_map(|s| expand_in(s, &homes, env))
+        .collect();
+    out.extend(relocated(env));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The stores [`RELOCATED`] variables name in `env`.
+pub fn relocated(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (var, below) in RELOCATED {
+        let Some(value) = env(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        for part in value.split(':') {
+            let base = PathBuf::from(part);
+            if !base.is_absolute() {
+                continue;
+            }
+            out.push(if below.is_empty() {
+                base
+            } else {
+                base.join(below)
+            });
+        }
+    }
+    out
+}
+
+/// Keel's own directories: every data directory Keel would use (`$KEEL_HOME`,
+/// `$XDG_DATA_HOME/keel`, `~/.local/share/keel` — all of them, so data left behind by an
+/// earlier setting stays hidden: it holds the server token and every transcript) and every
+/// user configuration directory (`$XDG_CONFIG_HOME/keel`, `~/.config/keel`), plus the paths
+/// registered with [`register_keel_path`]. Absolute paths only.
+pub fn keel_paths(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let homes = homes(env);
+    let mut out: Vec<PathBuf> = Vec::new();
+    out.extend(
+        absolute_var(env, "KEEL_HOME")
+            .into_iter()
+            .flat_map(with_canonical),
+    );
+    out.extend(absolute_var(env, "XDG_DATA_HOME").map(|x| x.join("keel")));
+    out.extend(absolute_var(env, "XDG_CONFIG_HOME").map(|x| x.join("keel")));
+    for h in &homes {
+        out.push(h.join(".local/share/keel"));
+        out.push(h.join(".config/keel"));
+    }
+    out.extend(absolute_var(env, "KEEL_CONFIG"));
+    out.extend(registered(&KEEL_PATHS));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The store directories made to exist (empty, 0700) when a command's writable workspace
+/// holds them and they are missing, so the sandbox can cover them: a directory that does not
+/// exist cannot be covered, and a command could create it — `~/.ssh/authorized_keys`, or a
+/// Keel configuration that turns the sandbox off for every later session. Keel's own data
+/// and configuration directories and `~/.ssh` (what `ssh-keygen` would create); the file
+/// tools refuse all stores by name whether they exist or not.
+pub fn dirs_worth_creating(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = homes(env).iter().map(|h| h.join(".ssh")).collect();
+    out.extend(absolute_var(env, "KEEL_HOME"));
+    out.extend(absolute_var(env, "XDG_DATA_HOME").map(|x| x.join("keel")));
+    out.extend(absolute_var(env, "XDG_CONFIG_HOME").map(|x| x.join("keel")));
+    for h in homes(env) {
+        out.push(h.join(".local/share/keel"));
+        out.push(h.join(".config/keel"));
+    }
+    out
+}
+
+/// Every protected store of this process: [`SECRET_STORES`] expanded, and everything of
+/// [`always`]. The file tools refuse all of them (a workspace that holds one cannot lead into
+/// it).
+pub fn protected(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
+    let homes = homes(env);
+    let mut out: Vec<Store> = SECRET_STORES
+        .iter()
+        .flat_map(|s| expand_in(s, &homes, env))
+        .map(|path| Store {
+            path,
+            kind: StoreKind::Secret,
+        })
+        .collect();
+    out.extend(always(env));
+    out
+}
+
+/// The stores hidden whatever `shell.hide` says: Keel's own paths ([`keel_paths`]) and the
+/// stores environment variables move ([`relocated`]). The sandbox hides these and the
+/// request's own `shell.hide` list (by default [`secret_stores`]).
+pub fn always(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
+    let mut out: Vec<Store> = relocated(env)
+        .into_iter()
+        .map(|path| Store {
+            path,
+            kind: StoreKind::Secret,
+        })
+        .collect();
+    out.extend(keel_paths(env).into_iter().map(|path| Store {
+        path,
+        kind: StoreKind::Keel,
+    }));
+    out
+}
+
+/// The stores of [`protected`] (with this process's environment) that lie strictly beneath
+/// `root` (a canonical directory), each as a path relative to `root` (canonical where it
+/// exists) with the store as listed. Cheap when none does: only candidates are resolved
+/// (homes and `$KEEL_HOME` reached through a symlink are listed by both names already).
+pub fn beneath(root: &Path) -> Vec<(PathBuf, Store)> {
+    let mut out = Vec::new();
+    for store in protected(&process_env) {
+        let p = &store.path;
+        if !p.starts_with(root) {
+            continue;
+        }
+        let c = p.canonicalize().unwrap_or_else(|_| p.clone());
+        if let Ok(rel) = c.strip_prefix(root)
+            && !rel.as_os_str().is_empty()
+        {
+            out.push((rel.to_path_buf(), store.clone()));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+/// `path` and, when a symlink leads to it (`/home/u` → `/data/u`), its canonical form.
+fn with_canonical(path: PathBuf) -> Vec<PathBuf> {
+    match path.canonicalize() {
+        Ok(c) if c != path => vec![path, c],
+        _ => vec![path],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn both_homes_count_when_home_is_unset_or_wrong() {
+        let pw = Some(PathBuf::from("/root"));
+        assert_eq!(
+            homes_with(&env(&[]), pw.clone()),
+            vec![PathBuf::from("/root")]
+        );
+        assert_eq!(
+            homes_with(&env(&[("HOME", "")]), pw.clone()),
+            vec![PathBuf::from("/root")]
+        );
+        assert_eq!(
+            homes_with(&env(&[("HOME", "/nonexistent/h")]), pw.clone()),
+            vec![PathBuf::from("/nonexistent/h"), PathBuf::from("/root")]
+        );
+        assert_eq!(
+            homes_with(&env(&[("HOME", "/root")]), pw),
+            vec![PathBuf::from("/root")]
+        );
+        assert!(homes_with(&env(&[("HOME", "rel")]), None).is_empty());
+        assert!(homes_with(&env(&[("HOME", "/")]), None).is_empty());
+    }
+
+    #[test]
+    fn entries_expand_per_home_and_xdg_directory() {
+        let homes = [PathBuf::from("/h"), PathBuf::from("/root")];
+        let e = env(&[("XDG_CONFIG_HOME", "/x/c"), ("XDG_CACHE_HOME", "rel")]);
+        assert_eq!(
+            expand_in("~/.config/gh", &homes, &e),
+            vec![
+                PathBuf::from("/h/.config/gh"),
+                PathBuf::from("/root/.config/gh"),
+                PathBuf::from("/x/c/gh")
+            ]
+        );
+        assert_eq!(
+            expand_in("~/.cache/huggingface/token", &homes, &e).len(),
+            2,
+            "a relative XDG directory names nothing"
+        );
+        assert_eq!(
+            expand_in("/etc/x", &homes, &e),
+            vec![PathBuf::from("/etc/x")]
+        );
+        assert!(expand_in("rel/x", &homes, &e).is_empty());
+    }
+
+    #[test]
+    fn stores_moved_by_the_environment_are_stores() {
+        let e = env(&[
+            ("CARGO_HOME", "/c"),
+            ("GNUPGHOME", "/g"),
+            ("KUBECONFIG", "/k1:/k2:rel"),
+            ("DOCKER_CONFIG", "/d"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/a/creds"),
+            ("HF_HOME", ""),
+        ]);
+        let r = relocated(&e);
+        for p in [
+            "/c/credentials",
+            "/c/credentials.toml",
+            "/g",
+            "/k1",
+            "/k2",
+            "/d/config.json",
+            "/a/creds",
+        ] {
+            assert!(r.contains(&PathBuf::from(p)), "{p}: {r:?}");
+        }
+        assert_eq!(r.len(), 7, "{r:?}");
+        assert!(secret_stores(&e).contains(&PathBuf::from("/c/credentials.toml")));
+    }
+
+    #[test]
+    fn keel_paths_hold_every_data_and_config_directory() {
+        let e = env(&[
+            ("KEEL_HOME", "/data"),
+            ("XDG_CONFIG_HOME", "/x/c"),
+            ("KEEL_CONFIG", "/c/keel.toml"),
+        ]);
+        let k = keel_paths(&e);
+        for p in ["/data", "/x/c/keel", "/c/keel.toml"] {
+            assert!(k.contains(&PathBuf::from(p)), "{p}: {k:?}");
+        }
+        // The passwd home's too, whatever HOME says.
+        if let Some(h) = passwd_home() {
+            assert!(k.contains(&h.join(".local/share/keel")), "{k:?}");
+        }
+        let rel = env(&[("KEEL_HOME", "rel"), ("KEEL_CONFIG", "rel.toml")]);
+        assert!(keel_paths(&rel).iter().all(|p| p.is_absolute()));
+    }
+
+    #[test]
+    fn registered_paths_are_protected() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let canonical = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        // Named through a symlink and not yet existing: registered canonically.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&canonical, &link).unwrap_or_else(|e| panic!("{e}"));
+        register_keel_path(&link.join("keel.db"));
+        let all = always(&process_env);
+        assert!(
+            all.iter()
+                .any(|s| s.path == canonical.join("keel.db") && s.kind == StoreKind::Keel),
+            "{all:?}"
+        );
+        let under: Vec<PathBuf> = beneath(&canonical).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(under, vec![PathBuf::from("keel.db")]);
+    }
+}
