@@ -27,7 +27,14 @@ fn main() {
         println!("cargo:rerun-if-changed=build.rs");
         return;
     }
-    println!("cargo:rerun-if-changed=hot-symbols.txt");
+    let list = std::path::Path::new(&env("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
+    // A file that does not exist would make cargo run this script, and compile keel, on
+    // every build.
+    if list.is_file() {
+        println!("cargo:rerun-if-changed=hot-symbols.txt");
+    } else {
+        println!("cargo:rerun-if-changed=build.rs");
+    }
     println!("cargo:rerun-if-env-changed=KEEL_NO_SYMBOL_ORDERING");
     println!("cargo:rerun-if-env-changed=KEEL_KEEP_SYMBOLS");
     if env("CARGO_CFG_TARGET_OS") == "linux" && env("KEEL_KEEP_SYMBOLS").is_empty() {
@@ -44,7 +51,6 @@ fn main() {
     if env("TARGET") != "x86_64-unknown-linux-gnu" || own_linker {
         return;
     }
-    let list = std::path::Path::new(&env("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
     if env("KEEL_NO_SYMBOL_ORDERING").is_empty() && list.is_file() {
         println!(
             "cargo:rustc-link-arg-bin=keel=-Wl,--symbol-ordering-file={}",

@@ -78,7 +78,7 @@ for line in sys.stdin:
         continue
     size, kind, name = int(parts[1], 16), parts[2], parts[3].strip()
     # `<T as keel_llm::X>::f` counts for the trait impl'"'"'s crate; plain paths for their first segment.
-    m = re.match(r"<?(?:[&*a-z ]*)?([A-Za-z_][A-Za-z0-9_]*)::", name)
+    m = re.match(r"<?(?:&|\*const |\*mut |dyn |mut )*([A-Za-z_][A-Za-z0-9_]*)::", name)
     crate = m.group(1) if m else ("C/static (tree-sitter grammars, sqlite, ring)" if kind in "dDrRtT" else "other")
     by[crate] += size
 total = sum(by.values())

@@ -4,6 +4,7 @@
 # .text, so a run touches few, dense pages of code).
 #
 #   crates/keel-cli/benches/hot_symbols.sh            # builds, records, rewrites the list
+#   KEEL_BIN=/path/keel crates/keel-cli/benches/hot_symbols.sh   # records from that binary
 #
 # Builds `keel` in release with its symbol table (KEEL_KEEP_SYMBOLS=1: build.rs then leaves out
 # its --strip-all; every other crate of the build is the very one `cargo build --release` makes,
@@ -22,8 +23,14 @@ for tool in valgrind python3 git; do
     command -v "$tool" >/dev/null || { echo "hot_symbols: needs $tool" >&2; exit 1; }
 done
 # An older list may order this build: that moves functions, not which ones run.
-KEEL_KEEP_SYMBOLS=1 cargo build --release -p keel-cli --quiet
-bin="${CARGO_TARGET_DIR:-$repo/target}/release/keel"
+# KEEL_BIN: a release binary already built with KEEL_KEEP_SYMBOLS=1 (no build here).
+if [ -n "${KEEL_BIN:-}" ]; then
+    bin=$KEEL_BIN
+else
+    KEEL_KEEP_SYMBOLS=1 cargo build --release -p keel-cli --quiet
+    bin="${CARGO_TARGET_DIR:-$repo/target}/release/keel"
+fi
+nm "$bin" >/dev/null 2>&1 || { echo "hot_symbols: $bin has no symbol table" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill "${mock:-}" 2>/dev/null || true' EXIT
 export KEEL_HOME="$work/home" KEEL_SHELL__LINT__ENABLED=false KEEL_VERIFY__ENABLED=false
@@ -70,7 +77,7 @@ binary, work, out = os.path.realpath(sys.argv[1]), sys.argv[2], sys.argv[3]
 seen, order = set(), []
 for path in sorted(glob.glob(os.path.join(work, "cg.*")), key=os.path.getmtime):
     text = open(path, errors="replace").read()
-    cmd = re.search(r"^cmd: (\S+)", text, re.M)
+    cmd = re.search(r"^cmd:\s+(\S+)", text, re.M)
     if not cmd or os.path.realpath(cmd.group(1)) != binary:
         continue
     # Compressed names: "(id) name" the first time an id appears (in fn= or cfn=), "(id)" after;
@@ -94,8 +101,9 @@ for path in sorted(glob.glob(os.path.join(work, "cg.*")), key=os.path.getmtime):
         if m.group(3):
             names[m.group(2)] = m.group(3).strip()
         if m.group(1) == "fn" and obj and os.path.realpath(obj) == binary:
-            name = names.get(m.group(2), "")
-            if name and name not in seen and not name.startswith("0x"):
+            # A recursive call is reported as `name'2`, `name'3` …
+            name = re.sub(r"'\d+$", "", names.get(m.group(2), ""))
+            if name and name not in seen and not name.startswith(("0x", "(")):
                 seen.add(name)
                 order.append(name)
 with open(out, "w") as f:
