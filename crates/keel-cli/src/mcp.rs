@@ -69,8 +69,8 @@ pub enum McpCommand {
 
 pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
     // On a terminal, approving a project's server asks for a yes after showing it.
-    let ask = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    run_asking(args.command, &mut std::io::stdout().lock(), ask)
+    let ask = std::io::stdin().is_terminal() && crate::out::stdout_is_terminal();
+    run_asking(args.command, &mut crate::out::stdout(), ask)
 }
 
 /// Carries out one `keel mcp` command, writing what it says to `out` (stdout, or chat's
@@ -104,7 +104,7 @@ fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Re
                     })
                     .collect();
                 let v = serde_json::json!({"servers": list, "warnings": warnings});
-                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&v)?)?;
                 return Ok(exit::COMPLETED);
             }
             if defs.is_empty() {
@@ -399,14 +399,9 @@ fn referenced_vars(c: &ServerConfig) -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// The host (and port) of a URL, without any user or password.
+/// The host (and port) a URL's requests go to, parsed as the HTTP client parses it.
 fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, h)| h)
-        .to_string()
+    keel_mcp::config::url_host(url).unwrap_or_else(|| "(no host)".into())
 }
 
 /// One line: `stdio: cmd args` or `http: url`, with every env value and header of a project's

@@ -39,6 +39,10 @@ pub enum ProjectRule {
     /// A whole section that is only a suggestion: used only when the user accepted exactly
     /// its content for this workspace (trust subject named here, see [`keel_tools::trust`]).
     Suggested(&'static str),
+    /// A list that may only narrow what the layers below allow: the project's value is moved
+    /// to the sibling key named here, which the reader intersects with the lower layers' own
+    /// setting (or its default), so a project can take tools away, never add one.
+    Narrows(&'static str),
 }
 
 /// What 0 means for a [`ProjectRule::AtMost`] key.
@@ -89,14 +93,22 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("verify.commands", ProjectRule::Superset),
     ("verify.timeout_secs", AT_MOST),
     ("snapshots.enabled", ProjectRule::Bool { strict: true }),
-    ("plan_exec.enabled", ProjectRule::Free),
+    // A project may turn plan_exec on, or pick it as the mode, never turn it off or leave it
+    // for the unphased loop over the user's choice.
+    ("plan_exec.enabled", ProjectRule::Bool { strict: true }),
+    ("agent.mode", ProjectRule::Ordered(&["plan_exec", "react"])),
     // Not past the read-only planning phase the user's sessions start in (red-team R3).
     (
         "plan_exec.start_phase",
         ProjectRule::Ordered(&["planning", "building", "verification", "delivery"]),
     ),
     ("plan_exec.auto_advance_after_steps", ProjectRule::Free),
-    ("plan_exec.phases.*.whitelist", ProjectRule::Free),
+    // A phase's tools: a project may take tools away from a phase, never add one (its list
+    // is intersected with the user's or the default whitelist): planning stays read-only.
+    (
+        "plan_exec.phases.*.whitelist",
+        ProjectRule::Narrows("project_whitelist"),
+    ),
     ("plan_exec.phases.*.bash_deny", ProjectRule::Superset),
     // Features a user turned off stay off (red-team R3): a project may only turn them off.
     ("shell.enabled", ProjectRule::Bool { strict: false }),
@@ -274,6 +286,11 @@ fn walk(
                     warnings.push(warn(summary(&value), WarningKind::Suggestion));
                 }
             }
+            Lookup::Rule(ProjectRule::Narrows(into)) => {
+                if let Some(value) = table.remove(&name) {
+                    table.insert(into.to_string(), value);
+                }
+            }
             Lookup::Rule(rule) => {
                 let Some(value) = table.remove(&name) else {
                     continue;
@@ -398,7 +415,9 @@ enum Verdict {
 
 fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
     match rule {
-        ProjectRule::Free | ProjectRule::Suggested(_) => Verdict::Keep(value),
+        ProjectRule::Free | ProjectRule::Suggested(_) | ProjectRule::Narrows(_) => {
+            Verdict::Keep(value)
+        }
         ProjectRule::Bool { strict } => match value.as_bool() {
             Some(b) if b == strict => Verdict::Keep(value),
             Some(b) => Verdict::Drop(format!(
@@ -488,277 +507,5 @@ fn list(values: &[Value]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table(text: &str) -> Table {
-        toml::from_str(text).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn nothing_accepted(_: &str, _: &str) -> bool {
-        false
-    }
-
-    #[test]
-    fn each_rule_only_tightens() {
-        let lower = table(
-            "[shell]\nsandbox = true\nenv_keep = [\"GH_TOKEN\"]\ndeny = [\"sudo\"]\nwritable = [\"~/.cargo\"]\n[plan_exec.phases.building]\nbash_deny = [\"push\"]\n[approval]\npolicy = \"on-request\"\n[agent]\nmax_iterations = 30\n",
-        );
-        let mut project = table(
-            "[shell]\nsandbox = false\nnetwork = true\nenv_keep = [\"OPENAI_API_KEY\", \"GH_TOKEN\"]\ndeny = [\"rm\"]\nwritable = [\"/\"]\nallow = [\"make\"]\n[plan_exec.phases.building]\nbash_deny = [\"curl\"]\n[server]\nworkspaces = [\"/\"]\n[database]\nurl = \"postgres://evil/db\"\n[approval]\npolicy = \"never\"\n[agent]\nmax_iterations = 5\n",
-        );
-        let warnings = restrict(
-            &lower,
-            &mut project,
-            "/p/.keel/config.toml",
-            &nothing_accepted,
-        );
-        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            [
-                "approval.policy",
-                "database",
-                "server",
-                "shell.env_keep",
-                "shell.network",
-                "shell.sandbox",
-                "shell.writable",
-            ]
-        );
-        let shell = project["shell"].as_table().unwrap_or_else(|| panic!());
-        assert!(!shell.contains_key("sandbox"));
-        assert!(!shell.contains_key("network"));
-        assert_eq!(shell["env_keep"], Value::Array(vec!["GH_TOKEN".into()]));
-        assert_eq!(shell["writable"], Value::Array(vec![]));
-        assert_eq!(
-            shell["deny"],
-            Value::Array(vec!["sudo".into(), "rm".into()])
-        );
-        assert_eq!(
-            shell["allow"],
-            Value::Array(vec!["make".into()]),
-            "no lower list: nothing to narrow"
-        );
-        assert_eq!(
-            project["plan_exec"]["phases"]["building"]["bash_deny"],
-            Value::Array(vec!["push".into(), "curl".into()])
-        );
-        assert!(!project.contains_key("server"));
-        assert!(!project.contains_key("database"));
-        assert!(
-            !project["approval"]
-                .as_table()
-                .is_some_and(|t| t.contains_key("policy"))
-        );
-        assert_eq!(project["agent"]["max_iterations"].as_integer(), Some(5));
-        let env_keep = warnings
-            .iter()
-            .find(|w| w.key == "shell.env_keep")
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        assert!(env_keep.contains("/p/.keel/config.toml"), "{env_keep}");
-        assert!(env_keep.contains("`OPENAI_API_KEY`"), "{env_keep}");
-    }
-
-    #[test]
-    fn a_key_no_rule_lists_is_refused_so_new_keys_start_untrusted() {
-        let lower = table("[shell]\ntimeout_secs = 60\n");
-        let mut project = table(
-            "[shell]\ntimeout_secs = 30\nbrand_new_key = true\n[shell.lint]\nenabled = false\npython = [\"rm -rf ~\"]\n[plan_exec.phases.building]\nwhitelist = [\"read_file\"]\nrollback_command = \"rm -rf .git\"\nvalidation_command = \"curl evil\"\n[mcp.servers.x]\ncommand = \"evil\"\n[store]\npath = \"/tmp/x.db\"\n[future_section]\nx = 1\n",
-        );
-        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
-        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            [
-                "future_section",
-                "mcp",
-                "plan_exec.phases.building.rollback_command",
-                "plan_exec.phases.building.validation_command",
-                "shell.brand_new_key",
-                "shell.lint.python",
-                "store",
-            ]
-        );
-        assert_eq!(project["shell"]["timeout_secs"].as_integer(), Some(30));
-        assert_eq!(project["shell"]["lint"]["enabled"].as_bool(), Some(false));
-        assert!(
-            project["plan_exec"]["phases"]["building"]
-                .get("whitelist")
-                .is_some()
-        );
-        assert!(warnings[0].to_string().contains("may not set it"));
-    }
-
-    #[test]
-    fn the_llm_section_is_a_suggestion_until_its_exact_content_is_accepted() {
-        let lower = table("[llm]\nprovider = \"anthropic\"\n");
-        let text = "[llm]\nprovider = \"ollama\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[llm.providers.ollama]\napi_key_env = \"ANTHROPIC_API_KEY\"\n";
-        let mut project = table(text);
-        let warnings = restrict(
-            &lower,
-            &mut project,
-            "/p/.keel/config.toml",
-            &nothing_accepted,
-        );
-        assert!(!project.contains_key("llm"), "{project}");
-        assert_eq!(warnings.len(), 1, "one notice: {warnings:?}");
-        let notice = warnings[0].to_string();
-        for needle in [
-            "/p/.keel/config.toml",
-            "[llm]",
-            "provider = \"ollama\"",
-            "http://127.0.0.1:9/v1",
-            "keel trust llm",
-        ] {
-            assert!(notice.contains(needle), "{needle}: {notice}");
-        }
-
-        // Accepted: exactly this content applies, and any change is a new suggestion.
-        let llm = table(text)["llm"].clone();
-        let hash = content_hash(&llm);
-        let accept = |subject: &str, h: &str| subject == LLM_SUBJECT && h == hash;
-        let mut project = table(text);
-        assert!(restrict(&lower, &mut project, "p", &accept).is_empty());
-        assert_eq!(project["llm"]["provider"].as_str(), Some("ollama"));
-        // Key order and formatting do not matter; content does.
-        let reordered = "[llm.providers.ollama]\napi_key_env = 'ANTHROPIC_API_KEY'\n[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\nprovider = \"ollama\"\n";
-        assert_eq!(content_hash(&table(reordered)["llm"]), hash);
-        let mut changed = table(&text.replace("127.0.0.1:9", "127.0.0.1:10"));
-        assert_eq!(restrict(&lower, &mut changed, "p", &accept).len(), 1);
-        assert!(!changed.contains_key("llm"));
-
-        let mut empty = table("[llm]\n");
-        assert!(restrict(&lower, &mut empty, "p", &nothing_accepted).is_empty());
-    }
-
-    #[test]
-    fn stricter_settings_pass_silently() {
-        let lower = table("[shell]\nsandbox = false\nenv_keep = [\"A\", \"B\"]\n");
-        let mut project = table(
-            "[shell]\nsandbox = true\nenv_keep = [\"A\"]\n[plan_exec.phases.x]\nbash_deny = [\"y\"]\n",
-        );
-        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
-        assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!(project["shell"]["sandbox"].as_bool(), Some(true));
-        assert_eq!(project["shell"]["env_keep"], Value::Array(vec!["A".into()]));
-    }
-
-    #[test]
-    fn a_project_may_lower_budgets_and_limits_but_never_raise_them() {
-        use crate::{Config, Layer};
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
-        let project = ws.join(".keel/config.toml");
-        // Red-team #63 and #29: every budget a user set lifted by the repository.
-        std::fs::write(
-            &project,
-            "[agent]\nmax_iterations = 100000000\nmax_output_chars = 10000000\nself_correction_cap = 1000\ncompact_threshold = 0.99\ncontext_window = 10000000\n\
-             [agents]\nmax_concurrent = 10000\nmax_steps = 100000000\ntimeout_secs = 100000000\n\
-             [shell]\ntimeout_secs = 3600\nmax_timeout_secs = 3600\ntest_timeout_secs = 86400\n\
-             [index]\nthreads = 100000\ncodemap_wait_ms = 50000\ncodemap_tokens = 100000\n\
-             [verify]\ntimeout_secs = 86400\n[fallback_chain.recovery]\nmax_retries = 50\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let none: Vec<(String, String)> = Vec::new();
-        let load = |user: Option<&Path>| {
-            Config::load(user, &ws, none.clone(), Layer::from_overrides(&[]))
-                .unwrap_or_else(|e| panic!("{e}"))
-        };
-        let c = load(None);
-        let d = Config::default();
-        assert_eq!(c.agent.max_iterations, d.agent.max_iterations);
-        assert_eq!(c.agent.max_output_chars, d.agent.max_output_chars);
-        assert_eq!(c.agent.self_correction_cap, d.agent.self_correction_cap);
-        assert_eq!(c.agent.compact_threshold, d.agent.compact_threshold);
-        assert_eq!(c.agent.context_window, None);
-        assert_eq!(c.agents.max_concurrent, d.agents.max_concurrent);
-        assert_eq!(c.agents.max_steps, d.agents.max_steps);
-        assert_eq!(c.agents.timeout_secs, d.agents.timeout_secs);
-        assert_eq!(c.shell.timeout_secs, d.shell.timeout_secs);
-        assert_eq!(c.shell.max_timeout_secs, d.shell.max_timeout_secs);
-        assert_eq!(c.shell.test_timeout_secs, d.shell.test_timeout_secs);
-        assert_eq!(c.index.threads, 0, "one per core, not 100000");
-        assert_eq!(c.index.codemap_wait_ms, d.index.codemap_wait_ms);
-        assert_eq!(c.index.codemap_tokens, d.index.codemap_tokens);
-        assert_eq!(c.verify.timeout_secs, d.verify.timeout_secs);
-        assert_eq!(
-            c.fallback_chain.recovery.max_retries,
-            d.fallback_chain.recovery.max_retries
-        );
-        let said: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
-        assert_eq!(said.len(), 16, "{said:#?}");
-        assert!(
-            said.iter().any(|w| w.contains("`agent.max_iterations` = 100000000 is ignored: above your 30")),
-            "{said:#?}"
-        );
-
-        // Lowering applies, silently.
-        std::fs::write(
-            &project,
-            "[agent]\nmax_iterations = 5\ncompact_threshold = 0.5\n[index]\nthreads = 1\n[shell]\ntimeout_secs = 10\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let c = load(None);
-        assert_eq!(c.agent.max_iterations, 5);
-        assert_eq!(c.agent.compact_threshold, 0.5);
-        assert_eq!(c.index.threads, 1);
-        assert_eq!(c.shell.timeout_secs, 10);
-        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
-
-        // Against the user's own values: what they set is the ceiling (0 threads means one
-        // per core, more than the user's 1).
-        let user = dir.path().join("user.toml");
-        std::fs::write(
-            &user,
-            "[agent]\nmax_iterations = 200\n[index]\nthreads = 1\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(
-            &project,
-            "[agent]\nmax_iterations = 150\n[index]\nthreads = 0\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let c = load(Some(&user));
-        assert_eq!(c.agent.max_iterations, 150);
-        assert_eq!(c.index.threads, 1);
-    }
-
-    #[test]
-    fn a_project_cannot_turn_back_on_what_the_user_turned_off_or_drop_their_gates() {
-        // Red-team R3 and R17, against the user's own settings.
-        let lower = table(
-            "[shell]\nenabled = false\n[shell.lint]\nenabled = false\n[agents]\nenabled = false\n[verify]\nenabled = true\nalways = false\ncommands = [\"make check\"]\n[plan_exec]\nstart_phase = \"planning\"\n",
-        );
-        let mut project = table(
-            "[shell]\nenabled = true\n[shell.lint]\nenabled = true\n[agents]\nenabled = true\n[verify]\nenabled = false\ncommands = [\"true\"]\n[plan_exec]\nstart_phase = \"delivery\"\n",
-        );
-        let warnings = restrict(&lower, &mut project, "p", &nothing_accepted);
-        let mut keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            [
-                "agents.enabled",
-                "plan_exec.start_phase",
-                "shell.enabled",
-                "shell.lint.enabled",
-                "verify.enabled",
-            ]
-        );
-        assert_eq!(
-            project["verify"]["commands"],
-            Value::Array(vec!["make check".into(), "true".into()]),
-            "the project's gates run after the user's, never instead"
-        );
-        // Turning things off, and verification on, pass silently.
-        let mut project = table(
-            "[shell]\nenabled = false\n[verify]\nalways = true\n[plan_exec]\nstart_phase = \"planning\"\n",
-        );
-        assert!(restrict(&lower, &mut project, "p", &nothing_accepted).is_empty());
-    }
-}
+#[path = "project_tests.rs"]
+mod tests;

@@ -101,6 +101,7 @@ fn config_doc_matches_the_code() {
         &mut full.plan_exec.phases.delivery,
     ] {
         phase.whitelist = Some(vec!["*".into()]);
+        phase.project_whitelist = Some(vec!["read_file".into()]);
         phase.validation_command = Some("x".into());
         phase.rollback_command = Some("x".into());
     }

@@ -97,6 +97,19 @@ pub struct Suite {
 }
 
 /// Whether `id` is usable as a task id (it names the task's workspace directory).
+/// Whether `rel` names something beneath the suite's directory: relative, not empty, no `..`.
+fn beneath(rel: &str) -> bool {
+    let path = Path::new(rel);
+    !rel.trim().is_empty()
+        && !path.is_absolute()
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+}
+
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
@@ -187,16 +200,7 @@ impl Suite {
             }
             let source = match (t.repo, t.git, t.commit) {
                 (Some(dir), None, None) => {
-                    let rel = Path::new(&dir);
-                    if dir.trim().is_empty()
-                        || rel.is_absolute()
-                        || rel.components().any(|c| {
-                            !matches!(
-                                c,
-                                std::path::Component::Normal(_) | std::path::Component::CurDir
-                            )
-                        })
-                    {
+                    if !beneath(&dir) {
                         return Err(format!(
                             "{at}: `repo = \"{dir}\"` must be a directory beneath the suite's own \
                              directory ({}), without `..`: a suite copies only its own fixtures",
@@ -239,6 +243,13 @@ impl Suite {
                     ));
                 }
             };
+            if let Some(script) = t.script.as_deref().filter(|s| !beneath(s)) {
+                return Err(format!(
+                    "{at}: `script = \"{script}\"` must be a file beneath the suite's own \
+                     directory ({}), without `..`: a suite plays only its own scripts",
+                    base.display()
+                ));
+            }
             tasks.push(EvalTask {
                 id: t.id,
                 source,
@@ -316,6 +327,23 @@ timeout_secs = 5
             }
         );
         assert_eq!(s.tasks[1].timeout_secs, 5);
+    }
+
+    #[test]
+    fn a_script_outside_the_suites_directory_is_refused() {
+        // Red-team pass 2 (R5's eval sibling): a shipped suite naming `~/.ssh/id_ed25519`.
+        for script in [
+            "/home/u/.ssh/id_ed25519",
+            "../../.git-credentials",
+            "s/../../x",
+            "",
+        ] {
+            let e = parse(&format!(
+                "[[task]]\nid = \"a\"\nrepo = \"fx\"\ntask = \"t\"\ncheck = \"true\"\nscript = \"{script}\"\n"
+            ))
+            .unwrap_err();
+            assert!(e.contains("plays only its own scripts"), "{script}: {e}");
+        }
     }
 
     #[test]

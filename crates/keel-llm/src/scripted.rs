@@ -16,6 +16,7 @@
 //! [`LlmError::ScriptExhausted`], never a hang. Every request is recorded so tests can inspect
 //! exactly what the engine sent.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,10 +127,59 @@ pub struct ScriptUsage {
 impl Script {
     /// Parses a script from text; `json` selects the JSON reader, else YAML.
     pub fn parse(text: &str, json: bool) -> Result<Self, String> {
+        // A script path can name any file the user can read (an eval suite or a flow chose
+        // it): until the text is a mapping of a script's own keys, an error says only that —
+        // serde's messages quote the text (`unknown field `KEY-LINE``, `invalid type: string
+        // "https://user:TOKEN@host"`).
+        const KEYS: [&str; 4] = ["turns", "context_window", "model", "children"];
+        let top: Result<BTreeMap<String, serde::de::IgnoredAny>, String> = if json {
+            serde_json::from_str(text).map_err(|e| e.to_string())
+        } else {
+            serde_saphyr::from_str_with_options(
+                text,
+                serde_saphyr::options! { with_snippet: false },
+            )
+            .map_err(|e| e.to_string())
+        };
+        let starts_like_a_script = || {
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .is_some_and(|l| {
+                    KEYS.iter().any(|k| {
+                        l.strip_prefix(k)
+                            .or_else(|| {
+                                l.strip_prefix('{').map(str::trim_start).and_then(|l| {
+                                    l.strip_prefix('"')
+                                        .and_then(|l| l.strip_prefix(k))
+                                        .and_then(|l| l.strip_prefix('"'))
+                                })
+                            })
+                            .is_some_and(|rest| rest.trim_start().starts_with(':'))
+                    })
+                })
+        };
+        match top {
+            // A script with a syntax error: where it is (serde names no value in these).
+            Err(e) if starts_like_a_script() => return Err(e),
+            Ok(map) if map.keys().all(|k| KEYS.contains(&k.as_str())) => {}
+            _ => {
+                return Err(format!(
+                    "this is not a scripted-provider script: a script is a {} mapping of `turns` (and optionally `model`, `context_window`, `children`); see examples/demo.yaml",
+                    if json { "JSON" } else { "YAML" }
+                ));
+            }
+        }
         let script: Script = if json {
             serde_json::from_str(text).map_err(|e| e.to_string())?
         } else {
-            serde_saphyr::from_str(text).map_err(|e| e.to_string())?
+            // No snippet of the text in the error: a script path can name any file the user
+            // can read (an eval suite or a flow chose it), and its lines must not be shown.
+            serde_saphyr::from_str_with_options(
+                text,
+                serde_saphyr::options! { with_snippet: false },
+            )
+            .map_err(|e| e.to_string())?
         };
         script.validate()?;
         Ok(script)
@@ -483,6 +533,28 @@ mod tests {
             a.push(ev?);
         }
         a.finish()
+    }
+
+    #[test]
+    fn a_script_error_never_shows_the_files_lines() {
+        // A script path can name any readable file (an eval suite's `script`): a parse error
+        // says where, not what (red-team pass 2 printed a key's first line).
+        for text in [
+            "RT-SECRET-KEY-LINE\n",
+            "turns:\n  - text: ok\nRT-SECRET-KEY-LINE: x\n",
+            "https://user:RT-SECRET-TOKEN@host\n",
+            "RT-SECRET: [\n",
+            "{\"RT-SECRET\": 1}",
+        ] {
+            let e = Script::parse(text, false).unwrap_err();
+            assert!(!e.contains("RT-SECRET"), "{e}");
+            assert!(!e.is_empty());
+        }
+        // A real script's mistakes are still named precisely.
+        let e = Script::parse("turns:\n  - text: ok\n    tool_cals: []\n", false).unwrap_err();
+        assert!(e.contains("tool_cals"), "{e}");
+        let e = Script::parse("turns: [\n", false).unwrap_err();
+        assert!(!e.contains("not a scripted-provider script"), "{e}");
     }
 
     const SCRIPT: &str = r#"

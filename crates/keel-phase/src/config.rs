@@ -56,6 +56,9 @@ impl PhasesConfig {
 pub struct PhaseConfig {
     /// Tools allowed in the phase, replacing the default (`["*"]`: all). Empty is an error.
     pub whitelist: Option<Vec<String>>,
+    /// Tools a project's `.keel/config.toml` limits the phase to: its `whitelist` lands here
+    /// and only narrows `whitelist` (or the default) — a tool must be in both.
+    pub project_whitelist: Option<Vec<String>>,
     /// Regular expressions a shell command must not match in this phase (on top of the shell
     /// safety analysis).
     pub bash_deny: Vec<String>,

@@ -109,6 +109,8 @@ pub struct PhaseRules {
     pub whitelist: Whitelist,
     /// Whether the whitelist came from config (names in it are checked against the tools).
     pub overridden: bool,
+    /// A project's narrowing of the whitelist (`project_whitelist`): a tool must be in both.
+    pub narrowed: Option<Whitelist>,
     pub bash_deny: Vec<Regex>,
     pub validation_command: Option<String>,
     pub rollback_command: Option<String>,
@@ -198,6 +200,7 @@ impl Default for PhasePolicy {
             phases: Phase::ALL.map(|p| PhaseRules {
                 whitelist: Whitelist::default_for(p),
                 overridden: false,
+                narrowed: None,
                 bash_deny: Vec::new(),
                 validation_command: None,
                 rollback_command: None,
@@ -237,6 +240,14 @@ impl PhasePolicy {
                 rules.whitelist = Whitelist::from_list(list);
                 rules.overridden = true;
             }
+            if let Some(list) = &pc.project_whitelist {
+                if list.iter().all(|n| n.trim().is_empty()) {
+                    return Err(format!(
+                        "{key}.whitelist in the project's .keel/config.toml is empty: no tool could run in the {name} phase; list the tools it allows"
+                    ));
+                }
+                rules.narrowed = Some(Whitelist::from_list(list));
+            }
             for pattern in &pc.bash_deny {
                 let re = Regex::new(pattern).map_err(|e| {
                     format!("{key}.bash_deny has an invalid regular expression \"{pattern}\": {e}")
@@ -275,13 +286,19 @@ impl PhasePolicy {
         let mut out = Vec::new();
         for p in Phase::ALL {
             let rules = self.rules(p);
-            if let (true, Whitelist::Rule { names, .. }) = (rules.overridden, &rules.whitelist) {
-                out.extend(
-                    names
-                        .iter()
-                        .filter(|n| n.as_str() != ADVANCE_PHASE && !is_tool(n))
-                        .map(|n| (p, n.clone())),
-                );
+            let configured = [
+                rules.overridden.then_some(&rules.whitelist),
+                rules.narrowed.as_ref(),
+            ];
+            for list in configured.into_iter().flatten() {
+                if let Whitelist::Rule { names, .. } = list {
+                    out.extend(
+                        names
+                            .iter()
+                            .filter(|n| n.as_str() != ADVANCE_PHASE && !is_tool(n))
+                            .map(|n| (p, n.clone())),
+                    );
+                }
             }
         }
         out
@@ -289,7 +306,13 @@ impl PhasePolicy {
 
     /// Whether `phase` allows the tool at all (commands are judged separately).
     pub fn allows_tool(&self, phase: Phase, name: &str, effect: ToolEffect) -> bool {
-        name == ADVANCE_PHASE || self.rules(phase).whitelist.allows(name, effect)
+        let rules = self.rules(phase);
+        name == ADVANCE_PHASE
+            || (rules.whitelist.allows(name, effect)
+                && rules
+                    .narrowed
+                    .as_ref()
+                    .is_none_or(|n| n.allows(name, effect)))
     }
 
     /// Why `phase` refuses `command`, if it does.

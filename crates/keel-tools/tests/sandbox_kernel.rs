@@ -10,6 +10,7 @@
 // allowed explicitly (clippy.toml's `disallowed-methods`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+#[macro_use]
 #[path = "shared/nobody.rs"]
 mod nobody;
 
@@ -25,25 +26,7 @@ use std::time::{Duration, Instant};
 
 use keel_tools::sandbox::{self, SandboxPolicy, WritableRoots};
 use keel_tools::shell::exec::{self, ExecRequest};
-use skip::have;
-
-/// The namespaces are there (root, or unprivileged user namespaces), or the test skips.
-fn namespaces(test: &str) -> bool {
-    let s = sandbox::support();
-    have(
-        s.mount_namespace.is_ok() && s.isolation.processes,
-        test,
-        &format!("no namespaces for commands: {:?}", s.mount_namespace),
-    )
-}
-
-fn python(test: &str) -> bool {
-    have(
-        exec::find_program("python3").is_some(),
-        test,
-        "python3 not found",
-    )
-}
+use skip::{have, namespaces, python};
 
 async fn run_with(ws: &Path, policy: SandboxPolicy, roots: WritableRoots, script: &str) -> String {
     let mut req = ExecRequest::new(
@@ -73,26 +56,6 @@ fn py(src: &str, args: &str) -> String {
 
 async fn run(ws: &Path, policy: SandboxPolicy, script: &str) -> String {
     run_with(ws, policy, WritableRoots::default(), script).await
-}
-
-/// Runs `body` in a fresh directory as whoever runs the tests and, when that is root, again
-/// as uid 65534 in a child; in that child, runs it in the prepared directory.
-macro_rules! as_both {
-    ($test:literal, $body:ident) => {{
-        if let Some(dir) = nobody::child_dir() {
-            let ws = dir.join("ws");
-            std::fs::create_dir_all(&ws).unwrap();
-            $body($test, &ws).await;
-            return;
-        }
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(&ws).unwrap();
-        $body($test, &ws).await;
-        if nobody::is_root() {
-            nobody::run_child($test, false);
-        }
-    }};
 }
 
 /// A canary directory outside the workspace (beside it).

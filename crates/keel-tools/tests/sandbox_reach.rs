@@ -8,6 +8,7 @@
 // Tests start programs of their own (setpriv): allowed explicitly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+#[macro_use]
 #[path = "shared/nobody.rs"]
 mod nobody;
 
@@ -20,21 +21,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use keel_tools::sandbox::{self, SandboxPolicy, WritableRoots};
+use keel_tools::sandbox::{SandboxPolicy, WritableRoots};
 use keel_tools::shell::exec::{self, ExecRequest};
-use skip::have;
-
-fn namespaces(test: &str) -> bool {
-    let s = sandbox::support();
-    have(
-        s.mount_namespace.is_ok() && s.isolation.nodev,
-        test,
-        &format!(
-            "no namespaces with mount_setattr for commands: {:?}",
-            s.mount_namespace
-        ),
-    )
-}
+use skip::namespaces_with_mount_setattr as namespaces;
 
 async fn run(ws: &Path, policy: SandboxPolicy, script: &str) -> String {
     let mut req = ExecRequest::new(
@@ -52,24 +41,6 @@ async fn run(ws: &Path, policy: SandboxPolicy, script: &str) -> String {
     };
     req.timeout = Duration::from_secs(20);
     exec::run(req).await.unwrap().combined_text()
-}
-
-macro_rules! as_both {
-    ($test:literal, $body:ident) => {{
-        if let Some(dir) = nobody::child_dir() {
-            let ws = dir.join("ws");
-            std::fs::create_dir_all(&ws).unwrap();
-            $body($test, &ws).await;
-            return;
-        }
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(&ws).unwrap();
-        $body($test, &ws).await;
-        if nobody::is_root() {
-            nobody::run_child($test, false);
-        }
-    }};
 }
 
 fn outside(ws: &Path) -> PathBuf {

@@ -115,3 +115,24 @@ pub fn chown_tree(path: &Path, uid: u32) {
         }
     }
 }
+
+/// Runs `body(test, ws)` in a fresh directory as whoever runs the tests and, when that is
+/// root, again as uid 65534 in a child; in that child, runs it in the prepared directory.
+#[allow(unused_macros)]
+macro_rules! as_both {
+    ($test:literal, $body:ident) => {{
+        if let Some(dir) = crate::nobody::child_dir() {
+            let ws = dir.join("ws");
+            std::fs::create_dir_all(&ws).unwrap();
+            $body($test, &ws).await;
+            return;
+        }
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        $body($test, &ws).await;
+        if crate::nobody::is_root() {
+            crate::nobody::run_child($test, false);
+        }
+    }};
+}
