@@ -209,13 +209,10 @@ impl Builtin {
     }
 
     pub(crate) async fn after_tool(self, run: &mut Run<'_>, call: &ToolCall, out: &mut Outcome) {
-        match self {
-            Builtin::Phase => {
-                if let Some(access) = out.ran_with {
-                    run.phase_note_call(call, !out.is_error, access);
-                }
-            }
-            _ => {}
+        if self == Builtin::Phase
+            && let Some(access) = out.ran_with
+        {
+            run.phase_note_call(call, !out.is_error, access);
         }
     }
 
