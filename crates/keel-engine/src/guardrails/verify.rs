@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use keel_phase::CommandAccess;
 use keel_protocol::{ErrorCode, EventKind, ToolCall};
 use keel_tools::shell::ShellSettings;
 use keel_tools::{ToolEffect, ToolRegistry, Workspace};
@@ -117,17 +118,18 @@ impl VerifyHook {
     }
 
     /// Asks the session's approval policy about a gate the repository chose, as about the
-    /// same command from the model (`run_command`): allowed, asked (and waited for) or denied
-    /// — denied when nobody can answer. `Err` is why it may not run.
+    /// same command from the model (`run_command`): allowed (read-only when it was allowed
+    /// only because it only reads), asked (and waited for) or denied — denied when nobody can
+    /// answer. `Err` is why it may not run.
     async fn approve_gate(
         &self,
         cx: &HookContext,
         gate: &Gate,
         round: u32,
         index: usize,
-    ) -> Result<Result<(), String>, EngineError> {
+    ) -> Result<Result<CommandAccess, String>, EngineError> {
         let Some(approvals) = &self.approvals else {
-            return Ok(Ok(()));
+            return Ok(Ok(CommandAccess::Write));
         };
         let call = ToolCall {
             id: format!("gate-{}-{round}-{index}", cx.iteration),
@@ -165,9 +167,14 @@ impl VerifyHook {
                 .chosen_by_project(&gate)
                 .map(|source| format!("the gate was set by {source}"))
                 .or_else(|| crate::verify::gate_does_more_than_check(&gate, root));
-            if let Some(source) = source
-                && let Err(why) = self.approve_gate(cx, &gate, round, index).await?
-            {
+            let approved = match source {
+                Some(source) => self
+                    .approve_gate(cx, &gate, round, index)
+                    .await?
+                    .map_err(|why| (why, source)),
+                None => Ok(CommandAccess::Write),
+            };
+            if let Err((why, source)) = &approved {
                 let output = format!("{why} ({source})");
                 events
                     .emit(EventKind::Verification {
@@ -191,8 +198,12 @@ impl VerifyHook {
                     ),
                 ));
             }
-            // Gates run repository code (a test script): confined like the model's commands.
-            let spec = CommandSpec::shell(&gate.command, root, timeout).with_shell(&self.shell);
+            // Gates run repository code (a test script): confined like the model's commands;
+            // a gate allowed only because it reads runs read-only.
+            let mut spec = CommandSpec::shell(&gate.command, root, timeout).with_shell(&self.shell);
+            if approved == Ok(CommandAccess::ReadOnly) {
+                spec.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
+            }
             let out = match run_command_with_timeout(&spec, &self.cancel).await {
                 Ok(out) => out,
                 Err(e) => {

@@ -177,7 +177,7 @@ impl Builtin {
                 Err(refusal) => Dispatch::Refuse(refusal),
             }),
             Builtin::Approval => match run.approvals.clone() {
-                Some(gate) => gate
+                Some(gate) => match gate
                     .check(
                         call,
                         &run.engine.tools,
@@ -186,8 +186,12 @@ impl Builtin {
                         &run.ctx.cancel,
                     )
                     .await?
-                    .err()
-                    .map(Dispatch::Refuse),
+                {
+                    // Only a narrower access is passed on (the read-only lane).
+                    Ok(CommandAccess::ReadOnly) => Some(Dispatch::Run(CommandAccess::ReadOnly)),
+                    Ok(CommandAccess::Write) => None,
+                    Err(refusal) => Some(Dispatch::Refuse(refusal)),
+                },
                 None => None,
             },
             _ => None,
@@ -209,10 +213,22 @@ impl Builtin {
     }
 
     pub(crate) async fn after_tool(self, run: &mut Run<'_>, call: &ToolCall, out: &mut Outcome) {
-        if self == Builtin::Phase
-            && let Some(access) = out.ran_with
-        {
-            run.phase_note_call(call, !out.is_error, access);
+        match self {
+            Builtin::Phase => {
+                if let Some(access) = out.ran_with {
+                    run.phase_note_call(call, !out.is_error, access);
+                }
+            }
+            Builtin::Approval => {
+                if let Some(note) = run
+                    .approvals
+                    .as_ref()
+                    .and_then(|gate| gate.finished(&call.id, &out.content))
+                {
+                    out.content = format!("{}\n{note}", out.content);
+                }
+            }
+            _ => {}
         }
     }
 
