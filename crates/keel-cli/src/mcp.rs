@@ -399,14 +399,9 @@ fn referenced_vars(c: &ServerConfig) -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// The host (and port) of a URL, without any user or password.
+/// The host (and port) a URL's requests go to, parsed as the HTTP client parses it.
 fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, h)| h)
-        .to_string()
+    keel_mcp::config::url_host(url).unwrap_or_else(|| "(no host)".into())
 }
 
 /// One line: `stdio: cmd args` or `http: url`, with every env value and header of a project's

@@ -118,11 +118,12 @@ impl ServerConfig {
                 })
             }
             "http" | "streamable-http" | "streamable_http" => {
-                let url = self
+                let raw = self
                     .url
                     .clone()
                     .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
                     .ok_or("an http server needs `url` starting with http:// or https://")?;
+                let url = checked_url(&raw)?;
                 Ok(Transport::Http {
                     url,
                     headers: self.headers.clone(),
@@ -138,6 +139,81 @@ impl ServerConfig {
             )),
         }
     }
+}
+
+/// Checks `raw` the way the HTTP client will parse it (WHATWG URL), so that the host Keel shows
+/// the user is the host it connects to: `http://a.example\@b.example/` is a request to
+/// `a.example` that a naive reading shows as `b.example` (red-team pass 3, R3-4). Refuses a
+/// user or password in the URL, and `${NAME}` references anywhere but after the host (the
+/// environment must not pick where the request goes). Returns `raw`; after expansion,
+/// [`expanded_url`] gives the text to connect to.
+pub fn checked_url(raw: &str) -> Result<String, String> {
+    let rest = raw.split_once("://").map_or(raw, |(_, r)| r);
+    let authority = rest.split(['/', '\\', '?', '#']).next().unwrap_or(rest);
+    if authority.contains("${") {
+        return Err(format!(
+            "`url` {raw:?} takes its host from a variable; name the host in the file (variables may follow it, in the path)"
+        ));
+    }
+    let parsed = url::Url::parse(&placeholders(raw))
+        .map_err(|e| format!("`url` {raw:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("`url` {raw:?} must start with http:// or https://"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "`url` {raw:?} holds a user or password; put credentials in `headers` (e.g. `Authorization = \"Bearer ${{TOKEN}}\"`) so Keel can show where they go"
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`url` {raw:?} names no host"));
+    }
+    Ok(raw.to_string())
+}
+
+/// The URL to connect to once `template`'s variables are expanded into `expanded`: parsed as
+/// the client parses it, and refused if its host is not the one [`url_host`] showed for the
+/// template.
+pub fn expanded_url(template: &str, expanded: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(expanded)
+        .map_err(|e| format!("`url` is not a valid URL once its variables are expanded: {e}"))?;
+    if url_host(expanded) != url_host(template) {
+        return Err(format!(
+            "`url` {template:?} goes to another host once its variables are expanded; name the host in the file"
+        ));
+    }
+    Ok(parsed.to_string())
+}
+
+/// `${NAME}` references replaced by a neutral word, to parse a URL before expansion.
+fn placeholders(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find('}') {
+            Some(j) => {
+                out.push('v');
+                rest = &rest[i + j + 1..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The host (and an explicit port) a URL's requests go to, as the HTTP client reads it.
+pub fn url_host(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(&placeholders(url)).ok()?;
+    let host = parsed.host_str()?;
+    Some(match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    })
 }
 
 /// Where a server definition came from; project definitions need the user's approval.
@@ -310,6 +386,43 @@ pub fn expand(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_http_url_is_shown_and_used_as_the_client_reads_it() {
+        // Red-team pass 3, R3-4: `\` ends the authority for the HTTP client, so the request
+        // (and the bearer token) went to 127.0.0.2:18081 while the approval said localhost.
+        let server = |url: &str| ServerConfig {
+            url: Some(url.into()),
+            ..ServerConfig::default()
+        };
+        let Ok(Transport::Http { url, .. }) =
+            server("http://127.0.0.2:18081\\@localhost:18080/mcp").transport()
+        else {
+            panic!("an http server");
+        };
+        assert_eq!(url_host(&url).as_deref(), Some("127.0.0.2:18081"), "{url}");
+        let sent = expanded_url(&url, &url).unwrap_or_else(|e| panic!("{e}"));
+        assert!(sent.starts_with("http://127.0.0.2:18081/"), "{sent}");
+        for bad in [
+            "https://attacker.example:443@api.github.com/mcp",
+            "https://user:pw@api.github.com/mcp",
+            "http://",
+            "https://exa mple.com/",
+            "https://${HOST}/mcp",
+            "https://api.github.com${X}/mcp",
+        ] {
+            assert!(server(bad).transport().is_err(), "{bad}");
+        }
+        assert_eq!(
+            url_host("https://api.github.com/mcp").as_deref(),
+            Some("api.github.com")
+        );
+        // Variables after the host are fine, and cannot move it.
+        let t = "https://api.example.com/v1/${PROJECT}/mcp";
+        assert!(server(t).transport().is_ok());
+        assert!(expanded_url(t, "https://api.example.com/v1/p/mcp").is_ok());
+        assert!(expanded_url(t, "https://evil.example/v1/p/mcp").is_err());
+    }
 
     #[test]
     fn mcp_json_in_claude_code_format() {

@@ -488,7 +488,7 @@ fn expand_transport(
             env: map(vars, "env")?,
         },
         Transport::Http { url, headers } => Transport::Http {
-            url: expand(&url, env)?,
+            url: crate::config::expanded_url(&url, &expand(&url, env)?)?,
             headers: map(headers, "header")?,
         },
     })

@@ -213,6 +213,113 @@ fn base() -> Command {
     c
 }
 
+/// The repository Keel's own git may read for a directory, and its work tree — pinned, so the
+/// repository's configuration cannot move either: git is run with `GIT_DIR` and
+/// `GIT_WORK_TREE` set from here, which beat `core.worktree` (a shipped `.git/config` with
+/// `core.worktree = ../../..` made `git_diff` read the home's `.ssh/id_ed25519` — red-team
+/// pass 3, R3-1) and any `commondir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinned {
+    /// The git directory: `<top>/.git`, a linked worktree's or a submodule's.
+    pub git_dir: std::path::PathBuf,
+    /// The work tree: the directory holding the `.git` entry.
+    pub top: std::path::PathBuf,
+}
+
+impl Pinned {
+    /// Sets the pinned repository on a git command (over its own discovery and config).
+    pub fn apply(&self, c: &mut Command) {
+        c.env("GIT_DIR", &self.git_dir)
+            .env("GIT_WORK_TREE", &self.top);
+    }
+}
+
+/// Finds the repository holding `dir` the way git's discovery does — the nearest `.git` at or
+/// above it — but accepts only a work tree's own: `<top>/.git` a real directory without a
+/// `commondir` file (which would send git into any repository it names), or a `.git` file
+/// naming a linked worktree whose `gitdir` back-link names that same file, or a submodule's
+/// directory under an enclosing repository's `.git/modules`. `Ok(None)`: no repository.
+/// `Err`: a `.git` that is a link, or names another repository (the message says which).
+pub fn pinned_repository(dir: &Path) -> Result<Option<Pinned>, String> {
+    let start = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+    let mut cur: Option<&Path> = Some(&start);
+    while let Some(top) = cur {
+        let dot = top.join(".git");
+        match std::fs::symlink_metadata(&dot) {
+            Ok(m) if m.is_dir() => {
+                if std::fs::symlink_metadata(dot.join("commondir")).is_ok() {
+                    return Err(format!(
+                        "{} holds a `commondir` file naming another repository; Keel's git reads only a work tree's own repository",
+                        dot.display()
+                    ));
+                }
+                return Ok(Some(Pinned {
+                    git_dir: dot,
+                    top: top.to_path_buf(),
+                }));
+            }
+            Ok(m) if m.is_file() => return linked(top, &dot).map(Some),
+            Ok(_) => {
+                return Err(format!(
+                    "{} is a link or special file, not a repository; Keel's git does not follow it",
+                    dot.display()
+                ));
+            }
+            Err(_) => cur = top.parent(),
+        }
+    }
+    Ok(None)
+}
+
+/// The git directory a `.git` file at `dot` names, if it is a linked worktree's (back-link
+/// checked) or a submodule's (under an enclosing repository's `.git/modules`).
+fn linked(top: &Path, dot: &Path) -> Result<Pinned, String> {
+    let refuse = || {
+        format!(
+            "{} names a git directory that is neither a linked worktree of its own nor a submodule's; Keel's git reads only a work tree's own repository",
+            dot.display()
+        )
+    };
+    let text = crate::project::read_in_dir(dot, 4096)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(refuse)?;
+    let named = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .ok_or_else(refuse)?;
+    let git_dir = top.join(named).canonicalize().map_err(|_| refuse())?;
+    // A linked worktree: `<repo>/.git/worktrees/<name>`, whose `gitdir` names this file.
+    let back = git_dir.join("gitdir");
+    let registered = git_dir
+        .parent()
+        .is_some_and(|p| p.file_name().is_some_and(|n| n == "worktrees"))
+        && crate::project::read_in_dir(&back, 4096)
+            .ok()
+            .flatten()
+            .is_some_and(|b| {
+                Path::new(b.trim())
+                    .canonicalize()
+                    .is_ok_and(|b| dot.canonicalize().is_ok_and(|d| d == b))
+            });
+    // A submodule: `<ancestor>/.git/modules/…`, for an ancestor of the work tree.
+    let submodule = top.ancestors().skip(1).any(|a| {
+        let modules = a.join(".git").join("modules");
+        modules.canonicalize().is_ok_and(|m| git_dir.starts_with(m))
+    });
+    if registered || submodule {
+        Ok(Pinned {
+            git_dir,
+            top: top.to_path_buf(),
+        })
+    } else {
+        Err(refuse())
+    }
+}
+
 /// [`hardened_git`] with the [`FORCED`] settings only (as `-c` arguments, which any git takes),
 /// for commands that read no attributes (`--version`, discovery, `init`). Cannot fail: no
 /// forced key holds `=`.
@@ -232,8 +339,17 @@ pub fn bare() -> Command {
 pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, String> {
     // git runs here, unconfined: no program is looked up in it.
     crate::shell::lookup::distrust(dir);
+    let pinned = pinned_repository(dir)?;
+    let pin = |c: &mut Command| match &pinned {
+        Some(p) => p.apply(c),
+        // No repository: none may be discovered through a work tree elsewhere either.
+        None => {
+            c.env("GIT_DIR", dir.join(".git"));
+        }
+    };
     let config_env = config_env_supported();
     let mut probe = hardened_git(extra, config_env)?;
+    pin(&mut probe);
     let names = probe
         .current_dir(dir)
         .args(["config", "--list", "--name-only", "-z"])
@@ -258,6 +374,7 @@ pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, 
         }
     }
     let mut c = hardened_git(&all, config_env)?;
+    pin(&mut c);
     c.current_dir(dir);
     Ok(c)
 }
@@ -346,5 +463,59 @@ mod tests {
             .find(|(n, _)| n == "GIT_CONFIG_GLOBAL")
             .map(|(_, v)| v.clone());
         assert_eq!(global, Some("/dev/null".into()));
+    }
+
+    #[test]
+    fn a_repositorys_own_config_cannot_move_its_work_tree_or_repository() {
+        // Red-team pass 3, R3-1: `/diff` (in_repository) and the git tools read the work tree
+        // the repository's config named.
+        use crate::fixtures::{have_git, plain_git as git};
+        if !have_git() {
+            return;
+        }
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.path().join("secret.txt"), "RT-SECRET\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = ws.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        git(root, &["config", "user.email", "t@example.com"]);
+        git(root, &["config", "user.name", "t"]);
+        std::fs::write(root.join("secret.txt"), "").unwrap_or_else(|e| panic!("{e}"));
+        git(root, &["add", "."]);
+        git(root, &["commit", "-qm", "init"]);
+        git(
+            root,
+            &[
+                "config",
+                "core.worktree",
+                &home.path().display().to_string(),
+            ],
+        );
+        let out = in_repository(root, &[])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .args(["diff", "HEAD"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let diff = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{out:?}");
+        assert!(!diff.contains("RT-SECRET"), "{diff}");
+        let pinned = pinned_repository(root)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("a repository"));
+        assert_eq!(
+            pinned.top,
+            root.canonicalize().unwrap_or_else(|e| panic!("{e}"))
+        );
+
+        // `commondir` in a real .git sends git elsewhere: refused.
+        std::fs::write(
+            root.join(".git/commondir"),
+            home.path().display().to_string(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = pinned_repository(root).unwrap_err();
+        assert!(e.contains("commondir"), "{e}");
+        assert!(in_repository(root, &[]).is_err());
     }
 }

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::process::Command;
 
-use crate::safe_git::{config_env_supported, hardened_git, neutralisers};
+use crate::safe_git::{config_env_supported, hardened_git, neutralisers, pinned_repository};
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 
 /// Longest a read-only git command may run.
@@ -39,24 +39,53 @@ fn read_only_git(root: &Path, extra: &[(String, String)]) -> Result<Command, Too
     Ok(c)
 }
 
-/// Runs read-only git in the workspace and returns its stdout.
-async fn run_git(root: &Path, args: &[&str]) -> Result<String, ToolError> {
+/// Runs read-only git in the workspace and returns its stdout. `args` end before the
+/// pathspecs: `paths` (default: the workspace) follow `--`, and every protected store beneath
+/// the workspace is excluded (a home workspace whose dotfiles repository tracks
+/// `.aws/credentials` shows no diff of it).
+async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, ToolError> {
+    // The repository and its work tree are pinned: its config cannot point git at another
+    // work tree (`core.worktree`) or repository (red-team pass 3, R3-1).
+    let pinned = match pinned_repository(root) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            return Err(ToolError::model(
+                "the workspace is not a git repository, so there is no git status or diff",
+            ));
+        }
+        Err(why) => return Err(ToolError::model(format!("git is not run: {why}"))),
+    };
+    let git = |extra: &[(String, String)]| -> Result<Command, ToolError> {
+        let mut c = read_only_git(root, extra)?;
+        c.env("GIT_DIR", &pinned.git_dir)
+            .env("GIT_WORK_TREE", &pinned.top);
+        Ok(c)
+    };
     // Reading config runs no code; it tells which programs to switch off.
-    let drivers =
-        match output(read_only_git(root, &[])?.args(["config", "--list", "--name-only", "-z"]))
-            .await?
-        {
-            Ok(names) => neutralisers(names.as_bytes()),
-            Err(err) if err.contains("not a git repository") => Vec::new(),
-            Err(err) => {
-                return Err(ToolError::model(format!(
-                    "cannot read the repository's git configuration (so git is not run): {}",
-                    err.trim()
-                )));
-            }
-        };
-    let mut cmd = read_only_git(root, &drivers)?;
-    cmd.args(args);
+    let drivers = match output(git(&[])?.args(["config", "--list", "--name-only", "-z"])).await? {
+        Ok(names) => neutralisers(names.as_bytes()),
+        Err(err) if err.contains("not a git repository") => Vec::new(),
+        Err(err) => {
+            return Err(ToolError::model(format!(
+                "cannot read the repository's git configuration (so git is not run): {}",
+                err.trim()
+            )));
+        }
+    };
+    let mut cmd = git(&drivers)?;
+    cmd.args(args).arg("--");
+    if paths.is_empty() {
+        cmd.arg(".");
+    } else {
+        cmd.args(paths);
+    }
+    let stores = root
+        .canonicalize()
+        .map(|c| crate::stores::beneath(&c))
+        .unwrap_or_default();
+    for (rel, _) in stores {
+        cmd.arg(format!(":(exclude,literal){}", rel.display()));
+    }
     match output(&mut cmd).await? {
         Ok(out) => Ok(out),
         Err(err) if err.contains("not a git repository") => Err(ToolError::model(
@@ -126,6 +155,7 @@ impl TypedTool for GitStatus {
                 "--untracked-files=normal",
                 "--ignore-submodules=all",
             ],
+            &[],
         )
         .await?;
         let clean = out.lines().all(|l| l.starts_with("##"));
@@ -183,11 +213,15 @@ impl TypedTool for GitDiff {
         if args.staged == Some(true) {
             argv.push("--cached");
         }
-        argv.push("--");
-        if let Some(r) = rel.as_deref() {
-            argv.push(if r.is_empty() { "." } else { r });
-        }
-        let out = run_git(ctx.workspace.root(), &argv).await?;
+        let paths: Vec<String> = rel
+            .as_deref()
+            .map(|r| if r.is_empty() { "." } else { r })
+            // The model's path is a file name, never pathspec magic (`:(top)`).
+            .map(|r| format!(":(literal){r}"))
+            .into_iter()
+            .collect();
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let out = run_git(ctx.workspace.root(), &argv, &paths).await?;
         if out.trim().is_empty() {
             let what = if args.staged == Some(true) {
                 "staged"
@@ -282,6 +316,91 @@ mod tests {
         assert!(
             e.contains("not a git repository") || e.contains("git status failed"),
             "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shipped_work_tree_or_repository_elsewhere_is_never_read() {
+        // Red-team pass 3, R3-1: `core.worktree` pointed at the home and an index listing
+        // `.ssh/id_ed25519` put the key into git_diff's result (unconfined git, no question).
+        if !have_git() {
+            return;
+        }
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.path().join(".ssh/id_ed25519"), "RT-SECRET-KEY\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let f = Fixture::new();
+        let root = f.dir.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        git(root, &["config", "user.email", "t@example.com"]);
+        git(root, &["config", "user.name", "t"]);
+        f.write("README.md", "hi\n");
+        git(root, &["add", "."]);
+        git(root, &["commit", "-qm", "init"]);
+        let empty = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391";
+        git(root, &["hash-object", "-w", "/dev/null"]);
+        git(
+            root,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("100644,{empty},.ssh/id_ed25519"),
+            ],
+        );
+        for worktree in [home.path().display().to_string(), "../..".to_string()] {
+            git(root, &["config", "core.worktree", &worktree]);
+            let diff = f.ok(&GitDiff, json!({})).await;
+            assert!(!diff.contains("RT-SECRET"), "{worktree}: {diff}");
+            let status = f.ok(&GitStatus, json!({})).await;
+            assert!(!status.contains("RT-SECRET"), "{status}");
+            assert!(status.contains("## main"), "{status}");
+        }
+
+        // A `.git` file naming another repository (the user's other project) is refused.
+        let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        git(other.path(), &["init", "-q"]);
+        let g = Fixture::new();
+        std::fs::write(
+            g.dir.path().join(".git"),
+            format!("gitdir: {}\n", other.path().join(".git").display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = g.err(&GitStatus, json!({})).await;
+        assert!(e.contains("neither a linked worktree"), "{e}");
+
+        // A real linked worktree (`git worktree add`) is the user's own: it works.
+        let container = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let main = container.path().join("main");
+        std::fs::create_dir_all(&main).unwrap_or_else(|e| panic!("{e}"));
+        git(&main, &["init", "-q", "-b", "main"]);
+        git(&main, &["config", "user.email", "t@example.com"]);
+        git(&main, &["config", "user.name", "t"]);
+        std::fs::write(main.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        git(&main, &["add", "."]);
+        git(&main, &["commit", "-qm", "init"]);
+        let wt = container.path().join("wt");
+        git(
+            &main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "side",
+                &wt.display().to_string(),
+            ],
+        );
+        std::fs::write(wt.join("a.txt"), "changed\n").unwrap_or_else(|e| panic!("{e}"));
+        let ctx = ToolContext::new(crate::Workspace::new(&wt).unwrap_or_else(|e| panic!("{e}")));
+        let status = crate::Tool::execute(&GitStatus, json!({}), &ctx)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .content;
+        assert!(
+            status.contains("## side") && status.contains(" M a.txt"),
+            "{status}"
         );
     }
 }
