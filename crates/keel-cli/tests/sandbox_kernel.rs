@@ -417,7 +417,10 @@ fn home_snapshots(as_nobody: bool) {
     let home = &env.work;
     for (rel, text) in [
         (".ssh/id_ed25519", "FAKE-PRIVATE-KEY\n"),
-        (".aws/credentials", "aws_secret_access_key = FAKE-AWS-SECRET\n"),
+        (
+            ".aws/credentials",
+            "aws_secret_access_key = FAKE-AWS-SECRET\n",
+        ),
         (".git-credentials", "https://u:FAKE-GITCRED@example.com\n"),
         (".config/keel/config.toml", "# FAKE-KEEL-CONFIG\n"),
     ] {
@@ -461,7 +464,13 @@ turns:
         "as {}: a command read the stores out of the snapshots:\n{dumped}",
         runner.who()
     );
-    for store in [".ssh", ".aws", ".git-credentials", ".config/keel", ".local/share/keel"] {
+    for store in [
+        ".ssh",
+        ".aws",
+        ".git-credentials",
+        ".config/keel",
+        ".local/share/keel",
+    ] {
         assert!(
             !dumped.contains(&format!("recorded: {store}")),
             "as {}: {store} was recorded:\n{dumped}",

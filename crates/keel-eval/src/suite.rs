@@ -446,7 +446,12 @@ timeout_secs = 5
             assert!(e.contains("full hash"), "{commit}: {e}");
         }
         // Remotes (as git reads them) and local repositories beneath the suite's directory.
-        for git in ["https://h/r.git", "git@github.com:o/r.git", "ssh://h/r", "host:r"] {
+        for git in [
+            "https://h/r.git",
+            "git@github.com:o/r.git",
+            "ssh://h/r",
+            "host:r",
+        ] {
             let s = task(git, hash).unwrap();
             assert_eq!(
                 s.tasks[0].source,
@@ -457,9 +462,7 @@ timeout_secs = 5
             );
         }
         let s = task("repos/r.git", &"a".repeat(64)).unwrap();
-        assert!(
-            matches!(&s.tasks[0].source, Source::LocalGit { rel, .. } if rel == "repos/r.git")
-        );
+        assert!(matches!(&s.tasks[0].source, Source::LocalGit { rel, .. } if rel == "repos/r.git"));
     }
 
     #[test]

@@ -306,7 +306,10 @@ mod tests {
         // Red-team pass 3, R3-5: the suite's own repository may not borrow another's git
         // directory or objects (a password store outside the suite).
         if safe_git::git_version().is_none() {
-            assert!(std::env::var_os("CI").is_none(), "git is needed (apt-get install git)");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "git is needed (apt-get install git)"
+            );
             println!("SKIPPED a_local_repository_cannot_lead_git_to_another_one: no git");
             return;
         }
@@ -323,7 +326,10 @@ mod tests {
         // Its own repository clones.
         let dest = tmp.path().join("ok");
         prepare(&local("repos/own", &own), &dest, &BuildDirs::default()).unwrap();
-        assert_eq!(std::fs::read_to_string(dest.join("README")).unwrap(), "mine");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("README")).unwrap(),
+            "mine"
+        );
         // A `.git` file naming the store, alternates into its objects, a link to it.
         std::fs::create_dir_all(suite.join("gitfile")).unwrap();
         std::fs::write(

@@ -81,12 +81,19 @@ fn stores_are_never_recorded(with_repo: bool) {
     std::fs::write(ws.join("README.md"), "changed\n").unwrap();
     let second = snaps.take("s1", 1, Some(&first)).unwrap();
     for s in [&first, &second] {
-        let names = git_out(snaps.git_dir(), &["ls-tree", "-r", "--name-only", &s.commit]);
+        let names = git_out(
+            snaps.git_dir(),
+            &["ls-tree", "-r", "--name-only", &s.commit],
+        );
         assert!(names.contains("README.md"), "{names}");
         assert!(
             !names.to_lowercase().contains("vault"),
             "a snapshot recorded the store ({}):\n{names}",
-            if with_repo { "user repository" } else { "private" }
+            if with_repo {
+                "user repository"
+            } else {
+                "private"
+            }
         );
     }
     if !with_repo {
@@ -121,7 +128,10 @@ fn a_snapshot_that_holds_a_store_never_restores_into_it() {
     let (_dir, ws) = workspace(false);
     let snaps = Snapshots::open(&ws).unwrap();
     let old = snaps.take("s1", 0, None).unwrap();
-    let names = git_out(snaps.git_dir(), &["ls-tree", "-r", "--name-only", &old.commit]);
+    let names = git_out(
+        snaps.git_dir(),
+        &["ls-tree", "-r", "--name-only", &old.commit],
+    );
     assert!(names.contains("vault/token"), "{names}");
     keel_tools::stores::register_keel_path(&ws.join("vault"));
     std::fs::write(ws.join("vault/token"), "FAKE-NEW-TOKEN\n").unwrap();
@@ -129,11 +139,17 @@ fn a_snapshot_that_holds_a_store_never_restores_into_it() {
     std::fs::write(ws.join("vault/planted"), "x\n").unwrap();
     std::fs::write(ws.join("README.md"), "changed\n").unwrap();
     let now = snaps.take("s1", 1, Some(&old)).unwrap();
-    let names = git_out(snaps.git_dir(), &["ls-tree", "-r", "--name-only", &now.commit]);
+    let names = git_out(
+        snaps.git_dir(),
+        &["ls-tree", "-r", "--name-only", &now.commit],
+    );
     assert!(!names.contains("vault"), "{names}");
     let report = snaps.restore(&old.commit).unwrap();
     assert_eq!(report.modified, vec!["README.md".to_string()], "{report:?}");
-    assert!(report.recreated.is_empty() && report.removed.is_empty(), "{report:?}");
+    assert!(
+        report.recreated.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(ws.join("vault/token")).unwrap(),
         "FAKE-NEW-TOKEN\n"
