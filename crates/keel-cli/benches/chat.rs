@@ -14,7 +14,12 @@
 
 // Benchmarks start programs of their own (the keel binary, baselines such as `bash -c true`):
 // allowed here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+#![allow(
+    clippy::disallowed_macros,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

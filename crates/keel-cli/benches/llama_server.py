@@ -309,14 +309,27 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
             f.write(out)
     end, reason = "timeout" if code is None else f"exit {code}", ""
     notices = []
+    # Calls, repairs and malformed calls, from Keel's own events: a repaired call has one or
+    # more `tool_repaired` events; a call Keel could not repair gets an error result saying so.
+    calls, repaired, malformed, protocol = 0, set(), 0, 0
     for line in out.splitlines():
         try:
             ev = json.loads(line)
         except ValueError:
             continue
+        if ev.get("type") == "tool_call":
+            calls += 1
+        if ev.get("type") == "tool_repaired":
+            repaired.add(ev.get("call_id"))
+        if ev.get("type") == "tool_result" and ev.get("is_error") and str(
+            ev.get("content", "")
+        ).startswith("the arguments are not valid JSON"):
+            malformed += 1
         if ev.get("type") == "error" and ev.get("error_code"):
             # session_finished says failed; the error before it says why.
             reason = ev["error_code"]
+            if ev["error_code"] == "llm_failure":
+                protocol += 1
         if ev.get("type") == "blocker" and ev.get("source"):
             reason = ev["source"]  # e.g. "budget": the iteration cap
         if ev.get("type") == "session_finished":
@@ -335,6 +348,10 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
         "wall": wall,
         "check": ok,
         "notices": notices,
+        "calls": calls,
+        "repaired": len(repaired),
+        "malformed_errors": malformed,
+        "protocol_errors": protocol,
         "stderr_tail": err.strip().splitlines()[-1][:160] if err.strip() else "",
         "log_start": log_start,
     }
@@ -447,6 +464,8 @@ def main():
                     print(
                         f"  {who:<8} #{i+1:<2} {r['end']:<16} {r['reason'][:28]:<28} {r['wall']:6.0f} s"
                         f"  req {r['requests']:>2} wasted {r['wasted']:>2} err {r['errors']}"
+                        f" proto {r['protocol_errors']}  calls {r['calls']:>2} repaired {r['repaired']}"
+                        f" malformed {r['malformed_errors']}"
                         f"  tool results seen {r['tool_results_seen']}/{r['tool_results_sent']}"
                         f"  first {r['first_bytes']} B/{r['first_prompt']} tok  check {'pass' if r['check'] else 'fail'}",
                         flush=True,
@@ -465,7 +484,10 @@ def main():
         print(
             f"  {model:<8} {mode:<9} {who:<8} runs {len(rs)}  ends {ends}\n"
             f"      requests {sum(r['requests'] for r in rs)}, wasted {sum(r['wasted'] for r in rs)},"
-            f" HTTP errors {sum(r['errors'] for r in rs)};"
+            f" HTTP errors {sum(r['errors'] for r in rs)},"
+            f" protocol errors (llm_failure) {sum(r['protocol_errors'] for r in rs)};"
+            f" calls {sum(r['calls'] for r in rs)}, repaired {sum(r['repaired'] for r in rs)},"
+            f" malformed returned as errors {sum(r['malformed_errors'] for r in rs)};"
             f" tool results seen {sum(r['tool_results_seen'] for r in rs)} of {sum(r['tool_results_sent'] for r in rs)};"
             f" first request {sorted(r['first_bytes'] for r in rs)[len(rs)//2]} B,"
             f" {sorted((r['first_prompt'] or 0) for r in rs)[len(rs)//2]} prompt tokens (median);"

@@ -31,13 +31,14 @@ pub fn execute(args: BlockerArgs) -> anyhow::Result<u8> {
             // A task blocked on this question is ready again; its next run gets the answer.
             let tasks = store.db().ready_tasks_of_session(&b.session_id)?;
             match tasks.first() {
-                Some(id) => println!(
+                Some(id) => say!(
                     "Answered {}. Task #{id} is ready again; its next run gets the answer: keel work start {id} --execute",
                     b.id
                 ),
-                None => println!(
+                None => say!(
                     "Answered {}. Continue the session with: keel run --resume {}",
-                    b.id, b.session_id
+                    b.id,
+                    b.session_id
                 ),
             }
             Ok(exit::COMPLETED)
@@ -55,9 +56,9 @@ fn list(store: &dyn Store, all: bool, session: Option<&str>, json: bool) -> anyh
         None => None,
     };
     let blockers = setup::wait(store.list_blockers(session_id.as_deref(), all))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&blockers)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&blockers)?)?;
         return Ok(exit::COMPLETED);
     }
     if blockers.is_empty() {

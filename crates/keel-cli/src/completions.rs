@@ -10,7 +10,7 @@ use crate::{CompletionsArgs, exit};
 
 pub fn execute(args: CompletionsArgs, mut command: clap::Command) -> anyhow::Result<u8> {
     if !args.install {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         clap_complete::generate(args.shell, &mut command, "keel", &mut out);
         return Ok(exit::COMPLETED);
     }
@@ -23,7 +23,7 @@ pub fn execute(args: CompletionsArgs, mut command: clap::Command) -> anyhow::Res
     }
     std::fs::write(&path, script)
         .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))?;
-    println!("wrote {}{note}", path.display());
+    say!("wrote {}{note}", path.display());
     Ok(exit::COMPLETED)
 }
 

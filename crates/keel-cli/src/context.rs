@@ -62,9 +62,9 @@ pub fn dashboard_for(workspace: &std::path::Path, task: Option<&str>) -> anyhow:
 pub fn execute(args: ContextArgs) -> anyhow::Result<u8> {
     let ws = setup::workspace_dir(args.common.workspace.as_deref())?;
     let d = dashboard_for(&ws, args.task.as_deref())?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&d)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&d)?)?;
         return Ok(exit::COMPLETED);
     }
     writeln!(

@@ -146,15 +146,15 @@ fn migrate_postgres(url: &str) -> anyhow::Result<u8> {
         Ok::<_, anyhow::Error>((store.display_url().to_string(), applied))
     })?;
     if applied.is_empty() {
-        println!(
+        say!(
             "{shown} is up to date (schema version {}); no migration to apply.",
             PgStore::schema_version()
         );
     } else {
         for m in &applied {
-            println!("applied migration {}: {}", m.version, m.name);
+            say!("applied migration {}: {}", m.version, m.name);
         }
-        println!(
+        say!(
             "{shown} is at schema version {} ({} migration{} applied).",
             PgStore::schema_version(),
             applied.len(),
@@ -177,12 +177,12 @@ fn migrate_sqlite(config: &keel_engine::Config) -> anyhow::Result<u8> {
     // Opening migrates.
     let after = SqliteDb::open(&path)?.schema_version()?;
     if after == before {
-        println!(
+        say!(
             "{} is up to date (schema version {after}); no migration to apply.",
             path.display()
         );
     } else {
-        println!(
+        say!(
             "{}: applied migrations {} to {after} (schema version {after}).",
             path.display(),
             before + 1

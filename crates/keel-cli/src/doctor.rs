@@ -33,9 +33,9 @@ pub fn execute(args: DoctorArgs) -> anyhow::Result<u8> {
     );
     let checks = collect(config, &workspace, args.ping)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+        say!("{}", crate::out::json_pretty(&checks)?);
     } else {
-        print!("{}", render(&checks));
+        say_part!("{}", render(&checks));
     }
     let config_broken = checks
         .first()
@@ -196,11 +196,13 @@ fn secret_stores_check(config: &Config) -> Check {
     } else {
         format!("; also hidden: {}", also.join(", "))
     };
+    let (linked, uncovered) = linked_stores_text(config);
+    let keel = format!("{keel}{linked}");
     let count = config.shell.hide.len();
     match &sandbox::support().mount_namespace {
         Ok(_) => Check::new(
             "sandbox: secret stores",
-            Status::Ok,
+            if uncovered { Status::Warn } else { Status::Ok },
             format!(
                 "{count} paths of `shell.hide` read as empty and are read-only to commands, \
                  inside the workspace too ({listed}){keel}; the file tools refuse them as well; \
@@ -216,6 +218,61 @@ fn secret_stores_check(config: &Config) -> Check {
             ),
         ),
     }
+}
+
+/// Where the stores' symlinks lead (a dotfile manager's `~/.ssh/id_ed25519` →
+/// `~/dotfiles/ssh/id_ed25519`): hidden too, and named here with the link (R11).
+/// The text, and whether a target could not be covered.
+fn linked_stores_text(config: &Config) -> (String, bool) {
+    use keel_tools::{sandbox, stores};
+    let env = &stores::process_env;
+    let mut all = stores::always(env);
+    all.extend(
+        config
+            .shell
+            .hide
+            .iter()
+            .flat_map(|h| sandbox::expand_hidden(h))
+            .map(|path| stores::Store {
+                path,
+                kind: stores::StoreKind::Secret,
+            }),
+    );
+    let homes = stores::homes(env);
+    let found = stores::link_targets(&all);
+    let mut covered = Vec::new();
+    let mut wide = Vec::new();
+    for t in &found.targets {
+        let line = format!("{} (via {})", t.target.display(), t.link.display());
+        if sandbox::too_wide_to_cover(&t.target, &homes) {
+            wide.push(line);
+        } else {
+            covered.push(line);
+        }
+    }
+    let mut out = String::new();
+    if !covered.is_empty() {
+        out.push_str(&format!(
+            "; link targets hidden too: {}",
+            covered.join(", ")
+        ));
+    }
+    if !wide.is_empty() {
+        out.push_str(&format!(
+            "; NOT hidden (a link leads to `/` or a home, too wide to cover — move the secret \
+             into the store): {}",
+            wide.join(", ")
+        ));
+    }
+    if found.truncated {
+        out.push_str(&format!(
+            "; the stores hold more than {} entries or {} levels: links past that are not \
+             looked for",
+            stores::MAX_ENTRIES,
+            stores::MAX_DEPTH
+        ));
+    }
+    (out, !wide.is_empty())
 }
 
 struct ModelChecks {

@@ -138,7 +138,7 @@ fn load_run(store: &Opened, id: &str) -> anyhow::Result<EvalRunRecord> {
 }
 
 pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     let Some(command) = args.command else {
         return run(args);
     };
@@ -149,7 +149,7 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
                 .rt
                 .block_on(store.backend.evals().list_eval_runs(limit))?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&runs)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&runs)?)?;
             } else {
                 report::run_list(&mut out, &runs)?;
             }
@@ -158,7 +158,7 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
             let store = open_store(&args.common)?;
             let run = load_run(&store, &run)?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&run)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&run)?)?;
             } else {
                 report::run_report(&mut out, &run)?;
             }
@@ -168,7 +168,7 @@ pub fn execute(args: EvalArgs) -> anyhow::Result<u8> {
             let (a, b) = (load_run(&store, &a)?, load_run(&store, &b)?);
             let c = compare(&a, &b);
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&c)?)?;
             } else {
                 report::comparison(&mut out, &a, &b, &c)?;
             }
@@ -222,7 +222,7 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         work_root: work_root.clone(),
     };
     let total = suite.tasks.len();
-    eprintln!(
+    tell!(
         "keel: running {total} task{} of suite {} ({} at a time)",
         if total == 1 { "" } else { "s" },
         suite.name,
@@ -231,7 +231,7 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let progress: keel_eval::Progress = Arc::new(move |_, r| {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        eprintln!("{}", report::progress_line(n, total, r));
+        tell!("{}", report::progress_line(n, total, r));
     });
     let started = Instant::now();
     let outcome = store
@@ -239,9 +239,9 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         .block_on(run_suite(&builder, &suite, &opts, progress));
     let wall_ms = started.elapsed().as_millis() as u64;
     if args.keep {
-        eprintln!("keel: task workspaces kept in {}", work_root.display());
+        tell!("keel: task workspaces kept in {}", work_root.display());
     } else if let Err(e) = std::fs::remove_dir_all(&work_root) {
-        eprintln!("keel: warning: cannot remove {}: {e}", work_root.display());
+        tell!("keel: warning: cannot remove {}: {e}", work_root.display());
     }
     let evals = store.backend.evals();
     let record = store.rt.block_on(evals.add_eval_run(&NewEvalRun {
@@ -252,9 +252,9 @@ fn run(args: EvalArgs) -> anyhow::Result<u8> {
         results: outcome.results,
         wall_ms,
     }))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&record)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&record)?)?;
     } else {
         report::run_report(&mut out, &record)?;
     }
@@ -333,10 +333,10 @@ fn promote_cmd(
         session_id: result.session_id.clone(),
     };
     show_draft(kind, &draft, &from);
-    let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let interactive = std::io::stdin().is_terminal() && crate::out::stdout_is_terminal();
     if !accept {
         if !interactive {
-            println!(
+            say!(
                 "Nothing stored: this is a draft. Store it with --accept (on a terminal you are asked to accept, edit or reject it)."
             );
             return Ok(exit::COMPLETED);
@@ -349,7 +349,7 @@ fn promote_cmd(
                     show_draft(kind, &draft, &from);
                 }
                 "n" | "no" | "" => {
-                    println!("Nothing stored.");
+                    say!("Nothing stored.");
                     return Ok(exit::COMPLETED);
                 }
                 _ => {}
@@ -370,13 +370,13 @@ fn promote_cmd(
     }
     .map_err(setup::UsageError)?;
     match stored {
-        Stored::File { path } => println!(
+        Stored::File { path } => say!(
             "Stored the {} in {} (from {}).",
             kind.as_str(),
             path.display(),
             from.line()
         ),
-        Stored::Memory { id } => println!(
+        Stored::Memory { id } => say!(
             "Stored lesson m{id} (from {}); keel memory list --kind lesson shows it.",
             from.line()
         ),
@@ -390,7 +390,7 @@ fn show_draft(kind: PromoteKind, draft: &Draft, from: &Provenance) {
         PromoteKind::Skill => format!(".keel/skills/{}/SKILL.md", draft.name),
         PromoteKind::Memory => "the memory overlay (promoted lessons)".into(),
     };
-    println!(
+    say!(
         "Draft {} for {target}:\n----\n{}\n----",
         kind.as_str(),
         promote::rendered(kind, draft, from).trim_end()
@@ -398,8 +398,8 @@ fn show_draft(kind: PromoteKind, draft: &Draft, from: &Provenance) {
 }
 
 fn ask(prompt: &str) -> anyhow::Result<String> {
-    print!("{prompt}");
-    std::io::stdout().flush()?;
+    say_part!("{prompt}");
+    crate::out::stdout().flush()?;
     let mut line = String::new();
     std::io::stdin().read_line(&mut line)?;
     Ok(line.trim().to_ascii_lowercase())

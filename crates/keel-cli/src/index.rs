@@ -1,7 +1,6 @@
 //! `keel index`, `keel search`, `keel map` and the index line of `keel doctor`: the codebase
 //! index from the terminal, with a progress bar while it builds.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,7 +50,7 @@ struct Bar {
 
 impl Bar {
     fn new(stop: Arc<AtomicBool>) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = crate::out::stderr_is_terminal().then(|| {
             let b = indicatif::ProgressBar::new(0);
             b.set_style(reading_style());
             // The spinner of the scanning and linking steps moves without file counts.
@@ -154,12 +153,12 @@ pub fn execute_index(args: IndexArgs) -> anyhow::Result<u8> {
             if e.downcast_ref::<keel_index::IndexError>()
                 .is_some_and(|e| matches!(e, keel_index::IndexError::Cancelled)) =>
         {
-            eprintln!("keel: indexing stopped; run `keel index` again to finish (nothing is lost)");
+            tell!("keel: indexing stopped; run `keel index` again to finish (nothing is lost)");
             return Ok(exit::CANCELLED);
         }
         Err(e) => return Err(e),
     };
-    println!(
+    say!(
         "indexed {} files ({} read, {} removed) in {:.2} s",
         stats.files,
         stats.indexed,
@@ -167,13 +166,13 @@ pub fn execute_index(args: IndexArgs) -> anyhow::Result<u8> {
         took.as_secs_f64()
     );
     if args.stats {
-        print!("{}", render_stats(&index.stats()?));
+        say_part!("{}", render_stats(&index.stats()?));
     }
     if !args.watch {
         return Ok(exit::COMPLETED);
     }
     let watcher = keel_index::watch::Watcher::new(index.root())?;
-    println!("watching {} (Ctrl-C stops)", index.root().display());
+    say!("watching {} (Ctrl-C stops)", index.root().display());
     while !stop.load(Ordering::Relaxed) {
         let changes = watcher.wait(Duration::from_millis(250), Duration::from_millis(100));
         if changes.is_empty() {
@@ -187,7 +186,7 @@ pub fn execute_index(args: IndexArgs) -> anyhow::Result<u8> {
             index.refresh_paths(&paths)?
         };
         if r.changed() {
-            println!(
+            say!(
                 "re-indexed {}, removed {} in {:.1} ms",
                 keel_tools::text::count(r.indexed, "file", "files"),
                 r.removed,
@@ -247,7 +246,7 @@ pub fn execute_search(args: SearchArgs) -> anyhow::Result<u8> {
         .search(&query)
         .map_err(|e| setup::UsageError(e.to_string()))?;
     if args.json {
-        print_out(&format!("{}\n", serde_json::to_string_pretty(&hits)?));
+        print_out(&format!("{}\n", crate::out::json_pretty(&hits)?));
         return Ok(exit::COMPLETED);
     }
     if hits.is_empty() {
@@ -334,7 +333,7 @@ pub fn health_check(config: &Config, workspace: &Path) -> Check {
 /// Writes to stdout, ignoring a closed pipe (`keel search … | head`).
 fn print_out(text: &str) {
     use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let _ = crate::out::stdout().write_all(text.as_bytes());
 }
 
 #[cfg(test)]

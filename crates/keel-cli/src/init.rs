@@ -322,11 +322,11 @@ pub fn report(root: &Path, done: &Initialised) -> String {
 pub fn execute(args: InitArgs) -> anyhow::Result<u8> {
     let root = setup::workspace_dir(args.common.workspace.as_deref())?;
     let done = initialise(&root)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
         let report =
             serde_json::json!({"workspace": root, "stack": done.stack, "written": done.written});
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&report)?)?;
         return Ok(exit::COMPLETED);
     }
     write!(out, "{}", report(&root, &done))?;

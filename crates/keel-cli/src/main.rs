@@ -1,6 +1,9 @@
 //! The `keel` command-line program: argument parsing, output rendering and exit codes. All
 //! agent behaviour lives in the library crates; this binary wires them together.
 
+// First: the output macros (`say!`, `tell!`) every module below uses.
+#[macro_use]
+mod out;
 mod backend;
 mod blocker;
 mod chat;
@@ -604,7 +607,7 @@ pub enum SessionsCommand {
 /// what a shell reports for any Unix tool that stops there.
 const EXIT_BROKEN_PIPE: i32 = 141;
 
-/// `print!` panics when stdout's reader has gone away. That is not a bug in Keel, and a
+/// `say_part!` panics when stdout's reader has gone away. That is not a bug in Keel, and a
 /// panic report would be noise: end quietly the way other Unix tools do. Every other panic
 /// keeps the default report.
 fn quiet_on_broken_pipe() {
@@ -635,7 +638,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// Plain `keel`: the chat on a terminal; elsewhere the usage, as before there was a chat.
 fn no_command(cont: bool, resume: Option<String>, workspace: Option<PathBuf>) -> ExitCode {
     use std::io::IsTerminal;
-    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+    if std::io::stdin().is_terminal() && crate::out::stdout_is_terminal() {
         let args = ChatArgs {
             common: CommonArgs { workspace },
             cont,
@@ -645,8 +648,8 @@ fn no_command(cont: bool, resume: Option<String>, workspace: Option<PathBuf>) ->
         return finish(chat::execute(args));
     }
     let mut cmd = <Cli as clap::CommandFactory>::command();
-    eprintln!("{}", cmd.render_usage());
-    eprintln!(
+    tell!("{}", cmd.render_usage());
+    tell!(
         "keel needs a command when it is not on a terminal (keel chat opens the interactive UI there); keel --help lists them"
     );
     ExitCode::from(exit::USAGE)
@@ -765,7 +768,7 @@ fn finish(result: anyhow::Result<u8>) -> ExitCode {
             } else {
                 exit::FAILED
             };
-            eprintln!("keel: {e:#}");
+            tell!("keel: {e:#}");
             ExitCode::from(code)
         }
     }

@@ -69,8 +69,8 @@ pub enum McpCommand {
 
 pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
     // On a terminal, approving a project's server asks for a yes after showing it.
-    let ask = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    run_asking(args.command, &mut std::io::stdout().lock(), ask)
+    let ask = std::io::stdin().is_terminal() && crate::out::stdout_is_terminal();
+    run_asking(args.command, &mut crate::out::stdout(), ask)
 }
 
 /// Carries out one `keel mcp` command, writing what it says to `out` (stdout, or chat's
@@ -104,7 +104,7 @@ fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Re
                     })
                     .collect();
                 let v = serde_json::json!({"servers": list, "warnings": warnings});
-                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&v)?)?;
                 return Ok(exit::COMPLETED);
             }
             if defs.is_empty() {

@@ -166,7 +166,7 @@ pub fn execute(args: MemoryArgs) -> anyhow::Result<u8> {
 }
 
 fn run(store: &SqliteStore, command: MemoryCommand) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     let err = setup::store_usage_error;
     match command {
         MemoryCommand::Add { text } => {
@@ -249,7 +249,7 @@ fn run(store: &SqliteStore, command: MemoryCommand) -> anyhow::Result<u8> {
 /// Prints entries as a table or JSON.
 pub fn render(out: &mut impl Write, entries: &[MemoryEntry], json: bool) -> anyhow::Result<()> {
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(entries)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(entries)?)?;
         return Ok(());
     }
     if entries.is_empty() {

@@ -96,7 +96,7 @@ pub fn title_of(text: &str) -> String {
 
 pub fn execute(args: PrdArgs) -> anyhow::Result<u8> {
     let (root, ws, store) = open(&args.common)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.command {
         PrdCommand::Add { file, title } => {
             let body = read_input(&root, &file)?;
@@ -114,7 +114,7 @@ pub fn execute(args: PrdArgs) -> anyhow::Result<u8> {
                 .prd(&ws, id, version)
                 .map_err(setup::store_usage_error)?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&prd)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&prd)?)?;
             } else {
                 writeln!(
                     out,
@@ -130,7 +130,7 @@ pub fn execute(args: PrdArgs) -> anyhow::Result<u8> {
         PrdCommand::List { json } => {
             let prds = store.db().list_prds(&ws)?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&prds)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&prds)?)?;
             } else if prds.is_empty() {
                 writeln!(out, "No PRDs here yet; add one with keel prd add prd.md")?;
             } else {

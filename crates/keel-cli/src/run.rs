@@ -65,11 +65,11 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         .engine_with(config, &workspace)
         .map_err(setup::engine_usage_error)?;
     if !attached.is_empty() {
-        eprintln!("keel: attached {}", attached.join(", "));
+        tell!("keel: attached {}", attached.join(", "));
     }
     if policy != ApprovalPolicy::Never {
         // Only when it matters: calls will be denied that would run otherwise.
-        eprintln!("keel: approval policy: {}", approval_note(policy));
+        tell!("keel: approval policy: {}", approval_note(policy));
     }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -86,11 +86,11 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
                 .map_err(setup::engine_usage_error)?
         {
             if !args.wait {
-                eprintln!("keel: {}", keel_engine::workspace_busy_message(&other));
+                tell!("keel: {}", keel_engine::workspace_busy_message(&other));
                 return Ok(exit::BUSY);
             }
             if !said {
-                eprintln!(
+                tell!(
                     "keel: waiting for session {} to finish in this workspace…",
                     other.session_id
                 );
@@ -106,7 +106,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         } else {
             Arc::new(
                 Human::new(stdout_color(), true)
-                    .with_spinner(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+                    .with_spinner(crate::out::stdout_is_terminal()),
             )
         };
         // The session's MCP servers end with the run (one still starting included).
@@ -127,7 +127,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         let ack = match handle.submit(Op::user_message(task)).await {
             Ok(ack) => ack,
             Err(keel_engine::runtime::OpError::WorkspaceBusy(other)) => {
-                eprintln!("keel: {}", keel_engine::workspace_busy_message(&other));
+                tell!("keel: {}", keel_engine::workspace_busy_message(&other));
                 return Ok(exit::BUSY);
             }
             Err(e) => return Err(setup::op_usage_error(e)),
@@ -161,7 +161,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
                     .await
                     .is_ok()
                 {
-                    eprintln!(
+                    tell!(
                         "keel: nothing ran, so session {id} was not kept; fix the setting above and run again"
                     );
                 }
@@ -175,7 +175,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
             .and_then(|o| o.error.as_ref())
             .filter(|e| e.error_code == ErrorCode::WorkspaceBusy)
         {
-            eprintln!("keel: {}", e.message);
+            tell!("keel: {}", e.message);
             return Ok(exit::BUSY);
         }
         // "Completed" with a write that was refused and never redone did not do the work; nor
@@ -211,7 +211,7 @@ fn watch_ctrl_c(handle: Arc<SessionHandle>) {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
-        eprintln!("\nkeel: cancelling the turn… (press Ctrl-C again to quit now)");
+        tell!("\nkeel: cancelling the turn… (press Ctrl-C again to quit now)");
         let _ = handle.submit(Op::Interrupt).await;
         if tokio::signal::ctrl_c().await.is_ok() {
             std::process::exit(i32::from(exit::CANCELLED));

@@ -28,7 +28,7 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
             class: analysis.class,
             reasons: &analysis.reasons,
         };
-        println!("{}", serde_json::to_string(&out)?);
+        say!("{}", crate::out::json(&out)?);
         return Ok(exit::COMPLETED);
     }
     if args.command.is_empty() {
@@ -46,15 +46,15 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
     };
     let policy = settings.policy_for(policy);
     if policy == SandboxPolicy::Off {
-        eprintln!("keel sandbox: the sandbox is switched off (`shell.sandbox = false`)");
+        tell!("keel sandbox: the sandbox is switched off (`shell.sandbox = false`)");
     } else if sandbox::is_available() {
-        eprintln!(
+        tell!(
             "keel sandbox: {} policy; {}",
             policy.as_str(),
             sandbox::describe_support()
         );
     } else {
-        eprintln!("keel sandbox: {}", sandbox::describe_support());
+        tell!("keel sandbox: {}", sandbox::describe_support());
     }
     let mut req = exec::ExecRequest::new(
         args.command.iter().map(OsString::from).collect(),
@@ -69,8 +69,9 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
         .build()
         .context("cannot start the async runtime")?;
     let out = runtime.block_on(exec::run(req))?;
-    std::io::stdout().write_all(out.stdout.text().as_bytes())?;
-    std::io::stderr().write_all(out.stderr.text().as_bytes())?;
+    // Raw: the user's own command's output, passed on as a shell would.
+    crate::out::raw_stdout().write_all(out.stdout.text().as_bytes())?;
+    crate::out::raw_stderr().write_all(out.stderr.text().as_bytes())?;
     Ok(match out.ending {
         exec::Ending::Exited(c) => u8::try_from(c).unwrap_or(exit::FAILED),
         exec::Ending::Signalled(s) => u8::try_from(128 + s).unwrap_or(exit::FAILED),

@@ -85,7 +85,7 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         }
         let addr = server.local_addr();
         let url = format!("http://{addr}/");
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         match server.token() {
             TokenOrigin::Generated(token) => {
                 let stored = keel_server::security::write_token_file(
@@ -119,10 +119,10 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         server
             .run(async {
                 shutdown_signal().await;
-                eprintln!("keel: stopping: cancelling running turns…");
+                tell!("keel: stopping: cancelling running turns…");
             })
             .await?;
-        eprintln!("keel: server stopped");
+        tell!("keel: server stopped");
         Ok(exit::COMPLETED)
     })
 }
@@ -137,7 +137,7 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
         match store.listen_events().await {
             Ok(mut notices) => {
                 if down {
-                    eprintln!("keel: the database is back; catching up the event streams");
+                    tell!("keel: the database is back; catching up the event streams");
                 }
                 // Anything stored before this subscription (or during an outage).
                 let mut missed = true;
@@ -147,7 +147,7 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
                         match hub.catch_up().await {
                             Ok(()) => missed = false,
                             Err(e) => {
-                                eprintln!("keel: cannot catch up the event streams: {}", e.message);
+                                tell!("keel: cannot catch up the event streams: {}", e.message);
                                 break;
                             }
                         }
@@ -155,7 +155,7 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
                     match notices.next().await {
                         Ok(keel_store::Notice::Stored { session, seq }) => {
                             if let Err(e) = hub.stored(&session, seq).await {
-                                eprintln!(
+                                tell!(
                                     "keel: cannot read the events of session {session}: {}",
                                     e.message
                                 );
@@ -164,9 +164,7 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
                         Ok(keel_store::Notice::Reconnected) => missed = true,
                         Err(e) => {
                             down = true;
-                            eprintln!(
-                                "keel: lost the database's event notices (reconnecting): {e}"
-                            );
+                            tell!("keel: lost the database's event notices (reconnecting): {e}");
                             break;
                         }
                     }
@@ -174,7 +172,7 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
             }
             Err(e) if !down => {
                 down = true;
-                eprintln!("keel: cannot follow the database's events (retrying): {e}");
+                tell!("keel: cannot follow the database's events (retrying): {e}");
             }
             Err(_) => {}
         }

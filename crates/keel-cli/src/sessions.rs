@@ -44,10 +44,10 @@ fn list(
     json: bool,
 ) -> anyhow::Result<u8> {
     let sessions = sessions_in(store, workspace, limit)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
         let rows: Vec<serde_json::Value> = sessions.iter().map(record_json).collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&rows)?)?;
         return Ok(exit::COMPLETED);
     }
     if sessions.is_empty() {
@@ -134,14 +134,14 @@ fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<u8> {
     let session = setup::wait(store.get_session(id)).map_err(setup::store_usage_error)?;
     let events = setup::wait(store.events(&session.id, 0))?;
     if json {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         for e in &events {
-            writeln!(out, "{}", serde_json::to_string(e)?)?;
+            writeln!(out, "{}", crate::out::json(e)?)?;
         }
         return Ok(exit::COMPLETED);
     }
     {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         writeln!(out, "session   {}", session.id)?;
         writeln!(out, "status    {}", session.display_status())?;
         writeln!(out, "task      {}", one_line(&session.task, 200))?;
@@ -174,7 +174,7 @@ fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<u8> {
             } => {
                 for id in answered_blockers {
                     if let Some(b) = blockers.iter().find(|b| &b.id == id) {
-                        println!("  ? {} ({id})", one_line(&b.question, 200));
+                        say!("  ? {} ({id})", one_line(&b.question, 200));
                         user_lines("you (answer)", b.answer.as_deref().unwrap_or(""));
                     }
                 }
@@ -184,7 +184,7 @@ fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<u8> {
         }
     }
     if session.is_interrupted() {
-        println!(
+        say!(
             "[interrupted: the process running this session stopped after event {}]",
             events.last().map_or(0, |e| e.seq)
         );
@@ -202,13 +202,13 @@ fn user_lines(who: &str, text: &str) {
     let lines: Vec<&str> = text.lines().collect();
     for (i, l) in lines.iter().take(SHOWN).enumerate() {
         if i == 0 {
-            println!("> {who}: {l}");
+            say!("> {who}: {l}");
         } else {
-            println!(">   {l}");
+            say!(">   {l}");
         }
     }
     if lines.len() > SHOWN {
-        println!(
+        say!(
             ">   … {} more lines (keel sessions show ID --json has all)",
             lines.len() - SHOWN
         );

@@ -26,7 +26,7 @@ pub fn remove(store: &dyn Store, ids: &[String]) -> anyhow::Result<u8> {
             records.push(record);
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     for record in &records {
         let note = delete(store, record)?;
         writeln!(out, "removed {}{note}", record.id)?;
@@ -48,7 +48,7 @@ pub fn prune(
         .into_iter()
         .filter(|s| s.updated_at < cutoff && !is_running(s))
         .collect();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if old.is_empty() {
         writeln!(out, "No sessions older than {older_than} to prune.")?;
         return Ok(exit::COMPLETED);

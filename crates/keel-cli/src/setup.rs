@@ -42,7 +42,7 @@ pub fn workspace_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
         )));
     }
     if let Some(note) = home_notice(&canonical) {
-        eprintln!("{note}");
+        tell!("{note}");
     }
     // No program Keel starts (git, the shell, the user's editor and servers) is looked up in
     // the workspace (red-team R23).
@@ -74,7 +74,7 @@ pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config>
     let config = Config::load(user.as_deref(), workspace, std::env::vars(), overrides)
         .map_err(|e| usage(e.to_string()))?;
     for warning in &config.warnings {
-        eprintln!("keel: warning: {warning}");
+        tell!("keel: warning: {warning}");
     }
     Ok(config)
 }
@@ -102,7 +102,11 @@ pub fn open_store(config: &Config) -> anyhow::Result<Arc<SqliteStore>> {
 /// The session builder every command that runs sessions uses: the user's configuration file
 /// and this process's environment, sessions stored in `store`.
 pub fn session_builder(store: Arc<dyn Store>) -> SessionBuilder {
-    SessionBuilder::from_environment(store)
+    // Warnings name repository-controlled things (MCP server names, symlink targets): they
+    // go through the cleaned standard error like all output (R20).
+    SessionBuilder::from_environment(store).warn(std::sync::Arc::new(|m| {
+        tell!("keel: warning: {m}");
+    }))
 }
 
 /// Waits for a store call from synchronous CLI code (never from inside a runtime: the

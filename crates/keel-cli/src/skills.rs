@@ -40,7 +40,7 @@ pub enum SkillsCommand {
 }
 
 pub fn execute(args: SkillsArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     let config_dir = keel_engine::rules::user_config_dir();
     match args.command {
         SkillsCommand::List { common, json } => {
@@ -48,7 +48,7 @@ pub fn execute(args: SkillsArgs) -> anyhow::Result<u8> {
             let set = keel_engine::skills::discover(&ws, config_dir.as_deref());
             if json {
                 let v = serde_json::json!({"skills": set.skills, "problems": set.problems});
-                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&v)?)?;
                 return Ok(exit::COMPLETED);
             }
             if set.skills.is_empty() {

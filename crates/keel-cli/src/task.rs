@@ -87,7 +87,7 @@ fn usage(msg: String) -> anyhow::Error {
 
 pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
     let (root, ws, store) = prd::open(&args.common)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.command {
         TaskCommand::Generate { prd, llm, json } => {
             let prd = store
@@ -120,7 +120,7 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
                 .map(|id| store.db().task(&ws, *id))
                 .collect::<Result<_, _>>()?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&stored)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&stored)?)?;
             } else {
                 writeln!(
                     out,
@@ -163,7 +163,7 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
         TaskCommand::List { json } => {
             let tasks = store.db().list_tasks(&ws)?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&tasks)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&tasks)?)?;
             } else if tasks.is_empty() {
                 writeln!(
                     out,
@@ -178,7 +178,7 @@ pub fn execute(args: TaskArgs) -> anyhow::Result<u8> {
             let proofs = store.db().proofs(&ws, id)?;
             if json {
                 let v = serde_json::json!({"task": task, "proofs": proofs});
-                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&v)?)?;
             } else {
                 let all = store.db().list_tasks(&ws)?;
                 show(&mut out, &task, &all, &proofs)?;

@@ -6,7 +6,8 @@
 use keel_protocol::Event;
 
 /// `text` with every control character but newline and tab shown as caret notation (`^[`,
-/// `^G`, `^M` for a lone carriage return, `^?`) or `<U+009B>` for C1 controls.
+/// `^G`, `^M` for a lone carriage return, `^?`) or `<U+009B>` for C1 controls (and
+/// `<U+202E>` for bidi controls).
 pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(needs_escape) {
         return std::borrow::Cow::Borrowed(text);
@@ -28,8 +29,11 @@ pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-fn needs_escape(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+/// Control characters but newline and tab, and the bidi controls that reorder what follows
+/// (`U+202A`–`U+202E`, `U+2066`–`U+2069`: `txt.exe` shown as `exe.txt`).
+pub(crate) fn needs_escape(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `event` with every string in it made [`visible`] (the model's text, tool output, arguments,

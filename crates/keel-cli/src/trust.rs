@@ -48,7 +48,7 @@ fn suggestion(ws: &std::path::Path) -> anyhow::Result<Option<Suggestion>> {
 }
 
 pub fn execute(args: TrustArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.command {
         TrustCommand::Show { common } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
@@ -91,7 +91,7 @@ pub fn execute(args: TrustArgs) -> anyhow::Result<u8> {
                 "The project's .keel/config.toml suggests (where your code and keys go, and which model acts):\n\n{}\n",
                 s.text.trim_end()
             )?;
-            if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            if std::io::stdin().is_terminal() && crate::out::stdout_is_terminal() {
                 write!(
                     out,
                     "Use exactly these settings in {}? [y/N] ",

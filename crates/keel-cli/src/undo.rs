@@ -75,9 +75,9 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
     }
     if args.redo {
         let report = snaps.redo(&session).map_err(refusal)?;
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         if args.json {
-            writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            writeln!(out, "{}", crate::out::json_pretty(&report)?)?;
         } else {
             print_redo(&mut out, &report)?;
         }
@@ -103,9 +103,9 @@ pub fn undo(args: UndoArgs) -> anyhow::Result<u8> {
             UndoError::Snapshot(s) => refusal(s),
             other => anyhow::Error::new(other).context("the undo failed"),
         })?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&report)?)?;
         return Ok(exit::COMPLETED);
     }
     print_report(&mut out, &report)?;
@@ -127,9 +127,9 @@ fn refusal(e: SnapshotError) -> anyhow::Error {
 /// `keel undo --list`: the session's snapshots, where the workspace is, what undo restores.
 fn list(snaps: &Snapshots, session: &str, json: bool) -> anyhow::Result<u8> {
     let history = snaps.history(session).map_err(refusal)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&history)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&history)?)?;
         return Ok(exit::COMPLETED);
     }
     if history.is_empty() {
@@ -285,9 +285,9 @@ pub fn snapshots(args: SnapshotsArgs) -> anyhow::Result<u8> {
     for s in &sessions {
         all.extend(snaps.list(s)?);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&all)?)?;
+        writeln!(out, "{}", crate::out::json_pretty(&all)?)?;
         return Ok(exit::COMPLETED);
     }
     if all.is_empty() {

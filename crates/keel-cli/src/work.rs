@@ -142,10 +142,10 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
                 let preview = runtime()?.block_on(keel_work::runner::preview_for(
                     &*store, &*store, &ws, &record,
                 ))?;
-                let mut out = std::io::stdout().lock();
+                let mut out = crate::out::stdout();
                 if json {
                     let v = serde_json::json!({"task": record, "task_layer": preview});
-                    writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+                    writeln!(out, "{}", crate::out::json_pretty(&v)?)?;
                 } else {
                     writeln!(
                         out,
@@ -179,9 +179,9 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
             let report = runtime()?
                 .block_on(runner.run_batch(until))
                 .map_err(setup::engine_usage_error)?;
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::stdout();
             if json {
-                writeln!(out, "{}", serde_json::to_string(&report)?)?;
+                writeln!(out, "{}", crate::out::json(&report)?)?;
             } else {
                 if report.runs.is_empty() {
                     writeln!(out, "No task is ready to run (keel work status shows why).")?;
@@ -211,9 +211,9 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
         WorkCommand::Status { json } => {
             let (_, ws, store) = prd::open(&args.common)?;
             let tasks = store.db().list_tasks(&ws)?;
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::stdout();
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&tasks)?)?;
+                writeln!(out, "{}", crate::out::json_pretty(&tasks)?)?;
                 return Ok(exit::COMPLETED);
             }
             if tasks.is_empty() {
@@ -250,9 +250,9 @@ pub fn execute(args: WorkArgs) -> anyhow::Result<u8> {
 }
 
 fn report_run(run: &TaskRun, json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
-        writeln!(out, "{}", serde_json::to_string(run)?)?;
+        writeln!(out, "{}", crate::out::json(run)?)?;
     } else {
         writeln!(out, "{}", summary(run))?;
     }

@@ -46,7 +46,7 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
         let builder = setup::session_builder(store.clone());
         let stats = Arc::new(WorkerStats::default());
         let stop = CancellationToken::new();
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         if let Some(port) = health_port {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
                 .await
@@ -71,7 +71,7 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
         let signal = stop.clone();
         tokio::spawn(async move {
             crate::serve::shutdown_signal().await;
-            eprintln!("keel worker: finishing the running turns, taking no new ones…");
+            tell!("keel worker: finishing the running turns, taking no new ones…");
             signal.cancel();
         });
         // Turns, tasks and flow runs: each queue has its own apalis workers; one of them
@@ -116,7 +116,7 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
         if let Some(e) = first_error {
             return Err(e);
         }
-        eprintln!("keel worker: stopped");
+        tell!("keel worker: stopped");
         Ok(exit::COMPLETED)
     })
 }

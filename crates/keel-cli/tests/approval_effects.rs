@@ -5,7 +5,12 @@
 //! 65534 (through `setpriv`), since Keel's own files (the data directory, `keel.db`) are made
 //! private in both cases.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+#![allow(
+    clippy::disallowed_macros,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

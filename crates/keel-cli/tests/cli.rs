@@ -2,7 +2,12 @@
 
 // Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
 // here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+#![allow(
+    clippy::disallowed_macros,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods
+)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

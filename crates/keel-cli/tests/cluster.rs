@@ -9,7 +9,7 @@
 //!   one's heartbeats stop, resumes the session from its last stored event, and the session
 //!   completes with no event lost or duplicated.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_macros, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@
 //!   through the other server runs and the turn completes; denied, the model reads why;
 //!   unanswered, it is denied after `[approval] timeout_secs` as in a single process.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_macros, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@
 //! completes and a WebSocket attached to the other server receives each of its events
 //! exactly once, in seq order — no job lost, no event duplicated, `seq` gap-free.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_macros, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,12 @@
 
 // Tests start programs of their own (the keel binary, setpriv, losetup, python3, sleep):
 // allowed explicitly (clippy.toml's `disallowed-methods`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+#![allow(
+    clippy::disallowed_macros,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods
+)]
 
 mod common;
 
@@ -660,5 +665,90 @@ fn stores_moved_by_the_environment_and_other_agents_logins_are_hidden() {
     moved_and_new_stores(false);
     if is_root() {
         moved_and_new_stores(true);
+    }
+}
+
+/// A dotfile manager's layout (R11): files of a store, and a store itself, are symlinks to a
+/// directory elsewhere in the home. The targets read as empty to commands, as root and as uid
+/// 65534, and `keel doctor` names them.
+fn linked_stores(as_nobody: bool) {
+    let test = "a_stores_symlinks_lead_to_hidden_targets";
+    let env = Env::new();
+    let dot = env.home.join("dotfiles");
+    for (path, secret) in [
+        ("ssh/id_ed25519", "RT-DOTFILE-KEY"),
+        ("keel/config.toml", "# RT-KEEL-CONFIG\n"),
+        ("aws/credentials", "RT-AWS-DOT"),
+        ("gh/hosts.yml", "RT-GH-DIR"),
+    ] {
+        std::fs::create_dir_all(dot.join(path).parent().unwrap()).unwrap();
+        std::fs::write(dot.join(path), secret).unwrap();
+    }
+    let link = |target: &Path, at: &Path| {
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, at).unwrap();
+    };
+    link(
+        &dot.join("ssh/id_ed25519"),
+        &env.home.join(".ssh/id_ed25519"),
+    );
+    link(
+        &dot.join("keel/config.toml"),
+        &env.home.join(".config/keel/config.toml"),
+    );
+    link(&dot.join("aws"), &env.home.join(".aws"));
+    // A directory link inside a store.
+    link(&dot.join("gh"), &env.home.join(".config/gh/hosts"));
+    let script = env.script(
+        "links.yaml",
+        r#"
+turns:
+  - tool_calls:
+      - {id: c1, name: run_command, arguments: {command: "cat ~/dotfiles/ssh/id_ed25519 ~/dotfiles/keel/config.toml ~/dotfiles/aws/credentials ~/dotfiles/gh/hosts.yml ~/.aws/credentials; ls ~/dotfiles/gh | sed 's/^/listed: /'; echo done"}}
+  - text: done
+"#,
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let out = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .arg("look")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let r = result(&json_lines(&out.stdout), "c1");
+    assert!(r.contains("done"), "{r}");
+    for secret in [
+        "RT-DOTFILE-KEY",
+        "RT-KEEL-CONFIG",
+        "RT-AWS-DOT",
+        "RT-GH-DIR",
+        "listed: ",
+    ] {
+        assert!(
+            !r.contains(secret),
+            "as {}: {secret} leaked:\n{r}",
+            runner.who()
+        );
+    }
+    let line = doctor_line(&runner, &env, "sandbox: secret stores");
+    for target in [
+        "dotfiles/ssh/id_ed25519",
+        "dotfiles/keel/config.toml",
+        "dotfiles/aws",
+        "dotfiles/gh",
+    ] {
+        assert!(line.contains(target), "{target}: {line}");
+    }
+}
+
+#[test]
+fn a_stores_symlinks_lead_to_hidden_targets() {
+    linked_stores(false);
+    if is_root() {
+        linked_stores(true);
     }
 }

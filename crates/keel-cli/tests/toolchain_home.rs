@@ -3,7 +3,7 @@
 //! `RUSTUP_HOME`/`CARGO_HOME` Keel derives from the `rustup` on `PATH`, and the sandbox is not
 //! asked to let them create `~/.rustup`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_macros, clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

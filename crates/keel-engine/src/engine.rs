@@ -15,8 +15,9 @@ use crate::blockers::{BlockerInfo, SharedUserPrompt};
 use crate::gates::ProjectGates;
 use crate::phase::EngineJudge;
 use crate::verify::SharedGateDetector;
-use crate::{Config, EngineError, EventSink, prompt};
+use crate::{Config, EngineError, EventSink};
 use keel_config::ConfigError;
+use keel_knowledge::prompt;
 use keel_phase::{ADVANCE_PHASE, AdvancePhase, CommandJudge, ExecutionMode, PhasePolicy};
 use keel_snapshot::{LazySnapshots, Snapshots};
 
@@ -43,9 +44,9 @@ pub struct Engine {
     /// The workspace index, shared by `codebase_search` and the codemap.
     pub(crate) index: Arc<SharedIndex>,
     /// The repository constitution (`.keel/constitution.json`), validated at build.
-    pub(crate) constitution: Arc<crate::constitution::Constitution>,
+    pub(crate) constitution: Arc<keel_knowledge::constitution::Constitution>,
     /// The skills found at build (`skills`).
-    pub(crate) skills: Arc<crate::skills::SkillSet>,
+    pub(crate) skills: Arc<keel_knowledge::skills::SkillSet>,
     /// The guardrails and custom hooks the loop asks, in order.
     pub(crate) hooks: Vec<crate::hooks::Slot>,
     /// Builds subagents' providers (`agents`); without it a child uses this engine's.
@@ -203,15 +204,17 @@ impl EngineBuilder {
             .ok_or_else(|| EngineError::Setup("no session store configured".into()))?;
         // The constitution's plain protected paths also feed the file tools' and the kernel
         // sandbox's read-only lists (globs are enforced before a tool runs).
-        let constitution = crate::constitution::Constitution::load(&self.workspace)?;
+        let constitution = keel_knowledge::constitution::Constitution::load(&self.workspace)?;
         let workspace =
             Workspace::new(&self.workspace)?.with_protected(constitution.plain_protected());
         let index = Arc::new(SharedIndex::new(self.config.index.settings()));
         let mut tools = self
             .tools
             .unwrap_or_else(|| default_tools(&self.config, &constitution, &index));
-        let skills =
-            crate::skills::discover(workspace.root(), crate::rules::user_config_dir().as_deref());
+        let skills = keel_knowledge::skills::discover(
+            workspace.root(),
+            keel_knowledge::rules::user_config_dir().as_deref(),
+        );
         engine_tools(&mut tools, &self.config, &skills, store.clone());
         // MCP servers start together, each within its startup timeout; their tools join the
         // registry (deferred unless the server is `active`).
@@ -334,7 +337,7 @@ pub struct RunOptions {
 /// The built-in tools a session gets from `config` (file, search and shell tools).
 fn default_tools(
     config: &Config,
-    constitution: &crate::constitution::Constitution,
+    constitution: &keel_knowledge::constitution::Constitution,
     index: &Arc<SharedIndex>,
 ) -> ToolRegistry {
     let mut r = ToolRegistry::new();
@@ -361,20 +364,20 @@ fn default_tools(
 fn engine_tools(
     tools: &mut ToolRegistry,
     config: &Config,
-    skills: &crate::skills::SkillSet,
+    skills: &keel_knowledge::skills::SkillSet,
     store: Arc<dyn keel_store::Store>,
 ) {
     // Session working memory: the loop answers it.
     tools.register(crate::results::ReadResult);
     // Saved memory the first message did not show: found by exact name.
-    tools.register(crate::memory::MemorySearch::new(store));
+    tools.register(keel_knowledge::memory::MemorySearch::new(store));
     if skills.listing().is_some() {
         tools.register_with_state(
-            Arc::new(crate::skills::SkillTool),
+            Arc::new(keel_knowledge::skills::SkillTool),
             keel_tools::ToolState::Active,
         );
     } else if !skills.skills.is_empty() {
-        tools.register(crate::skills::SkillTool);
+        tools.register(keel_knowledge::skills::SkillTool);
     }
     if config.agents.enabled && config.agents.max_depth > 0 {
         tools.register(crate::agents::AgentOpen);
@@ -390,10 +393,13 @@ pub fn first_request_tools(
     config: &Config,
     workspace: &Path,
 ) -> Result<Vec<keel_protocol::ToolSpec>, EngineError> {
-    let constitution = crate::constitution::Constitution::load(workspace)?;
+    let constitution = keel_knowledge::constitution::Constitution::load(workspace)?;
     let index = Arc::new(SharedIndex::new(config.index.settings()));
     let mut tools = default_tools(config, &constitution, &index);
-    let skills = crate::skills::discover(workspace, crate::rules::user_config_dir().as_deref());
+    let skills = keel_knowledge::skills::discover(
+        workspace,
+        keel_knowledge::rules::user_config_dir().as_deref(),
+    );
     // `memory_search` is only named here (its store is never asked).
     let store: Arc<dyn keel_store::Store> = Arc::new(keel_store::SqliteStore::open_in_memory()?);
     engine_tools(&mut tools, config, &skills, store);
@@ -437,12 +443,12 @@ impl Engine {
     }
 
     /// The skills this engine found.
-    pub fn skills(&self) -> &crate::skills::SkillSet {
+    pub fn skills(&self) -> &keel_knowledge::skills::SkillSet {
         &self.skills
     }
 
     /// The repository constitution this engine enforces.
-    pub fn constitution(&self) -> &crate::constitution::Constitution {
+    pub fn constitution(&self) -> &keel_knowledge::constitution::Constitution {
         &self.constitution
     }
 

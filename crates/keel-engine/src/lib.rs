@@ -16,33 +16,31 @@ pub mod approval;
 pub mod blockers;
 mod calls;
 pub mod compaction;
-pub mod constitution;
-pub mod context;
 mod emitter;
 mod ending;
 mod engine;
 pub mod fallback;
 mod finish;
-pub mod frontmatter;
 pub mod gates;
 mod guardrails;
 pub mod head;
 pub mod hooks;
 pub mod mcp;
-pub mod memory;
 pub mod phase;
 pub mod process;
-pub mod prompt;
 pub mod results;
-pub mod rules;
 mod run;
 pub mod runtime;
 mod session;
-pub mod skills;
 pub mod snapshot;
 pub mod time;
 pub mod tracker;
 pub mod verify;
+
+/// What Keel tells the model about a project (the layered prompt, rules, constitution,
+/// skills, memory, the context dashboard): the `keel-knowledge` crate, re-exported under the
+/// paths front ends have always used.
+pub use keel_knowledge::{constitution, context, frontmatter, memory, prompt, rules, skills};
 
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use emitter::{CollectingSink, Emitter, EventSink};

@@ -26,7 +26,7 @@ pub struct McpState {
 pub fn definitions(config: &Config, workspace: &Path) -> (Vec<ServerDef>, Vec<String>) {
     let env = |k: &str| std::env::var(k).ok();
     let source = keel_config::user_config_path(&env).unwrap_or_else(|| "config.toml".into());
-    let user_dir = crate::rules::user_config_dir();
+    let user_dir = keel_knowledge::rules::user_config_dir();
     keel_mcp::config::collect(&config.mcp, &source, user_dir.as_deref(), workspace)
 }
 

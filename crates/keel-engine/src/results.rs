@@ -210,6 +210,12 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn an_active_skill_never_hides_read_result() {
+        // keel-knowledge names the tool by its literal; it must stay this one's name.
+        assert!(keel_knowledge::skills::ALWAYS_ALLOWED.contains(&READ_RESULT));
+    }
+
+    #[test]
     fn the_budget_is_the_configured_one_scaled_down_for_small_windows() {
         assert_eq!(output_budget(4_000, 128_000), 4_000);
         assert_eq!(output_budget(4_000, 8_192), 4_000);

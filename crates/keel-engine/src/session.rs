@@ -21,7 +21,8 @@ use crate::ending::Interrupt;
 use crate::engine::{Engine, RunOptions, RunOutcome};
 use crate::fallback::{ChainEnd, Failure, emergency_error, original_error};
 use crate::run::Run;
-use crate::{Emitter, EngineError, prompt};
+use crate::{Emitter, EngineError};
+use keel_knowledge::prompt;
 
 pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
     let mut ctx = ToolContext::new(engine.workspace.clone());
@@ -100,15 +101,15 @@ async fn codemap(engine: &Engine) -> Option<String> {
 async fn tail_layers(engine: &Engine, task: &str) -> Result<Vec<String>, EngineError> {
     let entries = engine.store.memory_entries().await?;
     let mut out: Vec<String> = Vec::new();
-    out.extend(crate::rules::user_rules(
-        crate::rules::user_config_dir().as_deref(),
+    out.extend(keel_knowledge::rules::user_rules(
+        keel_knowledge::rules::user_config_dir().as_deref(),
     ));
-    out.extend(crate::memory::relevant_memory_block(
+    out.extend(keel_knowledge::memory::relevant_memory_block(
         &entries,
         task,
         engine.config.agent.memory_tokens,
     ));
-    out.extend(crate::memory::lessons_block(&entries));
+    out.extend(keel_knowledge::memory::lessons_block(&entries));
     Ok(out)
 }
 

@@ -269,7 +269,10 @@ pub fn feedback(failed: &[&GateResult], round: u32, cap: u32, max_chars: usize) 
             "\n## Gate `{}`{} ({})\n$ {}\n{}\n",
             r.gate.name,
             if r.required {
-                format!(" (required by {})", crate::constitution::CONSTITUTION_FILE)
+                format!(
+                    " (required by {})",
+                    keel_knowledge::constitution::CONSTITUTION_FILE
+                )
             } else {
                 String::new()
             },
@@ -321,7 +324,7 @@ impl Run<'_> {
     fn chosen_by_project(&self, gate: &Gate) -> Option<&'static str> {
         let config = &self.engine.config;
         if self.is_required(gate) {
-            return Some(crate::constitution::CONSTITUTION_FILE);
+            return Some(keel_knowledge::constitution::CONSTITUTION_FILE);
         }
         match &config.verify.commands {
             Some(cmds)

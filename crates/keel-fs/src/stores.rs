@@ -19,6 +19,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+mod links;
+pub use links::{LinkTarget, LinkTargets, MAX_DEPTH, MAX_ENTRIES, link_targets};
+
 /// The user's secret stores (`~/` is the user's home — `$HOME` and the account's home from
 /// the password database, both when they differ): SSH and GPG keys, cloud and cluster
 /// credentials, registry and git tokens, other coding agents' logins, keyrings, password
@@ -385,11 +388,27 @@ pub fn always(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
 
 /// The stores of [`protected`] (with this process's environment) that lie strictly beneath
 /// `root` (a canonical directory), each as a path relative to `root` (canonical where it
-/// exists) with the store as listed. Cheap when none does: only candidates are resolved
-/// (homes and `$KEEL_HOME` reached through a symlink are listed by both names already).
+/// exists) with the store as listed — and the targets of the stores' symlinks that do
+/// ([`link_targets`]: `~/.ssh/id_ed25519` leading into the workspace), listed as the link.
+/// Cheap when none does: only candidates are resolved (homes and `$KEEL_HOME` reached through
+/// a symlink are listed by both names already).
 pub fn beneath(root: &Path) -> Vec<(PathBuf, Store)> {
     let mut out = Vec::new();
-    for store in protected(&process_env) {
+    let all = protected(&process_env);
+    for t in link_targets(&all).targets {
+        if let Ok(rel) = t.target.strip_prefix(root)
+            && !rel.as_os_str().is_empty()
+        {
+            out.push((
+                rel.to_path_buf(),
+                Store {
+                    path: t.link,
+                    kind: t.kind,
+                },
+            ));
+        }
+    }
+    for store in all {
         let p = &store.path;
         if !p.starts_with(root) {
             continue;

@@ -169,6 +169,7 @@ pub fn definition_terms(lines: &[&str], symbols: &[Symbol]) -> Vec<Option<DefTer
 }
 
 /// The stems and counts of a stored [`DefTerms::stems`] text.
+#[cfg(test)]
 pub(crate) fn parse_stems(text: &str) -> impl Iterator<Item = (&str, u32)> {
     let mut it = text.split(' ');
     std::iter::from_fn(move || {

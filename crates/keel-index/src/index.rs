@@ -112,6 +112,9 @@ pub struct Index {
     /// Chunk document frequencies of query words (capped), and the chunk count; cleared when
     /// the index changes.
     pub(crate) df_cache: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    /// A second connection for reading, opened by the first search that reads on two
+    /// threads.
+    pub(crate) reader: std::sync::Mutex<Option<Connection>>,
 }
 
 impl std::fmt::Debug for Index {
@@ -159,6 +162,7 @@ impl Index {
             conn,
             walker,
             df_cache: std::sync::Mutex::new(std::collections::HashMap::new()),
+            reader: std::sync::Mutex::new(None),
         })
     }
 

@@ -116,6 +116,18 @@ const TABLES: &[&str] = &[
     "import_keys",
 ];
 
+/// A second connection to an open index database, for reading only (a search reads on two
+/// at once). Never through a symlink, like [`open`].
+pub fn open_reader(path: &Path) -> Result<Connection, IndexError> {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| IndexError::open(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.pragma_update(None, "cache_size", -32_000)?;
+    Ok(conn)
+}
+
 /// Opens (creating or rebuilding when the schema changed) the index database at `path`.
 pub fn open(path: &Path) -> Result<Connection, IndexError> {
     // Never through a symlink (a shipped `.keel/index.db` linked to another database).

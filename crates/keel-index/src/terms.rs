@@ -277,16 +277,27 @@ impl QueryTerms {
 
 /// `"a" OR "b"` for FTS5; quotes inside words are doubled.
 pub fn fts_or(words: &[String]) -> Option<String> {
-    let parts: Vec<String> = words
-        .iter()
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-        .collect();
+    let parts = fts_phrases(words);
     if parts.is_empty() {
         None
     } else {
         Some(parts.join(" OR "))
     }
+}
+
+/// Each non-empty word as an FTS5 phrase (`"a"`; quotes inside doubled): the parts of
+/// [`fts_or`], in its order.
+pub fn fts_phrases(words: &[String]) -> Vec<String> {
+    words
+        .iter()
+        .filter(|w| !w.is_empty())
+        .map(|w| fts_phrase(w))
+        .collect()
+}
+
+/// One FTS5 phrase: the text quoted, quotes inside doubled.
+pub fn fts_phrase(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
 }
 
 fn is_known_extension(ext: &str) -> bool {

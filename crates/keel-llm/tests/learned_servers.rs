@@ -368,6 +368,90 @@ async fn max_tokens_fits_the_window_the_server_enforced_in_this_run_and_the_next
     assert_eq!(server.requests().len(), 4);
 }
 
+/// llama-cpp-python 0.3 with `chatml-function-calling` and SmolLM2's tokenizer, as it counts a
+/// prompt: a fixed preamble of the template (~130 tokens, with or without tools) plus the text
+/// at about five bytes a token (Keel estimates four).
+fn preamble_prompt(body: &Value) -> u64 {
+    let mut bytes = 0;
+    for m in body["messages"].as_array().into_iter().flatten() {
+        bytes += m["content"].as_str().map_or(0, str::len);
+        bytes += m.get("tool_calls").map_or(0, |c| c.to_string().len());
+    }
+    bytes += body.get("tools").map_or(0, |t| t.to_string().len());
+    130 + bytes as u64 / 5
+}
+
+/// llama-cpp-python's whole (unstreamed) reply, as the server sends it.
+fn whole_reply(content: &str, prompt: u64) -> String {
+    json!({"id": "chatcmpl-1d5d9387-6d0d-43ea-a526-907a5fd35a8d", "object": "chat.completion",
+           "created": 1795882500u64, "model": "smollm2",
+           "choices": [{"index": 0, "message": {"content": content, "role": "assistant"},
+                        "logprobs": null, "finish_reason": "stop"}],
+           "usage": {"prompt_tokens": prompt, "completion_tokens": 2, "total_tokens": prompt + 2}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_short_request_does_not_make_every_later_prompt_look_larger() {
+    // The window is enforced (llama-cpp-python's 400), and a short request — the compaction
+    // summary Keel asks for, no tools — counts far more than Keel estimates because of the
+    // template's preamble. Neither may inflate the estimate of an agent's request, in this run
+    // or the next: a 1,380-token conversation (about 1,230 as the server counts it) still gets
+    // sent, with room for a reply.
+    let server = MockServer::with_handler(|req: &Recorded, _| {
+        let body = req.json();
+        let limit = body["max_tokens"].as_u64().unwrap_or(u64::MAX);
+        let prompt = preamble_prompt(&body);
+        if prompt + limit > 2048 {
+            MockReply::error(400, overflow(2048, prompt, limit))
+        } else if body["stream"] == true {
+            MockReply::sse(bodies::openai("", "ok", &[], (prompt, 2)))
+        } else {
+            MockReply::json(whole_reply("ok", prompt))
+        }
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let p = learning(&base, home.path());
+    // The window, learned from the server's refusal of the first request.
+    let err = events(p.as_ref(), &conversation(0, 0)).await.unwrap_err();
+    assert!(matches!(err, LlmError::ContextLength { .. }), "{err:?}");
+    // A compaction summary: a short system prompt and the steps, no tools.
+    let summary = ChatRequest {
+        system: "You summarise the earlier steps of a coding agent's session so the agent can continue without them.".into(),
+        tools: Vec::new(),
+        messages: vec![Message::user_text(format!(
+            "Steps to summarise, oldest first:\n{}",
+            "[tool call] list_files {}\n[list_files result, ok] README.md  (38 B)\ncalc.py  (66 B)\n".repeat(9)
+        ))],
+        max_tokens: Some(1500),
+    };
+    events(p.as_ref(), &summary).await.unwrap();
+    let short = server.requests().last().unwrap().json();
+    let estimated =
+        keel_llm::tokens::estimate_request(&summary.system, &summary.tools, &summary.messages);
+    assert!(
+        preamble_prompt(&short) * 4 > estimated * 5,
+        "the short request counts {} of {estimated} estimated: over 1.25x, or this test means nothing",
+        preamble_prompt(&short)
+    );
+    let large = conversation(2, 2000);
+    for (run, client) in [
+        ("this run", p),
+        ("the next run", learning(&base, home.path())),
+    ] {
+        let before = server.requests().len();
+        let sent = events(client.as_ref(), &large).await;
+        assert!(sent.is_ok(), "{run}: {sent:?}");
+        let request = server.requests()[before].json();
+        let limit = request["max_tokens"].as_u64().unwrap();
+        assert!(limit >= 256, "{run}: max_tokens {limit}");
+        assert!(preamble_prompt(&request) + limit <= 2048, "{run}: {limit}");
+    }
+}
+
 /// llama-cpp-python 0.3 streaming a reply: `\r\n`-separated events, and no usage chunk even
 /// when `stream_options.include_usage` is asked for.
 const NO_USAGE_STREAM: &str = concat!(

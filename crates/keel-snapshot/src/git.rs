@@ -494,12 +494,33 @@ impl Git {
             // add` skip rehashing every unchanged file of a large repository.
             seed_index(git_dir, &self.index);
         }
+        self.drop_unsafe_index()?;
         let stores = StoresBeneath::of(&self.workspace)?;
         let mut add: Vec<String> = vec!["add".into(), "--all".into()];
         add.extend(self.pathspec(&stores));
         self.run_locked(&as_strs(&add))?;
         self.drop_stores(&stores)?;
         self.stdout(&["write-tree"])
+    }
+
+    /// Drops Keel's index when it names a path outside the work tree — `../../home/u/.ssh/…`
+    /// from a seed of a shipped or command-written user index: `git add` would read that file
+    /// into the snapshot, where a command can read it back (red-team pass 3, R3-11). The next
+    /// `git add` rebuilds the index from the work tree (hashing every file once).
+    fn drop_unsafe_index(&self) -> Result<(), SnapshotError> {
+        if !self.index.is_file() {
+            return Ok(());
+        }
+        let listed = self.run(&["ls-files", "-z", "--cached", "--full-name"], None)?;
+        if keel_tools::safe_git::bad_index_path(&listed.stdout).is_some() {
+            std::fs::remove_file(&self.index).map_err(|e| {
+                self.fail(
+                    &["ls-files"],
+                    format!("cannot drop an index naming files outside the work tree: {e}"),
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Records the workspace as a commit under `reference`. `parent` (commit, tree) chains it;

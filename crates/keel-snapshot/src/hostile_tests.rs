@@ -348,3 +348,23 @@ fn undo_deletes_only_inside_even_through_a_swapped_directory() {
         "undo deleted a file outside the workspace"
     );
 }
+
+#[test]
+fn an_index_naming_files_outside_never_brings_them_into_a_snapshot() {
+    // Red-team pass 3, R3-11: Keel's index was seeded from one naming `../../…/.ssh/…` and
+    // `git add --all` read the key into `.git/objects`, where a command read it back.
+    assert!(git_available(), "these tests need git on PATH");
+    let dir = tempfile::tempdir().unwrap();
+    let ws = keel_tools::fixtures::index_naming_a_file_outside(dir.path());
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    let snaps = Snapshots::open(&ws).unwrap();
+    snaps.take("s", 0, None).unwrap();
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    snaps.take("s", 1, None).unwrap();
+    let objects = git(
+        &ws,
+        &["cat-file", "--batch-all-objects", "--batch", "--unordered"],
+    );
+    assert!(!objects.contains("RT-SECRET"), "the key was read in");
+    assert!(objects.contains("two"), "the snapshot itself was taken");
+}

@@ -21,6 +21,7 @@ mod postgres;
 pub mod private;
 mod repo;
 mod sqlite;
+pub mod time;
 pub mod work;
 
 use keel_protocol::{Event, Message, SessionStatus, Usage};

@@ -34,3 +34,35 @@ pub fn have_git() -> bool {
     }
     found
 }
+
+/// A repository in `container/w/r` whose index names `../../s/secret.txt` (written as git
+/// never would: a same-length path's bytes replaced in an index without a checksum), and
+/// that file outside holding `RT-SECRET`.
+pub fn index_naming_a_file_outside(container: &Path) -> std::path::PathBuf {
+    let ws = container.join("w/r");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(container.join("s")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(container.join("s/secret.txt"), "RT-SECRET\n").unwrap_or_else(|e| panic!("{e}"));
+    plain_git(&ws, &["init", "-q", "-b", "main"]);
+    plain_git(&ws, &["config", "index.skipHash", "true"]);
+    plain_git(&ws, &["hash-object", "-w", "/dev/null"]);
+    plain_git(
+        &ws,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,zz/zz/s/secret.txt",
+        ],
+    );
+    let index = ws.join(".git/index");
+    let bytes = std::fs::read(&index).unwrap_or_else(|e| panic!("{e}"));
+    let at = bytes
+        .windows(6)
+        .position(|w| w == b"zz/zz/")
+        .unwrap_or_else(|| panic!("the placeholder path is in the index"));
+    let mut bytes = bytes;
+    bytes[at..at + 6].copy_from_slice(b"../../");
+    std::fs::write(&index, bytes).unwrap_or_else(|e| panic!("{e}"));
+    ws
+}

@@ -320,6 +320,43 @@ fn linked(top: &Path, dot: &Path) -> Result<Pinned, String> {
     }
 }
 
+/// The first path of an index listing (`git ls-files -z --cached`) that does not name a file
+/// inside the work tree: absolute, empty, or with a `.`, `..` or `.git` component. Git checks
+/// paths when it adds them, not when it loads an index, so a shipped (or command-written)
+/// index can hold `../../home/u/.ssh/id_ed25519`, and Keel's unconfined git then reads that
+/// file for a diff or a snapshot (red-team pass 3, R3-11). Shown escaped.
+pub fn bad_index_path(listing: &[u8]) -> Option<String> {
+    listing
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .find(|path| {
+            path.starts_with(b"/")
+                || path.split(|b| *b == b'/').any(|c| {
+                    c.is_empty() || c == b"." || c == b".." || c.eq_ignore_ascii_case(b".git")
+                })
+        })
+        .map(|p| String::from_utf8_lossy(p).escape_debug().to_string())
+}
+
+/// Refuses a repository whose index names files outside its work tree ([`bad_index_path`]),
+/// by listing it with the hardened git, `pinned` as given. Blocking.
+pub fn check_index(pinned: &Pinned, config_env: bool) -> Result<(), String> {
+    let mut c = hardened_git(&[], config_env)?;
+    pinned.apply(&mut c);
+    let out = c
+        .current_dir(&pinned.top)
+        .args(["ls-files", "-z", "--cached", "--full-name"])
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    match bad_index_path(&out.stdout) {
+        Some(path) => Err(format!(
+            "the repository's index names `{path}`, which is not a file inside the work tree (an index git itself never writes); Keel's git does not read it. Rebuild the index with `git read-tree HEAD` if this is your repository"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// [`hardened_git`] with the [`FORCED`] settings only (as `-c` arguments, which any git takes),
 /// for commands that read no attributes (`--version`, discovery, `init`). Cannot fail: no
 /// forced key holds `=`.
@@ -340,6 +377,10 @@ pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, 
     // git runs here, unconfined: no program is looked up in it.
     crate::shell::lookup::distrust(dir);
     let pinned = pinned_repository(dir)?;
+    let config_env = config_env_supported();
+    if let Some(p) = &pinned {
+        check_index(p, config_env)?;
+    }
     let pin = |c: &mut Command| match &pinned {
         Some(p) => p.apply(c),
         // No repository: none may be discovered through a work tree elsewhere either.
@@ -347,7 +388,6 @@ pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, 
             c.env("GIT_DIR", dir.join(".git"));
         }
     };
-    let config_env = config_env_supported();
     let mut probe = hardened_git(extra, config_env)?;
     pin(&mut probe);
     let names = probe

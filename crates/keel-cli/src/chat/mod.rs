@@ -60,7 +60,7 @@ const FRAME: Duration = Duration::from_millis(33);
 
 /// Milliseconds since the Unix epoch (event timestamps use the same clock).
 pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+    if !std::io::stdin().is_terminal() || !crate::out::stdout_is_terminal() {
         return Err(setup::UsageError(
             "keel chat needs a terminal; for scripts and pipes use keel run \"task\" (add -c to continue the latest session)".into(),
         )
@@ -76,7 +76,7 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let mut chat = Chat::open(&args, tx.clone()).await?;
             let _guard = TerminalGuard::enter()?;
-            let backend = CrosstermBackend::new(std::io::stdout());
+            let backend = CrosstermBackend::new(crate::out::raw_stdout());
             let mut terminal = Terminal::new(backend).context("cannot draw on the terminal")?;
             terminal.clear()?;
             // Only now: the set-up above reads the terminal's answers itself.
@@ -102,11 +102,11 @@ pub fn execute(args: ChatArgs) -> anyhow::Result<u8> {
             // (where people scroll and copy, as after Codex or Claude Code), then how to come
             // back to it.
             use std::io::Write;
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::raw_stdout().lock();
             let _ = out.write_all(transcript.as_bytes());
             let _ = out.flush();
             if let Some(id) = id {
-                eprintln!("keel: session {id} is stored; `keel -c` continues it");
+                tell!("keel: session {id} is stored; `keel -c` continues it");
             }
             exit::COMPLETED
         })
@@ -183,7 +183,7 @@ struct TerminalGuard;
 impl TerminalGuard {
     fn enter() -> anyhow::Result<Self> {
         enable_raw_mode().context("cannot switch the terminal to raw mode")?;
-        let mut out = std::io::stdout();
+        let mut out = crate::out::raw_stdout();
         execute!(out, EnterAlternateScreen, EnableBracketedPaste)
             .context("cannot set up the terminal")?;
         // Shift-Enter is only told apart from Enter by terminals that speak the keyboard
@@ -207,7 +207,7 @@ impl TerminalGuard {
 }
 
 fn restore() {
-    let mut out = std::io::stdout();
+    let mut out = crate::out::raw_stdout();
     if ENHANCED_KEYS.swap(false, std::sync::atomic::Ordering::Relaxed) {
         let _ = execute!(out, PopKeyboardEnhancementFlags);
     }

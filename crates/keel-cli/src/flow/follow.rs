@@ -21,7 +21,7 @@ pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
     rt.block_on(async {
         let store = open(root).await?;
         let mut rec = find_run(&store, &ws, run).await.map_err(store_error)?;
-        println!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
+        say!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
         let order = node_order(&rec);
         let mut seen: BTreeMap<String, NodeState> = BTreeMap::new();
         loop {
@@ -36,7 +36,7 @@ pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
                 continue;
             }
             if rec.status != "running" {
-                println!("run {} {}", rec.id, rec.status);
+                say!("run {} {}", rec.id, rec.status);
                 return Ok(outcome(&rec.status));
             }
             if let Some(pid) = rec.pid
@@ -46,7 +46,7 @@ pub fn follow(root: &Path, run: Option<&str>) -> anyhow::Result<u8> {
                 // It may have finished between the two reads: look once more.
                 rec = store.get(&rec.id).await.map_err(store_error)?;
                 if rec.status == "running" {
-                    println!(
+                    say!(
                         "run {} stopped: its process ({pid}) is gone; `keel flow resume {}` continues it",
                         rec.id, rec.id
                     );
@@ -71,7 +71,7 @@ fn print_changes(rec: &RunRecord, order: &[String], seen: &mut BTreeMap<String, 
             continue;
         };
         if seen.get(id) != Some(s) {
-            println!("{}", node_line(id, s));
+            say!("{}", node_line(id, s));
             seen.insert(id.clone(), s.clone());
         }
     }

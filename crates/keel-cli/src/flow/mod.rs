@@ -147,7 +147,7 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
 
 fn validate(root: &Path, file: &Path) -> anyhow::Result<u8> {
     let (flow, _) = compile(root, file)?;
-    println!(
+    say!(
         "{}: flow `{}` is valid ({} nodes, {} inputs)",
         file.display(),
         flow.name,
@@ -160,10 +160,10 @@ fn validate(root: &Path, file: &Path) -> anyhow::Result<u8> {
 fn list(root: &Path) -> anyhow::Result<u8> {
     let lines = listing(root);
     if lines.is_empty() {
-        println!("No flows in .keel/flows/ or .keel/skills/*/flows/.");
+        say!("No flows in .keel/flows/ or .keel/skills/*/flows/.");
     }
     for line in lines {
-        println!("{line}");
+        say!("{line}");
     }
     Ok(exit::COMPLETED)
 }
@@ -171,18 +171,18 @@ fn list(root: &Path) -> anyhow::Result<u8> {
 fn printer(json: bool) -> EventSink {
     Arc::new(move |e: &FlowEvent| {
         if json {
-            if let Ok(line) = serde_json::to_string(e) {
-                println!("{line}");
+            if let Ok(line) = crate::out::json(e) {
+                say!("{line}");
             }
             return;
         }
         match e {
-            FlowEvent::RunStarted { run_id, flow } => println!("flow {flow}: run {run_id}"),
+            FlowEvent::RunStarted { run_id, flow } => say!("flow {flow}: run {run_id}"),
             FlowEvent::NodeStarted { node, attempt, .. } => {
                 if *attempt > 1 {
-                    println!("  ▶ {node} (attempt {attempt})");
+                    say!("  ▶ {node} (attempt {attempt})");
                 } else {
-                    println!("  ▶ {node}");
+                    say!("  ▶ {node}");
                 }
             }
             FlowEvent::NodeFinished {
@@ -197,7 +197,7 @@ fn printer(json: bool) -> EventSink {
                     _ => "✗",
                 };
                 let detail = detail.lines().next().unwrap_or("");
-                println!(
+                say!(
                     "  {mark} {node} {status}{}",
                     if detail.is_empty() {
                         String::new()
@@ -208,10 +208,10 @@ fn printer(json: bool) -> EventSink {
             }
             FlowEvent::Step { step, .. } => {
                 if !step.starts_with("checkpoint:") {
-                    println!("    {step}");
+                    say!("    {step}");
                 }
             }
-            FlowEvent::RunFinished { run_id, status } => println!("run {run_id} {status}"),
+            FlowEvent::RunFinished { run_id, status } => say!("run {run_id} {status}"),
         }
     })
 }
@@ -257,12 +257,12 @@ where
     if let Some(err) = &summary.error
         && !json
     {
-        eprintln!("keel: {err}");
+        tell!("keel: {err}");
     }
     Ok(match summary.status.as_str() {
         "completed" => exit::COMPLETED,
         "cancelled" => {
-            eprintln!(
+            tell!(
                 "keel: stopped; `keel flow resume {}` continues it",
                 summary.run_id
             );
@@ -306,10 +306,10 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
             .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
             .collect();
         let out = serde_json::json!({"id": rec.id, "flow": rec.flow_name, "status": rec.status, "nodes": nodes, "steps": rec.trace.steps});
-        println!("{out}");
+        say!("{out}");
         return Ok(exit::COMPLETED);
     }
-    println!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
+    say!("run {} · flow {} · {}", rec.id, rec.flow_name, rec.status);
     let order = node_order(&rec);
     let done = rec
         .state
@@ -317,17 +317,20 @@ fn status(root: &Path, run: Option<&str>, json: bool) -> anyhow::Result<u8> {
         .values()
         .filter(|s| s.status.finished())
         .count();
-    println!("{done}/{} nodes finished", rec.state.nodes.len());
+    say!("{done}/{} nodes finished", rec.state.nodes.len());
     for id in order {
         if let Some(s) = rec.state.nodes.get(&id) {
-            println!("{}", node_line(&id, s));
+            say!("{}", node_line(&id, s));
         }
     }
     let usage = rec.trace.usage();
     if usage.requests > 0 {
-        println!(
+        say!(
             "model: {} requests, {} input + {} output tokens, ${:.4}",
-            usage.requests, usage.input_tokens, usage.output_tokens, usage.cost_usd
+            usage.requests,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cost_usd
         );
     }
     Ok(exit::COMPLETED)
@@ -345,14 +348,14 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
             .iter()
             .map(|r| serde_json::json!({"id": r.id, "flow": r.flow_name, "status": r.status, "created_at": r.created_at}))
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        say!("{}", serde_json::Value::Array(rows));
         return Ok(exit::COMPLETED);
     }
     if list.is_empty() {
-        println!("No flow runs in this workspace; `keel flow run FILE` starts one.");
+        say!("No flow runs in this workspace; `keel flow run FILE` starts one.");
         return Ok(exit::COMPLETED);
     }
-    println!("{:<36}  {:<10} {:<24} NODES DONE", "RUN", "STATUS", "FLOW");
+    say!("{:<36}  {:<10} {:<24} NODES DONE", "RUN", "STATUS", "FLOW");
     for r in list {
         let done = r
             .state
@@ -360,7 +363,7 @@ fn runs(root: &Path, json: bool) -> anyhow::Result<u8> {
             .values()
             .filter(|s| s.status == NodeStatus::Completed)
             .count();
-        println!(
+        say!(
             "{}  {:<10} {:<24} {done}/{} nodes",
             r.id,
             r.status,
@@ -417,13 +420,13 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
     }
     let report = report?;
     if !temporary {
-        println!("replayed into {}", report.dir.display());
+        say!("replayed into {}", report.dir.display());
     }
     for m in &report.mismatches {
-        println!("  mismatch: {m}");
+        say!("  mismatch: {m}");
     }
     if report.reproduced() {
-        println!(
+        say!(
             "reproduced: same node outputs, same final tree ({})",
             report.final_tree.as_deref().unwrap_or("-")
         );
@@ -432,13 +435,13 @@ fn replay(root: &Path, run: &str, into: Option<PathBuf>) -> anyhow::Result<u8> {
         }
         Ok(exit::COMPLETED)
     } else {
-        println!(
+        say!(
             "NOT reproduced: final tree {} (recorded {})",
             report.final_tree.as_deref().unwrap_or("-"),
             report.recorded_final_tree.as_deref().unwrap_or("-")
         );
         if temporary {
-            println!("the replayed files are kept in {}", report.dir.display());
+            say!("the replayed files are kept in {}", report.dir.display());
         }
         Ok(exit::FAILED)
     }

@@ -55,7 +55,7 @@ pub fn queue(
         keel_queue::push_flow(&pool, keel_queue::FlowJob::new(&run_id, &overrides)).await?;
         anyhow::Ok(run_id)
     })?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
         writeln!(
             out,

@@ -1,6 +1,6 @@
 //! Output: human-readable rendering of the event stream, and JSON lines.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Mutex;
 
 use keel_engine::EventSink;
@@ -28,15 +28,16 @@ impl EventSink for JsonLines {
         let Ok(line) = serde_json::to_string(event) else {
             return;
         };
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
+        // Cleaned like all output; `json_safe` first, so the data stays the same.
+        let mut out = crate::out::stdout();
+        let _ = writeln!(out, "{}", crate::out::json_safe(&line));
         let _ = out.flush();
     }
 }
 
 /// The width of the terminal on stdout, else 100 columns (a pipe, a file).
 fn terminal_width() -> usize {
-    if std::io::stdout().is_terminal() {
+    if crate::out::stdout_is_terminal() {
         crossterm::terminal::size().map_or(100, |(w, _)| usize::from(w.max(20)))
     } else {
         100
@@ -45,7 +46,7 @@ fn terminal_width() -> usize {
 
 /// Whether stdout should get colour: a terminal, and `NO_COLOR` unset.
 pub fn stdout_color() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    crate::out::stdout_is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
 /// Renders events for a person. In live mode the answer streams from deltas; in replay mode
@@ -255,7 +256,8 @@ impl Human {
                         previous.finish_and_clear();
                     }
                     // Printed before the spinner starts drawing below it.
-                    let mut stdout = std::io::stdout().lock();
+                    // Raw: every event was cleaned (`clean_event`) before Keel's styles.
+                    let mut stdout = crate::out::raw_stdout().lock();
                     let _ = stdout.write_all(std::mem::take(&mut out).as_bytes());
                     let _ = stdout.flush();
                     drop(stdout);
@@ -712,7 +714,8 @@ impl EventSink for Human {
         if let Some(spinner) = st.spinner.take() {
             spinner.finish_and_clear();
         }
-        let mut out = std::io::stdout().lock();
+        // Raw: every event was cleaned (`clean_event`) before Keel's styles were added.
+        let mut out = crate::out::raw_stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     }

@@ -217,7 +217,7 @@ fn keel_run_shows_created_files_command_output_tables_and_reasons() {
     let h = Human::new(false, true);
     let mut st = HumanState::default();
     let mut out = String::new();
-    let content = "fn main() {\n    println!(\"hi\");\n}\n";
+    let content = "fn main() {\n    say!(\"hi\");\n}\n";
     for kind in [
         EventKind::ToolCall {
             id: "w".into(),
@@ -279,7 +279,7 @@ fn keel_run_shows_created_files_command_output_tables_and_reasons() {
         out.push_str(&h.render(&ev(kind), &mut st));
     }
     assert!(
-        out.contains("    ✓ Created `src/main.rs` (3 lines, 34 B).\n  1 │ fn main() {\n  2 │     println!(\"hi\");\n  3 │ }\n"),
+        out.contains("    ✓ Created `src/main.rs` (3 lines, 34 B).\n  1 │ fn main() {\n  2 │     say!(\"hi\");\n  3 │ }\n"),
         "{out}"
     );
     assert!(

@@ -5,7 +5,7 @@
 
 // Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
 // here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_macros, clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,4 +1,5 @@
 //! The PostgreSQL test server, shared by the `common` and `cluster_common` test helpers.
+#![allow(clippy::disallowed_macros)]
 
 /// The test server's URL (`KEEL_TEST_DATABASE_URL`), or `None` after saying that `subject` is
 /// not tested on PostgreSQL here (a failure in CI).

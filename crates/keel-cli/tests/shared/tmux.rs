@@ -4,7 +4,7 @@
 
 // Tests start programs of their own (the keel binary, git fixtures, tmux, servers): allowed
 // here, outside Keel's one spawn path (docs/SECURITY.md, "One way to start a process").
-#![allow(dead_code, clippy::disallowed_methods)]
+#![allow(clippy::disallowed_macros, dead_code, clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Command;

@@ -1,13 +1,13 @@
 //! The constitution's forbidden calls as a hook: a call the repository's
-//! `.keel/constitution.json` forbids is refused before it runs (`crate::constitution`).
+//! `.keel/constitution.json` forbids is refused before it runs (`keel_knowledge::constitution`).
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use keel_protocol::ToolCall;
 
-use crate::constitution::Constitution;
 use crate::hooks::{Hook, HookAction, HookContext};
+use keel_knowledge::constitution::Constitution;
 
 pub(crate) struct ConstitutionHook {
     constitution: Arc<Constitution>,

@@ -1,6 +1,6 @@
 //! Nested instruction files and glob rules as a hook: a successful call that touched paths
 //! under a directory with its own `AGENTS.md` (or matching a rule's globs) brings those
-//! instructions into its result, once per run (`crate::rules::TailRules`).
+//! instructions into its result, once per run (`keel_knowledge::rules::TailRules`).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -10,7 +10,7 @@ use keel_protocol::{Message, ToolCall};
 
 use super::lock;
 use crate::hooks::{Hook, HookAction, HookContext, ToolResultView};
-use crate::rules::{TailRules, injected_in};
+use keel_knowledge::rules::{TailRules, injected_in};
 
 pub(crate) struct RulesHook {
     tail: Mutex<TailRules>,

@@ -1,6 +1,6 @@
 //! Skills as a hook: the `skill` tool (loads a skill's instructions), the loaded skill's tool
 //! restriction, skills a glob activates for the paths a call touched, the first message's
-//! `always` skills and listing, and skills a message names with `$name` (`crate::skills`).
+//! `always` skills and listing, and skills a message names with `$name` (`keel_knowledge::skills`).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,7 @@ use keel_tools::{ToolError, ToolOutput};
 
 use super::lock;
 use crate::hooks::{Hook, HookAction, HookContext, ToolResultView};
-use crate::skills::{SKILL_TOOL, SkillSet, SkillState, annotate};
+use keel_knowledge::skills::{SKILL_TOOL, SkillSet, SkillState, annotate};
 
 pub(crate) struct SkillsHook {
     state: Mutex<SkillState>,

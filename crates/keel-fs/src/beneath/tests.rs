@@ -367,3 +367,44 @@ fn stores_beneath_the_root_are_never_resolved_into_or_listed() {
     let e = sub.resolve(Path::new("innocent.txt")).err();
     assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
 }
+
+/// A store outside the workspace whose file is a link into it (a dotfile manager keeping the
+/// key in a repository the agent works in, R11): the target is refused like the store.
+#[test]
+fn a_stores_link_target_inside_the_root_is_refused() {
+    use crate::stores::register_keel_path;
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = ws.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    let store = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = store
+        .path()
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(root.join("dotfiles/ssh")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("dotfiles/ssh/id_ed25519"), "KEY").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("README.md"), "hi").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(store.join("keel")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(
+        root.join("dotfiles/ssh/id_ed25519"),
+        store.join("keel/id_ed25519"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    register_keel_path(&store.join("keel"));
+    let h = DirHandle::open(&root).unwrap_or_else(|e| panic!("{e}"));
+    let e = h.resolve(Path::new("dotfiles/ssh/id_ed25519")).err();
+    assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
+    // Through a link inside the workspace too.
+    symlink("dotfiles/ssh", root.join("keys")).unwrap_or_else(|e| panic!("{e}"));
+    let e = h.resolve(Path::new("keys/id_ed25519")).err();
+    assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
+    // A hard link to the target is caught by identity.
+    std::fs::hard_link(
+        root.join("dotfiles/ssh/id_ed25519"),
+        root.join("innocent.txt"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let h = DirHandle::open(&root).unwrap_or_else(|e| panic!("{e}"));
+    let e = h.resolve(Path::new("innocent.txt")).err();
+    assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
+    assert!(h.resolve(Path::new("README.md")).is_ok());
+}

@@ -3,13 +3,13 @@
 //! that defines or reads that key — a string literal in a config table, `add_argument("--x")`,
 //! `config.get("x")`, a dataclass field — far more than at files that merely use the words.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use rusqlite::Connection;
 
 use super::evidence::{Evidence, LOCATION_SHARE};
-use super::snippet::read_lines;
+use super::snippet::{FileLines, lines_of};
 use super::*;
 
 /// A key defined as a command-line option (`add_argument("--x")`, `@click.option("--x")`).
@@ -140,15 +140,29 @@ pub(super) fn keys(text: &str, span_identifiers: &[String]) -> Vec<ConfigKey> {
 }
 
 /// How a line uses `key` (its `_`/`-` spellings alike), if it defines or reads it.
+#[cfg(test)]
 pub(super) fn classify(line: &str, key: &str) -> Option<KeyUse> {
-    let variants: BTreeSet<String> = [
+    classify_as(line, &key_variants(key))
+}
+
+/// A key's spellings: as given, with `_` for `-`, with `-` for `_`.
+fn key_variants(key: &str) -> BTreeSet<String> {
+    [
         key.to_string(),
         key.replace('-', "_"),
         key.replace('_', "-"),
     ]
-    .into();
+    .into()
+}
+
+/// [`classify`] with the key's spellings worked out once.
+fn classify_as(line: &str, variants: &BTreeSet<String>) -> Option<KeyUse> {
+    // Every use below holds one of the spellings.
+    if !variants.iter().any(|v| line.contains(v.as_str())) {
+        return None;
+    }
     let mut best = None;
-    for v in &variants {
+    for v in variants {
         let quoted =
             |s: &str| line.contains(&format!("\"{s}\"")) || line.contains(&format!("'{s}'"));
         let found = if quoted(&format!("--{v}")) {
@@ -185,6 +199,7 @@ pub(super) fn classify(line: &str, key: &str) -> Option<KeyUse> {
 pub(super) fn matches(
     conn: &Connection,
     root: &Path,
+    files: &mut FileLines,
     keys: &[ConfigKey],
     filter: &dyn Fn(&str) -> bool,
     ev: &mut Evidence,
@@ -203,7 +218,6 @@ pub(super) fn matches(
     let mut defined = conn.prepare_cached(
         "SELECT 1 FROM symbols WHERE name = ?1 AND kind IN ('function', 'method', 'class') LIMIT 1",
     )?;
-    let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
     type Row = (i64, String, i64, i64, Option<String>, Option<String>);
     for ConfigKey {
         name: key,
@@ -221,6 +235,7 @@ pub(super) fn matches(
         if words.is_empty() {
             continue;
         }
+        let variants = key_variants(key);
         let phrase = format!("body : \"{}\"", words.join(" "));
         let rows: Vec<Row> = stmt
             .query_map([&phrase], |r| TryFrom::try_from(r))?
@@ -228,13 +243,14 @@ pub(super) fn matches(
         // Per file: its strongest use of the key, and where.
         let mut found: BTreeMap<i64, (KeyUse, Row)> = BTreeMap::new();
         for row in rows {
+            // Too common already: the key is passed over whatever the other rows hold.
+            if found.len() > MAX_FILES {
+                break;
+            }
             if !filter(&row.1) {
                 continue;
             }
-            let lines = files
-                .entry(row.1.clone())
-                .or_insert_with(|| read_lines(root, &row.1));
-            let Some(lines) = lines.as_deref() else {
+            let Some(lines) = lines_of(files, root, &row.1) else {
                 continue;
             };
             let (start, end) = (row.2.max(1) as usize, row.3.max(1) as usize);
@@ -242,7 +258,7 @@ pub(super) fn matches(
                 .iter()
                 .skip(start - 1)
                 .take(end + 1 - start.min(end + 1))
-                .filter_map(|l| classify(l, key))
+                .filter_map(|l| classify_as(l, &variants))
                 .max();
             if let Some(u) = best {
                 let slot = found.entry(row.0).or_insert((u, row.clone()));

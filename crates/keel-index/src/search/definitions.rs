@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rusqlite::{Connection, params};
 
 use super::*;
-use crate::defterms::{KINDS, parse_stems, stem};
+use crate::defterms::{KINDS, stem};
 
 /// How many of the best files give all their definitions as candidates.
 const DEF_FILES: usize = 12;
@@ -38,16 +38,18 @@ const B: f64 = 0.75;
 /// One candidate definition.
 struct Def {
     file_id: i64,
-    path: String,
+    path: std::rc::Rc<str>,
     start: usize,
     end: usize,
     qualified: String,
     name: String,
+    /// The query names it.
+    named: bool,
     kind: String,
-    /// How many words its own lines hold, and their stems with counts (counted when the
-    /// file was indexed: `defterms.rs`).
+    /// How many words its own lines hold (counted when the file was indexed:
+    /// `defterms.rs`), and the query's stems among them with their counts, in stem order.
     words: usize,
-    stems: String,
+    matched: Vec<(u32, u32)>,
 }
 
 /// The words of a report, each with its inverse document frequency over the index's chunks,
@@ -74,8 +76,8 @@ impl Idf {
     }
 }
 
-/// Ranks definitions. `files` is the file ranking (best first), `scored` the scored
-/// locations it came from.
+/// Ranks definitions and returns the best `limit`. `files` is the file ranking (best
+/// first), `scored` the scored locations it came from.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ranked(
     conn: &Connection,
@@ -84,6 +86,7 @@ pub(super) fn ranked(
     idf: &Idf,
     named: &BTreeSet<String>,
     filter: &dyn Fn(&str) -> bool,
+    limit: usize,
 ) -> Result<Vec<(f64, Cand)>, IndexError> {
     let best_file = files
         .first()
@@ -111,10 +114,14 @@ pub(super) fn ranked(
         }
     }
     let mut defs: Vec<Def> = Vec::new();
+    let query = QueryStems::new(idf);
     for (fid, path) in &wanted {
         if filter(path) {
-            defs.extend(definitions_of(conn, *fid, path)?);
+            definitions_of(conn, *fid, path, &query, &mut defs)?;
         }
+    }
+    for d in &mut defs {
+        d.named = named.contains(&d.name.to_lowercase());
     }
     // Location evidence per definition: the best location whose symbol is this definition.
     let mut located: HashMap<(i64, &str), (f64, &Cand)> = HashMap::new();
@@ -133,48 +140,68 @@ pub(super) fn ranked(
         .max(1e-9);
     // Definition-level BM25 over each candidate's own lines (their words counted when the
     // file was indexed).
-    let mut texts: Vec<(f64, Vec<String>)> = Vec::with_capacity(defs.len());
     let avg =
         (defs.iter().map(|d| d.words).sum::<usize>() as f64 / defs.len().max(1) as f64).max(1.0);
-    for d in &defs {
-        // In stem order: the sum must not depend on hashing.
-        let mut s = 0.0;
-        let mut found = Vec::new();
-        for (st, f) in parse_stems(&d.stems) {
-            if let Some((word, w)) = idf.words.get(st) {
+    let texts: Vec<f64> = defs
+        .iter()
+        .map(|d| {
+            // In stem order: the sum must not depend on hashing.
+            let mut s = 0.0;
+            for &(i, f) in &d.matched {
+                let w = query.words[i as usize].2;
                 let f = f as f64;
                 s += w * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * d.words as f64 / avg));
-                found.push(word.clone());
             }
-        }
-        found.sort();
-        texts.push((s, found));
-    }
-    let best_text = texts.iter().map(|t| t.0).fold(0.0_f64, f64::max).max(1e-9);
-    let mut out = Vec::with_capacity(defs.len());
-    for (i, d) in defs.into_iter().enumerate() {
-        let Some((fs, rank, _)) = file_score.get(&d.file_id) else {
+            s
+        })
+        .collect();
+    let best_text = texts.iter().copied().fold(0.0_f64, f64::max).max(1e-9);
+    let mut scores: Vec<(f64, usize)> = Vec::with_capacity(defs.len());
+    for (i, d) in defs.iter().enumerate() {
+        let Some((fs, _, _)) = file_score.get(&d.file_id) else {
             continue;
         };
-        let (text, found) = &texts[i];
         let loc = located.get(&(d.file_id, d.qualified.as_str()));
-        let is_named = named.contains(&d.name.to_lowercase());
         let mut s = W_DEF_FILE * fs
-            + W_DEF_TEXT * text / best_text
+            + W_DEF_TEXT * texts[i] / best_text
             + loc.map_or(0.0, |(l, _)| W_DEF_LOCATION * l / best_loc)
-            + if is_named { W_DEF_NAMED } else { 0.0 };
+            + if d.named { W_DEF_NAMED } else { 0.0 };
         if !matches!(d.kind.as_str(), "function" | "method") {
             s *= CLASS_SHARE;
         }
+        scores.push((s, i));
+    }
+    // Only the best `limit` are explained and returned (in the order the caller ranks by:
+    // score, then path, then line; the sort is stable, so equal ones keep their order).
+    scores.sort_by(|a, b| {
+        let (da, db) = (&defs[a.1], &defs[b.1]);
+        b.0.total_cmp(&a.0)
+            .then_with(|| da.path.cmp(&db.path))
+            .then(da.start.cmp(&db.start))
+    });
+    scores.truncate(limit);
+    let mut out = Vec::with_capacity(scores.len());
+    for (s, i) in scores {
+        let d = &defs[i];
+        let Some((_, rank, _)) = file_score.get(&d.file_id) else {
+            continue;
+        };
+        let loc = located.get(&(d.file_id, d.qualified.as_str()));
         let mut why = Vec::new();
         if let Some((_, c)) = loc {
             why.extend(c.why.iter().take(3).cloned());
         }
-        if is_named {
+        if d.named {
             why.push(format!("`{}` is named in the query", d.name));
         }
-        if !found.is_empty() && !idf.is_empty() {
-            let shown: Vec<&str> = found.iter().take(6).map(String::as_str).collect();
+        if !d.matched.is_empty() && !idf.is_empty() {
+            let mut found: Vec<&str> = d
+                .matched
+                .iter()
+                .map(|&(w, _)| query.words[w as usize].1.as_str())
+                .collect();
+            found.sort();
+            let shown: Vec<&str> = found.into_iter().take(6).collect();
             why.push(format!("its lines hold {}", shown.join(", ")));
         }
         why.push(format!("in the file ranked {rank} ({})", d.path));
@@ -182,11 +209,11 @@ pub(super) fn ranked(
             s,
             Cand {
                 file_id: d.file_id,
-                path: d.path,
+                path: d.path.to_string(),
                 start: d.start,
                 end: d.end.min(d.start + MAX_SYMBOL_HIT_LINES),
-                symbol: Some(d.qualified),
-                kind: Some(d.kind),
+                symbol: Some(d.qualified.clone()),
+                kind: Some(d.kind.clone()),
                 text: 0.0,
                 sym: 0.0,
                 bonus: 0.0,
@@ -197,32 +224,100 @@ pub(super) fn ranked(
     Ok(out)
 }
 
-/// The function, method and type definitions of one file, each with its words.
-fn definitions_of(conn: &Connection, file_id: i64, path: &str) -> Result<Vec<Def>, IndexError> {
+/// The report's stems for matching a definition's stored stems quickly: most of a
+/// definition's stems are not the report's, and a table of (first byte, length) turns
+/// them away before any hashing.
+struct QueryStems<'a> {
+    /// (stem, word, idf), in the order of `index`'s values.
+    words: Vec<(&'a str, &'a String, f64)>,
+    index: HashMap<&'a str, u32>,
+    /// Bit `len` (63 for longer) of `first[b]`: a stem starting with byte `b` of that length.
+    first: [u64; 256],
+}
+
+impl<'a> QueryStems<'a> {
+    fn new(idf: &'a Idf) -> QueryStems<'a> {
+        let mut q = QueryStems {
+            words: Vec::with_capacity(idf.words.len()),
+            index: HashMap::with_capacity(idf.words.len()),
+            first: [0; 256],
+        };
+        for (stem, (word, w)) in &idf.words {
+            if let Some(&b) = stem.as_bytes().first() {
+                q.first[b as usize] |= 1 << stem.len().min(63);
+            }
+            q.index.insert(stem.as_str(), q.words.len() as u32);
+            q.words.push((stem.as_str(), word, *w));
+        }
+        q
+    }
+
+    fn get(&self, stem: &str) -> Option<u32> {
+        let b = *stem.as_bytes().first()?;
+        if self.first[b as usize] & (1 << stem.len().min(63)) == 0 {
+            return None;
+        }
+        self.index.get(stem).copied()
+    }
+
+    /// The query's stems among a stored `stem count …` text, with their counts, in the
+    /// text's order (the pairs `defterms::parse_stems` reads, less the stems not in the query).
+    fn matches(&self, stems: &str) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        let mut it = stems.split(' ');
+        while let (Some(st), Some(c)) = (it.next(), it.next()) {
+            if let Some(i) = self.get(st)
+                && let Ok(c) = c.parse::<u32>()
+            {
+                out.push((i, c));
+            }
+        }
+        out
+    }
+}
+
+/// Appends the function, method and type definitions of one file, each with its length
+/// and the query's stems among its words.
+fn definitions_of(
+    conn: &Connection,
+    file_id: i64,
+    path: &str,
+    query: &QueryStems<'_>,
+    out: &mut Vec<Def>,
+) -> Result<(), IndexError> {
     let mut stmt = conn.prepare_cached(
         "SELECT start_line, end_line, qualified, name, kind, words, stems FROM symbols
          WHERE file_id = ?1 ORDER BY start_line, depth",
     )?;
-    type Row = (i64, i64, String, String, String, i64, Option<String>);
-    let rows: Vec<Row> = stmt
-        .query_map(params![file_id], |r| TryFrom::try_from(r))?
-        .collect::<Result<_, _>>()?;
-    let mut out = Vec::new();
-    for (start, end, qualified, name, kind, words, stems) in rows {
+    let path: std::rc::Rc<str> = path.into();
+    let mut rows = stmt.query(params![file_id])?;
+    while let Some(r) = rows.next()? {
+        let kind: String = r.get(4)?;
         if !KINDS.contains(&kind.as_str()) {
             continue;
         }
+        let start: i64 = r.get(0)?;
+        let end: i64 = r.get(1)?;
+        let words: i64 = r.get(5)?;
+        let name: String = r.get(3)?;
+        let matched = match r.get_ref(6)? {
+            rusqlite::types::ValueRef::Text(t) => {
+                query.matches(std::str::from_utf8(t).unwrap_or(""))
+            }
+            _ => Vec::new(),
+        };
         out.push(Def {
             file_id,
-            path: path.to_string(),
+            path: path.clone(),
             start: start.max(1) as usize,
             end: end.max(1) as usize,
-            qualified,
+            qualified: r.get(2)?,
+            named: false,
             name,
             kind,
             words: words.max(0) as usize,
-            stems: stems.unwrap_or_default(),
+            matched,
         });
     }
-    Ok(out)
+    Ok(())
 }

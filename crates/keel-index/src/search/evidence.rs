@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::{Connection, params};
 
 use super::report::Report;
+use super::snippet::FileLines;
 use super::*;
 use crate::pathrole::PathRole;
 
@@ -185,6 +186,34 @@ fn files_by_suffix(
     Ok(out)
 }
 
+/// The indexed files whose path is `candidate` or ends with `/candidate` (a clean relative
+/// path: no `.`, `..` or empty segments), in path order — the files [`files_by_suffix`]
+/// finds for it that hold all of it — looked up by file name and parent directory.
+fn files_ending_with(
+    conn: &Connection,
+    candidate: &str,
+    filter: &dyn Fn(&str) -> bool,
+) -> Result<Vec<(i64, String)>, IndexError> {
+    let (dir, name) = crate::imports::split_path(candidate);
+    let rows: Vec<(i64, String)> = if dir.is_empty() {
+        conn.prepare_cached("SELECT id, path FROM files WHERE name = ?1 ORDER BY path")?
+            .query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?
+    } else {
+        let parent = crate::imports::split_path(dir).1;
+        conn.prepare_cached(
+            "SELECT id, path FROM files WHERE name = ?1 AND dir_name = ?2 ORDER BY path",
+        )?
+        .query_map([name, parent], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?
+    };
+    let tail = format!("/{candidate}");
+    Ok(rows
+        .into_iter()
+        .filter(|(_, p)| (p == candidate || p.ends_with(&tail)) && filter(p))
+        .collect())
+}
+
 pub(super) type SymRow = (usize, usize, String, String);
 
 /// The first definition named `name` in a file (top-level first).
@@ -277,6 +306,7 @@ pub(super) fn message_fragments(message: &str) -> Vec<Vec<String>> {
 pub(super) fn gather(
     conn: &Connection,
     root: &std::path::Path,
+    files: &mut FileLines,
     report: &Report,
     paths: &[String],
     filter: &dyn Fn(&str) -> bool,
@@ -313,9 +343,9 @@ pub(super) fn gather(
     frames(conn, report, filter, &mut ev)?;
     messages(conn, report, filter, &mut ev)?;
     dotted(conn, report, filter, &mut ev)?;
-    definitions(conn, root, report, filter, &mut ev)?;
+    definitions(conn, root, files, report, filter, &mut ev)?;
     super::runtime::gather(conn, report, filter, &mut ev)?;
-    super::config_keys::matches(conn, root, &report.config_keys, filter, &mut ev)?;
+    super::config_keys::matches(conn, root, files, &report.config_keys, filter, &mut ev)?;
     Ok(ev)
 }
 
@@ -544,10 +574,7 @@ fn dotted(
             let member = parts.get(k).copied();
             for suffix in MODULE_SUFFIXES {
                 let candidate = format!("{module}{suffix}");
-                for (id, path) in files_by_suffix(conn, &candidate, filter)? {
-                    if !(path == candidate || path.ends_with(&format!("/{candidate}"))) {
-                        continue;
-                    }
+                for (id, path) in files_ending_with(conn, &candidate, filter)? {
                     let dotted_name = parts.join(".");
                     match member {
                         Some(m) => {
@@ -588,6 +615,7 @@ fn dotted(
 fn definitions(
     conn: &Connection,
     root: &std::path::Path,
+    files_read: &mut FileLines,
     report: &Report,
     filter: &dyn Fn(&str) -> bool,
     ev: &mut Evidence,
@@ -598,7 +626,6 @@ fn definitions(
         .filter_map(|e| e.kind.clone())
         .collect();
     let mut looked = BTreeSet::new();
-    let mut bodies: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
     let lists: [(&[String], f64, &str); 3] = [
         (&report.span_identifiers, W_SPAN_DEF, "named in the report"),
         (
@@ -641,7 +668,7 @@ fn definitions(
                 // handing `describe_tags` to its backend's `describe_tags`) is not where
                 // the behaviour lives.
                 if files.len() > 1
-                    && forwarding::forwards(&mut bodies, root, &path, start, end, &name)
+                    && forwarding::forwards(files_read, root, &path, start, end, &name)
                 {
                     s *= FORWARDER;
                     ev.add(

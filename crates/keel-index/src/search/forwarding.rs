@@ -2,24 +2,21 @@
 //! `backend.describe_tags(...)`): of several definitions a report's name matches, these are
 //! not where the behaviour lives.
 
-use std::collections::BTreeMap;
-
-use super::snippet::read_lines;
+use super::snippet::{FileLines, lines_of};
 
 /// Whether the definition of `name` at `start..=end` of `path` calls a function of the same
 /// name (`self.backend.name(`, `name(`) after its first line. Files are read once per search.
 pub(super) fn forwards(
-    bodies: &mut BTreeMap<String, Option<Vec<String>>>,
+    files: &mut FileLines,
     root: &std::path::Path,
     path: &str,
     start: i64,
     end: i64,
     name: &str,
 ) -> bool {
-    let lines = bodies
-        .entry(path.to_string())
-        .or_insert_with(|| read_lines(root, path));
-    let Some(lines) = lines else { return false };
+    let Some(lines) = lines_of(files, root, path) else {
+        return false;
+    };
     let (from, to) = (
         start.max(1) as usize,
         (end.max(start) as usize).min(lines.len()),

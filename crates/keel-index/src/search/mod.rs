@@ -18,9 +18,10 @@ use rusqlite::params;
 use serde::Serialize;
 
 use crate::pathrole::PathRole;
-use crate::terms::{QueryTerms, fts_or};
+use crate::terms::{QueryTerms, fts_or, fts_phrases};
 use crate::{Index, IndexError};
 
+mod bm25;
 mod config_keys;
 mod definitions;
 mod evidence;
@@ -192,12 +193,17 @@ impl Index {
         let mut cands: Vec<Cand> = Vec::new();
         let mut path_scores: HashMap<i64, (f64, String)> = HashMap::new();
         let mut evidence = Evidence::default();
+        let mut files_read = FileLines::new();
         match q.ranking {
             Ranking::Bm25 => {
-                if let Some(fts) = all_terms.fts_any() {
+                let phrases: Vec<String> = fts_phrases(&all_terms.words)
+                    .into_iter()
+                    .map(|p| format!("body : {p}"))
+                    .collect();
+                if !phrases.is_empty() {
                     text_candidates(
                         conn,
-                        &format!("body : ({fts})"),
+                        &phrases,
                         "bm25(0.0, 1.0, 0.0)",
                         fetch,
                         &filter,
@@ -207,8 +213,9 @@ impl Index {
             }
             Ranking::Hybrid => {
                 let selective = self.selective_words(&terms)?;
-                if let Some(fts) = self.text_query(&terms, &selective) {
-                    text_candidates(conn, &fts, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
+                let phrases = text_phrases(&terms, &selective);
+                if !phrases.is_empty() {
+                    text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
@@ -217,23 +224,65 @@ impl Index {
                     // The chunk pass scores every chunk holding any of its words: the
                     // rarest few carry its ranking and keep it fast on long reports.
                     let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
-                    if let Some(fts) = fts_or(&chunk_words) {
+                    let chunk_phrases = fts_phrases(&chunk_words);
+                    let file_phrases = fts_phrases(&file_words(&body_words, &all_terms));
+                    let trust = self.file_text_trust()?;
+                    // The two full-text passes read the index on a second connection while
+                    // this one gathers the structural evidence (both only read).
+                    let text_passes = |conn: &rusqlite::Connection| {
+                        let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
                         let mut body = Vec::new();
-                        text_candidates(conn, &fts, CHUNK_WEIGHTS, fetch, &filter, &mut body)?;
-                        for c in &mut body {
-                            c.text *= W_BODY;
+                        if !chunk_phrases.is_empty() {
+                            text_candidates(
+                                conn,
+                                &chunk_phrases,
+                                CHUNK_WEIGHTS,
+                                fetch,
+                                &filter,
+                                &mut body,
+                            )?;
                         }
-                        cands.extend(body);
+                        let files = if file_phrases.is_empty() {
+                            Vec::new()
+                        } else {
+                            file_text_scores(conn, &file_phrases, FILE_TEXT_CANDIDATES, &filter)?
+                        };
+                        Ok::<_, IndexError>((body, files))
+                    };
+                    let mut gather_evidence = || {
+                        gather(
+                            conn,
+                            &self.root,
+                            &mut files_read,
+                            &report,
+                            &all_terms.paths,
+                            &filter,
+                        )
+                    };
+                    let (passes, gathered) = match self.take_reader() {
+                        Some(other) => std::thread::scope(|s| {
+                            let passes = s.spawn(|| {
+                                let passes = text_passes(&other);
+                                (passes, other)
+                            });
+                            let gathered = gather_evidence();
+                            let (passes, other) = passes
+                                .join()
+                                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                            self.put_reader(other);
+                            (passes, gathered)
+                        }),
+                        None => (text_passes(conn), gather_evidence()),
+                    };
+                    let (mut body, file_text) = passes?;
+                    evidence = gathered?;
+                    for c in &mut body {
+                        c.text *= W_BODY;
                     }
-                    evidence = gather(conn, &self.root, &report, &all_terms.paths, &filter)?;
+                    cands.extend(body);
                     cands.extend(std::mem::take(&mut evidence.locations));
-                    if let Some(fts) = fts_or(&file_words(&body_words, &all_terms)) {
-                        let trust = self.file_text_trust()?;
-                        for (fid, path, s) in
-                            file_text_scores(conn, &fts, FILE_TEXT_CANDIDATES, &filter)?
-                        {
-                            evidence.add_text(fid, &path, s, trust);
-                        }
+                    for (fid, path, s) in file_text {
+                        evidence.add_text(fid, &path, s, trust);
                     }
                 }
             }
@@ -310,7 +359,7 @@ impl Index {
             let words = if long { &all_terms.words } else { &terms.words };
             let idf = self.idf(words)?;
             let named = named_definitions(&report, &terms);
-            definitions::ranked(conn, &files, &scored, &idf, &named, &filter)?
+            definitions::ranked(conn, &files, &scored, &idf, &named, &filter, limit)?
         } else if q.kind == SearchKind::File {
             files_ranked(scored, &evidence, &role_weight)
         } else {
@@ -324,12 +373,9 @@ impl Index {
         scored.truncate(limit);
         let words = &all_terms.words;
         let mut out = Vec::with_capacity(scored.len());
-        let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
         for (score, c) in scored {
-            let lines = files
-                .entry(c.path.clone())
-                .or_insert_with(|| read_lines(&self.root, &c.path));
-            let (snippet, found) = snippet(lines.as_deref().unwrap_or(&[]), c.start, c.end, words);
+            let lines = lines_of(&mut files_read, &self.root, &c.path).unwrap_or(&[]);
+            let (snippet, found) = snippet(lines, c.start, c.end, words);
             let mut why = c.why;
             if !found.is_empty() && c.text > 0.0 {
                 let shown: Vec<&String> = found.iter().take(8).collect();
@@ -507,6 +553,23 @@ impl Index {
         Ok(n)
     }
 
+    /// The second (read) connection, opened on first use, for one search to use on another
+    /// thread ([`Index::put_reader`] gives it back); `None` when it cannot be opened (the
+    /// search then reads on one connection).
+    fn take_reader(&self) -> Option<rusqlite::Connection> {
+        let mut slot = self.reader.lock().ok()?;
+        match slot.take() {
+            Some(c) => Some(c),
+            None => crate::store::open_reader(&self.db_path).ok(),
+        }
+    }
+
+    fn put_reader(&self, conn: rusqlite::Connection) {
+        if let Ok(mut slot) = self.reader.lock() {
+            *slot = Some(conn);
+        }
+    }
+
     pub(crate) fn forget_frequencies(&self) {
         if let Ok(mut cache) = self.df_cache.lock() {
             cache.clear();
@@ -595,30 +658,24 @@ impl Index {
         }
         Ok(rare)
     }
+}
 
-    /// The FTS5 query for chunk candidates: identifiers as phrases, other selective words
-    /// one by one.
-    fn text_query(&self, terms: &QueryTerms, selective: &[String]) -> Option<String> {
-        let mut parts: Vec<String> = terms
-            .phrases
-            .iter()
-            .map(|p| format!("\"{}\"", p.join(" ").replace('"', "\"\"")))
-            .collect();
-        let in_phrase = |w: &String| terms.phrases.iter().any(|p| p.contains(w));
-        let singles: Vec<String> = selective
-            .iter()
-            .filter(|w| !in_phrase(w))
-            .cloned()
-            .collect();
-        if let Some(q) = fts_or(&singles) {
-            parts.push(q);
-        }
-        if parts.is_empty() {
-            None
-        } else {
-            Some(parts.join(" OR "))
-        }
-    }
+/// The phrases of the chunk candidates' full-text lookup (their OR): identifiers as
+/// phrases, other selective words one by one.
+fn text_phrases(terms: &QueryTerms, selective: &[String]) -> Vec<String> {
+    let mut parts: Vec<String> = terms
+        .phrases
+        .iter()
+        .map(|p| crate::terms::fts_phrase(&p.join(" ")))
+        .collect();
+    let in_phrase = |w: &String| terms.phrases.iter().any(|p| p.contains(w));
+    let singles: Vec<String> = selective
+        .iter()
+        .filter(|w| !in_phrase(w))
+        .cloned()
+        .collect();
+    parts.extend(fts_phrases(&singles));
+    parts
 }
 
 /// The words of a whole-file lookup: the selective words plus the report's snake-case

@@ -6,40 +6,38 @@ use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::bm25::ranked_or;
 use super::*;
 use crate::terms::{fts_or, split_identifier};
 
-/// BM25 chunk candidates, scores normalised to the best (1.0).
+/// BM25 chunk candidates for the OR of `phrases` (FTS5 phrase expressions), scores
+/// normalised to the best (1.0).
 pub(super) fn text_candidates(
     conn: &Connection,
-    fts: &str,
+    phrases: &[String],
     weights: &str,
     fetch: usize,
     filter: &dyn Fn(&str) -> bool,
     out: &mut Vec<Cand>,
 ) -> Result<(), IndexError> {
-    // One query: the ranked rows with their chunk and file.
-    let mut stmt = conn.prepare_cached(
-        "SELECT m.rank, c.file_id, f.path, c.start_line, c.end_line, c.symbol, c.kind
-         FROM (SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rank MATCH ?2
-               ORDER BY rank LIMIT ?3) m
-         JOIN chunks c ON c.id = m.rowid JOIN files f ON f.id = c.file_id ORDER BY m.rank",
+    let ranked = ranked_or(conn, "chunks_fts", phrases, Some(weights), fetch)?;
+    let mut chunk = conn.prepare_cached(
+        "SELECT c.file_id, f.path, c.start_line, c.end_line, c.symbol, c.kind
+         FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id = ?1",
     )?;
-    type Row = (f64, i64, String, i64, i64, Option<String>, Option<String>);
-    let rows: Vec<Row> = with_ties(
-        fetch,
-        |r: &Row| r.0,
-        |limit| {
-            stmt.query_map(params![fts, weights, limit as i64], |r| {
-                TryFrom::try_from(r)
-            })?
-            .collect::<Result<_, _>>()
-            .map_err(IndexError::from)
-        },
-    )?;
+    type Row = (i64, String, i64, i64, Option<String>, Option<String>);
+    let mut rows: Vec<(f64, Row)> = Vec::with_capacity(ranked.len());
+    for (rank, id) in ranked {
+        if let Some(row) = chunk
+            .query_row(params![id], |r| TryFrom::try_from(r))
+            .optional()?
+        {
+            rows.push((rank, row));
+        }
+    }
     let best = rows.iter().map(|r| -r.0).fold(0.0_f64, f64::max);
     let mut found: Vec<(f64, Cand)> = Vec::with_capacity(rows.len());
-    for (rank, file_id, path, start, end, symbol, kind) in rows {
+    for (rank, (file_id, path, start, end, symbol, kind)) in rows {
         if !filter(&path) {
             continue;
         }
@@ -69,32 +67,26 @@ pub(super) fn text_candidates(
     Ok(())
 }
 
-/// Whole-file BM25 (`files_fts`): the best `fetch` files for `fts` (ties at the cut taken
-/// in), each with its score relative to the best file's (1.0 for the best) and its path.
+/// Whole-file BM25 (`files_fts`) of the OR of `phrases`: the best `fetch` files (ties at
+/// the cut taken in), each with its score relative to the best file's (1.0 for the best)
+/// and its path.
 pub(super) fn file_text_scores(
     conn: &Connection,
-    fts: &str,
+    phrases: &[String],
     fetch: usize,
     filter: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<(i64, String, f64)>, IndexError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT m.rank, f.id, f.path
-         FROM (SELECT rowid, rank FROM files_fts WHERE files_fts MATCH ?1
-               ORDER BY rank LIMIT ?2) m
-         JOIN files f ON f.id = m.rowid ORDER BY m.rank",
-    )?;
-    type Row = (f64, i64, String);
-    let mut rows: Vec<Row> = with_ties(
-        fetch,
-        |r: &Row| r.0,
-        |limit| {
-            stmt.query_map(params![fts, limit as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?
-            .collect::<Result<_, _>>()
-            .map_err(IndexError::from)
-        },
-    )?;
+    let ranked = ranked_or(conn, "files_fts", phrases, None, fetch)?;
+    let mut file = conn.prepare_cached("SELECT path FROM files WHERE id = ?1")?;
+    let mut rows: Vec<(f64, i64, String)> = Vec::with_capacity(ranked.len());
+    for (rank, id) in ranked {
+        if let Some(path) = file
+            .query_row(params![id], |r| r.get::<_, String>(0))
+            .optional()?
+        {
+            rows.push((rank, id, path));
+        }
+    }
     rows.retain(|r| filter(&r.2));
     // Equal ranks in path order (row ids depend on the build's history).
     rows.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.2.cmp(&b.2)));

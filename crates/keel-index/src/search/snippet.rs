@@ -4,6 +4,22 @@ use std::collections::BTreeSet;
 
 use super::{MAX_SNIPPET_CHARS, MAX_SNIPPET_LINES};
 
+/// The files one search has read, by path (`None`: unreadable), so that evidence, config
+/// keys and snippets read each file once.
+pub(super) type FileLines = std::collections::HashMap<String, Option<Vec<String>>>;
+
+/// The lines of `rel` from `files`, read on first use.
+pub(super) fn lines_of<'a>(
+    files: &'a mut FileLines,
+    root: &std::path::Path,
+    rel: &str,
+) -> Option<&'a [String]> {
+    if !files.contains_key(rel) {
+        files.insert(rel.to_string(), read_lines(root, rel));
+    }
+    files.get(rel).and_then(|l| l.as_deref())
+}
+
 /// The lines of the indexed file `rel`, read beneath the workspace `root` (regular files
 /// only, bounded: a file swapped for a link out or a FIFO since indexing is not read).
 pub(super) fn read_lines(root: &std::path::Path, rel: &str) -> Option<Vec<String>> {

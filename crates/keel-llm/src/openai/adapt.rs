@@ -27,6 +27,13 @@ pub(crate) const MIN_RESULT_TOKENS: u64 = 120;
 pub(crate) const MIN_TOOL_TOKENS: u64 = 150;
 /// The largest server tokens per estimated token believed (in thousandths).
 const MAX_PER_MILLE: u64 = 4000;
+/// Tokens a chat template adds to every prompt whatever it holds (llama-cpp-python's
+/// `chatml-function-calling`: ~100, tools or not), counted into every estimate the server's
+/// counts are compared with. Without it a short request — a compaction summary, 292 estimated
+/// tokens counted as 393 — reads as a tokenizer a third finer, and the scale, which only grows
+/// and is remembered, made every later request of every later run look a third larger than the
+/// server counts it (SmolLM2 runs ended `context_overflow` at 1,200 real tokens of 2,048).
+const TEMPLATE_PREAMBLE_TOKENS: u64 = 128;
 /// The smallest reply worth asking for: a request whose prompt leaves less room in the window
 /// is not sent.
 pub(crate) const MIN_REPLY_TOKENS: u32 = 256;
@@ -180,6 +187,7 @@ impl Adaptive {
         if estimated < 50 {
             return;
         }
+        let estimated = estimated + TEMPLATE_PREAMBLE_TOKENS;
         let scale = (counted.saturating_mul(1000) / estimated).min(MAX_PER_MILLE);
         let known = self.per_mille.fetch_max(scale, Ordering::Relaxed);
         if scale > known + known / 20 {
@@ -249,7 +257,8 @@ impl Adaptive {
         let (Some(limit), Some(window)) = (limit, learned.or(configured_window)) else {
             return Ok(limit);
         };
-        let prompt = estimate_request(&request.system, &request.tools, &request.messages);
+        let prompt = estimate_request(&request.system, &request.tools, &request.messages)
+            + TEMPLATE_PREAMBLE_TOKENS;
         // The estimate is about four bytes a token: scale it by what this server counted
         // before, and leave a tenth more for what it has not been seen counting.
         let scale = self.per_mille.load(Ordering::Relaxed);

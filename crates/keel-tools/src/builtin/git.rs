@@ -55,6 +55,12 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
         }
         Err(why) => return Err(ToolError::model(format!("git is not run: {why}"))),
     };
+    // Nor can its index name files outside the work tree (red-team pass 3, R3-11).
+    let check = pinned.clone();
+    crate::builtin::blocking(move || {
+        crate::safe_git::check_index(&check, config_env_supported()).map_err(ToolError::model)
+    })
+    .await?;
     let git = |extra: &[(String, String)]| -> Result<Command, ToolError> {
         let mut c = read_only_git(root, extra)?;
         c.env("GIT_DIR", &pinned.git_dir)
@@ -402,5 +408,34 @@ mod tests {
             status.contains("## side") && status.contains(" M a.txt"),
             "{status}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_index_naming_files_outside_the_work_tree_is_never_read() {
+        // Red-team pass 3, R3-11: a model's one command planted such an index (or a repository
+        // ships one) and git_diff returned `~/.ssh/id_ed25519`.
+        if !have_git() {
+            return;
+        }
+        let container = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = crate::fixtures::index_naming_a_file_outside(container.path());
+        let ctx = ToolContext::new(crate::Workspace::new(&ws).unwrap_or_else(|e| panic!("{e}")));
+        for tool in [&GitDiff as &dyn crate::Tool, &GitStatus] {
+            match tool.execute(json!({}), &ctx).await {
+                Ok(out) => panic!("{} read the index: {}", tool.name(), out.content),
+                Err(ToolError::Model(m)) => {
+                    assert!(!m.contains("RT-SECRET"), "{m}");
+                    assert!(m.contains("not a file inside the work tree"), "{m}");
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let e = crate::safe_git::in_repository(&ws, &[]).unwrap_err();
+        assert!(e.contains("../../s/secret.txt"), "{e}");
+        assert_eq!(
+            crate::safe_git::bad_index_path(b"a/b.rs\0src/.GIT/config\0"),
+            Some("src/.GIT/config".into())
+        );
+        assert_eq!(crate::safe_git::bad_index_path(b"a/b.rs\0c\0"), None);
     }
 }

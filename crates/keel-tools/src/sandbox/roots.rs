@@ -101,15 +101,20 @@ impl WritableRoots {
         {
             make_coverable(ws, &keel_fs::stores::dirs_worth_creating(env));
         }
-        let always = keel_fs::stores::always(env);
+        let mut stores = keel_fs::stores::always(env);
+        stores.extend(self.hidden.iter().map(|p| keel_fs::stores::Store {
+            path: p.clone(),
+            kind: keel_fs::stores::StoreKind::Secret,
+        }));
         let mut dirs = Vec::new();
         let mut files = Vec::new();
-        for h in self
-            .hidden
-            .iter()
-            .cloned()
-            .chain(always.into_iter().map(|s| s.path))
-        {
+        // Where the stores' symlinks lead (a dotfile manager's `~/.ssh/id_ed25519` →
+        // `~/dotfiles/ssh/id_ed25519`): covered like the stores (R11).
+        let linked: Vec<PathBuf> = link_targets_to_cover(&stores, &keel_fs::stores::homes(env))
+            .into_iter()
+            .map(|t| t.target)
+            .collect();
+        for h in stores.into_iter().map(|s| s.path).chain(linked) {
             if !h.is_absolute() {
                 continue;
             }
@@ -213,6 +218,25 @@ impl WritableRoots {
         out.retain(|p| p.symlink_metadata().is_ok());
         out
     }
+}
+
+/// The targets of the symlinks in (and of) `stores` that the sandbox covers
+/// ([`keel_fs::stores::link_targets`]): all but `/` and the directories that hold a home
+/// (covering those would hide the whole system or every home; `keel doctor` names them).
+pub fn link_targets_to_cover(
+    stores: &[keel_fs::stores::Store],
+    homes: &[PathBuf],
+) -> Vec<keel_fs::stores::LinkTarget> {
+    keel_fs::stores::link_targets(stores)
+        .targets
+        .into_iter()
+        .filter(|t| !too_wide_to_cover(&t.target, homes))
+        .collect()
+}
+
+/// Whether covering `target` would hide `/` or a home directory.
+pub fn too_wide_to_cover(target: &Path, homes: &[PathBuf]) -> bool {
+    target.parent().is_none() || homes.iter().any(|h| h.starts_with(target))
 }
 
 /// Creates each of `dirs` that lies inside the writable workspace `ws` and is missing (empty,

@@ -13,9 +13,9 @@ use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir};
 /// Keel's base layer.
 pub const BASE_PROMPT: &str = include_str!("prompts/base.md");
 
-/// Project instruction files read into the project layer, in this order
-/// (`.keel/project.md` is the tech stack `keel init` detected).
-pub const PROJECT_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md", ".keel/project.md"];
+/// Project instruction files read into the project layer, in this order (defined beside the
+/// nested-rule lookup that also reads them).
+pub use crate::rules::PROJECT_FILES;
 
 /// Longest project instruction file taken whole; longer ones are cut with a note.
 const MAX_PROJECT_FILE_CHARS: usize = 20_000;
@@ -116,7 +116,7 @@ impl Environment {
     pub fn current(workspace: &Path) -> Self {
         Self {
             workspace: workspace.display().to_string(),
-            date: crate::time::utc_date(crate::time::now_ms()),
+            date: keel_store::time::utc_date(keel_store::now_ms()),
             platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
         }
     }

@@ -24,7 +24,11 @@ use keel_tools::fs::FileKind;
 use keel_tools::project::{INSTRUCTIONS_LIMIT, ProjectDir, read_user_file};
 
 use crate::frontmatter;
-use crate::prompt::PROJECT_FILES;
+
+/// Project instruction files: the root ones are read into the project layer of the head, in
+/// this order (`.keel/project.md` is the tech stack `keel init` detected); nested
+/// `AGENTS.md` / `CLAUDE.md` apply to the files under their directory.
+pub const PROJECT_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md", ".keel/project.md"];
 
 /// Where repository rules live, relative to the workspace root.
 pub const RULES_DIR: &str = ".keel/rules";

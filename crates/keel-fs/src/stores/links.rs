@@ -1,0 +1,285 @@
+//! Where the protected stores' symlinks lead (red-team pass 2, R11): a dotfile manager keeps
+//! `~/.ssh/id_ed25519` as a link to `~/dotfiles/ssh/id_ed25519`, `~/.aws` as a link to a
+//! directory elsewhere. Covering the store at its own path hides the link, not the file it
+//! leads to: the sandbox covers every target found here too, and the file tools refuse them.
+//!
+//! The walk is bounded ([`MAX_DEPTH`] directory levels and link hops, [`MAX_ENTRIES`] entries
+//! in all) and reads directories only: it never opens a file, so a FIFO or a device in a store
+//! costs nothing. Its result is kept per process and reused while every directory it read is
+//! unchanged (a link added, removed or replaced changes its directory's mtime).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{Store, StoreKind};
+
+/// Directory levels below a store (and link hops) the walk follows.
+pub const MAX_DEPTH: usize = 8;
+/// Directory entries the walk reads in all, across every store.
+pub const MAX_ENTRIES: usize = 20_000;
+
+/// Where a link in (or the path of) a protected store leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkTarget {
+    /// The link as found (`~/.ssh/id_ed25519`, or the store itself).
+    pub link: PathBuf,
+    /// Its target, canonical (no link left in it).
+    pub target: PathBuf,
+    /// The target is a directory (else a regular file: other kinds are not listed).
+    pub dir: bool,
+    pub kind: StoreKind,
+}
+
+/// What a walk found, and whether it stopped at a bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkTargets {
+    pub targets: Vec<LinkTarget>,
+    /// The walk stopped at [`MAX_ENTRIES`] or [`MAX_DEPTH`]: some links may be missed.
+    pub truncated: bool,
+}
+
+/// Device, inode and mtime (seconds, nanoseconds) of a path.
+type Stamp = (u64, u64, i64, i64);
+
+/// One directory the walk read: its path, identity and mtime (to tell whether it changed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    path: PathBuf,
+    stamp: Option<Stamp>,
+}
+
+fn stamp(path: &Path, follow: bool) -> Option<Stamp> {
+    let m = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    }
+    .ok()?;
+    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
+}
+
+struct Cached {
+    stores: Vec<(Store, Option<Stamp>)>,
+    seen: Vec<Seen>,
+    checked: Instant,
+    found: LinkTargets,
+}
+
+static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
+
+/// How long a result is trusted without looking at the directories again.
+const FRESH: Duration = Duration::from_millis(500);
+
+/// The targets of the symlinks in `stores` (and of stores that are links themselves) that
+/// lie outside the store they were found in, each listed once.
+pub fn link_targets(stores: &[Store]) -> LinkTargets {
+    let stamps: Vec<(Store, Option<Stamp>)> = stores
+        .iter()
+        .map(|s| (s.clone(), stamp(&s.path, false)))
+        .collect();
+    if let Ok(mut cache) = CACHE.lock() {
+        if let Some(c) = cache.as_mut()
+            && c.stores == stamps
+            && (c.checked.elapsed() < FRESH
+                || c.seen.iter().all(|s| stamp(&s.path, false) == s.stamp))
+        {
+            c.checked = Instant::now();
+            return c.found.clone();
+        }
+        let (found, seen) = walk(stores);
+        *cache = Some(Cached {
+            stores: stamps,
+            seen,
+            checked: Instant::now(),
+            found: found.clone(),
+        });
+        return found;
+    }
+    walk(stores).0
+}
+
+fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
+    let mut out = LinkTargets::default();
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut visited: Vec<(u64, u64)> = Vec::new();
+    let mut entries = 0usize;
+    // (directory to read, its depth, the store root it counts under, kind)
+    let mut queue: Vec<(PathBuf, usize, PathBuf, StoreKind)> = Vec::new();
+    for s in stores {
+        let Ok(lmeta) = s.path.symlink_metadata() else {
+            continue;
+        };
+        let Ok(canonical) = s.path.canonicalize() else {
+            continue;
+        };
+        let Ok(meta) = std::fs::metadata(&canonical) else {
+            continue;
+        };
+        if lmeta.file_type().is_symlink() && (meta.is_dir() || meta.is_file()) {
+            out.targets.push(LinkTarget {
+                link: s.path.clone(),
+                target: canonical.clone(),
+                dir: meta.is_dir(),
+                kind: s.kind,
+            });
+        }
+        if meta.is_dir() {
+            queue.push((canonical.clone(), 0, canonical, s.kind));
+        }
+    }
+    let mut i = 0;
+    while i < queue.len() {
+        let (dir, depth, root, kind) = queue[i].clone();
+        i += 1;
+        let Ok(dmeta) = std::fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        if visited.contains(&(dmeta.dev(), dmeta.ino())) {
+            continue;
+        }
+        visited.push((dmeta.dev(), dmeta.ino()));
+        seen.push(Seen {
+            stamp: stamp(&dir, false),
+            path: dir.clone(),
+        });
+        let Ok(read) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in read.flatten() {
+            entries += 1;
+            if entries > MAX_ENTRIES {
+                out.truncated = true;
+                break;
+            }
+            let Ok(t) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if t.is_dir() {
+                if depth < MAX_DEPTH {
+                    queue.push((path, depth + 1, root.clone(), kind));
+                } else {
+                    out.truncated = true;
+                }
+            } else if t.is_symlink() {
+                // Dangling links, loops and links to devices, FIFOs, sockets lead nowhere
+                // a cover could go (and read nothing secret).
+                let Ok(target) = path.canonicalize() else {
+                    continue;
+                };
+                let Ok(meta) = std::fs::metadata(&target) else {
+                    continue;
+                };
+                if !(meta.is_dir() || meta.is_file()) || target.starts_with(&root) {
+                    continue;
+                }
+                out.targets.push(LinkTarget {
+                    link: path,
+                    target: target.clone(),
+                    dir: meta.is_dir(),
+                    kind,
+                });
+                if meta.is_dir() {
+                    if depth < MAX_DEPTH {
+                        queue.push((target.clone(), depth + 1, target, kind));
+                    } else {
+                        out.truncated = true;
+                    }
+                }
+            }
+        }
+        if out.truncated && entries > MAX_ENTRIES {
+            break;
+        }
+    }
+    out.targets.sort_by(|a, b| a.target.cmp(&b.target));
+    out.targets.dedup_by(|a, b| a.target == b.target);
+    (out, seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn store(path: PathBuf) -> Store {
+        Store {
+            path,
+            kind: StoreKind::Secret,
+        }
+    }
+
+    #[test]
+    fn links_in_and_of_stores_lead_to_their_targets() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let base = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let dot = base.join("dotfiles");
+        for d in ["ssh", "aws", "deep/a/b"] {
+            std::fs::create_dir_all(dot.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(dot.join("ssh/id"), "KEY").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dot.join("aws-creds"), "AWS").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dot.join("deep/a/b/tok"), "T").unwrap_or_else(|e| panic!("{e}"));
+        let ssh = base.join(".ssh");
+        std::fs::create_dir_all(ssh.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(dot.join("ssh/id"), ssh.join("id_ed25519")).unwrap_or_else(|e| panic!("{e}"));
+        // A link inside the store to the store itself, a dangling link, a loop, a device.
+        symlink(ssh.join("sub"), ssh.join("again")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(base.join("gone"), ssh.join("dangling")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(ssh.join("loop"), ssh.join("loop")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("/dev/zero", ssh.join("zero")).unwrap_or_else(|e| panic!("{e}"));
+        // A directory link whose target holds a link again.
+        symlink(dot.join("deep"), ssh.join("sub/deep")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(dot.join("aws-creds"), dot.join("deep/a/creds")).unwrap_or_else(|e| panic!("{e}"));
+        // The store itself a link.
+        symlink(dot.join("aws"), base.join(".aws")).unwrap_or_else(|e| panic!("{e}"));
+        let found = walk(&[
+            store(ssh.clone()),
+            store(base.join(".aws")),
+            store(base.join("none")),
+        ])
+        .0;
+        let targets: Vec<(PathBuf, bool)> = found
+            .targets
+            .iter()
+            .map(|t| (t.target.clone(), t.dir))
+            .collect();
+        assert_eq!(
+            targets,
+            vec![
+                (dot.join("aws"), true),
+                (dot.join("aws-creds"), false),
+                (dot.join("deep"), true),
+                (dot.join("ssh/id"), false),
+            ],
+            "{found:?}"
+        );
+        assert!(!found.truncated);
+        // The cache sees a new link (its directory's mtime changes).
+        let first = link_targets(&[store(ssh.clone())]);
+        assert_eq!(first.targets.len(), 3, "{first:?}");
+        std::thread::sleep(FRESH + Duration::from_millis(50));
+        std::fs::write(dot.join("new"), "N").unwrap_or_else(|e| panic!("{e}"));
+        symlink(dot.join("new"), ssh.join("sub/new")).unwrap_or_else(|e| panic!("{e}"));
+        let again = link_targets(&[store(ssh)]);
+        assert!(
+            again.targets.iter().any(|t| t.target == dot.join("new")),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn the_walk_is_bounded() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let base = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let mut deep = base.join("s");
+        for i in 0..(MAX_DEPTH + 3) {
+            deep = deep.join(format!("d{i}"));
+        }
+        std::fs::create_dir_all(&deep).unwrap_or_else(|e| panic!("{e}"));
+        let found = walk(&[store(base.join("s"))]).0;
+        assert!(found.truncated);
+    }
+}
