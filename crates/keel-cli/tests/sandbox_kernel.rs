@@ -613,6 +613,12 @@ fn moved_and_new_stores(as_nobody: bool) {
         (env.home.join(".m2/settings.xml"), "FAKE-MAVEN"),
         (env.home.join(".gradle/gradle.properties"), "FAKE-GRADLE"),
         (env.home.join(".config/gh/hosts.yml"), "FAKE-GH"),
+        // Key files a variable names (red-team pass 3, R3-6).
+        (moved.join("gcp/sa.json"), "FAKE-GCP-SA"),
+        (moved.join("kaggle/kaggle.json"), "FAKE-KAGGLE"),
+        (moved.join("rclone.conf"), "FAKE-RCLONE"),
+        (moved.join("pulumi/credentials.json"), "FAKE-PULUMI"),
+        (moved.join("oci/config"), "FAKE-OCI"),
     ];
     for (path, secret) in &files {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -644,6 +650,11 @@ turns:
         .env("GNUPGHOME", moved.join("gnupg"))
         .env("KUBECONFIG", moved.join("kube/config"))
         .env("DOCKER_CONFIG", moved.join("docker"))
+        .env("GOOGLE_APPLICATION_CREDENTIALS", moved.join("gcp/sa.json"))
+        .env("KAGGLE_CONFIG_DIR", moved.join("kaggle"))
+        .env("RCLONE_CONFIG", moved.join("rclone.conf"))
+        .env("PULUMI_HOME", moved.join("pulumi"))
+        .env("OCI_CLI_CONFIG_FILE", moved.join("oci/config"))
         .arg("look")
         .output()
         .unwrap();
