@@ -89,6 +89,11 @@ pub enum EditErrorKind {
         total: usize,
         separable: Separable,
     },
+    /// No exact match, and no near match was looked for (the block is too long) or the look
+    /// ran out of time: nothing was changed.
+    NoNearMatch {
+        why: String,
+    },
     /// The best (fuzzy) match lacks lines the edit removes or changes: applying it would keep
     /// the text the edit replaces.
     Unmatched {
@@ -182,6 +187,12 @@ impl EditError {
                         "\nNothing in the file resembles it; read the file again to see its current content.",
                     ),
                 }
+            }
+            EditErrorKind::NoNearMatch { why } => {
+                let _ = write!(
+                    out,
+                    "{which}: no exact match for the search text in `{path}` (up to whitespace and indentation), and {why}; nothing was changed. Read the lines again and copy them exactly as the file has them (without line numbers), or edit a smaller block."
+                );
             }
             EditErrorKind::Unmatched { closest, lines } => {
                 let _ = writeln!(

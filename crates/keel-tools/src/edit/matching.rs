@@ -199,10 +199,72 @@ fn resembles(line: &str, wanted: &str) -> bool {
 /// How alike a fuzzy window's first and last lines must be to the search's.
 const BOUNDARY_SIMILARITY: f64 = 0.6;
 
-/// Windows of about `search.len()` lines (± a tenth, at least one for blocks of 3+ lines)
-/// whose normalised text is at least `threshold` similar (normalised Levenshtein over the
-/// lines, indentation and whitespace runs ignored), best first. `anchored` also requires the
-/// window's first and last lines to resemble the search's.
+/// The longest search block a near (fuzzy) match is looked for: past it, the cost of
+/// comparing every window grows with the square of the block (red-team pass 2, R19: a
+/// 400-line near miss in a 6,000-line file took minutes).
+pub const FUZZY_MAX_LINES: usize = 200;
+/// The most characters of search text a near match is looked for.
+pub const FUZZY_MAX_CHARS: usize = 20_000;
+/// How long looking for a near match may take before it reports no unique match.
+pub const FUZZY_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Why no near match is looked for `search` (too long), if so.
+pub(crate) fn fuzzy_refused(search: &[&str]) -> Option<String> {
+    let chars: usize = search.iter().map(|l| l.chars().count() + 1).sum();
+    if search.len() > FUZZY_MAX_LINES {
+        Some(format!(
+            "the search block has {} lines, more than the {FUZZY_MAX_LINES} a near match is looked for",
+            search.len()
+        ))
+    } else if chars > FUZZY_MAX_CHARS {
+        Some(format!(
+            "the search block has {chars} characters, more than the {FUZZY_MAX_CHARS} a near match is looked for"
+        ))
+    } else {
+        None
+    }
+}
+
+/// How many times a line may occur in the file and still anchor candidate windows.
+const ANCHOR_MAX_OCCURRENCES: usize = 4;
+
+/// The window starts worth comparing when some of the search's lines occur exactly (after
+/// normalising) and rarely in the file: each such line pins the window around its place
+/// (± `slack` lines). `None` when no line is that distinctive: every start is compared.
+fn anchor_starts(
+    file_keys: &[String],
+    search_keys: &[String],
+    slack: usize,
+) -> Option<std::collections::BTreeSet<usize>> {
+    let mut at: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+    for (i, k) in file_keys.iter().enumerate() {
+        let places = at.entry(k.as_str()).or_default();
+        if places.len() <= ANCHOR_MAX_OCCURRENCES {
+            places.push(i);
+        }
+    }
+    let mut starts = std::collections::BTreeSet::new();
+    for (i, k) in search_keys.iter().enumerate() {
+        if k.chars().count() < 4 {
+            continue;
+        }
+        let Some(places) = at.get(k.as_str()) else {
+            continue;
+        };
+        if places.len() > ANCHOR_MAX_OCCURRENCES {
+            continue;
+        }
+        for &p in places {
+            let base = p.saturating_sub(i);
+            for s in base.saturating_sub(slack)..=base + slack {
+                starts.insert(s);
+            }
+        }
+    }
+    (!starts.is_empty()).then_some(starts)
+}
+
+/// [`find_fuzzy_bounded`] with `None` (refused or out of time) as no candidate.
 pub(crate) fn find_fuzzy(
     file: &Lines<'_>,
     search: &[&str],
@@ -210,16 +272,36 @@ pub(crate) fn find_fuzzy(
     threshold: f64,
     anchored: bool,
 ) -> Vec<LineMatch> {
+    find_fuzzy_bounded(file, search, scope, threshold, anchored).unwrap_or_default()
+}
+
+/// Windows of about `search.len()` lines (± a tenth, at least one for blocks of 3+ lines)
+/// whose normalised text is at least `threshold` similar (normalised Levenshtein over the
+/// lines, indentation and whitespace runs ignored), best first. `anchored` also requires the
+/// window's first and last lines to resemble the search's. `None` when the search is too
+/// long for a near match ([`fuzzy_refused`]) or the look took longer than [`FUZZY_BUDGET`]
+/// (a partial look cannot tell a unique match).
+pub(crate) fn find_fuzzy_bounded(
+    file: &Lines<'_>,
+    search: &[&str],
+    scope: &Scope,
+    threshold: f64,
+    anchored: bool,
+) -> Option<Vec<LineMatch>> {
     let m = search.len();
     let n = file.len();
     if m == 0 || n == 0 {
-        return Vec::new();
+        return Some(Vec::new());
     }
+    if fuzzy_refused(search).is_some() {
+        return None;
+    }
+    let deadline = std::time::Instant::now() + FUZZY_BUDGET;
     let search_keys: Vec<String> = search.iter().map(|l| collapse(l)).collect();
     let needle = search_keys.join("\n");
     let needle_len = needle.chars().count();
     if needle_len == 0 {
-        return Vec::new();
+        return Some(Vec::new());
     }
     let file_keys: Vec<String> = file.lines.iter().map(|l| collapse(l)).collect();
     let mut prefix = Vec::with_capacity(n + 1);
@@ -231,12 +313,17 @@ pub(crate) fn find_fuzzy(
     let slack = if m >= 3 { (m / 10).max(1) } else { 0 };
     let comparator = BatchComparator::new(needle.chars());
     let args = Args::default().score_cutoff(threshold);
+    let anchored_starts = anchor_starts(&file_keys, &search_keys, slack);
     let mut found = Vec::new();
     for len in m.saturating_sub(slack).max(1)..=m + slack {
         if len > n {
             break;
         }
-        for start in 0..=n - len {
+        let starts: Box<dyn Iterator<Item = usize>> = match &anchored_starts {
+            Some(starts) => Box::new(starts.iter().copied().filter(|s| s + len <= n)),
+            None => Box::new(0..=n - len),
+        };
+        for start in starts {
             if !scope.allows(start, len, n) {
                 continue;
             }
@@ -251,6 +338,9 @@ pub(crate) fn find_fuzzy(
                     || !resembles(&file_keys[start + len - 1], &search_keys[m - 1]))
             {
                 continue;
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
             }
             let window = file_keys[start..start + len].join("\n");
             if let Some(similarity) =
@@ -271,7 +361,7 @@ pub(crate) fn find_fuzzy(
             .then(a.len.abs_diff(m).cmp(&b.len.abs_diff(m)))
             .then(a.start.cmp(&b.start))
     });
-    found
+    Some(found)
 }
 
 #[cfg(test)]

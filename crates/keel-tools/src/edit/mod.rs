@@ -21,7 +21,7 @@ mod splice;
 pub use document::{DecodeError, Document};
 pub(crate) use error::lacking;
 pub use error::{Closest, EditError, EditErrorKind, Location, Separable};
-use matching::{LineMatch, Lines, Scope, find_equal, find_fuzzy};
+use matching::{LineMatch, Lines, Scope, find_equal};
 pub(crate) use splice::{LineBlock, Spliced, closest, splice};
 
 /// The default minimum similarity for a fuzzy match.
@@ -272,7 +272,19 @@ impl SearchReplaceEditor {
                 _ => return Err(ambiguous(&file, level, &found)),
             }
         }
-        let found = find_fuzzy(&file, &block.search, &scope, self.fuzzy_threshold, true);
+        if let Some(why) = matching::fuzzy_refused(&block.search) {
+            return Err(EditErrorKind::NoNearMatch { why });
+        }
+        let Some(found) =
+            matching::find_fuzzy_bounded(&file, &block.search, &scope, self.fuzzy_threshold, true)
+        else {
+            return Err(EditErrorKind::NoNearMatch {
+                why: format!(
+                    "looking for a near match took longer than {} s without a unique result",
+                    matching::FUZZY_BUDGET.as_secs()
+                ),
+            });
+        };
         if let Some(best) = found.first().copied() {
             let rivals: Vec<LineMatch> = std::iter::once(best)
                 .chain(found.iter().skip(1).copied().filter(|c| {

@@ -532,3 +532,52 @@ fn arguments_escaped_twice_apply_read_and_only_when_consistent() {
         Err(EditErrorKind::NoMatch { .. })
     ));
 }
+
+/// Red-team pass 2, R19: a long near-miss search in a big file of alike lines took minutes.
+/// Past [`matching::FUZZY_MAX_LINES`] no near match is looked for; below it the look stops at
+/// [`matching::FUZZY_BUDGET`]; either way the answer says so and nothing is changed.
+#[test]
+fn a_long_near_miss_in_a_big_file_answers_quickly_and_changes_nothing() {
+    let file: String = (0..6000)
+        .map(|i| format!("    let value_{i} = compute_value(input_{i}, {i}) + offset;\n"))
+        .collect();
+    let near = |from: usize, lines: usize| -> String {
+        (from..from + lines)
+            .map(|i| format!("    let value_{i} = compute_valeu(input_{i}, {i}) + offset;\n"))
+            .collect()
+    };
+    for (lines, want) in [(400, "400 lines"), (150, "took longer than")] {
+        let search = near(2000, lines);
+        let started = std::time::Instant::now();
+        let got = apply(&file, &search, "    changed();\n");
+        let took = started.elapsed();
+        println!("{lines}-line near miss in 6,000 lines: {took:?}");
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "{lines} lines took {took:?}"
+        );
+        let Err(err @ EditErrorKind::NoNearMatch { .. }) = got else {
+            panic!("{lines} lines: {got:?}");
+        };
+        let msg = EditError {
+            index: 0,
+            kind: err,
+        }
+        .describe("big.rs", 1);
+        assert!(
+            msg.contains(want) && msg.contains("nothing was changed"),
+            "{msg}"
+        );
+    }
+    // A legitimate near match (one misremembered line in a short block) still applies, fuzzy.
+    let (text, applied) = apply(
+        &file,
+        "    let value_7 = compute_value(input_7, 7) + offset;\n    let value_8 = compute_valeu(input_8, 8) + offset;\n    let value_9 = compute_value(input_9, 9) + offset;\n    let value_10 = compute_value(input_10, 10) + offset;\n",
+        "    changed();\n",
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(applied.level, MatchLevel::Fuzzy);
+    assert!(text.contains(
+        "    let value_6 = compute_value(input_6, 6) + offset;\n    changed();\n    let value_11"
+    ));
+}
