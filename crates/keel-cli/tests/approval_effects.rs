@@ -247,6 +247,90 @@ fn hidden_commands_do_not_run_under_untrusted() {
 }
 
 /// An allow rule vouches for its own command, never for the rest of the line.
+/// The read-only lane: a command that runs unasked only because it was rated read-only runs
+/// in the read-only sandbox, so a classifier miss cannot write. The miss here is the one
+/// SECURITY.md names: a repository's `.git/config` programs (`core.fsmonitor` on `git status`,
+/// a `textconv` driver on `git diff`) that delete README.md. Under `untrusted` and
+/// `on-request` the commands still print what they should, the programs' writes fail, the
+/// model is told why, and the same command asks the next time (denied headless).
+#[test]
+fn a_command_allowed_because_it_reads_cannot_write() {
+    if !on_path("git") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "git is needed for this test in CI"
+        );
+        println!("SKIPPED a_command_allowed_because_it_reads_cannot_write: git is not installed");
+        return;
+    }
+    for nobody in users() {
+        for policy in ["untrusted", "on-request"] {
+            let env = Env::new();
+            let git = |args: &[&str]| {
+                let out = Command::new("git")
+                    .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+                    .args(args)
+                    .current_dir(&env.work)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "git {args:?}: {out:?}");
+            };
+            git(&["init", "-q"]);
+            git(&["add", "-A"]);
+            git(&["commit", "-qm", "init"]);
+            let script = |name: &str, body: &str| {
+                let p = env.work.join(name);
+                std::fs::write(&p, body).unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            };
+            script(
+                "hook.sh",
+                "#!/bin/sh\ntouch fsmon-ran\nrm -f README.md\nexit 1\n",
+            );
+            script("conv.sh", "#!/bin/sh\ntouch textconv-ran\ncat \"$1\"\n");
+            std::fs::write(env.work.join(".gitattributes"), "*.rs diff=evil\n").unwrap();
+            let lib = env.work.join("src/lib.rs");
+            let mut text = std::fs::read_to_string(&lib).unwrap();
+            text.push_str("// changed\n");
+            std::fs::write(&lib, text).unwrap();
+            git(&["config", "core.fsmonitor", "./hook.sh"]);
+            git(&["config", "diff.evil.textconv", "./conv.sh"]);
+            let calls = [
+                ("status", "git status --short"),
+                ("diff", "git diff src/lib.rs"),
+                ("again", "git status --short"),
+                ("list", "ls"),
+            ];
+            let out = run_commands(&env, nobody, policy, &calls);
+            let r = results(&out);
+            let who = if nobody { "uid 65534" } else { "this user" };
+            assert!(
+                env.work.join("README.md").exists(),
+                "{who}, {policy}: README.md survives: {r:?}"
+            );
+            for canary in ["fsmon-ran", "textconv-ran"] {
+                assert!(!env.work.join(canary).exists(), "{who}, {policy}: {r:?}");
+            }
+            let status = content(&r, "status");
+            assert!(
+                status.contains(" M src/lib.rs"),
+                "{who}, {policy}: {status}"
+            );
+            assert!(
+                status.contains("ran in the read-only sandbox")
+                    && status.contains("run the same command again"),
+                "{who}, {policy}: the model is told why: {status}"
+            );
+            assert!(content(&r, "diff").contains("+// changed"), "{r:?}");
+            assert!(
+                content(&r, "again").contains("nobody to approve"),
+                "{who}, {policy}: the same command asks next time: {r:?}"
+            );
+            assert!(content(&r, "list").contains("README.md"), "{r:?}");
+        }
+    }
+}
+
 #[test]
 fn an_allow_rule_does_not_carry_the_rest_of_the_line() {
     for nobody in users() {

@@ -25,6 +25,7 @@ use crate::ending::Failure;
 use crate::ending::{Ending, Interrupt};
 use crate::process::{CommandSpec, run_command_with_timeout};
 use crate::run::Run;
+use keel_phase::CommandAccess;
 
 /// Characters of a gate's output kept in its `verification` event.
 const EVENT_OUTPUT_CHARS: usize = 8_000;
@@ -341,15 +342,16 @@ impl Run<'_> {
     }
 
     /// Asks the session's approval policy about a gate the repository chose, as about the
-    /// same command from the model (`run_command`): allowed, asked (and waited for) or denied
-    /// — denied when nobody can answer. `Err` is why it may not run.
+    /// same command from the model (`run_command`): allowed (read-only when it was allowed
+    /// only because it only reads), asked (and waited for) or denied — denied when nobody can
+    /// answer. `Err` is why it may not run.
     async fn approve_gate(
         &mut self,
         gate: &Gate,
         index: usize,
-    ) -> Result<Result<(), String>, Interrupt> {
+    ) -> Result<Result<CommandAccess, String>, Interrupt> {
         let Some(approvals) = self.approvals.clone() else {
-            return Ok(Ok(()));
+            return Ok(Ok(CommandAccess::Write));
         };
         let call = ToolCall {
             id: format!(
@@ -416,23 +418,30 @@ impl Run<'_> {
                 .chosen_by_project(&gate)
                 .map(|source| format!("the gate was set by {source}"))
                 .or_else(|| self.does_more_than_test(&gate));
-            if let Some(source) = source
-                && let Err(why) = self.approve_gate(&gate, index).await?
-            {
-                let output = format!("{why} ({source})");
-                self.emitter
-                    .emit(EventKind::Verification {
-                        gate: gate.name.clone(),
-                        passed: false,
-                        output: output.clone(),
-                        attempt: round,
-                        exit_code: None,
-                        duration_ms: 0,
-                        required: self.is_required(&gate),
-                    })
-                    .await?;
-                // The model cannot fix a refusal: the run ends here, unverified.
-                return Ok(Some(Ending::Failed(
+            let approved = match source {
+                Some(source) => self
+                    .approve_gate(&gate, index)
+                    .await?
+                    .map_err(|why| (why, source)),
+                None => Ok(CommandAccess::Write),
+            };
+            let access = match approved {
+                Ok(access) => access,
+                Err((why, source)) => {
+                    let output = format!("{why} ({source})");
+                    self.emitter
+                        .emit(EventKind::Verification {
+                            gate: gate.name.clone(),
+                            passed: false,
+                            output: output.clone(),
+                            attempt: round,
+                            exit_code: None,
+                            duration_ms: 0,
+                            required: self.is_required(&gate),
+                        })
+                        .await?;
+                    // The model cannot fix a refusal: the run ends here, unverified.
+                    return Ok(Some(Ending::Failed(
                     Failure::new(
                         ErrorCode::VerificationFailed,
                         format!("verification gate `{}` was not run: {output}", gate.name),
@@ -441,10 +450,15 @@ impl Run<'_> {
                         "approve the gate when asked (an interactive session or --approval never), or set [verify] commands in your own config",
                     ),
                 )));
-            }
-            // Gates run repository code (a test script): confined like the model's commands.
-            let spec = CommandSpec::shell(&gate.command, self.engine.workspace.root(), timeout)
+                }
+            };
+            // Gates run repository code (a test script): confined like the model's commands;
+            // a gate allowed only because it reads runs read-only.
+            let mut spec = CommandSpec::shell(&gate.command, self.engine.workspace.root(), timeout)
                 .with_shell(&shell);
+            if access == CommandAccess::ReadOnly {
+                spec.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
+            }
             let out = match run_command_with_timeout(&spec, &self.ctx.cancel).await {
                 Ok(out) => out,
                 Err(e) => {

@@ -391,3 +391,151 @@ turns:
         "the rewritten test script ran neither on the old approval nor as the final gate"
     );
 }
+
+/// Red-team pass 2, R12: a session approval of `python3 gen.py` stands for gen.py's content;
+/// once the model rewrites the script, the same command asks again.
+#[tokio::test]
+async fn a_remembered_interpreter_script_approval_ends_when_the_script_changes() {
+    let python = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("python3").is_file()));
+    if !python {
+        assert!(std::env::var_os("CI").is_none(), "python3 is needed in CI");
+        println!("SKIPPED a_remembered_interpreter_script_approval…: python3 is not installed");
+        return;
+    }
+    const SCRIPT: &str = r#"
+turns:
+  - tool_calls:
+      - {id: p1, name: run_command, arguments: {command: "python3 gen.py"}}
+      - {id: p2, name: run_command, arguments: {command: "python3 gen.py"}}
+      - {id: w, name: run_command, arguments: {command: "printf 'import os\\nos.remove(\"keep.txt\")\\n' > gen.py"}}
+      - {id: p3, name: run_command, arguments: {command: "python3 gen.py"}}
+  - text: "Done."
+"#;
+    let s = setup(SCRIPT, ApprovalPolicy::OnRequest, true, 600).await;
+    std::fs::write(s.ws.join("gen.py"), "print('hello')\n").unwrap();
+    std::fs::write(s.ws.join("keep.txt"), "kept\n").unwrap();
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("gen")).await.unwrap() else {
+        panic!()
+    };
+    let first = wait_for(&s.sink, requested("p1")).await;
+    let EventKind::ApprovalRequested { summary, .. } = &first.kind else {
+        panic!()
+    };
+    assert!(summary.contains("gen.py (the script)"), "{summary}");
+    s.handle
+        .submit(Op::Approve {
+            call_id: "p1".into(),
+            scope: ApprovalScope::Session,
+        })
+        .await
+        .unwrap();
+    let again = wait_for(&s.sink, requested("p3")).await;
+    let EventKind::ApprovalRequested {
+        summary: changed, ..
+    } = &again.kind
+    else {
+        panic!()
+    };
+    assert_ne!(changed, summary, "the fingerprint of gen.py changed");
+    s.handle
+        .submit(Op::Deny {
+            call_id: "p3".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let turn = ticket.finished().await;
+    let asked: Vec<String> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { call_id, .. } => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["p1", "p3"], "p2 ran on the session approval");
+    assert!(result_of(&turn, "p2").0.contains("hello"));
+    assert!(result_of(&turn, "p3").0.contains("not run"));
+    assert!(
+        s.ws.join("keep.txt").exists(),
+        "the rewritten script did not run"
+    );
+}
+
+/// Red-team pass 2, R21: under `on-request` a test run after the session wrote test code the
+/// runner loads by convention (`conftest.py`, `tests/test_*.py`) asks, naming the files; an
+/// approved run covers the code as it was, and a later change (even back-dated) asks again.
+#[tokio::test]
+async fn a_test_run_after_the_session_changed_test_code_asks() {
+    const SCRIPT: &str = r#"
+turns:
+  - tool_calls:
+      - {id: t0, name: run_tests, arguments: {}}
+      - {id: w1, name: run_command, arguments: {command: "printf 'import os\\n' > conftest.py"}}
+      - {id: t1, name: run_tests, arguments: {}}
+      - {id: t2, name: run_tests, arguments: {}}
+      - {id: w2, name: run_command, arguments: {command: "mkdir -p tests && printf 'x = 1\\n' > tests/test_a.py && touch -d 2000-01-01 tests/test_a.py"}}
+      - {id: t3, name: run_tests, arguments: {}}
+  - text: "Done."
+"#;
+    let s = setup_with(SCRIPT, ApprovalPolicy::OnRequest, true, 600, |c| {
+        c.shell.test_command = Some("sh t.sh".into());
+    })
+    .await;
+    std::fs::write(s.ws.join("t.sh"), "echo tests ran\n").unwrap();
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("test")).await.unwrap() else {
+        panic!()
+    };
+    let first = wait_for(&s.sink, requested("t1")).await;
+    let EventKind::ApprovalRequested {
+        summary,
+        class,
+        reason,
+        ..
+    } = &first.kind
+    else {
+        panic!()
+    };
+    assert_eq!(class, "unknown", "{summary}");
+    assert!(
+        summary.contains("test code changed: conftest.py"),
+        "{summary}"
+    );
+    assert!(reason.contains("conftest.py"), "{reason}");
+    s.handle
+        .submit(Op::Approve {
+            call_id: "t1".into(),
+            scope: ApprovalScope::Once,
+        })
+        .await
+        .unwrap();
+    let again = wait_for(&s.sink, requested("t3")).await;
+    let EventKind::ApprovalRequested { summary, .. } = &again.kind else {
+        panic!()
+    };
+    assert!(
+        summary.contains("tests/test_a.py") && !summary.contains("conftest.py"),
+        "only what changed since the approved run: {summary}"
+    );
+    s.handle
+        .submit(Op::Deny {
+            call_id: "t3".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let turn = ticket.finished().await;
+    let asked: Vec<String> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { call_id, .. } => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["t1", "t3"], "t0 and t2 ran unasked");
+    let t2 = result_of(&turn, "t2").0;
+    assert!(!t2.contains("not run"), "{t2}");
+    assert!(result_of(&turn, "t3").0.contains("not run"));
+}

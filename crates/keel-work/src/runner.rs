@@ -33,6 +33,7 @@ use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
 use keel_engine::verify::GateDetector;
 use keel_engine::{Engine, EngineError, EventSink};
+use keel_tools::sandbox::SandboxPolicy;
 
 /// How one task's run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -459,21 +460,25 @@ impl TaskRunner {
             .first()
             .cloned()
             .or_else(|| self.gates().into_iter().next())?;
-        if let Err(why) = self.judge_tests(&gate, engine) {
-            return Some(GateRun {
-                name: gate.name,
-                command: gate.command,
-                passed: false,
-                exit_code: None,
-                output: why,
-            });
-        }
+        let policy = match self.judge_tests(&gate, engine) {
+            Ok(policy) => policy,
+            Err(why) => {
+                return Some(GateRun {
+                    name: gate.name,
+                    command: gate.command,
+                    passed: false,
+                    exit_code: None,
+                    output: why,
+                });
+            }
+        };
         Some(
             run_gate(
                 &self.workspace,
                 &gate.name,
                 &gate.command,
                 self.config.verify.timeout_secs,
+                policy,
             )
             .await,
         )
@@ -483,8 +488,13 @@ impl TaskRunner {
 impl TaskRunner {
     /// `Err(why)` when the test run `gate` may not run under [`Self::policy`]: its command
     /// was set by the project, or what it runs does more than build and test, and the policy
-    /// does not allow that command outright.
-    fn judge_tests(&self, gate: &keel_engine::Gate, engine: &Engine) -> Result<(), String> {
+    /// does not allow that command outright. `Ok`: the sandbox it runs under (read-only when
+    /// it is allowed only because it was rated read-only).
+    fn judge_tests(
+        &self,
+        gate: &keel_engine::Gate,
+        engine: &Engine,
+    ) -> Result<SandboxPolicy, String> {
         let set_by_project = self.config.set_by_project("shell.test_command")
             && self.config.shell.test_command.is_some();
         let Some(reason) = keel_engine::verify::gate_does_more_than_check(gate, &self.workspace)
@@ -494,7 +504,7 @@ impl TaskRunner {
                 })
             })
         else {
-            return Ok(());
+            return Ok(SandboxPolicy::WorkspaceWrite);
         };
         let rules = ApprovalRules::new(
             &self.config.approval,
@@ -510,7 +520,8 @@ impl TaskRunner {
             .judge_in(&call, engine.tools(), Some(engine.workspace()))
             .0
         {
-            Verdict::Allow => Ok(()),
+            Verdict::Allow => Ok(SandboxPolicy::WorkspaceWrite),
+            Verdict::AllowReadOnly => Ok(SandboxPolicy::ReadOnly),
             Verdict::Ask => Err(format!(
                 "not run: {reason}, and the approval policy ({}) asks about it, but nobody can answer a task's run; run the tests yourself, or allow the command in your own [approval] allow",
                 self.policy().as_str()
@@ -561,8 +572,15 @@ async fn brief_for(
 }
 
 /// Runs one gate command in `workspace`.
-pub async fn run_gate(workspace: &Path, name: &str, command: &str, timeout_secs: u64) -> GateRun {
-    let spec = CommandSpec::shell(command, workspace, Duration::from_secs(timeout_secs.max(1)));
+pub async fn run_gate(
+    workspace: &Path,
+    name: &str,
+    command: &str,
+    timeout_secs: u64,
+    policy: SandboxPolicy,
+) -> GateRun {
+    let mut spec = CommandSpec::shell(command, workspace, Duration::from_secs(timeout_secs.max(1)));
+    spec.policy = policy;
     match run_command_with_timeout(&spec, &CancellationToken::new()).await {
         Ok(out) => GateRun {
             name: name.into(),

@@ -15,15 +15,22 @@ use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+mod lane;
 mod patch_plan;
+mod test_code;
 
 use crate::{Emitter, EngineError};
 use keel_config::{ApprovalConfig, ApprovalPolicy};
+use keel_phase::CommandAccess;
 
 /// What the rules say about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
+    /// Runs without asking only because the analyser rated the command read-only (no rule,
+    /// no approval and no policy lets it write): it runs in the read-only sandbox, so a
+    /// command the analyser misjudged cannot change the workspace (the read-only lane).
+    AllowReadOnly,
     Ask,
     /// Never runs (a `deny` rule); the text says which.
     Deny(String),
@@ -60,6 +67,9 @@ pub struct ApprovalRules {
     deny: Vec<String>,
     /// The analyser with `[shell] allow` and the allow rules' command prefixes vouched for.
     safety: CommandSafety,
+    /// `[shell] allow`: prefixes the user vouched for (a line they match is the user's
+    /// choice, not the analyser's, and runs with writes).
+    vouched: Vec<String>,
 }
 
 /// `tool` or `tool:command prefix`.
@@ -95,6 +105,7 @@ impl ApprovalRules {
             ask: config.ask.clone(),
             deny: config.deny.clone(),
             safety: CommandSafety::with_allow(&vouched),
+            vouched: shell_allow.to_vec(),
         }
     }
 
@@ -162,7 +173,7 @@ impl ApprovalRules {
                     p.text(),
                     fingerprint(&call.arguments)
                 ),
-                None => describe(call, effect),
+                None => describe(call, effect, workspace),
             },
         };
         let reason = match (&analysis, effect) {
@@ -242,6 +253,18 @@ impl ApprovalRules {
         if ask.yes.is_some() || ask.maybe.is_some() {
             return (Verdict::Ask, summary);
         }
+        // A command allowed only because the analyser rated it read-only runs read-only:
+        // no user rule or `[shell] allow` entry vouched for it, and the policy does not let
+        // it write. (`run_tests` keeps its workspace-write sandbox: tests build and write
+        // caches.)
+        let lane = command.is_some()
+            && analysis.as_ref().is_some_and(|a| {
+                a.is_read_only()
+                    && !self
+                        .vouched
+                        .iter()
+                        .any(|p| a.rule_match(p) == RuleMatch::Yes)
+            });
         let risky = deletes
             || match analysis.map(|a| a.class) {
                 Some(SafetyClass::ReadOnly) => false,
@@ -257,7 +280,14 @@ impl ApprovalRules {
                     None | Some(ToolEffect::Unknown) => true,
                 },
             };
-        (if risky { Verdict::Ask } else { Verdict::Allow }, summary)
+        let verdict = if risky {
+            Verdict::Ask
+        } else if lane {
+            Verdict::AllowReadOnly
+        } else {
+            Verdict::Allow
+        };
+        (verdict, summary)
     }
 }
 
@@ -287,10 +317,22 @@ const SHOWN_ARGS: usize = 200;
 /// writes there), and any other call whose text does not show every argument carries a
 /// fingerprint of all of them (the approval covers exactly that call — never a later one that
 /// only shares the shown part, such as a patch with one more file).
-fn describe(call: &ToolCall, effect: Option<ToolEffect>) -> String {
+///
+/// A path is named as the file it resolves to in `workspace` — `edit_file src/main.rs (via
+/// notes.md)` when `notes.md` links there — so a person sees, and a session approval
+/// remembers, the file written rather than the link's name (red-team pass 2, R16).
+fn describe(call: &ToolCall, effect: Option<ToolEffect>, workspace: Option<&Workspace>) -> String {
     let only_one = call.arguments.as_object().is_some_and(|o| o.len() <= 1);
     for key in ["path", "file", "query", "pattern"] {
         if let Some(v) = call.arguments.get(key).and_then(|v| v.as_str()) {
+            let resolved = match (key, workspace) {
+                ("path" | "file", Some(ws)) => ws.locate(v).ok().map(|r| r.rel_string()),
+                _ => None,
+            };
+            let v = &match resolved {
+                Some(real) if real != v.trim_start_matches("./") => format!("{real} (via {v})"),
+                _ => v.to_string(),
+            };
             if only_one || effect == Some(ToolEffect::WritesFiles) {
                 return format!("{} {v}", call.name);
             }
@@ -330,6 +372,12 @@ pub struct ApprovalGate {
     pending: Mutex<HashMap<String, oneshot::Sender<Decision>>>,
     /// Calls approved for the rest of the session (`tool` + summary).
     remembered: Mutex<HashSet<String>>,
+    /// The read-only lane: calls running read-only now, and the calls that tried to write
+    /// there (the next such call asks instead).
+    lane: lane::Lane,
+    /// Test code changed at or after this time makes `run_tests` ask (the session's start,
+    /// then the last approved test run).
+    tests_since: Mutex<std::time::SystemTime>,
 }
 
 impl ApprovalGate {
@@ -340,6 +388,8 @@ impl ApprovalGate {
             timeout,
             pending: Mutex::new(HashMap::new()),
             remembered: Mutex::new(HashSet::new()),
+            lane: lane::Lane::default(),
+            tests_since: Mutex::new(std::time::SystemTime::now()),
         }
     }
 
@@ -390,6 +440,27 @@ impl ApprovalGate {
             .insert(format!("{tool}\u{0}{summary}"));
     }
 
+    /// Whether `call` is a test run (a tool that runs the project's own command, not a
+    /// command line) whose test code is looked at: not under `never`, nor when the user allows
+    /// the tool outright (`allow = ["run_tests"]`).
+    fn judges_test_code(&self, call: &ToolCall, tools: &ToolRegistry) -> bool {
+        self.rules.policy != ApprovalPolicy::Never
+            && call.arguments.get("command").is_none()
+            && tools
+                .get(&call.name)
+                .is_some_and(|t| t.effect() == ToolEffect::RunsCommands)
+            && !self.rules.allow.iter().any(|r| {
+                let (tool, prefix) = split_rule(r);
+                prefix.is_none() && (tool == call.name || tool == "*")
+            })
+    }
+
+    /// The call `call_id` finished with `output`: when it ran in the read-only lane and tried
+    /// to write, the note appended to its result (and the same call asks next time).
+    pub(crate) fn finished(&self, call_id: &str, output: &str) -> Option<String> {
+        self.lane.finished(call_id, output)
+    }
+
     /// The calls waiting for an answer.
     pub fn waiting(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
@@ -403,8 +474,9 @@ impl ApprovalGate {
         ids
     }
 
-    /// Decides whether `call` may run, asking and waiting when the rules say so. `Err` is the
-    /// text the model reads instead of the call's result.
+    /// Decides whether `call` may run, asking and waiting when the rules say so: `Ok` is how
+    /// its commands run ([`CommandAccess::ReadOnly`] for a call allowed only because it was
+    /// rated read-only), `Err` the text the model reads instead of the call's result.
     pub(crate) async fn check(
         &self,
         call: &ToolCall,
@@ -412,11 +484,45 @@ impl ApprovalGate {
         workspace: &Workspace,
         emitter: &Emitter,
         cancel: &CancellationToken,
-    ) -> Result<Result<(), String>, EngineError> {
-        let (verdict, what) = self.rules.judge_in(call, tools, Some(workspace));
+    ) -> Result<Result<CommandAccess, String>, EngineError> {
+        let started = std::time::SystemTime::now();
+        let (mut verdict, mut what) = self.rules.judge_in(call, tools, Some(workspace));
+        // A test run after the session changed the test code it loads asks (R21).
+        let test_run = self.judges_test_code(call, tools);
+        if test_run && !matches!(verdict, Verdict::Deny(_)) {
+            let since = *self
+                .tests_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((files, fp)) = test_code::changed_since(workspace, since) {
+                let files = test_code::list(&files);
+                what.class = "unknown".into();
+                what.reason = format!(
+                    "it runs test code changed in this session ({files}), which Keel cannot judge"
+                );
+                what.summary = format!("{} [test code changed: {files}; #{fp}]", what.summary);
+                verdict = Verdict::Ask;
+            }
+        }
         let key = format!("{}\u{0}{}", what.tool, what.summary);
+        let remembered = || {
+            self.remembered
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&key)
+        };
         match verdict {
-            Verdict::Allow => return Ok(Ok(())),
+            Verdict::Allow => return Ok(Ok(CommandAccess::Write)),
+            Verdict::AllowReadOnly if remembered() => return Ok(Ok(CommandAccess::Write)),
+            // It tried to write when it last ran read-only: a person decides whether it may.
+            Verdict::AllowReadOnly if self.lane.tried_to_write(&key) => {
+                what.class = "writes_workspace".into();
+                what.reason = lane::ESCALATION_REASON.into();
+            }
+            Verdict::AllowReadOnly => {
+                self.lane.started(&call.id, key.clone());
+                return Ok(Ok(CommandAccess::ReadOnly));
+            }
             Verdict::Deny(why) => {
                 return Ok(Err(format!(
                     "not run: {why}. Do not retry it; find another way or ask the user."
@@ -424,13 +530,8 @@ impl ApprovalGate {
             }
             Verdict::Ask => {}
         }
-        if self
-            .remembered
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(&key)
-        {
-            return Ok(Ok(()));
+        if remembered() {
+            return Ok(Ok(CommandAccess::Write));
         }
         if !self.interactive {
             let reason = format!(
@@ -491,13 +592,19 @@ impl ApprovalGate {
             .await?;
         Ok(match decision {
             Decision::Approve(scope) => {
+                if test_run {
+                    *self
+                        .tests_since
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = started;
+                }
                 if scope == ApprovalScope::Session {
                     self.remembered
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .insert(key);
                 }
-                Ok(())
+                Ok(CommandAccess::Write)
             }
             Decision::Deny(reason) => Err(format!(
                 "not run: the user denied this call{}. Do not retry it; find another way or ask the user.",

@@ -43,7 +43,7 @@ fn policies_ask_by_safety_class() {
     let unknown = call("mcp__github__create_issue", json!({}));
     let on = rules(ApprovalPolicy::OnRequest, &[], &[], &[]);
     assert_eq!(verdict(&on, &rm), Verdict::Ask);
-    assert_eq!(verdict(&on, &ls), Verdict::Allow);
+    assert_eq!(verdict(&on, &ls), Verdict::AllowReadOnly);
     assert_eq!(verdict(&on, &touch), Verdict::Allow);
     assert_eq!(verdict(&on, &write), Verdict::Allow);
     assert_eq!(
@@ -68,9 +68,48 @@ fn policies_ask_by_safety_class() {
     assert_eq!(verdict(&strict, &touch), Verdict::Ask);
     assert_eq!(verdict(&strict, &write), Verdict::Ask);
     assert_eq!(verdict(&strict, &read), Verdict::Allow);
-    assert_eq!(verdict(&strict, &ls), Verdict::Allow);
+    assert_eq!(verdict(&strict, &ls), Verdict::AllowReadOnly);
     let never = rules(ApprovalPolicy::Never, &[], &[], &[]);
     assert_eq!(verdict(&never, &rm), Verdict::Allow);
+}
+
+/// The read-only lane: a command allowed only because the analyser rated it read-only runs
+/// read-only; one a person's rule, `[shell] allow` or the policy lets through runs with writes.
+#[test]
+fn only_a_command_allowed_because_it_reads_runs_read_only() {
+    let tools = registry();
+    let ls = call("run_command", json!({"command": "ls -la"}));
+    let lint = call("run_command", json!({"command": "make lint"}));
+    for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnRequest] {
+        assert_eq!(
+            verdict(&rules(policy, &[], &[], &[]), &ls),
+            Verdict::AllowReadOnly
+        );
+        let ruled = rules(policy, &["run_command:ls"], &[], &[]);
+        assert_eq!(verdict(&ruled, &ls), Verdict::Allow, "a rule: with writes");
+        let whole = rules(policy, &["run_command"], &[], &[]);
+        assert_eq!(verdict(&whole, &ls), Verdict::Allow);
+        let config = ApprovalConfig {
+            policy,
+            ..ApprovalConfig::default()
+        };
+        let vouched = ApprovalRules::new(&config, policy, &["make lint".to_string()]);
+        assert_eq!(
+            vouched.judge(&lint, &tools).0,
+            Verdict::Allow,
+            "[shell] allow is the user's word"
+        );
+        assert_eq!(vouched.judge(&ls, &tools).0, Verdict::AllowReadOnly);
+    }
+    let never = rules(ApprovalPolicy::Never, &[], &[], &[]);
+    assert_eq!(verdict(&never, &ls), Verdict::Allow, "never: as before");
+    // Tools that run no command line of the model's keep their sandbox.
+    let on = rules(ApprovalPolicy::OnRequest, &[], &[], &[]);
+    let read = call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(verdict(&on, &read), Verdict::Allow);
+    let (_dir, ws) = npm_project("cat README.md");
+    let tests = call("run_tests", json!({}));
+    assert_eq!(on.judge_in(&tests, &tools, Some(&ws)).0, Verdict::Allow);
 }
 
 /// A registered external tool (an MCP tool) of unknown effect.
@@ -338,4 +377,34 @@ fn a_patch_is_shown_file_by_file_and_deleting_files_asks() {
         json!({ "patch": "*** Begin Patch\n*** Update File: README.md\n@@\n-old\n+new\n*** End Patch\n" }),
     );
     assert_eq!(verdict(&on, &editing), Verdict::Allow, "an edit is a write");
+}
+
+/// Red-team pass 2, R16: a file tool's approval names the file it writes, not a link's name,
+/// so "yes for this session" to `edit_file notes.md` does not cover `src/main.rs` unseen.
+#[test]
+fn a_file_tool_is_shown_and_remembered_by_the_file_it_writes() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("src/main.rs"), "fn main() {}\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("src/main.rs", dir.path().join("notes.md"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ws = Workspace::new(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let tools = registry();
+    let strict = rules(ApprovalPolicy::Untrusted, &[], &[], &[]);
+    let edit = |path: &str| {
+        call(
+            "edit_file",
+            json!({"path": path, "old_text": "a", "new_text": "b"}),
+        )
+    };
+    let (v, via_link) = strict.judge_in(&edit("notes.md"), &tools, Some(&ws));
+    assert_eq!(v, Verdict::Ask);
+    assert_eq!(via_link.summary, "edit_file src/main.rs (via notes.md)");
+    let (_, direct) = strict.judge_in(&edit("src/main.rs"), &tools, Some(&ws));
+    assert_eq!(direct.summary, "edit_file src/main.rs");
+    let (_, dotted) = strict.judge_in(&edit("./src/main.rs"), &tools, Some(&ws));
+    assert_eq!(dotted.summary, "edit_file ./src/main.rs");
+    let (_, new) = strict.judge_in(&edit("src/new.rs"), &tools, Some(&ws));
+    assert_eq!(new.summary, "edit_file src/new.rs", "a file not there yet");
 }

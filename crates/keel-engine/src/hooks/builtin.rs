@@ -164,7 +164,7 @@ impl Builtin {
                 Err(refusal) => Dispatch::Refuse(refusal),
             }),
             Builtin::Approval => match run.approvals.clone() {
-                Some(gate) => gate
+                Some(gate) => match gate
                     .check(
                         call,
                         &run.engine.tools,
@@ -173,8 +173,12 @@ impl Builtin {
                         &run.ctx.cancel,
                     )
                     .await?
-                    .err()
-                    .map(Dispatch::Refuse),
+                {
+                    // Only a narrower access is passed on (the read-only lane).
+                    Ok(CommandAccess::ReadOnly) => Some(Dispatch::Run(CommandAccess::ReadOnly)),
+                    Ok(CommandAccess::Write) => None,
+                    Err(refusal) => Some(Dispatch::Refuse(refusal)),
+                },
                 None => None,
             },
             _ => None,
@@ -203,6 +207,15 @@ impl Builtin {
                 }
             }
             Builtin::Verification if !out.is_error => run.note_change(call, &out.details),
+            Builtin::Approval => {
+                if let Some(note) = run
+                    .approvals
+                    .as_ref()
+                    .and_then(|gate| gate.finished(&call.id, &out.content))
+                {
+                    out.content = format!("{}\n{note}", out.content);
+                }
+            }
             _ => {}
         }
     }

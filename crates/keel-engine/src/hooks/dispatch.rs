@@ -82,7 +82,9 @@ impl Run<'_> {
             };
             match verdict {
                 None => {}
-                Some(Dispatch::Run(granted)) => access = granted,
+                // A hook may only narrow the access (the phase's, then approval's lane).
+                Some(Dispatch::Run(CommandAccess::ReadOnly)) => access = CommandAccess::ReadOnly,
+                Some(Dispatch::Run(CommandAccess::Write)) => {}
                 Some(other) => return Ok(other),
             }
         }

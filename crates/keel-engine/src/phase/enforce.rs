@@ -144,15 +144,17 @@ impl Run<'_> {
         ))
     }
 
-    /// The tool context a call runs with: commands get the read-only sandbox unless the phase
-    /// policy granted write access.
+    /// The tool context a call runs with: the read-only sandbox when the hooks granted only
+    /// read access (a read-only phase, or approval's read-only lane); in plan_exec, the
+    /// workspace-write sandbox when the phase policy granted write access.
     pub(crate) fn context_for(&self, access: CommandAccess) -> keel_tools::ToolContext {
         let mut ctx = self.ctx.clone();
-        if self.phase.is_some() {
-            ctx.sandbox = match access {
-                CommandAccess::ReadOnly => SandboxPolicy::ReadOnly,
-                CommandAccess::Write => SandboxPolicy::WorkspaceWrite,
-            };
+        match access {
+            CommandAccess::ReadOnly => ctx.sandbox = SandboxPolicy::ReadOnly,
+            CommandAccess::Write if self.phase.is_some() => {
+                ctx.sandbox = SandboxPolicy::WorkspaceWrite;
+            }
+            CommandAccess::Write => {}
         }
         ctx
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use keel_engine::approval::{ApprovalRules, Verdict};
 use keel_tools::build_dirs::BuildDirs;
+use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::shell::ShellSettings;
 use tokio_util::sync::CancellationToken;
 
@@ -37,11 +38,13 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Whether the approval policy lets the flow's command line `cmd` run in `dir` unasked;
-    /// `Err` says why not and what to do.
-    pub(crate) fn check_command(&self, cmd: &str, dir: &Path) -> Result<(), String> {
+    /// Whether the approval policy lets the flow's command line `cmd` run in `dir` unasked,
+    /// and under which sandbox: the read-only one when it is allowed only because it was
+    /// rated read-only (the read-only lane), else the workspace-write one. `Err` says why
+    /// not and what to do.
+    pub(crate) fn check_command(&self, cmd: &str, dir: &Path) -> Result<SandboxPolicy, String> {
         let Some(rules) = &self.approvals else {
-            return Ok(());
+            return Ok(SandboxPolicy::WorkspaceWrite);
         };
         let call = keel_protocol::ToolCall {
             id: "flow-command".into(),
@@ -53,7 +56,8 @@ impl Ctx {
         let ws = keel_tools::Workspace::new(dir).ok();
         let (verdict, summary) = rules.judge_in(&call, &tools, ws.as_ref());
         match verdict {
-            Verdict::Allow => Ok(()),
+            Verdict::Allow => Ok(SandboxPolicy::WorkspaceWrite),
+            Verdict::AllowReadOnly => Ok(SandboxPolicy::ReadOnly),
             Verdict::Deny(why) => Err(format!("`{cmd}` was refused: {why}")),
             Verdict::Ask => Err(format!(
                 "`{cmd}` needs approval under the `{}` policy ({}{}), and nobody can answer a flow run; run it with `--approval never` if you trust this flow, or allow the command with an [approval] allow rule",

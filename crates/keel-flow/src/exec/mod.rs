@@ -624,15 +624,19 @@ impl Executor {
     }
 
     async fn command(&self, ctx: &Ctx, command: &str) -> bool {
-        if let Err(why) = ctx.check_command(command, &ctx.workspace) {
-            self.emit(FlowEvent::Step {
-                run_id: ctx.run_id.clone(),
-                step: format!("refused: {why}"),
-            });
-            return false;
-        }
+        let policy = match ctx.check_command(command, &ctx.workspace) {
+            Ok(policy) => policy,
+            Err(why) => {
+                self.emit(FlowEvent::Step {
+                    run_id: ctx.run_id.clone(),
+                    step: format!("refused: {why}"),
+                });
+                return false;
+            }
+        };
         let mut spec =
             CommandSpec::shell(command, &ctx.workspace, VALIDATION_TIMEOUT).with_shell(&ctx.shell);
+        spec.policy = policy;
         // A rollback (`git checkout -- .`) may update the index; git's code paths stay read-only.
         spec.git = keel_tools::sandbox::GitProtection::CodePaths;
         run_command_with_timeout(&spec, &ctx.cancel)

@@ -200,16 +200,19 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
         }
         NodeKind::Shell { command } | NodeKind::Test { command } | NodeKind::Verify { command } => {
             let (cmd, env) = scope.render_command(command);
-            if let Err(why) = leaf.ctx.check_command(&cmd, leaf.dir) {
-                return Outcome {
-                    trace: NodeTrace {
-                        input: cmd,
-                        ..NodeTrace::default()
-                    },
-                    ..Outcome::failed(why)
-                };
-            }
-            command_node(leaf, &cmd, env, cancel).await
+            let policy = match leaf.ctx.check_command(&cmd, leaf.dir) {
+                Ok(policy) => policy,
+                Err(why) => {
+                    return Outcome {
+                        trace: NodeTrace {
+                            input: cmd,
+                            ..NodeTrace::default()
+                        },
+                        ..Outcome::failed(why)
+                    };
+                }
+            };
+            command_node(leaf, &cmd, env, policy, cancel).await
         }
         NodeKind::Branch {
             negate, condition, ..
@@ -299,9 +302,11 @@ async fn command_node(
     leaf: &Leaf<'_>,
     cmd: &str,
     env: Vec<(String, String)>,
+    policy: keel_tools::sandbox::SandboxPolicy,
     cancel: &CancellationToken,
 ) -> Outcome {
     let mut spec = CommandSpec::shell(cmd, leaf.dir, leaf.node.timeout).with_shell(&leaf.ctx.shell);
+    spec.policy = policy;
     // The values of the line's `${…}` references (model text, inputs): data, never syntax.
     spec.env = env;
     let mut out = Outcome {

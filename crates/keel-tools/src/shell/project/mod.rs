@@ -16,6 +16,7 @@
 //! [`CommandSafety::classify_test_run`]: super::CommandSafety::classify_test_run
 
 mod files;
+mod interpreters;
 #[cfg(test)]
 mod tests;
 
@@ -73,6 +74,8 @@ const SCRIPT_RUNNERS: &[&str] = &[
 pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdin) -> bool {
     // What the project's toolchain files make `cargo`, `rustc`, `rustfmt` run.
     super::runners::rust_toolchain_code(a, program, args);
+    // The script an interpreter runs: fingerprinted, so an approval stands for its content.
+    interpreters::record_scripts(a, program, args);
     if let Some(done) = resolve_script(a, program, args) {
         return done;
     }

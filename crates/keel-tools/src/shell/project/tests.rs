@@ -300,3 +300,69 @@ fn a_rust_toolchain_path_or_a_cargo_alias_is_repository_code() {
     assert_eq!(judge_command(&channel, "cargo fmt --check").class, ReadOnly);
     assert_eq!(judge_command(&channel, "rustc --version").class, ReadOnly);
 }
+
+/// Red-team pass 2, R12: the file an interpreter runs is a source of the judgement, so an
+/// approval remembered for the session stands for its content.
+#[test]
+fn an_interpreters_script_is_fingerprinted() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let files = [
+        ("gen.py", "print('hello')\n"),
+        ("x.js", "console.log(1)\n"),
+        ("hook.js", "globalThis.x = 1\n"),
+        ("t.rb", "puts 1\n"),
+        ("t.pl", "print 1;\n"),
+        ("t.php", "<?php echo 1;\n"),
+        ("t.ts", "console.log(1)\n"),
+        ("pkg/mod.py", "print(2)\n"),
+        ("app/__main__.py", "print(3)\n"),
+    ];
+    for (name, text) in files {
+        let p = dir.path().join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let sources = |command: &str| -> Vec<String> {
+        CommandSafety::new()
+            .classify_in_project(command, dir.path())
+            .sources
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect()
+    };
+    for (command, file) in [
+        ("python3 gen.py", "gen.py"),
+        ("python3 -u -W ignore gen.py --out x", "gen.py"),
+        ("python gen.py", "gen.py"),
+        ("node x.js", "x.js"),
+        ("ruby t.rb", "t.rb"),
+        ("perl -I lib t.pl", "t.pl"),
+        ("php t.php", "t.php"),
+        ("deno run t.ts", "t.ts"),
+        ("bun t.ts", "t.ts"),
+        ("tsx t.ts", "t.ts"),
+        ("ts-node t.ts", "t.ts"),
+        ("python3 -m pkg.mod", "pkg/mod.py"),
+        ("python3 -m app", "app/__main__.py"),
+    ] {
+        assert_eq!(sources(command), vec![file.to_string()], "{command}");
+    }
+    assert_eq!(sources("node -r ./hook.js x.js"), vec!["hook.js", "x.js"]);
+    // Inline code is in the line itself; a module not in the workspace is not a file here.
+    assert!(sources("python3 -c 'print(1)' gen.py").is_empty());
+    assert!(sources("python3 -m json.tool gen.py").is_empty());
+    let first = CommandSafety::new().classify_in_project("python3 gen.py", dir.path());
+    std::fs::write(
+        dir.path().join("gen.py"),
+        "import os; os.remove('README.md')\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let changed = CommandSafety::new().classify_in_project("python3 gen.py", dir.path());
+    assert_ne!(first.sources_fingerprint(), changed.sources_fingerprint());
+    assert_eq!(
+        changed.class, Unknown,
+        "the script is still the project's code"
+    );
+}

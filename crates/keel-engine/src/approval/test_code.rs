@@ -1,0 +1,218 @@
+//! Test code the session changed (red-team pass 2, R21): `run_tests` is judged by the command
+//! it resolves to, but a test run also loads files by convention — `conftest.py`,
+//! `test_*.py`, `build.rs`, `jest.config.js`, `*_test.go` — that the model may have written
+//! a moment before (writes run unasked under `on-request`). Under `on-request` the first
+//! `run_tests` after such a file changed asks, naming the files.
+//!
+//! A change is seen by the file's status-change time (`ctime`), which a command cannot set
+//! back (`touch -d` sets the modification time only), so a file written and back-dated is
+//! still new.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use keel_fs::beneath::FileKind;
+use keel_fs::walk::{Visit, WalkOptions};
+use keel_tools::Workspace;
+
+/// Directories never looked into: version control, dependencies, build output, virtual
+/// environments and caches (a runner does not load test code from them by convention).
+const SKIPPED_DIRS: &[&str] = &[
+    ".git",
+    "node_modules",
+    "target",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    "dist",
+    ".next",
+];
+
+/// Entries looked at before the scan gives up (a huge tree: nothing is reported).
+const MAX_ENTRIES: usize = 200_000;
+
+/// Files shown in a request before "and N more".
+const SHOWN: usize = 6;
+
+/// Whether a runner loads the file `name` (in directory `dir`) as code by convention.
+fn is_test_code(dir: &str, name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "conftest.py",
+        "setup.py",
+        "noxfile.py",
+        "pyproject.toml",
+        "pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "build.rs",
+        "Cargo.toml",
+        "package.json",
+        ".babelrc",
+        "spec_helper.rb",
+        "rails_helper.rb",
+        "Rakefile",
+        "go.mod",
+    ];
+    if NAMES.contains(&name) {
+        return true;
+    }
+    let stem_ext = name.rsplit_once('.');
+    let ext = stem_ext.map_or("", |(_, e)| e);
+    let code_js = matches!(
+        ext,
+        "js" | "ts" | "mjs" | "cjs" | "mts" | "cts" | "jsx" | "tsx"
+    );
+    (name.starts_with("test_") && ext == "py")
+        || name.ends_with("_test.py")
+        || name.ends_with("_test.go")
+        || name.ends_with("_spec.rb")
+        || name.ends_with("_test.rb")
+        || (code_js
+            && (name.contains(".config.")
+                || name.contains(".test.")
+                || name.contains(".spec.")
+                || name.starts_with("jest.setup")
+                || name.starts_with("vitest.setup")))
+        || (code_js && dir.split('/').any(|d| d == "__tests__"))
+        || (ext == "rs" && dir.split('/').next() == Some("tests"))
+        || (dir == ".cargo" && name.starts_with("config"))
+}
+
+/// The files a test run loads by convention whose status changed at or after `since`, with a
+/// fingerprint of (path, change time, size) of them all; `None` when there is none.
+pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<String>, String)> {
+    let since_ns = since
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+    let handle = ws.handle();
+    let mut candidates = Vec::new();
+    let mut seen = 0usize;
+    let walked = handle.walk_sorted(Path::new(""), WalkOptions::default(), |e| {
+        seen += 1;
+        if seen > MAX_ENTRIES {
+            return Visit::Stop;
+        }
+        let name = e.name().to_string_lossy();
+        if e.is_dir() {
+            return if SKIPPED_DIRS.contains(&name.as_ref()) {
+                Visit::Skip
+            } else {
+                Visit::Continue
+            };
+        }
+        if e.kind == FileKind::File
+            && let Some(rel) = e.rel_str()
+        {
+            let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+            if is_test_code(dir, &name) {
+                candidates.push(rel.to_string());
+            }
+        }
+        Visit::Continue
+    });
+    if walked.is_err() {
+        return None;
+    }
+    let mut changed = Vec::new();
+    let mut print = String::new();
+    for rel in candidates {
+        let Ok(st) = rustix::fs::statat(
+            handle.fd(),
+            rel.as_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        ) else {
+            continue;
+        };
+        let ctime = i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec);
+        if ctime >= since_ns {
+            print.push_str(&format!("{rel}\0{ctime}\0{}\n", st.st_size));
+            changed.push(rel);
+        }
+    }
+    if changed.is_empty() {
+        return None;
+    }
+    let mut fp = keel_tools::trust::sha256_hex(print.as_bytes());
+    fp.truncate(16);
+    Some((changed, fp))
+}
+
+/// `a, b, c and 3 more`.
+pub(super) fn list(files: &[String]) -> String {
+    let mut text = files
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if files.len() > SHOWN {
+        text.push_str(&format!(" and {} more", files.len() - SHOWN));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conventional_test_code_is_recognised() {
+        for (dir, name) in [
+            ("", "conftest.py"),
+            ("tests", "test_a.py"),
+            ("pkg", "a_test.py"),
+            ("", "build.rs"),
+            ("", "jest.config.js"),
+            ("", "vitest.config.ts"),
+            ("src", "app.test.tsx"),
+            ("src/__tests__", "a.js"),
+            ("tests", "it.rs"),
+            (".cargo", "config.toml"),
+            ("x", "a_test.go"),
+            ("spec", "a_spec.rb"),
+            ("", "package.json"),
+        ] {
+            assert!(is_test_code(dir, name), "{dir}/{name}");
+        }
+        for (dir, name) in [
+            ("", "README.md"),
+            ("src", "main.rs"),
+            ("src", "app.js"),
+            ("", "notes.py"),
+        ] {
+            assert!(!is_test_code(dir, name), "{dir}/{name}");
+        }
+    }
+
+    #[test]
+    fn only_files_changed_since_count_even_when_back_dated() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(dir.path().join("tests")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(dir.path().join("node_modules/x"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("tests/test_old.py"), "").unwrap_or_else(|e| panic!("{e}"));
+        let ws = Workspace::new(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let since = SystemTime::now();
+        assert_eq!(changed_since(&ws, since), None);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(dir.path().join("conftest.py"), "import os\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("node_modules/x/a.test.js"), "")
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Back-dating the modification time does not hide the change.
+        let old = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("conftest.py"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        old.set_modified(UNIX_EPOCH)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (files, fp) = changed_since(&ws, since).unwrap_or_default();
+        assert_eq!(files, ["conftest.py"]);
+        assert_eq!(fp.len(), 16);
+    }
+}
