@@ -24,8 +24,9 @@ for a in "$@"; do
     esac
 done
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target/footprint}"
-# Symbols stay in for the attribution; the size reported is the stripped copy's.
-export CARGO_PROFILE_RELEASE_STRIP=none
+# Symbols stay in for the attribution (build.rs leaves out its --strip-all; every crate is built
+# exactly as `cargo install` builds it); the size reported is the stripped copy's.
+export KEEL_KEEP_SYMBOLS=1
 for tool in nm size strip python3; do
     command -v "$tool" >/dev/null || { echo "build_footprint: needs $tool" >&2; exit 1; }
 done
@@ -77,7 +78,7 @@ for line in sys.stdin:
         continue
     size, kind, name = int(parts[1], 16), parts[2], parts[3].strip()
     # `<T as keel_llm::X>::f` counts for the trait impl'"'"'s crate; plain paths for their first segment.
-    m = re.match(r"<?(?:[&*a-z ]*)?([A-Za-z_][A-Za-z0-9_]*)::", name)
+    m = re.match(r"<?(?:&|\*const |\*mut |dyn |mut )*([A-Za-z_][A-Za-z0-9_]*)::", name)
     crate = m.group(1) if m else ("C/static (tree-sitter grammars, sqlite, ring)" if kind in "dDrRtT" else "other")
     by[crate] += size
 total = sum(by.values())

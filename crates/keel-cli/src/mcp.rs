@@ -283,7 +283,7 @@ fn approve(
         writeln!(out, "`{name}` is your own server; it needs no approval")?;
         return Ok(exit::COMPLETED);
     }
-    let files = keel_mcp::named_files(ws, &def).map_err(|e| {
+    let files = keel_mcp::covered_files(ws, &def, network).map_err(|e| {
         setup::UsageError(format!("the project's `{name}` cannot be approved: {e}"))
     })?;
     writeln!(
@@ -341,9 +341,17 @@ fn approval_details(def: &ServerDef, files: &[keel_mcp::NamedFile], network: boo
             if files.is_empty() {
                 lines.push("covers:    the definition (it names no workspace file)".into());
             }
-            for f in files {
+            const SHOWN: usize = 30;
+            for f in files.iter().take(SHOWN) {
                 let short: String = f.sha256.chars().take(12).collect();
                 lines.push(format!("covers:    {}  sha256 {short}…", f.path));
+            }
+            if files.len() > SHOWN {
+                lines.push(format!(
+                    "covers:    … and {} more files beside the script (with network access, \
+                     a change to any of them needs approving again)",
+                    files.len() - SHOWN
+                ));
             }
         }
         Ok(keel_mcp::Transport::Http { url, headers }) => {

@@ -95,13 +95,15 @@ fn start_up_warnings_and_config_errors_are_shown_not_obeyed() {
     )
     .unwrap();
     let script = env.script("s.yaml", "turns:\n  - text: done\n");
-    let run = env
-        .keel()
-        .args(["run", "--script"])
-        .arg(&script)
-        .arg("hi")
-        .output()
-        .unwrap();
+    let run_script = || {
+        env.keel()
+            .args(["run", "--script"])
+            .arg(&script)
+            .arg("hi")
+            .output()
+            .unwrap()
+    };
+    let run = run_script();
     assert_clean("keel run (stdout)", &run.stdout);
     assert_clean("keel run (stderr)", &run.stderr);
     let text = both(&run);
@@ -125,13 +127,7 @@ fn start_up_warnings_and_config_errors_are_shown_not_obeyed() {
         "[shell]\nx = \u{1b}]0;PWN\u{7}\u{1b}[2J\r oops\n",
     )
     .unwrap();
-    let bad = env
-        .keel()
-        .args(["run", "--script"])
-        .arg(&script)
-        .arg("hi")
-        .output()
-        .unwrap();
+    let bad = run_script();
     assert_exit(&bad, 2);
     assert_clean("a config error (stderr)", &bad.stderr);
     assert!(

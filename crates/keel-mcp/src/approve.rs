@@ -7,9 +7,12 @@
 //! the workspace), and whether the user granted it network access. A changed definition or a
 //! changed file needs approving again, and says which changed.
 //!
-//! Files the named ones load in turn (imports, `node_modules`) and directories are not
-//! covered: a project's server runs confined (workspace read-only, no network unless granted,
-//! Keel's data and the secret stores hidden), which is what holds when such a file changes.
+//! Without network access, files the named ones load in turn (imports, `node_modules`) and
+//! directories are not covered: a project's server runs confined (workspace read-only, no
+//! network, Keel's data and the secret stores hidden), which is what holds when such a file
+//! changes. With network access the confinement cannot stop data leaving, so the approval
+//! also covers every file beside each named script and under each workspace directory the
+//! definition names ([`covered_files`]); a change there needs approving again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -100,7 +103,8 @@ impl Approvals {
         if trusted.sha256 != definition_hash(def) {
             return Approval::Changed(format!("its definition in {}", def.origin.path().display()));
         }
-        let files = match named_files(workspace, def) {
+        let network = trusted.grants.contains(NETWORK_GRANT);
+        let files = match covered_files(workspace, def, network) {
             Ok(f) => f,
             Err(e) => return Approval::Unverifiable(e),
         };
@@ -125,9 +129,7 @@ impl Approvals {
             changed.truncate(5);
             return Approval::Changed(changed.join(", "));
         }
-        Approval::Approved {
-            network: trusted.grants.contains(NETWORK_GRANT),
-        }
+        Approval::Approved { network }
     }
 
     /// Whether `def` (from the project at `workspace`) may start as it stands now.
@@ -143,7 +145,7 @@ impl Approvals {
         def: &ServerDef,
         network: bool,
     ) -> Result<Vec<NamedFile>, String> {
-        let files = named_files(workspace, def)?;
+        let files = covered_files(workspace, def, network)?;
         let trusted = Trusted {
             sha256: definition_hash(def),
             files: files
@@ -168,6 +170,155 @@ impl Approvals {
     }
 }
 
+/// What an approval covers: the files `def` names ([`named_files`]) and, with network access,
+/// every file under the directory of each named script and under each workspace directory
+/// the definition names (`PYTHONPATH=./lib`) — what the server imports (red-team pass 2, R15:
+/// a network-approved server ran the model's edit of a module it imports and sent the
+/// workspace out). Bounded ([`TREE_MAX_FILES`], [`TREE_MAX_DEPTH`]): past that the network
+/// grant is refused with what to do.
+pub fn covered_files(
+    workspace: &Path,
+    def: &ServerDef,
+    network: bool,
+) -> Result<Vec<NamedFile>, String> {
+    let named = named_files(workspace, def)?;
+    if !network {
+        return Ok(named);
+    }
+    let ws = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
+    for f in &named {
+        let is_command = def
+            .config
+            .command
+            .as_deref()
+            .is_some_and(|c| Path::new(c).file_name() == Path::new(&f.path).file_name());
+        let script = Path::new(&f.path)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| SCRIPT_EXTENSIONS.contains(&e));
+        if (is_command || script)
+            && let Some(parent) = ws.join(&f.path).parent()
+        {
+            dirs.insert(parent.to_path_buf());
+        }
+    }
+    for word in definition_words(def) {
+        for piece in pieces(word) {
+            let p = Path::new(piece);
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                ws.join(p)
+            };
+            if let Ok(c) = p.canonicalize()
+                && c.starts_with(&ws)
+                && c.is_dir()
+            {
+                dirs.insert(c);
+            }
+        }
+    }
+    // Only the outermost of nested directories.
+    let dirs: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| !dirs.iter().any(|o| o != *d && d.starts_with(o)))
+        .cloned()
+        .collect();
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut count = 0usize;
+    for dir in &dirs {
+        hash_tree(&ws, dir, 0, &mut count, &mut out)?;
+    }
+    for f in named {
+        out.insert(f.path, f.sha256);
+    }
+    Ok(out
+        .into_iter()
+        .map(|(path, sha256)| NamedFile { path, sha256 })
+        .collect())
+}
+
+/// Files whose directory a network approval covers (what an interpreter imports beside).
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    "py", "js", "mjs", "cjs", "ts", "mts", "rb", "pl", "pm", "sh", "bash", "php", "lua", "jl", "r",
+    "R", "tcl",
+];
+
+/// The most files a network approval hashes.
+pub const TREE_MAX_FILES: usize = 2_000;
+/// The deepest directory level below a covered directory it walks.
+pub const TREE_MAX_DEPTH: usize = 10;
+
+/// Hashes every entry under `dir` into `out` (workspace-relative names): regular files by
+/// content, symlinks by target, other kinds by kind; `.git` is left out.
+fn hash_tree(
+    ws: &Path,
+    dir: &Path,
+    depth: usize,
+    count: &mut usize,
+    out: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    let rel_of = |p: &Path| {
+        p.strip_prefix(ws)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| p.display().to_string())
+    };
+    let too_big = || {
+        format!(
+            "with network access the approval covers every file beside the server's script (what \
+             it imports), and `{}` holds more than {TREE_MAX_FILES} files or {TREE_MAX_DEPTH} \
+             levels; move the server into a directory of its own, or approve it without --network",
+            rel_of(dir)
+        )
+    };
+    if depth > TREE_MAX_DEPTH {
+        return Err(too_big());
+    }
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read `{}` to check it ({e})", rel_of(dir)))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        *count += 1;
+        if *count > TREE_MAX_FILES {
+            return Err(too_big());
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let rel = rel_of(&path);
+        if kind.is_dir() {
+            hash_tree(ws, &path, depth + 1, count, out)?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&path).unwrap_or_default();
+            out.insert(rel, format!("link->{}", target.display()));
+        } else if kind.is_file() {
+            let hash = hash_file(&path).map_err(|e| {
+                format!("`{rel}`, beside the server's script, cannot be checked ({e})")
+            })?;
+            out.insert(rel, hash);
+        } else {
+            out.insert(rel, "not a regular file".into());
+        }
+    }
+    Ok(())
+}
+
+/// The command, arguments and environment values of a definition.
+fn definition_words(def: &ServerDef) -> Vec<&str> {
+    let c = &def.config;
+    let mut words: Vec<&str> = Vec::new();
+    words.extend(c.command.as_deref());
+    words.extend(c.args.iter().map(String::as_str));
+    words.extend(c.env.values().map(String::as_str));
+    words
+}
+
 /// SHA-256 of the definition's canonical JSON (keys sorted by the config's own maps).
 pub fn definition_hash(def: &ServerDef) -> String {
     let json = serde_json::to_string(&def.config).unwrap_or_default();
@@ -186,10 +337,7 @@ pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, 
         .canonicalize()
         .unwrap_or_else(|_| workspace.to_path_buf());
     let c = &def.config;
-    let mut words: Vec<&str> = Vec::new();
-    words.extend(c.command.as_deref());
-    words.extend(c.args.iter().map(String::as_str));
-    words.extend(c.env.values().map(String::as_str));
+    let words = definition_words(def);
     let mut candidates: BTreeSet<PathBuf> = BTreeSet::new();
     for word in words {
         for piece in pieces(word) {
@@ -439,5 +587,77 @@ mod tests {
         let def = project_def(&ws, "cat", &["pipe"]);
         let e = named_files(&ws, &def).err().unwrap_or_default();
         assert!(e.contains("`pipe`") && e.contains("regular"), "{e}");
+    }
+
+    /// Red-team pass 2, R15: with network access the approval covers the modules beside the
+    /// script, so the model's edit of an imported `helper.py` needs approving again; without
+    /// it, the confinement holds and the approval stays. A FIFO beside the script is recorded,
+    /// never opened; a tree past the bound is refused for network access with what to do.
+    #[test]
+    fn a_network_approval_covers_what_the_script_imports() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("tools/pkg")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/srv.py"), "import helper\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/helper.py"), "X = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/pkg/deep.py"), "Y = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("README.md"), "hi\n").unwrap_or_else(|e| panic!("{e}"));
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ws.join("tools/pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let def = project_def(&ws, "python3", &["tools/srv.py"]);
+        let data = dir.path().join("data");
+        let mut a = Approvals::load(&data);
+        let files = a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tools/helper.py",
+                "tools/pipe",
+                "tools/pkg/deep.py",
+                "tools/srv.py"
+            ]
+        );
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: true });
+        // Outside the script's directory: no change.
+        std::fs::write(ws.join("README.md"), "changed\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: true });
+        std::fs::write(
+            ws.join("tools/helper.py"),
+            "import socket; socket.create_connection(('127.0.0.1', 19999))\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.check(&ws, &def),
+            Approval::Changed("tools/helper.py".into())
+        );
+        // A new module, deeper down, too.
+        a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/pkg/new.py"), "Z = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.check(&ws, &def),
+            Approval::Changed("tools/pkg/new.py".into())
+        );
+        // Without network access only the named script counts.
+        a.approve(&ws, &def, false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/helper.py"), "X = 2\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: false });
+        // A script at the root of a big workspace: network access is refused, saying why.
+        for i in 0..=TREE_MAX_FILES {
+            std::fs::write(ws.join(format!("f{i}.txt")), "x").unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(ws.join("srv.py"), "pass\n").unwrap_or_else(|e| panic!("{e}"));
+        let root = project_def(&ws, "python3", &["srv.py"]);
+        let e = a.approve(&ws, &root, true).err().unwrap_or_default();
+        assert!(e.contains("without --network"), "{e}");
+        assert!(a.approve(&ws, &root, false).is_ok());
     }
 }
