@@ -413,6 +413,105 @@ fn a_workspace_that_is_the_home_keeps_its_stores_out_of_reach() {
     }
 }
 
+/// The home as workspace (red team pass 3, R3-2): Keel's own snapshots, taken unconfined,
+/// must not copy the stores into `.keel/snapshots`, where a command dumps every object; and
+/// `keel undo` must not put a store back as it was (rotated keys reverted).
+fn home_snapshots(as_nobody: bool) {
+    let test = "a_home_workspaces_snapshots_hold_no_store";
+    let env = Env::new();
+    let home = &env.work;
+    for (rel, text) in [
+        (".ssh/id_ed25519", "FAKE-PRIVATE-KEY\n"),
+        (
+            ".aws/credentials",
+            "aws_secret_access_key = FAKE-AWS-SECRET\n",
+        ),
+        (".git-credentials", "https://u:FAKE-GITCRED@example.com\n"),
+        (".config/keel/config.toml", "# FAKE-KEEL-CONFIG\n"),
+    ] {
+        std::fs::create_dir_all(home.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(home.join(rel), text).unwrap();
+    }
+    let data = home.join(".local/share/keel");
+    std::fs::create_dir_all(&data).unwrap();
+    let dump = "for d in .keel/snapshots .git; do [ -d $d ] && git --git-dir=$d cat-file --batch-all-objects --batch; done | grep -a -c FAKE- | sed 's/^/hits: /'; git --git-dir=.keel/snapshots for-each-ref --format='%(objectname)' | while read c; do git --git-dir=.keel/snapshots ls-tree -r --name-only $c; done | sed 's/^/recorded: /'";
+    let script = env.script(
+        "homesnap.yaml",
+        &format!(
+            r#"
+turns:
+  - tool_calls:
+      - {{id: c1, name: run_command, arguments: {{command: "echo hi > note.txt; echo written"}}}}
+      - {{id: w1, name: create_file, arguments: {{path: note2.txt, content: "two\n"}}}}
+  - tool_calls:
+      - {{id: c2, name: run_command, arguments: {{command: "{dump}"}}}}
+  - text: done
+"#
+        ),
+    );
+    let runner = Runner::new(&env, as_nobody, test);
+    if !namespaces(&runner, &env, test) {
+        return;
+    }
+    let out = runner
+        .command(&env, &["run", "--json", "--script"])
+        .arg(&script)
+        .env("HOME", home)
+        .env("KEEL_HOME", &data)
+        .arg("take notes")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let events = json_lines(&out.stdout);
+    let dumped = result(&events, "c2");
+    assert!(
+        dumped.contains("hits: 0") && dumped.contains("recorded: note.txt"),
+        "as {}: a command read the stores out of the snapshots:\n{dumped}",
+        runner.who()
+    );
+    for store in [
+        ".ssh",
+        ".aws",
+        ".git-credentials",
+        ".config/keel",
+        ".local/share/keel",
+    ] {
+        assert!(
+            !dumped.contains(&format!("recorded: {store}")),
+            "as {}: {store} was recorded:\n{dumped}",
+            runner.who()
+        );
+    }
+    // The user rotates a key, then undoes the session: the store keeps the new key.
+    std::fs::write(
+        home.join(".aws/credentials"),
+        "aws_secret_access_key = FAKE-AWS-ROTATED\n",
+    )
+    .unwrap();
+    let undo = runner
+        .command(&env, &["undo", "--to", "0"])
+        .env("HOME", home)
+        .env("KEEL_HOME", &data)
+        .output()
+        .unwrap();
+    assert_exit(&undo, 0);
+    assert!(!home.join("note.txt").exists() && !home.join("note2.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(home.join(".aws/credentials")).unwrap(),
+        "aws_secret_access_key = FAKE-AWS-ROTATED\n",
+        "as {}: undo wrote into ~/.aws",
+        runner.who()
+    );
+}
+
+#[test]
+fn a_home_workspaces_snapshots_hold_no_store() {
+    home_snapshots(false);
+    if is_root() {
+        home_snapshots(true);
+    }
+}
+
 fn checkout_in_keel_home(as_nobody: bool) {
     let test = "a_checkout_under_keel_home_sees_nothing_else_of_it";
     let env = Env::new();
@@ -514,6 +613,12 @@ fn moved_and_new_stores(as_nobody: bool) {
         (env.home.join(".m2/settings.xml"), "FAKE-MAVEN"),
         (env.home.join(".gradle/gradle.properties"), "FAKE-GRADLE"),
         (env.home.join(".config/gh/hosts.yml"), "FAKE-GH"),
+        // Key files a variable names (red-team pass 3, R3-6).
+        (moved.join("gcp/sa.json"), "FAKE-GCP-SA"),
+        (moved.join("kaggle/kaggle.json"), "FAKE-KAGGLE"),
+        (moved.join("rclone.conf"), "FAKE-RCLONE"),
+        (moved.join("pulumi/credentials.json"), "FAKE-PULUMI"),
+        (moved.join("oci/config"), "FAKE-OCI"),
     ];
     for (path, secret) in &files {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -545,6 +650,11 @@ turns:
         .env("GNUPGHOME", moved.join("gnupg"))
         .env("KUBECONFIG", moved.join("kube/config"))
         .env("DOCKER_CONFIG", moved.join("docker"))
+        .env("GOOGLE_APPLICATION_CREDENTIALS", moved.join("gcp/sa.json"))
+        .env("KAGGLE_CONFIG_DIR", moved.join("kaggle"))
+        .env("RCLONE_CONFIG", moved.join("rclone.conf"))
+        .env("PULUMI_HOME", moved.join("pulumi"))
+        .env("OCI_CLI_CONFIG_FILE", moved.join("oci/config"))
         .arg("look")
         .output()
         .unwrap();

@@ -142,7 +142,9 @@ pub async fn run_task(
             .config(&base.join(rel), &overrides)
             .map(|c| c.snapshots.build_dirs())
             .unwrap_or_default(),
-        crate::suite::Source::Git { .. } => Default::default(),
+        crate::suite::Source::Git { .. } | crate::suite::Source::LocalGit { .. } => {
+            Default::default()
+        }
     };
     let prepared = tokio::task::spawn_blocking(move || {
         if target.exists() {

@@ -16,15 +16,17 @@
 //!
 //! [[task]]
 //! id = "from-git"
-//! git = "https://example.com/r.git"  # or a local (bare) repository path
-//! commit = "3f2a…"                   # checked out detached
+//! git = "https://example.com/r.git"  # or a local (bare) repository beneath the suite's directory
+//! commit = "3f2a…"                   # the full hash, checked out detached
 //! task = "…"
 //! check = "…"
 //! ```
 //!
 //! Relative paths (`repo`, `git` when it is a local path, `script`) are relative to the suite
-//! file's directory; `repo` must stay beneath it (no absolute path, no `..`, no symlink out:
-//! a suite copies only its own fixtures, never `~/.ssh`).
+//! file's directory and must stay beneath it (no absolute path, no `..`, no symlink out: a
+//! suite copies only its own fixtures and clones only its own local repositories, never
+//! `~/.ssh` or `~/.password-store`). A local path is whatever git would take for one (a `/`
+//! before the first `:`, or no `:`); `file://` URLs are refused.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -68,9 +70,16 @@ pub enum Source {
     /// A directory copied into the fresh workspace: `rel` beneath the suite file's directory
     /// `base` (an eval suite copies only its own fixtures).
     Dir { base: PathBuf, rel: String },
-    /// A git repository (URL or local path) cloned with Keel's hardened git, `commit`
-    /// checked out.
+    /// A remote git repository (a URL or `host:path`) cloned with Keel's hardened git,
+    /// `commit` checked out.
     Git { url: String, commit: String },
+    /// A local git repository `rel` beneath the suite file's directory `base` (copied beneath
+    /// open handles, then cloned from the copy), `commit` checked out.
+    LocalGit {
+        base: PathBuf,
+        rel: String,
+        commit: String,
+    },
 }
 
 /// One task of a suite, paths resolved.
@@ -119,9 +128,26 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// Whether `url` names a remote (anything with a scheme, or scp-like `host:path`).
+/// Whether git takes `url` for a remote, as git decides it: `scheme://…` (a scheme of
+/// letters, digits, `+`, `-`, `.`), or scp-like `host:path` (a `:` with no `/` before it).
+/// Anything else — `a/b:c`, `x/y://z` — is a local path to git, whatever it looks like.
 fn is_remote(url: &str) -> bool {
-    url.contains("://") || (url.contains(':') && !url.starts_with('/') && !url.starts_with('.'))
+    if let Some((scheme, _)) = url.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return true;
+    }
+    url.split_once(':')
+        .is_some_and(|(host, _)| !host.contains('/'))
+}
+
+/// Whether `commit` is a full object name (SHA-1 or SHA-256): a suite pins what it tests,
+/// and a ref (`HEAD`, a branch) would follow whatever the repository holds today.
+fn full_hash(commit: &str) -> bool {
+    matches!(commit.len(), 40 | 64) && commit.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 impl Suite {
@@ -214,18 +240,43 @@ impl Suite {
                 }
                 (None, Some(url), Some(commit)) => {
                     let commit = commit.trim().to_string();
-                    if commit.is_empty() || commit.starts_with('-') {
-                        return Err(format!("{at}: `commit` must name a commit (a hash)"));
+                    if !full_hash(&commit) {
+                        return Err(format!(
+                            "{at}: `commit = \"{commit}\"` must be the full hash of a commit \
+                             (40 hex digits, or 64 for SHA-256; `git rev-parse HEAD` prints it), \
+                             not a ref or a short hash"
+                        ));
                     }
-                    let url = if is_remote(&url) {
-                        url
-                    } else {
-                        resolve(&url).display().to_string()
-                    };
                     if url.starts_with('-') {
                         return Err(format!("{at}: `git` must not start with `-`"));
                     }
-                    Source::Git { url, commit }
+                    if !is_remote(&url) {
+                        if !beneath(&url) {
+                            return Err(format!(
+                                "{at}: `git = \"{url}\"` is a local path: it must be a repository \
+                                 beneath the suite's own directory ({}), without `..`, as `repo` \
+                                 is: a suite clones only its own local repositories (a remote one \
+                                 is a URL: https://…, ssh://…, host:path)",
+                                base.display()
+                            ));
+                        }
+                        Source::LocalGit {
+                            base: base.clone(),
+                            rel: url,
+                            commit,
+                        }
+                    } else if url
+                        .get(..5)
+                        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+                    {
+                        return Err(format!(
+                            "{at}: `git = \"{url}\"` names a local repository by a file:// URL; \
+                             name it by its path beneath the suite's own directory ({}) instead",
+                            base.display()
+                        ));
+                    } else {
+                        Source::Git { url, commit }
+                    }
                 }
                 (None, Some(_), None) => {
                     return Err(format!(
@@ -300,8 +351,8 @@ check = "true"
 script = "a.yaml"
 [[task]]
 id = "b"
-git = "../bare.git"
-commit = "abc"
+git = "fx/bare.git"
+commit = "0123456789abcdef0123456789abcdef01234567"
 task = "do it"
 check = "true"
 timeout_secs = 5
@@ -321,9 +372,10 @@ timeout_secs = 5
         assert_eq!(s.tasks[0].timeout_secs, DEFAULT_TIMEOUT_SECS);
         assert_eq!(
             s.tasks[1].source,
-            Source::Git {
-                url: "/s/../bare.git".into(),
-                commit: "abc".into()
+            Source::LocalGit {
+                base: PathBuf::from("/s"),
+                rel: "fx/bare.git".into(),
+                commit: "0123456789abcdef0123456789abcdef01234567".into()
             }
         );
         assert_eq!(s.tasks[1].timeout_secs, 5);
@@ -358,6 +410,59 @@ timeout_secs = 5
                 "{repo}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_local_git_repository_outside_the_suites_directory_is_refused() {
+        // Red-team pass 3, R3-5: `git = "../../../.password-store"` cloned a hidden store.
+        let hash = "0123456789abcdef0123456789abcdef01234567";
+        let task = |git: &str, commit: &str| {
+            parse(&format!(
+                "[[task]]\nid = \"a\"\ngit = \"{git}\"\ncommit = \"{commit}\"\ntask = \"t\"\ncheck = \"true\"\n"
+            ))
+        };
+        // Local to git (no `:`, or a `/` before the first `:`), wherever they lead.
+        for git in [
+            "../../../.password-store",
+            "/home/u/.password-store",
+            "fx/../../x",
+            "d/evil:x/../../../.password-store",
+            "a/b://c/../../..",
+            "",
+        ] {
+            let e = task(git, hash).unwrap_err();
+            assert!(
+                e.contains("is a local path") && e.contains("its own local repositories"),
+                "{git}: {e}"
+            );
+        }
+        for git in ["file:///home/u/.password-store", "FILE://localhost/x"] {
+            let e = task(git, hash).unwrap_err();
+            assert!(e.contains("file:// URL"), "{git}: {e}");
+        }
+        // A ref or a short hash follows whatever the repository holds.
+        for commit in ["HEAD", "main", "abc", "-x", "", &"g".repeat(40)] {
+            let e = task("https://h/r.git", commit).unwrap_err();
+            assert!(e.contains("full hash"), "{commit}: {e}");
+        }
+        // Remotes (as git reads them) and local repositories beneath the suite's directory.
+        for git in [
+            "https://h/r.git",
+            "git@github.com:o/r.git",
+            "ssh://h/r",
+            "host:r",
+        ] {
+            let s = task(git, hash).unwrap();
+            assert_eq!(
+                s.tasks[0].source,
+                Source::Git {
+                    url: git.into(),
+                    commit: hash.into()
+                }
+            );
+        }
+        let s = task("repos/r.git", &"a".repeat(64)).unwrap();
+        assert!(matches!(&s.tasks[0].source, Source::LocalGit { rel, .. } if rel == "repos/r.git"));
     }
 
     #[test]

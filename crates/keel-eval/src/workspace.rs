@@ -34,7 +34,60 @@ pub fn prepare(source: &Source, dest: &Path, build_dirs: &BuildDirs) -> Result<(
                 .map_err(|e| format!("cannot copy {} to {}: {e}", shown.display(), dest.display()))
         }
         Source::Git { url, commit } => clone(url, commit, dest),
+        Source::LocalGit { base, rel, commit } => clone_local(base, rel, commit, dest),
     }
+}
+
+/// Files that send git to another repository's objects or git directory: a `.git` file
+/// (`gitdir: …`), `commondir`, `objects/info/alternates` and `http-alternates`.
+const REDIRECTS: [&str; 4] = [".git", "commondir", "alternates", "http-alternates"];
+
+/// Clones the local repository `rel` beneath the suite's directory `base`: it is first copied
+/// beneath open handles (as a fixture is: a symlink out, a FIFO or a device refused, and no
+/// protected store beneath a home-directory suite is ever opened), with nothing in it that
+/// points git at another repository, and git clones the copy — git itself never reads a path
+/// the suite named.
+fn clone_local(base: &Path, rel: &str, commit: &str, dest: &Path) -> Result<(), String> {
+    let shown = base.join(rel);
+    let suite_dir = ProjectDir::open(base)
+        .map_err(|e| format!("cannot open the suite's directory {}: {e}", base.display()))?;
+    let repo = suite_dir.subdir(rel).map_err(|e| {
+        format!("the task's git {e}; a suite clones only its own local repositories")
+    })?;
+    if let Some(found) = redirect(&repo) {
+        return Err(format!(
+            "the task's git repository {} holds `{found}`, which points git at another \
+             repository; a suite clones only its own local repositories",
+            shown.display()
+        ));
+    }
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return Err(format!("{} has no parent directory", dest.display()));
+    };
+    let copy = parent.join(format!(".{}.source", name.to_string_lossy()));
+    let _ = std::fs::remove_dir_all(&copy);
+    let result = copy_tree(&repo, &copy, &BuildDirs::none().skipper(&shown))
+        .map_err(|e| format!("cannot copy {}: {e}", shown.display()))
+        .and_then(|()| clone(&copy.display().to_string(), commit, dest));
+    let _ = std::fs::remove_dir_all(&copy);
+    result
+}
+
+/// The first entry of `dir` (walked beneath its handle) that is a git redirection
+/// ([`REDIRECTS`]), if any.
+fn redirect(dir: &ProjectDir) -> Option<String> {
+    let mut stack = vec![String::new()];
+    while let Some(at) = stack.pop() {
+        for entry in dir.list(&at) {
+            let rel = join_rel(&at, &entry.name);
+            match entry.kind {
+                FileKind::Dir => stack.push(rel),
+                _ if REDIRECTS.contains(&entry.name.as_str()) => return Some(rel),
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 /// Copies a fixture directory tree, read beneath the open fixture directory and written
@@ -224,6 +277,84 @@ mod tests {
             }
         }
         out
+    }
+
+    fn plain_git(dir: &Path, args: &[&str]) -> String {
+        #[allow(clippy::disallowed_methods)] // a fixture made with plain git
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A git repository at `dir` with one commit holding `file` = `text`; its hash.
+    fn repository(dir: &Path, file: &str, text: &str) -> String {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(file), text).unwrap();
+        plain_git(dir, &["init", "-q"]);
+        plain_git(dir, &["add", "."]);
+        plain_git(dir, &["commit", "-qm", "one"]);
+        plain_git(dir, &["rev-parse", "HEAD"])
+    }
+
+    #[test]
+    fn a_local_repository_cannot_lead_git_to_another_one() {
+        // Red-team pass 3, R3-5: the suite's own repository may not borrow another's git
+        // directory or objects (a password store outside the suite).
+        if safe_git::git_version().is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "git is needed (apt-get install git)"
+            );
+            println!("SKIPPED a_local_repository_cannot_lead_git_to_another_one: no git");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("home/.password-store");
+        let secret = repository(&store, "github.gpg", "FAKE-PASS-ENTRY");
+        let suite = tmp.path().join("suite");
+        let own = repository(&suite.join("repos/own"), "README", "mine");
+        let local = |rel: &str, commit: &str| Source::LocalGit {
+            base: suite.clone(),
+            rel: rel.into(),
+            commit: commit.into(),
+        };
+        // Its own repository clones.
+        let dest = tmp.path().join("ok");
+        prepare(&local("repos/own", &own), &dest, &BuildDirs::default()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("README")).unwrap(),
+            "mine"
+        );
+        // A `.git` file naming the store, alternates into its objects, a link to it.
+        std::fs::create_dir_all(suite.join("gitfile")).unwrap();
+        std::fs::write(
+            suite.join("gitfile/.git"),
+            format!("gitdir: {}\n", store.join(".git").display()),
+        )
+        .unwrap();
+        let alt = suite.join("alt");
+        repository(&alt, "x", "x");
+        std::fs::write(
+            alt.join(".git/objects/info/alternates"),
+            format!("{}\n", store.join(".git/objects").display()),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&store, suite.join("link")).unwrap();
+        for (rel, want) in [
+            ("gitfile", "`.git`"),
+            ("alt", "alternates"),
+            ("link", "outside"),
+        ] {
+            let dest = tmp.path().join(format!("dest-{rel}"));
+            let e = prepare(&local(rel, &secret), &dest, &BuildDirs::default()).unwrap_err();
+            assert!(e.contains(want), "{rel}: {e}");
+            assert!(!walk_contents(&dest).contains("FAKE-PASS"), "{rel}");
+        }
     }
 
     #[test]

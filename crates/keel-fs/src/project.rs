@@ -513,6 +513,20 @@ mod tests {
     }
 
     #[test]
+    fn the_root_lists_the_same_every_time() {
+        // A duplicated descriptor shares its read offset: the second listing came back empty
+        // (an eval's local repository was then copied as nothing).
+        let (dir, p) = setup();
+        std::fs::write(dir.path().join("x.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
+        let first = p.list("");
+        assert!(first.iter().any(|e| e.name == "x.txt"), "{first:?}");
+        assert_eq!(p.list(""), first);
+        let sub = p.subdir(".").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sub.list(""), first);
+        assert_eq!(sub.list(""), first);
+    }
+
+    #[test]
     fn listings_report_symlinks_as_symlinks() {
         let (dir, p) = setup();
         std::fs::create_dir_all(dir.path().join(".keel/rules")).unwrap_or_else(|e| panic!("{e}"));

@@ -70,6 +70,10 @@ pub const SECRET_STORES: &[&str] = &[
     "~/.pgpass",
     "~/.my.cnf",
     "~/.databrickscfg",
+    "~/.kaggle/kaggle.json",
+    "~/.config/kaggle/kaggle.json",
+    "~/.pulumi/credentials.json",
+    "~/.config/sops/age/keys.txt",
     "~/.terraform.d/credentials.tfrc.json",
     "~/.config/rclone",
     "~/.s3cfg",
@@ -119,6 +123,26 @@ pub const RELOCATED: &[(&str, &str)] = &[
     ("TF_CLI_CONFIG_FILE", ""),
     ("OP_CONFIG_DIR", ""),
     ("VAULT_CONFIG_PATH", ""),
+    // Key and token files a variable names (red-team pass 3, R3-6): a service-account key,
+    // OAuth or federated tokens, client private keys and certificates, tools' config files
+    // that hold tokens or passwords.
+    ("GOOGLE_APPLICATION_CREDENTIALS", ""),
+    ("CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE", ""),
+    ("AWS_WEB_IDENTITY_TOKEN_FILE", ""),
+    ("AZURE_CLIENT_CERTIFICATE_PATH", ""),
+    ("AZURE_FEDERATED_TOKEN_FILE", ""),
+    ("OCI_CLI_CONFIG_FILE", ""),
+    ("OCI_CLI_KEY_FILE", ""),
+    ("KAGGLE_CONFIG_DIR", "kaggle.json"),
+    ("PULUMI_HOME", "credentials.json"),
+    ("TERRAFORM_CONFIG", ""),
+    ("RCLONE_CONFIG", ""),
+    ("S3CMD_CONFIG", ""),
+    ("DATABRICKS_CONFIG_FILE", ""),
+    ("DOCKER_CERT_PATH", ""),
+    ("HELM_REGISTRY_CONFIG", ""),
+    ("VAULT_CLIENT_KEY", ""),
+    ("SOPS_AGE_KEY_FILE", ""),
 ];
 
 /// What a protected store is.
@@ -516,6 +540,47 @@ mod tests {
         }
         assert_eq!(r.len(), 7, "{r:?}");
         assert!(secret_stores(&e).contains(&PathBuf::from("/c/credentials.toml")));
+    }
+
+    #[test]
+    fn key_files_named_by_the_environment_are_stores() {
+        // Red-team pass 3, R3-6: `GOOGLE_APPLICATION_CREDENTIALS` named a key nobody hid.
+        let e = env(&[
+            ("GOOGLE_APPLICATION_CREDENTIALS", "/s/sa.json"),
+            ("KAGGLE_CONFIG_DIR", "/kg"),
+            ("PULUMI_HOME", "/pu"),
+            ("OCI_CLI_CONFIG_FILE", "/oci/config"),
+            ("OCI_CLI_KEY_FILE", "/oci/key.pem"),
+            ("RCLONE_CONFIG", "/rc/rclone.conf"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"),
+            ("DOCKER_CERT_PATH", "/dc"),
+            ("SOPS_AGE_KEY_FILE", "/age.txt"),
+            ("VAULT_CONFIG_PATH", "/v.hcl"),
+            ("TF_CLI_CONFIG_FILE", "/tf.rc"),
+        ]);
+        let r = relocated(&e);
+        for p in [
+            "/s/sa.json",
+            "/kg/kaggle.json",
+            "/pu/credentials.json",
+            "/oci/config",
+            "/oci/key.pem",
+            "/rc/rclone.conf",
+            "/var/run/token",
+            "/dc",
+            "/age.txt",
+            "/v.hcl",
+            "/tf.rc",
+        ] {
+            assert!(r.contains(&PathBuf::from(p)), "{p}: {r:?}");
+        }
+        assert_eq!(r.len(), 11, "{r:?}");
+        // Hidden whatever `shell.hide` says, and refused by the file tools.
+        assert!(
+            always(&e)
+                .iter()
+                .any(|s| s.path == Path::new("/s/sa.json") && s.kind == StoreKind::Secret)
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::layout::{self, PROBE_DEADLINE, WORK_DEADLINE, output_within};
 use crate::error::SnapshotError;
 use crate::report::RestoreReport;
+use crate::stores::StoresBeneath;
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
 
@@ -494,9 +495,11 @@ impl Git {
             seed_index(git_dir, &self.index);
         }
         self.drop_unsafe_index()?;
-        let mut add = vec!["add", "--all"];
-        add.extend(PATHSPEC);
-        self.run_locked(&add)?;
+        let stores = StoresBeneath::of(&self.workspace)?;
+        let mut add: Vec<String> = vec!["add".into(), "--all".into()];
+        add.extend(self.pathspec(&stores));
+        self.run_locked(&as_strs(&add))?;
+        self.drop_stores(&stores)?;
         self.stdout(&["write-tree"])
     }
 
@@ -583,7 +586,8 @@ impl Git {
             from,
             to,
         ];
-        args.extend(PATHSPEC);
+        let spec = self.pathspec(&StoresBeneath::of(&self.workspace)?);
+        args.extend(as_strs(&spec));
         let out = self.run(&args, None)?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -601,7 +605,9 @@ impl Git {
             from,
             to,
         ];
-        args.extend(PATHSPEC);
+        // Never a store: a restore writes, recreates and removes only what this lists.
+        let spec = self.pathspec(&StoresBeneath::of(&self.workspace)?);
+        args.extend(as_strs(&spec));
         let out = self.run(&args, None)?;
         let mut fields = out.stdout.split(|b| *b == 0).filter(|f| !f.is_empty());
         let mut changes = Vec::new();
@@ -740,6 +746,28 @@ impl Git {
 }
 
 impl Git {
+    /// Every operation's pathspec: the workspace, minus Keel's own `.keel/` and every
+    /// protected store beneath the workspace ([`crate::stores`]).
+    fn pathspec(&self, stores: &StoresBeneath) -> Vec<String> {
+        let mut spec: Vec<String> = PATHSPEC.iter().map(|s| s.to_string()).collect();
+        spec.extend(stores.excluding());
+        spec
+    }
+
+    /// Drops from Keel's index whatever it holds in a store (seeded from the user's index, or
+    /// staged before stores were left out), so the tree written next names none.
+    fn drop_stores(&self, stores: &StoresBeneath) -> Result<(), SnapshotError> {
+        if stores.is_empty() {
+            return Ok(());
+        }
+        let mut args: Vec<String> = ["rm", "--cached", "-r", "-f", "-q", "--ignore-unmatch", "--"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(stores.selecting());
+        self.run_locked(&as_strs(&args)).map(|_| ())
+    }
+
     /// Deletes the refs named (one `git update-ref --stdin` transaction); the objects they
     /// kept become garbage git collects later.
     pub(super) fn delete_refs(&self, names: &[String]) -> Result<(), SnapshotError> {
@@ -781,6 +809,10 @@ fn seed_index(git_dir: &Path, index: &Path) {
         return;
     };
     let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 /// Where the private snapshot repository of a non-git workspace lives.

@@ -27,6 +27,7 @@ mod history;
 mod layout;
 mod prune;
 mod report;
+mod stores;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -274,5 +275,7 @@ fn now_secs() -> u64 {
 mod hostile_tests;
 #[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+mod stores_tests;
 #[cfg(test)]
 mod tests;

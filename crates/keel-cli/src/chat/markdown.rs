@@ -650,6 +650,11 @@ pub fn to_ansi(lines: &[Line<'_>], color: bool) -> String {
     let mut out = String::new();
     for line in lines {
         for span in &line.spans {
+            // The cells keep what the model, a tool or the repository wrote, escape bytes
+            // included (the live screen drops them as it draws): shown as caret text here,
+            // before Keel's own colours, so chat's transcript printed on quit cannot write the
+            // clipboard, retitle or clear the terminal (red-team pass 3, R3-7).
+            let content = crate::term_text::visible(&span.content);
             let style = line.style.patch(span.style);
             let mut codes: Vec<&str> = Vec::new();
             if color {
@@ -680,10 +685,6 @@ pub fn to_ansi(lines: &[Line<'_>], color: bool) -> String {
                 });
                 codes.retain(|c| !c.is_empty());
             }
-            // The one place cells become terminal text (chat's exit transcript): what a
-            // command, the model or a file name holds is cleaned here, Keel's own styles added
-            // after (red-team pass 3, R3-7: OSC 52 reached the terminal when chat exited).
-            let content = crate::term_text::visible(&span.content);
             if codes.is_empty() {
                 out.push_str(&content);
             } else {
@@ -752,24 +753,23 @@ mod tests {
     }
 
     #[test]
-    fn terminal_text_of_cells_carries_no_escape_of_their_own() {
-        // Red-team pass 3, R3-7: chat's exit transcript wrote a command's OSC 52 (clipboard),
-        // CSI 2J and OSC 0 to the terminal.
-        let line = Line::from(vec![
-            ratatui::text::Span::raw("a\x1b]52;c;cHduZWQ=\x07b\x1b[2Jc"),
-            ratatui::text::Span::styled(
-                "\x1b]0;TITLE\x07red\r",
-                ratatui::style::Style::default().add_modifier(Modifier::BOLD),
-            ),
-        ]);
-        let out = to_ansi(&[line], true);
-        assert_eq!(
-            out.matches('\x1b').count(),
-            2,
-            "only Keel's own bold and reset: {out:?}"
-        );
-        assert!(!out.contains('\x07') && !out.contains('\r'), "{out:?}");
-        assert!(out.contains("^[]52;c;cHduZWQ=^Gb^[[2Jc"), "{out:?}");
+    fn terminal_text_never_carries_the_cells_escape_bytes() {
+        // Red-team pass 3, R3-7: chat's transcript printed on quit wrote a command's OSC 52
+        // (clipboard), CSI 2J and OSC 0 to the terminal raw.
+        let raw = "a\x1b]52;c;cHduZWQ=\x07b\x1b[2Jc \x1b]0;TITLE\x07";
+        let lines = vec![Line::from(vec![
+            Span::raw(raw),
+            Span::styled(raw, Style::default().add_modifier(Modifier::BOLD)),
+        ])];
+        for color in [true, false] {
+            let out = to_ansi(&lines, color);
+            let foreign = out.replace("\x1b[1m", "").replace("\x1b[0m", "");
+            assert!(
+                !foreign.contains('\x1b') && !foreign.contains('\x07'),
+                "{out:?}"
+            );
+            assert!(out.contains("a^[]52;c;cHduZWQ=^Gb^[[2Jc"), "{out:?}");
+        }
     }
 
     #[test]

@@ -234,7 +234,9 @@ impl ResolvedPath {
         }
         match &self.name {
             Some(name) => open_dir_at(self.base.as_fd(), name, OFlags::NOFOLLOW),
-            None => rustix::io::dup(self.base.as_fd()).map_err(Into::into),
+            // Opened anew, not `dup`ed: a duplicate shares the directory's read offset, so a
+            // second listing of the root through it would come back empty.
+            None => open_dir_at(self.base.as_fd(), OsStr::new("."), OFlags::NOFOLLOW),
         }
     }
 
