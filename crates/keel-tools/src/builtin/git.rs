@@ -90,7 +90,7 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
         .map(|c| crate::stores::beneath(&c))
         .unwrap_or_default();
     for (rel, _) in stores {
-        cmd.arg(format!(":(exclude,literal){}", rel.display()));
+        cmd.arg(format!(":(exclude,literal,icase){}", rel.display()));
     }
     match output(&mut cmd).await? {
         Ok(out) => Ok(out),
