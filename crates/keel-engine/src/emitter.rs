@@ -54,8 +54,14 @@ impl EventSink for CollectingSink {
 
 /// Stamps `ts` and the run, has the store write each event (the store assigns `seq` inside
 /// the write), then hands it to the sinks — so no sink ever sees an event that a crash could
-/// lose, and several writers (tasks, processes) never number two events alike.
+/// lose, and several writers (tasks, processes) never number two events alike. Cheap to clone:
+/// clones are the same emitter (one order lock), such as the one a hook's `HookContext` holds.
+#[derive(Clone)]
 pub struct Emitter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     session_id: String,
     run_id: String,
     parent_run_id: Option<String>,
@@ -68,7 +74,7 @@ pub struct Emitter {
 impl std::fmt::Debug for Emitter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Emitter")
-            .field("session_id", &self.session_id)
+            .field("session_id", &self.inner.session_id)
             .finish_non_exhaustive()
     }
 }
@@ -77,54 +83,64 @@ impl Emitter {
     /// An emitter of `session_id`'s events (the store continues its numbering).
     pub fn new(session_id: String, store: Arc<dyn Store>, sinks: Vec<Arc<dyn EventSink>>) -> Self {
         Self {
-            session_id,
-            run_id: crate::time::new_run_id(),
-            parent_run_id: None,
-            order: tokio::sync::Mutex::new(()),
-            store,
-            sinks,
+            inner: Arc::new(Inner {
+                session_id,
+                run_id: crate::time::new_run_id(),
+                parent_run_id: None,
+                order: tokio::sync::Mutex::new(()),
+                store,
+                sinks,
+            }),
         }
     }
 
-    /// Stamps events with `run_id` (and the run that started it) instead of a fresh id.
-    pub fn in_run(mut self, run_id: Option<String>, parent_run_id: Option<String>) -> Self {
-        if let Some(id) = run_id {
-            self.run_id = id;
+    /// Stamps events with `run_id` (and the run that started it) instead of a fresh id: an
+    /// emitter of its own (a clone made earlier keeps the old stamps).
+    pub fn in_run(self, run_id: Option<String>, parent_run_id: Option<String>) -> Self {
+        let old = self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                session_id: old.session_id.clone(),
+                run_id: run_id.unwrap_or_else(|| old.run_id.clone()),
+                parent_run_id,
+                order: tokio::sync::Mutex::new(()),
+                store: old.store.clone(),
+                sinks: old.sinks.clone(),
+            }),
         }
-        self.parent_run_id = parent_run_id;
-        self
     }
 
     /// The run whose events this emitter stamps.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        &self.inner.run_id
     }
 
     /// Where this emitter's events go after they are stored.
     pub(crate) fn sinks(&self) -> &[Arc<dyn EventSink>] {
-        &self.sinks
+        &self.inner.sinks
     }
 
     /// The session this emitter numbers events for.
     pub fn session_id(&self) -> &str {
-        &self.session_id
+        &self.inner.session_id
     }
 
     /// Stores and publishes one event.
     pub async fn emit(&self, kind: EventKind) -> Result<Event, EngineError> {
-        let order = self.order.lock().await;
+        let inner = &*self.inner;
+        let order = inner.order.lock().await;
         let draft = Event {
-            session_id: self.session_id.clone(),
+            session_id: inner.session_id.clone(),
             seq: 0, // assigned by the store
             ts: crate::time::now_ms(),
-            run_id: self.run_id.clone(),
-            parent_run_id: self.parent_run_id.clone(),
+            run_id: inner.run_id.clone(),
+            parent_run_id: inner.parent_run_id.clone(),
             kind,
         };
-        let event = self.store.append_event(&draft).await?;
+        let event = inner.store.append_event(&draft).await?;
         // Publish while still holding the lock so sinks see events in seq order even when
         // several tasks emit at once.
-        for sink in &self.sinks {
+        for sink in &inner.sinks {
             sink.publish(&event);
         }
         drop(order);

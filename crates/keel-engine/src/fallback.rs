@@ -22,6 +22,14 @@ use crate::ending::{Ending, Interrupt};
 pub use crate::ending::{Failure, emergency_error, evaluation, original_error, recovery_prompt};
 use crate::run::Run;
 
+/// A recovery attempt in progress.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Recovering {
+    attempt: u32,
+    /// The failure it retries.
+    after: String,
+}
+
 /// How a run ended after the chain.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ChainEnd {
@@ -34,6 +42,27 @@ pub(crate) enum ChainEnd {
 }
 
 impl Run<'_> {
+    /// A failed model request as the run's failure: when the engine asked the model to redo
+    /// something (a hook's correction round after failing gates, a recovery attempt), the
+    /// latest of those comes first, as its cause.
+    pub(crate) fn model_failure(&self, e: &keel_llm::LlmError) -> Failure {
+        let f = Failure::from_llm(e);
+        if let Some(explained) = self.explained_failure(&f) {
+            return explained;
+        }
+        match &self.recovering {
+            Some(r) => {
+                let mut f = f;
+                f.message = format!(
+                    "{} (during recovery attempt {}, which retried after: {})",
+                    f.message, r.attempt, r.after
+                );
+                f
+            }
+            None => f,
+        }
+    }
+
     /// Runs the main attempt, then recovery attempts while the failure allows them, then
     /// turns a remaining failure into the emergency error. Cancellation and engine failures
     /// propagate as [`Interrupt`]s untouched.
@@ -86,7 +115,7 @@ impl Run<'_> {
                 })
                 .await?;
             self.recovery_started();
-            self.retrying = Some(crate::verify::Retrying::Recovery {
+            self.recovering = Some(Recovering {
                 attempt,
                 after: failure.message.clone(),
             });

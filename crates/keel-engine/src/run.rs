@@ -56,14 +56,9 @@ pub(crate) struct Run<'a> {
     pub(crate) compactor: Compactor,
     /// Files the session created or modified (from tool metadata `paths`).
     pub(crate) files: BTreeSet<String>,
-    /// A write or a command succeeded in this run (final verification only runs then, unless
-    /// `verify.always`).
-    pub(crate) changed: bool,
-    /// Verification rounds that failed so far.
-    pub(crate) verify_failures: u32,
-    /// What the engine last asked the model to do again (a correction round after a failing
-    /// gate, a recovery attempt): a model failure after it names it first, as its cause.
-    pub(crate) retrying: Option<crate::verify::Retrying>,
+    /// The recovery attempt in progress (`fallback`): a model failure during it names the
+    /// failure it retried.
+    pub(crate) recovering: Option<crate::fallback::Recovering>,
     /// Asks a person before risky calls, when the session has an approval gate.
     pub(crate) approvals: Option<Arc<ApprovalGate>>,
     /// The plan_exec phase machine (none in react mode).
@@ -113,9 +108,7 @@ impl<'a> Run<'a> {
             iterations: 0,
             compactor,
             files: BTreeSet::new(),
-            changed: false,
-            verify_failures: 0,
-            retrying: None,
+            recovering: None,
             approvals: options.approvals.clone(),
             phase: engine
                 .phase_policy
@@ -447,6 +440,9 @@ impl<'a> Run<'a> {
             };
             let mut out = self.run_one(p, call, &mut stop).await?;
             self.after_tool(call, &mut out, &mut stop).await;
+            if !out.is_error {
+                self.files.extend(out.details.files.iter().cloned());
+            }
             let content = match note {
                 Some(note) if !out.content.starts_with("not run:") => {
                     format!("{note}\n{}", out.content)

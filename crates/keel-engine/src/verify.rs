@@ -9,26 +9,23 @@
 //! run fails with the gate output (`verification_failed`). Each gate run is a `verification`
 //! event.
 //!
+//! This module says which gates run ([`GatePlan`]), whether one needs the approval policy's
+//! word, and how failures read; the hook that runs them at the finish and owns the run's
+//! rounds is `crate::guardrails::verify`.
+//!
 //! Gate detection is pluggable ([`GateDetector`]): the engine does not know how to find a
 //! project's test command; keel-tools' detection is connected through
 //! [`crate::EngineBuilder::gate_detector`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_protocol::{ErrorCode, EventKind, Message, ToolCall};
-use keel_tools::ToolEffect;
+use keel_knowledge::constitution::{CONSTITUTION_FILE, Constitution};
 use keel_tools::shell::{CommandSafety, SafetyClass};
 
-use crate::ending::Failure;
-use crate::ending::{Ending, Interrupt};
-use crate::process::{CommandSpec, run_command_with_timeout};
-use crate::run::Run;
-use keel_phase::CommandAccess;
-
 /// Characters of a gate's output kept in its `verification` event.
-const EVENT_OUTPUT_CHARS: usize = 8_000;
+pub(crate) const EVENT_OUTPUT_CHARS: usize = 8_000;
 /// At least this many characters of a failing gate's output reach the model.
 const MIN_FEEDBACK_CHARS: usize = 2_000;
 
@@ -94,72 +91,6 @@ pub struct GateResult {
     pub duration: Duration,
 }
 
-/// What the engine asked the model to do again, so that a model failure during it names the
-/// cause first (the gate that failed, or the failure a recovery attempt retries).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Retrying {
-    /// A correction round after failing gates.
-    Correction {
-        round: u32,
-        cap: u32,
-        /// One line per failing gate: name, command, how it ended, the output's last lines.
-        gates: Vec<String>,
-        /// What the sandbox had to do with it, when the output says so.
-        sandbox: Option<String>,
-        /// The failing gates' output (for `original_error`).
-        output: String,
-    },
-    /// A recovery attempt after a failure.
-    Recovery { attempt: u32, after: String },
-}
-
-impl Retrying {
-    /// The failure of a model request made while retrying this: the cause first.
-    pub(crate) fn explain(&self, model: Failure) -> Failure {
-        match self {
-            Retrying::Correction {
-                round,
-                cap,
-                gates,
-                sandbox,
-                output,
-            } => {
-                let mut f = Failure::new(
-                    ErrorCode::VerificationFailed,
-                    format!(
-                        "{}{}; Keel asked the model to fix it (correction round {round} of {cap}), and then the model failed: {}",
-                        gates.join("; "),
-                        sandbox
-                            .as_deref()
-                            .map(|s| format!(" — {s}"))
-                            .unwrap_or_default(),
-                        model.message
-                    ),
-                )
-                .with_original(format!(
-                    "{output}\n\n{}",
-                    model.original.as_deref().unwrap_or(&model.message)
-                ));
-                if sandbox.is_some() {
-                    f = f.with_hint(
-                        "the gate failed because of the sandbox, not the code: give the tool a writable or existing home (`[shell] writable`, or set its *_HOME variable), or set `[verify] commands`",
-                    );
-                }
-                f.hints.extend(model.hints);
-                f
-            }
-            Retrying::Recovery { attempt, after } => {
-                let mut f = model;
-                f.message = format!(
-                    "{} (during recovery attempt {attempt}, which retried after: {after})",
-                    f.message
-                );
-                f
-            }
-        }
-    }
-}
-
 /// Lines of a failing gate's output quoted in an error message.
 const ERROR_TAIL_LINES: usize = 3;
 
@@ -208,7 +139,7 @@ pub fn gate_does_more_than_check(gate: &Gate, root: &Path) -> Option<String> {
     })
 }
 
-fn gate_line(r: &GateResult) -> String {
+pub(crate) fn gate_line(r: &GateResult) -> String {
     let tail: Vec<&str> = r
         .output
         .lines()
@@ -270,10 +201,7 @@ pub fn feedback(failed: &[&GateResult], round: u32, cap: u32, max_chars: usize) 
             "\n## Gate `{}`{} ({})\n$ {}\n{}\n",
             r.gate.name,
             if r.required {
-                format!(
-                    " (required by {})",
-                    keel_knowledge::constitution::CONSTITUTION_FILE
-                )
+                format!(" (required by {CONSTITUTION_FILE})")
             } else {
                 String::new()
             },
@@ -285,33 +213,54 @@ pub fn feedback(failed: &[&GateResult], round: u32, cap: u32, max_chars: usize) 
     out
 }
 
-impl Run<'_> {
-    /// A failed model request as the run's failure: when the engine was retrying something
-    /// (a correction round after a failing gate, a recovery attempt), that comes first.
-    pub(crate) fn model_failure(&self, e: &keel_llm::LlmError) -> Failure {
-        let f = Failure::from_llm(e);
-        match &self.retrying {
-            Some(r) => r.explain(f),
-            None => f,
+/// Which gates a run's final verification runs, and where each came from: `[verify]` and the
+/// detected gates, then the constitution's `required_gates`.
+pub(crate) struct GatePlan {
+    verify: keel_config::VerifyConfig,
+    /// `[verify] commands` came from the project's `.keel/config.toml`.
+    project_commands: bool,
+    /// `[shell] test_command` (behind the detected tests gate) came from it.
+    project_test_command: bool,
+    detector: SharedGateDetector,
+    constitution: Arc<Constitution>,
+    workspace: PathBuf,
+}
+
+impl GatePlan {
+    pub(crate) fn new(
+        config: &keel_config::Config,
+        detector: SharedGateDetector,
+        constitution: Arc<Constitution>,
+        workspace: &Path,
+    ) -> Self {
+        Self {
+            verify: config.verify.clone(),
+            project_commands: config.set_by_project("verify.commands"),
+            project_test_command: config.set_by_project("shell.test_command"),
+            detector,
+            constitution,
+            workspace: workspace.to_path_buf(),
         }
     }
 
-    /// The gates for this run: none when verification is off or (unless `verify.always`) when
+    /// Seconds before a gate is killed.
+    pub(crate) fn timeout_secs(&self) -> u64 {
+        self.verify.timeout_secs
+    }
+
+    /// The gates for a run: none when verification is off or (unless `verify.always`) when
     /// the run changed nothing; else `[verify] commands` or the detected gates.
-    fn gates(&self) -> Vec<Gate> {
-        let cfg = &self.engine.config.verify;
-        if !cfg.enabled || (!cfg.always && !self.changed) {
+    pub(crate) fn gates(&self, changed: bool) -> Vec<Gate> {
+        let cfg = &self.verify;
+        if !cfg.enabled || (!cfg.always && !changed) {
             return Vec::new();
         }
         let mut gates = match &cfg.commands {
             Some(cmds) => cmds.iter().map(Gate::command).collect(),
-            None => self
-                .engine
-                .gate_detector
-                .detect(self.engine.workspace.root()),
+            None => self.detector.detect(&self.workspace),
         };
         // The constitution's required gates, after the others, each once.
-        for command in &self.engine.constitution.required_gates {
+        for command in &self.constitution.required_gates {
             if !gates.iter().any(|g| g.command.trim() == command.trim()) {
                 gates.push(Gate::command(command.trim()));
             }
@@ -322,252 +271,30 @@ impl Run<'_> {
     /// Which repository file chose `gate`, if one did: the project's `.keel/config.toml`
     /// (`[verify] commands`, or `[shell] test_command` behind the detected tests gate) or the
     /// constitution's `required_gates`. Such a gate is judged like any command before it runs.
-    fn chosen_by_project(&self, gate: &Gate) -> Option<&'static str> {
-        let config = &self.engine.config;
+    pub(crate) fn chosen_by_project(&self, gate: &Gate) -> Option<&'static str> {
         if self.is_required(gate) {
-            return Some(keel_knowledge::constitution::CONSTITUTION_FILE);
+            return Some(CONSTITUTION_FILE);
         }
-        match &config.verify.commands {
+        match &self.verify.commands {
             Some(cmds)
-                if config.set_by_project("verify.commands")
+                if self.project_commands
                     && cmds.iter().any(|c| c.trim() == gate.command.trim()) =>
             {
                 Some("the project's .keel/config.toml ([verify] commands)")
             }
-            None if gate.name == "tests" && config.set_by_project("shell.test_command") => {
+            None if gate.name == "tests" && self.project_test_command => {
                 Some("the project's .keel/config.toml ([shell] test_command)")
             }
             _ => None,
         }
     }
 
-    /// Asks the session's approval policy about a gate the repository chose, as about the
-    /// same command from the model (`run_command`): allowed (read-only when it was allowed
-    /// only because it only reads), asked (and waited for) or denied — denied when nobody can
-    /// answer. `Err` is why it may not run.
-    async fn approve_gate(
-        &mut self,
-        gate: &Gate,
-        index: usize,
-    ) -> Result<Result<CommandAccess, String>, Interrupt> {
-        let Some(approvals) = self.approvals.clone() else {
-            return Ok(Ok(CommandAccess::Write));
-        };
-        let call = ToolCall {
-            id: format!(
-                "gate-{}-{}-{index}",
-                self.iterations,
-                self.verify_failures + 1
-            ),
-            name: "run_command".into(),
-            arguments: serde_json::json!({ "command": gate.command }),
-        };
-        Ok(approvals
-            .check(
-                &call,
-                &self.engine.tools,
-                &self.engine.workspace,
-                self.emitter,
-                &self.ctx.cancel,
-            )
-            .await?)
-    }
-
-    /// Why a gate needs the approval policy's word because of what it runs
-    /// ([`gate_does_more_than_check`]).
-    fn does_more_than_test(&self, gate: &Gate) -> Option<String> {
-        gate_does_more_than_check(gate, self.engine.workspace.root())
-    }
-
     /// Whether the constitution requires `gate`.
-    fn is_required(&self, gate: &Gate) -> bool {
-        self.engine
-            .constitution
+    pub(crate) fn is_required(&self, gate: &Gate) -> bool {
+        self.constitution
             .required_gates
             .iter()
             .any(|c| c.trim() == gate.command.trim())
-    }
-
-    /// Notes that a call succeeded: files it wrote, and whether it changed anything (which
-    /// makes final verification run).
-    pub(crate) fn note_change(&mut self, call: &ToolCall, details: &keel_protocol::ToolDetails) {
-        let effect = self.engine.tools.get(&call.name).map(|t| t.effect());
-        if matches!(
-            effect,
-            Some(ToolEffect::WritesFiles | ToolEffect::RunsCommands)
-        ) {
-            self.changed = true;
-        }
-        self.files.extend(details.files.iter().cloned());
-    }
-
-    /// The verification hook at the finish (after the other hooks let the answer stand): the
-    /// gates run, and a failure either goes back to the model (`None`: keep looping) or, past
-    /// the cap, fails the run.
-    pub(crate) async fn finish(&mut self, text: &str) -> Result<Option<Ending>, Interrupt> {
-        let gates = self.gates();
-        if gates.is_empty() {
-            return Ok(Some(Ending::Completed(text.to_string())));
-        }
-        let round = self.verify_failures + 1;
-        let timeout = Duration::from_secs(self.engine.config.verify.timeout_secs);
-        let mut results = Vec::with_capacity(gates.len());
-        let shell = self.engine.config.shell.tool_settings();
-        for (index, gate) in gates.into_iter().enumerate() {
-            let source = self
-                .chosen_by_project(&gate)
-                .map(|source| format!("the gate was set by {source}"))
-                .or_else(|| self.does_more_than_test(&gate));
-            let approved = match source {
-                Some(source) => self
-                    .approve_gate(&gate, index)
-                    .await?
-                    .map_err(|why| (why, source)),
-                None => Ok(CommandAccess::Write),
-            };
-            let access = match approved {
-                Ok(access) => access,
-                Err((why, source)) => {
-                    let output = format!("{why} ({source})");
-                    self.emitter
-                        .emit(EventKind::Verification {
-                            gate: gate.name.clone(),
-                            passed: false,
-                            output: output.clone(),
-                            attempt: round,
-                            exit_code: None,
-                            duration_ms: 0,
-                            required: self.is_required(&gate),
-                        })
-                        .await?;
-                    // The model cannot fix a refusal: the run ends here, unverified.
-                    return Ok(Some(Ending::Failed(
-                    Failure::new(
-                        ErrorCode::VerificationFailed,
-                        format!("verification gate `{}` was not run: {output}", gate.name),
-                    )
-                    .with_hint(
-                        "approve the gate when asked (an interactive session or --approval never), or set [verify] commands in your own config",
-                    ),
-                )));
-                }
-            };
-            // Gates run repository code (a test script): confined like the model's commands;
-            // a gate allowed only because it reads runs read-only.
-            let mut spec = CommandSpec::shell(&gate.command, self.engine.workspace.root(), timeout)
-                .with_shell(&shell);
-            if access == CommandAccess::ReadOnly {
-                spec.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
-            }
-            let out = match run_command_with_timeout(&spec, &self.ctx.cancel).await {
-                Ok(out) => out,
-                Err(e) => {
-                    return Ok(Some(Ending::Failed(
-                        Failure::new(
-                            ErrorCode::ConfigError,
-                            format!("verification gate `{}` could not run: {e}", gate.name),
-                        )
-                        .with_hint("check `[verify] commands` and that a shell is available"),
-                    )));
-                }
-            };
-            if out.cancelled {
-                return Err(Interrupt::Cancelled);
-            }
-            let result = GateResult {
-                required: self.is_required(&gate),
-                passed: out.success(),
-                status: out.status_line(timeout),
-                output: out.combined(),
-                exit_code: out.exit_code,
-                duration: out.duration,
-                gate,
-            };
-            self.emitter
-                .emit(EventKind::Verification {
-                    gate: result.gate.name.clone(),
-                    passed: result.passed,
-                    output: keel_tools::text::truncate_middle(&result.output, EVENT_OUTPUT_CHARS),
-                    attempt: round,
-                    exit_code: result.exit_code,
-                    duration_ms: result.duration.as_millis() as u64,
-                    required: result.required,
-                })
-                .await?;
-            results.push(result);
-        }
-        let failed: Vec<&GateResult> = results.iter().filter(|r| !r.passed).collect();
-        if failed.is_empty() {
-            self.retrying = None;
-            return Ok(Some(Ending::Completed(text.to_string())));
-        }
-        let root = self.engine.workspace.root();
-        let sandbox = failed.iter().find_map(|r| sandbox_cause(&r.output, root));
-        let cap = self.engine.config.agent.self_correction_cap;
-        if self.verify_failures >= cap {
-            let names: Vec<String> = failed
-                .iter()
-                .map(|r| {
-                    if r.required {
-                        format!("`{}` (required by the constitution)", r.gate.name)
-                    } else {
-                        format!("`{}`", r.gate.name)
-                    }
-                })
-                .collect();
-            let output: String = failed
-                .iter()
-                .map(|r| {
-                    format!(
-                        "$ {} ({})\n{}",
-                        r.gate.command,
-                        r.status,
-                        keel_tools::text::truncate_middle(&r.output, EVENT_OUTPUT_CHARS)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n\n");
-            let lines: Vec<String> = failed.iter().map(|r| gate_line(r)).collect();
-            let mut f = Failure::new(
-                ErrorCode::VerificationFailed,
-                format!(
-                    "{}{} — still failing after {cap} self-correction round{}",
-                    lines.join("; "),
-                    sandbox
-                        .as_deref()
-                        .map(|s| format!(" — {s}"))
-                        .unwrap_or_default(),
-                    if cap == 1 { "" } else { "s" }
-                ),
-            )
-            .with_original(output);
-            if names.len() > 1 {
-                f = f.with_hint(format!("failing gates: {}", names.join(", ")));
-            }
-            return Ok(Some(Ending::Failed(f)));
-        }
-        self.verify_failures += 1;
-        self.retrying = Some(Retrying::Correction {
-            round,
-            cap,
-            gates: failed.iter().map(|r| gate_line(r)).collect(),
-            sandbox,
-            output: failed
-                .iter()
-                .map(|r| {
-                    format!(
-                        "$ {} ({})\n{}",
-                        r.gate.command,
-                        r.status,
-                        keel_tools::text::truncate_middle(&r.output, EVENT_OUTPUT_CHARS)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n\n"),
-        });
-        let message = feedback(&failed, round, cap, self.output_budget());
-        self.push_message(Message::user_text(message)).await?;
-        Ok(None)
     }
 }
 

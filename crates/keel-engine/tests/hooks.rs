@@ -287,3 +287,56 @@ async fn a_stop_ends_the_run_blocked_with_a_hook_blocker() {
         blocker.evidence
     );
 }
+
+/// Records a check of its own in the run's event stream at the finish.
+struct Reviewer;
+
+impl Hook for Reviewer {
+    fn name(&self) -> &str {
+        "review"
+    }
+
+    fn on_finish<'a>(&'a self, cx: &'a HookContext, text: &'a str) -> BoxFuture<'a, HookAction> {
+        Box::pin(async move {
+            cx.events
+                .emit(EventKind::Verification {
+                    gate: "review".into(),
+                    passed: true,
+                    output: format!("signed off: {text}"),
+                    attempt: 1,
+                    exit_code: None,
+                    duration_ms: 0,
+                    required: false,
+                })
+                .await
+                .unwrap();
+            HookAction::Continue
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_hook_records_its_own_events_in_the_runs_stream() {
+    const ANSWER: &str = "turns:\n  - text: \"Done.\"\n";
+    let s = setup(ANSWER, vec![Arc::new(Reviewer)]);
+    let out = s
+        .engine
+        .run("ship it", RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let events = events(&s.engine, &out.session_id).await;
+    let at = |name: &str| events.iter().position(|e| e.type_name() == name).unwrap();
+    let review = &events[at("verification")];
+    match &review.kind {
+        EventKind::Verification { gate, output, .. } => {
+            assert_eq!(gate, "review");
+            assert_eq!(output, "signed off: Done.");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Stored and numbered like the loop's own, in the run's place in the stream.
+    assert!(at("assistant_message") < at("verification"));
+    assert!(at("verification") < at("session_finished"));
+    assert_eq!(review.run_id, events[at("session_finished")].run_id);
+}

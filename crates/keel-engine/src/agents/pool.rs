@@ -369,12 +369,12 @@ impl Run<'_> {
         };
         let usage = self.agents.take_usage();
         self.usage.add(&usage);
-        // A worker's edits are the run's changes: final verification covers them.
+        // A worker's edits are the run's changes: final verification covers them (its hook
+        // reads `agents_changed` on the call's result).
         let mut changed = false;
         for child in self.agents.children.values() {
             if let Ok(mut changes) = child.progress.changes.lock() {
-                changed |= changes.changed;
-                self.changed |= std::mem::take(&mut changes.changed);
+                changed |= std::mem::take(&mut changes.changed);
                 self.files.extend(std::mem::take(&mut changes.files));
             }
         }

@@ -9,6 +9,7 @@ pub(crate) mod rules;
 pub(crate) mod scope;
 pub(crate) mod skills;
 pub(crate) mod tracker;
+pub(crate) mod verify;
 
 /// Locks a guardrail's state (a poisoned lock still holds usable state: a panic inside a
 /// guardrail ends the run anyway).

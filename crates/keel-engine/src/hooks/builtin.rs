@@ -1,9 +1,9 @@
 //! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
 //! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
 //! state: the plan_exec phase policy's hook bodies live in `phase/enforce.rs`, compaction's
-//! in `compaction`, verification's in `verify`, approval's gate in `approval`). The loop
-//! guard and fix tracker, blockers and finish checks, rules, a subagent's scope, skills and
-//! the constitution are `Hook`s (`crate::guardrails`).
+//! in `compaction`, approval's gate in `approval`). The loop guard and fix tracker, blockers
+//! and finish checks, rules, a subagent's scope, skills, the constitution and final
+//! verification are `Hook`s (`crate::guardrails`).
 
 use std::sync::Arc;
 
@@ -16,9 +16,10 @@ use crate::ending::{Ending, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::guardrails::{
     blockers::BlockersHook, constitution::ConstitutionHook, rules::RulesHook, scope::ScopeHook,
-    skills::SkillsHook, tracker::TrackerHook,
+    skills::SkillsHook, tracker::TrackerHook, verify::VerifyHook,
 };
 use crate::run::Run;
+use crate::verify::GatePlan;
 use keel_phase::{ADVANCE_PHASE, CommandAccess};
 
 /// Why the loop stops after the current batch, and what calls not yet run are told.
@@ -68,8 +69,6 @@ pub(crate) enum Builtin {
     Phase,
     /// Compaction of the working context before a request (`compaction`).
     Compaction,
-    /// Final verification and its self-correction rounds (`verify`).
-    Verification,
     /// Asking a person before risky calls (`approval`).
     Approval,
 }
@@ -139,7 +138,21 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
     }
     slots.push(Slot::Builtin(Builtin::Compaction));
     slots.extend(custom.iter().cloned().map(Slot::Custom));
-    slots.push(Slot::Builtin(Builtin::Verification));
+    slots.push(Slot::Guardrail(|e, o| {
+        Arc::new(VerifyHook::new(
+            GatePlan::new(
+                &e.config,
+                e.gate_detector.clone(),
+                e.constitution.clone(),
+                e.workspace.root(),
+            ),
+            &e.config,
+            e.workspace.clone(),
+            e.tools.clone(),
+            o.approvals.clone(),
+            o.cancel.clone(),
+        ))
+    }));
     slots.push(Slot::Builtin(Builtin::Approval));
     slots
 }
@@ -206,7 +219,6 @@ impl Builtin {
                     run.phase_note_call(call, !out.is_error, access);
                 }
             }
-            Builtin::Verification if !out.is_error => run.note_change(call, &out.details),
             Builtin::Approval => {
                 if let Some(note) = run
                     .approvals
@@ -231,11 +243,7 @@ impl Builtin {
         }
     }
 
-    pub(crate) async fn on_finish(
-        self,
-        run: &mut Run<'_>,
-        text: &str,
-    ) -> Result<Finish, Interrupt> {
+    pub(crate) async fn on_finish(self, run: &mut Run<'_>) -> Result<Finish, Interrupt> {
         Ok(match self {
             Builtin::Phase => match run.phase_finish_nudge() {
                 Some(nudge) => {
@@ -244,10 +252,6 @@ impl Builtin {
                     Finish::Again
                 }
                 None => Finish::Undecided,
-            },
-            Builtin::Verification => match run.finish(text).await? {
-                Some(ending) => Finish::End(ending),
-                None => Finish::Again,
             },
             _ => Finish::Undecided,
         })

@@ -29,6 +29,8 @@ impl Run<'_> {
             session_id: self.emitter.session_id().to_string(),
             iteration: self.iterations,
             phase: self.phase.as_ref().map(|s| s.phase.as_str().to_string()),
+            output_budget: self.output_budget(),
+            events: self.emitter.clone(),
         }
     }
 
@@ -168,10 +170,13 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             let decision = match slot {
-                Active::Builtin(b) => b.on_finish(self, text).await?,
+                Active::Builtin(b) => b.on_finish(self).await?,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     match h.on_finish(&cx, text).await {
+                        HookAction::Continue if self.ctx.cancel.is_cancelled() => {
+                            return Err(Interrupt::Cancelled);
+                        }
                         HookAction::Continue => Finish::Undecided,
                         HookAction::Deny(note)
                         | HookAction::Note(note)
@@ -219,6 +224,16 @@ impl Run<'_> {
         for h in self.hook_list() {
             h.recovery(&cx);
         }
+    }
+
+    /// A failed model request as the hooks explain it (the correction round it interrupted),
+    /// if one does.
+    pub(crate) fn explained_failure(
+        &self,
+        failure: &crate::ending::Failure,
+    ) -> Option<crate::ending::Failure> {
+        let cx = self.hook_context();
+        self.hook_list().find_map(|h| h.model_failed(&cx, failure))
     }
 
     /// A call that cannot run as sent: the first hook that ends the attempt decides (the

@@ -14,6 +14,8 @@
 //! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom
 //! hooks in the order they were added, then final verification and approval (the expensive
 //! checks, and asking a person, come last: a call a hook denies is never put to a person).
+//! At the finish the run is checked for cancellation after each hook that let the answer
+//! stand (a hook that saw its work cancelled — a gate killed — answers `Continue`).
 
 pub(crate) mod builtin;
 mod dispatch;
@@ -93,13 +95,19 @@ impl HookEnd {
 }
 
 /// What a hook can see of the run at every point.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HookContext {
     pub session_id: String,
     /// Model requests so far in this session (the current one included).
     pub iteration: u32,
     /// The plan_exec phase (`None` in react mode).
     pub phase: Option<String>,
+    /// Characters of a tool result (or a hook's note) the model reads at most, for the
+    /// context window the run knows now.
+    pub output_budget: usize,
+    /// The run's event stream: a hook's own events (final verification's `verification`
+    /// events, an approval it asks for) are stored and published like the loop's.
+    pub events: crate::Emitter,
 }
 
 /// A tool result as a hook sees it.
@@ -186,6 +194,13 @@ pub trait Hook: Send + Sync {
 
     /// A recovery attempt starts (the fallback chain gave the model a fresh budget).
     fn recovery(&self, _cx: &HookContext) {}
+
+    /// A model request failed while this hook had asked the model to redo something (a
+    /// correction round after failing gates): the failure as it should read, that cause
+    /// first. The first hook that answers wins; `None`: not this hook's.
+    fn model_failed(&self, _cx: &HookContext, _failure: &Failure) -> Option<Failure> {
+        None
+    }
 
     /// The attempt used its iteration budget: evidence that the run was still making
     /// progress (it becomes a resumable blocker instead of a `max_steps` failure).
