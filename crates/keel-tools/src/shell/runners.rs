@@ -354,6 +354,22 @@ pub(crate) fn cargo_build_code(a: &mut Analyzer, args: &[Word]) {
     }
 }
 
+/// For `cargo metadata`, `tree`, `pkgid` and the downloading subcommands: they ask rustc for
+/// target information (`rustc -vV`, `--print cfg`) through the configuration's `build.rustc`
+/// or `rustc-wrapper`, so those programs are judged as commands here, as for a build (red-team
+/// pass 3, R3-8: `cargo metadata --offline --locked` ran a repository's `build.rustc`).
+pub(crate) fn cargo_query_code(a: &mut Analyzer, args: &[Word]) {
+    let sub = args
+        .iter()
+        .find_map(|w| w.value().filter(|v| !v.starts_with('-')));
+    if matches!(
+        sub,
+        Some("metadata" | "tree" | "pkgid" | "fetch" | "vendor" | "update" | "generate-lockfile")
+    ) {
+        cargo_config(a);
+    }
+}
+
 /// The build scripts and proc-macro crates of the package a command builds (the
 /// `Cargo.toml` files from where it runs up to the workspace root), of the workspace members
 /// those name and of their path dependencies inside the workspace.

@@ -86,6 +86,8 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
     if program == "cargo" {
         // What `cargo build` runs besides the compiler; the subcommand is judged as usual.
         super::runners::cargo_build_code(a, args);
+        // What `cargo metadata`/`tree` have rustc run for target information.
+        super::runners::cargo_query_code(a, args);
     }
     false
 }

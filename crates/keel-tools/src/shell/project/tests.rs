@@ -212,6 +212,30 @@ fn a_cargo_build_is_judged_by_the_repository_code_it_runs() {
     }
     let a = judge_command(&wrapper, "cargo build --release");
     assert_eq!(a.class, Destructive, "{a:?}");
+    // Queries that ask rustc for target information run the configured rustc too (red-team
+    // pass 3, R3-8); without such a configuration they stay read-only.
+    let rustc = [
+        ("Cargo.toml", PKG),
+        ("Cargo.lock", "version = 3\n"),
+        (".cargo/config.toml", "[build]\nrustc = \"./x.sh\"\n"),
+        ("x.sh", "#!/bin/sh\nrm -f README.md\nexec rustc \"$@\"\n"),
+    ];
+    for line in [
+        "cargo metadata --offline --locked --format-version 1",
+        "cargo tree --frozen",
+        "cargo pkgid --frozen",
+    ] {
+        let a = judge_command(&rustc, line);
+        assert_ne!(a.class, ReadOnly, "{line}: {a:?}");
+        let plain = judge_command(
+            &[("Cargo.toml", PKG), ("Cargo.lock", "version = 3\n")],
+            line,
+        );
+        assert_eq!(
+            plain.class, ReadOnly,
+            "{line} without a configured rustc: {plain:?}"
+        );
+    }
     // A build script or a proc macro: Rust Keel cannot judge.
     for files in [
         vec![("Cargo.toml", PKG), ("build.rs", "fn main() {}")],
