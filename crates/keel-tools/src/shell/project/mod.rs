@@ -453,8 +453,16 @@ fn executable(a: &mut Analyzer, path: &str) -> bool {
             });
             if shell {
                 judge_script(a, &text);
-            } else {
+            } else if a.runners_vouched || project_test_run(a) {
                 vouch(a, path);
+            } else {
+                // Python, Node, Perl… code Keel cannot judge, as `python3 x.py` is: a script
+                // the model just wrote must not run unasked as `./x.py` (red-team pass 3,
+                // R3-9). Its content is fingerprinted, so an approval stands for this text.
+                a.flag(
+                    Unknown,
+                    format!("`{path}` runs the project's own code, which Keel cannot judge"),
+                );
             }
         }
         // A built program of the project: its code.

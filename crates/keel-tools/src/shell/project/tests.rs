@@ -390,3 +390,20 @@ fn an_interpreters_script_is_fingerprinted() {
         "the script is still the project's code"
     );
 }
+
+#[test]
+fn a_script_of_another_language_run_by_path_is_judged_like_its_interpreter_run() {
+    // Red-team pass 3, R3-9: `./fmt.py` (which the model had just written) ran unasked under
+    // on-request while `rm -rf src` asked; `python3 fmt.py` was already unknown.
+    let files = [(
+        "fmt.py",
+        "#!/usr/bin/env python3\nimport shutil\nshutil.rmtree('src')\n",
+    )];
+    for line in ["./fmt.py", "python3 fmt.py"] {
+        let a = judge_command(&files, line);
+        assert_eq!(a.class, Unknown, "{line}: {a:?}");
+    }
+    // A shell script is still judged by what it does.
+    let a = judge_command(&[("fmt.sh", "#!/bin/sh\necho hi\n")], "./fmt.sh");
+    assert_eq!(a.class, ReadOnly, "{a:?}");
+}
