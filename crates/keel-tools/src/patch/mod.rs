@@ -385,15 +385,42 @@ fn read_existing(target: &ResolvedPath, rel: &str) -> Result<Vec<u8>, PatchError
         .map_err(|e| file_err("Update File", rel, &format!("cannot read it: {e}")))
 }
 
+/// The longest one file's hunks may take to apply: a patch of thousands of hunks on a large
+/// file took minutes of a core (red-team pass 3, R3-10); past this it is refused, asking for
+/// smaller patches.
+const HUNKS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Applies hunks in order; on failure, the failing hunk's index and what went wrong.
 pub(crate) fn apply_hunks(
     text: &str,
     hunks: &[Hunk],
 ) -> Result<(String, Vec<MatchLevel>), (usize, String)> {
+    apply_hunks_within(text, hunks, HUNKS_DEADLINE)
+}
+
+/// [`apply_hunks`] with its deadline given.
+fn apply_hunks_within(
+    text: &str,
+    hunks: &[Hunk],
+    deadline: std::time::Duration,
+) -> Result<(String, Vec<MatchLevel>), (usize, String)> {
+    let started = std::time::Instant::now();
     let mut current = text.to_string();
     let mut cursor = 0usize;
     let mut levels = Vec::with_capacity(hunks.len());
     for (k, hunk) in hunks.iter().enumerate() {
+        if started.elapsed() > deadline {
+            return Err((
+                k,
+                format!(
+                    "applying this file's {} hunks took longer than {} s (hunk {} of {} reached); nothing was written. Split the change into several smaller patches, or rewrite the file with create_file",
+                    hunks.len(),
+                    deadline.as_secs(),
+                    k + 1,
+                    hunks.len()
+                ),
+            ));
+        }
         let file = Lines::new(&current);
         let mut from = cursor;
         let mut anchor_line = None;
@@ -559,6 +586,27 @@ pub fn summarize(plan: &PatchPlan) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_patch_of_many_hunks_on_a_large_file_stops_at_its_deadline() {
+        // Red-team pass 3, R3-10: 2,000 hunks on a 200,000-line file took 151 s of a core.
+        let text: String = (1..=20_000).map(|n| format!("line {n}\n")).collect();
+        let patch: String = (0..2_000)
+            .map(|k| format!("@@\n-line {n}\n+LINE {n}\n", n = 1 + k * 10))
+            .collect();
+        let started = std::time::Instant::now();
+        let result =
+            apply_hunks_within(&text, &hunks(&patch), std::time::Duration::from_millis(200));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        match result {
+            Err((k, detail)) => {
+                assert!(k > 0 && detail.contains("smaller patches"), "{k}: {detail}");
+            }
+            // A fast machine may finish: then every hunk applied.
+            Ok((out, _)) => assert!(out.contains("LINE 19991\n"), "all applied"),
+        }
+    }
+
     use super::*;
 
     fn hunks(patch: &str) -> Vec<Hunk> {
