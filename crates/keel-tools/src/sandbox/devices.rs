@@ -227,8 +227,19 @@ mod imp {
             std::os::unix::fs::symlink(target, link)
                 .map_err(|e| fail(&format!("link {link}"), e))?;
         }
-        mount_remount("/dev", MountFlags::BIND | MountFlags::RDONLY | hidden, "")
-            .map_err(|e| fail("remount /dev read-only", e))
+        // Seen once under a loaded parallel test run: EBUSY from this remount. It is retried a
+        // few times before the command fails (it never runs with a writable /dev).
+        let mut tries = 0;
+        loop {
+            match mount_remount("/dev", MountFlags::BIND | MountFlags::RDONLY | hidden, "") {
+                Ok(()) => return Ok(()),
+                Err(rustix::io::Errno::BUSY) if tries < 5 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10 * tries));
+                }
+                Err(e) => return Err(fail("remount /dev read-only", e)),
+            }
+        }
     }
 }
 
