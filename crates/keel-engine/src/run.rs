@@ -7,9 +7,9 @@
 //! plan_exec phase policy, approval), after each result (the fix tracker, blockers, rules,
 //! the phase's exit criteria, verification's change tracking), once after a reply's results
 //! (auto-advance) and when the model says it is done (ambiguity, the phase nudge, final
-//! verification). A workspace snapshot precedes the turn's first write (`snapshot`); the
-//! fallback chain wraps the whole attempt (`fallback`). Starting and resuming sessions is
-//! `session`.
+//! verification), and right before an allowed call runs (the turn's snapshot before its
+//! first write). The fallback chain wraps the whole attempt (`fallback`). Starting and
+//! resuming sessions is `session`.
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
@@ -23,7 +23,6 @@ use keel_protocol::{
 };
 use keel_tools::{ToolContext, ToolError, ToolOutput};
 
-use crate::approval::ApprovalGate;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::calls::PreparedCall;
 use crate::compaction::Compactor;
@@ -59,16 +58,8 @@ pub(crate) struct Run<'a> {
     /// The recovery attempt in progress (`fallback`): a model failure during it names the
     /// failure it retried.
     pub(crate) recovering: Option<crate::fallback::Recovering>,
-    /// Asks a person before risky calls, when the session has an approval gate.
-    pub(crate) approvals: Option<Arc<ApprovalGate>>,
     /// The plan_exec phase machine (none in react mode).
     pub(crate) phase: Option<PhaseState>,
-    /// The iteration whose first write was already preceded by a snapshot.
-    pub(crate) snapshot_turn: Option<u32>,
-    /// The session's latest snapshot in this run (the next one's parent).
-    pub(crate) last_snapshot: Option<keel_snapshot::SnapshotInfo>,
-    /// A snapshot failed: no more attempts in this run.
-    pub(crate) snapshots_failed: bool,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
     pub(crate) hooks: Arc<[crate::hooks::builtin::Active]>,
     /// Oversized tool results kept whole for `read_result` (session working memory).
@@ -109,17 +100,16 @@ impl<'a> Run<'a> {
             compactor,
             files: BTreeSet::new(),
             recovering: None,
-            approvals: options.approvals.clone(),
             phase: engine
                 .phase_policy
                 .clone()
                 .map(|p| PhaseState::new(p, engine.judge.clone())),
-            snapshot_turn: None,
-            last_snapshot: None,
-            snapshots_failed: false,
             hooks: crate::hooks::builtin::for_run(engine, options),
             stored_results: crate::results::StoredResults::default(),
-            agents: crate::agents::AgentPool::new(engine.config.agents.max_concurrent),
+            agents: crate::agents::AgentPool::new(
+                engine.config.agents.max_concurrent,
+                options.approvals.clone(),
+            ),
         }
     }
 
@@ -355,8 +345,8 @@ impl<'a> Run<'a> {
     }
 
     /// Runs an allowed call: a call a hook owns (`advance_phase`, the skill tool) and
-    /// `read_result` are the run's own; anything that may write is preceded by the turn's
-    /// snapshot.
+    /// `read_result` are the run's own; any other is first shown to the hooks' `before_run`
+    /// (the turn's snapshot before its first write).
     /// `agents_changed`: set when subagents the call waited for changed the workspace.
     async fn dispatch(
         &mut self,
@@ -376,7 +366,7 @@ impl<'a> Run<'a> {
             *agents_changed = changed;
             return Ok(Ok(result));
         }
-        self.snapshot_before_write(call, access).await?;
+        self.before_run(call, access).await?;
         Ok(tokio::select! {
             biased;
             _ = self.ctx.cancel.cancelled() => Ok(Err(ToolError::model("cancelled by the user while running"))),

@@ -36,6 +36,8 @@ pub(crate) struct AgentPool {
     pending: Usage,
     /// Every child this run opened (closed ones too), for `session_finished.children`.
     summary: BTreeMap<String, ChildUsage>,
+    /// The session's approval gate: children ask through it too.
+    approvals: Option<Arc<crate::approval::ApprovalGate>>,
 }
 
 struct Child {
@@ -75,13 +77,17 @@ impl TurnEnd {
 }
 
 impl AgentPool {
-    pub(crate) fn new(max_concurrent: usize) -> Self {
+    pub(crate) fn new(
+        max_concurrent: usize,
+        approvals: Option<Arc<crate::approval::ApprovalGate>>,
+    ) -> Self {
         Self {
             children: BTreeMap::new(),
             opened: 0,
             slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
             pending: Usage::default(),
             summary: BTreeMap::new(),
+            approvals,
         }
     }
 
@@ -486,7 +492,7 @@ impl Run<'_> {
     fn start_child_turn(&mut self, id: &str, session: Option<String>, input: String) {
         let mut sinks: Vec<Arc<dyn EventSink>> = self.emitter.sinks().to_vec();
         let parent_run = self.emitter.run_id().to_string();
-        let approvals = self.approvals.clone();
+        let approvals = self.agents.approvals.clone();
         let timeout = Duration::from_secs(self.engine.config.agents.timeout_secs.max(1));
         let slots = self.agents.slots.clone();
         let Some(child) = self.agents.children.get_mut(id) else {

@@ -1,9 +1,9 @@
 //! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
 //! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
 //! state: the plan_exec phase policy's hook bodies live in `phase/enforce.rs`, compaction's
-//! in `compaction`, approval's gate in `approval`). The loop guard and fix tracker, blockers
-//! and finish checks, rules, a subagent's scope, skills, the constitution and final
-//! verification are `Hook`s (`crate::guardrails`).
+//! in `compaction`). The loop guard and fix tracker, blockers and finish checks, rules, a
+//! subagent's scope, skills, the constitution, final verification, approval and snapshots are
+//! `Hook`s (`crate::guardrails`).
 
 use std::sync::Arc;
 
@@ -15,8 +15,9 @@ use crate::EngineError;
 use crate::ending::{Ending, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::guardrails::{
-    blockers::BlockersHook, constitution::ConstitutionHook, rules::RulesHook, scope::ScopeHook,
-    skills::SkillsHook, tracker::TrackerHook, verify::VerifyHook,
+    approval::ApprovalHook, blockers::BlockersHook, constitution::ConstitutionHook,
+    rules::RulesHook, scope::ScopeHook, skills::SkillsHook, snapshot::SnapshotHook,
+    tracker::TrackerHook, verify::VerifyHook,
 };
 use crate::run::Run;
 use crate::verify::GatePlan;
@@ -69,8 +70,6 @@ pub(crate) enum Builtin {
     Phase,
     /// Compaction of the working context before a request (`compaction`).
     Compaction,
-    /// Asking a person before risky calls (`approval`).
-    Approval,
 }
 
 /// One registered hook: a built-in guardrail still on the run's state, a guardrail [`Hook`]
@@ -153,7 +152,22 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
             o.cancel.clone(),
         ))
     }));
-    slots.push(Slot::Builtin(Builtin::Approval));
+    slots.push(Slot::Guardrail(|e, o| {
+        Arc::new(ApprovalHook::new(
+            o.approvals.clone(),
+            e.tools.clone(),
+            e.workspace.clone(),
+            o.cancel.clone(),
+        ))
+    }));
+    // Only at `before_run`: after every hook allowed the call.
+    slots.push(Slot::Guardrail(|e, _| {
+        Arc::new(SnapshotHook::new(
+            e.snapshots.clone(),
+            e.tools.clone(),
+            e.config.shell.sandbox,
+        ))
+    }));
     slots
 }
 
@@ -176,24 +190,6 @@ impl Builtin {
                 Ok(access) => Dispatch::Run(access),
                 Err(refusal) => Dispatch::Refuse(refusal),
             }),
-            Builtin::Approval => match run.approvals.clone() {
-                Some(gate) => match gate
-                    .check(
-                        call,
-                        &run.engine.tools,
-                        &run.engine.workspace,
-                        run.emitter,
-                        &run.ctx.cancel,
-                    )
-                    .await?
-                {
-                    // Only a narrower access is passed on (the read-only lane).
-                    Ok(CommandAccess::ReadOnly) => Some(Dispatch::Run(CommandAccess::ReadOnly)),
-                    Ok(CommandAccess::Write) => None,
-                    Err(refusal) => Some(Dispatch::Refuse(refusal)),
-                },
-                None => None,
-            },
             _ => None,
         })
     }
@@ -217,15 +213,6 @@ impl Builtin {
             Builtin::Phase => {
                 if let Some(access) = out.ran_with {
                     run.phase_note_call(call, !out.is_error, access);
-                }
-            }
-            Builtin::Approval => {
-                if let Some(note) = run
-                    .approvals
-                    .as_ref()
-                    .and_then(|gate| gate.finished(&call.id, &out.content))
-                {
-                    out.content = format!("{}\n{note}", out.content);
                 }
             }
             _ => {}

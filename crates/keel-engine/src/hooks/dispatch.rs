@@ -5,6 +5,14 @@ use keel_tools::{ToolError, ToolOutput};
 
 use super::builtin::{Active, Dispatch, Finish, Outcome, Stop};
 use super::{HookAction, HookContext, HookEnd, ToolResultView};
+
+/// Ends the run with what a hook reported through [`HookContext::fail`], if it did.
+fn faulted(cx: &HookContext) -> Result<(), EngineError> {
+    match cx.fault.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::ending::{Ending, Interrupt};
@@ -31,6 +39,7 @@ impl Run<'_> {
             phase: self.phase.as_ref().map(|s| s.phase.as_str().to_string()),
             output_budget: self.output_budget(),
             events: self.emitter.clone(),
+            fault: super::Fault::default(),
         }
     }
 
@@ -42,8 +51,10 @@ impl Run<'_> {
                 Active::Builtin(b) => b.before_request(self).await?,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
-                    match h.before_request(&cx).await {
-                        HookAction::Continue => {}
+                    let action = h.before_request(&cx).await;
+                    faulted(&cx)?;
+                    match action {
+                        HookAction::Continue | HookAction::RunReadOnly => {}
                         HookAction::Deny(note)
                         | HookAction::Note(note)
                         | HookAction::Replace(note) => {
@@ -68,8 +79,11 @@ impl Run<'_> {
                 Active::Builtin(b) => b.before_tool(self, call).await?,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
-                    match h.before_tool(&cx, call).await {
+                    let action = h.before_tool(&cx, call).await;
+                    faulted(&cx)?;
+                    match action {
                         HookAction::Continue | HookAction::Note(_) | HookAction::Replace(_) => None,
+                        HookAction::RunReadOnly => Some(Dispatch::Run(CommandAccess::ReadOnly)),
                         HookAction::Deny(msg) => Some(Dispatch::Refuse(msg)),
                         HookAction::Stop(q) => Some(Dispatch::Stop(
                             hook_stop(h.name(), q.clone()),
@@ -102,7 +116,12 @@ impl Run<'_> {
         for slot in hooks.iter() {
             let answer = match slot {
                 Active::Builtin(b) => b.run_tool(self, call).await?,
-                Active::Hook(h) => h.run_tool(&self.hook_context(), call).await,
+                Active::Hook(h) => {
+                    let cx = self.hook_context();
+                    let answer = h.run_tool(&cx, call).await;
+                    faulted(&cx)?;
+                    answer
+                }
             };
             if let Some(result) = answer {
                 return Ok(Some(result));
@@ -129,7 +148,7 @@ impl Run<'_> {
                         fatal: out.fatal,
                     };
                     match h.after_tool(&cx, call, &view).await {
-                        HookAction::Continue => {}
+                        HookAction::Continue | HookAction::RunReadOnly => {}
                         HookAction::Deny(note) | HookAction::Note(note) => {
                             out.content = format!("{}\n\n{note}", out.content);
                         }
@@ -148,6 +167,24 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// An allowed call is about to run with `access`: the hooks' last look (the turn's
+    /// snapshot before its first write).
+    pub(crate) async fn before_run(
+        &mut self,
+        call: &ToolCall,
+        access: CommandAccess,
+    ) -> Result<(), EngineError> {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
+            if let Active::Hook(h) = slot {
+                let cx = self.hook_context();
+                h.before_run(&cx, call, access).await;
+                faulted(&cx)?;
+            }
+        }
+        Ok(())
     }
 
     /// After a reply's results when the attempt goes on: notes for the model.
@@ -173,11 +210,15 @@ impl Run<'_> {
                 Active::Builtin(b) => b.on_finish(self).await?,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
-                    match h.on_finish(&cx, text).await {
-                        HookAction::Continue if self.ctx.cancel.is_cancelled() => {
+                    let action = h.on_finish(&cx, text).await;
+                    faulted(&cx)?;
+                    match action {
+                        HookAction::Continue | HookAction::RunReadOnly
+                            if self.ctx.cancel.is_cancelled() =>
+                        {
                             return Err(Interrupt::Cancelled);
                         }
-                        HookAction::Continue => Finish::Undecided,
+                        HookAction::Continue | HookAction::RunReadOnly => Finish::Undecided,
                         HookAction::Deny(note)
                         | HookAction::Note(note)
                         | HookAction::Replace(note) => {

@@ -6,14 +6,15 @@
 //! of steps, and when an attempt fails. Everything that judges a run — the loop guard and fix
 //! tracker, blockers and the finish checks, rules, a subagent's scope, skills, the
 //! constitution, the plan_exec phase policy (including `advance_phase`), compaction, final
-//! verification, approvals — is a hook the engine builder registers ([`builtin::standard`]);
+//! verification, approvals, snapshots — is a hook the engine builder registers ([`builtin::standard`]);
 //! flows, subagents and tests add their own [`Hook`]s with [`crate::EngineBuilder::hook`] or
 //! [`crate::runtime::SessionBuilder::hook`].
 //!
 //! Order: the built-in hooks that keep the run sane come first (loop guard, blockers, rules,
 //! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom
-//! hooks in the order they were added, then final verification and approval (the expensive
-//! checks, and asking a person, come last: a call a hook denies is never put to a person).
+//! hooks in the order they were added, then final verification, approval and snapshots (the
+//! expensive checks, and asking a person, come last: a call a hook denies is never put to a
+//! person; the snapshot is taken only for a call every hook allowed, at `before_run`).
 //! At the finish the run is checked for cancellation after each hook that let the answer
 //! stand (a hook that saw its work cancelled — a gate killed — answers `Continue`).
 
@@ -54,6 +55,10 @@ pub enum HookAction {
     /// evidence, or a failure for the fallback chain ([`HookEnd`]). At `before_tool` the call
     /// does not run; after a result the reply's remaining calls do not run either.
     End(HookEnd),
+    /// `before_tool`: let the call run, but every command it starts runs in the read-only
+    /// sandbox (a hook may only narrow a call's access; no later hook widens it). Elsewhere
+    /// it acts as [`HookAction::Continue`].
+    RunReadOnly,
 }
 
 /// How a guardrail ends the attempt ([`HookAction::End`]). Built-in guardrails make these
@@ -108,6 +113,32 @@ pub struct HookContext {
     /// The run's event stream: a hook's own events (final verification's `verification`
     /// events, an approval it asks for) are stored and published like the loop's.
     pub events: crate::Emitter,
+    /// Where a hook reports that the run cannot go on ([`HookContext::fail`]).
+    pub(crate) fault: Fault,
+}
+
+/// A failure of the engine's own machinery a hook ran into (the store could not record its
+/// event): the loop ends the run with it as soon as the hook returns.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fault(std::sync::Arc<std::sync::Mutex<Option<crate::EngineError>>>);
+
+impl Fault {
+    /// The failure reported since the last look, if any.
+    pub(crate) fn take(&self) -> Option<crate::EngineError> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl HookContext {
+    /// The run cannot go on: the hook could not do what it must (the store failed to record
+    /// its event). The loop ends the run with `error` when the hook returns, as if the loop
+    /// itself had failed (the first report wins).
+    pub fn fail(&self, error: crate::EngineError) {
+        let mut slot = self.fault.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    }
 }
 
 /// A tool result as a hook sees it.
@@ -160,6 +191,18 @@ pub trait Hook: Send + Sync {
     /// When the model answers without tool calls (before final verification).
     fn on_finish<'a>(&'a self, _cx: &'a HookContext, _text: &'a str) -> BoxFuture<'a, HookAction> {
         Box::pin(async { HookAction::Continue })
+    }
+
+    /// An allowed call is about to run with `access` (every hook let it through; calls a hook
+    /// answers itself, `read_result` and the subagent tools do not come here): the last
+    /// moment to record the workspace before it may change.
+    fn before_run<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        _call: &'a ToolCall,
+        _access: keel_phase::CommandAccess,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
     }
 
     /// Answers a call the hook owns (a tool the model sees but no registry runs, such as
