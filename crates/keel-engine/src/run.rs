@@ -21,6 +21,7 @@ use keel_protocol::{
     ContentBlock, DeltaChannel, ErrorCode, EventKind, Message, Role, SessionStatus, ToolCall,
     ToolDetails, ToolSpec, Truncation, Usage,
 };
+use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::{ToolContext, ToolError, ToolOutput};
 
 use crate::blockers::{BlockerDraft, BlockerSource};
@@ -29,7 +30,6 @@ use crate::compaction::Compactor;
 use crate::ending::{Ending, Failure, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::hooks::builtin::{Dispatch, Outcome, Stop};
-use crate::phase::PhaseState;
 use crate::tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
 use keel_phase::CommandAccess;
@@ -47,7 +47,7 @@ pub(crate) struct Run<'a> {
     /// The run uses the compact head (`head`): a window too small for the full one.
     pub(crate) compact_head: bool,
     /// The working context sent to the model (compaction may shrink it; the store keeps all).
-    pub(crate) messages: Vec<Message>,
+    pub(crate) messages: Arc<Vec<Message>>,
     /// Session-wide usage.
     pub(crate) usage: Usage,
     /// Session-wide model requests.
@@ -58,8 +58,6 @@ pub(crate) struct Run<'a> {
     /// The recovery attempt in progress (`fallback`): a model failure during it names the
     /// failure it retried.
     pub(crate) recovering: Option<crate::fallback::Recovering>,
-    /// The plan_exec phase machine (none in react mode).
-    pub(crate) phase: Option<PhaseState>,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
     pub(crate) hooks: Arc<[crate::hooks::builtin::Active]>,
     /// Oversized tool results kept whole for `read_result` (session working memory).
@@ -94,16 +92,12 @@ impl<'a> Run<'a> {
             system_prompt,
             tools,
             compact_head,
-            messages: Vec::new(),
+            messages: Arc::new(Vec::new()),
             usage: Usage::default(),
             iterations: 0,
             compactor,
             files: BTreeSet::new(),
             recovering: None,
-            phase: engine
-                .phase_policy
-                .clone()
-                .map(|p| PhaseState::new(p, engine.judge.clone())),
             hooks: crate::hooks::builtin::for_run(engine, options),
             stored_results: crate::results::StoredResults::default(),
             agents: crate::agents::AgentPool::new(
@@ -266,7 +260,7 @@ impl<'a> Run<'a> {
     pub(crate) async fn push_message(&mut self, message: Message) -> Result<(), EngineError> {
         let id = self.emitter.session_id().to_string();
         self.engine.store.append_message(&id, &message).await?;
-        self.messages.push(message);
+        Arc::make_mut(&mut self.messages).push(message);
         Ok(())
     }
 
@@ -372,6 +366,21 @@ impl<'a> Run<'a> {
             _ = self.ctx.cancel.cancelled() => Ok(Err(ToolError::model("cancelled by the user while running"))),
             r = self.execute(call, access) => r,
         })
+    }
+
+    /// The tool context a call runs with: the read-only sandbox when the hooks granted only
+    /// read access (a read-only phase, or approval's read-only lane); in plan_exec, the
+    /// workspace-write sandbox when the phase policy granted write access.
+    fn context_for(&self, access: CommandAccess) -> keel_tools::ToolContext {
+        let mut ctx = self.ctx.clone();
+        match access {
+            CommandAccess::ReadOnly => ctx.sandbox = SandboxPolicy::ReadOnly,
+            CommandAccess::Write if self.engine.phase_policy.is_some() => {
+                ctx.sandbox = SandboxPolicy::WorkspaceWrite;
+            }
+            CommandAccess::Write => {}
+        }
+        ctx
     }
 
     /// Runs a tool, turning a panic inside it into an internal error instead of a crash.

@@ -262,7 +262,6 @@ async fn begin(
     let mut context = options.context.clone();
     context.extend(tail_layers(engine, task).await?);
     context.extend(run.first_message_blocks(task));
-    context.extend(run.phase_intro());
     // A window too small for the full head has no room for the codemap either.
     if !run.compact_head
         && let Some(map) = codemap(engine).await
@@ -437,9 +436,9 @@ async fn resume_held(
     // After an on-demand compaction the next turn starts from its checkpoint.
     let (messages, carry) =
         crate::compaction::working_context(engine, &id, &events, messages).await?;
-    run.messages = messages;
+    run.messages = std::sync::Arc::new(messages);
     carry.restore(&mut run.compactor);
-    run.hooks_resumed();
+    run.hooks_resumed(&events);
     {
         let sid = id.clone();
         let stored = engine.store.stored_results(&sid).await?;
@@ -454,9 +453,6 @@ async fn resume_held(
     run.usage = record.usage;
     run.iterations = record.iterations;
     run.files = files_written(&events);
-    if let (Some(state), Some(phase)) = (run.phase.as_mut(), crate::phase::stored_phase(&events)) {
-        state.phase = phase;
-    }
 
     // A run killed mid-step may have left tool calls unanswered: answer them so the
     // transcript stays valid.
@@ -485,11 +481,6 @@ async fn resume_held(
     for block in run.user_message_blocks(message) {
         text.push('\n');
         text.push_str(&block);
-        text.push('\n');
-    }
-    if let Some(reminder) = run.phase_reminder() {
-        text.push('\n');
-        text.push_str(&reminder);
         text.push('\n');
     }
     run.push_message(Message::user_text(text)).await?;

@@ -395,11 +395,12 @@ impl Run<'_> {
             .agent_scope
             .as_ref()
             .is_some_and(|s| s.read_only);
-        let phase = self.phase.as_ref().is_some_and(|state| {
-            !state
-                .policy
-                .allows_tool(state.phase, "edit_file", ToolEffect::WritesFiles)
-        });
+        let phase = match (&self.engine.phase_policy, self.phase()) {
+            (Some(policy), Some(phase)) => {
+                !policy.allows_tool(phase, "edit_file", ToolEffect::WritesFiles)
+            }
+            _ => false,
+        };
         scoped || phase
     }
 

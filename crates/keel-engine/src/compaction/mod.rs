@@ -30,6 +30,8 @@ pub(crate) use on_demand::{CHECKPOINT_PREFIX, compact_session, working_context};
 use keel_llm::tokens::{estimate_message, estimate_request};
 use keel_protocol::{ContentBlock, EventKind, Message, Role, ToolSpec, Usage};
 
+use std::sync::Arc;
+
 use crate::ending::Interrupt;
 use crate::run::Run;
 
@@ -183,13 +185,14 @@ impl Run<'_> {
         let mut summarizer = "none";
 
         let mut tail = tail_start(&self.messages);
-        if clear_tool_results(&mut self.messages, tail) {
+        if clear_tool_results(Arc::make_mut(&mut self.messages).as_mut_slice(), tail) {
             stages.push("clear_tool_results".to_string());
         }
         if self.context_tokens() > target {
             let tools = self.engine.tools.clone();
             let effect_of = move |name: &str| tools.get(name).map(|t| t.effect());
-            let (new_tail, notes) = drop_dead_ends(&mut self.messages, tail, &effect_of);
+            let (new_tail, notes) =
+                drop_dead_ends(Arc::make_mut(&mut self.messages), tail, &effect_of);
             if new_tail != tail {
                 stages.push("drop_dead_ends".to_string());
                 tail = new_tail;
@@ -226,7 +229,7 @@ impl Run<'_> {
                 &self.compactor.notes,
                 &self.compactor.user_notes,
             );
-            apply_summary(&mut self.messages, tail, block);
+            apply_summary(Arc::make_mut(&mut self.messages), tail, block);
             stages.push("summarize".to_string());
         } else if !stages.is_empty() && stages::has_block(&self.messages[0]) {
             // Keep the facts current even when no new summary was needed.
@@ -242,7 +245,7 @@ impl Run<'_> {
                 &self.compactor.notes,
                 &self.compactor.user_notes,
             );
-            apply_summary(&mut self.messages, 1, block);
+            apply_summary(Arc::make_mut(&mut self.messages), 1, block);
         }
         if stages.is_empty() {
             return Ok(None);

@@ -137,7 +137,7 @@ async fn compact_held(
         compactor(engine),
         options,
     );
-    run.messages = messages;
+    run.messages = std::sync::Arc::new(messages);
     carry.restore(&mut run.compactor);
     run.usage = record.usage;
     run.iterations = record.iterations;
@@ -168,7 +168,7 @@ async fn compact_held(
     let handle = format!("{CHECKPOINT_PREFIX}{}", crate::time::new_run_id());
     let checkpoint = Checkpoint {
         covered,
-        messages: run.messages.clone(),
+        messages: run.messages.to_vec(),
         carry: Carry::of(&run.compactor),
     };
     let text = serde_json::to_string(&checkpoint)

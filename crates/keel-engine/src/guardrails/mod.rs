@@ -6,6 +6,7 @@
 pub(crate) mod approval;
 pub(crate) mod blockers;
 pub(crate) mod constitution;
+pub(crate) mod phase;
 pub(crate) mod rules;
 pub(crate) mod scope;
 pub(crate) mod skills;

@@ -1,27 +1,33 @@
 //! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
 //! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
-//! state: the plan_exec phase policy's hook bodies live in `phase/enforce.rs`, compaction's
-//! in `compaction`). The loop guard and fix tracker, blockers and finish checks, rules, a
-//! subagent's scope, skills, the constitution, final verification, approval and snapshots are
-//! `Hook`s (`crate::guardrails`).
+//! state: compaction's hook body lives in `compaction`). The loop guard and fix tracker,
+//! blockers and finish checks, rules, a subagent's scope, skills, the constitution, the
+//! plan_exec phase policy, final verification, approval and snapshots are `Hook`s
+//! (`crate::guardrails`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use keel_protocol::{ToolCall, ToolDetails};
-use keel_tools::{ToolError, ToolOutput};
+use keel_protocol::ToolDetails;
 
 use super::Hook;
-use crate::EngineError;
 use crate::ending::{Ending, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::guardrails::{
-    approval::ApprovalHook, blockers::BlockersHook, constitution::ConstitutionHook,
-    rules::RulesHook, scope::ScopeHook, skills::SkillsHook, snapshot::SnapshotHook,
-    tracker::TrackerHook, verify::VerifyHook,
+    approval::ApprovalHook,
+    blockers::BlockersHook,
+    constitution::ConstitutionHook,
+    phase::{PhaseHook, PhaseParts},
+    rules::RulesHook,
+    scope::ScopeHook,
+    skills::SkillsHook,
+    snapshot::SnapshotHook,
+    tracker::TrackerHook,
+    verify::VerifyHook,
 };
 use crate::run::Run;
 use crate::verify::GatePlan;
-use keel_phase::{ADVANCE_PHASE, CommandAccess};
+use keel_phase::CommandAccess;
 
 /// Why the loop stops after the current batch, and what calls not yet run are told.
 pub(crate) type Stop = Option<(Ending, &'static str)>;
@@ -66,8 +72,6 @@ pub(crate) enum Finish {
 /// The built-in guardrails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Builtin {
-    /// The plan_exec phase policy (`phase/enforce.rs`).
-    Phase,
     /// Compaction of the working context before a request (`compaction`).
     Compaction,
 }
@@ -111,6 +115,16 @@ pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Arc<[Active]> {
         .collect()
 }
 
+/// Stands in for the phase policy of an engine without one (never: the slot is registered
+/// only in plan_exec).
+struct NoPhases;
+
+impl Hook for NoPhases {
+    fn name(&self) -> &str {
+        "phase"
+    }
+}
+
 /// The hooks of an engine: the built-in guardrails around the `custom` hooks (see the module
 /// docs of [`crate::hooks`] for the order). `phases`: the plan_exec policy is on. Adding a
 /// guardrail: its module in `crate::guardrails` and one line here.
@@ -133,7 +147,21 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
         Slot::Guardrail(|e, _| Arc::new(ConstitutionHook::new(e.constitution.clone()))),
     ];
     if phases {
-        slots.push(Slot::Builtin(Builtin::Phase));
+        slots.push(Slot::Guardrail(|e, o| match &e.phase_policy {
+            Some(policy) => Arc::new(PhaseHook::new(
+                policy.clone(),
+                PhaseParts {
+                    judge: e.judge.clone(),
+                    tools: e.tools.clone(),
+                    workspace: e.workspace.clone(),
+                    snapshots: e.snapshots.clone(),
+                    shell: e.config.shell.tool_settings(),
+                    rollback_timeout: Duration::from_secs(e.config.rollback.timeout_secs),
+                    cancel: o.cancel.clone(),
+                },
+            )),
+            None => Arc::new(NoPhases),
+        }));
     }
     slots.push(Slot::Builtin(Builtin::Compaction));
     slots.extend(custom.iter().cloned().map(Slot::Custom));
@@ -173,88 +201,9 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
 
 impl Builtin {
     pub(crate) async fn before_request(self, run: &mut Run<'_>) -> Result<(), Interrupt> {
-        if self == Builtin::Compaction {
-            run.maybe_compact().await?;
+        match self {
+            Builtin::Compaction => run.maybe_compact().await?,
         }
         Ok(())
-    }
-
-    /// `None`: no objection. `Some(Dispatch::Run(access))` sets the access later hooks pass on.
-    pub(crate) async fn before_tool(
-        self,
-        run: &mut Run<'_>,
-        call: &ToolCall,
-    ) -> Result<Option<Dispatch>, EngineError> {
-        Ok(match self {
-            Builtin::Phase => Some(match run.phase_check(call).await? {
-                Ok(access) => Dispatch::Run(access),
-                Err(refusal) => Dispatch::Refuse(refusal),
-            }),
-            _ => None,
-        })
-    }
-
-    /// Answers a call the run owns instead of a registered tool (`None`: not this hook's).
-    pub(crate) async fn run_tool(
-        self,
-        run: &mut Run<'_>,
-        call: &ToolCall,
-    ) -> Result<Option<Result<ToolOutput, ToolError>>, EngineError> {
-        Ok(match self {
-            Builtin::Phase if call.name == ADVANCE_PHASE && run.phase.is_some() => {
-                Some(run.advance_call(&call.arguments).await?)
-            }
-            _ => None,
-        })
-    }
-
-    pub(crate) async fn after_tool(self, run: &mut Run<'_>, call: &ToolCall, out: &mut Outcome) {
-        match self {
-            Builtin::Phase => {
-                if let Some(access) = out.ran_with {
-                    run.phase_note_call(call, !out.is_error, access);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// After a reply's results, when the attempt goes on: notes for the model.
-    pub(crate) async fn after_batch(
-        self,
-        run: &mut Run<'_>,
-    ) -> Result<Option<String>, EngineError> {
-        match self {
-            Builtin::Phase => run.phase_step_done().await,
-            _ => Ok(None),
-        }
-    }
-
-    pub(crate) async fn on_finish(self, run: &mut Run<'_>) -> Result<Finish, Interrupt> {
-        Ok(match self {
-            Builtin::Phase => match run.phase_finish_nudge() {
-                Some(nudge) => {
-                    run.push_message(keel_protocol::Message::user_text(nudge))
-                        .await?;
-                    Finish::Again
-                }
-                None => Finish::Undecided,
-            },
-            _ => Finish::Undecided,
-        })
-    }
-
-    /// Whether a failed attempt may be retried by the recovery tier (plan_exec runs roll back
-    /// instead: the phase policy and recovery are mutually exclusive).
-    pub(crate) fn allows_recovery(self, run: &Run<'_>) -> bool {
-        !(self == Builtin::Phase && run.phase.is_some())
-    }
-
-    /// After the chain gave up on a failure: advice for the error (the phase's rollback).
-    pub(crate) async fn on_failure(self, run: &mut Run<'_>) -> Result<Vec<String>, EngineError> {
-        match self {
-            Builtin::Phase => run.phase_failed().await,
-            _ => Ok(Vec::new()),
-        }
     }
 }

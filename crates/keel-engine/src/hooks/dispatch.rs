@@ -36,7 +36,8 @@ impl Run<'_> {
         HookContext {
             session_id: self.emitter.session_id().to_string(),
             iteration: self.iterations,
-            phase: self.phase.as_ref().map(|s| s.phase.as_str().to_string()),
+            phase: self.phase().map(|p| p.as_str().to_string()),
+            messages: self.messages.clone(),
             output_budget: self.output_budget(),
             events: self.emitter.clone(),
             fault: super::Fault::default(),
@@ -53,6 +54,8 @@ impl Run<'_> {
                     let cx = self.hook_context();
                     let action = h.before_request(&cx).await;
                     faulted(&cx)?;
+                    // The context shares the working context: let go of it before changing it.
+                    drop(cx);
                     match action {
                         HookAction::Continue | HookAction::RunReadOnly => {}
                         HookAction::Deny(note)
@@ -76,7 +79,7 @@ impl Run<'_> {
         let mut access = CommandAccess::Write;
         for slot in hooks.iter() {
             let verdict = match slot {
-                Active::Builtin(b) => b.before_tool(self, call).await?,
+                Active::Builtin(_) => None,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     let action = h.before_tool(&cx, call).await;
@@ -115,7 +118,7 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             let answer = match slot {
-                Active::Builtin(b) => b.run_tool(self, call).await?,
+                Active::Builtin(_) => None,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     let answer = h.run_tool(&cx, call).await;
@@ -135,7 +138,7 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             match slot {
-                Active::Builtin(b) => b.after_tool(self, call, out).await,
+                Active::Builtin(_) => {}
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     let view = ToolResultView {
@@ -146,6 +149,7 @@ impl Run<'_> {
                         refused: out.refused,
                         agents_changed: out.agents_changed,
                         fatal: out.fatal,
+                        read_only: out.ran_with == Some(CommandAccess::ReadOnly),
                     };
                     match h.after_tool(&cx, call, &view).await {
                         HookAction::Continue | HookAction::RunReadOnly => {}
@@ -192,10 +196,15 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         let mut notes = Vec::new();
         for slot in hooks.iter() {
-            if let Active::Builtin(b) = slot
-                && let Some(note) = b.after_batch(self).await?
-            {
-                notes.push(note);
+            if let Active::Hook(h) = slot {
+                let cx = self.hook_context();
+                let action = h.after_batch(&cx).await;
+                faulted(&cx)?;
+                if let HookAction::Note(note) | HookAction::Deny(note) | HookAction::Replace(note) =
+                    action
+                {
+                    notes.push(note);
+                }
             }
         }
         Ok(notes)
@@ -207,11 +216,12 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             let decision = match slot {
-                Active::Builtin(b) => b.on_finish(self).await?,
+                Active::Builtin(_) => Finish::Undecided,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     let action = h.on_finish(&cx, text).await;
                     faulted(&cx)?;
+                    drop(cx);
                     match action {
                         HookAction::Continue | HookAction::RunReadOnly
                             if self.ctx.cancel.is_cancelled() =>
@@ -241,10 +251,7 @@ impl Run<'_> {
 
     /// Whether every hook lets the recovery tier retry a failed attempt.
     pub(crate) fn recovery_allowed(&self) -> bool {
-        self.hooks.iter().all(|slot| match slot {
-            Active::Builtin(b) => b.allows_recovery(self),
-            Active::Hook(_) => true,
-        })
+        self.hook_list().all(|h| h.allows_recovery())
     }
 
     /// The chain gave up: the hooks' advice for the error (a phase's rollback outcome).
@@ -252,8 +259,10 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         let mut hints = Vec::new();
         for slot in hooks.iter() {
-            if let Active::Builtin(b) = slot {
-                hints.extend(b.on_failure(self).await?);
+            if let Active::Hook(h) = slot {
+                let cx = self.hook_context();
+                hints.extend(h.failed(&cx).await);
+                faulted(&cx)?;
             }
         }
         Ok(hints)
@@ -342,10 +351,15 @@ impl Run<'_> {
     }
 
     /// A stored session resumes with the current working context.
-    pub(crate) fn hooks_resumed(&self) {
+    pub(crate) fn hooks_resumed(&self, events: &[keel_protocol::Event]) {
         for h in self.hook_list() {
-            h.resumed(&self.messages);
+            h.resumed(&self.messages, events);
         }
+    }
+
+    /// The plan_exec phase the run is in (`None` in react mode).
+    pub(crate) fn phase(&self) -> Option<keel_phase::Phase> {
+        self.hook_list().find_map(|h| h.phase())
     }
 
     fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn super::Hook>> {

@@ -21,8 +21,11 @@
 pub(crate) mod builtin;
 mod dispatch;
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
-use keel_protocol::{Message, ToolCall, ToolDetails};
+use keel_phase::{CommandAccess, Phase};
+use keel_protocol::{Event, Message, ToolCall, ToolDetails};
 use keel_tools::{ToolError, ToolOutput};
 
 pub(crate) use builtin::Slot;
@@ -107,6 +110,9 @@ pub struct HookContext {
     pub iteration: u32,
     /// The plan_exec phase (`None` in react mode).
     pub phase: Option<String>,
+    /// The working context: what the next request sends (compaction may have shrunk it; the
+    /// store keeps everything).
+    pub messages: Arc<Vec<Message>>,
     /// Characters of a tool result (or a hook's note) the model reads at most, for the
     /// context window the run knows now.
     pub output_budget: usize,
@@ -154,6 +160,8 @@ pub struct ToolResultView {
     pub refused: bool,
     /// Subagents this call waited for changed the workspace on the run's behalf.
     pub agents_changed: bool,
+    /// It ran with its commands confined to the read-only sandbox (a hook granted only that).
+    pub read_only: bool,
     /// A fatal tool error: the loop stops; not the model's to fix.
     pub fatal: bool,
 }
@@ -200,7 +208,7 @@ pub trait Hook: Send + Sync {
         &'a self,
         _cx: &'a HookContext,
         _call: &'a ToolCall,
-        _access: keel_phase::CommandAccess,
+        _access: CommandAccess,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
@@ -214,6 +222,29 @@ pub trait Hook: Send + Sync {
         _call: &'a ToolCall,
     ) -> BoxFuture<'a, Option<Result<ToolOutput, ToolError>>> {
         Box::pin(async { None })
+    }
+
+    /// After a reply's results, when the attempt goes on: a [`HookAction::Note`] is added to
+    /// the context after the results (a phase step is done and auto-advance moved on).
+    fn after_batch<'a>(&'a self, _cx: &'a HookContext) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+
+    /// The plan_exec phase this hook keeps the run in, if it is the phase policy.
+    fn phase(&self) -> Option<Phase> {
+        None
+    }
+
+    /// Whether the fallback chain may retry a failed attempt with its recovery tier (the phase
+    /// policy rolls back instead: the two exclude each other).
+    fn allows_recovery(&self) -> bool {
+        true
+    }
+
+    /// The fallback chain gave up on a failure: advice for the error, after the hook's own
+    /// clean-up (the phase's validation and rollback).
+    fn failed<'a>(&'a self, _cx: &'a HookContext) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
     }
 
     /// A call that cannot run as sent (an unknown tool, arguments that do not fit): the model
@@ -266,7 +297,8 @@ pub trait Hook: Send + Sync {
         Vec::new()
     }
 
-    /// A stored session is resumed with this working context: a hook that keeps state about
-    /// what the context already holds (injected rules, loaded skills) restores it.
-    fn resumed(&self, _messages: &[Message]) {}
+    /// A stored session is resumed with this working context and these stored events: a hook
+    /// that keeps state about what the context already holds (injected rules, loaded skills)
+    /// or where the session stands (its phase) restores it.
+    fn resumed(&self, _messages: &[Message], _events: &[Event]) {}
 }
