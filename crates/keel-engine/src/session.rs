@@ -2,7 +2,6 @@
 //! follow-up messages, answered blockers), and closing a run — blocker stored, `error` and
 //! `session_finished` emitted, the session record updated.
 
-use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
@@ -23,6 +22,7 @@ use crate::fallback::{ChainEnd, Failure, emergency_error, original_error};
 use crate::run::Run;
 use crate::{Emitter, EngineError};
 use keel_knowledge::prompt;
+pub(crate) use keel_protocol::files_written;
 
 pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
     let mut ctx = ToolContext::new(engine.workspace.clone());
@@ -488,31 +488,6 @@ async fn resume_held(
         engine.store.mark_blockers_delivered(&answered_ids).await?;
     }
     conclude(run, &emitter).await
-}
-
-/// Files a session's tool results reported writing (their typed `files`; events stored
-/// before tool results were typed said it in `metadata.paths`).
-pub(crate) fn files_written(events: &[keel_protocol::Event]) -> BTreeSet<String> {
-    let mut files = BTreeSet::new();
-    for e in events {
-        if let EventKind::ToolResult {
-            is_error: false,
-            details,
-            metadata,
-            ..
-        } = &e.kind
-        {
-            files.extend(details.files.iter().cloned());
-            if let Some(paths) = metadata
-                .as_ref()
-                .and_then(|m| m.get("paths"))
-                .and_then(|p| p.as_array())
-            {
-                files.extend(paths.iter().filter_map(|p| p.as_str()).map(str::to_string));
-            }
-        }
-    }
-    files
 }
 
 /// Runs the fallback chain and closes the run.

@@ -84,6 +84,10 @@ struct State {
     changed: bool,
     /// The tests or a test command ran in this phase (whatever their outcome).
     checked: bool,
+    /// The last test run of this phase passed.
+    passed: bool,
+    /// A call of this run changed the workspace, in any phase (delivery needs one).
+    made_change: bool,
     /// Something was read in this phase (a successful look: a file, a search, a command).
     read: bool,
     /// A plan was written with `update_plan` in this phase.
@@ -91,13 +95,16 @@ struct State {
 }
 
 impl State {
-    fn new(phase: Phase) -> Self {
+    /// `phase` just started; `made_change`: a call of this run changed the workspace before.
+    fn new(phase: Phase, made_change: bool) -> Self {
         Self {
             phase,
             steps: 0,
             nudged: false,
             changed: false,
             checked: false,
+            passed: false,
+            made_change,
             read: false,
             planned: false,
         }
@@ -105,10 +112,10 @@ impl State {
 
     /// Why the current phase cannot be left yet, if it cannot: planning needs something read
     /// and a plan stated (`update_plan`, a plan in the model's text, or a `summary` that is
-    /// one), building needs a change (or a `summary` saying why none is needed),
-    /// verification needs the tests to have run in it.
+    /// one), building needs a change, verification a change in this run and a passing check
+    /// run in it — delivery is never reached without both. A task that needs no change
+    /// finishes where it is, with an answer and no tool call.
     fn exit_refusal(&self, summary: Option<&str>, messages: &[Message]) -> Option<String> {
-        let stated = summary.is_some_and(|s| s.split_whitespace().count() >= 3);
         match self.phase {
             Phase::Planning if !self.read => Some(
                 "not advanced: nothing has been read yet. Planning comes first: look at the code the task is about (list_files, grep, codebase_search, read_file), then state your plan (update_plan, or the numbered steps in your reply), then call advance_phase.".to_string(),
@@ -122,11 +129,17 @@ impl State {
                     "not advanced: no plan has been stated yet. Write the plan first — update_plan with the steps, or the numbered steps in your reply (or in advance_phase's `summary`): which files change and how — then call advance_phase.".to_string(),
                 )
             }
-            Phase::Building if !self.changed && !stated => Some(
-                "not advanced: nothing changed in the building phase yet. Make the change first (edit_file, create_file, apply_patch); if the task needs no change, call advance_phase again with `summary` saying why.".to_string(),
+            Phase::Building if !self.changed => Some(
+                "not advanced: nothing changed in the building phase yet. Make the change first (edit_file, create_file, apply_patch), then advance_phase. If the task needs no change, do not advance: reply with your answer and no tool call.".to_string(),
+            ),
+            Phase::Verification if !self.made_change => Some(
+                "not advanced: nothing was changed in this run, and delivery needs a change with a passing check. If the task needs no change, reply with your answer and no tool call.".to_string(),
             ),
             Phase::Verification if !self.checked => Some(
                 "not advanced: the tests have not run in the verification phase. Call run_tests (or a test command with run_command) first, then advance_phase.".to_string(),
+            ),
+            Phase::Verification if !self.passed => Some(
+                "not advanced: the last test run failed, and delivery needs a passing check. Read the failure; if a new run passes, advance_phase; otherwise reply with what fails and why, and no tool call.".to_string(),
             ),
             _ => None,
         }
@@ -163,7 +176,7 @@ pub(crate) struct PhaseParts {
 impl PhaseHook {
     pub(crate) fn new(policy: Arc<PhasePolicy>, parts: PhaseParts) -> Self {
         Self {
-            state: Mutex::new(State::new(policy.start)),
+            state: Mutex::new(State::new(policy.start, false)),
             policy,
             judge: parts.judge,
             tools: parts.tools,
@@ -254,13 +267,14 @@ impl PhaseHook {
         match effect {
             Some(ToolEffect::WritesFiles) if succeeded => state.changed = true,
             Some(ToolEffect::RunsCommands) => {
-                // A test run counts whatever its outcome: run_tests, or in verification a
-                // command the policy recognised as the project's tests (the only commands
-                // it lets write). A command in building may write.
+                // A test run: run_tests, or in verification a command the policy recognised
+                // as the project's tests (the only commands it lets write); the last one's
+                // outcome is the check's. A command in building may write.
                 let test_command =
                     state.phase == Phase::Verification && access == CommandAccess::Write;
                 if call.name == RUN_TESTS || test_command {
                     state.checked = true;
+                    state.passed = succeeded;
                 }
                 if succeeded && state.phase == Phase::Building {
                     state.changed = true;
@@ -268,6 +282,7 @@ impl PhaseHook {
             }
             _ => {}
         }
+        state.made_change |= state.changed;
     }
 
     /// Answers an `advance_phase` call.
@@ -331,7 +346,7 @@ impl PhaseHook {
             let Some(next) = previous.next() else {
                 return Ok(None);
             };
-            *state = State::new(next);
+            *state = State::new(next, state.made_change);
             (previous, next)
         };
         self.save_checkpoint(cx, previous, "phase completed")
@@ -351,9 +366,14 @@ impl PhaseHook {
         let due = {
             let mut state = lock(&self.state);
             state.steps += 1;
-            self.policy
+            let due = self
+                .policy
                 .auto_advance_after_steps
-                .is_some_and(|n| state.steps >= n)
+                .is_some_and(|n| state.steps >= n);
+            // Not even automatically into delivery without a change and a passing check.
+            let held = state.phase == Phase::Verification
+                && state.exit_refusal(None, &cx.messages).is_some();
+            due && !held
         };
         if !due {
             return Ok(None);
@@ -589,7 +609,10 @@ impl Hook for PhaseHook {
 
     fn resumed(&self, _messages: &[Message], events: &[Event]) {
         if let Some(phase) = stored_phase(events) {
-            lock(&self.state).phase = phase;
+            let mut state = lock(&self.state);
+            state.phase = phase;
+            // Delivery needs a change in the session: an earlier turn's counts.
+            state.made_change = !keel_protocol::files_written(events).is_empty();
         }
     }
 }
