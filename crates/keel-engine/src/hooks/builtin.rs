@@ -11,7 +11,7 @@ use std::time::Duration;
 use keel_protocol::ToolDetails;
 
 use super::Hook;
-use crate::ending::{Ending, Interrupt};
+use crate::ending::Ending;
 use crate::engine::{Engine, RunOptions};
 use crate::guardrails::{
     approval::ApprovalHook,
@@ -25,7 +25,6 @@ use crate::guardrails::{
     tracker::TrackerHook,
     verify::VerifyHook,
 };
-use crate::run::Run;
 use crate::verify::GatePlan;
 use keel_phase::CommandAccess;
 
@@ -104,8 +103,7 @@ pub(crate) enum Active {
 
 /// The run's hooks: each guardrail [`Hook`] made fresh (it owns this run's state).
 pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Arc<[Active]> {
-    engine
-        .hooks
+    standard(engine.phase_policy.is_some(), &engine.hooks)
         .iter()
         .map(|slot| match slot {
             Slot::Builtin(b) => Active::Builtin(*b),
@@ -197,13 +195,4 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
         ))
     }));
     slots
-}
-
-impl Builtin {
-    pub(crate) async fn before_request(self, run: &mut Run<'_>) -> Result<(), Interrupt> {
-        match self {
-            Builtin::Compaction => run.maybe_compact().await?,
-        }
-        Ok(())
-    }
 }

@@ -19,7 +19,6 @@
 //! stand (a hook that saw its work cancelled — a gate killed — answers `Continue`).
 
 pub(crate) mod builtin;
-mod dispatch;
 
 use std::sync::Arc;
 
@@ -27,8 +26,6 @@ use futures::future::BoxFuture;
 use keel_phase::{CommandAccess, Phase};
 use keel_protocol::{Event, Message, ToolCall, ToolDetails};
 use keel_tools::{ToolError, ToolOutput};
-
-pub(crate) use builtin::Slot;
 
 use crate::blockers::BlockerDraft;
 use crate::compaction::Facts;

@@ -34,36 +34,49 @@ use crate::tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
 use keel_phase::CommandAccess;
 
+mod agents;
+mod chain;
+mod hooks;
+mod window;
+
 /// The state of a session's loop: the working context and everything the guardrails track.
 pub(crate) struct Run<'a> {
-    pub(crate) engine: &'a Engine,
-    pub(crate) emitter: &'a Emitter,
-    pub(crate) ctx: ToolContext,
+    engine: &'a Engine,
+    emitter: &'a Emitter,
+    ctx: ToolContext,
     /// The system prompt of this run: the engine's, or its compact form for a small window
     /// (`head`). Part of the byte-stable head.
-    pub(crate) system_prompt: String,
+    system_prompt: String,
     /// The active tool catalog, computed once: part of the byte-stable head.
-    pub(crate) tools: Vec<ToolSpec>,
+    tools: Vec<ToolSpec>,
     /// The run uses the compact head (`head`): a window too small for the full one.
-    pub(crate) compact_head: bool,
+    compact_head: bool,
     /// The working context sent to the model (compaction may shrink it; the store keeps all).
-    pub(crate) messages: Arc<Vec<Message>>,
+    messages: Arc<Vec<Message>>,
     /// Session-wide usage.
-    pub(crate) usage: Usage,
+    usage: Usage,
     /// Session-wide model requests.
-    pub(crate) iterations: u32,
-    pub(crate) compactor: Compactor,
+    iterations: u32,
+    compactor: Compactor,
     /// Files the session created or modified (from tool metadata `paths`).
-    pub(crate) files: BTreeSet<String>,
+    files: BTreeSet<String>,
     /// The recovery attempt in progress (`fallback`): a model failure during it names the
     /// failure it retried.
-    pub(crate) recovering: Option<crate::fallback::Recovering>,
+    recovering: Option<Recovering>,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
-    pub(crate) hooks: Arc<[crate::hooks::builtin::Active]>,
+    hooks: Arc<[crate::hooks::builtin::Active]>,
     /// Oversized tool results kept whole for `read_result` (session working memory).
-    pub(crate) stored_results: crate::results::StoredResults,
+    stored_results: crate::results::StoredResults,
     /// The subagents this run opened (`agents`).
-    pub(crate) agents: crate::agents::AgentPool,
+    agents: crate::agents::AgentPool,
+}
+
+/// A recovery attempt in progress.
+#[derive(Debug, Clone, PartialEq)]
+struct Recovering {
+    attempt: u32,
+    /// The failure it retries.
+    after: String,
 }
 
 /// What one batch of tool calls led to.
@@ -105,6 +118,63 @@ impl<'a> Run<'a> {
                 options.approvals.clone(),
             ),
         }
+    }
+
+    /// Goes on from a stored session: its working context, its totals so far (usage, model
+    /// requests) and the files it wrote.
+    pub(crate) fn continue_from(
+        &mut self,
+        messages: Vec<Message>,
+        usage: Usage,
+        iterations: u32,
+        files: BTreeSet<String>,
+    ) {
+        self.messages = Arc::new(messages);
+        self.usage = usage;
+        self.iterations = iterations;
+        self.files = files;
+    }
+
+    /// The oversized results the session stored earlier, for `read_result`.
+    pub(crate) fn restore_results(&mut self, stored: Vec<(String, String)>) {
+        self.stored_results.restore(stored);
+    }
+
+    /// What compaction carries from one compaction to the next (a stored session's restored).
+    pub(crate) fn compactor_mut(&mut self) -> &mut Compactor {
+        &mut self.compactor
+    }
+
+    pub(crate) fn compactor(&self) -> &Compactor {
+        &self.compactor
+    }
+
+    /// The working context.
+    pub(crate) fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Session-wide usage so far.
+    pub(crate) fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Session-wide model requests so far.
+    pub(crate) fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
+    /// The run uses the compact head (a window too small for the full one).
+    pub(crate) fn compact_head(&self) -> bool {
+        self.compact_head
+    }
+
+    /// Cancels the subagents still running and rolls their usage up into the run's; every
+    /// child's share, in the order they were opened.
+    pub(crate) async fn close_agents(&mut self) -> Vec<keel_protocol::ChildUsage> {
+        let (usage, children) = self.agents.close_all().await;
+        self.usage.add(&usage);
+        children
     }
 
     /// One attempt: up to `agent.max_iterations` model requests.

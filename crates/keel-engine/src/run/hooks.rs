@@ -1,10 +1,10 @@
-//! How the loop asks its hooks: each point walks the engine's hooks in order.
+//! How the loop asks its hooks (`crate::hooks`): each point walks the run's hooks in order.
 
 use keel_protocol::{Message, ToolCall};
 use keel_tools::{ToolError, ToolOutput};
 
-use super::builtin::{Active, Dispatch, Finish, Outcome, Stop};
-use super::{HookAction, HookContext, HookEnd, ToolResultView};
+use crate::hooks::builtin::{Active, Builtin, Dispatch, Finish, Outcome, Stop};
+use crate::hooks::{Fault, Hook, HookAction, HookContext, HookEnd, ToolResultView};
 
 /// Ends the run with what a hook reported through [`HookContext::fail`], if it did.
 fn faulted(cx: &HookContext) -> Result<(), EngineError> {
@@ -13,10 +13,10 @@ fn faulted(cx: &HookContext) -> Result<(), EngineError> {
         None => Ok(()),
     }
 }
+use super::Run;
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::ending::{Ending, Interrupt};
-use crate::run::Run;
 use keel_phase::CommandAccess;
 
 /// The blocker a hook's [`HookAction::Stop`] raises.
@@ -40,7 +40,7 @@ impl Run<'_> {
             messages: self.messages.clone(),
             output_budget: self.output_budget(),
             events: self.emitter.clone(),
-            fault: super::Fault::default(),
+            fault: Fault::default(),
         }
     }
 
@@ -362,10 +362,19 @@ impl Run<'_> {
         self.hook_list().find_map(|h| h.phase())
     }
 
-    fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn super::Hook>> {
+    fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn Hook>> {
         self.hooks.iter().filter_map(|slot| match slot {
             Active::Hook(h) => Some(h),
             Active::Builtin(_) => None,
         })
+    }
+}
+
+impl Builtin {
+    pub(crate) async fn before_request(self, run: &mut Run<'_>) -> Result<(), Interrupt> {
+        match self {
+            Builtin::Compaction => run.maybe_compact().await?,
+        }
+        Ok(())
     }
 }
