@@ -366,6 +366,29 @@ fn a_repository_planted_through_the_runner_itself_is_quarantined() {
             .output();
     }
     assert!(!canary.exists(), "the planted fsmonitor ran");
+    // The workspace itself made a bare repository (pass 4, R4-1): its `HEAD` goes.
+    let bare = dir.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    let cmd = format!(
+        "git init -q --bare . && git config --file config core.pager 'echo BARE >> {}'",
+        canary.display()
+    );
+    let req = shell::exec::ExecRequest::new(vec!["sh".into(), "-c".into(), cmd.into()], &bare);
+    let out = runtime().block_on(shell::exec::run(req)).unwrap();
+    let report = out.quarantined.unwrap_or_default();
+    assert!(report.contains("- . (core.pager)"), "{report}");
+    assert!(!bare.join("HEAD").exists() && bare.join("HEAD-quarantined-by-keel").is_file());
+    // (A pager runs only on a terminal: what counts is that git no longer finds a repository.)
+    let found = std::process::Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .current_dir(&bare)
+        .env("GIT_CEILING_DIRECTORIES", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        !found.status.success(),
+        "git still takes it for a repository"
+    );
     // A read-only run is never checked (it cannot have written anything).
     let mut ro = shell::exec::ExecRequest::new(vec!["true".into()], &ws);
     ro.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
