@@ -450,12 +450,10 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .env_clear()
-            .envs(env);
+            .kill_on_drop(true);
     };
     let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
-    let confined = sandbox::spawn_command(policy, &roots, &req.argv, configure)
+    let confined = sandbox::spawn_command(policy, &roots, &req.argv, env, configure)
         .await
         .map_err(|e| {
             std::io::Error::new(
