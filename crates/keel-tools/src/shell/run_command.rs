@@ -72,17 +72,17 @@ impl TypedTool for RunCommand {
         }
         let timeout = self.settings.timeout_for(args.timeout);
         let policy = self.settings.policy_for(ctx.sandbox);
-        let mut req = ExecRequest::new(
+        let mut req = ExecRequest::with_roots(
             vec![
                 exec::shell_program().into_os_string(),
                 OsString::from("-c"),
                 OsString::from(command),
             ],
             ctx.workspace.root(),
+            self.settings.roots(ctx),
         );
         req.timeout = timeout;
         req.policy = policy;
-        req.roots = self.settings.roots(ctx);
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
         let started = std::time::SystemTime::now();
