@@ -19,7 +19,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+mod hardlinks;
 mod links;
+pub use hardlinks::MAX_SEARCH as MAX_LINK_SEARCH;
 pub use links::{LinkTarget, LinkTargets, MAX_DEPTH, MAX_ENTRIES, link_targets};
 
 /// The user's secret stores (`~/` is the user's home — `$HOME` and the account's home from

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::hardlinks::{self, Linked};
 use super::{Store, StoreKind};
 
 /// Directory levels below a store (and link hops) the walk follows.
@@ -35,9 +36,13 @@ pub struct LinkTarget {
 /// What a walk found, and whether it stopped at a bound.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkTargets {
+    /// Symlink targets, and the other names of stores' files with hard links
+    /// ([`super::hardlinks`]: `link` is the store's name, `target` the other).
     pub targets: Vec<LinkTarget>,
     /// The walk stopped at [`MAX_ENTRIES`] or [`MAX_DEPTH`]: some links may be missed.
     pub truncated: bool,
+    /// Stores' files with a hard link the search did not find: readable there.
+    pub unfound: Vec<PathBuf>,
 }
 
 /// Device, inode and mtime (seconds, nanoseconds) of a path.
@@ -72,6 +77,8 @@ struct Cached {
 #[derive(Debug, Clone, Default)]
 struct Walked {
     targets: Vec<LinkTarget>,
+    /// Its regular files (and those its links lead to) with more than one name.
+    linked: Vec<Linked>,
     truncated: bool,
     /// Directory entries it read.
     entries: usize,
@@ -94,12 +101,41 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
     let mut out = LinkTargets::default();
     let mut used = 0usize;
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut linked: Vec<Linked> = Vec::new();
+    // Where other names are looked for: the homes, and the directory holding each store with
+    // such a file (`~` for `~/.ssh`, `/srv/keys` for `$GOOGLE_APPLICATION_CREDENTIALS`).
+    let mut roots = super::homes(&super::process_env);
     for s in stores {
         let budget = MAX_ENTRIES.saturating_sub(used);
         let walked = cached_walk(&mut cache, s, budget);
         used += walked.entries;
         out.truncated |= walked.truncated;
         out.targets.extend(walked.targets);
+        if !walked.linked.is_empty()
+            && let Some(parent) = s.path.parent()
+        {
+            roots.push(parent.to_path_buf());
+        }
+        for l in walked.linked {
+            if !linked.iter().any(|k| k.dev == l.dev && k.ino == l.ino) {
+                linked.push(l);
+            }
+        }
+    }
+    drop(cache);
+    if !linked.is_empty() {
+        let names = hardlinks::other_names(&linked, &roots);
+        for (link, other, kind) in names.found {
+            // Covers land on the real place.
+            let target = other.canonicalize().unwrap_or(other);
+            out.targets.push(LinkTarget {
+                link,
+                target,
+                dir: false,
+                kind,
+            });
+        }
+        out.unfound = names.unfound;
     }
     out.targets.sort_by(|a, b| a.target.cmp(&b.target));
     out.targets.dedup_by(|a, b| a.target == b.target);
@@ -114,7 +150,9 @@ fn cached_walk(cache: &mut Vec<Cached>, store: &Store, budget: usize) -> Walked 
         let c = &mut cache[i];
         if c.stamp == now
             && (!c.walked.truncated || c.budget == budget)
-            && (c.checked.elapsed() < FRESH || c.seen.iter().all(|s| stamp(&s.path) == s.stamp))
+            && (c.checked.elapsed() < FRESH
+                || (c.seen.iter().all(|s| stamp(&s.path) == s.stamp)
+                    && c.walked.linked.iter().all(still_linked)))
         {
             c.checked = Instant::now();
             return c.walked.clone();
@@ -139,6 +177,24 @@ fn cached_walk(cache: &mut Vec<Cached>, store: &Store, budget: usize) -> Walked 
         }
     }
     walked
+}
+
+/// Whether a file with other names still has as many (a name added or removed elsewhere
+/// changes no directory of the store).
+fn still_linked(l: &Linked) -> bool {
+    std::fs::symlink_metadata(&l.path)
+        .is_ok_and(|m| m.dev() == l.dev && m.ino() == l.ino && m.nlink() == l.nlink)
+}
+
+/// A regular file's entry when it has more than one name.
+fn linked_file(path: &Path, m: &std::fs::Metadata, kind: StoreKind) -> Option<Linked> {
+    (m.is_file() && m.nlink() > 1).then(|| Linked {
+        dev: m.dev(),
+        ino: m.ino(),
+        nlink: m.nlink(),
+        path: path.to_path_buf(),
+        kind,
+    })
 }
 
 /// Every store walked afresh (no cache), within one [`MAX_ENTRIES`] budget.
@@ -184,6 +240,7 @@ fn walk_one(s: &Store, budget: usize) -> (Walked, Vec<Seen>) {
             kind,
         });
     }
+    out.linked.extend(linked_file(&canonical, &meta, kind));
     if meta.is_dir() {
         queue.push((canonical.clone(), 0, canonical));
     }
@@ -215,7 +272,12 @@ fn walk_one(s: &Store, budget: usize) -> (Walked, Vec<Seen>) {
                 continue;
             };
             let path = entry.path();
-            if t.is_dir() {
+            if t.is_file() {
+                // One `stat` per regular file, only when the store is walked (not per use).
+                if let Ok(m) = entry.metadata() {
+                    out.linked.extend(linked_file(&path, &m, kind));
+                }
+            } else if t.is_dir() {
                 if depth < MAX_DEPTH {
                     queue.push((path, depth + 1, root.clone()));
                 } else {
@@ -233,6 +295,7 @@ fn walk_one(s: &Store, budget: usize) -> (Walked, Vec<Seen>) {
                 if !(meta.is_dir() || meta.is_file()) || target.starts_with(&root) {
                     continue;
                 }
+                out.linked.extend(linked_file(&target, &meta, kind));
                 out.targets.push(LinkTarget {
                     link: path,
                     target: target.clone(),
