@@ -77,6 +77,8 @@ struct Cached {
     workspace: PathBuf,
     files: Vec<(PathBuf, Stamp)>,
     paths: Vec<GitConfigPath>,
+    /// Read too soon after a change to be kept ([`recent`]).
+    racy: bool,
 }
 
 static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
@@ -87,11 +89,15 @@ static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
     if let Ok(cache) = CACHE.lock()
         && let Some(c) = cache.iter().find(|c| c.workspace == workspace)
+        && !c.racy
         && c.files.iter().all(|(f, s)| stamp(&workspace.join(f)) == *s)
     {
         return c.paths.clone();
     }
     let (files, paths) = read_paths(workspace);
+    // A file changed within the last seconds may change again within the same timestamp
+    // tick, unseen (git's "racily clean" entries): such an answer is not kept.
+    let racy = files.iter().any(|(_, s)| s.is_some_and(recent));
     if let Ok(mut cache) = CACHE.lock() {
         cache.retain(|c| c.workspace != workspace);
         if cache.len() >= 16 {
@@ -101,10 +107,24 @@ pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
             workspace: workspace.to_path_buf(),
             files,
             paths: paths.clone(),
+            racy,
         });
     }
     paths
 }
+
+/// Whether a stamp's mtime or ctime lies within [`RACY`] seconds of now (or in the future).
+fn recent(s: (u64, u64, u64, i64, i64, i64, i64)) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let (_, _, _, mtime, _, ctime, _) = s;
+    mtime.max(ctime) >= now.saturating_sub(RACY)
+}
+
+/// Seconds within which a file's change makes the answer unfit to keep.
+const RACY: i64 = 2;
 
 /// Reads the configuration files (stamped before reading, so a change during the read is
 /// seen next time) and collects the paths they name.
@@ -301,5 +321,41 @@ mod tests {
         // Changed config: a new answer, not the cached one.
         write("[core]\n\thooksPath = .githooks\n");
         assert_eq!(git_included_files(ws), vec![PathBuf::from(".githooks")]);
+    }
+
+    #[test]
+    fn the_kept_answer_follows_every_change_to_the_files_it_read() {
+        if !crate::fixtures::have_git() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        let write = |rel: &str, text: &str| {
+            std::fs::write(ws.join(rel), text).unwrap_or_else(|e| panic!("{e}"));
+        };
+        std::fs::create_dir_all(ws.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        write(".git/config", "[include]\n\tpath = ../a.inc\n");
+        assert_eq!(git_included_files(ws), vec![PathBuf::from("a.inc")]);
+        // A looked-for file that appears, with an include of its own.
+        write("a.inc", "[include]\n\tpath = b.inc\n");
+        assert_eq!(
+            git_included_files(ws),
+            vec![PathBuf::from("a.inc"), PathBuf::from("b.inc")]
+        );
+        // The config rewritten (same length, so only mtime/ctime/inode tell).
+        write(".git/config", "[include]\n\tpath = ../c.inc\n");
+        assert_eq!(git_included_files(ws), vec![PathBuf::from("c.inc")]);
+        // Replaced by another file (a rename over it).
+        write("new-config", "[core]\n");
+        std::fs::rename(ws.join("new-config"), ws.join(".git/config"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(git_included_files(ws).is_empty());
+        std::fs::remove_file(ws.join(".git/config")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(git_included_files(ws).is_empty());
+        write(".git/config", "[include]\n\tpath = ../a.inc\n");
+        assert_eq!(
+            git_included_files(ws),
+            vec![PathBuf::from("a.inc"), PathBuf::from("b.inc")]
+        );
     }
 }
