@@ -321,10 +321,46 @@ impl Git {
         }
     }
 
-    /// Runs git and returns its output, or an error with its stderr.
+    /// Runs a git command that reads and writes only the repository (objects, refs, Keel's
+    /// index) and returns its output, or an error with its stderr. Unconfined, so it must never
+    /// open a work-tree file: [`repository_only`] refuses anything else (those run confined:
+    /// [`Git::run_in_work_tree`]).
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Output, SnapshotError> {
+        if !repository_only(args) {
+            return Err(self.fail(
+                args,
+                "reads the work tree, so it runs only inside the sandbox (a bug in Keel)".into(),
+            ));
+        }
         let cmd = self.command(args)?;
-        let out = output_within(cmd, input, WORK_DEADLINE).map_err(|e| match e.kind() {
+        let out = output_within(cmd, input, WORK_DEADLINE);
+        self.finish(args, out)
+    }
+
+    /// Runs a git command that reads the live work tree (`git add`) inside the kernel sandbox,
+    /// writing only the snapshot repository: a command running meanwhile may swap a file for a
+    /// symlink to a secret between git's `lstat` and its `open` (red-team pass 4, R4-7), and
+    /// inside the sandbox that link reaches only what the command could read itself. Retries a
+    /// few times while another git holds the index lock.
+    fn run_in_work_tree(&self, args: &[&str]) -> Result<Output, SnapshotError> {
+        let mut writable = vec![self.git_dir().to_path_buf()];
+        if self.common_dir != self.git_dir() {
+            writable.push(self.common_dir.clone());
+        }
+        let jail = keel_tools::confined_git::GitConfinement {
+            workspace: self.work_tree.clone(),
+            writable,
+        };
+        retry_locked(|| {
+            let cmd = self.command(args)?;
+            let out = keel_tools::confined_git::output_blocking(&cmd, &jail, None, WORK_DEADLINE);
+            self.finish(args, out)
+        })
+    }
+
+    /// A finished git's output, or the error saying why it failed.
+    fn finish(&self, args: &[&str], out: std::io::Result<Output>) -> Result<Output, SnapshotError> {
+        let out = out.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => SnapshotError::GitMissing,
             _ => self.fail(args, e.to_string()),
         })?;
@@ -340,22 +376,6 @@ impl Git {
                     err
                 },
             ))
-        }
-    }
-
-    /// Runs git, retrying a few times while another git holds the index lock.
-    fn run_locked(&self, args: &[&str]) -> Result<Output, SnapshotError> {
-        let mut attempt = 0;
-        loop {
-            match self.run(args, None) {
-                Err(SnapshotError::Git { message, .. })
-                    if message.contains("index.lock") && attempt < 20 =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                other => return other,
-            }
         }
     }
 
@@ -498,7 +518,7 @@ impl Git {
         let stores = StoresBeneath::of(&self.workspace)?;
         let mut add: Vec<String> = vec!["add".into(), "--all".into()];
         add.extend(self.pathspec(&stores));
-        self.run_locked(&as_strs(&add))?;
+        self.run_in_work_tree(&as_strs(&add))?;
         self.drop_stores(&stores)?;
         self.stdout(&["write-tree"])
     }
@@ -765,7 +785,7 @@ impl Git {
             .map(|s| s.to_string())
             .collect();
         args.extend(stores.selecting());
-        self.run_locked(&as_strs(&args)).map(|_| ())
+        retry_locked(|| self.run(&as_strs(&args), None)).map(|_| ())
     }
 
     /// Deletes the refs named (one `git update-ref --stdin` transaction); the objects they
@@ -809,6 +829,67 @@ fn seed_index(git_dir: &Path, index: &Path) {
         return;
     };
     let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
+}
+
+/// Runs `run`, retrying a few times while another git holds the index lock.
+fn retry_locked(run: impl Fn() -> Result<Output, SnapshotError>) -> Result<Output, SnapshotError> {
+    let mut attempt = 0;
+    loop {
+        match run() {
+            Err(SnapshotError::Git { message, .. })
+                if message.contains("index.lock") && attempt < 20 =>
+            {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `args` name a git command that opens no work-tree file, so Keel may run it
+/// unconfined ([`Git::run`]): it reads and writes only objects, refs, the configuration and
+/// Keel's index (`diff` here only ever compares two trees; `checkout-index` writes files,
+/// it reads none). Anything else — `add`, `status`, a `diff` against the work tree — runs
+/// inside the sandbox ([`Git::run_in_work_tree`]), where a symlink swapped in by a command
+/// reaches no more than that command could read (red-team pass 4, R4-7).
+fn repository_only(args: &[&str]) -> bool {
+    let has = |flag: &str| args.contains(&flag);
+    match args.first().copied() {
+        Some(
+            "rev-parse" | "config" | "write-tree" | "commit-tree" | "update-ref" | "for-each-ref"
+            | "checkout-index",
+        ) => true,
+        Some("ls-files") => {
+            has("--cached")
+                && ![
+                    "-m",
+                    "-o",
+                    "-d",
+                    "-s",
+                    "--modified",
+                    "--others",
+                    "--deleted",
+                    "--stage",
+                ]
+                .iter()
+                .any(|f| has(f))
+        }
+        Some("update-index") => has("--index-info") && !has("--refresh") && !has("--add"),
+        Some("rm") => has("--cached"),
+        // Tree to tree: a revision on each side, so git opens nothing in the work tree.
+        Some("diff") => !has("--cached") && !has("--no-index") && diff_revisions(args) == 2,
+        _ => false,
+    }
+}
+
+/// How many non-option arguments `git diff` gets before `--`.
+fn diff_revisions(args: &[&str]) -> usize {
+    args.iter()
+        .skip(1)
+        .take_while(|a| **a != "--")
+        .filter(|a| !a.starts_with('-'))
+        .count()
 }
 
 fn as_strs(args: &[String]) -> Vec<&str> {

@@ -276,6 +276,8 @@ mod hostile_tests;
 #[cfg(test)]
 mod layout_tests;
 #[cfg(test)]
+mod race_tests;
+#[cfg(test)]
 mod stores_tests;
 #[cfg(test)]
 mod tests;
