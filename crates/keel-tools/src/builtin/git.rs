@@ -91,7 +91,7 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
     for (rel, _) in stores {
         cmd.arg(format!(":(exclude,literal,icase){}", rel.display()));
     }
-    match output(root, &mut cmd).await? {
+    match output(root, &cmd).await? {
         Ok(out) => Ok(out),
         Err(err) if err.contains("not a git repository") => Err(ToolError::model(
             "the workspace is not a git repository, so there is no git status or diff",
