@@ -86,16 +86,14 @@ pub async fn output(
         .map_or_else(|| jail.workspace.clone(), Path::to_path_buf);
     let piped = input.is_some();
     let (policy, roots) = jail.policy_and_roots();
-    let mut confined = sandbox::spawn_command(policy, &roots, &argv, move |c| {
+    let configure = move |c: &mut tokio::process::Command| {
         c.current_dir(cwd)
-            .env_clear()
-            .envs(env)
             .stdin(if piped { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-    })
-    .await?;
+    };
+    let mut confined = sandbox::spawn_command(policy, &roots, &argv, env, configure).await?;
     let writer = match (input, confined.child.stdin.take()) {
         (Some(data), Some(mut stdin)) => Some(tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
