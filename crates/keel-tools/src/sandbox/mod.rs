@@ -63,7 +63,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 pub use describe::{describe_enforcement, describe_support};
-pub use git_includes::git_included_files;
+pub use git_includes::{GitConfigPath, git_config_path_of, git_config_paths, git_included_files};
 pub use helper::{
     HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,
 };
@@ -267,11 +267,7 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     } else {
         Vec::new()
     };
-    let anchors = if policy == SandboxPolicy::WorkspaceWrite {
-        roots.anchors()
-    } else {
-        Vec::new()
-    };
+    let anchors = roots.anchors_of(&protected);
     let hidden = roots.hidden_view(policy);
     mounts::View {
         protected,
