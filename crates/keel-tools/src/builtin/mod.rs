@@ -63,9 +63,6 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 #[cfg(test)]
-mod git_race_tests;
-
-#[cfg(test)]
 pub(crate) mod testutil {
     use crate::{Tool, ToolContext, ToolError, Workspace};
 
