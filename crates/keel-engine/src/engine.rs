@@ -280,7 +280,10 @@ impl EngineBuilder {
             .config
             .snapshots
             .enabled
-            .then(|| LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs()));
+            .then(|| {
+                LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs())
+                    .with_max_file_mb(self.config.snapshots.max_file_mb)
+            });
         let hooks = crate::hooks::builtin::standard(phase_policy.is_some(), &self.hooks);
         Ok(Engine {
             provider,

@@ -56,11 +56,14 @@ impl Snapshots {
     /// The snapshot store for `workspace`: its git repository if it is that repository's root
     /// or a tracked part of it, else the private repository in `.keel/snapshots` (created on
     /// the first snapshot). Runs
-    /// `git rev-parse` once; fails only when git itself cannot run.
+    /// `git rev-parse` once; fails only when git itself cannot run — or when copies of
+    /// protected stores that snapshots taken before they were left out kept cannot be
+    /// purged (a workspace holding a store: see `git/purge.rs`).
     pub fn open(workspace: &Path) -> Result<Self, SnapshotError> {
-        Ok(Self {
-            git: Git::detect(workspace)?,
-        })
+        let git = Git::detect(workspace)?;
+        // Snapshots taken before stores were left out may hold copies of them (R3-2).
+        git.purge_stores()?;
+        Ok(Self { git })
     }
 
     /// [`Snapshots::open`], leaving `build_dirs` out of the snapshots it takes when git tracks
@@ -71,8 +74,17 @@ impl Snapshots {
         build_dirs: keel_tools::build_dirs::BuildDirs,
     ) -> Result<Self, SnapshotError> {
         let mut git = Git::detect(workspace)?;
+        git.purge_stores()?;
         git.set_build_dirs(build_dirs);
         Ok(Self { git })
+    }
+
+    /// Leaves files larger than `mb` MiB out of the snapshots taken from now on, and alone in
+    /// restores (`[snapshots] max_file_mb`; 0: no limit). Without it, a store follows the
+    /// limit its last snapshot had (100 MiB at first).
+    pub fn with_max_file_mb(mut self, mb: u64) -> Self {
+        self.git.set_max_file_mb(mb);
+        self
     }
 
     /// The workspace root.
@@ -112,9 +124,10 @@ impl Snapshots {
             session: session.to_string(),
             turn,
             commit: recorded.commit,
-            tree: recorded.tree,
+            tree: recorded.staged.tree,
             reference,
             created: now_secs(),
+            left_out: recorded.staged.left_out,
         })
     }
 
@@ -143,6 +156,7 @@ impl Snapshots {
                     tree: r.tree,
                     reference: r.name,
                     created: r.created,
+                    left_out: Vec::new(),
                 })
             })
             .collect();
@@ -220,6 +234,7 @@ impl Snapshots {
 pub struct LazySnapshots {
     workspace: PathBuf,
     build_dirs: keel_tools::build_dirs::BuildDirs,
+    max_file_mb: Option<u64>,
     cell: Arc<OnceLock<Result<Arc<Snapshots>, String>>>,
 }
 
@@ -228,8 +243,15 @@ impl LazySnapshots {
         Self {
             workspace: workspace.to_path_buf(),
             build_dirs,
+            max_file_mb: None,
             cell: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// [`Snapshots::with_max_file_mb`] for the store when it opens.
+    pub fn with_max_file_mb(mut self, mb: u64) -> Self {
+        self.max_file_mb = Some(mb);
+        self
     }
 
     /// The store, opening it on the first call (blocking: runs git). The error says why
@@ -238,6 +260,10 @@ impl LazySnapshots {
         self.cell
             .get_or_init(|| {
                 Snapshots::open_with(&self.workspace, self.build_dirs.clone())
+                    .map(|s| match self.max_file_mb {
+                        Some(mb) => s.with_max_file_mb(mb),
+                        None => s,
+                    })
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -275,6 +301,8 @@ fn now_secs() -> u64 {
 mod hostile_tests;
 #[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+mod size_tests;
 #[cfg(test)]
 mod stores_tests;
 #[cfg(test)]

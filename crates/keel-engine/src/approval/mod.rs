@@ -485,10 +485,64 @@ impl ApprovalGate {
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> Result<Result<CommandAccess, String>, EngineError> {
+        let test_run = self.judges_test_code(call, tools);
+        self.check_judged(call, tools, workspace, emitter, cancel, test_run)
+            .await
+    }
+
+    /// Whether a verification gate is a test run whose test code is looked at (it runs the
+    /// project's tests or build, which load test code by convention): as
+    /// [`Self::judges_test_code`] for `run_tests` — not under `never`, nor when the user allows
+    /// `run_tests` outright.
+    fn judges_gate_test_code(&self) -> bool {
+        self.rules.policy != ApprovalPolicy::Never
+            && !self.rules.allow.iter().any(|r| {
+                let (tool, prefix) = split_rule(r);
+                prefix.is_none() && (tool == "run_tests" || tool == "*")
+            })
+    }
+
+    /// The test code the session changed since the last approved test run, listed (`a.py,
+    /// b.py and 3 more`), when a verification gate must ask because of it (red-team pass 2,
+    /// R21: the final gate runs the model's `conftest.py` as `run_tests` would).
+    pub(crate) fn gate_test_code_changed(&self, workspace: &Workspace) -> Option<String> {
+        if !self.judges_gate_test_code() {
+            return None;
+        }
+        let since = *self
+            .tests_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        test_code::changed_since(workspace, since).map(|(files, _)| test_code::list(&files))
+    }
+
+    /// [`Self::check`] for a verification gate's command (a `run_command` call): judged like
+    /// the model's, and like `run_tests` by the test code the session changed.
+    pub(crate) async fn check_gate(
+        &self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        workspace: &Workspace,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Result<Result<CommandAccess, String>, EngineError> {
+        let test_run = self.judges_gate_test_code();
+        self.check_judged(call, tools, workspace, emitter, cancel, test_run)
+            .await
+    }
+
+    async fn check_judged(
+        &self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        workspace: &Workspace,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+        test_run: bool,
+    ) -> Result<Result<CommandAccess, String>, EngineError> {
         let started = std::time::SystemTime::now();
         let (mut verdict, mut what) = self.rules.judge_in(call, tools, Some(workspace));
         // A test run after the session changed the test code it loads asks (R21).
-        let test_run = self.judges_test_code(call, tools);
         if test_run && !matches!(verdict, Verdict::Deny(_)) {
             let since = *self
                 .tests_since
