@@ -525,6 +525,27 @@ turns:
         })
         .await
         .unwrap();
+    // The final tests gate would load tests/test_a.py too: it asks the same way.
+    let gate = wait_for(&s.sink, |e| {
+        matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id.starts_with("gate-"))
+    })
+    .await;
+    let EventKind::ApprovalRequested {
+        call_id: gate_id,
+        summary: gate_summary,
+        ..
+    } = &gate.kind
+    else {
+        panic!()
+    };
+    assert!(gate_summary.contains("tests/test_a.py"), "{gate_summary}");
+    s.handle
+        .submit(Op::Deny {
+            call_id: gate_id.clone(),
+            reason: None,
+        })
+        .await
+        .unwrap();
     let turn = ticket.finished().await;
     let asked: Vec<String> = turn
         .events
@@ -534,7 +555,11 @@ turns:
             _ => None,
         })
         .collect();
-    assert_eq!(asked, ["t1", "t3"], "t0 and t2 ran unasked");
+    assert_eq!(
+        asked,
+        ["t1", "t3", gate_id.as_str()],
+        "t0 and t2 ran unasked"
+    );
     let t2 = result_of(&turn, "t2").0;
     assert!(!t2.contains("not run"), "{t2}");
     assert!(result_of(&turn, "t3").0.contains("not run"));

@@ -14,8 +14,11 @@
 //! - drops from the index whatever it holds in a protected store (seeded from the user's
 //!   index, or staged before stores were left out: R3-2) and the oversized files.
 //!
-//! Staging then excludes the stores and the oversized files, so the tree written names none of
-//! them; the oversized ones are reported ([`Staged::left_out`]) and a restore leaves them alone.
+//! Staging then excludes the stores, the oversized files and untracked nested repositories
+//! (a `git init sub` with no commit made every later `git add` fail, taking undo away for the
+//! rest of the run: red-team pass 4; with a commit it was only a gitlink, which no restore
+//! used), so the tree written names none of them; the oversized files are reported
+//! ([`Staged::left_out`]) and a restore leaves them alone.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -78,9 +81,13 @@ impl Git {
             seed_index(git_dir, &self.index);
         }
         let stores = StoresBeneath::of(&self.workspace)?;
-        let oversized = self.sanitise_index(&stores)?;
+        let (oversized, nested) = self.sanitise_index(&stores)?;
         let spec = self.pathspec(&stores);
-        let excluded: Vec<Vec<u8>> = oversized.iter().map(|p| literal("exclude,", p)).collect();
+        let excluded: Vec<Vec<u8>> = oversized
+            .iter()
+            .chain(nested.iter())
+            .map(|p| literal("exclude,", p))
+            .collect();
         let list = nul_list(
             spec.iter()
                 .filter(|s| *s != "--")
@@ -107,8 +114,13 @@ impl Git {
 
     /// The one step before staging (see the module's doc): drops an index naming paths
     /// outside the work tree, then the stores and the oversized files from it. Returns the
-    /// oversized files (workspace-relative, as git names them).
-    fn sanitise_index(&self, stores: &StoresBeneath) -> Result<Vec<Vec<u8>>, SnapshotError> {
+    /// oversized files and the untracked nested repositories (workspace-relative, as git
+    /// names them).
+    #[allow(clippy::type_complexity)]
+    fn sanitise_index(
+        &self,
+        stores: &StoresBeneath,
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
         if self.index.is_file() {
             let listed = self.run(&["ls-files", "-z", "--cached", "--full-name"], None)?;
             if keel_tools::safe_git::bad_index_path(&listed.stdout).is_some() {
@@ -120,7 +132,7 @@ impl Git {
                 })?;
             }
         }
-        let left_out = self.oversized(stores)?;
+        let (left_out, nested) = self.unstageable(stores)?;
         if self.index.is_file() && !(stores.is_empty() && left_out.is_empty()) {
             let drop: Vec<Vec<u8>> = stores
                 .selecting()
@@ -141,17 +153,20 @@ impl Git {
                 Some(&nul_list(drop.iter().map(Vec::as_slice))),
             )?;
         }
-        Ok(left_out)
+        Ok((left_out, nested))
     }
 
-    /// The files `git add` would read (untracked and not ignored, or changed since Keel's
-    /// index saw them) that are larger than the limit, sorted. Sizes are read with `lstat`
-    /// (a link is never followed); the apparent size counts, so a sparse file is as large as
-    /// it claims (git would read every zero of it).
-    fn oversized(&self, stores: &StoresBeneath) -> Result<Vec<Vec<u8>>, SnapshotError> {
-        let Some(limit) = self.max_file_bytes() else {
-            return Ok(Vec::new());
-        };
+    /// What `git add` must not be given: the files it would read (untracked and not ignored,
+    /// or changed since Keel's index saw them) that are larger than the limit, and the
+    /// untracked nested repositories (listed by git as `dir/`), each sorted. Sizes are read
+    /// with `lstat` (a link is never followed); the apparent size counts, so a sparse file is
+    /// as large as it claims (git would read every zero of it).
+    #[allow(clippy::type_complexity)]
+    fn unstageable(
+        &self,
+        stores: &StoresBeneath,
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
+        let limit = self.max_file_bytes();
         let mut args: Vec<String> = [
             "ls-files",
             "-z",
@@ -164,19 +179,27 @@ impl Git {
         .collect();
         args.extend(self.pathspec(stores));
         let out = self.run(&as_strs(&args), None)?;
-        let mut big: Vec<Vec<u8>> = out
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|p| !p.is_empty())
-            .filter(|rel| {
-                std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
-                    .is_ok_and(|m| m.file_type().is_file() && m.len() > limit)
-            })
-            .map(<[u8]>::to_vec)
-            .collect();
+        let mut big: Vec<Vec<u8>> = Vec::new();
+        let mut nested: Vec<Vec<u8>> = Vec::new();
+        for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+            if let Some(dir) = rel.strip_suffix(b"/") {
+                nested.push(dir.to_vec());
+                continue;
+            }
+            let Some(limit) = limit else {
+                continue;
+            };
+            if std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
+                .is_ok_and(|m| m.file_type().is_file() && m.len() > limit)
+            {
+                big.push(rel.to_vec());
+            }
+        }
         big.sort();
         big.dedup();
-        Ok(big)
+        nested.sort();
+        nested.dedup();
+        Ok((big, nested))
     }
 }
 
