@@ -195,10 +195,7 @@ fn print_redo(out: &mut impl Write, report: &RedoReport) -> std::io::Result<()> 
 }
 
 /// The files a restore did not touch because they are over `[snapshots] max_file_mb`.
-fn print_left_alone(
-    out: &mut impl Write,
-    c: &keel_snapshot::RestoreReport,
-) -> std::io::Result<()> {
+fn print_left_alone(out: &mut impl Write, c: &keel_snapshot::RestoreReport) -> std::io::Result<()> {
     for f in &c.left_alone {
         writeln!(
             out,

@@ -121,7 +121,9 @@ async fn flow_job(job: &FlowJob, state: &State) -> Result<(), BoxDynError> {
     let summary = exec.resume(&rec.id).await?;
     crate::notice::tell!(
         "keel worker: flow run {} ({}) {}",
-        summary.run_id, rec.flow_name, summary.status
+        summary.run_id,
+        rec.flow_name,
+        summary.status
     );
     Ok(())
 }

@@ -16,8 +16,8 @@ use super::layout::{self, PROBE_DEADLINE, WORK_DEADLINE, output_within};
 use crate::error::SnapshotError;
 use crate::stores::StoresBeneath;
 use keel_tools::build_dirs::BuildDirs;
-pub(crate) use staging::Staged;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
+pub(crate) use staging::Staged;
 
 /// Pathspec limiting every operation to the workspace, minus Keel's own directories (written
 /// as a glob: a plain `.keel` pathspec is an error when `.keel/` is ignored).

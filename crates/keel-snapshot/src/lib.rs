@@ -11,11 +11,13 @@
 //! that repository (objects and refs only), built with a separate index file
 //! (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash are never touched. Elsewhere
 //! (no repository, or an ignored or untracked directory of another one) Keel keeps a private
-//! repository in `.keel/snapshots` and writes nothing into the outer repository. Files the
+//! repository in `.keel/snapshots` and writes nothing into the outer repository. Directories the
 //! repository ignores (`.gitignore`: build output, dependencies), untracked build and dependency
 //! directories (`[snapshots] build_dirs`: `target/`, `node_modules/`, … — Keel's build output
-//! is not the user's work even where `.gitignore` forgets it) and Keel's own `.keel/`
-//! directory are neither recorded nor restored. Attribute-driven conversions (line endings,
+//! is not the user's work even where `.gitignore` forgets it), files over `[snapshots]
+//! max_file_mb`, untracked nested repositories and Keel's own `.keel/` directory are neither
+//! recorded nor restored; small files the repository ignores one by one (`.env`, a local
+//! config: often the user's only copy) are recorded. Attribute-driven conversions (line endings,
 //! filters) are switched off so a restore gives back the exact bytes (git 2.40 or newer).
 //!
 //! This crate does not decide when to snapshot (the loop does: before the first call of a
@@ -222,7 +224,7 @@ impl Snapshots {
     }
 
     /// Restores the workspace to `commit` (any snapshot or checkpoint) and reports what
-    /// changed. Ignored files and `.keel/` are left alone.
+    /// changed. Ignored directories, files over the size limit and `.keel/` are left alone.
     pub fn restore(&self, commit: &str) -> Result<RestoreReport, SnapshotError> {
         self.git.restore(commit, None)
     }

@@ -77,7 +77,11 @@ fn oversized_files_are_left_out_and_left_alone(with_repo: bool) {
     std::fs::write(ws.join("data.bin"), &grown).unwrap();
     std::fs::write(ws.join("a.txt"), "two\n").unwrap();
     let s1 = snaps.take("s", 1, Some(&s0)).unwrap();
-    assert_eq!(s1.left_out, ["big.bin", "data.bin"], "named in the snapshot");
+    assert_eq!(
+        s1.left_out,
+        ["big.bin", "data.bin"],
+        "named in the snapshot"
+    );
     let names = recorded(ws, &snaps, &s1.commit);
     assert!(names.contains(&"a.txt".to_string()), "{names:?}");
     assert!(
@@ -159,4 +163,34 @@ fn thousands_of_oversized_files_still_stage() {
     let s0 = snaps.take("s", 0, None).unwrap();
     assert_eq!(s0.left_out.len(), 3000);
     assert_eq!(recorded(ws, &snaps, &s0.commit), ["a.txt", "data.bin"]);
+}
+
+/// Red-team pass 4, R4-9: `.env` is ignored by the repository, so no snapshot held it; under
+/// `on-request` a plain `cp README.md .env` overwrote the user's only copy and `keel undo`
+/// could not bring it back. Small ignored files are recorded; ignored directories are not.
+#[test]
+fn an_ignored_dotenv_comes_back_with_undo() {
+    let dir = workspace(true);
+    let ws = dir.path();
+    std::fs::write(ws.join(".gitignore"), ".env\ncache/\n").unwrap();
+    std::fs::write(ws.join(".env"), "DB_PASSWORD=only-copy-of-this\n").unwrap();
+    std::fs::create_dir(ws.join("cache")).unwrap();
+    std::fs::write(ws.join("cache/blob"), "regenerated\n").unwrap();
+    let snaps = Snapshots::open(ws).unwrap();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    let names = recorded(ws, &snaps, &s0.commit);
+    assert!(names.contains(&".env".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("cache/")), "{names:?}");
+    std::fs::copy(ws.join("a.txt"), ws.join(".env")).unwrap();
+    snaps.take("s", 1, Some(&s0)).unwrap();
+    let undo = snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(undo.changes.modified, [".env"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".env")).unwrap(),
+        "DB_PASSWORD=only-copy-of-this\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("cache/blob")).unwrap(),
+        "regenerated\n"
+    );
 }

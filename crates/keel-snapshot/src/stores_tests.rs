@@ -189,7 +189,11 @@ fn old_store_copies_are_purged_on_open(with_repo: bool, packed: bool) {
     assert!(
         !objects.contains("FAKE-STORE-TOKEN"),
         "the store's copy is gone ({})",
-        if with_repo { "user repository" } else { "private" }
+        if with_repo {
+            "user repository"
+        } else {
+            "private"
+        }
     );
     assert_eq!(
         objects.contains("FAKE-STORE-KEY"),
@@ -203,7 +207,11 @@ fn old_store_copies_are_purged_on_open(with_repo: bool, packed: bool) {
         .into_iter()
         .map(|s| s.commit)
         .collect();
-    assert_eq!(kept, [clean.commit.clone()], "the other session's snapshot stays");
+    assert_eq!(
+        kept,
+        [clean.commit.clone()],
+        "the other session's snapshot stays"
+    );
     // Nothing of the workspace was touched, and snapshots go on (without the store).
     assert_eq!(
         std::fs::read_to_string(ws.join("README.md")).unwrap(),
@@ -215,7 +223,10 @@ fn old_store_copies_are_purged_on_open(with_repo: bool, packed: bool) {
     );
     let next = snaps.take("next", 0, None).unwrap();
     let names = git_out(&git_dir, &["ls-tree", "-r", "--name-only", &next.commit]);
-    assert!(names.contains("README.md") && !names.contains("vault"), "{names}");
+    assert!(
+        names.contains("README.md") && !names.contains("vault"),
+        "{names}"
+    );
     snaps.restore(&clean.commit).unwrap();
     assert_eq!(
         std::fs::read_to_string(ws.join("README.md")).unwrap(),

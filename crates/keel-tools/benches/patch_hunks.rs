@@ -34,9 +34,18 @@ fn main() {
     let workspace = Workspace::new(dir.path()).unwrap();
     let reads = ReadTracker::default();
     let cases = [
-        ("2000_hunks_every_100th_line", patch_of((0..2_000).map(|k| 1 + k * 100))),
-        ("20000_hunks_every_10th_line", patch_of((0..20_000).map(|k| 1 + k * 10))),
-        ("500_hunks_reverse_order", patch_of((0..500).rev().map(|k| 1 + k * 400))),
+        (
+            "2000_hunks_every_100th_line",
+            patch_of((0..2_000).map(|k| 1 + k * 100)),
+        ),
+        (
+            "20000_hunks_every_10th_line",
+            patch_of((0..20_000).map(|k| 1 + k * 10)),
+        ),
+        (
+            "500_hunks_reverse_order",
+            patch_of((0..500).rev().map(|k| 1 + k * 400)),
+        ),
     ];
     for (name, text) in &cases {
         let patch = parse(text).unwrap();

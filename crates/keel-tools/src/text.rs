@@ -136,7 +136,6 @@ mod tests {
         assert!(matches!(visible("plain"), std::borrow::Cow::Borrowed(_)));
     }
 
-
     #[test]
     fn short_text_is_untouched() {
         assert_eq!(truncate_middle("abc", 10), "abc");

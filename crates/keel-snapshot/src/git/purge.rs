@@ -78,10 +78,7 @@ impl Git {
         args.extend(stores.iter().map(String::as_str));
         let tips: String = refs.iter().map(|r| format!("{}\n", r.commit)).collect();
         let out = self.run(&args, Some(tips.as_bytes()))?;
-        let touching: Vec<String> = text(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let touching: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
         if touching.is_empty() {
             return Ok(Vec::new());
         }
@@ -130,7 +127,7 @@ impl Git {
                 remove_loose(&objects, oid);
             }
         }
-        let left = self.objects_only_reached_by_any(&orphans)?;
+        let left = self.still_present(&orphans)?;
         if left > 0 {
             return Err(self.fail(
                 &["repack"],
@@ -184,7 +181,7 @@ impl Git {
     }
 
     /// How many of `oids` the repository still has.
-    fn objects_only_reached_by_any(&self, oids: &[String]) -> Result<usize, SnapshotError> {
+    fn still_present(&self, oids: &[String]) -> Result<usize, SnapshotError> {
         let input: String = oids.iter().map(|o| format!("{o}\n")).collect();
         let args = ["cat-file", "--batch-check=%(objectname)"];
         let c = self.command(&args)?;

@@ -18,7 +18,10 @@
 //! (a `git init sub` with no commit made every later `git add` fail, taking undo away for the
 //! rest of the run: red-team pass 4; with a commit it was only a gitlink, which no restore
 //! used), so the tree written names none of them; the oversized files are reported
-//! ([`Staged::left_out`]) and a restore leaves them alone.
+//! ([`Staged::left_out`]) and a restore leaves them alone. Small files the repository
+//! ignores one by one (`.env`, a local config: often the user's only copy) are added with
+//! `--force`, bounded ([`IGNORED_MAX_FILES`] files of at most [`IGNORED_MAX_BYTES`]), so an
+//! undo brings them back; ignored directories (caches, build output) stay out.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -103,6 +106,21 @@ impl Git {
             ],
             Some(&list),
         )?;
+        // Small files the repository ignores (`.env`, `config/*.local.*`) are the user's only
+        // copy: recorded too, so an undo brings them back (red-team pass 4, R4-9).
+        let ignored = self.small_ignored(&stores)?;
+        if !ignored.is_empty() {
+            let specs: Vec<Vec<u8>> = ignored.iter().map(|p| literal("", p)).collect();
+            self.run_locked(
+                &[
+                    "add",
+                    "--force",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(&nul_list(specs.iter().map(Vec::as_slice))),
+            )?;
+        }
         let mut left_out: Vec<String> = oversized
             .iter()
             .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -202,6 +220,62 @@ impl Git {
         Ok((big, nested))
     }
 }
+
+impl Git {
+    /// The files the repository ignores, one by one (an ignored directory — a cache, build
+    /// output — is not looked into), that are regular files or links of at most
+    /// [`IGNORED_MAX_BYTES`] (and the size limit): at most [`IGNORED_MAX_FILES`] of them and
+    /// [`IGNORED_MAX_TOTAL`] bytes, in path order.
+    fn small_ignored(&self, stores: &StoresBeneath) -> Result<Vec<Vec<u8>>, SnapshotError> {
+        let limit = self
+            .max_file_bytes()
+            .map_or(IGNORED_MAX_BYTES, |l| l.min(IGNORED_MAX_BYTES));
+        let mut args: Vec<String> = [
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(self.pathspec(stores));
+        let out = self.run(&as_strs(&args), None)?;
+        let mut listed: Vec<&[u8]> = out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty() && !p.ends_with(b"/"))
+            .collect();
+        listed.sort();
+        let mut picked = Vec::new();
+        let mut total = 0u64;
+        for rel in listed {
+            let Ok(meta) = std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
+            else {
+                continue;
+            };
+            let kind = meta.file_type();
+            if !(kind.is_file() || kind.is_symlink()) || meta.len() > limit {
+                continue;
+            }
+            if picked.len() >= IGNORED_MAX_FILES || total + meta.len() > IGNORED_MAX_TOTAL {
+                break;
+            }
+            total += meta.len();
+            picked.push(rel.to_vec());
+        }
+        Ok(picked)
+    }
+}
+
+/// The largest ignored file a snapshot records.
+const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
+/// The most ignored files one snapshot records.
+const IGNORED_MAX_FILES: usize = 1_000;
+/// The most bytes of ignored files one snapshot records.
+const IGNORED_MAX_TOTAL: u64 = 64 * 1024 * 1024;
 
 /// Copies the user's index as Keel's first one, when Keel has none yet: both opened beneath
 /// the open git directory, the source only as a regular file (no link, no FIFO), the copy

@@ -17,7 +17,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::{Hunk, locate_unique};
 use crate::edit::matching::{LineMatch, Lines, Scope, find_fuzzy, key};
-use crate::edit::{FUZZY_THRESHOLD, LineBlock, MatchLevel, closest, closest_at, lacking, replacement};
+use crate::edit::{
+    FUZZY_THRESHOLD, LineBlock, MatchLevel, closest, closest_at, lacking, replacement,
+};
 
 /// The non-fuzzy levels, strictest first.
 const EQUAL_LEVELS: [MatchLevel; 3] = [
