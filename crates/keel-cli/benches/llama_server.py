@@ -48,6 +48,12 @@ REPO_FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n",
     "README.md": "# calc\n\nTwo small arithmetic helpers.\n",
 }
+# plan_exec reaches delivery only after a passing check: its workspace has a test to pass.
+MODE_FILES = {
+    "plan_exec": {
+        "test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    },
+}
 TASKS = {
     # mode -> (task, check command run in the workspace afterwards)
     "default": (
@@ -276,7 +282,7 @@ def analyse(exchanges, server_counts):
 def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log, keep):
     task, check = TASKS[mode]
     work = tempfile.mkdtemp(prefix="keel-llama-")
-    for name, text in REPO_FILES.items():
+    for name, text in {**REPO_FILES, **MODE_FILES.get(mode, {})}.items():
         with open(os.path.join(work, name), "w") as f:
             f.write(text)
     subprocess.run(["git", "init", "-q"], cwd=work, check=True)
@@ -312,6 +318,10 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
     # Calls, repairs and malformed calls, from Keel's own events: a repaired call has one or
     # more `tool_repaired` events; a call Keel could not repair gets an error result saying so.
     calls, repaired, malformed, protocol = 0, set(), 0, 0
+    # plan_exec: the phases reached, and whether delivery came after a change and a passing
+    # test run (the last one before it).
+    phases, changed, passing, delivery_ok = [], False, None, None
+    names = {}
     for line in out.splitlines():
         try:
             ev = json.loads(line)
@@ -319,6 +329,16 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
             continue
         if ev.get("type") == "tool_call":
             calls += 1
+            names[ev.get("call_id") or ev.get("id")] = ev.get("name")
+        if ev.get("type") == "tool_result" and not ev.get("is_error"):
+            if ev.get("name") in ("edit_file", "create_file", "apply_patch", "write_file"):
+                changed = True
+        if ev.get("type") == "tool_result" and ev.get("name") == "run_tests":
+            passing = not ev.get("is_error")
+        if ev.get("type") == "phase_changed":
+            phases.append(ev.get("phase"))
+            if ev.get("phase") == "delivery":
+                delivery_ok = changed and bool(passing)
         if ev.get("type") == "tool_repaired":
             repaired.add(ev.get("call_id"))
         if ev.get("type") == "tool_result" and ev.get("is_error") and str(
@@ -352,6 +372,8 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
         "repaired": len(repaired),
         "malformed_errors": malformed,
         "protocol_errors": protocol,
+        "phases": phases,
+        "delivery_ok": delivery_ok,
         "stderr_tail": err.strip().splitlines()[-1][:160] if err.strip() else "",
         "log_start": log_start,
     }
@@ -467,7 +489,11 @@ def main():
                         f" proto {r['protocol_errors']}  calls {r['calls']:>2} repaired {r['repaired']}"
                         f" malformed {r['malformed_errors']}"
                         f"  tool results seen {r['tool_results_seen']}/{r['tool_results_sent']}"
-                        f"  first {r['first_bytes']} B/{r['first_prompt']} tok  check {'pass' if r['check'] else 'fail'}",
+                        f"  first {r['first_bytes']} B/{r['first_prompt']} tok  check {'pass' if r['check'] else 'fail'}"
+                        + (f"  phases {'>'.join(r['phases']) or '-'}"
+                           + ("" if r["delivery_ok"] is None else
+                              f" delivery {'after a change + passing check' if r['delivery_ok'] else 'WITHOUT a change + passing check'}")
+                           if mode != "default" else ""),
                         flush=True,
                     )
         finally:

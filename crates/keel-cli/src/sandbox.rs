@@ -72,6 +72,9 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
     // Raw: the user's own command's output, passed on as a shell would.
     crate::out::raw_stdout().write_all(out.stdout.text().as_bytes())?;
     crate::out::raw_stderr().write_all(out.stderr.text().as_bytes())?;
+    if let Some(report) = &out.quarantined {
+        tell!("{report}");
+    }
     Ok(match out.ending {
         exec::Ending::Exited(c) => u8::try_from(c).unwrap_or(exit::FAILED),
         exec::Ending::Signalled(s) => u8::try_from(128 + s).unwrap_or(exit::FAILED),

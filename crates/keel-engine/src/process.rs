@@ -156,10 +156,19 @@ pub async fn run_command_with_timeout(
         source,
     })?;
     let budget = spec.max_output_bytes.max(64);
+    let mut stderr = out.stderr.render(budget);
+    // A git repository the command planted was quarantined by the runner: the report goes
+    // where every gate, rollback and flow result shows its output.
+    if let Some(report) = &out.quarantined {
+        if !stderr.is_empty() && !stderr.ends_with('\n') {
+            stderr.push('\n');
+        }
+        stderr.push_str(report);
+    }
     Ok(CommandOutput {
         exit_code: out.exit_code(),
         stdout: out.stdout.render(budget),
-        stderr: out.stderr.render(budget),
+        stderr,
         timed_out: out.ending == Ending::TimedOut,
         cancelled: out.ending == Ending::Cancelled,
         duration: out.duration,
@@ -287,5 +296,30 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(e.contains("cannot start `true`"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_gate_that_plants_a_git_repository_gets_it_quarantined_and_reported() {
+        // Red-team pass 4, R4-2: the final tests gate ran `git init -q . && git config
+        // core.fsmonitor …` in a workspace without `.git`; the user's next `git status` ran it.
+        if keel_tools::shell::exec::find_program("git").is_none() {
+            assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+            println!("SKIPPED: git is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let out = run_command_with_timeout(
+            &spec(
+                "git init -q . && git config core.fsmonitor 'touch pwned; false'",
+                dir.path(),
+                30_000,
+            ),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.success(), "{}", out.combined());
+        assert!(out.stderr.contains("core.fsmonitor"), "{}", out.stderr);
+        assert!(!dir.path().join(".git").exists(), "still in git's sight");
     }
 }

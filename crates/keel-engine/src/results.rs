@@ -63,13 +63,22 @@ impl TypedTool for ReadResult {
 /// The smallest result budget a small window brings the configured one down to.
 pub const MIN_OUTPUT_CHARS: usize = 1_000;
 
+/// Windows below this many tokens get the compact head, which alone takes up to half of them.
+const SMALL_WINDOW: u64 = 8_192;
+
 /// Characters of one tool result shown to the model: `agent.max_output_chars` (the SPEC's
 /// 4,000 by default), but at most about a quarter of a `window`-token context (four
-/// characters a token), never below [`MIN_OUTPUT_CHARS`] (unless configured lower) — so one
-/// `cargo build` cannot fill a small model's window. The rest stays behind a handle.
+/// characters a token) — an eighth in a window under 8,192 tokens, where the head takes up to
+/// half — never below [`MIN_OUTPUT_CHARS`] (unless configured lower), so one `cargo build`
+/// cannot fill a small model's window. The rest stays behind a handle.
 pub fn output_budget(configured: usize, window: u64) -> usize {
-    let quarter = usize::try_from(window).unwrap_or(usize::MAX);
-    configured.min(quarter.max(MIN_OUTPUT_CHARS))
+    let share = if window < SMALL_WINDOW {
+        window / 2
+    } else {
+        window
+    };
+    let share = usize::try_from(share).unwrap_or(usize::MAX);
+    configured.min(share.max(MIN_OUTPUT_CHARS))
 }
 
 /// The oversized results of a run, by handle.
@@ -221,9 +230,10 @@ mod tests {
         assert_eq!(output_budget(4_000, 8_192), 4_000);
         assert_eq!(
             output_budget(4_000, 2_048),
-            2_048,
-            "a quarter of a 2,048-token window"
+            1_024,
+            "an eighth of a 2,048-token window, half of which the compact head takes"
         );
+        assert_eq!(output_budget(4_000, 6_000), 3_000);
         assert_eq!(output_budget(4_000, 512), MIN_OUTPUT_CHARS);
         assert_eq!(
             output_budget(300, 512),

@@ -456,6 +456,8 @@ async fn resume_held(
     run.files = files_written(&events);
     if let (Some(state), Some(phase)) = (run.phase.as_mut(), crate::phase::stored_phase(&events)) {
         state.phase = phase;
+        // Delivery needs a change in the session: an earlier turn's counts.
+        state.made_change = !run.files.is_empty();
     }
 
     // A run killed mid-step may have left tool calls unanswered: answer them so the

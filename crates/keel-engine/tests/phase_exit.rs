@@ -1,6 +1,6 @@
 //! PLAN_EXEC exit criteria: planning is left only after something was read and a plan stated,
-//! building only after a change (or a stated reason none is needed), verification only after
-//! the tests ran in it; the loop guard does not count calls
+//! building only after a change, verification only after a test run in it passed (delivery is
+//! never reached without a change and a passing check); the loop guard does not count calls
 //! that changed state (three `advance_phase` calls in a row are progress, not a loop).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -98,12 +98,13 @@ turns:
 }
 
 #[tokio::test]
-async fn a_stated_reason_leaves_building_and_advancing_is_never_a_loop() {
-    // Three identical advance_phase calls in a row: each changes the phase, so none counts
-    // towards the loop guard; the third is refused (no tests yet), not a loop.
+async fn a_stated_reason_does_not_leave_building_and_advancing_is_never_a_loop() {
+    // The same advance_phase call four times in a row: the first changes the phase, so it does
+    // not count towards the loop guard; a reason in `summary` no longer leaves building
+    // without a change (delivery needs one), and two refusals in a row are not a loop.
     let call = r#"{name: advance_phase, arguments: {summary: "the file already says hello, so the plan is to change nothing and only run the tests"}}"#;
     let script = format!(
-        "turns:\n  - tool_calls: [{{name: list_files, arguments: {{}}}}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{{name: run_command, arguments: {{command: \"sh tests.sh\"}}}}]\n  - tool_calls: [{call}]\n  - text: \"Done.\"\n"
+        "turns:\n  - tool_calls: [{{name: list_files, arguments: {{}}}}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{call}]\n  - tool_calls: [{{name: create_file, arguments: {{path: hello.txt, content: \"hello\\n\"}}}}]\n  - tool_calls: [{call}]\n  - tool_calls: [{{name: run_command, arguments: {{command: \"sh tests.sh\"}}}}]\n  - tool_calls: [{call}]\n  - text: \"Done.\"\n"
     );
     let (out, sink) = run(&script).await;
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
@@ -111,9 +112,84 @@ async fn a_stated_reason_leaves_building_and_advancing_is_never_a_loop() {
     let a = advances(&sink);
     assert_eq!(
         a.iter().map(|(refused, _)| *refused).collect::<Vec<_>>(),
-        [false, false, true, false]
+        [false, true, true, false, false],
+        "{a:?}"
+    );
+    assert!(
+        a[1].1
+            .contains("If the task needs no change, do not advance"),
+        "{a:?}"
     );
     assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+/// Delivery needs a passing check: a failing test run in verification keeps the run there
+/// (it ends with the model's answer, not in delivery); a passing run lets it advance.
+#[tokio::test]
+async fn delivery_needs_a_passing_check_not_only_a_test_run() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: read_file, arguments: {path: README.md}}]
+  - tool_calls: [{name: advance_phase, arguments: {summary: "Plan: create hello.txt saying hello, then run the tests."}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "helo\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "The test fails: hello.txt says helo."
+  - text: "The test fails: hello.txt says helo."
+"#;
+    let (_, sink) = run(script).await;
+    let a = advances(&sink);
+    assert_eq!(a.len(), 3, "{a:?}");
+    assert!(
+        a[2].0 && a[2].1.contains("the last test run failed"),
+        "{a:?}"
+    );
+    assert_eq!(
+        phases(&sink),
+        ["building", "verification"],
+        "never delivery"
+    );
+}
+
+/// Auto-advance moves on after N steps, but not into delivery without a change and a
+/// passing check.
+#[tokio::test]
+async fn auto_advance_does_not_reach_delivery_without_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tests.sh"), "echo '1 passed'\n").unwrap();
+    let mut config = Config::default();
+    config.agent.mode = "plan_exec".into();
+    config.shell.lint.enabled = false;
+    config.shell.test_command = Some("sh tests.sh".into());
+    config.verify.enabled = false;
+    config.plan_exec.auto_advance_after_steps = Some(1);
+    let script = r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: tests.sh}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - text: "Nothing to change."
+  - text: "Nothing to change."
+"#;
+    let sink = CollectingSink::new();
+    let engine = EngineBuilder::new(config, dir.path())
+        .provider(Arc::new(ScriptedProvider::from_yaml(script).unwrap()))
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    let options = RunOptions {
+        sinks: vec![sink.clone()],
+        ..RunOptions::default()
+    };
+    engine.run("say hello", options).await.unwrap();
+    assert_eq!(
+        phases(&sink),
+        ["building", "verification"],
+        "never delivery"
+    );
 }
 
 /// A weak model calls advance_phase on its first request, with nothing read and no plan: the

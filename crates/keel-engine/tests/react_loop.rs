@@ -378,3 +378,15 @@ async fn empty_replies_are_nudged_not_taken_as_done() {
     let second = &h.provider.requests()[1];
     assert!(second.messages.last().unwrap().text().contains("empty"));
 }
+
+/// Gemma 3 270M answered "add a function that returns 42" with two spaces and no tool call
+/// (exit 0, nothing changed): a whitespace answer is nudged, and twice in a row is no
+/// completion.
+#[tokio::test]
+async fn a_whitespace_answer_to_a_change_task_is_not_a_completion() {
+    let h = Harness::new("turns:\n  - text: \"  \"\n  - text: \" \\n \"\n");
+    let out = h.run("add a function that returns 42").await;
+    assert_ne!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let second = &h.provider.requests()[1];
+    assert!(second.messages.last().unwrap().text().contains("empty"));
+}

@@ -97,3 +97,194 @@ async fn a_window_too_small_for_any_head_fails_naming_both_sizes() {
         e.suggestions
     );
 }
+
+/// llama-cpp-python 0.3.36's server with SmolLM2-135M's 2,048-token window, as the real one
+/// behaves: whole replies in its own JSON (tool-call ids `call__0_<name>_cmpl-…`, a
+/// `function_call` copy), `prompt_tokens` as its chat template renders the request (about 100
+/// tokens of preamble, then roughly 4.4 bytes a token), and its own 400 body for a request
+/// whose prompt plus `max_tokens` exceeds the window.
+mod tiny_server {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use keel_llm::mock::{MockReply, MockServer, Recorded};
+    use serde_json::{Value, json};
+
+    pub const WINDOW: u64 = 2_048;
+
+    pub fn prompt_tokens(body: &Value) -> u64 {
+        let mut bytes = body.get("tools").map_or(0, |t| t.to_string().len());
+        for m in body["messages"].as_array().into_iter().flatten() {
+            bytes += m["content"].as_str().map_or(0, str::len) + 12;
+            bytes += m.get("tool_calls").map_or(0, |c| c.to_string().len());
+        }
+        100 + (bytes as u64 * 10).div_ceil(44)
+    }
+
+    fn overflow(prompt: u64, completion: u64) -> String {
+        format!(
+            r#"{{"error":{{"message":"This model's maximum context length is {WINDOW} tokens. However, you requested {} tokens ({prompt} in the messages, {completion} in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}}}"#,
+            prompt + completion
+        )
+    }
+
+    fn reply(n: usize, message: Value, finish: &str, prompt: u64) -> MockReply {
+        MockReply::json(
+            json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion",
+                   "created": 1_795_874_476, "model": "smollm2",
+                   "choices": [{"index": 0, "message": message, "logprobs": null,
+                                "finish_reason": finish}],
+                   "usage": {"prompt_tokens": prompt, "completion_tokens": 40,
+                             "total_tokens": prompt + 40}})
+            .to_string(),
+        )
+    }
+
+    /// The model's `step`-th reply: one tool call per reply, then `text`.
+    pub async fn serve(steps: Vec<(&'static str, String)>, text: &'static str) -> MockServer {
+        let next = AtomicUsize::new(0);
+        MockServer::with_handler(move |req: &Recorded, n| {
+            let body = req.json();
+            let prompt = prompt_tokens(&body);
+            let limit = body["max_tokens"].as_u64().unwrap_or(16);
+            if prompt + limit > WINDOW {
+                return MockReply::error(400, overflow(prompt, limit));
+            }
+            if body.get("tools").is_none() {
+                // A compaction summary.
+                let m = json!({"role": "assistant", "content": "- Listed and read the files; one read was refused."});
+                return reply(n, m, "stop", prompt);
+            }
+            // The model's replies in order: a request the server refused got none.
+            let step = next.fetch_add(1, Ordering::Relaxed);
+            match steps.get(step) {
+                Some((name, args)) => {
+                    let id = format!("call__0_{name}_cmpl-{n}");
+                    let call = json!({"name": name, "arguments": args});
+                    let m = json!({"content": null, "role": "assistant",
+                                   "tool_calls": [{"id": id, "type": "function", "function": call}],
+                                   "function_call": call});
+                    reply(n, m, "tool_calls", prompt)
+                }
+                None => reply(n, json!({"role": "assistant", "content": text}), "stop", prompt),
+            }
+        })
+        .await
+        .unwrap()
+    }
+}
+
+/// A SmolLM2-sized run on the raw server's 2,048-token window (learned by an earlier run, as
+/// the real runs had it): two reads of a 1.8 KB file, a 1.6 KB garbage call that is refused,
+/// another read, then the change. Compaction must make room — protecting one call, not five, in
+/// such a window, and shrinking the refused call's arguments — so the run ends by its work,
+/// not `context_overflow`; every request it sends fits the window.
+#[tokio::test]
+async fn a_run_in_a_2048_token_window_ends_by_its_work_not_by_overflow() {
+    use keel_llm::learned::{Fact, ServerMemory};
+    use keel_llm::{Role, Router, build_provider};
+
+    let dir = tempfile::tempdir().unwrap();
+    let calc: String = (0..24)
+        .map(|i| {
+            format!(
+                "def f{i}(a, b):\n    \"\"\"Helper {i} of the calculator.\"\"\"\n    return a + b\n"
+            )
+        })
+        .collect::<String>()
+        + "def add(a, b):\n    return a + b\n";
+    std::fs::write(dir.path().join("calc.py"), &calc).unwrap();
+    std::fs::write(
+        dir.path().join("README.md"),
+        "# calc\n\nA calculator.\n".repeat(30),
+    )
+    .unwrap();
+    let garbage = format!(
+        r#"{{"path": "{}"}}"#,
+        "calc.py and then the answer function that returns 42 ".repeat(30)
+    );
+    let steps = vec![
+        ("list_files", "{}".to_string()),
+        ("read_file", r#"{"path": "calc.py"}"#.to_string()),
+        ("read_file", garbage),
+        ("read_file", r#"{"path": "README.md"}"#.to_string()),
+        (
+            "edit_file",
+            r#"{"path": "calc.py", "edits": [{"search": "def add(a, b):", "replace": "def answer():\n    return 42\n\n\ndef add(a, b):"}]}"#
+                .to_string(),
+        ),
+    ];
+    let server = tiny_server::serve(steps, "Added answer() to calc.py; it returns 42.").await;
+    let base = format!("{}/v1", server.url());
+    let home = tempfile::tempdir().unwrap();
+    ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+        f.context_window = Some(Fact {
+            value: tiny_server::WINDOW,
+            learned_at: now,
+        });
+        f.streams = Some(Fact {
+            value: false,
+            learned_at: now,
+        });
+    });
+    let mut config = Config::default();
+    config.verify.enabled = false;
+    config.shell.lint.enabled = false;
+    config.llm.provider = Some("llamacpp".into());
+    config.llm.model = Some("smollm2".into());
+    config.llm.base_url = Some(base.clone());
+    let target = Router::new(&config.llm, std::path::Path::new("/"))
+        .with_learned_dir(Some(home.path().to_path_buf()))
+        .target(Role::Main)
+        .unwrap();
+    let provider = build_provider(&target, &|_| None).unwrap();
+    let engine = EngineBuilder::new(config, dir.path())
+        .provider(provider)
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .build()
+        .unwrap();
+    let out = engine
+        .run(
+            "add a function answer() to calc.py that returns 42",
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    let requests = server.requests();
+    let sizes: Vec<(u64, u64)> = requests
+        .iter()
+        .map(|r| {
+            let b = r.json();
+            (
+                tiny_server::prompt_tokens(&b),
+                b["max_tokens"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    eprintln!("requests (prompt, max_tokens): {sizes:?}");
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    assert!(
+        std::fs::read_to_string(dir.path().join("calc.py"))
+            .unwrap()
+            .contains("def answer():")
+    );
+    for (prompt, limit) in &sizes {
+        assert!(prompt + limit <= tiny_server::WINDOW, "{sizes:?}");
+    }
+    // Summaries a 2,048-token window can hold: an eighth of it at most, not 1,500 tokens.
+    let summaries: Vec<u64> = requests
+        .iter()
+        .map(|r| r.json())
+        .filter(|b| b.get("tools").is_none())
+        .map(|b| b["max_tokens"].as_u64().unwrap_or(u64::MAX))
+        .collect();
+    assert!(
+        !summaries.is_empty() && summaries.iter().all(|&m| m <= 256),
+        "{summaries:?}"
+    );
+    // The refused garbage call does not travel whole in the last request.
+    let last = &requests.last().unwrap().body;
+    assert!(
+        !last.contains(&"the answer function that returns 42 ".repeat(10)),
+        "the refused call's arguments were shrunk"
+    );
+}

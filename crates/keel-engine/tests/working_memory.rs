@@ -171,7 +171,7 @@ async fn a_long_command_output_is_paged_back_whole() {
 /// and the handle); a 2,048-token window brings it down to about a quarter of the window.
 #[tokio::test]
 async fn the_default_budget_is_4000_characters_and_a_small_window_lowers_it() {
-    for (window, limit) in [(None, 4_000), (Some(2_048), 2_048)] {
+    for (window, limit) in [(None, 4_000), (Some(2_048), 1_024)] {
         let dir = tempfile::tempdir().unwrap();
         let mut tools = ToolRegistry::new();
         tools.register(BigLog);

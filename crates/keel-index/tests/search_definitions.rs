@@ -111,3 +111,34 @@ fn a_short_name_query_still_finds_the_definition_by_name() {
         "{hits:#?}"
     );
 }
+
+/// A test of the surcharge, written with every word of the report.
+const SURCHARGE_TEST: &str = r#"from till.invoice import Invoice
+
+
+def test_surcharged_prices_keep_their_cents():
+    """A surcharged price keeps its cents: 9.99 raised by 15 percent is 11.48, not 11."""
+    invoice = Invoice()
+    invoice.add("tea", 1, 9.99)
+    invoice.add_surcharge(15)
+    surcharged, raised, price, cents, percent = invoice.lines[0][2], 11.48, 9.99, 48, 15
+    assert surcharged == raised, (price, cents, percent, "the surcharge is added, the total too low")
+"#;
+
+#[test]
+fn a_test_sharing_the_reports_words_ranks_below_the_source_definition() {
+    let repo = repo();
+    write(repo.path(), "py/till/tests/test_invoice.py", SURCHARGE_TEST);
+    let (_db, idx) = fresh(repo.path());
+    let hits = definitions(&idx, REPORT);
+    let source = hits
+        .iter()
+        .position(|h| h.symbol.as_deref() == Some("Invoice.add_surcharge"));
+    let test = hits
+        .iter()
+        .position(|h| h.path == "py/till/tests/test_invoice.py");
+    assert!(
+        source.is_some_and(|s| test.is_none_or(|t| s < t)),
+        "{hits:#?}"
+    );
+}

@@ -43,6 +43,14 @@ turns:
   - text: "Added sub in src/sub.rs."
 "#;
 
+/// The project's tests, which pass (delivery needs a passing check).
+const PASSING_TESTS: &str = "sh tests.sh";
+
+/// The workspace's test script.
+fn with_passing_tests(ws: &std::path::Path) {
+    std::fs::write(ws.join("tests.sh"), "echo '1 passed'\n").unwrap();
+}
+
 fn phase_summary(events: &[Value]) -> Vec<String> {
     events
         .iter()
@@ -65,13 +73,14 @@ fn phase_summary(events: &[Value]) -> Vec<String> {
 
 #[tokio::test]
 async fn plan_exec_over_rest_and_websocket_produce_the_same_event_sequence() {
-    let mut srv = TestServer::start().await;
+    let mut srv = TestServer::start_with_tests(PASSING_TESTS).await;
     let script = srv.dir.path().join("lifecycle.yaml");
     std::fs::write(&script, LIFECYCLE).unwrap();
 
     // Two workspaces with paths of the same length: the environment in the first message, and
     // so the token estimates, match.
     let rest_ws = srv.another_workspace("via-rest");
+    with_passing_tests(&rest_ws);
     let rest_id = srv.create_session_in(&rest_ws, &script, "plan_exec").await;
     let (_, view) = srv.get(&format!("/api/v1/sessions/{rest_id}")).await;
     assert_eq!(view["execution_mode"], "plan_exec");
@@ -132,6 +141,7 @@ async fn plan_exec_over_rest_and_websocket_produce_the_same_event_sequence() {
     assert_eq!(from_stream, phase_events.iter().collect::<Vec<_>>());
 
     let ws_ws = srv.another_workspace("via-sock");
+    with_passing_tests(&ws_ws);
     let ws_id = srv.create_session_in(&ws_ws, &script, "plan_exec").await;
     let mut ws = srv.ws(&ws_id, 0).await;
     ws.send(json!({"type": "user_message", "content": "add sub"}))
@@ -146,10 +156,11 @@ async fn plan_exec_over_rest_and_websocket_produce_the_same_event_sequence() {
 
 #[tokio::test]
 async fn undo_restores_a_turn_and_is_recorded_in_the_stream() {
-    let mut srv = TestServer::start().await;
+    let mut srv = TestServer::start_with_tests(PASSING_TESTS).await;
     let script = srv.dir.path().join("lifecycle.yaml");
     std::fs::write(&script, LIFECYCLE).unwrap();
     let ws = srv.another_workspace("undo");
+    with_passing_tests(&ws);
     let id = srv.create_session_in(&ws, &script, "plan_exec").await;
     let (_, turn) = srv
         .post(

@@ -20,26 +20,13 @@ fn workspace(with_repo: bool) -> tempfile::TempDir {
     std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
     std::fs::write(dir.path().join("data.bin"), "small\n").unwrap();
     if with_repo {
-        for args in [
-            &["init", "-q"][..],
-            &["add", "a.txt", "data.bin"],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qm",
-                "init",
-            ],
-        ] {
-            let out = Command::new("git")
-                .args(args)
-                .current_dir(dir.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        }
+        use keel_tools::fixtures::plain_git;
+        plain_git(dir.path(), &["init", "-q"]);
+        plain_git(dir.path(), &["add", "a.txt", "data.bin"]);
+        plain_git(
+            dir.path(),
+            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+        );
     }
     dir
 }

@@ -552,3 +552,36 @@ fn a_session_diff_shows_its_changes_outside_git() {
     assert!(!undo.is_empty());
     assert_eq!(snaps.session_diff("s1").unwrap().as_deref(), Some(""));
 }
+
+#[test]
+fn a_nested_repository_without_a_commit_leaves_snapshots_working() {
+    // Red-team pass 4 (with R4-1): one `git init -q sub1` made `git add --all` fail ("does not
+    // have a commit checked out"), so every later snapshot failed and undo was gone for the run.
+    require_git();
+    for user_repo in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        if user_repo {
+            git(root, &["init", "-q"]);
+        }
+        write(root, "a.txt", b"one\n");
+        let snaps = Snapshots::open(root).unwrap();
+        let s0 = snaps.take("s", 0, None).unwrap();
+        git(root, &["init", "-q", "sub1"]);
+        git(root, &["init", "-q", "sub 2"]);
+        write(root, "sub1/b.txt", b"nested\n");
+        write(root, "a.txt", b"two\n");
+        let s1 = snaps
+            .take("s", 1, None)
+            .unwrap_or_else(|e| panic!("user repository {user_repo}: {e}"));
+        write(root, "a.txt", b"three\n");
+        snaps.restore(&s1.commit).unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"two\n");
+        snaps.restore(&s0.commit).unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"one\n");
+        assert!(
+            root.join("sub1/.git/HEAD").is_file(),
+            "the nested repository stays"
+        );
+    }
+}

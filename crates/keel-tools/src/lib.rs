@@ -26,6 +26,7 @@ pub mod edit;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod fixtures;
 pub mod fs;
+pub mod git_config;
 pub mod late;
 pub mod patch;
 mod registry;

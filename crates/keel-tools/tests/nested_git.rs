@@ -219,3 +219,161 @@ fn planted_nested_repositories_are_refused_or_quarantined_as_nobody() {
     std::fs::create_dir(&ws).unwrap();
     runtime().block_on(scenario(&ws));
 }
+
+/// Red-team pass 4, R4-1: each repository hid its program from Keel's own config parser or
+/// used a key its denylist did not name; all four ran at the user's next `git status`,
+/// `commit`, `fetch` or `help`. Keel now asks git to read the config and judges the keys by
+/// an allowlist.
+async fn desync_scenario(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let canary = ws.parent().unwrap().join("desync-canary");
+    let c = canary.display();
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let steps = [
+        (
+            "sub1",
+            format!(
+                "git init -q sub1 && printf '\\357\\273\\277[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = \"echo BOM >> {c}; false\"\\n' > sub1/.git/config"
+            ),
+        ),
+        (
+            "sub2",
+            format!(
+                "git init -q sub2 && printf '[core]\\n\\trepositoryformatversion = 0\\n[user]\\n\\tname = x\\\\\\\\\\n[core]\\n\\tfsmonitor = \"echo CONT >> {c}; false\"\\n' > sub2/.git/config"
+            ),
+        ),
+        (
+            "sub3",
+            format!(
+                "git init -q sub3 && git -C sub3 config extensions.worktreeConfig true && git -C sub3 config core.repositoryformatversion 1 && printf '[core]\\n\\tfsmonitor = \"echo WT >> {c}; false\"\\n' > sub3/.git/config.worktree"
+            ),
+        ),
+        (
+            "sub4",
+            format!(
+                "git init -q sub4 && git -C sub4 config protocol.ext.allow always && git -C sub4 remote add origin 'ext::sh -c \"echo EXT >> {c}\"'"
+            ),
+        ),
+        (
+            "sub5",
+            format!(
+                "git init -q sub5 && git -C sub5 config man.viewer x && git -C sub5 config man.x.cmd 'echo MAN >> {c}'"
+            ),
+        ),
+    ];
+    for (dir, cmd) in &steps {
+        let out = tools
+            .execute("run_command", json!({"command": cmd}), &ctx)
+            .await
+            .unwrap();
+        assert!(
+            out.content.contains(&format!("- {dir} (")),
+            "{dir} was not reported: {}",
+            out.content
+        );
+        assert!(!ws.join(dir).join(".git").exists(), "{dir}: still in sight");
+        assert!(ws.join(dir).join(".git-quarantined-by-keel").is_dir());
+    }
+    // What the user would do next, outside Keel: nothing runs.
+    for (dir, _) in &steps {
+        for args in [
+            &["status"][..],
+            &["fetch", "origin"],
+            &["help", "-m", "log"],
+        ] {
+            let _ = std::process::Command::new("git")
+                .args(args)
+                .current_dir(ws.join(dir))
+                .env("GIT_CEILING_DIRECTORIES", ws)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output();
+        }
+    }
+    assert!(
+        !canary.exists(),
+        "a planted program ran: {:?}",
+        std::fs::read_to_string(&canary)
+    );
+    // A plain clone (remote, branch, core keys) is left in place.
+    let out = tools
+        .execute(
+            "run_command",
+            json!({"command": "git init -q src0 && git clone -q src0 cloned 2>/dev/null; git -C cloned config user.name t"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(ws.join("cloned/.git/config").is_file(), "{}", out.content);
+    assert!(!out.content.contains("cloned"), "{}", out.content);
+}
+
+#[test]
+fn config_parser_desyncs_and_unlisted_keys_are_quarantined() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    runtime().block_on(desync_scenario(&ws));
+}
+
+/// Red-team pass 4, R4-2: the quarantine ran only after `run_command` and `run_tests`; a
+/// verification gate (or lint, a flow node, a rollback command) planted a top-level `.git` in
+/// a workspace that had none, with a `core.fsmonitor` the user's `git status` ran. Every run
+/// through the one runner is now checked.
+#[test]
+fn a_repository_planted_through_the_runner_itself_is_quarantined() {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let canary = dir.path().join("gate-canary");
+    let cmd = format!(
+        "git init -q . && git config core.fsmonitor 'echo TOPGATE >> {}; false' && git init -q vendor && git -C vendor config core.fsmonitor 'echo VENDOR >> {}; false'",
+        canary.display(),
+        canary.display()
+    );
+    let req = shell::exec::ExecRequest::new(vec!["sh".into(), "-c".into(), cmd.into()], &ws);
+    let out = runtime().block_on(shell::exec::run(req)).unwrap();
+    assert!(out.success(), "{}", out.combined_text());
+    let report = out.quarantined.unwrap_or_default();
+    assert!(
+        report.contains("- . (core.fsmonitor)") && report.contains("- vendor (core.fsmonitor)"),
+        "{report}"
+    );
+    assert!(!ws.join(".git").exists() && !ws.join("vendor/.git").exists());
+    for d in [&ws, &ws.join("vendor")] {
+        let _ = std::process::Command::new("git")
+            .arg("status")
+            .current_dir(d)
+            .env("GIT_CEILING_DIRECTORIES", dir.path())
+            .output();
+    }
+    assert!(!canary.exists(), "the planted fsmonitor ran");
+    // A read-only run is never checked (it cannot have written anything).
+    let mut ro = shell::exec::ExecRequest::new(vec!["true".into()], &ws);
+    ro.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
+    assert!(
+        runtime()
+            .block_on(shell::exec::run(ro))
+            .unwrap()
+            .quarantined
+            .is_none()
+    );
+}

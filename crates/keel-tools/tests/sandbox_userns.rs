@@ -250,3 +250,81 @@ async fn helper_latency_next_to_plain_bash() {
         p50(bash)
     );
 }
+
+/// Red-team pass 4, R4-16: an approved project MCP server's `env` (any command's environment)
+/// held `LD_PRELOAD` naming the repository's library; the unprivileged helper was started with
+/// that environment, so `ld.so` ran the library in the helper — unconfined, as the user —
+/// before it built any sandbox. The helper now starts with no variable of the command's: the
+/// environment travels in the policy and is set at the command's own `exec`.
+#[tokio::test]
+async fn the_commands_environment_never_reaches_the_unconfined_helper() {
+    let test = "the_commands_environment_never_reaches_the_unconfined_helper";
+    let Some(dir) = child_dir(test, false) else {
+        return;
+    };
+    if !helper_in_use(test) {
+        return;
+    }
+    // Rust links with `cc`: wherever these tests build, it is there.
+    let Some(cc) = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/local/bin/cc"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        assert!(!in_ci(), "{test}: no C compiler — CI machines have one");
+        println!("SKIPPED {test}: no C compiler");
+        return;
+    };
+    let ws = dir.join("ws");
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let src = dir.join("preload.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <stdio.h>\n\
+             __attribute__((constructor)) static void ran(void) {{\n\
+               FILE *f = fopen(\"{}\", \"a\"); if (f) {{ fputs(\"ran\\n\", f); fclose(f); }}\n\
+               FILE *g = fopen(\"{}\", \"a\"); if (g) {{ fputs(\"ran\\n\", g); fclose(g); }}\n\
+             }}\n",
+            outside.join("unconfined.txt").display(),
+            ws.join("confined.txt").display()
+        ),
+    )
+    .unwrap();
+    let lib = dir.join("libfast.so");
+    let built = std::process::Command::new(cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{test}: {built:?}");
+    let mut req = ExecRequest::new(
+        vec![
+            OsString::from("bash"),
+            OsString::from("-c"),
+            OsString::from("echo \"value=$PROBE_VALUE\"; env | grep -c KEEL_SANDBOX_POLICY"),
+        ],
+        &ws,
+    );
+    req.policy = SandboxPolicy::WorkspaceWrite;
+    req.roots = WritableRoots {
+        workspace: Some(ws.clone()),
+        ..WritableRoots::default()
+    };
+    req.env_set = vec![
+        ("LD_PRELOAD".into(), lib.display().to_string()),
+        ("PROBE_VALUE".into(), "a b=c".into()),
+    ];
+    req.timeout = Duration::from_secs(20);
+    let text = exec::run(req).await.unwrap().combined_text();
+    assert!(
+        !outside.join("unconfined.txt").exists(),
+        "the library ran outside the sandbox: {text}"
+    );
+    // The command itself still got its whole environment (and not the policy).
+    assert!(text.contains("value=a b=c"), "{text}");
+    assert!(text.lines().any(|l| l.trim() == "0"), "{text}");
+    assert!(ws.join("confined.txt").exists(), "{text}");
+}

@@ -405,6 +405,10 @@ impl Chat {
             let (output, failed) = match exec::run(req).await {
                 Ok(out) => {
                     let mut text = out.combined_text();
+                    // First, so cutting a long output never drops it.
+                    if let Some(report) = &out.quarantined {
+                        text = format!("{report}\n{text}");
+                    }
                     details.output_tail = Some(keel_protocol::Excerpt::tail(&text));
                     details.exit_code = out.exit_code();
                     if text.chars().count() > SHELL_OUTPUT_CHARS {

@@ -34,8 +34,9 @@ use crate::ending::Interrupt;
 use crate::run::Run;
 
 pub use stages::{
-    Facts, KEEP_LAST_TOOL_CALLS, apply_summary, clear_tool_results, drop_dead_ends,
-    earlier_work_block, result_summary, tail_start,
+    FULL_TAIL_WINDOW, Facts, KEEP_LAST_TOOL_CALLS, apply_summary, clear_tool_results,
+    drop_dead_ends, earlier_work_block, kept_calls, result_summary, shrink_refused_calls,
+    tail_start, tail_start_keeping,
 };
 pub use summary::{SUMMARY_PROMPT, Summarizer, render_for_summary, rule_based_summary};
 
@@ -46,6 +47,15 @@ const TARGET_FRACTION_OF_THRESHOLD: f64 = 0.6;
 
 /// The smallest window learned from an overflow (a smaller one leaves no room to work).
 const MIN_LEARNED_WINDOW: u64 = 1_000;
+/// Tokens of the window a request must leave for the reply (keel-llm does not send a request
+/// that leaves less than its smallest reply, 256 tokens).
+const REPLY_RESERVE_TOKENS: u64 = 256;
+/// Tokens a local server's chat template adds to every prompt (keel-llm counts 128 into its
+/// own estimate before it sends), beside a tenth of the prompt it keeps as its margin.
+const TEMPLATE_ALLOWANCE_TOKENS: u64 = 128;
+/// How far before keel-llm's refusal point compaction starts (its estimate and the engine's
+/// calibrated one differ a little).
+const SEND_MARGIN_TOKENS: u64 = 100;
 
 /// The context window, the threshold and the estimate's calibration.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,9 +76,18 @@ impl ContextBudget {
         }
     }
 
-    /// Tokens at which compaction starts.
+    /// Tokens at which compaction starts: the configured share of the window, and in a small
+    /// window no later than the point where the request would leave no room for a reply
+    /// (keel-llm refuses to send such a request: a 2,048-token window must compact at about
+    /// 1,400 estimated tokens, not at 85% = 1,740).
     pub fn threshold_tokens(&self) -> u64 {
-        (self.window as f64 * self.threshold) as u64
+        let share = (self.window as f64 * self.threshold) as u64;
+        // keel-llm sends a prompt whose estimate, plus the template's allowance and a tenth,
+        // leaves the reply its reserve; compaction starts a margin before that point (in a
+        // window over ~6,000 tokens the configured share comes first).
+        let sendable = self.window.saturating_sub(REPLY_RESERVE_TOKENS) * 10 / 11;
+        let room = sendable.saturating_sub(TEMPLATE_ALLOWANCE_TOKENS + SEND_MARGIN_TOKENS);
+        share.min(room)
     }
 
     /// Tokens compaction aims for.
@@ -86,13 +105,24 @@ impl ContextBudget {
         (estimate_request(system, tools, messages) as f64 * self.ratio).ceil() as u64
     }
 
-    /// Learns from a request's reported usage: `estimated` is its uncalibrated estimate.
-    /// The server refused a request of about `sent` tokens as too large, saying its window
-    /// is `reported` tokens (when it did): the window shrinks to what is known to fit at
-    /// most, so the next compaction aims below it.
+    /// The server (or keel-llm, before sending) refused a request of about `sent` tokens as
+    /// too large. When the window is known (`reported`), it is the fact and Keel's estimate
+    /// was low: the calibration rises so that `sent` counts as the whole window (the next
+    /// reported usage sets it again), and the window stays. Without a reported window it
+    /// shrinks to what is known not to fit, so the next compaction aims below it.
     pub fn learn_overflow(&mut self, reported: Option<u64>, sent: u64) {
-        let limit = reported.map_or(sent, |r| r.min(sent));
-        self.window = self.window.min(limit).max(MIN_LEARNED_WINDOW);
+        match reported {
+            Some(window) if window >= MIN_LEARNED_WINDOW => {
+                self.window = self.window.min(window);
+                if sent > 0 && sent < window {
+                    self.ratio = (self.ratio * window as f64 / sent as f64).clamp(0.25, 4.0);
+                }
+            }
+            _ => {
+                let limit = reported.map_or(sent, |r| r.min(sent));
+                self.window = self.window.min(limit).max(MIN_LEARNED_WINDOW);
+            }
+        }
     }
 
     pub fn observe(&mut self, estimated: u64, usage: &Usage) {
@@ -182,8 +212,10 @@ impl Run<'_> {
         let mut stages = Vec::new();
         let mut summarizer = "none";
 
-        let mut tail = tail_start(&self.messages);
-        if clear_tool_results(&mut self.messages, tail) {
+        let keep = kept_calls(self.compactor.budget.window);
+        let mut tail = tail_start_keeping(&self.messages, keep);
+        let cleared = clear_tool_results(&mut self.messages, tail);
+        if shrink_refused_calls(&mut self.messages, tail) | cleared {
             stages.push("clear_tool_results".to_string());
         }
         if self.context_tokens() > target {
@@ -211,7 +243,10 @@ impl Run<'_> {
                 }
             }
             let previous = self.compactor.summary.clone();
-            let input = render_for_summary(previous.as_deref(), region);
+            let input = summary::fit_summary_input(
+                render_for_summary(previous.as_deref(), region),
+                self.compactor.budget.window,
+            );
             let (summary, who) = self.summarize(&input, previous.as_deref(), tail).await?;
             summarizer = who.as_str();
             self.compactor.summary = Some(summary.clone());
@@ -262,9 +297,10 @@ impl Run<'_> {
         previous: Option<&str>,
         tail: usize,
     ) -> Result<(String, Summarizer), Interrupt> {
+        let max_tokens = summary::summary_max_tokens(self.compactor.budget.window);
         if let Some(aux) = self.engine.auxiliary.clone() {
             let (text, usage) =
-                summary::ask_for_summary(aux.as_ref(), input, &self.ctx.cancel).await?;
+                summary::ask_for_summary(aux.as_ref(), input, max_tokens, &self.ctx.cancel).await?;
             self.usage.add(&usage);
             if let Some(text) = text {
                 return Ok((text, Summarizer::Auxiliary));
@@ -272,7 +308,7 @@ impl Run<'_> {
         }
         let main = self.engine.provider.clone();
         let (text, usage) =
-            summary::ask_for_summary(main.as_ref(), input, &self.ctx.cancel).await?;
+            summary::ask_for_summary(main.as_ref(), input, max_tokens, &self.ctx.cancel).await?;
         self.usage.add(&usage);
         if let Some(text) = text {
             return Ok((text, Summarizer::Main));
@@ -310,5 +346,34 @@ mod tests {
         );
         b.observe(1_000, &Usage::default());
         assert_eq!(b.message_tokens(&msg), raw * 2, "no report: keep the ratio");
+    }
+
+    #[test]
+    fn a_small_window_compacts_before_the_request_leaves_no_room_for_a_reply() {
+        // 85% of 2,048 (1,740) would leave keel-llm's smallest reply no room: it refuses to
+        // send at about 1,500 estimated tokens.
+        assert_eq!(ContextBudget::new(2_048, 0.85).threshold_tokens(), 1_401);
+        assert_eq!(ContextBudget::new(4_096, 0.85).threshold_tokens(), 3_262);
+        // From about 6,000 tokens the configured share comes first, as before.
+        assert_eq!(ContextBudget::new(8_192, 0.85).threshold_tokens(), 6_963);
+        assert_eq!(
+            ContextBudget::new(128_000, 0.85).threshold_tokens(),
+            108_800
+        );
+    }
+
+    #[test]
+    fn an_overflow_with_a_known_window_raises_the_estimate_not_shrinks_the_window() {
+        let msg = Message::user_text("x".repeat(4_000));
+        let mut b = ContextBudget::new(2_048, 0.85);
+        let raw = b.message_tokens(&msg);
+        b.learn_overflow(Some(2_048), 1_024);
+        assert_eq!(b.window, 2_048);
+        assert_eq!(b.message_tokens(&msg), raw * 2);
+        // Without a reported window it shrinks to what did not fit.
+        let mut b = ContextBudget::new(128_000, 0.85);
+        b.learn_overflow(None, 30_000);
+        assert_eq!(b.window, 30_000);
+        assert_eq!(b.message_tokens(&msg), raw);
     }
 }

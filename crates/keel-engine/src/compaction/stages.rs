@@ -12,13 +12,23 @@ use serde_json::Value;
 
 use crate::tracker::{OpenError, call_key, call_target, key_line};
 
-/// Tool calls (with their results) that are never compacted.
+/// Tool calls (with their results) that are never compacted, in a window of
+/// [`FULL_TAIL_WINDOW`] tokens or more.
 pub const KEEP_LAST_TOOL_CALLS: usize = 5;
+/// Tokens of window each protected call needs: a smaller window protects fewer calls (at
+/// least one), since five calls with their results can fill a 2,048-token window on their own.
+const WINDOW_PER_KEPT_CALL: u64 = 1_600;
+/// The smallest window that protects all [`KEEP_LAST_TOOL_CALLS`].
+pub const FULL_TAIL_WINDOW: u64 = WINDOW_PER_KEPT_CALL * KEEP_LAST_TOOL_CALLS as u64;
 
 /// Tool results shorter than this stay as they are.
 const MIN_RESULT_CHARS_TO_CLEAR: usize = 300;
 /// String arguments longer than this are shrunk in old tool calls.
 const MAX_OLD_ARGUMENT_CHARS: usize = 400;
+/// Characters of a call's target (its path, its command) a one-line summary repeats.
+const MAX_TARGET_CHARS: usize = 100;
+/// Characters of an unresolved error's message the earlier-work block repeats.
+const MAX_ERROR_CHARS: usize = 300;
 /// Marks the block compaction adds to the first message.
 const EARLIER_WORK_TAG: &str = "<earlier-work>";
 
@@ -36,10 +46,23 @@ pub struct Facts {
     pub open_errors: Vec<OpenError>,
 }
 
+/// How many of the last tool calls a `window`-token context protects: one per
+/// 1,600 tokens, at least one, at most [`KEEP_LAST_TOOL_CALLS`] (from 8,000 tokens).
+pub fn kept_calls(window: u64) -> usize {
+    let n = (window / WINDOW_PER_KEPT_CALL).clamp(1, KEEP_LAST_TOOL_CALLS as u64);
+    usize::try_from(n).unwrap_or(KEEP_LAST_TOOL_CALLS)
+}
+
 /// Index of the first message of the protected tail: the assistant message from which the
 /// last [`KEEP_LAST_TOOL_CALLS`] tool calls are made. Index 1 when there are not that many
 /// (everything after the task is protected).
 pub fn tail_start(messages: &[Message]) -> usize {
+    tail_start_keeping(messages, KEEP_LAST_TOOL_CALLS)
+}
+
+/// [`tail_start`] protecting the last `keep` tool calls (see [`kept_calls`]).
+pub fn tail_start_keeping(messages: &[Message], keep: usize) -> usize {
+    let keep = keep.max(1);
     let mut calls = 0;
     for i in (1..messages.len()).rev() {
         let m = &messages[i];
@@ -49,7 +72,7 @@ pub fn tail_start(messages: &[Message]) -> usize {
                 .iter()
                 .filter(|b| matches!(b, ContentBlock::ToolUse { .. }))
                 .count();
-            if calls >= KEEP_LAST_TOOL_CALLS {
+            if calls >= keep {
                 return i;
             }
         }
@@ -77,6 +100,17 @@ pub(crate) fn calls_by_id(messages: &[Message]) -> HashMap<String, ToolCall> {
     out
 }
 
+/// `text` cut to `max` characters (marked `…`): a garbage target — a weak model's 1.6 KB
+/// "path" — is not repeated whole in a summary or a fact.
+fn short(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
 /// A one-line stand-in for a consumed tool result.
 pub fn result_summary(call: Option<&ToolCall>, content: &str, is_error: bool) -> String {
     let (name, target) = match call {
@@ -84,7 +118,7 @@ pub fn result_summary(call: Option<&ToolCall>, content: &str, is_error: bool) ->
         None => ("tool", None),
     };
     let what = match &target {
-        Some(t) => format!("{name} {t}"),
+        Some(t) => format!("{name} {}", short(t, MAX_TARGET_CHARS)),
         None => name.to_string(),
     };
     if is_error {
@@ -186,6 +220,61 @@ pub fn clear_tool_results(messages: &mut [Message], tail: usize) -> bool {
         }
     }
     changed
+}
+
+/// Stage 1 inside the protected tail: a call that was refused or failed with long string
+/// arguments — a weak model's 1.6 KB garbage call — keeps neither them nor a long error that
+/// repeats them, only the error's key line; it would otherwise stay whole in a 2,048-token
+/// window until more calls pushed it out. Other calls in the tail (a failing test run with
+/// short arguments among them) stay whole. Returns whether anything changed.
+pub fn shrink_refused_calls(messages: &mut [Message], tail: usize) -> bool {
+    let refused: BTreeSet<String> = messages
+        .iter()
+        .skip(tail)
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                is_error: true,
+                ..
+            } => Some(tool_use_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut shrunk: HashMap<String, ToolCall> = HashMap::new();
+    for m in messages.iter_mut().skip(tail.max(1)) {
+        for b in &mut m.content {
+            if let ContentBlock::ToolUse { id, name, input } = b
+                && refused.contains(id.as_str())
+            {
+                let original = input.clone();
+                if shrink_long_strings(input) {
+                    let call = ToolCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                        arguments: original,
+                    };
+                    shrunk.insert(id.clone(), call);
+                }
+            }
+        }
+    }
+    for m in messages.iter_mut().skip(tail.max(1)) {
+        for b in &mut m.content {
+            if let ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error: true,
+            } = b
+                && let Some(call) = shrunk.get(tool_use_id.as_str())
+                && content.len() > MIN_RESULT_CHARS_TO_CLEAR
+                && !content.starts_with("[compacted")
+            {
+                *content = result_summary(Some(call), content, true);
+            }
+        }
+    }
+    !shrunk.is_empty()
 }
 
 /// Stage 2: drops dead-end steps from `messages[1..tail]` — a step (assistant tool calls and
@@ -302,9 +391,10 @@ pub fn earlier_work_block(
             let target = e
                 .target
                 .as_deref()
-                .map(|t| format!(" {t}"))
+                .map(|t| format!(" {}", short(t, MAX_TARGET_CHARS)))
                 .unwrap_or_default();
-            out.push_str(&format!("- {}{target}: {}\n", e.tool, e.message));
+            let message = short(&e.message, MAX_ERROR_CHARS);
+            out.push_str(&format!("- {}{target}: {message}\n", e.tool));
         }
     }
     if !notes.is_empty() {
@@ -414,6 +504,62 @@ pub(crate) mod tests {
         let calls: usize = m[t..].iter().map(|m| m.tool_calls().len()).sum();
         assert_eq!(calls, KEEP_LAST_TOOL_CALLS);
         assert_eq!(tail_start(&m[..5]), 1, "fewer calls: everything protected");
+    }
+
+    #[test]
+    fn a_small_window_protects_fewer_calls() {
+        assert_eq!(kept_calls(2_048), 1);
+        assert_eq!(kept_calls(4_096), 2);
+        assert_eq!(kept_calls(6_000), 3);
+        assert_eq!(kept_calls(8_000), KEEP_LAST_TOOL_CALLS);
+        assert_eq!(kept_calls(FULL_TAIL_WINDOW), KEEP_LAST_TOOL_CALLS);
+        assert_eq!(kept_calls(128_000), KEEP_LAST_TOOL_CALLS);
+        assert_eq!(kept_calls(500), 1, "the last call is always kept");
+        let m = session();
+        let t = tail_start_keeping(&m, kept_calls(2_048));
+        assert_eq!(t, m.len() - 2, "only the last call and its result");
+        assert_eq!(tail_start_keeping(&m, KEEP_LAST_TOOL_CALLS), tail_start(&m));
+    }
+
+    #[test]
+    fn a_refused_call_in_the_tail_loses_its_long_arguments_not_its_error() {
+        let garbage = "src/calc.py\\n".repeat(120);
+        let mut m = vec![
+            Message::user_text("task"),
+            assistant_call("a", "read_file", json!({"path": garbage}), ""),
+            result("a", &format!("error: no such file: {garbage}"), true),
+            assistant_call(
+                "b",
+                "create_file",
+                json!({"path": "ok.py", "content": "y\n".repeat(300)}),
+                "",
+            ),
+            result("b", "Created `ok.py`", false),
+        ];
+        let original = m.clone();
+        assert!(shrink_refused_calls(&mut m, 1));
+        let ContentBlock::ToolUse { input, .. } = &m[1].content[0] else {
+            panic!()
+        };
+        assert!(
+            input["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("[compacted: 1 lines")
+        );
+        let ContentBlock::ToolResult { content, .. } = &m[2].content[0] else {
+            panic!()
+        };
+        assert!(
+            content.starts_with("[compacted error] read_file src/calc.py"),
+            "{content}"
+        );
+        assert!(
+            content.len() < 600,
+            "the error's key line, shortened: {content}"
+        );
+        assert_eq!(m[3..], original[3..], "a call that succeeded stays whole");
+        assert!(!shrink_refused_calls(&mut m, 1), "idempotent");
     }
 
     #[test]

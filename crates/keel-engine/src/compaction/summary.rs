@@ -13,6 +13,26 @@ use crate::tracker::{call_target, key_line};
 const MAX_SUMMARY_INPUT_CHARS: usize = 48_000;
 /// Output budget of a summary request.
 const SUMMARY_MAX_TOKENS: u32 = 1_500;
+/// A smaller window's summaries: at most an eighth of it written, at most half of it read (a
+/// 1,500-token summary cannot fit in a 2,048-token window, and a weak model on a local server
+/// takes minutes to write one).
+const SUMMARY_WINDOW_SHARE: u64 = 8;
+
+/// The output budget of a summary for a main model with a `window`-token context.
+pub(crate) fn summary_max_tokens(window: u64) -> u32 {
+    let share = (window / SUMMARY_WINDOW_SHARE).max(128);
+    u32::try_from(share).map_or(SUMMARY_MAX_TOKENS, |s| s.min(SUMMARY_MAX_TOKENS))
+}
+
+/// `input` cut (in the middle) to what a `window`-token model can read with room to answer:
+/// about half the window, four characters a token.
+pub(crate) fn fit_summary_input(input: String, window: u64) -> String {
+    let max = usize::try_from(window.saturating_mul(2)).unwrap_or(usize::MAX);
+    if input.chars().count() <= max {
+        return input;
+    }
+    keel_tools::text::truncate_middle(&input, max)
+}
 /// The summariser's instructions.
 pub const SUMMARY_PROMPT: &str = include_str!("../prompts/summarize.md");
 
@@ -152,13 +172,14 @@ pub fn rule_based_summary(previous: Option<&str>, region: &[Message]) -> String 
 pub(crate) async fn ask_for_summary(
     provider: &dyn Provider,
     input: &str,
+    max_tokens: u32,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<(Option<String>, Usage), Interrupt> {
     let request = ChatRequest {
         system: SUMMARY_PROMPT.to_string(),
         tools: Vec::new(),
         messages: vec![Message::user_text(input)],
-        max_tokens: Some(SUMMARY_MAX_TOKENS),
+        max_tokens: Some(max_tokens),
     };
     let attempt = async {
         let mut stream = provider.stream(&request).await?;
@@ -189,6 +210,16 @@ pub(crate) async fn ask_for_summary(
 mod tests {
     use super::*;
     use crate::compaction::stages::tests::session;
+
+    #[test]
+    fn a_small_window_gets_short_summaries_of_short_excerpts() {
+        assert_eq!(summary_max_tokens(2_048), 256);
+        assert_eq!(summary_max_tokens(500), 128);
+        assert_eq!(summary_max_tokens(128_000), SUMMARY_MAX_TOKENS);
+        let long = "x".repeat(10_000);
+        assert!(fit_summary_input(long.clone(), 2_048).chars().count() <= 4_200);
+        assert_eq!(fit_summary_input(long.clone(), 128_000), long);
+    }
 
     #[test]
     fn the_rule_based_summary_lists_steps_and_outcomes() {

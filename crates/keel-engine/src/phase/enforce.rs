@@ -63,6 +63,10 @@ pub(crate) struct PhaseState {
     pub(crate) changed: bool,
     /// The tests or a test command ran in this phase (whatever their outcome).
     pub(crate) checked: bool,
+    /// The last test run of this phase passed.
+    pub(crate) passed: bool,
+    /// A call of this run changed the workspace, in any phase (delivery needs one).
+    pub(crate) made_change: bool,
     /// Something was read in this phase (a successful look: a file, a search, a command).
     pub(crate) read: bool,
     /// A plan was written with `update_plan` in this phase.
@@ -79,6 +83,8 @@ impl PhaseState {
             nudged: false,
             changed: false,
             checked: false,
+            passed: false,
+            made_change: false,
             read: false,
             planned: false,
             judge,
@@ -224,13 +230,14 @@ impl Run<'_> {
         match effect {
             Some(ToolEffect::WritesFiles) if succeeded => state.changed = true,
             Some(ToolEffect::RunsCommands) => {
-                // A test run counts whatever its outcome: run_tests, or in verification a
-                // command the policy recognised as the project's tests (the only commands
-                // it lets write). A command in building may write.
+                // A test run: run_tests, or in verification a command the policy recognised
+                // as the project's tests (the only commands it lets write); the last one's
+                // outcome is the check's. A command in building may write.
                 let test_command =
                     state.phase == Phase::Verification && access == CommandAccess::Write;
                 if call.name == RUN_TESTS || test_command {
                     state.checked = true;
+                    state.passed = succeeded;
                 }
                 if succeeded && state.phase == Phase::Building {
                     state.changed = true;
@@ -238,18 +245,19 @@ impl Run<'_> {
             }
             _ => {}
         }
+        state.made_change |= state.changed;
     }
 
     /// Why the current phase cannot be left yet, if it cannot: planning needs something read
     /// and a plan stated (`update_plan`, a plan in the model's text, or a `summary` that is
-    /// one), building needs a change (or a `summary` saying why none is needed),
-    /// verification needs the tests to have run in it.
+    /// one), building needs a change, verification a change in this run and a passing check
+    /// run in it — delivery is never reached without both. A task that needs no change
+    /// finishes where it is, with an answer and no tool call.
     fn exit_refusal(
         state: &PhaseState,
         summary: Option<&str>,
         messages: &[keel_protocol::Message],
     ) -> Option<String> {
-        let stated = summary.is_some_and(|s| s.split_whitespace().count() >= 3);
         match state.phase {
             Phase::Planning if !state.read => Some(
                 "not advanced: nothing has been read yet. Planning comes first: look at the code the task is about (list_files, grep, codebase_search, read_file), then state your plan (update_plan, or the numbered steps in your reply), then call advance_phase.".to_string(),
@@ -263,11 +271,17 @@ impl Run<'_> {
                     "not advanced: no plan has been stated yet. Write the plan first — update_plan with the steps, or the numbered steps in your reply (or in advance_phase's `summary`): which files change and how — then call advance_phase.".to_string(),
                 )
             }
-            Phase::Building if !state.changed && !stated => Some(
-                "not advanced: nothing changed in the building phase yet. Make the change first (edit_file, create_file, apply_patch); if the task needs no change, call advance_phase again with `summary` saying why.".to_string(),
+            Phase::Building if !state.changed => Some(
+                "not advanced: nothing changed in the building phase yet. Make the change first (edit_file, create_file, apply_patch), then advance_phase. If the task needs no change, do not advance: reply with your answer and no tool call.".to_string(),
+            ),
+            Phase::Verification if !state.made_change => Some(
+                "not advanced: nothing was changed in this run, and delivery needs a change with a passing check. If the task needs no change, reply with your answer and no tool call.".to_string(),
             ),
             Phase::Verification if !state.checked => Some(
                 "not advanced: the tests have not run in the verification phase. Call run_tests (or a test command with run_command) first, then advance_phase.".to_string(),
+            ),
+            Phase::Verification if !state.passed => Some(
+                "not advanced: the last test run failed, and delivery needs a passing check. Read the failure; if a new run passes, advance_phase; otherwise reply with what fails and why, and no tool call.".to_string(),
             ),
             _ => None,
         }
@@ -344,6 +358,7 @@ impl Run<'_> {
         state.nudged = false;
         state.changed = false;
         state.checked = false;
+        state.passed = false;
         state.read = false;
         state.planned = false;
         self.save_checkpoint(previous, "phase completed").await?;
@@ -367,7 +382,10 @@ impl Run<'_> {
             .policy
             .auto_advance_after_steps
             .is_some_and(|n| state.steps >= n);
-        if !due {
+        // Not even automatically into delivery without a change and a passing check.
+        let held = state.phase == Phase::Verification
+            && Self::exit_refusal(state, None, &self.messages).is_some();
+        if !due || held {
             return Ok(None);
         }
         Ok(self.advance().await?.map(|(previous, phase)| {

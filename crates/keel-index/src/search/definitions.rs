@@ -12,7 +12,9 @@
 //!    matching chunk), relative to the best,
 //! 4. whether the report names it.
 //!
-//! A class ranks a little below its methods: a fix edits a method far more often.
+//! A class ranks a little below its methods: a fix edits a method far more often. A
+//! definition in a test, docs or example file takes its file's role weight (as file results
+//! do), so a test function sharing the report's words does not crowd out the source.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -86,6 +88,7 @@ pub(super) fn ranked(
     idf: &Idf,
     named: &BTreeSet<String>,
     filter: &dyn Fn(&str) -> bool,
+    role_weight: &dyn Fn(&str) -> f64,
     limit: usize,
 ) -> Result<Vec<(f64, Cand)>, IndexError> {
     let best_file = files
@@ -169,6 +172,7 @@ pub(super) fn ranked(
         if !matches!(d.kind.as_str(), "function" | "method") {
             s *= CLASS_SHARE;
         }
+        s *= role_weight(&d.path);
         scores.push((s, i));
     }
     // Only the best `limit` are explained and returned (in the order the caller ranks by:

@@ -26,6 +26,7 @@ mod config_keys;
 mod definitions;
 mod evidence;
 mod forwarding;
+mod registry;
 pub mod report;
 mod runtime;
 mod signals;
@@ -219,6 +220,29 @@ impl Index {
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
+                // Names a registry gives its entries (`use-yield-from`, `W0511`), not
+                // already read as config keys.
+                let registry_names: Vec<String> = registry::names(&q.text)
+                    .into_iter()
+                    .filter(|n| {
+                        let k = n.replace('-', "_").to_lowercase();
+                        !report
+                            .config_keys
+                            .iter()
+                            .any(|c| c.name.replace('-', "_").to_lowercase() == k)
+                    })
+                    .collect();
+                if !long && !registry_names.is_empty() {
+                    registry::matches(
+                        conn,
+                        &self.root,
+                        &mut files_read,
+                        &registry_names,
+                        &filter,
+                        &mut evidence,
+                    )?;
+                    cands.extend(std::mem::take(&mut evidence.locations));
+                }
                 if long {
                     let body_words = self.selective_words(&all_terms)?;
                     // The chunk pass scores every chunk holding any of its words: the
@@ -250,14 +274,23 @@ impl Index {
                         Ok::<_, IndexError>((body, files))
                     };
                     let mut gather_evidence = || {
-                        gather(
+                        let mut ev = gather(
                             conn,
                             &self.root,
                             &mut files_read,
                             &report,
                             &all_terms.paths,
                             &filter,
-                        )
+                        )?;
+                        registry::matches(
+                            conn,
+                            &self.root,
+                            &mut files_read,
+                            &registry_names,
+                            &filter,
+                            &mut ev,
+                        )?;
+                        Ok::<_, IndexError>(ev)
                     };
                     let (passes, gathered) = match self.take_reader() {
                         Some(other) => std::thread::scope(|s| {
@@ -359,7 +392,16 @@ impl Index {
             let words = if long { &all_terms.words } else { &terms.words };
             let idf = self.idf(words)?;
             let named = named_definitions(&report, &terms);
-            definitions::ranked(conn, &files, &scored, &idf, &named, &filter, limit)?
+            definitions::ranked(
+                conn,
+                &files,
+                &scored,
+                &idf,
+                &named,
+                &filter,
+                &role_weight,
+                limit,
+            )?
         } else if q.kind == SearchKind::File {
             files_ranked(scored, &evidence, &role_weight)
         } else {

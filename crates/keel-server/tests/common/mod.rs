@@ -21,10 +21,18 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 /// Sessions built as `keel run` builds them, without the user's files or environment.
 pub fn test_builder(store: Arc<SqliteStore>) -> SessionBuilder {
-    SessionBuilder::isolated(store).adjust(Arc::new(|config: &mut keel_engine::Config| {
+    builder_with_tests(store, None)
+}
+
+/// [`test_builder`] whose sessions run `tests` as the project's test command.
+fn builder_with_tests(store: Arc<SqliteStore>, tests: Option<String>) -> SessionBuilder {
+    SessionBuilder::isolated(store).adjust(Arc::new(move |config: &mut keel_engine::Config| {
         // These tests compare runs event by event (token counts included); the codemap joins
         // the first message only once a background index build has finished, so it is off.
         config.index.codemap_tokens = 0;
+        if tests.is_some() {
+            config.shell.test_command = tests.clone();
+        }
     }))
 }
 
@@ -43,18 +51,24 @@ impl TestServer {
     }
 
     pub async fn start_with(host: &str, token: Option<&str>) -> Self {
-        Self::start_full(host, token, None, false).await
+        Self::start_full(host, token, None, false, None).await
     }
 
     /// A server in queue mode: turns go to `queue` (as `keel serve --database` sends them to
     /// the workers).
     pub async fn start_queued(queue: Arc<dyn keel_server::TurnQueue>) -> Self {
-        Self::start_full("127.0.0.1", None, Some(queue), false).await
+        Self::start_full("127.0.0.1", None, Some(queue), false, None).await
     }
 
     /// A server that also serves PRDs, tasks and work runs from its store (as `keel serve`).
     pub async fn start_with_tasks() -> Self {
-        Self::start_full("127.0.0.1", None, None, true).await
+        Self::start_full("127.0.0.1", None, None, true, None).await
+    }
+
+    /// A server whose sessions run `command` as the project's tests (plan_exec reaches
+    /// delivery only after a passing check).
+    pub async fn start_with_tests(command: &str) -> Self {
+        Self::start_full("127.0.0.1", None, None, false, Some(command.to_string())).await
     }
 
     async fn start_full(
@@ -62,6 +76,7 @@ impl TestServer {
         token: Option<&str>,
         queue: Option<Arc<dyn keel_server::TurnQueue>>,
         tasks: bool,
+        tests: Option<String>,
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("ws/src")).unwrap();
@@ -81,7 +96,7 @@ impl TestServer {
             // The temp directory: `ws`, the other workspaces and scripts tests make beside it.
             workspace_roots: vec![dir.path().to_path_buf()],
         };
-        let server = Server::bind(options, test_builder(store.clone()))
+        let server = Server::bind(options, builder_with_tests(store.clone(), tests))
             .await
             .unwrap();
         if let Some(queue) = queue {

@@ -48,23 +48,37 @@ pub fn use_current_exe_as_helper() {
 
 /// The helper programs to try, best first, or why there is none: `$KEEL_SANDBOX_HELPER` alone
 /// when set; else the `keel-sandbox-exec` next to the running program (or one level up from
-/// `deps/`, for test and bench binaries), then `/proc/self/exe` when the running program
-/// handles [`HELPER_ARG`] itself.
+/// `deps/`, for test and bench binaries) when it may be trusted ([`distrusted_helper`]), then
+/// `/proc/self/exe` when the running program handles [`HELPER_ARG`] itself.
 pub(super) fn helper_programs() -> Result<Vec<PathBuf>, String> {
     if let Some(p) = std::env::var_os(HELPER_ENV).filter(|p| !p.is_empty()) {
         return Ok(vec![PathBuf::from(p)]);
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate the program: {e}"));
+    candidates(exe.as_deref().ok(), SELF_HELPER.load(Ordering::SeqCst)).map_err(|why| match &exe {
+        Ok(exe) => format!("no sandbox helper for {}: {why}", exe.display()),
+        Err(e) => format!("{e}: {why}"),
+    })
+}
+
+/// [`helper_programs`] for the program at `exe`; `self_helper`: it handles [`HELPER_ARG`].
+fn candidates(exe: Option<&Path>, self_helper: bool) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
-    let mut dir = exe
-        .as_ref()
-        .ok()
-        .and_then(|e| e.parent())
-        .map(Path::to_path_buf);
+    let mut why = format!("`{HELPER_BIN}` is not next to it (set {HELPER_ENV})");
+    let mut dir = exe.and_then(|e| e.parent()).map(Path::to_path_buf);
     while let Some(d) = dir {
         let candidate = d.join(HELPER_BIN);
         if candidate.is_file() {
-            out.push(candidate);
+            match distrusted_helper(&candidate) {
+                None => out.push(candidate),
+                Some(reason) => {
+                    why = format!(
+                        "the `{HELPER_BIN}` at {} is not used: {reason} (set {HELPER_ENV} to a \
+                         helper outside it)",
+                        candidate.display()
+                    )
+                }
+            }
             break;
         }
         // Test and bench binaries live in `target/<profile>/deps`, the helper one level up.
@@ -72,17 +86,59 @@ pub(super) fn helper_programs() -> Result<Vec<PathBuf>, String> {
             .then(|| d.parent().map(Path::to_path_buf))
             .flatten();
     }
-    if SELF_HELPER.load(Ordering::SeqCst) {
+    if self_helper {
         out.push(PathBuf::from("/proc/self/exe"));
     }
     if out.is_empty() {
-        let exe = exe?;
-        return Err(format!(
-            "no sandbox helper: `{HELPER_BIN}` is not next to {} (set {HELPER_ENV})",
-            exe.display()
-        ));
+        return Err(why);
     }
     Ok(out)
+}
+
+/// Why a helper found next to the program must not be run, if so. It runs unconfined (it
+/// builds the sandbox, even its probe), so it must lie where no session's command could have
+/// planted it: not in a workspace or beneath any `.keel` (an earlier session's workspace — a
+/// Keel checkout worked on with Keel keeps `target/debug` there), not in a tree commands may
+/// write, and neither it nor its directory writable by another user (red-team pass 4, R4-15).
+/// The running program itself (`/proc/self/exe`) needs no such check.
+fn distrusted_helper(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if crate::shell::lookup::is_untrusted(path, &[]) {
+        return Some(
+            "it lies where Keel's commands may write (a workspace, beneath a `.keel`, or a \
+             writable tree)"
+                .into(),
+        );
+    }
+    let real = match std::fs::canonicalize(path) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("cannot resolve it: {e}")),
+    };
+    if real != path && crate::shell::lookup::is_untrusted(&real, &[]) {
+        return Some(format!(
+            "it links to {}, where Keel's commands may write",
+            real.display()
+        ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    for p in [Some(real.as_path()), real.parent()].into_iter().flatten() {
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("cannot inspect {}: {e}", p.display())),
+        };
+        if meta.uid() != 0 && meta.uid() != me {
+            return Some(format!(
+                "{} belongs to another user (uid {})",
+                p.display(),
+                meta.uid()
+            ));
+        }
+        // A sticky directory (`/tmp`) lets no one else replace a file they do not own.
+        if meta.mode() & 0o022 != 0 && !(meta.is_dir() && meta.mode() & 0o1000 != 0) {
+            return Some(format!("{} is writable by other users", p.display()));
+        }
+    }
+    None
 }
 
 /// Everything the helper applies before `exec`.
@@ -100,6 +156,11 @@ pub(super) struct HelperPolicy {
     pub parent: Option<u32>,
     /// Processes and memory the command may take.
     pub limits: super::Limits,
+    /// The command's whole environment, set at its `exec`. The helper itself starts with none
+    /// of it: it runs unconfined until the sandbox is built, and a variable the repository
+    /// chose (an MCP server's `LD_PRELOAD`) would run code in it (red-team pass 4, R4-16).
+    /// `None`: the command keeps the helper's environment (the probe).
+    pub env: Option<Vec<(OsString, OsString)>>,
 }
 
 impl Default for HelperPolicy {
@@ -115,6 +176,7 @@ impl Default for HelperPolicy {
             parent: None,
             // Decoded policies carry their limits; an absent line means none.
             limits: super::Limits::NONE,
+            env: None,
         }
     }
 }
@@ -154,6 +216,15 @@ impl HelperPolicy {
         }
         out.push_str(&format!("max_processes {}\n", self.limits.processes));
         out.push_str(&format!("max_memory_mb {}\n", self.limits.memory_mb));
+        if let Some(env) = &self.env {
+            out.push_str("own_env 1\n");
+            for (k, v) in env {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                out.push_str(&format!("env {}\n", hex(&kv)));
+            }
+        }
         for (key, paths) in [
             ("protected", &self.view.protected),
             ("anchor", &self.view.anchors),
@@ -202,6 +273,20 @@ impl HelperPolicy {
                 "hidden_file" => p.view.hidden_files.push(path()?),
                 "carve" => p.view.carve.push(path()?),
                 "writable" => p.writable.push(path()?),
+                "own_env" => {
+                    if flag()? {
+                        p.env.get_or_insert_with(Vec::new);
+                    }
+                }
+                "env" => {
+                    let kv = unhex(value).ok_or_else(bad)?;
+                    let eq = kv.iter().position(|b| *b == b'=').ok_or_else(bad)?;
+                    let (k, v) = kv.split_at(eq);
+                    p.env.get_or_insert_with(Vec::new).push((
+                        OsString::from_vec(k.to_vec()),
+                        OsString::from_vec(v[1..].to_vec()),
+                    ));
+                }
                 _ => return Err(bad()),
             }
         }
@@ -332,6 +417,60 @@ pub(super) fn is_read_only_error(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A fake `keel` and a `keel-sandbox-exec` next to it in `dir`.
+    fn fake_install(dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let helper = dir.join(HELPER_BIN);
+        std::fs::write(&helper, "#!/bin/sh\necho planted\n").unwrap();
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir.join("keel")
+    }
+
+    #[test]
+    fn a_helper_next_to_the_program_is_used_only_where_no_session_could_plant_it() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // An installation outside every project: its helper comes first.
+        let exe = fake_install(&base.path().join("opt/bin"));
+        let found = candidates(Some(&exe), true).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                base.path().join("opt/bin").join(HELPER_BIN),
+                "/proc/self/exe".into()
+            ]
+        );
+        // A Keel checkout worked on with Keel (R4-15): `.keel` at its root, the binary in
+        // `target/debug`, where an earlier session's command planted `keel-sandbox-exec`.
+        let proj = base.path().join("proj");
+        std::fs::create_dir_all(proj.join(".keel")).unwrap();
+        let exe = fake_install(&proj.join("target/debug"));
+        assert_eq!(
+            candidates(Some(&exe), true).unwrap(),
+            vec![PathBuf::from("/proc/self/exe")]
+        );
+        let err = candidates(Some(&exe), false).unwrap_err();
+        assert!(err.contains("not used") && err.contains(".keel"), "{err}");
+        // A helper another user could have replaced.
+        let shared = base.path().join("shared/bin");
+        let exe = fake_install(&shared);
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(
+            candidates(Some(&exe), true).unwrap(),
+            vec![PathBuf::from("/proc/self/exe")]
+        );
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            shared.join(HELPER_BIN),
+            std::fs::Permissions::from_mode(0o757),
+        )
+        .unwrap();
+        let err = candidates(Some(&exe), false).unwrap_err();
+        assert!(err.contains("writable by other users"), "{err}");
+    }
 
     #[test]
     fn the_policy_round_trips_any_path_bytes() {
@@ -358,8 +497,24 @@ mod tests {
                 processes: 500,
                 memory_mb: 2048,
             },
+            env: Some(vec![
+                (OsString::from("PATH"), OsString::from("/usr/bin:/bin")),
+                (OsString::from("EMPTY"), OsString::new()),
+                (OsString::from("X"), OsString::from("a=b\nc")),
+            ]),
         };
-        assert_eq!(HelperPolicy::decode(&p.encode()), Ok(p));
+        assert_eq!(HelperPolicy::decode(&p.encode()), Ok(p.clone()));
+        let no_env = HelperPolicy {
+            env: Some(Vec::new()),
+            ..p.clone()
+        };
+        assert_eq!(HelperPolicy::decode(&no_env.encode()), Ok(no_env));
+        let kept = HelperPolicy { env: None, ..p };
+        assert_eq!(HelperPolicy::decode(&kept.encode()), Ok(kept));
+        assert!(
+            HelperPolicy::decode("env 414243").is_err(),
+            "an entry without `=`"
+        );
         assert!(HelperPolicy::decode("network 2").is_err());
         assert!(HelperPolicy::decode("hidden zz").is_err());
         assert!(HelperPolicy::decode("bogus 1").is_err());

@@ -332,7 +332,7 @@ mod imp {
                     say(&format!("cannot confine the command: {e}"));
                     std::process::exit(126);
                 }
-                exec(program, args)
+                exec(program, args, policy.env.as_deref())
             }
             Ok(Some(pid)) => pid,
         };
@@ -390,7 +390,7 @@ mod imp {
     }
 
     /// The command's process: a session of its own, then `exec`.
-    fn exec(program: &OsStr, args: &[OsString]) -> ! {
+    fn exec(program: &OsStr, args: &[OsString], env: Option<&[(OsString, OsString)]>) -> ! {
         use std::os::unix::process::CommandExt;
         let _ = rustix::process::setsid();
         // Only stdin, stdout and stderr reach the command (Keel's runner already saw to it
@@ -402,7 +402,13 @@ mod imp {
         // The helper's init becomes the command the runner asked for, confined just before.
         #[allow(clippy::disallowed_methods)]
         let mut command = std::process::Command::new(program);
-        let err = command.args(args).env_remove(POLICY_ENV).exec();
+        command.args(args);
+        match env {
+            // The command's own environment, which the helper never had (R4-16).
+            Some(env) => command.env_clear().envs(env.iter().map(|(k, v)| (k, v))),
+            None => command.env_remove(POLICY_ENV),
+        };
+        let err = command.exec();
         say(&format!(
             "cannot run `{}`: {err}",
             program.to_string_lossy()

@@ -340,22 +340,27 @@ where
 }
 
 /// A command started through the [`helper`]: run `program` with `args` followed by the
-/// command's own argv, and set `policy_env` in its environment (after any `env_clear`).
+/// command's own argv, with `policy_env` as its ONLY environment variable (`env_clear` first):
+/// the command's environment travels inside the policy (R4-16).
 #[derive(Debug, Clone)]
 pub struct HelperLaunch {
     /// The helper program.
     pub program: PathBuf,
     /// The helper's arguments before the command's program and arguments.
     pub args: Vec<std::ffi::OsString>,
-    /// `(name, value)` of the environment variable carrying the policy; the helper removes it
-    /// before the command starts.
+    /// `(name, value)` of the environment variable carrying the policy (and the command's
+    /// environment, which the helper sets at the command's `exec`).
     pub policy_env: (&'static str, String),
 }
 
-/// How a command confined by `policy` and `roots` must start: `Some` when the unprivileged
-/// [`helper`] gives it its namespaces (Keel is not root), then start it with
-/// [`spawn_via_helper`]; `None` otherwise. [`spawn_command`] does all of this.
-pub fn helper_launch(policy: SandboxPolicy, roots: &WritableRoots) -> Option<HelperLaunch> {
+/// How a command confined by `policy` and `roots`, with the environment `env`, must start:
+/// `Some` when the unprivileged [`helper`] gives it its namespaces (Keel is not root), then
+/// start it with [`spawn_via_helper`]; `None` otherwise. [`spawn_command`] does all of this.
+pub fn helper_launch(
+    policy: SandboxPolicy,
+    roots: &WritableRoots,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Option<HelperLaunch> {
     if policy == SandboxPolicy::Off {
         return None;
     }
@@ -373,6 +378,7 @@ pub fn helper_launch(policy: SandboxPolicy, roots: &WritableRoots) -> Option<Hel
         user_namespace: true,
         parent: Some(std::process::id()),
         limits: roots.limits,
+        env: Some(env.to_vec()),
     };
     Some(HelperLaunch {
         program: program.clone(),

@@ -52,19 +52,41 @@ impl ConfinedChild {
     }
 }
 
-/// Starts `argv` confined by `policy` and `roots`. `configure` sets everything but the program
-/// and its arguments (working directory, environment, stdio, `kill_on_drop`); it must not set
-/// a process group: each confined program gets its own (as the leader of its own session where
+/// Starts `argv` confined by `policy` and `roots`, with `env` as its whole environment.
+/// `configure` sets everything else but the program and its arguments (working directory,
+/// stdio, `kill_on_drop`; any environment it sets is replaced by `env`); it must not set a
+/// process group: each confined program gets its own (as the leader of its own session where
 /// the kernel allows), so killing the group `child.id()` ends it and everything it started.
+/// Through the unprivileged [`helper`](super::helper) `env` travels inside the policy and is
+/// set only at the command's own `exec`: the helper runs unconfined until the sandbox is
+/// built, so none of the command's variables may reach it (a repository's `LD_PRELOAD` would
+/// run its library there, red-team pass 4, R4-16).
 /// Call from within a Tokio runtime.
 pub async fn spawn_command(
     policy: SandboxPolicy,
     roots: &WritableRoots,
     argv: &[OsString],
+    env: Vec<(OsString, OsString)>,
     configure: impl FnOnce(&mut Command) + Send + 'static,
 ) -> io::Result<ConfinedChild> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("nothing to run: the command is empty"));
+    };
+    if let Some(h) = helper_launch(policy, roots, &env) {
+        // The sandbox helper, which confines the command and becomes it.
+        #[allow(clippy::disallowed_methods)]
+        let mut cmd = Command::new(&h.program);
+        cmd.args(&h.args).arg(program).args(args);
+        configure(&mut cmd);
+        cmd.env_clear()
+            .env(h.policy_env.0, &h.policy_env.1)
+            .process_group(0);
+        only_standard_descriptors(&mut cmd);
+        return super::spawn_via_helper(|| cmd.spawn()).map(ConfinedChild::plain);
+    }
+    let configure = move |cmd: &mut Command| {
+        configure(cmd);
+        cmd.env_clear().envs(env);
     };
     if policy == SandboxPolicy::Off {
         // The confined runner's unconfined policy (`shell.sandbox = false`, the user's own MCP
@@ -76,16 +98,6 @@ pub async fn spawn_command(
         cmd.process_group(0);
         only_standard_descriptors(&mut cmd);
         return cmd.spawn().map(ConfinedChild::plain);
-    }
-    if let Some(h) = helper_launch(policy, roots) {
-        // The sandbox helper, which confines the command and becomes it.
-        #[allow(clippy::disallowed_methods)]
-        let mut cmd = Command::new(&h.program);
-        cmd.args(&h.args).arg(program).args(args);
-        configure(&mut cmd);
-        cmd.env(h.policy_env.0, &h.policy_env.1).process_group(0);
-        only_standard_descriptors(&mut cmd);
-        return super::spawn_via_helper(|| cmd.spawn()).map(ConfinedChild::plain);
     }
     if support().mount_namespace == Ok(MountMode::InProcess) {
         return in_namespaces(policy, roots, program.clone(), args.to_vec(), configure).await;

@@ -3,7 +3,8 @@
 //! captured with a bounded memory footprint, an allowlisted environment, and the kernel sandbox
 //! applied. This is Keel's one command runner: `run_command`, `run_tests`, auto-lint, and (in
 //! keel-engine) verification gates and phase validation/rollback commands all go through
-//! [`run`].
+//! [`run`]. After a run that could write, the tree it could write is searched for git
+//! repositories the command planted or changed ([`super::nested_git`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,10 @@ pub struct ExecOutput {
     /// Why the command may have failed because of the sandbox's process or memory limits
     /// ([`sandbox::limit_note`]), for the user and the model.
     pub limit_note: Option<String>,
+    /// Git repositories the command left whose configuration or hooks would run a program,
+    /// moved out of git's sight ([`super::nested_git`]): the report for the command's result.
+    /// Every caller shows it.
+    pub quarantined: Option<String>,
 }
 
 impl ExecOutput {
@@ -445,12 +450,10 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .env_clear()
-            .envs(env);
+            .kill_on_drop(true);
     };
     let sandboxed = policy != SandboxPolicy::Off && sandbox::is_available();
-    let confined = sandbox::spawn_command(policy, &roots, &req.argv, configure)
+    let confined = sandbox::spawn_command(policy, &roots, &req.argv, env, configure)
         .await
         .map_err(|e| {
             std::io::Error::new(
@@ -467,6 +470,9 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
 
 /// Runs the request to completion, timeout or cancellation.
 pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
+    // What the command may write is checked afterwards for planted git repositories: here, in
+    // the one runner, so no caller can skip it (red-team pass 4, R4-2).
+    let watch = super::nested_git::Watch::before(&req);
     let Started {
         mut confined,
         sandboxed,
@@ -513,6 +519,10 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
             sandbox::limit_note(req.roots.limits, &text, killed)
         })
         .flatten();
+    let quarantined = match watch {
+        Some(w) => w.after().await,
+        None => None,
+    };
     Ok(ExecOutput {
         ending,
         stdout,
@@ -520,6 +530,7 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
         duration,
         sandboxed,
         limit_note,
+        quarantined,
     })
 }
 

@@ -93,6 +93,8 @@ pub struct AutoLint {
     shell: Arc<ShellSettings>,
     /// Normalised findings of the last run per (command, directory): what is not in here is new.
     previous: Mutex<HashMap<(String, PathBuf), HashSet<String>>>,
+    /// Reports of git repositories a check planted and the runner quarantined, for the note.
+    planted: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for AutoLint {
@@ -110,6 +112,7 @@ impl AutoLint {
             settings,
             shell,
             previous: Mutex::new(HashMap::new()),
+            planted: Mutex::new(Vec::new()),
         }
     }
 
@@ -140,6 +143,9 @@ impl AutoLint {
             if let Some(note) = self.run_group(lang, &dir, &files, ctx).await {
                 notes.push(note);
             }
+        }
+        if let Ok(mut planted) = self.planted.lock() {
+            notes.append(&mut planted);
         }
         (!notes.is_empty()).then(|| notes.join("\n"))
     }
@@ -243,6 +249,11 @@ impl AutoLint {
                 Ok(o) => o,
                 Err(e) => return Some(format!("[auto-check] `{shown}` could not start: {e}")),
             };
+            if let Some(report) = &out.quarantined
+                && let Ok(mut planted) = self.planted.lock()
+            {
+                planted.push(format!("[auto-check] {report}"));
+            }
             match out.ending {
                 Ending::TimedOut => {
                     return Some(format!(

@@ -1,4 +1,5 @@
-//! Git repositories a command leaves behind: after each command that could write, the
+//! Git repositories a command leaves behind: after each command that could write — checked in
+//! the one command runner ([`super::exec::run`]), so every runner gets it — the
 //! workspace is searched for `.git` entries (at any depth, the top level included) that the
 //! command created or changed, and any whose configuration or hooks would run a program is
 //! quarantined — its `.git` renamed to `.git-quarantined-by-keel` — and reported in the
@@ -8,8 +9,9 @@
 //! git -C vendor/lib config core.fsmonitor '…'`) runs its program later, unconfined, when the
 //! user's own git, shell prompt or editor looks inside. The file tools refuse every `.git`
 //! path ([`crate::sandbox::is_protected`]); a command cannot be refused by name (Landlock
-//! matches no names), so what it left is checked afterwards. A repository that runs nothing
-//! (`cargo new`'s, `git init`'s) is left as it is.
+//! matches no names), so what it left is checked afterwards. Its configuration is judged by
+//! git itself against an allowlist of harmless keys ([`crate::git_config`]); a repository
+//! that runs nothing (`cargo new`'s, `git init`'s, a plain `git clone`'s) is left as it is.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -17,8 +19,6 @@ use std::time::{Duration, SystemTime};
 
 /// The most directory entries looked at per check (a bigger workspace is checked up to here).
 const MAX_ENTRIES: usize = 300_000;
-/// The most of a config file read.
-const MAX_CONFIG: u64 = 1024 * 1024;
 /// The name a quarantined `.git` gets (a number is added when taken).
 pub const QUARANTINE_NAME: &str = ".git-quarantined-by-keel";
 
@@ -33,100 +33,6 @@ pub struct Quarantined {
     pub reasons: Vec<String>,
 }
 
-/// Config keys (lower case) that name a program, exactly.
-const PROGRAM_KEYS: &[&str] = &[
-    "core.fsmonitor",
-    "core.hookspath",
-    "core.sshcommand",
-    "core.gitproxy",
-    "core.askpass",
-    "core.editor",
-    "core.pager",
-    "core.alternaterefscommand",
-    "sequence.editor",
-    "diff.external",
-    "credential.helper",
-    "gpg.program",
-    "include.path",
-    "uploadpack.packobjectshook",
-    "core.worktree",
-];
-
-/// Whether the key (lower case, `section[.subsection].key`) names a program or pulls in
-/// more configuration.
-fn runs_a_program(key: &str) -> bool {
-    if PROGRAM_KEYS.contains(&key) {
-        return true;
-    }
-    let Some((section, rest)) = key.split_once('.') else {
-        return false;
-    };
-    let last = rest.rsplit_once('.').map_or(rest, |(_, k)| k);
-    let sub = rest.contains('.');
-    match section {
-        "pager" | "alias" | "includeif" | "hook" => true,
-        "filter" => sub && matches!(last, "clean" | "smudge" | "process"),
-        "diff" => sub && matches!(last, "command" | "textconv"),
-        "merge" => sub && last == "driver",
-        "credential" => last == "helper",
-        "gpg" => last == "program",
-        "remote" => sub && matches!(last, "uploadpack" | "receivepack" | "vcs"),
-        _ => false,
-    }
-}
-
-/// The program-running keys of a git config file's text (a small parser: sections, keys,
-/// subsections; values and continuation lines are skipped).
-fn dangerous_keys(text: &str) -> Vec<String> {
-    let mut section = String::new();
-    let mut out = Vec::new();
-    let mut continued = false;
-    for raw in text.lines() {
-        let line = raw.trim();
-        if continued {
-            continued = line.ends_with('\\');
-            continue;
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let mut rest = line;
-        if let Some(after) = line.strip_prefix('[') {
-            let Some((head, tail)) = after.split_once(']') else {
-                continue;
-            };
-            section = match head.split_once(char::is_whitespace) {
-                // `[section "sub"]`: the subsection keeps its case but only its presence matters.
-                Some((name, sub)) => format!(
-                    "{}.{}",
-                    name.to_ascii_lowercase(),
-                    sub.trim().trim_matches('"')
-                ),
-                // `[section.sub]` (old syntax) or `[section]`.
-                None => head.to_ascii_lowercase(),
-            };
-            rest = tail.trim();
-            if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
-                continue;
-            }
-        }
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-            .collect();
-        continued = rest.ends_with('\\');
-        if name.is_empty() || section.is_empty() {
-            continue;
-        }
-        let key = format!("{section}.{}", name.to_ascii_lowercase());
-        let lower = key.to_ascii_lowercase();
-        if runs_a_program(&lower) && !out.contains(&lower) {
-            out.push(lower);
-        }
-    }
-    out
-}
-
 /// Whether `path` changed at or after `since` (its inode: created, written, renamed, chmod).
 fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
     let ctime = SystemTime::UNIX_EPOCH
@@ -137,62 +43,104 @@ fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
     ctime >= since
 }
 
-/// What in the repository at `git` (a `.git` directory or file) would run a program, and
-/// whether any of it changed since `since`. A `.git` that is a symlink, a file (naming a
-/// repository elsewhere) or holds a FIFO where its config should be counts as a program.
-fn inspect(git: &Path, since: SystemTime) -> (Vec<String>, bool) {
+/// The config files git reads in the git directory `git`: its `config`, `config.worktree`
+/// (read when `extensions.worktreeConfig` is on — red-team pass 4, R4-1) and those of its
+/// linked worktrees.
+fn config_files(git: &Path) -> Vec<PathBuf> {
+    let mut out = vec![git.join("config"), git.join("config.worktree")];
+    if let Ok(trees) = std::fs::read_dir(git.join("worktrees")) {
+        for tree in trees.flatten().take(100) {
+            out.push(tree.path().join("config"));
+            out.push(tree.path().join("config.worktree"));
+        }
+    }
+    out
+}
+
+/// Whether anything in the repository at `git` (a `.git` directory or file) that could make
+/// git run a program changed since `since`: the entry itself when it is not a directory, its
+/// config files, `commondir`, `info/attributes`, its hooks.
+fn touched(git: &Path, since: SystemTime) -> bool {
     let Ok(meta) = std::fs::symlink_metadata(git) else {
-        return (Vec::new(), false);
+        return false;
     };
-    let mut touched = changed_since(&meta, since) && !meta.is_dir();
+    if !meta.is_dir() {
+        return changed_since(&meta, since);
+    }
+    let changed = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m, since));
+    if config_files(git).iter().any(|p| changed(p))
+        || ["commondir", "info/attributes", "hooks", "worktrees"]
+            .iter()
+            .any(|p| changed(&git.join(p)))
+    {
+        return true;
+    }
+    std::fs::read_dir(git.join("hooks"))
+        .map(|hooks| {
+            hooks
+                .flatten()
+                .any(|h| h.metadata().is_ok_and(|m| changed_since(&m, since)))
+        })
+        .unwrap_or(false)
+}
+
+/// What in the repository at `git` (a `.git` directory or file) would make git run a program:
+/// every config key off the allowlist ([`crate::git_config::dangerous_keys`], judged by git
+/// itself), a config that is not a regular file or cannot be read, a hook, `commondir`. A
+/// `.git` that is a symlink or a file (naming a repository elsewhere) counts too.
+fn inspect(git: &Path) -> Vec<String> {
+    let Ok(meta) = std::fs::symlink_metadata(git) else {
+        return Vec::new();
+    };
     if !meta.is_dir() {
         let what = if meta.file_type().is_symlink() {
             "`.git` is a symlink (to a repository elsewhere)"
         } else {
             "`.git` is a file naming a repository elsewhere"
         };
-        return (vec![what.to_string()], touched);
+        return vec![what.to_string()];
     }
-    let mut reasons = Vec::new();
-    let config = git.join("config");
-    match std::fs::symlink_metadata(&config) {
-        Ok(m) if m.is_file() => {
-            touched |= changed_since(&m, since);
-            let text = keel_fs::project::read_in_dir(&config, MAX_CONFIG)
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            reasons.extend(dangerous_keys(&text));
-        }
-        Ok(m) => {
-            touched |= changed_since(&m, since);
-            reasons.push("its config is not a regular file".to_string());
-        }
-        Err(_) => {}
-    }
-    for extra in ["commondir", "info/attributes"] {
-        if let Ok(m) = std::fs::symlink_metadata(git.join(extra)) {
-            touched |= changed_since(&m, since);
-            if extra == "commondir" {
-                reasons.push("it names another repository (commondir)".to_string());
+    let mut reasons: Vec<String> = Vec::new();
+    for config in config_files(git) {
+        let name = config.strip_prefix(git).map_or_else(
+            |_| config.display().to_string(),
+            |p| p.display().to_string(),
+        );
+        match std::fs::symlink_metadata(&config) {
+            Ok(m) if m.is_file() => {
+                match keel_fs::project::read_in_dir(&config, crate::git_config::MAX_CONFIG) {
+                    Ok(Some(text)) => {
+                        for key in crate::git_config::dangerous_keys(text.as_bytes()) {
+                            let key = if name == "config" {
+                                key
+                            } else {
+                                format!("{key} (in {name})")
+                            };
+                            if !reasons.contains(&key) {
+                                reasons.push(key);
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => reasons.push(format!("its {name} cannot be read: {e}")),
+                }
             }
+            Ok(_) => reasons.push(format!("its {name} is not a regular file")),
+            Err(_) => {}
         }
+    }
+    if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
+        reasons.push("it names another repository (commondir)".to_string());
     }
     if let Ok(hooks) = std::fs::read_dir(git.join("hooks")) {
         for hook in hooks.flatten() {
             let name = hook.file_name().to_string_lossy().into_owned();
-            if let Ok(m) = hook.metadata() {
-                touched |= changed_since(&m, since);
-            }
             if !name.ends_with(".sample") {
                 reasons.push(format!("hook `{name}`"));
             }
         }
     }
-    if let Ok(m) = std::fs::symlink_metadata(git.join("hooks")) {
-        touched |= changed_since(&m, since);
-    }
-    (reasons, touched)
+    reasons
 }
 
 /// Every `.git` entry under `root`, and every directory that is a git directory by what it
@@ -238,12 +186,25 @@ fn find_git_entries(root: &Path) -> Vec<PathBuf> {
 /// created or changed whose configuration or hooks run a program is renamed out of git's
 /// sight. Returns what was moved (empty: nothing to report).
 pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Quarantined> {
+    quarantine_in(workspace, since, false)
+}
+
+/// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`.
+fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> Vec<Quarantined> {
     // A second of slack: file systems with coarse timestamps.
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
+    let top = workspace.join(".git");
     for git in find_git_entries(workspace) {
-        let (reasons, touched) = inspect(&git, since);
-        if reasons.is_empty() || !touched {
+        if skip_top && git == top {
+            continue;
+        }
+        // Only what the command could have changed is judged (git runs once per repository).
+        if !touched(&git, since) {
+            continue;
+        }
+        let reasons = inspect(&git);
+        if reasons.is_empty() {
             continue;
         }
         let Some(parent) = git.parent() else {
@@ -295,21 +256,56 @@ fn quarantine(workspace: &Path, git: &Path) -> Option<PathBuf> {
     None
 }
 
-/// [`quarantine_new_repositories`] off the async runtime, after a command run under `policy`
-/// (a read-only command cannot have left anything): the report to add to its result.
-pub(crate) async fn after_command(
-    workspace: &Path,
+/// What the one command runner ([`super::exec::run`]) notes before a command that may write,
+/// to check the tree it could write once the command is done. Every workspace-write run goes
+/// through it — `run_command`, `run_tests`, verification gates, phase validation and
+/// rollback, flow and `keel work` commands, auto-lint, `keel chat`'s `!` — so a new runner
+/// cannot forget the check (red-team pass 4, R4-2: gates and lint ran without it).
+#[derive(Debug)]
+pub(crate) struct Watch {
+    root: PathBuf,
     since: SystemTime,
-    policy: crate::sandbox::SandboxPolicy,
-) -> Option<String> {
-    if policy == crate::sandbox::SandboxPolicy::ReadOnly {
-        return None;
+    /// The root's own `.git` as it was (device, inode) when the sandbox keeps all of it
+    /// read-only: the command cannot have changed it, so it is not judged (the user's own
+    /// repository, which the user may be configuring in another terminal meanwhile).
+    sealed_top: Option<(u64, u64)>,
+}
+
+impl Watch {
+    /// Before a run of `req`: `None` when it cannot write (read-only) or names no tree.
+    pub(crate) fn before(req: &super::exec::ExecRequest) -> Option<Self> {
+        use crate::sandbox::{GitProtection, SandboxPolicy};
+        if req.policy == SandboxPolicy::ReadOnly {
+            return None;
+        }
+        let root = req.roots.workspace.clone()?;
+        let confined = req.policy != SandboxPolicy::Off && crate::sandbox::is_available();
+        let sealed_top = (confined && req.roots.git == GitProtection::Whole)
+            .then(|| std::fs::symlink_metadata(root.join(".git")).ok())
+            .flatten()
+            .filter(std::fs::Metadata::is_dir)
+            .map(|m| (m.dev(), m.ino()));
+        Some(Self {
+            root,
+            since: SystemTime::now(),
+            sealed_top,
+        })
     }
-    let ws = workspace.to_path_buf();
-    let moved = tokio::task::spawn_blocking(move || quarantine_new_repositories(&ws, since))
+
+    /// After the run: quarantines what the command planted (off the async runtime) and
+    /// returns the report for its result.
+    pub(crate) async fn after(self) -> Option<String> {
+        let moved = tokio::task::spawn_blocking(move || {
+            let top = self.root.join(".git");
+            let still_sealed = self.sealed_top.is_some_and(|id| {
+                std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
+            });
+            quarantine_in(&self.root, self.since, still_sealed)
+        })
         .await
         .unwrap_or_default();
-    report(&moved)
+        report(&moved)
+    }
 }
 
 /// The report of what was quarantined, for the command's result (and so the user's view).
@@ -330,28 +326,4 @@ pub fn report(moved: &[Quarantined]) -> Option<String> {
     }
     text.push_str("\nDo not create repositories with hooks or program-running settings; the user may inspect and restore them.");
     Some(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn program_keys_are_found_in_any_spelling() {
-        let text = "[core]\n\trepositoryformatversion = 0\n\tfsMonitor = touch /x\n[filter \"lfs\"]\n\tclean = x\n[diff \"a\"]\n\tbinary = true\n[user]\n\tname = t\n[Alias]\n\tst = !sh\n[core] pager = less\n";
-        assert_eq!(
-            dangerous_keys(text),
-            vec![
-                "core.fsmonitor".to_string(),
-                "filter.lfs.clean".to_string(),
-                "alias.st".to_string(),
-                "core.pager".to_string()
-            ]
-        );
-        assert!(dangerous_keys("[core]\n\tbare = false\n[remote \"o\"]\n\turl = x\n").is_empty());
-        assert_eq!(
-            dangerous_keys("[include]\n\tpath = /tmp/fifo\n"),
-            vec!["include.path".to_string()]
-        );
-    }
 }

@@ -125,12 +125,10 @@ impl TypedTool for RunTests {
         req.roots = self.settings.roots(ctx);
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
-        let started = std::time::SystemTime::now();
         let out = exec::run(req)
             .await
             .map_err(|e| ToolError::model(format!("`{}` could not start: {e}", test.command)))?;
-        let quarantined =
-            super::nested_git::after_command(ctx.workspace.root(), started, policy).await;
+        let quarantined = out.quarantined.clone();
         if out.ending == Ending::Cancelled {
             return Err(ToolError::model("the tests were cancelled by the user"));
         }
