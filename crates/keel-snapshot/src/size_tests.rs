@@ -25,7 +25,15 @@ fn workspace(with_repo: bool) -> tempfile::TempDir {
         plain_git(dir.path(), &["add", "a.txt", "data.bin"]);
         plain_git(
             dir.path(),
-            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "init",
+            ],
         );
     }
     dir
