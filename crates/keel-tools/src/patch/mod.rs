@@ -463,8 +463,9 @@ mod tests {
             apply_hunks_within(&text, &hunks(&patch), std::time::Duration::from_millis(200));
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
         match result {
+            // Refused at any hunk (the line index is built within the same deadline).
             Err((k, detail)) => {
-                assert!(k > 0 && detail.contains("smaller patches"), "{k}: {detail}");
+                assert!(detail.contains("smaller patches"), "{k}: {detail}");
             }
             // A fast machine may finish: then every hunk applied.
             Ok((out, _)) => assert!(out.contains("LINE 19991\n"), "all applied"),
