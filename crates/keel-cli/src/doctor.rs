@@ -264,6 +264,19 @@ fn linked_stores_text(config: &Config) -> (String, bool) {
             wide.join(", ")
         ));
     }
+    if !found.unfound.is_empty() {
+        out.push_str(&format!(
+            "; NOT hidden (a hard link to it lies where Keel did not find it — outside the \
+             home, or past {} entries — and reads there): {}",
+            stores::MAX_LINK_SEARCH,
+            found
+                .unfound
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if found.truncated {
         out.push_str(&format!(
             "; the stores hold more than {} entries or {} levels: links past that are not \
@@ -272,7 +285,7 @@ fn linked_stores_text(config: &Config) -> (String, bool) {
             stores::MAX_DEPTH
         ));
     }
-    (out, !wide.is_empty())
+    (out, !wide.is_empty() || !found.unfound.is_empty())
 }
 
 struct ModelChecks {

@@ -70,6 +70,11 @@ fn home_notice(workspace: &Path) -> Option<String> {
 
 /// Loads the layered configuration for `workspace` with `overrides` from flags on top.
 pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config> {
+    // Directories earlier sessions' commands could write are never trusted for the programs
+    // Keel starts unconfined; this session's are added (red-team pass 4, R4-5).
+    if let Some(data) = keel_config::user_data_dir(&env_var) {
+        keel_tools::shell::lookup::keep_record(&data);
+    }
     let user = keel_config::user_config_path(&env_var);
     let config = Config::load(user.as_deref(), workspace, std::env::vars(), overrides)
         .map_err(|e| usage(e.to_string()))?;

@@ -420,6 +420,17 @@ impl ShellConfig {
     /// The settings the shell tools take.
     pub fn tool_settings(&self) -> keel_tools::shell::ShellSettings {
         use std::time::Duration;
+        let writable: Vec<std::path::PathBuf> = self
+            .writable
+            .iter()
+            .map(|p| keel_tools::sandbox::expand_home(p))
+            .collect();
+        // Commands may write there: no program Keel starts unconfined is looked up there from
+        // now on — not only once the first command starts (Keel's git runs before it: red-team
+        // pass 4, R4-5).
+        for w in &writable {
+            keel_tools::shell::lookup::distrust(w);
+        }
         keel_tools::shell::ShellSettings {
             deny: self.deny.clone(),
             allow: self.allow.clone(),
@@ -428,11 +439,7 @@ impl ShellConfig {
             sandbox: self.sandbox,
             network: self.network,
             protected: Vec::new(),
-            writable: self
-                .writable
-                .iter()
-                .map(|p| keel_tools::sandbox::expand_home(p))
-                .collect(),
+            writable,
             hide: self
                 .hide
                 .iter()

@@ -155,17 +155,9 @@ impl<'a> Run<'a> {
                 // Too large for the server (its window is smaller than Keel thought): learn
                 // the window, compact to it, and send once more.
                 Err(Interrupt::Llm(keel_llm::LlmError::ContextLength { window, .. })) => {
-                    self.compactor
-                        .budget
-                        .learn_overflow(window, self.context_tokens());
-                    self.fit_head();
-                    self.maybe_compact().await?;
-                    match self.call_model().await {
+                    match self.resend_smaller(window).await? {
                         Ok(turn) => turn,
-                        Err(Interrupt::Llm(e)) => {
-                            return Ok(Ending::Failed(self.model_failure(&e)));
-                        }
-                        Err(other) => return Err(other),
+                        Err(e) => return Ok(Ending::Failed(self.model_failure(&e))),
                     }
                 }
                 Err(Interrupt::Llm(e)) => return Ok(Ending::Failed(self.model_failure(&e))),
@@ -291,7 +283,7 @@ impl<'a> Run<'a> {
 
     /// One model request with streaming. Retries and fallbacks happen inside the provider
     /// stream (the engine's [`keel_llm::ReliableProvider`]); they surface here as events.
-    async fn call_model(&mut self) -> Result<ModelTurn, Interrupt> {
+    pub(crate) async fn call_model(&mut self) -> Result<ModelTurn, Interrupt> {
         let request = self.request();
         tokio::select! {
             biased;

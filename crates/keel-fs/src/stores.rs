@@ -19,7 +19,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+mod hardlinks;
 mod links;
+pub use hardlinks::MAX_SEARCH as MAX_LINK_SEARCH;
 pub use links::{LinkTarget, LinkTargets, MAX_DEPTH, MAX_ENTRIES, link_targets};
 
 /// The user's secret stores (`~/` is the user's home — `$HOME` and the account's home from
@@ -468,6 +470,50 @@ pub fn beneath(root: &Path) -> Vec<(PathBuf, Store)> {
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out.dedup_by(|a, b| a.0 == b.0);
     out
+}
+
+/// The stores beneath a directory as git pathspecs: how Keel's own git (the git tools, `/diff`,
+/// snapshots, undo) leaves them out. Each is relative to the directory (canonical where it
+/// exists, as [`beneath`] lists it) with the magic `literal` (never a glob) and `icase` (as the
+/// workspace handle's fence compares names: `.SSH/…` is refused, so it is left out too).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pathspecs(Vec<String>);
+
+/// The pathspec magic every store pathspec carries.
+pub const PATHSPEC_MAGIC: &str = "literal,icase";
+
+impl Pathspecs {
+    /// The stores beneath `root` (canonicalised here). `Err` names a store whose path beneath
+    /// `root` is not UTF-8: git could be given it only approximately, which would leave the
+    /// store in — the caller refuses to run git.
+    pub fn beneath(root: &Path) -> Result<Self, Store> {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let mut out = Vec::new();
+        for (rel, store) in beneath(&root) {
+            let Some(text) = rel.to_str() else {
+                return Err(store);
+            };
+            out.push(text.to_string());
+        }
+        Ok(Self(out))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Pathspecs leaving every store out (`:(exclude,literal,icase)…`), to follow an
+    /// operation's own.
+    pub fn excluding(&self) -> impl Iterator<Item = String> + '_ {
+        self.0
+            .iter()
+            .map(|rel| format!(":(exclude,{PATHSPEC_MAGIC}){rel}"))
+    }
+
+    /// Pathspecs naming every store (`:(literal,icase)…`).
+    pub fn selecting(&self) -> impl Iterator<Item = String> + '_ {
+        self.0.iter().map(|rel| format!(":({PATHSPEC_MAGIC}){rel}"))
+    }
 }
 
 /// `path` and, when a symlink leads to it (`/home/u` → `/data/u`), its canonical form.

@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{fresh, write};
-use keel_index::{SearchKind, SearchQuery};
+use common::{fresh, top_ten, write};
+use keel_index::SearchKind;
 
 fn lint_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -42,16 +42,9 @@ fn lint_repo() -> tempfile::TempDir {
 }
 
 fn files(idx: &keel_index::Index, text: &str) -> Vec<String> {
-    let mut q = SearchQuery::new(text);
-    q.kind = SearchKind::File;
-    q.limit = 10;
-    idx.search(&q)
-        .unwrap()
+    top_ten(idx, text, SearchKind::File)
         .into_iter()
-        .map(|h| {
-            println!("{} {:?}", h.path, h.why);
-            h.path
-        })
+        .map(|h| h.path)
         .collect()
 }
 

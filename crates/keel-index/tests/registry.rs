@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{fresh, write};
-use keel_index::{SearchKind, SearchQuery};
+use common::{fresh, top_ten, write};
+use keel_index::SearchKind;
 
 fn linter_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -53,16 +53,9 @@ fn linter_repo() -> tempfile::TempDir {
 }
 
 fn search(idx: &keel_index::Index, text: &str, kind: SearchKind) -> Vec<(String, String)> {
-    let mut q = SearchQuery::new(text);
-    q.kind = kind;
-    q.limit = 10;
-    idx.search(&q)
-        .unwrap()
+    top_ten(idx, text, kind)
         .into_iter()
-        .map(|h| {
-            println!("{} {:?} {:?}", h.path, h.symbol, h.why);
-            (h.path, h.symbol.unwrap_or_default())
-        })
+        .map(|h| (h.path, h.symbol.unwrap_or_default()))
         .collect()
 }
 
@@ -115,11 +108,9 @@ fn prose_hyphenations_and_urls_add_nothing() {
         "A non-deterministic yield from a generator",
         "Yield from a generator, see https://example.com/use-yield-from and --use-yield-from",
     ] {
-        let got = search(&idx, text, SearchKind::File);
-        assert!(!got.is_empty());
-        let mut q = SearchQuery::new(text);
-        q.kind = SearchKind::File;
-        for h in idx.search(&q).unwrap() {
+        let hits = top_ten(&idx, text, SearchKind::File);
+        assert!(!hits.is_empty());
+        for h in hits {
             assert!(
                 !h.why.iter().any(|w| w.contains("as a string")),
                 "{:?}",

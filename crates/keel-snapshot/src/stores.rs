@@ -22,38 +22,28 @@ use std::path::Path;
 
 use crate::error::SnapshotError;
 
-/// `literal`: the path is never a glob; `icase`: as the fence compares names.
-const MAGIC: &str = "literal,icase";
-
-/// The stores beneath one workspace, relative to it (canonical where they exist), as the
-/// pathspec text git takes. Empty in the usual case (no store beneath the workspace).
-pub(super) struct StoresBeneath(Vec<String>);
+/// The stores beneath one workspace as the pathspecs git takes
+/// ([`keel_tools::stores::Pathspecs`], the git tools' too). Empty in the usual case (no store
+/// beneath the workspace).
+pub(super) struct StoresBeneath(keel_tools::stores::Pathspecs);
 
 impl StoresBeneath {
     /// Looks them up now (the list depends on the environment and on paths Keel registers as
     /// it runs, so it is read for each operation).
     pub(super) fn of(workspace: &Path) -> Result<Self, SnapshotError> {
-        let root = workspace
-            .canonicalize()
-            .unwrap_or_else(|_| workspace.to_path_buf());
-        let mut out = Vec::new();
-        for (rel, store) in keel_tools::stores::beneath(&root) {
-            // A name git could be given only approximately would leave the store in: refuse.
-            let Some(text) = rel.to_str() else {
-                return Err(SnapshotError::Io {
-                    action: "take snapshots of",
-                    path: root.display().to_string(),
-                    source: std::io::Error::other(format!(
-                        "the protected store `{}` lies in the workspace under a name that is \
-                         not UTF-8, so snapshots could not leave it out; rename the directory \
-                         on its way, or set `[snapshots] enabled = false`",
-                        store.path.display()
-                    )),
-                });
-            };
-            out.push(text.to_string());
-        }
-        Ok(Self(out))
+        keel_tools::stores::Pathspecs::beneath(workspace)
+            .map(Self)
+            .map_err(|store| SnapshotError::Io {
+                action: "take snapshots of",
+                path: workspace.display().to_string(),
+                // A name git could be given only approximately would leave the store in.
+                source: std::io::Error::other(format!(
+                    "the protected store `{}` lies in the workspace under a name that is not \
+                     UTF-8, so snapshots could not leave it out; rename the directory on its \
+                     way, or set `[snapshots] enabled = false`",
+                    store.path.display()
+                )),
+            })
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -62,11 +52,11 @@ impl StoresBeneath {
 
     /// Pathspecs leaving every store out (`:(exclude,…)`), to follow an operation's own.
     pub(super) fn excluding(&self) -> impl Iterator<Item = String> + '_ {
-        self.0.iter().map(|rel| format!(":(exclude,{MAGIC}){rel}"))
+        self.0.excluding()
     }
 
     /// Pathspecs naming every store (to drop them from Keel's index).
     pub(super) fn selecting(&self) -> impl Iterator<Item = String> + '_ {
-        self.0.iter().map(|rel| format!(":({MAGIC}){rel}"))
+        self.0.selecting()
     }
 }

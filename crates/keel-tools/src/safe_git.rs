@@ -324,10 +324,17 @@ fn linked(top: &Path, dot: &Path) -> Result<Pinned, String> {
     // A submodule: `<ancestor>/.git/modules/…`, for an ancestor of the work tree, which
     // names no other repository.
     let submodule = read("commondir").is_none()
-        && top.ancestors().skip(1).any(|a| {
-            let modules = a.join(".git").join("modules");
-            modules.canonicalize().is_ok_and(|m| git_dir.starts_with(m))
-        });
+        && top
+            .ancestors()
+            .skip(1)
+            .any(|a| beneath_modules(a, &git_dir));
+    // Never a protected store's repository, whatever the route (`~/.password-store/.git`).
+    let stores = keel_fs::stores::protected(&keel_fs::stores::process_env);
+    if stores.iter().any(|s| {
+        git_dir.starts_with(&s.path) || s.path.canonicalize().is_ok_and(|c| git_dir.starts_with(c))
+    }) {
+        return Err(refuse());
+    }
     if registered || submodule {
         Ok(Pinned {
             git_dir,
@@ -336,6 +343,30 @@ fn linked(top: &Path, dot: &Path) -> Result<Pinned, String> {
     } else {
         Err(refuse())
     }
+}
+
+/// Whether `git_dir` (canonical) lies in `<ancestor>/.git/modules` (`ancestor` canonical)
+/// through real directories only: a `.git`, `modules` or directory below it that is a symlink
+/// would make any repository on disk pass for a submodule — a shipped `.git/modules ->
+/// ~` showed the hidden `~/.password-store` through `git_diff` (red-team pass 4, R4-4).
+fn beneath_modules(ancestor: &Path, git_dir: &Path) -> bool {
+    let modules = ancestor.join(".git").join("modules");
+    let Ok(rel) = git_dir.strip_prefix(&modules) else {
+        return false;
+    };
+    let mut cur = ancestor.to_path_buf();
+    let steps = [".git", "modules"]
+        .into_iter()
+        .map(std::ffi::OsStr::new)
+        .chain(rel.components().map(|c| c.as_os_str()));
+    for step in steps {
+        cur.push(step);
+        // `symlink_metadata` of a link is never a directory.
+        if !std::fs::symlink_metadata(&cur).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+    }
+    true
 }
 
 /// The first path of an index listing (`git ls-files -z --cached`) that does not name a file
@@ -575,5 +606,49 @@ mod tests {
         let e = pinned_repository(root).unwrap_err();
         assert!(e.contains("commondir"), "{e}");
         assert!(in_repository(root, &[]).is_err());
+    }
+
+    #[test]
+    fn a_submodule_is_reached_through_real_directories_only() {
+        // Red-team pass 4, R4-4: a shipped `.git/modules -> ~` made `sub/.git`'s
+        // `gitdir: ../.git/modules/.password-store/.git` pass for a submodule.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let base = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let mkdir = |p: &Path| std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{e}"));
+        let write = |p: &Path, t: &str| std::fs::write(p, t).unwrap_or_else(|e| panic!("{e}"));
+        let other = base.join("home/.password-store/.git");
+        mkdir(&other);
+        // A real submodule of a real enclosing repository: pinned.
+        let ws = base.join("ws");
+        mkdir(&ws.join(".git/modules/lib"));
+        mkdir(&ws.join("lib"));
+        write(&ws.join("lib/.git"), "gitdir: ../.git/modules/lib\n");
+        let p = pinned_repository(&ws.join("lib"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("a repository"));
+        assert_eq!(p.git_dir, ws.join(".git/modules/lib"));
+        // `modules` a link out: refused.
+        let bad = base.join("bad");
+        mkdir(&bad.join(".git"));
+        std::os::unix::fs::symlink(base.join("home"), bad.join(".git/modules"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        mkdir(&bad.join("sub"));
+        write(
+            &bad.join("sub/.git"),
+            "gitdir: ../.git/modules/.password-store/.git\n",
+        );
+        let e = pinned_repository(&bad.join("sub")).unwrap_err();
+        assert!(e.contains("neither a linked worktree"), "{e}");
+        // A link further down (`modules/x -> ~/.password-store`): refused too.
+        let deep = base.join("deep");
+        mkdir(&deep.join(".git/modules"));
+        std::os::unix::fs::symlink(
+            base.join("home/.password-store"),
+            deep.join(".git/modules/x"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        mkdir(&deep.join("sub"));
+        write(&deep.join("sub/.git"), "gitdir: ../.git/modules/x/.git\n");
+        assert!(pinned_repository(&deep.join("sub")).is_err());
     }
 }

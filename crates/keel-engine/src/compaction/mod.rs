@@ -196,6 +196,38 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The request was refused as too large for the window (by the server, or by keel-llm
+    /// before sending): learn the window, compact to it and send again — and once more after
+    /// compacting everything but the protected tail, since a weak model's garbage can count
+    /// twice the tokens Keel estimates (a SmolLM2 run's resend still had 2,243 tokens for a
+    /// 2,048 window). Returns the reply, or the error of the last refusal.
+    pub(crate) async fn resend_smaller(
+        &mut self,
+        mut window: Option<u64>,
+    ) -> Result<Result<keel_llm::ModelTurn, keel_llm::LlmError>, Interrupt> {
+        let mut force = false;
+        loop {
+            self.compactor
+                .budget
+                .learn_overflow(window, self.context_tokens());
+            self.fit_head();
+            if let Some(done) = self.compact(force).await? {
+                self.emitter.emit(done.event(None)).await?;
+            }
+            match self.call_model().await {
+                Ok(turn) => return Ok(Ok(turn)),
+                Err(Interrupt::Llm(keel_llm::LlmError::ContextLength { window: w, .. }))
+                    if !force =>
+                {
+                    window = w;
+                    force = true;
+                }
+                Err(Interrupt::Llm(e)) => return Ok(Err(e)),
+                Err(other) => return Err(other),
+            }
+        }
+    }
+
     /// Compacts the working context: at the threshold down to the target, or (`force`, the
     /// `compact` operation) now and through every stage that applies. Returns what changed
     /// (`None`: nothing); the caller emits the event.

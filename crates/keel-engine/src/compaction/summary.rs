@@ -13,10 +13,10 @@ use crate::tracker::{call_target, key_line};
 const MAX_SUMMARY_INPUT_CHARS: usize = 48_000;
 /// Output budget of a summary request.
 const SUMMARY_MAX_TOKENS: u32 = 1_500;
-/// A smaller window's summaries: at most an eighth of it written, at most half of it read (a
+/// A smaller window's summaries: at most a sixteenth of it written, at most half of it read (a
 /// 1,500-token summary cannot fit in a 2,048-token window, and a weak model on a local server
 /// takes minutes to write one).
-const SUMMARY_WINDOW_SHARE: u64 = 8;
+const SUMMARY_WINDOW_SHARE: u64 = 16;
 
 /// The output budget of a summary for a main model with a `window`-token context.
 pub(crate) fn summary_max_tokens(window: u64) -> u32 {
@@ -213,7 +213,8 @@ mod tests {
 
     #[test]
     fn a_small_window_gets_short_summaries_of_short_excerpts() {
-        assert_eq!(summary_max_tokens(2_048), 256);
+        assert_eq!(summary_max_tokens(2_048), 128);
+        assert_eq!(summary_max_tokens(8_192), 512);
         assert_eq!(summary_max_tokens(500), 128);
         assert_eq!(summary_max_tokens(128_000), SUMMARY_MAX_TOKENS);
         let long = "x".repeat(10_000);

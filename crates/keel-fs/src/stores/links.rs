@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::hardlinks::{self, Linked};
 use super::{Store, StoreKind};
 
 /// Directory levels below a store (and link hops) the walk follows.
@@ -35,9 +36,13 @@ pub struct LinkTarget {
 /// What a walk found, and whether it stopped at a bound.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkTargets {
+    /// Symlink targets, and the other names of stores' files with hard links
+    /// ([`super::hardlinks`]: `link` is the store's name, `target` the other).
     pub targets: Vec<LinkTarget>,
     /// The walk stopped at [`MAX_ENTRIES`] or [`MAX_DEPTH`]: some links may be missed.
     pub truncated: bool,
+    /// Stores' files with a hard link the search did not find: readable there.
+    pub unfound: Vec<PathBuf>,
 }
 
 /// Device, inode and mtime (seconds, nanoseconds) of a path.
@@ -50,88 +55,198 @@ struct Seen {
     stamp: Option<Stamp>,
 }
 
-fn stamp(path: &Path, follow: bool) -> Option<Stamp> {
-    let m = if follow {
-        std::fs::metadata(path)
-    } else {
-        std::fs::symlink_metadata(path)
-    }
-    .ok()?;
+/// The stamp of `path` itself (a link is not followed).
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
     Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
 }
 
+/// One store's walk, kept while the store and every directory it read are unchanged.
 struct Cached {
-    stores: Vec<(Store, Option<Stamp>)>,
+    store: Store,
+    /// The store path's own stamp (not followed) when it was walked.
+    stamp: Option<Stamp>,
+    /// The entry budget it was walked with (a truncated walk is reused only with the same).
+    budget: usize,
     seen: Vec<Seen>,
     checked: Instant,
-    found: LinkTargets,
+    walked: Walked,
 }
 
-static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
+/// What one store's walk found.
+#[derive(Debug, Clone, Default)]
+struct Walked {
+    targets: Vec<LinkTarget>,
+    /// Its regular files (and those its links lead to) with more than one name.
+    linked: Vec<Linked>,
+    truncated: bool,
+    /// Directory entries it read.
+    entries: usize,
+}
+
+/// Per store, not per list: the sandbox (the stores it hides) and every workspace handle (all
+/// protected stores) ask with different lists, and a cache of the last list alone made each
+/// of them walk again every time.
+static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 
 /// How long a result is trusted without looking at the directories again.
 const FRESH: Duration = Duration::from_millis(500);
 
+/// The most stores kept in the cache (a process asks with a few dozen).
+const MAX_CACHED: usize = 1024;
+
 /// The targets of the symlinks in `stores` (and of stores that are links themselves) that
 /// lie outside the store they were found in, each listed once.
 pub fn link_targets(stores: &[Store]) -> LinkTargets {
-    let stamps: Vec<(Store, Option<Stamp>)> = stores
-        .iter()
-        .map(|s| (s.clone(), stamp(&s.path, false)))
-        .collect();
-    if let Ok(mut cache) = CACHE.lock() {
-        if let Some(c) = cache.as_mut()
-            && c.stores == stamps
-            && (c.checked.elapsed() < FRESH
-                || c.seen.iter().all(|s| stamp(&s.path, false) == s.stamp))
-        {
-            c.checked = Instant::now();
-            return c.found.clone();
-        }
-        let (found, seen) = walk(stores);
-        *cache = Some(Cached {
-            stores: stamps,
-            seen,
-            checked: Instant::now(),
-            found: found.clone(),
-        });
-        return found;
-    }
-    walk(stores).0
-}
-
-fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
     let mut out = LinkTargets::default();
-    let mut seen: Vec<Seen> = Vec::new();
-    let mut visited: Vec<(u64, u64)> = Vec::new();
-    let mut entries = 0usize;
-    // (directory to read, its depth, the store root it counts under, kind)
-    let mut queue: Vec<(PathBuf, usize, PathBuf, StoreKind)> = Vec::new();
+    let mut used = 0usize;
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut linked: Vec<Linked> = Vec::new();
+    // Where other names are looked for: the homes, and the directory holding each store with
+    // such a file (`~` for `~/.ssh`, `/srv/keys` for `$GOOGLE_APPLICATION_CREDENTIALS`).
+    let mut roots = super::homes(&super::process_env);
     for s in stores {
-        let Ok(lmeta) = s.path.symlink_metadata() else {
-            continue;
-        };
-        let Ok(canonical) = s.path.canonicalize() else {
-            continue;
-        };
-        let Ok(meta) = std::fs::metadata(&canonical) else {
-            continue;
-        };
-        if lmeta.file_type().is_symlink() && (meta.is_dir() || meta.is_file()) {
+        let budget = MAX_ENTRIES.saturating_sub(used);
+        let walked = cached_walk(&mut cache, s, budget);
+        used += walked.entries;
+        out.truncated |= walked.truncated;
+        out.targets.extend(walked.targets);
+        if !walked.linked.is_empty()
+            && let Some(parent) = s.path.parent()
+        {
+            roots.push(parent.to_path_buf());
+        }
+        for l in walked.linked {
+            if !linked.iter().any(|k| k.dev == l.dev && k.ino == l.ino) {
+                linked.push(l);
+            }
+        }
+    }
+    drop(cache);
+    if !linked.is_empty() {
+        let names = hardlinks::other_names(&linked, &roots);
+        for (link, other, kind) in names.found {
+            // Covers land on the real place.
+            let target = other.canonicalize().unwrap_or(other);
             out.targets.push(LinkTarget {
-                link: s.path.clone(),
-                target: canonical.clone(),
-                dir: meta.is_dir(),
-                kind: s.kind,
+                link,
+                target,
+                dir: false,
+                kind,
             });
         }
-        if meta.is_dir() {
-            queue.push((canonical.clone(), 0, canonical, s.kind));
+        out.unfound = names.unfound;
+    }
+    out.targets.sort_by(|a, b| a.target.cmp(&b.target));
+    out.targets.dedup_by(|a, b| a.target == b.target);
+    out
+}
+
+/// `store`'s walk from `cache` while it is still good, else walked now (and kept).
+fn cached_walk(cache: &mut Vec<Cached>, store: &Store, budget: usize) -> Walked {
+    let now = stamp(&store.path);
+    let at = cache.iter().position(|c| c.store == *store);
+    if let Some(i) = at {
+        let c = &mut cache[i];
+        if c.stamp == now
+            && (!c.walked.truncated || c.budget == budget)
+            && (c.checked.elapsed() < FRESH
+                || (c.seen.iter().all(|s| stamp(&s.path) == s.stamp)
+                    && c.walked.linked.iter().all(still_linked)))
+        {
+            c.checked = Instant::now();
+            return c.walked.clone();
         }
+    }
+    let (walked, seen) = walk_one(store, budget);
+    let fresh = Cached {
+        store: store.clone(),
+        stamp: now,
+        budget,
+        seen,
+        checked: Instant::now(),
+        walked: walked.clone(),
+    };
+    match at {
+        Some(i) => cache[i] = fresh,
+        None => {
+            if cache.len() >= MAX_CACHED {
+                cache.clear();
+            }
+            cache.push(fresh);
+        }
+    }
+    walked
+}
+
+/// Whether a file with other names still has as many (a name added or removed elsewhere
+/// changes no directory of the store).
+fn still_linked(l: &Linked) -> bool {
+    std::fs::symlink_metadata(&l.path)
+        .is_ok_and(|m| m.dev() == l.dev && m.ino() == l.ino && m.nlink() == l.nlink)
+}
+
+/// A regular file's entry when it has more than one name.
+fn linked_file(path: &Path, m: &std::fs::Metadata, kind: StoreKind) -> Option<Linked> {
+    (m.is_file() && m.nlink() > 1).then(|| Linked {
+        dev: m.dev(),
+        ino: m.ino(),
+        nlink: m.nlink(),
+        path: path.to_path_buf(),
+        kind,
+    })
+}
+
+/// Every store walked afresh (no cache), within one [`MAX_ENTRIES`] budget.
+#[cfg(test)]
+fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
+    let mut out = LinkTargets::default();
+    let mut all_seen = Vec::new();
+    let mut used = 0usize;
+    for s in stores {
+        let (walked, seen) = walk_one(s, MAX_ENTRIES.saturating_sub(used));
+        used += walked.entries;
+        out.truncated |= walked.truncated;
+        out.targets.extend(walked.targets);
+        all_seen.extend(seen);
+    }
+    out.targets.sort_by(|a, b| a.target.cmp(&b.target));
+    out.targets.dedup_by(|a, b| a.target == b.target);
+    (out, all_seen)
+}
+
+/// One store's walk, reading at most `budget` directory entries.
+fn walk_one(s: &Store, budget: usize) -> (Walked, Vec<Seen>) {
+    let mut out = Walked::default();
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut visited: Vec<(u64, u64)> = Vec::new();
+    // (directory to read, its depth, the store root it counts under)
+    let mut queue: Vec<(PathBuf, usize, PathBuf)> = Vec::new();
+    let kind = s.kind;
+    let Ok(lmeta) = s.path.symlink_metadata() else {
+        return (out, seen);
+    };
+    let Ok(canonical) = s.path.canonicalize() else {
+        return (out, seen);
+    };
+    let Ok(meta) = std::fs::metadata(&canonical) else {
+        return (out, seen);
+    };
+    if lmeta.file_type().is_symlink() && (meta.is_dir() || meta.is_file()) {
+        out.targets.push(LinkTarget {
+            link: s.path.clone(),
+            target: canonical.clone(),
+            dir: meta.is_dir(),
+            kind,
+        });
+    }
+    out.linked.extend(linked_file(&canonical, &meta, kind));
+    if meta.is_dir() {
+        queue.push((canonical.clone(), 0, canonical));
     }
     let mut i = 0;
     while i < queue.len() {
-        let (dir, depth, root, kind) = queue[i].clone();
+        let (dir, depth, root) = queue[i].clone();
         i += 1;
         let Ok(dmeta) = std::fs::symlink_metadata(&dir) else {
             continue;
@@ -141,25 +256,30 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
         }
         visited.push((dmeta.dev(), dmeta.ino()));
         seen.push(Seen {
-            stamp: stamp(&dir, false),
+            stamp: Some((dmeta.dev(), dmeta.ino(), dmeta.mtime(), dmeta.mtime_nsec())),
             path: dir.clone(),
         });
         let Ok(read) = std::fs::read_dir(&dir) else {
             continue;
         };
         for entry in read.flatten() {
-            entries += 1;
-            if entries > MAX_ENTRIES {
+            if out.entries >= budget {
                 out.truncated = true;
                 break;
             }
+            out.entries += 1;
             let Ok(t) = entry.file_type() else {
                 continue;
             };
             let path = entry.path();
-            if t.is_dir() {
+            if t.is_file() {
+                // One `stat` per regular file, only when the store is walked (not per use).
+                if let Ok(m) = entry.metadata() {
+                    out.linked.extend(linked_file(&path, &m, kind));
+                }
+            } else if t.is_dir() {
                 if depth < MAX_DEPTH {
-                    queue.push((path, depth + 1, root.clone(), kind));
+                    queue.push((path, depth + 1, root.clone()));
                 } else {
                     out.truncated = true;
                 }
@@ -175,6 +295,7 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
                 if !(meta.is_dir() || meta.is_file()) || target.starts_with(&root) {
                     continue;
                 }
+                out.linked.extend(linked_file(&target, &meta, kind));
                 out.targets.push(LinkTarget {
                     link: path,
                     target: target.clone(),
@@ -183,19 +304,17 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
                 });
                 if meta.is_dir() {
                     if depth < MAX_DEPTH {
-                        queue.push((target.clone(), depth + 1, target, kind));
+                        queue.push((target.clone(), depth + 1, target));
                     } else {
                         out.truncated = true;
                     }
                 }
             }
         }
-        if out.truncated && entries > MAX_ENTRIES {
+        if out.truncated && out.entries >= budget {
             break;
         }
     }
-    out.targets.sort_by(|a, b| a.target.cmp(&b.target));
-    out.targets.dedup_by(|a, b| a.target == b.target);
     (out, seen)
 }
 

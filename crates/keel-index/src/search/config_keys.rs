@@ -195,6 +195,30 @@ fn classify_as(line: &str, variants: &BTreeSet<String>) -> Option<KeyUse> {
     best
 }
 
+/// A chunk holding a phrase: file id, path, first and last line, definition and kind.
+pub(super) type PhraseChunk = (i64, String, i64, i64, Option<String>, Option<String>);
+
+/// The chunks holding a full-text `phrase` (`body : "max line length"`), in path and line
+/// order: at most `limit` of the first 2,000 the full-text index gives.
+pub(super) fn phrase_chunks(
+    conn: &Connection,
+    phrase: &str,
+    limit: usize,
+) -> Result<Vec<PhraseChunk>, IndexError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT c.file_id, f.path, c.start_line, c.end_line, c.symbol, c.kind
+         FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 LIMIT 2000) m
+         JOIN chunks c ON c.id = m.rowid JOIN files f ON f.id = c.file_id
+         ORDER BY f.path, c.start_line LIMIT ?2",
+    )?;
+    let rows = stmt
+        .query_map(rusqlite::params![phrase, limit as i64], |r| {
+            TryFrom::try_from(r)
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
 /// Adds evidence for the files that define or read the report's config keys.
 pub(super) fn matches(
     conn: &Connection,
@@ -207,18 +231,11 @@ pub(super) fn matches(
     if keys.is_empty() {
         return Ok(());
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT c.file_id, f.path, c.start_line, c.end_line, c.symbol, c.kind
-         FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 LIMIT 2000) m
-         JOIN chunks c ON c.id = m.rowid JOIN files f ON f.id = c.file_id
-         ORDER BY f.path, c.start_line LIMIT 80",
-    )?;
     // A name only a code span gives that the code defines as a function or class is that
     // function or class (the definition evidence covers it), not a config key.
     let mut defined = conn.prepare_cached(
         "SELECT 1 FROM symbols WHERE name = ?1 AND kind IN ('function', 'method', 'class') LIMIT 1",
     )?;
-    type Row = (i64, String, i64, i64, Option<String>, Option<String>);
     for ConfigKey {
         name: key,
         from_span,
@@ -237,11 +254,9 @@ pub(super) fn matches(
         }
         let variants = key_variants(key);
         let phrase = format!("body : \"{}\"", words.join(" "));
-        let rows: Vec<Row> = stmt
-            .query_map([&phrase], |r| TryFrom::try_from(r))?
-            .collect::<Result<_, _>>()?;
+        let rows = phrase_chunks(conn, &phrase, 80)?;
         // Per file: its strongest use of the key, and where.
-        let mut found: BTreeMap<i64, (KeyUse, Row)> = BTreeMap::new();
+        let mut found: BTreeMap<i64, (KeyUse, PhraseChunk)> = BTreeMap::new();
         for row in rows {
             // Too common already: the key is passed over whatever the other rows hold.
             if found.len() > MAX_FILES {

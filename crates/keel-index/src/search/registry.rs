@@ -10,6 +10,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::config_keys::phrase_chunks;
 use super::evidence::{Evidence, LOCATION_SHARE};
 use super::snippet::{FileLines, lines_of};
 use super::*;
@@ -89,12 +90,6 @@ pub(super) fn matches(
     if names.is_empty() {
         return Ok(());
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT c.file_id, f.path, c.start_line, c.end_line, c.symbol, c.kind
-         FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 LIMIT 2000) m
-         JOIN chunks c ON c.id = m.rowid JOIN files f ON f.id = c.file_id
-         ORDER BY f.path, c.start_line",
-    )?;
     // The innermost function holding a line: the location is the method that emits the
     // name, not the whole class a small class's single chunk spans (a line outside every
     // function keeps its chunk's definition: a class's table of messages).
@@ -104,15 +99,12 @@ pub(super) fn matches(
            AND kind IN ('function', 'method')
          ORDER BY depth DESC, start_line DESC LIMIT 1",
     )?;
-    type Row = (i64, String, i64, i64, Option<String>, Option<String>);
     type Chunk = (Option<String>, Option<String>);
     for name in names {
         let words: Vec<String> = name.split('-').map(str::to_lowercase).collect();
         let phrase = format!("body : \"{}\"", words.join(" "));
         let quoted = [format!("\"{name}\""), format!("'{name}'")];
-        let rows: Vec<Row> = stmt
-            .query_map([&phrase], |r| TryFrom::try_from(r))?
-            .collect::<Result<_, _>>()?;
+        let rows = phrase_chunks(conn, &phrase, 2000)?;
         // Per source file: its path and the lines holding the name as a literal, each with
         // its chunk.
         let mut found: BTreeMap<i64, (String, BTreeMap<usize, Chunk>)> = BTreeMap::new();

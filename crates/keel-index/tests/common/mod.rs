@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use keel_index::{Index, IndexSettings, NoProgress};
+use keel_index::{Hit, Index, IndexSettings, NoProgress, SearchKind, SearchQuery};
 
 pub fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/repo")
@@ -57,4 +57,16 @@ pub fn diff(a: &str, b: &str) -> String {
         out.push_str(&format!("+ {l}\n"));
     }
     out
+}
+
+/// The first ten results of a search of `kind` for `text`, each printed with its reasons.
+pub fn top_ten(idx: &Index, text: &str, kind: SearchKind) -> Vec<Hit> {
+    let mut q = SearchQuery::new(text);
+    q.kind = kind;
+    q.limit = 10;
+    let hits = idx.search(&q).unwrap();
+    for h in &hits {
+        println!("{} {:?} {:?}", h.path, h.symbol, h.why);
+    }
+    hits
 }

@@ -85,13 +85,14 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
     } else {
         cmd.args(paths);
     }
-    let stores = root
-        .canonicalize()
-        .map(|c| crate::stores::beneath(&c))
-        .unwrap_or_default();
-    for (rel, _) in stores {
-        cmd.arg(format!(":(exclude,literal,icase){}", rel.display()));
-    }
+    let stores = crate::stores::Pathspecs::beneath(root).map_err(|store| {
+        ToolError::model(format!(
+            "git is not run: the protected store `{}` lies in the workspace under a name that \
+             is not UTF-8, so git could not leave it out",
+            store.path.display()
+        ))
+    })?;
+    cmd.args(stores.excluding());
     match output(&mut cmd).await? {
         Ok(out) => Ok(out),
         Err(err) if err.contains("not a git repository") => Err(ToolError::model(

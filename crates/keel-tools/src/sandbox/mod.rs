@@ -267,11 +267,7 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     } else {
         Vec::new()
     };
-    let anchors = if policy == SandboxPolicy::WorkspaceWrite {
-        roots.anchors()
-    } else {
-        Vec::new()
-    };
+    let anchors = roots.anchors_of(&protected);
     let hidden = roots.hidden_view(policy);
     mounts::View {
         protected,

@@ -108,28 +108,36 @@ impl WritableRoots {
         }));
         let mut dirs = Vec::new();
         let mut files = Vec::new();
-        // Where the stores' symlinks lead (a dotfile manager's `~/.ssh/id_ed25519` →
-        // `~/dotfiles/ssh/id_ed25519`): covered like the stores (R11).
-        let linked: Vec<PathBuf> = link_targets_to_cover(&stores, &keel_fs::stores::homes(env))
-            .into_iter()
-            .map(|t| t.target)
-            .collect();
-        for h in stores.into_iter().map(|s| s.path).chain(linked) {
-            if !h.is_absolute() {
-                continue;
-            }
-            let Ok(meta) = std::fs::metadata(&h) else {
-                continue;
-            };
+        let mut cover = |h: PathBuf, meta: &std::fs::Metadata| {
             // Mounts land on the target of a link: compare where it really is.
             let h = h.canonicalize().unwrap_or(h);
             if keep.contains(&h) {
-                continue;
+                return;
             }
             if meta.is_dir() {
                 dirs.push(h);
             } else if meta.is_file() {
                 files.push(h);
+            }
+        };
+        // Most listed stores do not exist: each is looked at once, and only those that do
+        // are walked for links (one that does not, or leads nowhere, holds none).
+        let mut present = Vec::new();
+        for s in stores {
+            if !s.path.is_absolute() {
+                continue;
+            }
+            let Ok(meta) = std::fs::metadata(&s.path) else {
+                continue;
+            };
+            cover(s.path.clone(), &meta);
+            present.push(s);
+        }
+        // Where the stores' symlinks lead (a dotfile manager's `~/.ssh/id_ed25519` →
+        // `~/dotfiles/ssh/id_ed25519`): covered like the stores (R11).
+        for t in link_targets_to_cover(&present, &keel_fs::stores::homes(env)) {
+            if let Ok(meta) = std::fs::metadata(&t.target) {
+                cover(t.target, &meta);
             }
         }
         dirs.sort_by(|a, b| {
@@ -171,11 +179,17 @@ impl WritableRoots {
     /// excluded) that exist and are real directories: the *chain* pinned in place so that
     /// renaming a parent cannot move a protected path out from under its protection.
     pub fn anchors(&self) -> Vec<PathBuf> {
+        self.anchors_of(&self.protected_paths())
+    }
+
+    /// [`Self::anchors`] of `protected` (what [`Self::protected_paths`] returned: it reads the
+    /// repository's git config, so a caller that has it already passes it on).
+    pub(super) fn anchors_of(&self, protected: &[PathBuf]) -> Vec<PathBuf> {
         let Some(w) = &self.workspace else {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for p in self.protected_paths() {
+        for p in protected {
             let mut dir = p.parent();
             while let Some(d) = dir {
                 if d == w.as_path() || !d.starts_with(w) {

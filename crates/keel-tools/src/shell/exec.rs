@@ -48,14 +48,20 @@ impl ExecRequest {
     /// secret stores hidden ([`crate::sandbox::SECRET_STORES`]).
     pub fn new(argv: Vec<OsString>, cwd: impl Into<PathBuf>) -> Self {
         let cwd = cwd.into();
+        let roots = WritableRoots {
+            workspace: Some(cwd.clone()),
+            hidden: crate::sandbox::secret_stores(),
+            ..WritableRoots::default()
+        };
+        Self::with_roots(argv, cwd, roots)
+    }
+
+    /// A request with defaults, confined to `roots` (the shell settings' `roots_for`).
+    pub fn with_roots(argv: Vec<OsString>, cwd: impl Into<PathBuf>, roots: WritableRoots) -> Self {
         Self {
             argv,
-            roots: WritableRoots {
-                workspace: Some(cwd.clone()),
-                hidden: crate::sandbox::secret_stores(),
-                ..WritableRoots::default()
-            },
-            cwd,
+            roots,
+            cwd: cwd.into(),
             timeout: Duration::from_secs(60),
             policy: SandboxPolicy::WorkspaceWrite,
             env_keep: Vec::new(),

@@ -34,16 +34,25 @@ use std::sync::Mutex;
 static UNTRUSTED: Mutex<(u64, Vec<PathBuf>)> = Mutex::new((0, Vec::new()));
 
 /// Marks `dir` (and everything below it) as a place programs are never looked up in: a
-/// workspace, or a directory commands may write. Cheap when already marked.
+/// workspace, or a directory commands may write. Cheap when already marked. Once
+/// [`keep_record`] was called, a newly marked directory is also added to the record, so later
+/// sessions never trust it either.
 pub fn distrust(dir: &Path) {
+    if let Some(real) = mark(dir) {
+        record::append(&[real]);
+    }
+}
+
+/// Marks `dir` in this process; `Some(canonical)` when it was not marked yet.
+fn mark(dir: &Path) -> Option<PathBuf> {
     if !dir.is_absolute() {
-        return;
+        return None;
     }
     let real = lenient_canonical(dir);
     let mut guard = UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner());
     let (generation, dirs) = &mut *guard;
     let mut added = false;
-    for d in [dir.to_path_buf(), real] {
+    for d in [dir.to_path_buf(), real.clone()] {
         if !dirs.contains(&d) {
             dirs.push(d);
             added = true;
@@ -51,6 +60,152 @@ pub fn distrust(dir: &Path) {
     }
     if added {
         *generation += 1;
+    }
+    added.then_some(real)
+}
+
+/// Keeps the untrusted directories across sessions (red-team pass 4, R4-5): every directory
+/// an earlier session's commands could write — its workspace, its `shell.writable` trees —
+/// is read from the record in Keel's data directory `data_dir` and never trusted in this
+/// process, and what this process distrusts (before and after this call) is added to it. An
+/// earlier session may have planted a program there: a monorepo root's `.venv/bin/git` while
+/// today's workspace is a sub-package, `~/go/bin/git` through `shell.writable = ["~/go"]`.
+/// Keel's data directory is hidden from commands, so the model cannot edit the record.
+/// Called once per process by whoever knows the data directory (the CLI, the server).
+pub fn keep_record(data_dir: &Path) {
+    let Some(recorded) = record::open(data_dir) else {
+        return;
+    };
+    for d in &recorded {
+        mark(d);
+    }
+    let now: Vec<PathBuf> = UNTRUSTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .1
+        .iter()
+        .filter(|d| !recorded.contains(d))
+        .cloned()
+        .collect();
+    record::append(&now);
+}
+
+/// The record behind [`keep_record`]: one canonical directory per line in
+/// `<data dir>/command-writable-dirs` (0600), appended to; past [`record::COMPACT_AT`] bytes the
+/// directories that no longer exist are dropped (nothing can be planted in a directory that
+/// is gone; one made again is a workspace again, and recorded again).
+mod record {
+    use std::io::Write;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    /// The record's name in Keel's data directory.
+    pub const FILE: &str = "command-writable-dirs";
+    /// The size past which the record is compacted when opened.
+    pub const COMPACT_AT: u64 = 1024 * 1024;
+    /// The most of it read.
+    const MAX_READ: u64 = 16 * 1024 * 1024;
+    /// A link in the record's place is not followed.
+    const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+
+    /// The record this process appends to ([`open`]).
+    static FILE_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+    /// Opens the record in `data_dir` for this process (once: a second call returns `None`)
+    /// and returns the directories it holds.
+    pub fn open(data_dir: &Path) -> Option<Vec<PathBuf>> {
+        let mut slot = FILE_PATH.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() || !data_dir.is_absolute() {
+            return None;
+        }
+        let file = data_dir.join(FILE);
+        let mut dirs = read(&file);
+        if std::fs::metadata(&file).is_ok_and(|m| m.len() > COMPACT_AT) {
+            dirs.retain(|d| d.symlink_metadata().is_ok());
+            dirs.sort();
+            dirs.dedup();
+            rewrite(&file, &dirs);
+        }
+        *slot = Some(file);
+        Some(dirs)
+    }
+
+    /// Adds `dirs` to the record, when one is open.
+    pub fn append(dirs: &[PathBuf]) {
+        let slot = FILE_PATH.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = slot.as_ref() else {
+            return;
+        };
+        let text = lines(dirs);
+        if text.is_empty() {
+            return;
+        }
+        if let Some(parent) = file.parent() {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            let _ = b.create(parent);
+        }
+        let mut o = std::fs::OpenOptions::new();
+        o.create(true).append(true);
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, NOFOLLOW);
+        if let Ok(mut f) = o.open(file) {
+            let _ = f.write_all(&text);
+        }
+    }
+
+    /// One line per absolute directory (a name holding a newline cannot be recorded).
+    fn lines(dirs: &[PathBuf]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for d in dirs {
+            let bytes = d.as_os_str().as_bytes();
+            // `/` is never recorded: nothing could be found anywhere again (a session with
+            // the whole disk as its workspace is the user's explicit choice).
+            if d.is_absolute() && d.parent().is_some() && !bytes.contains(&b'\n') {
+                out.extend_from_slice(bytes);
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+
+    fn read(file: &Path) -> Vec<PathBuf> {
+        use std::io::Read;
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        std::os::unix::fs::OpenOptionsExt::custom_flags(
+            &mut o,
+            (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+        );
+        let Ok(f) = o.open(file) else {
+            return Vec::new();
+        };
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
+            return Vec::new();
+        }
+        let mut bytes = Vec::new();
+        let _ = f.take(MAX_READ).read_to_end(&mut bytes);
+        bytes
+            .split(|b| *b == b'\n')
+            .map(|l| PathBuf::from(std::ffi::OsString::from_vec(l.to_vec())))
+            .filter(|p| p.is_absolute() && p.parent().is_some())
+            .collect()
+    }
+
+    fn rewrite(file: &Path, dirs: &[PathBuf]) {
+        let tmp = file.with_extension("tmp");
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create(true).truncate(true);
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, NOFOLLOW);
+        let written = o.open(&tmp).and_then(|mut f| f.write_all(&lines(dirs)));
+        if written.is_ok() {
+            let _ = std::fs::rename(&tmp, file);
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 }
 

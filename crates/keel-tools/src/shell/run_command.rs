@@ -72,17 +72,24 @@ impl TypedTool for RunCommand {
         }
         let timeout = self.settings.timeout_for(args.timeout);
         let policy = self.settings.policy_for(ctx.sandbox);
-        let mut req = ExecRequest::new(
+        let mut roots = self.settings.roots(ctx);
+        if ctx.sandbox == SandboxPolicy::ReadOnly {
+            // Allowed only because it reads (a read-only phase, approval's read-only lane): a
+            // reading command needs no network, and a program it runs that the analyser
+            // did not see (a repository's `core.fsmonitor`) gets none (red-team pass 4, R4-10).
+            roots.network = false;
+        }
+        let mut req = ExecRequest::with_roots(
             vec![
                 exec::shell_program().into_os_string(),
                 OsString::from("-c"),
                 OsString::from(command),
             ],
             ctx.workspace.root(),
+            roots,
         );
         req.timeout = timeout;
         req.policy = policy;
-        req.roots = self.settings.roots(ctx);
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
         let out = exec::run(req)

@@ -112,17 +112,17 @@ impl TypedTool for RunTests {
             SandboxPolicy::Off => SandboxPolicy::Off,
             _ => self.settings.policy_for(SandboxPolicy::WorkspaceWrite),
         };
-        let mut req = ExecRequest::new(
+        let mut req = ExecRequest::with_roots(
             vec![
                 exec::shell_program().into_os_string(),
                 OsString::from("-c"),
                 OsString::from(&test.command),
             ],
             &test.cwd,
+            self.settings.roots(ctx),
         );
         req.timeout = self.settings.test_timeout;
         req.policy = policy;
-        req.roots = self.settings.roots(ctx);
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
         let out = exec::run(req)
