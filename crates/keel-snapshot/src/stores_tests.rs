@@ -209,7 +209,7 @@ fn old_store_copies_are_purged_on_open(with_repo: bool, packed: bool) {
         .collect();
     assert_eq!(
         kept,
-        [clean.commit.clone()],
+        std::slice::from_ref(&clean.commit),
         "the other session's snapshot stays"
     );
     // Nothing of the workspace was touched, and snapshots go on (without the store).
