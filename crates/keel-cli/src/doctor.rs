@@ -74,6 +74,7 @@ fn collect(
     checks.extend(models.checks);
     checks.push(key_check(&config, &setup::env_var));
     checks.extend(sandbox_checks(&config));
+    checks.extend(git_config_paths_check(workspace));
     let homes = keel_tools::shell::exec::toolchain_homes();
     if !homes.is_empty() {
         let set: Vec<String> = homes
@@ -142,6 +143,31 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
     checks.push(secret_stores_check(config));
     checks.extend(writable_trees_check(config));
     checks
+}
+
+/// Working-tree files and directories the repository's git configuration names as
+/// configuration to read or programs to run (`core.hooksPath = .husky`, an included
+/// `.gitconfig`, `filter.x.clean = ./scripts/clean.sh`): the user's git runs them outside the
+/// sandbox, so they are read-only to the agent (red-team pass 4, R4-3; pass 2, R14).
+fn git_config_paths_check(workspace: &Path) -> Option<Check> {
+    let paths = keel_tools::sandbox::git_config_paths(workspace);
+    if paths.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = paths
+        .iter()
+        .map(|p| format!("{} ({})", p.path.display(), p.key))
+        .collect();
+    Some(Check::new(
+        "git: work-tree programs",
+        Status::Info,
+        format!(
+            "the repository's git config names {}: your own git reads or runs them outside the \
+             sandbox (hooks at `git commit`, filters and fsmonitor at `git status`), so they are \
+             read-only to the agent's file tools and commands; change them yourself",
+            list.join(", ")
+        ),
+    ))
 }
 
 /// `shell.writable` trees are shared with everything the user runs later outside Keel: a
@@ -567,6 +593,29 @@ mod tests {
         );
         assert!(
             check.detail.contains("outside the sandbox"),
+            "{}",
+            check.detail
+        );
+    }
+
+    #[test]
+    fn work_tree_programs_the_git_config_names_are_shown() {
+        if keel_tools::shell::exec::find_program("git").is_none() {
+            assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+            tell!("SKIPPED: git is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        assert!(git_config_paths_check(dir.path()).is_none());
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(".git/config"),
+            "[core]\n\thooksPath = .husky\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let check = git_config_paths_check(dir.path()).unwrap_or_else(|| panic!("no check"));
+        assert!(
+            check.detail.contains(".husky (core.hookspath)"),
             "{}",
             check.detail
         );

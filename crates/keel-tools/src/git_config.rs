@@ -1,5 +1,5 @@
 //! Judging a git configuration file the way git itself reads it: the text is handed to Keel's
-//! hardened git (`git config --file - --list --null`, which runs no program), and every key it
+//! hardened git (`git config --no-includes --file - --list --null`, which runs no program), and every key it
 //! reports is compared with an **allowlist** of keys that never make git run anything
 //! ([`harmless`]). Keel does not parse git config itself: a parser of its own disagreed with
 //! git on a UTF-8 BOM, on a `\\` at a value's end and on which files count (red-team pass 4,
@@ -124,7 +124,7 @@ pub fn entries(text: &[u8]) -> Result<Vec<(String, String)>, String> {
         return Err(format!("it is larger than {MAX_CONFIG} bytes"));
     }
     let mut child = crate::safe_git::bare()
-        .args(["config", "--file", "-", "--list", "--null"])
+        .args(["config", "--no-includes", "--file", "-", "--list", "--null"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -30,6 +30,14 @@ pub enum PathError {
     )]
     Protected(String),
     #[error(
+        "`{path}` is read-only to the agent: the repository's git configuration names `{named}`          (`{key}`), so the user's own git reads or runs it outside the sandbox (at their next          `git commit` or `git status`). Change other files; if this one must change, tell the          user what to change and why"
+    )]
+    GitRuns {
+        path: String,
+        named: String,
+        key: String,
+    },
+    #[error(
         "`{path}` cannot be used: {reason}; it is neither read nor changed for the agent (the \
          user's secret stores and Keel's own files are off limits even inside the workspace)"
     )]
@@ -161,11 +169,17 @@ impl Workspace {
         let found = self.locate(rel)?;
         if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected)
             || self.inside_git_dir(found.rel())
-            || crate::sandbox::git_included_files(&self.root)
-                .iter()
-                .any(|p| p == found.rel())
         {
             return Err(PathError::Protected(rel.to_string()));
+        }
+        // What the repository's git config names as configuration or a program (pass 2, R14;
+        // pass 4, R4-3: `core.hooksPath = .husky`).
+        if let Some(named) = crate::sandbox::git_config_path_of(&self.root, found.rel()) {
+            return Err(PathError::GitRuns {
+                path: rel.to_string(),
+                named: named.path.display().to_string(),
+                key: named.key,
+            });
         }
         if looks_like_glob(rel) && std::fs::symlink_metadata(found.abs()).is_err() {
             return Err(PathError::GlobPattern(rel.to_string()));

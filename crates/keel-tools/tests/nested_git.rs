@@ -171,7 +171,7 @@ async fn scenario(ws: &Path) {
         )
         .await;
     assert!(
-        matches!(&r, Err(ToolError::Model(m)) if m.contains("protected")),
+        matches!(&r, Err(ToolError::Model(m)) if m.contains("read-only") && m.contains("include.path")),
         "{r:?}"
     );
     let _ = tools
@@ -366,6 +366,29 @@ fn a_repository_planted_through_the_runner_itself_is_quarantined() {
             .output();
     }
     assert!(!canary.exists(), "the planted fsmonitor ran");
+    // The workspace itself made a bare repository (pass 4, R4-1): its `HEAD` goes.
+    let bare = dir.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    let cmd = format!(
+        "git init -q --bare . && git config --file config core.pager 'echo BARE >> {}'",
+        canary.display()
+    );
+    let req = shell::exec::ExecRequest::new(vec!["sh".into(), "-c".into(), cmd.into()], &bare);
+    let out = runtime().block_on(shell::exec::run(req)).unwrap();
+    let report = out.quarantined.unwrap_or_default();
+    assert!(report.contains("- . (core.pager)"), "{report}");
+    assert!(!bare.join("HEAD").exists() && bare.join("HEAD-quarantined-by-keel").is_file());
+    // (A pager runs only on a terminal: what counts is that git no longer finds a repository.)
+    let found = std::process::Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .current_dir(&bare)
+        .env("GIT_CEILING_DIRECTORIES", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        !found.status.success(),
+        "git still takes it for a repository"
+    );
     // A read-only run is never checked (it cannot have written anything).
     let mut ro = shell::exec::ExecRequest::new(vec!["true".into()], &ws);
     ro.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
@@ -376,4 +399,91 @@ fn a_repository_planted_through_the_runner_itself_is_quarantined() {
             .quarantined
             .is_none()
     );
+}
+
+/// Red-team pass 4, R4-3: with `core.hooksPath = .husky` (husky's setup) the model's edit of
+/// `.husky/pre-commit` ran unasked, and the user's next `git commit` ran it outside the
+/// sandbox. Every working-tree path the repository's config names as a program is now
+/// read-only to the file tools and to commands.
+#[test]
+fn hooks_and_programs_the_repository_config_names_are_read_only() {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".husky")).unwrap();
+    std::fs::create_dir_all(ws.join("tools")).unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.hooksPath", ".husky"]);
+    git(&["config", "filter.x.clean", "sh tools/clean.sh"]);
+    std::fs::write(ws.join(".husky/pre-commit"), "npx lint-staged\n").unwrap();
+    std::fs::write(ws.join("tools/clean.sh"), "cat\n").unwrap();
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    runtime().block_on(async {
+        for (path, key) in [
+            (".husky/pre-commit", "core.hookspath"),
+            (".husky/pre-push", "core.hookspath"),
+            ("tools/clean.sh", "filter.x.clean"),
+        ] {
+            let r = tools
+                .execute(
+                    "create_file",
+                    json!({"path": path, "content": "echo HUSKY-RAN\n", "overwrite": true}),
+                    &ctx,
+                )
+                .await;
+            assert!(
+                matches!(&r, Err(ToolError::Model(m)) if m.contains(key) && m.contains("read-only")),
+                "{path}: {r:?}"
+            );
+        }
+        let _ = tools
+            .execute(
+                "run_command",
+                json!({"command": "echo 'echo HUSKY-RAN' >> .husky/pre-commit; echo x >> tools/clean.sh; touch .husky/post-checkout"}),
+                &ctx,
+            )
+            .await;
+    });
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".husky/pre-commit")).unwrap(),
+        "npx lint-staged\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("tools/clean.sh")).unwrap(),
+        "cat\n"
+    );
+    assert!(!ws.join(".husky/post-checkout").exists());
+    // Other files stay writable.
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    let r = runtime().block_on(tools.execute(
+        "create_file",
+        json!({"path": "src/a.txt", "content": "x\n"}),
+        &ctx,
+    ));
+    assert!(r.is_ok(), "{r:?}");
 }

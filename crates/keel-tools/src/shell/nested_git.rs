@@ -17,8 +17,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// The most directory entries looked at per check (a bigger workspace is checked up to here).
-const MAX_ENTRIES: usize = 300_000;
+/// The most directories read per check (a bigger workspace is checked up to here, and the
+/// result says so).
+const MAX_DIRS: usize = 100_000;
+/// The most directory entries read per check.
+const MAX_ENTRIES: usize = 5_000_000;
 /// The name a quarantined `.git` gets (a number is added when taken).
 pub const QUARANTINE_NAME: &str = ".git-quarantined-by-keel";
 
@@ -145,27 +148,37 @@ fn inspect(git: &Path) -> Vec<String> {
 
 /// Every `.git` entry under `root`, and every directory that is a git directory by what it
 /// holds whatever its name ([`crate::sandbox::GIT_DIR_MARKERS`]: a `.git` file's `gitdir:
-/// realgit`, `git --git-dir=fixtures/x.git`). Symlinks are not followed; git directories are
-/// not entered; at most [`MAX_ENTRIES`] entries looked at.
-fn find_git_entries(root: &Path) -> Vec<PathBuf> {
+/// realgit`, `git --git-dir=fixtures/x.git`) — the root itself included (a command can turn
+/// the workspace into a bare repository: red-team pass 4, R4-1). Symlinks are not followed;
+/// git directories other than the root are not entered. At most [`MAX_DIRS`] directories and
+/// [`MAX_ENTRIES`] entries are read (one directory of 310,000 files hid a repository planted
+/// beside it when entries counted alone); the `bool` is true when that stopped the search.
+fn find_git_entries(root: &Path) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
+    let mut dirs = 0usize;
     let mut budget = MAX_ENTRIES;
     while let Some(dir) = stack.pop() {
+        dirs += 1;
+        if dirs > MAX_DIRS {
+            return (found, true);
+        }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
         let entries: Vec<_> = entries.flatten().collect();
+        budget = budget.saturating_sub(entries.len());
+        if budget == 0 {
+            return (found, true);
+        }
         let holds = |name: &str| entries.iter().any(|e| e.file_name() == name);
-        if dir != root && crate::sandbox::GIT_DIR_MARKERS.iter().all(|m| holds(m)) {
-            found.push(dir);
-            continue;
+        if crate::sandbox::GIT_DIR_MARKERS.iter().all(|m| holds(m)) {
+            found.push(dir.clone());
+            if dir != root {
+                continue;
+            }
         }
         for entry in entries {
-            budget = budget.saturating_sub(1);
-            if budget == 0 {
-                return found;
-            }
             let name = entry.file_name();
             if name.eq_ignore_ascii_case(".git") {
                 found.push(entry.path());
@@ -179,23 +192,25 @@ fn find_git_entries(root: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    found
+    (found, false)
 }
 
 /// Checks the workspace after a command that started at `since`: every `.git` the command
 /// created or changed whose configuration or hooks run a program is renamed out of git's
 /// sight. Returns what was moved (empty: nothing to report).
 pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Quarantined> {
-    quarantine_in(workspace, since, false)
+    quarantine_in(workspace, since, false).0
 }
 
-/// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`.
-fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> Vec<Quarantined> {
+/// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
+/// `bool` is true when the workspace was too large to search whole.
+fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Quarantined>, bool) {
     // A second of slack: file systems with coarse timestamps.
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
-    for git in find_git_entries(workspace) {
+    let (found, incomplete) = find_git_entries(workspace);
+    for git in found {
         if skip_top && git == top {
             continue;
         }
@@ -207,8 +222,15 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> Vec<Qua
         if reasons.is_empty() {
             continue;
         }
-        let Some(parent) = git.parent() else {
-            continue;
+        // The workspace itself as a git directory: its `HEAD` goes, so git no longer takes it
+        // for a repository.
+        let parent = if git == workspace {
+            workspace
+        } else {
+            let Some(parent) = git.parent() else {
+                continue;
+            };
+            parent
         };
         let rel = |p: &Path| match p.strip_prefix(workspace) {
             Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
@@ -224,21 +246,32 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> Vec<Qua
             reasons,
         });
     }
-    out
+    (out, incomplete)
 }
 
 /// Renames `git` to a free quarantine name beside it, within the open parent directory.
 fn quarantine(workspace: &Path, git: &Path) -> Option<PathBuf> {
-    let parent = git.parent()?;
-    let rel_parent = parent.strip_prefix(workspace).ok()?;
     let ws = keel_fs::beneath::DirHandle::open(workspace).ok()?;
-    let dir = ws.subdir(rel_parent).ok()?;
-    let from = git.file_name()?;
+    let (parent, dir, from, base) = if git == workspace {
+        // The workspace is the git directory: renaming its `HEAD` unmakes the repository.
+        let dir = ws.subdir(Path::new("")).ok()?;
+        (
+            workspace,
+            dir,
+            std::ffi::OsStr::new("HEAD"),
+            "HEAD-quarantined-by-keel",
+        )
+    } else {
+        let parent = git.parent()?;
+        let rel_parent = parent.strip_prefix(workspace).ok()?;
+        let dir = ws.subdir(rel_parent).ok()?;
+        (parent, dir, git.file_name()?, QUARANTINE_NAME)
+    };
     for n in 0..100 {
         let name = if n == 0 {
-            QUARANTINE_NAME.to_string()
+            base.to_string()
         } else {
-            format!("{QUARANTINE_NAME}-{n}")
+            format!("{base}-{n}")
         };
         if rustix::fs::statat(
             dir.fd(),
@@ -304,7 +337,18 @@ impl Watch {
         })
         .await
         .unwrap_or_default();
-        report(&moved)
+        let (moved, incomplete) = moved;
+        let mut text = report(&moved);
+        if incomplete {
+            let note = format!(
+                "keel: the tree this command could write holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories it may have planted beyond them were not looked for. Do not run git in directories this session created without checking their `.git/config`."
+            );
+            text = Some(match text {
+                Some(t) => format!("{t}\n{note}"),
+                None => note,
+            });
+        }
+        text
     }
 }
 
