@@ -276,11 +276,10 @@ impl EngineBuilder {
                 test_command: self.config.shell.test_command.clone(),
             })
         });
-        let snapshots = self
-            .config
-            .snapshots
-            .enabled
-            .then(|| LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs()));
+        let snapshots = self.config.snapshots.enabled.then(|| {
+            LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs())
+                .with_max_file_mb(self.config.snapshots.max_file_mb)
+        });
         let hooks = crate::hooks::builtin::standard(phase_policy.is_some(), &self.hooks);
         Ok(Engine {
             provider,

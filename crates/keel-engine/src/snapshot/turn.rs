@@ -56,11 +56,16 @@ impl Run<'_> {
         .await
         .unwrap_or_else(|e| Err(format!("the snapshot task failed: {e}")));
         match taken {
-            Ok(info) => {
+            Ok(mut info) => {
                 let commit = info.commit.clone();
+                let left_out = std::mem::take(&mut info.left_out);
                 self.last_snapshot = Some(info);
                 self.emitter
-                    .emit(EventKind::Snapshot { turn, commit })
+                    .emit(EventKind::Snapshot {
+                        turn,
+                        commit,
+                        left_out,
+                    })
                     .await?;
             }
             Err(message) => {
