@@ -524,14 +524,20 @@ impl ApprovalGate {
     /// command line) whose test code is looked at: not under `never`, nor when the user allows
     /// the tool outright (`allow = ["run_tests"]`).
     fn judges_test_code(&self, call: &ToolCall, tools: &ToolRegistry) -> bool {
-        self.rules.policy != ApprovalPolicy::Never
-            && call.arguments.get("command").is_none()
+        call.arguments.get("command").is_none()
             && tools
                 .get(&call.name)
                 .is_some_and(|t| t.effect() == ToolEffect::RunsCommands)
+            && self.judges_test_code_of(&call.name)
+    }
+
+    /// Whether a test run by `tool` has its test code looked at: not under `never`, nor when
+    /// the user allows `tool` outright.
+    fn judges_test_code_of(&self, tool_name: &str) -> bool {
+        self.rules.policy != ApprovalPolicy::Never
             && !self.rules.allow.iter().any(|r| {
                 let (tool, prefix) = split_rule(r);
-                prefix.is_none() && (tool == call.name || tool == "*")
+                prefix.is_none() && (tool == tool_name || tool == "*")
             })
     }
 
@@ -581,11 +587,7 @@ impl ApprovalGate {
     /// [`Self::judges_test_code`] for `run_tests` — not under `never`, nor when the user allows
     /// `run_tests` outright.
     fn judges_gate_test_code(&self) -> bool {
-        self.rules.policy != ApprovalPolicy::Never
-            && !self.rules.allow.iter().any(|r| {
-                let (tool, prefix) = split_rule(r);
-                prefix.is_none() && (tool == "run_tests" || tool == "*")
-            })
+        self.judges_test_code_of("run_tests")
     }
 
     /// The test code the session changed since the last approved test run, listed (`a.py,
