@@ -63,16 +63,23 @@ pub fn execute(args: TrustArgs) -> anyhow::Result<u8> {
                         "The project's .keel/config.toml suggests these model settings:\n\n{}",
                         s.text.trim_end()
                     )?;
-                    if store().accepts(&ws, LLM_SUBJECT, &s.sha256) {
-                        writeln!(
+                    match &s.destination {
+                        Ok(to) => writeln!(out, "\nIt {to}.")?,
+                        // Never applied, accepted or not (keel-config refuses it).
+                        Err(why) => {
+                            writeln!(out, "\nIt cannot be accepted, and is never applied: {why}.")?
+                        }
+                    }
+                    match (&s.destination, store().accepts(&ws, LLM_SUBJECT, &s.sha256)) {
+                        (Err(_), _) => {} // said above
+                        (Ok(_), true) => writeln!(
                             out,
                             "\nAccepted: they apply in this workspace. Withdraw with: keel trust revoke llm"
-                        )?;
-                    } else {
-                        writeln!(
+                        )?,
+                        (Ok(_), false) => writeln!(
                             out,
                             "\nNot accepted: your own model settings apply. Accept exactly this with: keel trust llm"
-                        )?;
+                        )?,
                     }
                 }
             }
@@ -91,6 +98,15 @@ pub fn execute(args: TrustArgs) -> anyhow::Result<u8> {
                 "The project's .keel/config.toml suggests (where your code and keys go, and which model acts):\n\n{}\n",
                 s.text.trim_end()
             )?;
+            match &s.destination {
+                Ok(to) => writeln!(out, "It {to}.\n")?,
+                Err(why) => {
+                    return Err(setup::UsageError(format!(
+                        "these settings cannot be accepted: {why}"
+                    ))
+                    .into());
+                }
+            }
             if std::io::stdin().is_terminal() && crate::out::stdout_is_terminal() {
                 write!(
                     out,

@@ -190,6 +190,18 @@ fn print_redo(out: &mut impl Write, report: &RedoReport) -> std::io::Result<()> 
             writeln!(out, "  {label}  {f}")?;
         }
     }
+    print_left_alone(out, c)?;
+    Ok(())
+}
+
+/// The files a restore did not touch because they are over `[snapshots] max_file_mb`.
+fn print_left_alone(out: &mut impl Write, c: &keel_snapshot::RestoreReport) -> std::io::Result<()> {
+    for f in &c.left_alone {
+        writeln!(
+            out,
+            "  left alone {f} (larger than [snapshots] max_file_mb: never recorded, not restored)"
+        )?;
+    }
     Ok(())
 }
 
@@ -263,6 +275,7 @@ fn print_report(out: &mut impl Write, report: &UndoReport) -> std::io::Result<()
             }
         }
     }
+    print_left_alone(out, c)?;
     if let Some(replaced) = &report.replaced {
         writeln!(
             out,

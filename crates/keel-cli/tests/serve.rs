@@ -496,7 +496,10 @@ fn the_web_ui_works_in_a_real_browser() {
         }
         panic!("the browser test cannot run in CI: {why}. .ci/run installs everything it needs");
     }
-    let served = Served::start(&[]);
+    // plan_exec reaches delivery only after a change and a passing check: the project's tests
+    // are a script that passes.
+    let served = Served::start_with_env(&[], &[("KEEL_SHELL__TEST_COMMAND", "sh tests.sh")]);
+    std::fs::write(served.workspace.join("tests.sh"), "echo '1 passed'\n").unwrap();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     // Scripts must come from under the server's workspace roots: copy them in.
     let fixtures = served.workspace.join("fixtures");

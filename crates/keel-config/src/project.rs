@@ -280,10 +280,25 @@ fn walk(
                 if value.as_table().is_some_and(Table::is_empty) {
                     continue; // an empty section suggests nothing
                 }
-                if accepted(subject, &content_hash(&value)) {
-                    table.insert(name, value);
-                } else {
-                    warnings.push(warn(summary(&value), WarningKind::Suggestion));
+                let destination = destination(&value);
+                match (&destination, accepted(subject, &content_hash(&value))) {
+                    (Ok(_), true) => {
+                        table.insert(name, value);
+                    }
+                    // Even accepted, an endpoint that does not read as it is parsed is never
+                    // used (red-team pass 4, R4-13).
+                    (Err(why), true) => warnings.push(warn(
+                        format!("is not applied although you accepted it: {why}"),
+                        WarningKind::Refused,
+                    )),
+                    (Ok(to), false) => warnings.push(warn(
+                        format!("{} — {to}", summary(&value)),
+                        WarningKind::Suggestion,
+                    )),
+                    (Err(why), false) => warnings.push(warn(
+                        format!("{} — cannot be accepted: {why}", summary(&value)),
+                        WarningKind::Suggestion,
+                    )),
                 }
             }
             Lookup::Rule(ProjectRule::Narrows(into)) => {
@@ -384,6 +399,49 @@ pub struct Suggestion {
     pub text: String,
     /// Its [`content_hash`].
     pub sha256: String,
+    /// Where it sends the user's prompts and which key goes with them ("sends your prompts and
+    /// the key in $OPENAI_API_KEY to 127.0.0.1:18099"), or why it cannot be accepted (an
+    /// endpoint that does not read as it is parsed).
+    pub destination: Result<String, String>,
+}
+
+/// Where an `[llm]` section sends the user's prompts and keys (see
+/// [`Suggestion::destination`]): every `base_url` in it, parsed as the HTTP client parses it,
+/// must read as it is parsed (`http://127.0.0.1:18099\@api.openai.com/v1` goes to 127.0.0.1;
+/// red-team pass 4, R4-13).
+pub fn destination(section: &Value) -> Result<String, String> {
+    fn collect<'a>(v: &'a Value, urls: &mut Vec<&'a str>, keys: &mut Vec<&'a str>) {
+        if let Value::Table(t) = v {
+            for (k, v) in t {
+                match (k.as_str(), v) {
+                    ("base_url", Value::String(u)) => urls.push(u),
+                    ("api_key_env", Value::String(e)) => keys.push(e),
+                    _ => collect(v, urls, keys),
+                }
+            }
+        }
+    }
+    let (mut urls, mut keys) = (Vec::new(), Vec::new());
+    collect(section, &mut urls, &mut keys);
+    let mut hosts = Vec::new();
+    for url in urls {
+        let host = keel_mcp::config::plain_endpoint_host(url)
+            .map_err(|e| format!("its `base_url` {e}"))?;
+        if !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    let what = if keys.is_empty() {
+        "your prompts and code".to_string()
+    } else {
+        let named: Vec<String> = keys.iter().map(|k| format!("${k}")).collect();
+        format!("your prompts, code and the key in {}", named.join(", "))
+    };
+    Ok(if hosts.is_empty() {
+        format!("sends {what} to the provider's own endpoint")
+    } else {
+        format!("sends {what} to {}", hosts.join(", "))
+    })
 }
 
 /// The `[llm]` section the project at `workspace` suggests (`None` when its config has none).
@@ -403,6 +461,7 @@ pub fn llm_suggestion(workspace: &Path) -> Result<Option<Suggestion>, ConfigErro
         subject: LLM_SUBJECT,
         text: toml::to_string(&wrapper).unwrap_or_default(),
         sha256: content_hash(value),
+        destination: destination(value),
     }))
 }
 

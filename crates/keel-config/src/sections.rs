@@ -150,6 +150,10 @@ pub struct SnapshotsConfig {
     /// snapshots, undo, flow traces and the workspace copies of flow branches and eval tasks
     /// when git tracks no file in them.
     pub build_dirs: Vec<String>,
+    /// Files larger than this many MiB are left out of snapshots (and never touched by undo):
+    /// a sparse `truncate -s 1T` file costs nothing to make and would be read whole by every
+    /// snapshot (red-team R18). 0: no limit. The user's own setting (a project cannot set it).
+    pub max_file_mb: u64,
 }
 
 impl Default for SnapshotsConfig {
@@ -160,6 +164,7 @@ impl Default for SnapshotsConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            max_file_mb: 100,
         }
     }
 }

@@ -277,11 +277,10 @@ impl EngineBuilder {
                 test_command: self.config.shell.test_command.clone(),
             })
         });
-        let snapshots = self
-            .config
-            .snapshots
-            .enabled
-            .then(|| LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs()));
+        let snapshots = self.config.snapshots.enabled.then(|| {
+            LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs())
+                .with_max_file_mb(self.config.snapshots.max_file_mb)
+        });
         Ok(Engine {
             provider,
             auxiliary: self.auxiliary,

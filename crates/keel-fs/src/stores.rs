@@ -94,6 +94,27 @@ pub const SECRET_STORES: &[&str] = &[
     "~/.config/google-chrome",
     "~/.config/chromium",
     "~/.config/BraveSoftware",
+    // Red-team pass 4, R4-12: more logins, certificates and tokens, and shell histories (a
+    // token typed in an `export` or `curl` line).
+    "~/.gemini",
+    "~/.tsh",
+    "~/.minikube",
+    "~/.fly",
+    "~/.config/stripe",
+    "~/.ngrok2",
+    "~/.config/ngrok",
+    "~/.wrangler",
+    "~/.supabase",
+    "~/.local/share/com.vercel.cli",
+    "~/.config/configstore",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.psql_history",
+    "~/.mysql_history",
+    "~/.node_repl_history",
+    "~/.local/share/atuin",
 ];
 
 /// Stores an environment variable moves (read from Keel's own environment): the variable, and

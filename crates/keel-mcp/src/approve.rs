@@ -12,7 +12,10 @@
 //! network, Keel's data and the secret stores hidden), which is what holds when such a file
 //! changes. With network access the confinement cannot stop data leaving, so the approval
 //! also covers every file beside each named script and under each workspace directory the
-//! definition names ([`covered_files`]); a change there needs approving again.
+//! definition names, and every code file anywhere else in the workspace — a script may import
+//! through a path it builds itself (`sys.path.insert`, `importlib` with a computed name,
+//! `require(name)`), which no reading of the named files can follow ([`covered_files`]); a
+//! change there needs approving again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -232,6 +235,10 @@ pub fn covered_files(
     for dir in &dirs {
         hash_tree(&ws, dir, 0, &mut count, &mut out)?;
     }
+    // Whatever path the server builds to import from (red-team pass 2, R15: `sys.path.insert`
+    // with a computed directory), it can only reach the workspace's code as it is now.
+    let mut seen = 0usize;
+    hash_code(&ws, &ws, &dirs, 0, &mut seen, &mut count, &mut out)?;
     for f in named {
         out.insert(f.path, f.sha256);
     }
@@ -300,6 +307,92 @@ fn hash_tree(
         } else if kind.is_file() {
             let hash = hash_file(&path).map_err(|e| {
                 format!("`{rel}`, beside the server's script, cannot be checked ({e})")
+            })?;
+            out.insert(rel, hash);
+        } else {
+            out.insert(rel, "not a regular file".into());
+        }
+    }
+    Ok(())
+}
+
+/// Files an interpreter may load as code, by extension (what a server may import wherever
+/// its script points its import path).
+const CODE_EXTENSIONS: &[&str] = &[
+    "py", "pyw", "pth", "so", "js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx", "json", "node",
+    "rb", "pl", "pm", "php", "lua", "sh", "bash", "jl", "r", "R", "tcl", "wasm",
+];
+/// The most directory entries [`hash_code`] looks at in the whole workspace.
+const CODE_MAX_ENTRIES: usize = 100_000;
+/// The deepest directory level of the workspace it walks.
+const CODE_MAX_DEPTH: usize = 32;
+
+/// Hashes every code file ([`CODE_EXTENSIONS`]) under `dir` outside `done` (the directories
+/// hashed whole) into `out`, counting it with the rest; `.git` and `.keel` are left out.
+/// Symlinks are recorded by target and not followed.
+fn hash_code(
+    ws: &Path,
+    dir: &Path,
+    done: &[PathBuf],
+    depth: usize,
+    seen: &mut usize,
+    count: &mut usize,
+    out: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    let too_big = || {
+        format!(
+            "with network access the approval covers every code file of the workspace (a              server may import from any path it builds), and this workspace holds more than              {TREE_MAX_FILES} of them (or more than {CODE_MAX_ENTRIES} entries, {CODE_MAX_DEPTH}              levels); approve it without --network (it runs confined, with no network), or              make it one of your own servers outside the project"
+        )
+    };
+    if depth > CODE_MAX_DEPTH {
+        return Err(too_big());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(()); // unreadable to Keel: unreadable to the confined server too
+    };
+    let mut entries: Vec<std::fs::DirEntry> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        *seen += 1;
+        if *seen > CODE_MAX_ENTRIES {
+            return Err(too_big());
+        }
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == ".git" || (depth == 0 && name == ".keel") {
+            continue;
+        }
+        if done.iter().any(|d| path.starts_with(d)) {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            hash_code(ws, &path, done, depth + 1, seen, count, out)?;
+            continue;
+        }
+        let code = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| CODE_EXTENSIONS.contains(&e));
+        if !code {
+            continue;
+        }
+        *count += 1;
+        if *count > TREE_MAX_FILES {
+            return Err(too_big());
+        }
+        let rel = path
+            .strip_prefix(ws)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| path.display().to_string());
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&path).unwrap_or_default();
+            out.insert(rel, format!("link->{}", target.display()));
+        } else if kind.is_file() {
+            let hash = hash_file(&path).map_err(|e| {
+                format!("`{rel}`, code the server may import, cannot be checked ({e})")
             })?;
             out.insert(rel, hash);
         } else {
@@ -626,7 +719,7 @@ mod tests {
             ]
         );
         assert_eq!(a.check(&ws, &def), Approval::Approved { network: true });
-        // Outside the script's directory: no change.
+        // Outside the script's directory, a file that is not code: no change.
         std::fs::write(ws.join("README.md"), "changed\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.check(&ws, &def), Approval::Approved { network: true });
         std::fs::write(
@@ -659,5 +752,87 @@ mod tests {
         let e = a.approve(&ws, &root, true).err().unwrap_or_default();
         assert!(e.contains("without --network"), "{e}");
         assert!(a.approve(&ws, &root, false).is_ok());
+    }
+
+    /// Red-team pass 2, R15 (computed imports): the server's script puts a directory it
+    /// builds itself on its import path (`sys.path.insert(0, "../" + "lib")`) and imports a
+    /// module by a computed name, outside its own directory; the model's edit of that module
+    /// needs the network grant approved again.
+    #[test]
+    fn a_network_approval_covers_code_imported_through_a_path_the_script_builds() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("tools")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(ws.join("lib/deep")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(ws.join(".keel")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            ws.join("tools/srv.py"),
+            "import importlib, os, sys\n\
+             sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'li' + 'b'))\n\
+             importlib.import_module('hel' + 'per')\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("lib/helper.py"), "X = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("lib/notes.txt"), "notes\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join(".keel/state.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+        let def = project_def(&ws, "python3", &["tools/srv.py"]);
+        let mut a = Approvals::load(&dir.path().join("data"));
+        let files = a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, ["lib/helper.py", "tools/srv.py"]);
+        // Data and Keel's own files change freely.
+        std::fs::write(ws.join("lib/notes.txt"), "more\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join(".keel/state.json"), "{\"a\":1}").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: true });
+        // The model's edit of the module the script reaches, or a new module anywhere.
+        std::fs::write(
+            ws.join("lib/helper.py"),
+            "import socket; socket.create_connection(('127.0.0.1', 19999))\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.check(&ws, &def),
+            Approval::Changed("lib/helper.py".into())
+        );
+        a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("lib/deep/other.py"), "Z = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.check(&ws, &def),
+            Approval::Changed("lib/deep/other.py".into())
+        );
+        // Without network access the confinement holds: only the named script counts.
+        a.approve(&ws, &def, false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("lib/helper.py"), "X = 3\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.check(&ws, &def), Approval::Approved { network: false });
+    }
+
+    /// Red-team pass 4, R4-11: a definition naming its code only inside inline code
+    /// (`python3 -c "import srv; srv.main()"`) named no file, so the network approval covered
+    /// nothing and the model's edit of srv.py ran with the network. Every code file of the
+    /// workspace is covered now.
+    #[test]
+    fn a_network_approval_of_inline_code_covers_the_workspaces_code() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            ws.join("srv.py"),
+            "import srvcore\ndef main(): srvcore.run()\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("srvcore.py"), "def run(): pass\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let def = project_def(&ws, "python3", &["-c", "import srv; srv.main()"]);
+        let mut a = Approvals::load(&dir.path().join("data"));
+        let files = a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, ["srv.py", "srvcore.py"]);
+        std::fs::write(
+            ws.join("srv.py"),
+            "import urllib.request\ndef main(): urllib.request.urlopen('http://127.0.0.1:18099/x', open('README.md','rb').read())\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.check(&ws, &def), Approval::Changed("srv.py".into()));
     }
 }

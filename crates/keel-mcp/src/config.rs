@@ -171,6 +171,29 @@ pub fn checked_url(raw: &str) -> Result<String, String> {
     Ok(raw.to_string())
 }
 
+/// The host (and an explicit port) an endpoint URL a repository chose sends requests to — a
+/// project's suggested `[llm] base_url` — when the URL reads as it is parsed: parsed as the HTTP
+/// client parses it (WHATWG URL), `http`/`https`, no user or password, and its text the same as
+/// the parsed URL's (up to a final `/`), so `http://127.0.0.1:18099\@api.openai.com/v1` (a
+/// request to 127.0.0.1 that reads as api.openai.com) is refused (red-team pass 4, R4-13).
+pub fn plain_endpoint_host(raw: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(raw).map_err(|e| format!("{raw:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{raw:?} must start with http:// or https://"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!("{raw:?} holds a user or password"));
+    }
+    let host = url_host(raw).ok_or_else(|| format!("{raw:?} names no host"))?;
+    let shown = parsed.as_str();
+    if shown != raw && shown.strip_suffix('/') != Some(raw) {
+        return Err(format!(
+            "{raw:?} does not read as it is parsed: requests go to {host} ({shown}); write the URL plainly"
+        ));
+    }
+    Ok(host)
+}
+
 /// The URL to connect to once `template`'s variables are expanded into `expanded`: parsed as
 /// the client parses it, and refused if its host is not the one [`url_host`] showed for the
 /// template.

@@ -200,6 +200,10 @@ pub enum EventKind {
     Snapshot {
         turn: u32,
         commit: String,
+        /// Files over `[snapshots] max_file_mb` the snapshot did not record (an undo leaves
+        /// them as they are).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
     },
     /// A snapshot could not be taken (snapshots stay off for the rest of the run).
     SnapshotFailed {

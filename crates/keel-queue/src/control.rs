@@ -195,7 +195,7 @@ impl Controls {
             return;
         }
         if let Err(e) = self.apply(&sessions).await {
-            eprintln!("keel worker: cannot read the turn control table (retrying): {e}");
+            crate::notice::tell!("keel worker: cannot read the turn control table (retrying): {e}");
         }
     }
 
@@ -258,7 +258,7 @@ impl Controls {
                         warned = false;
                     }
                     Err(e) if !warned => {
-                        eprintln!(
+                        crate::notice::tell!(
                             "keel worker: cannot listen for turn control notices (reading the table every {} s instead): {e}",
                             POLL.as_secs()
                         );

@@ -119,9 +119,11 @@ async fn flow_job(job: &FlowJob, state: &State) -> Result<(), BoxDynError> {
     // A dead worker's run keeps its lease for a few seconds: resuming fails until then, and
     // the attempt is retried with backoff.
     let summary = exec.resume(&rec.id).await?;
-    eprintln!(
+    crate::notice::tell!(
         "keel worker: flow run {} ({}) {}",
-        summary.run_id, rec.flow_name, summary.status
+        summary.run_id,
+        rec.flow_name,
+        summary.status
     );
     Ok(())
 }

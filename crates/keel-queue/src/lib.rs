@@ -23,6 +23,7 @@
 pub mod checkout;
 pub mod control;
 pub mod flows;
+mod notice;
 mod supervise;
 pub mod tasks;
 pub mod worker;

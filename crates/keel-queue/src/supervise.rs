@@ -46,7 +46,7 @@ impl Outage {
     fn down(&self, why: &str) {
         self.stats.database_down.store(true, Ordering::Relaxed);
         if !self.down.swap(true, Ordering::Relaxed) && self.announce {
-            eprintln!(
+            crate::notice::tell!(
                 "keel worker: the database is unreachable ({why}); waiting for it with backoff, running turns go on"
             );
         }
@@ -55,7 +55,7 @@ impl Outage {
     fn up(&self) {
         self.stats.database_down.store(false, Ordering::Relaxed);
         if self.down.swap(false, Ordering::Relaxed) && self.announce {
-            eprintln!("keel worker: the database is back; taking turns again");
+            crate::notice::tell!("keel worker: the database is back; taking turns again");
         }
     }
 }

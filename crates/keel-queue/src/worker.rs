@@ -223,7 +223,7 @@ pub(crate) async fn counted(
     match &outcome {
         Ok(()) => stats.completed.fetch_add(1, Ordering::Relaxed),
         Err(e) => {
-            eprintln!("keel worker: {what}: attempt failed: {e}");
+            crate::notice::tell!("keel worker: {what}: attempt failed: {e}");
             stats.failed.fetch_add(1, Ordering::Relaxed)
         }
     };
@@ -284,7 +284,7 @@ pub(crate) async fn run_turn(job: TurnJob, state: Data<State>) -> Result<(), Box
             }
             Ok(Outcome::AlreadyDone) => {}
             Err(e) => {
-                eprintln!(
+                crate::notice::tell!(
                     "keel worker: session {}: attempt failed: {e}",
                     job.session_id
                 );
@@ -349,7 +349,7 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
                     repo.shown_url(),
                     repo.git_ref
                 );
-                eprintln!("keel worker: session {}: {message}", record.id);
+                crate::notice::tell!("keel worker: session {}: {message}", record.id);
                 fail_turn(&store, &record, &job.content, message).await?;
                 return Ok(Outcome::Ran);
             }

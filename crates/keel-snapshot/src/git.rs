@@ -4,16 +4,20 @@
 //! repository names (hooks, fsmonitor, filters, drivers, pagers) ever runs, and no
 //! configuration choice changes bytes (line-ending conversion).
 
+mod purge;
+mod restore;
+mod staging;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use super::layout::{self, PROBE_DEADLINE, WORK_DEADLINE, output_within};
 use crate::error::SnapshotError;
-use crate::report::RestoreReport;
 use crate::stores::StoresBeneath;
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::safe_git::{config_env_supported, git_version, hardened_git, neutralisers};
+pub(crate) use staging::Staged;
 
 /// Pathspec limiting every operation to the workspace, minus Keel's own directories (written
 /// as a glob: a plain `.keel` pathspec is an error when `.keel/` is ignored).
@@ -34,10 +38,17 @@ const BUILD_DIRS_FILE: &str = "keel-build-dirs";
 /// The most the build directories' exclude file is read of (it holds a few names).
 const MAX_BUILD_DIRS_FILE: u64 = 64 * 1024;
 
-/// A recorded snapshot commit and its tree.
+/// The file (in the snapshot repository's git directory) holding the size limit, in MiB, of
+/// the files snapshots record (`0`: none), written like [`BUILD_DIRS_FILE`] so an undo from
+/// any front end leaves alone what the snapshot left out.
+const MAX_FILE_FILE: &str = "keel-max-file-mb";
+/// `[snapshots] max_file_mb` when neither the caller nor the repository says.
+pub const DEFAULT_MAX_FILE_MB: u64 = 100;
+
+/// A recorded snapshot commit, its tree, and the files left out of it for their size.
 pub(super) struct Recorded {
     pub(super) commit: String,
-    pub(super) tree: String,
+    pub(super) staged: Staged,
 }
 
 /// One ref of the snapshot namespace.
@@ -86,6 +97,9 @@ pub(super) struct Git {
     /// The build directories to leave out (`None`: as the last snapshot did, else the
     /// defaults).
     build_dirs: Option<BuildDirs>,
+    /// The size limit of recorded files in MiB, 0 for none (`None`: as the last snapshot
+    /// did, else [`DEFAULT_MAX_FILE_MB`]).
+    max_file_mb: Option<u64>,
 }
 
 const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
@@ -159,6 +173,7 @@ impl Git {
                     workspace: workspace.clone(),
                     attr_source: attr_ok.then_some(empty),
                     build_dirs: None,
+                    max_file_mb: None,
                 };
                 // A workspace inside another repository's ignored or untracked directory is
                 // not that repository's business: nothing is written into it. Nor is a
@@ -179,6 +194,7 @@ impl Git {
             workspace,
             attr_source: attr_ok.then_some(EMPTY_TREE_SHA1),
             build_dirs: None,
+            max_file_mb: None,
         })
     }
 
@@ -187,23 +203,53 @@ impl Git {
         self.build_dirs = Some(dirs);
     }
 
+    /// Leaves files over `mb` MiB out of the snapshots taken from now on (0: no limit).
+    pub(super) fn set_max_file_mb(&mut self, mb: u64) {
+        self.max_file_mb = Some(mb);
+    }
+
     fn build_dirs_file(&self) -> PathBuf {
         self.git_dir().join(BUILD_DIRS_FILE)
     }
 
-    /// Writes the build directories' exclude file when it is missing or names other ones.
-    fn write_build_dirs(&self) -> Result<(), SnapshotError> {
-        let path = self.build_dirs_file();
-        let wanted = match &self.build_dirs {
-            Some(d) => d.gitignore(),
-            None if path.is_file() => return Ok(()),
-            None => BuildDirs::default().gitignore(),
+    /// The size limit of recorded files in bytes (`None`: no limit): the caller's, else the
+    /// one the last snapshot wrote, else the default.
+    fn max_file_bytes(&self) -> Option<u64> {
+        let mb = self.max_file_mb.unwrap_or_else(|| {
+            keel_tools::project::read_in_dir(&self.git_dir().join(MAX_FILE_FILE), 64)
+                .ok()
+                .flatten()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(DEFAULT_MAX_FILE_MB)
+        });
+        (mb > 0).then(|| mb.saturating_mul(1024 * 1024))
+    }
+
+    /// Writes the settings files an undo from any front end follows — the build directories'
+    /// exclude file and the size limit — when missing or different.
+    fn write_settings(&self) -> Result<(), SnapshotError> {
+        let dirs = match &self.build_dirs {
+            Some(d) => Some(d.gitignore()),
+            None if self.build_dirs_file().is_file() => None,
+            None => Some(BuildDirs::default().gitignore()),
         };
+        if let Some(wanted) = dirs {
+            self.write_setting(BUILD_DIRS_FILE, &wanted)?;
+        }
+        if let Some(mb) = self.max_file_mb {
+            self.write_setting(MAX_FILE_FILE, &format!("{mb}\n"))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `wanted` as the git directory's file `name` unless it already holds it.
+    fn write_setting(&self, name: &str, wanted: &str) -> Result<(), SnapshotError> {
+        let path = self.git_dir().join(name);
         // Read and written beneath the open git directory (regular files only, never
         // blocking): a repository's `.git` or `.keel/snapshots` may hold a FIFO or a symlink
         // out under that name.
         if keel_tools::project::read_in_dir(&path, MAX_BUILD_DIRS_FILE)
-            .is_ok_and(|have| have.as_deref() == Some(wanted.as_str()))
+            .is_ok_and(|have| have.as_deref() == Some(wanted))
         {
             return Ok(());
         }
@@ -214,7 +260,7 @@ impl Git {
         };
         let target = keel_tools::beneath::DirHandle::open(self.git_dir())
             .map_err(io)?
-            .resolve(Path::new(BUILD_DIRS_FILE))
+            .resolve(Path::new(name))
             .map_err(|e| io(std::io::Error::other(e.to_string())))?;
         target
             .write_atomic(wanted.as_bytes(), keel_tools::fs::WriteMode::Replace, None)
@@ -321,10 +367,55 @@ impl Git {
         }
     }
 
-    /// Runs git and returns its output, or an error with its stderr.
+    /// Runs a git command that reads and writes only the repository (objects, refs, Keel's
+    /// index) and returns its output, or an error with its stderr. Unconfined, so it must never
+    /// open a work-tree file: [`repository_only`] refuses anything else (those run confined:
+    /// [`Git::run_in_work_tree`]).
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Output, SnapshotError> {
+        if !repository_only(args) {
+            return Err(self.fail(
+                args,
+                "reads the work tree, so it runs only inside the sandbox (a bug in Keel)".into(),
+            ));
+        }
         let cmd = self.command(args)?;
-        let out = output_within(cmd, input, WORK_DEADLINE).map_err(|e| match e.kind() {
+        let out = output_within(cmd, input, WORK_DEADLINE);
+        self.finish(args, out)
+    }
+
+    /// Runs a git command that reads the live work tree (`git add`) inside the kernel sandbox,
+    /// writing only the snapshot repository: a command running meanwhile may swap a file for a
+    /// symlink to a secret between git's `lstat` and its `open` (red-team pass 4, R4-7), and
+    /// inside the sandbox that link reaches only what the command could read itself. Retries a
+    /// few times while another git holds the index lock.
+    fn run_in_work_tree(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+    ) -> Result<Output, SnapshotError> {
+        let mut writable = vec![self.git_dir().to_path_buf()];
+        if self.common_dir != self.git_dir() {
+            writable.push(self.common_dir.clone());
+        }
+        let jail = keel_tools::confined_git::GitConfinement {
+            workspace: self.work_tree.clone(),
+            writable,
+        };
+        retry_locked(|| {
+            let cmd = self.command(args)?;
+            let out = keel_tools::confined_git::output_blocking(
+                &cmd,
+                &jail,
+                input.map(<[u8]>::to_vec),
+                WORK_DEADLINE,
+            );
+            self.finish(args, out)
+        })
+    }
+
+    /// A finished git's output, or the error saying why it failed.
+    fn finish(&self, args: &[&str], out: std::io::Result<Output>) -> Result<Output, SnapshotError> {
+        let out = out.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => SnapshotError::GitMissing,
             _ => self.fail(args, e.to_string()),
         })?;
@@ -343,20 +434,9 @@ impl Git {
         }
     }
 
-    /// Runs git, retrying a few times while another git holds the index lock.
-    fn run_locked(&self, args: &[&str]) -> Result<Output, SnapshotError> {
-        let mut attempt = 0;
-        loop {
-            match self.run(args, None) {
-                Err(SnapshotError::Git { message, .. })
-                    if message.contains("index.lock") && attempt < 20 =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                other => return other,
-            }
-        }
+    /// [`Git::run`], retrying a few times while another git holds the index lock.
+    fn run_locked(&self, args: &[&str], input: Option<&[u8]>) -> Result<Output, SnapshotError> {
+        retry_locked(|| self.run(args, input))
     }
 
     fn stdout(&self, args: &[&str]) -> Result<String, SnapshotError> {
@@ -468,7 +548,12 @@ impl Git {
 
     /// The workspace's tree now (staged into Keel's index).
     pub(super) fn current_tree(&self) -> Result<String, SnapshotError> {
-        self.write_tree()
+        Ok(self.stage()?.tree)
+    }
+
+    /// The workspace now, staged: its tree and the files left out for their size.
+    pub(super) fn current(&self) -> Result<Staged, SnapshotError> {
+        self.stage()
     }
 
     /// The tree of `commit`'s first parent, if it has one.
@@ -484,69 +569,6 @@ impl Git {
         self.run(&["update-ref", "-d", reference], None).map(|_| ())
     }
 
-    /// Stages the workspace into Keel's index and writes its tree.
-    fn write_tree(&self) -> Result<String, SnapshotError> {
-        self.ensure_repository()?;
-        self.check_layout()?;
-        self.write_build_dirs()?;
-        if let RepoKind::User { git_dir } = &self.kind {
-            // Start from the user's index (copied, never written): its stat data lets `git
-            // add` skip rehashing every unchanged file of a large repository.
-            seed_index(git_dir, &self.index);
-        }
-        self.drop_unsafe_index()?;
-        let stores = StoresBeneath::of(&self.workspace)?;
-        let mut add: Vec<String> = vec!["add".into(), "--all".into()];
-        add.extend(self.pathspec(&stores));
-        // A nested repository without a commit (`git init sub`) makes `git add` fail; it is
-        // left out, as git leaves out a nested repository's files anyway (one failure took
-        // every later snapshot, and undo, away for the run: red-team pass 4, R4-1).
-        loop {
-            match self.run_locked(&as_strs(&add)) {
-                Err(SnapshotError::Git { message, .. })
-                    if add.len() < 200 && !uncommitted_repositories(&message).is_empty() =>
-                {
-                    let before = add.len();
-                    for dir in uncommitted_repositories(&message) {
-                        let spec = format!(":(exclude,literal){dir}");
-                        if !add.contains(&spec) {
-                            add.push(spec);
-                        }
-                    }
-                    if add.len() == before {
-                        return Err(self.fail(&["add"], message));
-                    }
-                }
-                other => {
-                    other?;
-                    break;
-                }
-            }
-        }
-        self.drop_stores(&stores)?;
-        self.stdout(&["write-tree"])
-    }
-
-    /// Drops Keel's index when it names a path outside the work tree — `../../home/u/.ssh/…`
-    /// from a seed of a shipped or command-written user index: `git add` would read that file
-    /// into the snapshot, where a command can read it back (red-team pass 3, R3-11). The next
-    /// `git add` rebuilds the index from the work tree (hashing every file once).
-    fn drop_unsafe_index(&self) -> Result<(), SnapshotError> {
-        if !self.index.is_file() {
-            return Ok(());
-        }
-        let listed = self.run(&["ls-files", "-z", "--cached", "--full-name"], None)?;
-        if keel_tools::safe_git::bad_index_path(&listed.stdout).is_some() {
-            std::fs::remove_file(&self.index).map_err(|e| {
-                self.fail(
-                    &["ls-files"],
-                    format!("cannot drop an index naming files outside the work tree: {e}"),
-                )
-            })?;
-        }
-        Ok(())
-    }
-
     /// Records the workspace as a commit under `reference`. `parent` (commit, tree) chains it;
     /// an unchanged tree reuses the parent commit.
     pub(super) fn snapshot(
@@ -555,22 +577,23 @@ impl Git {
         message: &str,
         parent: Option<(&str, &str)>,
     ) -> Result<Recorded, SnapshotError> {
-        let tree = self.write_tree()?;
+        let staged = self.stage()?;
+        let tree = staged.tree.as_str();
         let commit = match parent {
             Some((commit, parent_tree)) if parent_tree == tree => commit.to_string(),
             Some((commit, _)) => self.stdout(&[
                 "commit-tree",
                 "--no-gpg-sign",
-                &tree,
+                tree,
                 "-p",
                 commit,
                 "-m",
                 message,
             ])?,
-            None => self.stdout(&["commit-tree", "--no-gpg-sign", &tree, "-m", message])?,
+            None => self.stdout(&["commit-tree", "--no-gpg-sign", tree, "-m", message])?,
         };
         self.run(&["update-ref", reference, &commit], None)?;
-        Ok(Recorded { commit, tree })
+        Ok(Recorded { commit, staged })
     }
 
     /// Refs under `prefix`, with their commit's tree and creation time (Unix seconds).
@@ -615,158 +638,6 @@ impl Git {
         let out = self.run(&args, None)?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
-
-    /// The differences between the workspace's trees `from` and `to`.
-    fn diff(&self, from: &str, to: &str) -> Result<Vec<Change>, SnapshotError> {
-        let mut args = vec![
-            "diff",
-            "--raw",
-            "-z",
-            "--no-renames",
-            "--no-abbrev",
-            "--no-ext-diff",
-            "--relative",
-            from,
-            to,
-        ];
-        // Never a store: a restore writes, recreates and removes only what this lists.
-        let spec = self.pathspec(&StoresBeneath::of(&self.workspace)?);
-        args.extend(as_strs(&spec));
-        let out = self.run(&args, None)?;
-        let mut fields = out.stdout.split(|b| *b == 0).filter(|f| !f.is_empty());
-        let mut changes = Vec::new();
-        // Each change: ":oldmode newmode oldsha newsha status" then the path.
-        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
-            let meta = String::from_utf8_lossy(meta);
-            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
-            let (Some(mode), Some(sha), Some(status)) = (parts.get(1), parts.get(3), parts.get(4))
-            else {
-                continue;
-            };
-            changes.push(Change {
-                status: status.chars().next().unwrap_or('M'),
-                mode: mode.to_string(),
-                sha: sha.to_string(),
-                path: String::from_utf8_lossy(path).into_owned(),
-            });
-        }
-        Ok(changes)
-    }
-
-    /// Makes the workspace match `commit` (within the workspace, outside `.keel/` and ignored
-    /// files) and verifies the result. Only the changed paths are touched, in the work tree
-    /// and in Keel's index, so unchanged files keep their stat data (no rehash of the tree).
-    /// `current`: the workspace's tree when the caller just recorded it.
-    pub(super) fn restore(
-        &self,
-        commit: &str,
-        current: Option<&str>,
-    ) -> Result<RestoreReport, SnapshotError> {
-        if !self.exists() {
-            return Err(self.fail(&["rev-parse", commit], "no snapshot repository yet".into()));
-        }
-        self.check_layout()?;
-        let target = self.stdout(&["rev-parse", "--verify", &format!("{commit}^{{commit}}")])?;
-        let current = match current {
-            Some(tree) => tree.to_string(),
-            None => self.write_tree()?,
-        };
-        let changes = self.diff(&current, &target)?;
-        let mut report = RestoreReport::default();
-        let mut index_info: Vec<u8> = Vec::new();
-        let mut write: Vec<u8> = Vec::new();
-        for c in &changes {
-            let full = format!("{}{}", self.prefix, c.path);
-            match c.status {
-                'D' => {
-                    report.removed.push(c.path.clone());
-                    index_info.extend_from_slice(
-                        format!("0 {}\t{full}", "0".repeat(c.sha.len())).as_bytes(),
-                    );
-                }
-                status => {
-                    if status == 'A' {
-                        report.recreated.push(c.path.clone());
-                    } else {
-                        report.modified.push(c.path.clone());
-                    }
-                    index_info
-                        .extend_from_slice(format!("{} {}\t{full}", c.mode, c.sha).as_bytes());
-                    write.extend_from_slice(c.path.as_bytes());
-                    write.push(0);
-                }
-            }
-            index_info.push(0);
-        }
-        // Removals first, so a directory that becomes a file again has room.
-        for path in &report.removed {
-            self.remove(path)?;
-        }
-        if !index_info.is_empty() {
-            self.run(&["update-index", "-z", "--index-info"], Some(&index_info))?;
-        }
-        if !write.is_empty() {
-            self.run(
-                &["checkout-index", "--force", "-u", "-z", "--stdin"],
-                Some(&write),
-            )?;
-        }
-        let after = self.write_tree()?;
-        let left = self.diff(&after, &target)?;
-        if !left.is_empty() {
-            let detail = left
-                .iter()
-                .take(10)
-                .map(|c| format!("{} {}", c.status, c.path))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(SnapshotError::Mismatch {
-                commit: target,
-                detail: format!("still different: {detail}"),
-            });
-        }
-        report.modified.sort();
-        report.recreated.sort();
-        report.removed.sort();
-        Ok(report)
-    }
-
-    /// Deletes a workspace file the snapshot does not have, then its parent directories that
-    /// became empty — beneath the open workspace directory, so a directory on the way that
-    /// was swapped for a symlink leads nowhere outside.
-    fn remove(&self, rel: &str) -> Result<(), SnapshotError> {
-        let path = self.workspace.join(rel);
-        let io = |source| SnapshotError::Io {
-            action: "remove",
-            path: path.display().to_string(),
-            source,
-        };
-        let ws = keel_tools::Workspace::new(&self.workspace)
-            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-        // A path through a link out, or already gone: nothing of the workspace to delete.
-        let Ok(target) = ws.locate_entry(rel) else {
-            return Ok(());
-        };
-        match target.info() {
-            // A nested repository (gitlink): not Keel's to delete.
-            Ok(Some(info)) if info.kind == keel_tools::fs::FileKind::Dir => return Ok(()),
-            Ok(Some(_)) => {}
-            _ => return Ok(()), // already gone
-        }
-        target.remove_file().map_err(io)?;
-        let mut dir = std::path::Path::new(rel).parent();
-        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
-            let removed = d
-                .to_str()
-                .and_then(|d| ws.locate(d).ok())
-                .is_some_and(|t| t.remove_empty_dir().is_ok());
-            if !removed {
-                break; // not empty (or not ours): stop climbing
-            }
-            dir = d.parent();
-        }
-        Ok(())
-    }
 }
 
 impl Git {
@@ -776,20 +647,6 @@ impl Git {
         let mut spec: Vec<String> = PATHSPEC.iter().map(|s| s.to_string()).collect();
         spec.extend(stores.excluding());
         spec
-    }
-
-    /// Drops from Keel's index whatever it holds in a store (seeded from the user's index, or
-    /// staged before stores were left out), so the tree written next names none.
-    fn drop_stores(&self, stores: &StoresBeneath) -> Result<(), SnapshotError> {
-        if stores.is_empty() {
-            return Ok(());
-        }
-        let mut args: Vec<String> = ["rm", "--cached", "-r", "-f", "-q", "--ignore-unmatch", "--"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        args.extend(stores.selecting());
-        self.run_locked(&as_strs(&args)).map(|_| ())
     }
 
     /// Deletes the refs named (one `git update-ref --stdin` transaction); the objects they
@@ -805,49 +662,65 @@ impl Git {
     }
 }
 
-/// The most of the user's index copied as the seed of Keel's (larger: Keel's starts empty).
-const MAX_SEED_INDEX: u64 = 512 * 1024 * 1024;
-
-/// Copies the user's index as Keel's first one, when Keel has none yet: both opened beneath
-/// the open git directory, the source only as a regular file (no link, no FIFO), the copy
-/// created new (never through a link, never over anything). Best effort: without the seed
-/// git hashes every file once.
-fn seed_index(git_dir: &Path, index: &Path) {
-    let Ok(dir) = keel_tools::beneath::DirHandle::open(git_dir) else {
-        return;
-    };
-    let Some(name) = index.file_name() else {
-        return;
-    };
-    let Ok(target) = dir.resolve_entry(Path::new(name)) else {
-        return;
-    };
-    if !matches!(target.info(), Ok(None)) {
-        return; // already there (or unreadable): nothing to seed
+/// Runs `run`, retrying a few times while another git holds the index lock.
+fn retry_locked(run: impl Fn() -> Result<Output, SnapshotError>) -> Result<Output, SnapshotError> {
+    let mut attempt = 0;
+    loop {
+        match run() {
+            Err(SnapshotError::Git { message, .. })
+                if message.contains("index.lock") && attempt < 20 =>
+            {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
     }
-    let Ok(bytes) = dir
-        .resolve_entry(Path::new("index"))
-        .map_err(|e| std::io::Error::other(e.to_string()))
-        .and_then(|source| source.read_bounded(MAX_SEED_INDEX))
-    else {
-        return;
-    };
-    let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
 }
 
-/// The nested repositories without a commit that `git add` named in its error (`error:
-/// 'sub/' does not have a commit checked out`), as it wrote them.
-fn uncommitted_repositories(stderr: &str) -> Vec<String> {
-    stderr
-        .lines()
-        .filter_map(|l| {
-            l.trim()
-                .strip_prefix("error: '")?
-                .strip_suffix("' does not have a commit checked out")
-        })
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect()
+/// Whether `args` name a git command that opens no work-tree file, so Keel may run it
+/// unconfined ([`Git::run`]): it reads and writes only objects, refs, the configuration and
+/// Keel's index (`diff` here only ever compares two trees; `checkout-index` writes files,
+/// it reads none). Anything else — `add`, `status`, a `diff` against the work tree — runs
+/// inside the sandbox ([`Git::run_in_work_tree`]), where a symlink swapped in by a command
+/// reaches no more than that command could read (red-team pass 4, R4-7).
+fn repository_only(args: &[&str]) -> bool {
+    let has = |flag: &str| args.contains(&flag);
+    match args.first().copied() {
+        Some(
+            "rev-parse" | "config" | "write-tree" | "commit-tree" | "update-ref" | "for-each-ref"
+            | "checkout-index" | "rev-list" | "repack",
+        ) => true,
+        Some("ls-files") => {
+            has("--cached")
+                && ![
+                    "-m",
+                    "-o",
+                    "-d",
+                    "-s",
+                    "--modified",
+                    "--others",
+                    "--deleted",
+                    "--stage",
+                ]
+                .iter()
+                .any(|f| has(f))
+        }
+        Some("update-index") => has("--index-info") && !has("--refresh") && !has("--add"),
+        Some("rm") => has("--cached"),
+        // Tree to tree: a revision on each side, so git opens nothing in the work tree.
+        Some("diff") => !has("--cached") && !has("--no-index") && diff_revisions(args) == 2,
+        _ => false,
+    }
+}
+
+/// How many non-option arguments `git diff` gets before `--`.
+fn diff_revisions(args: &[&str]) -> usize {
+    args.iter()
+        .skip(1)
+        .take_while(|a| **a != "--")
+        .filter(|a| !a.starts_with('-'))
+        .count()
 }
 
 fn as_strs(args: &[String]) -> Vec<&str> {

@@ -117,7 +117,7 @@ impl Snapshots {
             &message,
             Some((target.commit.as_str(), target.tree.as_str())),
         )?;
-        let changes = self.git.restore(&target.commit, Some(&replaced.tree))?;
+        let changes = self.git.restore(&target.commit, Some(&replaced.staged))?;
         Ok(UndoReport {
             session: session.to_string(),
             turn: turn.unwrap_or(target.turn),
@@ -142,8 +142,14 @@ impl Snapshots {
         let Some(last) = undos.pop() else {
             return Err(SnapshotError::NothingToRedo(session.to_string()));
         };
-        let current = self.git.current_tree()?;
-        if self.git.parent_tree(&last.commit).as_deref() != Some(current.as_str()) {
+        let current = self.git.current()?;
+        // Still what the undo restored — but for the files left alone for their size.
+        let unchanged = match self.git.parent_tree(&last.commit) {
+            Some(tree) if tree == current.tree => true,
+            Some(tree) => !self.git.differs_outside_left_out(&tree, &current)?,
+            None => false,
+        };
+        if !unchanged {
             return Err(SnapshotError::RedoStale {
                 session: session.to_string(),
                 commit: last.commit,

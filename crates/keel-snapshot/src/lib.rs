@@ -11,11 +11,13 @@
 //! that repository (objects and refs only), built with a separate index file
 //! (`GIT_INDEX_FILE`), so the user's index, branch, HEAD and stash are never touched. Elsewhere
 //! (no repository, or an ignored or untracked directory of another one) Keel keeps a private
-//! repository in `.keel/snapshots` and writes nothing into the outer repository. Files the
+//! repository in `.keel/snapshots` and writes nothing into the outer repository. Directories the
 //! repository ignores (`.gitignore`: build output, dependencies), untracked build and dependency
 //! directories (`[snapshots] build_dirs`: `target/`, `node_modules/`, … — Keel's build output
-//! is not the user's work even where `.gitignore` forgets it) and Keel's own `.keel/`
-//! directory are neither recorded nor restored. Attribute-driven conversions (line endings,
+//! is not the user's work even where `.gitignore` forgets it), files over `[snapshots]
+//! max_file_mb`, untracked nested repositories and Keel's own `.keel/` directory are neither
+//! recorded nor restored; small files the repository ignores one by one (`.env`, a local
+//! config: often the user's only copy) are recorded. Attribute-driven conversions (line endings,
 //! filters) are switched off so a restore gives back the exact bytes (git 2.40 or newer).
 //!
 //! This crate does not decide when to snapshot (the loop does: before the first call of a
@@ -56,11 +58,14 @@ impl Snapshots {
     /// The snapshot store for `workspace`: its git repository if it is that repository's root
     /// or a tracked part of it, else the private repository in `.keel/snapshots` (created on
     /// the first snapshot). Runs
-    /// `git rev-parse` once; fails only when git itself cannot run.
+    /// `git rev-parse` once; fails only when git itself cannot run — or when copies of
+    /// protected stores that snapshots taken before they were left out kept cannot be
+    /// purged (a workspace holding a store: see `git/purge.rs`).
     pub fn open(workspace: &Path) -> Result<Self, SnapshotError> {
-        Ok(Self {
-            git: Git::detect(workspace)?,
-        })
+        let git = Git::detect(workspace)?;
+        // Snapshots taken before stores were left out may hold copies of them (R3-2).
+        git.purge_stores()?;
+        Ok(Self { git })
     }
 
     /// [`Snapshots::open`], leaving `build_dirs` out of the snapshots it takes when git tracks
@@ -71,8 +76,17 @@ impl Snapshots {
         build_dirs: keel_tools::build_dirs::BuildDirs,
     ) -> Result<Self, SnapshotError> {
         let mut git = Git::detect(workspace)?;
+        git.purge_stores()?;
         git.set_build_dirs(build_dirs);
         Ok(Self { git })
+    }
+
+    /// Leaves files larger than `mb` MiB out of the snapshots taken from now on, and alone in
+    /// restores (`[snapshots] max_file_mb`; 0: no limit). Without it, a store follows the
+    /// limit its last snapshot had (100 MiB at first).
+    pub fn with_max_file_mb(mut self, mb: u64) -> Self {
+        self.git.set_max_file_mb(mb);
+        self
     }
 
     /// The workspace root.
@@ -112,9 +126,10 @@ impl Snapshots {
             session: session.to_string(),
             turn,
             commit: recorded.commit,
-            tree: recorded.tree,
+            tree: recorded.staged.tree,
             reference,
             created: now_secs(),
+            left_out: recorded.staged.left_out,
         })
     }
 
@@ -143,6 +158,7 @@ impl Snapshots {
                     tree: r.tree,
                     reference: r.name,
                     created: r.created,
+                    left_out: Vec::new(),
                 })
             })
             .collect();
@@ -208,7 +224,7 @@ impl Snapshots {
     }
 
     /// Restores the workspace to `commit` (any snapshot or checkpoint) and reports what
-    /// changed. Ignored files and `.keel/` are left alone.
+    /// changed. Ignored directories, files over the size limit and `.keel/` are left alone.
     pub fn restore(&self, commit: &str) -> Result<RestoreReport, SnapshotError> {
         self.git.restore(commit, None)
     }
@@ -220,6 +236,7 @@ impl Snapshots {
 pub struct LazySnapshots {
     workspace: PathBuf,
     build_dirs: keel_tools::build_dirs::BuildDirs,
+    max_file_mb: Option<u64>,
     cell: Arc<OnceLock<Result<Arc<Snapshots>, String>>>,
 }
 
@@ -228,8 +245,15 @@ impl LazySnapshots {
         Self {
             workspace: workspace.to_path_buf(),
             build_dirs,
+            max_file_mb: None,
             cell: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// [`Snapshots::with_max_file_mb`] for the store when it opens.
+    pub fn with_max_file_mb(mut self, mb: u64) -> Self {
+        self.max_file_mb = Some(mb);
+        self
     }
 
     /// The store, opening it on the first call (blocking: runs git). The error says why
@@ -238,6 +262,10 @@ impl LazySnapshots {
         self.cell
             .get_or_init(|| {
                 Snapshots::open_with(&self.workspace, self.build_dirs.clone())
+                    .map(|s| match self.max_file_mb {
+                        Some(mb) => s.with_max_file_mb(mb),
+                        None => s,
+                    })
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -275,6 +303,10 @@ fn now_secs() -> u64 {
 mod hostile_tests;
 #[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+mod race_tests;
+#[cfg(test)]
+mod size_tests;
 #[cfg(test)]
 mod stores_tests;
 #[cfg(test)]

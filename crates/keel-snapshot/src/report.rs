@@ -16,6 +16,10 @@ pub struct SnapshotInfo {
     pub reference: String,
     /// Unix seconds when it was taken.
     pub created: u64,
+    /// Files over the size limit (`[snapshots] max_file_mb`) this snapshot did not record
+    /// (known when it is taken; empty in listings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 /// What a restore changed in the workspace (workspace-relative paths, sorted).
@@ -27,6 +31,10 @@ pub struct RestoreReport {
     pub recreated: Vec<String>,
     /// Files that did not exist in the snapshot and were removed.
     pub removed: Vec<String>,
+    /// Files over the size limit (`[snapshots] max_file_mb`), left as they are: their
+    /// content is in no snapshot, so nothing replaced or removed them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_alone: Vec<String>,
 }
 
 impl RestoreReport {

@@ -160,3 +160,92 @@ fn a_snapshot_that_holds_a_store_never_restores_into_it() {
     let diff = snaps.session_diff("s1").unwrap().unwrap_or_default();
     assert!(!diff.contains("vault"), "{diff}");
 }
+
+/// Snapshots taken before stores were left out (an older Keel) hold copies of them: opening
+/// the store purges them — the refs whose history holds a store go, and so do the objects only
+/// they reached (loose or packed by a `git gc`), while a store file the user committed, the
+/// other sessions' snapshots and every workspace file stay.
+fn old_store_copies_are_purged_on_open(with_repo: bool, packed: bool) {
+    let (_dir, ws) = workspace(with_repo);
+    // A session from before the store existed, then one that copied it (as Keel did before
+    // the R3-2 fix: the store was not yet on the list when these snapshots were taken).
+    std::fs::rename(ws.join("vault"), ws.join("../vault")).unwrap();
+    let snaps = Snapshots::open(&ws).unwrap();
+    let clean = snaps.take("clean", 0, None).unwrap();
+    std::fs::rename(ws.join("../vault"), ws.join("vault")).unwrap();
+    let held = snaps.take("held", 0, None).unwrap();
+    std::fs::write(ws.join("README.md"), "changed\n").unwrap();
+    snaps.take("held", 1, Some(&held)).unwrap();
+    assert!(all_objects(snaps.git_dir()).contains("FAKE-STORE-TOKEN"));
+    if packed {
+        git_out(snaps.git_dir(), &["repack", "-a", "-d", "-q"]);
+    }
+    let git_dir = snaps.git_dir().to_path_buf();
+    drop(snaps);
+
+    keel_tools::stores::register_keel_path(&ws.join("vault"));
+    let snaps = Snapshots::open(&ws).unwrap();
+    let objects = all_objects(&git_dir);
+    assert!(
+        !objects.contains("FAKE-STORE-TOKEN"),
+        "the store's copy is gone ({})",
+        if with_repo {
+            "user repository"
+        } else {
+            "private"
+        }
+    );
+    assert_eq!(
+        objects.contains("FAKE-STORE-KEY"),
+        with_repo,
+        "a store file the user committed is theirs"
+    );
+    assert!(snaps.list("held").unwrap().is_empty(), "its refs are gone");
+    let kept: Vec<String> = snaps
+        .list("clean")
+        .unwrap()
+        .into_iter()
+        .map(|s| s.commit)
+        .collect();
+    assert_eq!(
+        kept,
+        std::slice::from_ref(&clean.commit),
+        "the other session's snapshot stays"
+    );
+    // Nothing of the workspace was touched, and snapshots go on (without the store).
+    assert_eq!(
+        std::fs::read_to_string(ws.join("README.md")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("vault/token")).unwrap(),
+        "FAKE-STORE-TOKEN\n"
+    );
+    let next = snaps.take("next", 0, None).unwrap();
+    let names = git_out(&git_dir, &["ls-tree", "-r", "--name-only", &next.commit]);
+    assert!(
+        names.contains("README.md") && !names.contains("vault"),
+        "{names}"
+    );
+    snaps.restore(&clean.commit).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.join("README.md")).unwrap(),
+        "notes\n"
+    );
+    assert!(ws.join("vault/token").exists());
+}
+
+#[test]
+fn old_store_copies_are_purged_on_open_in_a_private_repository() {
+    old_store_copies_are_purged_on_open(false, false);
+}
+
+#[test]
+fn old_store_copies_are_purged_on_open_in_the_users_repository() {
+    old_store_copies_are_purged_on_open(true, false);
+}
+
+#[test]
+fn old_store_copies_are_purged_on_open_even_when_packed() {
+    old_store_copies_are_purged_on_open(true, true);
+}

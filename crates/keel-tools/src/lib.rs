@@ -21,6 +21,7 @@ pub use keel_fs::{beneath, project, stores};
 pub mod build_dirs;
 pub mod builtin;
 pub mod catalog;
+pub mod confined_git;
 mod context;
 pub mod edit;
 #[cfg(any(test, feature = "test-fixtures"))]

@@ -17,6 +17,38 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
     }
 }
 
+/// `text` made safe for a terminal (`keel` commands, `keel chat`, `keel worker`'s messages):
+/// every control character but newline and tab shown as caret notation (`^[`,
+/// `^G`, `^M` for a lone carriage return, `^?`) or `<U+009B>` for C1 controls (and
+/// `<U+202E>` for bidi controls).
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c if !needs_escape(c) => out.push(c),
+            '\u{7f}' => out.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(c as u8 + 64));
+            }
+            c => out.push_str(&format!("<U+{:04X}>", c as u32)),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Control characters but newline and tab, and the bidi controls that reorder what follows
+/// (`U+202A`–`U+202E`, `U+2066`–`U+2069`: `txt.exe` shown as `exe.txt`).
+pub fn needs_escape(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// A file name or path as tool output shows it: control characters (a newline, an escape
 /// sequence, a carriage return) are escaped (`\n`, `\x1b`), so a crafted name cannot fake
 /// extra lines or results in a listing.
@@ -89,6 +121,20 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn escape_sequences_are_shown_not_obeyed() {
+        // Red-team B11: OSC 52 (clipboard), a window title, clear screen, cursor up + erase.
+        let evil = "hi \u{1b}]52;c;cm0gLXJmIH4K\u{7} \u{1b}[1A\u{1b}[2K HIDDEN \u{9b}2J\rover";
+        let shown = visible(evil);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        assert_eq!(
+            shown,
+            "hi ^[]52;c;cm0gLXJmIH4K^G ^[[1A^[[2K HIDDEN <U+009B>2J^Mover"
+        );
+        assert_eq!(visible("a\tb\r\nc\n"), "a\tb\nc\n");
+        assert!(matches!(visible("plain"), std::borrow::Cow::Borrowed(_)));
+    }
 
     #[test]
     fn short_text_is_untouched() {

@@ -677,6 +677,9 @@ async fn secret_stores(test: &str, ws: &Path) {
         ".docker",
         ".config/gh",
         ".local/share/keyrings",
+        ".gemini",
+        ".tsh/keys/proxy",
+        ".minikube/profiles/minikube",
     ] {
         std::fs::create_dir_all(home.join(d)).unwrap();
     }
@@ -688,6 +691,14 @@ async fn secret_stores(test: &str, ws: &Path) {
         (".git-credentials", "FAKE-GIT-TOKEN"),
         (".config/gh/hosts.yml", "FAKE-GH-TOKEN"),
         (".local/share/keyrings/login.keyring", "FAKE-KEYRING"),
+        // Red-team pass 4, R4-12.
+        (".gemini/oauth_creds.json", "FAKE-GEMINI"),
+        (".tsh/keys/proxy/u", "FAKE-TSH-KEY"),
+        (
+            ".minikube/profiles/minikube/client.key",
+            "FAKE-MINIKUBE-KEY",
+        ),
+        (".bash_history", "FAKE-HISTORY-TOKEN"),
     ];
     for (path, secret) in secrets {
         std::fs::write(home.join(path), secret).unwrap();
@@ -701,7 +712,9 @@ async fn secret_stores(test: &str, ws: &Path) {
     let h = home.display();
     let script = format!(
         "for f in .ssh/id_ed25519 .aws/credentials .docker/config.json .netrc .git-credentials \
-         .config/gh/hosts.yml .local/share/keyrings/login.keyring .bashrc .docker/daemon.json; \
+         .config/gh/hosts.yml .local/share/keyrings/login.keyring .gemini/oauth_creds.json \
+         .tsh/keys/proxy/u .minikube/profiles/minikube/client.key .bash_history \
+         .bashrc .docker/daemon.json; \
          do cat {h}/$f; echo; done; ls -A {h}/.ssh | sed 's/^/listed: /'; \
          echo planted > {h}/.ssh/authorized_keys; echo planted > {h}/.netrc; true"
     );

@@ -5,21 +5,27 @@
 //! filters or aliases, and no system or global configuration.
 
 use std::path::Path;
+use std::time::Duration;
+
+/// The longest `/diff`'s git may run.
+const DIFF_DEADLINE: Duration = Duration::from_secs(60);
 
 /// `git diff HEAD` of `workspace` (empty when nothing changed), or what went wrong, for the
 /// user.
 pub fn workspace_diff(workspace: &Path) -> Result<String, String> {
     let mut git = keel_tools::safe_git::in_repository(workspace, &[])?;
-    let out = git
-        .args([
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--ignore-submodules=all",
-            "HEAD",
-        ])
-        .output()
+    git.args([
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--ignore-submodules=all",
+        "HEAD",
+    ]);
+    // Inside the read-only sandbox: a command still running (a subagent's, a `setsid` child)
+    // may swap a file for a symlink to a secret while git reads the work tree (R4-7).
+    let jail = keel_tools::confined_git::GitConfinement::read_only(workspace);
+    let out = keel_tools::confined_git::output_blocking(&git, &jail, None, DIFF_DEADLINE)
         .map_err(|e| format!("cannot run git: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -430,6 +430,15 @@ impl Human {
                     s.dim, s.reset
                 ));
             }
+            EventKind::Snapshot { left_out, .. } if !left_out.is_empty() => {
+                close(&mut out, st);
+                out.push_str(&format!(
+                    "{}note: left out of the snapshot (larger than [snapshots] max_file_mb; undo leaves them as they are): {}{}\n",
+                    s.yellow,
+                    first_line(&left_out.join(", "), 200),
+                    s.reset
+                ));
+            }
             EventKind::Snapshot { .. } => {}
             EventKind::SnapshotFailed { message, .. } => {
                 close(&mut out, st);

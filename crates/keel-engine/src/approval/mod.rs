@@ -47,6 +47,10 @@ pub struct CallSummary {
     /// Why that class: the command analyser's first reason (`` `rm` deletes files ``), or what
     /// the tool's effect means; empty for a call that needs no explaining (a read).
     pub reason: String,
+    /// The command runs a script of the workspace (`python3 gen.py`, `./fmt.py`, `sh x.sh`):
+    /// a session approval of it holds only while no workspace code changed since it last ran
+    /// (whatever the script imports, by whatever path it builds).
+    pub runs_workspace_script: bool,
 }
 
 /// The approval policy and rules of a session.
@@ -147,7 +151,7 @@ impl ApprovalRules {
             (None, None) => None,
         };
         let patch = (call.name == "apply_patch")
-            .then(|| patch_plan::plan(&call.arguments))
+            .then(|| patch_plan::plan(&call.arguments, workspace))
             .flatten();
         let deletes = patch.as_ref().is_some_and(|p| !p.deletes.is_empty());
         let class = match (&analysis, effect) {
@@ -188,11 +192,15 @@ impl ApprovalRules {
             }
             (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => String::new(),
         };
+        let runs_workspace_script = analysis
+            .as_ref()
+            .is_some_and(|a| a.sources.iter().any(|s| s.what == "the script"));
         let summary = CallSummary {
             tool: call.name.clone(),
             summary: text,
             class: class.to_string(),
             reason,
+            runs_workspace_script,
         };
         let hits = |rules: &[String]| -> RuleHits {
             let mut hits = RuleHits::default();
@@ -322,6 +330,17 @@ const SHOWN_ARGS: usize = 200;
 /// notes.md)` when `notes.md` links there — so a person sees, and a session approval
 /// remembers, the file written rather than the link's name (red-team pass 2, R16).
 fn describe(call: &ToolCall, effect: Option<ToolEffect>, workspace: Option<&Workspace>) -> String {
+    // A tool Keel does not know (an MCP tool) is shown with every argument: its `path` alone
+    // hid that the call sends the model's text to a repository the model chose, with the
+    // user's own server and token (red-team pass 4, R4-6).
+    if matches!(effect, None | Some(ToolEffect::Unknown)) {
+        return format!(
+            "{} {} [#{}]",
+            call.name,
+            every_argument(&call.arguments),
+            fingerprint(&call.arguments)
+        );
+    }
     let only_one = call.arguments.as_object().is_some_and(|o| o.len() <= 1);
     for key in ["path", "file", "query", "pattern"] {
         if let Some(v) = call.arguments.get(key).and_then(|v| v.as_str()) {
@@ -345,6 +364,50 @@ fn describe(call: &ToolCall, effect: Option<ToolEffect>, workspace: Option<&Work
     }
     let short: String = args.chars().take(SHOWN_ARGS).collect();
     format!("{} {short}… [#{}]", call.name, fingerprint(&call.arguments))
+}
+
+/// Characters of one argument's value shown before it is cut.
+const SHOWN_VALUE: usize = 160;
+/// Characters of all arguments shown before the rest are only counted.
+const SHOWN_ALL: usize = 1_200;
+
+/// Every argument of a call, by name in sorted order (`owner=attacker-org, path=README.md,
+/// repo=exfil-drop`), each value cut past [`SHOWN_VALUE`] characters with how much was left
+/// out; past [`SHOWN_ALL`] characters the remaining arguments are counted. The fingerprint
+/// beside it covers the whole call.
+fn every_argument(args: &serde_json::Value) -> String {
+    let cut = |text: String| -> String {
+        let n = text.chars().count();
+        if n <= SHOWN_VALUE {
+            return text;
+        }
+        let head: String = text.chars().take(SHOWN_VALUE).collect();
+        format!("{head}…(+{} chars)", n - SHOWN_VALUE)
+    };
+    let Some(map) = args.as_object() else {
+        return cut(args.to_string());
+    };
+    if map.is_empty() {
+        return "{}".into();
+    }
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    let mut out = String::new();
+    for (i, key) in keys.iter().enumerate() {
+        if out.chars().count() > SHOWN_ALL {
+            out.push_str(&format!(", … and {} more arguments", keys.len() - i));
+            break;
+        }
+        let value = match &map[key.as_str()] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&format!("{key}={}", cut(value)));
+    }
+    out
 }
 
 /// A short fingerprint of a call's whole arguments (SHA-256 of their canonical JSON).
@@ -378,6 +441,12 @@ pub struct ApprovalGate {
     /// Test code changed at or after this time makes `run_tests` ask (the session's start,
     /// then the last approved test run).
     tests_since: Mutex<std::time::SystemTime>,
+    /// Remembered approvals of commands that run a workspace script, with when each last
+    /// finished (`None`: not yet): the approval holds while no code file of the workspace
+    /// changed since.
+    pinned: Mutex<HashMap<String, Option<std::time::SystemTime>>>,
+    /// Calls running now under a pinned approval (call id → its key).
+    pinned_running: Mutex<HashMap<String, String>>,
 }
 
 impl ApprovalGate {
@@ -390,6 +459,8 @@ impl ApprovalGate {
             remembered: Mutex::new(HashSet::new()),
             lane: lane::Lane::default(),
             tests_since: Mutex::new(std::time::SystemTime::now()),
+            pinned: Mutex::new(HashMap::new()),
+            pinned_running: Mutex::new(HashMap::new()),
         }
     }
 
@@ -434,30 +505,51 @@ impl ApprovalGate {
     /// an approval with scope `session` does (a handle rebuilt for a session whose earlier
     /// answers are stored: a worker's next turn).
     pub fn remember(&self, tool: &str, summary: &str) {
-        self.remembered
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(format!("{tool}\u{0}{summary}"));
+        let key = format!("{tool}\u{0}{summary}");
+        // A script's approval covers the workspace's code as it is now (a new process: the
+        // previous turn's changes are not known here).
+        lock(&self.pinned).insert(key.clone(), Some(std::time::SystemTime::now()));
+        lock(&self.remembered).insert(key);
+    }
+
+    /// Why the session approval of the script call `key` no longer holds: the workspace code
+    /// files changed since it last ran (or it never finished), listed; `None` while it holds
+    /// or the call is not a script's.
+    fn pin_lapsed(&self, key: &str, workspace: &Workspace) -> Option<String> {
+        let since = (*lock(&self.pinned).get(key)?)?;
+        test_code::code_changed_since(workspace, since).map(|(files, _)| test_code::list(&files))
     }
 
     /// Whether `call` is a test run (a tool that runs the project's own command, not a
     /// command line) whose test code is looked at: not under `never`, nor when the user allows
     /// the tool outright (`allow = ["run_tests"]`).
     fn judges_test_code(&self, call: &ToolCall, tools: &ToolRegistry) -> bool {
-        self.rules.policy != ApprovalPolicy::Never
-            && call.arguments.get("command").is_none()
+        call.arguments.get("command").is_none()
             && tools
                 .get(&call.name)
                 .is_some_and(|t| t.effect() == ToolEffect::RunsCommands)
+            && self.judges_test_code_of(&call.name)
+    }
+
+    /// Whether a test run by `tool` has its test code looked at: not under `never`, nor when
+    /// the user allows `tool` outright.
+    fn judges_test_code_of(&self, tool_name: &str) -> bool {
+        self.rules.policy != ApprovalPolicy::Never
             && !self.rules.allow.iter().any(|r| {
                 let (tool, prefix) = split_rule(r);
-                prefix.is_none() && (tool == call.name || tool == "*")
+                prefix.is_none() && (tool == tool_name || tool == "*")
             })
     }
 
     /// The call `call_id` finished with `output`: when it ran in the read-only lane and tried
     /// to write, the note appended to its result (and the same call asks next time).
     pub(crate) fn finished(&self, call_id: &str, output: &str) -> Option<String> {
+        if let Some(key) = lock(&self.pinned_running).remove(call_id)
+            && let Some(since) = lock(&self.pinned).get_mut(&key)
+        {
+            // What the script itself wrote while it ran is covered by the approval.
+            *since = Some(std::time::SystemTime::now());
+        }
         self.lane.finished(call_id, output)
     }
 
@@ -485,10 +577,60 @@ impl ApprovalGate {
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> Result<Result<CommandAccess, String>, EngineError> {
+        let test_run = self.judges_test_code(call, tools);
+        self.check_judged(call, tools, workspace, emitter, cancel, test_run)
+            .await
+    }
+
+    /// Whether a verification gate is a test run whose test code is looked at (it runs the
+    /// project's tests or build, which load test code by convention): as
+    /// [`Self::judges_test_code`] for `run_tests` — not under `never`, nor when the user allows
+    /// `run_tests` outright.
+    fn judges_gate_test_code(&self) -> bool {
+        self.judges_test_code_of("run_tests")
+    }
+
+    /// The test code the session changed since the last approved test run, listed (`a.py,
+    /// b.py and 3 more`), when a verification gate must ask because of it (red-team pass 2,
+    /// R21: the final gate runs the model's `conftest.py` as `run_tests` would).
+    pub(crate) fn gate_test_code_changed(&self, workspace: &Workspace) -> Option<String> {
+        if !self.judges_gate_test_code() {
+            return None;
+        }
+        let since = *self
+            .tests_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        test_code::changed_since(workspace, since).map(|(files, _)| test_code::list(&files))
+    }
+
+    /// [`Self::check`] for a verification gate's command (a `run_command` call): judged like
+    /// the model's, and like `run_tests` by the test code the session changed.
+    pub(crate) async fn check_gate(
+        &self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        workspace: &Workspace,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Result<Result<CommandAccess, String>, EngineError> {
+        let test_run = self.judges_gate_test_code();
+        self.check_judged(call, tools, workspace, emitter, cancel, test_run)
+            .await
+    }
+
+    async fn check_judged(
+        &self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        workspace: &Workspace,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+        test_run: bool,
+    ) -> Result<Result<CommandAccess, String>, EngineError> {
         let started = std::time::SystemTime::now();
         let (mut verdict, mut what) = self.rules.judge_in(call, tools, Some(workspace));
         // A test run after the session changed the test code it loads asks (R21).
-        let test_run = self.judges_test_code(call, tools);
         if test_run && !matches!(verdict, Verdict::Deny(_)) {
             let since = *self
                 .tests_since
@@ -505,15 +647,28 @@ impl ApprovalGate {
             }
         }
         let key = format!("{}\u{0}{}", what.tool, what.summary);
-        let remembered = || {
-            self.remembered
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .contains(&key)
+        let known = lock(&self.remembered).contains(&key);
+        // A remembered script approval covers the code as it was (R12): a changed code file
+        // anywhere in the workspace (what the script may import) makes it ask again.
+        let lapsed = (known && what.runs_workspace_script)
+            .then(|| self.pin_lapsed(&key, workspace))
+            .flatten();
+        if let Some(files) = &lapsed {
+            what.reason = format!(
+                "it runs a workspace script, and workspace code changed since it last ran ({files}); the earlier approval covered the code as it was"
+            );
+        }
+        let remembered = || known && lapsed.is_none();
+        // The call runs: when it is a script's, its end moves the pin forward.
+        let runs = |access: CommandAccess| {
+            if what.runs_workspace_script {
+                lock(&self.pinned_running).insert(call.id.clone(), key.clone());
+            }
+            Ok(Ok(access))
         };
         match verdict {
-            Verdict::Allow => return Ok(Ok(CommandAccess::Write)),
-            Verdict::AllowReadOnly if remembered() => return Ok(Ok(CommandAccess::Write)),
+            Verdict::Allow => return runs(CommandAccess::Write),
+            Verdict::AllowReadOnly if remembered() => return runs(CommandAccess::Write),
             // It tried to write when it last ran read-only: a person decides whether it may.
             Verdict::AllowReadOnly if self.lane.tried_to_write(&key) => {
                 what.class = "writes_workspace".into();
@@ -521,7 +676,7 @@ impl ApprovalGate {
             }
             Verdict::AllowReadOnly => {
                 self.lane.started(&call.id, key.clone());
-                return Ok(Ok(CommandAccess::ReadOnly));
+                return runs(CommandAccess::ReadOnly);
             }
             Verdict::Deny(why) => {
                 return Ok(Err(format!(
@@ -531,7 +686,7 @@ impl ApprovalGate {
             Verdict::Ask => {}
         }
         if remembered() {
-            return Ok(Ok(CommandAccess::Write));
+            return runs(CommandAccess::Write);
         }
         if !self.interactive {
             let reason = format!(
@@ -590,7 +745,7 @@ impl ApprovalGate {
                 reason: reason.clone(),
             })
             .await?;
-        Ok(match decision {
+        match decision {
             Decision::Approve(scope) => {
                 if test_run {
                     *self
@@ -598,20 +753,27 @@ impl ApprovalGate {
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner) = started;
                 }
-                if scope == ApprovalScope::Session {
-                    self.remembered
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(key);
+                if scope != ApprovalScope::Session {
+                    // Once: this run only; a lapsed session approval stays lapsed.
+                    return Ok(Ok(CommandAccess::Write));
                 }
-                Ok(CommandAccess::Write)
+                if what.runs_workspace_script {
+                    lock(&self.pinned).insert(key.clone(), None);
+                }
+                lock(&self.remembered).insert(key.clone());
+                runs(CommandAccess::Write)
             }
-            Decision::Deny(reason) => Err(format!(
+            Decision::Deny(reason) => Ok(Err(format!(
                 "not run: the user denied this call{}. Do not retry it; find another way or ask the user.",
                 reason.map(|r| format!(" ({r})")).unwrap_or_default()
-            )),
-        })
+            ))),
+        }
     }
+}
+
+/// A mutex's guard, whatever a panicking holder left.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

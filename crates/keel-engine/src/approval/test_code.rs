@@ -82,9 +82,75 @@ fn is_test_code(dir: &str, name: &str) -> bool {
         || (dir == ".cargo" && name.starts_with("config"))
 }
 
+/// Whether an interpreter may load the file `name` as code: the source files of the languages
+/// whose scripts Keel's approvals fingerprint (Python, JavaScript/TypeScript and the JSON
+/// they `require`, Ruby, Perl, PHP, Lua, shell, R, Julia, Tcl).
+fn is_code(_dir: &str, name: &str) -> bool {
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    matches!(
+        ext,
+        "py" | "pyw"
+            | "pth"
+            | "js"
+            | "mjs"
+            | "cjs"
+            | "ts"
+            | "mts"
+            | "cts"
+            | "jsx"
+            | "tsx"
+            | "json"
+            | "node"
+            | "rb"
+            | "pl"
+            | "pm"
+            | "php"
+            | "lua"
+            | "sh"
+            | "bash"
+            | "zsh"
+            | "r"
+            | "R"
+            | "jl"
+            | "tcl"
+            | "so"
+    )
+}
+
 /// The files a test run loads by convention whose status changed at or after `since`, with a
 /// fingerprint of (path, change time, size) of them all; `None` when there is none.
 pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<String>, String)> {
+    changed_where(ws, since, is_test_code).0
+}
+
+/// The code files of the workspace an interpreter may load (whatever path a script builds to
+/// import them: `sys.path.insert`, `importlib` with a computed name, `require(name)`) whose
+/// status changed at or after `since` (red-team pass 2, R12/R15: a remembered approval of
+/// `python3 gen.py` covered gen.py, not the modules it imports).
+/// A workspace too large to look through counts as changed.
+pub(super) fn code_changed_since(
+    ws: &Workspace,
+    since: SystemTime,
+) -> Option<(Vec<String>, String)> {
+    match changed_where(ws, since, is_code) {
+        (Some(found), _) => Some(found),
+        (None, false) => None,
+        (None, true) => Some((
+            vec![format!(
+                "(the workspace: more than {MAX_ENTRIES} entries to look through)"
+            )],
+            "unchecked".into(),
+        )),
+    }
+}
+
+/// The files matching `wanted(dir, name)` whose status changed at or after `since`, and
+/// whether the walk stopped before the end (a huge tree, or one that could not be read).
+fn changed_where(
+    ws: &Workspace,
+    since: SystemTime,
+    wanted: fn(&str, &str) -> bool,
+) -> (Option<(Vec<String>, String)>, bool) {
     let since_ns = since
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
@@ -108,15 +174,16 @@ pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<St
             && let Some(rel) = e.rel_str()
         {
             let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
-            if is_test_code(dir, &name) {
+            if wanted(dir, &name) {
                 candidates.push(rel.to_string());
             }
         }
         Visit::Continue
     });
     if walked.is_err() {
-        return None;
+        return (None, true);
     }
+    let stopped = seen > MAX_ENTRIES;
     let mut changed = Vec::new();
     let mut print = String::new();
     for rel in candidates {
@@ -134,11 +201,11 @@ pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<St
         }
     }
     if changed.is_empty() {
-        return None;
+        return (None, stopped);
     }
     let mut fp = keel_tools::trust::sha256_hex(print.as_bytes());
     fp.truncate(16);
-    Some((changed, fp))
+    (Some((changed, fp)), stopped)
 }
 
 /// `a, b, c and 3 more`.

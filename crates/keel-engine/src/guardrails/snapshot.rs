@@ -77,10 +77,15 @@ impl SnapshotHook {
         .await
         .unwrap_or_else(|e| Err(format!("the snapshot task failed: {e}")));
         let event = match taken {
-            Ok(info) => {
+            Ok(mut info) => {
                 let commit = info.commit.clone();
+                let left_out = std::mem::take(&mut info.left_out);
                 lock(&self.state).last = Some(info);
-                EventKind::Snapshot { turn, commit }
+                EventKind::Snapshot {
+                    turn,
+                    commit,
+                    left_out,
+                }
             }
             Err(message) => {
                 lock(&self.state).failed = true;

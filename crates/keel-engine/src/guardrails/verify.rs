@@ -4,8 +4,9 @@
 //! output. The hook owns its run's share: whether the run changed anything (a successful write
 //! or command, or subagents' edits — verification runs only then, unless `verify.always`), the
 //! rounds that failed, and the round in progress (a model failure during it names the failing
-//! gate first). A gate the repository chose is put to the session's approval gate first, like
-//! the same command from the model.
+//! gate first). A gate the repository chose, or one that would load test code the session
+//! changed (`conftest.py`, `build.rs`: red-team pass 2, R21), is put to the session's approval
+//! gate first, like the same command from the model (and `run_tests`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,7 +138,7 @@ impl VerifyHook {
             arguments: serde_json::json!({ "command": gate.command }),
         };
         approvals
-            .check(
+            .check_gate(
                 &call,
                 &self.tools,
                 &self.workspace,
@@ -160,13 +161,24 @@ impl VerifyHook {
         let timeout = Duration::from_secs(self.plan.timeout_secs());
         let root = self.workspace.root();
         let events: &Emitter = &cx.events;
+        // Gates run the project's tests and builds, which load test code the model may have
+        // just written (`conftest.py`, `build.rs`): asked about as `run_tests` is (R21).
+        let test_code = self
+            .approvals
+            .as_ref()
+            .and_then(|a| a.gate_test_code_changed(&self.workspace));
         let mut results = Vec::with_capacity(gates.len());
         for (index, gate) in gates.into_iter().enumerate() {
             let source = self
                 .plan
                 .chosen_by_project(&gate)
                 .map(|source| format!("the gate was set by {source}"))
-                .or_else(|| crate::verify::gate_does_more_than_check(&gate, root));
+                .or_else(|| crate::verify::gate_does_more_than_check(&gate, root))
+                .or_else(|| {
+                    test_code.as_ref().map(|files| {
+                        format!("the gate runs test code changed in this session ({files})")
+                    })
+                });
             let approved = match source {
                 Some(source) => self
                     .approve_gate(cx, &gate, round, index)

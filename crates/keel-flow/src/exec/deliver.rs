@@ -25,14 +25,29 @@ fn git(
     env: &[(&str, String)],
     args: &[&str],
 ) -> Result<Output, String> {
+    git_in(repo, extra, env, args, None)
+}
+
+/// [`git`], inside the kernel sandbox with only `jail`'s directories writable when given:
+/// for a git that reads the work tree (`add`), where a command still running could swap a
+/// file for a symlink to a secret between git's `lstat` and `open` (red-team pass 4, R4-7).
+fn git_in(
+    repo: &Path,
+    extra: &[(String, String)],
+    env: &[(&str, String)],
+    args: &[&str],
+    jail: Option<&keel_tools::confined_git::GitConfinement>,
+) -> Result<Output, String> {
     let mut c = hardened_git(extra, config_env_supported())?;
     c.current_dir(repo).args(args);
     for (k, v) in env {
         c.env(k, v);
     }
-    let out = c
-        .output()
-        .map_err(|e| format!("cannot run git {}: {e}", args.join(" ")))?;
+    let out = match jail {
+        Some(jail) => keel_tools::confined_git::output_blocking(&c, jail, None, ADD_DEADLINE),
+        None => c.output(),
+    }
+    .map_err(|e| format!("cannot run git {}: {e}", args.join(" ")))?;
     if !out.status.success() {
         return Err(format!(
             "git {} failed: {}",
@@ -42,6 +57,9 @@ fn git(
     }
     Ok(out)
 }
+
+/// The longest a delivery's `git add` may run.
+const ADD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -61,7 +79,7 @@ pub fn commit_on_branch(repo: &Path, branch: &str, message: &str) -> Result<Deli
     }
     // Git writes the branch's objects, ref and reflog into the repository as it is shipped:
     // only the work tree's own repository, with nothing linked out (red-team pass 2, R4).
-    keel_snapshot::checked_repository(repo)
+    let git_dir = keel_snapshot::checked_repository(repo)
         .map_err(|why| format!("deliver cannot commit here: {why}"))?;
     let names = git(repo, &[], &[], &["config", "--list", "--name-only", "-z"])
         .map(|o| o.stdout)
@@ -94,11 +112,17 @@ pub fn commit_on_branch(repo: &Path, branch: &str, message: &str) -> Result<Deli
         ("GIT_COMMITTER_EMAIL", "keel@localhost".to_string()),
     ];
     git(repo, &extra, &env, &["read-tree", "HEAD"])?;
-    git(
+    let common = git(repo, &extra, &[], &["rev-parse", "--git-common-dir"]).map(|o| text(&o))?;
+    let jail = keel_tools::confined_git::GitConfinement {
+        workspace: repo.to_path_buf(),
+        writable: vec![git_dir, repo.join(common), dir.path().to_path_buf()],
+    };
+    git_in(
         repo,
         &extra,
         &env,
         &["add", "-A", "--", ".", ":(exclude).keel"],
+        Some(&jail),
     )?;
     let tree = text(&git(repo, &extra, &env, &["write-tree"])?);
     let commit = text(&git(

@@ -6,12 +6,11 @@
 //! blanked before each command; no system or global config and an allowlisted environment.
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::Command;
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::process::Command;
 
 use crate::safe_git::{config_env_supported, hardened_git, neutralisers, pinned_repository};
 use crate::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
@@ -22,20 +21,15 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Output settings of the tools (not hardening): paths as they are, no colour.
 const DISPLAY: &[(&str, &str)] = &[("core.quotePath", "false"), ("color.ui", "false")];
 
-/// The hardened git in `root` with `extra` overrides, output captured.
+/// The hardened git in `root` with `extra` overrides (started by [`output`]).
 fn read_only_git(root: &Path, extra: &[(String, String)]) -> Result<Command, ToolError> {
     let mut all: Vec<(String, String)> = DISPLAY
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     all.extend(extra.iter().cloned());
-    let mut c =
-        Command::from(hardened_git(&all, config_env_supported()).map_err(ToolError::model)?);
-    c.current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut c = hardened_git(&all, config_env_supported()).map_err(ToolError::model)?;
+    c.current_dir(root);
     Ok(c)
 }
 
@@ -68,7 +62,12 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
         Ok(c)
     };
     // Reading config runs no code; it tells which programs to switch off.
-    let drivers = match output(git(&[])?.args(["config", "--list", "--name-only", "-z"])).await? {
+    let drivers = match output(
+        root,
+        git(&[])?.args(["config", "--list", "--name-only", "-z"]),
+    )
+    .await?
+    {
         Ok(names) => neutralisers(names.as_bytes()),
         Err(err) if err.contains("not a git repository") => Vec::new(),
         Err(err) => {
@@ -93,7 +92,7 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
         ))
     })?;
     cmd.args(stores.excluding());
-    match output(&mut cmd).await? {
+    match output(root, &cmd).await? {
         Ok(out) => Ok(out),
         Err(err) if err.contains("not a git repository") => Err(ToolError::model(
             "the workspace is not a git repository, so there is no git status or diff",
@@ -107,22 +106,24 @@ async fn run_git(root: &Path, args: &[&str], paths: &[&str]) -> Result<String, T
 }
 
 /// Stdout on success, stderr on a non-zero exit; a missing git or a timeout is an error.
-async fn output(cmd: &mut Command) -> Result<Result<String, String>, ToolError> {
-    let child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => ToolError::model(
-            "git is not installed (or not on PATH); install it (Debian/Ubuntu: `apt-get install git`) to use git_status and git_diff",
-        ),
-        _ => ToolError::model(format!("cannot start git: {e}")),
-    })?;
-    let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
+/// Git runs inside the read-only sandbox ([`crate::confined_git`]): a command of the
+/// workspace running meanwhile may swap a file for a symlink to a secret between git's `lstat`
+/// and its `open`, and there the link reaches only what that command could read itself
+/// (red-team pass 4, R4-7).
+async fn output(root: &Path, cmd: &Command) -> Result<Result<String, String>, ToolError> {
+    let jail = crate::confined_git::GitConfinement::read_only(root);
+    let out = crate::confined_git::output(cmd, &jail, None, GIT_TIMEOUT)
         .await
-        .map_err(|_| {
-            ToolError::model(format!(
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ToolError::model(
+                "git is not installed (or not on PATH); install it (Debian/Ubuntu: `apt-get install git`) to use git_status and git_diff",
+            ),
+            std::io::ErrorKind::TimedOut => ToolError::model(format!(
                 "git did not finish within {}s",
                 GIT_TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|e| ToolError::model(format!("git failed: {e}")))?;
+            )),
+            _ => ToolError::model(format!("cannot start git: {e}")),
+        })?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if out.status.success() {
         Ok(Ok(stdout))

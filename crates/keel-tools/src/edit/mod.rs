@@ -22,7 +22,7 @@ pub use document::{DecodeError, Document};
 pub(crate) use error::lacking;
 pub use error::{Closest, EditError, EditErrorKind, Location, Separable};
 use matching::{LineMatch, Lines, Scope, find_equal};
-pub(crate) use splice::{LineBlock, Spliced, closest, splice};
+pub(crate) use splice::{LineBlock, Spliced, closest, closest_at, replacement, splice};
 
 /// The default minimum similarity for a fuzzy match.
 pub const FUZZY_THRESHOLD: f64 = 0.85;

@@ -81,24 +81,12 @@ pub(crate) fn splice(
     let mut cursor = 0;
     for m in found {
         let region = &file.lines[m.range()];
-        let replace: Vec<String> = match level {
-            MatchLevel::Exact | MatchLevel::WhitespaceNormalised => {
-                block.replace.iter().map(|l| l.to_string()).collect()
-            }
-            MatchLevel::IndentationAgnostic | MatchLevel::Fuzzy => {
-                indent::reindent(&block.replace, &block.search, region, &file.lines)
-            }
-        };
-        let new_lines = match merge::merge(&block.search, region, &replace) {
+        let new_lines = match replacement(block, region, &file.lines, level) {
             Ok(lines) => lines,
-            Err(unmatched) => {
+            Err(lines) => {
                 return Spliced::Unmatched {
                     closest: closest_at(file, &block.search, *m),
-                    lines: unmatched
-                        .lines
-                        .iter()
-                        .map(|&i| block.search[i].to_string())
-                        .collect(),
+                    lines,
                 };
             }
         };
@@ -116,6 +104,33 @@ pub(crate) fn splice(
     }
     out.push_str(&text[cursor..]);
     Spliced::Done(out)
+}
+
+/// The lines that replace `region` (the file's lines a match of `block.search` found, at
+/// `level`): the block's replacement — re-indented unless the match kept indentation —
+/// merged with the region's own lines. `Err`: the search lines the region lacks. `file`: the
+/// file's lines (its first ones tell its indentation style).
+pub(crate) fn replacement(
+    block: &LineBlock<'_>,
+    region: &[&str],
+    file: &[&str],
+    level: MatchLevel,
+) -> Result<Vec<String>, Vec<String>> {
+    let replace: Vec<String> = match level {
+        MatchLevel::Exact | MatchLevel::WhitespaceNormalised => {
+            block.replace.iter().map(|l| l.to_string()).collect()
+        }
+        MatchLevel::IndentationAgnostic | MatchLevel::Fuzzy => {
+            indent::reindent(&block.replace, &block.search, region, file)
+        }
+    };
+    merge::merge(&block.search, region, &replace).map_err(|unmatched| {
+        unmatched
+            .lines
+            .iter()
+            .map(|&i| block.search[i].to_string())
+            .collect()
+    })
 }
 
 /// The region most like `search`, with what differs, if anything is reasonably close.

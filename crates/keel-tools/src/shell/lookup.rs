@@ -151,7 +151,10 @@ mod record {
         o.create(true).append(true);
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
         std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, NOFOLLOW);
-        if let Ok(mut f) = o.open(file) {
+        // Keel's own record in its data directory (hidden from commands), no link followed.
+        #[allow(clippy::disallowed_methods)]
+        let opened = o.open(file);
+        if let Ok(mut f) = opened {
             let _ = f.write_all(&text);
         }
     }
@@ -179,7 +182,11 @@ mod record {
             &mut o,
             (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
         );
-        let Ok(f) = o.open(file) else {
+        // Keel's own record in its data directory (hidden from commands): no link followed,
+        // non-blocking, checked regular once open, bounded.
+        #[allow(clippy::disallowed_methods)]
+        let opened = o.open(file);
+        let Ok(f) = opened else {
             return Vec::new();
         };
         if !f.metadata().is_ok_and(|m| m.is_file()) {
@@ -200,7 +207,10 @@ mod record {
         o.write(true).create(true).truncate(true);
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
         std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, NOFOLLOW);
-        let written = o.open(&tmp).and_then(|mut f| f.write_all(&lines(dirs)));
+        // Keel's own record in its data directory (hidden from commands), no link followed.
+        #[allow(clippy::disallowed_methods)]
+        let opened = o.open(&tmp);
+        let written = opened.and_then(|mut f| f.write_all(&lines(dirs)));
         if written.is_ok() {
             let _ = std::fs::rename(&tmp, file);
         } else {

@@ -1,0 +1,305 @@
+//! Staging the workspace into Keel's index, after one step that sanitises the index first.
+//!
+//! Keel's index may come from elsewhere (a copy of the user's index, which a shipped or
+//! command-written file can be) or from an older Keel, and the work tree may hold files a
+//! snapshot must not read. Before `git add` runs, [`Git::sanitise_index`]:
+//!
+//! - drops the whole index when it names a path outside the work tree (`../../home/u/.ssh/…`:
+//!   `git add` would read that file into the snapshot, where a command can read it back —
+//!   red-team pass 3, R3-11; the next `git add` rebuilds it, hashing every file once);
+//! - finds the files over the size limit (`[snapshots] max_file_mb`) among those `git add`
+//!   would read — untracked or changed since Keel's index last saw them: a sparse
+//!   `truncate -s 1T` file costs nothing to make and would be read whole by every snapshot
+//!   (red-team R18);
+//! - drops from the index whatever it holds in a protected store (seeded from the user's
+//!   index, or staged before stores were left out: R3-2) and the oversized files.
+//!
+//! Staging then excludes the stores, the oversized files and untracked nested repositories
+//! (a `git init sub` with no commit made every later `git add` fail, taking undo away for the
+//! rest of the run: red-team pass 4; with a commit it was only a gitlink, which no restore
+//! used), so the tree written names none of them; the oversized files are reported
+//! ([`Staged::left_out`]) and a restore leaves them alone. Small files the repository
+//! ignores one by one (`.env`, a local config: often the user's only copy) are added with
+//! `--force`, bounded ([`IGNORED_MAX_FILES`] files of at most [`IGNORED_MAX_BYTES`]), so an
+//! undo brings them back; ignored directories (caches, build output) stay out.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::{Git, RepoKind, as_strs};
+use crate::error::SnapshotError;
+use crate::stores::StoresBeneath;
+
+/// The most of the user's index copied as the seed of Keel's (larger: Keel's starts empty).
+const MAX_SEED_INDEX: u64 = 512 * 1024 * 1024;
+
+/// The workspace staged into Keel's index: its tree, and the files left out for their size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Staged {
+    pub(crate) tree: String,
+    /// Workspace-relative paths of files over the size limit, sorted: in no tree of this
+    /// staging, and never touched by a restore from it.
+    pub(crate) left_out: Vec<String>,
+}
+
+impl Staged {
+    /// Whether `path` (workspace-relative) is a left-out file or lies beneath one (a restore
+    /// would have to replace the file to create it).
+    pub(crate) fn leaves_alone(&self, path: &str) -> bool {
+        self.left_out.iter().any(|lo| {
+            path.strip_prefix(lo.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+}
+
+/// NUL-separated pathspecs for `--pathspec-from-file=- --pathspec-file-nul` (no argument list
+/// to overflow, however many files are left out).
+fn nul_list<'a>(specs: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in specs {
+        out.extend_from_slice(s);
+        out.push(0);
+    }
+    out
+}
+
+/// A pathspec naming exactly `path` (no glob), with `magic` added (`exclude`).
+fn literal(magic: &str, path: &[u8]) -> Vec<u8> {
+    let mut spec = format!(":({magic}literal)").into_bytes();
+    spec.extend_from_slice(path);
+    spec
+}
+
+impl Git {
+    /// Stages the workspace into Keel's index (sanitised first) and writes its tree.
+    pub(crate) fn stage(&self) -> Result<Staged, SnapshotError> {
+        self.ensure_repository()?;
+        self.check_layout()?;
+        self.write_settings()?;
+        if let RepoKind::User { git_dir } = &self.kind {
+            // Start from the user's index (copied, never written): its stat data lets `git
+            // add` skip rehashing every unchanged file of a large repository.
+            seed_index(git_dir, &self.index);
+        }
+        let stores = StoresBeneath::of(&self.workspace)?;
+        let (oversized, nested) = self.sanitise_index(&stores)?;
+        let spec = self.pathspec(&stores);
+        let excluded: Vec<Vec<u8>> = oversized
+            .iter()
+            .chain(nested.iter())
+            .map(|p| literal("exclude,", p))
+            .collect();
+        let list = nul_list(
+            spec.iter()
+                .filter(|s| *s != "--")
+                .map(String::as_bytes)
+                .chain(excluded.iter().map(Vec::as_slice)),
+        );
+        self.run_in_work_tree(
+            &[
+                "add",
+                "--all",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ],
+            Some(&list),
+        )?;
+        // Small files the repository ignores (`.env`, `config/*.local.*`) are the user's only
+        // copy: recorded too, so an undo brings them back (red-team pass 4, R4-9).
+        let ignored = self.small_ignored(&stores)?;
+        if !ignored.is_empty() {
+            let specs: Vec<Vec<u8>> = ignored.iter().map(|p| literal("", p)).collect();
+            self.run_in_work_tree(
+                &[
+                    "add",
+                    "--force",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(&nul_list(specs.iter().map(Vec::as_slice))),
+            )?;
+        }
+        let mut left_out: Vec<String> = oversized
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        left_out.sort();
+        let tree = self.stdout(&["write-tree"])?;
+        Ok(Staged { tree, left_out })
+    }
+
+    /// The one step before staging (see the module's doc): drops an index naming paths
+    /// outside the work tree, then the stores and the oversized files from it. Returns the
+    /// oversized files and the untracked nested repositories (workspace-relative, as git
+    /// names them).
+    #[allow(clippy::type_complexity)]
+    fn sanitise_index(
+        &self,
+        stores: &StoresBeneath,
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
+        if self.index.is_file() {
+            let listed = self.run(&["ls-files", "-z", "--cached", "--full-name"], None)?;
+            if keel_tools::safe_git::bad_index_path(&listed.stdout).is_some() {
+                std::fs::remove_file(&self.index).map_err(|e| {
+                    self.fail(
+                        &["ls-files"],
+                        format!("cannot drop an index naming files outside the work tree: {e}"),
+                    )
+                })?;
+            }
+        }
+        let (left_out, nested) = self.unstageable(stores)?;
+        if self.index.is_file() && !(stores.is_empty() && left_out.is_empty()) {
+            let drop: Vec<Vec<u8>> = stores
+                .selecting()
+                .map(String::into_bytes)
+                .chain(left_out.iter().map(|p| literal("", p)))
+                .collect();
+            self.run_locked(
+                &[
+                    "rm",
+                    "--cached",
+                    "-r",
+                    "-f",
+                    "-q",
+                    "--ignore-unmatch",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(&nul_list(drop.iter().map(Vec::as_slice))),
+            )?;
+        }
+        Ok((left_out, nested))
+    }
+
+    /// What `git add` must not be given: the files it would read (untracked and not ignored,
+    /// or changed since Keel's index saw them) that are larger than the limit, and the
+    /// untracked nested repositories (listed by git as `dir/`), each sorted. Sizes are read
+    /// with `lstat` (a link is never followed); the apparent size counts, so a sparse file is
+    /// as large as it claims (git would read every zero of it).
+    #[allow(clippy::type_complexity)]
+    fn unstageable(
+        &self,
+        stores: &StoresBeneath,
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
+        let limit = self.max_file_bytes();
+        let mut args: Vec<String> = [
+            "ls-files",
+            "-z",
+            "--others",
+            "--modified",
+            "--exclude-standard",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(self.pathspec(stores));
+        let out = self.run_in_work_tree(&as_strs(&args), None)?;
+        let mut big: Vec<Vec<u8>> = Vec::new();
+        let mut nested: Vec<Vec<u8>> = Vec::new();
+        for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+            if let Some(dir) = rel.strip_suffix(b"/") {
+                nested.push(dir.to_vec());
+                continue;
+            }
+            let Some(limit) = limit else {
+                continue;
+            };
+            if std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
+                .is_ok_and(|m| m.file_type().is_file() && m.len() > limit)
+            {
+                big.push(rel.to_vec());
+            }
+        }
+        big.sort();
+        big.dedup();
+        nested.sort();
+        nested.dedup();
+        Ok((big, nested))
+    }
+}
+
+impl Git {
+    /// The files the repository ignores, one by one (an ignored directory — a cache, build
+    /// output — is not looked into), that are regular files or links of at most
+    /// [`IGNORED_MAX_BYTES`] (and the size limit): at most [`IGNORED_MAX_FILES`] of them and
+    /// [`IGNORED_MAX_TOTAL`] bytes, in path order.
+    fn small_ignored(&self, stores: &StoresBeneath) -> Result<Vec<Vec<u8>>, SnapshotError> {
+        let limit = self
+            .max_file_bytes()
+            .map_or(IGNORED_MAX_BYTES, |l| l.min(IGNORED_MAX_BYTES));
+        let mut args: Vec<String> = [
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(self.pathspec(stores));
+        let out = self.run_in_work_tree(&as_strs(&args), None)?;
+        let mut listed: Vec<&[u8]> = out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty() && !p.ends_with(b"/"))
+            .collect();
+        listed.sort();
+        let mut picked = Vec::new();
+        let mut total = 0u64;
+        for rel in listed {
+            let Ok(meta) = std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
+            else {
+                continue;
+            };
+            let kind = meta.file_type();
+            if !(kind.is_file() || kind.is_symlink()) || meta.len() > limit {
+                continue;
+            }
+            if picked.len() >= IGNORED_MAX_FILES || total + meta.len() > IGNORED_MAX_TOTAL {
+                break;
+            }
+            total += meta.len();
+            picked.push(rel.to_vec());
+        }
+        Ok(picked)
+    }
+}
+
+/// The largest ignored file a snapshot records.
+const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
+/// The most ignored files one snapshot records.
+const IGNORED_MAX_FILES: usize = 1_000;
+/// The most bytes of ignored files one snapshot records.
+const IGNORED_MAX_TOTAL: u64 = 64 * 1024 * 1024;
+
+/// Copies the user's index as Keel's first one, when Keel has none yet: both opened beneath
+/// the open git directory, the source only as a regular file (no link, no FIFO), the copy
+/// created new (never through a link, never over anything). Best effort: without the seed
+/// git hashes every file once.
+fn seed_index(git_dir: &Path, index: &Path) {
+    let Ok(dir) = keel_tools::beneath::DirHandle::open(git_dir) else {
+        return;
+    };
+    let Some(name) = index.file_name() else {
+        return;
+    };
+    let Ok(target) = dir.resolve_entry(Path::new(name)) else {
+        return;
+    };
+    if !matches!(target.info(), Ok(None)) {
+        return; // already there (or unreadable): nothing to seed
+    }
+    let Ok(bytes) = dir
+        .resolve_entry(Path::new("index"))
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|source| source.read_bounded(MAX_SEED_INDEX))
+    else {
+        return;
+    };
+    let _ = target.write_atomic(&bytes, keel_tools::fs::WriteMode::CreateNew, Some(0o600));
+}

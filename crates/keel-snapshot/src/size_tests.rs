@@ -1,0 +1,191 @@
+//! Files over the size limit (red-team R18): a sparse giant file (`truncate -s 1T big.bin`)
+//! costs nothing to make, and every snapshot read it whole (8 GB: a 3-call run took 4 min
+//! 37 s; 1 TB waited out the staging deadline). Snapshots leave such files out and say so, and
+//! no restore writes, replaces or removes one — whichever front end runs it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn workspace(with_repo: bool) -> tempfile::TempDir {
+    assert!(
+        git_available(),
+        "these tests need git on PATH (CI installs it: apt-get install git)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
+    std::fs::write(dir.path().join("data.bin"), "small\n").unwrap();
+    if with_repo {
+        use keel_tools::fixtures::plain_git;
+        plain_git(dir.path(), &["init", "-q"]);
+        plain_git(dir.path(), &["add", "a.txt", "data.bin"]);
+        plain_git(
+            dir.path(),
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "init",
+            ],
+        );
+    }
+    dir
+}
+
+/// A sparse file of `bytes` (no disk used), as `truncate -s` makes it.
+fn sparse(path: &Path, bytes: u64) {
+    std::fs::File::create(path).unwrap().set_len(bytes).unwrap();
+}
+
+/// The paths a snapshot commit's tree names.
+fn recorded(ws: &Path, snaps: &Snapshots, commit: &str) -> Vec<String> {
+    let out = Command::new("git")
+        .arg(format!("--git-dir={}", snaps.git_dir().display()))
+        .args(["ls-tree", "-r", "--name-only", commit])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn oversized_files_are_left_out_and_left_alone(with_repo: bool) {
+    let dir = workspace(with_repo);
+    let ws = dir.path();
+    let snaps = Snapshots::open(ws).unwrap().with_max_file_mb(1);
+    let s0 = snaps.take("s", 0, None).unwrap();
+    assert!(s0.left_out.is_empty(), "{:?}", s0.left_out);
+
+    // A new giant file, and a recorded file that grows past the limit.
+    sparse(&ws.join("big.bin"), 64 * 1024 * 1024);
+    let grown = vec![b'x'; 2 * 1024 * 1024];
+    std::fs::write(ws.join("data.bin"), &grown).unwrap();
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    let s1 = snaps.take("s", 1, Some(&s0)).unwrap();
+    assert_eq!(
+        s1.left_out,
+        ["big.bin", "data.bin"],
+        "named in the snapshot"
+    );
+    let names = recorded(ws, &snaps, &s1.commit);
+    assert!(names.contains(&"a.txt".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"big.bin".to_string()) && !names.contains(&"data.bin".to_string()),
+        "no oversized file in the snapshot: {names:?}"
+    );
+
+    // Undo to before: a.txt comes back; neither big file is touched (data.bin is not put back
+    // to its small recorded content: its 2 MiB were never recorded).
+    let undo = snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert_eq!(undo.changes.modified, ["a.txt"]);
+    assert_eq!(undo.changes.left_alone, ["big.bin", "data.bin"]);
+    assert_eq!(std::fs::read(ws.join("data.bin")).unwrap(), grown);
+    assert_eq!(
+        std::fs::metadata(ws.join("big.bin")).unwrap().len(),
+        64 * 1024 * 1024
+    );
+
+    // An undo from another front end (no configuration) follows the limit the snapshots had.
+    let again = Snapshots::open(ws).unwrap();
+    let redo = again.redo("s").unwrap();
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "two\n");
+    assert_eq!(redo.changes.left_alone, ["big.bin", "data.bin"]);
+    assert_eq!(std::fs::read(ws.join("data.bin")).unwrap(), grown);
+}
+
+#[test]
+fn oversized_files_are_left_out_and_left_alone_in_a_private_repository() {
+    oversized_files_are_left_out_and_left_alone(false);
+}
+
+#[test]
+fn oversized_files_are_left_out_and_left_alone_in_the_users_repository() {
+    oversized_files_are_left_out_and_left_alone(true);
+}
+
+/// The red team's vector at its worst: a 1 TB sparse file under the default limit. Every
+/// snapshot stays quick (it read the whole terabyte of zeros before).
+#[test]
+fn a_terabyte_sparse_file_does_not_stall_snapshots() {
+    let dir = workspace(false);
+    let ws = dir.path();
+    sparse(&ws.join("huge.img"), 1 << 40);
+    let snaps = Snapshots::open(ws).unwrap();
+    let started = Instant::now();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    let s1 = snaps.take("s", 1, Some(&s0)).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "two snapshots took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(s0.left_out, ["huge.img"]);
+    assert_eq!(s1.left_out, ["huge.img"]);
+    snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert_eq!(
+        std::fs::metadata(ws.join("huge.img")).unwrap().len(),
+        1 << 40
+    );
+}
+
+/// Many oversized files (a hostile repository's thousands) still stage: the pathspecs go to
+/// git on its standard input, not as arguments.
+#[test]
+fn thousands_of_oversized_files_still_stage() {
+    let dir = workspace(false);
+    let ws = dir.path();
+    std::fs::create_dir(ws.join("blobs")).unwrap();
+    for i in 0..3000 {
+        sparse(
+            &ws.join(format!("blobs/{i:04}-{}.bin", "n".repeat(100))),
+            2 * 1024 * 1024,
+        );
+    }
+    let snaps = Snapshots::open(ws).unwrap().with_max_file_mb(1);
+    let s0 = snaps.take("s", 0, None).unwrap();
+    assert_eq!(s0.left_out.len(), 3000);
+    assert_eq!(recorded(ws, &snaps, &s0.commit), ["a.txt", "data.bin"]);
+}
+
+/// Red-team pass 4, R4-9: `.env` is ignored by the repository, so no snapshot held it; under
+/// `on-request` a plain `cp README.md .env` overwrote the user's only copy and `keel undo`
+/// could not bring it back. Small ignored files are recorded; ignored directories are not.
+#[test]
+fn an_ignored_dotenv_comes_back_with_undo() {
+    let dir = workspace(true);
+    let ws = dir.path();
+    std::fs::write(ws.join(".gitignore"), ".env\ncache/\n").unwrap();
+    std::fs::write(ws.join(".env"), "DB_PASSWORD=only-copy-of-this\n").unwrap();
+    std::fs::create_dir(ws.join("cache")).unwrap();
+    std::fs::write(ws.join("cache/blob"), "regenerated\n").unwrap();
+    let snaps = Snapshots::open(ws).unwrap();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    let names = recorded(ws, &snaps, &s0.commit);
+    assert!(names.contains(&".env".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("cache/")), "{names:?}");
+    std::fs::copy(ws.join("a.txt"), ws.join(".env")).unwrap();
+    snaps.take("s", 1, Some(&s0)).unwrap();
+    let undo = snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(undo.changes.modified, [".env"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".env")).unwrap(),
+        "DB_PASSWORD=only-copy-of-this\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("cache/blob")).unwrap(),
+        "regenerated\n"
+    );
+}

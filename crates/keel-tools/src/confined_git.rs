@@ -1,0 +1,143 @@
+//! Keel's own git, run inside the kernel sandbox whenever it reads the live work tree.
+//!
+//! A command of the same workspace may be running while Keel's git runs (one subagent's
+//! command while another subagent's turn takes a snapshot, or a `git_diff`). Git `lstat`s a
+//! work-tree file, then opens it by path without `O_NOFOLLOW`: a command that swaps the file
+//! for a symlink to `~/.ssh/id_ed25519` in between (`renameat2(RENAME_EXCHANGE)` in a loop) had
+//! Keel's unconfined git copy the key into the snapshot store or print it into a tool result
+//! (red-team pass 4, R4-7). Checks by Keel before git runs cannot close that gap, so git gets
+//! the commands' own view instead: the same sandbox ([`crate::sandbox::spawn_command`]) with
+//! the secret stores and Keel's data covered, so whatever a link reaches is what a command
+//! could read itself — nothing more. Writes go only where the caller says (the snapshot
+//! repository's git directory); Landlock checks the resolved file, so a link cannot redirect
+//! them either.
+//!
+//! The command is built as usual ([`crate::safe_git`]: allowlisted environment, every
+//! program the repository names switched off); this module only decides where it runs.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use crate::sandbox::{self, SandboxPolicy, WritableRoots};
+
+/// Where a confined git may write, besides reading what a command may read.
+#[derive(Debug, Clone)]
+pub struct GitConfinement {
+    /// The workspace git works in (kept visible even inside a covered directory).
+    pub workspace: PathBuf,
+    /// Directories git may write (a snapshot repository's git directory and common
+    /// directory); empty: git writes nothing (the read-only sandbox).
+    pub writable: Vec<PathBuf>,
+}
+
+impl GitConfinement {
+    /// Git that only reads the workspace (status, diff).
+    pub fn read_only(workspace: &Path) -> Self {
+        Self {
+            workspace: workspace.to_path_buf(),
+            writable: Vec::new(),
+        }
+    }
+
+    fn policy_and_roots(&self) -> (SandboxPolicy, WritableRoots) {
+        let base = WritableRoots {
+            hidden: sandbox::secret_stores(),
+            ..WritableRoots::default()
+        };
+        if self.writable.is_empty() {
+            let roots = WritableRoots {
+                workspace: Some(self.workspace.clone()),
+                ..base
+            };
+            return (SandboxPolicy::ReadOnly, roots);
+        }
+        // No `workspace` root: its protected paths would be mounted read-only, and the
+        // snapshot repository lives under them (`.git`, `.keel/snapshots`). The workspace is
+        // listed among the writable trees so a cover around it is carved back; git itself
+        // writes only to its repository (`git add` never writes the work tree).
+        let mut extra = vec![self.workspace.clone()];
+        extra.extend(self.writable.iter().cloned());
+        let roots = WritableRoots { extra, ..base };
+        (SandboxPolicy::WorkspaceWrite, roots)
+    }
+}
+
+/// Runs `cmd` (a hardened git from [`crate::safe_git`]: its program, arguments, environment
+/// and working directory are taken over; its stdio is not) inside the sandbox `jail` gives,
+/// with `input` on its stdin, and kills it after `deadline` (an error of kind `TimedOut`).
+/// Call from within a Tokio runtime.
+pub async fn output(
+    cmd: &std::process::Command,
+    jail: &GitConfinement,
+    input: Option<Vec<u8>>,
+    deadline: Duration,
+) -> io::Result<Output> {
+    let mut argv: Vec<OsString> = vec![cmd.get_program().to_os_string()];
+    argv.extend(cmd.get_args().map(|a| a.to_os_string()));
+    let env: Vec<(OsString, OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+        .collect();
+    let cwd = cmd
+        .get_current_dir()
+        .map_or_else(|| jail.workspace.clone(), Path::to_path_buf);
+    let piped = input.is_some();
+    let (policy, roots) = jail.policy_and_roots();
+    let configure = move |c: &mut tokio::process::Command| {
+        c.current_dir(cwd)
+            .stdin(if piped { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+    };
+    let mut confined = sandbox::spawn_command(policy, &roots, &argv, env, configure).await?;
+    let writer = match (input, confined.child.stdin.take()) {
+        (Some(data), Some(mut stdin)) => Some(tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            // git may stop reading (an error): a closed pipe is not the failure to report.
+            let _ = stdin.write_all(&data).await;
+        })),
+        _ => None,
+    };
+    let child = confined.child;
+    let out = match tokio::time::timeout(deadline, child.wait_with_output()).await {
+        Ok(out) => out?,
+        Err(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "git did not finish within {} s and was stopped",
+                    deadline.as_secs()
+                ),
+            ));
+        }
+    };
+    if let Some(w) = writer {
+        let _ = w.await;
+    }
+    drop(confined.keeper);
+    Ok(out)
+}
+
+/// [`output`] for callers outside a runtime (or on a runtime's blocking thread): runs it on a
+/// fresh thread with a runtime of its own.
+pub fn output_blocking(
+    cmd: &std::process::Command,
+    jail: &GitConfinement,
+    input: Option<Vec<u8>>,
+    deadline: Duration,
+) -> io::Result<Output> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(output(cmd, jail, input, deadline))
+        })
+        .join()
+        .map_err(|_| io::Error::other("the confined git thread panicked"))?
+    })
+}
