@@ -308,7 +308,10 @@ fn serve_git(root: std::path::PathBuf, basic: String) -> u16 {
                     .env("QUERY_STRING", query)
                     .env("CONTENT_TYPE", header("content-type").unwrap_or_default())
                     .env("CONTENT_LENGTH", body.len().to_string())
-                    .env("HTTP_CONTENT_ENCODING", header("content-encoding").unwrap_or_default())
+                    .env(
+                        "HTTP_CONTENT_ENCODING",
+                        header("content-encoding").unwrap_or_default(),
+                    )
                     .env("GIT_PROTOCOL", header("git-protocol").unwrap_or_default())
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
@@ -389,24 +392,34 @@ async fn a_token_in_the_url_never_reaches_the_checkout() {
     // And the next turn's fetch.
     let next = checkouts.prepare(SESSION, &repo).await.unwrap();
     assert_eq!(next.base(), pushed.commit);
-    assert_eq!(files_holding(next.dir(), "SECRET-TOKEN"), Vec::<String>::new());
+    assert_eq!(
+        files_holding(next.dir(), "SECRET-TOKEN"),
+        Vec::<String>::new()
+    );
 
     // A checkout an older Keel made (its kept configuration holds the token) is cloned
     // afresh rather than having the token put back.
     let kept = tmp.path().join(format!("c/.{SESSION}.gitconfig"));
-    let text = std::fs::read_to_string(&kept).unwrap().replace(
-        &format!("http://127.0.0.1:{port}/remote.git"),
-        &url,
-    );
+    let text = std::fs::read_to_string(&kept)
+        .unwrap()
+        .replace(&format!("http://127.0.0.1:{port}/remote.git"), &url);
     std::fs::write(&kept, &text).unwrap();
     std::fs::write(next.dir().join(".git/config"), &text).unwrap();
     let again = checkouts.prepare(SESSION, &repo).await.unwrap();
     assert_eq!(again.base(), pushed.commit);
-    assert_eq!(files_holding(again.dir(), "SECRET-TOKEN"), Vec::<String>::new());
-    assert!(!std::fs::read_to_string(&kept).unwrap().contains("SECRET-TOKEN"));
+    assert_eq!(
+        files_holding(again.dir(), "SECRET-TOKEN"),
+        Vec::<String>::new()
+    );
+    assert!(
+        !std::fs::read_to_string(&kept)
+            .unwrap()
+            .contains("SECRET-TOKEN")
+    );
 
     // Without the token the server refuses: the clone above did authenticate.
-    let bare = RepoSource::new(&format!("http://127.0.0.1:{port}/remote.git"), Some("main")).unwrap();
+    let bare =
+        RepoSource::new(&format!("http://127.0.0.1:{port}/remote.git"), Some("main")).unwrap();
     let err = checkouts.prepare("nokey", &bare).await.unwrap_err();
     assert!(!err.is_empty());
 }

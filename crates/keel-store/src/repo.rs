@@ -72,7 +72,9 @@ impl RepoSource {
                 basic_auth: Some(percent_decode(&userinfo)),
             },
             Some(userinfo) => {
-                let user = userinfo.split_once(':').map_or(userinfo.as_str(), |(u, _)| u);
+                let user = userinfo
+                    .split_once(':')
+                    .map_or(userinfo.as_str(), |(u, _)| u);
                 let (scheme, rest) = split.url.split_once("://").unwrap_or(("", &split.url));
                 RemoteAccess {
                     url: format!("{scheme}://{user}@{rest}"),
