@@ -148,6 +148,11 @@ impl Adaptive {
         self.tools_dropped.load(Ordering::Relaxed)
     }
 
+    /// Server tokens per estimated token, in thousandths (what this server counted before).
+    pub(crate) fn per_mille(&self) -> u64 {
+        self.per_mille.load(Ordering::Relaxed)
+    }
+
     /// The window the server enforces, when learned.
     pub(crate) fn window(&self) -> Option<u64> {
         self.window.lock().ok().and_then(|w| *w)
