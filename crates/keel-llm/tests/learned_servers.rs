@@ -258,7 +258,7 @@ async fn a_rewritten_conversation_is_not_taken_for_dropped_results() {
     // The first request's task came with a long note; from the next on, a compaction summary
     // stands in its place — the prompt shrinks by more than the new results add.
     let mut first = conversation(1, 150);
-    first.messages[0] = Message::user_text(&"Add a function that returns 42. ".repeat(80));
+    first.messages[0] = Message::user_text("Add a function that returns 42. ".repeat(80));
     events(p.as_ref(), &first).await.unwrap();
     for n in 2..=6 {
         let said = notices(&events(p.as_ref(), &conversation(n, 150)).await.unwrap());
