@@ -221,7 +221,7 @@ impl Provider for OpenAiProvider {
                     }
                     Ok(StreamEvent::Usage(u)) => {
                         saw_usage = true;
-                        adaptive.observe(observation, u.input_tokens);
+                        adaptive.observe(observation.clone(), u.input_tokens);
                         let over = cap.counted(u.output_tokens);
                         out.push(Ok(StreamEvent::Usage(u)));
                         out.extend(
