@@ -12,7 +12,6 @@
 //! HTTP (keel-llm), how tools touch files (keel-tools) or how events are stored (keel-store).
 
 pub mod agents;
-pub mod approval;
 pub mod blockers;
 mod calls;
 pub mod compaction;
@@ -40,6 +39,10 @@ pub mod verify;
 /// skills, memory, the context dashboard): the `keel-knowledge` crate, re-exported under the
 /// paths front ends have always used.
 pub use keel_knowledge::{constitution, context, frontmatter, memory, prompt, rules, skills};
+
+/// Which tool calls wait for a person, and the waiting: the `keel-approval` crate,
+/// re-exported under the path front ends have always used.
+pub use keel_approval as approval;
 
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use emitter::{CollectingSink, Emitter, EventSink};
