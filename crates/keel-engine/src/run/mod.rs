@@ -30,7 +30,7 @@ use crate::compaction::ContextBudget;
 use crate::ending::{Ending, Failure, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::hooks::builtin::{Dispatch, Outcome, Stop};
-use crate::tracker::PROGRESS_WINDOW;
+use keel_tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
 use keel_phase::CommandAccess;
 
@@ -95,7 +95,7 @@ impl<'a> Run<'a> {
         budget: ContextBudget,
         options: &RunOptions,
     ) -> Self {
-        let (system_prompt, tools, compact_head) = crate::head::for_window(
+        let (system_prompt, tools, compact_head) = keel_knowledge::head::for_window(
             &engine.system_prompt,
             &engine.tools.specs(),
             budget.window,

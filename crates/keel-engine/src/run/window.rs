@@ -1,10 +1,10 @@
 //! The loop's context window: the size of the next request, a request the server refused as
 //! too large (the window learned, the context compacted by the compaction hook, sent again),
-//! and the compact head once a learned window is too small for the full one (`crate::head`).
+//! and the compact head once a learned window is too small for the full one (keel-knowledge's `head`).
 
 use super::Run;
 use crate::ending::Interrupt;
-use crate::head::for_window;
+use keel_knowledge::head::for_window;
 
 impl Run<'_> {
     /// The size of the next request, calibrated.
