@@ -147,3 +147,15 @@ impl Emitter {
         Ok(event)
     }
 }
+
+/// The approval gate records what it asks and what it was told as the session's events.
+impl keel_approval::Events for Emitter {
+    type Error = EngineError;
+
+    fn emit(
+        &self,
+        kind: EventKind,
+    ) -> impl std::future::Future<Output = Result<(), EngineError>> + Send {
+        async move { Emitter::emit(self, kind).await.map(|_| ()) }
+    }
+}

@@ -13,7 +13,7 @@ use keel_protocol::ToolCall;
 use keel_tools::{ToolRegistry, Workspace};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::ApprovalGate;
+use keel_approval::ApprovalGate;
 use crate::hooks::{Hook, HookAction, HookContext, ToolResultView};
 
 /// The session's approval gate, asked for one run's calls.

@@ -19,7 +19,7 @@ use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio_util::sync::CancellationToken;
 
 use super::lock;
-use crate::approval::ApprovalGate;
+use keel_approval::ApprovalGate;
 use crate::ending::Failure;
 use crate::hooks::{Hook, HookAction, HookContext, HookEnd, ToolResultView};
 use crate::process::{CommandSpec, run_command_with_timeout};
