@@ -479,11 +479,7 @@ impl ApprovalGate {
 
     /// The gate for a session of `config`: `policy` overrides `[approval] policy` (a flag);
     /// `interactive` says whether anyone can answer.
-    pub fn from_config(
-        config: &Config,
-        policy: Option<ApprovalPolicy>,
-        interactive: bool,
-    ) -> Self {
+    pub fn from_config(config: &Config, policy: Option<ApprovalPolicy>, interactive: bool) -> Self {
         let rules = ApprovalRules::new(
             &config.approval,
             policy.unwrap_or(config.approval.policy),

@@ -152,10 +152,7 @@ impl Emitter {
 impl keel_approval::Events for Emitter {
     type Error = EngineError;
 
-    fn emit(
-        &self,
-        kind: EventKind,
-    ) -> impl std::future::Future<Output = Result<(), EngineError>> + Send {
-        async move { Emitter::emit(self, kind).await.map(|_| ()) }
+    async fn emit(&self, kind: EventKind) -> Result<(), EngineError> {
+        Emitter::emit(self, kind).await.map(|_| ())
     }
 }

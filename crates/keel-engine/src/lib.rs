@@ -36,9 +36,7 @@ pub mod verify;
 /// What Keel tells the model about a project (the layered prompt, rules, constitution,
 /// skills, memory, the context dashboard): the `keel-knowledge` crate, re-exported under the
 /// paths front ends have always used.
-pub use keel_knowledge::{
-    constitution, context, frontmatter, head, memory, prompt, rules, skills,
-};
+pub use keel_knowledge::{constitution, context, frontmatter, head, memory, prompt, rules, skills};
 
 /// Which tool calls wait for a person, and the waiting: the `keel-approval` crate,
 /// re-exported under the path front ends have always used.

@@ -177,7 +177,10 @@ impl Fault {
     /// The failure reported since the last look, if any, and the usage spent since then.
     pub(crate) fn take(&self) -> (Option<Interrupt>, Usage) {
         let mut reported = self.reported();
-        (reported.interrupt.take(), std::mem::take(&mut reported.spent))
+        (
+            reported.interrupt.take(),
+            std::mem::take(&mut reported.spent),
+        )
     }
 }
 

@@ -113,7 +113,9 @@ impl Run<'_> {
 
     /// What compaction carried so far (an on-demand compaction's checkpoint stores it).
     pub(crate) fn carried(&self) -> Carry {
-        self.hook_list().find_map(|h| h.carried()).unwrap_or_default()
+        self.hook_list()
+            .find_map(|h| h.carried())
+            .unwrap_or_default()
     }
 
     /// Goes on from a compaction checkpoint's carried state.

@@ -30,9 +30,9 @@ use crate::compaction::ContextBudget;
 use crate::ending::{Ending, Failure, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::hooks::builtin::{Dispatch, Outcome, Stop};
-use keel_tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
 use keel_phase::CommandAccess;
+use keel_tracker::PROGRESS_WINDOW;
 
 mod agents;
 mod chain;
@@ -494,10 +494,8 @@ impl<'a> Run<'a> {
             };
             let mut out = self.run_one(p, call, &mut stop).await?;
             self.after_tool(call, &mut out, &mut stop).await;
-            if !out.is_error {
-                if !out.details.files.is_empty() {
-                    Arc::make_mut(&mut self.files).extend(out.details.files.iter().cloned());
-                }
+            if !out.is_error && !out.details.files.is_empty() {
+                Arc::make_mut(&mut self.files).extend(out.details.files.iter().cloned());
             }
             let content = match note {
                 Some(note) if !out.content.starts_with("not run:") => {

@@ -49,11 +49,8 @@ impl Run<'_> {
         if self.compact_head {
             return;
         }
-        let (system, tools, compact) = for_window(
-            &self.system_prompt,
-            &self.tools,
-            self.budget.window,
-        );
+        let (system, tools, compact) =
+            for_window(&self.system_prompt, &self.tools, self.budget.window);
         if compact {
             self.system_prompt = system.into();
             self.tools = tools.into();
