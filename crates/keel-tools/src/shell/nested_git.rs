@@ -302,6 +302,10 @@ pub(crate) struct Watch {
     /// read-only: the command cannot have changed it, so it is not judged (the user's own
     /// repository, which the user may be configuring in another terminal meanwhile).
     sealed_top: Option<(u64, u64)>,
+    /// The work-tree programs the user's git runs, as they were ([`super::git_programs`]).
+    programs: super::git_programs::Before,
+    /// Whether the sandbox confined the run (existing program paths were read-only).
+    confined: bool,
 }
 
 impl Watch {
@@ -318,27 +322,38 @@ impl Watch {
             .flatten()
             .filter(std::fs::Metadata::is_dir)
             .map(|m| (m.dev(), m.ino()));
+        let programs = super::git_programs::Before::note(&root);
         Some(Self {
             root,
             since: SystemTime::now(),
             sealed_top,
+            programs,
+            confined,
         })
     }
 
     /// After the run: quarantines what the command planted (off the async runtime) and
     /// returns the report for its result.
     pub(crate) async fn after(self) -> Option<String> {
-        let moved = tokio::task::spawn_blocking(move || {
+        let (moved, programs) = tokio::task::spawn_blocking(move || {
             let top = self.root.join(".git");
             let still_sealed = self.sealed_top.is_some_and(|id| {
                 std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
             });
-            quarantine_in(&self.root, self.since, still_sealed)
+            let repos = quarantine_in(&self.root, self.since, still_sealed);
+            let programs = self.programs.after(&self.root, self.since, self.confined);
+            (repos, programs)
         })
         .await
         .unwrap_or_default();
         let (moved, incomplete) = moved;
         let mut text = report(&moved);
+        if let Some(p) = super::git_programs::report(&programs) {
+            text = Some(match text {
+                Some(t) => format!("{t}\n{p}"),
+                None => p,
+            });
+        }
         if incomplete {
             let note = format!(
                 "keel: the tree this command could write holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories it may have planted beyond them were not looked for. Do not run git in directories this session created without checking their `.git/config`."
