@@ -6,7 +6,7 @@
 
 mod purge;
 mod restore;
-mod staging;
+pub(crate) mod staging;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
