@@ -600,3 +600,62 @@ fn program_paths_a_command_creates_for_the_users_git_are_quarantined() {
         std::fs::read_to_string(&canary)
     );
 }
+
+/// A FIFO where git reads its ignore or attribute rules (`mkfifo d/.gitignore`) made every
+/// later `git add` — each snapshot, `keel undo` — and the user's own `git status` wait
+/// forever (a snapshot until its 10-minute deadline). The runner moves such entries away.
+#[test]
+fn a_fifo_where_git_reads_its_rules_is_moved_away() {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    let ok = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let out = runtime()
+        .block_on(tools.execute(
+            "run_command",
+            json!({"command": "mkfifo .gitignore d/.gitattributes"}),
+            &ctx,
+        ))
+        .unwrap();
+    assert!(
+        out.content.contains("`.gitignore` moved to") && out.content.contains("d/.gitattributes"),
+        "{}",
+        out.content
+    );
+    for p in [".gitignore", "d/.gitattributes"] {
+        assert!(
+            std::fs::symlink_metadata(ws.join(p)).is_err(),
+            "{p} still there"
+        );
+    }
+    // The user's git no longer waits.
+    let status = std::process::Command::new("timeout")
+        .args(["10", "git", "status", "--short"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+}

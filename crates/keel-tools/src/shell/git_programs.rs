@@ -138,7 +138,7 @@ fn changed_below(abs: &Path, since: SystemTime) -> bool {
 
 /// Renames `rel` to a free `<name>.quarantined-by-keel` beside it, within its open parent
 /// (beneath the workspace handle). The new workspace-relative path, or `None`.
-fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
+pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
     let ws = keel_fs::beneath::DirHandle::open(workspace).ok()?;
     let parent = rel.parent().unwrap_or(Path::new(""));
     let dir = ws.subdir(parent).ok()?;

@@ -30,8 +30,10 @@ pub const QUARANTINE_NAME: &str = ".git-quarantined-by-keel";
 pub struct Quarantined {
     /// The directory holding the repository (workspace-relative, `.` for the root).
     pub dir: String,
-    /// Where its `.git` went (workspace-relative).
+    /// Where its `.git` (or the entry [`Self::entry`] names) went (workspace-relative).
     pub moved_to: String,
+    /// What was moved: `.git`, or a `.gitignore` / `.gitattributes` that is a FIFO or device.
+    pub entry: String,
     /// What would have run: config keys, hook names.
     pub reasons: Vec<String>,
 }
@@ -154,6 +156,18 @@ fn inspect(git: &Path) -> Vec<String> {
 /// [`MAX_ENTRIES`] entries are read (one directory of 310,000 files hid a repository planted
 /// beside it when entries counted alone); the `bool` is true when that stopped the search.
 fn find_git_entries(root: &Path) -> (Vec<PathBuf>, bool) {
+    let mut specials = Vec::new();
+    find_entries(root, &mut specials)
+}
+
+/// Names git opens in every directory it walks (`git add`, `git status`, `ls-files
+/// --exclude-standard`): a FIFO there makes git wait forever — every snapshot then stalls
+/// until its deadline — and a device is opened.
+const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
+
+/// [`find_git_entries`], also collecting into `specials` every [`READ_BY_GIT`] entry that is
+/// neither a regular file nor a symlink (git does not follow those).
+fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     let mut dirs = 0usize;
@@ -180,6 +194,13 @@ fn find_git_entries(root: &Path) -> (Vec<PathBuf>, bool) {
         }
         for entry in entries {
             let name = entry.file_name();
+            if READ_BY_GIT.iter().any(|n| name == *n)
+                && entry
+                    .file_type()
+                    .is_ok_and(|t| !t.is_file() && !t.is_symlink())
+            {
+                specials.push(entry.path());
+            }
             if name.eq_ignore_ascii_case(".git") {
                 found.push(entry.path());
                 continue;
@@ -209,7 +230,35 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
-    let (found, incomplete) = find_git_entries(workspace);
+    let mut specials = Vec::new();
+    let (found, incomplete) = find_entries(workspace, &mut specials);
+    // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
+    // later snapshot (and the user's `git status`) waits on it.
+    for special in specials {
+        let Some(parent) = special.parent() else {
+            continue;
+        };
+        let Ok(rel) = special.strip_prefix(workspace) else {
+            continue;
+        };
+        if let Some(moved) = super::git_programs::quarantine(workspace, rel) {
+            out.push(Quarantined {
+                dir: parent
+                    .strip_prefix(workspace)
+                    .ok()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map_or_else(|| ".".to_string(), |p| p.display().to_string()),
+                moved_to: moved.display().to_string(),
+                entry: special
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                reasons: vec![format!(
+                    "`{}` is not a regular file: git would wait on it or open a device",
+                    rel.display()
+                )],
+            });
+        }
+    }
     for git in found {
         if skip_top && git == top {
             continue;
@@ -243,6 +292,7 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
         out.push(Quarantined {
             dir: rel(parent),
             moved_to: rel(&moved),
+            entry: ".git".to_string(),
             reasons,
         });
     }
@@ -373,13 +423,14 @@ pub fn report(moved: &[Quarantined]) -> Option<String> {
         return None;
     }
     let mut text = String::from(
-        "keel: the command left git repositories whose configuration runs programs; Keel moved them out of git's sight (any git, shell prompt or editor opening them would have run those programs):",
+        "keel: the command left git repositories whose configuration runs programs, or files git cannot read safely; Keel moved them out of git's sight (any git, shell prompt or editor opening them would have run those programs or waited forever):",
     );
     for q in moved {
         text.push_str(&format!(
-            "\n- {} ({}): `.git` moved to `{}`",
+            "\n- {} ({}): `{}` moved to `{}`",
             q.dir,
             q.reasons.join(", "),
+            q.entry,
             q.moved_to
         ));
     }
