@@ -208,6 +208,65 @@ async fn a_template_that_renders_tool_results_is_left_alone() {
     assert!(roles(&server.requests()[2]).contains(&"tool".to_string()));
 }
 
+/// A weak model's results are short (`list_files` of three files, one-line errors: ~40
+/// estimated tokens each), too few to judge one request at a time: they add up from the last
+/// request judged, so a template that drops them is found after a few requests (a plan_exec
+/// run of SmolLM2 sent all its results as `role: tool` to a template that dropped them) — and
+/// one that renders them is still left alone.
+#[tokio::test]
+async fn short_tool_results_add_up_until_a_dropping_template_is_found() {
+    for (renders, expect_found) in [(false, true), (true, false)] {
+        let server = Template {
+            tools: true,
+            tool_messages: renders,
+        }
+        .serve()
+        .await;
+        let home = tempfile::tempdir().unwrap();
+        let p = learning(&format!("{}/v1", server.url()), home.path());
+        let mut found_at = None;
+        for n in 1..=6 {
+            let said = notices(&events(p.as_ref(), &conversation(n, 150)).await.unwrap());
+            if said.iter().any(|n| n.contains("drops tool results")) && found_at.is_none() {
+                found_at = Some(n);
+            }
+        }
+        assert_eq!(
+            found_at.is_some(),
+            expect_found,
+            "renders: {renders}, {found_at:?}"
+        );
+        if let Some(n) = found_at {
+            assert!(n <= 5, "found after {n} requests");
+            assert!(!roles(&server.requests().pop().unwrap()).contains(&"tool".to_string()));
+        }
+    }
+}
+
+/// A conversation rewritten between two requests (compaction put a summary in place of its
+/// start) is not a prompt that failed to grow: nothing is concluded from it.
+#[tokio::test]
+async fn a_rewritten_conversation_is_not_taken_for_dropped_results() {
+    let server = Template {
+        tools: true,
+        tool_messages: true,
+    }
+    .serve()
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let p = learning(&format!("{}/v1", server.url()), home.path());
+    // The first request's task came with a long note; from the next on, a compaction summary
+    // stands in its place — the prompt shrinks by more than the new results add.
+    let mut first = conversation(1, 150);
+    first.messages[0] = Message::user_text("Add a function that returns 42. ".repeat(80));
+    events(p.as_ref(), &first).await.unwrap();
+    for n in 2..=6 {
+        let said = notices(&events(p.as_ref(), &conversation(n, 150)).await.unwrap());
+        assert!(said.is_empty(), "request {n}: {said:?}");
+    }
+    assert!(roles(&server.requests().pop().unwrap()).contains(&"tool".to_string()));
+}
+
 #[tokio::test]
 async fn a_template_that_drops_the_tools_is_reported_once_and_remembered() {
     let server = Template {

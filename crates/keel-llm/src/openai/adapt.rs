@@ -38,10 +38,14 @@ const TEMPLATE_PREAMBLE_TOKENS: u64 = 128;
 /// is not sent.
 pub(crate) const MIN_REPLY_TOKENS: u32 = 256;
 
-/// The prompt figures of one request, to compare with the next one's.
-#[derive(Debug, Clone, Copy)]
+/// The prompt figures of one request, to compare with a later one's.
+#[derive(Debug, Clone)]
 pub(crate) struct Observation {
     messages: usize,
+    /// A hash of the messages up to each one (`prefixes[i]` covers `messages[..=i]`): a later
+    /// request is compared with this one only when it extends the same conversation (no
+    /// compaction rewrote it in between).
+    prefixes: std::sync::Arc<[u64]>,
     /// Estimated tokens of the tool results sent as `role: tool` messages.
     results: u64,
     /// Estimated tokens of everything else in the messages.
@@ -56,9 +60,16 @@ pub(crate) struct Observation {
 
 impl Observation {
     pub(crate) fn of(request: &ChatRequest, as_user: bool) -> Self {
+        use std::hash::{Hash, Hasher};
         let mut results = 0;
         let mut rest = 0;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let mut prefixes = Vec::with_capacity(request.messages.len());
         for m in &request.messages {
+            serde_json::to_string(m)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+            prefixes.push(hasher.finish());
             for block in &m.content {
                 match block {
                     ContentBlock::ToolResult { content, .. } if !as_user => {
@@ -72,12 +83,20 @@ impl Observation {
         let tools = tool_tokens(&request.tools);
         Self {
             messages: request.messages.len(),
+            prefixes: prefixes.into(),
             results,
             rest: rest.saturating_sub(results),
             without_tools: estimate_text(&request.system) + rest,
             tools,
             as_user,
         }
+    }
+
+    /// Whether this request carries `earlier`'s conversation unchanged, plus more messages.
+    fn extends(&self, earlier: &Observation) -> bool {
+        self.messages > earlier.messages
+            && earlier.messages > 0
+            && self.prefixes.get(earlier.messages - 1) == earlier.prefixes.last()
     }
 }
 
@@ -146,6 +165,11 @@ impl Adaptive {
 
     pub(crate) fn tools_dropped(&self) -> bool {
         self.tools_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Server tokens per estimated token, in thousandths (what this server counted before).
+    pub(crate) fn per_mille(&self) -> u64 {
+        self.per_mille.load(Ordering::Relaxed)
     }
 
     /// The window the server enforces, when learned.
@@ -313,21 +337,28 @@ impl Adaptive {
                 ));
             }
         }
-        let previous = self
-            .last
-            .lock()
-            .ok()
-            .and_then(|mut l| l.replace((now, prompt_tokens)));
-        let Some((before, before_tokens)) = previous else {
+        // The request the growth is measured from: the previous one, or an earlier one when
+        // the results added since were too few to judge (a weak model's short results —
+        // `list_files` of three files, a one-line error — add up over a few requests; judged
+        // one request at a time they never reached the threshold, and plan_exec runs went on
+        // sending `role: tool` results the template dropped).
+        let Ok(mut last) = self.last.lock() else {
             return;
         };
-        if now.as_user || before.as_user || now.messages <= before.messages {
+        let Some((before, before_tokens)) = last.clone() else {
+            *last = Some((now, prompt_tokens));
+            return;
+        };
+        if now.as_user || before.as_user || !now.extends(&before) || now.results < before.results {
+            *last = Some((now, prompt_tokens));
             return;
         }
-        let added_results = now.results.saturating_sub(before.results);
-        if added_results < MIN_RESULT_TOKENS || now.results < before.results {
+        let added_results = now.results - before.results;
+        if added_results < MIN_RESULT_TOKENS {
             return;
         }
+        *last = Some((now.clone(), prompt_tokens));
+        drop(last);
         let grew = prompt_tokens.saturating_sub(before_tokens);
         // The results and the rest of the new messages should add roughly their size; a
         // template that drops `role: tool` adds only the rest.
