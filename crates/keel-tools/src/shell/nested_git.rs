@@ -148,6 +148,11 @@ fn inspect(git: &Path) -> Vec<String> {
     reasons
 }
 
+/// Names git opens in every directory it walks (`git add`, `git status`, `ls-files
+/// --exclude-standard`): a FIFO there makes git wait forever — every snapshot then stalls
+/// until its deadline — and a device is opened.
+const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
+
 /// Every `.git` entry under `root`, and every directory that is a git directory by what it
 /// holds whatever its name ([`crate::sandbox::GIT_DIR_MARKERS`]: a `.git` file's `gitdir:
 /// realgit`, `git --git-dir=fixtures/x.git`) — the root itself included (a command can turn
@@ -155,18 +160,8 @@ fn inspect(git: &Path) -> Vec<String> {
 /// git directories other than the root are not entered. At most [`MAX_DIRS`] directories and
 /// [`MAX_ENTRIES`] entries are read (one directory of 310,000 files hid a repository planted
 /// beside it when entries counted alone); the `bool` is true when that stopped the search.
-fn find_git_entries(root: &Path) -> (Vec<PathBuf>, bool) {
-    let mut specials = Vec::new();
-    find_entries(root, &mut specials)
-}
-
-/// Names git opens in every directory it walks (`git add`, `git status`, `ls-files
-/// --exclude-standard`): a FIFO there makes git wait forever — every snapshot then stalls
-/// until its deadline — and a device is opened.
-const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
-
-/// [`find_git_entries`], also collecting into `specials` every [`READ_BY_GIT`] entry that is
-/// neither a regular file nor a symlink (git does not follow those).
+/// Also collects into `specials` every [`READ_BY_GIT`] entry that is neither a regular file
+/// nor a symlink (git does not follow those).
 fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
