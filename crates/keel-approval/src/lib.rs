@@ -89,6 +89,12 @@ pub struct ApprovalRules {
     vouched: Vec<String>,
 }
 
+/// What the command analyser calls a workspace file it read because the line runs it as code:
+/// a script (`sh x.sh`, `npm test`'s) or a program file an interpreter or a program runs
+/// (`python3 gen.py`, `awk -f p.awk`, `source env.sh`: keel-tools' `record_program_file`). A
+/// session approval of such a line holds only while no workspace code changed since it ran.
+const WORKSPACE_CODE: &[&str] = &["the script", "a program file"];
+
 /// `tool` or `tool:command prefix`.
 fn split_rule(rule: &str) -> (&str, Option<&str>) {
     match rule.split_once(':') {
@@ -205,9 +211,11 @@ impl ApprovalRules {
             }
             (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => String::new(),
         };
-        let runs_workspace_script = analysis
-            .as_ref()
-            .is_some_and(|a| a.sources.iter().any(|s| s.what == "the script"));
+        let runs_workspace_script = analysis.as_ref().is_some_and(|a| {
+            a.sources
+                .iter()
+                .any(|s| WORKSPACE_CODE.contains(&s.what.as_ref()))
+        });
         let summary = CallSummary {
             tool: call.name.clone(),
             summary: text,
