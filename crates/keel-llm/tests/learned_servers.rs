@@ -621,3 +621,67 @@ async fn without_a_data_directory_nothing_is_written_and_nothing_breaks() {
         "{said:?}"
     );
 }
+
+/// A server whose tokenizer is coarser than Keel's four bytes a token (three of its tokens for
+/// five estimated ones, as large vocabularies count code) is believed, from a large request:
+/// the output limit then uses the room the window really has — in this run and the next —
+/// and every request still fits. A short request's count (a large share of it the template's
+/// preamble) is no evidence of a coarser tokenizer.
+#[tokio::test]
+async fn a_coarser_tokenizer_gives_the_reply_the_room_the_window_has() {
+    fn coarse(body: &Value) -> u64 {
+        // 4 bytes a token, times 3/5: 20 bytes make 3 tokens.
+        let bytes = body.to_string().len() as u64;
+        bytes * 3 / 20
+    }
+    let server = MockServer::with_handler(|req: &Recorded, _| {
+        let body = req.json();
+        let prompt = coarse(&body);
+        let limit = body["max_tokens"].as_u64().unwrap_or(0);
+        if prompt + limit > 4096 {
+            MockReply::error(400, overflow(4096, prompt, limit))
+        } else {
+            MockReply::json(whole_reply("ok", prompt))
+        }
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    // The window, learned by an earlier run; then a short request and a large one are counted.
+    keel_llm::learned::ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+        f.context_window = Some(keel_llm::learned::Fact {
+            value: 4096,
+            learned_at: now,
+        })
+    });
+    let p = learning(&base, home.path());
+    let short = ChatRequest {
+        max_tokens: Some(64),
+        ..simple_request("hi")
+    };
+    events(p.as_ref(), &short).await.unwrap();
+    let large = ChatRequest {
+        max_tokens: Some(4096),
+        ..conversation(4, 2000)
+    };
+    let before = server.requests().len();
+    events(p.as_ref(), &large).await.unwrap();
+    let first_limit = server.requests()[before].json()["max_tokens"]
+        .as_u64()
+        .unwrap();
+    for (run, client) in [
+        ("this run", p),
+        ("the next run", learning(&base, home.path())),
+    ] {
+        let before = server.requests().len();
+        events(client.as_ref(), &large).await.unwrap();
+        let request = server.requests()[before].json();
+        let limit = request["max_tokens"].as_u64().unwrap();
+        assert!(
+            limit > first_limit + 300,
+            "{run}: max_tokens {limit}, before the count {first_limit}"
+        );
+        assert!(coarse(&request) + limit <= 4096, "{run}: {limit}");
+    }
+}

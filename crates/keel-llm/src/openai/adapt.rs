@@ -27,6 +27,12 @@ pub(crate) const MIN_RESULT_TOKENS: u64 = 120;
 pub(crate) const MIN_TOOL_TOKENS: u64 = 150;
 /// The largest server tokens per estimated token believed (in thousandths).
 const MAX_PER_MILLE: u64 = 4000;
+/// The smallest: a coarser tokenizer than four bytes a token (large vocabularies on code)
+/// counts fewer tokens than estimated, and the window then holds more.
+const MIN_PER_MILLE: u64 = 500;
+/// Estimated prompt tokens a request needs before its count may set a scale below 1.0: in a
+/// shorter one the template's preamble allowance is a large share of the estimate.
+const MIN_TOKENS_FOR_COARSER: u64 = 500;
 /// Tokens a chat template adds to every prompt whatever it holds (llama-cpp-python's
 /// `chatml-function-calling`: ~100, tools or not), counted into every estimate the server's
 /// counts are compared with. Without it a short request — a compaction summary, 292 estimated
@@ -115,7 +121,8 @@ pub(crate) struct Adaptive {
     /// The previous request that reported its prompt size, and that size.
     last: Mutex<Option<(Observation, u64)>>,
     /// How many of the server's tokens one estimated token was, at most, in the requests it
-    /// reported (in thousandths; its tokenizer may cut finer than four bytes a token).
+    /// reported (in thousandths; its tokenizer may cut finer or coarser than four bytes a
+    /// token); 0 until one was reported.
     per_mille: std::sync::atomic::AtomicU64,
     /// Whether the tools were judged (once per process).
     tools_judged: AtomicBool,
@@ -147,7 +154,7 @@ impl Adaptive {
             per_mille: std::sync::atomic::AtomicU64::new(
                 facts
                     .tokens_per_mille
-                    .map_or(1000, |f| f.value.clamp(1000, MAX_PER_MILLE)),
+                    .map_or(0, |f| f.value.clamp(MIN_PER_MILLE, MAX_PER_MILLE)),
             ),
             tools_judged: AtomicBool::new(facts.tools_dropped.is_some()),
             notices: Mutex::new(notices),
@@ -169,7 +176,10 @@ impl Adaptive {
 
     /// Server tokens per estimated token, in thousandths (what this server counted before).
     pub(crate) fn per_mille(&self) -> u64 {
-        self.per_mille.load(Ordering::Relaxed)
+        match self.per_mille.load(Ordering::Relaxed) {
+            0 => 1000,
+            known => known,
+        }
     }
 
     /// The window the server enforces, when learned.
@@ -205,16 +215,22 @@ impl Adaptive {
         }
     }
 
-    /// The server counted `counted` prompt tokens where Keel estimated `estimated`: a scale
-    /// larger than the known one by a twentieth is used from now on, and remembered.
+    /// The server counted `counted` prompt tokens where Keel estimated `estimated`: the first
+    /// scale, or one larger than the known one by a twentieth, is used from now on, and
+    /// remembered. The largest seen stands (the estimate must not fall short of any prompt);
+    /// below 1.0 only from a request large enough to show it.
     fn calibrate(&self, counted: u64, estimated: u64) {
         if estimated < 50 {
             return;
         }
+        let large = estimated >= MIN_TOKENS_FOR_COARSER;
         let estimated = estimated + TEMPLATE_PREAMBLE_TOKENS;
-        let scale = (counted.saturating_mul(1000) / estimated).min(MAX_PER_MILLE);
+        let scale = (counted.saturating_mul(1000) / estimated).clamp(MIN_PER_MILLE, MAX_PER_MILLE);
+        if scale < 1000 && !large {
+            return;
+        }
         let known = self.per_mille.fetch_max(scale, Ordering::Relaxed);
-        if scale > known + known / 20 {
+        if known == 0 || scale > known + known / 20 {
             self.memory.learn(|f, now| {
                 f.tokens_per_mille = Some(Fact {
                     value: scale,
@@ -285,8 +301,7 @@ impl Adaptive {
             + TEMPLATE_PREAMBLE_TOKENS;
         // The estimate is about four bytes a token: scale it by what this server counted
         // before, and leave a tenth more for what it has not been seen counting.
-        let scale = self.per_mille.load(Ordering::Relaxed);
-        let prompt = prompt.saturating_mul(scale) / 1000;
+        let prompt = prompt.saturating_mul(self.per_mille()) / 1000;
         let prompt = prompt + prompt / 10;
         let room = window.saturating_sub(prompt);
         let floor = limit.min(MIN_REPLY_TOKENS);
