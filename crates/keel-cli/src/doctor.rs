@@ -154,20 +154,34 @@ fn git_config_paths_check(workspace: &Path) -> Option<Check> {
     if paths.is_empty() {
         return None;
     }
-    let list: Vec<String> = paths
+    let show = |p: &keel_tools::sandbox::GitConfigPath| format!("{} ({})", p.path.display(), p.key);
+    let (present, missing): (Vec<_>, Vec<_>) = paths
         .iter()
-        .map(|p| format!("{} ({})", p.path.display(), p.key))
-        .collect();
-    Some(Check::new(
-        "git: work-tree programs",
-        Status::Info,
-        format!(
-            "the repository's git config names {}: your own git reads or runs them outside the \
-             sandbox (hooks at `git commit`, filters and fsmonitor at `git status`), so they are \
-             read-only to the agent's file tools and commands; change them yourself",
+        .partition(|p| workspace.join(&p.path).symlink_metadata().is_ok());
+    let mut detail = String::from("the repository's git config and installed hooks name ");
+    if present.is_empty() {
+        detail.push_str("no work-tree file that exists yet");
+    } else {
+        let list: Vec<String> = present.iter().map(|p| show(p)).collect();
+        detail.push_str(&list.join(", "));
+    }
+    detail.push_str(
+        ": your own git reads or runs them outside the sandbox (hooks at `git commit`, filters \
+         and fsmonitor at `git status`), so they are read-only to the agent's file tools and \
+         commands; change them yourself",
+    );
+    if !missing.is_empty() {
+        let mut list: Vec<String> = missing.iter().take(5).map(|p| show(p)).collect();
+        if missing.len() > 5 {
+            list.push(format!("{} more", missing.len() - 5));
+        }
+        detail.push_str(&format!(
+            ". Not there yet (the file tools refuse them; one a command creates is renamed to \
+             `….quarantined-by-keel`): {}",
             list.join(", ")
-        ),
-    ))
+        ));
+    }
+    Some(Check::new("git: work-tree programs", Status::Info, detail))
 }
 
 /// `shell.writable` trees are shared with everything the user runs later outside Keel: a

@@ -50,6 +50,13 @@ pub enum McpCommand {
         /// network off otherwise).
         #[arg(long)]
         network: bool,
+        /// When approving a project's server without a terminal to ask on: approve it as shown.
+        #[arg(long, conflicts_with = "confirm")]
+        yes: bool,
+        /// When approving a project's server: approve it only if it is still exactly what was
+        /// shown with this code (`/mcp add NAME` in `keel chat` shows it).
+        #[arg(long, value_name = "CODE")]
+        confirm: Option<String>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -67,20 +74,36 @@ pub enum McpCommand {
     },
 }
 
+/// How approving a project's server gets the user's yes once its details are shown (never
+/// before: red-team R4-14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// A y/N question on the terminal.
+    Terminal,
+    /// No terminal (`keel mcp add` in a script): shown, not approved without `--yes`.
+    NoTerminal,
+    /// `keel chat`'s `/mcp add`: shown, approved by typing it again with `--confirm CODE`.
+    Chat,
+}
+
 pub fn execute(args: McpArgs) -> anyhow::Result<u8> {
-    // On a terminal, approving a project's server asks for a yes after showing it.
-    let ask = std::io::stdin().is_terminal() && crate::out::stdout_is_terminal();
+    let ask = if std::io::stdin().is_terminal() && crate::out::stdout_is_terminal() {
+        Ask::Terminal
+    } else {
+        Ask::NoTerminal
+    };
     run_asking(args.command, &mut crate::out::stdout(), ask)
 }
 
-/// Carries out one `keel mcp` command, writing what it says to `out` (stdout, or chat's
-/// `/mcp` notice); an approval is recorded as asked, its details shown in `out`.
+/// Carries out one `keel mcp` command for `keel chat`, writing what it says to `out` (its
+/// `/mcp` notice): a project server's approval is shown first and recorded only when typed
+/// again with the code shown (`--confirm CODE`).
 pub fn run(command: McpCommand, out: &mut dyn Write) -> anyhow::Result<u8> {
-    run_asking(command, out, false)
+    run_asking(command, out, Ask::Chat)
 }
 
-/// [`run`], asking on the terminal before an approval when `ask`.
-fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Result<u8> {
+/// [`run`], asking as `ask` says before an approval.
+fn run_asking(command: McpCommand, out: &mut dyn Write, ask: Ask) -> anyhow::Result<u8> {
     match command {
         McpCommand::List { common, json } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
@@ -149,11 +172,18 @@ fn run_asking(command: McpCommand, out: &mut dyn Write, ask: bool) -> anyhow::Re
             env,
             command,
             network,
+            yes,
+            confirm,
             common,
         } => {
             let ws = setup::workspace_dir(common.workspace.as_deref())?;
             if url.is_none() && command.is_empty() {
-                return approve(&ws, &name, network, ask, out);
+                let answer = match (confirm, yes) {
+                    (Some(code), _) => Answer::Confirmed(code),
+                    (None, true) => Answer::Yes,
+                    (None, false) => Answer::Ask(ask),
+                };
+                return approve(&ws, &name, network, answer, out);
             }
             if network {
                 return Err(setup::UsageError(
@@ -265,11 +295,20 @@ fn definitions(ws: &Path) -> anyhow::Result<(Vec<ServerDef>, Vec<String>)> {
     Ok(keel_engine::mcp::definitions(&config, ws))
 }
 
+/// The user's answer to approving a project's server, or how to get it.
+enum Answer {
+    /// `--yes`: approve what is shown.
+    Yes,
+    /// `--confirm CODE`: approve what is shown if its code is CODE.
+    Confirmed(String),
+    Ask(Ask),
+}
+
 fn approve(
     ws: &Path,
     name: &str,
     network: bool,
-    ask: bool,
+    answer: Answer,
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     let (defs, _) = definitions(ws)?;
@@ -294,19 +333,48 @@ fn approve(
     for line in approval_details(&def, &files, network) {
         writeln!(out, "  {line}")?;
     }
-    if ask {
-        write!(out, "Approve `{name}` exactly as shown? [y/N] ")?;
-        out.flush()?;
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            writeln!(out, "Not approved.")?;
+    // What is recorded is what was shown: this definition and these files' hashes (a file
+    // changed while the user read it is found changed at the next start).
+    let code = keel_mcp::approval_code(&def, network, &files);
+    let flag = if network { " --network" } else { "" };
+    match answer {
+        Answer::Yes => {}
+        Answer::Confirmed(given) if given.trim() == code => {}
+        Answer::Confirmed(given) => {
+            writeln!(
+                out,
+                "Not approved: `{name}` is no longer what code {given} was shown for (its definition or a file above changed). To approve it as shown above: /mcp add {name}{flag} --confirm {code}"
+            )?;
+            return Ok(exit::FAILED);
+        }
+        Answer::Ask(Ask::Terminal) => {
+            write!(out, "Approve `{name}` exactly as shown? [y/N] ")?;
+            out.flush()?;
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer)?;
+            if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                writeln!(out, "Not approved.")?;
+                return Ok(exit::FAILED);
+            }
+        }
+        Answer::Ask(Ask::NoTerminal) => {
+            writeln!(
+                out,
+                "Not approved: there is no terminal to ask on. To approve exactly what is shown: keel mcp add {name}{flag} --confirm {code} (or --yes)"
+            )?;
+            return Ok(exit::FAILED);
+        }
+        Answer::Ask(Ask::Chat) => {
+            writeln!(
+                out,
+                "Not approved yet. To approve exactly what is shown, type: /mcp add {name}{flag} --confirm {code}"
+            )?;
             return Ok(exit::FAILED);
         }
     }
     let mut approvals = keel_engine::mcp::approvals();
     approvals
-        .approve(ws, &def, network)
+        .approve_as_shown(ws, &def, network, &files)
         .map_err(anyhow::Error::msg)?;
     writeln!(
         out,

@@ -62,7 +62,8 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
     );
     req.policy = policy;
     req.timeout = settings.max_timeout;
-    req.roots = settings.roots_for(&workspace);
+    // The user's own command line: their network setting.
+    req.roots = settings.approved_roots_for(&workspace);
     req.env_keep = settings.env_keep.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -194,12 +194,13 @@ fn print_redo(out: &mut impl Write, report: &RedoReport) -> std::io::Result<()> 
     Ok(())
 }
 
-/// The files a restore did not touch because they are over `[snapshots] max_file_mb`.
+/// The files a restore did not touch because no snapshot records them (over `[snapshots]
+/// max_file_mb`, or named so git refuses them).
 fn print_left_alone(out: &mut impl Write, c: &keel_snapshot::RestoreReport) -> std::io::Result<()> {
     for f in &c.left_alone {
         writeln!(
             out,
-            "  left alone {f} (larger than [snapshots] max_file_mb: never recorded, not restored)"
+            "  left alone {f} (never recorded: larger than [snapshots] max_file_mb, or a name git refuses; not restored)"
         )?;
     }
     Ok(())

@@ -264,7 +264,11 @@ sys.exit(1)
     let Some(user) = normal_user(&env, test) else {
         return;
     };
-    let added = user.keel().args(["mcp", "add", "helper"]).output().unwrap();
+    let added = user
+        .keel()
+        .args(["mcp", "add", "helper", "--yes"])
+        .output()
+        .unwrap();
     assert_exit(&added, 0);
     let out = user
         .keel()

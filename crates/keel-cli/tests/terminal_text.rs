@@ -47,7 +47,7 @@ fn mcp_names_arguments_and_env_values_are_shown_not_obeyed() {
         EVIL_NAME: {"command": "true"}
     }});
     std::fs::write(env.work.join(".mcp.json"), json.to_string()).unwrap();
-    let added = output(&env, &["mcp", "add", "fmt"]);
+    let added = output(&env, &["mcp", "add", "fmt", "--yes"]);
     assert_exit(&added, 0);
     assert_clean("keel mcp add (stdout)", &added.stdout);
     assert_clean("keel mcp add (stderr)", &added.stderr);

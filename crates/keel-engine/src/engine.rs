@@ -47,8 +47,9 @@ pub struct Engine {
     pub(crate) constitution: Arc<keel_knowledge::constitution::Constitution>,
     /// The skills found at build (`skills`).
     pub(crate) skills: Arc<keel_knowledge::skills::SkillSet>,
-    /// The guardrails and custom hooks the loop asks, in order.
-    pub(crate) hooks: Vec<crate::hooks::Slot>,
+    /// The custom hooks, in the order they were added (a run asks them between the built-in
+    /// guardrails: `hooks::builtin::standard`).
+    pub(crate) hooks: Vec<Arc<dyn crate::hooks::Hook>>,
     /// Builds subagents' providers (`agents`); without it a child uses this engine's.
     pub(crate) child_providers: Option<crate::agents::ChildProviders>,
     /// How many subagent levels below the session this engine runs (0: the session itself).
@@ -280,7 +281,6 @@ impl EngineBuilder {
             LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs())
                 .with_max_file_mb(self.config.snapshots.max_file_mb)
         });
-        let hooks = crate::hooks::builtin::standard(phase_policy.is_some(), &self.hooks);
         Ok(Engine {
             provider,
             auxiliary: self.auxiliary,
@@ -296,7 +296,7 @@ impl EngineBuilder {
             index,
             constitution: Arc::new(constitution),
             skills: Arc::new(skills),
-            hooks,
+            hooks: self.hooks,
             child_providers: self.child_providers,
             agent_depth: 0,
             agent_scope: None,
@@ -506,58 +506,5 @@ impl Engine {
     /// The store sessions are written to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
-    }
-
-    /// Runs `task` as a new session until it completes, fails, is blocked or is cancelled.
-    /// Model and tool failures end up in the outcome and the event stream (through the
-    /// fallback chain); only failures of the engine's own machinery (the store) are `Err`.
-    pub async fn run(&self, task: &str, options: RunOptions) -> Result<RunOutcome, EngineError> {
-        crate::session::start(self, task, options).await
-    }
-
-    /// Records a new session of this engine (its workspace, provider, model and mode) with no
-    /// task and no events yet: status `idle`. Its first message, sent with
-    /// [`Engine::continue_session`], runs as its task (`session_started`). For clients that
-    /// create a session before they say anything (`keel serve`).
-    pub async fn create_session(&self) -> Result<keel_store::SessionRecord, EngineError> {
-        crate::session::create(self, None).await
-    }
-
-    /// [`Engine::create_session`] for a session whose workspace is a checkout of `repo` (queue
-    /// mode: each worker checks it out into a directory of its own and runs the turn there).
-    pub async fn create_repo_session(
-        &self,
-        repo: keel_store::RepoSource,
-    ) -> Result<keel_store::SessionRecord, EngineError> {
-        crate::session::create(self, Some(repo)).await
-    }
-
-    /// Continues the stored session `session` (full id or unique prefix) with a new user
-    /// `message`: the transcript is reloaded, event numbering continues, answered blockers of
-    /// the session are delivered with the message (and marked delivered), and the run goes
-    /// on with a fresh iteration budget. Used by `keel run --resume` and follow-up messages.
-    /// The first message of an `idle` session ([`Engine::create_session`]) starts it instead,
-    /// as its task.
-    /// A session still running in a live process, or belonging to another workspace, is an
-    /// `Err`.
-    pub async fn continue_session(
-        &self,
-        session: &str,
-        message: &str,
-        options: RunOptions,
-    ) -> Result<RunOutcome, EngineError> {
-        crate::session::resume(self, session, message, options).await
-    }
-
-    /// Compacts the stored session `session`'s working context now, whatever the threshold
-    /// (the `compact` operation): a `compaction` event naming the stored checkpoint the next
-    /// turns start from. The transcript itself keeps everything. A running session is an
-    /// `Err`; a session with nothing to compact reports no stages and emits nothing.
-    pub async fn compact_session(
-        &self,
-        session: &str,
-        options: RunOptions,
-    ) -> Result<crate::compaction::CompactReport, EngineError> {
-        crate::compaction::compact_session(self, session, options).await
     }
 }

@@ -102,48 +102,6 @@ pub fn for_window(system: &str, tools: &[ToolSpec], window: u64) -> (String, Vec
     }
 }
 
-impl crate::run::Run<'_> {
-    /// Switches to the compact head when the window learned mid-run is too small for the
-    /// full one (once: the compact head then stays).
-    pub(crate) fn fit_head(&mut self) {
-        if self.compact_head {
-            return;
-        }
-        let (system, tools, compact) = for_window(
-            &self.system_prompt,
-            &self.tools,
-            self.compactor.budget.window,
-        );
-        if compact {
-            self.system_prompt = system;
-            self.tools = tools;
-            self.compact_head = true;
-        }
-    }
-
-    /// The failure of a request that does not fit the window: both sizes, and the head's.
-    pub(crate) fn overflow(&self, needed: u64, window: u64) -> crate::ending::Failure {
-        let head = keel_llm::tokens::estimate_request(&self.system_prompt, &self.tools, &[]);
-        let which = if self.compact_head {
-            "the compact head"
-        } else {
-            "the head"
-        };
-        crate::ending::Failure::new(
-            keel_protocol::ErrorCode::ContextOverflow,
-            format!(
-                "the next request needs about {needed} tokens, more than the model's {window}-token window, even after compaction ({which}, the system prompt and {} tools, takes about {head} of them)",
-                self.tools.len()
-            ),
-        )
-        .with_hint(if head.saturating_mul(2) > window {
-            "use a model with a larger context window, or shorten the project's instruction files (AGENTS.md, the constitution); if the window is larger than Keel thinks, set agent.context_window"
-        } else {
-            "start a new session with a smaller task, or use a model with a larger context window"
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,7 +32,6 @@ pub mod results;
 mod run;
 pub mod runtime;
 mod session;
-pub mod snapshot;
 pub mod time;
 pub mod tracker;
 pub mod verify;

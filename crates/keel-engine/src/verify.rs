@@ -289,6 +289,18 @@ impl GatePlan {
         }
     }
 
+    /// Whether the user's own configuration chose `gate` (`[verify] commands` in their
+    /// config, not the project's): the user's exact command line, so it may have the network
+    /// when `shell.network` is on. A detected gate is Keel's choice and never has it.
+    pub(crate) fn chosen_by_user(&self, gate: &Gate) -> bool {
+        self.chosen_by_project(gate).is_none()
+            && self
+                .verify
+                .commands
+                .as_ref()
+                .is_some_and(|cmds| cmds.iter().any(|c| c.trim() == gate.command.trim()))
+    }
+
     /// Whether the constitution requires `gate`.
     pub(crate) fn is_required(&self, gate: &Gate) -> bool {
         self.constitution

@@ -246,3 +246,52 @@ turns:
     assert!(!a[0].0, "{a:?}");
     assert_eq!(phases(&sink)[0], "building");
 }
+
+/// SmolLM2's plan_exec runs, as the real server saw them: `advance_phase` first (refused:
+/// nothing read), then `list_files` again and again. A repeated read in planning is answered
+/// with the way on — a plan and `advance_phase` — not "an edit", which planning refuses; the
+/// model that follows it leaves planning (the rule is unchanged: something read, a plan
+/// stated).
+#[tokio::test]
+async fn a_repeated_read_in_planning_points_to_the_plan_and_advance_phase() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {summary: "1. create hello.txt saying hello\n2. run the tests"}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done: hello.txt says hello and the test passes."
+"#;
+    let (out, sink) = run(script).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let repeats: Vec<String> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ToolResult { content, .. }
+                if content.starts_with("[keel: not run again") =>
+            {
+                Some(content)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(repeats.len(), 2, "{repeats:?}");
+    assert!(
+        repeats[0].contains("call advance_phase") && !repeats[0].contains("an edit"),
+        "in planning: {}",
+        repeats[0]
+    );
+    assert!(
+        repeats[1].contains("an edit"),
+        "in building: {}",
+        repeats[1]
+    );
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}

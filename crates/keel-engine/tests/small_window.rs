@@ -135,18 +135,31 @@ mod tiny_server {
     }
 
     fn reply(n: usize, message: Value, finish: &str, prompt: u64) -> MockReply {
+        reply_of(n, message, finish, prompt, 40)
+    }
+
+    /// A reply of `completion` tokens.
+    pub fn reply_of(
+        n: usize,
+        message: Value,
+        finish: &str,
+        prompt: u64,
+        completion: u64,
+    ) -> MockReply {
         MockReply::json(
             json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion",
                    "created": 1_795_874_476, "model": "smollm2",
                    "choices": [{"index": 0, "message": message, "logprobs": null,
                                 "finish_reason": finish}],
-                   "usage": {"prompt_tokens": prompt, "completion_tokens": 40,
-                             "total_tokens": prompt + 40}})
+                   "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}})
             .to_string(),
         )
     }
 
-    /// The model's `step`-th reply: one tool call per reply, then `text`.
+    /// The model's `step`-th reply: one tool call per reply, then `text`. A step named
+    /// `"overrun:<tool>"` is the server ignoring `max_tokens` on a tool call: arguments cut
+    /// where the window filled up, `completion_tokens` the rest of the window.
     pub async fn serve(steps: Vec<(&'static str, String)>, text: &'static str) -> MockServer {
         let next = AtomicUsize::new(0);
         MockServer::with_handler(move |req: &Recorded, n| {
@@ -165,11 +178,18 @@ mod tiny_server {
             let step = next.fetch_add(1, Ordering::Relaxed);
             match steps.get(step) {
                 Some((name, args)) => {
+                    let (name, overrun) = match name.strip_prefix("overrun:") {
+                        Some(tool) => (tool, true),
+                        None => (*name, false),
+                    };
                     let id = format!("call__0_{name}_cmpl-{n}");
                     let call = json!({"name": name, "arguments": args});
                     let m = json!({"content": null, "role": "assistant",
                                    "tool_calls": [{"id": id, "type": "function", "function": call}],
                                    "function_call": call});
+                    if overrun {
+                        return reply_of(n, m, "tool_calls", prompt, WINDOW - prompt);
+                    }
                     reply(n, m, "tool_calls", prompt)
                 }
                 None => reply(n, json!({"role": "assistant", "content": text}), "stop", prompt),
@@ -319,4 +339,110 @@ async fn a_run_in_a_2048_token_window_ends_by_its_work_not_by_overflow() {
 #[tokio::test]
 async fn a_first_run_that_learns_the_2048_token_window_still_ends_by_its_work() {
     tiny_window_run(false).await;
+}
+
+/// The raw server ignores `max_tokens` on tool calls (llama-cpp-python 0.3.36): twice in a row
+/// SmolLM2 fills an `edit_file` call with garbage until the window is full — arguments cut
+/// inside a string, `finish_reason` still `tool_calls`. Each reply is taken as cut off at the
+/// output limit: the call is not run, the model is told in a line (not the tool's schema,
+/// hundreds of tokens in this window), the garbage does not travel, and the run ends by its
+/// work, not `context_overflow` (a real run did, on its fourth request).
+#[tokio::test]
+async fn a_server_ignoring_max_tokens_on_tool_calls_does_not_end_the_run() {
+    use keel_llm::learned::{Fact, ServerMemory};
+    use keel_llm::{Role, Router, build_provider};
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("calc.py"),
+        "def add(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    let garbage = |seed: &str| {
+        format!(
+            r#"{{ "path": "2018-04-23T15:49:37.63PST_LocalFile/{seed}", "edits": [{{"search": "{}"#,
+            "keyframe_name =&lt;path%34;:&#34; typeList.type_list C++/Immutable ".repeat(70)
+        )
+    };
+    let steps = vec![
+        ("read_file", r#"{"path": "calc.py"}"#.to_string()),
+        ("overrun:edit_file", garbage("a")),
+        ("overrun:edit_file", garbage("b")),
+        (
+            "edit_file",
+            r#"{"path": "calc.py", "edits": [{"search": "def add(a, b):", "replace": "def answer():\n    return 42\n\n\ndef add(a, b):"}]}"#
+                .to_string(),
+        ),
+    ];
+    let server = tiny_server::serve(steps, "Added answer() to calc.py; it returns 42.").await;
+    let base = format!("{}/v1", server.url());
+    let home = tempfile::tempdir().unwrap();
+    ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+        f.context_window = Some(Fact {
+            value: tiny_server::WINDOW,
+            learned_at: now,
+        });
+        f.streams = Some(Fact {
+            value: false,
+            learned_at: now,
+        });
+        f.tool_results_as_user = Some(Fact {
+            value: true,
+            learned_at: now,
+        });
+    });
+    let mut config = Config::default();
+    config.verify.enabled = false;
+    config.shell.lint.enabled = false;
+    config.llm.provider = Some("llamacpp".into());
+    config.llm.model = Some("smollm2".into());
+    config.llm.base_url = Some(base.clone());
+    let target = Router::new(&config.llm, std::path::Path::new("/"))
+        .with_learned_dir(Some(home.path().to_path_buf()))
+        .target(Role::Main)
+        .unwrap();
+    let provider = build_provider(&target, &|_| None).unwrap();
+    let engine = EngineBuilder::new(config, dir.path())
+        .provider(provider)
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .build()
+        .unwrap();
+    let out = engine
+        .run(
+            "add a function answer() to calc.py that returns 42",
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    let requests = server.requests();
+    let sizes: Vec<(u64, u64)> = requests
+        .iter()
+        .map(|r| {
+            let b = r.json();
+            (
+                tiny_server::prompt_tokens(&b),
+                b["max_tokens"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    eprintln!("requests (prompt, max_tokens): {sizes:?}");
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    assert!(
+        std::fs::read_to_string(dir.path().join("calc.py"))
+            .unwrap()
+            .contains("def answer():")
+    );
+    let last = &requests.last().unwrap().body;
+    assert!(
+        !last.contains("keyframe_name"),
+        "the garbage does not travel"
+    );
+    assert!(
+        last.matches("cut off at the output token limit").count() >= 2,
+        "the model was told each call was cut off: {last}"
+    );
+    assert!(
+        !last.contains("Schema of edit_file"),
+        "a cut-off call gets no schema: {last}"
+    );
 }

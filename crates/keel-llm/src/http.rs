@@ -3,6 +3,11 @@
 //! → [`LlmError`] (HTTP error replies: the `wire_errors` module), and a body reader that turns
 //! server-sent events into [`StreamEvent`]s through a wire-format [`Decoder`].
 //!
+//! Every reply body is read through one bound, [`MAX_REPLY_BYTES`] (an error body through
+//! [`MAX_ERROR_BODY_BYTES`]): a server that never stops sending — content, reasoning or tool-call
+//! arguments, streamed or as one JSON document — fails the request with an error naming the
+//! limit instead of growing Keel's memory until it is killed (red-team R4-17).
+//!
 //! API keys travel only in request headers. Error texts are built here, never from reqwest's
 //! `Display` (which includes the URL), and any occurrence of the key in a provider's message
 //! is replaced before the message leaves this module.
@@ -40,6 +45,36 @@ impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiKey(<redacted>)")
     }
+}
+
+/// The most of one reply Keel reads: content, reasoning and tool-call arguments with the wire
+/// format around them. A 128,000-token reply streamed one token per event is about 32 MB.
+pub const MAX_REPLY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most of an error reply's body Keel reads (its message is shown, not kept).
+pub const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
+
+/// The error for a reply from `url` that passed [`MAX_REPLY_BYTES`].
+fn too_large(url: &str) -> LlmError {
+    LlmError::InvalidResponse(format!(
+        "the reply from {url} passed Keel's limit of {} MiB for one model reply and was cut off; the server keeps sending (a model stuck repeating itself, or not a model server): check the endpoint, or lower llm.max_output_tokens",
+        MAX_REPLY_BYTES / (1024 * 1024)
+    ))
+}
+
+/// Reads `response`'s body up to `limit` bytes: `Ok(None)` when it is longer.
+async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() as u64 + chunk.len() as u64 > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 /// How long to wait for a connection, and for the next byte of a reply.
@@ -207,11 +242,16 @@ impl HttpClient {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         if !(200..300).contains(&status) {
-            let text = tokio::time::timeout(self.timeouts.idle, response.text())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
+            let text = tokio::time::timeout(
+                self.timeouts.idle,
+                read_bounded(response, MAX_ERROR_BODY_BYTES),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
             return Err(status_error(
                 status,
                 &headers,
@@ -225,10 +265,11 @@ impl HttpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
-            let bytes = tokio::time::timeout(first_byte, response.bytes())
+            let bytes = tokio::time::timeout(first_byte, read_bounded(response, MAX_REPLY_BYTES))
                 .await
                 .map_err(|_| self.silence(&format!("the reply from {shown} stalled"), first_byte))?
-                .map_err(|e| self.transport_error(&e, &shown))?;
+                .map_err(|e| self.transport_error(&e, &shown))?
+                .ok_or_else(|| too_large(&shown))?;
             let mut decoder = decoder;
             let mut out = Vec::new();
             decoder.on_complete_body(&bytes, &mut out)?;
@@ -362,6 +403,8 @@ struct DecodeState<D> {
     timeouts: Timeouts,
     /// Whether a chunk has arrived (the idle timeout applies from then on).
     started: bool,
+    /// Bytes of the body read so far (at most [`MAX_REPLY_BYTES`]).
+    received: u64,
     local: bool,
     url: String,
     key: Option<ApiKey>,
@@ -384,6 +427,7 @@ fn decode<D: Decoder>(
         done: false,
         timeouts,
         started: false,
+        received: 0,
         local,
         url,
         key,
@@ -417,8 +461,13 @@ fn decode<D: Decoder>(
                     redact(&chain(&e), st.key.as_ref())
                 ))),
                 Ok(Some(Ok(bytes))) => {
-                    st.parser.push(&bytes, &mut sse);
-                    feed(&mut st.decoder, sse, &mut out)
+                    st.received += bytes.len() as u64;
+                    if st.received > MAX_REPLY_BYTES {
+                        Err(too_large(&st.url))
+                    } else {
+                        st.parser.push(&bytes, &mut sse);
+                        feed(&mut st.decoder, sse, &mut out)
+                    }
                 }
                 Ok(None) => {
                     st.parser.finish(&mut sse);

@@ -58,6 +58,13 @@ pub enum MockReply {
     Drop { prefix: Vec<u8> },
     /// `200 text/event-stream`, sends `prefix`, then goes silent for `silence`.
     Stall { prefix: Vec<u8>, silence: Duration },
+    /// `200` with `content_type`: sends `prefix`, then `unit` again and again until the client
+    /// stops reading (a server that never ends its reply).
+    Endless {
+        content_type: String,
+        prefix: Vec<u8>,
+        unit: Vec<u8>,
+    },
 }
 
 impl MockReply {
@@ -233,6 +240,18 @@ async fn serve(
             write_head(&mut socket, 200, "text/event-stream", &[]).await?;
             write_chunk(&mut socket, &prefix).await?;
             tokio::time::sleep(silence).await;
+        }
+        MockReply::Endless {
+            content_type,
+            prefix,
+            unit,
+        } => {
+            write_head(&mut socket, 200, &content_type, &[]).await?;
+            write_chunk(&mut socket, &prefix).await?;
+            // Ends when the client closes the connection (the write fails).
+            loop {
+                write_chunk(&mut socket, &unit).await?;
+            }
         }
     }
     socket.flush().await?;

@@ -208,6 +208,65 @@ async fn a_template_that_renders_tool_results_is_left_alone() {
     assert!(roles(&server.requests()[2]).contains(&"tool".to_string()));
 }
 
+/// A weak model's results are short (`list_files` of three files, one-line errors: ~40
+/// estimated tokens each), too few to judge one request at a time: they add up from the last
+/// request judged, so a template that drops them is found after a few requests (a plan_exec
+/// run of SmolLM2 sent all its results as `role: tool` to a template that dropped them) — and
+/// one that renders them is still left alone.
+#[tokio::test]
+async fn short_tool_results_add_up_until_a_dropping_template_is_found() {
+    for (renders, expect_found) in [(false, true), (true, false)] {
+        let server = Template {
+            tools: true,
+            tool_messages: renders,
+        }
+        .serve()
+        .await;
+        let home = tempfile::tempdir().unwrap();
+        let p = learning(&format!("{}/v1", server.url()), home.path());
+        let mut found_at = None;
+        for n in 1..=6 {
+            let said = notices(&events(p.as_ref(), &conversation(n, 150)).await.unwrap());
+            if said.iter().any(|n| n.contains("drops tool results")) && found_at.is_none() {
+                found_at = Some(n);
+            }
+        }
+        assert_eq!(
+            found_at.is_some(),
+            expect_found,
+            "renders: {renders}, {found_at:?}"
+        );
+        if let Some(n) = found_at {
+            assert!(n <= 5, "found after {n} requests");
+            assert!(!roles(&server.requests().pop().unwrap()).contains(&"tool".to_string()));
+        }
+    }
+}
+
+/// A conversation rewritten between two requests (compaction put a summary in place of its
+/// start) is not a prompt that failed to grow: nothing is concluded from it.
+#[tokio::test]
+async fn a_rewritten_conversation_is_not_taken_for_dropped_results() {
+    let server = Template {
+        tools: true,
+        tool_messages: true,
+    }
+    .serve()
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let p = learning(&format!("{}/v1", server.url()), home.path());
+    // The first request's task came with a long note; from the next on, a compaction summary
+    // stands in its place — the prompt shrinks by more than the new results add.
+    let mut first = conversation(1, 150);
+    first.messages[0] = Message::user_text("Add a function that returns 42. ".repeat(80));
+    events(p.as_ref(), &first).await.unwrap();
+    for n in 2..=6 {
+        let said = notices(&events(p.as_ref(), &conversation(n, 150)).await.unwrap());
+        assert!(said.is_empty(), "request {n}: {said:?}");
+    }
+    assert!(roles(&server.requests().pop().unwrap()).contains(&"tool".to_string()));
+}
+
 #[tokio::test]
 async fn a_template_that_drops_the_tools_is_reported_once_and_remembered() {
     let server = Template {
@@ -561,4 +620,68 @@ async fn without_a_data_directory_nothing_is_written_and_nothing_breaks() {
         said.iter().any(|n| n.contains("drops tool results")),
         "{said:?}"
     );
+}
+
+/// A server whose tokenizer is coarser than Keel's four bytes a token (three of its tokens for
+/// five estimated ones, as large vocabularies count code) is believed, from a large request:
+/// the output limit then uses the room the window really has — in this run and the next —
+/// and every request still fits. A short request's count (a large share of it the template's
+/// preamble) is no evidence of a coarser tokenizer.
+#[tokio::test]
+async fn a_coarser_tokenizer_gives_the_reply_the_room_the_window_has() {
+    fn coarse(body: &Value) -> u64 {
+        // 4 bytes a token, times 3/5: 20 bytes make 3 tokens.
+        let bytes = body.to_string().len() as u64;
+        bytes * 3 / 20
+    }
+    let server = MockServer::with_handler(|req: &Recorded, _| {
+        let body = req.json();
+        let prompt = coarse(&body);
+        let limit = body["max_tokens"].as_u64().unwrap_or(0);
+        if prompt + limit > 4096 {
+            MockReply::error(400, overflow(4096, prompt, limit))
+        } else {
+            MockReply::json(whole_reply("ok", prompt))
+        }
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    // The window, learned by an earlier run; then a short request and a large one are counted.
+    keel_llm::learned::ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+        f.context_window = Some(keel_llm::learned::Fact {
+            value: 4096,
+            learned_at: now,
+        })
+    });
+    let p = learning(&base, home.path());
+    let short = ChatRequest {
+        max_tokens: Some(64),
+        ..simple_request("hi")
+    };
+    events(p.as_ref(), &short).await.unwrap();
+    let large = ChatRequest {
+        max_tokens: Some(4096),
+        ..conversation(4, 2000)
+    };
+    let before = server.requests().len();
+    events(p.as_ref(), &large).await.unwrap();
+    let first_limit = server.requests()[before].json()["max_tokens"]
+        .as_u64()
+        .unwrap();
+    for (run, client) in [
+        ("this run", p),
+        ("the next run", learning(&base, home.path())),
+    ] {
+        let before = server.requests().len();
+        events(client.as_ref(), &large).await.unwrap();
+        let request = server.requests()[before].json();
+        let limit = request["max_tokens"].as_u64().unwrap();
+        assert!(
+            limit > first_limit + 300,
+            "{run}: max_tokens {limit}, before the count {first_limit}"
+        );
+        assert!(coarse(&request) + limit <= 4096, "{run}: {limit}");
+    }
 }

@@ -340,3 +340,92 @@ async fn a_silent_local_server_is_not_sent_the_request_again() {
     assert!(err.to_string().contains("does not resend"), "{err}");
     assert_eq!(server.requests().len(), 1, "no duplicate generation queued");
 }
+
+/// llama-cpp-python 0.3.36 (`chatml-function-calling`) ignores `max_tokens` on a tool call:
+/// SmolLM2 filled an `edit_file` call's arguments with 1,328 tokens when 923 were asked, until
+/// the 2,048-token window was full (its reply, byte for byte, from a real run). The reply ends
+/// as cut off at the output limit — so the incomplete call is not run — and the user is told.
+#[tokio::test]
+async fn a_whole_reply_past_the_asked_limit_is_cut_off_and_said() {
+    let body = read(&fixtures().join("llama-cpp-python/smollm2-tool-call-past-max-tokens.json"));
+    let server = MockServer::with_handler(move |_, _| {
+        MockReply::json(String::from_utf8_lossy(&body).into_owned())
+    })
+    .await
+    .unwrap();
+    let p = provider("llamacpp", "smollm2", &format!("{}/v1", server.url()));
+    let request = ChatRequest {
+        max_tokens: Some(923),
+        ..tool_request()
+    };
+    let events = common::events(p.as_ref(), &request).await.unwrap();
+    let notices: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Notice(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("ignored the output limit: 1328 tokens for the 923 asked")),
+        "{notices:?}"
+    );
+    let turn = common::turn(p.as_ref(), &request).await.unwrap();
+    assert_eq!(turn.stop_reason, keel_llm::StopReason::MaxTokens);
+    assert_eq!(turn.tool_calls.len(), 1, "the call is kept, as cut off");
+    assert_eq!(server.requests()[0].json()["max_tokens"], 923);
+}
+
+/// A streaming server that ignores the limit and keeps sending one call's arguments: Keel stops
+/// reading half past the limit and ends the reply there, cut off — it does not wait for the
+/// rest (here the server would go silent; before, the run waited for the idle timeout and
+/// failed).
+#[tokio::test]
+async fn a_stream_past_the_asked_limit_is_not_read_further() {
+    let garbage = "keyframe_name =&lt;path%34;:&#34; typeList ".repeat(1_000);
+    let args = format!(r#"{{"path": "{garbage}"#);
+    let full = bodies::openai("", "", &[("call_1", "edit_file", &args)], (720, 10_000));
+    let prefix = full[..full.len() / 2].to_vec();
+    let server = MockServer::with_handler(move |_, _| MockReply::Stall {
+        prefix: prefix.clone(),
+        silence: Duration::from_secs(30),
+    })
+    .await
+    .unwrap();
+    let mut config = llm_config("vllm", "smollm2", &format!("{}/v1", server.url()));
+    config.idle_timeout_secs = 20;
+    let p = provider_from(&config);
+    let request = ChatRequest {
+        max_tokens: Some(100),
+        ..tool_request()
+    };
+    let started = Instant::now();
+    let events = common::events(p.as_ref(), &request).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let streamed: usize = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::ToolCallDelta { arguments, .. } => arguments.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(streamed < 2_000, "read {streamed} bytes of arguments");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Notice(n) if n.contains("stopped reading"))),
+        "{events:?}"
+    );
+    assert!(matches!(
+        events.last(),
+        Some(StreamEvent::Finish {
+            stop_reason: keel_llm::StopReason::MaxTokens
+        })
+    ));
+}

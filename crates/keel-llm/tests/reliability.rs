@@ -366,3 +366,66 @@ async fn api_keys_never_appear_in_errors_or_debug_output() {
     assert!(debug.contains("ApiKey(<redacted>)"), "{debug}");
     assert!(!debug.contains(TEST_KEY), "{debug}");
 }
+
+/// Red-team R4-17: a server that never ends its reply — content, tool-call arguments or
+/// thinking streamed without end, or one JSON document without end — grew Keel's memory until
+/// it was killed. The reply is cut at `MAX_REPLY_BYTES` with an error naming the limit, and
+/// not sent again.
+#[tokio::test]
+async fn a_reply_that_never_ends_is_cut_at_the_limit() {
+    let mib = "x".repeat(1024 * 1024);
+    let openai_text = format!(
+        "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{mib}\"}},\"finish_reason\":null}}]}}\n\n"
+    );
+    let anthropic_head = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"mock\",\"stop_reason\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"read_file\",\"input\":{}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
+    );
+    let anthropic_flood = format!(
+        "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{mib}\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":\"{mib}\"}}}}\n\n"
+    );
+    let endless = |content_type: &str, prefix: &str, unit: String| MockReply::Endless {
+        content_type: content_type.into(),
+        prefix: prefix.as_bytes().to_vec(),
+        unit: unit.into_bytes(),
+    };
+    let cases = [
+        (
+            "openai",
+            "gpt-4o",
+            endless("text/event-stream", "", openai_text),
+        ),
+        (
+            "anthropic",
+            "claude-sonnet-4-5",
+            endless("text/event-stream", anthropic_head, anthropic_flood),
+        ),
+        (
+            "openai",
+            "gpt-4o",
+            endless(
+                "application/json",
+                "{\"id\":\"c\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"",
+                mib.clone(),
+            ),
+        ),
+    ];
+    for (name, model, reply) in cases {
+        let server = MockServer::queue(vec![reply, anthropic_ok("should not be asked")])
+            .await
+            .unwrap();
+        let p = ReliableProvider::new(provider(name, model, &server.url()), fast_policy(2));
+        let started = Instant::now();
+        let (_, result) = tokio::time::timeout(Duration::from_secs(120), run(&p))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the endless reply was read for 120 s"));
+        let err = result.unwrap_err();
+        assert!(
+            matches!(err, LlmError::InvalidResponse(_)) && err.to_string().contains("64 MiB"),
+            "{name}: {err}"
+        );
+        assert_eq!(server.requests().len(), 1, "{name}: not sent again");
+        eprintln!("{name}: cut after {:?}", started.elapsed());
+    }
+}

@@ -149,6 +149,20 @@ impl Approvals {
         network: bool,
     ) -> Result<Vec<NamedFile>, String> {
         let files = covered_files(workspace, def, network)?;
+        self.approve_as_shown(workspace, def, network, &files)?;
+        Ok(files)
+    }
+
+    /// Records approval of `def` with exactly `files` — the ones the user was shown (from
+    /// [`covered_files`]) — so a file that changed between showing and answering is not
+    /// approved in its new form: the next start finds it changed (red-team R4-14).
+    pub fn approve_as_shown(
+        &mut self,
+        workspace: &Path,
+        def: &ServerDef,
+        network: bool,
+        files: &[NamedFile],
+    ) -> Result<(), String> {
         let trusted = Trusted {
             sha256: definition_hash(def),
             files: files
@@ -163,8 +177,7 @@ impl Approvals {
         };
         self.store
             .set(workspace, &subject(&def.name), trusted)
-            .map_err(|e| format!("cannot record the approval: {e}"))?;
-        Ok(files)
+            .map_err(|e| format!("cannot record the approval: {e}"))
     }
 
     /// Forgets an approval; true when there was one.
@@ -410,6 +423,16 @@ fn definition_words(def: &ServerDef) -> Vec<&str> {
     words.extend(c.args.iter().map(String::as_str));
     words.extend(c.env.values().map(String::as_str));
     words
+}
+
+/// A short code for what approving `def` with `files` (and `network`) records: shown with the
+/// details, typed back to approve exactly them (`/mcp add NAME --confirm CODE` in `keel chat`).
+pub fn approval_code(def: &ServerDef, network: bool, files: &[NamedFile]) -> String {
+    let mut text = format!("{}\n{}\n{network}\n", def.name, definition_hash(def));
+    for f in files {
+        text.push_str(&format!("{}\0{}\n", f.path, f.sha256));
+    }
+    sha256_hex(text.as_bytes()).chars().take(10).collect()
 }
 
 /// SHA-256 of the definition's canonical JSON (keys sorted by the config's own maps).

@@ -19,7 +19,9 @@ pub mod schema;
 pub mod server;
 pub mod tool;
 
-pub use approve::{Approval, Approvals, NamedFile, covered_files, definition_hash, named_files};
+pub use approve::{
+    Approval, Approvals, NamedFile, approval_code, covered_files, definition_hash, named_files,
+};
 pub use config::{EffectConfig, McpConfig, Origin, ServerConfig, ServerDef, Transport};
 pub use hub::{Hub, SHUTDOWN_WAIT, ServerEntry, StartOptions, Status};
 pub use server::{CallError, Confinement, ListedTool, Recheck, Server};

@@ -2,7 +2,7 @@
 //! delivery) that the engine's one loop enforces when `agent.mode = "plan_exec"` (R24–R34),
 //! as a policy on the ReAct loop, not a second engine. This crate holds what the policy *is*;
 //! the loop's side (the run's phase state, the check before each call, rollback) is
-//! keel-engine's `phase` module.
+//! keel-engine's phase hook (`guardrails/phase.rs`).
 //!
 //! - [`Phase`] and [`ExecutionMode`]: the vocabulary config, events and the loop share.
 //! - [`PlanExecConfig`]: `[plan_exec]` as written, beside the code that resolves it.

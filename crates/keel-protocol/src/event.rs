@@ -7,6 +7,8 @@
 //! (`turn_started {iteration}` — the historical name of a step's start, kept because event
 //! type names are a public contract — then the reply and its tool calls).
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,6 +32,31 @@ pub struct Event {
     pub parent_run_id: Option<String>,
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+/// Files a session's successful tool results reported writing (their typed `files`; events
+/// stored before tool results were typed said it in `metadata.paths`).
+pub fn files_written(events: &[Event]) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    for e in events {
+        if let EventKind::ToolResult {
+            is_error: false,
+            details,
+            metadata,
+            ..
+        } = &e.kind
+        {
+            files.extend(details.files.iter().cloned());
+            if let Some(paths) = metadata
+                .as_ref()
+                .and_then(|m| m.get("paths"))
+                .and_then(|p| p.as_array())
+            {
+                files.extend(paths.iter().filter_map(|p| p.as_str()).map(str::to_string));
+            }
+        }
+    }
+    files
 }
 
 impl Event {

@@ -12,7 +12,9 @@ mod message;
 mod op;
 
 pub use details::{BlockerRequest, Excerpt, ToolDetails, Truncation};
-pub use event::{ChildUsage, DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus};
+pub use event::{
+    ChildUsage, DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus, files_written,
+};
 pub use hash::fnv1a;
 pub use message::{ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage};
 pub use op::{ApprovalScope, Attachment, Op, Submission};

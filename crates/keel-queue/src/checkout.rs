@@ -16,12 +16,18 @@
 //! the clone wrote it (a copy kept outside the checkout) before every use, so what a turn
 //! writes there — a url rewrite, another work tree — never applies; a `.git` that is no longer
 //! a plain directory is never used.
+//!
+//! Credentials in the url (`https://x-access-token:<token>@host/…`) never reach the checkout:
+//! git is given the url without them — that is what it writes into `.git/config`, which every
+//! command of a turn can read — and they go to Keel's own git calls only, as an
+//! `http.<url>.extraHeader` in the process's environment (`GIT_CONFIG_*`), never in its
+//! arguments or in a file (red-team R4-19).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use keel_store::RepoSource;
+use keel_store::{RemoteAccess, RepoSource};
 use keel_tools::safe_git::{config_env_supported, hardened_git, neutralisers};
 
 /// Where a worker keeps its checkouts, and how long one git call may take.
@@ -36,6 +42,8 @@ pub struct Checkouts {
 pub struct Checkout {
     dir: PathBuf,
     repo: RepoSource,
+    /// The url git is given (no credentials) and what Keel's own git calls authenticate with.
+    access: RemoteAccess,
     session_id: String,
     /// The commit the turn started from.
     base: String,
@@ -83,6 +91,7 @@ impl Checkouts {
         let mut checkout = Checkout {
             dir,
             repo: repo.clone(),
+            access: repo.remote_access(),
             session_id: session_id.to_string(),
             base: String::new(),
             timeout: self.timeout,
@@ -218,6 +227,15 @@ impl Checkout {
                 "{} is not a git directory (replaced or removed during a turn)",
                 git_dir.display()
             ));
+        }
+        // A configuration kept by an older Keel holds the url's credentials: not put back
+        // (the checkout is cloned afresh).
+        if self.access.url != self.repo.url {
+            let kept = tokio::fs::read(&self.pristine).await.unwrap_or_default();
+            if String::from_utf8_lossy(&kept).contains(&self.repo.url) {
+                let _ = tokio::fs::remove_file(&self.pristine).await;
+                return Err("the kept git configuration holds the url's credentials".into());
+            }
         }
         let config = git_dir.join("config");
         // A symbolic link put there is replaced, never written through.
@@ -367,15 +385,25 @@ impl Checkout {
         what: &str,
     ) -> Result<Output, String> {
         let mut settings: Vec<(String, String)> = extra.to_vec();
-        settings.extend(transports(&self.repo.url));
-        let mut std_cmd = hardened_git(&settings, config_env_supported())?;
+        settings.extend(transports(&self.access.url));
+        let config_env = config_env_supported();
+        if let Some(auth) = &self.access.basic_auth {
+            if !config_env {
+                return Err(format!(
+                    "cannot {what}: {} carries credentials, which Keel gives git through its environment (git 2.31 or newer); with this git they would show in its command line — install a newer git",
+                    self.repo.shown_url()
+                ));
+            }
+            settings.push(authorization(&self.access.url, auth));
+        }
+        let mut std_cmd = hardened_git(&settings, config_env)?;
         // ssh never asks (a host key or a passphrase): it fails instead.
         std_cmd
             .current_dir(cwd)
             .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes");
         for a in args {
             if *a == "<url>" {
-                std_cmd.arg(&self.repo.url);
+                std_cmd.arg(&self.access.url);
             } else {
                 std_cmd.arg(a);
             }
@@ -408,6 +436,36 @@ impl Checkout {
     }
 }
 
+/// The setting that sends `user:password` to `url` (and the paths beneath it) only.
+fn authorization(url: &str, auth: &str) -> (String, String) {
+    (
+        format!("http.{url}.extraHeader"),
+        format!("Authorization: Basic {}", base64(auth.as_bytes())),
+    )
+}
+
+/// Standard base64 with padding (RFC 4648), for HTTP Basic authentication.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// The transports `url` needs, allowed over the hardened default (`protocol.allow=never`).
 fn transports(url: &str) -> Vec<(String, String)> {
     let local = url.starts_with('/') || url.starts_with("file://");
@@ -431,6 +489,25 @@ fn transports(url: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn basic_authentication_is_encoded_as_http_wants_it() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(
+            base64(b"Aladdin:open sesame"),
+            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(
+            authorization("https://h/r.git", "u:p"),
+            (
+                "http.https://h/r.git.extraHeader".to_string(),
+                "Authorization: Basic dTpw".to_string()
+            )
+        );
+    }
 
     #[test]
     fn only_the_transport_the_url_needs_is_allowed() {

@@ -239,3 +239,187 @@ async fn what_a_turn_writes_into_the_git_config_is_undone() {
     assert_eq!(again.base(), pushed.commit);
     assert_ne!(again.base(), seed);
 }
+
+/// A smart-HTTP git server on 127.0.0.1 (`git http-backend`) serving the repositories under
+/// `root`; every request without `Authorization: Basic <basic>` gets 401. Returns the port.
+fn serve_git(root: std::path::PathBuf, basic: String) -> u16 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let root = root.clone();
+            let basic = basic.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or("").to_string();
+                let target = parts.next().unwrap_or("").to_string();
+                let mut headers = Vec::new();
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap() == 0 || h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':') {
+                        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                    }
+                }
+                let header = |name: &str| {
+                    headers
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                };
+                if header("authorization").as_deref() != Some(&format!("Basic {basic}")) {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                    return;
+                }
+                let mut body = Vec::new();
+                if let Some(n) = header("content-length") {
+                    body.resize(n.parse().unwrap(), 0);
+                    reader.read_exact(&mut body).unwrap();
+                } else if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+                    loop {
+                        let mut size = String::new();
+                        reader.read_line(&mut size).unwrap();
+                        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                        let mut chunk = vec![0; n + 2];
+                        reader.read_exact(&mut chunk).unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        body.extend_from_slice(&chunk[..n]);
+                    }
+                }
+                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let mut cgi = Command::new("git")
+                    .arg("http-backend")
+                    .env("GIT_PROJECT_ROOT", &root)
+                    .env("GIT_HTTP_EXPORT_ALL", "1")
+                    .env("REMOTE_USER", "worker")
+                    .env("REQUEST_METHOD", &method)
+                    .env("PATH_INFO", path)
+                    .env("QUERY_STRING", query)
+                    .env("CONTENT_TYPE", header("content-type").unwrap_or_default())
+                    .env("CONTENT_LENGTH", body.len().to_string())
+                    .env(
+                        "HTTP_CONTENT_ENCODING",
+                        header("content-encoding").unwrap_or_default(),
+                    )
+                    .env("GIT_PROTOCOL", header("git-protocol").unwrap_or_default())
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                cgi.stdin.take().unwrap().write_all(&body).unwrap();
+                let out = cgi.wait_with_output().unwrap().stdout;
+                let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+                let head = String::from_utf8_lossy(&out[..split]).to_string();
+                let status = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Status: "))
+                    .unwrap_or("200 OK")
+                    .to_string();
+                let mut response = format!("HTTP/1.1 {status}\r\n").into_bytes();
+                for l in head.lines().filter(|l| !l.starts_with("Status: ")) {
+                    response.extend_from_slice(format!("{l}\r\n").as_bytes());
+                }
+                response.extend_from_slice(b"Connection: close\r\n\r\n");
+                response.extend_from_slice(&out[split + 4..]);
+                let _ = stream.write_all(&response);
+            });
+        }
+    });
+    port
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if String::from_utf8_lossy(&std::fs::read(&path).unwrap()).contains(needle) {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Red-team R4-19: a session whose url carries a token got it written into the checkout's
+/// `.git/config`, where any command of the turn (`cat .git/config`, read-only, never asked
+/// about) prints it. The token now only authenticates Keel's own clone, fetch and push.
+#[tokio::test]
+async fn a_token_in_the_url_never_reaches_the_checkout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (local, seed) = remote(tmp.path());
+    // "x-access-token:SECRET-TOKEN-4219", as HTTP Basic authentication sends it.
+    let port = serve_git(
+        tmp.path().to_path_buf(),
+        "eC1hY2Nlc3MtdG9rZW46U0VDUkVULVRPS0VOLTQyMTk=".into(),
+    );
+    let url = format!("http://x-access-token:SECRET-TOKEN-4219@127.0.0.1:{port}/remote.git");
+    let repo = RepoSource::new(&url, Some("main")).unwrap();
+    let checkouts = Checkouts::new(tmp.path().join("c"), Duration::from_secs(60));
+
+    let c = checkouts
+        .prepare(SESSION, &repo)
+        .await
+        .expect("the clone authenticates");
+    assert_eq!(c.base(), seed);
+    assert_eq!(files_holding(c.dir(), "SECRET-TOKEN"), Vec::<String>::new());
+    assert_eq!(
+        git(c.dir(), &["config", "remote.origin.url"]),
+        format!("http://127.0.0.1:{port}/remote.git")
+    );
+    // The push authenticates too.
+    std::fs::write(c.dir().join("notes.txt"), "one\n").unwrap();
+    let pushed = c.publish().await.unwrap().unwrap();
+    assert_eq!(
+        git(Path::new(&local), &["rev-parse", &pushed.branch]),
+        pushed.commit
+    );
+    // And the next turn's fetch.
+    let next = checkouts.prepare(SESSION, &repo).await.unwrap();
+    assert_eq!(next.base(), pushed.commit);
+    assert_eq!(
+        files_holding(next.dir(), "SECRET-TOKEN"),
+        Vec::<String>::new()
+    );
+
+    // A checkout an older Keel made (its kept configuration holds the token) is cloned
+    // afresh rather than having the token put back.
+    let kept = tmp.path().join(format!("c/.{SESSION}.gitconfig"));
+    let text = std::fs::read_to_string(&kept)
+        .unwrap()
+        .replace(&format!("http://127.0.0.1:{port}/remote.git"), &url);
+    std::fs::write(&kept, &text).unwrap();
+    std::fs::write(next.dir().join(".git/config"), &text).unwrap();
+    let again = checkouts.prepare(SESSION, &repo).await.unwrap();
+    assert_eq!(again.base(), pushed.commit);
+    assert_eq!(
+        files_holding(again.dir(), "SECRET-TOKEN"),
+        Vec::<String>::new()
+    );
+    assert!(
+        !std::fs::read_to_string(&kept)
+            .unwrap()
+            .contains("SECRET-TOKEN")
+    );
+
+    // Without the token the server refuses: the clone above did authenticate.
+    let bare =
+        RepoSource::new(&format!("http://127.0.0.1:{port}/remote.git"), Some("main")).unwrap();
+    let err = checkouts.prepare("nokey", &bare).await.unwrap_err();
+    assert!(!err.is_empty());
+}

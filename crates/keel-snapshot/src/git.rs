@@ -6,7 +6,7 @@
 
 mod purge;
 mod restore;
-mod staging;
+pub(crate) mod staging;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -680,16 +680,17 @@ fn retry_locked(run: impl Fn() -> Result<Output, SnapshotError>) -> Result<Outpu
 
 /// Whether `args` name a git command that opens no work-tree file, so Keel may run it
 /// unconfined ([`Git::run`]): it reads and writes only objects, refs, the configuration and
-/// Keel's index (`diff` here only ever compares two trees; `checkout-index` writes files,
-/// it reads none). Anything else — `add`, `status`, a `diff` against the work tree — runs
-/// inside the sandbox ([`Git::run_in_work_tree`]), where a symlink swapped in by a command
-/// reaches no more than that command could read (red-team pass 4, R4-7).
+/// Keel's index (`diff` here only ever compares two trees). Anything else — `add`, `status`,
+/// a `diff` against the work tree, `checkout-index` (it reads the work tree's `.gitattributes`
+/// — a FIFO there, encodings, filters — and writes through its directories, which a command
+/// may swap for links) — runs inside the sandbox ([`Git::run_in_work_tree`]), where a symlink
+/// swapped in by a command reaches no more than that command could (red-team pass 4, R4-7).
 fn repository_only(args: &[&str]) -> bool {
     let has = |flag: &str| args.contains(&flag);
     match args.first().copied() {
         Some(
             "rev-parse" | "config" | "write-tree" | "commit-tree" | "update-ref" | "for-each-ref"
-            | "checkout-index" | "rev-list" | "repack",
+            | "rev-list" | "repack",
         ) => true,
         Some("ls-files") => {
             has("--cached")

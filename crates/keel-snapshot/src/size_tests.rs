@@ -189,3 +189,82 @@ fn an_ignored_dotenv_comes_back_with_undo() {
         "regenerated\n"
     );
 }
+
+/// Red-team pass 4, R4-18: one file git refuses to record (`d/GIT~1`, an 8.3 name of `.git`
+/// that `core.protectNTFS` refuses) made `git add --all` fail — every later snapshot of the
+/// run and `keel undo` with it. Such names are left out and named; snapshots and undo go on.
+fn names_git_refuses_are_left_out(with_repo: bool) {
+    let dir = workspace(with_repo);
+    let ws = dir.path();
+    let snaps = Snapshots::open(ws).unwrap();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    for d in ["d", "e", "f", "g"] {
+        std::fs::create_dir(ws.join(d)).unwrap();
+    }
+    std::fs::write(ws.join("d/GIT~1"), "x\n").unwrap();
+    std::fs::write(ws.join("e/a\\b"), "y\n").unwrap();
+    std::fs::write(ws.join("f/.GIT"), "z\n").unwrap();
+    std::os::unix::fs::symlink("../a.txt", ws.join("g/.gitattributes")).unwrap();
+    std::fs::write(ws.join("new.txt"), "new\n").unwrap();
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    let s1 = snaps.take("s", 1, Some(&s0)).unwrap();
+    assert_eq!(
+        s1.left_out,
+        ["d/GIT~1", "e/a\\b", "f/.GIT", "g/.gitattributes"],
+        "named in the snapshot"
+    );
+    let names = recorded(ws, &snaps, &s1.commit);
+    assert!(names.contains(&"new.txt".to_string()), "{names:?}");
+    // Undo still works: a.txt back, new.txt gone, the refused files left as they are.
+    let undo = snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert!(!ws.join("new.txt").exists());
+    assert_eq!(std::fs::read_to_string(ws.join("d/GIT~1")).unwrap(), "x\n");
+    assert!(undo.changes.removed.contains(&"new.txt".to_string()));
+}
+
+#[test]
+fn names_git_refuses_are_left_out_in_a_private_repository() {
+    names_git_refuses_are_left_out(false);
+}
+
+#[test]
+fn names_git_refuses_are_left_out_in_the_users_repository() {
+    names_git_refuses_are_left_out(true);
+}
+
+#[test]
+fn names_git_refuses_are_recognised() {
+    use crate::git::staging::git_refuses;
+    for (p, link) in [
+        (&b"d/GIT~1"[..], false),
+        (b"git~2/x", false),
+        (b"a\\b", false),
+        (b"x/.GIT", false),
+        (b"x/.git. . ", false),
+        (b".git::$INDEX_ALLOCATION/x", false),
+        (b"x/.gitattributes", true),
+        (b"x/.mailmap", true),
+        (b"x/GITMOD~1", true),
+    ] {
+        assert!(git_refuses(p, link), "{}", String::from_utf8_lossy(p));
+    }
+    for (p, link) in [
+        (&b"src/main.rs"[..], false),
+        (b".gitignore", false),
+        (b"x/.gitattributes", false),
+        (b"docs/.github/x.md", false),
+        (b"notes~", false),
+        (b"link", true),
+    ] {
+        assert!(!git_refuses(p, link), "{}", String::from_utf8_lossy(p));
+    }
+    // A refusal the check did not foresee is read from git's message and left out next time.
+    assert_eq!(
+        crate::git::staging::invalid_path(
+            "error: invalid path 'x/odd name'\nerror: unable to add 'x/odd name' to index\nfatal: adding files failed"
+        ),
+        Some(b"x/odd name".to_vec())
+    );
+    assert_eq!(crate::git::staging::invalid_path("fatal: other"), None);
+}

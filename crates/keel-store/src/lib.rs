@@ -35,7 +35,7 @@ pub use keel_protocol as __protocol;
 pub use memory::{MAX_MEMORY_CHARS, MemoryEntry, MemoryKind};
 #[cfg(feature = "postgres")]
 pub use postgres::{AppliedMigration, EVENTS_CHANNEL, EventNotices, Notice, PgStore};
-pub use repo::{DEFAULT_REF, RepoSource, redact_url};
+pub use repo::{DEFAULT_REF, RemoteAccess, RepoSource, redact_url};
 pub use sqlite::{SqliteDb, SqliteStore};
 
 /// A store failure. The message says which operation failed and why.

@@ -46,10 +46,122 @@ impl RepoSource {
         format!("keel/{session_id}")
     }
 
-    /// The url with any password in it replaced, for messages and logs.
+    /// The url with any password in it replaced, for messages and logs. An http(s) url's user
+    /// name alone is hidden too: there it is usually a token (`https://<token>@github.com/…`).
     pub fn shown_url(&self) -> String {
-        redact_url(&self.url)
+        let split = split_credentials(&self.url);
+        match (split.userinfo, web_scheme(&self.url)) {
+            (Some(userinfo), true) if !userinfo.contains(':') => {
+                let (scheme, rest) = split.url.split_once("://").unwrap_or(("", &split.url));
+                format!("{scheme}://***@{rest}")
+            }
+            _ => redact_url(&self.url),
+        }
     }
+
+    /// The url as git may be given it — it ends up in the checkout's `.git/config`, which every
+    /// command of a turn can read — and the credentials it carried, which only Keel's own
+    /// fetch and push calls get (red-team R4-19). For http(s) the whole userinfo is taken out
+    /// and returned as `user:password` (percent-decoded, as git would send it); an ssh url
+    /// keeps its user name and loses a password (ssh never uses one from the url).
+    pub fn remote_access(&self) -> RemoteAccess {
+        let split = split_credentials(&self.url);
+        match split.userinfo {
+            Some(userinfo) if web_scheme(&self.url) => RemoteAccess {
+                url: split.url,
+                basic_auth: Some(percent_decode(&userinfo)),
+            },
+            Some(userinfo) => {
+                let user = userinfo
+                    .split_once(':')
+                    .map_or(userinfo.as_str(), |(u, _)| u);
+                let (scheme, rest) = split.url.split_once("://").unwrap_or(("", &split.url));
+                RemoteAccess {
+                    url: format!("{scheme}://{user}@{rest}"),
+                    basic_auth: None,
+                }
+            }
+            None => RemoteAccess {
+                url: self.url.clone(),
+                basic_auth: None,
+            },
+        }
+    }
+}
+
+/// A session url split for git: see [`RepoSource::remote_access`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteAccess {
+    /// The url without credentials: what git is given and stores.
+    pub url: String,
+    /// `user:password` for HTTP Basic authentication, sent by Keel's own git calls only.
+    pub basic_auth: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteAccess")
+            .field("url", &self.url)
+            .field("basic_auth", &self.basic_auth.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+fn web_scheme(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("http://")
+}
+
+struct Split {
+    /// The url with its userinfo (and the `@`) removed.
+    url: String,
+    userinfo: Option<String>,
+}
+
+/// `scheme://userinfo@host/path` → (`scheme://host/path`, `userinfo`). The authority ends at
+/// the first `/`, `?` or `#`; its last `@` ends the userinfo (as curl and git read it).
+fn split_credentials(url: &str) -> Split {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Split {
+            url: url.to_string(),
+            userinfo: None,
+        };
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => Split {
+            url: format!("{scheme}://{host}{tail}"),
+            userinfo: Some(userinfo.to_string()),
+        },
+        None => Split {
+            url: url.to_string(),
+            userinfo: None,
+        },
+    }
+}
+
+/// `%XX` escapes decoded (bytes that do not form UTF-8 are kept as written).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
 }
 
 /// `url` with any password replaced by `***` (URLs end up in error messages and logs).
@@ -226,6 +338,35 @@ mod tests {
                 .unwrap_err()
                 .contains("secret")
         );
+    }
+
+    #[test]
+    fn credentials_are_taken_out_of_the_url_git_is_given() {
+        let access = |url: &str| RepoSource::new(url, None).unwrap().remote_access();
+        let a = access("https://x-access-token:tok%2Fen@github.com/o/r.git");
+        assert_eq!(a.url, "https://github.com/o/r.git");
+        assert_eq!(a.basic_auth.as_deref(), Some("x-access-token:tok/en"));
+        assert!(!format!("{a:?}").contains("tok"));
+        // A token as the user name alone.
+        let a = access("https://ghp_abc@github.com/o/r");
+        assert_eq!(a.url, "https://github.com/o/r");
+        assert_eq!(a.basic_auth.as_deref(), Some("ghp_abc"));
+        assert_eq!(
+            RepoSource::new("https://ghp_abc@github.com/o/r", None)
+                .unwrap()
+                .shown_url(),
+            "https://***@github.com/o/r"
+        );
+        // An `@` in the path is not userinfo.
+        let a = access("https://host/o/@r");
+        assert_eq!((a.url.as_str(), a.basic_auth), ("https://host/o/@r", None));
+        // ssh keeps its user, never a password.
+        let a = access("ssh://git:pw@host/o/r");
+        assert_eq!((a.url.as_str(), a.basic_auth), ("ssh://git@host/o/r", None));
+        let a = access("git@github.com:o/r.git");
+        assert_eq!(a.url, "git@github.com:o/r.git");
+        let a = access("/srv/r.git");
+        assert_eq!((a.url.as_str(), a.basic_auth), ("/srv/r.git", None));
     }
 
     #[test]

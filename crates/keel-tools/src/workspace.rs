@@ -30,7 +30,10 @@ pub enum PathError {
     )]
     Protected(String),
     #[error(
-        "`{path}` is read-only to the agent: the repository's git configuration names `{named}`          (`{key}`), so the user's own git reads or runs it outside the sandbox (at their next          `git commit` or `git status`). Change other files; if this one must change, tell the          user what to change and why"
+        "`{path}` is read-only to the agent: the repository's git configuration or an installed \
+         hook names `{named}` (`{key}`), so the user's own git reads or runs it outside the \
+         sandbox (at their next `git commit` or `git status`). Change other files; if this one \
+         must change, tell the user what to change and why"
     )]
     GitRuns {
         path: String,

@@ -396,7 +396,8 @@ impl Chat {
         );
         req.policy = settings.policy_for(SandboxPolicy::WorkspaceWrite);
         req.timeout = settings.default_timeout;
-        req.roots = settings.roots_for(&self.workspace);
+        // The user's own command line: their network setting.
+        req.roots = settings.approved_roots_for(&self.workspace);
         req.env_keep = settings.env_keep.clone();
         let tx = self.tx.clone();
         self.shells += 1;

@@ -433,7 +433,7 @@ impl Human {
             EventKind::Snapshot { left_out, .. } if !left_out.is_empty() => {
                 close(&mut out, st);
                 out.push_str(&format!(
-                    "{}note: left out of the snapshot (larger than [snapshots] max_file_mb; undo leaves them as they are): {}{}\n",
+                    "{}note: left out of the snapshot (larger than [snapshots] max_file_mb, or a name git refuses to record; undo leaves them as they are): {}{}\n",
                     s.yellow,
                     first_line(&left_out.join(", "), 200),
                     s.reset

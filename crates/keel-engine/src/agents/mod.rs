@@ -18,7 +18,7 @@ mod tools;
 
 use std::collections::BTreeSet;
 
-pub(crate) use pool::AgentPool;
+pub(crate) use pool::{AgentPool, Parent};
 pub use roles::{AgentRole, BUILT_IN_ROLES};
 pub use tools::{AGENT_CLOSE, AGENT_EVAL, AGENT_OPEN, AgentClose, AgentEval, AgentOpen};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use keel_protocol::{ChildUsage, Event, EventKind, SessionStatus, ToolCall, Usage};
-use keel_tools::{ToolEffect, ToolError, ToolOutput, ToolState, parse_args};
+use keel_tools::{ToolError, ToolOutput, ToolState, parse_args};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -19,13 +19,35 @@ use super::roles::AgentRole;
 use super::store::ChildStore;
 use super::tools::{AgentCloseArgs, AgentEvalArgs, AgentOpenArgs};
 use super::{AGENT_CLOSE, AGENT_EVAL, AGENT_OPEN, AgentScope};
-use crate::run::Run;
 use crate::{Engine, EngineBuilder, EngineError, EventSink, RunOptions};
 use keel_phase::ExecutionMode;
 
 /// Characters of a child's answer shown to the parent at once; the rest is kept for
 /// `read_result`.
 const RESULT_CHARS: usize = 8_000;
+
+/// What the run that opens children lends them for a call (`AgentPool::call`).
+pub(crate) struct Parent<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) emitter: &'a crate::Emitter,
+    pub(crate) cancel: &'a CancellationToken,
+    /// The run is read-only (its own scope, or a plan_exec phase that allows no writes): so is
+    /// every child it opens.
+    pub(crate) read_only: bool,
+    /// The run's working memory: a long answer is kept whole there.
+    pub(crate) results: &'a mut crate::results::StoredResults,
+}
+
+/// What children did for their parent's run since its last subagent call.
+#[derive(Default)]
+pub(crate) struct ChildWork {
+    /// Usage of child turns that ended (rolled up into the parent's).
+    pub(crate) usage: Usage,
+    /// Files they changed.
+    pub(crate) files: Vec<String>,
+    /// They changed the workspace.
+    pub(crate) changed: bool,
+}
 
 /// The children a run opened.
 pub(crate) struct AgentPool {
@@ -36,6 +58,8 @@ pub(crate) struct AgentPool {
     pending: Usage,
     /// Every child this run opened (closed ones too), for `session_finished.children`.
     summary: BTreeMap<String, ChildUsage>,
+    /// The session's approval gate: children ask through it too.
+    approvals: Option<Arc<crate::approval::ApprovalGate>>,
 }
 
 struct Child {
@@ -75,13 +99,17 @@ impl TurnEnd {
 }
 
 impl AgentPool {
-    pub(crate) fn new(max_concurrent: usize) -> Self {
+    pub(crate) fn new(
+        max_concurrent: usize,
+        approvals: Option<Arc<crate::approval::ApprovalGate>>,
+    ) -> Self {
         Self {
             children: BTreeMap::new(),
             opened: 0,
             slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
             pending: Usage::default(),
             summary: BTreeMap::new(),
+            approvals,
         }
     }
 
@@ -341,20 +369,22 @@ fn child_engine(
     Ok(engine)
 }
 
-impl Run<'_> {
-    /// Answers `agent_open`, `agent_eval` and `agent_close`, and rolls the usage of child
-    /// turns that ended up into the run's; `true` with it when a child changed the workspace.
-    pub(crate) async fn agent_call(
+impl AgentPool {
+    /// Answers `agent_open`, `agent_eval` and `agent_close` for `parent`'s run: the result,
+    /// and what the children did for it since the last call (usage of turns that ended, files
+    /// they changed, whether they changed the workspace).
+    pub(crate) async fn call(
         &mut self,
         call: &ToolCall,
-    ) -> (Result<ToolOutput, ToolError>, bool) {
+        parent: &mut Parent<'_>,
+    ) -> (Result<ToolOutput, ToolError>, ChildWork) {
         let out = match call.name.as_str() {
             AGENT_OPEN => match parse_args(AGENT_OPEN, call.arguments.clone()) {
-                Ok(args) => self.agent_open(args).await,
+                Ok(args) => self.agent_open(args, parent).await,
                 Err(e) => Err(e),
             },
             AGENT_EVAL => match parse_args(AGENT_EVAL, call.arguments.clone()) {
-                Ok(args) => self.agent_eval(args).await,
+                Ok(args) => self.agent_eval(args, parent).await,
                 Err(e) => Err(e),
             },
             AGENT_CLOSE => {
@@ -367,38 +397,27 @@ impl Run<'_> {
                 "`{other}` is not a subagent tool"
             ))),
         };
-        let usage = self.agents.take_usage();
-        self.usage.add(&usage);
+        let mut work = ChildWork {
+            usage: self.take_usage(),
+            ..ChildWork::default()
+        };
         // A worker's edits are the run's changes: final verification covers them (its hook
         // reads `agents_changed` on the call's result).
-        let mut changed = false;
-        for child in self.agents.children.values() {
+        for child in self.children.values() {
             if let Ok(mut changes) = child.progress.changes.lock() {
-                changed |= std::mem::take(&mut changes.changed);
-                self.files.extend(std::mem::take(&mut changes.files));
+                work.changed |= std::mem::take(&mut changes.changed);
+                work.files.extend(std::mem::take(&mut changes.files));
             }
         }
-        (out, changed)
+        (out, work)
     }
 
-    /// Whether a child must be read-only: its parent is, or the parent's plan_exec phase
-    /// does not allow writing files.
-    fn parent_read_only(&self) -> bool {
-        let scoped = self
-            .engine
-            .agent_scope
-            .as_ref()
-            .is_some_and(|s| s.read_only);
-        let phase = self.phase.as_ref().is_some_and(|state| {
-            !state
-                .policy
-                .allows_tool(state.phase, "edit_file", ToolEffect::WritesFiles)
-        });
-        scoped || phase
-    }
-
-    async fn agent_open(&mut self, args: AgentOpenArgs) -> Result<ToolOutput, ToolError> {
-        let engine = self.engine;
+    async fn agent_open(
+        &mut self,
+        args: AgentOpenArgs,
+        parent: &mut Parent<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let engine = parent.engine;
         let agents = &engine.config.agents;
         if engine.agent_depth >= agents.max_depth {
             return Err(ToolError::model(format!(
@@ -412,7 +431,7 @@ impl Run<'_> {
             ));
         }
         let mut role = AgentRole::resolve(&args.role, agents).map_err(ToolError::model)?;
-        role.read_only |= self.parent_read_only();
+        role.read_only |= parent.read_only;
         let may_nest = engine.agent_depth + 1 < agents.max_depth;
         // A role that may get MCP tools (all the parent's, or named ones) waits (bounded) for
         // servers still starting, so the child's scope has the same tools as if they were up.
@@ -423,7 +442,7 @@ impl Run<'_> {
         if wants_mcp {
             tokio::select! {
                 _ = engine.tools.settle_all() => {}
-                _ = self.ctx.cancel.cancelled() => {}
+                _ = parent.cancel.cancelled() => {}
             }
         }
         let mut tools = role
@@ -439,8 +458,8 @@ impl Run<'_> {
             None => engine.provider.clone(),
         };
         let model_name = provider.info().model;
-        self.agents.opened += 1;
-        let id = format!("a{}", self.agents.opened);
+        self.opened += 1;
+        let id = format!("a{}", self.opened);
         let scope = AgentScope {
             agent_id: id.clone(),
             role: role.name.clone(),
@@ -449,7 +468,7 @@ impl Run<'_> {
         };
         let store: Arc<dyn keel_store::Store> = Arc::new(ChildStore {
             inner: engine.store.clone(),
-            parent_session: self.emitter.session_id().to_string(),
+            parent_session: parent.emitter.session_id().to_string(),
             agent_id: id.clone(),
             role: role.name.clone(),
             model: model_name.clone(),
@@ -462,12 +481,12 @@ impl Run<'_> {
             state: Mutex::new((0, String::new())),
             changes: Mutex::new(Changes::default()),
         });
-        self.agents.children.insert(
+        self.children.insert(
             id.clone(),
             Child {
                 role: role.name.clone(),
                 engine: Arc::new(child),
-                cancel: self.ctx.cancel.child_token(),
+                cancel: parent.cancel.child_token(),
                 run_id,
                 running: None,
                 last: None,
@@ -475,7 +494,7 @@ impl Run<'_> {
                 rolled: Usage::default(),
             },
         );
-        self.start_child_turn(&id, None, args.task);
+        self.start_child_turn(&id, None, args.task, parent);
         Ok(ToolOutput::text(format!(
             "Started subagent {id} (role `{}`, model {model_name}); it is working in the background. Get its answer with agent_eval {{\"agent_id\": \"{id}\"}}.",
             role.name
@@ -483,13 +502,19 @@ impl Run<'_> {
     }
 
     /// Starts a turn of child `id` in the background (its first with `session` unset).
-    fn start_child_turn(&mut self, id: &str, session: Option<String>, input: String) {
-        let mut sinks: Vec<Arc<dyn EventSink>> = self.emitter.sinks().to_vec();
-        let parent_run = self.emitter.run_id().to_string();
+    fn start_child_turn(
+        &mut self,
+        id: &str,
+        session: Option<String>,
+        input: String,
+        parent: &Parent<'_>,
+    ) {
+        let mut sinks: Vec<Arc<dyn EventSink>> = parent.emitter.sinks().to_vec();
+        let parent_run = parent.emitter.run_id().to_string();
         let approvals = self.approvals.clone();
-        let timeout = Duration::from_secs(self.engine.config.agents.timeout_secs.max(1));
-        let slots = self.agents.slots.clone();
-        let Some(child) = self.agents.children.get_mut(id) else {
+        let timeout = Duration::from_secs(parent.engine.config.agents.timeout_secs.max(1));
+        let slots = self.slots.clone();
+        let Some(child) = self.children.get_mut(id) else {
             return;
         };
         sinks.push(child.progress.clone());
@@ -511,12 +536,15 @@ impl Run<'_> {
         )));
     }
 
-    async fn agent_eval(&mut self, args: AgentEvalArgs) -> Result<ToolOutput, ToolError> {
+    async fn agent_eval(
+        &mut self,
+        args: AgentEvalArgs,
+        parent: &mut Parent<'_>,
+    ) -> Result<ToolOutput, ToolError> {
         let id = args.agent_id.trim().to_string();
         self.known_child(&id)?;
         let input = args.input.filter(|i| !i.trim().is_empty());
         let running = self
-            .agents
             .children
             .get(&id)
             .is_some_and(|c| c.running.as_ref().is_some_and(|h| !h.is_finished()));
@@ -528,7 +556,6 @@ impl Run<'_> {
             }
             self.settle(&id).await;
             let session = self
-                .agents
                 .children
                 .get(&id)
                 .and_then(|c| c.last.as_ref())
@@ -538,9 +565,9 @@ impl Run<'_> {
                     "subagent {id} never started (its first turn failed); open a new one"
                 )));
             };
-            self.start_child_turn(&id, Some(session), input);
+            self.start_child_turn(&id, Some(session), input, parent);
         } else if args.wait == Some(false) && running {
-            let Some(child) = self.agents.children.get(&id) else {
+            let Some(child) = self.children.get(&id) else {
                 return Err(ToolError::model(format!("no subagent {id}")));
             };
             let (steps, last) = child
@@ -561,7 +588,6 @@ impl Run<'_> {
         }
         if args.wait == Some(false)
             && self
-                .agents
                 .children
                 .get(&id)
                 .is_some_and(|c| c.running.as_ref().is_some_and(|h| !h.is_finished()))
@@ -571,27 +597,23 @@ impl Run<'_> {
             )));
         }
         self.settle(&id).await;
-        self.child_result(&id)
+        self.child_result(&id, parent)
     }
 
     /// Waits for child `id`'s running turn, if any, and records its end.
     async fn settle(&mut self, id: &str) {
-        let handle = self
-            .agents
-            .children
-            .get_mut(id)
-            .and_then(|c| c.running.take());
+        let handle = self.children.get_mut(id).and_then(|c| c.running.take());
         if let Some(handle) = handle {
             let end = joined(handle.await);
-            self.agents.record(id, end);
+            self.record(id, end);
         }
     }
 
     fn known_child(&self, id: &str) -> Result<(), ToolError> {
-        if self.agents.children.contains_key(id) {
+        if self.children.contains_key(id) {
             return Ok(());
         }
-        let open: Vec<&str> = self.agents.children.keys().map(String::as_str).collect();
+        let open: Vec<&str> = self.children.keys().map(String::as_str).collect();
         Err(ToolError::model(format!(
             "no open subagent `{id}`; open ones: {}",
             if open.is_empty() {
@@ -603,8 +625,8 @@ impl Run<'_> {
     }
 
     /// The last answer of child `id`, as the parent's model should see it.
-    fn child_result(&mut self, id: &str) -> Result<ToolOutput, ToolError> {
-        let Some(child) = self.agents.children.get(id) else {
+    fn child_result(&mut self, id: &str, parent: &mut Parent<'_>) -> Result<ToolOutput, ToolError> {
+        let Some(child) = self.children.get(id) else {
             return Err(ToolError::model(format!("no open subagent `{id}`")));
         };
         let Some(end) = child.last.clone() else {
@@ -612,7 +634,7 @@ impl Run<'_> {
         };
         let role = child.role.clone();
         if end.status == SessionStatus::Completed {
-            let text = self.stored_results.fit(end.text, RESULT_CHARS);
+            let text = parent.results.fit(end.text, RESULT_CHARS);
             return Ok(ToolOutput::text(format!(
                 "[subagent {id} ({role}) completed in {} step(s)]\n{text}",
                 end.iterations
@@ -628,7 +650,7 @@ impl Run<'_> {
     async fn agent_close(&mut self, id: &str) -> Result<ToolOutput, ToolError> {
         let id = id.trim();
         self.known_child(id)?;
-        let running = match self.agents.children.get(id) {
+        let running = match self.children.get(id) {
             Some(c) => {
                 c.cancel.cancel();
                 c.running.as_ref().is_some_and(|h| !h.is_finished())
@@ -637,7 +659,6 @@ impl Run<'_> {
         };
         self.settle(id).await;
         let status = self
-            .agents
             .children
             .remove(id)
             .and_then(|c| c.last)

@@ -11,8 +11,9 @@ use super::Compactor;
 use crate::ending::Interrupt;
 use crate::engine::{Engine, RunOptions};
 use crate::run::Run;
-use crate::session::{compactor, files_written, give_back, take_lease, tool_context};
+use crate::session::{compactor, give_back, take_lease, tool_context};
 use crate::{Emitter, EngineError};
+use keel_protocol::files_written;
 
 /// Handles of stored compaction checkpoints start so (they are not `read_result` handles).
 pub(crate) const CHECKPOINT_PREFIX: &str = "compact-";
@@ -137,11 +138,13 @@ async fn compact_held(
         compactor(engine),
         options,
     );
-    run.messages = messages;
-    carry.restore(&mut run.compactor);
-    run.usage = record.usage;
-    run.iterations = record.iterations;
-    run.files = files_written(&events);
+    run.continue_from(
+        messages,
+        record.usage,
+        record.iterations,
+        files_written(&events),
+    );
+    carry.restore(run.compactor_mut());
     let before = run.context_tokens();
     let nothing = CompactReport {
         tokens_before: before,
@@ -149,7 +152,7 @@ async fn compact_held(
         stages: Vec::new(),
         checkpoint: None,
     };
-    if record.status == SessionStatus::Idle || run.messages.len() < 2 {
+    if record.status == SessionStatus::Idle || run.messages().len() < 2 {
         return Ok(nothing);
     }
     let done = match run.compact(true).await {
@@ -168,8 +171,8 @@ async fn compact_held(
     let handle = format!("{CHECKPOINT_PREFIX}{}", crate::time::new_run_id());
     let checkpoint = Checkpoint {
         covered,
-        messages: run.messages.clone(),
-        carry: Carry::of(&run.compactor),
+        messages: run.messages().to_vec(),
+        carry: Carry::of(run.compactor()),
     };
     let text = serde_json::to_string(&checkpoint)
         .map_err(|e| EngineError::Internal(format!("cannot encode the checkpoint: {e}")))?;
@@ -184,7 +187,7 @@ async fn compact_held(
     // A summary request's usage counts for the session.
     engine
         .store
-        .update_session(id, record.status, run.iterations, &run.usage)
+        .update_session(id, record.status, run.iterations(), &run.usage())
         .await?;
     Ok(report)
 }

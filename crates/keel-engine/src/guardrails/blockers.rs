@@ -146,7 +146,7 @@ impl Hook for BlockersHook {
         Vec::new()
     }
 
-    fn resumed(&self, messages: &[Message]) {
+    fn resumed(&self, messages: &[Message], _events: &[keel_protocol::Event]) {
         lock(&self.state).called = messages.iter().any(|m| {
             m.content
                 .iter()

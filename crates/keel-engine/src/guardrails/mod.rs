@@ -3,11 +3,14 @@
 //! [`HookAction`](crate::hooks::HookAction). The engine creates one of each per run, in the
 //! order `hooks::builtin::standard` registers them. None of them imports the loop.
 
+pub(crate) mod approval;
 pub(crate) mod blockers;
 pub(crate) mod constitution;
+pub(crate) mod phase;
 pub(crate) mod rules;
 pub(crate) mod scope;
 pub(crate) mod skills;
+pub(crate) mod snapshot;
 pub(crate) mod tracker;
 pub(crate) mod verify;
 

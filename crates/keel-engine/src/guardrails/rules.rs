@@ -43,7 +43,7 @@ impl Hook for RulesHook {
         Box::pin(async move { action })
     }
 
-    fn resumed(&self, messages: &[Message]) {
+    fn resumed(&self, messages: &[Message], _events: &[keel_protocol::Event]) {
         lock(&self.tail).mark_injected(injected_in(messages));
     }
 }

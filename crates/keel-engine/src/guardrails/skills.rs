@@ -77,7 +77,7 @@ impl Hook for SkillsHook {
         lock(&self.state).mentioned(message)
     }
 
-    fn resumed(&self, messages: &[Message]) {
+    fn resumed(&self, messages: &[Message], _events: &[keel_protocol::Event]) {
         lock(&self.state).mark_loaded(messages);
     }
 }

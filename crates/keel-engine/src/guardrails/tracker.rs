@@ -52,10 +52,13 @@ impl TrackerHook {
     /// The loop guard: a repeated workspace read is let through to be answered with its
     /// earlier result ([`Hook::run_tool`]) — unless too many repeats in a row were answered
     /// so; any other call made 3 times in a row ends the attempt.
-    fn loop_check(&self, call: &ToolCall) -> HookAction {
+    fn loop_check(&self, cx: &HookContext, call: &ToolCall) -> HookAction {
         let mut state = lock(&self.state);
         let looping = if state.guard.is_repeat(call) {
-            match state.guard.answer_repeat(call) {
+            match state
+                .guard
+                .answer_repeat(call, crate::tracker::next_step(cx.phase.as_deref()))
+            {
                 None => return HookAction::Continue,
                 Some(Ok(answer)) => {
                     state.repeat_answer = Some((call.id.clone(), answer));
@@ -177,15 +180,15 @@ impl Hook for TrackerHook {
 
     fn before_tool<'a>(
         &'a self,
-        _cx: &'a HookContext,
+        cx: &'a HookContext,
         call: &'a ToolCall,
     ) -> BoxFuture<'a, HookAction> {
-        let action = self.loop_check(call);
+        let action = self.loop_check(cx, call);
         Box::pin(async move { action })
     }
 
-    fn unresolved_call(&self, _cx: &HookContext, call: &ToolCall) -> HookAction {
-        self.loop_check(call)
+    fn unresolved_call(&self, cx: &HookContext, call: &ToolCall) -> HookAction {
+        self.loop_check(cx, call)
     }
 
     /// A repeated workspace read: its earlier result, with a note.

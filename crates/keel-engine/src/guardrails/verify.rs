@@ -179,6 +179,7 @@ impl VerifyHook {
                         format!("the gate runs test code changed in this session ({files})")
                     })
                 });
+            let source_judged = source.is_some();
             let approved = match source {
                 Some(source) => self
                     .approve_gate(cx, &gate, round, index)
@@ -216,6 +217,10 @@ impl VerifyHook {
             if approved == Ok(CommandAccess::ReadOnly) {
                 spec.policy = keel_tools::sandbox::SandboxPolicy::ReadOnly;
             }
+            // The network only for a command line the approval policy judged or the user
+            // configured; a detected gate runs repository code nobody approved (R4-10).
+            spec.network =
+                (source_judged && self.approvals.is_some()) || self.plan.chosen_by_user(&gate);
             let out = match run_command_with_timeout(&spec, &self.cancel).await {
                 Ok(out) => out,
                 Err(e) => {

@@ -1,26 +1,32 @@
 //! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
 //! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
-//! state: the plan_exec phase policy's hook bodies live in `phase/enforce.rs`, compaction's
-//! in `compaction`, approval's gate in `approval`). The loop guard and fix tracker, blockers
-//! and finish checks, rules, a subagent's scope, skills, the constitution and final
-//! verification are `Hook`s (`crate::guardrails`).
+//! state: compaction's hook body lives in `compaction`). The loop guard and fix tracker,
+//! blockers and finish checks, rules, a subagent's scope, skills, the constitution, the
+//! plan_exec phase policy, final verification, approval and snapshots are `Hook`s
+//! (`crate::guardrails`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use keel_protocol::{ToolCall, ToolDetails};
-use keel_tools::{ToolError, ToolOutput};
+use keel_protocol::ToolDetails;
 
 use super::Hook;
-use crate::EngineError;
-use crate::ending::{Ending, Interrupt};
+use crate::ending::Ending;
 use crate::engine::{Engine, RunOptions};
 use crate::guardrails::{
-    blockers::BlockersHook, constitution::ConstitutionHook, rules::RulesHook, scope::ScopeHook,
-    skills::SkillsHook, tracker::TrackerHook, verify::VerifyHook,
+    approval::ApprovalHook,
+    blockers::BlockersHook,
+    constitution::ConstitutionHook,
+    phase::{PhaseHook, PhaseParts},
+    rules::RulesHook,
+    scope::ScopeHook,
+    skills::SkillsHook,
+    snapshot::SnapshotHook,
+    tracker::TrackerHook,
+    verify::VerifyHook,
 };
-use crate::run::Run;
 use crate::verify::GatePlan;
-use keel_phase::{ADVANCE_PHASE, CommandAccess};
+use keel_phase::CommandAccess;
 
 /// Why the loop stops after the current batch, and what calls not yet run are told.
 pub(crate) type Stop = Option<(Ending, &'static str)>;
@@ -65,12 +71,8 @@ pub(crate) enum Finish {
 /// The built-in guardrails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Builtin {
-    /// The plan_exec phase policy (`phase/enforce.rs`).
-    Phase,
     /// Compaction of the working context before a request (`compaction`).
     Compaction,
-    /// Asking a person before risky calls (`approval`).
-    Approval,
 }
 
 /// One registered hook: a built-in guardrail still on the run's state, a guardrail [`Hook`]
@@ -101,8 +103,7 @@ pub(crate) enum Active {
 
 /// The run's hooks: each guardrail [`Hook`] made fresh (it owns this run's state).
 pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Arc<[Active]> {
-    engine
-        .hooks
+    standard(engine.phase_policy.is_some(), &engine.hooks)
         .iter()
         .map(|slot| match slot {
             Slot::Builtin(b) => Active::Builtin(*b),
@@ -110,6 +111,16 @@ pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Arc<[Active]> {
             Slot::Custom(h) => Active::Hook(h.clone()),
         })
         .collect()
+}
+
+/// Stands in for the phase policy of an engine without one (never: the slot is registered
+/// only in plan_exec).
+struct NoPhases;
+
+impl Hook for NoPhases {
+    fn name(&self) -> &str {
+        "phase"
+    }
 }
 
 /// The hooks of an engine: the built-in guardrails around the `custom` hooks (see the module
@@ -134,7 +145,21 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
         Slot::Guardrail(|e, _| Arc::new(ConstitutionHook::new(e.constitution.clone()))),
     ];
     if phases {
-        slots.push(Slot::Builtin(Builtin::Phase));
+        slots.push(Slot::Guardrail(|e, o| match &e.phase_policy {
+            Some(policy) => Arc::new(PhaseHook::new(
+                policy.clone(),
+                PhaseParts {
+                    judge: e.judge.clone(),
+                    tools: e.tools.clone(),
+                    workspace: e.workspace.clone(),
+                    snapshots: e.snapshots.clone(),
+                    shell: e.config.shell.tool_settings(),
+                    rollback_timeout: Duration::from_secs(e.config.rollback.timeout_secs),
+                    cancel: o.cancel.clone(),
+                },
+            )),
+            None => Arc::new(NoPhases),
+        }));
     }
     slots.push(Slot::Builtin(Builtin::Compaction));
     slots.extend(custom.iter().cloned().map(Slot::Custom));
@@ -153,121 +178,21 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
             o.cancel.clone(),
         ))
     }));
-    slots.push(Slot::Builtin(Builtin::Approval));
+    slots.push(Slot::Guardrail(|e, o| {
+        Arc::new(ApprovalHook::new(
+            o.approvals.clone(),
+            e.tools.clone(),
+            e.workspace.clone(),
+            o.cancel.clone(),
+        ))
+    }));
+    // Only at `before_run`: after every hook allowed the call.
+    slots.push(Slot::Guardrail(|e, _| {
+        Arc::new(SnapshotHook::new(
+            e.snapshots.clone(),
+            e.tools.clone(),
+            e.config.shell.sandbox,
+        ))
+    }));
     slots
-}
-
-impl Builtin {
-    pub(crate) async fn before_request(self, run: &mut Run<'_>) -> Result<(), Interrupt> {
-        if self == Builtin::Compaction {
-            run.maybe_compact().await?;
-        }
-        Ok(())
-    }
-
-    /// `None`: no objection. `Some(Dispatch::Run(access))` sets the access later hooks pass on.
-    pub(crate) async fn before_tool(
-        self,
-        run: &mut Run<'_>,
-        call: &ToolCall,
-    ) -> Result<Option<Dispatch>, EngineError> {
-        Ok(match self {
-            Builtin::Phase => Some(match run.phase_check(call).await? {
-                Ok(access) => Dispatch::Run(access),
-                Err(refusal) => Dispatch::Refuse(refusal),
-            }),
-            Builtin::Approval => match run.approvals.clone() {
-                Some(gate) => match gate
-                    .check(
-                        call,
-                        &run.engine.tools,
-                        &run.engine.workspace,
-                        run.emitter,
-                        &run.ctx.cancel,
-                    )
-                    .await?
-                {
-                    // Only a narrower access is passed on (the read-only lane).
-                    Ok(CommandAccess::ReadOnly) => Some(Dispatch::Run(CommandAccess::ReadOnly)),
-                    Ok(CommandAccess::Write) => None,
-                    Err(refusal) => Some(Dispatch::Refuse(refusal)),
-                },
-                None => None,
-            },
-            _ => None,
-        })
-    }
-
-    /// Answers a call the run owns instead of a registered tool (`None`: not this hook's).
-    pub(crate) async fn run_tool(
-        self,
-        run: &mut Run<'_>,
-        call: &ToolCall,
-    ) -> Result<Option<Result<ToolOutput, ToolError>>, EngineError> {
-        Ok(match self {
-            Builtin::Phase if call.name == ADVANCE_PHASE && run.phase.is_some() => {
-                Some(run.advance_call(&call.arguments).await?)
-            }
-            _ => None,
-        })
-    }
-
-    pub(crate) async fn after_tool(self, run: &mut Run<'_>, call: &ToolCall, out: &mut Outcome) {
-        match self {
-            Builtin::Phase => {
-                if let Some(access) = out.ran_with {
-                    run.phase_note_call(call, !out.is_error, access);
-                }
-            }
-            Builtin::Approval => {
-                if let Some(note) = run
-                    .approvals
-                    .as_ref()
-                    .and_then(|gate| gate.finished(&call.id, &out.content))
-                {
-                    out.content = format!("{}\n{note}", out.content);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// After a reply's results, when the attempt goes on: notes for the model.
-    pub(crate) async fn after_batch(
-        self,
-        run: &mut Run<'_>,
-    ) -> Result<Option<String>, EngineError> {
-        match self {
-            Builtin::Phase => run.phase_step_done().await,
-            _ => Ok(None),
-        }
-    }
-
-    pub(crate) async fn on_finish(self, run: &mut Run<'_>) -> Result<Finish, Interrupt> {
-        Ok(match self {
-            Builtin::Phase => match run.phase_finish_nudge() {
-                Some(nudge) => {
-                    run.push_message(keel_protocol::Message::user_text(nudge))
-                        .await?;
-                    Finish::Again
-                }
-                None => Finish::Undecided,
-            },
-            _ => Finish::Undecided,
-        })
-    }
-
-    /// Whether a failed attempt may be retried by the recovery tier (plan_exec runs roll back
-    /// instead: the phase policy and recovery are mutually exclusive).
-    pub(crate) fn allows_recovery(self, run: &Run<'_>) -> bool {
-        !(self == Builtin::Phase && run.phase.is_some())
-    }
-
-    /// After the chain gave up on a failure: advice for the error (the phase's rollback).
-    pub(crate) async fn on_failure(self, run: &mut Run<'_>) -> Result<Vec<String>, EngineError> {
-        match self {
-            Builtin::Phase => run.phase_failed().await,
-            _ => Ok(Vec::new()),
-        }
-    }
 }

@@ -6,25 +6,26 @@
 //! of steps, and when an attempt fails. Everything that judges a run — the loop guard and fix
 //! tracker, blockers and the finish checks, rules, a subagent's scope, skills, the
 //! constitution, the plan_exec phase policy (including `advance_phase`), compaction, final
-//! verification, approvals — is a hook the engine builder registers ([`builtin::standard`]);
+//! verification, approvals, snapshots — is a hook the engine builder registers ([`builtin::standard`]);
 //! flows, subagents and tests add their own [`Hook`]s with [`crate::EngineBuilder::hook`] or
 //! [`crate::runtime::SessionBuilder::hook`].
 //!
 //! Order: the built-in hooks that keep the run sane come first (loop guard, blockers, rules,
 //! a subagent's role scope, skills, constitution, phase policy, compaction), then the custom
-//! hooks in the order they were added, then final verification and approval (the expensive
-//! checks, and asking a person, come last: a call a hook denies is never put to a person).
+//! hooks in the order they were added, then final verification, approval and snapshots (the
+//! expensive checks, and asking a person, come last: a call a hook denies is never put to a
+//! person; the snapshot is taken only for a call every hook allowed, at `before_run`).
 //! At the finish the run is checked for cancellation after each hook that let the answer
 //! stand (a hook that saw its work cancelled — a gate killed — answers `Continue`).
 
 pub(crate) mod builtin;
-mod dispatch;
+
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use keel_protocol::{Message, ToolCall, ToolDetails};
+use keel_phase::{CommandAccess, Phase};
+use keel_protocol::{Event, Message, ToolCall, ToolDetails};
 use keel_tools::{ToolError, ToolOutput};
-
-pub(crate) use builtin::Slot;
 
 use crate::blockers::BlockerDraft;
 use crate::compaction::Facts;
@@ -54,6 +55,10 @@ pub enum HookAction {
     /// evidence, or a failure for the fallback chain ([`HookEnd`]). At `before_tool` the call
     /// does not run; after a result the reply's remaining calls do not run either.
     End(HookEnd),
+    /// `before_tool`: let the call run, but every command it starts runs in the read-only
+    /// sandbox (a hook may only narrow a call's access; no later hook widens it). Elsewhere
+    /// it acts as [`HookAction::Continue`].
+    RunReadOnly,
 }
 
 /// How a guardrail ends the attempt ([`HookAction::End`]). Built-in guardrails make these
@@ -102,12 +107,41 @@ pub struct HookContext {
     pub iteration: u32,
     /// The plan_exec phase (`None` in react mode).
     pub phase: Option<String>,
+    /// The working context: what the next request sends (compaction may have shrunk it; the
+    /// store keeps everything).
+    pub messages: Arc<Vec<Message>>,
     /// Characters of a tool result (or a hook's note) the model reads at most, for the
     /// context window the run knows now.
     pub output_budget: usize,
     /// The run's event stream: a hook's own events (final verification's `verification`
     /// events, an approval it asks for) are stored and published like the loop's.
     pub events: crate::Emitter,
+    /// Where a hook reports that the run cannot go on ([`HookContext::fail`]).
+    pub(crate) fault: Fault,
+}
+
+/// A failure of the engine's own machinery a hook ran into (the store could not record its
+/// event): the loop ends the run with it as soon as the hook returns.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fault(std::sync::Arc<std::sync::Mutex<Option<crate::EngineError>>>);
+
+impl Fault {
+    /// The failure reported since the last look, if any.
+    pub(crate) fn take(&self) -> Option<crate::EngineError> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl HookContext {
+    /// The run cannot go on: the hook could not do what it must (the store failed to record
+    /// its event). The loop ends the run with `error` when the hook returns, as if the loop
+    /// itself had failed (the first report wins).
+    pub fn fail(&self, error: crate::EngineError) {
+        let mut slot = self.fault.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    }
 }
 
 /// A tool result as a hook sees it.
@@ -123,6 +157,8 @@ pub struct ToolResultView {
     pub refused: bool,
     /// Subagents this call waited for changed the workspace on the run's behalf.
     pub agents_changed: bool,
+    /// It ran with its commands confined to the read-only sandbox (a hook granted only that).
+    pub read_only: bool,
     /// A fatal tool error: the loop stops; not the model's to fix.
     pub fatal: bool,
 }
@@ -162,6 +198,18 @@ pub trait Hook: Send + Sync {
         Box::pin(async { HookAction::Continue })
     }
 
+    /// An allowed call is about to run with `access` (every hook let it through; calls a hook
+    /// answers itself, `read_result` and the subagent tools do not come here): the last
+    /// moment to record the workspace before it may change.
+    fn before_run<'a>(
+        &'a self,
+        _cx: &'a HookContext,
+        _call: &'a ToolCall,
+        _access: CommandAccess,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
     /// Answers a call the hook owns (a tool the model sees but no registry runs, such as
     /// `skill`), after the call was allowed; `None`: not this hook's call. The first hook that
     /// answers wins.
@@ -171,6 +219,29 @@ pub trait Hook: Send + Sync {
         _call: &'a ToolCall,
     ) -> BoxFuture<'a, Option<Result<ToolOutput, ToolError>>> {
         Box::pin(async { None })
+    }
+
+    /// After a reply's results, when the attempt goes on: a [`HookAction::Note`] is added to
+    /// the context after the results (a phase step is done and auto-advance moved on).
+    fn after_batch<'a>(&'a self, _cx: &'a HookContext) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+
+    /// The plan_exec phase this hook keeps the run in, if it is the phase policy.
+    fn phase(&self) -> Option<Phase> {
+        None
+    }
+
+    /// Whether the fallback chain may retry a failed attempt with its recovery tier (the phase
+    /// policy rolls back instead: the two exclude each other).
+    fn allows_recovery(&self) -> bool {
+        true
+    }
+
+    /// The fallback chain gave up on a failure: advice for the error, after the hook's own
+    /// clean-up (the phase's validation and rollback).
+    fn failed<'a>(&'a self, _cx: &'a HookContext) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
     }
 
     /// A call that cannot run as sent (an unknown tool, arguments that do not fit): the model
@@ -223,7 +294,8 @@ pub trait Hook: Send + Sync {
         Vec::new()
     }
 
-    /// A stored session is resumed with this working context: a hook that keeps state about
-    /// what the context already holds (injected rules, loaded skills) restores it.
-    fn resumed(&self, _messages: &[Message]) {}
+    /// A stored session is resumed with this working context and these stored events: a hook
+    /// that keeps state about what the context already holds (injected rules, loaded skills)
+    /// or where the session stands (its phase) restores it.
+    fn resumed(&self, _messages: &[Message], _events: &[Event]) {}
 }

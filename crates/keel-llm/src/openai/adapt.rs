@@ -27,6 +27,12 @@ pub(crate) const MIN_RESULT_TOKENS: u64 = 120;
 pub(crate) const MIN_TOOL_TOKENS: u64 = 150;
 /// The largest server tokens per estimated token believed (in thousandths).
 const MAX_PER_MILLE: u64 = 4000;
+/// The smallest: a coarser tokenizer than four bytes a token (large vocabularies on code)
+/// counts fewer tokens than estimated, and the window then holds more.
+const MIN_PER_MILLE: u64 = 500;
+/// Estimated prompt tokens a request needs before its count may set a scale below 1.0: in a
+/// shorter one the template's preamble allowance is a large share of the estimate.
+const MIN_TOKENS_FOR_COARSER: u64 = 500;
 /// Tokens a chat template adds to every prompt whatever it holds (llama-cpp-python's
 /// `chatml-function-calling`: ~100, tools or not), counted into every estimate the server's
 /// counts are compared with. Without it a short request — a compaction summary, 292 estimated
@@ -38,10 +44,14 @@ const TEMPLATE_PREAMBLE_TOKENS: u64 = 128;
 /// is not sent.
 pub(crate) const MIN_REPLY_TOKENS: u32 = 256;
 
-/// The prompt figures of one request, to compare with the next one's.
-#[derive(Debug, Clone, Copy)]
+/// The prompt figures of one request, to compare with a later one's.
+#[derive(Debug, Clone)]
 pub(crate) struct Observation {
     messages: usize,
+    /// A hash of the messages up to each one (`prefixes[i]` covers `messages[..=i]`): a later
+    /// request is compared with this one only when it extends the same conversation (no
+    /// compaction rewrote it in between).
+    prefixes: std::sync::Arc<[u64]>,
     /// Estimated tokens of the tool results sent as `role: tool` messages.
     results: u64,
     /// Estimated tokens of everything else in the messages.
@@ -56,9 +66,16 @@ pub(crate) struct Observation {
 
 impl Observation {
     pub(crate) fn of(request: &ChatRequest, as_user: bool) -> Self {
+        use std::hash::{Hash, Hasher};
         let mut results = 0;
         let mut rest = 0;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let mut prefixes = Vec::with_capacity(request.messages.len());
         for m in &request.messages {
+            serde_json::to_string(m)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+            prefixes.push(hasher.finish());
             for block in &m.content {
                 match block {
                     ContentBlock::ToolResult { content, .. } if !as_user => {
@@ -72,12 +89,20 @@ impl Observation {
         let tools = tool_tokens(&request.tools);
         Self {
             messages: request.messages.len(),
+            prefixes: prefixes.into(),
             results,
             rest: rest.saturating_sub(results),
             without_tools: estimate_text(&request.system) + rest,
             tools,
             as_user,
         }
+    }
+
+    /// Whether this request carries `earlier`'s conversation unchanged, plus more messages.
+    fn extends(&self, earlier: &Observation) -> bool {
+        self.messages > earlier.messages
+            && earlier.messages > 0
+            && self.prefixes.get(earlier.messages - 1) == earlier.prefixes.last()
     }
 }
 
@@ -96,7 +121,8 @@ pub(crate) struct Adaptive {
     /// The previous request that reported its prompt size, and that size.
     last: Mutex<Option<(Observation, u64)>>,
     /// How many of the server's tokens one estimated token was, at most, in the requests it
-    /// reported (in thousandths; its tokenizer may cut finer than four bytes a token).
+    /// reported (in thousandths; its tokenizer may cut finer or coarser than four bytes a
+    /// token); 0 until one was reported.
     per_mille: std::sync::atomic::AtomicU64,
     /// Whether the tools were judged (once per process).
     tools_judged: AtomicBool,
@@ -128,7 +154,7 @@ impl Adaptive {
             per_mille: std::sync::atomic::AtomicU64::new(
                 facts
                     .tokens_per_mille
-                    .map_or(1000, |f| f.value.clamp(1000, MAX_PER_MILLE)),
+                    .map_or(0, |f| f.value.clamp(MIN_PER_MILLE, MAX_PER_MILLE)),
             ),
             tools_judged: AtomicBool::new(facts.tools_dropped.is_some()),
             notices: Mutex::new(notices),
@@ -146,6 +172,14 @@ impl Adaptive {
 
     pub(crate) fn tools_dropped(&self) -> bool {
         self.tools_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Server tokens per estimated token, in thousandths (what this server counted before).
+    pub(crate) fn per_mille(&self) -> u64 {
+        match self.per_mille.load(Ordering::Relaxed) {
+            0 => 1000,
+            known => known,
+        }
     }
 
     /// The window the server enforces, when learned.
@@ -181,16 +215,22 @@ impl Adaptive {
         }
     }
 
-    /// The server counted `counted` prompt tokens where Keel estimated `estimated`: a scale
-    /// larger than the known one by a twentieth is used from now on, and remembered.
+    /// The server counted `counted` prompt tokens where Keel estimated `estimated`: the first
+    /// scale, or one larger than the known one by a twentieth, is used from now on, and
+    /// remembered. The largest seen stands (the estimate must not fall short of any prompt);
+    /// below 1.0 only from a request large enough to show it.
     fn calibrate(&self, counted: u64, estimated: u64) {
         if estimated < 50 {
             return;
         }
+        let large = estimated >= MIN_TOKENS_FOR_COARSER;
         let estimated = estimated + TEMPLATE_PREAMBLE_TOKENS;
-        let scale = (counted.saturating_mul(1000) / estimated).min(MAX_PER_MILLE);
+        let scale = (counted.saturating_mul(1000) / estimated).clamp(MIN_PER_MILLE, MAX_PER_MILLE);
+        if scale < 1000 && !large {
+            return;
+        }
         let known = self.per_mille.fetch_max(scale, Ordering::Relaxed);
-        if scale > known + known / 20 {
+        if known == 0 || scale > known + known / 20 {
             self.memory.learn(|f, now| {
                 f.tokens_per_mille = Some(Fact {
                     value: scale,
@@ -261,8 +301,7 @@ impl Adaptive {
             + TEMPLATE_PREAMBLE_TOKENS;
         // The estimate is about four bytes a token: scale it by what this server counted
         // before, and leave a tenth more for what it has not been seen counting.
-        let scale = self.per_mille.load(Ordering::Relaxed);
-        let prompt = prompt.saturating_mul(scale) / 1000;
+        let prompt = prompt.saturating_mul(self.per_mille()) / 1000;
         let prompt = prompt + prompt / 10;
         let room = window.saturating_sub(prompt);
         let floor = limit.min(MIN_REPLY_TOKENS);
@@ -313,21 +352,28 @@ impl Adaptive {
                 ));
             }
         }
-        let previous = self
-            .last
-            .lock()
-            .ok()
-            .and_then(|mut l| l.replace((now, prompt_tokens)));
-        let Some((before, before_tokens)) = previous else {
+        // The request the growth is measured from: the previous one, or an earlier one when
+        // the results added since were too few to judge (a weak model's short results —
+        // `list_files` of three files, a one-line error — add up over a few requests; judged
+        // one request at a time they never reached the threshold, and plan_exec runs went on
+        // sending `role: tool` results the template dropped).
+        let Ok(mut last) = self.last.lock() else {
             return;
         };
-        if now.as_user || before.as_user || now.messages <= before.messages {
+        let Some((before, before_tokens)) = last.clone() else {
+            *last = Some((now, prompt_tokens));
+            return;
+        };
+        if now.as_user || before.as_user || !now.extends(&before) || now.results < before.results {
+            *last = Some((now, prompt_tokens));
             return;
         }
-        let added_results = now.results.saturating_sub(before.results);
-        if added_results < MIN_RESULT_TOKENS || now.results < before.results {
+        let added_results = now.results - before.results;
+        if added_results < MIN_RESULT_TOKENS {
             return;
         }
+        *last = Some((now.clone(), prompt_tokens));
+        drop(last);
         let grew = prompt_tokens.saturating_sub(before_tokens);
         // The results and the rest of the new messages should add roughly their size; a
         // template that drops `role: tool` adds only the rest.

@@ -12,6 +12,7 @@
 
 mod adapt;
 mod decode;
+mod overrun;
 
 use std::sync::Arc;
 
@@ -76,10 +77,19 @@ impl OpenAiProvider {
     /// A request that cannot fit the server's learned window is refused
     /// ([`LlmError::ContextLength`]) rather than sent.
     pub fn request_body(&self, request: &ChatRequest) -> Result<Vec<u8>, LlmError> {
+        let limit = self.output_limit(request)?;
+        self.body_with(request, limit)
+    }
+
+    /// The output limit `request` is sent with: its own or the configured one, fitted to the
+    /// window.
+    fn output_limit(&self, request: &ChatRequest) -> Result<Option<u32>, LlmError> {
         let limit = request.max_tokens.or(self.target.max_output_tokens);
-        let limit = self
-            .adaptive
-            .fit_max_tokens(request, limit, self.target.context_window)?;
+        self.adaptive
+            .fit_max_tokens(request, limit, self.target.context_window)
+    }
+
+    fn body_with(&self, request: &ChatRequest, limit: Option<u32>) -> Result<Vec<u8>, LlmError> {
         let body = build_body(&self.target, self.caps(), request, self.streams(), limit);
         serde_json::to_vec(&body)
             .map_err(|e| LlmError::InvalidResponse(format!("cannot serialise the request: {e}")))
@@ -174,10 +184,8 @@ impl Provider for OpenAiProvider {
         Box::pin(async move {
             let adaptive = self.adaptive.clone();
             let notices = adaptive.take_notices();
-            let body = match self.request_body(request) {
-                Ok(b) => b,
-                Err(e) => return Err(e),
-            };
+            let limit = self.output_limit(request)?;
+            let body = self.body_with(request, limit)?;
             let observation = adapt::Observation::of(request, self.caps().tool_results_as_user);
             let events = match self.send(body).await {
                 Ok(events) => events,
@@ -195,9 +203,14 @@ impl Provider for OpenAiProvider {
             let request = Arc::new(request.clone());
             let mut saw_usage = false;
             let mut output = 0usize;
+            // A reply past its output limit ends there, as cut off (see `overrun`).
+            let mut cap = overrun::OutputCap::new(limit, adaptive.per_mille());
             let head =
                 futures::stream::iter(notices.into_iter().map(|n| Ok(StreamEvent::Notice(n))));
-            let body = events.flat_map(move |item| {
+            let body = events.scan(false, move |ended, item| {
+                if *ended {
+                    return futures::future::ready(None);
+                }
                 let mut out = Vec::with_capacity(2);
                 match item {
                     // A stream that ends before its finish reason: the next attempt (the
@@ -208,12 +221,14 @@ impl Provider for OpenAiProvider {
                     }
                     Ok(StreamEvent::Usage(u)) => {
                         saw_usage = true;
-                        adaptive.observe(observation, u.input_tokens);
+                        adaptive.observe(observation.clone(), u.input_tokens);
+                        let over = cap.counted(u.output_tokens);
                         out.push(Ok(StreamEvent::Usage(u)));
                         out.extend(
                             adaptive
                                 .take_notices()
                                 .into_iter()
+                                .chain(over)
                                 .map(|n| Ok(StreamEvent::Notice(n))),
                         );
                     }
@@ -224,16 +239,35 @@ impl Provider for OpenAiProvider {
                                 &request, output,
                             ))));
                         }
+                        let stop_reason = if cap.over() {
+                            crate::StopReason::MaxTokens
+                        } else {
+                            stop_reason
+                        };
                         out.push(Ok(StreamEvent::Finish { stop_reason }));
                     }
                     Ok(event) => {
                         output += adapt::output_bytes(&event);
                         out.push(Ok(event));
+                        if let Some(notice) = cap.streamed(output) {
+                            // Stop reading: dropping the stream closes the connection.
+                            out.push(Ok(StreamEvent::Notice(notice)));
+                            if !saw_usage {
+                                out.push(Ok(StreamEvent::Usage(adapt::estimated_usage(
+                                    &request, output,
+                                ))));
+                            }
+                            out.push(Ok(StreamEvent::Finish {
+                                stop_reason: crate::StopReason::MaxTokens,
+                            }));
+                            *ended = true;
+                        }
                     }
                     Err(e) => out.push(Err(e)),
                 }
-                futures::stream::iter(out)
+                futures::future::ready(Some(futures::stream::iter(out)))
             });
+            let body = body.flatten();
             Ok(head.chain(body).boxed())
         })
     }

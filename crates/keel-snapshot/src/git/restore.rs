@@ -116,7 +116,10 @@ impl Git {
             self.run(&["update-index", "-z", "--index-info"], Some(&index_info))?;
         }
         if !write.is_empty() {
-            self.run(
+            // Confined: it reads `.gitattributes` from the work tree and writes through
+            // directories a running command may swap for links (the writes land only where a
+            // command could write).
+            self.run_in_work_tree(
                 &["checkout-index", "--force", "-u", "-z", "--stdin"],
                 Some(&write),
             )?;

@@ -84,28 +84,43 @@ impl Git {
             seed_index(git_dir, &self.index);
         }
         let stores = StoresBeneath::of(&self.workspace)?;
-        let (oversized, nested) = self.sanitise_index(&stores)?;
+        let (oversized, nested, mut refused) = self.sanitise_index(&stores)?;
         let spec = self.pathspec(&stores);
-        let excluded: Vec<Vec<u8>> = oversized
-            .iter()
-            .chain(nested.iter())
-            .map(|p| literal("exclude,", p))
-            .collect();
-        let list = nul_list(
-            spec.iter()
-                .filter(|s| *s != "--")
-                .map(String::as_bytes)
-                .chain(excluded.iter().map(Vec::as_slice)),
-        );
-        self.run_in_work_tree(
-            &[
-                "add",
-                "--all",
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-            ],
-            Some(&list),
-        )?;
+        // A name git refuses to record that the check below did not foresee is left out too,
+        // a few times over, rather than failing the snapshot (R4-18).
+        for round in 0..=MAX_REFUSAL_ROUNDS {
+            let excluded: Vec<Vec<u8>> = oversized
+                .iter()
+                .chain(nested.iter())
+                .chain(refused.iter())
+                .map(|p| literal("exclude,", p))
+                .collect();
+            let list = nul_list(
+                spec.iter()
+                    .filter(|s| *s != "--")
+                    .map(String::as_bytes)
+                    .chain(excluded.iter().map(Vec::as_slice)),
+            );
+            let added = self.run_in_work_tree(
+                &[
+                    "add",
+                    "--all",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(&list),
+            );
+            match added {
+                Ok(_) => break,
+                Err(SnapshotError::Git { message, .. })
+                    if round < MAX_REFUSAL_ROUNDS
+                        && invalid_path(&message).is_some_and(|p| !refused.contains(&p)) =>
+                {
+                    refused.extend(invalid_path(&message));
+                }
+                Err(e) => return Err(e),
+            }
+        }
         // Small files the repository ignores (`.env`, `config/*.local.*`) are the user's only
         // copy: recorded too, so an undo brings them back (red-team pass 4, R4-9).
         let ignored = self.small_ignored(&stores)?;
@@ -123,6 +138,7 @@ impl Git {
         }
         let mut left_out: Vec<String> = oversized
             .iter()
+            .chain(refused.iter())
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .collect();
         left_out.sort();
@@ -138,7 +154,7 @@ impl Git {
     fn sanitise_index(
         &self,
         stores: &StoresBeneath,
-    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
         if self.index.is_file() {
             let listed = self.run(&["ls-files", "-z", "--cached", "--full-name"], None)?;
             if keel_tools::safe_git::bad_index_path(&listed.stdout).is_some() {
@@ -150,7 +166,7 @@ impl Git {
                 })?;
             }
         }
-        let (left_out, nested) = self.unstageable(stores)?;
+        let (left_out, nested, refused) = self.unstageable(stores)?;
         if self.index.is_file() && !(stores.is_empty() && left_out.is_empty()) {
             let drop: Vec<Vec<u8>> = stores
                 .selecting()
@@ -171,19 +187,20 @@ impl Git {
                 Some(&nul_list(drop.iter().map(Vec::as_slice))),
             )?;
         }
-        Ok((left_out, nested))
+        Ok((left_out, nested, refused))
     }
 
     /// What `git add` must not be given: the files it would read (untracked and not ignored,
-    /// or changed since Keel's index saw them) that are larger than the limit, and the
-    /// untracked nested repositories (listed by git as `dir/`), each sorted. Sizes are read
+    /// or changed since Keel's index saw them) that are larger than the limit, the
+    /// untracked nested repositories (listed by git as `dir/`), and the names git refuses to
+    /// record ([`git_refuses`]), each sorted. Sizes are read
     /// with `lstat` (a link is never followed); the apparent size counts, so a sparse file is
     /// as large as it claims (git would read every zero of it).
     #[allow(clippy::type_complexity)]
     fn unstageable(
         &self,
         stores: &StoresBeneath,
-    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
         let limit = self.max_file_bytes();
         let mut args: Vec<String> = [
             "ls-files",
@@ -199,25 +216,30 @@ impl Git {
         let out = self.run_in_work_tree(&as_strs(&args), None)?;
         let mut big: Vec<Vec<u8>> = Vec::new();
         let mut nested: Vec<Vec<u8>> = Vec::new();
+        let mut refused: Vec<Vec<u8>> = Vec::new();
         for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
             if let Some(dir) = rel.strip_suffix(b"/") {
                 nested.push(dir.to_vec());
                 continue;
             }
+            let meta = std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)));
+            let symlink = meta.as_ref().is_ok_and(|m| m.file_type().is_symlink());
+            if git_refuses(rel, symlink) {
+                refused.push(rel.to_vec());
+                continue;
+            }
             let Some(limit) = limit else {
                 continue;
             };
-            if std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
-                .is_ok_and(|m| m.file_type().is_file() && m.len() > limit)
-            {
+            if meta.is_ok_and(|m| m.file_type().is_file() && m.len() > limit) {
                 big.push(rel.to_vec());
             }
         }
-        big.sort();
-        big.dedup();
-        nested.sort();
-        nested.dedup();
-        Ok((big, nested))
+        for list in [&mut big, &mut nested, &mut refused] {
+            list.sort();
+            list.dedup();
+        }
+        Ok((big, nested, refused))
     }
 }
 
@@ -257,7 +279,10 @@ impl Git {
                 continue;
             };
             let kind = meta.file_type();
-            if !(kind.is_file() || kind.is_symlink()) || meta.len() > limit {
+            if !(kind.is_file() || kind.is_symlink())
+                || meta.len() > limit
+                || git_refuses(rel, kind.is_symlink())
+            {
                 continue;
             }
             if picked.len() >= IGNORED_MAX_FILES || total + meta.len() > IGNORED_MAX_TOTAL {
@@ -268,6 +293,49 @@ impl Git {
         }
         Ok(picked)
     }
+}
+
+/// How many times a snapshot leaves out a name git refused that [`git_refuses`] did not
+/// foresee, and stages again.
+const MAX_REFUSAL_ROUNDS: usize = 8;
+
+/// Whether git may refuse to record the work-tree path `rel` (`git add` then fails as a
+/// whole: "invalid path"): a component that is `.git` in any case, possibly with trailing
+/// dots or spaces or an NTFS stream (`.git::$INDEX_ALLOCATION`), an 8.3 short name (`GIT~1`),
+/// a backslash (`core.protectNTFS`, on by default), or a symlink named like git's own files
+/// (`.gitattributes`, `.gitignore`, `.gitmodules`, `.mailmap`, their short names). A
+/// superset of git's rule: such a path is left out of the snapshot (and named) instead of
+/// taking every later snapshot and `keel undo` away (red-team pass 4, R4-18).
+pub(crate) fn git_refuses(rel: &[u8], symlink: bool) -> bool {
+    if rel.contains(&b'\\') {
+        return true;
+    }
+    let components: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
+    let dotgit = |c: &[u8]| {
+        let lower = c.to_ascii_lowercase();
+        let head = lower.split(|b| *b == b':').next().unwrap_or(&[]);
+        let mut end = head.len();
+        while end > 0 && matches!(head[end - 1], b' ' | b'.') {
+            end -= 1;
+        }
+        &head[..end] == b".git" || lower.starts_with(b"git~")
+    };
+    if components.iter().any(|c| dotgit(c)) {
+        return true;
+    }
+    symlink
+        && components.last().is_some_and(|c| {
+            let lower = c.to_ascii_lowercase();
+            lower.starts_with(b".git") || lower.starts_with(b".mailmap") || lower.contains(&b'~')
+        })
+}
+
+/// The path in git's "invalid path 'X'" error, if the message holds one.
+pub(crate) fn invalid_path(message: &str) -> Option<Vec<u8>> {
+    let rest = message.split("invalid path '").nth(1)?;
+    let end = rest.find("'\n").or_else(|| rest.rfind('\''))?;
+    let path = &rest[..end];
+    (!path.is_empty()).then(|| path.as_bytes().to_vec())
 }
 
 /// The largest ignored file a snapshot records.

@@ -55,7 +55,7 @@ impl Resolved {
 }
 
 /// Said only when the finish reason was the output limit.
-const CUT_OFF: &str = "your reply was cut off at the output token limit (finish reason `length`) in the middle of this call's arguments, so it was not run. Send it again with less text: split a large file into create_file with the first part, then edit_file to add the rest.";
+const CUT_OFF: &str = "your reply was cut off at the output token limit in the middle of this call's arguments, so it was not run. Send it again with less text: split a large file into create_file with the first part, then edit_file to add the rest.";
 
 /// Longest argument text quoted in a repair's `from`.
 const QUOTE_CHARS: usize = 400;
@@ -95,6 +95,10 @@ pub fn resolve_call(
     let mut notes: Vec<String> = Vec::new();
     let mut args: Args = match parse_arguments(arguments, &target, cut_off, &mut notes) {
         Ok(map) => map,
+        // A call cut off needs less text, not its schema: in a small window the schema costs
+        // hundreds of tokens (SmolLM2's tokenizer reads JSON schemas at about two bytes a
+        // token).
+        Err(msg) if msg == CUT_OFF => return Err(msg),
         Err(msg) => {
             let help = target
                 .direct()

@@ -58,6 +58,13 @@ pub fn git_config_path_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath>
 /// A file's identity and state, to see that it did not change (`None`: missing).
 type Stamp = Option<(u64, u64, u64, i64, i64, i64, i64)>;
 
+/// A `.git` entry's device and inode (`None`: missing).
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 fn stamp(path: &Path) -> Stamp {
     std::fs::symlink_metadata(path).ok().map(|m| {
         (
@@ -72,10 +79,13 @@ fn stamp(path: &Path) -> Stamp {
     })
 }
 
-/// One workspace's answer and the files it was read from.
+/// One workspace's answer and the files it was read from (absolute paths).
 struct Cached {
     workspace: PathBuf,
     files: Vec<(PathBuf, Stamp)>,
+    /// The `.git` entries looked for on the way up, by identity only (git writes inside a
+    /// `.git` directory all the time; a `.git` appearing, going or replaced is what counts).
+    gits: Vec<(PathBuf, Option<(u64, u64)>)>,
     paths: Vec<GitConfigPath>,
     /// Read too soon after a change to be kept ([`recent`]).
     racy: bool,
@@ -83,18 +93,28 @@ struct Cached {
 
 static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 
-/// Every working-tree path inside `workspace` that its repository's git configuration
-/// (`.git/config`, `.git/config.worktree` and what they include) names as configuration to
-/// read or a program to run, sorted. Empty without a `.git` directory.
+/// Every working-tree path inside `workspace` that the user's next git command in it reads as
+/// configuration or runs as a program, sorted: what the configuration of the repository
+/// holding it names (the nearest `.git` at or above the workspace: its `config`,
+/// `config.worktree` and what they include), what the user's own and the system's git
+/// configuration name (`~/.gitconfig`, `$XDG_CONFIG_HOME/git/config`, `/etc/gitconfig`, or
+/// where `GIT_CONFIG_GLOBAL` / `GIT_CONFIG_SYSTEM` point; a global `core.hooksPath =
+/// .githooks` is relative to each repository), and what the installed hooks run
+/// ([`super::git_hooks`]: the files they name, the configuration of the hook managers they
+/// start — pre-commit's `.pre-commit-config.yaml`, lefthook's `lefthook.yml` — and the
+/// programs those name). Paths that do not exist yet are listed too: the file tools refuse
+/// them, and the command runner quarantines one a command creates
+/// ([`crate::shell::nested_git`]). Empty when no repository holds the workspace.
 pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
     if let Ok(cache) = CACHE.lock()
         && let Some(c) = cache.iter().find(|c| c.workspace == workspace)
         && !c.racy
-        && c.files.iter().all(|(f, s)| stamp(&workspace.join(f)) == *s)
+        && c.files.iter().all(|(f, s)| stamp(f) == *s)
+        && c.gits.iter().all(|(f, s)| identity(f) == *s)
     {
         return c.paths.clone();
     }
-    let (files, paths) = read_paths(workspace);
+    let (files, gits, paths) = read_paths(workspace, &user_config_files());
     // A file changed within the last seconds may change again within the same timestamp
     // tick, unseen (git's "racily clean" entries): such an answer is not kept.
     let racy = files.iter().any(|(_, s)| s.is_some_and(recent));
@@ -106,11 +126,39 @@ pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
         cache.push(Cached {
             workspace: workspace.to_path_buf(),
             files,
+            gits,
             paths: paths.clone(),
             racy,
         });
     }
     paths
+}
+
+/// The user's and the system's git configuration files, as the user's git finds them.
+fn user_config_files() -> Vec<PathBuf> {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let mut out = Vec::new();
+    if let Some(global) = env("GIT_CONFIG_GLOBAL") {
+        out.push(PathBuf::from(global));
+    } else {
+        let home = env("HOME").map(PathBuf::from);
+        let xdg = env("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        if let Some(x) = xdg {
+            out.push(x.join("git/config"));
+        }
+        if let Some(h) = home {
+            out.push(h.join(".gitconfig"));
+        }
+    }
+    if env("GIT_CONFIG_NOSYSTEM").is_none() {
+        out.push(
+            env("GIT_CONFIG_SYSTEM").map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from),
+        );
+    }
+    out.retain(|p| p.is_absolute() && p != Path::new("/dev/null"));
+    out
 }
 
 /// Whether a stamp's mtime or ctime lies within [`RACY`] seconds of now (or in the future).
@@ -126,114 +174,89 @@ fn recent(s: (u64, u64, u64, i64, i64, i64, i64)) -> bool {
 /// Seconds within which a file's change makes the answer unfit to keep.
 const RACY: i64 = 2;
 
-/// Reads the configuration files (stamped before reading, so a change during the read is
-/// seen next time) and collects the paths they name.
-fn read_paths(workspace: &Path) -> (Vec<(PathBuf, Stamp)>, Vec<GitConfigPath>) {
-    let mut files: Vec<(PathBuf, Stamp)> = Vec::new();
-    let mut found: Vec<GitConfigPath> = Vec::new();
-    let top = [".git/config", ".git/config.worktree"];
-    for f in top {
-        files.push((PathBuf::from(f), stamp(&workspace.join(f))));
-    }
-    if !workspace.join(".git").is_dir() {
-        return (files, found);
-    }
-    let Ok(dir) = ProjectDir::open(workspace) else {
-        return (files, found);
-    };
-    let add = |found: &mut Vec<GitConfigPath>, path: PathBuf, key: &str| {
-        if !path.starts_with(".git") && !found.iter().any(|p| p.path == path) {
-            found.push(GitConfigPath {
-                path,
-                key: key.to_string(),
-            });
+/// Where the paths are gathered: the canonical workspace, the work tree's top (relative
+/// program paths and `core.hooksPath` are taken from there), the workspace's project files.
+pub(super) struct Reader {
+    /// The canonical workspace.
+    pub(super) ws: PathBuf,
+    /// The canonical top of the work tree holding the workspace.
+    pub(super) top: PathBuf,
+    dir: Option<ProjectDir>,
+    /// Every file read or looked for, stamped before it was read.
+    pub(super) files: Vec<(PathBuf, Stamp)>,
+    pub(super) found: Vec<GitConfigPath>,
+}
+
+impl Reader {
+    /// Reads the file at `abs` (at most `limit` bytes): beneath the workspace handle when it
+    /// lies in the workspace (no link out, regular files only), else as the user's own file
+    /// (regular only, bounded). Stamped first, so a change during the read is seen next time.
+    pub(super) fn read(&mut self, abs: &Path, limit: u64) -> Option<String> {
+        if !self.files.iter().any(|(f, _)| f == abs) {
+            self.files.push((abs.to_path_buf(), stamp(abs)));
         }
-    };
-    let mut queue: Vec<(PathBuf, usize)> = top.iter().map(|f| (PathBuf::from(f), 0)).collect();
-    let mut read = 0usize;
-    while let Some((file, depth)) = queue.pop() {
-        read += 1;
-        if read > MAX_FILES {
-            break;
-        }
-        if !files.iter().any(|(f, _)| *f == file) {
-            files.push((file.clone(), stamp(&workspace.join(&file))));
-        }
-        let Some(rel) = file.to_str() else { continue };
-        let Ok(Some(text)) = dir.read(rel, crate::git_config::MAX_CONFIG) else {
-            continue;
-        };
-        let Ok(entries) = crate::git_config::entries(text.as_bytes()) else {
-            continue;
-        };
-        let base = file.parent().unwrap_or(Path::new(""));
-        for (key, value) in entries {
-            let key = key.to_ascii_lowercase();
-            let is_include =
-                key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
-            if is_include {
-                let Some(target) = inside(workspace, base, &value) else {
-                    continue;
-                };
-                if !target.starts_with(".git") && !found.iter().any(|p| p.path == target) {
-                    add(&mut found, target.clone(), &key);
-                    if depth + 1 < MAX_DEPTH {
-                        queue.push((target, depth + 1));
-                    }
-                }
-            } else if key == "core.hookspath" {
-                // Relative to the top of the work tree, where hooks run.
-                if let Some(hooks) = inside(workspace, Path::new(""), &value) {
-                    // husky 9: `.husky/_` holds stubs that run the scripts in `.husky`.
-                    let dir = if hooks.file_name().is_some_and(|n| n == "_") {
-                        hooks.parent().map(Path::to_path_buf).unwrap_or(hooks)
-                    } else {
-                        hooks
-                    };
-                    if !dir.as_os_str().is_empty() {
-                        add(&mut found, dir, &key);
-                    }
-                }
-            } else if !crate::git_config::harmless(&key, &value) {
-                for word in path_words(&value) {
-                    if let Some(p) = inside(workspace, Path::new(""), word) {
-                        add(&mut found, p, &key);
-                    }
-                }
+        match abs.strip_prefix(&self.ws) {
+            Ok(rel) => {
+                let rel = rel.to_str()?;
+                self.dir.as_ref()?.read(rel, limit).ok().flatten()
             }
+            Err(_) => keel_fs::project::read_user_file(abs, limit).ok().flatten(),
         }
     }
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    (files, found)
+
+    /// Stamps `abs` without reading it (a directory whose listing counts).
+    pub(super) fn look(&mut self, abs: &Path) {
+        if !self.files.iter().any(|(f, _)| f == abs) {
+            self.files.push((abs.to_path_buf(), stamp(abs)));
+        }
+    }
+
+    /// Records `abs` (lexically normal) under `key` when it lies in the workspace outside a
+    /// `.git`; also its canonical form when a symlink in the workspace leads elsewhere in it
+    /// (`tools → scripts` makes `scripts/fsmon` the program `tools/fsmon` names).
+    pub(super) fn add(&mut self, abs: &Path, key: &str) {
+        let push = |found: &mut Vec<GitConfigPath>, rel: PathBuf| {
+            let under_git = rel
+                .components()
+                .next()
+                .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
+            if !rel.as_os_str().is_empty() && !under_git && !found.iter().any(|p| p.path == rel) {
+                found.push(GitConfigPath {
+                    path: rel,
+                    key: key.to_string(),
+                });
+            }
+        };
+        if let Ok(rel) = abs.strip_prefix(&self.ws) {
+            push(&mut self.found, rel.to_path_buf());
+        }
+        if let Some(real) = canonical_prefix(abs)
+            && real != abs
+            && let Ok(rel) = real.strip_prefix(&self.ws)
+        {
+            push(&mut self.found, rel.to_path_buf());
+        }
+    }
+
+    /// `value` as an absolute, lexically normal path: relative to `base`; `~/…` in the home.
+    pub(super) fn resolve(base: &Path, value: &str) -> Option<PathBuf> {
+        let joined = if let Some(rest) = value.strip_prefix("~/") {
+            PathBuf::from(std::env::var_os("HOME")?).join(rest)
+        } else if value.starts_with('~') || value.is_empty() {
+            return None;
+        } else {
+            base.join(value)
+        };
+        normal(&joined)
+    }
 }
 
-/// The words of a program-naming value that are paths (hold a `/`): `python3
-/// tools/conv.py` → `tools/conv.py`; `!./x.sh` → `./x.sh`; `--opt=./y` → `./y`.
-fn path_words(value: &str) -> Vec<&str> {
-    value
-        .split(|c: char| c.is_whitespace() || c == ';' || c == '|' || c == '&')
-        .map(|w| w.trim_matches(|c| c == '"' || c == '\'' || c == '!' || c == '(' || c == ')'))
-        .map(|w| w.rsplit_once('=').map_or(w, |(_, v)| v))
-        .filter(|w| w.contains('/') && !w.contains("://"))
-        .collect()
-}
-
-/// `value` (relative to the directory `base`, workspace-relative; or absolute, or `~/…`) as a
-/// workspace-relative path when it lies inside the workspace; `None` otherwise.
-fn inside(workspace: &Path, base: &Path, value: &str) -> Option<PathBuf> {
-    let joined = if let Some(rest) = value.strip_prefix("~/") {
-        let home = PathBuf::from(std::env::var_os("HOME")?);
-        home.join(rest).strip_prefix(workspace).ok()?.to_path_buf()
-    } else if value.starts_with('~') {
-        return None;
-    } else if Path::new(value).is_absolute() {
-        Path::new(value).strip_prefix(workspace).ok()?.to_path_buf()
-    } else {
-        base.join(value)
-    };
+/// `p` (absolute) with `.` and `..` taken lexically.
+fn normal(p: &Path) -> Option<PathBuf> {
     let mut out = PathBuf::new();
-    for c in joined.components() {
+    for c in p.components() {
         match c {
+            Component::RootDir => out.push("/"),
             Component::Normal(n) => out.push(n),
             Component::CurDir => {}
             Component::ParentDir => {
@@ -241,10 +264,154 @@ fn inside(workspace: &Path, base: &Path, value: &str) -> Option<PathBuf> {
                     return None;
                 }
             }
-            Component::RootDir | Component::Prefix(_) => return None,
+            Component::Prefix(_) => return None,
         }
     }
-    (!out.as_os_str().is_empty()).then_some(out)
+    out.is_absolute().then_some(out)
+}
+
+/// `p` with its longest existing prefix canonicalised (the rest appended as it is).
+fn canonical_prefix(p: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut cur = p;
+    loop {
+        if let Ok(real) = cur.canonicalize() {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return Some(out);
+        }
+        rest.push(cur.file_name()?.to_os_string());
+        cur = cur.parent()?;
+    }
+}
+
+/// Gathers the paths for `workspace`, the user's configuration being `user_configs`.
+#[allow(clippy::type_complexity)]
+fn read_paths(
+    workspace: &Path,
+    user_configs: &[PathBuf],
+) -> (
+    Vec<(PathBuf, Stamp)>,
+    Vec<(PathBuf, Option<(u64, u64)>)>,
+    Vec<GitConfigPath>,
+) {
+    let mut gits = Vec::new();
+    let Ok(ws) = workspace.canonicalize() else {
+        return (Vec::new(), gits, Vec::new());
+    };
+    // The repository holding the workspace: every `.git` looked for is stamped, so one
+    // appearing (or going) is seen.
+    let mut repo = None;
+    let mut cur = Some(ws.as_path());
+    while let Some(d) = cur {
+        let dot = d.join(".git");
+        let s = identity(&dot);
+        gits.push((dot, s));
+        if s.is_some() {
+            repo = crate::safe_git::pinned_repository(d).ok().flatten();
+            break;
+        }
+        cur = d.parent();
+    }
+    let Some(repo) = repo else {
+        return (Vec::new(), gits, Vec::new());
+    };
+    let mut r = Reader {
+        dir: ProjectDir::open(&ws).ok(),
+        ws,
+        top: repo.top.clone(),
+        files: Vec::new(),
+        found: Vec::new(),
+    };
+    let mut queue: Vec<(PathBuf, usize)> = Vec::new();
+    let mut git_dirs = vec![repo.git_dir.clone()];
+    // A linked worktree's repository keeps `config` and `hooks` in its common directory.
+    if let Some(common) = r
+        .read(&repo.git_dir.join("commondir"), 4096)
+        .and_then(|c| Reader::resolve(&repo.git_dir, c.trim()))
+    {
+        git_dirs.push(common);
+    }
+    for g in &git_dirs {
+        queue.push((g.join("config"), 0));
+        queue.push((g.join("config.worktree"), 0));
+    }
+    queue.extend(user_configs.iter().map(|f| (f.clone(), 0)));
+    let mut hooks_dirs: Vec<(PathBuf, String)> = Vec::new();
+    let mut read = 0usize;
+    while let Some((file, depth)) = queue.pop() {
+        read += 1;
+        if read > MAX_FILES {
+            break;
+        }
+        let Some(text) = r.read(&file, crate::git_config::MAX_CONFIG) else {
+            continue;
+        };
+        let Ok(entries) = crate::git_config::entries(text.as_bytes()) else {
+            continue;
+        };
+        let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let top = r.top.clone();
+        for (key, value) in entries {
+            let key = key.to_ascii_lowercase();
+            let is_include =
+                key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
+            if is_include {
+                let Some(target) = Reader::resolve(&base, &value) else {
+                    continue;
+                };
+                r.add(&target, &key);
+                if depth + 1 < MAX_DEPTH && !queue.iter().any(|(f, _)| *f == target) {
+                    queue.push((target, depth + 1));
+                }
+            } else if key == "core.hookspath" {
+                // Relative to the top of the work tree, where hooks run.
+                if let Some(hooks) = Reader::resolve(&top, &value) {
+                    // husky 9: `.husky/_` holds stubs that run the scripts in `.husky`.
+                    let dir = if hooks.file_name().is_some_and(|n| n == "_") {
+                        hooks
+                            .parent()
+                            .map(Path::to_path_buf)
+                            .unwrap_or(hooks.clone())
+                    } else {
+                        hooks.clone()
+                    };
+                    r.add(&dir, &key);
+                    hooks_dirs.push((hooks, key.clone()));
+                }
+            } else if !crate::git_config::harmless(&key, &value) {
+                for word in path_words(&value) {
+                    if let Some(p) = Reader::resolve(&top, word) {
+                        r.add(&p, &key);
+                    }
+                }
+            }
+        }
+    }
+    // `.git/hooks` too when `core.hooksPath` is set: the user may unset it, and a hook
+    // manager installed there still names its configuration.
+    for g in git_dirs.iter().rev() {
+        hooks_dirs.push((g.join("hooks"), "hook".to_string()));
+    }
+    for (dir, _) in &hooks_dirs {
+        super::git_hooks::read_hooks(&mut r, dir);
+    }
+    let mut found = r.found;
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    (r.files, gits, found)
+}
+
+/// The words of a program-naming value that are paths (hold a `/`): `python3
+/// tools/conv.py` → `tools/conv.py`; `!./x.sh` → `./x.sh`; `--opt=./y` → `./y`.
+pub(super) fn path_words(value: &str) -> Vec<&str> {
+    value
+        .split(|c: char| c.is_whitespace() || c == ';' || c == '|' || c == '&')
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\'' || c == '!' || c == '(' || c == ')'))
+        .map(|w| w.rsplit_once('=').map_or(w, |(_, v)| v))
+        .filter(|w| w.contains('/') && !w.contains("://"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -280,7 +447,143 @@ mod tests {
                 PathBuf::from("config/more.inc")
             ]
         );
-        assert!(git_included_files(&ws.join("config")).is_empty(), "no .git");
+        // A workspace below the repository's top: what the repository names inside it.
+        assert_eq!(
+            git_included_files(&ws.join("config")),
+            vec![PathBuf::from("git.inc"), PathBuf::from("more.inc")]
+        );
+        let bare = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        assert!(git_included_files(bare.path()).is_empty(), "no repository");
+    }
+
+    fn found(ws: &Path, user: &[PathBuf]) -> Vec<(String, String)> {
+        read_paths(ws, user)
+            .2
+            .into_iter()
+            .map(|p| (p.path.display().to_string(), p.key))
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_users_own_config_and_an_enclosing_repository_name_paths_in_the_workspace() {
+        // R4-3's gaps: a `core.hooksPath` from the user's `~/.gitconfig` (relative: taken in
+        // each repository), a program path an include of it names, and a repository whose top
+        // lies above the workspace — missing paths listed too.
+        if !crate::fixtures::have_git() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let top = dir.path().join("repo");
+        let ws = top.join("pkg");
+        let w = |p: &Path, text: &str| {
+            std::fs::create_dir_all(p.parent().unwrap_or(Path::new("/")))
+                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+        };
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        w(
+            &top.join(".git/config"),
+            "[core]\n\tbare = false\n[diff \"x\"]\n\ttextconv = python3 pkg/tools/conv.py\n",
+        );
+        let global = dir.path().join("home/.gitconfig");
+        let inc = dir.path().join("home/more.inc");
+        w(
+            &global,
+            "[core]\n\thooksPath = pkg/.githooks\n[include]\n\tpath = more.inc\n[user]\n\tname = u\n",
+        );
+        w(
+            &inc,
+            &format!("[core]\n\tfsmonitor = {}/tools/fsmon\n", ws.display()),
+        );
+        let user = [dir.path().join("home/.config/git/config"), global];
+        assert_eq!(
+            found(&ws, &user),
+            pairs(&[
+                (".githooks", "core.hookspath"),
+                ("tools/conv.py", "diff.x.textconv"),
+                ("tools/fsmon", "core.fsmonitor"),
+            ])
+        );
+    }
+
+    #[test]
+    fn installed_hooks_name_what_they_run_and_their_managers_configuration() {
+        // R4-3's gaps: hooks whose manager reads its configuration from the work tree
+        // (pre-commit's `.pre-commit-config.yaml`, lefthook's `lefthook.yml`), the programs
+        // those name, a hook linked to a work-tree script, a script a hook's text names.
+        if !crate::fixtures::have_git() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        let w = |rel: &str, text: &str| {
+            let p = ws.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap_or(Path::new("/")))
+                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+        };
+        w(".git/config", "[core]\n\tbare = false\n");
+        w(
+            ".git/hooks/pre-commit",
+            "#!/usr/bin/env bash\n# File generated by pre-commit: https://pre-commit.com\nINSTALL_PYTHON=/usr/bin/python3\nARGS=(hook-impl --config=ci/pre-commit.yaml --hook-type=pre-commit)\nexec \"$INSTALL_PYTHON\" -mpre_commit \"${ARGS[@]}\"\n",
+        );
+        w(
+            "ci/pre-commit.yaml",
+            "repos:\n- repo: local\n  hooks:\n  - id: check\n    name: check\n    entry: ./scripts/check.sh --strict\n    language: script\n    files: ^src/.*\\.py$\n  - id: t\n    entry: run.sh\n    language: script\n",
+        );
+        w("run.sh", "true\n");
+        w(
+            ".git/hooks/pre-push",
+            "#!/bin/sh\ncall_lefthook()\n{\n  dir=\"$(git rev-parse --show-toplevel)\"\n  if test -f \"$dir/node_modules/lefthook/bin/index.js\"\n  then \"$dir/node_modules/lefthook/bin/index.js\" \"$@\"\n  fi\n}\ncall_lefthook run \"pre-push\" \"$@\"\n",
+        );
+        w(
+            "lefthook.yml",
+            "pre-push:\n  commands:\n    lint:\n      glob: \"src/*.js\"\n      run: ./scripts/lint.sh {push_files}\n",
+        );
+        w(
+            ".git/hooks/commit-msg",
+            "#!/bin/sh\ncd frontend/ && exec tools/msg-check.sh \"$1\"\n",
+        );
+        std::fs::create_dir_all(ws.join("frontend")).unwrap_or_else(|e| panic!("{e}"));
+        w(".git/hooks/post-commit.sample", "exec samples/x.sh\n");
+        std::os::unix::fs::symlink(
+            "../../scripts/post-merge.sh",
+            ws.join(".git/hooks/post-merge"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let got = found(ws, &[]);
+        let has = |path: &str, key: &str| got.iter().any(|(p, k)| p == path && k.contains(key));
+        for (path, key) in [
+            ("ci/pre-commit.yaml", "pre-commit"),
+            ("scripts/check.sh", "pre-commit"),
+            ("run.sh", "pre-commit"),
+            ("lefthook.yml", "lefthook"),
+            ("lefthook-local.yml", "lefthook"),
+            (".lefthook", "lefthook"),
+            ("scripts/lint.sh", "lefthook"),
+            ("node_modules/lefthook/bin/index.js", "hook `pre-push`"),
+            ("tools/msg-check.sh", "hook `commit-msg`"),
+            ("scripts/post-merge.sh", "hook `post-merge`"),
+        ] {
+            assert!(has(path, key), "{path} ({key}) missing from {got:?}");
+        }
+        for path in [
+            "frontend",
+            "src/*.js",
+            "samples/x.sh",
+            ".pre-commit-config.yaml",
+        ] {
+            assert!(
+                !got.iter().any(|(p, _)| p == path),
+                "{path} listed: {got:?}"
+            );
+        }
     }
 
     #[test]

@@ -44,6 +44,7 @@
 mod describe;
 mod devices;
 pub mod fds;
+mod git_hooks;
 mod git_includes;
 mod helper;
 mod init;

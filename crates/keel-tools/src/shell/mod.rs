@@ -9,6 +9,7 @@
 
 mod arith;
 pub mod exec;
+pub mod git_programs;
 mod hidden;
 mod lint;
 pub mod lookup;

@@ -30,8 +30,10 @@ pub const QUARANTINE_NAME: &str = ".git-quarantined-by-keel";
 pub struct Quarantined {
     /// The directory holding the repository (workspace-relative, `.` for the root).
     pub dir: String,
-    /// Where its `.git` went (workspace-relative).
+    /// Where its `.git` (or the entry [`Self::entry`] names) went (workspace-relative).
     pub moved_to: String,
+    /// What was moved: `.git`, or a `.gitignore` / `.gitattributes` that is a FIFO or device.
+    pub entry: String,
     /// What would have run: config keys, hook names.
     pub reasons: Vec<String>,
 }
@@ -146,6 +148,11 @@ fn inspect(git: &Path) -> Vec<String> {
     reasons
 }
 
+/// Names git opens in every directory it walks (`git add`, `git status`, `ls-files
+/// --exclude-standard`): a FIFO there makes git wait forever — every snapshot then stalls
+/// until its deadline — and a device is opened.
+const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
+
 /// Every `.git` entry under `root`, and every directory that is a git directory by what it
 /// holds whatever its name ([`crate::sandbox::GIT_DIR_MARKERS`]: a `.git` file's `gitdir:
 /// realgit`, `git --git-dir=fixtures/x.git`) — the root itself included (a command can turn
@@ -153,7 +160,9 @@ fn inspect(git: &Path) -> Vec<String> {
 /// git directories other than the root are not entered. At most [`MAX_DIRS`] directories and
 /// [`MAX_ENTRIES`] entries are read (one directory of 310,000 files hid a repository planted
 /// beside it when entries counted alone); the `bool` is true when that stopped the search.
-fn find_git_entries(root: &Path) -> (Vec<PathBuf>, bool) {
+/// Also collects into `specials` every [`READ_BY_GIT`] entry that is neither a regular file
+/// nor a symlink (git does not follow those).
+fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     let mut dirs = 0usize;
@@ -180,6 +189,13 @@ fn find_git_entries(root: &Path) -> (Vec<PathBuf>, bool) {
         }
         for entry in entries {
             let name = entry.file_name();
+            if READ_BY_GIT.iter().any(|n| name == *n)
+                && entry
+                    .file_type()
+                    .is_ok_and(|t| !t.is_file() && !t.is_symlink())
+            {
+                specials.push(entry.path());
+            }
             if name.eq_ignore_ascii_case(".git") {
                 found.push(entry.path());
                 continue;
@@ -209,7 +225,35 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
-    let (found, incomplete) = find_git_entries(workspace);
+    let mut specials = Vec::new();
+    let (found, incomplete) = find_entries(workspace, &mut specials);
+    // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
+    // later snapshot (and the user's `git status`) waits on it.
+    for special in specials {
+        let Some(parent) = special.parent() else {
+            continue;
+        };
+        let Ok(rel) = special.strip_prefix(workspace) else {
+            continue;
+        };
+        if let Some(moved) = super::git_programs::quarantine(workspace, rel) {
+            out.push(Quarantined {
+                dir: parent
+                    .strip_prefix(workspace)
+                    .ok()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map_or_else(|| ".".to_string(), |p| p.display().to_string()),
+                moved_to: moved.display().to_string(),
+                entry: special
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                reasons: vec![format!(
+                    "`{}` is not a regular file: git would wait on it or open a device",
+                    rel.display()
+                )],
+            });
+        }
+    }
     for git in found {
         if skip_top && git == top {
             continue;
@@ -243,6 +287,7 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
         out.push(Quarantined {
             dir: rel(parent),
             moved_to: rel(&moved),
+            entry: ".git".to_string(),
             reasons,
         });
     }
@@ -302,6 +347,10 @@ pub(crate) struct Watch {
     /// read-only: the command cannot have changed it, so it is not judged (the user's own
     /// repository, which the user may be configuring in another terminal meanwhile).
     sealed_top: Option<(u64, u64)>,
+    /// The work-tree programs the user's git runs, as they were ([`super::git_programs`]).
+    programs: super::git_programs::Before,
+    /// Whether the sandbox confined the run (existing program paths were read-only).
+    confined: bool,
 }
 
 impl Watch {
@@ -318,27 +367,38 @@ impl Watch {
             .flatten()
             .filter(std::fs::Metadata::is_dir)
             .map(|m| (m.dev(), m.ino()));
+        let programs = super::git_programs::Before::note(&root);
         Some(Self {
             root,
             since: SystemTime::now(),
             sealed_top,
+            programs,
+            confined,
         })
     }
 
     /// After the run: quarantines what the command planted (off the async runtime) and
     /// returns the report for its result.
     pub(crate) async fn after(self) -> Option<String> {
-        let moved = tokio::task::spawn_blocking(move || {
+        let (moved, programs) = tokio::task::spawn_blocking(move || {
             let top = self.root.join(".git");
             let still_sealed = self.sealed_top.is_some_and(|id| {
                 std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
             });
-            quarantine_in(&self.root, self.since, still_sealed)
+            let repos = quarantine_in(&self.root, self.since, still_sealed);
+            let programs = self.programs.after(&self.root, self.since, self.confined);
+            (repos, programs)
         })
         .await
         .unwrap_or_default();
         let (moved, incomplete) = moved;
         let mut text = report(&moved);
+        if let Some(p) = super::git_programs::report(&programs) {
+            text = Some(match text {
+                Some(t) => format!("{t}\n{p}"),
+                None => p,
+            });
+        }
         if incomplete {
             let note = format!(
                 "keel: the tree this command could write holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories it may have planted beyond them were not looked for. Do not run git in directories this session created without checking their `.git/config`."
@@ -358,13 +418,14 @@ pub fn report(moved: &[Quarantined]) -> Option<String> {
         return None;
     }
     let mut text = String::from(
-        "keel: the command left git repositories whose configuration runs programs; Keel moved them out of git's sight (any git, shell prompt or editor opening them would have run those programs):",
+        "keel: the command left git repositories whose configuration runs programs, or files git cannot read safely; Keel moved them out of git's sight (any git, shell prompt or editor opening them would have run those programs or waited forever):",
     );
     for q in moved {
         text.push_str(&format!(
-            "\n- {} ({}): `.git` moved to `{}`",
+            "\n- {} ({}): `{}` moved to `{}`",
             q.dir,
             q.reasons.join(", "),
+            q.entry,
             q.moved_to
         ));
     }

@@ -117,6 +117,16 @@ impl Analyzer<'_> {
             );
             return;
         }
+        if op == "<" || op == "<>" {
+            // What a program reads on its standard input may be its program (`python3 <
+            // g.py`, `bash < r.sh`, `$(<r.sh)`): fingerprinted (R4-8).
+            if let Some(d) = dests.first() {
+                let w = resolve(*d, src);
+                if w.literal {
+                    super::project::record_program_file(self, &w.text);
+                }
+            }
+        }
         let writes = matches!(op.as_str(), ">" | ">>" | ">|" | "&>" | "&>>" | "<>");
         let dup_to_file = op == ">&"
             && dests.first().is_some_and(|d| {

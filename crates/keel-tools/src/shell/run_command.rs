@@ -72,7 +72,7 @@ impl TypedTool for RunCommand {
         }
         let timeout = self.settings.timeout_for(args.timeout);
         let policy = self.settings.policy_for(ctx.sandbox);
-        let mut roots = self.settings.roots(ctx);
+        let mut roots = self.settings.approved_roots(ctx);
         if ctx.sandbox == SandboxPolicy::ReadOnly {
             // Allowed only because it reads (a read-only phase, approval's read-only lane): a
             // reading command needs no network, and a program it runs that the analyser
@@ -199,19 +199,41 @@ impl ShellSettings {
         }
     }
 
-    /// The writable roots for a command in `ctx`'s workspace.
+    /// The writable roots for a command Keel starts on its own in `ctx`'s workspace
+    /// ([`Self::roots_for`]: no network).
     pub fn roots(&self, ctx: &ToolContext) -> WritableRoots {
         self.roots_for(ctx.workspace.root())
     }
 
-    /// The sandbox's roots for a command in `workspace`: the workspace, configured caches,
-    /// protected paths, hidden secret stores and the network setting.
+    /// The roots for a command the approval policy judged as it is, or the user typed: the
+    /// model's `run_command` and `run_tests` ([`Self::approved_roots_for`]).
+    pub fn approved_roots(&self, ctx: &ToolContext) -> WritableRoots {
+        self.approved_roots_for(ctx.workspace.root())
+    }
+
+    /// [`Self::roots_for`] with the user's network setting (`shell.network`): only for a
+    /// command line the approval policy judged as it is (the model's `run_command`, `run_tests`
+    /// by the command it resolves to, a gate asked about), or one the user typed or configured
+    /// (`keel chat`'s `!`, `keel sandbox --`).
+    pub fn approved_roots_for(&self, workspace: &std::path::Path) -> WritableRoots {
+        let mut roots = self.roots_for(workspace);
+        roots.network = self.network;
+        roots
+    }
+
+    /// The sandbox's roots for a command Keel starts in `workspace` on its own — auto-lint,
+    /// detected verification gates, phase rollback, flow and `keel work` commands: the
+    /// workspace, configured caches, protected paths, hidden secret stores, and **no network**
+    /// whatever `shell.network` says. Nobody approved such a command line, and what it runs is
+    /// repository code (a `build.rs`, a test script, a shipped `core.fsmonitor`): with the
+    /// network it could post the workspace anywhere unasked (red-team pass 4, R4-10). The
+    /// network is granted only through [`Self::approved_roots_for`].
     pub fn roots_for(&self, workspace: &std::path::Path) -> WritableRoots {
         WritableRoots {
             workspace: Some(workspace.to_path_buf()),
             private_tmp: None,
             extra: self.writable.clone(),
-            network: self.network,
+            network: false,
             protected: self.protected.clone(),
             git: crate::sandbox::GitProtection::Whole,
             hidden: self.hide.clone(),

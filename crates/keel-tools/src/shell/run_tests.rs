@@ -119,7 +119,8 @@ impl TypedTool for RunTests {
                 OsString::from(&test.command),
             ],
             &test.cwd,
-            self.settings.roots(ctx),
+            // Judged by the command it resolves to before it runs (the approval policy).
+            self.settings.approved_roots(ctx),
         );
         req.timeout = self.settings.test_timeout;
         req.policy = policy;

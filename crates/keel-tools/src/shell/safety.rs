@@ -101,6 +101,7 @@ impl CommandSafety {
             runners_vouched: false,
             words: Vec::new(),
             project,
+            substitution: 0,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -161,6 +162,9 @@ pub(crate) struct Analyzer<'s> {
     words: Vec<Vec<Word>>,
     /// The project of a test run, whose scripts are read ([`super::project`]).
     pub(crate) project: Option<super::project::Project>,
+    /// How many command or process substitutions the node being judged lies in: a file a
+    /// command there reads becomes part of the line (`bash -c "$(cat r.sh)"`).
+    pub(crate) substitution: usize,
 }
 
 /// Node kinds that are statements (run something).
@@ -343,12 +347,18 @@ impl Analyzer<'_> {
         }
         match kind {
             "comment" => {}
-            "command_substitution" => self.children(node, src, &Stdin::Inherited),
+            "command_substitution" => {
+                self.substitution += 1;
+                self.children(node, src, &Stdin::Inherited);
+                self.substitution -= 1;
+            }
             "process_substitution" => {
                 // `>(cmd)` feeds cmd from a pipe; `<(cmd)` reads its output.
                 let feeds = src[node.byte_range()].starts_with(">(");
                 let inner = if feeds { Stdin::Pipe } else { Stdin::Inherited };
+                self.substitution += 1;
                 self.children(node, src, &inner);
+                self.substitution -= 1;
             }
             "file_redirect" => self.file_redirect(node, src),
             "heredoc_redirect" | "herestring_redirect" => {

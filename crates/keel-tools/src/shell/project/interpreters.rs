@@ -103,13 +103,69 @@ pub(super) fn record_scripts(a: &mut Analyzer, program: &str, args: &[Word]) {
         files.push(v.to_string());
         break;
     }
-    let Some(project) = a.project.as_mut() else {
-        return;
-    };
     for file in files {
         // Read beneath the workspace and fingerprinted; a file that is not there (a
         // module on `sys.path`, a package name) or not text is simply not recorded.
-        let _ = project.read_text(&file, "the script");
+        super::record_program_file(a, &file);
+    }
+}
+
+/// Options whose value is a file `program` reads as its program (awk's, sed's, jq's
+/// script, gawk's includes) or as the words it runs (`xargs -a`).
+fn program_file_options(program: &str) -> &'static [&'static str] {
+    match program {
+        "awk" | "gawk" | "mawk" | "nawk" => &["-f", "--file", "-i", "--include", "-E", "--exec"],
+        "sed" | "gsed" => &["-f", "--file"],
+        "jq" | "gojq" | "jaq" => &["-f", "--from-file"],
+        "xargs" => &["-a", "--arg-file"],
+        _ => &[],
+    }
+}
+
+/// Records the project files `program args` reads as its program — `awk -f p.awk`, `sed
+/// --file=s.sed`, `jq -f q.jq`, `xargs -a list`, `source ./env.sh` — and, for a command inside
+/// a substitution (`bash -c "$(cat r.sh)"`, `eval "$(head r.sh)"`), every file it names:
+/// its output becomes part of the command line (red-team pass 4, R4-8).
+pub(super) fn record_program_files(a: &mut Analyzer, program: &str, args: &[Word]) {
+    let mut files: Vec<String> = Vec::new();
+    if matches!(program, "source" | ".") {
+        files.extend(args.first().and_then(Word::value).map(str::to_string));
+    }
+    let options = program_file_options(program);
+    let mut i = 0;
+    while i < args.len() {
+        let Some(v) = args[i].value() else {
+            i += 1;
+            continue;
+        };
+        if options.contains(&v) {
+            files.extend(args.get(i + 1).and_then(Word::value).map(str::to_string));
+            i += 2;
+            continue;
+        }
+        if let Some((opt, file)) = v.split_once('=')
+            && options.contains(&opt)
+        {
+            files.push(file.to_string());
+        } else if let Some(short) = options
+            .iter()
+            .find(|o| o.len() == 2 && v.len() > 2 && v.starts_with(**o) && !v.starts_with("--"))
+        {
+            // `-fprog.awk`
+            files.push(v[short.len()..].to_string());
+        }
+        i += 1;
+    }
+    if a.substitution > 0 {
+        files.extend(
+            args.iter()
+                .filter_map(Word::value)
+                .filter(|v| !v.starts_with('-'))
+                .map(str::to_string),
+        );
+    }
+    for file in files {
+        super::record_program_file(a, &file);
     }
 }
 

@@ -67,6 +67,19 @@ const SCRIPT_RUNNERS: &[&str] = &[
     "node", "nodejs", "python", "python3", "ruby", "perl", "php", "deno", "bun", "tsx", "ts-node",
 ];
 
+/// Fingerprints the workspace file `name` (relative to where the command runs) as a source of
+/// the judgement, when the analysis has a project and the file is there: an approval
+/// remembered for the session then stands for its content (a changed file asks again).
+/// The one place every such record goes through (R12, R4-8).
+pub(crate) fn record_program_file(a: &mut Analyzer, name: &str) {
+    if let Some(project) = a.project.as_mut()
+        && !name.is_empty()
+    {
+        // A file that is not there, not text or outside the workspace is not recorded.
+        let _ = project.read_text(name, "a program file");
+    }
+}
+
 /// Judges `program args` with the project at hand; false when it is not one of the cases
 /// here (the caller judges it as any command). Scripts are always resolved (`npm test`,
 /// `make lint`, `sh x.sh`); test runners and the project's own scripts count as the run's
@@ -76,6 +89,9 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
     super::runners::rust_toolchain_code(a, program, args);
     // The script an interpreter runs: fingerprinted, so an approval stands for its content.
     interpreters::record_scripts(a, program, args);
+    // Program files other programs read (`awk -f`, `sed -f`, `jq -f`, `xargs -a`, `source`),
+    // and what a command inside a substitution reads (`bash -c "$(cat r.sh)"`): R4-8.
+    interpreters::record_program_files(a, program, args);
     if let Some(done) = resolve_script(a, program, args) {
         return done;
     }

@@ -407,3 +407,79 @@ fn a_script_of_another_language_run_by_path_is_judged_like_its_interpreter_run()
     let a = judge_command(&[("fmt.sh", "#!/bin/sh\necho hi\n")], "./fmt.sh");
     assert_eq!(a.class, ReadOnly, "{a:?}");
 }
+
+/// Red-team pass 4, R4-8: session approvals still covered changed code for program files the
+/// fingerprint did not know — `awk -f`, `sed -f`, `python3 < g.py`, `bash -c "$(cat r.sh)"`:
+/// after the model rewrote them, the remembered approval ran the new code unasked. Every file
+/// a line hands a program as its program is now a source of the judgement.
+#[test]
+fn program_files_other_than_scripts_are_fingerprinted() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in [
+        ("p.awk", "{print}\n"),
+        ("s.sed", "s/a/A/\n"),
+        ("q.jq", ".a\n"),
+        ("r.sh", "echo hi\n"),
+        ("g.py", "print(1)\n"),
+        ("env.sh", "X=1\n"),
+        ("list", "a\n"),
+        ("data.txt", "a\n"),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let sources = |command: &str| -> Vec<String> {
+        CommandSafety::new()
+            .classify_in_project(command, dir.path())
+            .sources
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect()
+    };
+    for (command, file) in [
+        ("awk -f p.awk data.txt", "p.awk"),
+        ("gawk --file=p.awk data.txt", "p.awk"),
+        ("awk -fp.awk data.txt", "p.awk"),
+        ("sed -f s.sed data.txt", "s.sed"),
+        ("sed --file s.sed data.txt", "s.sed"),
+        ("jq -f q.jq data.txt", "q.jq"),
+        ("python3 < g.py", "g.py"),
+        ("bash < r.sh", "r.sh"),
+        ("sh -s < r.sh", "r.sh"),
+        ("bash -c \"$(cat r.sh)\"", "r.sh"),
+        ("eval \"$(<r.sh)\"", "r.sh"),
+        ("bash <(cat r.sh)", "r.sh"),
+        ("source ./env.sh", "env.sh"),
+        (". env.sh", "env.sh"),
+        ("xargs -a list echo", "list"),
+    ] {
+        assert!(
+            sources(command).contains(&file.to_string()),
+            "{command}: {:?}",
+            sources(command)
+        );
+    }
+    // A changed program file changes the fingerprint a remembered approval carries.
+    for (command, file, payload) in [
+        (
+            "awk -f p.awk data.txt",
+            "p.awk",
+            "BEGIN{system(\"rm -rf src\")}\n",
+        ),
+        ("sed -f s.sed data.txt", "s.sed", "1e rm -rf src\n"),
+        (
+            "python3 < g.py",
+            "g.py",
+            "import shutil; shutil.rmtree('src')\n",
+        ),
+        ("bash -c \"$(cat r.sh)\"", "r.sh", "rm -rf src\n"),
+    ] {
+        let first = CommandSafety::new().classify_in_project(command, dir.path());
+        std::fs::write(dir.path().join(file), payload).unwrap_or_else(|e| panic!("{e}"));
+        let changed = CommandSafety::new().classify_in_project(command, dir.path());
+        assert_ne!(
+            first.sources_fingerprint(),
+            changed.sources_fingerprint(),
+            "{command}"
+        );
+    }
+}

@@ -1,14 +1,22 @@
-//! How the loop asks its hooks: each point walks the engine's hooks in order.
+//! How the loop asks its hooks (`crate::hooks`): each point walks the run's hooks in order.
 
 use keel_protocol::{Message, ToolCall};
 use keel_tools::{ToolError, ToolOutput};
 
-use super::builtin::{Active, Dispatch, Finish, Outcome, Stop};
-use super::{HookAction, HookContext, HookEnd, ToolResultView};
+use crate::hooks::builtin::{Active, Builtin, Dispatch, Finish, Outcome, Stop};
+use crate::hooks::{Fault, Hook, HookAction, HookContext, HookEnd, ToolResultView};
+
+/// Ends the run with what a hook reported through [`HookContext::fail`], if it did.
+fn faulted(cx: &HookContext) -> Result<(), EngineError> {
+    match cx.fault.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+use super::Run;
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::ending::{Ending, Interrupt};
-use crate::run::Run;
 use keel_phase::CommandAccess;
 
 /// The blocker a hook's [`HookAction::Stop`] raises.
@@ -28,9 +36,11 @@ impl Run<'_> {
         HookContext {
             session_id: self.emitter.session_id().to_string(),
             iteration: self.iterations,
-            phase: self.phase.as_ref().map(|s| s.phase.as_str().to_string()),
+            phase: self.phase().map(|p| p.as_str().to_string()),
+            messages: self.messages.clone(),
             output_budget: self.output_budget(),
             events: self.emitter.clone(),
+            fault: Fault::default(),
         }
     }
 
@@ -42,8 +52,12 @@ impl Run<'_> {
                 Active::Builtin(b) => b.before_request(self).await?,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
-                    match h.before_request(&cx).await {
-                        HookAction::Continue => {}
+                    let action = h.before_request(&cx).await;
+                    faulted(&cx)?;
+                    // The context shares the working context: let go of it before changing it.
+                    drop(cx);
+                    match action {
+                        HookAction::Continue | HookAction::RunReadOnly => {}
                         HookAction::Deny(note)
                         | HookAction::Note(note)
                         | HookAction::Replace(note) => {
@@ -65,11 +79,14 @@ impl Run<'_> {
         let mut access = CommandAccess::Write;
         for slot in hooks.iter() {
             let verdict = match slot {
-                Active::Builtin(b) => b.before_tool(self, call).await?,
+                Active::Builtin(_) => None,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
-                    match h.before_tool(&cx, call).await {
+                    let action = h.before_tool(&cx, call).await;
+                    faulted(&cx)?;
+                    match action {
                         HookAction::Continue | HookAction::Note(_) | HookAction::Replace(_) => None,
+                        HookAction::RunReadOnly => Some(Dispatch::Run(CommandAccess::ReadOnly)),
                         HookAction::Deny(msg) => Some(Dispatch::Refuse(msg)),
                         HookAction::Stop(q) => Some(Dispatch::Stop(
                             hook_stop(h.name(), q.clone()),
@@ -101,8 +118,13 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             let answer = match slot {
-                Active::Builtin(b) => b.run_tool(self, call).await?,
-                Active::Hook(h) => h.run_tool(&self.hook_context(), call).await,
+                Active::Builtin(_) => None,
+                Active::Hook(h) => {
+                    let cx = self.hook_context();
+                    let answer = h.run_tool(&cx, call).await;
+                    faulted(&cx)?;
+                    answer
+                }
             };
             if let Some(result) = answer {
                 return Ok(Some(result));
@@ -116,7 +138,7 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             match slot {
-                Active::Builtin(b) => b.after_tool(self, call, out).await,
+                Active::Builtin(_) => {}
                 Active::Hook(h) => {
                     let cx = self.hook_context();
                     let view = ToolResultView {
@@ -127,9 +149,10 @@ impl Run<'_> {
                         refused: out.refused,
                         agents_changed: out.agents_changed,
                         fatal: out.fatal,
+                        read_only: out.ran_with == Some(CommandAccess::ReadOnly),
                     };
                     match h.after_tool(&cx, call, &view).await {
-                        HookAction::Continue => {}
+                        HookAction::Continue | HookAction::RunReadOnly => {}
                         HookAction::Deny(note) | HookAction::Note(note) => {
                             out.content = format!("{}\n\n{note}", out.content);
                         }
@@ -150,15 +173,38 @@ impl Run<'_> {
         }
     }
 
+    /// An allowed call is about to run with `access`: the hooks' last look (the turn's
+    /// snapshot before its first write).
+    pub(crate) async fn before_run(
+        &mut self,
+        call: &ToolCall,
+        access: CommandAccess,
+    ) -> Result<(), EngineError> {
+        let hooks = self.hooks.clone();
+        for slot in hooks.iter() {
+            if let Active::Hook(h) = slot {
+                let cx = self.hook_context();
+                h.before_run(&cx, call, access).await;
+                faulted(&cx)?;
+            }
+        }
+        Ok(())
+    }
+
     /// After a reply's results when the attempt goes on: notes for the model.
     pub(crate) async fn after_batch(&mut self) -> Result<Vec<String>, EngineError> {
         let hooks = self.hooks.clone();
         let mut notes = Vec::new();
         for slot in hooks.iter() {
-            if let Active::Builtin(b) = slot
-                && let Some(note) = b.after_batch(self).await?
-            {
-                notes.push(note);
+            if let Active::Hook(h) = slot {
+                let cx = self.hook_context();
+                let action = h.after_batch(&cx).await;
+                faulted(&cx)?;
+                if let HookAction::Note(note) | HookAction::Deny(note) | HookAction::Replace(note) =
+                    action
+                {
+                    notes.push(note);
+                }
             }
         }
         Ok(notes)
@@ -170,14 +216,19 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         for slot in hooks.iter() {
             let decision = match slot {
-                Active::Builtin(b) => b.on_finish(self).await?,
+                Active::Builtin(_) => Finish::Undecided,
                 Active::Hook(h) => {
                     let cx = self.hook_context();
-                    match h.on_finish(&cx, text).await {
-                        HookAction::Continue if self.ctx.cancel.is_cancelled() => {
+                    let action = h.on_finish(&cx, text).await;
+                    faulted(&cx)?;
+                    drop(cx);
+                    match action {
+                        HookAction::Continue | HookAction::RunReadOnly
+                            if self.ctx.cancel.is_cancelled() =>
+                        {
                             return Err(Interrupt::Cancelled);
                         }
-                        HookAction::Continue => Finish::Undecided,
+                        HookAction::Continue | HookAction::RunReadOnly => Finish::Undecided,
                         HookAction::Deny(note)
                         | HookAction::Note(note)
                         | HookAction::Replace(note) => {
@@ -200,10 +251,7 @@ impl Run<'_> {
 
     /// Whether every hook lets the recovery tier retry a failed attempt.
     pub(crate) fn recovery_allowed(&self) -> bool {
-        self.hooks.iter().all(|slot| match slot {
-            Active::Builtin(b) => b.allows_recovery(self),
-            Active::Hook(_) => true,
-        })
+        self.hook_list().all(|h| h.allows_recovery())
     }
 
     /// The chain gave up: the hooks' advice for the error (a phase's rollback outcome).
@@ -211,8 +259,10 @@ impl Run<'_> {
         let hooks = self.hooks.clone();
         let mut hints = Vec::new();
         for slot in hooks.iter() {
-            if let Active::Builtin(b) = slot {
-                hints.extend(b.on_failure(self).await?);
+            if let Active::Hook(h) = slot {
+                let cx = self.hook_context();
+                hints.extend(h.failed(&cx).await);
+                faulted(&cx)?;
             }
         }
         Ok(hints)
@@ -301,16 +351,30 @@ impl Run<'_> {
     }
 
     /// A stored session resumes with the current working context.
-    pub(crate) fn hooks_resumed(&self) {
+    pub(crate) fn hooks_resumed(&self, events: &[keel_protocol::Event]) {
         for h in self.hook_list() {
-            h.resumed(&self.messages);
+            h.resumed(&self.messages, events);
         }
     }
 
-    fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn super::Hook>> {
+    /// The plan_exec phase the run is in (`None` in react mode).
+    pub(crate) fn phase(&self) -> Option<keel_phase::Phase> {
+        self.hook_list().find_map(|h| h.phase())
+    }
+
+    fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn Hook>> {
         self.hooks.iter().filter_map(|slot| match slot {
             Active::Hook(h) => Some(h),
             Active::Builtin(_) => None,
         })
+    }
+}
+
+impl Builtin {
+    pub(crate) async fn before_request(self, run: &mut Run<'_>) -> Result<(), Interrupt> {
+        match self {
+            Builtin::Compaction => run.maybe_compact().await?,
+        }
+        Ok(())
     }
 }

@@ -2,7 +2,6 @@
 //! follow-up messages, answered blockers), and closing a run — blocker stored, `error` and
 //! `session_finished` emitted, the session record updated.
 
-use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
@@ -10,13 +9,9 @@ use futures::FutureExt;
 use keel_protocol::{
     ContentBlock, ErrorCode, ErrorInfo, EventKind, Message, Role, SessionStatus, Usage,
 };
-use keel_store::{
-    BlockerStatus, NewBlocker, NewSession, RunLease, SessionRecord, StoreError, lease_holder,
-};
-use keel_tools::ToolContext;
+use keel_store::{BlockerStatus, NewBlocker, NewSession, SessionRecord, StoreError};
 
 use crate::blockers::{BlockerDraft, BlockerInfo, answers_text, new_blocker_id};
-use crate::compaction::{Compactor, ContextBudget, DEFAULT_CONTEXT_WINDOW};
 use crate::ending::Interrupt;
 use crate::engine::{Engine, RunOptions, RunOutcome};
 use crate::fallback::{ChainEnd, Failure, emergency_error, original_error};
@@ -24,34 +19,10 @@ use crate::run::Run;
 use crate::{Emitter, EngineError};
 use keel_knowledge::prompt;
 
-pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
-    let mut ctx = ToolContext::new(engine.workspace.clone());
-    ctx.cancel = options.cancel.clone();
-    ctx.max_output_chars =
-        crate::results::output_budget(engine.config.agent.max_output_chars, window(engine));
-    if engine.agent_scope.as_ref().is_some_and(|s| s.read_only) {
-        // A read-only subagent's commands run in the read-only sandbox.
-        ctx.sandbox = keel_tools::sandbox::SandboxPolicy::ReadOnly;
-    }
-    ctx
-}
+mod setup;
 
-/// The model's context window as configured or reported (else Keel's default).
-fn window(engine: &Engine) -> u64 {
-    engine
-        .config
-        .agent
-        .context_window
-        .or(engine.provider.info().context_window)
-        .unwrap_or(DEFAULT_CONTEXT_WINDOW)
-}
-
-pub(crate) fn compactor(engine: &Engine) -> Compactor {
-    Compactor::new(ContextBudget::new(
-        window(engine),
-        engine.config.agent.compact_threshold,
-    ))
-}
+use keel_protocol::files_written;
+pub(crate) use setup::{compactor, ensure_not_running, give_back, take_lease, tool_context};
 
 /// The record of a new session of `engine` for `task` (empty for a session created before its
 /// first message).
@@ -113,9 +84,6 @@ async fn tail_layers(engine: &Engine, task: &str) -> Result<Vec<String>, EngineE
     Ok(out)
 }
 
-/// How often a run waiting for its workspace looks again.
-const WORKSPACE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
-
 /// A new session for `task`.
 pub(crate) async fn start(
     engine: &Engine,
@@ -131,77 +99,6 @@ pub(crate) async fn start(
     };
     give_back(lease).await;
     outcome
-}
-
-/// Takes the run lease of `session_id` for this run (its heartbeat runs until released); a
-/// live lease of another run means the session is busy. Then, unless the run shares its
-/// workspace ([`RunOptions::shared_workspace`]), the workspace's lease: another session's live
-/// run there means the workspace is busy. Losing either later cancels the run.
-pub(crate) async fn take_lease(
-    engine: &Engine,
-    session_id: &str,
-    options: &RunOptions,
-) -> Result<RunLease, EngineError> {
-    let run = options
-        .run_id
-        .clone()
-        .unwrap_or_else(crate::time::new_run_id);
-    let taken = RunLease::acquire(
-        engine.store.clone(),
-        session_id,
-        lease_holder(&run),
-        engine.config.store.lease_ttl_secs.max(1) * 1000,
-        options.cancel.clone(),
-    )
-    .await?;
-    match taken {
-        Some(lease) if options.shared_workspace => Ok(lease),
-        Some(lease) => {
-            let workspace = engine.workspace.root().display().to_string();
-            loop {
-                match lease.claim_workspace(&workspace).await {
-                    Ok(Ok(())) => return Ok(lease),
-                    Ok(Err(_)) if options.wait_for_workspace => {
-                        tokio::select! {
-                            () = tokio::time::sleep(WORKSPACE_POLL) => {}
-                            () = options.cancel.cancelled() => {
-                                give_back(lease).await;
-                                return Err(EngineError::Busy(
-                                    "cancelled while waiting for another session to finish in this workspace".into(),
-                                ));
-                            }
-                        }
-                    }
-                    Ok(Err(other)) => {
-                        give_back(lease).await;
-                        return Err(EngineError::WorkspaceBusy(other));
-                    }
-                    Err(e) => {
-                        give_back(lease).await;
-                        return Err(e.into());
-                    }
-                }
-            }
-        }
-        None => {
-            let holder = engine
-                .store
-                .lease(session_id)
-                .await
-                .ok()
-                .flatten()
-                .map_or_else(|| "?".to_string(), |l| l.holder);
-            Err(EngineError::Busy(format!(
-                "session {session_id} is running in another run ({holder}); wait for it to finish or cancel it first"
-            )))
-        }
-    }
-}
-
-/// Releases a run's lease at its end. A failure here only delays the next run: the lease
-/// expires on its own.
-pub(crate) async fn give_back(lease: RunLease) {
-    let _ = lease.release().await;
 }
 
 /// A new session with no task and no events yet, `idle` until its first message.
@@ -262,16 +159,15 @@ async fn begin(
     let mut context = options.context.clone();
     context.extend(tail_layers(engine, task).await?);
     context.extend(run.first_message_blocks(task));
-    context.extend(run.phase_intro());
     // A window too small for the full head has no room for the codemap either.
-    if !run.compact_head
+    if !run.compact_head()
         && let Some(map) = codemap(engine).await
     {
         context.push(map);
     }
     let first = Message::user_text(prompt::task_message(task, &context, &env));
     run.push_message(first).await?;
-    conclude(run, &emitter).await
+    conclude(engine, run, &emitter).await
 }
 
 /// Another session's live lease of `workspace` (a run of `session`, if given, does not count),
@@ -285,22 +181,6 @@ pub async fn workspace_busy(
         .workspace_lease(&workspace.display().to_string())
         .await?;
     Ok(lease.filter(|l| l.is_live() && Some(l.session_id.as_str()) != session))
-}
-
-/// The one check that a stored session is not running in some process (this one or another)
-/// before it is continued or its workspace restored.
-pub(crate) fn ensure_not_running(record: &SessionRecord) -> Result<(), EngineError> {
-    if record.status == SessionStatus::Running && !record.is_interrupted() {
-        return Err(EngineError::Busy(format!(
-            "session {} is still running ({}); wait for it to finish or cancel it first",
-            record.id,
-            record
-                .lease
-                .as_ref()
-                .map_or_else(|| "?".into(), |l| l.holder.clone())
-        )));
-    }
-    Ok(())
 }
 
 /// The checks before `engine` continues the stored session `record`: not running, same
@@ -437,32 +317,29 @@ async fn resume_held(
     // After an on-demand compaction the next turn starts from its checkpoint.
     let (messages, carry) =
         crate::compaction::working_context(engine, &id, &events, messages).await?;
-    run.messages = messages;
-    carry.restore(&mut run.compactor);
-    run.hooks_resumed();
+    run.continue_from(
+        messages,
+        record.usage,
+        record.iterations,
+        files_written(&events),
+    );
+    carry.restore(run.compactor_mut());
+    run.hooks_resumed(&events);
     {
         let sid = id.clone();
         let stored = engine.store.stored_results(&sid).await?;
         let prefix = crate::compaction::CHECKPOINT_PREFIX;
-        run.stored_results.restore(
+        run.restore_results(
             stored
                 .into_iter()
                 .filter(|(h, _)| !h.starts_with(prefix))
                 .collect(),
         );
     }
-    run.usage = record.usage;
-    run.iterations = record.iterations;
-    run.files = files_written(&events);
-    if let (Some(state), Some(phase)) = (run.phase.as_mut(), crate::phase::stored_phase(&events)) {
-        state.phase = phase;
-        // Delivery needs a change in the session: an earlier turn's counts.
-        state.made_change = !run.files.is_empty();
-    }
 
     // A run killed mid-step may have left tool calls unanswered: answer them so the
     // transcript stays valid.
-    if let Some(last) = run.messages.last()
+    if let Some(last) = run.messages().last()
         && last.role == Role::Assistant
     {
         let pending = last.tool_calls();
@@ -489,46 +366,19 @@ async fn resume_held(
         text.push_str(&block);
         text.push('\n');
     }
-    if let Some(reminder) = run.phase_reminder() {
-        text.push('\n');
-        text.push_str(&reminder);
-        text.push('\n');
-    }
     run.push_message(Message::user_text(text)).await?;
     if !answered_ids.is_empty() {
         engine.store.mark_blockers_delivered(&answered_ids).await?;
     }
-    conclude(run, &emitter).await
-}
-
-/// Files a session's tool results reported writing (their typed `files`; events stored
-/// before tool results were typed said it in `metadata.paths`).
-pub(crate) fn files_written(events: &[keel_protocol::Event]) -> BTreeSet<String> {
-    let mut files = BTreeSet::new();
-    for e in events {
-        if let EventKind::ToolResult {
-            is_error: false,
-            details,
-            metadata,
-            ..
-        } = &e.kind
-        {
-            files.extend(details.files.iter().cloned());
-            if let Some(paths) = metadata
-                .as_ref()
-                .and_then(|m| m.get("paths"))
-                .and_then(|p| p.as_array())
-            {
-                files.extend(paths.iter().filter_map(|p| p.as_str()).map(str::to_string));
-            }
-        }
-    }
-    files
+    conclude(engine, run, &emitter).await
 }
 
 /// Runs the fallback chain and closes the run.
-async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, EngineError> {
-    let engine = run.engine;
+async fn conclude(
+    engine: &Engine,
+    mut run: Run<'_>,
+    emitter: &Emitter,
+) -> Result<RunOutcome, EngineError> {
     // A bug anywhere in the loop must not take the process down: it becomes an internal error.
     let end = match AssertUnwindSafe(run.run_chain()).catch_unwind().await {
         Ok(end) => end,
@@ -555,8 +405,7 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
         }
     };
     // Subagents still running are cancelled; their usage rolls up into the session's.
-    let (child_usage, children) = run.agents.close_all().await;
-    run.usage.add(&child_usage);
+    let children = run.close_agents().await;
     let session_id = emitter.session_id().to_string();
     let (status, final_text, error, blocker) = match end {
         Ok(ChainEnd::Completed(text)) => (SessionStatus::Completed, text, None, None),
@@ -585,7 +434,7 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
         ),
         Err(Interrupt::Engine(e)) => {
             // The store (or another part of the machinery) failed: record what we can.
-            let (usage, iterations) = (run.usage, run.iterations);
+            let (usage, iterations) = (run.usage(), run.iterations());
             let _ = engine
                 .store
                 .update_session(&session_id, SessionStatus::Failed, iterations, &usage)
@@ -599,13 +448,13 @@ async fn conclude(mut run: Run<'_>, emitter: &Emitter) -> Result<RunOutcome, Eng
     emitter
         .emit(EventKind::SessionFinished {
             status,
-            iterations: run.iterations,
-            usage: run.usage,
+            iterations: run.iterations(),
+            usage: run.usage(),
             children,
             unchanged: status == SessionStatus::Completed && run.changed_nothing(),
         })
         .await?;
-    let (iterations, usage) = (run.iterations, run.usage);
+    let (iterations, usage) = (run.iterations(), run.usage());
     let id = session_id.clone();
     engine
         .store
@@ -688,4 +537,61 @@ fn played_replies(events: &[keel_protocol::Event]) -> Vec<String> {
             None => keel_llm::scripted::RETRY_FINGERPRINT.to_string(),
         })
         .collect()
+}
+
+/// The session entry points (here, not in `engine.rs`: the engine is what a run is made of,
+/// a session is what runs it).
+impl Engine {
+    /// Runs `task` as a new session until it completes, fails, is blocked or is cancelled.
+    /// Model and tool failures end up in the outcome and the event stream (through the
+    /// fallback chain); only failures of the engine's own machinery (the store) are `Err`.
+    pub async fn run(&self, task: &str, options: RunOptions) -> Result<RunOutcome, EngineError> {
+        start(self, task, options).await
+    }
+
+    /// Records a new session of this engine (its workspace, provider, model and mode) with no
+    /// task and no events yet: status `idle`. Its first message, sent with
+    /// [`Engine::continue_session`], runs as its task (`session_started`). For clients that
+    /// create a session before they say anything (`keel serve`).
+    pub async fn create_session(&self) -> Result<keel_store::SessionRecord, EngineError> {
+        create(self, None).await
+    }
+
+    /// [`Engine::create_session`] for a session whose workspace is a checkout of `repo` (queue
+    /// mode: each worker checks it out into a directory of its own and runs the turn there).
+    pub async fn create_repo_session(
+        &self,
+        repo: keel_store::RepoSource,
+    ) -> Result<keel_store::SessionRecord, EngineError> {
+        create(self, Some(repo)).await
+    }
+
+    /// Continues the stored session `session` (full id or unique prefix) with a new user
+    /// `message`: the transcript is reloaded, event numbering continues, answered blockers of
+    /// the session are delivered with the message (and marked delivered), and the run goes
+    /// on with a fresh iteration budget. Used by `keel run --resume` and follow-up messages.
+    /// The first message of an `idle` session ([`Engine::create_session`]) starts it instead,
+    /// as its task.
+    /// A session still running in a live process, or belonging to another workspace, is an
+    /// `Err`.
+    pub async fn continue_session(
+        &self,
+        session: &str,
+        message: &str,
+        options: RunOptions,
+    ) -> Result<RunOutcome, EngineError> {
+        resume(self, session, message, options).await
+    }
+
+    /// Compacts the stored session `session`'s working context now, whatever the threshold
+    /// (the `compact` operation): a `compaction` event naming the stored checkpoint the next
+    /// turns start from. The transcript itself keeps everything. A running session is an
+    /// `Err`; a session with nothing to compact reports no stages and emits nothing.
+    pub async fn compact_session(
+        &self,
+        session: &str,
+        options: RunOptions,
+    ) -> Result<crate::compaction::CompactReport, EngineError> {
+        crate::compaction::compact_session(self, session, options).await
+    }
 }

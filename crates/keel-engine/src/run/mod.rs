@@ -7,9 +7,9 @@
 //! plan_exec phase policy, approval), after each result (the fix tracker, blockers, rules,
 //! the phase's exit criteria, verification's change tracking), once after a reply's results
 //! (auto-advance) and when the model says it is done (ambiguity, the phase nudge, final
-//! verification). A workspace snapshot precedes the turn's first write (`snapshot`); the
-//! fallback chain wraps the whole attempt (`fallback`). Starting and resuming sessions is
-//! `session`.
+//! verification), and right before an allowed call runs (the turn's snapshot before its
+//! first write). The fallback chain wraps the whole attempt (`fallback`). Starting and
+//! resuming sessions is `session`.
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
@@ -21,60 +21,62 @@ use keel_protocol::{
     ContentBlock, DeltaChannel, ErrorCode, EventKind, Message, Role, SessionStatus, ToolCall,
     ToolDetails, ToolSpec, Truncation, Usage,
 };
+use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::{ToolContext, ToolError, ToolOutput};
 
-use crate::approval::ApprovalGate;
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::calls::PreparedCall;
 use crate::compaction::Compactor;
 use crate::ending::{Ending, Failure, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::hooks::builtin::{Dispatch, Outcome, Stop};
-use crate::phase::PhaseState;
 use crate::tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
 use keel_phase::CommandAccess;
 
+mod agents;
+mod chain;
+mod hooks;
+mod window;
+
 /// The state of a session's loop: the working context and everything the guardrails track.
 pub(crate) struct Run<'a> {
-    pub(crate) engine: &'a Engine,
-    pub(crate) emitter: &'a Emitter,
-    pub(crate) ctx: ToolContext,
+    engine: &'a Engine,
+    emitter: &'a Emitter,
+    ctx: ToolContext,
     /// The system prompt of this run: the engine's, or its compact form for a small window
     /// (`head`). Part of the byte-stable head.
-    pub(crate) system_prompt: String,
+    system_prompt: String,
     /// The active tool catalog, computed once: part of the byte-stable head.
-    pub(crate) tools: Vec<ToolSpec>,
+    tools: Vec<ToolSpec>,
     /// The run uses the compact head (`head`): a window too small for the full one.
-    pub(crate) compact_head: bool,
+    compact_head: bool,
     /// The working context sent to the model (compaction may shrink it; the store keeps all).
-    pub(crate) messages: Vec<Message>,
+    messages: Arc<Vec<Message>>,
     /// Session-wide usage.
-    pub(crate) usage: Usage,
+    usage: Usage,
     /// Session-wide model requests.
-    pub(crate) iterations: u32,
-    pub(crate) compactor: Compactor,
+    iterations: u32,
+    compactor: Compactor,
     /// Files the session created or modified (from tool metadata `paths`).
-    pub(crate) files: BTreeSet<String>,
+    files: BTreeSet<String>,
     /// The recovery attempt in progress (`fallback`): a model failure during it names the
     /// failure it retried.
-    pub(crate) recovering: Option<crate::fallback::Recovering>,
-    /// Asks a person before risky calls, when the session has an approval gate.
-    pub(crate) approvals: Option<Arc<ApprovalGate>>,
-    /// The plan_exec phase machine (none in react mode).
-    pub(crate) phase: Option<PhaseState>,
-    /// The iteration whose first write was already preceded by a snapshot.
-    pub(crate) snapshot_turn: Option<u32>,
-    /// The session's latest snapshot in this run (the next one's parent).
-    pub(crate) last_snapshot: Option<keel_snapshot::SnapshotInfo>,
-    /// A snapshot failed: no more attempts in this run.
-    pub(crate) snapshots_failed: bool,
+    recovering: Option<Recovering>,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
-    pub(crate) hooks: Arc<[crate::hooks::builtin::Active]>,
+    hooks: Arc<[crate::hooks::builtin::Active]>,
     /// Oversized tool results kept whole for `read_result` (session working memory).
-    pub(crate) stored_results: crate::results::StoredResults,
+    stored_results: crate::results::StoredResults,
     /// The subagents this run opened (`agents`).
-    pub(crate) agents: crate::agents::AgentPool,
+    agents: crate::agents::AgentPool,
+}
+
+/// A recovery attempt in progress.
+#[derive(Debug, Clone, PartialEq)]
+struct Recovering {
+    attempt: u32,
+    /// The failure it retries.
+    after: String,
 }
 
 /// What one batch of tool calls led to.
@@ -103,24 +105,76 @@ impl<'a> Run<'a> {
             system_prompt,
             tools,
             compact_head,
-            messages: Vec::new(),
+            messages: Arc::new(Vec::new()),
             usage: Usage::default(),
             iterations: 0,
             compactor,
             files: BTreeSet::new(),
             recovering: None,
-            approvals: options.approvals.clone(),
-            phase: engine
-                .phase_policy
-                .clone()
-                .map(|p| PhaseState::new(p, engine.judge.clone())),
-            snapshot_turn: None,
-            last_snapshot: None,
-            snapshots_failed: false,
             hooks: crate::hooks::builtin::for_run(engine, options),
             stored_results: crate::results::StoredResults::default(),
-            agents: crate::agents::AgentPool::new(engine.config.agents.max_concurrent),
+            agents: crate::agents::AgentPool::new(
+                engine.config.agents.max_concurrent,
+                options.approvals.clone(),
+            ),
         }
+    }
+
+    /// Goes on from a stored session: its working context, its totals so far (usage, model
+    /// requests) and the files it wrote.
+    pub(crate) fn continue_from(
+        &mut self,
+        messages: Vec<Message>,
+        usage: Usage,
+        iterations: u32,
+        files: BTreeSet<String>,
+    ) {
+        self.messages = Arc::new(messages);
+        self.usage = usage;
+        self.iterations = iterations;
+        self.files = files;
+    }
+
+    /// The oversized results the session stored earlier, for `read_result`.
+    pub(crate) fn restore_results(&mut self, stored: Vec<(String, String)>) {
+        self.stored_results.restore(stored);
+    }
+
+    /// What compaction carries from one compaction to the next (a stored session's restored).
+    pub(crate) fn compactor_mut(&mut self) -> &mut Compactor {
+        &mut self.compactor
+    }
+
+    pub(crate) fn compactor(&self) -> &Compactor {
+        &self.compactor
+    }
+
+    /// The working context.
+    pub(crate) fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Session-wide usage so far.
+    pub(crate) fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Session-wide model requests so far.
+    pub(crate) fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
+    /// The run uses the compact head (a window too small for the full one).
+    pub(crate) fn compact_head(&self) -> bool {
+        self.compact_head
+    }
+
+    /// Cancels the subagents still running and rolls their usage up into the run's; every
+    /// child's share, in the order they were opened.
+    pub(crate) async fn close_agents(&mut self) -> Vec<keel_protocol::ChildUsage> {
+        let (usage, children) = self.agents.close_all().await;
+        self.usage.add(&usage);
+        children
     }
 
     /// One attempt: up to `agent.max_iterations` model requests.
@@ -268,7 +322,7 @@ impl<'a> Run<'a> {
     pub(crate) async fn push_message(&mut self, message: Message) -> Result<(), EngineError> {
         let id = self.emitter.session_id().to_string();
         self.engine.store.append_message(&id, &message).await?;
-        self.messages.push(message);
+        Arc::make_mut(&mut self.messages).push(message);
         Ok(())
     }
 
@@ -347,8 +401,8 @@ impl<'a> Run<'a> {
     }
 
     /// Runs an allowed call: a call a hook owns (`advance_phase`, the skill tool) and
-    /// `read_result` are the run's own; anything that may write is preceded by the turn's
-    /// snapshot.
+    /// `read_result` are the run's own; any other is first shown to the hooks' `before_run`
+    /// (the turn's snapshot before its first write).
     /// `agents_changed`: set when subagents the call waited for changed the workspace.
     async fn dispatch(
         &mut self,
@@ -368,12 +422,27 @@ impl<'a> Run<'a> {
             *agents_changed = changed;
             return Ok(Ok(result));
         }
-        self.snapshot_before_write(call, access).await?;
+        self.before_run(call, access).await?;
         Ok(tokio::select! {
             biased;
             _ = self.ctx.cancel.cancelled() => Ok(Err(ToolError::model("cancelled by the user while running"))),
             r = self.execute(call, access) => r,
         })
+    }
+
+    /// The tool context a call runs with: the read-only sandbox when the hooks granted only
+    /// read access (a read-only phase, or approval's read-only lane); in plan_exec, the
+    /// workspace-write sandbox when the phase policy granted write access.
+    fn context_for(&self, access: CommandAccess) -> keel_tools::ToolContext {
+        let mut ctx = self.ctx.clone();
+        match access {
+            CommandAccess::ReadOnly => ctx.sandbox = SandboxPolicy::ReadOnly,
+            CommandAccess::Write if self.engine.phase_policy.is_some() => {
+                ctx.sandbox = SandboxPolicy::WorkspaceWrite;
+            }
+            CommandAccess::Write => {}
+        }
+        ctx
     }
 
     /// Runs a tool, turning a panic inside it into an internal error instead of a crash.

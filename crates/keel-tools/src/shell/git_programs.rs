@@ -1,0 +1,184 @@
+//! Programs for the user's git that a command creates (red-team pass 4, R4-3's gap): the
+//! work-tree paths git's configuration and the installed hooks name
+//! ([`crate::sandbox::git_config_paths`]) are mounted read-only for commands — but only those
+//! that exist can be mounted. `core.hooksPath = .githooks` with no `.githooks` yet, a
+//! `lefthook-local.yml` lefthook would read, an include target not there: a command could
+//! create it, and the user's next `git commit` would run it unconfined.
+//!
+//! So the one command runner ([`super::exec::run`], through [`super::nested_git::Watch`])
+//! notes which of them are missing before a command that may write, and after it renames each
+//! one that appeared (or, where nothing confined the command, changed) to
+//! `<name>.quarantined-by-keel`, reporting it in the command's result. One list feeds the
+//! three guards — the file tools' refusal, the read-only mounts and this check — so a source
+//! of such paths added to that list is guarded everywhere at once.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The suffix a quarantined program path gets (a number is added when taken).
+const SUFFIX: &str = ".quarantined-by-keel";
+/// The most entries looked at below one path when checking for changes.
+const MAX_LOOK: usize = 2_000;
+
+/// The configured program paths before a command: which existed.
+#[derive(Debug)]
+pub(crate) struct Before {
+    paths: Vec<(PathBuf, String, bool)>,
+}
+
+/// One program path moved out of git's way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    moved_from: PathBuf,
+    /// Workspace-relative.
+    pub path: String,
+    /// Where it went (workspace-relative).
+    pub moved_to: String,
+    /// What names it (`core.hookspath`, `lefthook, run by hook `pre-commit``).
+    pub key: String,
+}
+
+impl Before {
+    /// Notes the configured program paths of `workspace` and which exist.
+    pub(crate) fn note(workspace: &Path) -> Self {
+        let paths = crate::sandbox::git_config_paths(workspace)
+            .into_iter()
+            .map(|p| {
+                let exists = std::fs::symlink_metadata(workspace.join(&p.path)).is_ok();
+                (p.path, p.key, exists)
+            })
+            .collect();
+        Self { paths }
+    }
+
+    /// After a command that started at `since`: moves every configured program path that
+    /// appeared — or, when `confined` is false (nothing kept the existing ones read-only),
+    /// that changed — out of git's way. The list is read again (an include target or a link
+    /// the command created can name more).
+    pub(crate) fn after(self, workspace: &Path, since: SystemTime, confined: bool) -> Vec<Moved> {
+        let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
+        // (path, key, existed before: `None` when not known before — not protected then)
+        let mut all: Vec<(PathBuf, String, Option<bool>)> = self
+            .paths
+            .into_iter()
+            .map(|(p, k, e)| (p, k, Some(e)))
+            .collect();
+        for p in crate::sandbox::git_config_paths(workspace) {
+            if !all.iter().any(|(q, _, _)| *q == p.path) {
+                all.push((p.path, p.key, None));
+            }
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<Moved> = Vec::new();
+        for (rel, key, existed) in all {
+            if out.iter().any(|m| rel.starts_with(&m.moved_from)) {
+                continue;
+            }
+            let abs = workspace.join(&rel);
+            if std::fs::symlink_metadata(&abs).is_err() {
+                continue;
+            }
+            let suspect = match existed {
+                Some(false) => true,
+                // Mounted read-only while it ran, unless nothing confined it.
+                Some(true) => !confined && changed_below(&abs, since),
+                None => changed_below(&abs, since),
+            };
+            if !suspect {
+                continue;
+            }
+            if let Some(to) = quarantine(workspace, &rel) {
+                out.push(Moved {
+                    moved_from: rel.clone(),
+                    path: rel.display().to_string(),
+                    moved_to: to.display().to_string(),
+                    key,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Whether the inode changed at or after `since`.
+fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
+    let ctime = SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+    ctime >= since
+}
+
+/// Whether anything at or below `abs` (two directory levels, bounded) changed since `since`.
+fn changed_below(abs: &Path, since: SystemTime) -> bool {
+    let mut stack = vec![(abs.to_path_buf(), 0usize)];
+    let mut looked = 0usize;
+    while let Some((p, depth)) = stack.pop() {
+        looked += 1;
+        if looked > MAX_LOOK {
+            return true;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if changed_since(&meta, since) {
+            return true;
+        }
+        if meta.is_dir()
+            && depth < 2
+            && let Ok(entries) = std::fs::read_dir(&p)
+        {
+            stack.extend(entries.flatten().map(|e| (e.path(), depth + 1)));
+        }
+    }
+    false
+}
+
+/// Renames `rel` to a free `<name>.quarantined-by-keel` beside it, within its open parent
+/// (beneath the workspace handle). The new workspace-relative path, or `None`.
+pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
+    let ws = keel_fs::beneath::DirHandle::open(workspace).ok()?;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = ws.subdir(parent).ok()?;
+    let name = rel.file_name()?;
+    for n in 0..100 {
+        let mut to = name.to_os_string();
+        to.push(SUFFIX);
+        if n > 0 {
+            to.push(format!("-{n}"));
+        }
+        if rustix::fs::statat(
+            dir.fd(),
+            to.as_os_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .is_ok()
+        {
+            continue;
+        }
+        return rustix::fs::renameat(dir.fd(), name, dir.fd(), to.as_os_str())
+            .ok()
+            .map(|()| parent.join(to));
+    }
+    None
+}
+
+/// The report of what was moved, for the command's result.
+pub fn report(moved: &[Moved]) -> Option<String> {
+    if moved.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "keel: the command created files that the user's own git would run outside the sandbox (hooks, hook-manager configuration, programs git's configuration names); Keel moved them out of git's way:",
+    );
+    for m in moved {
+        text.push_str(&format!(
+            "\n- `{}` ({}) moved to `{}`",
+            m.path, m.key, m.moved_to
+        ));
+    }
+    text.push_str("\nDo not create or change these; tell the user what should change and why.");
+    Some(text)
+}
