@@ -166,6 +166,23 @@ async fn stdio_server_lists_and_calls_tools_with_an_allowlisted_env() {
         )
         .await;
     assert_eq!(read, Ok("hello from the python server".into()));
+    // Red-team pass 5, R5-12: a resource is whatever the server reaches (a filesystem
+    // server's `~/.ssh`), so reading one is judged like the server's tools — unknown, asked
+    // about — unless the user declared every server read-only.
+    let resources = s
+        .registry
+        .get("mcp_resources")
+        .unwrap_or_else(|| panic!("no mcp_resources"));
+    assert_eq!(resources.effect(), keel_tools::ToolEffect::Unknown);
+    s.hub.shutdown().await;
+    let mut declared = py_def("py", &[]);
+    declared.config.effect = keel_mcp::EffectConfig::ReadOnly;
+    let s = start(vec![declared], 20, &no_env);
+    let resources = s
+        .registry
+        .get("mcp_resources")
+        .unwrap_or_else(|| panic!("no mcp_resources"));
+    assert_eq!(resources.effect(), keel_tools::ToolEffect::ReadOnly);
     s.hub.shutdown().await;
 }
 

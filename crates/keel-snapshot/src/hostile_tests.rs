@@ -368,3 +368,48 @@ fn an_index_naming_files_outside_never_brings_them_into_a_snapshot() {
     assert!(!objects.contains("RT-SECRET"), "the key was read in");
     assert!(objects.contains("two"), "the snapshot itself was taken");
 }
+
+/// Red-team pass 5, R5-1: git reads its configuration — includes too — again when the staging
+/// `git add` runs, after Keel's probe: a filter defined only by an include that appears in
+/// between (a running command swapping it in, or `include.path = /proc/1/cwd/…`, which
+/// resolves differently inside the sandbox) ran in the snapshot. Every driver
+/// `info/attributes` names is blanked whether or not the probe saw it defined.
+#[test]
+fn drivers_the_attributes_name_are_blanked_before_any_config_defines_them() {
+    let h = setup(true);
+    std::fs::create_dir_all(h.ws.join(".git/info")).unwrap();
+    std::fs::write(
+        h.ws.join(".git/info/attributes"),
+        "*.txt filter=kx\n[attr]m diff=dd\n*.md m\n",
+    )
+    .unwrap();
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    let overrides = snaps.git.driver_overrides().unwrap();
+    for key in [
+        "filter.kx.clean",
+        "filter.kx.smudge",
+        "filter.kx.process",
+        "diff.dd.textconv",
+    ] {
+        assert!(
+            overrides.iter().any(|(k, v)| k == key && v.is_empty()),
+            "{key} not blanked: {overrides:?}"
+        );
+    }
+    // Now the include appears (what the probe never saw) and a snapshot stages a .txt file.
+    let out = std::process::Command::new("git")
+        .args(["config", "include.path", "../cfg/inc.cfg"])
+        .current_dir(&h.ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::create_dir_all(h.ws.join("cfg")).unwrap();
+    std::fs::write(
+        h.ws.join("cfg/inc.cfg"),
+        format!("[filter \"kx\"]\n\tclean = {}\n", h.payload.display()),
+    )
+    .unwrap();
+    std::fs::write(h.ws.join("a.txt"), "a\n").unwrap();
+    snaps.take("s", 0, None).unwrap();
+    assert!(!h.outside.join("canary").exists(), "the filter ran");
+}
