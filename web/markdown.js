@@ -11,40 +11,140 @@ function el(tag, className) {
 
 const SAFE_LINK = /^(https?:|mailto:)/i;
 
+// Lines longer than this are shown as plain text: inline Markdown in a reply that long is not
+// prose, and no scan should depend on what a model chose to put in one line.
+const INLINE_LIMIT = 20000;
+
+/**
+ * Where `needle` next occurs in `text` at or after `from` (-1: nowhere), remembering the last
+ * answer per needle so a scan that asks again and again (a line of `[[[[…` with no `]`) stays
+ * linear instead of searching the rest of the line each time.
+ */
+function finder(text) {
+  const memo = new Map();
+  return (needle, from) => {
+    const seen = memo.get(needle);
+    if (seen && seen.from <= from && (seen.at === -1 || seen.at >= from)) return seen.at;
+    const at = text.indexOf(needle, from);
+    memo.set(needle, { from, at });
+    return at;
+  };
+}
+
+/** The length of the run of `ch` starting at `i`. */
+function runLength(text, i, ch) {
+  let j = i;
+  while (j < text.length && text[j] === ch) j++;
+  return j - i;
+}
+
+/**
+ * The end (exclusive) of a code span opened by a run of `k` backticks ending at `from`: the
+ * next run of exactly `k` backticks; -1 when there is none. `closers` remembers, per length,
+ * where the search last found nothing, so every run is looked at O(1) times per length.
+ */
+function codeSpanEnd(text, from, k, closers) {
+  const fence = "`".repeat(k);
+  const failedFrom = closers.get(k);
+  if (failedFrom !== undefined && failedFrom <= from) return -1;
+  let at = text.indexOf(fence, from);
+  while (at !== -1) {
+    const run = runLength(text, at, "`");
+    if (run === k) return at + k;
+    at = text.indexOf(fence, at + run);
+  }
+  closers.set(k, from);
+  return -1;
+}
+
+/**
+ * One inline element starting at `i`, or null: `{ end, kind, a, b }`. Code spans first (their
+ * content is literal), then links, bold, italic. A linear scan (no backtracking regex: a few
+ * thousand backticks in a reply once took minutes to render).
+ */
+function inlineAt(text, i, next, closers) {
+  const c = text[i];
+  if (c === "`") {
+    const k = runLength(text, i, "`");
+    const end = codeSpanEnd(text, i + k, k, closers);
+    if (end === -1 || end - k === i + k) return { end: i + k, kind: "text", a: text.slice(i, i + k) };
+    return { end, kind: "code", a: text.slice(i + k, end - k) };
+  }
+  if (c === "[") {
+    const close = next("]", i + 1);
+    if (close > i + 1 && text[close + 1] === "(") {
+      const paren = next(")", close + 2);
+      const target = paren === -1 ? "" : text.slice(close + 2, paren);
+      if (target && !/\s/.test(target)) {
+        return { end: paren + 1, kind: "link", a: text.slice(i + 1, close), b: target };
+      }
+    }
+    return null;
+  }
+  if (c === "*" || c === "_") {
+    if (text[i + 1] === c) {
+      const close = next(c, i + 2);
+      if (close > i + 2 && text[close + 1] === c) {
+        return { end: close + 2, kind: "strong", a: text.slice(i + 2, close) };
+      }
+    }
+    const first = text[i + 1];
+    if (first !== undefined && first !== c && !/\s/.test(first)) {
+      const close = next(c, i + 1);
+      if (close !== -1) return { end: close + 1, kind: "em", a: text.slice(i + 1, close) };
+    }
+  }
+  return null;
+}
+
 /** Appends `text` with inline Markdown (code, bold, italic, links) to `parent`. */
 function inline(parent, text) {
-  // Order matters: code spans first (their content is literal), then links, bold, italic.
-  const pattern = /(`+)([\s\S]*?[^`])\1(?!`)|\[([^\]]+)\]\(([^)\s]+)\)|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|_([^_\s][^_]*)_/g;
+  if (text.length > INLINE_LIMIT) {
+    parent.append(document.createTextNode(text));
+    return;
+  }
+  const next = finder(text);
+  const closers = new Map();
   let last = 0;
-  for (const m of text.matchAll(pattern)) {
-    if (m.index > last) parent.append(document.createTextNode(text.slice(last, m.index)));
-    if (m[1]) {
+  let i = 0;
+  const flush = (upto) => {
+    if (upto > last) parent.append(document.createTextNode(text.slice(last, upto)));
+  };
+  while (i < text.length) {
+    const m = inlineAt(text, i, next, closers);
+    if (!m) {
+      i++;
+      continue;
+    }
+    if (m.kind === "text") {
+      i = m.end;
+      continue;
+    }
+    flush(i);
+    if (m.kind === "code") {
       const code = el("code");
-      code.textContent = m[2];
+      code.textContent = m.a;
       parent.append(code);
-    } else if (m[3] !== undefined) {
-      if (SAFE_LINK.test(m[4])) {
+    } else if (m.kind === "link") {
+      if (SAFE_LINK.test(m.b)) {
         const a = el("a");
-        a.href = m[4];
+        a.href = m.b;
         a.rel = "noopener noreferrer";
         a.target = "_blank";
-        inline(a, m[3]);
+        inline(a, m.a);
         parent.append(a);
       } else {
-        parent.append(document.createTextNode(m[0]));
+        parent.append(document.createTextNode(text.slice(i, m.end)));
       }
-    } else if (m[5] !== undefined || m[6] !== undefined) {
-      const b = el("strong");
-      inline(b, m[5] ?? m[6]);
-      parent.append(b);
     } else {
-      const i = el("em");
-      inline(i, m[7] ?? m[8]);
-      parent.append(i);
+      const node = el(m.kind);
+      inline(node, m.a);
+      parent.append(node);
     }
-    last = m.index + m[0].length;
+    last = m.end;
+    i = m.end;
   }
-  if (last < text.length) parent.append(document.createTextNode(text.slice(last)));
+  flush(text.length);
 }
 
 /** Renders `source` as Markdown into a new `<div class="md">`. */

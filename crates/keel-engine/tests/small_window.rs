@@ -200,14 +200,66 @@ mod tiny_server {
     }
 }
 
+/// Runs "add a function answer() to calc.py that returns 42" in `dir` against `server` (the
+/// raw-server mock), through the real client of the `llamacpp` preset, with what an earlier
+/// run learned about the server (`learn`); returns the outcome, every request and each one's
+/// (prompt tokens, max_tokens).
+async fn run_on_tiny_server(
+    dir: &std::path::Path,
+    server: &keel_llm::mock::MockServer,
+    learn: impl FnOnce(&mut keel_llm::learned::Facts, u64),
+) -> (RunOutcome, Vec<keel_llm::mock::Recorded>, Vec<(u64, u64)>) {
+    use keel_llm::learned::ServerMemory;
+    use keel_llm::{Role, Router, build_provider};
+
+    let base = format!("{}/v1", server.url());
+    let home = tempfile::tempdir().unwrap();
+    ServerMemory::open(Some(home.path()), &base, "smollm2").learn(learn);
+    let mut config = Config::default();
+    config.verify.enabled = false;
+    config.shell.lint.enabled = false;
+    config.llm.provider = Some("llamacpp".into());
+    config.llm.model = Some("smollm2".into());
+    config.llm.base_url = Some(base.clone());
+    let target = Router::new(&config.llm, std::path::Path::new("/"))
+        .with_learned_dir(Some(home.path().to_path_buf()))
+        .target(Role::Main)
+        .unwrap();
+    let provider = build_provider(&target, &|_| None).unwrap();
+    let engine = EngineBuilder::new(config, dir)
+        .provider(provider)
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .build()
+        .unwrap();
+    let out = engine
+        .run(
+            "add a function answer() to calc.py that returns 42",
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    let requests = server.requests();
+    let sizes: Vec<(u64, u64)> = requests
+        .iter()
+        .map(|r| {
+            let b = r.json();
+            (
+                tiny_server::prompt_tokens(&b),
+                b["max_tokens"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    eprintln!("requests (prompt, max_tokens): {sizes:?}");
+    (out, requests, sizes)
+}
+
 /// A SmolLM2-sized run on the raw server's 2,048-token window (learned by an earlier run, as
 /// the real runs had it): two reads of a 1.8 KB file, a 1.6 KB garbage call that is refused,
 /// another read, then the change. Compaction must make room — protecting one call, not five, in
 /// such a window, and shrinking the refused call's arguments — so the run ends by its work,
 /// not `context_overflow`; every request it sends fits the window.
 async fn tiny_window_run(learned: bool) {
-    use keel_llm::learned::{Fact, ServerMemory};
-    use keel_llm::{Role, Router, build_provider};
+    use keel_llm::learned::Fact;
 
     let dir = tempfile::tempdir().unwrap();
     let calc: String = (0..24)
@@ -246,9 +298,7 @@ async fn tiny_window_run(learned: bool) {
         ),
     ];
     let server = tiny_server::serve(steps, "Added answer() to calc.py; it returns 42.").await;
-    let base = format!("{}/v1", server.url());
-    let home = tempfile::tempdir().unwrap();
-    ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+    let (out, requests, sizes) = run_on_tiny_server(dir.path(), &server, |f, now| {
         if learned {
             f.context_window = Some(Fact {
                 value: tiny_server::WINDOW,
@@ -259,42 +309,8 @@ async fn tiny_window_run(learned: bool) {
             value: false,
             learned_at: now,
         });
-    });
-    let mut config = Config::default();
-    config.verify.enabled = false;
-    config.shell.lint.enabled = false;
-    config.llm.provider = Some("llamacpp".into());
-    config.llm.model = Some("smollm2".into());
-    config.llm.base_url = Some(base.clone());
-    let target = Router::new(&config.llm, std::path::Path::new("/"))
-        .with_learned_dir(Some(home.path().to_path_buf()))
-        .target(Role::Main)
-        .unwrap();
-    let provider = build_provider(&target, &|_| None).unwrap();
-    let engine = EngineBuilder::new(config, dir.path())
-        .provider(provider)
-        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
-        .build()
-        .unwrap();
-    let out = engine
-        .run(
-            "add a function answer() to calc.py that returns 42",
-            RunOptions::default(),
-        )
-        .await
-        .unwrap();
-    let requests = server.requests();
-    let sizes: Vec<(u64, u64)> = requests
-        .iter()
-        .map(|r| {
-            let b = r.json();
-            (
-                tiny_server::prompt_tokens(&b),
-                b["max_tokens"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
-    eprintln!("requests (prompt, max_tokens): {sizes:?}");
+    })
+    .await;
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
     assert!(
         std::fs::read_to_string(dir.path().join("calc.py"))
@@ -349,8 +365,7 @@ async fn a_first_run_that_learns_the_2048_token_window_still_ends_by_its_work() 
 /// work, not `context_overflow` (a real run did, on its fourth request).
 #[tokio::test]
 async fn a_server_ignoring_max_tokens_on_tool_calls_does_not_end_the_run() {
-    use keel_llm::learned::{Fact, ServerMemory};
-    use keel_llm::{Role, Router, build_provider};
+    use keel_llm::learned::Fact;
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -375,9 +390,7 @@ async fn a_server_ignoring_max_tokens_on_tool_calls_does_not_end_the_run() {
         ),
     ];
     let server = tiny_server::serve(steps, "Added answer() to calc.py; it returns 42.").await;
-    let base = format!("{}/v1", server.url());
-    let home = tempfile::tempdir().unwrap();
-    ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+    let (out, requests, _) = run_on_tiny_server(dir.path(), &server, |f, now| {
         f.context_window = Some(Fact {
             value: tiny_server::WINDOW,
             learned_at: now,
@@ -390,42 +403,8 @@ async fn a_server_ignoring_max_tokens_on_tool_calls_does_not_end_the_run() {
             value: true,
             learned_at: now,
         });
-    });
-    let mut config = Config::default();
-    config.verify.enabled = false;
-    config.shell.lint.enabled = false;
-    config.llm.provider = Some("llamacpp".into());
-    config.llm.model = Some("smollm2".into());
-    config.llm.base_url = Some(base.clone());
-    let target = Router::new(&config.llm, std::path::Path::new("/"))
-        .with_learned_dir(Some(home.path().to_path_buf()))
-        .target(Role::Main)
-        .unwrap();
-    let provider = build_provider(&target, &|_| None).unwrap();
-    let engine = EngineBuilder::new(config, dir.path())
-        .provider(provider)
-        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
-        .build()
-        .unwrap();
-    let out = engine
-        .run(
-            "add a function answer() to calc.py that returns 42",
-            RunOptions::default(),
-        )
-        .await
-        .unwrap();
-    let requests = server.requests();
-    let sizes: Vec<(u64, u64)> = requests
-        .iter()
-        .map(|r| {
-            let b = r.json();
-            (
-                tiny_server::prompt_tokens(&b),
-                b["max_tokens"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
-    eprintln!("requests (prompt, max_tokens): {sizes:?}");
+    })
+    .await;
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
     assert!(
         std::fs::read_to_string(dir.path().join("calc.py"))

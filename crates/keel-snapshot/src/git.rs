@@ -306,7 +306,7 @@ impl Git {
     /// Overrides blanking every program the repository's configuration (with its includes)
     /// names: filter, diff and merge drivers, credential helpers, signing programs, pagers.
     /// Read before each command, since the model may change the configuration at any time.
-    fn driver_overrides(&self) -> Result<Vec<(String, String)>, SnapshotError> {
+    pub(crate) fn driver_overrides(&self) -> Result<Vec<(String, String)>, SnapshotError> {
         if !self.exists() {
             return Ok(Vec::new());
         }
@@ -321,7 +321,28 @@ impl Git {
             // never run it without knowing what to switch off.
             return Err(self.fail(&args, text(&out.stderr)));
         }
-        Ok(neutralisers(&out.stdout))
+        let mut all = neutralisers(&out.stdout);
+        // Objects Keel writes hold the content of files the user may keep private (a 0600
+        // `secrets.env`, a force-added ignored `.env`): written owner-only (0400 files, 0700
+        // new directories), unless the repository sets its own sharing (red-team pass 5, R5-9).
+        let shared = out
+            .stdout
+            .split(|b| *b == 0)
+            .any(|n| n.eq_ignore_ascii_case(b"core.sharedrepository"));
+        if !shared {
+            all.push(("core.sharedRepository".to_string(), "0600".to_string()));
+        }
+        // Drivers `info/attributes` names are blanked whether or not the configuration the
+        // probe read defines them: git reads it (and its includes) again (R5-1).
+        all.extend(keel_tools::safe_git::info_attribute_neutralisers(
+            self.git_dir(),
+        ));
+        if self.common_dir != self.git_dir() {
+            all.extend(keel_tools::safe_git::info_attribute_neutralisers(
+                &self.common_dir,
+            ));
+        }
+        Ok(all)
     }
 
     /// A hardened git command against the snapshot repository, run in the workspace.

@@ -368,3 +368,78 @@ fn an_index_naming_files_outside_never_brings_them_into_a_snapshot() {
     assert!(!objects.contains("RT-SECRET"), "the key was read in");
     assert!(objects.contains("two"), "the snapshot itself was taken");
 }
+
+/// Red-team pass 5, R5-1: git reads its configuration — includes too — again when the staging
+/// `git add` runs, after Keel's probe: a filter defined only by an include that appears in
+/// between (a running command swapping it in, or `include.path = /proc/1/cwd/…`, which
+/// resolves differently inside the sandbox) ran in the snapshot. Every driver
+/// `info/attributes` names is blanked whether or not the probe saw it defined.
+#[test]
+fn drivers_the_attributes_name_are_blanked_before_any_config_defines_them() {
+    let h = setup(true);
+    std::fs::create_dir_all(h.ws.join(".git/info")).unwrap();
+    std::fs::write(
+        h.ws.join(".git/info/attributes"),
+        "*.txt filter=kx\n[attr]m diff=dd\n*.md m\n",
+    )
+    .unwrap();
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    let overrides = snaps.git.driver_overrides().unwrap();
+    for key in [
+        "filter.kx.clean",
+        "filter.kx.smudge",
+        "filter.kx.process",
+        "diff.dd.textconv",
+    ] {
+        assert!(
+            overrides.iter().any(|(k, v)| k == key && v.is_empty()),
+            "{key} not blanked: {overrides:?}"
+        );
+    }
+    // Now the include appears (what the probe never saw) and a snapshot stages a .txt file.
+    let out = std::process::Command::new("git")
+        .args(["config", "include.path", "../cfg/inc.cfg"])
+        .current_dir(&h.ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::create_dir_all(h.ws.join("cfg")).unwrap();
+    std::fs::write(
+        h.ws.join("cfg/inc.cfg"),
+        format!("[filter \"kx\"]\n\tclean = {}\n", h.payload.display()),
+    )
+    .unwrap();
+    std::fs::write(h.ws.join("a.txt"), "a\n").unwrap();
+    snaps.take("s", 0, None).unwrap();
+    assert!(!h.outside.join("canary").exists(), "the filter ran");
+}
+
+/// Red-team pass 5, R5-9: a snapshot copied a private file's content (`secrets.env`, 0600)
+/// into a world-readable loose object, where another local user read it. Keel's objects are
+/// written owner-only.
+#[test]
+fn a_private_files_content_is_not_left_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = setup(true);
+    let secret = h.ws.join("secrets.env");
+    std::fs::write(&secret, "DB_PASSWORD=s3cret\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    snaps.take("s", 0, None).unwrap();
+    let out = Command::new("git")
+        .args(["hash-object", "secrets.env"])
+        .current_dir(&h.ws)
+        .output()
+        .unwrap();
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let object = snaps
+        .git_dir()
+        .join("objects")
+        .join(&sha[..2])
+        .join(&sha[2..]);
+    let mode = std::fs::metadata(&object)
+        .unwrap_or_else(|e| panic!("{}: {e}", object.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "object {} is {mode:o}", object.display());
+}

@@ -266,5 +266,11 @@ fn names_git_refuses_are_recognised() {
         ),
         Some(b"x/odd name".to_vec())
     );
+    assert_eq!(
+        crate::git::staging::invalid_path(
+            "error: open(\"locked.txt\"): Permission denied\nerror: unable to index file 'locked.txt'\nfatal: updating files failed"
+        ),
+        Some(b"locked.txt".to_vec())
+    );
     assert_eq!(crate::git::staging::invalid_path("fatal: other"), None);
 }

@@ -60,8 +60,55 @@ impl GitConfinement {
         // writes only to its repository (`git add` never writes the work tree).
         let mut extra = vec![self.workspace.clone()];
         extra.extend(self.writable.iter().cloned());
-        let roots = WritableRoots { extra, ..base };
+        let roots = WritableRoots {
+            extra,
+            protected: self.kept_read_only(),
+            ..base
+        };
         (SandboxPolicy::WorkspaceWrite, roots)
+    }
+}
+
+impl GitConfinement {
+    /// What stays read-only although it lies in a writable tree: in each writable git
+    /// directory what makes the user's own git run programs (`hooks`, `config`,
+    /// `config.worktree`, `info`, submodules' and worktrees' directories), and Keel's project
+    /// files in the workspace's `.keel` (all but the snapshot repository). Git writes none of
+    /// them for Keel (objects, its index and refs are what it writes), so a program git was
+    /// led into running after all (red-team pass 5, R5-1: a filter defined by an include
+    /// that appeared after the probe) cannot plant a hook for the user's next `git commit`.
+    /// Only existing paths can be mounted read-only.
+    fn kept_read_only(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for dir in &self.writable {
+            if !dir.join("HEAD").is_file() {
+                continue;
+            }
+            for name in [
+                "hooks",
+                "config",
+                "config.worktree",
+                "info",
+                "modules",
+                "worktrees",
+                "commondir",
+            ] {
+                out.push(dir.join(name));
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(self.workspace.join(".keel")) {
+            for e in entries.flatten() {
+                if e.file_name() != "snapshots" {
+                    out.push(e.path());
+                }
+            }
+        }
+        // Never a directory holding a writable one (a linked worktree's git directory lies in
+        // its repository's `worktrees`).
+        out.retain(|p| {
+            p.symlink_metadata().is_ok() && !self.writable.iter().any(|w| w.starts_with(p))
+        });
+        out
     }
 }
 
@@ -140,4 +187,55 @@ pub fn output_blocking(
         .join()
         .map_err(|_| io::Error::other("the confined git thread panicked"))?
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Red-team pass 5, R5-1: a filter that ran inside the snapshot's confined `git add`
+    /// (defined by an include that appeared after the probe) wrote `.git/hooks/pre-commit`,
+    /// which the user's next `git commit` ran unconfined. The git directory's hooks, config and
+    /// info stay read-only there; objects and Keel's index stay writable.
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn a_program_in_the_confined_git_cannot_plant_a_hook() {
+        let s = sandbox::support();
+        if !(s.mount_namespace.is_ok() && s.isolation.processes) {
+            assert!(std::env::var_os("CI").is_none(), "CI needs namespaces");
+            println!("SKIPPED: no namespaces for commands");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        let git = ws.join(".git");
+        for d in ["hooks", "info", "objects"] {
+            std::fs::create_dir_all(git.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(git.join("config"), "[core]\n").unwrap_or_else(|e| panic!("{e}"));
+        let jail = GitConfinement {
+            workspace: ws.to_path_buf(),
+            writable: vec![git.clone()],
+        };
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args([
+            "-c",
+            "echo evil > .git/hooks/pre-commit; echo x >> .git/config; echo ok > .git/objects/probe; echo ok > .git/keel-snapshot.index",
+        ])
+        .current_dir(ws);
+        let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!git.join("hooks/pre-commit").exists(), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).unwrap_or_default(),
+            "[core]\n"
+        );
+        assert!(
+            git.join("objects/probe").exists(),
+            "objects stay writable: {out:?}"
+        );
+        assert!(git.join("keel-snapshot.index").exists(), "{out:?}");
+    }
 }

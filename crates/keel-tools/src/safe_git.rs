@@ -97,6 +97,55 @@ pub fn neutralisers(names: &[u8]) -> Vec<(String, String)> {
     out
 }
 
+/// The most of an attributes file read for driver names.
+const MAX_ATTRIBUTES: u64 = 1024 * 1024;
+
+/// Overrides blanking every driver an attributes file names (`filter=kx`, `diff=d`,
+/// `merge=m`, in a pattern line or an `[attr]` macro), whether or not the configuration
+/// defines it now: git reads its configuration — and the includes in it — again when it
+/// runs, so a driver defined only in an include that appears after the probe (a file a
+/// running command swaps in, or `include.path = /proc/1/cwd/…`, which resolves differently
+/// inside the sandbox) would run (red-team pass 5, R5-1). Command-line overrides beat every
+/// config file, so these hold whatever git reads later.
+pub fn attribute_neutralisers(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for token in text.split_whitespace() {
+        let Some((attr, name)) = token.split_once('=') else {
+            continue;
+        };
+        let keys: &[(&str, &str)] = match attr {
+            "filter" => &[
+                ("clean", ""),
+                ("smudge", ""),
+                ("process", ""),
+                ("required", "false"),
+            ],
+            "diff" => &[("command", ""), ("textconv", "")],
+            "merge" => &[("driver", "")],
+            _ => continue,
+        };
+        if name.is_empty() {
+            continue;
+        }
+        for (key, value) in keys {
+            let full = format!("{attr}.{name}.{key}");
+            if !out.iter().any(|(n, _)| *n == full) {
+                out.push((full, (*value).to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// [`attribute_neutralisers`] for the attributes files of the git directory `git_dir`
+/// (`info/attributes`), as git reads it (a link followed), regular files only, bounded.
+pub fn info_attribute_neutralisers(git_dir: &Path) -> Vec<(String, String)> {
+    match crate::project::read_user_file(&git_dir.join("info/attributes"), MAX_ATTRIBUTES) {
+        Ok(Some(text)) => attribute_neutralisers(&text),
+        _ => Vec::new(),
+    }
+}
+
 /// The environment git runs with: only what it needs from Keel's, plus the settings that
 /// keep system and global configuration out.
 pub fn environment(
@@ -450,6 +499,9 @@ pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, 
             _ => format!("cannot run git: {e}"),
         })?;
     let mut all = extra.to_vec();
+    if let Some(p) = &pinned {
+        all.extend(info_attribute_neutralisers(&p.git_dir));
+    }
     if names.status.success() {
         all.extend(neutralisers(&names.stdout));
     } else {
@@ -471,6 +523,26 @@ pub fn in_repository(dir: &Path, extra: &[(String, String)]) -> Result<Command, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_driver_an_attributes_file_names_is_blanked() {
+        let got = attribute_neutralisers(
+            "*.txt filter=kx\n[attr]m diff=d merge=mm -text\n*.c m eol=lf filter=\n",
+        );
+        let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "filter.kx.clean",
+                "filter.kx.smudge",
+                "filter.kx.process",
+                "filter.kx.required",
+                "diff.d.command",
+                "diff.d.textconv",
+                "merge.mm.driver",
+            ]
+        );
+    }
 
     #[test]
     fn program_naming_keys_are_found_in_any_subsection() {

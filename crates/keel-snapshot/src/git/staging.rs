@@ -330,12 +330,24 @@ pub(crate) fn git_refuses(rel: &[u8], symlink: bool) -> bool {
         })
 }
 
-/// The path in git's "invalid path 'X'" error, if the message holds one.
+/// The path of one file `git add` could not take, from its error: a name it refuses
+/// ("invalid path 'X'"), a file it cannot read ("unable to index file 'X'": `chmod 000` as a
+/// normal user) or one that vanished while it ran ("unable to stat 'X'": a command creating
+/// and deleting it). Such a file is left out so the rest is recorded.
 pub(crate) fn invalid_path(message: &str) -> Option<Vec<u8>> {
-    let rest = message.split("invalid path '").nth(1)?;
-    let end = rest.find("'\n").or_else(|| rest.rfind('\''))?;
-    let path = &rest[..end];
-    (!path.is_empty()).then(|| path.as_bytes().to_vec())
+    [
+        "invalid path '",
+        "unable to index file '",
+        "unable to stat '",
+        "unable to add '",
+    ]
+    .iter()
+    .find_map(|marker| {
+        let rest = message.split(marker).nth(1)?;
+        let end = rest.find('\'')?;
+        let path = &rest[..end];
+        (!path.is_empty()).then(|| path.as_bytes().to_vec())
+    })
 }
 
 /// The largest ignored file a snapshot records.
