@@ -243,6 +243,42 @@ async fn short_tool_results_add_up_until_a_dropping_template_is_found() {
     }
 }
 
+/// A template that frames each tool call in a third as many tokens again as the call itself
+/// (llama-cpp-python's `chatml-function-calling` writes `functions.NAME:` and the arguments
+/// inside its own markers): the calls then account for much of the prompt's growth, and
+/// dropped short results are still found — while rendered ones are still left alone.
+#[tokio::test]
+async fn dropped_results_are_found_beside_heavily_framed_calls() {
+    for renders in [false, true] {
+        let template = Template {
+            tools: true,
+            tool_messages: renders,
+        };
+        let server = MockServer::with_handler(move |req: &Recorded, _| {
+            let body = req.json();
+            let calls: u64 = body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.get("tool_calls"))
+                .map(|c| (c.to_string().len() as u64 + 8).div_ceil(4))
+                .sum();
+            let prompt = template.prompt_tokens(&body) + calls / 3;
+            MockReply::json(whole_reply("ok", prompt))
+        })
+        .await
+        .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let p = learning(&format!("{}/v1", server.url()), home.path());
+        let mut found = false;
+        for n in 1..=6 {
+            let said = notices(&events(p.as_ref(), &conversation(n, 150)).await.unwrap());
+            found |= said.iter().any(|n| n.contains("drops tool results"));
+        }
+        assert_eq!(found, !renders, "renders: {renders}");
+    }
+}
+
 /// A conversation rewritten between two requests (compaction put a summary in place of its
 /// start) is not a prompt that failed to grow: nothing is concluded from it.
 #[tokio::test]
