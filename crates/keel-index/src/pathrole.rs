@@ -106,6 +106,7 @@ impl PathRole {
             "bench",
             "asv_bench",
         ]) || matches!(ext, "md" | "rst" | "txt" | "adoc")
+            || is_project_record(name)
         {
             return PathRole::Docs;
         }
@@ -166,6 +167,31 @@ impl PathRole {
     }
 }
 
+/// A project's record kept beside its code under a bare conventional name (`CHANGES`,
+/// `AUTHORS`, `.mailmap`, `CHANGES.old`): prose about the project, which matches a report's
+/// words everywhere (a changelog holds every earlier fix's description).
+fn is_project_record(name: &str) -> bool {
+    let stem = name.strip_suffix(".old").unwrap_or(name);
+    matches!(
+        stem,
+        "changes"
+            | "changelog"
+            | "history"
+            | "news"
+            | "authors"
+            | "contributors"
+            | "license"
+            | "licence"
+            | "copying"
+            | "readme"
+            | ".mailmap"
+            | "thanks"
+            | "notice"
+            | "maintainers"
+            | "codeowners"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +224,12 @@ mod tests {
             ("dask/_version.py", Generated),
             ("src/testing_utils.rs", Source),
             ("src/contest.py", Source),
+            ("CHANGES", Docs),
+            ("CHANGES.old", Docs),
+            ("AUTHORS", Docs),
+            (".mailmap", Docs),
+            ("pkg/history.py", Source),
+            ("pkg/changes/diff.py", Source),
         ] {
             assert_eq!(PathRole::of(path), want, "{path}");
         }

@@ -329,18 +329,13 @@ fn hash_tree(
     Ok(())
 }
 
-/// Files an interpreter may load as code, by extension (what a server may import wherever
-/// its script points its import path).
-const CODE_EXTENSIONS: &[&str] = &[
-    "py", "pyw", "pth", "so", "js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx", "json", "node",
-    "rb", "pl", "pm", "php", "lua", "sh", "bash", "jl", "r", "R", "tcl", "wasm",
-];
 /// The most directory entries [`hash_code`] looks at in the whole workspace.
 const CODE_MAX_ENTRIES: usize = 100_000;
 /// The deepest directory level of the workspace it walks.
 const CODE_MAX_DEPTH: usize = 32;
 
-/// Hashes every code file ([`CODE_EXTENSIONS`]) under `dir` outside `done` (the directories
+/// Hashes every code file ([`keel_tools::trust::CODE_EXTENSIONS`]: what a server may import
+/// wherever its script points its import path, bytecode included) under `dir` outside `done` (the directories
 /// hashed whole) into `out`, counting it with the rest; `.git` and `.keel` are left out.
 /// Symlinks are recorded by target and not followed.
 fn hash_code(
@@ -386,9 +381,9 @@ fn hash_code(
             continue;
         }
         let code = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| CODE_EXTENSIONS.contains(&e));
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(keel_tools::trust::loads_as_code);
         if !code {
             continue;
         }
@@ -857,5 +852,37 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.check(&ws, &def), Approval::Changed("srv.py".into()));
+    }
+
+    /// Red-team pass 5, R5-2: an "unchecked-hash" `__pycache__/srv.cpython-311.pyc` is loaded
+    /// by Python in place of `srv.py` without looking at it; the approval covers bytecode (and
+    /// a sourceless `.pyc`, a zip on the import path) like the sources.
+    #[test]
+    fn a_network_approval_covers_bytecode_and_archives_python_loads_instead() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("srv.py"), "def main(): pass\n").unwrap_or_else(|e| panic!("{e}"));
+        let def = project_def(&ws, "python3", &["-c", "import srv; srv.main()"]);
+        let mut a = Approvals::load(&dir.path().join("data"));
+        a.approve(&ws, &def, true).unwrap_or_else(|e| panic!("{e}"));
+        for planted in [
+            "__pycache__/srv.cpython-311.pyc",
+            "helper.pyc",
+            "vendor/deps.zip",
+        ] {
+            let path = ws.join(planted);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+            }
+            std::fs::write(&path, b"\xa7\x0d\x0d\x0a payload").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                a.check(&ws, &def),
+                Approval::Changed(planted.into()),
+                "{planted}"
+            );
+            std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(a.check(&ws, &def).allows_start(), "{planted}");
+        }
     }
 }

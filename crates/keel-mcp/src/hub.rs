@@ -310,6 +310,14 @@ impl Hub {
         }
     }
 
+    /// Whether the user declared every server read-only (`effect = "read_only"`): only then is
+    /// reading their resources judged read-only.
+    pub fn all_read_only(&self) -> bool {
+        self.slots
+            .iter()
+            .all(|s| s.effect == EffectConfig::ReadOnly)
+    }
+
     /// Every server, in name order, as it stands now.
     pub fn entries(&self) -> Vec<ServerEntry> {
         self.slots

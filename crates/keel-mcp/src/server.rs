@@ -238,6 +238,16 @@ impl Server {
         let Conn::Down(reason) = &*conn else {
             return Err(CallError("unreachable connection state".into()));
         };
+        // A project server with network access is started once, when the session starts and
+        // no command of it runs yet. Started again mid-session, the check of its files and the
+        // interpreter's reading of them are moments apart while a command (a subagent's) may
+        // be swapping them: it ran unapproved code with the network (red-team pass 5, R5-8).
+        if self.recheck.is_some() && self.confinement.network {
+            return Err(CallError(format!(
+                "the MCP server `{}` is not running ({reason}); a project server with network access is not started again during a session (a command running now could change its files between Keel's check and the start), so its tools are unavailable until the next session",
+                self.name
+            )));
+        }
         if self.restarts.load(Ordering::Relaxed) >= MAX_RESTARTS {
             return Err(CallError(format!(
                 "the MCP server `{}` is not running ({reason}) and was already restarted {MAX_RESTARTS} time(s) this session; its tools are unavailable until Keel is restarted (check it with `keel mcp test {}`)",

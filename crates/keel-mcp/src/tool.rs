@@ -185,8 +185,15 @@ impl Tool for McpResources {
         })
     }
 
+    /// A resource is whatever the server reaches — a filesystem server's `~/.ssh`, a GitHub
+    /// server's private repositories — so reading one is judged like the server's own tools:
+    /// read-only only when the user declared every server read-only, else unknown (asked about
+    /// under `on-request` and `untrusted`, with the `uri` shown: red-team pass 5, R5-12).
     fn effect(&self) -> ToolEffect {
-        ToolEffect::ReadOnly
+        match self.hub.upgrade() {
+            Some(hub) if hub.all_read_only() => ToolEffect::ReadOnly,
+            _ => ToolEffect::Unknown,
+        }
     }
 
     fn execute<'a>(

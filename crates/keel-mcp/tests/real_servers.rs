@@ -166,6 +166,23 @@ async fn stdio_server_lists_and_calls_tools_with_an_allowlisted_env() {
         )
         .await;
     assert_eq!(read, Ok("hello from the python server".into()));
+    // Red-team pass 5, R5-12: a resource is whatever the server reaches (a filesystem
+    // server's `~/.ssh`), so reading one is judged like the server's tools — unknown, asked
+    // about — unless the user declared every server read-only.
+    let resources = s
+        .registry
+        .get("mcp_resources")
+        .unwrap_or_else(|| panic!("no mcp_resources"));
+    assert_eq!(resources.effect(), keel_tools::ToolEffect::Unknown);
+    s.hub.shutdown().await;
+    let mut declared = py_def("py", &[]);
+    declared.config.effect = keel_mcp::EffectConfig::ReadOnly;
+    let s = start(vec![declared], 20, &no_env);
+    let resources = s
+        .registry
+        .get("mcp_resources")
+        .unwrap_or_else(|| panic!("no mcp_resources"));
+    assert_eq!(resources.effect(), keel_tools::ToolEffect::ReadOnly);
     s.hub.shutdown().await;
 }
 
@@ -490,4 +507,59 @@ async fn a_server_still_starting_is_killed_by_shutdown() {
         "{:?}",
         hub.entries()[0].status
     );
+}
+
+/// Red-team pass 5, R5-8: a network-approved project server that exited was started again
+/// mid-session after a fresh check of its files — while a subagent's command swapped
+/// `srv.py` between the approved text and another, the interpreter read the other one (1 try
+/// in 4) and sent the workspace out. Such a server is started once per session, before any
+/// command of it runs; after it exits its tools say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_server_with_network_is_not_restarted_mid_session() {
+    if !python_mcp() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    let mut def = py_def("proj", &[]);
+    def.origin = Origin::Project(".mcp.json".into());
+    let mut approvals = Approvals::load(&dir.path().join("data"));
+    approvals
+        .approve(&ws, &def, true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions {
+        workspace: ws.clone(),
+        startup_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(30),
+    };
+    let hub =
+        Hub::start(vec![def], &approvals, &options, &no_env).unwrap_or_else(|e| panic!("{e}"));
+    let mut registry = ToolRegistry::new();
+    let warnings = hub.register(&mut registry);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(
+        matches!(hub.entries()[0].status, Status::Ready { .. }),
+        "{:?}",
+        hub.entries()[0].status
+    );
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap_or_else(|e| panic!("{e}")));
+    let crashed = registry
+        .execute("mcp__proj__crash", json!({}), &ctx)
+        .await
+        .map(|o| o.content);
+    let Err(ToolError::Model(m)) = crashed else {
+        panic!("expected a model error, got {crashed:?}");
+    };
+    assert!(m.contains("not started again during a session"), "{m}");
+    let after = registry
+        .execute("mcp__proj__echo", json!({"text": "x"}), &ctx)
+        .await
+        .map(|o| o.content);
+    let Err(ToolError::Model(m)) = after else {
+        panic!("expected a model error, got {after:?}");
+    };
+    assert!(m.contains("until the next session"), "{m}");
+    assert_eq!(hub.server("proj").map(|s| s.restarts()), Some(0));
+    hub.shutdown().await;
 }

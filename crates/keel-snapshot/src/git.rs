@@ -322,6 +322,16 @@ impl Git {
             return Err(self.fail(&args, text(&out.stderr)));
         }
         let mut all = neutralisers(&out.stdout);
+        // Objects Keel writes hold the content of files the user may keep private (a 0600
+        // `secrets.env`, a force-added ignored `.env`): written owner-only (0400 files, 0700
+        // new directories), unless the repository sets its own sharing (red-team pass 5, R5-9).
+        let shared = out
+            .stdout
+            .split(|b| *b == 0)
+            .any(|n| n.eq_ignore_ascii_case(b"core.sharedrepository"));
+        if !shared {
+            all.push(("core.sharedRepository".to_string(), "0600".to_string()));
+        }
         // Drivers `info/attributes` names are blanked whether or not the configuration the
         // probe read defines them: git reads it (and its includes) again (R5-1).
         all.extend(keel_tools::safe_git::info_attribute_neutralisers(

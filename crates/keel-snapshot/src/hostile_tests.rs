@@ -413,3 +413,33 @@ fn drivers_the_attributes_name_are_blanked_before_any_config_defines_them() {
     snaps.take("s", 0, None).unwrap();
     assert!(!h.outside.join("canary").exists(), "the filter ran");
 }
+
+/// Red-team pass 5, R5-9: a snapshot copied a private file's content (`secrets.env`, 0600)
+/// into a world-readable loose object, where another local user read it. Keel's objects are
+/// written owner-only.
+#[test]
+fn a_private_files_content_is_not_left_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = setup(true);
+    let secret = h.ws.join("secrets.env");
+    std::fs::write(&secret, "DB_PASSWORD=s3cret\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let snaps = Snapshots::open(&h.ws).unwrap();
+    snaps.take("s", 0, None).unwrap();
+    let out = Command::new("git")
+        .args(["hash-object", "secrets.env"])
+        .current_dir(&h.ws)
+        .output()
+        .unwrap();
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let object = snaps
+        .git_dir()
+        .join("objects")
+        .join(&sha[..2])
+        .join(&sha[2..]);
+    let mode = std::fs::metadata(&object)
+        .unwrap_or_else(|e| panic!("{}: {e}", object.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "object {} is {mode:o}", object.display());
+}

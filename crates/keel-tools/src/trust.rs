@@ -175,6 +175,29 @@ fn workspace_key(workspace: &Path) -> String {
     canonical(workspace).display().to_string()
 }
 
+/// The extensions of files an interpreter or loader may run as code when a program imports a
+/// module by a name or path it builds (`import util`, `require(x)`, `sys.path.insert`): the
+/// sources, and what the loaders take in their place — Python bytecode (an "unchecked-hash"
+/// `__pycache__/*.pyc` is loaded without looking at the `.py`: red-team pass 5, R5-2) and zip
+/// archives on `sys.path`, Java classes and jars, Perl's `.pmc`, PHP's `.phar`/`.inc`, native
+/// extensions. One list for every approval bound to code by content: a network-approved MCP
+/// server's workspace code, and a session approval's "no code file changed since".
+pub const CODE_EXTENSIONS: &[&str] = &[
+    // Python: sources, path files, bytecode, zip imports, native extensions.
+    "py", "pyw", "pth", "pyc", "pyo", "pyd", "pyz", "zip", "egg", "whl", "so",
+    // JavaScript / TypeScript and what `require` loads.
+    "js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx", "json", "node", "wasm",
+    // Others whose scripts approvals fingerprint.
+    "rb", "bundle", "pl", "pm", "pmc", "php", "phar", "inc", "lua", "sh", "bash", "zsh", "r", "R",
+    "jl", "tcl", "class", "jar", "dylib",
+];
+
+/// Whether a file named `name` may be loaded as code ([`CODE_EXTENSIONS`]).
+pub fn loads_as_code(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && CODE_EXTENSIONS.contains(&ext))
+}
+
 /// SHA-256 of `bytes`, as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))

@@ -659,3 +659,47 @@ fn a_fifo_where_git_reads_its_rules_is_moved_away() {
         .unwrap();
     assert!(status.status.success(), "{status:?}");
 }
+
+/// Red-team pass 5, R5-10: as a normal user, `chmod 111 x` made `x` unlistable, so the search
+/// passed over `x/sub/.git` (with `core.fsmonitor`) while `cd x/sub && git status` still
+/// worked and ran it unconfined. The owner's read bit is put back and the repository found.
+#[test]
+fn a_repository_under_an_unlistable_directory_is_found_as_nobody() {
+    let Some(dir) = nobody::child_dir() else {
+        nobody::run_child(
+            "a_repository_under_an_unlistable_directory_is_found_as_nobody",
+            false,
+        );
+        return;
+    };
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let out = runtime()
+        .block_on(tools.execute(
+            "run_command",
+            json!({"command": "mkdir -p x/sub && git init -q x/sub && git -C x/sub config core.fsmonitor 'echo RAN; false' && chmod 111 x"}),
+            &ctx,
+        ))
+        .unwrap();
+    assert!(
+        out.content.contains("x/sub") && out.content.contains("core.fsmonitor"),
+        "{}",
+        out.content
+    );
+    assert!(!ws.join("x/sub/.git").exists(), "{}", out.content);
+}

@@ -15,6 +15,10 @@ use keel_fs::beneath::FileKind;
 use keel_fs::walk::{Visit, WalkOptions};
 use keel_tools::Workspace;
 
+/// Where Python keeps bytecode: passed over when looking for test code, looked into for code
+/// (Python loads a `.pyc` there in place of the module's source: red-team pass 5, R5-2).
+const BYTECODE_DIR: &str = "__pycache__";
+
 /// Directories never looked into: version control, dependencies, build output, virtual
 /// environments and caches (a runner does not load test code from them by convention).
 const SKIPPED_DIRS: &[&str] = &[
@@ -23,7 +27,7 @@ const SKIPPED_DIRS: &[&str] = &[
     "target",
     ".venv",
     "venv",
-    "__pycache__",
+    BYTECODE_DIR,
     ".tox",
     ".nox",
     ".mypy_cache",
@@ -82,45 +86,16 @@ fn is_test_code(dir: &str, name: &str) -> bool {
         || (dir == ".cargo" && name.starts_with("config"))
 }
 
-/// Whether an interpreter may load the file `name` as code: the source files of the languages
-/// whose scripts Keel's approvals fingerprint (Python, JavaScript/TypeScript and the JSON
-/// they `require`, Ruby, Perl, PHP, Lua, shell, R, Julia, Tcl).
+/// Whether an interpreter may load the file `name` as code: the one list approvals bound to code
+/// share ([`keel_tools::trust::loads_as_code`]: sources, bytecode, archives on an import path).
 fn is_code(_dir: &str, name: &str) -> bool {
-    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
-    matches!(
-        ext,
-        "py" | "pyw"
-            | "pth"
-            | "js"
-            | "mjs"
-            | "cjs"
-            | "ts"
-            | "mts"
-            | "cts"
-            | "jsx"
-            | "tsx"
-            | "json"
-            | "node"
-            | "rb"
-            | "pl"
-            | "pm"
-            | "php"
-            | "lua"
-            | "sh"
-            | "bash"
-            | "zsh"
-            | "r"
-            | "R"
-            | "jl"
-            | "tcl"
-            | "so"
-    )
+    keel_tools::trust::loads_as_code(name)
 }
 
 /// The files a test run loads by convention whose status changed at or after `since`, with a
 /// fingerprint of (path, change time, size) of them all; `None` when there is none.
 pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<String>, String)> {
-    changed_where(ws, since, is_test_code).0
+    changed_where(ws, since, false, is_test_code).0
 }
 
 /// The code files of the workspace an interpreter may load (whatever path a script builds to
@@ -132,7 +107,7 @@ pub(super) fn code_changed_since(
     ws: &Workspace,
     since: SystemTime,
 ) -> Option<(Vec<String>, String)> {
-    match changed_where(ws, since, is_code) {
+    match changed_where(ws, since, true, is_code) {
         (Some(found), _) => Some(found),
         (None, false) => None,
         (None, true) => Some((
@@ -144,11 +119,12 @@ pub(super) fn code_changed_since(
     }
 }
 
-/// The files matching `wanted(dir, name)` whose status changed at or after `since`, and
-/// whether the walk stopped before the end (a huge tree, or one that could not be read).
+/// The files matching `wanted(dir, name)` whose status changed at or after `since` (looking
+/// into [`BYTECODE_DIR`] too when `into_bytecode`), and whether the walk stopped before the end (a huge tree, or one that could not be read).
 fn changed_where(
     ws: &Workspace,
     since: SystemTime,
+    into_bytecode: bool,
     wanted: fn(&str, &str) -> bool,
 ) -> (Option<(Vec<String>, String)>, bool) {
     let since_ns = since
@@ -164,7 +140,9 @@ fn changed_where(
         }
         let name = e.name().to_string_lossy();
         if e.is_dir() {
-            return if SKIPPED_DIRS.contains(&name.as_ref()) {
+            let skipped =
+                SKIPPED_DIRS.contains(&name.as_ref()) && !(into_bytecode && name == BYTECODE_DIR);
+            return if skipped {
                 Visit::Skip
             } else {
                 Visit::Continue
@@ -281,5 +259,30 @@ mod tests {
         let (files, fp) = changed_since(&ws, since).unwrap_or_default();
         assert_eq!(files, ["conftest.py"]);
         assert_eq!(fp.len(), 16);
+    }
+
+    /// Red-team pass 5, R5-2: after `python3 gen.py` was approved for the session, an
+    /// "unchecked-hash" `__pycache__/util.cpython-311.pyc` (which Python loads in place of
+    /// `util.py`) counts as changed code, like `util.py` itself.
+    #[test]
+    fn planted_bytecode_counts_as_changed_code() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("gen.py"), "import util\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("util.py"), "def hello(): pass\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ws = Workspace::new(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let since = SystemTime::now();
+        assert_eq!(code_changed_since(&ws, since), None);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::create_dir_all(dir.path().join("__pycache__")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join("__pycache__/util.cpython-311.pyc"),
+            b"\xa7\x0d\x0d\x0a",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (files, _) = code_changed_since(&ws, since).unwrap_or_default();
+        assert_eq!(files, ["__pycache__/util.cpython-311.pyc"]);
     }
 }

@@ -377,7 +377,9 @@ impl Index {
         if q.kind == SearchKind::Symbol && !by_definition {
             scored.retain(|(_, c)| c.symbol.is_some());
         }
-        let behaviour = long || !report.errors.is_empty();
+        // A report, an error line or a one-line fault description asks for the code behind a
+        // behaviour: docs and data rank lower (`PathRole::weight`).
+        let behaviour = long || !report.errors.is_empty() || report.fault;
         let hybrid = q.ranking == Ranking::Hybrid;
         let role_weight = |path: &str| {
             if hybrid {

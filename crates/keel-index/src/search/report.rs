@@ -46,6 +46,9 @@ pub struct Report {
     pub config_keys: Vec<super::config_keys::ConfigKey>,
     /// The report asks about tests (its title names tests, fixtures or pytest).
     pub about_tests: bool,
+    /// The title describes a fault (`Fix false positive …`, `… crashes`, `… is not
+    /// rendered`): what is asked for is the code behind a behaviour, not its docs.
+    pub fault: bool,
     /// More than a one-line query: the report pipeline applies.
     pub long: bool,
 }
@@ -236,6 +239,7 @@ impl Report {
                         | "testcase"
                 )
             });
+        r.fault = describes_fault(&title_lower);
         let mut python_frames = Vec::new();
         let mut other_frames = Vec::new();
         let lines: Vec<&str> = text.lines().collect();
@@ -684,6 +688,53 @@ fn environment_line(line: &str) -> Option<bool> {
 /// Identifier-like tokens of code: dotted names are kept whole in `dotted` and each part is
 /// an identifier. In prose (`code` false) only tokens that look like code count (mixed
 /// case, `_`, dots between words, a call).
+/// Whether a (lowercase) title describes a fault: it names a bug, a failure or an error,
+/// or says something is not done.
+fn describes_fault(title_lower: &str) -> bool {
+    title_lower
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .any(|w| {
+            matches!(
+                w,
+                "bug"
+                    | "fix"
+                    | "fixed"
+                    | "fixes"
+                    | "crash"
+                    | "crashes"
+                    | "crashed"
+                    | "error"
+                    | "errors"
+                    | "exception"
+                    | "fail"
+                    | "fails"
+                    | "failed"
+                    | "failure"
+                    | "false"
+                    | "incorrect"
+                    | "incorrectly"
+                    | "wrong"
+                    | "wrongly"
+                    | "broken"
+                    | "regression"
+                    | "raise"
+                    | "raises"
+                    | "raised"
+                    | "warning"
+                    | "warnings"
+                    | "unexpected"
+                    | "ignored"
+                    | "ignores"
+                    | "missing"
+                    | "doesn't"
+                    | "isn't"
+                    | "cannot"
+                    | "can't"
+                    | "not"
+            )
+        })
+}
+
 fn collect_identifiers(
     text: &str,
     out: &mut Vec<String>,

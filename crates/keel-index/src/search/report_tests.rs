@@ -183,6 +183,27 @@ fn spans_messages_and_titles() {
     assert!(!short.long);
 }
 
+#[test]
+fn a_title_describing_a_fault() {
+    for t in [
+        "Fix false positive for `unused-variable` in comprehensions",
+        "autodoc crashes on a property of a dataclass",
+        "Default values of keyword-only arguments are not rendered",
+        "sphinx-build doesn't pass -q to latexmk",
+        "KeyError is raised if a section title and a table title are the same",
+    ] {
+        assert!(Report::parse(t).fault, "{t}");
+    }
+    for t in [
+        "Add an option for condensed rendering of Literal types",
+        "Support for astropy.units",
+        "How to configure the cache directory",
+        "parse_config",
+    ] {
+        assert!(!Report::parse(t).fault, "{t}");
+    }
+}
+
 /// pyvista/pyvista#4314 (SWE-bench dev pyvista-4315), its `pv.Report()` block shortened.
 const ENVIRONMENT: &str = r#"Rectilinear grid does not allow Sequences as inputs
 ```python

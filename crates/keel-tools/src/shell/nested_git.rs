@@ -148,6 +148,19 @@ fn inspect(git: &Path) -> Vec<String> {
     reasons
 }
 
+/// Adds the owner's read and search bits to `dir` (a directory a command left unlistable) and
+/// lists it; `None` when that is not possible (not the owner).
+fn listable_again(dir: &Path) -> Option<std::fs::ReadDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    if !meta.is_dir() {
+        return None;
+    }
+    let mode = meta.permissions().mode() | 0o500;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).ok()?;
+    std::fs::read_dir(dir).ok()
+}
+
 /// Names git opens in every directory it walks (`git add`, `git status`, `ls-files
 /// --exclude-standard`): a FIFO there makes git wait forever — every snapshot then stalls
 /// until its deadline — and a device is opened.
@@ -161,7 +174,8 @@ const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
 /// [`MAX_ENTRIES`] entries are read (one directory of 310,000 files hid a repository planted
 /// beside it when entries counted alone); the `bool` is true when that stopped the search.
 /// Also collects into `specials` every [`READ_BY_GIT`] entry that is neither a regular file
-/// nor a symlink (git does not follow those).
+/// nor a symlink (git does not follow those), and every directory that cannot be listed even
+/// after its owner's read bit is put back.
 fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -172,8 +186,21 @@ fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool
         if dirs > MAX_DIRS {
             return (found, true);
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                // `chmod 111 x` hid `x/sub/.git` from this search while `cd x/sub` still worked
+                // (red-team pass 5, R5-10): the owner's read and search bits are put back (a
+                // directory of the user's own workspace), else the directory is reported.
+                match listable_again(&dir) {
+                    Some(e) => e,
+                    None => {
+                        specials.push(dir.clone());
+                        continue;
+                    }
+                }
+            }
+            Err(_) => continue,
         };
         let entries: Vec<_> = entries.flatten().collect();
         budget = budget.saturating_sub(entries.len());
@@ -236,6 +263,18 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
         let Ok(rel) = special.strip_prefix(workspace) else {
             continue;
         };
+        if std::fs::symlink_metadata(&special).is_ok_and(|m| m.is_dir()) {
+            // A directory that stayed unlistable: said, since nothing in it was checked.
+            out.push(Quarantined {
+                dir: rel.display().to_string(),
+                moved_to: String::new(),
+                entry: String::new(),
+                reasons: vec![
+                    "it cannot be listed, so Keel could not check it for planted repositories; do not run git inside it".to_string(),
+                ],
+            });
+            continue;
+        }
         if let Some(moved) = super::git_programs::quarantine(workspace, rel) {
             out.push(Quarantined {
                 dir: parent
@@ -421,6 +460,10 @@ pub fn report(moved: &[Quarantined]) -> Option<String> {
         "keel: the command left git repositories whose configuration runs programs, or files git cannot read safely; Keel moved them out of git's sight (any git, shell prompt or editor opening them would have run those programs or waited forever):",
     );
     for q in moved {
+        if q.moved_to.is_empty() {
+            text.push_str(&format!("\n- {}: {}", q.dir, q.reasons.join(", ")));
+            continue;
+        }
         text.push_str(&format!(
             "\n- {} ({}): `{}` moved to `{}`",
             q.dir,
