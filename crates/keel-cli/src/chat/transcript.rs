@@ -654,7 +654,7 @@ impl Transcript {
                     Span::styled("? approve ", theme.warn),
                     Span::styled(format!("{tool} "), theme.tool),
                     Span::styled(format!("({class})"), theme.warn),
-                    Span::raw(format!(": {summary}")),
+                    Span::raw(format!(": {}", approval_text(summary, self.expand_output))),
                 ])];
                 if !reason.is_empty() {
                     lines.push(Line::styled(format!("  {reason}"), theme.warn));
@@ -714,4 +714,26 @@ pub fn elapsed_text(ms: u64) -> String {
     } else {
         format!("{}m{:02}s", ms / 60_000, ms % 60_000 / 1000)
     }
+}
+
+/// Characters of an approval's call shown from its start, and from its end, when it is longer
+/// than both: the middle is cut (Ctrl-O shows it all). A 20 KB command wrapped into ~150
+/// lines put its first line — the payload — above the screen, and the person saw only padding
+/// and the question (red-team pass 5, R5-13).
+const APPROVAL_HEAD: usize = 1_200;
+const APPROVAL_TAIL: usize = 400;
+
+/// `summary` as an approval shows it: whole when short or `expanded`, else its head and tail
+/// with how much was left out between them.
+fn approval_text(summary: &str, expanded: bool) -> String {
+    let n = summary.chars().count();
+    if expanded || n <= APPROVAL_HEAD + APPROVAL_TAIL + 200 {
+        return summary.to_string();
+    }
+    let head: String = summary.chars().take(APPROVAL_HEAD).collect();
+    let tail: String = summary.chars().skip(n - APPROVAL_TAIL).collect();
+    format!(
+        "{head} … [{} characters not shown: Ctrl-O shows the whole call] … {tail}",
+        n - APPROVAL_HEAD - APPROVAL_TAIL
+    )
 }
