@@ -367,7 +367,7 @@ fn engine_tools(
     store: Arc<dyn keel_store::Store>,
 ) {
     // Session working memory: the loop answers it.
-    tools.register(crate::results::ReadResult);
+    tools.register(keel_results::ReadResult);
     // Saved memory the first message did not show: found by exact name.
     tools.register(keel_knowledge::memory::MemorySearch::new(store));
     if skills.listing().is_some() {

@@ -26,7 +26,6 @@ pub mod hooks;
 pub mod mcp;
 pub mod phase;
 pub mod process;
-pub mod results;
 mod run;
 pub mod runtime;
 mod session;
@@ -45,6 +44,10 @@ pub use keel_approval as approval;
 /// The fix tracker, the loop guard and the progress meter: the `keel-tracker` crate,
 /// re-exported under its old path.
 pub use keel_tracker as tracker;
+
+/// Session working memory (oversized tool results kept whole, `read_result`): the
+/// `keel-results` crate, re-exported under its old path.
+pub use keel_results as results;
 
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use emitter::{CollectingSink, Emitter, EventSink};

@@ -35,7 +35,7 @@ pub(crate) struct Parent<'a> {
     /// every child it opens.
     pub(crate) read_only: bool,
     /// The run's working memory: a long answer is kept whole there.
-    pub(crate) results: &'a mut crate::results::StoredResults,
+    pub(crate) results: &'a mut keel_results::StoredResults,
 }
 
 /// What children did for their parent's run since its last subagent call.

@@ -13,10 +13,7 @@ pub const BUILT_IN_ROLES: [&str; 3] = ["explorer", "worker", "reviewer"];
 
 /// Tools every child keeps (when its parent has them): finding deferred tools and reading a
 /// long result's rest.
-const ALWAYS: [&str; 2] = [
-    keel_tools::catalog::TOOL_SEARCH,
-    crate::results::READ_RESULT,
-];
+const ALWAYS: [&str; 2] = [keel_tools::catalog::TOOL_SEARCH, keel_results::READ_RESULT];
 
 /// The read-only roles' tools.
 const READ_TOOLS: [&str; 7] = [

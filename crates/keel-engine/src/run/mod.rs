@@ -68,7 +68,7 @@ pub(crate) struct Run<'a> {
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
     hooks: crate::hooks::Hooks,
     /// Oversized tool results kept whole for `read_result` (session working memory).
-    stored_results: crate::results::StoredResults,
+    stored_results: keel_results::StoredResults,
     /// The subagents this run opened (`agents`).
     agents: crate::agents::AgentPool,
 }
@@ -114,7 +114,7 @@ impl<'a> Run<'a> {
             files: Arc::default(),
             recovering: None,
             hooks: crate::hooks::builtin::for_run(engine, options),
-            stored_results: crate::results::StoredResults::default(),
+            stored_results: keel_results::StoredResults::default(),
             agents: crate::agents::AgentPool::new(
                 engine.config.agents.max_concurrent,
                 options.approvals.clone(),
@@ -306,7 +306,7 @@ impl<'a> Run<'a> {
 
     /// This run's result budget (`results::output_budget` for the window it knows now).
     pub(crate) fn output_budget(&self) -> usize {
-        crate::results::output_budget(
+        keel_results::output_budget(
             self.engine.config.agent.max_output_chars,
             self.budget.window,
         )
@@ -406,7 +406,7 @@ impl<'a> Run<'a> {
         if let Some(result) = self.hook_tool(call).await? {
             return Ok(Ok(result));
         }
-        if call.name == crate::results::READ_RESULT {
+        if call.name == keel_results::READ_RESULT {
             let limit = self.output_budget();
             return Ok(Ok(self.stored_results.read(&call.arguments, limit)));
         }
@@ -506,7 +506,7 @@ impl<'a> Run<'a> {
             let mut details = out.details;
             let original_chars = content.chars().count();
             // Over the result budget: stored whole, the model sees head, tail and handle.
-            let content = if call.name == crate::results::READ_RESULT {
+            let content = if call.name == keel_results::READ_RESULT {
                 content
             } else {
                 let limit = self.output_budget();

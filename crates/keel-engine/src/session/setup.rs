@@ -14,7 +14,7 @@ pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext
     let mut ctx = ToolContext::new(engine.workspace.clone());
     ctx.cancel = options.cancel.clone();
     ctx.max_output_chars =
-        crate::results::output_budget(engine.config.agent.max_output_chars, window(engine));
+        keel_results::output_budget(engine.config.agent.max_output_chars, window(engine));
     if engine.agent_scope.as_ref().is_some_and(|s| s.read_only) {
         // A read-only subagent's commands run in the read-only sandbox.
         ctx.sandbox = keel_tools::sandbox::SandboxPolicy::ReadOnly;

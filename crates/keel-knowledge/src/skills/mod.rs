@@ -378,7 +378,7 @@ pub fn activation_block(skill: &Skill, workspace: &Path, why: &str) -> String {
 }
 
 /// Tools that stay available whatever a skill restricts (the loop's own: `read_result` is
-/// keel-engine's `results::READ_RESULT`, which a test there checks).
+/// keel-results' `READ_RESULT`, which a test there checks).
 pub const ALWAYS_ALLOWED: &[&str] = &[SKILL_TOOL, "read_result", "tool_search"];
 
 /// The refusal for `tool` under the active restriction of `skill`, if it applies.
