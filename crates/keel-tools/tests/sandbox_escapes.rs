@@ -306,6 +306,47 @@ async fn workspace_write_keeps_git_and_keel_read_only_and_the_outside_untouched(
     assert_eq!(out.stdout.text(), "t\n", "{}", out.combined_text());
 }
 
+/// A workspace without `.keel` (a git repository with the index off: nothing of Keel's lives
+/// there yet) gets one before its first command, so no command can write the project
+/// configuration, rules or flows later sessions load as the repository's own (R5-7).
+#[tokio::test]
+async fn a_workspace_without_keel_cannot_get_one_from_a_command() {
+    if !landlock("a_workspace_without_keel_cannot_get_one_from_a_command")
+        || !have(
+            sandbox::support().mount_namespace.is_ok(),
+            "a_workspace_without_keel_cannot_get_one_from_a_command",
+            "no mount namespace (Keel not root and no unprivileged user namespaces): .keel is protected by the file tools only",
+        )
+    {
+        return;
+    }
+    let world = World::new();
+    std::fs::remove_dir_all(world.root().join(".keel")).unwrap();
+    let out = run(
+        world.root(),
+        SandboxPolicy::WorkspaceWrite,
+        false,
+        "mkdir -p .keel/flows && printf 'name: x\\n' > .keel/flows/x.yaml; \
+         echo '[agent]' > .keel/config.toml; mkdir -p .keel/rules && echo r > .keel/rules/a.md; \
+         echo ok > new.txt",
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(world.root().join("new.txt")).unwrap(),
+        "ok\n",
+        "the workspace stays writable: {}",
+        out.combined_text()
+    );
+    let keel = world.root().join(".keel");
+    assert!(keel.is_dir(), "Keel made .keel before the command");
+    let inside: Vec<_> = std::fs::read_dir(&keel).unwrap().collect();
+    assert!(
+        inside.is_empty(),
+        "a command wrote into .keel: {inside:?}\n{}",
+        out.combined_text()
+    );
+}
+
 #[tokio::test]
 async fn read_only_metadata_changes_are_refused_even_in_the_private_temp_dir() {
     if !landlock("read_only_metadata_changes_are_refused") {

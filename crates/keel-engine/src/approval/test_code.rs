@@ -15,6 +15,10 @@ use keel_fs::beneath::FileKind;
 use keel_fs::walk::{Visit, WalkOptions};
 use keel_tools::Workspace;
 
+/// Where Python keeps bytecode: passed over when looking for test code, looked into for code
+/// (Python loads a `.pyc` there in place of the module's source: red-team pass 5, R5-2).
+const BYTECODE_DIR: &str = "__pycache__";
+
 /// Directories never looked into: version control, dependencies, build output, virtual
 /// environments and caches (a runner does not load test code from them by convention).
 const SKIPPED_DIRS: &[&str] = &[
@@ -23,23 +27,7 @@ const SKIPPED_DIRS: &[&str] = &[
     "target",
     ".venv",
     "venv",
-    "__pycache__",
-    ".tox",
-    ".nox",
-    ".mypy_cache",
-    ".pytest_cache",
-    "dist",
-    ".next",
-];
-
-/// What the code scan passes over: the same, except `__pycache__`, whose bytecode Python loads
-/// in place of a module's source (red-team pass 5, R5-2).
-const CODE_SKIPPED_DIRS: &[&str] = &[
-    ".git",
-    "node_modules",
-    "target",
-    ".venv",
-    "venv",
+    BYTECODE_DIR,
     ".tox",
     ".nox",
     ".mypy_cache",
@@ -107,7 +95,7 @@ fn is_code(_dir: &str, name: &str) -> bool {
 /// The files a test run loads by convention whose status changed at or after `since`, with a
 /// fingerprint of (path, change time, size) of them all; `None` when there is none.
 pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<String>, String)> {
-    changed_where(ws, since, SKIPPED_DIRS, is_test_code).0
+    changed_where(ws, since, false, is_test_code).0
 }
 
 /// The code files of the workspace an interpreter may load (whatever path a script builds to
@@ -119,7 +107,7 @@ pub(super) fn code_changed_since(
     ws: &Workspace,
     since: SystemTime,
 ) -> Option<(Vec<String>, String)> {
-    match changed_where(ws, since, CODE_SKIPPED_DIRS, is_code) {
+    match changed_where(ws, since, true, is_code) {
         (Some(found), _) => Some(found),
         (None, false) => None,
         (None, true) => Some((
@@ -131,12 +119,12 @@ pub(super) fn code_changed_since(
     }
 }
 
-/// The files matching `wanted(dir, name)` whose status changed at or after `since`, and
-/// whether the walk stopped before the end (a huge tree, or one that could not be read).
+/// The files matching `wanted(dir, name)` whose status changed at or after `since` (looking
+/// into [`BYTECODE_DIR`] too when `into_bytecode`), and whether the walk stopped before the end (a huge tree, or one that could not be read).
 fn changed_where(
     ws: &Workspace,
     since: SystemTime,
-    skipped: &[&str],
+    into_bytecode: bool,
     wanted: fn(&str, &str) -> bool,
 ) -> (Option<(Vec<String>, String)>, bool) {
     let since_ns = since
@@ -152,7 +140,9 @@ fn changed_where(
         }
         let name = e.name().to_string_lossy();
         if e.is_dir() {
-            return if skipped.contains(&name.as_ref()) {
+            let skipped =
+                SKIPPED_DIRS.contains(&name.as_ref()) && !(into_bytecode && name == BYTECODE_DIR);
+            return if skipped {
                 Visit::Skip
             } else {
                 Visit::Continue

@@ -264,6 +264,7 @@ pub fn take_unavailable_notice() -> Option<String> {
 fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> mounts::View {
     let s = support();
     let protected = if policy == SandboxPolicy::WorkspaceWrite {
+        roots.make_keel_dir_protectable();
         roots.protected_paths()
     } else {
         Vec::new()

@@ -206,6 +206,21 @@ impl WritableRoots {
         out
     }
 
+    /// Creates the workspace's `.keel/` (empty) when it has none, so the read-only mount of
+    /// [`PROTECTED_DIRS`] applies to it from the first command on: a protected path that does
+    /// not exist when a command starts cannot be mounted read-only, and a command could then
+    /// write the project configuration, rules and flows later sessions load as the
+    /// repository's own (red-team R5-7: a git workspace with the index off never had one).
+    /// A workspace Keel cannot write is left as it is (its commands cannot write there either).
+    pub fn make_keel_dir_protectable(&self) {
+        if let Some(w) = &self.workspace {
+            let keel = w.join(".keel");
+            if keel.symlink_metadata().is_err() {
+                let _ = std::fs::create_dir(&keel);
+            }
+        }
+    }
+
     /// The paths inside the workspace (or absolute extra ones) made read-only to commands,
     /// those that exist.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
