@@ -643,21 +643,33 @@ impl Transcript {
                 lines
             }
             CellKind::Approval {
+                call_id,
                 tool,
                 summary,
                 class,
                 reason,
                 state,
-                ..
             } => {
                 let mut lines = vec![Line::from(vec![
                     Span::styled("? approve ", theme.warn),
                     Span::styled(format!("{tool} "), theme.tool),
                     Span::styled(format!("({class})"), theme.warn),
-                    Span::raw(format!(": {summary}")),
+                    Span::raw(format!(": {}", approval_text(summary, self.expand_output))),
                 ])];
                 if !reason.is_empty() {
                     lines.push(Line::styled(format!("  {reason}"), theme.warn));
+                }
+                // What a pending call writes, before the answer: the summary of a file tool
+                // names only its path (red-team pass 4, R4-6: a `curl … | sh` line added to
+                // README.md was asked about as "edit_file README.md").
+                if *state == ApprovalState::Pending {
+                    let args = self.cells.iter().find_map(|c| match &c.kind {
+                        CellKind::Tool { id, args, .. } if id == call_id => Some(args),
+                        _ => None,
+                    });
+                    for line in written_preview(args, self.expand_output) {
+                        lines.push(Line::styled(line, theme.dim));
+                    }
                 }
                 lines.push(match state {
                     ApprovalState::Pending => Line::styled(
@@ -714,4 +726,71 @@ pub fn elapsed_text(ms: u64) -> String {
     } else {
         format!("{}m{:02}s", ms / 60_000, ms % 60_000 / 1000)
     }
+}
+
+/// Lines of each written argument a pending approval shows before Ctrl-O.
+const PREVIEW_LINES: usize = 12;
+
+/// The text a call would write — the string arguments of a file tool that are not its path
+/// (`new_string`, `content`, `patch`, …) — each as `  key:` and its lines (`PREVIEW_LINES` of
+/// them unless `expanded`, with how many more there are).
+fn written_preview(args: Option<&Value>, expanded: bool) -> Vec<String> {
+    const WRITTEN: &[&str] = &[
+        "old_string",
+        "new_string",
+        "content",
+        "text",
+        "patch",
+        "input",
+        "lines",
+    ];
+    let Some(map) = args.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for key in WRITTEN {
+        let Some(text) = map.get(*key).and_then(Value::as_str) else {
+            continue;
+        };
+        out.push(format!("  {key}:"));
+        let all: Vec<&str> = text.lines().collect();
+        let shown = if expanded {
+            all.len()
+        } else {
+            all.len().min(PREVIEW_LINES)
+        };
+        for l in &all[..shown] {
+            let l: String = l.chars().take(400).collect();
+            out.push(format!("  │ {l}"));
+        }
+        if shown < all.len() {
+            out.push(format!(
+                "  │ … {} more lines (Ctrl-O shows them)",
+                all.len() - shown
+            ));
+        }
+    }
+    out
+}
+
+/// Characters of an approval's call shown from its start, and from its end, when it is longer
+/// than both: the middle is cut (Ctrl-O shows it all). A 20 KB command wrapped into ~150
+/// lines put its first line — the payload — above the screen, and the person saw only padding
+/// and the question (red-team pass 5, R5-13).
+const APPROVAL_HEAD: usize = 1_200;
+const APPROVAL_TAIL: usize = 400;
+
+/// `summary` as an approval shows it: whole when short or `expanded`, else its head and tail
+/// with how much was left out between them.
+fn approval_text(summary: &str, expanded: bool) -> String {
+    let n = summary.chars().count();
+    if expanded || n <= APPROVAL_HEAD + APPROVAL_TAIL + 200 {
+        return summary.to_string();
+    }
+    let head: String = summary.chars().take(APPROVAL_HEAD).collect();
+    let tail: String = summary.chars().skip(n - APPROVAL_TAIL).collect();
+    format!(
+        "{head} … [{} characters not shown: Ctrl-O shows the whole call] … {tail}",
+        n - APPROVAL_HEAD - APPROVAL_TAIL
+    )
 }
