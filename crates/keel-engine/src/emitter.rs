@@ -147,3 +147,12 @@ impl Emitter {
         Ok(event)
     }
 }
+
+/// The approval gate records what it asks and what it was told as the session's events.
+impl keel_approval::Events for Emitter {
+    type Error = EngineError;
+
+    async fn emit(&self, kind: EventKind) -> Result<(), EngineError> {
+        Emitter::emit(self, kind).await.map(|_| ())
+    }
+}

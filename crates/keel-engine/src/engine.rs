@@ -320,7 +320,7 @@ pub struct RunOptions {
     pub ask_user: Option<SharedUserPrompt>,
     /// Asks a person before risky tool calls (`[approval]`); without it every call the
     /// sandbox allows runs.
-    pub approvals: Option<Arc<crate::approval::ApprovalGate>>,
+    pub approvals: Option<Arc<keel_approval::ApprovalGate>>,
     /// The id this run's events carry (a fresh one when unset).
     pub run_id: Option<String>,
     /// The run that started this one (a subagent's parent turn).

@@ -12,7 +12,6 @@
 //! HTTP (keel-llm), how tools touch files (keel-tools) or how events are stored (keel-store).
 
 pub mod agents;
-pub mod approval;
 pub mod blockers;
 mod calls;
 pub mod compaction;
@@ -23,7 +22,6 @@ pub mod fallback;
 mod finish;
 pub mod gates;
 mod guardrails;
-pub mod head;
 pub mod hooks;
 pub mod mcp;
 pub mod phase;
@@ -33,13 +31,20 @@ mod run;
 pub mod runtime;
 mod session;
 pub mod time;
-pub mod tracker;
 pub mod verify;
 
 /// What Keel tells the model about a project (the layered prompt, rules, constitution,
 /// skills, memory, the context dashboard): the `keel-knowledge` crate, re-exported under the
 /// paths front ends have always used.
-pub use keel_knowledge::{constitution, context, frontmatter, memory, prompt, rules, skills};
+pub use keel_knowledge::{constitution, context, frontmatter, head, memory, prompt, rules, skills};
+
+/// Which tool calls wait for a person, and the waiting: the `keel-approval` crate,
+/// re-exported under the path front ends have always used.
+pub use keel_approval as approval;
+
+/// The fix tracker, the loop guard and the progress meter: the `keel-tracker` crate,
+/// re-exported under its old path.
+pub use keel_tracker as tracker;
 
 pub use blockers::{BlockerInfo, UserPrompt};
 pub use emitter::{CollectingSink, Emitter, EventSink};

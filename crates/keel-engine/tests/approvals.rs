@@ -422,7 +422,7 @@ turns:
     let EventKind::ApprovalRequested { summary, .. } = &first.kind else {
         panic!()
     };
-    assert!(summary.contains("gen.py (the script)"), "{summary}");
+    assert!(summary.contains("gen.py (a program file)"), "{summary}");
     s.handle
         .submit(Op::Approve {
             call_id: "p1".into(),

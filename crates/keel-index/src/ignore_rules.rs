@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -17,6 +18,18 @@ use keel_fs::project::ProjectDir;
 
 /// Largest ignore file read (bigger ones are left out).
 const MAX_IGNORE_FILE: u64 = 1024 * 1024;
+
+/// Rules one workspace's ignore files may add in all (git needs none of these bounds: its
+/// wildmatch is cheap per rule; here every rule becomes part of a compiled glob set, and 32
+/// files of 1 MB of `**/c*a*j*…*/**` lines made one `grep` call take 356 s and 1.3 GB —
+/// red-team pass 5, R5-6). Past the budget, further rules are left out: a file that should be
+/// ignored may then be walked, never the other way round for a path git would show.
+const MAX_RULES: usize = 20_000;
+/// Wildcards (`*`, `?`, `[`) all of a workspace's rules may hold together.
+const MAX_WILDCARDS: usize = 40_000;
+/// A rule with more wildcards than this, or longer than [`MAX_RULE_LEN`], is left out.
+const MAX_RULE_WILDCARDS: usize = 16;
+const MAX_RULE_LEN: usize = 1024;
 
 /// Turns off the walker's own reading of ignore files (see the module docs); the caller
 /// filters with [`IgnoreRules::ignored`].
@@ -37,6 +50,11 @@ pub struct IgnoreRules {
     project: Option<ProjectDir>,
     /// Workspace-relative directory ("" for the root) → its rules (`None`: it has none).
     dirs: RwLock<HashMap<String, Option<Arc<Gitignore>>>>,
+    /// What is left of [`MAX_RULES`] and [`MAX_WILDCARDS`].
+    rules_left: AtomicUsize,
+    wildcards_left: AtomicUsize,
+    /// Rules left out by the bounds (for a note).
+    left_out: AtomicUsize,
 }
 
 impl IgnoreRules {
@@ -46,7 +64,41 @@ impl IgnoreRules {
             root: root.to_path_buf(),
             project: ProjectDir::open(root).ok(),
             dirs: RwLock::new(HashMap::new()),
+            rules_left: AtomicUsize::new(MAX_RULES),
+            wildcards_left: AtomicUsize::new(MAX_WILDCARDS),
+            left_out: AtomicUsize::new(0),
         }
+    }
+
+    /// How many rules the bounds left out so far (too long, too many wildcards, or past the
+    /// workspace's budget).
+    pub fn rules_left_out(&self) -> usize {
+        self.left_out.load(Ordering::Relaxed)
+    }
+
+    /// Takes one rule from the budget: false (and counted as left out) when it is too costly
+    /// or the budget is spent.
+    fn admit(&self, line: &str) -> bool {
+        let rule = line.trim();
+        if rule.is_empty() || rule.starts_with('#') {
+            return true;
+        }
+        let wild = rule
+            .bytes()
+            .filter(|b| matches!(b, b'*' | b'?' | b'['))
+            .count();
+        let take = |left: &AtomicUsize, n: usize| {
+            left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(n))
+                .is_ok()
+        };
+        let ok = rule.len() <= MAX_RULE_LEN
+            && wild <= MAX_RULE_WILDCARDS
+            && take(&self.rules_left, 1)
+            && take(&self.wildcards_left, wild);
+        if !ok {
+            self.left_out.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
     }
 
     /// Whether `rel` (workspace-relative, `/`-separated) is ignored by the rules of the
@@ -113,7 +165,9 @@ impl IgnoreRules {
             any = true;
             let from = Some(base.join(file));
             for line in text.lines() {
-                let _ = builder.add_line(from.clone(), line);
+                if self.admit(line) {
+                    let _ = builder.add_line(from.clone(), line);
+                }
             }
         }
         if !any {
@@ -163,5 +217,58 @@ mod tests {
         assert!(!rules.ignored("web/x.ts", false));
         assert!(rules.ignored_or_parent("build/out/a.o", false));
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    /// R5-6: ignore files full of costly glob rules (40 wildcards a line, 1 MB a file, one in
+    /// each of 32 directories) cost a walk minutes and over a gigabyte; the budget keeps a walk
+    /// of such a tree to a moment, and ordinary rules still apply.
+    #[test]
+    fn costly_ignore_files_are_bounded() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let letters: Vec<String> = (0..40)
+            .map(|i| ((b'a' + (i % 26) as u8) as char).to_string())
+            .collect();
+        let costly = format!("**/{}/**\n", letters.join("*"));
+        let mut text = String::from("*.log\n");
+        while text.len() + costly.len() < 1024 * 1024 - 4096 {
+            text.push_str(&costly);
+        }
+        // Many cheap rules with a few wildcards each, past the budget too.
+        let mut cheap = String::new();
+        for i in 0..2000 {
+            cheap.push_str(&format!("gen{i}/*.t?p\n"));
+        }
+        let mut paths = Vec::new();
+        for d in 0..32 {
+            let sub = dir.path().join(format!("d{d}"));
+            std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(
+                sub.join(".gitignore"),
+                if d % 2 == 0 { &text } else { &cheap },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            for f in 0..60 {
+                paths.push(format!("d{d}/f{f}.py"));
+            }
+        }
+        std::fs::write(dir.path().join(".gitignore"), "*.log\n").unwrap_or_else(|e| panic!("{e}"));
+        let started = std::time::Instant::now();
+        let rules = IgnoreRules::new(dir.path());
+        let ignored = paths.iter().filter(|p| rules.ignored(p, false)).count();
+        let took = started.elapsed();
+        assert_eq!(ignored, 0, "no .py file matches any rule");
+        assert!(
+            rules.ignored("d3/x.log", false),
+            "the root's rules still apply"
+        );
+        assert!(
+            rules.ignored("d1/gen7/a.tmp", false),
+            "cheap rules within budget apply"
+        );
+        assert!(rules.rules_left_out() > 0);
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "matching 1,920 paths under 32 costly ignore files took {took:?}"
+        );
     }
 }

@@ -8,6 +8,8 @@
 //!   skills ([`skills`]), saved memory and promoted lessons ([`memory`]).
 //! - The enforceable law of a repository ([`constitution`]): protected paths and forbidden
 //!   commands, checked before a tool runs.
+//! - [`head`]: the compact head (a short base prompt and the few tools a small model needs)
+//!   for a window too small for the full one.
 //! - [`context`]: every layer with its source, size and placement, for `keel context` and
 //!   `/context`, computed by the same functions the engine uses.
 //!
@@ -18,6 +20,7 @@
 pub mod constitution;
 pub mod context;
 pub mod frontmatter;
+pub mod head;
 pub mod memory;
 pub mod prompt;
 pub mod rules;

@@ -16,5 +16,7 @@ pub use event::{
     ChildUsage, DeltaChannel, ErrorCode, ErrorInfo, Event, EventKind, SessionStatus, files_written,
 };
 pub use hash::fnv1a;
-pub use message::{ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage};
+pub use message::{
+    ContentBlock, Message, Role, ToolCall, ToolResult, ToolSpec, Usage, canonical_args,
+};
 pub use op::{ApprovalScope, Attachment, Op, Submission};

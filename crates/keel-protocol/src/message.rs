@@ -102,6 +102,23 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
+/// A call's arguments as canonical JSON (object keys sorted), so equal calls compare equal
+/// whatever order the model wrote the keys in.
+pub fn canonical_args(value: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                let ordered: std::collections::BTreeMap<&String, Value> =
+                    map.iter().map(|(k, v)| (k, sorted(v))).collect();
+                Value::Object(ordered.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
 /// What a tool call produced, as shown to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {

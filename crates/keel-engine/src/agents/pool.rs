@@ -59,7 +59,7 @@ pub(crate) struct AgentPool {
     /// Every child this run opened (closed ones too), for `session_finished.children`.
     summary: BTreeMap<String, ChildUsage>,
     /// The session's approval gate: children ask through it too.
-    approvals: Option<Arc<crate::approval::ApprovalGate>>,
+    approvals: Option<Arc<keel_approval::ApprovalGate>>,
 }
 
 struct Child {
@@ -101,7 +101,7 @@ impl TurnEnd {
 impl AgentPool {
     pub(crate) fn new(
         max_concurrent: usize,
-        approvals: Option<Arc<crate::approval::ApprovalGate>>,
+        approvals: Option<Arc<keel_approval::ApprovalGate>>,
     ) -> Self {
         Self {
             children: BTreeMap::new(),

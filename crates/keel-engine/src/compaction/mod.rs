@@ -27,8 +27,11 @@ mod summary;
 pub use on_demand::CompactReport;
 pub(crate) use on_demand::{CHECKPOINT_PREFIX, compact_session, working_context};
 
+use std::sync::Arc;
+
 use keel_llm::tokens::{estimate_message, estimate_request};
 use keel_protocol::{EventKind, Message, ToolSpec, Usage};
+use serde::{Deserialize, Serialize};
 
 pub(crate) use stages::has_block;
 pub use stages::{
@@ -133,27 +136,53 @@ impl ContextBudget {
     }
 }
 
-/// State compaction keeps across compactions within a run.
-#[derive(Debug)]
-pub struct Compactor {
-    pub budget: ContextBudget,
+/// What compaction carries from one compaction to the next within a session: the running
+/// summary (a later summary builds on it) and the notes its block keeps. The compaction hook
+/// owns it for a run (`guardrails/compaction.rs`); an on-demand compaction's checkpoint stores
+/// it for later turns ([`on_demand`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Carry {
     /// The latest summary of earlier work.
     pub(crate) summary: Option<String>,
     /// Assistant text of dropped dead-end steps (decisions, findings).
+    #[serde(default)]
     pub(crate) notes: Vec<String>,
     /// The user's messages that were folded into a summary.
+    #[serde(default)]
     pub(crate) user_notes: Vec<String>,
 }
 
-impl Compactor {
-    pub fn new(budget: ContextBudget) -> Self {
+/// The context window as the loop knows it at a hook point, with the head every request sends
+/// (system prompt and tool catalog): what a compaction measures a working context against.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub(crate) budget: ContextBudget,
+    system: Arc<str>,
+    tools: Arc<[ToolSpec]>,
+}
+
+impl Window {
+    pub(crate) fn new(budget: ContextBudget, system: Arc<str>, tools: Arc<[ToolSpec]>) -> Self {
         Self {
             budget,
-            summary: None,
-            notes: Vec::new(),
-            user_notes: Vec::new(),
+            system,
+            tools,
         }
     }
+
+    /// The calibrated size of a request sending `messages`.
+    pub fn tokens(&self, messages: &[Message]) -> u64 {
+        self.budget
+            .request_tokens(&self.system, &self.tools, messages)
+    }
+}
+
+/// A compacted working context a hook hands the loop ([`crate::hooks::HookAction::Compact`]):
+/// the messages the next request sends instead, and what changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) done: Compacted,
 }
 
 /// What one compaction changed.

@@ -7,11 +7,11 @@
 use keel_protocol::{Event, EventKind, Message, SessionStatus};
 use serde::{Deserialize, Serialize};
 
-use super::Compactor;
+use super::Carry;
 use crate::ending::Interrupt;
 use crate::engine::{Engine, RunOptions};
 use crate::run::Run;
-use crate::session::{compactor, give_back, take_lease, tool_context};
+use crate::session::{budget, give_back, take_lease, tool_context};
 use crate::{Emitter, EngineError};
 use keel_protocol::files_written;
 
@@ -26,34 +26,6 @@ struct Checkpoint {
     messages: Vec<Message>,
     #[serde(flatten)]
     carry: Carry,
-}
-
-/// What compaction carries from one compaction to the next: the running summary (a later
-/// summary builds on it) and the notes its block keeps.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct Carry {
-    summary: Option<String>,
-    #[serde(default)]
-    notes: Vec<String>,
-    #[serde(default)]
-    user_notes: Vec<String>,
-}
-
-impl Carry {
-    fn of(c: &Compactor) -> Self {
-        Self {
-            summary: c.summary.clone(),
-            notes: c.notes.clone(),
-            user_notes: c.user_notes.clone(),
-        }
-    }
-
-    /// Puts this state back into a run's compactor.
-    pub(crate) fn restore(self, c: &mut Compactor) {
-        c.summary = self.summary;
-        c.notes = self.notes;
-        c.user_notes = self.user_notes;
-    }
 }
 
 /// What an on-demand compaction did.
@@ -135,7 +107,7 @@ async fn compact_held(
         engine,
         &emitter,
         tool_context(engine, options),
-        compactor(engine),
+        budget(engine),
         options,
     );
     run.continue_from(
@@ -144,7 +116,7 @@ async fn compact_held(
         record.iterations,
         files_written(&events),
     );
-    carry.restore(run.compactor_mut());
+    run.carry_on(&carry);
     let before = run.context_tokens();
     let nothing = CompactReport {
         tokens_before: before,
@@ -172,7 +144,7 @@ async fn compact_held(
     let checkpoint = Checkpoint {
         covered,
         messages: run.messages().to_vec(),
-        carry: Carry::of(run.compactor()),
+        carry: run.carried(),
     };
     let text = serde_json::to_string(&checkpoint)
         .map_err(|e| EngineError::Internal(format!("cannot encode the checkpoint: {e}")))?;

@@ -10,7 +10,7 @@ use keel_tools::ToolEffect;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::tracker::{OpenError, call_key, call_target, key_line};
+use keel_tracker::{OpenError, call_key, call_target, key_line};
 
 /// Tool calls (with their results) that are never compacted, in a window of
 /// [`FULL_TAIL_WINDOW`] tokens or more.

@@ -7,7 +7,7 @@ use keel_protocol::{ContentBlock, Message, Role, Usage};
 
 use super::stages::calls_by_id;
 use crate::ending::Interrupt;
-use crate::tracker::{call_target, key_line};
+use keel_tracker::{call_target, key_line};
 
 /// Upper bound of the transcript excerpt sent to a summariser.
 const MAX_SUMMARY_INPUT_CHARS: usize = 48_000;

@@ -13,8 +13,8 @@ use keel_protocol::ToolCall;
 use keel_tools::{ToolRegistry, Workspace};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::ApprovalGate;
 use crate::hooks::{Hook, HookAction, HookContext, ToolResultView};
+use keel_approval::ApprovalGate;
 
 /// The session's approval gate, asked for one run's calls.
 pub(crate) struct ApprovalHook {

@@ -5,6 +5,7 @@
 
 pub(crate) mod approval;
 pub(crate) mod blockers;
+pub(crate) mod compaction;
 pub(crate) mod constitution;
 pub(crate) mod phase;
 pub(crate) mod rules;

@@ -1,4 +1,4 @@
-//! The loop guard, the fix tracker and the progress meter as a hook (`crate::tracker` holds
+//! The loop guard, the fix tracker and the progress meter as a hook (`keel_tracker` holds
 //! their data structures): a workspace read made again with nothing changed since is answered
 //! with its earlier result; any other call made [`IDENTICAL_CALL_LIMIT`] times in a row ends
 //! the attempt (`loop_detected`); failed attempts are counted by error signature and file and
@@ -6,7 +6,7 @@
 //! new successful calls are progress (a run out of steps while progressing is blocked, not
 //! failed).
 //!
-//! [`IDENTICAL_CALL_LIMIT`]: crate::tracker::IDENTICAL_CALL_LIMIT
+//! [`IDENTICAL_CALL_LIMIT`]: keel_tracker::IDENTICAL_CALL_LIMIT
 
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +19,7 @@ use crate::blockers::{BlockerDraft, BlockerSource, credentials_blocker};
 use crate::compaction::Facts;
 use crate::ending::Failure;
 use crate::hooks::{Hook, HookAction, HookContext, HookEnd, ToolResultView};
-use crate::tracker::{
+use keel_tracker::{
     FixTracker, LoopGuard, PROGRESS_WINDOW, Progress, REPEATABLE_TOOLS, RepeatAnswer, call_target,
 };
 

@@ -19,7 +19,6 @@ use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio_util::sync::CancellationToken;
 
 use super::lock;
-use crate::approval::ApprovalGate;
 use crate::ending::Failure;
 use crate::hooks::{Hook, HookAction, HookContext, HookEnd, ToolResultView};
 use crate::process::{CommandSpec, run_command_with_timeout};
@@ -27,6 +26,7 @@ use crate::verify::{
     EVENT_OUTPUT_CHARS, Gate, GatePlan, GateResult, feedback, gate_line, sandbox_cause,
 };
 use crate::{Emitter, EngineError};
+use keel_approval::ApprovalGate;
 
 /// A correction round in progress: what the model was asked to fix.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,21 +1,21 @@
-//! The registration of every guardrail, in order ([`standard`]), and the built-in guardrails
-//! not yet moved to their own [`Hook`] in `crate::guardrails` (those still work on the run's
-//! state: compaction's hook body lives in `compaction`). The loop guard and fix tracker,
-//! blockers and finish checks, rules, a subagent's scope, skills, the constitution, the
-//! plan_exec phase policy, final verification, approval and snapshots are `Hook`s
-//! (`crate::guardrails`).
+//! The registration of every guardrail, in order ([`standard`]), and the shapes the loop's
+//! hook points share. Every built-in guardrail — the loop guard and fix tracker, blockers and
+//! finish checks, rules, a subagent's scope, skills, the constitution, the plan_exec phase
+//! policy, compaction, final verification, approval and snapshots — is a [`Hook`] in
+//! `crate::guardrails`, made for each run.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use keel_protocol::ToolDetails;
 
-use super::Hook;
+use super::{Hook, Hooks};
 use crate::ending::Ending;
 use crate::engine::{Engine, RunOptions};
 use crate::guardrails::{
     approval::ApprovalHook,
     blockers::BlockersHook,
+    compaction::CompactionHook,
     constitution::ConstitutionHook,
     phase::{PhaseHook, PhaseParts},
     rules::RulesHook,
@@ -68,18 +68,10 @@ pub(crate) enum Finish {
     End(Ending),
 }
 
-/// The built-in guardrails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Builtin {
-    /// Compaction of the working context before a request (`compaction`).
-    Compaction,
-}
-
-/// One registered hook: a built-in guardrail still on the run's state, a guardrail [`Hook`]
-/// made for each run (from the engine's parts), or a custom hook shared by every run.
+/// One registered hook: a guardrail [`Hook`] made for each run (from the engine's parts), or
+/// a custom hook shared by every run.
 #[derive(Clone)]
 pub(crate) enum Slot {
-    Builtin(Builtin),
     Guardrail(fn(&Engine, &RunOptions) -> Arc<dyn Hook>),
     Custom(Arc<dyn Hook>),
 }
@@ -87,30 +79,23 @@ pub(crate) enum Slot {
 impl std::fmt::Debug for Slot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Slot::Builtin(b) => write!(f, "{b:?}"),
             Slot::Guardrail(_) => write!(f, "Guardrail"),
             Slot::Custom(h) => write!(f, "Custom({})", h.name()),
         }
     }
 }
 
-/// A run's hooks, in order: what [`Slot`]s become when a run starts.
-#[derive(Clone)]
-pub(crate) enum Active {
-    Builtin(Builtin),
-    Hook(Arc<dyn Hook>),
-}
-
 /// The run's hooks: each guardrail [`Hook`] made fresh (it owns this run's state).
-pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Arc<[Active]> {
-    standard(engine.phase_policy.is_some(), &engine.hooks)
-        .iter()
-        .map(|slot| match slot {
-            Slot::Builtin(b) => Active::Builtin(*b),
-            Slot::Guardrail(make) => Active::Hook(make(engine, options)),
-            Slot::Custom(h) => Active::Hook(h.clone()),
-        })
-        .collect()
+pub(crate) fn for_run(engine: &Engine, options: &RunOptions) -> Hooks {
+    Hooks(
+        standard(engine.phase_policy.is_some(), &engine.hooks)
+            .iter()
+            .map(|slot| match slot {
+                Slot::Guardrail(make) => make(engine, options),
+                Slot::Custom(h) => h.clone(),
+            })
+            .collect(),
+    )
 }
 
 /// Stands in for the phase policy of an engine without one (never: the slot is registered
@@ -161,7 +146,14 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
             None => Arc::new(NoPhases),
         }));
     }
-    slots.push(Slot::Builtin(Builtin::Compaction));
+    slots.push(Slot::Guardrail(|e, o| {
+        Arc::new(CompactionHook::new(
+            e.provider.clone(),
+            e.auxiliary.clone(),
+            e.tools.clone(),
+            o.cancel.clone(),
+        ))
+    }));
     slots.extend(custom.iter().cloned().map(Slot::Custom));
     slots.push(Slot::Guardrail(|e, o| {
         Arc::new(VerifyHook::new(

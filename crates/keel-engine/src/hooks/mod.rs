@@ -20,19 +20,20 @@
 
 pub(crate) mod builtin;
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_phase::{CommandAccess, Phase};
-use keel_protocol::{Event, Message, ToolCall, ToolDetails};
+use keel_protocol::{Event, Message, ToolCall, ToolDetails, Usage};
 use keel_tools::{ToolError, ToolOutput};
 
 use crate::blockers::BlockerDraft;
-use crate::compaction::Facts;
-use crate::ending::{Ending, Failure};
+use crate::compaction::{Carry, Compaction, Facts, Window};
+use crate::ending::{Ending, Failure, Interrupt};
 
 /// What a hook wants at its point.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum HookAction {
     /// Nothing to add; the next hook decides.
     #[default]
@@ -59,6 +60,10 @@ pub enum HookAction {
     /// sandbox (a hook may only narrow a call's access; no later hook widens it). Elsewhere
     /// it acts as [`HookAction::Continue`].
     RunReadOnly,
+    /// `before_request` and [`Hook::compact`]: the working context becomes this compacted one
+    /// (the store keeps everything; the loop records the `compaction` event). Elsewhere it
+    /// acts as [`HookAction::Continue`]. Made by the compaction guardrail.
+    Compact(Box<Compaction>),
 }
 
 /// How a guardrail ends the attempt ([`HookAction::End`]). Built-in guardrails make these
@@ -116,19 +121,66 @@ pub struct HookContext {
     /// The run's event stream: a hook's own events (final verification's `verification`
     /// events, an approval it asks for) are stored and published like the loop's.
     pub events: crate::Emitter,
-    /// Where a hook reports that the run cannot go on ([`HookContext::fail`]).
+    /// The context window as the loop knows it now, and the head every request sends.
+    pub(crate) window: Window,
+    /// Files the session created or modified so far.
+    pub(crate) files: Arc<BTreeSet<String>>,
+    /// The run's hooks, in order (what they add to a compaction's facts).
+    pub(crate) hooks: Hooks,
+    /// Where a hook reports back to the loop ([`HookContext::fail`]).
     pub(crate) fault: Fault,
 }
 
-/// A failure of the engine's own machinery a hook ran into (the store could not record its
-/// event): the loop ends the run with it as soon as the hook returns.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Fault(std::sync::Arc<std::sync::Mutex<Option<crate::EngineError>>>);
+/// A run's hooks, in order: each guardrail [`Hook`] made for this run (it owns this run's
+/// state), the custom hooks shared by every run between them.
+#[derive(Clone)]
+pub(crate) struct Hooks(pub(crate) Arc<[Arc<dyn Hook>]>);
+
+impl Hooks {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<dyn Hook>> {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|h| h.name()))
+            .finish()
+    }
+}
+
+/// What a hook reports back to the loop: a failure of the engine's own machinery it ran into
+/// (the store could not record its event; a compaction's summary request failed or was
+/// cancelled), which ends the run as soon as the hook returns, and model usage it spent on
+/// the run's behalf (a compaction's summary requests).
+#[derive(Clone, Default)]
+pub(crate) struct Fault(Arc<Mutex<Reported>>);
+
+#[derive(Default)]
+struct Reported {
+    interrupt: Option<Interrupt>,
+    spent: Usage,
+}
+
+impl std::fmt::Debug for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fault")
+    }
+}
 
 impl Fault {
-    /// The failure reported since the last look, if any.
-    pub(crate) fn take(&self) -> Option<crate::EngineError> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    fn reported(&self) -> std::sync::MutexGuard<'_, Reported> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The failure reported since the last look, if any, and the usage spent since then.
+    pub(crate) fn take(&self) -> (Option<Interrupt>, Usage) {
+        let mut reported = self.reported();
+        (
+            reported.interrupt.take(),
+            std::mem::take(&mut reported.spent),
+        )
     }
 }
 
@@ -137,10 +189,34 @@ impl HookContext {
     /// its event). The loop ends the run with `error` when the hook returns, as if the loop
     /// itself had failed (the first report wins).
     pub fn fail(&self, error: crate::EngineError) {
-        let mut slot = self.fault.0.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(error);
+        self.interrupt(Interrupt::Engine(error));
+    }
+
+    /// Like [`HookContext::fail`], with any way a step stops early (a compaction's summary
+    /// request that failed or was cancelled).
+    pub(crate) fn interrupt(&self, interrupt: Interrupt) {
+        let mut reported = self.fault.reported();
+        if reported.interrupt.is_none() {
+            reported.interrupt = Some(interrupt);
         }
+    }
+
+    /// Model usage the hook spent on the run's behalf (it counts for the session).
+    pub(crate) fn spend(&self, usage: &Usage) {
+        self.fault.reported().spent.add(usage);
+    }
+
+    /// What a compaction's summary must keep: the files changed so far and what the hooks
+    /// add ([`Hook::compaction_facts`]: the fix tracker's open errors).
+    pub(crate) fn facts(&self) -> Facts {
+        let mut facts = Facts {
+            files: self.files.iter().cloned().collect(),
+            open_errors: Vec::new(),
+        };
+        for h in self.hooks.iter() {
+            h.compaction_facts(&mut facts);
+        }
+        facts
     }
 }
 
@@ -169,7 +245,8 @@ pub trait Hook: Send + Sync {
     /// A short name for logs and errors.
     fn name(&self) -> &str;
 
-    /// Before each model request (after compaction).
+    /// Before each model request (compaction is one: a hook may answer
+    /// [`HookAction::Compact`]).
     fn before_request<'a>(&'a self, _cx: &'a HookContext) -> BoxFuture<'a, HookAction> {
         Box::pin(async { HookAction::Continue })
     }
@@ -282,6 +359,22 @@ pub trait Hook: Send + Sync {
     /// A compaction summarises earlier work: add what this guardrail knows that the summary
     /// must keep (the fix tracker's open errors).
     fn compaction_facts(&self, _facts: &mut Facts) {}
+
+    /// The loop needs the working context compacted now: the `compact` operation, or a
+    /// request the server refused as too large (`force`: through every stage that applies,
+    /// whatever the threshold). A hook that compacts answers [`HookAction::Compact`].
+    fn compact<'a>(&'a self, _cx: &'a HookContext, _force: bool) -> BoxFuture<'a, HookAction> {
+        Box::pin(async { HookAction::Continue })
+    }
+
+    /// What this hook carries from one compaction to the next (an on-demand compaction's
+    /// checkpoint stores it); `None`: not a compacting hook.
+    fn carried(&self) -> Option<Carry> {
+        None
+    }
+
+    /// A stored session goes on from a compaction checkpoint: what compaction carried then.
+    fn carry_on(&self, _carry: &Carry) {}
 
     /// A new session's first message: blocks to add to its context (after the project's
     /// layers), in hook order.

@@ -24,7 +24,9 @@ impl Run<'_> {
         };
         let (out, work) = self.agents.call(call, &mut parent).await;
         self.usage.add(&work.usage);
-        self.files.extend(work.files);
+        if !work.files.is_empty() {
+            std::sync::Arc::make_mut(&mut self.files).extend(work.files);
+        }
         (out, work.changed)
     }
 

@@ -3,20 +3,13 @@
 use keel_protocol::{Message, ToolCall};
 use keel_tools::{ToolError, ToolOutput};
 
-use crate::hooks::builtin::{Active, Builtin, Dispatch, Finish, Outcome, Stop};
-use crate::hooks::{Fault, Hook, HookAction, HookContext, HookEnd, ToolResultView};
-
-/// Ends the run with what a hook reported through [`HookContext::fail`], if it did.
-fn faulted(cx: &HookContext) -> Result<(), EngineError> {
-    match cx.fault.take() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
 use super::Run;
 use crate::EngineError;
 use crate::blockers::{BlockerDraft, BlockerSource};
+use crate::compaction::{Carry, Compacted, Compaction, Window};
 use crate::ending::{Ending, Interrupt};
+use crate::hooks::builtin::{Dispatch, Finish, Outcome, Stop};
+use crate::hooks::{Fault, Hook, HookAction, HookContext, HookEnd, ToolResultView};
 use keel_phase::CommandAccess;
 
 /// The blocker a hook's [`HookAction::Stop`] raises.
@@ -40,36 +33,96 @@ impl Run<'_> {
             messages: self.messages.clone(),
             output_budget: self.output_budget(),
             events: self.emitter.clone(),
+            window: Window::new(
+                self.budget.clone(),
+                self.system_prompt.clone(),
+                self.tools.clone(),
+            ),
+            files: self.files.clone(),
+            hooks: self.hooks.clone(),
             fault: Fault::default(),
         }
     }
 
-    /// Before a model request. `Some`: a hook ended the attempt.
+    /// Takes what a hook reported back: the usage it spent counts for the run; a failure it
+    /// reported ([`HookContext::fail`]) ends the run.
+    fn settle(&mut self, cx: &HookContext) -> Result<(), Interrupt> {
+        let (interrupt, spent) = cx.fault.take();
+        self.usage.add(&spent);
+        interrupt.map_or(Ok(()), Err)
+    }
+
+    /// [`Run::settle`] at a point that ends only with the engine's own failures (compaction,
+    /// which may report a model's, runs only before a request).
+    fn settled(&mut self, cx: &HookContext) -> Result<(), EngineError> {
+        match self.settle(cx) {
+            Ok(()) | Err(Interrupt::Cancelled) => Ok(()),
+            Err(Interrupt::Engine(e)) => Err(e),
+            Err(Interrupt::Llm(e)) => Err(EngineError::Provider(e.to_string())),
+        }
+    }
+
+    /// The working context becomes a hook's compacted one.
+    fn take_compaction(&mut self, compaction: Compaction) -> Compacted {
+        self.messages = std::sync::Arc::new(compaction.messages);
+        compaction.done
+    }
+
+    /// Before a model request (compaction first, if the context crossed its threshold).
+    /// `Some`: a hook ended the attempt.
     pub(crate) async fn before_request(&mut self) -> Result<Option<Ending>, Interrupt> {
         let hooks = self.hooks.clone();
-        for slot in hooks.iter() {
-            match slot {
-                Active::Builtin(b) => b.before_request(self).await?,
-                Active::Hook(h) => {
-                    let cx = self.hook_context();
-                    let action = h.before_request(&cx).await;
-                    faulted(&cx)?;
-                    // The context shares the working context: let go of it before changing it.
-                    drop(cx);
-                    match action {
-                        HookAction::Continue | HookAction::RunReadOnly => {}
-                        HookAction::Deny(note)
-                        | HookAction::Note(note)
-                        | HookAction::Replace(note) => {
-                            self.push_message(Message::user_text(note)).await?;
-                        }
-                        HookAction::Stop(q) => return Ok(Some(hook_stop(h.name(), q))),
-                        HookAction::End(end) => return Ok(Some(end.ending)),
-                    }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let action = h.before_request(&cx).await;
+            self.settle(&cx)?;
+            // The context shares the working context: let go of it before changing it.
+            drop(cx);
+            match action {
+                HookAction::Continue | HookAction::RunReadOnly => {}
+                HookAction::Deny(note) | HookAction::Note(note) | HookAction::Replace(note) => {
+                    self.push_message(Message::user_text(note)).await?;
                 }
+                HookAction::Compact(compaction) => {
+                    let done = self.take_compaction(*compaction);
+                    self.emitter.emit(done.event(None)).await?;
+                }
+                HookAction::Stop(q) => return Ok(Some(hook_stop(h.name(), q))),
+                HookAction::End(end) => return Ok(Some(end.ending)),
             }
         }
         Ok(None)
+    }
+
+    /// Compacts the working context now (`force`: through every stage, whatever the
+    /// threshold): what changed, `None` if nothing did. The caller records the event.
+    pub(crate) async fn compact(&mut self, force: bool) -> Result<Option<Compacted>, Interrupt> {
+        let hooks = self.hooks.clone();
+        let mut done = None;
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let action = h.compact(&cx, force).await;
+            self.settle(&cx)?;
+            drop(cx);
+            if let HookAction::Compact(compaction) = action {
+                done = Some(self.take_compaction(*compaction));
+            }
+        }
+        Ok(done)
+    }
+
+    /// What compaction carried so far (an on-demand compaction's checkpoint stores it).
+    pub(crate) fn carried(&self) -> Carry {
+        self.hook_list()
+            .find_map(|h| h.carried())
+            .unwrap_or_default()
+    }
+
+    /// Goes on from a compaction checkpoint's carried state.
+    pub(crate) fn carry_on(&self, carry: &Carry) {
+        for h in self.hook_list() {
+            h.carry_on(carry);
+        }
     }
 
     /// Before a tool call: the first hook that refuses or stops decides; otherwise it runs
@@ -77,27 +130,23 @@ impl Run<'_> {
     pub(crate) async fn before_tool(&mut self, call: &ToolCall) -> Result<Dispatch, EngineError> {
         let hooks = self.hooks.clone();
         let mut access = CommandAccess::Write;
-        for slot in hooks.iter() {
-            let verdict = match slot {
-                Active::Builtin(_) => None,
-                Active::Hook(h) => {
-                    let cx = self.hook_context();
-                    let action = h.before_tool(&cx, call).await;
-                    faulted(&cx)?;
-                    match action {
-                        HookAction::Continue | HookAction::Note(_) | HookAction::Replace(_) => None,
-                        HookAction::RunReadOnly => Some(Dispatch::Run(CommandAccess::ReadOnly)),
-                        HookAction::Deny(msg) => Some(Dispatch::Refuse(msg)),
-                        HookAction::Stop(q) => Some(Dispatch::Stop(
-                            hook_stop(h.name(), q.clone()),
-                            HOOK_STOPPED,
-                            format!("not run: {q}"),
-                        )),
-                        HookAction::End(end) => {
-                            Some(Dispatch::Stop(end.ending, end.why, end.message))
-                        }
-                    }
-                }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let action = h.before_tool(&cx, call).await;
+            self.settled(&cx)?;
+            let verdict = match action {
+                HookAction::Continue
+                | HookAction::Note(_)
+                | HookAction::Replace(_)
+                | HookAction::Compact(_) => None,
+                HookAction::RunReadOnly => Some(Dispatch::Run(CommandAccess::ReadOnly)),
+                HookAction::Deny(msg) => Some(Dispatch::Refuse(msg)),
+                HookAction::Stop(q) => Some(Dispatch::Stop(
+                    hook_stop(h.name(), q.clone()),
+                    HOOK_STOPPED,
+                    format!("not run: {q}"),
+                )),
+                HookAction::End(end) => Some(Dispatch::Stop(end.ending, end.why, end.message)),
             };
             match verdict {
                 None => {}
@@ -116,16 +165,10 @@ impl Run<'_> {
         call: &ToolCall,
     ) -> Result<Option<Result<ToolOutput, ToolError>>, EngineError> {
         let hooks = self.hooks.clone();
-        for slot in hooks.iter() {
-            let answer = match slot {
-                Active::Builtin(_) => None,
-                Active::Hook(h) => {
-                    let cx = self.hook_context();
-                    let answer = h.run_tool(&cx, call).await;
-                    faulted(&cx)?;
-                    answer
-                }
-            };
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let answer = h.run_tool(&cx, call).await;
+            self.settled(&cx)?;
             if let Some(result) = answer {
                 return Ok(Some(result));
             }
@@ -136,37 +179,32 @@ impl Run<'_> {
     /// After a call's result: the hooks record it and may reword it or stop the attempt.
     pub(crate) async fn after_tool(&mut self, call: &ToolCall, out: &mut Outcome, stop: &mut Stop) {
         let hooks = self.hooks.clone();
-        for slot in hooks.iter() {
-            match slot {
-                Active::Builtin(_) => {}
-                Active::Hook(h) => {
-                    let cx = self.hook_context();
-                    let view = ToolResultView {
-                        content: out.content.clone(),
-                        is_error: out.is_error,
-                        details: out.details.clone(),
-                        ran: out.ran_with.is_some(),
-                        refused: out.refused,
-                        agents_changed: out.agents_changed,
-                        fatal: out.fatal,
-                        read_only: out.ran_with == Some(CommandAccess::ReadOnly),
-                    };
-                    match h.after_tool(&cx, call, &view).await {
-                        HookAction::Continue | HookAction::RunReadOnly => {}
-                        HookAction::Deny(note) | HookAction::Note(note) => {
-                            out.content = format!("{}\n\n{note}", out.content);
-                        }
-                        HookAction::Replace(content) => out.content = content,
-                        HookAction::Stop(q) => {
-                            if stop.is_none() {
-                                *stop = Some((hook_stop(h.name(), q), HOOK_STOPPED));
-                            }
-                        }
-                        HookAction::End(end) => {
-                            if stop.is_none() {
-                                *stop = Some((end.ending, end.why));
-                            }
-                        }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let view = ToolResultView {
+                content: out.content.clone(),
+                is_error: out.is_error,
+                details: out.details.clone(),
+                ran: out.ran_with.is_some(),
+                refused: out.refused,
+                agents_changed: out.agents_changed,
+                fatal: out.fatal,
+                read_only: out.ran_with == Some(CommandAccess::ReadOnly),
+            };
+            match h.after_tool(&cx, call, &view).await {
+                HookAction::Continue | HookAction::RunReadOnly | HookAction::Compact(_) => {}
+                HookAction::Deny(note) | HookAction::Note(note) => {
+                    out.content = format!("{}\n\n{note}", out.content);
+                }
+                HookAction::Replace(content) => out.content = content,
+                HookAction::Stop(q) => {
+                    if stop.is_none() {
+                        *stop = Some((hook_stop(h.name(), q), HOOK_STOPPED));
+                    }
+                }
+                HookAction::End(end) => {
+                    if stop.is_none() {
+                        *stop = Some((end.ending, end.why));
                     }
                 }
             }
@@ -181,12 +219,10 @@ impl Run<'_> {
         access: CommandAccess,
     ) -> Result<(), EngineError> {
         let hooks = self.hooks.clone();
-        for slot in hooks.iter() {
-            if let Active::Hook(h) = slot {
-                let cx = self.hook_context();
-                h.before_run(&cx, call, access).await;
-                faulted(&cx)?;
-            }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            h.before_run(&cx, call, access).await;
+            self.settled(&cx)?;
         }
         Ok(())
     }
@@ -195,16 +231,14 @@ impl Run<'_> {
     pub(crate) async fn after_batch(&mut self) -> Result<Vec<String>, EngineError> {
         let hooks = self.hooks.clone();
         let mut notes = Vec::new();
-        for slot in hooks.iter() {
-            if let Active::Hook(h) = slot {
-                let cx = self.hook_context();
-                let action = h.after_batch(&cx).await;
-                faulted(&cx)?;
-                if let HookAction::Note(note) | HookAction::Deny(note) | HookAction::Replace(note) =
-                    action
-                {
-                    notes.push(note);
-                }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let action = h.after_batch(&cx).await;
+            self.settled(&cx)?;
+            if let HookAction::Note(note) | HookAction::Deny(note) | HookAction::Replace(note) =
+                action
+            {
+                notes.push(note);
             }
         }
         Ok(notes)
@@ -214,31 +248,26 @@ impl Run<'_> {
     /// sent the model a message, take another step.
     pub(crate) async fn on_finish(&mut self, text: &str) -> Result<Option<Ending>, Interrupt> {
         let hooks = self.hooks.clone();
-        for slot in hooks.iter() {
-            let decision = match slot {
-                Active::Builtin(_) => Finish::Undecided,
-                Active::Hook(h) => {
-                    let cx = self.hook_context();
-                    let action = h.on_finish(&cx, text).await;
-                    faulted(&cx)?;
-                    drop(cx);
-                    match action {
-                        HookAction::Continue | HookAction::RunReadOnly
-                            if self.ctx.cancel.is_cancelled() =>
-                        {
-                            return Err(Interrupt::Cancelled);
-                        }
-                        HookAction::Continue | HookAction::RunReadOnly => Finish::Undecided,
-                        HookAction::Deny(note)
-                        | HookAction::Note(note)
-                        | HookAction::Replace(note) => {
-                            self.push_message(Message::user_text(note)).await?;
-                            Finish::Again
-                        }
-                        HookAction::Stop(q) => Finish::End(hook_stop(h.name(), q)),
-                        HookAction::End(end) => Finish::End(end.ending),
-                    }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            let action = h.on_finish(&cx, text).await;
+            self.settled(&cx)?;
+            drop(cx);
+            let decision = match action {
+                HookAction::Continue | HookAction::RunReadOnly | HookAction::Compact(_)
+                    if self.ctx.cancel.is_cancelled() =>
+                {
+                    return Err(Interrupt::Cancelled);
                 }
+                HookAction::Continue | HookAction::RunReadOnly | HookAction::Compact(_) => {
+                    Finish::Undecided
+                }
+                HookAction::Deny(note) | HookAction::Note(note) | HookAction::Replace(note) => {
+                    self.push_message(Message::user_text(note)).await?;
+                    Finish::Again
+                }
+                HookAction::Stop(q) => Finish::End(hook_stop(h.name(), q)),
+                HookAction::End(end) => Finish::End(end.ending),
             };
             match decision {
                 Finish::Undecided => {}
@@ -258,12 +287,10 @@ impl Run<'_> {
     pub(crate) async fn failure_hints(&mut self) -> Result<Vec<String>, EngineError> {
         let hooks = self.hooks.clone();
         let mut hints = Vec::new();
-        for slot in hooks.iter() {
-            if let Active::Hook(h) = slot {
-                let cx = self.hook_context();
-                hints.extend(h.failed(&cx).await);
-                faulted(&cx)?;
-            }
+        for h in hooks.iter() {
+            let cx = self.hook_context();
+            hints.extend(h.failed(&cx).await);
+            self.settled(&cx)?;
         }
         Ok(hints)
     }
@@ -329,13 +356,6 @@ impl Run<'_> {
         self.hook_list().any(|h| h.changed_nothing())
     }
 
-    /// What the hooks add to a compaction summary's facts.
-    pub(crate) fn compaction_facts(&self, facts: &mut crate::compaction::Facts) {
-        for h in self.hook_list() {
-            h.compaction_facts(facts);
-        }
-    }
-
     /// A new session's first message: the hooks' blocks for its context, in order.
     pub(crate) fn first_message_blocks(&self, task: &str) -> Vec<String> {
         self.hook_list()
@@ -363,18 +383,6 @@ impl Run<'_> {
     }
 
     fn hook_list(&self) -> impl Iterator<Item = &std::sync::Arc<dyn Hook>> {
-        self.hooks.iter().filter_map(|slot| match slot {
-            Active::Hook(h) => Some(h),
-            Active::Builtin(_) => None,
-        })
-    }
-}
-
-impl Builtin {
-    pub(crate) async fn before_request(self, run: &mut Run<'_>) -> Result<(), Interrupt> {
-        match self {
-            Builtin::Compaction => run.maybe_compact().await?,
-        }
-        Ok(())
+        self.hooks.iter()
     }
 }

@@ -3,7 +3,7 @@
 //! raised (blocked), a failure ends it (failed) or the user cancels (cancelled).
 //!
 //! The loop only asks the session's hooks (`hooks`) at its points: before each request
-//! (compaction), before each tool call (the loop guard, skills, the constitution, the
+//! (compaction, which hands back a smaller working context), before each tool call (the loop guard, skills, the constitution, the
 //! plan_exec phase policy, approval), after each result (the fix tracker, blockers, rules,
 //! the phase's exit criteria, verification's change tracking), once after a reply's results
 //! (auto-advance) and when the model says it is done (ambiguity, the phase nudge, final
@@ -26,13 +26,13 @@ use keel_tools::{ToolContext, ToolError, ToolOutput};
 
 use crate::blockers::{BlockerDraft, BlockerSource};
 use crate::calls::PreparedCall;
-use crate::compaction::Compactor;
+use crate::compaction::ContextBudget;
 use crate::ending::{Ending, Failure, Interrupt};
 use crate::engine::{Engine, RunOptions};
 use crate::hooks::builtin::{Dispatch, Outcome, Stop};
-use crate::tracker::PROGRESS_WINDOW;
 use crate::{Emitter, EngineError};
 use keel_phase::CommandAccess;
+use keel_tracker::PROGRESS_WINDOW;
 
 mod agents;
 mod chain;
@@ -46,9 +46,9 @@ pub(crate) struct Run<'a> {
     ctx: ToolContext,
     /// The system prompt of this run: the engine's, or its compact form for a small window
     /// (`head`). Part of the byte-stable head.
-    system_prompt: String,
+    system_prompt: Arc<str>,
     /// The active tool catalog, computed once: part of the byte-stable head.
-    tools: Vec<ToolSpec>,
+    tools: Arc<[ToolSpec]>,
     /// The run uses the compact head (`head`): a window too small for the full one.
     compact_head: bool,
     /// The working context sent to the model (compaction may shrink it; the store keeps all).
@@ -57,14 +57,16 @@ pub(crate) struct Run<'a> {
     usage: Usage,
     /// Session-wide model requests.
     iterations: u32,
-    compactor: Compactor,
+    /// The context window as known now (learned from overflows) and the estimate's
+    /// calibration.
+    budget: ContextBudget,
     /// Files the session created or modified (from tool metadata `paths`).
-    files: BTreeSet<String>,
+    files: Arc<BTreeSet<String>>,
     /// The recovery attempt in progress (`fallback`): a model failure during it names the
     /// failure it retried.
     recovering: Option<Recovering>,
     /// The hooks of this run, in order (each guardrail hook owns its state for this run).
-    hooks: Arc<[crate::hooks::builtin::Active]>,
+    hooks: crate::hooks::Hooks,
     /// Oversized tool results kept whole for `read_result` (session working memory).
     stored_results: crate::results::StoredResults,
     /// The subagents this run opened (`agents`).
@@ -90,26 +92,26 @@ impl<'a> Run<'a> {
         engine: &'a Engine,
         emitter: &'a Emitter,
         ctx: ToolContext,
-        compactor: Compactor,
+        budget: ContextBudget,
         options: &RunOptions,
     ) -> Self {
-        let (system_prompt, tools, compact_head) = crate::head::for_window(
+        let (system_prompt, tools, compact_head) = keel_knowledge::head::for_window(
             &engine.system_prompt,
             &engine.tools.specs(),
-            compactor.budget.window,
+            budget.window,
         );
         Self {
             engine,
             emitter,
             ctx,
-            system_prompt,
-            tools,
+            system_prompt: system_prompt.into(),
+            tools: tools.into(),
             compact_head,
             messages: Arc::new(Vec::new()),
             usage: Usage::default(),
             iterations: 0,
-            compactor,
-            files: BTreeSet::new(),
+            budget,
+            files: Arc::default(),
             recovering: None,
             hooks: crate::hooks::builtin::for_run(engine, options),
             stored_results: crate::results::StoredResults::default(),
@@ -132,21 +134,12 @@ impl<'a> Run<'a> {
         self.messages = Arc::new(messages);
         self.usage = usage;
         self.iterations = iterations;
-        self.files = files;
+        self.files = Arc::new(files);
     }
 
     /// The oversized results the session stored earlier, for `read_result`.
     pub(crate) fn restore_results(&mut self, stored: Vec<(String, String)>) {
         self.stored_results.restore(stored);
-    }
-
-    /// What compaction carries from one compaction to the next (a stored session's restored).
-    pub(crate) fn compactor_mut(&mut self) -> &mut Compactor {
-        &mut self.compactor
-    }
-
-    pub(crate) fn compactor(&self) -> &Compactor {
-        &self.compactor
     }
 
     /// The working context.
@@ -200,7 +193,7 @@ impl<'a> Run<'a> {
                 &self.tools,
                 &self.messages,
             );
-            let (needed, window) = (self.context_tokens(), self.compactor.budget.window);
+            let (needed, window) = (self.context_tokens(), self.budget.window);
             if needed > window {
                 return Ok(Ending::Failed(self.overflow(needed, window)));
             }
@@ -218,7 +211,7 @@ impl<'a> Run<'a> {
                 Err(other) => return Err(other),
             };
             self.usage.add(&turn.usage);
-            self.compactor.budget.observe(estimated, &turn.usage);
+            self.budget.observe(estimated, &turn.usage);
             self.emitter
                 .emit(EventKind::AssistantMessage {
                     text: turn.text.clone(),
@@ -315,7 +308,7 @@ impl<'a> Run<'a> {
     pub(crate) fn output_budget(&self) -> usize {
         crate::results::output_budget(
             self.engine.config.agent.max_output_chars,
-            self.compactor.budget.window,
+            self.budget.window,
         )
     }
 
@@ -328,8 +321,8 @@ impl<'a> Run<'a> {
 
     fn request(&self) -> ChatRequest {
         ChatRequest {
-            system: self.system_prompt.clone(),
-            tools: self.tools.clone(),
+            system: self.system_prompt.to_string(),
+            tools: self.tools.to_vec(),
             messages: wire_messages(&self.messages),
             max_tokens: None,
         }
@@ -501,8 +494,8 @@ impl<'a> Run<'a> {
             };
             let mut out = self.run_one(p, call, &mut stop).await?;
             self.after_tool(call, &mut out, &mut stop).await;
-            if !out.is_error {
-                self.files.extend(out.details.files.iter().cloned());
+            if !out.is_error && !out.details.files.is_empty() {
+                Arc::make_mut(&mut self.files).extend(out.details.files.iter().cloned());
             }
             let content = match note {
                 Some(note) if !out.content.starts_with("not run:") => {

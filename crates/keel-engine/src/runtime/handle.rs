@@ -18,8 +18,8 @@ use tokio_util::task::TaskTracker;
 
 use super::builder::{SessionBuilder, SessionOverrides};
 use super::undo::{UndoError, undo_session};
-use crate::approval::{ApprovalGate, Decision};
 use crate::{CollectingSink, Emitter, Engine, EngineError, EventSink, RunOptions, RunOutcome};
+use keel_approval::{ApprovalGate, Decision};
 use keel_phase::ExecutionMode;
 use keel_snapshot::UndoReport;
 

@@ -22,7 +22,7 @@ use keel_knowledge::prompt;
 mod setup;
 
 use keel_protocol::files_written;
-pub(crate) use setup::{compactor, ensure_not_running, give_back, take_lease, tool_context};
+pub(crate) use setup::{budget, ensure_not_running, give_back, take_lease, tool_context};
 
 /// The record of a new session of `engine` for `task` (empty for a session created before its
 /// first message).
@@ -153,7 +153,7 @@ async fn begin(
         engine,
         &emitter,
         tool_context(engine, &options),
-        compactor(engine),
+        budget(engine),
         &options,
     );
     let mut context = options.context.clone();
@@ -311,7 +311,7 @@ async fn resume_held(
         engine,
         &emitter,
         tool_context(engine, &options),
-        compactor(engine),
+        budget(engine),
         &options,
     );
     // After an on-demand compaction the next turn starts from its checkpoint.
@@ -323,7 +323,7 @@ async fn resume_held(
         record.iterations,
         files_written(&events),
     );
-    carry.restore(run.compactor_mut());
+    run.carry_on(&carry);
     run.hooks_resumed(&events);
     {
         let sid = id.clone();

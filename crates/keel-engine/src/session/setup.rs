@@ -7,7 +7,7 @@ use keel_store::{RunLease, SessionRecord, lease_holder};
 use keel_tools::ToolContext;
 
 use crate::EngineError;
-use crate::compaction::{Compactor, ContextBudget, DEFAULT_CONTEXT_WINDOW};
+use crate::compaction::{ContextBudget, DEFAULT_CONTEXT_WINDOW};
 use crate::engine::{Engine, RunOptions};
 
 pub(crate) fn tool_context(engine: &Engine, options: &RunOptions) -> ToolContext {
@@ -32,11 +32,9 @@ fn window(engine: &Engine) -> u64 {
         .unwrap_or(DEFAULT_CONTEXT_WINDOW)
 }
 
-pub(crate) fn compactor(engine: &Engine) -> Compactor {
-    Compactor::new(ContextBudget::new(
-        window(engine),
-        engine.config.agent.compact_threshold,
-    ))
+/// A run's context budget: the window and the compaction threshold.
+pub(crate) fn budget(engine: &Engine) -> ContextBudget {
+    ContextBudget::new(window(engine), engine.config.agent.compact_threshold)
 }
 
 /// How often a run waiting for its workspace looks again.

@@ -2,10 +2,15 @@
 //!
 //! [`ApprovalRules`] judge a call from `[approval]` and the command-safety class;
 //! [`ApprovalGate`] is shared by a session's handle (which resolves `Approve`/`Deny` ops) and
-//! its running turn (which asks and waits, emitting `approval_requested` and
-//! `approval_resolved`). No call waits forever: the configured timeout denies it.
+//! its running turn (which asks and waits, recording `approval_requested` and
+//! `approval_resolved` through the session's [`Events`]). No call waits forever: the
+//! configured timeout denies it.
+//!
+//! The engine asks the gate from its approval hook (keel-engine's `guardrails/approval.rs`)
+//! and before a verification gate's command; this crate knows no loop.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -19,9 +24,17 @@ mod lane;
 mod patch_plan;
 mod test_code;
 
-use crate::{Emitter, EngineError};
-use keel_config::{ApprovalConfig, ApprovalPolicy};
+use keel_config::{ApprovalConfig, ApprovalPolicy, Config};
 use keel_phase::CommandAccess;
+
+/// Where the gate records what it asks a person and what it was told: the session's event
+/// stream (keel-engine's `Emitter`: stored, then published).
+pub trait Events: Sync {
+    /// Why an event could not be recorded (the gate's check fails with it).
+    type Error;
+
+    fn emit(&self, kind: EventKind) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
 
 /// What the rules say about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +88,12 @@ pub struct ApprovalRules {
     /// choice, not the analyser's, and runs with writes).
     vouched: Vec<String>,
 }
+
+/// What the command analyser calls a workspace file it read because the line runs it as code:
+/// a script (`sh x.sh`, `npm test`'s) or a program file an interpreter or a program runs
+/// (`python3 gen.py`, `awk -f p.awk`, `source env.sh`: keel-tools' `record_program_file`). A
+/// session approval of such a line holds only while no workspace code changed since it ran.
+const WORKSPACE_CODE: &[&str] = &["the script", "a program file"];
 
 /// `tool` or `tool:command prefix`.
 fn split_rule(rule: &str) -> (&str, Option<&str>) {
@@ -192,9 +211,11 @@ impl ApprovalRules {
             }
             (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => String::new(),
         };
-        let runs_workspace_script = analysis
-            .as_ref()
-            .is_some_and(|a| a.sources.iter().any(|s| s.what == "the script"));
+        let runs_workspace_script = analysis.as_ref().is_some_and(|a| {
+            a.sources
+                .iter()
+                .any(|s| WORKSPACE_CODE.contains(&s.what.as_ref()))
+        });
         let summary = CallSummary {
             tool: call.name.clone(),
             summary: text,
@@ -412,7 +433,7 @@ fn every_argument(args: &serde_json::Value) -> String {
 
 /// A short fingerprint of a call's whole arguments (SHA-256 of their canonical JSON).
 fn fingerprint(args: &serde_json::Value) -> String {
-    let mut hex = keel_tools::trust::sha256_hex(crate::tracker::canonical_args(args).as_bytes());
+    let mut hex = keel_tools::trust::sha256_hex(keel_protocol::canonical_args(args).as_bytes());
     hex.truncate(16);
     hex
 }
@@ -466,11 +487,7 @@ impl ApprovalGate {
 
     /// The gate for a session of `config`: `policy` overrides `[approval] policy` (a flag);
     /// `interactive` says whether anyone can answer.
-    pub fn from_config(
-        config: &crate::Config,
-        policy: Option<ApprovalPolicy>,
-        interactive: bool,
-    ) -> Self {
+    pub fn from_config(config: &Config, policy: Option<ApprovalPolicy>, interactive: bool) -> Self {
         let rules = ApprovalRules::new(
             &config.approval,
             policy.unwrap_or(config.approval.policy),
@@ -543,7 +560,7 @@ impl ApprovalGate {
 
     /// The call `call_id` finished with `output`: when it ran in the read-only lane and tried
     /// to write, the note appended to its result (and the same call asks next time).
-    pub(crate) fn finished(&self, call_id: &str, output: &str) -> Option<String> {
+    pub fn finished(&self, call_id: &str, output: &str) -> Option<String> {
         if let Some(key) = lock(&self.pinned_running).remove(call_id)
             && let Some(since) = lock(&self.pinned).get_mut(&key)
         {
@@ -569,14 +586,14 @@ impl ApprovalGate {
     /// Decides whether `call` may run, asking and waiting when the rules say so: `Ok` is how
     /// its commands run ([`CommandAccess::ReadOnly`] for a call allowed only because it was
     /// rated read-only), `Err` the text the model reads instead of the call's result.
-    pub(crate) async fn check(
+    pub async fn check<E: Events>(
         &self,
         call: &ToolCall,
         tools: &ToolRegistry,
         workspace: &Workspace,
-        emitter: &Emitter,
+        emitter: &E,
         cancel: &CancellationToken,
-    ) -> Result<Result<CommandAccess, String>, EngineError> {
+    ) -> Result<Result<CommandAccess, String>, E::Error> {
         let test_run = self.judges_test_code(call, tools);
         self.check_judged(call, tools, workspace, emitter, cancel, test_run)
             .await
@@ -593,7 +610,7 @@ impl ApprovalGate {
     /// The test code the session changed since the last approved test run, listed (`a.py,
     /// b.py and 3 more`), when a verification gate must ask because of it (red-team pass 2,
     /// R21: the final gate runs the model's `conftest.py` as `run_tests` would).
-    pub(crate) fn gate_test_code_changed(&self, workspace: &Workspace) -> Option<String> {
+    pub fn gate_test_code_changed(&self, workspace: &Workspace) -> Option<String> {
         if !self.judges_gate_test_code() {
             return None;
         }
@@ -606,28 +623,28 @@ impl ApprovalGate {
 
     /// [`Self::check`] for a verification gate's command (a `run_command` call): judged like
     /// the model's, and like `run_tests` by the test code the session changed.
-    pub(crate) async fn check_gate(
+    pub async fn check_gate<E: Events>(
         &self,
         call: &ToolCall,
         tools: &ToolRegistry,
         workspace: &Workspace,
-        emitter: &Emitter,
+        emitter: &E,
         cancel: &CancellationToken,
-    ) -> Result<Result<CommandAccess, String>, EngineError> {
+    ) -> Result<Result<CommandAccess, String>, E::Error> {
         let test_run = self.judges_gate_test_code();
         self.check_judged(call, tools, workspace, emitter, cancel, test_run)
             .await
     }
 
-    async fn check_judged(
+    async fn check_judged<E: Events>(
         &self,
         call: &ToolCall,
         tools: &ToolRegistry,
         workspace: &Workspace,
-        emitter: &Emitter,
+        emitter: &E,
         cancel: &CancellationToken,
         test_run: bool,
-    ) -> Result<Result<CommandAccess, String>, EngineError> {
+    ) -> Result<Result<CommandAccess, String>, E::Error> {
         let started = std::time::SystemTime::now();
         let (mut verdict, mut what) = self.rules.judge_in(call, tools, Some(workspace));
         // A test run after the session changed the test code it loads asks (R21).

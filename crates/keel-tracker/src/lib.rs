@@ -88,22 +88,7 @@ pub fn path_in(message: &str) -> Option<String> {
     })
 }
 
-/// A call's arguments as canonical JSON (object keys sorted), so equal calls compare equal
-/// whatever order the model wrote the keys in.
-pub fn canonical_args(value: &Value) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(map) => {
-                let ordered: BTreeMap<&String, Value> =
-                    map.iter().map(|(k, v)| (k, sorted(v))).collect();
-                Value::Object(ordered.into_iter().map(|(k, v)| (k.clone(), v)).collect())
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
-}
+pub use keel_protocol::canonical_args;
 
 /// The identity of a call for loop and progress checks: name plus canonical arguments.
 pub fn call_key(call: &ToolCall) -> String {

@@ -9,7 +9,7 @@
 
 use keel_protocol::ToolSpec;
 
-use keel_knowledge::prompt::BASE_PROMPT;
+use crate::prompt::BASE_PROMPT;
 
 /// The compact base layer.
 pub const COMPACT_BASE_PROMPT: &str = include_str!("prompts/base_compact.md");
@@ -24,7 +24,7 @@ pub const COMPACT_TOOLS: &[&str] = &[
     "create_file",
     "run_command",
     keel_phase::ADVANCE_PHASE,
-    keel_knowledge::skills::SKILL_TOOL,
+    crate::skills::SKILL_TOOL,
 ];
 
 /// Whether a head of `head_tokens` is too big for a `window`-token context: more than half of
