@@ -721,3 +721,45 @@ async fn a_coarser_tokenizer_gives_the_reply_the_room_the_window_has() {
         assert!(coarse(&request) + limit <= 4096, "{run}: {limit}");
     }
 }
+
+/// A request that fits the learned window by Keel's estimate but not with the tenth it keeps
+/// for safety is sent with the smallest reply rather than refused unsent: the server decides
+/// (its refusal states the real prompt size). SmolLM2 runs ended `context_overflow` on requests
+/// refused at ~1,815 estimated tokens whose real prompts were ~1,350.
+#[tokio::test]
+async fn a_request_within_the_safety_margin_is_sent_with_the_smallest_reply() {
+    let server = MockServer::with_handler(|_, _| MockReply::json(whole_reply("ok", 1400)))
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    keel_llm::learned::ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+        f.context_window = Some(keel_llm::learned::Fact {
+            value: 2048,
+            learned_at: now,
+        })
+    });
+    let p = learning(&base, home.path());
+    // About 1,700 estimated tokens with the template allowance: 348 left, 178 after the tenth.
+    let mut text = String::new();
+    let request = loop {
+        let r = ChatRequest {
+            max_tokens: Some(1000),
+            ..simple_request(&text)
+        };
+        if keel_llm::tokens::estimate_request(&r.system, &r.tools, &r.messages) + 128 >= 1700 {
+            break r;
+        }
+        text.push_str("word ");
+    };
+    events(p.as_ref(), &request).await.unwrap();
+    assert_eq!(server.requests()[0].json()["max_tokens"], 256);
+    // Past the window even by the bare estimate: still refused unsent.
+    let too_large = ChatRequest {
+        max_tokens: Some(1000),
+        ..simple_request(&"word ".repeat(1700))
+    };
+    let err = events(p.as_ref(), &too_large).await.unwrap_err();
+    assert!(matches!(err, LlmError::ContextLength { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+}

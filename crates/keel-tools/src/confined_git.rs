@@ -43,8 +43,20 @@ impl GitConfinement {
     }
 
     fn policy_and_roots(&self) -> (SandboxPolicy, WritableRoots) {
+        let mut hidden = sandbox::secret_stores();
+        // The git directory's `info/attributes` is read as empty: it could name a filter
+        // driver that some configuration git reads later defines (an include that appears
+        // after Keel's probe, a name only git splits the same way: red-team pass 5, R5-1), and
+        // Keel's git needs no attribute (work-tree ones are hidden by `GIT_ATTR_SOURCE`,
+        // `core.attributesFile` is `/dev/null`). So no filter or diff driver can be named.
+        for dir in self.writable.iter().filter(|d| d.join("HEAD").is_file()) {
+            let attributes = dir.join("info").join("attributes");
+            if attributes.symlink_metadata().is_ok() {
+                hidden.push(attributes);
+            }
+        }
         let base = WritableRoots {
-            hidden: sandbox::secret_stores(),
+            hidden,
             ..WritableRoots::default()
         };
         if self.writable.is_empty() {
@@ -237,5 +249,74 @@ mod tests {
             "objects stay writable: {out:?}"
         );
         assert!(git.join("keel-snapshot.index").exists(), "{out:?}");
+    }
+
+    /// The bypass of R5-1's first fix: a driver name holding a vertical tab (`filter=k\vx`)
+    /// was split differently by Keel and git, so its blanking missed it. Inside the confined
+    /// git, `info/attributes` reads as empty: whatever the configuration defines, no
+    /// attribute names a filter there.
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn no_filter_named_by_info_attributes_runs_in_the_confined_git() {
+        let s = sandbox::support();
+        if !(s.mount_namespace.is_ok() && s.isolation.processes && crate::fixtures::have_git()) {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI needs namespaces and git"
+            );
+            println!("SKIPPED: no namespaces for commands, or no git");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        // Inside the git directory: a place the confined git may write.
+        let canary = ws.join(".git").join("canary");
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(&ws)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert!(git(&["init", "-q"]).status.success());
+        let name = "k\u{b}x";
+        let clean = format!("sh -c 'touch {}; cat'", canary.display());
+        assert!(
+            git(&["config", &format!("filter.{name}.clean"), &clean])
+                .status
+                .success()
+        );
+        std::fs::create_dir_all(ws.join(".git/info")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            ws.join(".git/info/attributes"),
+            format!("*.txt filter={name}\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        // The control, unconfined: git runs the filter.
+        assert!(git(&["add", "a.txt"]).status.success());
+        assert!(canary.exists(), "the control's filter did not run");
+        std::fs::remove_file(&canary).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("a.txt"), "b\n").unwrap_or_else(|e| panic!("{e}"));
+        let jail = GitConfinement {
+            workspace: ws.clone(),
+            writable: vec![ws.join(".git")],
+        };
+        let mut cmd = std::process::Command::new("git");
+        cmd.args(["add", "a.txt"])
+            .current_dir(&ws)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+        let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            !canary.exists(),
+            "the filter ran in the confined git: {out:?}"
+        );
     }
 }

@@ -109,7 +109,12 @@ const MAX_ATTRIBUTES: u64 = 1024 * 1024;
 /// config file, so these hold whatever git reads later.
 pub fn attribute_neutralisers(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for token in text.split_whitespace() {
+    // Split exactly where git's attribute parser does (space, tab, CR, LF): Rust's
+    // `split_whitespace` also splits at a vertical tab, which git keeps in a name (R5-1).
+    for token in text
+        .split([' ', '\t', '\r', '\n'])
+        .filter(|t| !t.is_empty())
+    {
         let Some((attr, name)) = token.split_once('=') else {
             continue;
         };
@@ -530,6 +535,11 @@ mod tests {
             "*.txt filter=kx\n[attr]m diff=d merge=mm -text\n*.c m eol=lf filter=\n",
         );
         let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        let vt = attribute_neutralisers("*.txt filter=k\u{b}x\n");
+        assert!(
+            vt.iter().any(|(k, _)| k == "filter.k\u{b}x.clean"),
+            "{vt:?}"
+        );
         assert_eq!(
             keys,
             [

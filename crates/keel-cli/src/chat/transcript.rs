@@ -643,12 +643,12 @@ impl Transcript {
                 lines
             }
             CellKind::Approval {
+                call_id,
                 tool,
                 summary,
                 class,
                 reason,
                 state,
-                ..
             } => {
                 let mut lines = vec![Line::from(vec![
                     Span::styled("? approve ", theme.warn),
@@ -658,6 +658,18 @@ impl Transcript {
                 ])];
                 if !reason.is_empty() {
                     lines.push(Line::styled(format!("  {reason}"), theme.warn));
+                }
+                // What a pending call writes, before the answer: the summary of a file tool
+                // names only its path (red-team pass 4, R4-6: a `curl … | sh` line added to
+                // README.md was asked about as "edit_file README.md").
+                if *state == ApprovalState::Pending {
+                    let args = self.cells.iter().find_map(|c| match &c.kind {
+                        CellKind::Tool { id, args, .. } if id == call_id => Some(args),
+                        _ => None,
+                    });
+                    for line in written_preview(args, self.expand_output) {
+                        lines.push(Line::styled(line, theme.dim));
+                    }
                 }
                 lines.push(match state {
                     ApprovalState::Pending => Line::styled(
@@ -714,6 +726,51 @@ pub fn elapsed_text(ms: u64) -> String {
     } else {
         format!("{}m{:02}s", ms / 60_000, ms % 60_000 / 1000)
     }
+}
+
+/// Lines of each written argument a pending approval shows before Ctrl-O.
+const PREVIEW_LINES: usize = 12;
+
+/// The text a call would write — the string arguments of a file tool that are not its path
+/// (`new_string`, `content`, `patch`, …) — each as `  key:` and its lines (`PREVIEW_LINES` of
+/// them unless `expanded`, with how many more there are).
+fn written_preview(args: Option<&Value>, expanded: bool) -> Vec<String> {
+    const WRITTEN: &[&str] = &[
+        "old_string",
+        "new_string",
+        "content",
+        "text",
+        "patch",
+        "input",
+        "lines",
+    ];
+    let Some(map) = args.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for key in WRITTEN {
+        let Some(text) = map.get(*key).and_then(Value::as_str) else {
+            continue;
+        };
+        out.push(format!("  {key}:"));
+        let all: Vec<&str> = text.lines().collect();
+        let shown = if expanded {
+            all.len()
+        } else {
+            all.len().min(PREVIEW_LINES)
+        };
+        for l in &all[..shown] {
+            let l: String = l.chars().take(400).collect();
+            out.push(format!("  │ {l}"));
+        }
+        if shown < all.len() {
+            out.push(format!(
+                "  │ … {} more lines (Ctrl-O shows them)",
+                all.len() - shown
+            ));
+        }
+    }
+    out
 }
 
 /// Characters of an approval's call shown from its start, and from its end, when it is longer

@@ -110,6 +110,19 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) {
                 r.add(&abs, &key);
             }
         }
+        // `npx lint-staged` (husky's default hook), `pnpm exec`, `bunx`, `yarn`: the program
+        // in the work tree's `node_modules/.bin`, its link target and that package's directory
+        // (red-team pass 5, R5-16). Its dependencies elsewhere in `node_modules` are not.
+        for name in package_runner_programs(&text) {
+            let bin = top.join("node_modules/.bin").join(&name);
+            r.add(&bin, &key);
+            if let Ok(real) = bin.canonicalize()
+                && let Some(package) = package_dir(&real)
+                && package.starts_with(&r.ws)
+            {
+                r.add(&package, &key);
+            }
+        }
         if text.contains("pre-commit.com") || text.contains("pre_commit") {
             let config = option_value(&text, "--config").unwrap_or(".pre-commit-config.yaml");
             if let Some(abs) = Reader::resolve(&top, config) {
@@ -126,6 +139,51 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) {
             }
         }
     }
+}
+
+/// The programs a hook's text runs through a package runner: `npx [opts] NAME`, `pnpx`,
+/// `bunx`, `pnpm exec|dlx NAME`, `npm exec NAME`, `yarn [exec|run] NAME`.
+fn package_runner_programs(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let rest = match *w {
+            "npx" | "pnpx" | "bunx" => &words[i + 1..],
+            "pnpm" | "npm" if matches!(words.get(i + 1), Some(&"exec" | &"dlx")) => &words[i + 2..],
+            "yarn" => match words.get(i + 1) {
+                Some(&"exec" | &"run") => &words[i + 2..],
+                _ => &words[i + 1..],
+            },
+            _ => continue,
+        };
+        if let Some(name) = rest.iter().find(|w| !w.starts_with('-'))
+            && !name.contains('/')
+            && !name.contains('$')
+            && !out.iter().any(|o| o == name)
+        {
+            out.push((*name).to_string());
+        }
+    }
+    out
+}
+
+/// The package directory (`…/node_modules/pkg` or `…/node_modules/@scope/pkg`) holding `file`.
+fn package_dir(file: &Path) -> Option<PathBuf> {
+    let parts: Vec<_> = file.components().collect();
+    let at = parts
+        .iter()
+        .rposition(|c| c.as_os_str() == "node_modules")?;
+    let first = parts.get(at + 1)?;
+    let take = if first.as_os_str().to_string_lossy().starts_with('@') {
+        at + 3
+    } else {
+        at + 2
+    };
+    (take <= parts.len()).then(|| parts[..take].iter().collect())
 }
 
 /// Records a hook manager's configuration file at `abs` (present or not) and the program
@@ -222,5 +280,19 @@ mod tests {
             Some("ci/pre-commit.yaml")
         );
         assert_eq!(option_value("exec pre-commit", "--config"), None);
+        assert_eq!(
+            package_runner_programs(
+                "#!/bin/sh\nnpx lint-staged\nnpx --no -- commitlint --edit \"$1\"\npnpm exec eslint .\nyarn run tsc\n"
+            ),
+            ["lint-staged", "commitlint", "eslint", "tsc"]
+        );
+        assert_eq!(
+            package_dir(Path::new("/w/node_modules/lint-staged/bin/x.js")),
+            Some(PathBuf::from("/w/node_modules/lint-staged"))
+        );
+        assert_eq!(
+            package_dir(Path::new("/w/node_modules/@commitlint/cli/cli.js")),
+            Some(PathBuf::from("/w/node_modules/@commitlint/cli"))
+        );
     }
 }

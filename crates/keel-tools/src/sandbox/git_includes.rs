@@ -557,6 +557,18 @@ mod tests {
             ws.join(".git/hooks/post-merge"),
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        // husky's default hook (R5-16): `npx lint-staged` runs the work tree's package.
+        w(
+            ".git/hooks/prepare-commit-msg",
+            "#!/bin/sh\nnpx lint-staged\n",
+        );
+        w("node_modules/lint-staged/bin/lint-staged.js", "// ok\n");
+        std::fs::create_dir_all(ws.join("node_modules/.bin")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(
+            "../lint-staged/bin/lint-staged.js",
+            ws.join("node_modules/.bin/lint-staged"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let got = found(ws, &[]);
         let has = |path: &str, key: &str| got.iter().any(|(p, k)| p == path && k.contains(key));
         for (path, key) in [
@@ -570,6 +582,12 @@ mod tests {
             ("node_modules/lefthook/bin/index.js", "hook `pre-push`"),
             ("tools/msg-check.sh", "hook `commit-msg`"),
             ("scripts/post-merge.sh", "hook `post-merge`"),
+            ("node_modules/.bin/lint-staged", "hook `prepare-commit-msg`"),
+            (
+                "node_modules/lint-staged/bin/lint-staged.js",
+                "hook `prepare-commit-msg`",
+            ),
+            ("node_modules/lint-staged", "hook `prepare-commit-msg`"),
         ] {
             assert!(has(path, key), "{path} ({key}) missing from {got:?}");
         }

@@ -143,9 +143,20 @@ pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
     let parent = rel.parent().unwrap_or(Path::new(""));
     let dir = ws.subdir(parent).ok()?;
     let name = rel.file_name()?;
+    let mut base = name.to_os_string();
+    base.push(SUFFIX);
+    rename_aside(&dir, name, &base).map(|to| parent.join(to))
+}
+
+/// Renames `from` in the open directory `dir` to the first free name of `base`, `base-1`, …
+/// (at most 100 tried); the name it got, or `None`.
+pub(super) fn rename_aside(
+    dir: &keel_fs::beneath::DirHandle,
+    from: &std::ffi::OsStr,
+    base: &std::ffi::OsStr,
+) -> Option<std::ffi::OsString> {
     for n in 0..100 {
-        let mut to = name.to_os_string();
-        to.push(SUFFIX);
+        let mut to = base.to_os_string();
         if n > 0 {
             to.push(format!("-{n}"));
         }
@@ -158,9 +169,9 @@ pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
         {
             continue;
         }
-        return rustix::fs::renameat(dir.fd(), name, dir.fd(), to.as_os_str())
+        return rustix::fs::renameat(dir.fd(), from, dir.fd(), to.as_os_str())
             .ok()
-            .map(|()| parent.join(to));
+            .map(|()| to);
     }
     None
 }

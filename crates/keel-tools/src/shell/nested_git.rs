@@ -351,26 +351,8 @@ fn quarantine(workspace: &Path, git: &Path) -> Option<PathBuf> {
         let dir = ws.subdir(rel_parent).ok()?;
         (parent, dir, git.file_name()?, QUARANTINE_NAME)
     };
-    for n in 0..100 {
-        let name = if n == 0 {
-            base.to_string()
-        } else {
-            format!("{base}-{n}")
-        };
-        if rustix::fs::statat(
-            dir.fd(),
-            name.as_str(),
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .is_ok()
-        {
-            continue;
-        }
-        return rustix::fs::renameat(dir.fd(), from, dir.fd(), name.as_str())
-            .ok()
-            .map(|()| parent.join(name));
-    }
-    None
+    super::git_programs::rename_aside(&dir, from, std::ffi::OsStr::new(base))
+        .map(|name| parent.join(name))
 }
 
 /// What the one command runner ([`super::exec::run`]) notes before a command that may write,

@@ -143,7 +143,12 @@ pub fn test_command_for(
                 && let Some(stem) = target.file_stem().and_then(|s| s.to_str())
                 && target.extension().is_some_and(|e| e == "rs")
             {
-                c.command = format!("{} --test {}", c.command, quote(stem));
+                // `--test=NAME`: a stem starting with `-` stays the option's value.
+                c.command = if stem.starts_with('-') {
+                    format!("{} --test={}", c.command, quote(stem))
+                } else {
+                    format!("{} --test {}", c.command, quote(stem))
+                };
             }
         }
         TestRunner::Pytest | TestRunner::Vitest | TestRunner::Jest => {
@@ -183,10 +188,19 @@ pub fn test_command_for(
     Some(c)
 }
 
+/// `path` relative to `base`, as a runner's *argument*: a name starting with `-` is written
+/// `./-…`, so no runner reads a file name the model chose as an option (red-team R5-14: a file
+/// named `--junitxml=README.md` made pytest overwrite README.md, `-p evilplug` loaded a plugin).
 fn rel(path: &Path, base: &Path) -> String {
-    path.strip_prefix(base)
+    let r = path
+        .strip_prefix(base)
         .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| path.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string_lossy().into_owned());
+    if r.starts_with('-') {
+        format!("./{r}")
+    } else {
+        r
+    }
 }
 
 /// Quotes a word for bash when it needs it.
@@ -726,5 +740,65 @@ mod tests {
         assert_eq!(c.runner, TestRunner::Pytest);
         assert!(c.command.ends_with(" tests/test_x.py"), "{}", c.command);
         assert_eq!(c.cwd, d.join("py"));
+    }
+
+    /// R5-14: a test path whose name starts with `-` reaches the runner as a path, never as an
+    /// option (`--junitxml=README.md` overwrote README.md; `-p evilplug` loaded a plugin).
+    #[test]
+    fn a_path_starting_with_a_dash_is_never_an_option() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path();
+        std::fs::write(d.join("pytest.ini"), "[pytest]\n").unwrap_or_default();
+        for name in ["--junitxml=README.md", "-p evilplug"] {
+            std::fs::write(d.join(name), "").unwrap_or_default();
+            let c =
+                test_command_for(d, Some(&d.join(name)), None).unwrap_or_else(|| panic!("none"));
+            let words = shlex_words(&c.command);
+            let last = words.last().cloned().unwrap_or_default();
+            assert_eq!(last, format!("./{name}"), "{}", c.command);
+            let configured = test_command_for(d, Some(&d.join(name)), Some("make test"))
+                .unwrap_or_else(|| panic!("none"));
+            assert!(
+                shlex_words(&configured.command).last() == Some(&format!("./{name}")),
+                "{}",
+                configured.command
+            );
+        }
+        std::fs::write(d.join("Cargo.toml"), "[package]\nname='x'\n").unwrap_or_default();
+        std::fs::create_dir_all(d.join("tests")).unwrap_or_default();
+        std::fs::write(d.join("tests/-p x.rs"), "").unwrap_or_default();
+        let c = test_command_for(d, Some(&d.join("tests/-p x.rs")), None)
+            .unwrap_or_else(|| panic!("none"));
+        assert!(c.command.ends_with(" --test='-p x'"), "{}", c.command);
+    }
+
+    /// The words bash makes of a command with single quotes (enough for these tests).
+    fn shlex_words(cmd: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut cur = String::new();
+        let mut quoted = false;
+        let mut any = false;
+        for ch in cmd.chars() {
+            match ch {
+                '\'' => {
+                    quoted = !quoted;
+                    any = true;
+                }
+                ' ' if !quoted => {
+                    if any {
+                        words.push(std::mem::take(&mut cur));
+                    }
+                    any = false;
+                }
+                _ => {
+                    cur.push(ch);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            words.push(cur);
+        }
+        words
     }
 }

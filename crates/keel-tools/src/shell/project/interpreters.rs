@@ -72,7 +72,12 @@ pub(super) fn record_scripts(a: &mut Analyzer, program: &str, args: &[Word]) {
             _ => ["-e", "-p", "--eval", "--print"].contains(&v),
         };
         if inline {
-            // Inline code: the command line is the code.
+            // Inline code: the command line is the code — and every file it names in a
+            // string (`exec(open('g.py').read())`, `do "./x.pl"`, `require('./x.js')`) is
+            // fingerprinted too (red-team pass 5, R5-15).
+            if let Some(code) = args.get(i + 1).and_then(Word::value) {
+                files.extend(quoted_names(code));
+            }
             break;
         }
         if matches!(program, "deno" | "bun") && files.is_empty() && v == "run" {
@@ -108,6 +113,24 @@ pub(super) fn record_scripts(a: &mut Analyzer, program: &str, args: &[Word]) {
         // module on `sys.path`, a package name) or not text is simply not recorded.
         super::record_program_file(a, &file);
     }
+}
+
+/// The contents of the quoted strings in `code` that could name a file (no space, not empty):
+/// candidates only — a name that is not a workspace file is not recorded.
+fn quoted_names(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for quote in ['\'', '"', '`'] {
+        let mut parts = code.split(quote);
+        parts.next();
+        while let Some(inner) = parts.next() {
+            if !inner.is_empty() && inner.len() < 512 && !inner.contains(char::is_whitespace) {
+                out.push(inner.to_string());
+            }
+            // Skip the text between this string and the next.
+            parts.next();
+        }
+    }
+    out
 }
 
 /// Options whose value is a file `program` reads as its program (awk's, sed's, jq's

@@ -451,6 +451,10 @@ fn program_files_other_than_scripts_are_fingerprinted() {
         ("source ./env.sh", "env.sh"),
         (". env.sh", "env.sh"),
         ("xargs -a list echo", "list"),
+        // Files named inside inline code (R5-15).
+        ("python3 -c \"exec(open('g.py').read())\"", "g.py"),
+        ("perl -e 'do \"./env.sh\"'", "env.sh"),
+        ("node -e \"require('./r.sh')\"", "r.sh"),
     ] {
         assert!(
             sources(command).contains(&file.to_string()),
