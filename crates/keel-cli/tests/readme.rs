@@ -215,8 +215,23 @@ fn the_mcp_commands_work_as_written() {
     let mut ran = 0;
     for line in commands.lines().filter(|l| l.starts_with("keel ")) {
         let command = line.split("   #").next().unwrap().trim();
-        let out = sh.command(command).current_dir(ws).output().unwrap();
+        // A project server is approved by a person at a terminal, who reads what it runs and
+        // answers y (without a terminal nothing is approved unless `--yes`): the test is that
+        // person, on a pseudo-terminal.
+        let as_typed = if command.starts_with("keel mcp add files") {
+            format!("printf 'y\\n' | script -qec '{command}' /dev/null")
+        } else {
+            command.to_string()
+        };
+        let out = sh.command(&as_typed).current_dir(ws).output().unwrap();
         assert_exit(&out, 0);
+        if as_typed != command {
+            assert!(
+                text(&out).contains("npx -y @modelcontextprotocol/server-filesystem"),
+                "the approval shows what it runs first: {}",
+                text(&out)
+            );
+        }
         ran += 1;
         if command == "keel mcp test mine" {
             assert!(text(&out).contains("mcp__mine__echo"), "{}", text(&out));
