@@ -161,16 +161,33 @@ mod imp {
                 .iter()
                 .filter(|k| k.starts_with(dir) && *k != dir)
                 .collect();
-            if inside.is_empty() {
-                cover(dir, 1, true)?;
+            let covered = if inside.is_empty() {
+                cover(dir, 1, true)
             } else {
-                cover_around(dir, &inside)?;
+                cover_around(dir, &inside)
+            };
+            if let Err(e) = covered
+                && !gone(dir)
+            {
+                return Err(e);
             }
         }
         for file in &view.hidden_files {
-            bind(Path::new("/dev/null"), file, true, "hide")?;
+            if let Err(e) = bind(Path::new("/dev/null"), file, true, "hide")
+                && !gone(file)
+            {
+                return Err(e);
+            }
         }
         Ok(())
+    }
+
+    /// True when `path` no longer exists: a store removed between making the view and
+    /// mounting it (another session's temporary `keel.db` deleted as it ended) has nothing
+    /// left to hide, and failing there turned a session's snapshots off for the whole run.
+    /// Nothing the command does can cause this: it has not started yet.
+    fn gone(path: &Path) -> bool {
+        matches!(path.symlink_metadata(), Err(e) if e.kind() == io::ErrorKind::NotFound)
     }
 
     fn hide_error(dir: &Path, step: &str, e: impl std::fmt::Display) -> io::Error {
