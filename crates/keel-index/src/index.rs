@@ -345,12 +345,43 @@ fn prepare_state_dir(root: &Path) -> Result<PathBuf, IndexError> {
             _ => {}
         }
     }
+    // Owner-only (red-team pass 5, R5-9): the index holds the text of every indexed file,
+    // private ones too. The database is created 0600 before SQLite opens it (SQLite gives its
+    // `-wal`, `-shm` and `-journal` the database's mode); files an older Keel left 0644 are
+    // tightened through a descriptor opened without following links.
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let rel = format!("{INDEX_DIR}/{INDEX_FILE}{suffix}");
-        match kind(&entry(&rel)?, &rel)? {
-            None | Some(FileKind::File) => {}
+        let found = entry(&rel)?;
+        match kind(&found, &rel)? {
+            None if suffix.is_empty() => {
+                match found.write_atomic(&[], WriteMode::CreateNew, Some(0o600)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                        return Err(IndexError::io(&ws.path().join(&rel), e));
+                    }
+                    _ => {}
+                }
+            }
+            None => {}
+            Some(FileKind::File) => {
+                make_private(&found).map_err(|e| IndexError::io(&ws.path().join(&rel), e))?
+            }
             Some(other) => return Err(refuse(&rel, other.describe())),
         }
     }
     Ok(ws.path().join(INDEX_DIR).join(INDEX_FILE))
+}
+
+/// Removes group and other access from the regular file `found` (never adds any); a file
+/// owned by someone else is left as it is.
+fn make_private(found: &keel_fs::beneath::ResolvedPath) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let (file, _) = found.open_regular()?;
+    let mode = file.metadata()?.mode() & 0o7777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    match file.set_permissions(std::fs::Permissions::from_mode(mode & !0o077)) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(()),
+        other => other,
+    }
 }

@@ -99,3 +99,69 @@ fn a_fresh_workspace_gets_its_state_directory_and_gitignore() {
     assert!(ignore.contains("!config.toml"));
     assert!(ws.join(".keel/index.db").is_file());
 }
+
+/// Red-team pass 5, R5-9: `.keel/index.db` was 0644, and another local user (uid 65534) read a
+/// private file's secret out of its chunks. The database and its companions are owner-only,
+/// also when an older Keel left them readable.
+#[test]
+fn the_index_database_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_d, ws, _outside) = workspace();
+    std::fs::write(ws.join("secrets.py"), "API_TOKEN = \"S\"\n").unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let mut index = Index::open(&ws, IndexSettings::default()).unwrap();
+    index.refresh(&keel_index::NoProgress).unwrap();
+    for name in ["index.db", "index.db-wal", "index.db-shm"] {
+        let p = ws.join(".keel").join(name);
+        if p.exists() {
+            assert_eq!(mode(&p), 0o600, "{name}");
+        }
+    }
+    drop(index);
+    // Left readable by an older Keel: tightened when opened.
+    let db = ws.join(".keel/index.db");
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _index = Index::open(&ws, IndexSettings::default()).unwrap();
+    assert_eq!(mode(&db), 0o600);
+}
+
+/// Red-team pass 6, R6-3: a repository shipped `.keel/index.db` — a valid Keel index plus a
+/// trigger on `files` joining a large table with itself — and the first `codebase_search`
+/// hung for good. A database holding anything Keel's schema does not is rebuilt.
+#[test]
+fn a_shipped_index_with_its_own_triggers_is_rebuilt() {
+    let (_d, ws, _outside) = workspace();
+    {
+        let mut index = Index::open(&ws, IndexSettings::default()).unwrap();
+        index.refresh(&keel_index::NoProgress).unwrap();
+    }
+    let db = ws.join(".keel/index.db");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE TABLE big(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 3000) INSERT INTO big SELECT i FROM n;
+         CREATE TRIGGER slow AFTER INSERT ON files BEGIN SELECT count(*) FROM big a, big b, big c; END;
+         CREATE TRIGGER slow2 AFTER UPDATE ON files BEGIN SELECT count(*) FROM big a, big b, big c; END;
+         CREATE VIEW v AS SELECT * FROM big;",
+    )
+    .unwrap();
+    drop(c);
+    std::fs::write(ws.join("new.rs"), "fn g() {}\n").unwrap();
+    let started = std::time::Instant::now();
+    let mut index = Index::open(&ws, IndexSettings::default()).unwrap();
+    index.refresh(&keel_index::NoProgress).unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    drop(index);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let foreign: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name IN ('big', 'slow', 'slow2', 'v')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(foreign, 0);
+}

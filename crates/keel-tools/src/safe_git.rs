@@ -43,8 +43,7 @@ pub const FORCED: &[(&str, &str)] = &[
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("protocol.allow", "never"),
-    // The one transport that runs a program the URL names: a repository's own, more specific
-    // `protocol.ext.allow = always` beat `protocol.allow` (red-team pass 6, R6-1).
+    // `ext::` runs a command line as a transport; nothing Keel does needs it.
     ("protocol.ext.allow", "never"),
     ("submodule.recurse", "false"),
     ("gc.auto", "0"),
@@ -65,14 +64,13 @@ const DRIVER_KEYS: &[(&str, &str, &str)] = &[
     ("credential", "helper", ""),
     ("gpg", "program", ""),
     ("pager", "", "false"),
+    // A repository's `protocol.<name>.allow = always` beats the forced `protocol.allow=never`
+    // (the more specific key wins): with `ext::` or a local `uploadpack`, any fetch git makes
+    // on its own (a partial clone's lazy fetch of a missing object) runs its program
+    // (red-team pass 6, R6-1).
+    ("protocol", "allow", "never"),
     // Config-defined hooks (newer git): not run by today's 2.4x, blanked ahead of time.
     ("hook", "command", ""),
-    // Transports: the program a local or ssh fetch or push runs (a promisor remote's lazy
-    // fetch on a git older than 2.45, which does not know `GIT_NO_LAZY_FETCH`: R6-1), and any
-    // transport the repository allows by name.
-    ("remote", "uploadpack", ""),
-    ("remote", "receivepack", ""),
-    ("protocol", "allow", "never"),
 ];
 
 /// The overrides that blank every program-naming key in `names` (the NUL-separated output of
@@ -188,13 +186,13 @@ pub fn environment(
         ("GIT_CONFIG_NOSYSTEM", "1"),
         ("GIT_CONFIG_GLOBAL", "/dev/null"),
         ("GIT_TERMINAL_PROMPT", "0"),
+        // A partial clone fetches a missing object on demand from its promisor remote — a
+        // transport the repository's config chooses (`ext::<command>`): Keel's git reads
+        // only what is there (git 2.44 or newer; older git still has the forced
+        // `protocol.*.allow=never`) (red-team pass 6, R6-1).
+        ("GIT_NO_LAZY_FETCH", "1"),
         ("GIT_NO_REPLACE_OBJECTS", "1"),
         ("GIT_OPTIONAL_LOCKS", "0"),
-        // A shipped partial clone (`extensions.partialClone`, a promisor remote) had an
-        // unconfined `rev-parse HEAD:<dir>` fetch the object it lacked — through an `ext::`
-        // remote, which runs the program its URL names (red-team pass 6, R6-1). Keel's git
-        // never fetches on its own (git 2.45 and newer).
-        ("GIT_NO_LAZY_FETCH", "1"),
         ("GIT_PAGER", "cat"),
         ("PAGER", "cat"),
     ] {
@@ -570,7 +568,7 @@ mod tests {
 
     #[test]
     fn program_naming_keys_are_found_in_any_subsection() {
-        let names = b"core.bare\0filter.evil.clean\0Filter.A.b=c.smudge\0filter.x.required\0diff.tc.textconv\0diff.renames\0credential.https://h.helper\0gpg.ssh.program\0pager.diff\0pager.x.y\0merge.m.driver\0filter.evil.clean\0hook.h.command\0";
+        let names = b"core.bare\0filter.evil.clean\0Filter.A.b=c.smudge\0filter.x.required\0diff.tc.textconv\0diff.renames\0credential.https://h.helper\0gpg.ssh.program\0pager.diff\0pager.x.y\0merge.m.driver\0filter.evil.clean\0hook.h.command\0protocol.ext.allow\0protocol.allow\0";
         let got = neutralisers(names);
         let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
@@ -584,37 +582,12 @@ mod tests {
                 "gpg.ssh.program",
                 "pager.diff",
                 "merge.m.driver",
-                "hook.h.command"
+                "hook.h.command",
+                "protocol.ext.allow"
             ]
         );
         assert_eq!(got[2].1, "false", "a required filter is made optional");
         assert_eq!(got[0].1, "", "a command is blanked");
-    }
-
-    /// Red-team pass 6, R6-1: a repository's `protocol.ext.allow = always` beat the forced
-    /// `protocol.allow = never`, and a shipped partial clone's lazy fetch ran its `ext::`
-    /// program. Every transport it allows is refused again, the programs a fetch or push runs
-    /// are blanked, and Keel's git never fetches lazily.
-    #[test]
-    fn a_repository_cannot_allow_a_transport_or_name_its_programs() {
-        let names =
-            b"protocol.ext.allow\0protocol.allow\0remote.origin.uploadpack\0remote.o.receivepack\0remote.origin.url\0";
-        let got = neutralisers(names);
-        assert_eq!(
-            got,
-            [
-                ("protocol.ext.allow".to_string(), "never".to_string()),
-                ("remote.origin.uploadpack".to_string(), String::new()),
-                ("remote.o.receivepack".to_string(), String::new()),
-            ]
-        );
-        assert!(FORCED.contains(&("protocol.ext.allow", "never")));
-        let env = environment(std::iter::empty());
-        assert!(
-            env.iter()
-                .any(|(k, v)| k == "GIT_NO_LAZY_FETCH" && v == "1"),
-            "{env:?}"
-        );
     }
 
     #[test]

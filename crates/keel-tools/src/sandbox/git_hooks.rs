@@ -16,7 +16,8 @@
 //! (the hooks directory is read-only to commands), so what it names can be trusted to be what
 //! runs. Existing directories a hook's text names (`cd frontend && npm test`) are not
 //! protected: the whole tree would turn read-only; what such a hook runs from there (a test
-//! suite, `node_modules`) is the project's code, as in any `npm test` the user runs.
+//! suite) is the project's code, as in any `npm test` the user runs — but the installed
+//! dependency trees and hook tools' configuration there are ([`super::git_tool_trees`]).
 
 use std::path::{Path, PathBuf};
 
@@ -70,17 +71,17 @@ const DATA_KEYS: &[&str] = &[
     "only",
 ];
 
-/// Reads the hooks in `dir` and records what they run from the work tree.
-pub(super) fn read_hooks(r: &mut Reader, dir: &Path) {
+/// Reads the hooks in `dir` and records what they run from the work tree; the number of hooks.
+pub(super) fn read_hooks(r: &mut Reader, dir: &Path) -> usize {
     let dir_meta = std::fs::symlink_metadata(dir);
     // A hooks directory in the workspace that is a link is not entered (it may lead anywhere;
     // the directory itself is protected by its key).
     if dir.starts_with(&r.ws) && !dir_meta.as_ref().is_ok_and(std::fs::Metadata::is_dir) {
-        return;
+        return 0;
     }
     r.look(dir);
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return 0;
     };
     let mut hooks: Vec<(String, PathBuf)> = entries
         .flatten()
@@ -89,6 +90,7 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) {
         .collect();
     hooks.sort();
     hooks.truncate(MAX_HOOKS);
+    let count = hooks.len();
     let top = r.top.clone();
     for (name, path) in hooks {
         let key = format!("hook `{name}`");
@@ -104,15 +106,19 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) {
         };
         for word in path_words(&text) {
             let word = strip_top_variable(word);
-            if let Some(abs) = Reader::resolve(&top, word)
-                && !abs.is_dir()
-            {
-                r.add(&abs, &key);
+            if let Some(abs) = Reader::resolve(&top, word) {
+                if abs.is_dir() {
+                    // Its JavaScript tooling is protected ([`super::git_tool_trees`]).
+                    r.named_dirs.push(abs);
+                } else {
+                    r.add(&abs, &key);
+                }
             }
         }
         // `npx lint-staged` (husky's default hook), `pnpm exec`, `bunx`, `yarn`: the program
         // in the work tree's `node_modules/.bin`, its link target and that package's directory
-        // (red-team pass 5, R5-16). Its dependencies elsewhere in `node_modules` are not.
+        // (red-team pass 5, R5-16); the whole `node_modules` joins them in
+        // [`super::git_tool_trees`].
         for name in package_runner_programs(&text) {
             let bin = top.join("node_modules/.bin").join(&name);
             r.add(&bin, &key);
@@ -139,6 +145,7 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) {
             }
         }
     }
+    count
 }
 
 /// The programs a hook's text runs through a package runner: `npx [opts] NAME`, `pnpx`,

@@ -38,6 +38,10 @@ pub struct GitConfigPath {
     pub path: PathBuf,
     /// The config key that names it (`include.path`, `core.hookspath`, `filter.x.clean`).
     pub key: String,
+    /// A tree of installed code the hooks load as a whole (`node_modules`, a virtual
+    /// environment: [`super::git_tool_trees`]): after a command only its appearance is
+    /// checked, not every file below it.
+    pub tree: bool,
 }
 
 /// The workspace-relative paths of [`git_config_paths`].
@@ -185,6 +189,8 @@ pub(super) struct Reader {
     /// Every file read or looked for, stamped before it was read.
     pub(super) files: Vec<(PathBuf, Stamp)>,
     pub(super) found: Vec<GitConfigPath>,
+    /// Existing directories a hook's text names (`cd frontend && npx lint-staged`).
+    pub(super) named_dirs: Vec<PathBuf>,
 }
 
 impl Reader {
@@ -215,6 +221,15 @@ impl Reader {
     /// `.git`; also its canonical form when a symlink in the workspace leads elsewhere in it
     /// (`tools → scripts` makes `scripts/fsmon` the program `tools/fsmon` names).
     pub(super) fn add(&mut self, abs: &Path, key: &str) {
+        self.add_as(abs, key, false);
+    }
+
+    /// Like [`Self::add`], for a tree of installed code ([`GitConfigPath::tree`]).
+    pub(super) fn add_tree(&mut self, abs: &Path, key: &str) {
+        self.add_as(abs, key, true);
+    }
+
+    fn add_as(&mut self, abs: &Path, key: &str, tree: bool) {
         let push = |found: &mut Vec<GitConfigPath>, rel: PathBuf| {
             let under_git = rel
                 .components()
@@ -224,6 +239,7 @@ impl Reader {
                 found.push(GitConfigPath {
                     path: rel,
                     key: key.to_string(),
+                    tree,
                 });
             }
         };
@@ -324,6 +340,7 @@ fn read_paths(
         top: repo.top.clone(),
         files: Vec::new(),
         found: Vec::new(),
+        named_dirs: Vec::new(),
     };
     let mut queue: Vec<(PathBuf, usize)> = Vec::new();
     let mut git_dirs = vec![repo.git_dir.clone()];
@@ -395,9 +412,18 @@ fn read_paths(
     for g in git_dirs.iter().rev() {
         hooks_dirs.push((g.join("hooks"), "hook".to_string()));
     }
+    let mut hooks = 0;
     for (dir, _) in &hooks_dirs {
-        super::git_hooks::read_hooks(&mut r, dir);
+        hooks += super::git_hooks::read_hooks(&mut r, dir);
     }
+    // What those programs load as a whole: `node_modules`, a virtual environment (R5-16).
+    let runs_programs = hooks > 0
+        || r.found.iter().any(|p| {
+            !(p.key == "include.path"
+                || p.key.starts_with("includeif.")
+                || p.key == "core.hookspath")
+        });
+    super::git_tool_trees::add_tool_trees(&mut r, runs_programs);
     let mut found = r.found;
     found.sort_by(|a, b| a.path.cmp(&b.path));
     (r.files, gits, found)
@@ -620,8 +646,15 @@ mod tests {
         write(
             "\u{feff}[core]\n\thooksPath = .husky/_\n\tfsmonitor = \"./tools/fsmon --x\"\n\tsshCommand = ssh -i keys/id\n[filter \"x\"]\n\tclean = python3 scripts/clean.py %f\n[diff \"t\"]\n\ttextconv = /usr/bin/cat\n[alias]\n\tb = !sh ../outside.sh\n[remote \"origin\"]\n\turl = ./mirror/repo.git\n",
         );
-        let got: Vec<(String, String)> = git_config_paths(ws)
+        let all = git_config_paths(ws);
+        // The programs run JavaScript tooling: its trees and configuration count (R5-16).
+        assert!(
+            all.iter()
+                .any(|p| p.path == Path::new("node_modules") && p.tree)
+        );
+        let got: Vec<(String, String)> = all
             .into_iter()
+            .filter(|p| p.key != super::super::git_tool_trees::KEY)
             .map(|p| (p.path.display().to_string(), p.key))
             .collect();
         let want: Vec<(String, String)> = [

@@ -46,6 +46,7 @@ mod devices;
 pub mod fds;
 mod git_hooks;
 mod git_includes;
+mod git_tool_trees;
 mod helper;
 mod init;
 mod limits;

@@ -24,7 +24,8 @@ const MAX_LOOK: usize = 2_000;
 /// The configured program paths before a command: which existed.
 #[derive(Debug)]
 pub(crate) struct Before {
-    paths: Vec<(PathBuf, String, bool)>,
+    /// (path, key, is a tree of installed code, existed)
+    paths: Vec<(PathBuf, String, bool, bool)>,
 }
 
 /// One program path moved out of git's way.
@@ -46,7 +47,7 @@ impl Before {
             .into_iter()
             .map(|p| {
                 let exists = std::fs::symlink_metadata(workspace.join(&p.path)).is_ok();
-                (p.path, p.key, exists)
+                (p.path, p.key, p.tree, exists)
             })
             .collect();
         Self { paths }
@@ -58,20 +59,20 @@ impl Before {
     /// the command created can name more).
     pub(crate) fn after(self, workspace: &Path, since: SystemTime, confined: bool) -> Vec<Moved> {
         let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
-        // (path, key, existed before: `None` when not known before — not protected then)
-        let mut all: Vec<(PathBuf, String, Option<bool>)> = self
+        // (path, key, tree, existed before: `None` when not known before — not protected then)
+        let mut all: Vec<(PathBuf, String, bool, Option<bool>)> = self
             .paths
             .into_iter()
-            .map(|(p, k, e)| (p, k, Some(e)))
+            .map(|(p, k, t, e)| (p, k, t, Some(e)))
             .collect();
         for p in crate::sandbox::git_config_paths(workspace) {
-            if !all.iter().any(|(q, _, _)| *q == p.path) {
-                all.push((p.path, p.key, None));
+            if !all.iter().any(|(q, _, _, _)| *q == p.path) {
+                all.push((p.path, p.key, p.tree, None));
             }
         }
         all.sort_by(|a, b| a.0.cmp(&b.0));
         let mut out: Vec<Moved> = Vec::new();
-        for (rel, key, existed) in all {
+        for (rel, key, tree, existed) in all {
             if out.iter().any(|m| rel.starts_with(&m.moved_from)) {
                 continue;
             }
@@ -81,8 +82,14 @@ impl Before {
             }
             let suspect = match existed {
                 Some(false) => true,
+                // A tree of installed code (`node_modules`) is too large to look through after
+                // every command; it was read-only while it ran. Unconfined, nothing was.
+                Some(true) if tree => false,
                 // Mounted read-only while it ran, unless nothing confined it.
                 Some(true) => !confined && changed_below(&abs, since),
+                None if tree => {
+                    std::fs::symlink_metadata(&abs).is_ok_and(|m| changed_since(&m, since))
+                }
                 None => changed_below(&abs, since),
             };
             if !suspect {
