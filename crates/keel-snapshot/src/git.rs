@@ -115,9 +115,6 @@ pub(super) struct Git {
 /// work tree) is writable to that git (red-team pass 5, R5-1).
 const STAGE_DIR: &str = "keel";
 
-const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
-
 /// True when a usable `git` is on PATH.
 pub fn git_available() -> bool {
     git_version().is_some()
@@ -170,11 +167,7 @@ impl Git {
                 let common_dir = lines
                     .get(4)
                     .map_or_else(|| git_dir.clone(), |c| workspace.join(c));
-                let empty = if lines.get(2) == Some(&"sha256") {
-                    EMPTY_TREE_SHA256
-                } else {
-                    EMPTY_TREE_SHA1
-                };
+                let empty = keel_tools::safe_git::empty_tree(lines.get(2).unwrap_or(&"sha1"));
                 let user = Self {
                     stage_dir: git_dir.join(STAGE_DIR),
                     index: git_dir.join(STAGE_DIR).join("index"),
@@ -209,7 +202,7 @@ impl Git {
             prefix: String::new(),
             work_tree: workspace.clone(),
             workspace,
-            attr_source: attr_ok.then_some(EMPTY_TREE_SHA1),
+            attr_source: attr_ok.then_some(keel_tools::safe_git::empty_tree("sha1")),
             build_dirs: None,
             max_file_mb: None,
             #[cfg(test)]

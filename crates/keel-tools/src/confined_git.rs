@@ -176,6 +176,22 @@ pub async fn output(
     input: Option<Vec<u8>>,
     deadline: Duration,
 ) -> io::Result<Output> {
+    // A git that writes (stages the work tree) reads attributes from a fixed tree, never the
+    // work tree's `.gitattributes`: one could name a filter that a configuration git reads
+    // after Keel's probe defines (an include that appears, `/proc/1/cwd/…`, which resolves
+    // differently in here), and the filter would run with the git directory writable
+    // (red-team pass 6, R6-4: a flow's `deliver` staged without it). Every caller, present
+    // and future, gets this check rather than a rule to remember.
+    if (!jail.writable.is_empty() || jail.work_tree)
+        && crate::safe_git::attr_source_supported()
+        && !cmd
+            .get_envs()
+            .any(|(k, v)| k == "GIT_ATTR_SOURCE" && v.is_some())
+    {
+        return Err(io::Error::other(
+            "Keel's confined git was asked to write without a fixed attribute source (GIT_ATTR_SOURCE): refused (a bug in Keel; please report it)",
+        ));
+    }
     let mut argv: Vec<OsString> = vec![cmd.get_program().to_os_string()];
     argv.extend(cmd.get_args().map(|a| a.to_os_string()));
     let env: Vec<(OsString, OsString)> = cmd
@@ -279,7 +295,8 @@ mod tests {
             "-c",
             "echo evil > .git/hooks/pre-commit; echo x >> .git/config; echo ok > .git/objects/probe; echo ok > .git/keel-snapshot.index",
         ])
-        .current_dir(ws);
+        .current_dir(ws)
+        .env("GIT_ATTR_SOURCE", crate::safe_git::empty_tree("sha1"));
         let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!git.join("hooks/pre-commit").exists(), "{out:?}");
@@ -323,7 +340,8 @@ mod tests {
              echo x > .git/hooks/pre-commit; echo evil > README.md; echo x > new.txt; \
              echo ok > .git/keel/index",
         ])
-        .current_dir(ws);
+        .current_dir(ws)
+        .env("GIT_ATTR_SOURCE", crate::safe_git::empty_tree("sha1"));
         let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"));
         for planted in [
@@ -405,7 +423,8 @@ mod tests {
             .current_dir(&ws)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_ATTR_SOURCE", crate::safe_git::empty_tree("sha1"));
         let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(out.status.success(), "{out:?}");
