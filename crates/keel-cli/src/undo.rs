@@ -350,7 +350,12 @@ pub fn snapshots(args: SnapshotsArgs) -> anyhow::Result<u8> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::disallowed_methods,
+        clippy::disallowed_macros
+    )]
     use super::*;
 
     /// Red-team pass 6, R6-18: a repository shipped `refs/keel/snapshots/<future-dated
