@@ -376,6 +376,35 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
 }
 
 #[tokio::test]
+async fn deliver_stages_exact_bytes_whatever_the_work_trees_attributes_say() {
+    // Red-team pass 6, R6-4: deliver's confined `git add` read the work tree's
+    // `.gitattributes`, which can name a filter defined by configuration Keel's probe never
+    // sees (it then ran with the git directory writable). Keel's git reads attributes from the
+    // empty tree: here `ident` would collapse `$Id: keep $` to `$Id$` in the delivered commit.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = dir.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join(".gitattributes"), "*.txt ident\n").unwrap_or_else(|e| panic!("{e}"));
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-qm", "init"]);
+    let a = agents(vec![(
+        "impl",
+        Box::new(|_: &AgentRequest, _| {
+            (
+                "changed".into(),
+                vec![("a.txt".into(), "$Id: keep $\n".into())],
+            )
+        }),
+    )]);
+    let s = setup(a, store(), CancellationToken::new());
+    let yaml = "name: ship\nnodes:\n  - id: impl\n    type: agent\n    task: change it\n  - id: ship\n    type: deliver\n    needs: [impl]\n    branch: keel/exact\n";
+    let sum = run(&s, yaml, ws).await;
+    assert_eq!(sum.status, "completed", "{:?}", sum.error);
+    assert_eq!(git(ws, &["show", "keel/exact:a.txt"]), "$Id: keep $");
+}
+
+#[tokio::test]
 async fn deliver_never_writes_through_links_or_into_another_repository() {
     // Red-team pass 2, R4: `.git/refs/heads/keel` linked out of the workspace, and a `.git`
     // file naming another repository. The deliver node fails; nothing lands outside.

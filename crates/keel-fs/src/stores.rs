@@ -169,7 +169,7 @@ pub const RELOCATED: &[(&str, &str)] = &[
 ];
 
 /// What a protected store is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreKind {
     /// One of the user's secret stores.
     Secret,
@@ -178,7 +178,7 @@ pub enum StoreKind {
 }
 
 /// One protected store: an absolute path (it may not exist).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Store {
     pub path: PathBuf,
     pub kind: StoreKind,

@@ -443,3 +443,47 @@ fn a_private_files_content_is_not_left_readable_by_others() {
         .mode();
     assert_eq!(mode & 0o077, 0, "object {} is {mode:o}", object.display());
 }
+
+#[test]
+fn a_partial_clones_promisor_transport_never_runs() {
+    // Red-team pass 6, R6-1: a shipped "partial clone" whose promisor remote is `ext::<program>`
+    // with `protocol.ext.allow = always` (beating the forced `protocol.allow=never`), and the root
+    // tree object missing. Keel's discovery reads `HEAD:<workspace>`: git would fetch the
+    // missing object on demand — running the program, unconfined.
+    let h = setup(false);
+    let app = h.ws.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::rename(h.ws.join("a.txt"), app.join("a.txt")).unwrap();
+    std::fs::rename(h.ws.join("b.dat"), app.join("b.dat")).unwrap();
+    git(&h.ws, &["init", "-q"]);
+    git(&h.ws, &["add", "."]);
+    git(&h.ws, &["commit", "-qm", "init"]);
+    let transport = h.outside.join("bin").join("transport");
+    std::fs::write(
+        &transport,
+        format!(
+            "#!/bin/sh\ntouch '{o}/canary'\nenv > '{o}/env-dump'\n",
+            o = h.outside.display()
+        ),
+    )
+    .unwrap();
+    make_executable(&transport);
+    config(&h, "core.repositoryformatversion", "1");
+    config(&h, "extensions.partialClone", "origin");
+    config(
+        &h,
+        "remote.origin.url",
+        &format!("ext::{}", transport.display()),
+    );
+    config(&h, "remote.origin.promisor", "true");
+    config(&h, "protocol.ext.allow", "always");
+    let tree = git(&h.ws, &["rev-parse", "HEAD^{tree}"]);
+    let tree = tree.trim();
+    std::fs::remove_file(h.ws.join(".git/objects").join(&tree[..2]).join(&tree[2..])).unwrap();
+    // The repository is broken (an object is missing): snapshots may fail, but nothing runs.
+    let _ = exercise(&app);
+    assert!(
+        !h.outside.join("canary").exists(),
+        "the promisor remote's transport program ran"
+    );
+}

@@ -43,6 +43,8 @@ pub const FORCED: &[(&str, &str)] = &[
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("protocol.allow", "never"),
+    // `ext::` runs a command line as a transport; nothing Keel does needs it.
+    ("protocol.ext.allow", "never"),
     ("submodule.recurse", "false"),
     ("gc.auto", "0"),
     ("maintenance.auto", "false"),
@@ -62,6 +64,11 @@ const DRIVER_KEYS: &[(&str, &str, &str)] = &[
     ("credential", "helper", ""),
     ("gpg", "program", ""),
     ("pager", "", "false"),
+    // A repository's `protocol.<name>.allow = always` beats the forced `protocol.allow=never`
+    // (the more specific key wins): with `ext::` or a local `uploadpack`, any fetch git makes
+    // on its own (a partial clone's lazy fetch of a missing object) runs its program
+    // (red-team pass 6, R6-1).
+    ("protocol", "allow", "never"),
     // Config-defined hooks (newer git): not run by today's 2.4x, blanked ahead of time.
     ("hook", "command", ""),
 ];
@@ -179,6 +186,11 @@ pub fn environment(
         ("GIT_CONFIG_NOSYSTEM", "1"),
         ("GIT_CONFIG_GLOBAL", "/dev/null"),
         ("GIT_TERMINAL_PROMPT", "0"),
+        // A partial clone fetches a missing object on demand from its promisor remote — a
+        // transport the repository's config chooses (`ext::<command>`): Keel's git reads
+        // only what is there (git 2.44 or newer; older git still has the forced
+        // `protocol.*.allow=never`) (red-team pass 6, R6-1).
+        ("GIT_NO_LAZY_FETCH", "1"),
         ("GIT_NO_REPLACE_OBJECTS", "1"),
         ("GIT_OPTIONAL_LOCKS", "0"),
         ("GIT_PAGER", "cat"),
@@ -187,6 +199,22 @@ pub fn environment(
         env.push((name.into(), value.into()));
     }
     env
+}
+
+/// The empty tree of a repository's object format (`git rev-parse --show-object-format`):
+/// what Keel's git reads attributes from (`GIT_ATTR_SOURCE`), so no work-tree
+/// `.gitattributes` names a filter or diff driver for it (git 2.40 or newer).
+pub fn empty_tree(object_format: &str) -> &'static str {
+    if object_format.trim() == "sha256" {
+        "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+    } else {
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    }
+}
+
+/// Whether this git reads attributes from `GIT_ATTR_SOURCE` (2.40 or newer).
+pub fn attr_source_supported() -> bool {
+    git_version().is_some_and(|v| v >= (2, 40))
 }
 
 /// The installed git's (major, minor), probed once per process; `None` when git cannot run.
@@ -556,7 +584,7 @@ mod tests {
 
     #[test]
     fn program_naming_keys_are_found_in_any_subsection() {
-        let names = b"core.bare\0filter.evil.clean\0Filter.A.b=c.smudge\0filter.x.required\0diff.tc.textconv\0diff.renames\0credential.https://h.helper\0gpg.ssh.program\0pager.diff\0pager.x.y\0merge.m.driver\0filter.evil.clean\0hook.h.command\0";
+        let names = b"core.bare\0filter.evil.clean\0Filter.A.b=c.smudge\0filter.x.required\0diff.tc.textconv\0diff.renames\0credential.https://h.helper\0gpg.ssh.program\0pager.diff\0pager.x.y\0merge.m.driver\0filter.evil.clean\0hook.h.command\0protocol.ext.allow\0protocol.allow\0";
         let got = neutralisers(names);
         let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
@@ -570,7 +598,8 @@ mod tests {
                 "gpg.ssh.program",
                 "pager.diff",
                 "merge.m.driver",
-                "hook.h.command"
+                "hook.h.command",
+                "protocol.ext.allow"
             ]
         );
         assert_eq!(got[2].1, "false", "a required filter is made optional");

@@ -92,6 +92,10 @@ struct State {
     read: bool,
     /// A plan was written with `update_plan` in this phase.
     planned: bool,
+    /// Planning only: Keel offered the model a plan stated from the task (a refusal gave it
+    /// as a ready call); the model's next bare `advance_phase`, or its next attempt at a
+    /// building tool, takes it.
+    offered: bool,
 }
 
 impl State {
@@ -107,6 +111,7 @@ impl State {
             made_change,
             read: false,
             planned: false,
+            offered: false,
         }
     }
 
@@ -160,6 +165,9 @@ pub(crate) struct PhaseHook {
     rollback_timeout: Duration,
     cancel: CancellationToken,
     state: Mutex<State>,
+    /// The task (the first message's, or a person's latest): the files it names and the plan
+    /// Keel offers a model that states none.
+    task: Mutex<Option<String>>,
 }
 
 /// What a [`PhaseHook`] is made of besides the policy.
@@ -185,6 +193,7 @@ impl PhaseHook {
             shell: parts.shell,
             rollback_timeout: parts.rollback_timeout,
             cancel: parts.cancel,
+            task: Mutex::new(None),
         }
     }
 
@@ -239,7 +248,20 @@ impl PhaseHook {
         let phase = self.phase_now();
         match self.policy.check(phase, &facts, self.judge.as_ref()) {
             Verdict::Allow(access) => Ok(Ok(access)),
-            Verdict::Deny(v) => {
+            Verdict::Deny(mut v) => {
+                if phase == Phase::Planning {
+                    let way_on = self.planning_way_on(&mut lock(&self.state));
+                    match way_on {
+                        WayOn::Refuse(next) => v.hint = format!("{} {next}", v.hint),
+                        WayOn::TakeOffer(plan) => {
+                            // The model wants to build and was offered a plan: planning ends
+                            // with it; this call is still refused (it was made in planning).
+                            if self.advance(cx).await?.is_some() {
+                                v.hint = format!("{} Make this call again now.", took_offer(&plan));
+                            }
+                        }
+                    }
+                }
                 cx.events
                     .emit(EventKind::PhaseViolation {
                         tool: v.tool.clone(),
@@ -250,6 +272,60 @@ impl PhaseHook {
                 Ok(Err(v.to_model_json()))
             }
         }
+    }
+
+    /// The files the task names that exist in the workspace (at most three).
+    fn files_in_task(&self) -> Vec<String> {
+        let task = lock(&self.task).clone().unwrap_or_default();
+        super::files_named(&task, &self.workspace)
+    }
+
+    /// The plan Keel offers a model that read something but states none: the task's own
+    /// words as steps.
+    fn offered_plan(&self) -> String {
+        let task = lock(&self.task).clone().unwrap_or_default();
+        let task: String = task.split_whitespace().collect::<Vec<_>>().join(" ");
+        let task: String = task.chars().take(200).collect();
+        let files = self.files_in_task();
+        let what = if files.is_empty() {
+            "the code the task is about".to_string()
+        } else {
+            files.join(", ")
+        };
+        format!(
+            "1. Change {what} as the task asks: {}. 2. Run the tests (run_tests) and make them pass.",
+            task.trim_end_matches('.')
+        )
+    }
+
+    /// What a model that cannot leave planning yet is told to do next, as one exact call —
+    /// or, when it was offered a plan and asks to move on again (a bare `advance_phase`, a
+    /// building tool), the offer taken. A weak model refused with a rule and no call never
+    /// found the way on (SmolLM2: `advance_phase` first, refused, then never again).
+    fn planning_way_on(&self, state: &mut State) -> WayOn {
+        if !state.read {
+            let next = match self.files_in_task().first() {
+                Some(file) => format!(
+                    "Your next call: {} (the file the task names).",
+                    super::read_call(file)
+                ),
+                None => {
+                    "Your next call: list_files {}, then read_file on the file the task is about."
+                        .to_string()
+                }
+            };
+            return WayOn::Refuse(next);
+        }
+        let plan = self.offered_plan();
+        if state.offered {
+            state.planned = true;
+            return WayOn::TakeOffer(plan);
+        }
+        state.offered = true;
+        let call = serde_json::json!({ "summary": plan });
+        WayOn::Refuse(format!(
+            "Your next call: advance_phase {call} — or your own numbered steps. Calling advance_phase again without a plan takes this one."
+        ))
     }
 
     /// Notes a call that ran in the current phase with `access` (not one the policy
@@ -291,8 +367,9 @@ impl PhaseHook {
         cx: &HookContext,
         arguments: &serde_json::Value,
     ) -> Result<Result<ToolOutput, ToolError>, EngineError> {
+        let mut taken = None;
         {
-            let state = lock(&self.state);
+            let mut state = lock(&self.state);
             if state.phase.next().is_none() {
                 return Ok(Err(ToolError::model(
                     "already at final phase (delivery): every tool is allowed; finish with a short summary of what changed",
@@ -300,13 +377,24 @@ impl PhaseHook {
             }
             let summary = arguments.get("summary").and_then(|s| s.as_str());
             if let Some(refusal) = state.exit_refusal(summary, &cx.messages) {
-                return Ok(Err(ToolError::model(refusal)));
+                if state.phase != Phase::Planning {
+                    return Ok(Err(ToolError::model(refusal)));
+                }
+                match self.planning_way_on(&mut state) {
+                    WayOn::Refuse(next) => {
+                        return Ok(Err(ToolError::model(format!("{refusal} {next}"))));
+                    }
+                    WayOn::TakeOffer(plan) => taken = Some(plan),
+                }
             }
         }
         let Some((previous, phase)) = self.advance(cx).await? else {
             return Ok(Err(ToolError::model("already at final phase (delivery)")));
         };
-        let text = self.advance_note(previous, phase, false);
+        let mut text = self.advance_note(previous, phase, false);
+        if let Some(plan) = taken {
+            text = format!("{} {text}", took_offer(&plan));
+        }
         Ok(Ok(ToolOutput::text(text).with_metadata(
             serde_json::json!({
                 "phase": phase.as_str(),
@@ -478,6 +566,19 @@ impl PhaseHook {
     }
 }
 
+/// How a model that cannot leave planning yet goes on.
+enum WayOn {
+    /// Refused; the text names the next call.
+    Refuse(String),
+    /// Planning ends with the plan Keel offered.
+    TakeOffer(String),
+}
+
+/// What the model reads when planning ended with the plan Keel offered.
+fn took_offer(plan: &str) -> String {
+    format!("Planning ended with the plan Keel offered (you stated none): {plan}")
+}
+
 /// A note the model reads, or `Continue`; a failure of the store is reported to the loop.
 fn noted(cx: &HookContext, note: Result<Option<String>, EngineError>) -> HookAction {
     match note {
@@ -589,7 +690,8 @@ impl Hook for PhaseHook {
         })
     }
 
-    fn first_message(&self, _task: &str) -> Vec<String> {
+    fn first_message(&self, task: &str) -> Vec<String> {
+        *lock(&self.task) = Some(task.to_string());
         let p = self.phase_now();
         vec![format!(
             "This session runs in plan_exec mode: planning → building → verification → delivery. Each phase allows only some tools; call advance_phase when a phase's work is done. Current phase: {p}: {}. {}",
@@ -598,7 +700,8 @@ impl Hook for PhaseHook {
         )]
     }
 
-    fn user_message(&self, _message: &str) -> Vec<String> {
+    fn user_message(&self, message: &str) -> Vec<String> {
+        *lock(&self.task) = Some(message.to_string());
         let p = self.phase_now();
         vec![format!(
             "(plan_exec: the session is in the {p} phase: {}. {})",

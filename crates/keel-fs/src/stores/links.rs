@@ -8,6 +8,7 @@
 //! costs nothing. Its result is kept per process and reused while every directory it read is
 //! unchanged (a link added, removed or replaced changes its directory's mtime).
 
+use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -63,7 +64,6 @@ fn stamp(path: &Path) -> Option<Stamp> {
 
 /// One store's walk, kept while the store and every directory it read are unchanged.
 struct Cached {
-    store: Store,
     /// The store path's own stamp (not followed) when it was walked.
     stamp: Option<Stamp>,
     /// The entry budget it was walked with (a truncated walk is reused only with the same).
@@ -86,8 +86,10 @@ struct Walked {
 
 /// Per store, not per list: the sandbox (the stores it hides) and every workspace handle (all
 /// protected stores) ask with different lists, and a cache of the last list alone made each
-/// of them walk again every time.
-static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+/// of them walk again every time. Found by hash: every workspace handle asks about all ~190
+/// stores, and a search through a list of them was ~35,000 path comparisons per handle — with
+/// a dozen handles opened before the first request, most of its launch time (issue 33).
+static CACHE: Mutex<Option<HashMap<Store, Cached>>> = Mutex::new(None);
 
 /// How long a result is trusted without looking at the directories again.
 const FRESH: Duration = Duration::from_millis(500);
@@ -100,14 +102,15 @@ const MAX_CACHED: usize = 1024;
 pub fn link_targets(stores: &[Store]) -> LinkTargets {
     let mut out = LinkTargets::default();
     let mut used = 0usize;
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
     let mut linked: Vec<Linked> = Vec::new();
     // Where other names are looked for: the homes, and the directory holding each store with
     // such a file (`~` for `~/.ssh`, `/srv/keys` for `$GOOGLE_APPLICATION_CREDENTIALS`).
     let mut roots = super::homes(&super::process_env);
     for s in stores {
         let budget = MAX_ENTRIES.saturating_sub(used);
-        let walked = cached_walk(&mut cache, s, budget);
+        let walked = cached_walk(cache, s, budget);
         used += walked.entries;
         out.truncated |= walked.truncated;
         out.targets.extend(walked.targets);
@@ -122,7 +125,7 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
             }
         }
     }
-    drop(cache);
+    drop(guard);
     if !linked.is_empty() {
         let names = hardlinks::other_names(&linked, &roots);
         for (link, other, kind) in names.found {
@@ -143,39 +146,32 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
 }
 
 /// `store`'s walk from `cache` while it is still good, else walked now (and kept).
-fn cached_walk(cache: &mut Vec<Cached>, store: &Store, budget: usize) -> Walked {
+fn cached_walk(cache: &mut HashMap<Store, Cached>, store: &Store, budget: usize) -> Walked {
     let now = stamp(&store.path);
-    let at = cache.iter().position(|c| c.store == *store);
-    if let Some(i) = at {
-        let c = &mut cache[i];
-        if c.stamp == now
-            && (!c.walked.truncated || c.budget == budget)
-            && (c.checked.elapsed() < FRESH
-                || (c.seen.iter().all(|s| stamp(&s.path) == s.stamp)
-                    && c.walked.linked.iter().all(still_linked)))
-        {
-            c.checked = Instant::now();
-            return c.walked.clone();
-        }
+    if let Some(c) = cache.get_mut(store)
+        && c.stamp == now
+        && (!c.walked.truncated || c.budget == budget)
+        && (c.checked.elapsed() < FRESH
+            || (c.seen.iter().all(|s| stamp(&s.path) == s.stamp)
+                && c.walked.linked.iter().all(still_linked)))
+    {
+        c.checked = Instant::now();
+        return c.walked.clone();
     }
     let (walked, seen) = walk_one(store, budget);
-    let fresh = Cached {
-        store: store.clone(),
-        stamp: now,
-        budget,
-        seen,
-        checked: Instant::now(),
-        walked: walked.clone(),
-    };
-    match at {
-        Some(i) => cache[i] = fresh,
-        None => {
-            if cache.len() >= MAX_CACHED {
-                cache.clear();
-            }
-            cache.push(fresh);
-        }
+    if cache.len() >= MAX_CACHED && !cache.contains_key(store) {
+        cache.clear();
     }
+    cache.insert(
+        store.clone(),
+        Cached {
+            stamp: now,
+            budget,
+            seen,
+            checked: Instant::now(),
+            walked: walked.clone(),
+        },
+    );
     walked
 }
 

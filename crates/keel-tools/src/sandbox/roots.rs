@@ -58,6 +58,10 @@ pub struct WritableRoots {
     /// their place) besides those of [`keel_fs::stores::always`] (Keel's own, always
     /// hidden): the user's secret stores (`shell.hide`, by default [`secret_stores`]).
     pub hidden: Vec<PathBuf>,
+    /// Directories the command reads but may not write that must stay visible when they lie
+    /// inside a hidden one (carved back like the workspace, read-only): the work tree of
+    /// Keel's staging git, which writes only its own staging directory.
+    pub visible: Vec<PathBuf>,
 }
 
 impl WritableRoots {
@@ -93,6 +97,7 @@ impl WritableRoots {
     pub fn hidden_view(&self, policy: SandboxPolicy) -> HiddenView {
         let mut keep: Vec<PathBuf> = self.for_policy(policy);
         keep.extend(self.workspace.iter().cloned());
+        keep.extend(self.visible.iter().cloned());
         keep.sort();
         keep.dedup();
         let env = &keel_fs::stores::process_env;
