@@ -190,25 +190,10 @@ impl WritableRoots {
     /// [`Self::anchors`] of `protected` (what [`Self::protected_paths`] returned: it reads the
     /// repository's git config, so a caller that has it already passes it on).
     pub(super) fn anchors_of(&self, protected: &[PathBuf]) -> Vec<PathBuf> {
-        let Some(w) = &self.workspace else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for p in protected {
-            let mut dir = p.parent();
-            while let Some(d) = dir {
-                if d == w.as_path() || !d.starts_with(w) {
-                    break;
-                }
-                if d.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                    out.push(d.to_path_buf());
-                }
-                dir = d.parent();
-            }
+        match &self.workspace {
+            Some(w) => chains_below(std::slice::from_ref(w), protected.iter()),
+            None => Vec::new(),
         }
-        out.sort();
-        out.dedup();
-        out
     }
 
     /// Creates the workspace's `.keel/` (empty) when it has none, so the read-only mount of
@@ -377,6 +362,33 @@ pub fn is_protected(workspace: &Path, path: &Path, extra: &[PathBuf]) -> bool {
         || extra
             .iter()
             .any(|p| rel.starts_with(p) || path.starts_with(p))
+}
+
+/// The existing real directories strictly between a writable tree and each path below it:
+/// the chain that must be pinned (bind-mounted onto itself, so it cannot be renamed or
+/// removed) for a mount on that path to stay where Keel reads it.
+pub(super) fn chains_below<'a>(
+    writable: &[PathBuf],
+    paths: impl Iterator<Item = &'a PathBuf>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        for root in writable.iter().filter(|r| p.starts_with(r) && p != *r) {
+            let mut dir = p.parent();
+            while let Some(d) = dir {
+                if d == root.as_path() || !d.starts_with(root) {
+                    break;
+                }
+                if d.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                    out.push(d.to_path_buf());
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]
