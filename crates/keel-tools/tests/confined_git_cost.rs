@@ -63,6 +63,7 @@ fn confined_git_add_beside_unconfined() {
     let jail = GitConfinement {
         workspace: ws.clone(),
         writable: vec![ws.join(".git")],
+        ..Default::default()
     };
     let mut confined = Vec::new();
     let mut plain = Vec::new();

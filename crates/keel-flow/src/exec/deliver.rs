@@ -128,6 +128,7 @@ pub fn commit_on_branch(repo: &Path, branch: &str, message: &str) -> Result<Deli
     let jail = keel_tools::confined_git::GitConfinement {
         workspace: repo.to_path_buf(),
         writable: vec![git_dir, repo.join(common), dir.path().to_path_buf()],
+        ..Default::default()
     };
     git_in(
         repo,
