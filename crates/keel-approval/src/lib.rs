@@ -60,7 +60,8 @@ pub struct CallSummary {
     /// Why that class: the command analyser's first reason (`` `rm` deletes files ``), or what
     /// the tool's effect means; empty for a call that needs no explaining (a read).
     pub reason: String,
-    /// The command runs a script of the workspace (`python3 gen.py`, `./fmt.py`, `sh x.sh`):
+    /// The command runs a script of the workspace (`python3 gen.py`, `./fmt.py`, `sh x.sh`) or
+    /// hands an interpreter inline code (`python3 -c "import gen"`, `node -e`, `python3 -m`):
     /// a session approval of it holds only while no workspace code changed since it last ran
     /// (whatever the script imports, by whatever path it builds).
     pub runs_workspace_script: bool,
@@ -211,10 +212,13 @@ impl ApprovalRules {
             }
             (None, Some(ToolEffect::ReadOnly | ToolEffect::Control)) => String::new(),
         };
+        // Inline code (`python3 -c "import gen; gen.main()"`) runs workspace code it names
+        // only by module name: approved for the session, it is pinned like a script (R6-5).
         let runs_workspace_script = analysis.as_ref().is_some_and(|a| {
-            a.sources
-                .iter()
-                .any(|s| WORKSPACE_CODE.contains(&s.what.as_ref()))
+            a.runs_inline_code
+                || a.sources
+                    .iter()
+                    .any(|s| WORKSPACE_CODE.contains(&s.what.as_ref()))
         });
         let summary = CallSummary {
             tool: call.name.clone(),

@@ -240,6 +240,9 @@ def analyse(exchanges, server_counts):
                 "empty": e["status"] == 200 and not content.strip() and calls == 0,
                 "finish": finish,
                 "secs": e.get("secs", 0.0),
+                # Keel's smallest reply (256): a request that fit its estimate only without
+                # the safety tenth, sent for the server to judge (keel-llm, 9a53f28).
+                "floor": bool(req.get("tools")) and req.get("max_tokens") == 256,
             }
         )
     wasted = 0
@@ -276,6 +279,8 @@ def analyse(exchanges, server_counts):
         "first_bytes": first["bytes"] if first else 0,
         "first_prompt": first["prompt"] if first else None,
         "max_prompt": max((r["prompt"] or 0 for r in rows), default=0),
+        "floor_sent": sum(1 for r in rows if r["floor"]),
+        "floor_refused": sum(1 for r in rows if r["floor"] and r["status"] != 200),
     }
 
 
@@ -488,6 +493,7 @@ def main():
                         f"  req {r['requests']:>2} wasted {r['wasted']:>2} err {r['errors']}"
                         f" proto {r['protocol_errors']}  calls {r['calls']:>2} repaired {r['repaired']}"
                         f" malformed {r['malformed_errors']}"
+                        f"  floor {r['floor_sent']}/{r['floor_refused']} refused"
                         f"  tool results seen {r['tool_results_seen']}/{r['tool_results_sent']}"
                         f"  first {r['first_bytes']} B/{r['first_prompt']} tok  check {'pass' if r['check'] else 'fail'}"
                         + (f"  phases {'>'.join(r['phases']) or '-'}"
@@ -514,6 +520,8 @@ def main():
             f" protocol errors (llm_failure) {sum(r['protocol_errors'] for r in rs)};"
             f" calls {sum(r['calls'] for r in rs)}, repaired {sum(r['repaired'] for r in rs)},"
             f" malformed returned as errors {sum(r['malformed_errors'] for r in rs)};"
+            f" sent with the smallest reply (256) {sum(r['floor_sent'] for r in rs)},"
+            f" of them refused by the server {sum(r['floor_refused'] for r in rs)};"
             f" tool results seen {sum(r['tool_results_seen'] for r in rs)} of {sum(r['tool_results_sent'] for r in rs)};"
             f" first request {sorted(r['first_bytes'] for r in rs)[len(rs)//2]} B,"
             f" {sorted((r['first_prompt'] or 0) for r in rs)[len(rs)//2]} prompt tokens (median);"

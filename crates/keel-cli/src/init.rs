@@ -269,9 +269,11 @@ pub fn initialise(root: &Path) -> anyhow::Result<Initialised> {
     })
 }
 
-/// `rel` beneath the workspace; a symlink on the way out of it is an error naming the file.
+/// `rel` beneath the workspace, literally: any symlink on the way is an error naming the file
+/// (a shipped `.keel/project.md -> ../.husky/pre-commit` would have had the hook overwritten:
+/// red-team pass 6, R6-11).
 fn locate(ws: &DirHandle, rel: &str) -> anyhow::Result<ResolvedPath> {
-    ws.resolve(Path::new(rel)).map_err(|e| {
+    ws.resolve_literal(Path::new(rel)).map_err(|e| {
         anyhow::anyhow!(
             "cannot write `{rel}` in {}: {e}; remove or replace it and run `keel init` again",
             ws.path().display()
@@ -412,17 +414,31 @@ mod tests {
         let err = initialise(&ws).map(|_| ()).unwrap_err().to_string();
         assert!(err.contains("FIFO"), "{err}");
 
-        // A clean workspace still initialises, and a link inside the workspace is followed.
+        // A link inside the workspace is not followed either (red-team pass 6, R6-11: a
+        // shipped `.keel/project.md -> ../.husky/pre-commit` had the hook overwritten).
         std::fs::remove_file(ws.join(".keel/config.toml")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(ws.join("notes.md"), "old\n").unwrap_or_else(|e| panic!("{e}"));
         symlink("../notes.md", ws.join(".keel/project.md")).unwrap_or_else(|e| panic!("{e}"));
+        let err = initialise(&ws).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            err.contains("project.md") && err.contains("symlink"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("notes.md")).unwrap_or_default(),
+            "old\n"
+        );
+
+        // A clean workspace still initialises.
+        std::fs::remove_file(ws.join(".keel/project.md")).unwrap_or_else(|e| panic!("{e}"));
+        let _ = std::fs::remove_file(ws.join(".keel/config.toml"));
         let done = initialise(&ws).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             done.written,
             [".keel/config.toml", ".keel/project.md", ".keel/.gitignore"]
         );
         assert_eq!(
-            std::fs::read_to_string(ws.join("notes.md")).unwrap_or_default(),
+            std::fs::read_to_string(ws.join(".keel/project.md")).unwrap_or_default(),
             done.project_md
         );
     }

@@ -416,8 +416,9 @@ fn approval_details(def: &ServerDef, files: &[keel_mcp::NamedFile], network: boo
             }
             if files.len() > SHOWN {
                 lines.push(format!(
-                    "covers:    … and {} more files beside the script (with network access, \
-                     a change to any of them needs approving again)",
+                    "covers:    … and {} more workspace files (with network access the \
+                     server runs on a private copy of exactly these; a change to any of them \
+                     needs approving again)",
                     files.len() - SHOWN
                 ));
             }

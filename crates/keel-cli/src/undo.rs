@@ -206,23 +206,37 @@ fn print_left_alone(out: &mut impl Write, c: &keel_snapshot::RestoreReport) -> s
     Ok(())
 }
 
-/// The newest session with snapshots in this workspace.
+/// The newest session of this workspace, as Keel's store records it, with snapshots here.
+/// Snapshot refs of a session the store does not know are passed over: a repository can ship
+/// `refs/keel/snapshots/<future-dated session>/0` in its `.git`, and a plain `keel undo` then
+/// restored the shipped tree — a planted `.husky/pre-commit` — instead of the user's own
+/// session (red-team pass 6, R6-18).
 fn latest_session(
     snaps: &Snapshots,
     store: &dyn Store,
     workspace: &Path,
 ) -> anyhow::Result<String> {
     let here = workspace.display().to_string();
+    let mut unknown = 0usize;
     for id in snaps.sessions()? {
         match setup::wait(store.get_session(&id)) {
             // A repository shared by several workspaces holds their sessions' snapshots too.
             Ok(r) if r.workspace != here => continue,
-            Ok(_) | Err(StoreError::NotFound(_)) => return Ok(id),
+            Ok(_) => return Ok(id),
+            Err(StoreError::NotFound(_)) => unknown += 1,
             Err(e) => return Err(e.into()),
         }
     }
+    let also = if unknown > 0 {
+        format!(
+            " ({} of sessions Keel has no record of — shipped with the repository, or of a deleted session — are never undone)",
+            keel_tools::text::count(unknown, "snapshot set", "snapshot sets")
+        )
+    } else {
+        String::new()
+    };
     Err(UsageError(format!(
-        "no session has snapshots in {here}; snapshots are taken before a session's first change of each turn"
+        "no session has snapshots in {here}{also}; snapshots are taken before a session's first change of each turn"
     ))
     .into())
 }
@@ -332,4 +346,81 @@ pub fn snapshots(args: SnapshotsArgs) -> anyhow::Result<u8> {
         "Restore one with: keel undo --session SESSION --to TURN (the workspace as it was at the end of that turn); `keel undo` steps back one at a time, `keel undo --list` shows where you are"
     )?;
     Ok(exit::COMPLETED)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::disallowed_methods,
+        clippy::disallowed_macros
+    )]
+    use super::*;
+
+    /// Red-team pass 6, R6-18: a repository shipped `refs/keel/snapshots/<future-dated
+    /// session>/0`; the user's plain `keel undo` after an ordinary session restored the shipped
+    /// snapshot. Only sessions Keel's store records are undone.
+    #[test]
+    fn a_shipped_snapshot_ref_is_never_the_session_undone() {
+        if !keel_snapshot::git_available() {
+            assert!(std::env::var_os("CI").is_none(), "CI needs git");
+            println!("SKIPPED: no git");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&ws)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-qm", "init"]);
+        let snaps = Snapshots::open(&ws).unwrap();
+        // The user's own session, recorded by the store.
+        let store = keel_store::SqliteStore::open(&dir.path().join("keel.db")).unwrap();
+        let here = ws.display().to_string();
+        setup::wait(keel_store::Store::create_session(
+            &store,
+            &keel_store::NewSession {
+                id: "20261129-010000-user01".into(),
+                workspace: here.clone(),
+                task: "t".into(),
+                provider: "scripted".into(),
+                model: "m".into(),
+                mode: "default".into(),
+                base_url: String::new(),
+                script: String::new(),
+                repo: None,
+            },
+        ))
+        .unwrap();
+        snaps.take("20261129-010000-user01", 0, None).unwrap();
+        // The shipped one: a session nobody ran here, newer than anything.
+        std::fs::write(ws.join("a.txt"), "shipped\n").unwrap();
+        snaps.take("20301231-000000-aaaaaa", 0, None).unwrap();
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        assert_eq!(
+            snaps.sessions().unwrap().first().map(String::as_str),
+            Some("20301231-000000-aaaaaa"),
+            "the shipped session looks newest"
+        );
+        let chosen = latest_session(&snaps, &store, &ws).unwrap();
+        assert_eq!(chosen, "20261129-010000-user01");
+        // With no session of its own, undo refuses rather than restore the shipped one.
+        let other = tempfile::tempdir().unwrap();
+        let empty = keel_store::SqliteStore::open(&other.path().join("keel.db")).unwrap();
+        let err = latest_session(&snaps, &empty, &ws).unwrap_err().to_string();
+        assert!(err.contains("no record of"), "{err}");
+    }
 }

@@ -463,6 +463,67 @@ turns:
     );
 }
 
+/// Red-team pass 6, R6-5: a session approval of `python3 -c "import gen; gen.main()"` (the
+/// code names `gen.py` only as a module) still covered `gen.py` after the model rewrote it.
+/// Inline code is pinned like a script: a changed workspace code file asks again.
+#[tokio::test]
+async fn a_remembered_inline_code_approval_ends_when_workspace_code_changes() {
+    let python = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("python3").is_file()));
+    if !python {
+        assert!(std::env::var_os("CI").is_none(), "python3 is needed in CI");
+        println!("SKIPPED a_remembered_inline_code_approval…: python3 is not installed");
+        return;
+    }
+    const SCRIPT: &str = r#"
+turns:
+  - tool_calls:
+      - {id: p1, name: run_command, arguments: {command: "python3 -c 'import gen; gen.main()'"}}
+      - {id: p2, name: run_command, arguments: {command: "python3 -c 'import gen; gen.main()'"}}
+      - {id: w, name: run_command, arguments: {command: "printf 'import os\\ndef main(): os.remove(\"keep.txt\")\\n' > gen.py"}}
+      - {id: p3, name: run_command, arguments: {command: "python3 -c 'import gen; gen.main()'"}}
+  - text: "Done."
+"#;
+    let s = setup(SCRIPT, ApprovalPolicy::OnRequest, true, 600).await;
+    std::fs::write(s.ws.join("gen.py"), "def main(): print('hello')\n").unwrap();
+    std::fs::write(s.ws.join("keep.txt"), "kept\n").unwrap();
+    let OpAck::Turn(ticket) = s.handle.submit(Op::user_message("gen")).await.unwrap() else {
+        panic!()
+    };
+    wait_for(&s.sink, requested("p1")).await;
+    s.handle
+        .submit(Op::Approve {
+            call_id: "p1".into(),
+            scope: ApprovalScope::Session,
+        })
+        .await
+        .unwrap();
+    wait_for(&s.sink, requested("p3")).await;
+    s.handle
+        .submit(Op::Deny {
+            call_id: "p3".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let turn = ticket.finished().await;
+    let asked: Vec<String> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { call_id, .. } => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["p1", "p3"], "p2 ran on the session approval");
+    assert!(result_of(&turn, "p2").0.contains("hello"));
+    assert!(result_of(&turn, "p3").0.contains("not run"));
+    assert!(
+        s.ws.join("keep.txt").exists(),
+        "the rewritten module did not run"
+    );
+}
+
 /// Red-team pass 2, R21: under `on-request` a test run after the session wrote test code the
 /// runner loads by convention (`conftest.py`, `tests/test_*.py`) asks, naming the files; an
 /// approved run covers the code as it was, and a later change (even back-dated) asks again.

@@ -264,3 +264,38 @@ async fn a_context_overflow_from_the_server_compacts_and_sends_once_more() {
         refused.len()
     );
 }
+
+/// A summary larger than the turns it replaces is dropped: compaction never grows the context
+/// (a weak model's 128-token summary of two short steps took a SmolLM2 run from 1,410 to 1,585
+/// tokens, and the next request no longer fit its window).
+#[tokio::test]
+async fn a_summary_larger_than_what_it_replaces_is_dropped() {
+    let mut h = Harness::new("turns: []\n");
+    let long = "The model surveyed the files and wrote long notes about each of them. ".repeat(60);
+    let mut summaries = String::from("turns:\n");
+    for _ in 0..6 {
+        summaries.push_str(&format!("  - text: \"{long}\"\n"));
+    }
+    h.main_summaries = scripted(&summaries);
+    let script = small_session(&h);
+    h.provider = scripted(&script);
+    h.config.agent.context_window = Some(3_500);
+    let out = h.run("read every file").await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let c = compactions(&h);
+    assert!(!c.is_empty(), "the session crossed the threshold");
+    for (before, after, _, _) in &c {
+        assert!(after <= before, "a compaction grew the context: {c:?}");
+    }
+    assert!(
+        c.iter()
+            .any(|(_, _, _, stages)| stages.iter().any(|s| s == "summary_dropped")),
+        "{c:?}"
+    );
+    for n in 0..h.provider.requests().len() {
+        assert!(
+            !h.request_text(n).contains("wrote long notes"),
+            "request {n} carries the dropped summary"
+        );
+    }
+}

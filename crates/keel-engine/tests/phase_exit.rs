@@ -15,6 +15,11 @@ use keel_store::SqliteStore;
 
 /// Runs `script` in plan_exec mode on a workspace whose test checks `hello.txt`.
 async fn run(script: &str) -> (RunOutcome, Arc<CollectingSink>) {
+    run_task(script, "say hello").await
+}
+
+/// Runs `script` for `task` in plan_exec mode on a workspace whose test checks `hello.txt`.
+async fn run_task(script: &str, task: &str) -> (RunOutcome, Arc<CollectingSink>) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("README.md"), "# demo\n").unwrap();
     std::fs::write(
@@ -38,7 +43,7 @@ async fn run(script: &str) -> (RunOutcome, Arc<CollectingSink>) {
         sinks: vec![sink.clone()],
         ..RunOptions::default()
     };
-    let out = engine.run("say hello", options).await.unwrap();
+    let out = engine.run(task, options).await.unwrap();
     (out, sink)
 }
 
@@ -292,6 +297,127 @@ turns:
         repeats[1].contains("an edit"),
         "in building: {}",
         repeats[1]
+    );
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+/// What the tool results of `name` said, in order.
+fn results_of(sink: &CollectingSink, name: &str) -> Vec<String> {
+    sink.events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ToolResult {
+                name: n, content, ..
+            } if n == name => Some(content),
+            _ => None,
+        })
+        .collect()
+}
+
+const HELLO_TASK: &str = "put a greeting in hello.txt as README.md says: the tests want hello";
+
+/// SmolLM2-135M in plan_exec, as the real server saw it: `advance_phase` first, a garbage
+/// `create_file`, a listing, then `advance_phase` again with no plan. Each refusal names the
+/// exact next call — the file the task names to read, then `advance_phase` with a plan Keel
+/// states from the task — and the model's second bare `advance_phase` takes that plan: the
+/// run leaves planning instead of listing files until the iteration cap. Delivery still needs
+/// the change and a passing check.
+#[tokio::test]
+async fn a_model_that_states_no_plan_is_offered_one_and_leaves_planning() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: "file_name.txt", content: "Your content here!"}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done: hello.txt says hello and the test passes."
+"#;
+    let (out, sink) = run_task(script, HELLO_TASK).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let a = advances(&sink);
+    assert!(
+        a[0].0
+            && a[0]
+                .1
+                .contains(r#"Your next call: read_file {"path":"README.md"}"#),
+        "nothing read: the next call names the task's file: {a:?}"
+    );
+    let violation = &results_of(&sink, "create_file")[0];
+    assert!(
+        violation.contains("phase_violation") && violation.contains("Your next call: read_file"),
+        "{violation}"
+    );
+    assert!(
+        a[1].0
+            && a[1].1.contains("no plan has been stated")
+            && a[1]
+                .1
+                .contains(r#"Your next call: advance_phase {"summary":"1. Change README.md"#),
+        "read but no plan: a plan offered as a ready call: {a:?}"
+    );
+    assert!(
+        !a[2].0 && a[2].1.contains("Planning ended with the plan Keel offered"),
+        "the second bare advance_phase takes the offer: {a:?}"
+    );
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+/// After the offer, a model that goes for a building tool instead of advance_phase leaves
+/// planning with the offered plan: the call made in planning is still refused, and the model
+/// is told to make it again.
+#[tokio::test]
+async fn a_building_call_after_the_offer_takes_it() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done."
+"#;
+    let (out, sink) = run_task(script, HELLO_TASK).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let created = results_of(&sink, "create_file");
+    assert!(
+        created[0].contains("phase_violation") && created[0].contains("Make this call again"),
+        "{created:?}"
+    );
+    assert!(!created[1].contains("phase_violation"), "{created:?}");
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}
+
+/// SmolLM2 in plan_exec (a real run of this session): it listed the files, then read invented
+/// paths and listed again, and never asked to move on — the offer, made only on a refusal,
+/// never came. After three planning steps with something read and no plan, Keel offers the
+/// plan unasked; the model's bare `advance_phase` takes it.
+#[tokio::test]
+async fn a_model_stuck_reading_in_planning_is_offered_a_plan_unasked() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: "data.csv/test_calc.py:1704"}}]
+  - tool_calls: [{name: read_file, arguments: {path: "{object"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done."
+"#;
+    let (out, sink) = run_task(script, HELLO_TASK).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let a = advances(&sink);
+    assert!(
+        !a[0].0 && a[0].1.contains("Planning ended with the plan Keel offered"),
+        "{a:?}"
     );
     assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
 }

@@ -255,10 +255,10 @@ async fn run_on_tiny_server(
 
 /// A SmolLM2-sized run on the raw server's 2,048-token window (learned by an earlier run, as
 /// the real runs had it): two reads of a 1.8 KB file, a 1.6 KB garbage call that is refused,
-/// another read, then the change. Compaction must make room — protecting one call, not five, in
+/// three more reads, then the change. Compaction must make room — protecting one call, not five, in
 /// such a window, and shrinking the refused call's arguments — so the run ends by its work,
 /// not `context_overflow`; every request it sends fits the window.
-async fn tiny_window_run(learned: bool) {
+async fn tiny_window_run(learned: bool, per_mille: Option<u64>) {
     use keel_llm::learned::Fact;
 
     let dir = tempfile::tempdir().unwrap();
@@ -273,12 +273,17 @@ async fn tiny_window_run(learned: bool) {
     std::fs::write(dir.path().join("calc.py"), &calc).unwrap();
     std::fs::write(
         dir.path().join("README.md"),
-        "# calc\n\nA calculator.\n".repeat(30),
+        "# calc\n\nA calculator.\n".repeat(50),
     )
     .unwrap();
     std::fs::write(
         dir.path().join("NOTES.md"),
-        "- every helper adds its two arguments\n".repeat(40),
+        "- every helper adds its two arguments\n".repeat(60),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("TODO.md"),
+        "- keep every helper adding its two arguments\n".repeat(50),
     )
     .unwrap();
     let garbage = format!(
@@ -291,6 +296,7 @@ async fn tiny_window_run(learned: bool) {
         ("read_file", garbage),
         ("read_file", r#"{"path": "README.md"}"#.to_string()),
         ("read_file", r#"{"path": "NOTES.md"}"#.to_string()),
+        ("read_file", r#"{"path": "TODO.md"}"#.to_string()),
         (
             "edit_file",
             r#"{"path": "calc.py", "edits": [{"search": "def add(a, b):", "replace": "def answer():\n    return 42\n\n\ndef add(a, b):"}]}"#
@@ -309,6 +315,12 @@ async fn tiny_window_run(learned: bool) {
             value: false,
             learned_at: now,
         });
+        if let Some(value) = per_mille {
+            f.tokens_per_mille = Some(Fact {
+                value,
+                learned_at: now,
+            });
+        }
     })
     .await;
     assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
@@ -317,6 +329,23 @@ async fn tiny_window_run(learned: bool) {
             .unwrap()
             .contains("def answer():")
     );
+    if per_mille.is_some() {
+        // Every request of the model's (with tools) was sent with more room than the
+        // smallest reply keel-llm falls back to when the estimate fits only without its
+        // safety tenth; and every model reply got a request (none refused unsent: the
+        // script's eight replies in eight requests).
+        let tool_requests: Vec<u64> = requests
+            .iter()
+            .map(|r| r.json())
+            .filter(|b| b.get("tools").is_some())
+            .map(|b| b["max_tokens"].as_u64().unwrap_or(0))
+            .collect();
+        assert!(
+            tool_requests.iter().all(|&m| m > 256),
+            "max_tokens of each request: {tool_requests:?}"
+        );
+        assert_eq!(tool_requests.len(), 8, "{tool_requests:?}");
+    }
     // Once the window is known, no request is refused (the first run learns it from one
     // refusal).
     let refused = sizes
@@ -346,7 +375,18 @@ async fn tiny_window_run(learned: bool) {
 
 #[tokio::test]
 async fn a_run_in_a_2048_token_window_ends_by_its_work_not_by_overflow() {
-    tiny_window_run(true).await;
+    tiny_window_run(true, None).await;
+}
+
+/// An earlier run taught keel-llm that this server counts 1.3 of its tokens per estimated one
+/// (the largest scale it ever saw is kept), while this run's requests count less. The engine
+/// compacts by keel-llm's own figure: no request is squeezed to the smallest reply or refused
+/// before sending — the real SmolLM2 runs ended `context_overflow` when the engine, measuring
+/// with the last request's ratio, judged 1,457 tokens small enough and keel-llm, measuring
+/// with its learned scale, refused to send them.
+#[tokio::test]
+async fn compaction_measures_with_the_clients_learned_scale() {
+    tiny_window_run(true, Some(1_300)).await;
 }
 
 /// The first run against the server, its window not yet known: the first refusal teaches it,
@@ -354,7 +394,7 @@ async fn a_run_in_a_2048_token_window_ends_by_its_work_not_by_overflow() {
 /// work (the real run 1 ended `context_overflow` on its resend).
 #[tokio::test]
 async fn a_first_run_that_learns_the_2048_token_window_still_ends_by_its_work() {
-    tiny_window_run(false).await;
+    tiny_window_run(false, None).await;
 }
 
 /// The raw server ignores `max_tokens` on tool calls (llama-cpp-python 0.3.36): twice in a row

@@ -151,6 +151,44 @@ turns:
     }
 }
 
+/// SmolLM2's default-mode runs listed the files again and again and never read `calc.py`, the
+/// file the task named: a repeated read's answer names that read as the exact next call while
+/// the file is unread, and the phase's way on once it was read.
+#[tokio::test]
+async fn a_repeated_read_names_the_unread_file_of_the_task_as_the_next_call() {
+    let h = Harness::new(
+        r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: "src/lib.rs"}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - text: "lib.rs is short."
+"#,
+    );
+    h.write(
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 { a - b }\n",
+    );
+    let out = h.run("what does add in src/lib.rs return?").await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let results = h.tool_results();
+    assert!(
+        results[1]
+            .2
+            .contains(r#"your next call: read_file {"path":"src/lib.rs"}"#),
+        "{results:?}"
+    );
+    assert!(
+        results[3].2.starts_with("[keel: not run again"),
+        "{results:?}"
+    );
+    assert!(
+        !results[3].2.contains("your next call: read_file"),
+        "read already: {results:?}"
+    );
+}
+
 /// Alternating reads (A, B, A, B) are answered the same way, named as going back and forth;
 /// a change in between makes the same read run again and show the change.
 #[tokio::test]

@@ -9,10 +9,10 @@ use std::io::Read;
 use std::path::Path;
 
 use keel_fs::walk::{Visit, WalkOptions};
-use keel_tools::Workspace;
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::fs::WriteMode;
 use keel_tools::project::ProjectDir;
+use keel_tools::{PathError, Workspace};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -200,9 +200,15 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
         let shown = root.join(rel);
         match blob {
             Some(b) => {
-                let target = ws
-                    .locate(path)
-                    .map_err(|e| format!("refusing to write `{path}`: {e}"))?;
+                // What the file tools may not write, a flow's copy may not bring in: the
+                // branch worked in a copy without `.git`, where `.husky/pre-commit` (named by
+                // the real workspace's `core.hooksPath`) was an ordinary file (red-team pass 6,
+                // R6-10). A name with glob characters is fine here: it came from a real file.
+                let target = match ws.locate_writable(path) {
+                    Err(PathError::GlobPattern(_)) => ws.locate(path),
+                    other => other,
+                }
+                .map_err(|e| format!("refusing to write `{path}`: {e}"))?;
                 match b.bytes() {
                     Some(bytes) => target
                         .write_atomic(&bytes, WriteMode::Replace, None)
@@ -213,8 +219,13 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
                 }
             }
             None => {
-                let Ok(target) = ws.locate_entry(path) else {
-                    continue; // through a link out or a file: nothing of ours to delete
+                let target = match ws.locate_entry_writable(path) {
+                    Ok(t) => t,
+                    Err(e @ (PathError::Protected(_) | PathError::GitRuns { .. })) => {
+                        return Err(format!("refusing to delete `{path}`: {e}"));
+                    }
+                    // Through a link out or a file: nothing of ours to delete.
+                    Err(_) => continue,
                 };
                 match target.remove_file() {
                     Ok(()) => {}

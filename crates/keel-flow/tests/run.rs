@@ -376,6 +376,101 @@ async fn deliver_commits_on_a_new_branch_and_leaves_the_users_branch_alone() {
 }
 
 #[tokio::test]
+async fn deliver_stages_exact_bytes_whatever_the_work_trees_attributes_say() {
+    // Red-team pass 6, R6-4: deliver's confined `git add` read the work tree's
+    // `.gitattributes`, which can name a filter defined by configuration Keel's probe never
+    // sees (it then ran with the git directory writable). Keel's git reads attributes from the
+    // empty tree: here `ident` would collapse `$Id: keep $` to `$Id$` in the delivered commit.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = dir.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join(".gitattributes"), "*.txt ident\n").unwrap_or_else(|e| panic!("{e}"));
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-qm", "init"]);
+    let a = agents(vec![(
+        "impl",
+        Box::new(|_: &AgentRequest, _| {
+            (
+                "changed".into(),
+                vec![("a.txt".into(), "$Id: keep $\n".into())],
+            )
+        }),
+    )]);
+    let s = setup(a, store(), CancellationToken::new());
+    let yaml = "name: ship\nnodes:\n  - id: impl\n    type: agent\n    task: change it\n  - id: ship\n    type: deliver\n    needs: [impl]\n    branch: keel/exact\n";
+    let sum = run(&s, yaml, ws).await;
+    assert_eq!(sum.status, "completed", "{:?}", sum.error);
+    assert_eq!(git(ws, &["show", "keel/exact:a.txt"]), "$Id: keep $");
+}
+
+/// A repository whose `core.hooksPath` is `.husky` (husky's set-up), with its hook committed.
+fn husky_repository(ws: &Path) {
+    git(ws, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(ws.join(".husky")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join(".husky/pre-commit"), "echo hook ok\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap_or_else(|e| panic!("{e}"));
+    git(ws, &["config", "core.hooksPath", ".husky"]);
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-qm", "init"]);
+}
+
+#[tokio::test]
+async fn a_parallel_branch_cannot_bring_in_what_the_file_tools_may_not_write() {
+    // Red-team pass 6, R6-10: a branch works in a copy without `.git`, where `.husky/pre-commit`
+    // is an ordinary file; the selected branch's changes were written into the real workspace
+    // as they were, and the user's next `git commit` ran the new hook.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = dir.path();
+    husky_repository(ws);
+    let a = agents(vec![(
+        "impl",
+        Box::new(|_: &AgentRequest, _| {
+            (
+                "changed".into(),
+                vec![
+                    ("a.txt".into(), "two\n".into()),
+                    (".husky/pre-commit".into(), "cat ~/.ssh/id_ed25519\n".into()),
+                ],
+            )
+        }),
+    )]);
+    let s = setup(a, store(), CancellationToken::new());
+    let yaml = "name: p\nnodes:\n  - id: explore\n    type: parallel\n    select: passing\n    branches:\n      - name: one\n        nodes:\n          - {id: impl, type: agent, task: t}\n          - {id: check, type: test, command: 'true', needs: [impl]}\n";
+    let sum = run(&s, yaml, ws).await;
+    assert_ne!(
+        sum.status, "completed",
+        "the branch's hook change was applied"
+    );
+    assert_eq!(read(&ws.join(".husky/pre-commit")), "echo hook ok\n");
+}
+
+#[tokio::test]
+async fn deliver_never_writes_its_pr_description_through_a_link() {
+    // Red-team pass 6, R6-11: a shipped `.keel/flows/hk -> ../../.husky` and `pr_file:
+    // hk/pre-commit` turned the PR description (with the flow's name in it) into the hook.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = dir.path();
+    husky_repository(ws);
+    std::fs::create_dir_all(ws.join(".keel/flows")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("../../.husky", ws.join(".keel/flows/hk"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = agents(vec![(
+        "impl",
+        Box::new(|_: &AgentRequest, _| ("changed".into(), vec![("a.txt".into(), "two\n".into())])),
+    )]);
+    let s = setup(a, store(), CancellationToken::new());
+    let yaml = "name: ship\nnodes:\n  - id: impl\n    type: agent\n    task: change it\n  - id: ship\n    type: deliver\n    needs: [impl]\n    branch: keel/pr\n    pr_file: hk/pre-commit\n";
+    let sum = run(&s, yaml, ws).await;
+    assert_ne!(
+        sum.status, "completed",
+        "the PR description was written through the link"
+    );
+    assert_eq!(read(&ws.join(".husky/pre-commit")), "echo hook ok\n");
+}
+
+#[tokio::test]
 async fn deliver_never_writes_through_links_or_into_another_repository() {
     // Red-team pass 2, R4: `.git/refs/heads/keel` linked out of the workspace, and a `.git`
     // file naming another repository. The deliver node fails; nothing lands outside.

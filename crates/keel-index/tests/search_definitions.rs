@@ -142,3 +142,62 @@ fn a_test_sharing_the_reports_words_ranks_below_the_source_definition() {
         "{hits:#?}"
     );
 }
+
+/// An order whose every method speaks of the order and its discount; one alone handles
+/// coupons.
+const ORDERS: &str = r#""""Orders."""
+
+
+class Order:
+    """An order: lines and a discount on the order."""
+
+    def __init__(self, lines, discount):
+        self.lines = lines
+        self.discount = discount  # the order discount
+
+    def subtotal(self):
+        """The order subtotal before the order discount."""
+        return sum(line.price for line in self.lines)
+
+    def discounted(self):
+        """The order total after the order discount."""
+        return self.subtotal() * (100 - self.discount) / 100
+
+    def describe_discount(self):
+        """Describes the order discount."""
+        return f"order discount: {self.discount}% off the order"
+
+    def take_coupon(self, coupon):
+        """A coupon raises the order discount."""
+        self.discount += coupon.percent
+"#;
+
+/// Coupons are everywhere else: across the project the word says little.
+fn coupon_module(i: usize) -> String {
+    format!(
+        "\"\"\"Coupon kind {i}.\"\"\"\n\n\ndef coupon_{i}(coupon):\n    \"\"\"Checks a coupon.\"\"\"\n    return coupon.code.startswith(\"C{i}\")\n"
+    )
+}
+
+#[test]
+fn the_method_holding_the_words_that_single_it_out_in_its_file_ranks_first() {
+    let repo = repo();
+    write(repo.path(), "py/till/orders.py", ORDERS);
+    for i in 0..12 {
+        write(
+            repo.path(),
+            &format!("py/till/coupons/kind_{i}.py"),
+            &coupon_module(i),
+        );
+    }
+    let (_db, idx) = fresh(repo.path());
+    let report = "A coupon given twice doubles the order discount\n\nWhen the same coupon is \
+                  given to an order again, the order discount grows each time.";
+    let hits = definitions(&idx, report);
+    let order_defs: Vec<&str> = hits
+        .iter()
+        .filter(|h| h.path == "py/till/orders.py")
+        .filter_map(|h| h.symbol.as_deref())
+        .collect();
+    assert_eq!(order_defs.first(), Some(&"Order.take_coupon"), "{hits:#?}");
+}

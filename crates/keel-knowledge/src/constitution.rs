@@ -58,6 +58,12 @@ fn error(message: String) -> ConfigError {
     }
 }
 
+/// The most entries one field of a constitution may list.
+const MAX_ENTRIES: usize = 200;
+
+/// The most text all entries of a constitution may hold together, in bytes.
+const MAX_TEXT: usize = 16 * 1024;
+
 impl Constitution {
     /// Reads the workspace's constitution. No file is an empty constitution; a file that is
     /// not valid JSON or breaks the schema is an error naming the field, and so is one that
@@ -98,6 +104,15 @@ impl Constitution {
             let Value::Array(items) = v else {
                 return Err(error(format!("`{key}` must be a list of strings")));
             };
+            // A repository's constitution costs every command (a mount per protected path)
+            // and every request (it is in the prompt): 15,000 paths made each command take
+            // two minutes and each request 45k tokens (red-team pass 6, R6-16).
+            if items.len() > MAX_ENTRIES {
+                return Err(error(format!(
+                    "`{key}` lists {} entries; a constitution holds at most {MAX_ENTRIES} per field (protect a common directory or a glob instead of many files)",
+                    items.len()
+                )));
+            }
             for (i, item) in items.iter().enumerate() {
                 match item.as_str().map(str::trim) {
                     Some(s) if !s.is_empty() => list.push(s.to_string()),
@@ -105,6 +120,21 @@ impl Constitution {
                     None => return Err(error(format!("`{key}[{i}]` must be a string"))),
                 }
             }
+        }
+        let text: usize = [
+            &c.protected_paths,
+            &c.forbidden_commands,
+            &c.required_gates,
+            &c.conventions,
+        ]
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(String::len)
+        .sum();
+        if text > MAX_TEXT {
+            return Err(error(format!(
+                "its entries hold {text} bytes of text; a constitution holds at most {MAX_TEXT} (it goes into every request): shorten it"
+            )));
         }
         let mut builder = GlobSetBuilder::new();
         for (i, p) in c.protected_paths.iter().enumerate() {
@@ -299,6 +329,28 @@ mod tests {
                 .unwrap_or_default();
             assert!(e.contains(want), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_constitution_that_would_cost_every_command_and_request_is_refused() {
+        // Red-team pass 6, R6-16: 15,000 protected paths made each command take two minutes.
+        let many: Vec<String> = (0..15_000).map(|i| format!("p/{i}/f")).collect();
+        let e = Constitution::parse(&json!({ "protected_paths": many }).to_string())
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(
+            e.contains("lists 15000 entries") && e.contains("at most 200"),
+            "{e}"
+        );
+        let long = vec!["x".repeat(200); 100];
+        let e = Constitution::parse(&json!({ "conventions": long }).to_string())
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(e.contains("20000 bytes"), "{e}");
+        let fine: Vec<String> = (0..200).map(|i| format!("p/{i}/f")).collect();
+        assert!(Constitution::parse(&json!({ "protected_paths": fine }).to_string()).is_ok());
     }
 
     #[test]

@@ -124,4 +124,13 @@ pub trait Provider: Send + Sync {
     fn probe_template(&self) -> BoxFuture<'_, Option<Result<TemplateProbe, LlmError>>> {
         Box::pin(async { None })
     }
+
+    /// How this endpoint counts a request beside Keel's byte estimate, when it checks a
+    /// request's size itself before sending (the OpenAI-compatible client: the scale it learned
+    /// from the server's prompt sizes and the template's allowance). The engine compacts by the
+    /// same figure, so a context it judged small enough is one this client sends. `None`: the
+    /// provider does not check (the engine calibrates on reported usage itself).
+    fn token_scale(&self) -> Option<crate::tokens::TokenScale> {
+        None
+    }
 }

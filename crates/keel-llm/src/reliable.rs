@@ -185,6 +185,10 @@ impl Provider for ReliableProvider {
         self.models[self.start_index().min(self.models.len() - 1)].probe_template()
     }
 
+    fn token_scale(&self) -> Option<crate::tokens::TokenScale> {
+        self.models[self.start_index().min(self.models.len() - 1)].token_scale()
+    }
+
     fn fast_forward(&self, played: &[String]) {
         for m in &self.models {
             m.fast_forward(played);

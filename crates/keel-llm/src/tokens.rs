@@ -1,4 +1,6 @@
-//! Token estimation for when a provider does not report usage.
+//! Token estimation for when a provider does not report usage, and [`TokenScale`]: the one
+//! estimate of a request's size that the engine's compaction and the client's check before
+//! sending share.
 
 use keel_protocol::{ContentBlock, Message, ToolSpec};
 
@@ -39,9 +41,63 @@ pub fn estimate_request(system: &str, tools: &[ToolSpec], messages: &[Message]) 
     head + messages.iter().map(estimate_message).sum::<u64>()
 }
 
+/// How a model's server counts a request beside Keel's byte estimate: the scale learned from
+/// the prompt sizes it reported and the tokens its chat template adds to every prompt.
+///
+/// It is the one estimate of a request's size: the OpenAI-compatible client fits `max_tokens`
+/// and refuses a request that cannot fit with it, and the engine compacts with the same figure
+/// ([`crate::Provider::token_scale`]). Two estimates that disagree let the engine judge a
+/// context small enough that the client then refused to send (SmolLM2 runs ended
+/// `context_overflow` with nothing left to compact: 1,457 tokens by the engine's figure, about
+/// 1,815 by the client's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenScale {
+    /// Server tokens per estimated token, in thousandths (1000: the estimate as it is).
+    pub per_mille: u64,
+    /// Tokens the chat template adds to every prompt, whatever it holds.
+    pub allowance: u64,
+}
+
+impl TokenScale {
+    /// The bare estimate: no scale, no template allowance.
+    pub const PLAIN: Self = Self {
+        per_mille: 1000,
+        allowance: 0,
+    };
+
+    /// Server tokens of a request whose bare estimate is `estimated`.
+    pub fn scale(&self, estimated: u64) -> u64 {
+        (estimated + self.allowance).saturating_mul(self.per_mille) / 1000
+    }
+
+    /// Server tokens of a whole request: system prompt, tool schemas and messages.
+    pub fn request(&self, system: &str, tools: &[ToolSpec], messages: &[Message]) -> u64 {
+        self.scale(estimate_request(system, tools, messages))
+    }
+
+    /// `tokens` with the tenth kept for safety on top (what the estimate may miss): the size
+    /// the client fits the reply's `max_tokens` beside.
+    pub fn with_margin(tokens: u64) -> u64 {
+        tokens + tokens / 10
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scale_counts_the_template_and_the_tokenizer() {
+        let msgs = [Message::user_text("x".repeat(4_000))];
+        let plain = TokenScale::PLAIN.request("", &[], &msgs);
+        assert_eq!(plain, estimate_request("", &[], &msgs));
+        let server = TokenScale {
+            per_mille: 1_500,
+            allowance: 128,
+        };
+        assert_eq!(server.request("", &[], &msgs), (plain + 128) * 3 / 2);
+        assert_eq!(TokenScale::with_margin(1_000), 1_100);
+    }
 
     #[test]
     fn estimates_scale_with_length() {

@@ -207,7 +207,11 @@ impl Hub {
                         } else {
                             (Confinement::user(), None)
                         };
-                        launch.push((slot.clone(), t, confinement, recheck));
+                        // A project server with network access runs on a private copy of
+                        // the files its approval pinned (R5-2, R5-8).
+                        let copy = (def.origin.is_project() && network)
+                            .then(|| (approvals.clone(), def.clone()));
+                        launch.push((slot.clone(), t, confinement, recheck, copy));
                         None
                     }
                     Err(e) => Some(Status::Failed(e)),
@@ -232,7 +236,7 @@ impl Hub {
             startup_timeout: options.startup_timeout,
             stop,
         });
-        for (slot, transport, confinement, recheck) in launch {
+        for (slot, transport, confinement, recheck, copy) in launch {
             let opts = options.clone();
             let settled = settled.clone();
             let rt = handle.clone();
@@ -241,16 +245,30 @@ impl Hub {
                 let limit = opts.startup_timeout;
                 let name = slot.name.clone();
                 let start = async {
+                    let (workspace, transport, copy) = match copy {
+                        Some((approvals, def)) => {
+                            let ws = opts.workspace.clone();
+                            let copy = tokio::task::spawn_blocking(move || {
+                                approvals.private_copy(&ws, &def)
+                            })
+                            .await
+                            .map_err(|e| format!("cannot make the private copy: {e}"))??;
+                            let transport = copy.redirect(transport);
+                            (copy.path().to_path_buf(), transport, Some(copy))
+                        }
+                        None => (opts.workspace, transport, None),
+                    };
                     let server = Server::start(
                         &name,
                         transport,
                         confinement,
-                        opts.workspace,
+                        workspace,
                         opts.startup_timeout,
                         opts.call_timeout,
                     )
                     .await?
-                    .with_recheck(recheck);
+                    .with_recheck(recheck)
+                    .with_private_copy(copy);
                     let tools = server.list_tools().await.map_err(|e| e.0)?;
                     Ok::<_, String>((Arc::new(server), tools))
                 };

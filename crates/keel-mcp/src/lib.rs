@@ -20,7 +20,8 @@ pub mod server;
 pub mod tool;
 
 pub use approve::{
-    Approval, Approvals, NamedFile, approval_code, covered_files, definition_hash, named_files,
+    Approval, Approvals, NamedFile, PrivateCopy, approval_code, covered_files, definition_hash,
+    named_files,
 };
 pub use config::{EffectConfig, McpConfig, Origin, ServerConfig, ServerDef, Transport};
 pub use hub::{Hub, SHUTDOWN_WAIT, ServerEntry, StartOptions, Status};

@@ -91,6 +91,9 @@ pub struct Server {
     conn: Mutex<Conn>,
     restarts: AtomicU32,
     recheck: Option<Recheck>,
+    /// The private copy of the workspace a network-granted project server runs on (removed
+    /// with the server).
+    _copy: Option<crate::approve::PrivateCopy>,
 }
 
 impl std::fmt::Debug for Server {
@@ -121,6 +124,7 @@ impl Server {
             conn: Mutex::new(Conn::Up(Arc::new(service), process)),
             restarts: AtomicU32::new(0),
             recheck: None,
+            _copy: None,
         })
     }
 
@@ -128,6 +132,13 @@ impl Server {
     /// script changed during the session) is not started again.
     pub fn with_recheck(mut self, recheck: Option<Recheck>) -> Self {
         self.recheck = recheck;
+        self
+    }
+
+    /// Keeps `copy` (the private copy of the workspace the server runs on) while the server
+    /// lives.
+    pub fn with_private_copy(mut self, copy: Option<crate::approve::PrivateCopy>) -> Self {
+        self._copy = copy;
         self
     }
 

@@ -563,3 +563,89 @@ async fn a_project_server_with_network_is_not_restarted_mid_session() {
     assert_eq!(hub.server("proj").map(|s| s.restarts()), Some(0));
     hub.shutdown().await;
 }
+
+/// A minimal MCP server on stdio (no SDK): its one tool runs the workspace file `srvcore`
+/// (no code extension) when called — a module loaded lazily, inside a tool call.
+const LAZY_SERVER: &str = r#"import json, runpy, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "lazy", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "which", "description": "says which code ran", "inputSchema": {"type": "object", "properties": {}}}]}})
+    elif method == "tools/call":
+        who = runpy.run_path("srvcore")["WHO"]
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": who}]}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+"#;
+
+/// Red-team pass 5, R5-8 (the lazy form) and R5-2's variant: an approved network-granted
+/// project server ran a workspace file without a code extension (`runpy.run_path("srvcore")`)
+/// inside a tool call, after the model had changed it mid-session. The server now runs on a
+/// private copy of exactly the approved bytes: the change never reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_network_server_runs_the_approved_bytes_not_the_model_s_later_edit() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available(python, "python3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("srv.py"), LAZY_SERVER).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("srvcore"), "WHO = 'approved'\n").unwrap_or_else(|e| panic!("{e}"));
+    let def = ServerDef {
+        name: "lazy".into(),
+        config: ServerConfig {
+            command: Some("python3".into()),
+            args: vec!["srv.py".into()],
+            ..ServerConfig::default()
+        },
+        origin: Origin::Project(ws.join(".mcp.json")),
+    };
+    let mut approvals = Approvals::load(&dir.path().join("data"));
+    approvals
+        .approve(&ws, &def, true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions {
+        workspace: ws.clone(),
+        startup_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(30),
+    };
+    let hub =
+        Hub::start(vec![def], &approvals, &options, &no_env).unwrap_or_else(|e| panic!("{e}"));
+    let mut registry = ToolRegistry::new();
+    let warnings = hub.register(&mut registry);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let ctx = ToolContext::new(Workspace::new(&ws).unwrap_or_else(|e| panic!("{e}")));
+    let first = registry
+        .execute("mcp__lazy__which", json!({}), &ctx)
+        .await
+        .map(|o| o.content);
+    assert!(
+        first.as_deref().is_ok_and(|t| t.contains("approved")),
+        "{first:?}"
+    );
+    // The model rewrites the file mid-session.
+    std::fs::write(ws.join("srvcore"), "WHO = 'changed by the model'\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = registry
+        .execute("mcp__lazy__which", json!({}), &ctx)
+        .await
+        .map(|o| o.content);
+    assert!(
+        second
+            .as_deref()
+            .is_ok_and(|t| t.contains("approved") && !t.contains("changed")),
+        "{second:?}"
+    );
+    hub.shutdown().await;
+}

@@ -4,6 +4,7 @@
 //! repository names (hooks, fsmonitor, filters, drivers, pagers) ever runs, and no
 //! configuration choice changes bytes (line-ending conversion).
 
+mod objects;
 mod purge;
 mod restore;
 pub(crate) mod staging;
@@ -87,7 +88,10 @@ pub(super) struct Git {
     common_dir: PathBuf,
     /// The work tree git sees: the repository's top level (user) or the workspace (private).
     work_tree: PathBuf,
-    /// Keel's index file, never the user's.
+    /// Keel's own directory in the git directory ([`STAGE_DIR`]): its index file and the
+    /// object directories the staging git writes into — the only place that git may write.
+    stage_dir: PathBuf,
+    /// Keel's index file (in [`Self::stage_dir`]), never the user's.
     index: PathBuf,
     /// The workspace's path inside the work tree (`sub/dir/`; empty at the top).
     prefix: String,
@@ -100,10 +104,16 @@ pub(super) struct Git {
     /// The size limit of recorded files in MiB, 0 for none (`None`: as the last snapshot
     /// did, else [`DEFAULT_MAX_FILE_MB`]).
     max_file_mb: Option<u64>,
+    /// Settings given to the staging git after every other one: a program the hardening
+    /// missed, for the tests that check what such a program can reach.
+    #[cfg(test)]
+    pub(super) stage_settings: Vec<String>,
 }
 
-const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
+/// Keel's own directory in the snapshot repository's git directory: its index and the
+/// staging git's object directories. Nothing else of the git directory (and nothing of the
+/// work tree) is writable to that git (red-team pass 5, R5-1).
+const STAGE_DIR: &str = "keel";
 
 /// True when a usable `git` is on PATH.
 pub fn git_available() -> bool {
@@ -157,13 +167,10 @@ impl Git {
                 let common_dir = lines
                     .get(4)
                     .map_or_else(|| git_dir.clone(), |c| workspace.join(c));
-                let empty = if lines.get(2) == Some(&"sha256") {
-                    EMPTY_TREE_SHA256
-                } else {
-                    EMPTY_TREE_SHA1
-                };
+                let empty = keel_tools::safe_git::empty_tree(lines.get(2).unwrap_or(&"sha1"));
                 let user = Self {
-                    index: git_dir.join("keel-snapshot.index"),
+                    stage_dir: git_dir.join(STAGE_DIR),
+                    index: git_dir.join(STAGE_DIR).join("index"),
                     kind: RepoKind::User {
                         git_dir: git_dir.clone(),
                     },
@@ -174,6 +181,8 @@ impl Git {
                     attr_source: attr_ok.then_some(empty),
                     build_dirs: None,
                     max_file_mb: None,
+                    #[cfg(test)]
+                    stage_settings: Vec::new(),
                 };
                 // A workspace inside another repository's ignored or untracked directory is
                 // not that repository's business: nothing is written into it. Nor is a
@@ -186,15 +195,18 @@ impl Git {
             }
         }
         Ok(Self {
-            index: private.join("index"),
+            stage_dir: private.join(STAGE_DIR),
+            index: private.join(STAGE_DIR).join("index"),
             common_dir: private.clone(),
             kind: RepoKind::Private { git_dir: private },
             prefix: String::new(),
             work_tree: workspace.clone(),
             workspace,
-            attr_source: attr_ok.then_some(EMPTY_TREE_SHA1),
+            attr_source: attr_ok.then_some(keel_tools::safe_git::empty_tree("sha1")),
             build_dirs: None,
             max_file_mb: None,
+            #[cfg(test)]
+            stage_settings: Vec::new(),
         })
     }
 
@@ -347,7 +359,17 @@ impl Git {
 
     /// A hardened git command against the snapshot repository, run in the workspace.
     fn command(&self, args: &[&str]) -> Result<Command, SnapshotError> {
-        let mut extra = self.driver_overrides()?;
+        self.command_from(self.driver_overrides()?, &[], args)
+    }
+
+    /// [`Git::command`] with the overrides already read ([`Git::driver_overrides`]) and
+    /// `settings` (`key=value`) after Keel's own.
+    fn command_from(
+        &self,
+        mut extra: Vec<(String, String)>,
+        settings: &[&str],
+        args: &[&str],
+    ) -> Result<Command, SnapshotError> {
         let excludes = self.build_dirs_file();
         if excludes.is_file() {
             extra.push((
@@ -373,7 +395,13 @@ impl Git {
             "advice.addEmbeddedRepo=false",
             // No reflog of Keel's refs: one more file git would write.
             "core.logAllRefUpdates=false",
+            // A split index keeps its shared part in the git directory, which the staging git
+            // may not write.
+            "core.splitIndex=false",
         ] {
+            c.args(["-c", setting]);
+        }
+        for setting in settings {
             c.args(["-c", setting]);
         }
         c.args(args).current_dir(&self.workspace);
@@ -404,26 +432,55 @@ impl Git {
         self.finish(args, out)
     }
 
-    /// Runs a git command that reads the live work tree (`git add`) inside the kernel sandbox,
-    /// writing only the snapshot repository: a command running meanwhile may swap a file for a
-    /// symlink to a secret between git's `lstat` and its `open` (red-team pass 4, R4-7), and
-    /// inside the sandbox that link reaches only what the command could read itself. Retries a
-    /// few times while another git holds the index lock.
+    /// Runs a git command that reads the live work tree inside the kernel sandbox: a command
+    /// running meanwhile may swap a file for a symlink to a secret between git's `lstat` and
+    /// its `open` (red-team pass 4, R4-7), and inside the sandbox that link reaches only what
+    /// the command could read itself. What it may write depends on `how` ([`Confined`]):
+    /// nothing of the repository's git directory in any case — a program git was led into
+    /// running after all (a filter defined by an include that appeared after Keel's probe:
+    /// red-team pass 5, R5-1) wrote `.git/commondir` and the user's next `git status` ran what
+    /// it named. Retries a few times while another git holds the index lock.
     fn run_in_work_tree(
         &self,
         args: &[&str],
         input: Option<&[u8]>,
+        how: Confined<'_>,
     ) -> Result<Output, SnapshotError> {
-        let mut writable = vec![self.git_dir().to_path_buf()];
+        use keel_tools::confined_git::GitConfinement;
+        let mut repository = vec![self.git_dir().to_path_buf()];
         if self.common_dir != self.git_dir() {
-            writable.push(self.common_dir.clone());
+            repository.push(self.common_dir.clone());
         }
-        let jail = keel_tools::confined_git::GitConfinement {
-            workspace: self.work_tree.clone(),
-            writable,
+        let jail = match how {
+            Confined::Read => GitConfinement {
+                repository,
+                ..GitConfinement::read_only(&self.work_tree)
+            },
+            Confined::Stage(_) => GitConfinement::writing_only(
+                &self.work_tree,
+                vec![self.stage_dir.clone()],
+                repository,
+            ),
+            Confined::Checkout => GitConfinement::writing_work_tree(&self.work_tree, repository),
         };
         retry_locked(|| {
-            let cmd = self.command(args)?;
+            let cmd = match how {
+                Confined::Stage(objects) => {
+                    // The staging object directory is read once more and then removed: no
+                    // point compressing it.
+                    #[allow(unused_mut)]
+                    let mut settings = vec!["core.looseCompression=0"];
+                    #[cfg(test)]
+                    settings.extend(self.stage_settings.iter().map(String::as_str));
+                    let mut c = self.command_from(self.driver_overrides()?, &settings, args)?;
+                    c.env("GIT_OBJECT_DIRECTORY", objects).env(
+                        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                        alternate_entry(&self.common_dir.join("objects")),
+                    );
+                    c
+                }
+                _ => self.command(args)?,
+            };
             let out = keel_tools::confined_git::output_blocking(
                 &cmd,
                 &jail,
@@ -681,6 +738,39 @@ impl Git {
         self.run(&["update-ref", "--stdin"], Some(input.as_bytes()))?;
         Ok(())
     }
+}
+
+/// What a git command run inside the sandbox may write ([`Git::run_in_work_tree`]).
+#[derive(Clone, Copy)]
+pub(super) enum Confined<'a> {
+    /// Nothing (`ls-files`).
+    Read,
+    /// Keel's staging directory only (`git add`): its index, and new objects in the given
+    /// object directory of Keel's own, which [`Git::absorb`] checks and moves into the
+    /// repository.
+    Stage(&'a Path),
+    /// The work tree (`checkout-index`), as a command could: `.git`, `.keel` and the files
+    /// git's configuration includes stay read-only.
+    Checkout,
+}
+
+/// `dir` as one entry of `GIT_ALTERNATE_OBJECT_DIRECTORIES` (git splits the list at `:` and
+/// reads an entry starting with `"` as a C-quoted string).
+fn alternate_entry(dir: &Path) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = dir.as_os_str().as_bytes();
+    if !bytes.iter().any(|b| matches!(b, b':' | b'"' | b'\\')) {
+        return dir.as_os_str().to_os_string();
+    }
+    let mut out = vec![b'"'];
+    for b in bytes {
+        if matches!(b, b'"' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(*b);
+    }
+    out.push(b'"');
+    std::ffi::OsString::from_vec(out)
 }
 
 /// Runs `run`, retrying a few times while another git holds the index lock.

@@ -9,7 +9,7 @@
 //!   `.git` file naming a linked worktree whose `gitdir` back-link names that same `.git`
 //!   file ([`own_git_dir`]); anything else gets the private repository instead;
 //! - no directory git writes into for Keel (`refs/keel/**`, `objects/`, `objects/xx`,
-//!   `logs/refs/keel/**`, …) and no file Keel writes (`keel-snapshot.index`, …) may be a
+//!   `logs/refs/keel/**`, …) and no file Keel writes (`keel/index`, …) may be a
 //!   symlink or anything but a directory/regular file ([`check_writable`]); if one is,
 //!   snapshots are refused with a message naming it (the run goes on without them);
 //! - every git command has a deadline and is killed past it ([`output_within`]), so a FIFO (or
@@ -114,6 +114,107 @@ pub(super) fn output_within(
     })
 }
 
+/// Runs `first` with `input` on its stdin and its stdout on `second`'s stdin, collecting
+/// both's stderr and `second`'s stdout; kills both once `limit` has passed (an error of kind
+/// `TimedOut`). Returns each one's output (`first`'s stdout is empty: it went to `second`).
+pub(super) fn pipe_within(
+    mut first: Command,
+    input: &[u8],
+    mut second: Command,
+    limit: Duration,
+) -> std::io::Result<(Output, Output)> {
+    first
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut a = first.spawn()?;
+    let Some(pipe) = a.stdout.take() else {
+        let _ = a.kill();
+        let _ = a.wait();
+        return Err(std::io::Error::other(
+            "no pipe between the two git commands",
+        ));
+    };
+    second
+        .stdin(Stdio::from(pipe))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let spawned = second.spawn();
+    // The read end of the pipe lives only in `second`'s process from here on.
+    drop(second);
+    let mut b = match spawned {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = a.kill();
+            let _ = a.wait();
+            return Err(e);
+        }
+    };
+    let writer = a.stdin.take().map(|mut stdin| {
+        let data = input.to_vec();
+        std::thread::spawn(move || stdin.write_all(&data))
+    });
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let boxed = |p: Option<Box<dyn Read + Send>>| drain(p);
+    let a_err = boxed(a.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let b_out = boxed(b.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let b_err = boxed(b.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let started = Instant::now();
+    let (mut a_status, mut b_status) = (None, None);
+    while a_status.is_none() || b_status.is_none() {
+        if a_status.is_none() {
+            a_status = a.try_wait()?;
+        }
+        if b_status.is_none() {
+            b_status = b.try_wait()?;
+        }
+        if a_status.is_some() && b_status.is_some() {
+            break;
+        }
+        if started.elapsed() >= limit {
+            for child in [&mut a, &mut b] {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "git did not finish within {} s and was stopped",
+                    limit.as_secs()
+                ),
+            ));
+        }
+        let pause = (started.elapsed() / 10).clamp(Duration::from_micros(100), MAX_POLL);
+        std::thread::sleep(pause);
+    }
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    let (Some(a_status), Some(b_status)) = (a_status, b_status) else {
+        return Err(std::io::Error::other("a git command's status was lost"));
+    };
+    Ok((
+        Output {
+            status: a_status,
+            stdout: Vec::new(),
+            stderr: a_err.join().unwrap_or_default(),
+        },
+        Output {
+            status: b_status,
+            stdout: b_out.join().unwrap_or_default(),
+            stderr: b_err.join().unwrap_or_default(),
+        },
+    ))
+}
+
 /// Whether `git_dir` (as `git rev-parse --absolute-git-dir` gave it) is the repository of the
 /// work tree `top` itself: `<top>/.git` a real directory that is `git_dir`, or `<top>/.git` a
 /// file naming a linked worktree's git directory whose `gitdir` file points back at it.
@@ -170,8 +271,10 @@ pub(super) fn check_writable(git_dir: &Path, common: &Path) -> Result<(), String
     for dir in [git_dir, common] {
         expect(dir, Want::Dir, false)?;
     }
-    // The files Keel itself writes (its index file, the build directories' excludes).
-    for file in ["keel-snapshot.index", "keel-build-dirs"] {
+    // The files Keel itself writes (its index file, the build directories' excludes) and
+    // its staging directory.
+    expect(&git_dir.join("keel"), Want::Dir, true)?;
+    for file in ["keel/index", "keel-build-dirs", "keel-max-file-mb"] {
         expect(&git_dir.join(file), Want::File, true)?;
     }
     expect(&common.join("packed-refs"), Want::File, true)?;

@@ -73,31 +73,40 @@ fn session(ws: &Path) -> Result<(), SnapshotError> {
 
 #[test]
 fn a_linked_snapshot_index_never_receives_the_repository_index() {
-    // B3: `.git/index` -> a payload, `.git/keel-snapshot.index` -> a new file outside.
+    // B3: `.git/index` -> a payload, `.git/keel/index` -> a new file outside.
     let f = setup(true);
     let payload = f.ws.join("payload.sh");
     std::fs::write(&payload, "#!/bin/sh\necho PWNED\n").unwrap();
     std::fs::remove_file(f.ws.join(".git/index")).unwrap();
     symlink("../payload.sh", f.ws.join(".git/index")).unwrap();
     let planted = f.outside.join("planted.sh");
-    symlink(&planted, f.ws.join(".git/keel-snapshot.index")).unwrap();
-    let err = session(&f.ws).expect_err("a linked keel-snapshot.index is refused");
+    std::fs::create_dir(f.ws.join(".git/keel")).unwrap();
+    symlink(&planted, f.ws.join(".git/keel/index")).unwrap();
+    let err = session(&f.ws).expect_err("a linked keel/index is refused");
     assert!(err.to_string().contains("symlink"), "{err}");
     assert!(!planted.exists(), "Keel wrote the payload outside");
     assert!(listing(&f.outside).is_empty(), "{:?}", listing(&f.outside));
+    // Keel's whole staging directory linked out: refused too, nothing written there.
+    let f = setup(true);
+    let elsewhere = f.outside.join("stage");
+    std::fs::create_dir(&elsewhere).unwrap();
+    symlink(&elsewhere, f.ws.join(".git/keel")).unwrap();
+    let err = session(&f.ws).expect_err("a linked staging directory is refused");
+    assert!(err.to_string().contains("not a directory"), "{err}");
+    assert!(listing(&elsewhere).is_empty(), "{:?}", listing(&elsewhere));
 }
 
 #[test]
 fn the_seed_index_is_never_copied_through_a_link_or_from_a_fifo() {
     // B3, second half: the user's index itself a link (to a payload) or a FIFO, with no
-    // keel-snapshot.index yet: the snapshot works and copies nothing it should not.
+    // Keel's index yet: the snapshot works and copies nothing it should not.
     let f = setup(true);
     std::fs::remove_file(f.ws.join(".git/index")).unwrap();
     let secret = f.outside.join("secret");
     std::fs::write(&secret, "not an index\n").unwrap();
     symlink(&secret, f.ws.join(".git/index")).unwrap();
     session(&f.ws).unwrap();
-    let ours = std::fs::read(f.ws.join(".git/keel-snapshot.index")).unwrap();
+    let ours = std::fs::read(f.ws.join(".git/keel/index")).unwrap();
     assert!(
         !ours.starts_with(b"not an index"),
         "the linked file was copied"
@@ -181,7 +190,7 @@ fn a_gitdir_file_naming_another_repository_gets_the_private_repository() {
     assert!(!snaps.in_user_repository());
     session(&f.ws).unwrap();
     assert_eq!(git(&other, &["for-each-ref", "refs/keel"]), "");
-    assert!(!other.join("keel-snapshot.index").exists());
+    assert!(!other.join("keel").exists());
     assert!(!other.join("keel-build-dirs").exists());
 }
 

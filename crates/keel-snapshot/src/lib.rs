@@ -308,6 +308,8 @@ mod race_tests;
 #[cfg(test)]
 mod size_tests;
 #[cfg(test)]
+mod staging_tests;
+#[cfg(test)]
 mod stores_tests;
 #[cfg(test)]
 mod tests;

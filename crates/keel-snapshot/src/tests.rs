@@ -336,7 +336,7 @@ fn a_workspace_in_an_ignored_directory_of_another_repository_keeps_its_own_store
     assert_eq!(tree(&ws), before);
 
     assert!(ws.join(".keel/snapshots/HEAD").exists(), "a private store");
-    assert!(!outer.join(".git/keel-snapshot.index").exists());
+    assert!(!outer.join(".git/keel").exists());
     assert_eq!(
         git(outer, &["for-each-ref", "refs/keel"]),
         "",

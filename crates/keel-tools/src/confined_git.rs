@@ -24,13 +24,22 @@ use std::time::Duration;
 use crate::sandbox::{self, SandboxPolicy, WritableRoots};
 
 /// Where a confined git may write, besides reading what a command may read.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GitConfinement {
-    /// The workspace git works in (kept visible even inside a covered directory).
+    /// The work tree git works in (kept visible even inside a covered directory).
     pub workspace: PathBuf,
-    /// Directories git may write (a snapshot repository's git directory and common
-    /// directory); empty: git writes nothing (the read-only sandbox).
+    /// The only directories git may write (a staging directory of Keel's own; a repository's
+    /// git directory keeps its hooks, config and info read-only); empty, and not
+    /// [`Self::work_tree`]: git writes nothing (the read-only sandbox). The work tree is never
+    /// among them unless [`Self::work_tree`] says so.
     pub writable: Vec<PathBuf>,
+    /// The repository's git directory and common directory: their `info/attributes` reads as
+    /// empty inside (see [`Self::policy_and_roots`]).
+    pub repository: Vec<PathBuf>,
+    /// Git writes the work tree (a restore's `checkout-index`): the workspace as a command
+    /// under workspace-write sees it — all of `.git`, `.keel` and the files git's
+    /// configuration includes read-only — and nothing else.
+    pub work_tree: bool,
 }
 
 impl GitConfinement {
@@ -38,7 +47,30 @@ impl GitConfinement {
     pub fn read_only(workspace: &Path) -> Self {
         Self {
             workspace: workspace.to_path_buf(),
+            ..Self::default()
+        }
+    }
+
+    /// Git that reads the work tree and writes only `dirs` (directories of Keel's own: a
+    /// staging index and object directory) — nothing of the repository's git directory,
+    /// nothing of the work tree.
+    pub fn writing_only(workspace: &Path, dirs: Vec<PathBuf>, repository: Vec<PathBuf>) -> Self {
+        Self {
+            workspace: workspace.to_path_buf(),
+            writable: dirs,
+            repository,
+            work_tree: false,
+        }
+    }
+
+    /// Git that writes the work tree (a restore), as a command could: `.git`, `.keel` and
+    /// the files git's configuration includes stay read-only.
+    pub fn writing_work_tree(workspace: &Path, repository: Vec<PathBuf>) -> Self {
+        Self {
+            workspace: workspace.to_path_buf(),
             writable: Vec::new(),
+            repository,
+            work_tree: true,
         }
     }
 
@@ -49,9 +81,13 @@ impl GitConfinement {
         // after Keel's probe, a name only git splits the same way: red-team pass 5, R5-1), and
         // Keel's git needs no attribute (work-tree ones are hidden by `GIT_ATTR_SOURCE`,
         // `core.attributesFile` is `/dev/null`). So no filter or diff driver can be named.
-        for dir in self.writable.iter().filter(|d| d.join("HEAD").is_file()) {
+        let repositories = self
+            .repository
+            .iter()
+            .chain(self.writable.iter().filter(|d| d.join("HEAD").is_file()));
+        for dir in repositories {
             let attributes = dir.join("info").join("attributes");
-            if attributes.symlink_metadata().is_ok() {
+            if attributes.symlink_metadata().is_ok() && !hidden.contains(&attributes) {
                 hidden.push(attributes);
             }
         }
@@ -59,6 +95,15 @@ impl GitConfinement {
             hidden,
             ..WritableRoots::default()
         };
+        if self.work_tree {
+            let roots = WritableRoots {
+                workspace: Some(self.workspace.clone()),
+                git: sandbox::GitProtection::Whole,
+                extra: self.writable.clone(),
+                ..base
+            };
+            return (SandboxPolicy::WorkspaceWrite, roots);
+        }
         if self.writable.is_empty() {
             let roots = WritableRoots {
                 workspace: Some(self.workspace.clone()),
@@ -66,14 +111,11 @@ impl GitConfinement {
             };
             return (SandboxPolicy::ReadOnly, roots);
         }
-        // No `workspace` root: its protected paths would be mounted read-only, and the
-        // snapshot repository lives under them (`.git`, `.keel/snapshots`). The workspace is
-        // listed among the writable trees so a cover around it is carved back; git itself
-        // writes only to its repository (`git add` never writes the work tree).
-        let mut extra = vec![self.workspace.clone()];
-        extra.extend(self.writable.iter().cloned());
+        // No `workspace` root: the work tree is not writable (git reads it), only the
+        // directories named; it stays visible inside a covered directory.
         let roots = WritableRoots {
-            extra,
+            extra: self.writable.clone(),
+            visible: vec![self.workspace.clone()],
             protected: self.kept_read_only(),
             ..base
         };
@@ -134,6 +176,22 @@ pub async fn output(
     input: Option<Vec<u8>>,
     deadline: Duration,
 ) -> io::Result<Output> {
+    // A git that writes (stages the work tree) reads attributes from a fixed tree, never the
+    // work tree's `.gitattributes`: one could name a filter that a configuration git reads
+    // after Keel's probe defines (an include that appears, `/proc/1/cwd/…`, which resolves
+    // differently in here), and the filter would run with the git directory writable
+    // (red-team pass 6, R6-4: a flow's `deliver` staged without it). Every caller, present
+    // and future, gets this check rather than a rule to remember.
+    if (!jail.writable.is_empty() || jail.work_tree)
+        && crate::safe_git::attr_source_supported()
+        && !cmd
+            .get_envs()
+            .any(|(k, v)| k == "GIT_ATTR_SOURCE" && v.is_some())
+    {
+        return Err(io::Error::other(
+            "Keel's confined git was asked to write without a fixed attribute source (GIT_ATTR_SOURCE): refused (a bug in Keel; please report it)",
+        ));
+    }
     let mut argv: Vec<OsString> = vec![cmd.get_program().to_os_string()];
     argv.extend(cmd.get_args().map(|a| a.to_os_string()));
     let env: Vec<(OsString, OsString)> = cmd
@@ -230,13 +288,15 @@ mod tests {
         let jail = GitConfinement {
             workspace: ws.to_path_buf(),
             writable: vec![git.clone()],
+            ..Default::default()
         };
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args([
             "-c",
             "echo evil > .git/hooks/pre-commit; echo x >> .git/config; echo ok > .git/objects/probe; echo ok > .git/keel-snapshot.index",
         ])
-        .current_dir(ws);
+        .current_dir(ws)
+        .env("GIT_ATTR_SOURCE", crate::safe_git::empty_tree("sha1"));
         let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!git.join("hooks/pre-commit").exists(), "{out:?}");
@@ -249,6 +309,58 @@ mod tests {
             "objects stay writable: {out:?}"
         );
         assert!(git.join("keel-snapshot.index").exists(), "{out:?}");
+    }
+
+    /// R5-1's remaining surface: the snapshot's staging git wrote the whole git directory
+    /// (a filter that slipped through wrote `.git/commondir`) and the work tree. A jail
+    /// writing only Keel's staging directory leaves both alone.
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn a_jail_writing_only_keels_directory_writes_nothing_else() {
+        let s = sandbox::support();
+        if !(s.mount_namespace.is_ok() && s.isolation.processes) {
+            assert!(std::env::var_os("CI").is_none(), "CI needs namespaces");
+            println!("SKIPPED: no namespaces for commands");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        let git = ws.join(".git");
+        for d in ["hooks", "info", "objects/ab", "refs/heads", "keel"] {
+            std::fs::create_dir_all(git.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("README.md"), "mine\n").unwrap_or_else(|e| panic!("{e}"));
+        let jail = GitConfinement::writing_only(ws, vec![git.join("keel")], vec![git.clone()]);
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args([
+            "-c",
+            "echo ../evil > .git/commondir; echo x > .git/refs/heads/p; echo x > .git/objects/ab/cd; \
+             echo x > .git/hooks/pre-commit; echo evil > README.md; echo x > new.txt; \
+             echo ok > .git/keel/index",
+        ])
+        .current_dir(ws)
+        .env("GIT_ATTR_SOURCE", crate::safe_git::empty_tree("sha1"));
+        let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        for planted in [
+            "commondir",
+            "refs/heads/p",
+            "objects/ab/cd",
+            "hooks/pre-commit",
+        ] {
+            assert!(!git.join(planted).exists(), "{planted}: {out:?}");
+        }
+        assert!(!ws.join("new.txt").exists(), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("README.md")).unwrap_or_default(),
+            "mine\n"
+        );
+        assert!(
+            git.join("keel/index").exists(),
+            "its own directory: {out:?}"
+        );
     }
 
     /// The bypass of R5-1's first fix: a driver name holding a vertical tab (`filter=k\vx`)
@@ -304,13 +416,15 @@ mod tests {
         let jail = GitConfinement {
             workspace: ws.clone(),
             writable: vec![ws.join(".git")],
+            ..Default::default()
         };
         let mut cmd = std::process::Command::new("git");
         cmd.args(["add", "a.txt"])
             .current_dir(&ws)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_ATTR_SOURCE", crate::safe_git::empty_tree("sha1"));
         let out = output_blocking(&cmd, &jail, None, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(out.status.success(), "{out:?}");

@@ -201,6 +201,22 @@ pub fn environment(
     env
 }
 
+/// The empty tree of a repository's object format (`git rev-parse --show-object-format`):
+/// what Keel's git reads attributes from (`GIT_ATTR_SOURCE`), so no work-tree
+/// `.gitattributes` names a filter or diff driver for it (git 2.40 or newer).
+pub fn empty_tree(object_format: &str) -> &'static str {
+    if object_format.trim() == "sha256" {
+        "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+    } else {
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    }
+}
+
+/// Whether this git reads attributes from `GIT_ATTR_SOURCE` (2.40 or newer).
+pub fn attr_source_supported() -> bool {
+    git_version().is_some_and(|v| v >= (2, 40))
+}
+
 /// The installed git's (major, minor), probed once per process; `None` when git cannot run.
 pub fn git_version() -> Option<(u32, u32)> {
     static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();

@@ -170,6 +170,26 @@ impl Workspace {
     /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`).
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = self.locate(rel)?;
+        self.check_writable(rel, found)
+    }
+
+    /// Like [`Self::locate_entry`] (a final symlink is the entry itself), for an entry the
+    /// agent wants to delete: refused like [`Self::locate_writable`].
+    pub fn locate_entry_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let found = self.locate_entry(rel)?;
+        self.check_writable(rel, found)
+    }
+
+    /// Like [`Self::locate`], but no symlink may redirect the path (see
+    /// [`DirHandle::resolve_literal`]): for files Keel itself writes under `.keel/`.
+    pub fn locate_literal(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let path = check_relative(rel)?;
+        self.dir
+            .resolve_literal(&path)
+            .map_err(|e| resolve_error(rel, e))
+    }
+
+    fn check_writable(&self, rel: &str, found: ResolvedPath) -> Result<ResolvedPath, PathError> {
         if crate::sandbox::is_protected(&self.root, &found.abs(), &self.protected)
             || self.inside_git_dir(found.rel())
         {
@@ -239,10 +259,13 @@ fn resolve_error(rel: &str, e: ResolveError) -> PathError {
             path: rel.to_string(),
             reason: format!("`{at}` is a file, not a directory"),
         },
-        e @ (ResolveError::TooManyLinks | ResolveError::Io(_)) => PathError::Io {
-            path: rel.to_string(),
-            reason: e.to_string(),
-        },
+        e
+        @ (ResolveError::TooManyLinks | ResolveError::Io(_) | ResolveError::Redirected { .. }) => {
+            PathError::Io {
+                path: rel.to_string(),
+                reason: e.to_string(),
+            }
+        }
     }
 }
 

@@ -24,7 +24,8 @@ fn add(ws: &Path, index: &Path) -> Command {
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_INDEX_FILE", index);
+        .env("GIT_INDEX_FILE", index)
+        .env("GIT_ATTR_SOURCE", keel_tools::safe_git::empty_tree("sha1"));
     c
 }
 
@@ -62,6 +63,7 @@ fn confined_git_add_beside_unconfined() {
     let jail = GitConfinement {
         workspace: ws.clone(),
         writable: vec![ws.join(".git")],
+        ..Default::default()
     };
     let mut confined = Vec::new();
     let mut plain = Vec::new();

@@ -663,6 +663,64 @@ async fn a_renamed_parent_keeps_protected_paths_read_only() {
     );
 }
 
+/// Red-team pass 6, R6-19: a cover (a secret store, Keel's config) moved with a renamed
+/// parent, leaving the path Keel and the user's tools read next free for a command to fill: in
+/// a workspace that holds the home, `mv .config .config-old && mkdir -p .config/keel && …
+/// sandbox = false` turned the sandbox off for every later session, `mv home home-old`
+/// exposed `.ssh`. The directories on the way to each cover are pinned like a protected path's.
+async fn renamed_cover_parent(test: &str, ws: &Path) {
+    if !namespaces(test) {
+        return;
+    }
+    let home = ws.join("home");
+    std::fs::create_dir_all(home.join(".config/keel")).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".config/keel/config.toml"), "[approval]\n").unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "FAKE-KEY-R6-19").unwrap();
+    let roots = || WritableRoots {
+        hidden: vec![home.join(".config/keel"), home.join(".ssh")],
+        ..WritableRoots::default()
+    };
+    let script = "mv home/.config home/.config-old; mkdir -p home/.config/keel && \
+                  printf '[shell]\\nsandbox = false\\n' > home/.config/keel/config.toml; \
+                  mv home home-old; cat home-old/.ssh/id_ed25519 home/.config-old/keel/config.toml; \
+                  echo fine > home/notes.txt; true";
+    let out = run_with(ws, SandboxPolicy::WorkspaceWrite, roots(), script).await;
+    assert!(!out.contains("FAKE-KEY-R6-19"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".config/keel/config.toml")).unwrap(),
+        "[approval]\n",
+        "{out}"
+    );
+    assert!(
+        !ws.join("home-old").exists() && !home.join(".config-old").exists(),
+        "{out}"
+    );
+    // The pinned directories stay writable.
+    assert_eq!(
+        std::fs::read_to_string(home.join("notes.txt")).unwrap(),
+        "fine\n",
+        "{out}"
+    );
+    // Unconfined, the rename works: the test can see an escape.
+    let _ = run_with(
+        ws,
+        SandboxPolicy::Off,
+        roots(),
+        "mv home/.config home/.config-old",
+    )
+    .await;
+    assert!(home.join(".config-old/keel/config.toml").exists());
+}
+
+#[tokio::test]
+async fn a_renamed_parent_keeps_covers_in_place() {
+    as_both!(
+        "a_renamed_parent_keeps_covers_in_place",
+        renamed_cover_parent
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Secret stores.
 

@@ -29,7 +29,7 @@ pub(crate) use on_demand::{CHECKPOINT_PREFIX, compact_session, working_context};
 
 use std::sync::Arc;
 
-use keel_llm::tokens::{estimate_message, estimate_request};
+use keel_llm::tokens::{TokenScale, estimate_message};
 use keel_protocol::{EventKind, Message, ToolSpec, Usage};
 use serde::{Deserialize, Serialize};
 
@@ -52,11 +52,9 @@ const MIN_LEARNED_WINDOW: u64 = 1_000;
 /// Tokens of the window a request must leave for the reply (keel-llm does not send a request
 /// that leaves less than its smallest reply, 256 tokens).
 const REPLY_RESERVE_TOKENS: u64 = 256;
-/// Tokens a local server's chat template adds to every prompt (keel-llm counts 128 into its
-/// own estimate before it sends), beside a tenth of the prompt it keeps as its margin.
-const TEMPLATE_ALLOWANCE_TOKENS: u64 = 128;
-/// How far before keel-llm's refusal point compaction starts (its estimate and the engine's
-/// calibrated one differ a little).
+/// How far before the point where keel-llm would send only its smallest reply compaction
+/// starts: the size is the same figure on both sides ([`TokenScale`]), so this is room for the
+/// reply, not for two estimates that disagree.
 const SEND_MARGIN_TOKENS: u64 = 100;
 
 /// The context window, the threshold and the estimate's calibration.
@@ -64,8 +62,14 @@ const SEND_MARGIN_TOKENS: u64 = 100;
 pub struct ContextBudget {
     pub window: u64,
     pub threshold: f64,
-    /// Reported input tokens ÷ estimated input tokens of the last request (1.0 until a
-    /// provider reports usage).
+    /// How the provider counts a request, when it checks a request's size itself before
+    /// sending (keel-llm's OpenAI-compatible client: its learned scale and the template's
+    /// allowance). Compaction measures with the same figure, so a context it judged small
+    /// enough is one the provider sends.
+    scale: Option<TokenScale>,
+    /// Without a provider scale: reported input tokens ÷ estimated input tokens of the last
+    /// request (1.0 until a provider reports usage). With one: 1.0, raised only by a refusal
+    /// the scale does not explain (until the next reported usage).
     ratio: f64,
 }
 
@@ -74,22 +78,30 @@ impl ContextBudget {
         Self {
             window,
             threshold,
+            scale: None,
             ratio: 1.0,
         }
     }
 
+    /// Measures with the provider's own figure from now on (`None`: the provider does not
+    /// check sizes; the budget calibrates on reported usage).
+    pub fn set_scale(&mut self, scale: Option<TokenScale>) {
+        if scale.is_some() && self.scale.is_none() {
+            // The usage ratio measured the bare estimate; the provider's scale replaces it.
+            self.ratio = 1.0;
+        }
+        self.scale = scale;
+    }
+
     /// Tokens at which compaction starts: the configured share of the window, and in a small
     /// window no later than the point where the request would leave no room for a reply
-    /// (keel-llm refuses to send such a request: a 2,048-token window must compact at about
-    /// 1,400 estimated tokens, not at 85% = 1,740).
+    /// (keel-llm sends a request whose size, plus a tenth, leaves less than that only with its
+    /// smallest reply: a 2,048-token window compacts at 1,529 tokens, not at 85% = 1,740).
     pub fn threshold_tokens(&self) -> u64 {
         let share = (self.window as f64 * self.threshold) as u64;
-        // keel-llm sends a prompt whose estimate, plus the template's allowance and a tenth,
-        // leaves the reply its reserve; compaction starts a margin before that point (in a
-        // window over ~6,000 tokens the configured share comes first).
+        // In a window over ~6,000 tokens the configured share comes first.
         let sendable = self.window.saturating_sub(REPLY_RESERVE_TOKENS) * 10 / 11;
-        let room = sendable.saturating_sub(TEMPLATE_ALLOWANCE_TOKENS + SEND_MARGIN_TOKENS);
-        share.min(room)
+        share.min(sendable.saturating_sub(SEND_MARGIN_TOKENS))
     }
 
     /// Tokens compaction aims for.
@@ -97,21 +109,28 @@ impl ContextBudget {
         (self.threshold_tokens() as f64 * TARGET_FRACTION_OF_THRESHOLD) as u64
     }
 
-    /// Calibrated tokens of one message.
+    /// Calibrated tokens of one message (the template's allowance is the request's, not a
+    /// message's).
     pub fn message_tokens(&self, message: &Message) -> u64 {
-        (estimate_message(message) as f64 * self.ratio).ceil() as u64
+        let per_mille = self.scale.map_or(1000, |s| s.per_mille);
+        let scaled = estimate_message(message).saturating_mul(per_mille) / 1000;
+        (scaled as f64 * self.ratio).ceil() as u64
     }
 
-    /// Calibrated tokens of a request.
+    /// Calibrated tokens of a request: with a provider scale, exactly the provider's figure
+    /// (times a refusal's correction, if any).
     pub fn request_tokens(&self, system: &str, tools: &[ToolSpec], messages: &[Message]) -> u64 {
-        (estimate_request(system, tools, messages) as f64 * self.ratio).ceil() as u64
+        let scale = self.scale.unwrap_or(TokenScale::PLAIN);
+        (scale.request(system, tools, messages) as f64 * self.ratio).ceil() as u64
     }
 
     /// The server (or keel-llm, before sending) refused a request of about `sent` tokens as
     /// too large. When the window is known (`reported`), it is the fact and Keel's estimate
     /// was low: the calibration rises so that `sent` counts as the whole window (the next
     /// reported usage sets it again), and the window stays. Without a reported window it
-    /// shrinks to what is known not to fit, so the next compaction aims below it.
+    /// shrinks to what is known not to fit, so the next compaction aims below it. With a
+    /// provider scale, `sent` is measured after the provider learned from the refusal (the
+    /// prompt size a server's refusal states), so the correction covers only what it did not.
     pub fn learn_overflow(&mut self, reported: Option<u64>, sent: u64) {
         match reported {
             Some(window) if window >= MIN_LEARNED_WINDOW => {
@@ -130,7 +149,13 @@ impl ContextBudget {
     pub fn observe(&mut self, estimated: u64, usage: &Usage) {
         // `input_tokens` already counts the cached prompt tokens (see `Usage`).
         let reported = usage.input_tokens;
-        if reported > 0 && estimated > 0 {
+        if reported == 0 || estimated == 0 {
+            return;
+        }
+        if self.scale.is_some() {
+            // The provider calibrated its scale on this report itself.
+            self.ratio = 1.0;
+        } else {
             self.ratio = (reported as f64 / estimated as f64).clamp(0.25, 4.0);
         }
     }
@@ -237,16 +262,55 @@ mod tests {
 
     #[test]
     fn a_small_window_compacts_before_the_request_leaves_no_room_for_a_reply() {
-        // 85% of 2,048 (1,740) would leave keel-llm's smallest reply no room: it refuses to
-        // send at about 1,500 estimated tokens.
-        assert_eq!(ContextBudget::new(2_048, 0.85).threshold_tokens(), 1_401);
-        assert_eq!(ContextBudget::new(4_096, 0.85).threshold_tokens(), 3_262);
+        // 85% of 2,048 (1,740) would leave keel-llm's smallest reply no room: it sends a
+        // request over 1,629 tokens (with its tenth: 1,792) only with a 256-token reply.
+        assert_eq!(ContextBudget::new(2_048, 0.85).threshold_tokens(), 1_529);
+        assert_eq!(ContextBudget::new(4_096, 0.85).threshold_tokens(), 3_390);
         // From about 6,000 tokens the configured share comes first, as before.
         assert_eq!(ContextBudget::new(8_192, 0.85).threshold_tokens(), 6_963);
         assert_eq!(
             ContextBudget::new(128_000, 0.85).threshold_tokens(),
             108_800
         );
+    }
+
+    #[test]
+    fn with_the_providers_scale_the_budget_measures_what_the_provider_measures() {
+        let msgs = [Message::user_text("x".repeat(4_000))];
+        let scale = TokenScale {
+            per_mille: 1_400,
+            allowance: 128,
+        };
+        let mut b = ContextBudget::new(2_048, 0.85);
+        // A usage ratio measured before: the provider's scale replaces it.
+        b.observe(
+            1_000,
+            &Usage {
+                input_tokens: 800,
+                ..Usage::default()
+            },
+        );
+        b.set_scale(Some(scale));
+        assert_eq!(
+            b.request_tokens("", &[], &msgs),
+            scale.request("", &[], &msgs)
+        );
+        // Reported usage does not move it: the provider calibrated on it.
+        b.observe(
+            1_000,
+            &Usage {
+                input_tokens: 700,
+                ..Usage::default()
+            },
+        );
+        assert_eq!(
+            b.request_tokens("", &[], &msgs),
+            scale.request("", &[], &msgs)
+        );
+        // A context at the threshold leaves the reply more than the provider's smallest one,
+        // with its safety tenth.
+        let t = b.threshold_tokens();
+        assert!(2_048 - TokenScale::with_margin(t) > REPLY_RESERVE_TOKENS);
     }
 
     #[test]

@@ -116,7 +116,10 @@ impl CompactionHook {
             }
             carry.notes.extend(notes);
         }
+        let original = (messages.clone(), carry.clone());
         if window.tokens(messages) > target && tail > 1 {
+            let unsummarized = (messages.clone(), carry.clone());
+            let before_summary = window.tokens(messages);
             let region = &messages[1..tail];
             for m in region {
                 let is_user_text = m.role == Role::User
@@ -142,7 +145,15 @@ impl CompactionHook {
             let block = earlier_work_block(&summary, &cx.facts(), &carry.notes, &carry.user_notes);
             carry.summary = Some(summary);
             apply_summary(messages, tail, block);
-            stages.push("summarize".to_string());
+            if window.tokens(messages) >= before_summary {
+                // A summary no smaller than what it replaces is dropped: compaction never
+                // grows the context (a weak model's 128-token summary of two short steps
+                // took 1,410 → 1,585 tokens, and the next request no longer fit).
+                (*messages, *carry) = unsummarized;
+                stages.push("summary_dropped".to_string());
+            } else {
+                stages.push("summarize".to_string());
+            }
         } else if !stages.is_empty() && has_block(&messages[0]) {
             // Keep the facts current even when no new summary was needed.
             let summary = carry.summary.clone().unwrap_or_default();
@@ -150,6 +161,12 @@ impl CompactionHook {
             apply_summary(messages, 1, block);
         }
         if stages.is_empty() {
+            return Ok(None);
+        }
+        if window.tokens(messages) > before {
+            // The earlier-work block grew by more than the stages cut: keep the context as it
+            // was.
+            (*messages, *carry) = original;
             return Ok(None);
         }
         Ok(Some(Compacted {

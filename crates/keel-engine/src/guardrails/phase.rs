@@ -32,6 +32,9 @@ const RUN_TESTS: &str = "run_tests";
 const UPDATE_PLAN: &str = "update_plan";
 /// Finding tools is not reading the code.
 const TOOL_SEARCH: &str = "tool_search";
+/// Planning steps since something was read after which a model that states no plan and never
+/// asked to move on is offered one unasked.
+const OFFER_AFTER_STEPS: u32 = 3;
 
 /// Whether `text` states a plan: two or more numbered or bulleted steps, at least twelve
 /// words, or a sentence of five words or more that names the plan ("The plan: …").
@@ -92,6 +95,12 @@ struct State {
     read: bool,
     /// A plan was written with `update_plan` in this phase.
     planned: bool,
+    /// Planning only: Keel offered the model a plan stated from the task (a refusal gave it
+    /// as a ready call); the model's next bare `advance_phase`, or its next attempt at a
+    /// building tool, takes it.
+    offered: bool,
+    /// Steps of this phase that ended with something read.
+    steps_read: u32,
 }
 
 impl State {
@@ -107,6 +116,8 @@ impl State {
             made_change,
             read: false,
             planned: false,
+            offered: false,
+            steps_read: 0,
         }
     }
 
@@ -160,6 +171,9 @@ pub(crate) struct PhaseHook {
     rollback_timeout: Duration,
     cancel: CancellationToken,
     state: Mutex<State>,
+    /// The task (the first message's, or a person's latest): the files it names and the plan
+    /// Keel offers a model that states none.
+    task: Mutex<Option<String>>,
 }
 
 /// What a [`PhaseHook`] is made of besides the policy.
@@ -185,6 +199,7 @@ impl PhaseHook {
             shell: parts.shell,
             rollback_timeout: parts.rollback_timeout,
             cancel: parts.cancel,
+            task: Mutex::new(None),
         }
     }
 
@@ -239,7 +254,20 @@ impl PhaseHook {
         let phase = self.phase_now();
         match self.policy.check(phase, &facts, self.judge.as_ref()) {
             Verdict::Allow(access) => Ok(Ok(access)),
-            Verdict::Deny(v) => {
+            Verdict::Deny(mut v) => {
+                if phase == Phase::Planning {
+                    let way_on = self.planning_way_on(&mut lock(&self.state));
+                    match way_on {
+                        WayOn::Refuse(next) => v.hint = format!("{} {next}", v.hint),
+                        WayOn::TakeOffer(plan) => {
+                            // The model wants to build and was offered a plan: planning ends
+                            // with it; this call is still refused (it was made in planning).
+                            if self.advance(cx).await?.is_some() {
+                                v.hint = format!("{} Make this call again now.", took_offer(&plan));
+                            }
+                        }
+                    }
+                }
                 cx.events
                     .emit(EventKind::PhaseViolation {
                         tool: v.tool.clone(),
@@ -250,6 +278,60 @@ impl PhaseHook {
                 Ok(Err(v.to_model_json()))
             }
         }
+    }
+
+    /// The files the task names that exist in the workspace (at most three).
+    fn files_in_task(&self) -> Vec<String> {
+        let task = lock(&self.task).clone().unwrap_or_default();
+        super::files_named(&task, &self.workspace)
+    }
+
+    /// The plan Keel offers a model that read something but states none: the task's own
+    /// words as steps.
+    fn offered_plan(&self) -> String {
+        let task = lock(&self.task).clone().unwrap_or_default();
+        let task: String = task.split_whitespace().collect::<Vec<_>>().join(" ");
+        let task: String = task.chars().take(200).collect();
+        let files = self.files_in_task();
+        let what = if files.is_empty() {
+            "the code the task is about".to_string()
+        } else {
+            files.join(", ")
+        };
+        format!(
+            "1. Change {what} as the task asks: {}. 2. Run the tests (run_tests) and make them pass.",
+            task.trim_end_matches('.')
+        )
+    }
+
+    /// What a model that cannot leave planning yet is told to do next, as one exact call —
+    /// or, when it was offered a plan and asks to move on again (a bare `advance_phase`, a
+    /// building tool), the offer taken. A weak model refused with a rule and no call never
+    /// found the way on (SmolLM2: `advance_phase` first, refused, then never again).
+    fn planning_way_on(&self, state: &mut State) -> WayOn {
+        if !state.read {
+            let next = match self.files_in_task().first() {
+                Some(file) => format!(
+                    "Your next call: {} (the file the task names).",
+                    super::read_call(file)
+                ),
+                None => {
+                    "Your next call: list_files {}, then read_file on the file the task is about."
+                        .to_string()
+                }
+            };
+            return WayOn::Refuse(next);
+        }
+        let plan = self.offered_plan();
+        if state.offered {
+            state.planned = true;
+            return WayOn::TakeOffer(plan);
+        }
+        state.offered = true;
+        let call = serde_json::json!({ "summary": plan });
+        WayOn::Refuse(format!(
+            "Your next call: advance_phase {call} — or your own numbered steps. Calling advance_phase again without a plan takes this one."
+        ))
     }
 
     /// Notes a call that ran in the current phase with `access` (not one the policy
@@ -291,8 +373,9 @@ impl PhaseHook {
         cx: &HookContext,
         arguments: &serde_json::Value,
     ) -> Result<Result<ToolOutput, ToolError>, EngineError> {
+        let mut taken = None;
         {
-            let state = lock(&self.state);
+            let mut state = lock(&self.state);
             if state.phase.next().is_none() {
                 return Ok(Err(ToolError::model(
                     "already at final phase (delivery): every tool is allowed; finish with a short summary of what changed",
@@ -300,13 +383,24 @@ impl PhaseHook {
             }
             let summary = arguments.get("summary").and_then(|s| s.as_str());
             if let Some(refusal) = state.exit_refusal(summary, &cx.messages) {
-                return Ok(Err(ToolError::model(refusal)));
+                if state.phase != Phase::Planning {
+                    return Ok(Err(ToolError::model(refusal)));
+                }
+                match self.planning_way_on(&mut state) {
+                    WayOn::Refuse(next) => {
+                        return Ok(Err(ToolError::model(format!("{refusal} {next}"))));
+                    }
+                    WayOn::TakeOffer(plan) => taken = Some(plan),
+                }
             }
         }
         let Some((previous, phase)) = self.advance(cx).await? else {
             return Ok(Err(ToolError::model("already at final phase (delivery)")));
         };
-        let text = self.advance_note(previous, phase, false);
+        let mut text = self.advance_note(previous, phase, false);
+        if let Some(plan) = taken {
+            text = format!("{} {text}", took_offer(&plan));
+        }
         Ok(Ok(ToolOutput::text(text).with_metadata(
             serde_json::json!({
                 "phase": phase.as_str(),
@@ -366,6 +460,12 @@ impl PhaseHook {
         let due = {
             let mut state = lock(&self.state);
             state.steps += 1;
+            if state.read {
+                state.steps_read += 1;
+            }
+            if let Some(offer) = self.offer_unasked(&mut state, &cx.messages) {
+                return Ok(Some(offer));
+            }
             let due = self
                 .policy
                 .auto_advance_after_steps
@@ -381,6 +481,27 @@ impl PhaseHook {
         Ok(self.advance(cx).await?.map(|(previous, phase)| {
             format!("[plan_exec] {}", self.advance_note(previous, phase, true))
         }))
+    }
+
+    /// A model still planning [`OFFER_AFTER_STEPS`] steps after it read something, with no
+    /// plan stated, that never asked to move on (SmolLM2 read with invented paths until the
+    /// iteration cap): Keel offers the plan unasked, once, as the exact call.
+    fn offer_unasked(&self, state: &mut State, messages: &[Message]) -> Option<String> {
+        let stuck = state.phase == Phase::Planning
+            && state.read
+            && !state.offered
+            && state.steps_read >= OFFER_AFTER_STEPS
+            && state.exit_refusal(None, messages).is_some();
+        if !stuck {
+            return None;
+        }
+        match self.planning_way_on(state) {
+            WayOn::Refuse(next) => Some(format!(
+                "[plan_exec] Still planning {} steps after reading, and no plan stated. {next}",
+                state.steps_read
+            )),
+            WayOn::TakeOffer(_) => None,
+        }
     }
 
     /// The model answered without tool calls before delivery: remind it once per phase that
@@ -476,6 +597,19 @@ impl PhaseHook {
             .await?;
         Ok(())
     }
+}
+
+/// How a model that cannot leave planning yet goes on.
+enum WayOn {
+    /// Refused; the text names the next call.
+    Refuse(String),
+    /// Planning ends with the plan Keel offered.
+    TakeOffer(String),
+}
+
+/// What the model reads when planning ended with the plan Keel offered.
+fn took_offer(plan: &str) -> String {
+    format!("Planning ended with the plan Keel offered (you stated none): {plan}")
 }
 
 /// A note the model reads, or `Continue`; a failure of the store is reported to the loop.
@@ -589,7 +723,8 @@ impl Hook for PhaseHook {
         })
     }
 
-    fn first_message(&self, _task: &str) -> Vec<String> {
+    fn first_message(&self, task: &str) -> Vec<String> {
+        *lock(&self.task) = Some(task.to_string());
         let p = self.phase_now();
         vec![format!(
             "This session runs in plan_exec mode: planning → building → verification → delivery. Each phase allows only some tools; call advance_phase when a phase's work is done. Current phase: {p}: {}. {}",
@@ -598,7 +733,8 @@ impl Hook for PhaseHook {
         )]
     }
 
-    fn user_message(&self, _message: &str) -> Vec<String> {
+    fn user_message(&self, message: &str) -> Vec<String> {
+        *lock(&self.task) = Some(message.to_string());
         let p = self.phase_now();
         vec![format!(
             "(plan_exec: the session is in the {p} phase: {}. {})",

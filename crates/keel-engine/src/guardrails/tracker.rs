@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_protocol::{ErrorCode, ToolCall};
-use keel_tools::{ToolEffect, ToolError, ToolOutput, ToolRegistry};
+use keel_tools::{ToolEffect, ToolError, ToolOutput, ToolRegistry, Workspace};
 
 use super::lock;
 use crate::blockers::{BlockerDraft, BlockerSource, credentials_blocker};
@@ -30,18 +30,42 @@ struct State {
     progress: Progress,
     /// The earlier result that answers the call being dispatched (a repeated read).
     repeat_answer: Option<(String, RepeatAnswer)>,
+    /// The files the task names (that exist), and the ones a `read_file` read since.
+    task_files: Vec<String>,
+    read: Vec<String>,
 }
 
 pub(crate) struct TrackerHook {
     tools: Arc<ToolRegistry>,
+    workspace: Workspace,
     state: Mutex<State>,
 }
 
 impl TrackerHook {
-    pub(crate) fn new(tools: Arc<ToolRegistry>) -> Self {
+    pub(crate) fn new(tools: Arc<ToolRegistry>, workspace: Workspace) -> Self {
         Self {
             tools,
+            workspace,
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// A task arrived (the first message, or a person's follow-up): the files it names.
+    fn task(&self, task: &str) -> Vec<String> {
+        lock(&self.state).task_files = super::files_named(task, &self.workspace);
+        Vec::new()
+    }
+
+    /// The step a repeated read's answer points to: the file the task names, when it was
+    /// not read yet, as the exact call (SmolLM2 listed the files again and again and never
+    /// read `calc.py`, the file its task named); else the phase's way on.
+    fn next_step(state: &State, phase: Option<&str>) -> String {
+        match state.task_files.iter().find(|f| !state.read.contains(f)) {
+            Some(file) => format!(
+                "read {file} (the file the task names, not read yet; your next call: {})",
+                super::read_call(file)
+            ),
+            None => crate::tracker::next_step(phase).to_string(),
         }
     }
 
@@ -55,10 +79,8 @@ impl TrackerHook {
     fn loop_check(&self, cx: &HookContext, call: &ToolCall) -> HookAction {
         let mut state = lock(&self.state);
         let looping = if state.guard.is_repeat(call) {
-            match state
-                .guard
-                .answer_repeat(call, crate::tracker::next_step(cx.phase.as_deref()))
-            {
+            let next = Self::next_step(&state, cx.phase.as_deref());
+            match state.guard.answer_repeat(call, &next) {
                 None => return HookAction::Continue,
                 Some(Ok(answer)) => {
                     state.repeat_answer = Some((call.id.clone(), answer));
@@ -117,6 +139,11 @@ impl TrackerHook {
                 &format!("exit code {code}\n{}", out.content),
             ),
             None => {
+                if call.name == "read_file"
+                    && let Some(path) = call.arguments.get("path").and_then(|p| p.as_str())
+                {
+                    state.read.push(path.trim_start_matches("./").to_string());
+                }
                 let target = call_target(call);
                 state.tracker.record_success(&call.name, target.as_deref());
                 state.progress.record_success(call, cx.iteration);
@@ -216,6 +243,14 @@ impl Hook for TrackerHook {
     ) -> BoxFuture<'a, HookAction> {
         let action = self.track(cx, call, result);
         Box::pin(async move { action })
+    }
+
+    fn first_message(&self, task: &str) -> Vec<String> {
+        self.task(task)
+    }
+
+    fn user_message(&self, message: &str) -> Vec<String> {
+        self.task(message)
     }
 
     fn recovery(&self, _cx: &HookContext) {

@@ -113,7 +113,7 @@ impl Hook for NoPhases {
 /// guardrail: its module in `crate::guardrails` and one line here.
 pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
     let mut slots = vec![
-        Slot::Guardrail(|e, _| Arc::new(TrackerHook::new(e.tools.clone()))),
+        Slot::Guardrail(|e, _| Arc::new(TrackerHook::new(e.tools.clone(), e.workspace.clone()))),
         Slot::Guardrail(|e, o| Arc::new(BlockersHook::new(e.tools.clone(), o.ask_user.clone()))),
         Slot::Guardrail(|e, _| Arc::new(RulesHook::new(e.workspace.root()))),
         // A subagent's role scope (a call outside it names the role), before the active

@@ -185,6 +185,8 @@ impl<'a> Run<'a> {
                     iteration: self.iterations,
                 })
                 .await?;
+            // Compaction measures with the provider's own figure (what it learned so far).
+            self.budget.set_scale(self.engine.provider.token_scale());
             if let Some(ending) = self.before_request().await? {
                 return Ok(ending);
             }

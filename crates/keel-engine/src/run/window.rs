@@ -24,6 +24,9 @@ impl Run<'_> {
     ) -> Result<Result<keel_llm::ModelTurn, keel_llm::LlmError>, Interrupt> {
         let mut force = false;
         loop {
+            // The provider may have learned from the refusal (the prompt size it states):
+            // measure with what it knows now.
+            self.budget.set_scale(self.engine.provider.token_scale());
             self.budget.learn_overflow(window, self.context_tokens());
             self.fit_head();
             if let Some(done) = self.compact(force).await? {
@@ -60,7 +63,9 @@ impl Run<'_> {
 
     /// The failure of a request that does not fit the window: both sizes, and the head's.
     pub(crate) fn overflow(&self, needed: u64, window: u64) -> crate::ending::Failure {
-        let head = keel_llm::tokens::estimate_request(&self.system_prompt, &self.tools, &[]);
+        let head = self
+            .budget
+            .request_tokens(&self.system_prompt, &self.tools, &[]);
         let which = if self.compact_head {
             "the compact head"
         } else {

@@ -112,15 +112,28 @@ pub fn commit_on_branch(repo: &Path, branch: &str, message: &str) -> Result<Deli
         ("GIT_COMMITTER_EMAIL", "keel@localhost".to_string()),
     ];
     git(repo, &extra, &env, &["read-tree", "HEAD"])?;
+    // Attributes from the empty tree: no work-tree `.gitattributes` names a driver for the
+    // confined `add` (red-team pass 6, R6-4).
+    let format = git(repo, &extra, &[], &["rev-parse", "--show-object-format"])
+        .map_or_else(|_| "sha1".to_string(), |o| text(&o));
+    let env_add: Vec<(&str, String)> = env
+        .iter()
+        .cloned()
+        .chain([(
+            "GIT_ATTR_SOURCE",
+            keel_tools::safe_git::empty_tree(&format).to_string(),
+        )])
+        .collect();
     let common = git(repo, &extra, &[], &["rev-parse", "--git-common-dir"]).map(|o| text(&o))?;
     let jail = keel_tools::confined_git::GitConfinement {
         workspace: repo.to_path_buf(),
         writable: vec![git_dir, repo.join(common), dir.path().to_path_buf()],
+        ..Default::default()
     };
     git_in(
         repo,
         &extra,
-        &env,
+        &env_add,
         &["add", "-A", "--", ".", ":(exclude).keel"],
         Some(&jail),
     )?;

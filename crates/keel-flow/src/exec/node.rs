@@ -263,14 +263,16 @@ async fn dispatch(leaf: &Leaf<'_>, cancel: &CancellationToken) -> Outcome {
                 Err(e) => return Outcome::failed(format!("deliver: {e}")),
             };
             // Beneath the open workspace: a flow's `pr_file` (project content) with `..`, an
-            // absolute path or a symlink out is refused, never written outside.
+            // absolute path or any symlink is refused, never written through.
             let pr_rel = match pr_file {
                 Some(p) => format!(".keel/flows/{p}"),
                 None => format!(".keel/flows/runs/{}/PR.md", leaf.ctx.run_id),
             };
             let pr_path = leaf.ctx.workspace.join(&pr_rel);
             let written = keel_tools::Workspace::new(&leaf.ctx.workspace)
-                .and_then(|ws| ws.locate(&pr_rel))
+                // Literally: a symlink inside `.keel/flows` is repository content, not a
+                // place to write through (red-team pass 6, R6-11: `hk -> ../../.husky`).
+                .and_then(|ws| ws.locate_literal(&pr_rel))
                 .map_err(|e| e.to_string())
                 .and_then(|target| {
                     target

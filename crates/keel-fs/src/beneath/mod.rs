@@ -87,6 +87,12 @@ pub enum ResolveError {
     /// It lies in one of the user's secret stores or Keel's own data ([`crate::stores`]).
     #[error("{0}")]
     Protected(Fenced),
+    /// A symlink inside redirects a path that must be taken literally
+    /// ([`DirHandle::resolve_literal`]).
+    #[error(
+        "it goes through a symlink (to `{target}`); Keel writes its own files only where their path says, never through a link"
+    )]
+    Redirected { target: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -154,6 +160,25 @@ impl DirHandle {
         }
         let found = self.walk(comps)?;
         self.fenced(found)
+    }
+
+    /// Like [`Self::resolve`], but no symlink may redirect the path, on the way or at its end:
+    /// the file is the one its literal path names. For files Keel itself writes under
+    /// `.keel/` (`keel init`'s, a flow's PR description): a link there is repository content,
+    /// not a place to write through — `.keel/flows/hk -> ../../.husky` once turned a PR
+    /// description into the user's pre-commit hook (red-team pass 6, R6-11).
+    pub fn resolve_literal(&self, rel: &Path) -> Result<ResolvedPath, ResolveError> {
+        let found = self.resolve(rel)?;
+        let literal: PathBuf = rel
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
+        if found.rel != literal {
+            return Err(ResolveError::Redirected {
+                target: found.rel_string(),
+            });
+        }
+        Ok(found)
     }
 
     /// Like [`Self::resolve`], but a final symlink is not followed: the result names the

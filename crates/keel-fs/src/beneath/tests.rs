@@ -408,3 +408,35 @@ fn a_stores_link_target_inside_the_root_is_refused() {
     assert!(matches!(e, Some(ResolveError::Protected(_))), "{e:?}");
     assert!(h.resolve(Path::new("README.md")).is_ok());
 }
+
+#[test]
+fn a_literal_path_is_never_redirected_by_a_link_inside() {
+    // Red-team pass 6, R6-11: `.keel/flows/hk -> ../../.husky` made a PR description land in
+    // the user's pre-commit hook. Keel's own files are written only where their path says.
+    let (ws, _o, h) = setup();
+    std::fs::create_dir_all(ws.path().join(".keel/flows")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(ws.path().join(".husky")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join(".husky/pre-commit"), "echo hook\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    symlink("../../.husky", ws.path().join(".keel/flows/hk")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../.husky/pre-commit", ws.path().join(".keel/project.md"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for through in [".keel/flows/hk/pre-commit", ".keel/project.md"] {
+        assert!(
+            matches!(
+                h.resolve_literal(Path::new(through)),
+                Err(ResolveError::Redirected { .. })
+            ),
+            "{through} was resolved through its link"
+        );
+        assert!(
+            h.resolve(Path::new(through)).is_ok(),
+            "{through}: the plain form follows it"
+        );
+    }
+    assert_eq!(
+        rel(h.resolve_literal(Path::new(".keel/flows/runs/x/PR.md"))),
+        ".keel/flows/runs/x/PR.md",
+        "a missing file under real directories is fine"
+    );
+}

@@ -8,9 +8,12 @@
 //! 1. its file's score, relative to the best file's,
 //! 2. definition-level BM25 of the report's words over the definition's own lines (a class
 //!    counts its lines outside its members; word statistics from the whole index),
-//! 3. the best location evidence on the definition itself (frame function, named, raising,
+//! 3. the report's words that single it out among its own file's definitions (a word every
+//!    method of the file holds says nothing about which one to open; one held by this
+//!    definition alone says much),
+//! 4. the best location evidence on the definition itself (frame function, named, raising,
 //!    matching chunk), relative to the best,
-//! 4. whether the report names it.
+//! 5. whether the report names it.
 //!
 //! A class ranks a little below its methods: a fix edits a method far more often. A
 //! definition in a test, docs or example file takes its file's role weight (as file results
@@ -25,9 +28,11 @@ use crate::defterms::{KINDS, stem};
 
 /// How many of the best files give all their definitions as candidates.
 const DEF_FILES: usize = 12;
-/// Weights of the four parts of a definition's score.
+/// Weights of the parts of a definition's score.
 const W_DEF_FILE: f64 = 1.0;
-const W_DEF_TEXT: f64 = 0.8;
+const W_DEF_TEXT: f64 = 0.6;
+/// Weight of the report's words that are rare among the definitions of the same file.
+const W_DEF_LOCAL: f64 = 0.3;
 const W_DEF_LOCATION: f64 = 0.2;
 const W_DEF_NAMED: f64 = 0.5;
 /// What a class keeps of its score.
@@ -159,6 +164,8 @@ pub(super) fn ranked(
         })
         .collect();
     let best_text = texts.iter().copied().fold(0.0_f64, f64::max).max(1e-9);
+    let locals = local_text(&defs, &query);
+    let best_local = locals.iter().copied().fold(0.0_f64, f64::max).max(1e-9);
     let mut scores: Vec<(f64, usize)> = Vec::with_capacity(defs.len());
     for (i, d) in defs.iter().enumerate() {
         let Some((fs, _, _)) = file_score.get(&d.file_id) else {
@@ -167,6 +174,7 @@ pub(super) fn ranked(
         let loc = located.get(&(d.file_id, d.qualified.as_str()));
         let mut s = W_DEF_FILE * fs
             + W_DEF_TEXT * texts[i] / best_text
+            + W_DEF_LOCAL * locals[i] / best_local
             + loc.map_or(0.0, |(l, _)| W_DEF_LOCATION * l / best_loc)
             + if d.named { W_DEF_NAMED } else { 0.0 };
         if !matches!(d.kind.as_str(), "function" | "method") {
@@ -226,6 +234,44 @@ pub(super) fn ranked(
         ));
     }
     Ok(out)
+}
+
+/// Each definition's share of the report's words that few other definitions of its file
+/// hold: within a file that matches the report as a whole, the words that single out one
+/// definition say which one to open. Per word held: its inverse frequency among the file's
+/// definitions × its inverse frequency over the index × a saturated count.
+fn local_text(defs: &[Def], query: &QueryStems<'_>) -> Vec<f64> {
+    let mut out = vec![0.0; defs.len()];
+    let mut start = 0;
+    while start < defs.len() {
+        // `definitions_of` appends one file's definitions together.
+        let fid = defs[start].file_id;
+        let end = start
+            + defs[start..]
+                .iter()
+                .take_while(|d| d.file_id == fid)
+                .count();
+        let n = (end - start) as f64;
+        let mut held: HashMap<u32, u32> = HashMap::new();
+        for d in &defs[start..end] {
+            for &(w, _) in &d.matched {
+                *held.entry(w).or_default() += 1;
+            }
+        }
+        for (i, d) in defs[start..end].iter().enumerate() {
+            // In stem order: the sum must not depend on hashing.
+            let mut s = 0.0;
+            for &(w, f) in &d.matched {
+                let df = held.get(&w).copied().unwrap_or(1) as f64;
+                let local = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                let f = f as f64;
+                s += local * query.words[w as usize].2 * f * (K1 + 1.0) / (f + K1);
+            }
+            out[start + i] = s;
+        }
+        start = end;
+    }
+    out
 }
 
 /// The report's stems for matching a definition's stored stems quickly: most of a

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use keel_protocol::{ContentBlock, ToolSpec, Usage};
 
 use crate::learned::{Fact, Facts, ServerMemory};
-use crate::tokens::{estimate_message, estimate_request, estimate_text};
+use crate::tokens::{TokenScale, estimate_message, estimate_request, estimate_text};
 use crate::{ChatRequest, LlmError, StreamEvent};
 
 /// Estimated tool-result tokens a request must add before its prompt growth is judged.
@@ -182,6 +182,15 @@ impl Adaptive {
         }
     }
 
+    /// How this server counts a request: the learned scale and the template's allowance (the
+    /// one estimate the engine's compaction shares).
+    pub(crate) fn scale(&self) -> TokenScale {
+        TokenScale {
+            per_mille: self.per_mille(),
+            allowance: TEMPLATE_PREAMBLE_TOKENS,
+        }
+    }
+
     /// The window the server enforces, when learned.
     pub(crate) fn window(&self) -> Option<u64> {
         self.window.lock().ok().and_then(|w| *w)
@@ -297,12 +306,12 @@ impl Adaptive {
         let (Some(limit), Some(window)) = (limit, learned.or(configured_window)) else {
             return Ok(limit);
         };
-        let prompt = estimate_request(&request.system, &request.tools, &request.messages)
-            + TEMPLATE_PREAMBLE_TOKENS;
         // The estimate is about four bytes a token: scale it by what this server counted
         // before, and leave a tenth more for what it has not been seen counting.
-        let scaled = prompt.saturating_mul(self.per_mille()) / 1000;
-        let prompt = scaled + scaled / 10;
+        let scaled = self
+            .scale()
+            .request(&request.system, &request.tools, &request.messages);
+        let prompt = TokenScale::with_margin(scaled);
         let room = window.saturating_sub(prompt);
         let floor = limit.min(MIN_REPLY_TOKENS);
         if room < u64::from(floor) {

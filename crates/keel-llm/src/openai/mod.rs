@@ -281,6 +281,10 @@ impl Provider for OpenAiProvider {
         }
     }
 
+    fn token_scale(&self) -> Option<crate::tokens::TokenScale> {
+        Some(self.adaptive.scale())
+    }
+
     fn adaptations(&self) -> Vec<String> {
         let mut out = Vec::new();
         if !self.streams() {

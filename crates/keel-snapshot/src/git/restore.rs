@@ -2,7 +2,7 @@
 //! by path (removals beneath the open workspace directory, writes through Keel's index), then
 //! checked. Files left out of the workspace's staging for their size are never touched.
 
-use super::{Change, Git, Staged, as_strs};
+use super::{Change, Confined, Git, Staged, as_strs};
 use crate::error::SnapshotError;
 use crate::report::RestoreReport;
 use crate::stores::StoresBeneath;
@@ -118,10 +118,13 @@ impl Git {
         if !write.is_empty() {
             // Confined: it reads `.gitattributes` from the work tree and writes through
             // directories a running command may swap for links (the writes land only where a
-            // command could write).
+            // command could write). Without `-u` it leaves Keel's index alone (the staging
+            // below records the restored files' stat data), so it needs no write to the git
+            // directory.
             self.run_in_work_tree(
-                &["checkout-index", "--force", "-u", "-z", "--stdin"],
+                &["checkout-index", "--force", "-z", "--stdin"],
                 Some(&write),
+                Confined::Checkout,
             )?;
         }
         let after = self.stage()?;

@@ -27,7 +27,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{Git, RepoKind, as_strs};
+use super::objects::StagingObjects;
+use super::{Confined, Git, RepoKind, as_strs};
 use crate::error::SnapshotError;
 use crate::stores::StoresBeneath;
 
@@ -76,6 +77,7 @@ impl Git {
     /// Stages the workspace into Keel's index (sanitised first) and writes its tree.
     pub(crate) fn stage(&self) -> Result<Staged, SnapshotError> {
         self.ensure_repository()?;
+        self.prepare_stage_dir()?;
         self.check_layout()?;
         self.write_settings()?;
         if let RepoKind::User { git_dir } = &self.kind {
@@ -86,6 +88,9 @@ impl Git {
         let stores = StoresBeneath::of(&self.workspace)?;
         let (oversized, nested, mut refused) = self.sanitise_index(&stores)?;
         let spec = self.pathspec(&stores);
+        // The staging git writes new objects here, never into the repository (R5-1).
+        let objects = StagingObjects::create(&self.stage_dir)
+            .map_err(|e| self.fail(&["add"], format!("cannot make a staging directory: {e}")))?;
         // A name git refuses to record that the check below did not foresee is left out too,
         // a few times over, rather than failing the snapshot (R4-18).
         for round in 0..=MAX_REFUSAL_ROUNDS {
@@ -109,6 +114,7 @@ impl Git {
                     "--pathspec-file-nul",
                 ],
                 Some(&list),
+                Confined::Stage(objects.path()),
             );
             match added {
                 Ok(_) => break,
@@ -134,6 +140,7 @@ impl Git {
                     "--pathspec-file-nul",
                 ],
                 Some(&nul_list(specs.iter().map(Vec::as_slice))),
+                Confined::Stage(objects.path()),
             )?;
         }
         let mut left_out: Vec<String> = oversized
@@ -142,6 +149,8 @@ impl Git {
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .collect();
         left_out.sort();
+        self.absorb(&objects)?;
+        drop(objects);
         let tree = self.stdout(&["write-tree"])?;
         Ok(Staged { tree, left_out })
     }
@@ -213,7 +222,7 @@ impl Git {
         .map(|s| s.to_string())
         .collect();
         args.extend(self.pathspec(stores));
-        let out = self.run_in_work_tree(&as_strs(&args), None)?;
+        let out = self.run_in_work_tree(&as_strs(&args), None, Confined::Read)?;
         let mut big: Vec<Vec<u8>> = Vec::new();
         let mut nested: Vec<Vec<u8>> = Vec::new();
         let mut refused: Vec<Vec<u8>> = Vec::new();
@@ -264,7 +273,7 @@ impl Git {
         .map(|s| s.to_string())
         .collect();
         args.extend(self.pathspec(stores));
-        let out = self.run_in_work_tree(&as_strs(&args), None)?;
+        let out = self.run_in_work_tree(&as_strs(&args), None, Confined::Read)?;
         let mut listed: Vec<&[u8]> = out
             .stdout
             .split(|b| *b == 0)
@@ -365,10 +374,10 @@ fn seed_index(git_dir: &Path, index: &Path) {
     let Ok(dir) = keel_tools::beneath::DirHandle::open(git_dir) else {
         return;
     };
-    let Some(name) = index.file_name() else {
+    let Ok(name) = index.strip_prefix(git_dir) else {
         return;
     };
-    let Ok(target) = dir.resolve_entry(Path::new(name)) else {
+    let Ok(target) = dir.resolve_entry(name) else {
         return;
     };
     if !matches!(target.info(), Ok(None)) {

@@ -270,8 +270,19 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     } else {
         Vec::new()
     };
-    let anchors = roots.anchors_of(&protected);
+    let mut anchors = roots.anchors_of(&protected);
     let hidden = roots.hidden_view(policy);
+    let writable = roots.for_policy(policy);
+    // A cover moves with a renamed parent, leaving the path Keel reads next free: pinned
+    // like a protected path's chain (red-team pass 6, R6-19: in a home workspace `mv .config
+    // .config-old && mkdir -p .config/keel && printf '[shell]\nsandbox = false\n' > …`
+    // turned the sandbox off for every later session; `mv home home-old` exposed `.ssh`).
+    anchors.extend(roots::chains_below(
+        &writable,
+        hidden.dirs.iter().chain(&hidden.files),
+    ));
+    anchors.sort();
+    anchors.dedup();
     mounts::View {
         protected,
         anchors,
@@ -281,7 +292,7 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
         proc_fs: proc_fs && s.isolation.fresh_proc,
         dev: s.isolation.minimal_dev,
         nodev: s.isolation.nodev,
-        writable: roots.for_policy(policy),
+        writable,
     }
 }
 

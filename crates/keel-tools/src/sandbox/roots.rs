@@ -58,6 +58,10 @@ pub struct WritableRoots {
     /// their place) besides those of [`keel_fs::stores::always`] (Keel's own, always
     /// hidden): the user's secret stores (`shell.hide`, by default [`secret_stores`]).
     pub hidden: Vec<PathBuf>,
+    /// Directories the command reads but may not write that must stay visible when they lie
+    /// inside a hidden one (carved back like the workspace, read-only): the work tree of
+    /// Keel's staging git, which writes only its own staging directory.
+    pub visible: Vec<PathBuf>,
 }
 
 impl WritableRoots {
@@ -93,6 +97,7 @@ impl WritableRoots {
     pub fn hidden_view(&self, policy: SandboxPolicy) -> HiddenView {
         let mut keep: Vec<PathBuf> = self.for_policy(policy);
         keep.extend(self.workspace.iter().cloned());
+        keep.extend(self.visible.iter().cloned());
         keep.sort();
         keep.dedup();
         let env = &keel_fs::stores::process_env;
@@ -185,25 +190,10 @@ impl WritableRoots {
     /// [`Self::anchors`] of `protected` (what [`Self::protected_paths`] returned: it reads the
     /// repository's git config, so a caller that has it already passes it on).
     pub(super) fn anchors_of(&self, protected: &[PathBuf]) -> Vec<PathBuf> {
-        let Some(w) = &self.workspace else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for p in protected {
-            let mut dir = p.parent();
-            while let Some(d) = dir {
-                if d == w.as_path() || !d.starts_with(w) {
-                    break;
-                }
-                if d.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                    out.push(d.to_path_buf());
-                }
-                dir = d.parent();
-            }
+        match &self.workspace {
+            Some(w) => chains_below(std::slice::from_ref(w), protected.iter()),
+            None => Vec::new(),
         }
-        out.sort();
-        out.dedup();
-        out
     }
 
     /// Creates the workspace's `.keel/` (empty) when it has none, so the read-only mount of
@@ -372,6 +362,33 @@ pub fn is_protected(workspace: &Path, path: &Path, extra: &[PathBuf]) -> bool {
         || extra
             .iter()
             .any(|p| rel.starts_with(p) || path.starts_with(p))
+}
+
+/// The existing real directories strictly between a writable tree and each path below it:
+/// the chain that must be pinned (bind-mounted onto itself, so it cannot be renamed or
+/// removed) for a mount on that path to stay where Keel reads it.
+pub(super) fn chains_below<'a>(
+    writable: &[PathBuf],
+    paths: impl Iterator<Item = &'a PathBuf>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        for root in writable.iter().filter(|r| p.starts_with(r) && p != *r) {
+            let mut dir = p.parent();
+            while let Some(d) = dir {
+                if d == root.as_path() || !d.starts_with(root) {
+                    break;
+                }
+                if d.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                    out.push(d.to_path_buf());
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]

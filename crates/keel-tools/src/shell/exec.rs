@@ -329,6 +329,22 @@ pub fn shell_program() -> PathBuf {
     super::lookup::cached(&SHELL, "bash").unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
+/// The runner's post-command checks (planted repositories, program paths git would run), run
+/// when the call is dropped before it reached them: a cancelled turn drops the call's future
+/// with the command, and the checks must not go with it (red-team pass 6, R6-7). They run on
+/// the dropping thread, after the command's process group is gone.
+struct ChecksOnDrop(Option<super::nested_git::Watch>);
+
+impl Drop for ChecksOnDrop {
+    fn drop(&mut self) {
+        if let Some(w) = self.0.take() {
+            // The report has no tool result left to go to; what was moved keeps its
+            // `-quarantined-by-keel` name for the user to see.
+            let _ = w.after_blocking();
+        }
+    }
+}
+
 /// Kills a process group when dropped (unless disarmed), so a dropped or cancelled call never
 /// leaves processes behind.
 #[derive(Debug)]
@@ -478,7 +494,10 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
 pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     // What the command may write is checked afterwards for planted git repositories: here, in
     // the one runner, so no caller can skip it (red-team pass 4, R4-2).
-    let watch = super::nested_git::Watch::before(&req);
+    // Declared first so it is dropped last: when the call is dropped mid-run (the turn
+    // cancelled — Ctrl-C, a subagent's `agents.timeout_secs`), the group is killed first and
+    // the checks still run (red-team pass 6, R6-7: a planted `core.fsmonitor` stayed).
+    let mut watch = ChecksOnDrop(super::nested_git::Watch::before(&req));
     let Started {
         mut confined,
         sandboxed,
@@ -525,7 +544,7 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
             sandbox::limit_note(req.roots.limits, &text, killed)
         })
         .flatten();
-    let quarantined = match watch {
+    let quarantined = match watch.0.take() {
         Some(w) => w.after().await,
         None => None,
     };

@@ -374,6 +374,10 @@ pub(crate) struct Watch {
     confined: bool,
 }
 
+/// What [`Watch::check`] found: the repositories moved (and whether the search was cut
+/// short), the program paths moved.
+type Checked = ((Vec<Quarantined>, bool), Vec<super::git_programs::Moved>);
+
 impl Watch {
     /// Before a run of `req`: `None` when it cannot write (read-only) or names no tree.
     pub(crate) fn before(req: &super::exec::ExecRequest) -> Option<Self> {
@@ -401,17 +405,31 @@ impl Watch {
     /// After the run: quarantines what the command planted (off the async runtime) and
     /// returns the report for its result.
     pub(crate) async fn after(self) -> Option<String> {
-        let (moved, programs) = tokio::task::spawn_blocking(move || {
-            let top = self.root.join(".git");
-            let still_sealed = self.sealed_top.is_some_and(|id| {
-                std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
-            });
-            let repos = quarantine_in(&self.root, self.since, still_sealed);
-            let programs = self.programs.after(&self.root, self.since, self.confined);
-            (repos, programs)
-        })
-        .await
-        .unwrap_or_default();
+        let checked = tokio::task::spawn_blocking(move || self.check())
+            .await
+            .unwrap_or_default();
+        Self::report(checked)
+    }
+
+    /// [`Self::after`] on the calling thread: for a run whose call was dropped (its turn
+    /// cancelled) before it got there (red-team pass 6, R6-7).
+    pub(crate) fn after_blocking(self) -> Option<String> {
+        Self::report(self.check())
+    }
+
+    /// The quarantine itself (blocking: it walks the tree the command could write).
+    fn check(self) -> Checked {
+        let top = self.root.join(".git");
+        let still_sealed = self.sealed_top.is_some_and(|id| {
+            std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
+        });
+        let repos = quarantine_in(&self.root, self.since, still_sealed);
+        let programs = self.programs.after(&self.root, self.since, self.confined);
+        (repos, programs)
+    }
+
+    fn report(checked: Checked) -> Option<String> {
+        let (moved, programs) = checked;
         let (moved, incomplete) = moved;
         let mut text = report(&moved);
         if let Some(p) = super::git_programs::report(&programs) {

@@ -238,6 +238,7 @@ impl ShellSettings {
             git: crate::sandbox::GitProtection::Whole,
             hidden: self.hide.clone(),
             limits: self.limits,
+            visible: Vec::new(),
         }
     }
 }

@@ -102,6 +102,7 @@ impl CommandSafety {
             words: Vec::new(),
             project,
             substitution: 0,
+            inline_code: false,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -165,6 +166,9 @@ pub(crate) struct Analyzer<'s> {
     /// How many command or process substitutions the node being judged lies in: a file a
     /// command there reads becomes part of the line (`bash -c "$(cat r.sh)"`).
     pub(crate) substitution: usize,
+    /// An interpreter got code Keel cannot read as a file: inline (`python3 -c`, `node -e`),
+    /// a module (`python3 -m`) or piped in ([`Analysis::runs_inline_code`]).
+    pub(crate) inline_code: bool,
 }
 
 /// Node kinds that are statements (run something).
@@ -243,6 +247,7 @@ impl Analyzer<'_> {
             commands: self.commands,
             words: self.words,
             sources: self.project.map(|p| p.sources).unwrap_or_default(),
+            runs_inline_code: self.inline_code,
         }
     }
 

@@ -63,6 +63,13 @@ pub struct Analysis {
     /// The project files a test run's judgement read ([`CommandSafety::classify_test_run`]).
     #[serde(skip)]
     pub sources: Vec<Source>,
+    /// An interpreter runs code given inline (`python3 -c "import gen; gen.main()"`, `node -e`),
+    /// a module (`python3 -m pkg`) or code piped in: what it loads from the workspace
+    /// (`import gen`) is named nowhere Keel can fingerprint, so a caller remembering an
+    /// approval of it treats the workspace's code as part of what was approved (red-team
+    /// pass 6, R6-5).
+    #[serde(skip)]
+    pub runs_inline_code: bool,
 }
 
 impl Analysis {

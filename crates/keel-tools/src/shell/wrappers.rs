@@ -372,17 +372,21 @@ pub(crate) fn interpreter(a: &mut Analyzer, program: &str, args: &[Word], stdin:
             .iter()
             .any(|f| w.is(f))
     });
+    // Code not in a file the command names: what it imports is named nowhere (R6-5).
+    let mut inline = true;
     let reason = if let Some(f) = code_flag {
         format!("`{program} {}` runs code Keel cannot analyse", f.text)
     } else if let Some(m) = args.iter().position(|w| w.is("-m")) {
         let module = args.get(m + 1).map_or("", |w| w.source.as_str());
         format!("`{program} -m {module}` runs a module Keel cannot analyse")
     } else if let Some(script) = args.iter().find(|w| !w.could_be_option()) {
+        inline = false;
         format!("`{program} {}` runs a program", script.source)
     } else if *stdin == Stdin::Pipe {
         format!("code is piped into `{program}`")
     } else {
         format!("`{program}` runs code from its input")
     };
+    a.inline_code |= inline;
     a.flag(Unknown, reason);
 }
