@@ -19,7 +19,9 @@ fi
 if ! runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" status >/dev/null 2>&1; then
   if ! runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" -l "$keel_pg_dir/server.log" -w \
       -o "-c listen_addresses=127.0.0.1 -p $keel_pg_port -k $keel_pg_dir -c max_connections=300" \
-      start >"$keel_pg_dir/pg_ctl.log" 2>&1; then
+      start >"$keel_pg_dir/pg_ctl.log" 2>&1 \
+    && ! runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" status >/dev/null 2>&1; then
+    # (A start that lost a race with another shell's start finds the cluster running: fine.)
     echo "PostgreSQL did not start:" >&2
     cat "$keel_pg_dir/pg_ctl.log" "$keel_pg_dir/server.log" >&2
     return 1

@@ -37,7 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-secs() { python3 -c 'import sys,time; print(f"{time.time()-float(sys.argv[1]):.0f}")' "$1"; }
+secs() { python3 -c 'import sys,time; print(f"{time.time()-float(sys.argv[1]):.1f}")' "$1"; }
 
 if [ "$build" = 1 ]; then
     # Baseline: hello world, release, same machine, same minute.
@@ -65,7 +65,7 @@ echo "$line"
 
 echo
 echo "sections of the binary (MB):"
-size -A "$work/keel.stripped" | awk '$2 > 500000 { printf "  %-22s %6.1f\n", $1, $2/1e6 }'
+size -A "$work/keel.stripped" | awk '$1 ~ /^\./ && $2 > 500000 { printf "  %-22s %6.1f\n", $1, $2/1e6 }'
 
 echo
 echo "largest crates by symbol size (code + data, MB; nm --size-sort):"
@@ -84,7 +84,8 @@ for line in sys.stdin:
 total = sum(by.values())
 for crate, size in by.most_common(15):
     print(f"  {crate:<46} {size/1e6:6.1f}  {100*size/total:4.1f}%")
-print(f"  {\"all symbols\":<46} {total/1e6:6.1f}")
+label = "all symbols"
+print(f"  {label:<46} {total/1e6:6.1f}")
 '
 
 timing=$(ls -t "$CARGO_TARGET_DIR"/cargo-timings/cargo-timing-*.html 2>/dev/null | head -1 || true)

@@ -393,3 +393,31 @@ turns:
     assert!(!created[1].contains("phase_violation"), "{created:?}");
     assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
 }
+
+/// SmolLM2 in plan_exec (a real run of this session): it listed the files, then read invented
+/// paths and listed again, and never asked to move on — the offer, made only on a refusal,
+/// never came. After three planning steps with something read and no plan, Keel offers the
+/// plan unasked; the model's bare `advance_phase` takes it.
+#[tokio::test]
+async fn a_model_stuck_reading_in_planning_is_offered_a_plan_unasked() {
+    let script = r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: read_file, arguments: {path: "data.csv/test_calc.py:1704"}}]
+  - tool_calls: [{name: read_file, arguments: {path: "{object"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: hello.txt, content: "hello\n"}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - tool_calls: [{name: run_tests, arguments: {}}]
+  - tool_calls: [{name: advance_phase, arguments: {}}]
+  - text: "Done."
+"#;
+    let (out, sink) = run_task(script, HELLO_TASK).await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let a = advances(&sink);
+    assert!(
+        !a[0].0 && a[0].1.contains("Planning ended with the plan Keel offered"),
+        "{a:?}"
+    );
+    assert_eq!(phases(&sink), ["building", "verification", "delivery"]);
+}

@@ -289,21 +289,37 @@ fn lookup_passwd_home() -> Option<PathBuf> {
 /// XDG directory that moves it (`~/.config/x` also at `$XDG_CONFIG_HOME/x`). Relative entries
 /// name nothing.
 pub fn expand(entry: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    expand_in(entry, &homes(env), env)
+    expand_in(entry, &Bases::new(homes(env), env))
 }
 
-fn expand_in(entry: &str, homes: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+/// Where `~/…` entries expand: the homes, and the XDG directories that move some of them
+/// (read from the environment once per list, not once per entry: a list has ~95 entries).
+struct Bases {
+    homes: Vec<PathBuf>,
+    xdg: [(&'static str, Option<PathBuf>); 3],
+}
+
+impl Bases {
+    fn new(homes: Vec<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            homes,
+            xdg: [
+                (".config/", absolute_var(env, "XDG_CONFIG_HOME")),
+                (".local/share/", absolute_var(env, "XDG_DATA_HOME")),
+                (".cache/", absolute_var(env, "XDG_CACHE_HOME")),
+            ],
+        }
+    }
+}
+
+fn expand_in(entry: &str, bases: &Bases) -> Vec<PathBuf> {
     let Some(rest) = entry.strip_prefix("~/") else {
         let p = PathBuf::from(entry);
         return if p.is_absolute() { vec![p] } else { Vec::new() };
     };
-    let mut out: Vec<PathBuf> = homes.iter().map(|h| h.join(rest)).collect();
-    for (prefix, var) in [
-        (".config/", "XDG_CONFIG_HOME"),
-        (".local/share/", "XDG_DATA_HOME"),
-        (".cache/", "XDG_CACHE_HOME"),
-    ] {
-        if let (Some(tail), Some(base)) = (rest.strip_prefix(prefix), absolute_var(env, var)) {
+    let mut out: Vec<PathBuf> = bases.homes.iter().map(|h| h.join(rest)).collect();
+    for (prefix, base) in &bases.xdg {
+        if let (Some(tail), Some(base)) = (rest.strip_prefix(prefix), base) {
             out.push(base.join(tail));
         }
     }
@@ -321,10 +337,10 @@ fn absolute_var(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<PathB
 
 /// [`SECRET_STORES`] expanded ([`expand`]), plus the stores moved by [`RELOCATED`] variables.
 pub fn secret_stores(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let homes = homes(env);
+    let bases = Bases::new(homes(env), env);
     let mut out: Vec<PathBuf> = SECRET_STORES
         .iter()
-        .flat_map(|s| expand_in(s, &homes, env))
+        .flat_map(|s| expand_in(s, &bases))
         .collect();
     out.extend(relocated(env));
     out.sort();
@@ -402,10 +418,10 @@ pub fn dirs_worth_creating(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf>
 /// [`always`]. The file tools refuse all of them (a workspace that holds one cannot lead into
 /// it).
 pub fn protected(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
-    let homes = homes(env);
+    let bases = Bases::new(homes(env), env);
     let mut out: Vec<Store> = SECRET_STORES
         .iter()
-        .flat_map(|s| expand_in(s, &homes, env))
+        .flat_map(|s| expand_in(s, &bases))
         .map(|path| Store {
             path,
             kind: StoreKind::Secret,
@@ -561,10 +577,10 @@ mod tests {
 
     #[test]
     fn entries_expand_per_home_and_xdg_directory() {
-        let homes = [PathBuf::from("/h"), PathBuf::from("/root")];
         let e = env(&[("XDG_CONFIG_HOME", "/x/c"), ("XDG_CACHE_HOME", "rel")]);
+        let homes = Bases::new(vec![PathBuf::from("/h"), PathBuf::from("/root")], &e);
         assert_eq!(
-            expand_in("~/.config/gh", &homes, &e),
+            expand_in("~/.config/gh", &homes),
             vec![
                 PathBuf::from("/h/.config/gh"),
                 PathBuf::from("/root/.config/gh"),
@@ -572,15 +588,12 @@ mod tests {
             ]
         );
         assert_eq!(
-            expand_in("~/.cache/huggingface/token", &homes, &e).len(),
+            expand_in("~/.cache/huggingface/token", &homes).len(),
             2,
             "a relative XDG directory names nothing"
         );
-        assert_eq!(
-            expand_in("/etc/x", &homes, &e),
-            vec![PathBuf::from("/etc/x")]
-        );
-        assert!(expand_in("rel/x", &homes, &e).is_empty());
+        assert_eq!(expand_in("/etc/x", &homes), vec![PathBuf::from("/etc/x")]);
+        assert!(expand_in("rel/x", &homes).is_empty());
     }
 
     #[test]

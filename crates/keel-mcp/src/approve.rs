@@ -361,7 +361,7 @@ mod tests {
     use super::*;
     use crate::config::{Origin, ServerConfig};
 
-    fn project_def(ws: &Path, command: &str, args: &[&str]) -> ServerDef {
+    pub(super) fn project_def(ws: &Path, command: &str, args: &[&str]) -> ServerDef {
         ServerDef {
             name: "x".into(),
             config: ServerConfig {

@@ -32,6 +32,9 @@ const RUN_TESTS: &str = "run_tests";
 const UPDATE_PLAN: &str = "update_plan";
 /// Finding tools is not reading the code.
 const TOOL_SEARCH: &str = "tool_search";
+/// Planning steps since something was read after which a model that states no plan and never
+/// asked to move on is offered one unasked.
+const OFFER_AFTER_STEPS: u32 = 3;
 
 /// Whether `text` states a plan: two or more numbered or bulleted steps, at least twelve
 /// words, or a sentence of five words or more that names the plan ("The plan: …").
@@ -96,6 +99,8 @@ struct State {
     /// as a ready call); the model's next bare `advance_phase`, or its next attempt at a
     /// building tool, takes it.
     offered: bool,
+    /// Steps of this phase that ended with something read.
+    steps_read: u32,
 }
 
 impl State {
@@ -112,6 +117,7 @@ impl State {
             read: false,
             planned: false,
             offered: false,
+            steps_read: 0,
         }
     }
 
@@ -454,6 +460,12 @@ impl PhaseHook {
         let due = {
             let mut state = lock(&self.state);
             state.steps += 1;
+            if state.read {
+                state.steps_read += 1;
+            }
+            if let Some(offer) = self.offer_unasked(&mut state, &cx.messages) {
+                return Ok(Some(offer));
+            }
             let due = self
                 .policy
                 .auto_advance_after_steps
@@ -469,6 +481,27 @@ impl PhaseHook {
         Ok(self.advance(cx).await?.map(|(previous, phase)| {
             format!("[plan_exec] {}", self.advance_note(previous, phase, true))
         }))
+    }
+
+    /// A model still planning [`OFFER_AFTER_STEPS`] steps after it read something, with no
+    /// plan stated, that never asked to move on (SmolLM2 read with invented paths until the
+    /// iteration cap): Keel offers the plan unasked, once, as the exact call.
+    fn offer_unasked(&self, state: &mut State, messages: &[Message]) -> Option<String> {
+        let stuck = state.phase == Phase::Planning
+            && state.read
+            && !state.offered
+            && state.steps_read >= OFFER_AFTER_STEPS
+            && state.exit_refusal(None, messages).is_some();
+        if !stuck {
+            return None;
+        }
+        match self.planning_way_on(state) {
+            WayOn::Refuse(next) => Some(format!(
+                "[plan_exec] Still planning {} steps after reading, and no plan stated. {next}",
+                state.steps_read
+            )),
+            WayOn::TakeOffer(_) => None,
+        }
     }
 
     /// The model answered without tool calls before delivery: remind it once per phase that

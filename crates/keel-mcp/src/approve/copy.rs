@@ -12,7 +12,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use keel_fs::beneath::{DirHandle, WriteMode};
+use keel_fs::beneath::DirHandle;
 use keel_tools::trust::sha256_hex;
 
 use super::pinning::{LINK, NOT_REGULAR, read};
@@ -57,6 +57,35 @@ impl PrivateCopy {
             },
             other => other,
         }
+    }
+
+    /// Writes a new file `rel` (plain relative name) into the copy with `mode`. The copy is
+    /// Keel's own fresh 0700 directory and holds no link yet (links are made last), so the
+    /// path leads nowhere else; `O_EXCL` never follows a final link. No `fsync`: the copy
+    /// lives as long as the server.
+    fn write(&self, rel: &str, content: &[u8], mode: u32) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let at = self.root.join(rel);
+        if let Some(parent) = at.parent() {
+            self.mkdir(parent)?;
+        }
+        // Keel's own private directory, not a project file (see above).
+        #[allow(clippy::disallowed_methods)]
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&at)?;
+        file.write_all(content)
+    }
+
+    /// Creates `dir` (inside the copy) and its missing parents, 0700.
+    fn mkdir(&self, dir: &Path) -> std::io::Result<()> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir)
     }
 
     /// A fresh, empty directory 0700 in the temp directory, outside `workspace`.
@@ -122,8 +151,6 @@ impl Approvals {
         let handle = DirHandle::open(&ws)
             .map_err(|e| format!("cannot open the workspace `{}` ({e})", ws.display()))?;
         let copy = PrivateCopy::create(&ws)?;
-        let dest = DirHandle::open(copy.path())
-            .map_err(|e| format!("cannot open the private copy ({e})"))?;
         let changed = |rel: &str| {
             format!(
                 "`{rel}` changed since `{}` was approved; review it, then approve it again with `keel mcp add {}`",
@@ -131,6 +158,7 @@ impl Approvals {
             )
         };
         let mut total = 0u64;
+        let mut links: Vec<(&str, &str)> = Vec::new();
         for (rel, want) in &trusted.files {
             // Only plain relative names: nothing is written outside the copy.
             let plain = !rel.is_empty()
@@ -140,9 +168,6 @@ impl Approvals {
             if !plain || want == NOT_REGULAR {
                 continue;
             }
-            let target = dest
-                .resolve_entry(Path::new(rel))
-                .map_err(|e| format!("cannot copy `{rel}` ({e})"))?;
             if let Some(link) = want.strip_prefix(LINK) {
                 let now = handle
                     .resolve_entry(Path::new(rel))
@@ -151,25 +176,35 @@ impl Approvals {
                 if now.as_deref() != Some(Path::new(link)) {
                     return Err(changed(rel));
                 }
-                target
-                    .symlink(Path::new(link))
-                    .map_err(|e| format!("cannot copy `{rel}` ({e})"))?;
+                links.push((rel, link));
                 continue;
             }
             // A named file that is a link into the workspace is recorded `HASH->TARGET`.
             let hash = want.split("->").next().unwrap_or(want);
+            let found = handle.resolve(Path::new(rel)).map_err(|_| changed(rel))?;
             let content = read(&handle, rel, &mut total).map_err(|_| changed(rel))?;
             if sha256_hex(&content) != hash {
                 return Err(changed(rel));
             }
-            let mode = handle
-                .resolve(Path::new(rel))
+            let exec = found
+                .info()
                 .ok()
-                .and_then(|r| r.info().ok().flatten())
-                .map_or(0o600, |i| if i.mode & 0o100 != 0 { 0o700 } else { 0o600 });
-            target
-                .write_atomic(&content, WriteMode::CreateNew, Some(mode))
+                .flatten()
+                .is_some_and(|i| i.mode & 0o100 != 0);
+            copy.write(rel, &content, if exec { 0o700 } else { 0o600 })
                 .map_err(|e| format!("cannot copy `{rel}` ({e})"))?;
+        }
+        // Links last: no file above was written through one.
+        for (rel, link) in links {
+            let at = copy.root.join(rel);
+            if let Some(parent) = at.parent() {
+                copy.mkdir(parent)
+                    .map_err(|e| format!("cannot copy `{rel}` ({e})"))?;
+            }
+            if at.symlink_metadata().is_err() {
+                std::os::unix::fs::symlink(link, &at)
+                    .map_err(|e| format!("cannot copy `{rel}` ({e})"))?;
+            }
         }
         Ok(copy)
     }

@@ -157,20 +157,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::approve::tests::project_def;
     use crate::approve::{Approval, Approvals};
-    use crate::config::{Origin, ServerConfig, Transport};
-
-    fn project_def(ws: &Path, command: &str, args: &[&str]) -> ServerDef {
-        ServerDef {
-            name: "x".into(),
-            config: ServerConfig {
-                command: Some(command.into()),
-                args: args.iter().map(|a| a.to_string()).collect(),
-                ..ServerConfig::default()
-            },
-            origin: Origin::Project(ws.join(".mcp.json")),
-        }
-    }
+    use crate::config::Transport;
 
     fn write(ws: &Path, rel: &str, text: &str) {
         let path = ws.join(rel);
