@@ -156,8 +156,28 @@ pub fn result_summary(call: Option<&ToolCall>, content: &str, is_error: bool) ->
 }
 
 fn shrink_long_strings(value: &mut Value) -> bool {
+    shrink_strings_over(value, MAX_OLD_ARGUMENT_CHARS)
+}
+
+/// Strings longer than this in a refused call's arguments that are long as a whole.
+const REFUSED_STRING_CHARS: usize = 80;
+
+/// A refused or failed call's arguments: every string over [`MAX_OLD_ARGUMENT_CHARS`], and
+/// when the arguments are that long together, every string over [`REFUSED_STRING_CHARS`] (a
+/// SmolLM2 garbage call of two 290-character strings stayed whole in the protected tail and
+/// its run ended `context_overflow`).
+fn shrink_refused_arguments(value: &mut Value) -> bool {
+    let limit = if value.to_string().chars().count() > MAX_OLD_ARGUMENT_CHARS {
+        REFUSED_STRING_CHARS
+    } else {
+        MAX_OLD_ARGUMENT_CHARS
+    };
+    shrink_strings_over(value, limit)
+}
+
+fn shrink_strings_over(value: &mut Value, limit: usize) -> bool {
     match value {
-        Value::String(s) if s.chars().count() > MAX_OLD_ARGUMENT_CHARS => {
+        Value::String(s) if s.chars().count() > limit => {
             *s = format!(
                 "[compacted: {} lines, {} chars]",
                 s.lines().count(),
@@ -168,14 +188,14 @@ fn shrink_long_strings(value: &mut Value) -> bool {
         Value::Object(map) => {
             let mut changed = false;
             for v in map.values_mut() {
-                changed |= shrink_long_strings(v);
+                changed |= shrink_strings_over(v, limit);
             }
             changed
         }
         Value::Array(items) => {
             let mut changed = false;
             for v in items {
-                changed |= shrink_long_strings(v);
+                changed |= shrink_strings_over(v, limit);
             }
             changed
         }
@@ -248,7 +268,7 @@ pub fn shrink_refused_calls(messages: &mut [Message], tail: usize) -> bool {
                 && refused.contains(id.as_str())
             {
                 let original = input.clone();
-                if shrink_long_strings(input) {
+                if shrink_refused_arguments(input) {
                     let call = ToolCall {
                         id: id.clone(),
                         name: name.clone(),
@@ -560,6 +580,26 @@ pub(crate) mod tests {
         );
         assert_eq!(m[3..], original[3..], "a call that succeeded stays whole");
         assert!(!shrink_refused_calls(&mut m, 1), "idempotent");
+    }
+
+    #[test]
+    fn a_refused_call_long_only_as_a_whole_is_shrunk_too() {
+        let half = "E:\\workspace-2019-3-7-2.14.5_mw-i8k-x64-v4-rfc-286l-c/".repeat(5);
+        let mut m = vec![
+            Message::user_text("task"),
+            assistant_call(
+                "a",
+                "create_file",
+                json!({"path": half, "content": half}),
+                "",
+            ),
+            result("a", &format!("`{half}` is not a valid path"), true),
+        ];
+        assert!(shrink_refused_calls(&mut m, 1));
+        let ContentBlock::ToolUse { input, .. } = &m[1].content[0] else {
+            panic!()
+        };
+        assert!(input.to_string().len() < 150, "{input}");
     }
 
     #[test]
