@@ -8,7 +8,6 @@ mod backend;
 mod blocker;
 mod chat;
 mod check;
-mod cli;
 mod completions;
 mod context;
 mod db;
@@ -42,15 +41,66 @@ mod worker;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
-pub use cli::{
-    ApprovalArg, BlockerArgs, BlockerCommand, ChatArgs, CommonArgs, CompletionsArgs, DoctorArgs,
-    IndexArgs, MapArgs, ModeArg, ProviderArgs, RunArgs, SandboxArgs, SearchArgs, ServeArgs,
-    SessionsArgs, SessionsCommand, SnapshotsArgs, UndoArgs, WorkerArgs,
-};
-use cli::{Cli, Command, suggest_subcommand};
+/// Examples shown under `--help` (`after_help`).
+mod help {
+    pub const RUN: &str = "\
+Examples:
+  keel run \"fix the failing test in parser.rs\"
+  echo \"add a --verbose flag\" | keel run -             # the task from standard input
+  keel run \"explain @src/lib.rs and add doc comments\"  # @path attaches a workspace file
+  keel run --json --max-iterations 50 -w ../other \"…\"  # JSON events, a cap, another repository
+  keel run --mode plan_exec \"…\"                        # plan → build → verify → deliver
+  keel run --resume 20261121-2158 \"use Postgres 16\"    # continue a session
+  keel run --provider ollama --model qwen3-coder \"…\"   # a local model
 
+Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 3 blocked, 130 cancelled.";
+
+    pub const SERVE: &str = "\
+Examples:
+  keel serve                                   # http://127.0.0.1:7700/ for this directory
+  keel serve -w ~/src/app --port 8080          # another workspace and port
+  keel serve --provider scripted --script examples/demo.yaml
+  KEEL_SERVER__TOKEN=… keel serve --host 0.0.0.0   # other machines need the bearer token
+  keel serve --database postgres://keel@127.0.0.1/keel --port 7701   # stateless: turns go to workers";
+
+    pub const WORKER: &str = "\
+Examples:
+  keel worker --database postgres://keel@127.0.0.1/keel                  # one turn at a time
+  keel worker --database postgres://keel@127.0.0.1/keel --concurrency 4 --health-port 7801";
+
+    pub const UNDO: &str = "\
+Examples:
+  keel snapshots                               # what can be restored, per session and turn
+  keel undo                                    # undo the latest session's last writing turn
+  keel undo --session 20261121-2158 --to 0     # the workspace before that session
+  keel undo --to 2 --json                      # the end of turn 2, report as JSON";
+
+    pub const COMPLETIONS: &str = "\
+Examples:
+  keel completions bash --install      # writes ~/.local/share/bash-completion/completions/keel
+  keel completions fish --install      # writes ~/.config/fish/completions/keel.fish
+  keel completions zsh --install       # writes ~/.zfunc/_keel (add `fpath+=~/.zfunc` before compinit)
+  keel completions powershell >> $PROFILE
+By hand (a shell redirect does not create directories):
+  mkdir -p ~/.local/share/bash-completion/completions && keel completions bash > ~/.local/share/bash-completion/completions/keel";
+
+    pub const EVAL: &str = "\
+Examples:
+  keel eval examples/eval/suite.toml                   # each task's script drives the scripted model
+  keel eval suite.toml --provider openai --model gpt-4.1 -j 4
+  keel eval runs                                       # stored runs, newest first
+  keel eval show 3                                     # one run's report, failures first
+  keel eval compare 3 4                                # side by side, exact McNemar test
+  keel eval promote 4 --task add-test --as rule        # a draft; --accept stores it
+
+Exit codes: 0 every task passed, 1 some task failed, 2 usage or configuration error.";
+}
+
+/// Exit codes (documented in the README): 0 completed, 1 failed, 2 usage or configuration
+/// error, 3 blocked, 4 incomplete (a refused write never redone), 5 busy (another session runs
+/// in the workspace), 130 cancelled.
 pub mod exit {
     pub const COMPLETED: u8 = 0;
     pub const FAILED: u8 = 1;
@@ -63,6 +113,494 @@ pub mod exit {
     /// Another session is running in the workspace (`--wait` waits for it).
     pub const BUSY: u8 = 5;
     pub const CANCELLED: u8 = 130;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "keel",
+    version,
+    about = "A coding-agent harness: the harness handles memory, search, routing, state and guardrails, so the model only has to think.",
+    propagate_version = true,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// With no command on a terminal, `keel` opens `keel chat`: continue the latest session
+    /// of this workspace.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    cont: bool,
+    /// With no command: open `keel chat` on this stored session (id or unique prefix).
+    #[arg(long, value_name = "SESSION")]
+    resume: Option<String>,
+    /// With no command: the workspace `keel chat` works in.
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with the agent interactively in the terminal (plain `keel` on a terminal opens it).
+    Chat(ChatArgs),
+    /// Run a task in a workspace until the agent finishes.
+    #[command(after_help = help::RUN)]
+    Run(RunArgs),
+    /// List this workspace's sessions (--all: every workspace's), show one, delete or prune.
+    Sessions(SessionsArgs),
+    /// List the questions blocked runs are waiting on, or answer one.
+    Blocker(BlockerArgs),
+    /// Check how a shell command is judged, or run one under the sandbox.
+    Sandbox(SandboxArgs),
+    /// Check the setup: configured providers and models, which API keys are present (never
+    /// their values); with --ping, send each model a one-line test prompt.
+    Doctor(DoctorArgs),
+    /// Restore the workspace to a turn of a session (its automatic snapshots).
+    #[command(after_help = help::UNDO)]
+    Undo(UndoArgs),
+    /// List the workspace snapshots sessions took (what `keel undo` can restore).
+    Snapshots(SnapshotsArgs),
+    /// Serve the HTTP API (REST, WebSocket, SSE) and the web UI.
+    #[command(after_help = help::SERVE)]
+    Serve(ServeArgs),
+    /// Run queued turns from the PostgreSQL job queue that `keel serve --database` fills.
+    #[command(after_help = help::WORKER)]
+    Worker(WorkerArgs),
+    /// Build or refresh the codebase index (.keel/index.db); --watch keeps it live.
+    Index(IndexArgs),
+    /// Search the codebase index (built first if needed).
+    Search(SearchArgs),
+    /// Print the codemap: directories, key files by import centrality, their definitions.
+    Map(MapArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    #[command(after_help = help::COMPLETIONS)]
+    Completions(CompletionsArgs),
+    /// The user memory and promoted lessons: add, list, search, edit, rm, clear, promote,
+    /// doctor.
+    Memory(memory::MemoryArgs),
+    /// Typed workflows: run, validate, status, runs, resume, replay and list flows.
+    Flow(flow::FlowArgs),
+    /// Skills found here: list, show one, create one.
+    Skills(skills::SkillsArgs),
+    /// MCP servers: list them, approve or add one, remove one, test one.
+    Mcp(mcp::McpArgs),
+    /// What this workspace's .keel/config.toml suggests that only you decide (its [llm]
+    /// settings): show it, accept exactly that content, or withdraw.
+    Trust(trust::TrustArgs),
+    /// Every layer of what the model is told here: source, size, head or tail, how to clear.
+    Context(context::ContextArgs),
+    /// Prepare this directory for Keel: .keel/config.toml and the detected tech stack.
+    Init(init::InitArgs),
+    /// Product requirements documents: add, show, list, edit (every version is kept).
+    Prd(prd::PrdArgs),
+    /// Tasks from a PRD (generated by the model) or by hand, with dependencies and proofs.
+    Task(task::TaskArgs),
+    /// Run tasks: one (`start`), all ready ones in order (`batch`), or see where they stand.
+    Work(work::WorkArgs),
+    /// The store's database: `keel db migrate` applies its schema migrations (PostgreSQL with
+    /// --database or KEEL_DATABASE_URL, else the local SQLite session database).
+    Db(db::DbArgs),
+    /// Evaluate: run a suite of tasks (each judged by a check command) and report; list,
+    /// show and compare runs; promote a passing task's lesson (rule, skill or memory).
+    #[command(after_help = help::EVAL)]
+    Eval(eval::EvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+    /// Write the script where the shell loads it from for your user (creating the
+    /// directories) instead of printing it: bash, zsh and fish.
+    #[arg(long)]
+    pub install: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// The session (id or unique prefix; default: the latest session with snapshots here).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Restore snapshot TURN: the workspace as it was at the end of that turn, numbered as
+    /// `keel snapshots` and `keel undo --list` show (0: before the session changed anything).
+    /// Default: one step back from where the workspace is (repeat to go further back).
+    #[arg(long, value_name = "TURN", conflicts_with_all = ["list", "redo"])]
+    pub to: Option<u32>,
+    /// List the session's snapshots, where the workspace is and what `keel undo` restores.
+    #[arg(long, conflicts_with = "redo")]
+    pub list: bool,
+    /// Bring back what the last undo replaced (while the workspace is still as it left it).
+    #[arg(long)]
+    pub redo: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotsArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Only this session's snapshots (id or unique prefix).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by commands that need configuration.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CommonArgs {
+    /// The repository to work in (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR", global = true)]
+    pub workspace: Option<PathBuf>,
+}
+
+/// Which model to use, overriding `[llm]` configuration.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProviderArgs {
+    /// Model provider: anthropic, openai, deepseek, openrouter, ollama, vllm, llamacpp, a
+    /// `[llm.providers]` name, or scripted.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Model name for the provider, or an alias from `[llm.models]`.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// API root of the provider: `…/v1` for OpenAI-compatible servers, the host for Anthropic.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Script file for the scripted provider (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub llm: ProviderArgs,
+    /// Print one JSON event per line on stdout instead of human output.
+    #[arg(long)]
+    pub json: bool,
+    /// Model requests before the run stops with `max_steps`.
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+    /// Continue a stored session (id or unique prefix); TASK becomes the next message and
+    /// answered blockers are delivered with it.
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+    /// Continue the latest session of this workspace (like --resume with its id). A resumed
+    /// session runs with the provider, model, base URL, script and mode it started with;
+    /// flags given again override them.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub cont: bool,
+    /// Execution mode: `react`, or `plan_exec` (planning → building → verification →
+    /// delivery, enforced). Default: `agent.mode`; a resumed session keeps its own.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub mode: Option<ModeArg>,
+    /// Which tool calls need approval. Nobody can answer a headless run, so a call that
+    /// would ask is denied (the model is told why): `never` (nothing asks; the sandbox still
+    /// applies), `on-request` (destructive, network and unknown commands are denied),
+    /// `untrusted` (everything but reading is denied). Default: `[approval] policy` when your
+    /// configuration sets it, else `never`. `[approval]` rules still apply.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approval: Option<ApprovalArg>,
+    /// When another session is running in the workspace, wait for it to finish instead of
+    /// refusing (exit 5) at once.
+    #[arg(long)]
+    pub wait: bool,
+    /// The task for the agent (with --resume or --continue: an optional follow-up message).
+    /// `-`, or no TASK with a pipe on standard input, reads it from standard input; `@path`
+    /// attaches a workspace file.
+    #[arg(value_name = "TASK")]
+    pub task: Vec<String>,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub llm: ProviderArgs,
+    /// Continue a stored session (id or unique prefix).
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+    /// Continue the latest session of this workspace.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub cont: bool,
+    /// Execution mode of a new session: `react` or `plan_exec` (default: `agent.mode`).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub mode: Option<ModeArg>,
+    /// Which tool calls ask you first (default: `[approval] policy`, on-request): `never`,
+    /// `on-request` (destructive, network and unknown commands), `untrusted` (all but reading).
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approval: Option<ApprovalArg>,
+    /// A first message, sent as soon as the screen opens.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Vec<String>,
+}
+
+impl ChatArgs {
+    /// The first message, if one was given.
+    pub fn prompt(&self) -> Option<String> {
+        let p = self.prompt.join(" ");
+        (!p.trim().is_empty()).then_some(p)
+    }
+}
+
+/// `--approval` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalArg {
+    Never,
+    #[value(name = "on-request")]
+    OnRequest,
+    Untrusted,
+}
+
+impl ApprovalArg {
+    /// The engine's policy this flag value names.
+    pub fn policy(self) -> keel_config::ApprovalPolicy {
+        use keel_config::ApprovalPolicy;
+        match self {
+            ApprovalArg::Never => ApprovalPolicy::Never,
+            ApprovalArg::OnRequest => ApprovalPolicy::OnRequest,
+            ApprovalArg::Untrusted => ApprovalPolicy::Untrusted,
+        }
+    }
+}
+
+/// `--mode` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    React,
+    #[value(name = "plan_exec")]
+    PlanExec,
+}
+
+impl ModeArg {
+    /// The engine's execution mode this flag value names.
+    pub fn mode(self) -> keel_phase::ExecutionMode {
+        match self {
+            ModeArg::React => keel_phase::ExecutionMode::React,
+            ModeArg::PlanExec => keel_phase::ExecutionMode::PlanExec,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BlockerArgs {
+    #[command(subcommand)]
+    pub command: BlockerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BlockerCommand {
+    /// Blockers waiting for an answer (all of them with --all), oldest first.
+    List {
+        /// Include answered and delivered blockers.
+        #[arg(long)]
+        all: bool,
+        /// Only this session's blockers (id or unique prefix).
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a blocker; `keel run --resume SESSION` then continues with the answer.
+    Answer {
+        /// Blocker id or a unique prefix of it.
+        id: String,
+        /// The answer.
+        #[arg(required = true)]
+        answer: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Print the safety analysis of CMD as one JSON object ({"class", "reasons"}); runs nothing.
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["read_only", "command"])]
+    pub check: Option<String>,
+    /// Run under the read-only sandbox (default: workspace-write).
+    #[arg(long)]
+    pub read_only: bool,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub llm: ProviderArgs,
+    /// Send each configured model a one-line test prompt.
+    #[arg(long)]
+    pub ping: bool,
+    /// Print the checks as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Default workspace for sessions that name none (default: the current directory).
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Defaults for sessions whose request names no provider, model or script.
+    #[command(flatten)]
+    pub llm: ProviderArgs,
+    /// Address to bind (default 127.0.0.1; any other address requires a token).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Port (default 7700; 0 picks a free one).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Bearer token API clients must send (generated when binding a non-loopback address
+    /// without one). Prefer KEEL_SERVER__TOKEN: flags show up in process lists.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Stateless mode: sessions in this PostgreSQL database
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE), turns queued for `keel worker`s,
+    /// every session's events streamed from the database. Unset: the local SQLite store, turns
+    /// run in this process.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KEEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The PostgreSQL database the servers queue turns in. Default: `[database] url`.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KEEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+    /// Turns run at once (default: `[worker] concurrency`, 1).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Serve `GET /health` (running turns, completed, failed) on 127.0.0.1:PORT (0 picks a
+    /// free port; printed at start-up). Default: `[worker] health_port`, none.
+    #[arg(long, value_name = "PORT")]
+    pub health_port: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// After the refresh, keep the index live: re-index files as they change (Ctrl-C stops).
+    #[arg(long)]
+    pub watch: bool,
+    /// Print what the index holds (files, chunks, symbols, imports, size).
+    #[arg(long)]
+    pub stats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// What to find: words, a description, an identifier or a file name.
+    #[arg(required = true, value_name = "QUERY")]
+    pub query: Vec<String>,
+    /// any, symbol or file.
+    #[arg(long, default_value = "any", value_name = "KIND")]
+    pub kind: String,
+    /// One hit per file, files ranked by all their evidence (same as `--kind file`).
+    #[arg(long, conflicts_with = "kind")]
+    pub files: bool,
+    /// Definitions (functions, methods, classes) ranked with their file's evidence, each with
+    /// why (same as `--kind symbol`).
+    #[arg(long, conflicts_with_all = ["kind", "files"])]
+    pub symbols: bool,
+    /// Only paths matching this glob (`*.py`, `src/**/*.rs`).
+    #[arg(long, value_name = "GLOB")]
+    pub glob: Option<String>,
+    /// Most hits to show.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub limit: usize,
+    /// Print the hits as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MapArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Token budget of the map (default: `index.codemap_tokens`, or 1000 when that is 0).
+    #[arg(long, value_name = "N")]
+    pub tokens: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+    /// The workspace whose sessions to list (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// List the sessions of every workspace, with a WORKSPACE column.
+    #[arg(long)]
+    pub all: bool,
+    /// How many sessions to list.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Print a session's transcript.
+    Show {
+        /// Session id or a unique prefix of it.
+        id: String,
+        /// Print the stored events as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete sessions (events, messages, blockers) and their workspace snapshots.
+    Rm {
+        /// Session ids or unique prefixes of them.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Delete sessions not updated for a while, and their workspace snapshots.
+    #[command(
+        after_help = "Examples:\n  keel sessions prune --older-than 30d\n  keel sessions prune --older-than 12h --all --dry-run"
+    )]
+    Prune {
+        /// Age: a number and a unit, s, m, h, d or w (`30d`, `12h`).
+        #[arg(long, value_name = "AGE", required = true)]
+        older_than: String,
+        /// Every workspace's sessions, not only this workspace's.
+        #[arg(long)]
+        all: bool,
+        /// The workspace whose sessions to prune (default: the current directory).
+        #[arg(long, short = 'w', value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// List what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Exit status for output cut short by a closed pipe (`keel sessions | head`): 128 + SIGPIPE,
@@ -166,6 +704,59 @@ fn main() -> ExitCode {
     finish(result)
 }
 
+/// clap suggests a subcommand only above a similarity that short swaps miss (`rnu`): when it
+/// has none, suggest the subcommand one edit away (a swap, a missing, extra or wrong letter).
+fn suggest_subcommand(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return e;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
+        return e;
+    };
+    let typed = typed.clone();
+    let command = Cli::command();
+    let near: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|name| edit_distance(&typed, name) == 1)
+        .collect();
+    if !near.is_empty() {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(near),
+        );
+    }
+    e
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+/// neighbouring letters each count one.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// The exit code of a command's result, the error printed.
 fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
@@ -180,5 +771,31 @@ fn finish(result: anyhow::Result<u8>) -> ExitCode {
             tell!("keel: {e:#}");
             ExitCode::from(code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks a subcommand's definition only when it is used; this checks all of them
+    /// (a flag clashing with the global `--version`, duplicate short options …).
+    #[test]
+    fn every_command_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_swapped_or_missing_letter_gets_a_suggestion() {
+        assert_eq!(super::edit_distance("rnu", "run"), 1);
+        assert_eq!(super::edit_distance("rn", "run"), 1);
+        assert_eq!(super::edit_distance("run", "run"), 0);
+        assert_eq!(super::edit_distance("xyz", "run"), 3);
+        let e = <super::Cli as clap::Parser>::try_parse_from(["keel", "rnu"]).unwrap_err();
+        let text = super::suggest_subcommand(e).to_string();
+        assert!(
+            text.contains("a similar subcommand exists: 'run'"),
+            "{text}"
+        );
     }
 }
