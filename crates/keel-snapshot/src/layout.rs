@@ -56,27 +56,8 @@ pub(super) fn output_within(
         }
         _ => None,
     };
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -93,11 +74,7 @@ pub(super) fn output_within(
                 ),
             ));
         }
-        // Finely at first — a snapshot's git commands take a few milliseconds each, and a
-        // fixed 5 ms pause added about half that to every one (11 per turn's snapshot) — then
-        // about a tenth of the time waited so far.
-        let pause = (started.elapsed() / 10).clamp(Duration::from_micros(100), MAX_POLL);
-        std::thread::sleep(pause);
+        std::thread::sleep(pause(started));
     };
     let write_result = writer.map(|w| w.join());
     let stdout = out.join().unwrap_or_default();
@@ -154,19 +131,9 @@ pub(super) fn pipe_within(
         let data = input.to_vec();
         std::thread::spawn(move || stdin.write_all(&data))
     });
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let boxed = |p: Option<Box<dyn Read + Send>>| drain(p);
-    let a_err = boxed(a.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let b_out = boxed(b.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let b_err = boxed(b.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let a_err = drain(a.stderr.take());
+    let b_out = drain(b.stdout.take());
+    let b_err = drain(b.stderr.take());
     let started = Instant::now();
     let (mut a_status, mut b_status) = (None, None);
     while a_status.is_none() || b_status.is_none() {
@@ -192,8 +159,7 @@ pub(super) fn pipe_within(
                 ),
             ));
         }
-        let pause = (started.elapsed() / 10).clamp(Duration::from_micros(100), MAX_POLL);
-        std::thread::sleep(pause);
+        std::thread::sleep(pause(started));
     }
     if let Some(w) = writer {
         let _ = w.join();
@@ -433,4 +399,23 @@ fn walk(dir: &Path, budget: &mut usize) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Reads `pipe` to its end on a thread of its own (git may fill one pipe while Keel waits on
+/// another); the bytes it gave.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut bytes);
+        }
+        bytes
+    })
+}
+
+/// How long to wait before polling a child again: finely at first — a snapshot's git commands
+/// take a few milliseconds each, and a fixed 5 ms pause added about half that to every one (11
+/// per turn's snapshot) — then about a tenth of the time waited so far.
+fn pause(started: Instant) -> Duration {
+    (started.elapsed() / 10).clamp(Duration::from_micros(100), MAX_POLL)
 }
