@@ -212,14 +212,23 @@ impl Workspace {
 
     /// Whether `rel` (canonical, workspace-relative) is or lies below a git directory that is
     /// not named `.git` — one a `.git` file's `gitdir:` names, a bare fixture repository —
-    /// recognised by what it holds ([`crate::sandbox::GIT_DIR_MARKERS`]), checked beneath the
-    /// workspace handle for every directory on the way (red-team pass 2, R2).
+    /// recognised by what it holds ([`crate::sandbox::is_git_dir_by_names`]), checked beneath
+    /// the workspace handle for every directory on the way (red-team pass 2, R2); or whether
+    /// writing it would make one of those directories, the root included, a git directory
+    /// (`src/HEAD` beside a `src/commondir`: red-team pass 7, R7-9).
     fn inside_git_dir(&self, rel: &Path) -> bool {
+        let names: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
         let mut prefix = PathBuf::new();
-        rel.components().any(|c| {
-            prefix.push(c);
-            crate::sandbox::is_git_dir_beneath(self.dir.fd(), &prefix)
-        })
+        for i in 0..=names.len() {
+            let adding = names.get(i).and_then(|n| n.to_str());
+            if crate::sandbox::is_git_dir_beneath(self.dir.fd(), &prefix, adding) {
+                return true;
+            }
+            if let Some(n) = names.get(i) {
+                prefix.push(n);
+            }
+        }
+        false
     }
 
     /// The absolute path a workspace-relative path resolves to (symlinks inside followed),

@@ -143,7 +143,15 @@ async fn scenario(ws: &Path) {
         "the result reports it: {}",
         out.content
     );
-    assert!(!ws.join("shipped/realgit").exists(), "out of git's sight");
+    // Out of git's sight: a git directory by content loses its `HEAD` (its files stay).
+    assert!(
+        !ws.join("shipped/realgit/HEAD").exists(),
+        "out of git's sight"
+    );
+    assert!(
+        ws.join("shipped/realgit/HEAD-quarantined-by-keel")
+            .is_file()
+    );
     // A working-tree file the repository's config includes (pass 2, R14): read-only to the
     // file tools and to commands.
     let top = ws.join("top");

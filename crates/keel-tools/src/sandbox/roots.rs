@@ -324,20 +324,33 @@ pub fn expand_home(path: &str) -> PathBuf {
 /// file and `objects/` and `refs/` directories for a repository (`git --git-dir=…`, a `.git`
 /// file's `gitdir:`, a bare fixture such as `tests/data/x.git`). Its config and hooks run
 /// programs when the user's git looks there, so it is protected like a `.git` directory.
+/// `objects` and `refs` may also sit in the directory a `commondir` file names
+/// ([`is_git_dir_by_names`]).
 pub const GIT_DIR_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
 
+/// Whether git takes a directory holding the entries `has` names for a git directory, as
+/// git's own `is_git_directory` decides: a `HEAD`, and `objects` and `refs` either beside it
+/// or in the directory its `commondir` file names — so `HEAD` + `commondir` alone make one
+/// (red-team pass 7, R7-9: `src/HEAD` and `src/commondir` naming `.cache/g`, whose `config`
+/// set `core.pager`, made the user's `git log` in `src/` run the model's program). Entries
+/// of any type count (git follows links to `objects` and `refs`), so nothing git accepts is
+/// missed.
+pub fn is_git_dir_by_names(has: impl Fn(&str) -> bool) -> bool {
+    has("HEAD") && (has("commondir") || (has("objects") && has("refs")))
+}
+
 /// Whether the directory `rel` beneath `dir` is a git directory by content (see
-/// [`GIT_DIR_MARKERS`]): `HEAD` a regular file, `objects` and `refs` directories, none a link.
-pub fn is_git_dir_beneath(dir: std::os::fd::BorrowedFd<'_>, rel: &Path) -> bool {
-    use rustix::fs::{AtFlags, FileType, statat};
-    let kind = |name: &str| {
-        statat(dir, rel.join(name), AtFlags::SYMLINK_NOFOLLOW)
-            .ok()
-            .map(|st| FileType::from_raw_mode(st.st_mode))
-    };
-    kind("HEAD") == Some(FileType::RegularFile)
-        && kind("objects") == Some(FileType::Directory)
-        && kind("refs") == Some(FileType::Directory)
+/// [`is_git_dir_by_names`]); with `adding`, whether it would be one once an entry of that
+/// name is created in it (a file tool's write that would complete a git directory).
+pub fn is_git_dir_beneath(
+    dir: std::os::fd::BorrowedFd<'_>,
+    rel: &Path,
+    adding: Option<&str>,
+) -> bool {
+    use rustix::fs::{AtFlags, statat};
+    is_git_dir_by_names(|name| {
+        adding == Some(name) || statat(dir, rel.join(name), AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    })
 }
 
 /// True when `path` (absolute, inside `workspace`) is or lies below a protected path: the

@@ -62,6 +62,14 @@ fn config_files(git: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The directory the `commondir` file of the git directory `git` names (relative to `git`),
+/// when there is one.
+fn common_dir(git: &Path) -> Option<PathBuf> {
+    let text = keel_fs::project::read_in_dir(&git.join("commondir"), 4096).ok()??;
+    let line = text.lines().next()?.trim();
+    (!line.is_empty()).then(|| git.join(line))
+}
+
 /// Whether anything in the repository at `git` (a `.git` directory or file) that could make
 /// git run a program changed since `since`: the entry itself when it is not a directory, its
 /// config files, `commondir`, `info/attributes`, its hooks.
@@ -77,6 +85,12 @@ fn touched(git: &Path, since: SystemTime) -> bool {
         || ["commondir", "info/attributes", "hooks", "worktrees"]
             .iter()
             .any(|p| changed(&git.join(p)))
+    {
+        return true;
+    }
+    // Git reads the config and hooks of the directory `commondir` names (R7-9).
+    if let Some(common) = common_dir(git)
+        && (config_files(&common).iter().any(|p| changed(p)) || changed(&common.join("hooks")))
     {
         return true;
     }
@@ -106,7 +120,11 @@ fn inspect(git: &Path) -> Vec<String> {
         return vec![what.to_string()];
     }
     let mut reasons: Vec<String> = Vec::new();
-    for config in config_files(git) {
+    let mut configs = config_files(git);
+    if let Some(common) = common_dir(git) {
+        configs.extend(config_files(&common));
+    }
+    for config in configs {
         let name = config.strip_prefix(git).map_or_else(
             |_| config.display().to_string(),
             |p| p.display().to_string(),
@@ -208,11 +226,10 @@ fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool
             return (found, true);
         }
         let holds = |name: &str| entries.iter().any(|e| e.file_name() == name);
-        if crate::sandbox::GIT_DIR_MARKERS.iter().all(|m| holds(m)) {
+        // A git directory by content is still searched below: `vendor/HEAD`, `vendor/objects`,
+        // `vendor/refs` once hid a repository planted at `vendor/lib/.git` from this search.
+        if crate::sandbox::is_git_dir_by_names(holds) {
             found.push(dir.clone());
-            if dir != root {
-                continue;
-            }
         }
         for entry in entries {
             let name = entry.file_name();
@@ -305,10 +322,14 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
         if reasons.is_empty() {
             continue;
         }
-        // The workspace itself as a git directory: its `HEAD` goes, so git no longer takes it
-        // for a repository.
-        let parent = if git == workspace {
-            workspace
+        // The workspace itself, or a work-tree directory that is a git directory by what it
+        // holds: its `HEAD` goes, so git no longer takes it for a repository.
+        let by_head = git == workspace
+            || !git
+                .file_name()
+                .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
+        let parent = if by_head {
+            git.as_path()
         } else {
             let Some(parent) = git.parent() else {
                 continue;
@@ -326,7 +347,7 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
         out.push(Quarantined {
             dir: rel(parent),
             moved_to: rel(&moved),
-            entry: ".git".to_string(),
+            entry: if by_head { "HEAD" } else { ".git" }.to_string(),
             reasons,
         });
     }
@@ -336,11 +357,16 @@ fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Qu
 /// Renames `git` to a free quarantine name beside it, within the open parent directory.
 fn quarantine(workspace: &Path, git: &Path) -> Option<PathBuf> {
     let ws = keel_fs::beneath::DirHandle::open(workspace).ok()?;
-    let (parent, dir, from, base) = if git == workspace {
-        // The workspace is the git directory: renaming its `HEAD` unmakes the repository.
-        let dir = ws.subdir(Path::new("")).ok()?;
+    let dot_git = git
+        .file_name()
+        .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
+    let (parent, dir, from, base) = if git == workspace || !dot_git {
+        // The workspace, or a directory of the work tree that is a git directory by what it
+        // holds (`src/` with a `HEAD` and a `commondir`: R7-9): renaming its `HEAD` unmakes
+        // the repository and leaves the directory's files where they are.
+        let dir = ws.subdir(git.strip_prefix(workspace).ok()?).ok()?;
         (
-            workspace,
+            git,
             dir,
             std::ffi::OsStr::new("HEAD"),
             "HEAD-quarantined-by-keel",
