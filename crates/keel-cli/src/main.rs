@@ -620,7 +620,7 @@ fn quiet_on_broken_pipe() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
         if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(EXIT_BROKEN_PIPE);
+            keel_tools::shell::pending::exit_after_checks(EXIT_BROKEN_PIPE);
         }
         default(info);
     }));

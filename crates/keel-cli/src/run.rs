@@ -214,7 +214,8 @@ fn watch_ctrl_c(handle: Arc<SessionHandle>) {
         tell!("\nkeel: cancelling the turn… (press Ctrl-C again to quit now)");
         let _ = handle.submit(Op::Interrupt).await;
         if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(i32::from(exit::CANCELLED));
+            // Running commands end and their checks run first (red-team pass 6, R6-7).
+            keel_tools::shell::pending::exit_after_checks(i32::from(exit::CANCELLED));
         }
     });
 }

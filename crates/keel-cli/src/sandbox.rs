@@ -65,6 +65,8 @@ pub fn execute(args: SandboxArgs) -> anyhow::Result<u8> {
     // The user's own command line: their network setting.
     req.roots = settings.approved_roots_for(&workspace);
     req.env_keep = settings.env_keep.clone();
+    // The user typed it: what it installs into a virtual environment is theirs.
+    req.approved = true;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -122,6 +122,8 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
                 tell!("keel: stopping: cancelling running turns…");
             })
             .await?;
+        // A command still running is ended and checked (red-team pass 6, R6-7).
+        keel_tools::shell::pending::finish_all();
         tell!("keel: server stopped");
         Ok(exit::COMPLETED)
     })
@@ -180,8 +182,10 @@ async fn follow_events(store: Arc<keel_store::PgStore>, hub: Arc<keel_server::Hu
     }
 }
 
-/// Ctrl-C or SIGTERM.
+/// Ctrl-C or SIGTERM. The caller shuts down gracefully and then runs the commands' pending
+/// checks (`keel_tools::shell::pending::finish_all`).
 pub async fn shutdown_signal() {
+    keel_tools::shell::pending::termination_handled_by_caller();
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -74,6 +74,10 @@ pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config>
     // Keel starts unconfined; this session's are added (red-team pass 4, R4-5).
     if let Some(data) = keel_config::user_data_dir(&env_var) {
         keel_tools::shell::lookup::keep_record(&data);
+        // Commands an earlier Keel ran and could not check (it was killed): checked now.
+        for report in keel_tools::shell::pending::open(&data) {
+            tell!("{report}");
+        }
     }
     let user = keel_config::user_config_path(&env_var);
     let config = Config::load(user.as_deref(), workspace, std::env::vars(), overrides)

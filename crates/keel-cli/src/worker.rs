@@ -69,6 +69,7 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
         out.flush()?;
         drop(out);
         let signal = stop.clone();
+        keel_tools::shell::pending::termination_handled_by_caller();
         tokio::spawn(async move {
             crate::serve::shutdown_signal().await;
             tell!("keel worker: finishing the running turns, taking no new ones…");
@@ -113,6 +114,8 @@ pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
                 }
             }
         }
+        // A command still running is ended and checked (red-team pass 6, R6-7).
+        keel_tools::shell::pending::finish_all();
         if let Some(e) = first_error {
             return Err(e);
         }

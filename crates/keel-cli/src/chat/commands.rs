@@ -399,6 +399,8 @@ impl Chat {
         // The user's own command line: their network setting.
         req.roots = settings.approved_roots_for(&self.workspace);
         req.env_keep = settings.env_keep.clone();
+        // The user typed it: what it installs into a virtual environment is theirs.
+        req.approved = true;
         let tx = self.tx.clone();
         self.shells += 1;
         tokio::spawn(async move {

@@ -42,6 +42,27 @@ impl ApprovalHook {
     }
 }
 
+/// The session's events as the gate emits them, noting whether it recorded a person's "yes".
+struct Observed<'a> {
+    inner: &'a crate::Emitter,
+    approved: std::sync::atomic::AtomicBool,
+}
+
+impl keel_approval::Events for Observed<'_> {
+    type Error = crate::EngineError;
+
+    async fn emit(&self, kind: keel_protocol::EventKind) -> Result<(), crate::EngineError> {
+        if matches!(
+            kind,
+            keel_protocol::EventKind::ApprovalResolved { approved: true, .. }
+        ) {
+            self.approved
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        keel_approval::Events::emit(self.inner, kind).await
+    }
+}
+
 impl Hook for ApprovalHook {
     fn name(&self) -> &str {
         "approval"
@@ -56,9 +77,20 @@ impl Hook for ApprovalHook {
             let Some(gate) = &self.gate else {
                 return HookAction::Continue;
             };
+            let events = Observed {
+                inner: &cx.events,
+                approved: std::sync::atomic::AtomicBool::new(false),
+            };
             let verdict = gate
-                .check(call, &self.tools, &self.workspace, &cx.events, &self.cancel)
+                .check(call, &self.tools, &self.workspace, &events, &self.cancel)
                 .await;
+            // A person said yes to this very call: its command's installs into a workspace
+            // virtual environment are approved effects (red-team pass 6, R6-2).
+            if matches!(verdict, Ok(Ok(_)))
+                && events.approved.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                keel_tools::note_approved(&cx.session_id, &call.id);
+            }
             match verdict {
                 Ok(Ok(CommandAccess::Write)) => HookAction::Continue,
                 Ok(Ok(CommandAccess::ReadOnly)) => HookAction::RunReadOnly,

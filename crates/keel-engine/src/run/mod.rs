@@ -446,7 +446,8 @@ impl<'a> Run<'a> {
         call: &ToolCall,
         access: CommandAccess,
     ) -> Result<Result<ToolOutput, ToolError>, String> {
-        let ctx = self.context_for(access);
+        let mut ctx = self.context_for(access);
+        ctx.approved = keel_tools::take_approved(self.emitter.session_id(), &call.id);
         let run = self
             .engine
             .tools

@@ -41,6 +41,13 @@ pub struct ExecRequest {
     /// caches that must not land in the workspace.
     pub env_in_tmp: Vec<(String, String)>,
     pub cancel: CancellationToken,
+    /// A person approved this exact command (asked and allowed, or typed it): what it
+    /// installs into a workspace virtual environment is an approved effect and stays. Without
+    /// it, the startup files a command writes there are moved aside ([`super::venv_startup`]).
+    pub approved: bool,
+    /// The most bytes the command may take from a file system it writes (`None`: the reserve
+    /// rule of [`super::disk`]; a test's small bound otherwise).
+    pub disk_allowance: Option<u64>,
 }
 
 impl ExecRequest {
@@ -68,6 +75,8 @@ impl ExecRequest {
             env_set: Vec::new(),
             env_in_tmp: Vec::new(),
             cancel: CancellationToken::new(),
+            approved: false,
+            disk_allowance: None,
         }
     }
 }
@@ -332,15 +341,16 @@ pub fn shell_program() -> PathBuf {
 /// The runner's post-command checks (planted repositories, program paths git would run), run
 /// when the call is dropped before it reached them: a cancelled turn drops the call's future
 /// with the command, and the checks must not go with it (red-team pass 6, R6-7). They run on
-/// the dropping thread, after the command's process group is gone.
-struct ChecksOnDrop(Option<super::nested_git::Watch>);
+/// the dropping thread, after the command's process group is gone. Keel's own exit and death
+/// are covered by the same registration ([`super::pending`]).
+struct ChecksOnDrop(Option<super::pending::Ticket>);
 
 impl Drop for ChecksOnDrop {
     fn drop(&mut self) {
-        if let Some(w) = self.0.take() {
+        if let Some(t) = self.0.take() {
             // The report has no tool result left to go to; what was moved keeps its
             // `-quarantined-by-keel` name for the user to see.
-            let _ = w.after_blocking();
+            let _ = t.finish_blocking();
         }
     }
 }
@@ -497,7 +507,10 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     // Declared first so it is dropped last: when the call is dropped mid-run (the turn
     // cancelled — Ctrl-C, a subagent's `agents.timeout_secs`), the group is killed first and
     // the checks still run (red-team pass 6, R6-7: a planted `core.fsmonitor` stayed).
-    let mut watch = ChecksOnDrop(super::nested_git::Watch::before(&req));
+    // Registered before the command starts, so every way it ends — Keel's exit and death
+    // included — still runs them ([`super::pending`]).
+    let mut watch =
+        ChecksOnDrop(super::nested_git::Watch::before(&req).map(super::pending::register));
     let Started {
         mut confined,
         sandboxed,
@@ -508,8 +521,19 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     let mut guard = GroupGuard {
         pgid: child.id().and_then(|id| i32::try_from(id).ok()),
     };
+    if let Some(t) = &watch.0 {
+        t.set_group(guard.pgid);
+    }
     let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s)));
     let stderr = child.stderr.take().map(|s| tokio::spawn(capture(s)));
+    // The file systems it may fill (red-team pass 6, R6-8).
+    let mut writable = vec![private_tmp.path().to_path_buf()];
+    if req.policy != SandboxPolicy::ReadOnly {
+        writable.extend(req.roots.workspace.iter().cloned());
+        writable.extend(req.roots.extra.iter().cloned());
+    }
+    let disk = super::disk::DiskWatch::new(&writable, req.disk_allowance);
+    let mut disk_note = None;
 
     let ending = tokio::select! {
         status = child.wait() => {
@@ -523,10 +547,15 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
         }
         () = tokio::time::sleep(req.timeout) => Ending::TimedOut,
         () = req.cancel.cancelled() => Ending::Cancelled,
+        note = disk.exhausted() => {
+            disk_note = Some(note);
+            // Killed by Keel below, as for a limit.
+            Ending::Signalled(9)
+        }
     };
     // Background processes die with the command; a timed-out or cancelled group dies now.
     guard.kill();
-    if matches!(ending, Ending::TimedOut | Ending::Cancelled) {
+    if matches!(ending, Ending::TimedOut | Ending::Cancelled) || disk_note.is_some() {
         let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
     }
     let duration = started.elapsed();
@@ -544,8 +573,9 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
             sandbox::limit_note(req.roots.limits, &text, killed)
         })
         .flatten();
+    let limit_note = disk_note.or(limit_note);
     let quarantined = match watch.0.take() {
-        Some(w) => w.after().await,
+        Some(t) => t.finish().await,
         None => None,
     };
     Ok(ExecOutput {

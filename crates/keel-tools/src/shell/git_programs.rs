@@ -53,6 +53,24 @@ impl Before {
         Self { paths }
     }
 
+    /// The journal's form ([`super::pending`]): (path bytes, key, is a tree, existed).
+    pub(crate) fn entries(&self) -> Vec<(Vec<u8>, String, bool, bool)> {
+        self.paths
+            .iter()
+            .map(|(p, k, t, e)| (super::pending::path_bytes(p), k.clone(), *t, *e))
+            .collect()
+    }
+
+    /// [`Self::entries`] read back.
+    pub(crate) fn from_entries(entries: Vec<(Vec<u8>, String, bool, bool)>) -> Self {
+        Self {
+            paths: entries
+                .into_iter()
+                .map(|(p, k, t, e)| (super::pending::bytes_path(&p), k, t, e))
+                .collect(),
+        }
+    }
+
     /// After a command that started at `since`: moves every configured program path that
     /// appeared — or, when `confined` is false (nothing kept the existing ones read-only),
     /// that changed — out of git's way. The list is read again (an include target or a link

@@ -8,6 +8,7 @@
 //! the [`crate::ToolContext`].
 
 mod arith;
+pub mod disk;
 pub mod exec;
 pub mod git_programs;
 mod hidden;
@@ -18,6 +19,7 @@ mod missing;
 pub mod nested_git;
 mod options;
 mod outputs;
+pub mod pending;
 mod programs;
 mod project;
 mod redirects;
@@ -29,6 +31,7 @@ mod safety;
 mod scripts;
 pub mod testing;
 mod toolchains;
+mod venv_startup;
 mod verdict;
 mod words;
 mod wrappers;

@@ -194,7 +194,11 @@ const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
 /// Also collects into `specials` every [`READ_BY_GIT`] entry that is neither a regular file
 /// nor a symlink (git does not follow those), and every directory that cannot be listed even
 /// after its owner's read bit is put back.
-fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
+fn find_entries(
+    root: &Path,
+    specials: &mut Vec<PathBuf>,
+    venvs: &mut Vec<PathBuf>,
+) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     let mut dirs = 0usize;
@@ -226,6 +230,10 @@ fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool
             return (found, true);
         }
         let holds = |name: &str| entries.iter().any(|e| e.file_name() == name);
+        // A Python virtual environment, whatever its name ([`super::venv_startup`]).
+        if holds("pyvenv.cfg") {
+            venvs.push(dir.clone());
+        }
         // A git directory by content is still searched below: `vendor/HEAD`, `vendor/objects`,
         // `vendor/refs` once hid a repository planted at `vendor/lib/.git` from this search.
         if crate::sandbox::is_git_dir_by_names(holds) {
@@ -259,18 +267,24 @@ fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool
 /// created or changed whose configuration or hooks run a program is renamed out of git's
 /// sight. Returns what was moved (empty: nothing to report).
 pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Quarantined> {
-    quarantine_in(workspace, since, false).0
+    quarantine_in(workspace, since, false, &mut Vec::new()).0
 }
 
 /// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
-/// `bool` is true when the workspace was too large to search whole.
-fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Quarantined>, bool) {
+/// `bool` is true when the workspace was too large to search whole. The virtual environments
+/// the walk met go into `venvs`.
+fn quarantine_in(
+    workspace: &Path,
+    since: SystemTime,
+    skip_top: bool,
+    venvs: &mut Vec<PathBuf>,
+) -> (Vec<Quarantined>, bool) {
     // A second of slack: file systems with coarse timestamps.
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
     let mut specials = Vec::new();
-    let (found, incomplete) = find_entries(workspace, &mut specials);
+    let (found, incomplete) = find_entries(workspace, &mut specials, venvs);
     // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
     // later snapshot (and the user's `git status`) waits on it.
     for special in specials {
@@ -398,11 +412,18 @@ pub(crate) struct Watch {
     programs: super::git_programs::Before,
     /// Whether the sandbox confined the run (existing program paths were read-only).
     confined: bool,
+    /// Whether a person approved the command ([`super::exec::ExecRequest::approved`]): what
+    /// it installs into a workspace virtual environment stays ([`super::venv_startup`]).
+    approved: bool,
 }
 
 /// What [`Watch::check`] found: the repositories moved (and whether the search was cut
-/// short), the program paths moved.
-type Checked = ((Vec<Quarantined>, bool), Vec<super::git_programs::Moved>);
+/// short), the program paths moved, the virtual environments' startup files moved.
+type Checked = (
+    (Vec<Quarantined>, bool),
+    Vec<super::git_programs::Moved>,
+    Vec<super::venv_startup::Moved>,
+);
 
 impl Watch {
     /// Before a run of `req`: `None` when it cannot write (read-only) or names no tree.
@@ -425,22 +446,46 @@ impl Watch {
             sealed_top,
             programs,
             confined,
+            approved: req.approved,
         })
     }
 
-    /// After the run: quarantines what the command planted (off the async runtime) and
-    /// returns the report for its result.
-    pub(crate) async fn after(self) -> Option<String> {
-        let checked = tokio::task::spawn_blocking(move || self.check())
-            .await
-            .unwrap_or_default();
-        Self::report(checked)
+    /// After the run: quarantines what the command planted (blocking: it walks the tree)
+    /// and returns the report for its result. Run once per command, by whoever claims it
+    /// first ([`super::pending`]: the call, a dropped call, Keel's exit, the next start).
+    pub(crate) fn check_and_report(self) -> Option<String> {
+        Self::report(self.check())
     }
 
-    /// [`Self::after`] on the calling thread: for a run whose call was dropped (its turn
-    /// cancelled) before it got there (red-team pass 6, R6-7).
-    pub(crate) fn after_blocking(self) -> Option<String> {
-        Self::report(self.check())
+    /// The tree the command could write.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What the journal keeps of this check ([`super::pending`]).
+    pub(crate) fn entry(&self) -> super::pending::Entry {
+        let (since_secs, since_nanos) = super::pending::since_parts(self.since);
+        super::pending::Entry {
+            root: super::pending::path_bytes(&self.root),
+            since_secs,
+            since_nanos,
+            sealed_top: self.sealed_top,
+            confined: self.confined,
+            approved: self.approved,
+            programs: self.programs.entries(),
+        }
+    }
+
+    /// The check a journal entry describes.
+    pub(crate) fn from_entry(e: super::pending::Entry) -> Self {
+        Self {
+            root: super::pending::bytes_path(&e.root),
+            since: SystemTime::UNIX_EPOCH + Duration::new(e.since_secs, e.since_nanos),
+            sealed_top: e.sealed_top,
+            programs: super::git_programs::Before::from_entries(e.programs),
+            confined: e.confined,
+            approved: e.approved,
+        }
     }
 
     /// The quarantine itself (blocking: it walks the tree the command could write).
@@ -449,16 +494,24 @@ impl Watch {
         let still_sealed = self.sealed_top.is_some_and(|id| {
             std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
         });
-        let repos = quarantine_in(&self.root, self.since, still_sealed);
+        let mut venvs = Vec::new();
+        let repos = quarantine_in(&self.root, self.since, still_sealed, &mut venvs);
         let programs = self.programs.after(&self.root, self.since, self.confined);
-        (repos, programs)
+        let startup = super::venv_startup::check(&self.root, &venvs, self.since, self.approved);
+        (repos, programs, startup)
     }
 
     fn report(checked: Checked) -> Option<String> {
-        let (moved, programs) = checked;
+        let (moved, programs, startup) = checked;
         let (moved, incomplete) = moved;
         let mut text = report(&moved);
-        if let Some(p) = super::git_programs::report(&programs) {
+        for p in [
+            super::git_programs::report(&programs),
+            super::venv_startup::report(&startup),
+        ]
+        .into_iter()
+        .flatten()
+        {
             text = Some(match text {
                 Some(t) => format!("{t}\n{p}"),
                 None => p,

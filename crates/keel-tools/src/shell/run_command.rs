@@ -92,6 +92,7 @@ impl TypedTool for RunCommand {
         req.policy = policy;
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
+        req.approved = ctx.approved;
         let out = exec::run(req)
             .await
             .map_err(|e| ToolError::model(format!("the command could not start: {e}")))?;

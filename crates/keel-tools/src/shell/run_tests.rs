@@ -123,6 +123,7 @@ impl TypedTool for RunTests {
             self.settings.approved_roots(ctx),
         );
         req.timeout = self.settings.test_timeout;
+        req.approved = ctx.approved;
         req.policy = policy;
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();

@@ -1,0 +1,86 @@
+//! A bound on the disk a command may fill (red-team pass 6, R6-8: `head -c 100G /dev/zero >
+//! f`, or a runaway log, filled the disk the user's other programs — and Keel's own database —
+//! write to; the sandbox bounds processes and memory, not bytes). While a command that may write
+//! runs, the runner looks at the free space of every file system it can write (the workspace,
+//! its private temp dir — often a `tmpfs`, that is memory — and `shell.writable` trees) four
+//! times a second, and stops the command when one falls below its **reserve**: 5% of the file
+//! system or 1 GiB, whichever is more — but never more than half of what was free when the
+//! command started (a disk already nearly full still lets a command write half of what is left).
+//! The command's result says which file system and how much was left.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How often free space is looked at.
+const EVERY: Duration = Duration::from_millis(250);
+/// The least reserve kept on a file system.
+const MIN_RESERVE: u64 = 1024 * 1024 * 1024;
+
+/// The file systems a command may write, each with the free space it must leave.
+#[derive(Debug, Default)]
+pub(crate) struct DiskWatch {
+    watched: Vec<(PathBuf, u64)>,
+}
+
+fn free_and_total(path: &Path) -> Option<(u64, u64, u64)> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    let unit = st.f_frsize.max(1);
+    Some((
+        st.f_bavail.saturating_mul(unit),
+        st.f_blocks.saturating_mul(unit),
+        st.f_fsid,
+    ))
+}
+
+/// The bytes an unprivileged writer may still put on the file system holding `path`.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    free_and_total(path).map(|(free, _, _)| free)
+}
+
+impl DiskWatch {
+    /// Notes the free space of the file systems holding `paths` now. `allowance`: the most
+    /// bytes the command may take from each (a test's small bound); `None`: the reserve rule.
+    pub(crate) fn new(paths: &[PathBuf], allowance: Option<u64>) -> Self {
+        let mut seen = Vec::new();
+        let mut watched = Vec::new();
+        for p in paths {
+            let Some((free, total, fsid)) = free_and_total(p) else {
+                continue;
+            };
+            if seen.contains(&fsid) || total == 0 {
+                continue;
+            }
+            seen.push(fsid);
+            let reserve = match allowance {
+                Some(a) => free.saturating_sub(a),
+                None => MIN_RESERVE.max(total / 20).min(free / 2),
+            };
+            watched.push((p.clone(), reserve));
+        }
+        Self { watched }
+    }
+
+    /// Resolves when a watched file system's free space falls below its reserve, with the
+    /// note for the command's result; never when nothing is watched.
+    pub(crate) async fn exhausted(&self) -> String {
+        if self.watched.is_empty() {
+            return std::future::pending().await;
+        }
+        loop {
+            tokio::time::sleep(EVERY).await;
+            for (path, reserve) in &self.watched {
+                let Some((free, _, _)) = free_and_total(path) else {
+                    continue;
+                };
+                if free < *reserve {
+                    return format!(
+                        "keel: the command was stopped: it filled the file system holding {} until only {} MiB were left free (Keel keeps {} MiB free there for everything else). Write less, or write large outputs elsewhere and say so to the user.",
+                        path.display(),
+                        free / (1024 * 1024),
+                        reserve / (1024 * 1024)
+                    );
+                }
+            }
+        }
+    }
+}

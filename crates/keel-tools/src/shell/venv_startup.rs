@@ -1,0 +1,288 @@
+//! What a workspace's Python virtual environments run at every start (red-team pass 6, R6-2):
+//! a `.pth` file in `site-packages` is read by every `python` of that environment, and a line
+//! of it starting with `import` runs — so a command writing `evil.pth` into an ignored
+//! `.venv` (out of the diff the user reviews) ran its code, unconfined, at the user's next
+//! `python`, `pip` or `pytest`. The same holds for `sitecustomize` / `usercustomize`, the
+//! modules a `.pth` imports, and the programs in the environment's `bin/` that the user runs
+//! by name once it is activated (console scripts, `activate` itself).
+//!
+//! After each command that could write, the runner's walk ([`super::nested_git`]) lists every
+//! virtual environment in the tree (a directory holding `pyvenv.cfg`, whatever its name), and
+//! this check renames each **startup file** the command created or changed to
+//! `<name>.quarantined-by-keel` (Python then ignores it), reporting it in the command's
+//! result — unless a person approved that exact command (asked and allowed:
+//! [`super::exec::ExecRequest::approved`]): installing into the project's environment is the
+//! model's job when the user said yes to `pip install -e .`, and not when nobody looked.
+//! Startup files: in each `lib*/python*/` and its `site-packages`, every `*.pth`, every
+//! `sitecustomize.*` / `usercustomize.*`, and the top-level modules and packages a `.pth`
+//! names (`_virtualenv.py`, `_distutils_hack/`, an editable install's finder); in an
+//! environment that existed before the command (its `pyvenv.cfg` unchanged), every entry of
+//! `bin/`. A new environment's `bin/` is what `python -m venv` writes; its `.pth` files are
+//! still judged.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The most site directories looked at per environment, and entries per directory.
+const MAX_SITE_DIRS: usize = 16;
+const MAX_ENTRIES: usize = 20_000;
+/// The largest `.pth` read for the module names it imports.
+const MAX_PTH: u64 = 64 * 1024;
+
+/// One startup file moved aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// Workspace-relative.
+    pub path: String,
+    pub moved_to: String,
+}
+
+fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
+    let ctime = SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+    ctime >= since
+}
+
+/// Whether a file at or below `path` (a module, or a package: three levels, bounded) changed
+/// since `since`. Directories themselves do not count, nor `__pycache__` (Python writes it
+/// when it imports the module; the bytecode is judged apart: [`stale_bytecode`]).
+fn changed_below(path: &Path, since: SystemTime) -> bool {
+    let mut stack = vec![(path.to_path_buf(), 0usize)];
+    let mut looked = 0usize;
+    while let Some((p, depth)) = stack.pop() {
+        looked += 1;
+        if looked > 2_000 {
+            return true;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            if changed_since(&meta, since) {
+                return true;
+            }
+            continue;
+        }
+        if depth < 3
+            && let Ok(entries) = std::fs::read_dir(&p)
+        {
+            stack.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name() != "__pycache__")
+                    .map(|e| (e.path(), depth + 1)),
+            );
+        }
+    }
+    false
+}
+
+/// Bytecode of the startup modules `stems` in `dir/__pycache__` (and in each package's own
+/// `__pycache__`) written since `since`: Python may load a `.pyc` instead of its source
+/// without reading the source (an "unchecked-hash" `.pyc`, or one whose header copies the
+/// source's time and size: R5-2's form), so a command could change what runs without touching
+/// the `.py`. Such bytecode is removed, not moved: Python writes it again from the source.
+fn stale_bytecode(dir: &Path, stems: &[String], since: SystemTime) -> usize {
+    let mut removed = 0;
+    let mut caches = vec![dir.join("__pycache__")];
+    for stem in stems {
+        caches.push(dir.join(stem).join("__pycache__"));
+    }
+    for (i, cache) in caches.iter().enumerate() {
+        let Ok(entries) = std::fs::read_dir(cache) else {
+            continue;
+        };
+        for e in entries.flatten().take(MAX_ENTRIES) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stem = name.split('.').next().unwrap_or("");
+            // In a package's own cache every module is the package's.
+            if i == 0 && !stems.iter().any(|s| s == stem) {
+                continue;
+            }
+            if e.metadata().is_ok_and(|m| changed_since(&m, since))
+                && std::fs::remove_file(e.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// `lib*/python*/` of the environment at `venv`, and their `site-packages`.
+fn site_dirs(venv: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for lib in ["lib", "lib64", "Lib"] {
+        let Ok(entries) = std::fs::read_dir(venv.join(lib)) else {
+            continue;
+        };
+        for e in entries.flatten().take(MAX_SITE_DIRS) {
+            let name = e.file_name();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && name.to_string_lossy().starts_with("python") {
+                out.push(e.path());
+                out.push(e.path().join("site-packages"));
+            } else if is_dir && name == "site-packages" {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// The module names a `.pth` text may import: every identifier it holds (a superset: an
+/// `import x` line, `__import__('x')`).
+fn named_modules(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("import ") || l.starts_with("import\t"))
+        .flat_map(|l| {
+            l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty() && !w.starts_with(|c: char| c.is_ascii_digit()))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn read_small(path: &Path) -> String {
+    use std::io::Read;
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut o,
+        (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+    );
+    // A file of the workspace's virtual environment, read only for the names it imports: no
+    // link followed, non-blocking, regular, bounded.
+    #[allow(clippy::disallowed_methods)]
+    let Ok(f) = o.open(path) else {
+        return String::new();
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = f.take(MAX_PTH).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The startup files of the environment at `venv` (see the module's doc), after removing
+/// the bytecode of its startup modules written since `since`.
+fn startup_files(venv: &Path, since: SystemTime) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for site in site_dirs(venv) {
+        let Ok(entries) = std::fs::read_dir(&site) else {
+            continue;
+        };
+        let entries: Vec<_> = entries.flatten().take(MAX_ENTRIES).collect();
+        let mut modules: Vec<String> = vec!["sitecustomize".into(), "usercustomize".into()];
+        for e in &entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".pth") {
+                modules.extend(named_modules(&read_small(&e.path())));
+                out.push(e.path());
+            }
+        }
+        for e in &entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stem = name.split('.').next().unwrap_or("").to_string();
+            let module =
+                e.file_type().is_ok_and(|t| t.is_dir()) || crate::trust::loads_as_code(&name);
+            if module && modules.contains(&stem) && !out.contains(&e.path()) {
+                out.push(e.path());
+            }
+        }
+        stale_bytecode(&site, &modules, since);
+    }
+    // An environment that was there before the command: its programs and its `pyvenv.cfg`
+    // (whose `home` decides where the interpreter's standard library comes from). A new one's
+    // are what `python -m venv` writes.
+    let existed = ["pyvenv.cfg", "lib"]
+        .iter()
+        .any(|n| std::fs::symlink_metadata(venv.join(n)).is_ok_and(|m| !changed_since(&m, since)));
+    if existed {
+        out.push(venv.join("pyvenv.cfg"));
+        for bin in ["bin", "Scripts"] {
+            if let Ok(entries) = std::fs::read_dir(venv.join(bin)) {
+                out.extend(
+                    entries
+                        .flatten()
+                        .take(MAX_ENTRIES)
+                        .filter(|e| e.file_name() != "__pycache__")
+                        .map(|e| e.path()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// After a command that started at `since`: moves every startup file of the environments
+/// `venvs` (beneath `workspace`) that the command created or changed out of Python's way,
+/// unless `approved`. Returns what was moved.
+pub(crate) fn check(
+    workspace: &Path,
+    venvs: &[PathBuf],
+    since: SystemTime,
+    approved: bool,
+) -> Vec<Moved> {
+    if approved || venvs.is_empty() {
+        return Vec::new();
+    }
+    let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
+    let mut out = Vec::new();
+    for venv in venvs {
+        for file in startup_files(venv, since) {
+            if !changed_below(&file, since) {
+                continue;
+            }
+            let Ok(rel) = file.strip_prefix(workspace) else {
+                continue;
+            };
+            if let Some(to) = super::git_programs::quarantine(workspace, rel) {
+                out.push(Moved {
+                    path: rel.display().to_string(),
+                    moved_to: to.display().to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The report of what was moved, for the command's result.
+pub fn report(moved: &[Moved]) -> Option<String> {
+    if moved.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "keel: the command created or changed files that Python runs at every start of a virtual environment in the workspace (`.pth` files, `sitecustomize`, what they import, the environment's `bin/` programs); nobody approved that command, so Keel moved them out of Python's way:",
+    );
+    for m in moved {
+        text.push_str(&format!("\n- `{}` moved to `{}`", m.path, m.moved_to));
+    }
+    text.push_str("\nIf the environment needs them (an editable `pip install -e .`, a new package's command), ask the user to approve the install command or to run it themselves.");
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pth_names_the_modules_it_imports() {
+        let m = named_modules(
+            "/some/path\nimport _virtualenv\nimport os; __import__('_distutils_hack').add_shim()\n",
+        );
+        assert!(m.contains(&"_virtualenv".to_string()), "{m:?}");
+        assert!(m.contains(&"_distutils_hack".to_string()), "{m:?}");
+        assert!(
+            !m.contains(&"some".to_string()),
+            "a path line imports nothing: {m:?}"
+        );
+    }
+}

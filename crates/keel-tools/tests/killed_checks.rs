@@ -1,0 +1,201 @@
+//! The runner's post-command checks run however Keel itself ends while a command runs
+//! (red-team pass 6, R6-7's rest): SIGHUP (the terminal closed) and SIGTERM (`kill`) end every
+//! running command and run its check before Keel goes; SIGKILL leaves a journal entry in
+//! Keel's data directory that the next Keel process checks when it loads its configuration.
+//! Before, each of them left the planted `core.fsmonitor` for the user's next `git status`.
+//! "Keel" here is this test binary run again as a child ([`fake_keel`]), running one
+//! planting command through the one runner. As root and as uid 65534.
+
+// Tests start programs of their own (git, this binary): allowed here.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+#[path = "shared/nobody.rs"]
+mod nobody;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use keel_tools::shell;
+
+/// Set in the child that plays Keel: the test's directory.
+const FAKE_KEEL: &str = "KEEL_TEST_FAKE_KEEL_DIR";
+
+/// The child playing Keel: opens the journal in `<dir>/data`, then runs a command that plants
+/// a repository with a `core.fsmonitor` and waits, until it is killed.
+#[test]
+fn fake_keel() {
+    let Some(dir) = std::env::var_os(FAKE_KEEL).map(std::path::PathBuf::from) else {
+        return;
+    };
+    let reports = shell::pending::open(&dir.join("data"));
+    assert!(reports.is_empty(), "{reports:?}");
+    let ws = dir.join("ws");
+    let cmd = format!(
+        "git init -q vendor/lib && git -C vendor/lib config core.fsmonitor 'echo PLANTED >> {}; false' && touch planted && sleep 60",
+        dir.join("canary").display(),
+    );
+    let req = shell::exec::ExecRequest::new(vec!["sh".into(), "-c".into(), cmd.into()], &ws);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = runtime.block_on(shell::exec::run(req));
+    panic!("the command ended by itself: {out:?}");
+}
+
+fn have_git() -> bool {
+    let git = Command::new("git").arg("--version").output();
+    if git.is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+    println!("SKIPPED: git is not installed");
+    false
+}
+
+/// Starts the fake Keel in `dir`, waits until its command planted the repository, sends
+/// `signal` and waits for the fake Keel to end.
+fn plant_and_kill(dir: &Path, signal: rustix::process::Signal) {
+    std::fs::create_dir(dir.join("ws")).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fake_keel", "--nocapture", "--test-threads=1"])
+        .env(FAKE_KEEL, dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("ws/planted").exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("the fake Keel ended early ({status}): {err}");
+        }
+        assert!(Instant::now() < deadline, "the command did not plant");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "Keel did not end after {signal:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        dir.join("ws/vendor/lib").is_dir(),
+        "the command did not get to plant the repository"
+    );
+}
+
+/// The user's `git status` in the planted repository ran nothing.
+fn fsmonitor_never_runs(dir: &Path) {
+    let _ = Command::new("git")
+        .arg("status")
+        .current_dir(dir.join("ws/vendor/lib"))
+        .env("GIT_CEILING_DIRECTORIES", dir)
+        .output();
+    assert!(!dir.join("canary").exists(), "the planted fsmonitor ran");
+}
+
+fn journal_entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("data").join(shell::pending::DIR))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn on_exit_signal(dir: &Path, signal: rustix::process::Signal) {
+    if !have_git() {
+        return;
+    }
+    plant_and_kill(dir, signal);
+    assert!(
+        !dir.join("ws/vendor/lib/.git").exists(),
+        "{signal:?}: the planted repository was not quarantined before Keel ended"
+    );
+    assert!(dir.join("ws/vendor/lib/.git-quarantined-by-keel").is_dir());
+    assert_eq!(
+        journal_entries(dir),
+        0,
+        "the checked entry stays in the journal"
+    );
+    fsmonitor_never_runs(dir);
+}
+
+fn on_sigkill(dir: &Path) {
+    if !have_git() {
+        return;
+    }
+    plant_and_kill(dir, rustix::process::Signal::KILL);
+    // Nothing of a Keel killed outright runs: the journal holds the check.
+    assert!(dir.join("ws/vendor/lib/.git").exists());
+    assert_eq!(
+        journal_entries(dir),
+        1,
+        "no journal entry for the killed Keel"
+    );
+    // The next Keel, loading its configuration, checks it.
+    let reports = shell::pending::replay(&dir.join("data").join(shell::pending::DIR));
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].contains("vendor/lib") && reports[0].contains("core.fsmonitor"),
+        "{reports:?}"
+    );
+    assert!(!dir.join("ws/vendor/lib/.git").exists());
+    assert_eq!(journal_entries(dir), 0);
+    fsmonitor_never_runs(dir);
+    // Run once: a second start finds nothing.
+    assert!(shell::pending::replay(&dir.join("data").join(shell::pending::DIR)).is_empty());
+}
+
+macro_rules! both {
+    ($root:ident, $nobody:ident, $body:expr) => {
+        #[test]
+        fn $root() {
+            if std::env::var_os(FAKE_KEEL).is_some() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            ($body)(dir.path());
+        }
+
+        #[test]
+        fn $nobody() {
+            if std::env::var_os(FAKE_KEEL).is_some() {
+                return;
+            }
+            let Some(dir) = nobody::child_dir() else {
+                nobody::run_child(stringify!($nobody), false);
+                return;
+            };
+            let dir = dir.join("t");
+            std::fs::create_dir(&dir).unwrap();
+            ($body)(&dir);
+        }
+    };
+}
+
+both!(
+    sighup_runs_the_check_before_keel_ends,
+    sighup_runs_the_check_before_keel_ends_as_nobody,
+    |d: &Path| on_exit_signal(d, rustix::process::Signal::HUP)
+);
+both!(
+    sigterm_runs_the_check_before_keel_ends,
+    sigterm_runs_the_check_before_keel_ends_as_nobody,
+    |d: &Path| on_exit_signal(d, rustix::process::Signal::TERM)
+);
+both!(
+    after_sigkill_the_next_keel_runs_the_check,
+    after_sigkill_the_next_keel_runs_the_check_as_nobody,
+    on_sigkill
+);
