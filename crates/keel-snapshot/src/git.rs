@@ -4,6 +4,8 @@
 //! repository names (hooks, fsmonitor, filters, drivers, pagers) ever runs, and no
 //! configuration choice changes bytes (line-ending conversion).
 
+mod ignored;
+mod modes;
 mod objects;
 mod purge;
 mod restore;
@@ -657,21 +659,23 @@ impl Git {
     ) -> Result<Recorded, SnapshotError> {
         let staged = self.stage()?;
         let tree = staged.tree.as_str();
+        let message = &modes::with_notes(message, &staged.modes, &staged.left_out);
         let commit = match parent {
             Some((commit, parent_tree)) if parent_tree == tree => commit.to_string(),
-            Some((commit, _)) => self.stdout(&[
-                "commit-tree",
-                "--no-gpg-sign",
-                tree,
-                "-p",
-                commit,
-                "-m",
-                message,
-            ])?,
-            None => self.stdout(&["commit-tree", "--no-gpg-sign", tree, "-m", message])?,
+            // The message on standard input: its notes can be long (no argument list limit).
+            Some((commit, _)) => self.commit_tree(&[tree, "-p", commit], message)?,
+            None => self.commit_tree(&[tree], message)?,
         };
         self.run(&["update-ref", reference, &commit], None)?;
         Ok(Recorded { commit, staged })
+    }
+
+    /// `git commit-tree ARGS` with `message` on standard input; the new commit's id.
+    fn commit_tree(&self, args: &[&str], message: &str) -> Result<String, SnapshotError> {
+        let mut all = vec!["commit-tree", "--no-gpg-sign"];
+        all.extend_from_slice(args);
+        let out = self.run(&all, Some(message.as_bytes()))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
     /// Refs under `prefix`, with their commit's tree and creation time (Unix seconds).
@@ -820,6 +824,8 @@ fn repository_only(args: &[&str]) -> bool {
         }
         Some("update-index") => has("--index-info") && !has("--refresh") && !has("--add"),
         Some("rm") => has("--cached"),
+        // Keel's own bytes (a manifest), never a work-tree file nor its attributes.
+        Some("hash-object") => has("--stdin") && has("--no-filters") && !has("--path"),
         // Tree to tree: a revision on each side, so git opens nothing in the work tree.
         Some("diff") => !has("--cached") && !has("--no-index") && diff_revisions(args) == 2,
         _ => false,

@@ -302,7 +302,11 @@ fn now_secs() -> u64 {
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
+mod ignored_tests;
+#[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+mod modes_tests;
 #[cfg(test)]
 mod race_tests;
 #[cfg(test)]

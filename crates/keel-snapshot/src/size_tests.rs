@@ -84,24 +84,34 @@ fn oversized_files_are_left_out_and_left_alone(with_repo: bool) {
         "no oversized file in the snapshot: {names:?}"
     );
 
-    // Undo to before: a.txt comes back; neither big file is touched (data.bin is not put back
-    // to its small recorded content: its 2 MiB were never recorded).
+    // Undo to before: a.txt comes back, and so does data.bin's small recorded content
+    // (red-team pass 5, R5-4: growing a recorded file past the limit kept undo from putting
+    // it back); the new giant file is left alone (its content is in no snapshot).
     let undo = snaps.undo("s", Some(0)).unwrap();
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
-    assert_eq!(undo.changes.modified, ["a.txt"]);
-    assert_eq!(undo.changes.left_alone, ["big.bin", "data.bin"]);
-    assert_eq!(std::fs::read(ws.join("data.bin")).unwrap(), grown);
+    assert_eq!(undo.changes.modified, ["a.txt", "data.bin"]);
+    assert_eq!(undo.changes.left_alone, ["big.bin"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("data.bin")).unwrap(),
+        "small\n"
+    );
     assert_eq!(
         std::fs::metadata(ws.join("big.bin")).unwrap().len(),
         64 * 1024 * 1024
     );
 
     // An undo from another front end (no configuration) follows the limit the snapshots had.
+    // The grown data.bin was never recorded: a redo leaves the restored one alone rather than
+    // removing it.
     let again = Snapshots::open(ws).unwrap();
     let redo = again.redo("s").unwrap();
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "two\n");
     assert_eq!(redo.changes.left_alone, ["big.bin", "data.bin"]);
-    assert_eq!(std::fs::read(ws.join("data.bin")).unwrap(), grown);
+    assert!(redo.changes.removed.is_empty(), "{redo:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("data.bin")).unwrap(),
+        "small\n"
+    );
 }
 
 #[test]
@@ -174,7 +184,13 @@ fn an_ignored_dotenv_comes_back_with_undo() {
     let snaps = Snapshots::open(ws).unwrap();
     let s0 = snaps.take("s", 0, None).unwrap();
     let names = recorded(ws, &snaps, &s0.commit);
-    assert!(names.contains(&".env".to_string()), "{names:?}");
+    // In the user's repository its bytes stay out of the snapshot's objects (R6-17): the
+    // tree holds the manifest of the side store instead.
+    assert!(
+        names.contains(&".keel/ignored-files".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.contains(&".env".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("cache/")), "{names:?}");
     std::fs::copy(ws.join("a.txt"), ws.join(".env")).unwrap();
     snaps.take("s", 1, Some(&s0)).unwrap();
@@ -273,4 +289,45 @@ fn names_git_refuses_are_recognised() {
         Some(b"locked.txt".to_vec())
     );
     assert_eq!(crate::git::staging::invalid_path("fatal: other"), None);
+}
+
+/// Red-team pass 5, R5-11 and pass 6, R6-8: files each under the size limit but many of them
+/// were all copied into the repository by every snapshot, with no bound on the total. One
+/// snapshot reads at most 20 times the per-file limit of new or changed files; the largest
+/// beyond that are left out and left alone, and named.
+#[test]
+fn one_snapshot_reads_a_bounded_total() {
+    let dir = workspace(true);
+    let ws = dir.path();
+    let snaps = Snapshots::open(ws).unwrap().with_max_file_mb(1);
+    std::fs::create_dir(ws.join("gen")).unwrap();
+    for i in 0..30 {
+        sparse(&ws.join(format!("gen/{i:02}.bin")), 900 * 1024);
+    }
+    std::fs::write(ws.join("gen/small.txt"), "kept\n").unwrap();
+    let s0 = snaps.take("s", 0, None).unwrap();
+    // 30 × 900 KiB against a 20 MiB budget: the 8 first by size, then path, stay out.
+    assert_eq!(s0.left_out.len(), 8, "{:?}", s0.left_out);
+    assert!(s0.left_out.iter().all(|p| p.ends_with(".bin")));
+    let names = recorded(ws, &snaps, &s0.commit);
+    assert!(names.contains(&"gen/small.txt".to_string()), "{names:?}");
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("gen/") && n.ends_with(".bin"))
+            .count(),
+        22,
+        "{names:?}"
+    );
+    // The next snapshot reads the rest (the others are recorded now); an undo to the first
+    // leaves the files it did not record alone rather than removing them.
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    let s1 = snaps.take("s", 1, Some(&s0)).unwrap();
+    assert!(s1.left_out.is_empty(), "{:?}", s1.left_out);
+    let undo = snaps.undo("s", Some(0)).unwrap();
+    assert_eq!(undo.changes.modified, ["a.txt"]);
+    assert!(undo.changes.removed.is_empty(), "{undo:?}");
+    for p in &s0.left_out {
+        assert!(ws.join(p).exists(), "{p}");
+    }
 }

@@ -61,8 +61,10 @@ impl Git {
     /// Makes the workspace match `commit` (within the workspace, outside `.keel/` and ignored
     /// files) and verifies the result. Only the changed paths are touched, in the work tree
     /// and in Keel's index, so unchanged files keep their stat data (no rehash of the tree).
-    /// A file over the size limit is never touched: its content was not recorded now, so
-    /// replacing or removing it could not be undone (it is reported as left alone).
+    /// A file over the size limit now is not removed: its content was not recorded now, so
+    /// removing it could not be undone (it is reported as left alone); one the target
+    /// recorded is put back (R5-4). A file the target left out for its size is not removed
+    /// either (it was there, unrecorded).
     /// `current`: the workspace as the caller just staged it.
     pub(crate) fn restore(
         &self,
@@ -85,9 +87,43 @@ impl Git {
         let changes = self.diff(&current.tree, &target)?;
         let mut index_info: Vec<u8> = Vec::new();
         let mut write: Vec<u8> = Vec::new();
-        for c in changes.iter().filter(|c| !current.leaves_alone(&c.path)) {
+        // Each rewritten file's mode (R5-9): the one the snapshot noted, else the one it has.
+        let (noted, target_left_out) = self.noted(&target);
+        let mut modes: Vec<(String, u32)> = Vec::new();
+        // A file the target recorded that grew past the size limit since (red-team pass 5,
+        // R5-4: `truncate -s 1T src/main.rs` made undo leave the file as it was) is put back:
+        // the snapshot's version is what the user asked for; the oversized content now could
+        // not be recorded, so it is gone for a redo (said in `left_alone`'s place).
+        let regrown = |c: &Change| c.status == 'A' && current.left_out.contains(&c.path);
+        for c in changes
+            .iter()
+            .filter(|c| !current.leaves_alone(&c.path) || regrown(c))
+        {
+            if regrown(c) {
+                report.left_alone.retain(|p| *p != c.path);
+                report.modified.push(c.path.clone());
+                let mode = noted.get(&c.path).copied().or_else(|| {
+                    self.mode_now(&c.path)
+                        .map(|before| super::modes::kept(before, &c.mode))
+                });
+                if let Some(mode) = mode.filter(|_| c.mode.starts_with("100")) {
+                    modes.push((c.path.clone(), mode));
+                }
+                index_info.extend_from_slice(
+                    format!("{} {}\t{}{}", c.mode, c.sha, self.prefix, c.path).as_bytes(),
+                );
+                index_info.push(0);
+                write.extend_from_slice(c.path.as_bytes());
+                write.push(0);
+                continue;
+            }
             let full = format!("{}{}", self.prefix, c.path);
             match c.status {
+                // Left out of the target for its size: it was there, only unrecorded.
+                'D' if target_left_out.contains(&c.path) => {
+                    report.left_alone.push(c.path.clone());
+                    continue;
+                }
                 'D' => {
                     report.removed.push(c.path.clone());
                     index_info.extend_from_slice(
@@ -99,6 +135,13 @@ impl Git {
                         report.recreated.push(c.path.clone());
                     } else {
                         report.modified.push(c.path.clone());
+                    }
+                    let mode = noted.get(&c.path).copied().or_else(|| {
+                        self.mode_now(&c.path)
+                            .map(|before| super::modes::kept(before, &c.mode))
+                    });
+                    if let Some(mode) = mode.filter(|_| c.mode.starts_with("100")) {
+                        modes.push((c.path.clone(), mode));
                     }
                     index_info
                         .extend_from_slice(format!("{} {}\t{full}", c.mode, c.sha).as_bytes());
@@ -126,12 +169,17 @@ impl Git {
                 Some(&write),
                 Confined::Checkout,
             )?;
+            for (path, mode) in &modes {
+                self.set_mode(path, *mode);
+            }
         }
+        // Ignored files kept beside the repository's objects (R6-17).
+        self.restore_ignored(&current.tree, &target, &mut report)?;
         let after = self.stage()?;
         let left: Vec<Change> = self
             .diff(&after.tree, &target)?
             .into_iter()
-            .filter(|c| !after.leaves_alone(&c.path))
+            .filter(|c| !after.leaves_alone(&c.path) && !target_left_out.contains(&c.path))
             .collect();
         if !left.is_empty() {
             let detail = left
@@ -146,6 +194,8 @@ impl Git {
             });
         }
         report.modified.sort();
+        report.left_alone.sort();
+        report.left_alone.dedup();
         report.recreated.sort();
         report.removed.sort();
         Ok(report)

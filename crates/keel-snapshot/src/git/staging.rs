@@ -25,6 +25,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::objects::StagingObjects;
@@ -42,6 +43,9 @@ pub(crate) struct Staged {
     /// Workspace-relative paths of files over the size limit, sorted: in no tree of this
     /// staging, and never touched by a restore from it.
     pub(crate) left_out: Vec<String>,
+    /// The private files staging looked at, with their permission bits (noted in the
+    /// snapshot's message: [`super::modes`]).
+    pub(crate) modes: Vec<(Vec<u8>, u32)>,
 }
 
 impl Staged {
@@ -86,7 +90,8 @@ impl Git {
             seed_index(git_dir, &self.index);
         }
         let stores = StoresBeneath::of(&self.workspace)?;
-        let (oversized, nested, mut refused) = self.sanitise_index(&stores)?;
+        let mut modes = Vec::new();
+        let (oversized, nested, mut refused) = self.sanitise_index(&stores, &mut modes)?;
         let spec = self.pathspec(&stores);
         // The staging git writes new objects here, never into the repository (R5-1).
         let objects = StagingObjects::create(&self.stage_dir)
@@ -129,8 +134,18 @@ impl Git {
         }
         // Small files the repository ignores (`.env`, `config/*.local.*`) are the user's only
         // copy: recorded too, so an undo brings them back (red-team pass 4, R4-9).
-        let ignored = self.small_ignored(&stores)?;
-        if !ignored.is_empty() {
+        let ignored = self.small_ignored(&stores, &mut modes)?;
+        if self.ignored_aside() {
+            // In the user's repository their bytes stay out of git's objects, which a push of
+            // the snapshot refs would send (R6-17): a side store and a manifest in the tree.
+            let text = self.put_aside(&ignored)?;
+            let id = self.write_manifest(&text)?;
+            let full = format!("{}{}", self.prefix, super::ignored::MANIFEST);
+            self.run_locked(
+                &["update-index", "-z", "--index-info"],
+                Some(format!("100644 {id}\t{full}\0").as_bytes()),
+            )?;
+        } else if !ignored.is_empty() {
             let specs: Vec<Vec<u8>> = ignored.iter().map(|p| literal("", p)).collect();
             self.run_in_work_tree(
                 &[
@@ -152,7 +167,13 @@ impl Git {
         self.absorb(&objects)?;
         drop(objects);
         let tree = self.stdout(&["write-tree"])?;
-        Ok(Staged { tree, left_out })
+        modes.sort();
+        modes.dedup();
+        Ok(Staged {
+            tree,
+            left_out,
+            modes,
+        })
     }
 
     /// The one step before staging (see the module's doc): drops an index naming paths
@@ -163,6 +184,7 @@ impl Git {
     fn sanitise_index(
         &self,
         stores: &StoresBeneath,
+        modes: &mut Vec<(Vec<u8>, u32)>,
     ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
         if self.index.is_file() {
             let listed = self.run(&["ls-files", "-z", "--cached", "--full-name"], None)?;
@@ -175,7 +197,7 @@ impl Git {
                 })?;
             }
         }
-        let (left_out, nested, refused) = self.unstageable(stores)?;
+        let (left_out, nested, refused) = self.unstageable(stores, modes)?;
         if self.index.is_file() && !(stores.is_empty() && left_out.is_empty()) {
             let drop: Vec<Vec<u8>> = stores
                 .selecting()
@@ -209,6 +231,7 @@ impl Git {
     fn unstageable(
         &self,
         stores: &StoresBeneath,
+        modes: &mut Vec<(Vec<u8>, u32)>,
     ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>), SnapshotError> {
         let limit = self.max_file_bytes();
         let mut args: Vec<String> = [
@@ -226,6 +249,8 @@ impl Git {
         let mut big: Vec<Vec<u8>> = Vec::new();
         let mut nested: Vec<Vec<u8>> = Vec::new();
         let mut refused: Vec<Vec<u8>> = Vec::new();
+        // What `git add` would read, by size (for the snapshot's total budget).
+        let mut read: Vec<(u64, Vec<u8>)> = Vec::new();
         for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
             if let Some(dir) = rel.strip_suffix(b"/") {
                 nested.push(dir.to_vec());
@@ -237,12 +262,23 @@ impl Git {
                 refused.push(rel.to_vec());
                 continue;
             }
+            if let Ok(m) = &meta
+                && m.file_type().is_file()
+                && super::modes::is_private(m.permissions().mode())
+            {
+                modes.push((rel.to_vec(), m.permissions().mode() & 0o7777));
+            }
             let Some(limit) = limit else {
                 continue;
             };
-            if meta.is_ok_and(|m| m.file_type().is_file() && m.len() > limit) {
-                big.push(rel.to_vec());
+            match meta {
+                Ok(m) if m.file_type().is_file() && m.len() > limit => big.push(rel.to_vec()),
+                Ok(m) if m.file_type().is_file() => read.push((m.len(), rel.to_vec())),
+                _ => {}
             }
+        }
+        if let Some(limit) = limit {
+            big.extend(self.over_budget(limit, read));
         }
         for list in [&mut big, &mut nested, &mut refused] {
             list.sort();
@@ -252,12 +288,44 @@ impl Git {
     }
 }
 
+/// How many times the per-file limit one snapshot may read of new or changed files.
+const STAGE_BUDGET_FILES: u64 = 20;
+
 impl Git {
+    /// The files of `read` (size, path) left out so that one snapshot reads at most
+    /// [`STAGE_BUDGET_FILES`] times the per-file `limit` of new or changed files, and at most a
+    /// quarter of the space left where its objects go (red-team pass 5, R5-11, and pass 6,
+    /// R6-8: a command making thousands of files just under the per-file limit had each
+    /// snapshot copy all of them into the repository until the disk was full). The largest
+    /// go first; they are left out and left alone like oversized files.
+    fn over_budget(&self, limit: u64, mut read: Vec<(u64, Vec<u8>)>) -> Vec<Vec<u8>> {
+        let free = keel_tools::shell::disk::free_bytes(self.git_dir()).unwrap_or(u64::MAX);
+        let budget = limit.saturating_mul(STAGE_BUDGET_FILES).min(free / 4);
+        let mut total: u64 = read.iter().map(|(n, _)| *n).sum();
+        if total <= budget {
+            return Vec::new();
+        }
+        read.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut out = Vec::new();
+        for (n, rel) in read {
+            if total <= budget {
+                break;
+            }
+            total -= n;
+            out.push(rel);
+        }
+        out
+    }
+
     /// The files the repository ignores, one by one (an ignored directory — a cache, build
     /// output — is not looked into), that are regular files or links of at most
     /// [`IGNORED_MAX_BYTES`] (and the size limit): at most [`IGNORED_MAX_FILES`] of them and
     /// [`IGNORED_MAX_TOTAL`] bytes, in path order.
-    fn small_ignored(&self, stores: &StoresBeneath) -> Result<Vec<Vec<u8>>, SnapshotError> {
+    fn small_ignored(
+        &self,
+        stores: &StoresBeneath,
+        modes: &mut Vec<(Vec<u8>, u32)>,
+    ) -> Result<Vec<Vec<u8>>, SnapshotError> {
         let limit = self
             .max_file_bytes()
             .map_or(IGNORED_MAX_BYTES, |l| l.min(IGNORED_MAX_BYTES));
@@ -298,6 +366,9 @@ impl Git {
                 break;
             }
             total += meta.len();
+            if kind.is_file() && super::modes::is_private(meta.permissions().mode()) {
+                modes.push((rel.to_vec(), meta.permissions().mode() & 0o7777));
+            }
             picked.push(rel.to_vec());
         }
         Ok(picked)
@@ -360,7 +431,7 @@ pub(crate) fn invalid_path(message: &str) -> Option<Vec<u8>> {
 }
 
 /// The largest ignored file a snapshot records.
-const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
 /// The most ignored files one snapshot records.
 const IGNORED_MAX_FILES: usize = 1_000;
 /// The most bytes of ignored files one snapshot records.
