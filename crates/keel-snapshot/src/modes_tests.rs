@@ -85,3 +85,52 @@ fn undo_gives_private_files_their_mode_back_in_a_plain_directory() {
     let dir = tempfile::tempdir().unwrap();
     undo_keeps_modes(dir.path());
 }
+
+/// Red-team pass 7, R7-19: a hook planted while another command ran was captured by a
+/// snapshot, quarantined after the command, and `keel undo --to` recreated it (executable) for
+/// the user's next `git commit`. A restore leaves the git-program list alone.
+#[test]
+fn undo_never_brings_back_a_program_the_users_git_runs() {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    git(ws, &["init", "-q"]);
+    git(ws, &["config", "core.hooksPath", ".githooks"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(ws, &["add", "a.txt"]);
+    git(ws, &["commit", "-qm", "init"]);
+    // A snapshot taken while the planted hook was there.
+    std::fs::create_dir(ws.join(".githooks")).unwrap();
+    private(
+        &ws.join(".githooks/pre-commit"),
+        "#!/bin/sh\ntouch pwned\n",
+        0o755,
+    );
+    let snaps = Snapshots::open(ws).unwrap();
+    let s0 = snaps.take("sess-1", 0, None).unwrap();
+    // The quarantine moved it after the command; the session goes on.
+    std::fs::rename(
+        ws.join(".githooks"),
+        ws.join(".githooks.quarantined-by-keel"),
+    )
+    .unwrap();
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    snaps.take("sess-1", 1, Some(&s0)).unwrap();
+    let report = snaps.undo("sess-1", Some(0)).unwrap();
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert!(
+        !ws.join(".githooks/pre-commit").exists(),
+        "undo recreated the hook: {report:?}"
+    );
+    assert!(
+        report
+            .changes
+            .left_alone
+            .contains(&".githooks/pre-commit".to_string()),
+        "{report:?}"
+    );
+}

@@ -63,6 +63,10 @@ fn main() {
     // namespace with bind mounts, when Keel runs as root).
     std::fs::create_dir_all(root.join(".git")).unwrap();
     std::fs::create_dir_all(root.join(".keel")).unwrap();
+    // As Keel runs commands: each one's post-command check journaled in the data directory
+    // (`shell::pending`, written before the command, removed after its check).
+    let data = tempfile::tempdir().unwrap();
+    assert!(shell::pending::open(data.path()).is_empty());
     let true_path = exec::find_program("true").unwrap();
     println!("sandbox: {}", sandbox::describe_support());
 

@@ -101,8 +101,8 @@ fn scenario(ws: &Path) {
     assert!(site.join("__editable__.pkg-1.0.pth").exists());
     assert!(ws.join(".venv/bin/pkg").exists());
 
-    // Python writing bytecode of a startup module while the command runs is no plant: the
-    // bytecode is dropped (Python writes it again), nothing is moved, nothing reported.
+    // Bytecode of a startup module written while the command runs is removed (Python may
+    // load it without reading the source; it compiles the source again); the module stays.
     std::thread::sleep(Duration::from_millis(1_200));
     let report = run(
         ws,
@@ -110,8 +110,10 @@ fn scenario(ws: &Path) {
             "mkdir -p {SITE}/__pycache__ && echo bytecode > {SITE}/__pycache__/__editable___pkg_finder.cpython-311.pyc"
         ),
         false,
-    );
-    assert!(report.is_none(), "{report:?}");
+    )
+    .unwrap_or_default();
+    assert!(report.contains("removed (Python bytecode"), "{report}");
+    assert!(!report.contains("moved to"), "{report}");
     assert!(site.join("__editable___pkg_finder.py").exists());
     assert!(
         !site
@@ -128,6 +130,90 @@ fn scenario(ws: &Path) {
     );
     assert!(report.is_none(), "{report:?}");
     assert!(ws.join("env2/bin/python").exists());
+}
+
+/// Red-team pass 7, R7-2: an "unchecked-hash" `src/__pycache__/app.<tag>.pyc` (Python loads it
+/// without looking at `app.py`) and a sourceless `pytest.pyc` at the root (run by the user's
+/// `python3 -m pytest`), both ignored by the usual `.gitignore`.
+fn bytecode_scenario(ws: &Path) {
+    let Ok(tag) = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.implementation.cache_tag)"])
+        .output()
+    else {
+        assert!(std::env::var_os("CI").is_none(), "CI needs python3");
+        println!("SKIPPED: python3 is not installed");
+        return;
+    };
+    let tag = String::from_utf8_lossy(&tag.stdout).trim().to_string();
+    let scratch = ws.parent().unwrap().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let canary = scratch.join("canary");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/app.py"), "def f():\n    return 1\n").unwrap();
+    std::fs::write(
+        scratch.join("evil.py"),
+        format!(
+            "open({:?}, 'w')\ndef f():\n    return 1\n",
+            canary.display().to_string()
+        ),
+    )
+    .unwrap();
+    let compiled = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
+        ])
+        .arg(scratch.join("evil.py"))
+        .arg(scratch.join("evil.pyc"))
+        .status()
+        .unwrap();
+    assert!(compiled.success());
+    std::fs::write(ws.join(".gitignore"), "__pycache__/\n*.py[cod]\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1_200));
+    let evil = scratch.join("evil.pyc");
+    let report = run(
+        ws,
+        &format!(
+            "mkdir -p src/__pycache__ && cp {e} src/__pycache__/app.{tag}.pyc && cp {e} pytest.pyc",
+            e = evil.display()
+        ),
+        false,
+    )
+    .unwrap_or_default();
+    for planted in [
+        format!("src/__pycache__/app.{tag}.pyc"),
+        "pytest.pyc".to_string(),
+    ] {
+        assert!(!ws.join(&planted).exists(), "{planted} stayed: {report}");
+        assert!(report.contains(&planted), "{planted}: {report}");
+    }
+    // The user's next import runs the source.
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import app; print(app.f())"])
+        .current_dir(ws.join("src"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!canary.exists(), "the planted bytecode ran");
+}
+
+#[test]
+fn bytecode_a_command_writes_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    bytecode_scenario(&ws);
+}
+
+#[test]
+fn bytecode_a_command_writes_is_removed_as_nobody() {
+    let Some(dir) = nobody::child_dir() else {
+        nobody::run_child("bytecode_a_command_writes_is_removed_as_nobody", false);
+        return;
+    };
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    bytecode_scenario(&ws);
 }
 
 #[test]

@@ -32,6 +32,8 @@ use crate::report::RestoreReport;
 pub(crate) const MANIFEST: &str = ".keel/ignored-files";
 /// The side store's directory in Keel's directory of the git directory.
 const STORE: &str = "ignored";
+/// The largest ignored file a snapshot records.
+pub(crate) const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
 /// The largest manifest read back.
 const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
 
@@ -148,10 +150,10 @@ impl Git {
             };
             let mut bytes = Vec::new();
             if (&mut file)
-                .take(super::staging::IGNORED_MAX_BYTES + 1)
+                .take(IGNORED_MAX_BYTES + 1)
                 .read_to_end(&mut bytes)
                 .is_err()
-                || bytes.len() as u64 > super::staging::IGNORED_MAX_BYTES
+                || bytes.len() as u64 > IGNORED_MAX_BYTES
             {
                 continue;
             }
@@ -235,7 +237,7 @@ impl Git {
             let bytes = store
                 .resolve_literal(Path::new(&format!("f-{}", entry.key)))
                 .map_err(|e| std::io::Error::other(e.to_string()))
-                .and_then(|at| at.read_bounded(super::staging::IGNORED_MAX_BYTES))
+                .and_then(|at| at.read_bounded(IGNORED_MAX_BYTES))
                 .map_err(|e| io("read", &store_path, e))?;
             let full = self.workspace.join(path);
             let target = ws

@@ -95,8 +95,26 @@ impl Git {
         // the snapshot's version is what the user asked for; the oversized content now could
         // not be recorded, so it is gone for a redo (said in `left_alone`'s place).
         let regrown = |c: &Change| c.status == 'A' && current.left_out.contains(&c.path);
+        // Never a program the user's git runs (red-team pass 7, R7-19: a hook planted while
+        // a subagent's command ran was captured by another turn's snapshot, quarantined after
+        // the command, and `keel undo --to` brought it back): a restore leaves every path on
+        // the one list of git's work-tree programs as it is, and says so.
+        let programs: Vec<String> = keel_tools::sandbox::git_config_paths(&self.workspace)
+            .into_iter()
+            .filter_map(|p| p.path.to_str().map(str::to_string))
+            .collect();
+        let is_program = |path: &str| {
+            programs.iter().any(|p| {
+                path.strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            })
+        };
+        for c in changes.iter().filter(|c| is_program(&c.path)) {
+            report.left_alone.push(c.path.clone());
+        }
         for c in changes
             .iter()
+            .filter(|c| !is_program(&c.path))
             .filter(|c| !current.leaves_alone(&c.path) || regrown(c))
         {
             if regrown(c) {
@@ -179,7 +197,11 @@ impl Git {
         let left: Vec<Change> = self
             .diff(&after.tree, &target)?
             .into_iter()
-            .filter(|c| !after.leaves_alone(&c.path) && !target_left_out.contains(&c.path))
+            .filter(|c| {
+                !after.leaves_alone(&c.path)
+                    && !target_left_out.contains(&c.path)
+                    && !is_program(&c.path)
+            })
             .collect();
         if !left.is_empty() {
             let detail = left

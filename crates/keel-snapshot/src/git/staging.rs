@@ -28,6 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use super::ignored::IGNORED_MAX_BYTES;
 use super::objects::StagingObjects;
 use super::{Confined, Git, RepoKind, as_strs};
 use crate::error::SnapshotError;
@@ -430,8 +431,6 @@ pub(crate) fn invalid_path(message: &str) -> Option<Vec<u8>> {
     })
 }
 
-/// The largest ignored file a snapshot records.
-pub(crate) const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
 /// The most ignored files one snapshot records.
 const IGNORED_MAX_FILES: usize = 1_000;
 /// The most bytes of ignored files one snapshot records.

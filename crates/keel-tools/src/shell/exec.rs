@@ -458,6 +458,9 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
         ("GIT_TERMINAL_PROMPT", "0"),
         ("NO_COLOR", "1"),
         ("CARGO_TERM_COLOR", "never"),
+        // Python writes no bytecode into the tree: any that appears there was written on
+        // purpose, and is removed after the command (red-team pass 7, R7-2).
+        ("PYTHONDONTWRITEBYTECODE", "1"),
     ] {
         env.push((k.into(), v.into()));
     }

@@ -113,14 +113,15 @@ impl Before {
             if !suspect {
                 continue;
             }
-            if let Some(to) = quarantine(workspace, &rel) {
-                out.push(Moved {
-                    moved_from: rel.clone(),
-                    path: rel.display().to_string(),
-                    moved_to: to.display().to_string(),
-                    key,
-                });
-            }
+            // A rename that failed is said as loudly as one that worked (R7-21).
+            let moved_to =
+                quarantine(workspace, &rel).map_or_else(String::new, |to| to.display().to_string());
+            out.push(Moved {
+                moved_from: rel.clone(),
+                path: rel.display().to_string(),
+                moved_to,
+                key,
+            });
         }
         out
     }
@@ -175,30 +176,61 @@ pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
 
 /// Renames `from` in the open directory `dir` to the first free name of `base`, `base-1`, …
 /// (at most 100 tried); the name it got, or `None`.
+///
+/// A command cannot pre-empt it (red-team pass 7, R7-21: it pre-created all 100 names, or made
+/// the parent unwritable with `chmod 555`, and the quarantine gave up silently): past the
+/// numbered names a random one is tried, and a parent the owner cannot write to gets its
+/// owner's write bit back (it is the user's own workspace) before a second try. A `None` is
+/// reported by the caller as a failure, never skipped.
 pub(super) fn rename_aside(
     dir: &keel_fs::beneath::DirHandle,
     from: &std::ffi::OsStr,
     base: &std::ffi::OsStr,
 ) -> Option<std::ffi::OsString> {
-    for n in 0..100 {
+    let free = |to: &std::ffi::OsStr| {
+        rustix::fs::statat(dir.fd(), to, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_err()
+    };
+    let mut names = (0..100).map(|n| {
         let mut to = base.to_os_string();
         if n > 0 {
             to.push(format!("-{n}"));
         }
-        if rustix::fs::statat(
-            dir.fd(),
-            to.as_os_str(),
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .is_ok()
-        {
-            continue;
+        to
+    });
+    let to = names
+        .find(|to| free(to))
+        .or_else(|| (0..8).map(|_| random_name(base)).find(|to| free(to)))?;
+    match rustix::fs::renameat(dir.fd(), from, dir.fd(), to.as_os_str()) {
+        Ok(()) => Some(to),
+        Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
+            let mode = rustix::fs::fstat(dir.fd()).ok()?.st_mode;
+            let wanted = rustix::fs::Mode::from_raw_mode(mode | 0o700);
+            // An `O_PATH` descriptor (a directory left unreadable too) takes no `fchmod`: its
+            // `/proc/self/fd` link names the same directory.
+            if rustix::fs::fchmod(dir.fd(), wanted).is_err() {
+                use std::os::fd::AsRawFd;
+                let link = format!("/proc/self/fd/{}", dir.fd().as_raw_fd());
+                rustix::fs::chmod(link.as_str(), wanted).ok()?;
+            }
+            rustix::fs::renameat(dir.fd(), from, dir.fd(), to.as_os_str())
+                .ok()
+                .map(|()| to)
         }
-        return rustix::fs::renameat(dir.fd(), from, dir.fd(), to.as_os_str())
-            .ok()
-            .map(|()| to);
+        Err(_) => None,
     }
-    None
+}
+
+/// `base` with 16 random hex digits added.
+fn random_name(base: &std::ffi::OsStr) -> std::ffi::OsString {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    let mut to = base.to_os_string();
+    to.push("-");
+    for b in bytes {
+        to.push(format!("{b:02x}"));
+    }
+    to
 }
 
 /// The report of what was moved, for the command's result.
@@ -210,6 +242,13 @@ pub fn report(moved: &[Moved]) -> Option<String> {
         "keel: the command created files that the user's own git would run outside the sandbox (hooks, hook-manager configuration, programs git's configuration names); Keel moved them out of git's way:",
     );
     for m in moved {
+        if m.moved_to.is_empty() {
+            text.push_str(&format!(
+                "\n- `{}` ({}) COULD NOT be moved: the user must remove it before running git here",
+                m.path, m.key
+            ));
+            continue;
+        }
         text.push_str(&format!(
             "\n- `{}` ({}) moved to `{}`",
             m.path, m.key, m.moved_to

@@ -197,7 +197,7 @@ const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
 fn find_entries(
     root: &Path,
     specials: &mut Vec<PathBuf>,
-    venvs: &mut Vec<PathBuf>,
+    python: &mut super::venv_startup::Seen,
 ) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -232,7 +232,7 @@ fn find_entries(
         let holds = |name: &str| entries.iter().any(|e| e.file_name() == name);
         // A Python virtual environment, whatever its name ([`super::venv_startup`]).
         if holds("pyvenv.cfg") {
-            venvs.push(dir.clone());
+            python.venvs.push(dir.clone());
         }
         // A git directory by content is still searched below: `vendor/HEAD`, `vendor/objects`,
         // `vendor/refs` once hid a repository planted at `vendor/lib/.git` from this search.
@@ -241,6 +241,7 @@ fn find_entries(
         }
         for entry in entries {
             let name = entry.file_name();
+            python.note(&entry);
             if READ_BY_GIT.iter().any(|n| name == *n)
                 && entry
                     .file_type()
@@ -267,24 +268,24 @@ fn find_entries(
 /// created or changed whose configuration or hooks run a program is renamed out of git's
 /// sight. Returns what was moved (empty: nothing to report).
 pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Quarantined> {
-    quarantine_in(workspace, since, false, &mut Vec::new()).0
+    quarantine_in(workspace, since, false, &mut Default::default()).0
 }
 
 /// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
-/// `bool` is true when the workspace was too large to search whole. The virtual environments
-/// the walk met go into `venvs`.
+/// `bool` is true when the workspace was too large to search whole. What the walk met of
+/// Python's (virtual environments, bytecode) goes into `python`.
 fn quarantine_in(
     workspace: &Path,
     since: SystemTime,
     skip_top: bool,
-    venvs: &mut Vec<PathBuf>,
+    python: &mut super::venv_startup::Seen,
 ) -> (Vec<Quarantined>, bool) {
     // A second of slack: file systems with coarse timestamps.
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
     let mut specials = Vec::new();
-    let (found, incomplete) = find_entries(workspace, &mut specials, venvs);
+    let (found, incomplete) = find_entries(workspace, &mut specials, python);
     // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
     // later snapshot (and the user's `git status`) waits on it.
     for special in specials {
@@ -356,6 +357,18 @@ fn quarantine_in(
             Err(_) => p.display().to_string(),
         };
         let Some(moved) = quarantine(workspace, &git) else {
+            // Said, not skipped (R7-21): the user must not run git there.
+            let mut reasons = reasons;
+            reasons.push(
+                "it COULD NOT be moved aside; remove it before running git, a shell prompt or an editor there"
+                    .to_string(),
+            );
+            out.push(Quarantined {
+                dir: rel(parent),
+                moved_to: String::new(),
+                entry: String::new(),
+                reasons,
+            });
             continue;
         };
         out.push(Quarantined {
@@ -494,10 +507,10 @@ impl Watch {
         let still_sealed = self.sealed_top.is_some_and(|id| {
             std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
         });
-        let mut venvs = Vec::new();
-        let repos = quarantine_in(&self.root, self.since, still_sealed, &mut venvs);
+        let mut python = super::venv_startup::Seen::default();
+        let repos = quarantine_in(&self.root, self.since, still_sealed, &mut python);
         let programs = self.programs.after(&self.root, self.since, self.confined);
-        let startup = super::venv_startup::check(&self.root, &venvs, self.since, self.approved);
+        let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
         (repos, programs, startup)
     }
 

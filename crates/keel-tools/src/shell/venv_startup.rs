@@ -19,6 +19,12 @@
 //! environment that existed before the command (its `pyvenv.cfg` unchanged), every entry of
 //! `bin/`. A new environment's `bin/` is what `python -m venv` writes; its `.pth` files are
 //! still judged.
+//!
+//! Bytecode anywhere in the tree (red-team pass 7, R7-2): Python may run a `.pyc` without
+//! reading its source (an "unchecked-hash" one in `__pycache__`, a sourceless `pytest.pyc` at
+//! the root), and `__pycache__` / `*.py[cod]` are ignored, so no diff shows it. Commands run
+//! with `PYTHONDONTWRITEBYTECODE=1` (Python itself writes none into the tree), and every
+//! `*.pyc` / `*.pyo` the command wrote is removed — a cache: Python compiles the source again.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -30,7 +36,62 @@ const MAX_ENTRIES: usize = 20_000;
 /// The largest `.pth` read for the module names it imports.
 const MAX_PTH: u64 = 64 * 1024;
 
-/// One startup file moved aside.
+/// What the runner's walk met of Python's: virtual environments, and bytecode files.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    pub(crate) venvs: Vec<PathBuf>,
+    bytecode: Vec<PathBuf>,
+}
+
+impl Seen {
+    /// Notes `entry` when it is a bytecode file (`*.pyc`, `*.pyo`), by name only.
+    pub(crate) fn note(&mut self, entry: &std::fs::DirEntry) {
+        let name = entry.file_name();
+        let b = name.as_encoded_bytes();
+        if (b.ends_with(b".pyc") || b.ends_with(b".pyo"))
+            && entry.file_type().is_ok_and(|t| t.is_file())
+            && self.bytecode.len() < MAX_ENTRIES * 5
+        {
+            self.bytecode.push(entry.path());
+        }
+    }
+}
+
+/// Removes the bytecode in `seen` written since `since` (red-team pass 7, R7-2: an
+/// "unchecked-hash" `src/__pycache__/app.cpython-311.pyc` replaced a tracked module for the
+/// user's next `import app`, and a sourceless `pytest.pyc` at the root ran at the user's next
+/// `python3 -m pytest` — `__pycache__` and `*.py[cod]` are ignored, so no diff showed them).
+/// Commands run with `PYTHONDONTWRITEBYTECODE=1`, so Python itself writes none there; one that
+/// appeared was written on purpose (or by a tool that compiles: it is a cache, Python compiles
+/// the source again). Returns the workspace-relative paths removed.
+fn remove_new_bytecode(workspace: &Path, seen: &Seen, since: SystemTime) -> Vec<String> {
+    let mut out = Vec::new();
+    for path in &seen.bytecode {
+        let changed =
+            std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && changed_since(&m, since));
+        if changed
+            && let Ok(rel) = path.strip_prefix(workspace)
+            && remove_beneath(workspace, rel)
+        {
+            out.push(rel.display().to_string());
+        }
+    }
+    out
+}
+
+/// Removes the file `rel` within its open parent, beneath the workspace handle.
+fn remove_beneath(workspace: &Path, rel: &Path) -> bool {
+    let Ok(ws) = keel_fs::beneath::DirHandle::open(workspace) else {
+        return false;
+    };
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return false;
+    };
+    ws.subdir(parent)
+        .is_ok_and(|dir| rustix::fs::unlinkat(dir.fd(), name, rustix::fs::AtFlags::empty()).is_ok())
+}
+
+/// One startup file moved aside (`moved_to` empty: bytecode removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {
     /// Workspace-relative.
@@ -48,8 +109,8 @@ fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
 }
 
 /// Whether a file at or below `path` (a module, or a package: three levels, bounded) changed
-/// since `since`. Directories themselves do not count, nor `__pycache__` (Python writes it
-/// when it imports the module; the bytecode is judged apart: [`stale_bytecode`]).
+/// since `since`. Directories themselves do not count, nor `__pycache__` (bytecode is judged
+/// apart: [`remove_new_bytecode`]).
 fn changed_below(path: &Path, since: SystemTime) -> bool {
     let mut stack = vec![(path.to_path_buf(), 0usize)];
     let mut looked = 0usize;
@@ -79,38 +140,6 @@ fn changed_below(path: &Path, since: SystemTime) -> bool {
         }
     }
     false
-}
-
-/// Bytecode of the startup modules `stems` in `dir/__pycache__` (and in each package's own
-/// `__pycache__`) written since `since`: Python may load a `.pyc` instead of its source
-/// without reading the source (an "unchecked-hash" `.pyc`, or one whose header copies the
-/// source's time and size: R5-2's form), so a command could change what runs without touching
-/// the `.py`. Such bytecode is removed, not moved: Python writes it again from the source.
-fn stale_bytecode(dir: &Path, stems: &[String], since: SystemTime) -> usize {
-    let mut removed = 0;
-    let mut caches = vec![dir.join("__pycache__")];
-    for stem in stems {
-        caches.push(dir.join(stem).join("__pycache__"));
-    }
-    for (i, cache) in caches.iter().enumerate() {
-        let Ok(entries) = std::fs::read_dir(cache) else {
-            continue;
-        };
-        for e in entries.flatten().take(MAX_ENTRIES) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let stem = name.split('.').next().unwrap_or("");
-            // In a package's own cache every module is the package's.
-            if i == 0 && !stems.iter().any(|s| s == stem) {
-                continue;
-            }
-            if e.metadata().is_ok_and(|m| changed_since(&m, since))
-                && std::fs::remove_file(e.path()).is_ok()
-            {
-                removed += 1;
-            }
-        }
-    }
-    removed
 }
 
 /// `lib*/python*/` of the environment at `venv`, and their `site-packages`.
@@ -170,8 +199,8 @@ fn read_small(path: &Path) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// The startup files of the environment at `venv` (see the module's doc), after removing
-/// the bytecode of its startup modules written since `since`.
+/// The startup files of the environment at `venv` (see the module's doc). Bytecode written
+/// since `since` is removed apart ([`remove_new_bytecode`]).
 fn startup_files(venv: &Path, since: SystemTime) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for site in site_dirs(venv) {
@@ -196,7 +225,6 @@ fn startup_files(venv: &Path, since: SystemTime) -> Vec<PathBuf> {
                 out.push(e.path());
             }
         }
-        stale_bytecode(&site, &modules, since);
     }
     // An environment that was there before the command: its programs and its `pyvenv.cfg`
     // (whose `home` decides where the interpreter's standard library comes from). A new one's
@@ -226,16 +254,22 @@ fn startup_files(venv: &Path, since: SystemTime) -> Vec<PathBuf> {
 /// unless `approved`. Returns what was moved.
 pub(crate) fn check(
     workspace: &Path,
-    venvs: &[PathBuf],
+    seen: &Seen,
     since: SystemTime,
     approved: bool,
 ) -> Vec<Moved> {
-    if approved || venvs.is_empty() {
+    if approved {
         return Vec::new();
     }
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
-    let mut out = Vec::new();
-    for venv in venvs {
+    let mut out: Vec<Moved> = remove_new_bytecode(workspace, seen, since)
+        .into_iter()
+        .map(|path| Moved {
+            path,
+            moved_to: String::new(),
+        })
+        .collect();
+    for venv in &seen.venvs {
         for file in startup_files(venv, since) {
             if !changed_below(&file, since) {
                 continue;
@@ -243,12 +277,14 @@ pub(crate) fn check(
             let Ok(rel) = file.strip_prefix(workspace) else {
                 continue;
             };
-            if let Some(to) = super::git_programs::quarantine(workspace, rel) {
-                out.push(Moved {
-                    path: rel.display().to_string(),
-                    moved_to: to.display().to_string(),
-                });
-            }
+            let moved_to = super::git_programs::quarantine(workspace, rel).map_or_else(
+                || "(COULD NOT be moved: remove it)".to_string(),
+                |to| to.display().to_string(),
+            );
+            out.push(Moved {
+                path: rel.display().to_string(),
+                moved_to,
+            });
         }
     }
     out
@@ -260,10 +296,17 @@ pub fn report(moved: &[Moved]) -> Option<String> {
         return None;
     }
     let mut text = String::from(
-        "keel: the command created or changed files that Python runs at every start of a virtual environment in the workspace (`.pth` files, `sitecustomize`, what they import, the environment's `bin/` programs); nobody approved that command, so Keel moved them out of Python's way:",
+        "keel: the command created or changed files that Python runs without reading them in the diff (a virtual environment's `.pth` files, `sitecustomize`, what they import, its `bin/` programs; bytecode); nobody approved that command, so Keel moved them out of Python's way:",
     );
     for m in moved {
-        text.push_str(&format!("\n- `{}` moved to `{}`", m.path, m.moved_to));
+        if m.moved_to.is_empty() {
+            text.push_str(&format!(
+                "\n- `{}` removed (Python bytecode, which Python may run instead of its source without reading the source; it compiles the source again)",
+                m.path
+            ));
+        } else {
+            text.push_str(&format!("\n- `{}` moved to `{}`", m.path, m.moved_to));
+        }
     }
     text.push_str("\nIf the environment needs them (an editable `pip install -e .`, a new package's command), ask the user to approve the install command or to run it themselves.");
     Some(text)
