@@ -34,7 +34,7 @@ use rustix::io::Errno;
 
 pub use fence::{Fence, Fenced};
 pub(crate) use ops::{Created, Staged};
-pub use ops::{FileInfo, FileKind, WriteMode};
+pub use ops::{FileInfo, FileKind, WHOLE_READ_LIMIT, WriteMode};
 
 /// The most symlinks followed while resolving one path (the kernel's own limit).
 const MAX_LINKS: usize = 40;
