@@ -277,6 +277,19 @@ impl ToolRegistry {
             );
             output.metadata = Some(Value::Object(meta));
         }
+        // What a write made into a path the user's git reads or runs (a `package.json` given
+        // lint-staged's section) is moved out of git's way, whichever tool wrote it (R6-9).
+        if tool.effect() == ToolEffect::WritesFiles
+            && let Some(note) = crate::shell::git_programs::after_file_write(
+                ctx.workspace.root(),
+                &written_paths(&output),
+            )
+        {
+            if !output.content.is_empty() {
+                output.content.push_str("\n\n");
+            }
+            output.content.push_str(&note);
+        }
         if tool.effect() == ToolEffect::WritesFiles
             && let Some(hook) = &self.post_write
         {

@@ -193,8 +193,13 @@ const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
 /// beside it when entries counted alone); the `bool` is true when that stopped the search.
 /// Also collects into `specials` every [`READ_BY_GIT`] entry that is neither a regular file
 /// nor a symlink (git does not follow those), and every directory that cannot be listed even
-/// after its owner's read bit is put back.
-fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
+/// after its owner's read bit is put back, and into `tool_configs` every entry that may be a
+/// hook tool's configuration read in any directory ([`crate::sandbox::may_be_discovered`]).
+fn find_entries(
+    root: &Path,
+    specials: &mut Vec<PathBuf>,
+    tool_configs: &mut Vec<PathBuf>,
+) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     let mut dirs = 0usize;
@@ -244,6 +249,9 @@ fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool
                 found.push(entry.path());
                 continue;
             }
+            if crate::sandbox::may_be_discovered(&name) {
+                tool_configs.push(entry.path());
+            }
             if name == ".keel" && dir == root {
                 continue;
             }
@@ -259,18 +267,25 @@ fn find_entries(root: &Path, specials: &mut Vec<PathBuf>) -> (Vec<PathBuf>, bool
 /// created or changed whose configuration or hooks run a program is renamed out of git's
 /// sight. Returns what was moved (empty: nothing to report).
 pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Quarantined> {
-    quarantine_in(workspace, since, false).0
+    quarantine_in(workspace, since, false, &mut Vec::new()).0
 }
 
 /// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
-/// `bool` is true when the workspace was too large to search whole.
-fn quarantine_in(workspace: &Path, since: SystemTime, skip_top: bool) -> (Vec<Quarantined>, bool) {
+/// `bool` is true when the workspace was too large to search whole. Collects into
+/// `tool_configs` the entries that may be a hook tool's configuration (for
+/// [`super::git_programs::discovered_after`]).
+fn quarantine_in(
+    workspace: &Path,
+    since: SystemTime,
+    skip_top: bool,
+    tool_configs: &mut Vec<PathBuf>,
+) -> (Vec<Quarantined>, bool) {
     // A second of slack: file systems with coarse timestamps.
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
     let mut specials = Vec::new();
-    let (found, incomplete) = find_entries(workspace, &mut specials);
+    let (found, incomplete) = find_entries(workspace, &mut specials, tool_configs);
     // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
     // later snapshot (and the user's `git status`) waits on it.
     for special in specials {
@@ -449,8 +464,14 @@ impl Watch {
         let still_sealed = self.sealed_top.is_some_and(|id| {
             std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
         });
-        let repos = quarantine_in(&self.root, self.since, still_sealed);
-        let programs = self.programs.after(&self.root, self.since, self.confined);
+        let mut tool_configs = Vec::new();
+        let repos = quarantine_in(&self.root, self.since, still_sealed, &mut tool_configs);
+        let mut programs = self.programs.after(&self.root, self.since, self.confined);
+        // Hook tools' configuration in any directory (lint-staged's): what the command
+        // created or changed (R6-9).
+        let more =
+            super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
+        programs.extend(more);
         (repos, programs)
     }
 
