@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use keel_protocol::{ApprovalScope, EventKind, ToolCall};
+use keel_tools::shell::judged::JudgedRun;
 use keel_tools::shell::{CommandSafety, RuleMatch, SafetyClass};
 use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio::sync::oneshot;
@@ -68,6 +69,9 @@ pub struct CallSummary {
     /// a session approval of it holds only while no workspace code changed since it last ran
     /// (whatever the script imports, by whatever path it builds).
     pub runs_workspace_script: bool,
+    /// The shell line and the project files it was judged by: when the call is let run, the
+    /// runner starts it only while they are as judged (R6-15).
+    pub judged: Option<keel_tools::shell::judged::JudgedRun>,
 }
 
 /// The approval policy and rules of a session.
@@ -223,12 +227,18 @@ impl ApprovalRules {
                     .iter()
                     .any(|s| WORKSPACE_CODE.contains(&s.what.as_ref()))
         });
+        let judged = match (command, &planned, &analysis, workspace) {
+            (Some(c), _, Some(a), Some(ws)) => JudgedRun::of(ws.root(), ws.root(), c, a),
+            (None, Some((p, ws)), Some(a), _) => JudgedRun::of(ws.root(), &p.cwd, &p.command, a),
+            _ => None,
+        };
         let summary = CallSummary {
             tool: call.name.clone(),
             summary: text,
             class: class.to_string(),
             reason,
             runs_workspace_script,
+            judged,
         };
         let hits = |rules: &[String]| -> RuleHits {
             let mut hits = RuleHits::default();
@@ -567,6 +577,9 @@ impl ApprovalGate {
         let remembered = || known && lapsed.is_none();
         // The call runs: when it is a script's, its end moves the pin forward.
         let runs = |access: CommandAccess| {
+            if let Some(j) = &what.judged {
+                keel_tools::shell::judged::let_run(j.clone());
+            }
             if what.runs_workspace_script {
                 lock(&self.pinned_running).insert(call.id.clone(), key.clone());
             }
@@ -661,6 +674,9 @@ impl ApprovalGate {
                 }
                 if scope != ApprovalScope::Session {
                     // Once: this run only; a lapsed session approval stays lapsed.
+                    if let Some(j) = &what.judged {
+                        keel_tools::shell::judged::let_run(j.clone());
+                    }
                     return Ok(Ok(CommandAccess::Write));
                 }
                 if what.runs_workspace_script {

@@ -260,7 +260,17 @@ impl ToolRegistry {
             }
             return search_tools(self, &args);
         }
-        let mut output = tool.execute(args, ctx).await?;
+        // A write holds the workspace's lock shared: a command the approval gate judged by
+        // its files runs alone, and no write lands between its check and its end (R6-15).
+        let hold = match tool.effect() {
+            ToolEffect::WritesFiles => {
+                Some(crate::shell::judged::hold_for_write(ctx.workspace.root()).await)
+            }
+            _ => None,
+        };
+        let executed = tool.execute(args, ctx).await;
+        drop(hold);
+        let mut output = executed?;
         if let Some(ToolState::Deprecated { replacement }) = self.state(name) {
             let mut meta = match output.metadata.take() {
                 Some(Value::Object(m)) => m,

@@ -11,6 +11,7 @@ mod arith;
 pub mod exec;
 pub mod git_programs;
 mod hidden;
+pub mod judged;
 mod lint;
 pub mod lookup;
 mod makefile;
