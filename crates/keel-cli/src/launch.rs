@@ -16,7 +16,8 @@ use keel_engine::Config;
 use keel_engine::runtime::{SessionBuilder, SessionOverrides};
 use keel_store::{SessionRecord, SqliteStore};
 
-use crate::{ModeArg, ProviderArgs, setup};
+use crate::args::{ModeArg, ProviderArgs};
+use crate::setup;
 
 /// The session flags as overrides: which model (`--provider`, `--model`, `--base-url`,
 /// `--script`), `--mode` and `--max-iterations` (`None` where a command has no such flag).

@@ -9,9 +9,10 @@ use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{OpAck, SessionHandle};
 use keel_protocol::{ErrorCode, Op, SessionStatus};
 
+use crate::args::RunArgs;
 use crate::launch::{self, Launch, Resume};
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{RunArgs, exit, input, setup};
+use crate::{exit, input, setup};
 
 /// The exit code for a run's final status.
 pub fn exit_code(status: SessionStatus) -> u8 {
