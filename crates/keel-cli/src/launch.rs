@@ -125,3 +125,13 @@ impl Launch {
         })
     }
 }
+
+/// Shares one handle of `workspace` while the guard lives (`DirHandle::share`): every later
+/// open of it in this process — configuration, instructions, tools, index — reuses that handle
+/// and its protected-store fence instead of fencing again. `None` when it cannot be opened
+/// (each open then fails or succeeds on its own, as without sharing).
+pub fn share_workspace(workspace: &std::path::Path) -> Option<keel_fs::beneath::Shared> {
+    keel_fs::beneath::DirHandle::open(workspace)
+        .ok()
+        .map(|h| h.share())
+}
