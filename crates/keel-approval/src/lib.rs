@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use keel_protocol::{ApprovalScope, EventKind, ToolCall};
+use keel_tools::shell::judged::JudgedRun;
 use keel_tools::shell::{CommandSafety, RuleMatch, SafetyClass};
 use keel_tools::{ToolEffect, ToolRegistry, Workspace};
 use tokio::sync::oneshot;
@@ -22,7 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 mod lane;
 mod patch_plan;
+mod shown;
 mod test_code;
+
+use shown::{describe, describe_planned, fingerprint};
 
 use keel_config::{ApprovalConfig, ApprovalPolicy, Config};
 use keel_phase::CommandAccess;
@@ -65,6 +69,9 @@ pub struct CallSummary {
     /// a session approval of it holds only while no workspace code changed since it last ran
     /// (whatever the script imports, by whatever path it builds).
     pub runs_workspace_script: bool,
+    /// The shell line and the project files it was judged by: when the call is let run, the
+    /// runner starts it only while they are as judged (R6-15).
+    pub judged: Option<keel_tools::shell::judged::JudgedRun>,
 }
 
 /// The approval policy and rules of a session.
@@ -220,12 +227,18 @@ impl ApprovalRules {
                     .iter()
                     .any(|s| WORKSPACE_CODE.contains(&s.what.as_ref()))
         });
+        let judged = match (command, &planned, &analysis, workspace) {
+            (Some(c), _, Some(a), Some(ws)) => JudgedRun::of(ws.root(), ws.root(), c, a),
+            (None, Some((p, ws)), Some(a), _) => JudgedRun::of(ws.root(), &p.cwd, &p.command, a),
+            _ => None,
+        };
         let summary = CallSummary {
             tool: call.name.clone(),
             summary: text,
             class: class.to_string(),
             reason,
             runs_workspace_script,
+            judged,
         };
         let hits = |rules: &[String]| -> RuleHits {
             let mut hits = RuleHits::default();
@@ -322,124 +335,6 @@ impl ApprovalRules {
         };
         (verdict, summary)
     }
-}
-
-/// A resolved command as a person should see it: the command, the project files it was read
-/// from, and their fingerprint (an approval remembered for the session holds only while they
-/// stay the same). Why it asks is the summary's `reason`.
-fn describe_planned(command: &str, a: &keel_tools::shell::Analysis) -> String {
-    let mut out = command.to_string();
-    if let Some(fp) = a.sources_fingerprint() {
-        let files: Vec<String> = a
-            .sources
-            .iter()
-            .map(|s| format!("{} ({})", s.path.display(), s.what))
-            .collect();
-        let files: String = files.join(", ").chars().take(200).collect();
-        out.push_str(&format!(" [reads {files}; #{fp}]"));
-    }
-    out
-}
-
-/// Characters of a call's arguments shown to a person when no main argument names it.
-const SHOWN_ARGS: usize = 200;
-
-/// The call's main argument, for a person to read. The summary is also what an approval "for
-/// the session" remembers, so it never stands for more than the person saw: a built-in file
-/// tool's summary names its path (the approval covers that tool on that path, whatever it
-/// writes there), and any other call whose text does not show every argument carries a
-/// fingerprint of all of them (the approval covers exactly that call — never a later one that
-/// only shares the shown part, such as a patch with one more file).
-///
-/// A path is named as the file it resolves to in `workspace` — `edit_file src/main.rs (via
-/// notes.md)` when `notes.md` links there — so a person sees, and a session approval
-/// remembers, the file written rather than the link's name (red-team pass 2, R16).
-fn describe(call: &ToolCall, effect: Option<ToolEffect>, workspace: Option<&Workspace>) -> String {
-    // A tool Keel does not know (an MCP tool) is shown with every argument: its `path` alone
-    // hid that the call sends the model's text to a repository the model chose, with the
-    // user's own server and token (red-team pass 4, R4-6).
-    if matches!(effect, None | Some(ToolEffect::Unknown)) {
-        return format!(
-            "{} {} [#{}]",
-            call.name,
-            every_argument(&call.arguments),
-            fingerprint(&call.arguments)
-        );
-    }
-    let only_one = call.arguments.as_object().is_some_and(|o| o.len() <= 1);
-    for key in ["path", "file", "query", "pattern"] {
-        if let Some(v) = call.arguments.get(key).and_then(|v| v.as_str()) {
-            let resolved = match (key, workspace) {
-                ("path" | "file", Some(ws)) => ws.locate(v).ok().map(|r| r.rel_string()),
-                _ => None,
-            };
-            let v = &match resolved {
-                Some(real) if real != v.trim_start_matches("./") => format!("{real} (via {v})"),
-                _ => v.to_string(),
-            };
-            if only_one || effect == Some(ToolEffect::WritesFiles) {
-                return format!("{} {v}", call.name);
-            }
-            return format!("{} {v} [#{}]", call.name, fingerprint(&call.arguments));
-        }
-    }
-    let args = call.arguments.to_string();
-    if args.chars().count() <= SHOWN_ARGS {
-        return format!("{} {args}", call.name);
-    }
-    let short: String = args.chars().take(SHOWN_ARGS).collect();
-    format!("{} {short}… [#{}]", call.name, fingerprint(&call.arguments))
-}
-
-/// Characters of one argument's value shown before it is cut.
-const SHOWN_VALUE: usize = 160;
-/// Characters of all arguments shown before the rest are only counted.
-const SHOWN_ALL: usize = 1_200;
-
-/// Every argument of a call, by name in sorted order (`owner=attacker-org, path=README.md,
-/// repo=exfil-drop`), each value cut past [`SHOWN_VALUE`] characters with how much was left
-/// out; past [`SHOWN_ALL`] characters the remaining arguments are counted. The fingerprint
-/// beside it covers the whole call.
-fn every_argument(args: &serde_json::Value) -> String {
-    let cut = |text: String| -> String {
-        let n = text.chars().count();
-        if n <= SHOWN_VALUE {
-            return text;
-        }
-        let head: String = text.chars().take(SHOWN_VALUE).collect();
-        format!("{head}…(+{} chars)", n - SHOWN_VALUE)
-    };
-    let Some(map) = args.as_object() else {
-        return cut(args.to_string());
-    };
-    if map.is_empty() {
-        return "{}".into();
-    }
-    let mut keys: Vec<&String> = map.keys().collect();
-    keys.sort();
-    let mut out = String::new();
-    for (i, key) in keys.iter().enumerate() {
-        if out.chars().count() > SHOWN_ALL {
-            out.push_str(&format!(", … and {} more arguments", keys.len() - i));
-            break;
-        }
-        let value = match &map[key.as_str()] {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(&format!("{key}={}", cut(value)));
-    }
-    out
-}
-
-/// A short fingerprint of a call's whole arguments (SHA-256 of their canonical JSON).
-fn fingerprint(args: &serde_json::Value) -> String {
-    let mut hex = keel_tools::trust::sha256_hex(keel_protocol::canonical_args(args).as_bytes());
-    hex.truncate(16);
-    hex
 }
 
 /// A person's answer to one call.
@@ -682,6 +577,9 @@ impl ApprovalGate {
         let remembered = || known && lapsed.is_none();
         // The call runs: when it is a script's, its end moves the pin forward.
         let runs = |access: CommandAccess| {
+            if let Some(j) = &what.judged {
+                keel_tools::shell::judged::let_run(j.clone());
+            }
             if what.runs_workspace_script {
                 lock(&self.pinned_running).insert(call.id.clone(), key.clone());
             }
@@ -776,6 +674,9 @@ impl ApprovalGate {
                 }
                 if scope != ApprovalScope::Session {
                     // Once: this run only; a lapsed session approval stays lapsed.
+                    if let Some(j) = &what.judged {
+                        keel_tools::shell::judged::let_run(j.clone());
+                    }
                     return Ok(Ok(CommandAccess::Write));
                 }
                 if what.runs_workspace_script {

@@ -5,8 +5,9 @@ use std::io::Write;
 use keel_config::Layer;
 use keel_store::{BlockerRecord, Store};
 
+use crate::args::{BlockerArgs, BlockerCommand};
 use crate::render::when;
-use crate::{BlockerArgs, BlockerCommand, exit, setup};
+use crate::{exit, setup};
 
 pub fn execute(args: BlockerArgs) -> anyhow::Result<u8> {
     let cwd = setup::workspace_dir(None)?;

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use clap_complete::Shell;
 
+use crate::args::CompletionsArgs;
+use crate::exit;
 use crate::setup::UsageError;
-use crate::{CompletionsArgs, exit};
 
 pub fn execute(args: CompletionsArgs, mut command: clap::Command) -> anyhow::Result<u8> {
     if !args.install {

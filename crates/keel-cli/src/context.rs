@@ -7,7 +7,8 @@ use clap::Args;
 use keel_config::Layer as ConfigLayer;
 use keel_engine::context::{Dashboard, Placement};
 
-use crate::{CommonArgs, exit, setup};
+use crate::args::CommonArgs;
+use crate::{exit, setup};
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {

@@ -15,9 +15,10 @@ use keel_llm::presets::{PRESETS, WireFormat};
 use keel_llm::{ChatRequest, ModelTarget, Provider, Role, Router, TurnAssembler, build_provider};
 use keel_protocol::Message;
 
+use crate::args::DoctorArgs;
 use crate::check::{Check, Status};
 use crate::render::usage_line;
-use crate::{DoctorArgs, exit, setup};
+use crate::{exit, setup};
 
 /// The output limit of a ping.
 const PING_MAX_TOKENS: u32 = 64;

@@ -14,9 +14,10 @@ use keel_eval::{EvalOptions, Suite, compare, run_suite};
 use keel_store::MemoryKind;
 use keel_store::eval::{EvalRunRecord, NewEvalRun, parse_run_id};
 
+use crate::args::{CommonArgs, ProviderArgs};
 use crate::backend::Backend;
 use crate::eval_report as report;
-use crate::{CommonArgs, ProviderArgs, exit, setup};
+use crate::{exit, setup};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]

@@ -11,8 +11,9 @@ use keel_config::Layer;
 use keel_engine::Config;
 use keel_index::{Index, IndexStats, Progress, SearchKind, SearchQuery};
 
+use crate::args::{IndexArgs, MapArgs, SearchArgs};
 use crate::check::{Check, Status};
-use crate::{IndexArgs, MapArgs, SearchArgs, exit, setup};
+use crate::{exit, setup};
 
 /// A rate for people: "276 files/s", "0.4 files/s" (never "276.4334/s").
 fn files_per_sec(rate: f64) -> String {
@@ -100,7 +101,7 @@ impl Progress for Bar {
     }
 }
 
-fn load(common: &crate::CommonArgs) -> anyhow::Result<(std::path::PathBuf, Config)> {
+fn load(common: &crate::args::CommonArgs) -> anyhow::Result<(std::path::PathBuf, Config)> {
     let workspace = setup::workspace_dir(common.workspace.as_deref())?;
     let config = setup::load_config(&workspace, Layer::from_overrides(&[]))?;
     Ok((workspace, config))

@@ -13,7 +13,8 @@ use keel_tools::fs::WriteMode;
 use keel_tools::shell::detect_test_command;
 use serde::Serialize;
 
-use crate::{CommonArgs, exit, setup};
+use crate::args::CommonArgs;
+use crate::{exit, setup};
 
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {

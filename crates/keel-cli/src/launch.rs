@@ -16,7 +16,8 @@ use keel_engine::Config;
 use keel_engine::runtime::{SessionBuilder, SessionOverrides};
 use keel_store::{SessionRecord, SqliteStore};
 
-use crate::{ModeArg, ProviderArgs, setup};
+use crate::args::{ModeArg, ProviderArgs};
+use crate::setup;
 
 /// The session flags as overrides: which model (`--provider`, `--model`, `--base-url`,
 /// `--script`), `--mode` and `--max-iterations` (`None` where a command has no such flag).
@@ -123,4 +124,14 @@ impl Launch {
             builder,
         })
     }
+}
+
+/// Shares one handle of `workspace` while the guard lives (`DirHandle::share`): every later
+/// open of it in this process — configuration, instructions, tools, index — reuses that handle
+/// and its protected-store fence instead of fencing again. `None` when it cannot be opened
+/// (each open then fails or succeeds on its own, as without sharing).
+pub fn share_workspace(workspace: &std::path::Path) -> Option<keel_fs::beneath::Shared> {
+    keel_fs::beneath::DirHandle::open(workspace)
+        .ok()
+        .map(|h| h.share())
 }

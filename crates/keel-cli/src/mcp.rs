@@ -12,7 +12,8 @@ use clap::{Args, Subcommand};
 use keel_config::Layer;
 use keel_mcp::{Approval, Hub, Origin, ServerConfig, ServerDef, StartOptions, Status};
 
-use crate::{CommonArgs, exit, setup};
+use crate::args::CommonArgs;
+use crate::{exit, setup};
 
 #[derive(Debug, Args)]
 pub struct McpArgs {

@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use keel_config::Layer;
 use keel_store::SqliteStore;
 
+use crate::args::CommonArgs;
 use crate::render::when;
-use crate::{CommonArgs, exit, setup};
+use crate::{exit, setup};
 
 #[derive(Debug, Args)]
 pub struct PrdArgs {

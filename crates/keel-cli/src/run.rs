@@ -9,9 +9,10 @@ use keel_engine::approval::ApprovalGate;
 use keel_engine::runtime::{OpAck, SessionHandle};
 use keel_protocol::{ErrorCode, Op, SessionStatus};
 
+use crate::args::RunArgs;
 use crate::launch::{self, Launch, Resume};
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{RunArgs, exit, input, setup};
+use crate::{exit, input, setup};
 
 /// The exit code for a run's final status.
 pub fn exit_code(status: SessionStatus) -> u8 {
@@ -51,6 +52,11 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         launch::overrides(&args.llm, args.mode, args.max_iterations),
         Resume::from_flags(args.resume.as_deref(), args.cont),
     )?;
+    // One workspace handle for the whole run: the attached files, the configuration's
+    // instructions, the tools, the index and the rules hook all open the workspace, and each
+    // open would list and look at every protected store again (issue 33). Shared after the
+    // session's store is registered as Keel's own (`Launch::open`), so its fence holds it.
+    let _shared = launch::share_workspace(&workspace);
     let resumed = resumed.map(|r| r.id);
     let (task, attached) = input::attach_mentioned_files(&task, &workspace)?;
     // Nobody can answer a headless run: a call that would ask is denied. The flag decides;

@@ -10,7 +10,8 @@ use keel_config::Layer;
 use keel_tools::sandbox::{self, SandboxPolicy};
 use keel_tools::shell::{CommandSafety, SafetyClass, exec};
 
-use crate::{SandboxArgs, exit, setup};
+use crate::args::SandboxArgs;
+use crate::{exit, setup};
 
 /// What `--check` prints: exactly these two keys.
 #[derive(serde::Serialize)]

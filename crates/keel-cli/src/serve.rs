@@ -7,7 +7,8 @@ use anyhow::Context;
 use keel_config::Layer;
 use keel_server::{Server, ServerOptions, TokenOrigin};
 
-use crate::{ServeArgs, exit, setup};
+use crate::args::ServeArgs;
+use crate::{exit, setup};
 
 pub fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     let workspace = setup::workspace_dir(args.common.workspace.as_deref())?;

@@ -8,9 +8,10 @@ use keel_engine::EventSink;
 use keel_protocol::EventKind;
 use keel_store::{SessionRecord, Store, now_ms};
 
+use crate::args::{SessionsArgs, SessionsCommand};
 use crate::render::{Human, one_line, stdout_color, usage_line, when};
 use crate::setup::sessions_in;
-use crate::{SessionsArgs, SessionsCommand, exit, sessions_rm, setup};
+use crate::{exit, sessions_rm, setup};
 
 pub fn execute(args: SessionsArgs) -> anyhow::Result<u8> {
     let cwd = setup::workspace_dir(None)?;

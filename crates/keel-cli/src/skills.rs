@@ -5,7 +5,8 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 
-use crate::{CommonArgs, exit, setup};
+use crate::args::CommonArgs;
+use crate::{exit, setup};
 
 #[derive(Debug, Args)]
 pub struct SkillsArgs {

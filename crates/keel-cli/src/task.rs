@@ -7,8 +7,9 @@ use clap::{Args, Subcommand};
 use keel_store::work::{NewTask, TaskEdit, TaskRecord, TaskStatus};
 use keel_work::{Proof, generate_request, generate_tasks};
 
+use crate::args::{CommonArgs, ProviderArgs};
 use crate::render::when;
-use crate::{CommonArgs, ProviderArgs, exit, prd, setup};
+use crate::{exit, prd, setup};
 
 #[derive(Debug, Args)]
 pub struct TaskArgs {

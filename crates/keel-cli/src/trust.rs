@@ -10,7 +10,8 @@ use clap::{Args, Subcommand};
 use keel_config::{LLM_SUBJECT, Suggestion};
 use keel_tools::trust::{TrustStore, Trusted};
 
-use crate::{CommonArgs, exit, setup};
+use crate::args::CommonArgs;
+use crate::{exit, setup};
 
 #[derive(Debug, Args)]
 pub struct TrustArgs {

@@ -12,9 +12,10 @@ use keel_protocol::SessionStatus;
 use keel_snapshot::{RedoReport, SnapshotError, SnapshotInfo, Snapshots, UndoReport};
 use keel_store::{SessionRecord, Store, StoreError};
 
+use crate::args::{SnapshotsArgs, UndoArgs};
+use crate::exit;
 use crate::render::when;
 use crate::setup::{self, UsageError};
-use crate::{SnapshotsArgs, UndoArgs, exit};
 
 /// The workspace, the store and the session record named by `--session` (if any).
 fn locate(

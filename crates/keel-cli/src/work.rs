@@ -9,8 +9,9 @@ use keel_engine::EventSink;
 use keel_store::work::TaskStatus;
 use keel_work::{TaskRun, TaskRunner};
 
+use crate::args::{CommonArgs, ModeArg, ProviderArgs};
 use crate::render::{Human, JsonLines, stdout_color};
-use crate::{CommonArgs, ModeArg, ProviderArgs, exit, launch, prd, setup, task};
+use crate::{exit, launch, prd, setup, task};
 
 #[derive(Debug, Args)]
 pub struct WorkArgs {

@@ -10,7 +10,8 @@ use keel_queue::{WorkerOptions, WorkerStats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::{WorkerArgs, exit, setup};
+use crate::args::WorkerArgs;
+use crate::{exit, setup};
 
 pub fn execute(args: WorkerArgs) -> anyhow::Result<u8> {
     let cwd = setup::workspace_dir(None)?;

@@ -613,3 +613,55 @@ fn a_project_config_cannot_unsandbox_or_hand_keys_to_commands() {
         "honoured from the user's file"
     );
 }
+
+/// A session database kept inside the workspace (`store.path`) is Keel's own: the file tools
+/// refuse it in `keel run`, like a secret store there. `keel run` shares one workspace handle
+/// for the session (issue 33); it is opened after the database is registered, so its fence
+/// holds the database too.
+#[test]
+fn a_session_database_inside_the_workspace_is_refused_by_the_file_tools() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.join("secrets")).unwrap();
+    std::fs::write(env.work.join("secrets/id_ed25519"), "FAKE-KEY\n").unwrap();
+    let script = env.script(
+        "read.yaml",
+        r#"
+turns:
+  - tool_calls:
+      - {id: db, name: read_file, arguments: {path: "state/keel.db"}}
+      - {id: key, name: read_file, arguments: {path: "secrets/id_ed25519"}}
+      - {id: src, name: read_file, arguments: {path: "src/lib.rs"}}
+  - text: done
+"#,
+    );
+    let out = env
+        .keel()
+        .args(["run", "--json", "--script"])
+        .arg(&script)
+        .env("KEEL_STORE__PATH", env.work.join("state/keel.db"))
+        .env("GNUPGHOME", env.work.join("secrets"))
+        .arg("read them")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    assert!(env.work.join("state/keel.db").exists(), "the run used it");
+    let events = json_lines(&out.stdout);
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == "tool_result" && e["id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
+            .clone()
+    };
+    for (id, what) in [("db", "Keel's own data"), ("key", "secret stores")] {
+        let r = result(id);
+        let text = r["content"].as_str().unwrap_or_default();
+        assert_eq!(r["is_error"], true, "{id}: {r}");
+        assert!(text.contains(what), "{id}: {text}");
+        assert!(
+            !text.contains("FAKE-KEY") && !text.contains("SQLite"),
+            "{text}"
+        );
+    }
+    assert_eq!(result("src")["is_error"], false);
+}

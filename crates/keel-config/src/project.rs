@@ -142,6 +142,11 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("llm", ProjectRule::Suggested(LLM_SUBJECT)),
 ];
 
+/// The most entries a project's config may add to one list ([`ProjectRule::Superset`]).
+pub const MAX_PROJECT_ENTRIES: usize = 64;
+/// The most text (bytes, as TOML values) a project's config may add to one list.
+pub const MAX_PROJECT_TEXT: usize = 16 * 1024;
+
 /// What kind of project setting was not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarningKind {
@@ -503,6 +508,23 @@ fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
             }
         }
         ProjectRule::Superset => {
+            // Each entry costs every command or run (a `shell.hide` entry is a mount per
+            // command, a `verify.commands` entry a gate run, a rule a check of every call):
+            // a repository's list is bounded like its constitution (R6-16).
+            if let Value::Array(asked) = &value {
+                let text: usize = asked.iter().map(|v| v.to_string().len()).sum();
+                if asked.len() > MAX_PROJECT_ENTRIES {
+                    return Verdict::Drop(format!(
+                        "is ignored: it lists {} entries, and a project's config may add at most {MAX_PROJECT_ENTRIES} to a list (each costs every command or run)",
+                        asked.len()
+                    ));
+                }
+                if text > MAX_PROJECT_TEXT {
+                    return Verdict::Drop(format!(
+                        "is ignored: its entries hold {text} bytes of text, and a project's config may add at most {MAX_PROJECT_TEXT} to a list"
+                    ));
+                }
+            }
             let (Some(Value::Array(base)), Value::Array(asked)) = (below, &value) else {
                 return Verdict::Keep(value);
             };

@@ -375,3 +375,70 @@ fn a_project_may_take_tools_from_a_phase_but_never_add_one_or_leave_plan_exec() 
     let policy = PhasePolicy::from_config(&c.plan_exec).unwrap_or_else(|e| panic!("{e}"));
     assert!(policy.allows_tool(Phase::Planning, "create_file", ToolEffect::WritesFiles));
 }
+
+#[test]
+fn a_project_list_that_would_cost_every_command_is_refused_with_a_clear_warning() {
+    // Red-team pass 6, R6-16's other forms: a project's `shell.hide` (a mount per entry for
+    // every command) and `verify.commands` (a gate run each) were unbounded.
+    let lower = table("[shell]\nhide = [\"~/.ssh\"]\n[verify]\ncommands = [\"make lint\"]\n");
+    let many = |n: usize, len: usize| -> String {
+        let items: Vec<String> = (0..n).map(|i| format!("\"{i:0len$}\"")).collect();
+        items.join(", ")
+    };
+    let mut project = table(&format!(
+        "[shell]\nhide = [{}]\n[verify]\ncommands = [{}]\n[approval]\ndeny = [{}]\n",
+        many(15_000, 8),
+        many(1_000, 8),
+        many(40, 500),
+    ));
+    let warnings = restrict(
+        &lower,
+        &mut project,
+        "/p/.keel/config.toml",
+        &nothing_accepted,
+    );
+    let said = |key: &str| {
+        warnings
+            .iter()
+            .find(|w| w.key == key)
+            .map(|w| w.to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        said("shell.hide").contains("lists 15000 entries")
+            && said("shell.hide").contains("at most 64"),
+        "{warnings:?}"
+    );
+    assert!(
+        said("verify.commands").contains("lists 1000 entries"),
+        "{warnings:?}"
+    );
+    assert!(
+        said("approval.deny").contains("bytes of text"),
+        "{warnings:?}"
+    );
+    assert!(
+        !project["shell"]
+            .as_table()
+            .is_some_and(|t| t.contains_key("hide"))
+    );
+    assert!(
+        !project["verify"]
+            .as_table()
+            .is_some_and(|t| t.contains_key("commands"))
+    );
+    // A project's ordinary additions still apply.
+    let mut project =
+        table("[shell]\nhide = [\"~/.aws\"]\n[verify]\ncommands = [\"npm run lint\"]\n");
+    let warnings = restrict(
+        &lower,
+        &mut project,
+        "/p/.keel/config.toml",
+        &nothing_accepted,
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        project["shell"]["hide"],
+        Value::Array(vec!["~/.ssh".into(), "~/.aws".into()])
+    );
+}

@@ -217,8 +217,42 @@ fn add(list: &RwLock<Vec<PathBuf>>, path: &Path) {
         && !l.contains(&path)
     {
         l.push(path);
+        REGISTERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// Paths registered so far ([`register_keel_path`]): part of [`fingerprint`].
+static REGISTERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What [`protected`] (with this process's environment) is built from, as one number: the
+/// registered paths' count and the environment variables it reads. Equal fingerprints give
+/// the same list, so a fence built from it still holds (a shared workspace handle,
+/// [`crate::beneath::DirHandle::share`]).
+pub fn fingerprint() -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    REGISTERED
+        .load(std::sync::atomic::Ordering::SeqCst)
+        .hash(&mut h);
+    let vars = ENV_READ
+        .iter()
+        .copied()
+        .chain(RELOCATED.iter().map(|(v, _)| *v));
+    for var in vars {
+        std::env::var_os(var).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The environment variables the store list reads besides [`RELOCATED`]'s.
+const ENV_READ: &[&str] = &[
+    "HOME",
+    "KEEL_HOME",
+    "KEEL_CONFIG",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+];
 
 fn registered(list: &RwLock<Vec<PathBuf>>) -> Vec<PathBuf> {
     list.read().map(|l| l.clone()).unwrap_or_default()

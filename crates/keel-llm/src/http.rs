@@ -186,7 +186,11 @@ impl HttpClient {
         let base_url = target.base_url.as_str();
         let context = ErrorContext::of(target, key.as_ref());
         install_crypto_provider();
+        // No redirect is followed: the key and the conversation go only to the host the user
+        // chose (red-team pass 7, R7-23: a 307 to another host received the Anthropic
+        // `x-api-key` and every prompt). A redirect is an error naming where it pointed.
         let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(timeouts.connect)
             .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")));
         if is_loopback(base_url) {

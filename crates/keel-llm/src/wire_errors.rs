@@ -165,6 +165,20 @@ pub(crate) fn status_error(
             message: format!("{message}; {}", ctx.key_advice()),
         },
         408 => LlmError::Timeout(format!("{} answered HTTP 408: {message}", ctx.base_url)),
+        300..=399 => {
+            let to = headers
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(|l| redact(&display_url(l), key))
+                .unwrap_or_else(|| "an address it did not give".to_string());
+            LlmError::BadRequest {
+                status,
+                message: format!(
+                    "{} answered with a redirect (HTTP {status}) to {to}; Keel does not follow redirects for model requests, so your key and prompts reach only the address you configured — set the base URL to the final address if you trust it",
+                    ctx.base_url
+                ),
+            }
+        }
         // A server that reports a malformed request as a 5xx (llama-cpp-python's validation
         // errors): the same request fails the same way every time.
         500..=599 if is_validation(&kind, &message) => LlmError::BadRequest { status, message },

@@ -260,7 +260,17 @@ impl ToolRegistry {
             }
             return search_tools(self, &args);
         }
-        let mut output = tool.execute(args, ctx).await?;
+        // A write holds the workspace's lock shared: a command the approval gate judged by
+        // its files runs alone, and no write lands between its check and its end (R6-15).
+        let hold = match tool.effect() {
+            ToolEffect::WritesFiles => {
+                Some(crate::shell::judged::hold_for_write(ctx.workspace.root()).await)
+            }
+            _ => None,
+        };
+        let executed = tool.execute(args, ctx).await;
+        drop(hold);
+        let mut output = executed?;
         if let Some(ToolState::Deprecated { replacement }) = self.state(name) {
             let mut meta = match output.metadata.take() {
                 Some(Value::Object(m)) => m,
@@ -276,6 +286,19 @@ impl ToolRegistry {
                 serde_json::json!({"tool": name, "replacement": replacement}),
             );
             output.metadata = Some(Value::Object(meta));
+        }
+        // What a write made into a path the user's git reads or runs (a `package.json` given
+        // lint-staged's section) is moved out of git's way, whichever tool wrote it (R6-9).
+        if tool.effect() == ToolEffect::WritesFiles
+            && let Some(note) = crate::shell::git_programs::after_file_write(
+                ctx.workspace.root(),
+                &written_paths(&output),
+            )
+        {
+            if !output.content.is_empty() {
+                output.content.push_str("\n\n");
+            }
+            output.content.push_str(&note);
         }
         if tool.effect() == ToolEffect::WritesFiles
             && let Some(hook) = &self.post_write

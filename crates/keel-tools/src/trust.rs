@@ -190,6 +190,8 @@ pub const CODE_EXTENSIONS: &[&str] = &[
     // Others whose scripts approvals fingerprint.
     "rb", "bundle", "pl", "pm", "pmc", "php", "phar", "inc", "lua", "sh", "bash", "zsh", "r", "R",
     "jl", "tcl", "class", "jar", "dylib",
+    // Makefiles make may include under a name known only when it runs (R6-14).
+    "mk", "mak",
 ];
 
 /// Whether a file named `name` may be loaded as code ([`CODE_EXTENSIONS`]).

@@ -204,3 +204,165 @@ fn what_a_hook_loads_from_the_work_tree_is_read_only_as_nobody() {
     std::fs::create_dir(&ws).unwrap();
     runtime().block_on(scenario(&ws));
 }
+
+/// Red-team pass 6, R6-9: lint-staged reads its configuration in every directory of the work
+/// tree (`git ls-files --cached --others --exclude-standard -- ':(glob)**/.lintstagedrc.json'`
+/// …, a `package.json` holding `"lint-staged"` at any depth), tracked or not; only the root's
+/// were protected. The hook here finds them by the same rule and runs what they say.
+async fn nested_configuration(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let canary = ws.parent().unwrap().join("outside-canary");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "u")
+            .env("GIT_AUTHOR_EMAIL", "u@example.com")
+            .env("GIT_COMMITTER_NAME", "u")
+            .env("GIT_COMMITTER_EMAIL", "u@example.com")
+            .output()
+            .unwrap()
+    };
+    assert!(git(&["init", "-q"]).status.success());
+    assert!(
+        git(&["config", "core.hooksPath", ".husky"])
+            .status
+            .success()
+    );
+    // lint-staged's discovery, in shell: every configuration file at any depth, and every
+    // package.json with a "lint-staged" section; each "runs" by being sourced.
+    write(
+        ws,
+        ".husky/pre-commit",
+        "#!/bin/sh\nfor f in $(git ls-files --cached --others --exclude-standard -- ':(glob)**/.lintstagedrc.json' ':(glob)**/lint-staged.config.js' ':(glob)**/package.json'); do\n  case \"$f\" in *package.json) grep -q lint-staged \"$f\" && sh -c \"$(sed -n 's/.*\"lint-staged\": *\"\\(.*\\)\".*/\\1/p' \"$f\")\" ;; *) sh \"$f\" ;; esac\ndone\nexit 0\n",
+        true,
+    );
+    write(ws, "web/package.json", "{\"name\":\"web\"}\n", false);
+    write(ws, "README.md", "hi\n", false);
+    assert!(
+        git(&["add", "README.md", "web/package.json"])
+            .status
+            .success()
+    );
+    let first = git(&["commit", "-q", "-m", "first"]);
+    assert!(first.status.success(), "{first:?}");
+
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let payload = format!("echo RAN >> {}\n", canary.display());
+    // The file tools refuse the names lint-staged reads in any directory.
+    for path in ["deep/er/.lintstagedrc.json", "web/lint-staged.config.js"] {
+        let r = tools
+            .execute(
+                "create_file",
+                json!({"path": path, "content": payload}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            matches!(&r, Err(ToolError::Model(m)) if m.contains("lint-staged")),
+            "{path}: {r:?}"
+        );
+    }
+    // A write that makes a manifest lint-staged's configuration is moved aside at once.
+    let _ = tools
+        .execute("read_file", json!({"path": "web/package.json"}), &ctx)
+        .await;
+    let edited = format!(
+        "{{\"name\":\"web\",\"lint-staged\": \"echo RAN >> {}\"}}\n",
+        canary.display()
+    );
+    let out = tools
+        .execute(
+            "create_file",
+            json!({"path": "web/package.json", "content": edited, "overwrite": true}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.content.contains("`web/package.json`") && !ws.join("web/package.json").exists(),
+        "{}",
+        out.content
+    );
+    std::fs::rename(
+        ws.join("web/package.json.quarantined-by-keel"),
+        ws.join("web/package.json"),
+    )
+    .unwrap();
+    std::fs::write(ws.join("web/package.json"), "{\"name\":\"web\"}\n").unwrap();
+    // A command creating them anywhere, in an untracked directory too.
+    let cmd = format!(
+        "mkdir -p new/deep && printf '{p}' > new/deep/.lintstagedrc.json && printf '{p}' > web/lint-staged.config.js && printf '{{\"lint-staged\": \"echo RAN >> {c}\"}}' > new/package.json; echo done",
+        p = payload.trim_end(),
+        c = canary.display()
+    );
+    let out = tools
+        .execute("run_command", json!({"command": cmd}), &ctx)
+        .await
+        .unwrap();
+    for moved in [
+        "`new/deep/.lintstagedrc.json`",
+        "`web/lint-staged.config.js`",
+        "`new/package.json`",
+    ] {
+        assert!(out.content.contains(moved), "{moved}: {}", out.content);
+    }
+    // Ordinary manifests and files stay as they are.
+    let out = tools
+        .execute(
+            "run_command",
+            json!({"command": "printf '{\"name\":\"lib\"}' > new/package.json && echo x > new/deep/a.js"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(!out.content.contains("quarantined"), "{}", out.content);
+    // The user's own commit afterwards, outside any sandbox: nothing ran.
+    std::fs::write(ws.join("README.md"), "hi\nmore\n").unwrap();
+    let _ = git(&["add", "README.md"]);
+    let commit = git(&["commit", "-q", "-m", "x"]);
+    assert!(commit.status.success(), "{commit:?}");
+    assert!(
+        !canary.exists(),
+        "ran at the user's git commit: {:?}",
+        std::fs::read_to_string(&canary)
+    );
+}
+
+#[test]
+fn hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    runtime().block_on(nested_configuration(&ws));
+}
+
+#[test]
+fn hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools_as_nobody() {
+    let Some(dir) = nobody::child_dir() else {
+        nobody::run_child(
+            "hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools_as_nobody",
+            false,
+        );
+        return;
+    };
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    runtime().block_on(nested_configuration(&ws));
+}

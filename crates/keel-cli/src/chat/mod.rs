@@ -48,7 +48,8 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc;
 
-use crate::{ChatArgs, exit, setup};
+use crate::args::ChatArgs;
+use crate::{exit, setup};
 use keel_store::now_ms;
 use msg::Msg;
 use session::Chat;

@@ -19,8 +19,9 @@ use super::msg::{ChannelSink, Msg};
 use super::theme::Theme;
 use super::transcript::{Level, Transcript};
 use super::workflow;
+use crate::args::ChatArgs;
 use crate::launch::{self, Launch, Resume};
-use crate::{ChatArgs, setup};
+use crate::setup;
 
 /// Most workspace files offered for `@path` completion.
 const MAX_FILES: usize = 20_000;
@@ -83,7 +84,7 @@ impl Chat {
             builder,
             flags,
             overrides,
-            policy: args.approval.map(crate::ApprovalArg::policy),
+            policy: args.approval.map(crate::args::ApprovalArg::policy),
             engine,
             handle: None,
             tx,

@@ -14,8 +14,9 @@ use keel_flow::store::RunRecord;
 use keel_flow::{Executor, FlowEvent, RunSummary};
 use tokio_util::sync::CancellationToken;
 
+use crate::args::{CommonArgs, ProviderArgs};
 use crate::backend::Backend;
-use crate::{CommonArgs, ProviderArgs, exit, setup};
+use crate::{exit, setup};
 use exec::{executor, find_run, node_line, node_order, open, runtime, store_error};
 use files::{Prepared, compile, listing, prepare, resolve};
 
@@ -50,7 +51,7 @@ pub enum FlowCommand {
         /// nobody answers a flow run, so what the policy would ask about is refused. Default:
         /// `[approval] policy` when your configuration sets it, else `never` (as `keel run`).
         #[arg(long, value_enum, value_name = "POLICY")]
-        approval: Option<crate::ApprovalArg>,
+        approval: Option<crate::args::ApprovalArg>,
         /// Store the run as queued in the shared PostgreSQL database (KEEL_DATABASE_URL) for a
         /// `keel worker` to run, and return at once.
         #[arg(long)]
@@ -86,7 +87,7 @@ pub enum FlowCommand {
         json: bool,
         /// The approval policy, as for `keel flow run`.
         #[arg(long, value_enum, value_name = "POLICY")]
-        approval: Option<crate::ApprovalArg>,
+        approval: Option<crate::args::ApprovalArg>,
     },
     /// Re-execute a run from its trace in a new directory, with no model call, and check that
     /// the node outputs and the final files match the recording.
@@ -114,7 +115,7 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             queue,
         } => {
             let file = resolve(&root, &file);
-            let approval = approval.map(crate::ApprovalArg::policy);
+            let approval = approval.map(crate::args::ApprovalArg::policy);
             if queue {
                 queue::queue(&root, &file, &inputs, &llm, json)
             } else {
@@ -130,7 +131,7 @@ pub fn execute(args: FlowArgs) -> anyhow::Result<u8> {
             &root,
             &llm,
             json,
-            approval.map(crate::ApprovalArg::policy),
+            approval.map(crate::args::ApprovalArg::policy),
             |exec| async move { exec.resume(&run).await },
         ),
         FlowCommand::Status { run, json, follow } => {

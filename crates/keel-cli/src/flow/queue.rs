@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::exec::{executor, runtime, store_error};
 use super::files::{Prepared, prepare};
+use crate::args::ProviderArgs;
 use crate::backend::{Backend, database_url};
-use crate::{ProviderArgs, exit, setup};
+use crate::{exit, setup};
 
 pub fn queue(
     root: &Path,

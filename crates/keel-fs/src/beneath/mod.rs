@@ -20,6 +20,7 @@
 
 mod fence;
 mod ops;
+mod shared;
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -34,7 +35,8 @@ use rustix::io::Errno;
 
 pub use fence::{Fence, Fenced};
 pub(crate) use ops::{Created, Staged};
-pub use ops::{FileInfo, FileKind, WriteMode};
+pub use ops::{FileInfo, FileKind, WHOLE_READ_LIMIT, WriteMode};
+pub use shared::Shared;
 
 /// The most symlinks followed while resolving one path (the kernel's own limit).
 const MAX_LINKS: usize = 40;
@@ -100,8 +102,12 @@ pub enum ResolveError {
 impl DirHandle {
     /// Opens the directory at `path` (canonicalised first, so a directory reached through a
     /// symlink is fine).
+    /// While a handle of the directory is shared ([`Self::share`]), that handle.
     pub fn open(path: &Path) -> std::io::Result<Self> {
         let canonical = path.canonicalize()?;
+        if let Some(shared) = shared::find(&canonical) {
+            return Ok(shared);
+        }
         let fd = open_dir_at(rustix::fs::CWD, canonical.as_os_str(), OFlags::empty())?;
         let fence = Fence::for_root(&canonical, &fd);
         Ok(Self {
@@ -109,6 +115,16 @@ impl DirHandle {
             path: canonical,
             fence: Arc::new(fence),
         })
+    }
+
+    /// Shares this handle: while the guard lives, [`Self::open`] of the same directory in this
+    /// process returns it (the same descriptor and protected-store fence) instead of opening
+    /// and fencing again — for a front end's session, whose configuration, instructions,
+    /// tools and index each open the workspace ([`shared`]). Share a handle opened after the
+    /// session's own paths are registered ([`crate::stores::register_keel_path`]); one
+    /// registered later ends the sharing anyway.
+    pub fn share(&self) -> Shared {
+        shared::share(self)
     }
 
     /// The canonical path of the directory when it was opened.

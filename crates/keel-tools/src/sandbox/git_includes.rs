@@ -52,11 +52,32 @@ pub fn git_included_files(workspace: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The first of [`git_config_paths`] that `rel` (workspace-relative) is or lies below.
+/// The first of [`git_config_paths`] that `rel` (workspace-relative) is or lies below; else,
+/// when the user's git runs a work-tree program, `rel` itself if a hook tool that looks for
+/// its configuration in every directory would read it (lint-staged's `sub/.lintstagedrc.js`:
+/// [`super::git_tool_trees`], red-team pass 6, R6-9). The file tools refuse such a path
+/// before writing, and quarantine one a write made so; the command runner looks for them
+/// after every command ([`crate::shell::nested_git`]).
 pub fn git_config_path_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath> {
-    git_config_paths(workspace)
-        .into_iter()
-        .find(|p| rel.starts_with(&p.path))
+    let (paths, runs_programs) = cached(workspace);
+    if let Some(p) = paths.into_iter().find(|p| rel.starts_with(&p.path)) {
+        return Some(p);
+    }
+    if !runs_programs {
+        return None;
+    }
+    super::git_tool_trees::discovered(workspace, rel)
+}
+
+/// `rel` when it is not on [`git_config_paths`] (those are guarded as listed) and a hook tool
+/// that looks in every directory would read it, while the user's git runs a work-tree program
+/// ([`git_config_path_of`]'s second half): what the runner's walk after a command checks.
+pub(crate) fn hook_tool_config_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath> {
+    let (paths, runs_programs) = cached(workspace);
+    if !runs_programs || paths.iter().any(|p| rel.starts_with(&p.path)) {
+        return None;
+    }
+    super::git_tool_trees::discovered(workspace, rel)
 }
 
 /// A file's identity and state, to see that it did not change (`None`: missing).
@@ -91,6 +112,9 @@ struct Cached {
     /// `.git` directory all the time; a `.git` appearing, going or replaced is what counts).
     gits: Vec<(PathBuf, Option<(u64, u64)>)>,
     paths: Vec<GitConfigPath>,
+    /// The user's git runs a work-tree program here (a hook, a program its configuration
+    /// names).
+    runs_programs: bool,
     /// Read too soon after a change to be kept ([`recent`]).
     racy: bool,
 }
@@ -110,15 +134,20 @@ static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 /// them, and the command runner quarantines one a command creates
 /// ([`crate::shell::nested_git`]). Empty when no repository holds the workspace.
 pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
+    cached(workspace).0
+}
+
+/// [`git_config_paths`], and whether the user's git runs a work-tree program.
+fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool) {
     if let Ok(cache) = CACHE.lock()
         && let Some(c) = cache.iter().find(|c| c.workspace == workspace)
         && !c.racy
         && c.files.iter().all(|(f, s)| stamp(f) == *s)
         && c.gits.iter().all(|(f, s)| identity(f) == *s)
     {
-        return c.paths.clone();
+        return (c.paths.clone(), c.runs_programs);
     }
-    let (files, gits, paths) = read_paths(workspace, &user_config_files());
+    let (files, gits, paths, runs_programs) = read_paths(workspace, &user_config_files());
     // A file changed within the last seconds may change again within the same timestamp
     // tick, unseen (git's "racily clean" entries): such an answer is not kept.
     let racy = files.iter().any(|(_, s)| s.is_some_and(recent));
@@ -132,10 +161,11 @@ pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
             files,
             gits,
             paths: paths.clone(),
+            runs_programs,
             racy,
         });
     }
-    paths
+    (paths, runs_programs)
 }
 
 /// The user's and the system's git configuration files, as the user's git finds them.
@@ -312,10 +342,11 @@ fn read_paths(
     Vec<(PathBuf, Stamp)>,
     Vec<(PathBuf, Option<(u64, u64)>)>,
     Vec<GitConfigPath>,
+    bool,
 ) {
     let mut gits = Vec::new();
     let Ok(ws) = workspace.canonicalize() else {
-        return (Vec::new(), gits, Vec::new());
+        return (Vec::new(), gits, Vec::new(), false);
     };
     // The repository holding the workspace: every `.git` looked for is stamped, so one
     // appearing (or going) is seen.
@@ -332,7 +363,7 @@ fn read_paths(
         cur = d.parent();
     }
     let Some(repo) = repo else {
-        return (Vec::new(), gits, Vec::new());
+        return (Vec::new(), gits, Vec::new(), false);
     };
     let mut r = Reader {
         dir: ProjectDir::open(&ws).ok(),
@@ -426,7 +457,7 @@ fn read_paths(
     super::git_tool_trees::add_tool_trees(&mut r, runs_programs);
     let mut found = r.found;
     found.sort_by(|a, b| a.path.cmp(&b.path));
-    (r.files, gits, found)
+    (r.files, gits, found, runs_programs)
 }
 
 /// The words of a program-naming value that are paths (hold a `/`): `python3

@@ -42,55 +42,199 @@ const MAX_MANIFEST: u64 = 1024 * 1024;
 pub(super) const KEY: &str =
     "code the installed hooks run: `npx`, husky's PATH, hook tools' configuration";
 
-/// Sections of `package.json` that configure a hook tool (their values name commands).
-const MANIFEST_SECTIONS: &[&str] = &[
-    "lint-staged",
-    "husky",
-    "commitlint",
-    "simple-git-hooks",
-    "gitHooks",
-    "pre-commit",
-    "precommit",
-    "pre-push",
-    "prepush",
-    "ghooks",
+/// Where a hook tool looks for its configuration: the discovery rule the tool itself uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// In the directory the hook runs it in — the top of the work tree, or a directory the
+    /// hook's text names (`cd frontend && npx commitlint`) — as cosmiconfig searches from there
+    /// (upward, out of the work tree).
+    RunDir,
+    /// In every directory of the work tree: lint-staged lists its file names at any depth,
+    /// tracked or not (`git ls-files --cached --others --exclude-standard --
+    /// ':(glob)**/.lintstagedrc'` …) and runs, for each staged file, the configuration closest
+    /// to it (red-team pass 6, R6-9: `sub/.lintstagedrc.json` in an untracked directory ran at
+    /// the user's next commit).
+    EveryDir,
+}
+
+/// A JavaScript tool a hook runs, and where it reads its configuration.
+struct HookTool {
+    name: &'static str,
+    /// Names taken bare and with every extension its loader accepts (`.lintstagedrc`,
+    /// `.lintstagedrc.json`, `.lintstagedrc.mjs`, …).
+    rc: &'static [&'static str],
+    /// Names taken only with a code extension (`lint-staged.config.js`).
+    config: &'static [&'static str],
+    /// The `package.json` / `package.yaml` keys that hold its configuration.
+    sections: &'static [&'static str],
+    reach: Reach,
+}
+
+/// Every hook tool whose configuration Keel protects, with the rule it finds it by. One table:
+/// the files listed at the directories hooks run in, the manifests' sections, and the files
+/// looked for at any depth (file tools, and after every command) all come from it.
+const HOOK_TOOLS: &[HookTool] = &[
+    HookTool {
+        name: "lint-staged",
+        rc: &[".lintstagedrc"],
+        config: &["lint-staged.config"],
+        sections: &["lint-staged"],
+        reach: Reach::EveryDir,
+    },
+    HookTool {
+        name: "commitlint",
+        rc: &[".commitlintrc", ".config/commitlintrc"],
+        config: &["commitlint.config"],
+        sections: &["commitlint"],
+        reach: Reach::RunDir,
+    },
+    HookTool {
+        name: "husky 4",
+        rc: &[".huskyrc"],
+        config: &["husky.config"],
+        sections: &["husky"],
+        reach: Reach::RunDir,
+    },
+    HookTool {
+        name: "simple-git-hooks",
+        rc: &[".simple-git-hooks"],
+        config: &["simple-git-hooks"],
+        sections: &["simple-git-hooks"],
+        reach: Reach::RunDir,
+    },
+    HookTool {
+        name: "yorkie",
+        rc: &[],
+        config: &[],
+        sections: &["gitHooks"],
+        reach: Reach::RunDir,
+    },
+    HookTool {
+        name: "pre-commit (npm)",
+        rc: &[],
+        config: &[],
+        sections: &["pre-commit", "precommit", "pre-push", "prepush"],
+        reach: Reach::RunDir,
+    },
+    HookTool {
+        name: "ghooks",
+        rc: &[],
+        config: &[],
+        sections: &["ghooks"],
+        reach: Reach::RunDir,
+    },
+];
+
+/// Extensions of configuration that is code.
+const CODE_EXTENSIONS: &[&str] = &["js", "cjs", "mjs", "ts", "cts", "mts"];
+/// Extensions of configuration that is data.
+const DATA_EXTENSIONS: &[&str] = &["json", "yaml", "yml"];
+
+impl HookTool {
+    /// Every file name (relative to a directory the tool looks in) of its configuration.
+    fn files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for rc in self.rc {
+            out.push((*rc).to_string());
+            for ext in CODE_EXTENSIONS.iter().chain(DATA_EXTENSIONS) {
+                out.push(format!("{rc}.{ext}"));
+            }
+        }
+        for config in self.config {
+            for ext in CODE_EXTENSIONS {
+                out.push(format!("{config}.{ext}"));
+            }
+        }
+        out
+    }
+}
+
+/// Package managers' files, relative to a directory the hooks run tools in, that decide what
+/// JavaScript tooling runs there.
+const PACKAGE_MANAGER_FILES: &[&str] = &[
+    "node_modules",
+    ".yarn",
+    ".pnp.cjs",
+    ".pnp.js",
+    ".pnp.loader.mjs",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
 ];
 
 /// The files, relative to a directory the hooks run tools in, that decide what JavaScript
-/// tooling runs there.
+/// tooling runs there: the package managers' and every hook tool's configuration.
 fn tool_files() -> Vec<String> {
-    let mut out: Vec<String> = [
-        "node_modules",
-        ".yarn",
-        ".pnp.cjs",
-        ".pnp.js",
-        ".pnp.loader.mjs",
-        ".npmrc",
-        ".yarnrc",
-        ".yarnrc.yml",
-        ".pnpmfile.cjs",
-        ".lintstagedrc",
-        ".commitlintrc",
-        ".config/commitlintrc",
-        ".huskyrc",
-    ]
-    .iter()
-    .map(|s| (*s).to_string())
-    .collect();
-    let code = ["js", "cjs", "mjs", "ts", "cts", "mts"];
-    let data = ["json", "yaml", "yml"];
-    for ext in code.iter().chain(data.iter()) {
-        out.push(format!(".lintstagedrc.{ext}"));
-        out.push(format!(".commitlintrc.{ext}"));
-        out.push(format!(".config/commitlintrc.{ext}"));
-        out.push(format!(".huskyrc.{ext}"));
-    }
-    for ext in code {
-        out.push(format!("lint-staged.config.{ext}"));
-        out.push(format!("commitlint.config.{ext}"));
-        out.push(format!("husky.config.{ext}"));
+    let mut out: Vec<String> = PACKAGE_MANAGER_FILES
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+    for tool in HOOK_TOOLS {
+        out.extend(tool.files());
     }
     out
+}
+
+/// The manifests a tool's section may be in.
+const MANIFESTS: &[&str] = &["package.json", "package.yaml"];
+
+/// The workspace path `rel` when a hook tool that looks in every directory would read it as
+/// configuration (`sub/.lintstagedrc.json`; a `sub/package.json` holding `"lint-staged"`),
+/// named for the list of paths the user's git runs ([`super::git_config_path_of`]). Only
+/// asked when the user's git runs a work-tree program. A path inside a `node_modules` is
+/// not (git ignores it, and lint-staged asks git).
+pub(super) fn discovered(workspace: &Path, rel: &Path) -> Option<super::GitConfigPath> {
+    let name = rel.file_name()?.to_str()?;
+    if rel.components().any(|c| c.as_os_str() == "node_modules") {
+        return None;
+    }
+    let manifest = MANIFESTS.contains(&name);
+    let mut text: Option<Option<String>> = None;
+    for tool in HOOK_TOOLS.iter().filter(|t| t.reach == Reach::EveryDir) {
+        let named = if manifest {
+            let text = text.get_or_insert_with(|| {
+                keel_fs::project::ProjectDir::open(workspace)
+                    .ok()?
+                    .read(rel.to_str()?, MAX_MANIFEST)
+                    .ok()
+                    .flatten()
+            });
+            text.as_deref()
+                .and_then(|t| section_of(name, t, tool.sections))
+                .is_some()
+        } else {
+            tool.files().iter().any(|f| f == name)
+        };
+        if named {
+            return Some(super::GitConfigPath {
+                path: rel.to_path_buf(),
+                key: format!(
+                    "{} configuration: the installed hooks run {}, which reads it in every directory of the work tree",
+                    tool.name, tool.name
+                ),
+                tree: false,
+            });
+        }
+    }
+    None
+}
+
+/// Whether a file named `name` may be configuration a hook tool reads in any directory
+/// ([`discovered`] says for sure): a cheap test for a walk over the whole tree.
+pub fn may_be_discovered(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    MANIFESTS.contains(&name)
+        || HOOK_TOOLS
+            .iter()
+            .filter(|t| t.reach == Reach::EveryDir)
+            .any(|t| {
+                t.rc.iter()
+                    .chain(t.config)
+                    .any(|stem| name.starts_with(stem))
+            })
 }
 
 /// Adds the trees and tool files above to `r`. `runs_programs`: the user's git runs a
@@ -125,7 +269,7 @@ pub(super) fn add_tool_trees(r: &mut Reader, runs_programs: bool) {
                 }
             }
         }
-        for manifest in ["package.json", "package.yaml"] {
+        for manifest in MANIFESTS {
             let abs = dir.join(manifest);
             if let Some(text) = r.read(&abs, MAX_MANIFEST)
                 && let Some(section) = hook_section(manifest, &text)
@@ -142,22 +286,29 @@ pub(super) fn add_tool_trees(r: &mut Reader, runs_programs: bool) {
 /// The first hook-tool section `text` (a `package.json` or `package.yaml`) holds. A
 /// `package.json` that does not parse counts as holding one (the tool may read it otherwise).
 fn hook_section(name: &str, text: &str) -> Option<&'static str> {
+    HOOK_TOOLS
+        .iter()
+        .find_map(|t| section_of(name, text, t.sections))
+}
+
+/// The first of `sections` that `text` (a `package.json` or `package.yaml`) holds at its top
+/// level (`ghooks` also under `config`). A `package.json` that does not parse counts as
+/// holding the first (the tool may read it otherwise).
+fn section_of(name: &str, text: &str, sections: &[&'static str]) -> Option<&'static str> {
     if name.ends_with(".json") {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
-            return Some("lint-staged");
+            return sections.first().copied();
         };
         let map = value.as_object()?;
-        let in_config = map
-            .get("config")
-            .and_then(serde_json::Value::as_object)
-            .is_some_and(|c| c.contains_key("ghooks"));
-        if in_config {
+        if sections.contains(&"ghooks")
+            && map
+                .get("config")
+                .and_then(serde_json::Value::as_object)
+                .is_some_and(|c| c.contains_key("ghooks"))
+        {
             return Some("config.ghooks");
         }
-        return MANIFEST_SECTIONS
-            .iter()
-            .find(|s| map.contains_key(**s))
-            .copied();
+        return sections.iter().find(|s| map.contains_key(**s)).copied();
     }
     // YAML: a top-level key, quoted or not.
     text.lines()
@@ -166,7 +317,7 @@ fn hook_section(name: &str, text: &str) -> Option<&'static str> {
             l.split_once(':')
                 .map(|(k, _)| k.trim().trim_matches(['"', '\'']))
         })
-        .find_map(|k| MANIFEST_SECTIONS.iter().find(|s| **s == k).copied())
+        .find_map(|k| sections.iter().find(|s| **s == k).copied())
 }
 
 /// The tree `abs` lies in whose code is loaded as a whole: the outermost `node_modules` or

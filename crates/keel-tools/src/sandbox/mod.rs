@@ -47,6 +47,8 @@ pub mod fds;
 mod git_hooks;
 mod git_includes;
 mod git_tool_trees;
+pub(crate) use git_includes::hook_tool_config_of;
+pub(crate) use git_tool_trees::may_be_discovered;
 mod helper;
 mod init;
 mod limits;

@@ -505,6 +505,10 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
 
 /// Runs the request to completion, timeout or cancellation.
 pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
+    // The workspace's lock, held until the post-command checks are done (declared first, so
+    // dropped last); a line the approval gate judged starts only with the files it was
+    // judged by (red-team pass 6, R6-15).
+    let _hold = super::judged::hold_for(&req).await?;
     // What the command may write is checked afterwards for planted git repositories: here, in
     // the one runner, so no caller can skip it (red-team pass 4, R4-2).
     // Declared first so it is dropped last: when the call is dropped mid-run (the turn

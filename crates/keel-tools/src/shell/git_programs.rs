@@ -127,6 +127,72 @@ impl Before {
     }
 }
 
+/// After a command that started at `since`: each of `candidates` (absolute entries the
+/// runner's walk found whose names a hook tool reading its configuration in every directory
+/// may take: [`crate::sandbox::may_be_discovered`]) that changed since then and that such a
+/// tool would read (`sub/.lintstagedrc.json`, a `sub/package.json` holding `"lint-staged"`)
+/// is moved out of git's way like a listed path — unless `moved` already holds it
+/// (red-team pass 6, R6-9).
+pub(crate) fn discovered_after(
+    workspace: &Path,
+    since: SystemTime,
+    candidates: &[PathBuf],
+    moved: &[Moved],
+) -> Vec<Moved> {
+    let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
+    let mut out = Vec::new();
+    for abs in candidates {
+        let Ok(rel) = abs.strip_prefix(workspace) else {
+            continue;
+        };
+        if moved.iter().any(|m| rel.starts_with(&m.moved_from))
+            || !std::fs::symlink_metadata(abs).is_ok_and(|m| changed_since(&m, since))
+        {
+            continue;
+        }
+        let Some(named) = crate::sandbox::hook_tool_config_of(workspace, rel) else {
+            continue;
+        };
+        // A rename that failed is said, not skipped (R7-21).
+        let moved_to =
+            quarantine(workspace, rel).map_or_else(String::new, |to| to.display().to_string());
+        out.push(Moved {
+            moved_from: rel.to_path_buf(),
+            path: rel.display().to_string(),
+            moved_to,
+            key: named.key,
+        });
+    }
+    out
+}
+
+/// What a file tool's write made into a path the user's git reads or runs (a `package.json`
+/// given a `"lint-staged"` section, a `sub/.lintstagedrc.js` where none was listed): each
+/// such written path (workspace-relative, as the tool reports it) is moved out of git's way,
+/// and the note for the tool's result says so. The file tools refuse listed paths before
+/// writing; this catches what only the written content makes one (red-team pass 6, R6-9).
+pub fn after_file_write(workspace: &Path, written: &[String]) -> Option<String> {
+    let mut out = Vec::new();
+    for rel in written {
+        let rel = Path::new(rel.trim_start_matches("./"));
+        if rel.as_os_str().is_empty() || std::fs::symlink_metadata(workspace.join(rel)).is_err() {
+            continue;
+        }
+        let Some(named) = crate::sandbox::git_config_path_of(workspace, rel) else {
+            continue;
+        };
+        if let Some(to) = quarantine(workspace, rel) {
+            out.push(Moved {
+                moved_from: rel.to_path_buf(),
+                path: rel.display().to_string(),
+                moved_to: to.display().to_string(),
+                key: named.key,
+            });
+        }
+    }
+    report(&out)
+}
+
 /// Whether the inode changed at or after `since`.
 fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
     let ctime = SystemTime::UNIX_EPOCH

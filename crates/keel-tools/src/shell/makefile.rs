@@ -2,23 +2,62 @@
 //! target and of its prerequisites, with the Makefile's own variables expanded, and every
 //! `$(shell …)` it contains (make runs those while reading it).
 //!
+//! Every makefile make reads is read here too, through the caller's reader (which records
+//! each file, and each one looked for and not found, in the judgement's fingerprint): the
+//! makefiles given (`-f`, or the first of `GNUmakefile`, `makefile`, `Makefile`) and each one
+//! they `include`, `-include` or `sinclude`, in place, as make reads them (red-team pass 6,
+//! R6-14: `-include local.mk` created after the approval).
+//!
 //! What cannot be known without running make becomes a shell expansion the command analysis
 //! treats as unknown: a variable defined twice or inside a conditional (which definition
-//! holds depends on the environment), functions (`$(wildcard …)`, `$(call …)`), and variables
-//! from outside. A Makefile that includes another, redefines `SHELL` or changes the recipe
-//! prefix is not read at all (the caller judges `make` unknown).
+//! holds depends on the environment), functions (`$(wildcard …)`, `$(call …)`), variables
+//! from outside, and a variable a target sets for its own recipe (`test: RM = rm -rf`). What
+//! makes the set of files or rules itself unknowable is an error (the caller judges `make`
+//! unknown): an include named at run time (a variable, a glob), a missing `include` (make
+//! tries to build it), a rule that remakes a makefile it reads (make runs it, then reads the
+//! result), `load`, `$(eval …)`, `$(file …)`, `$(guile …)`, and settings that change how
+//! recipes run or which files are read (`SHELL`, `.SHELLFLAGS`, `.RECIPEPREFIX`,
+//! `.EXTRA_PREREQS`, a `MAKEFLAGS` beyond quiet/parallel options).
 
 use std::collections::{BTreeMap, HashSet};
 
 /// A shell word that stands for a value make computes at run time.
 const UNKNOWN_VALUE: &str = "${KEEL_MAKE_VALUE}";
 
+/// The target a rule is filed under when make computes its targets and Keel cannot (`$(T):`):
+/// its recipe may be any target's, so it is judged with every goal.
+const ANY_TARGET: &str = "\u{0}any";
+
+/// How deep includes may nest.
+const MAX_INCLUDE_DEPTH: usize = 8;
+
+/// Functions make runs while it reads a makefile that define rules, read or write files, or
+/// run code: what they do is not in the text.
+const READ_TIME_FUNCTIONS: &[&str] = &["eval", "file", "guile"];
+
+/// `MAKEFLAGS` words that change neither which files are read nor how recipes run.
+const QUIET_FLAGS: &[&str] = &[
+    "-s",
+    "--silent",
+    "--quiet",
+    "-r",
+    "--no-builtin-rules",
+    "-R",
+    "--no-builtin-variables",
+    "--no-print-directory",
+    "-w",
+    "--print-directory",
+    "-k",
+    "--keep-going",
+    "--warn-undefined-variables",
+];
+
 /// What `make TARGETS` runs, as shell command lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Recipes {
     /// Recipe lines in the order make runs them (prerequisites first).
     pub lines: Vec<String>,
-    /// `$(shell …)` commands found anywhere in the Makefile.
+    /// `$(shell …)` commands found anywhere in the makefiles read.
     pub shell_calls: Vec<String>,
     /// Targets asked for that have no rule (make fails, or builds a file by its built-in
     /// rules).
@@ -39,14 +78,62 @@ struct Makefile {
 /// Why a Makefile cannot be read.
 pub(crate) type Unreadable = String;
 
-/// The recipes `make targets` runs for the Makefile `text` (no target: the default goal).
-/// `overrides` are `VAR=value` words from the command line.
+/// Reads a makefile by name (relative to where make runs): `Ok(None)` when it is not there.
+pub(crate) type Reader<'r> = dyn FnMut(&str) -> Result<Option<String>, String> + 'r;
+
+/// The recipes `make targets` runs with the makefiles `files` (read in order through `read`;
+/// the first that exists when `files` are make's defaults, all of them otherwise). No target:
+/// the default goal. `overrides` are `VAR=value` words from the command line.
 pub(crate) fn recipes(
-    text: &str,
+    files: &[String],
+    defaults: bool,
     targets: &[String],
     overrides: &[(String, String)],
+    read: &mut Reader<'_>,
 ) -> Result<Recipes, Unreadable> {
-    let mut mk = parse(text)?;
+    let mut p = Parser {
+        mk: Makefile {
+            vars: BTreeMap::new(),
+            rules: BTreeMap::new(),
+            first_target: None,
+        },
+        defined: HashSet::new(),
+        conditional: 0,
+        read,
+        read_files: Vec::new(),
+        shell_calls: Vec::new(),
+    };
+    p.mk.vars.insert("MAKE".into(), Some("make".into()));
+    let mut found = false;
+    for f in files {
+        match (p.read)(f)? {
+            Some(text) => {
+                p.read_files.push(f.clone());
+                p.parse(&text, 0)?;
+                found = true;
+                if defaults {
+                    break;
+                }
+            }
+            None if defaults => {}
+            None => return Err(format!("`{f}` does not exist")),
+        }
+    }
+    if !found {
+        return Err("make finds no makefile here".into());
+    }
+    // make first brings every makefile it read up to date, runs what remade one and reads
+    // them all again: the result is not in any file judged here.
+    for f in &p.read_files {
+        if let Some(rule) = p.mk.rule_for(f) {
+            return Err(format!(
+                "it has a rule that remakes `{f}` (`{}`), which make runs before reading the result",
+                rule.0
+            ));
+        }
+    }
+    let mut mk = p.mk;
+    let shell_calls = p.shell_calls;
     for (name, value) in overrides {
         mk.vars.insert(name.clone(), Some(value.clone()));
     }
@@ -66,14 +153,53 @@ pub(crate) fn recipes(
     };
     let mut out = Recipes {
         lines: Vec::new(),
-        shell_calls: shell_calls(text),
+        shell_calls,
         missing: Vec::new(),
     };
     let mut seen = HashSet::new();
     for goal in &goals {
         collect(&mk, goal, &mut out, &mut seen, 0, true);
     }
+    if mk.rules.contains_key(ANY_TARGET) {
+        collect(&mk, ANY_TARGET, &mut out, &mut seen, 0, false);
+    }
     Ok(out)
+}
+
+impl Makefile {
+    /// The rule that builds `name`: its own, else the first pattern rule matching it
+    /// (`%.o:`, a match-anything `%:`) or old-fashioned suffix rule (`.c.o:`), with the
+    /// target as written.
+    fn rule_for(&self, name: &str) -> Option<(&str, &Vec<Rule>)> {
+        if let Some((t, r)) = self.rules.get_key_value(name) {
+            return Some((t, r));
+        }
+        self.rules
+            .iter()
+            .find(|(t, _)| pattern_matches(t, name) || suffix_rule_matches(t, name))
+            .map(|(t, r)| (t.as_str(), r))
+    }
+}
+
+/// Whether the pattern target `pattern` (`pre%suf`) matches `name`.
+fn pattern_matches(pattern: &str, name: &str) -> bool {
+    let Some((pre, suf)) = pattern.split_once('%') else {
+        return false;
+    };
+    name.len() >= pre.len() + suf.len() && name.starts_with(pre) && name.ends_with(suf)
+}
+
+/// Whether the double-suffix rule `.a.b` builds `name` (`x.b`).
+fn suffix_rule_matches(rule: &str, name: &str) -> bool {
+    let Some(rest) = rule.strip_prefix('.') else {
+        return false;
+    };
+    match rest.split_once('.') {
+        Some((from, to)) if !from.is_empty() && !to.is_empty() && !to.contains(['.', '/']) => {
+            name.len() > to.len() + 1 && name.ends_with(&format!(".{to}"))
+        }
+        _ => false,
+    }
 }
 
 fn collect(
@@ -87,7 +213,15 @@ fn collect(
     if depth > 16 || !seen.insert(target.to_string()) {
         return;
     }
-    let Some(rules) = mk.rules.get(target) else {
+    // A prerequisite with no rule of its own is built by a pattern rule that matches it, or
+    // by `.DEFAULT`'s recipe.
+    let rule = mk.rule_for(target).or_else(|| {
+        (!asked)
+            .then(|| mk.rules.get_key_value(".DEFAULT"))
+            .flatten()
+            .map(|(t, r)| (t.as_str(), r))
+    });
+    let Some((_, rules)) = rule else {
         if asked {
             out.missing.push(target.to_string());
         }
@@ -111,123 +245,224 @@ fn strip_recipe_prefix(line: &str) -> &str {
     line.trim_start_matches(['@', '-', '+', ' ', '\t'])
 }
 
-fn parse(text: &str) -> Result<Makefile, Unreadable> {
-    let mut mk = Makefile {
-        vars: BTreeMap::new(),
-        rules: BTreeMap::new(),
-        first_target: None,
-    };
-    mk.vars.insert("MAKE".into(), Some("make".into()));
-    let mut defined: HashSet<String> = HashSet::new();
-    let mut conditional = 0usize;
-    let mut current: Option<Vec<String>> = None;
-    let lines = logical_lines(text);
-    let mut in_define = false;
-    for line in lines {
-        if in_define {
-            if line.trim_start().starts_with("endef") {
-                in_define = false;
+/// Reads makefiles into one [`Makefile`], includes in place.
+struct Parser<'p, 'r> {
+    mk: Makefile,
+    /// Variables assigned once already (a second definition's value depends on order).
+    defined: HashSet<String>,
+    /// How many conditionals the line being read lies in (across includes).
+    conditional: usize,
+    read: &'p mut Reader<'r>,
+    /// Every makefile make reads or tries to (included ones too, found or not).
+    read_files: Vec<String>,
+    shell_calls: Vec<String>,
+}
+
+impl Parser<'_, '_> {
+    fn parse(&mut self, text: &str, depth: usize) -> Result<(), Unreadable> {
+        for name in READ_TIME_FUNCTIONS {
+            let called = ["$(", "${"].iter().any(|open| {
+                [' ', '\t']
+                    .iter()
+                    .any(|sep| text.contains(&format!("{open}{name}{sep}")))
+            });
+            if called {
+                return Err(format!(
+                    "it calls `$({name} …)`, which make runs while reading it"
+                ));
             }
-            continue;
         }
-        if let Some(recipe) = line.strip_prefix('\t') {
-            if let Some(targets) = &current {
+        self.shell_calls.extend(shell_calls(text));
+        let mut current: Option<Vec<String>> = None;
+        let mut in_define = false;
+        for line in logical_lines(text) {
+            if in_define {
+                if line.trim_start().starts_with("endef") {
+                    in_define = false;
+                }
+                continue;
+            }
+            // A tab starts a recipe line only after a rule; elsewhere make reads the line as
+            // any other (`\tinclude evil.mk` after a variable is an include).
+            if let (Some(recipe), Some(targets)) = (line.strip_prefix('\t'), &current) {
                 for t in targets {
-                    if let Some(rules) = mk.rules.get_mut(t)
+                    if let Some(rules) = self.mk.rules.get_mut(t)
                         && let Some(rule) = rules.last_mut()
                     {
                         rule.recipe.push(recipe.to_string());
                     }
                 }
-            }
-            continue;
-        }
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let first = trimmed.split_whitespace().next().unwrap_or("");
-        match first {
-            "include" | "-include" | "sinclude" => {
-                return Err("it includes other makefiles".into());
-            }
-            "ifeq" | "ifneq" | "ifdef" | "ifndef" => {
-                conditional += 1;
-                current = None;
                 continue;
             }
-            "else" => {
-                current = None;
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
-            "endif" => {
-                conditional = conditional.saturating_sub(1);
-                current = None;
-                continue;
+            // `export`, `override`, `private` in any combination only change where a variable
+            // is seen; what follows is judged the same.
+            let mut body = trimmed;
+            while let Some(rest) = ["export ", "override ", "private "]
+                .iter()
+                .find_map(|m| body.strip_prefix(m))
+            {
+                body = rest.trim_start();
             }
-            "define" => {
-                // A multi-line variable: its name's value is not followed.
-                if let Some(name) = trimmed.split_whitespace().nth(1) {
-                    mk.vars.insert(name.to_string(), None);
+            let first = body.split_whitespace().next().unwrap_or("");
+            match first {
+                "include" | "-include" | "sinclude" => {
+                    let rest = trimmed[first.len()..].trim();
+                    self.include(rest, first == "include", depth)?;
+                    current = None;
+                    continue;
                 }
-                in_define = true;
+                "load" | "-load" => {
+                    return Err("it `load`s an object into make".into());
+                }
+                // A conditional inside a recipe keeps the rule's context: the recipe lines of
+                // every branch are the rule's.
+                "ifeq" | "ifneq" | "ifdef" | "ifndef" => {
+                    self.conditional += 1;
+                    continue;
+                }
+                "else" => continue,
+                "endif" => {
+                    self.conditional = self.conditional.saturating_sub(1);
+                    continue;
+                }
+                "define" => {
+                    // A multi-line variable: its name's value is not followed.
+                    if let Some(name) = body.split_whitespace().nth(1) {
+                        settable(name)?;
+                        self.mk.vars.insert(name.to_string(), None);
+                    }
+                    in_define = true;
+                    continue;
+                }
+                "vpath" | "unexport" | ".PHONY:" => continue,
+                _ => {}
+            }
+            if let Some((name, op, value)) = assignment(body) {
+                self.assign(name, &op, value.trim())?;
+                current = None;
                 continue;
             }
-            "vpath" | "unexport" | ".PHONY:" => continue,
-            _ => {}
-        }
-        let body = trimmed
-            .strip_prefix("export ")
-            .or_else(|| trimmed.strip_prefix("override "))
-            .unwrap_or(trimmed);
-        if let Some((name, op, value)) = assignment(body) {
-            if matches!(name.as_str(), "SHELL" | ".SHELLFLAGS" | ".RECIPEPREFIX") {
-                return Err(format!("it sets `{name}`, which changes how recipes run"));
+            if let Some((targets, prereqs)) = rule_head(body) {
+                // `$(T): …`: targets make computes; unknown ones may be any target.
+                let expanded = expand(&self.mk, targets, "", &[], 0);
+                let any = expanded.contains(UNKNOWN_VALUE);
+                let targets: Vec<String> = if any {
+                    vec![ANY_TARGET.to_string()]
+                } else {
+                    expanded.split_whitespace().map(str::to_string).collect()
+                };
+                // `test: RM = rm -rf`: a variable for this target's recipe (and its
+                // prerequisites'), which no global value stands for.
+                let mut specific = prereqs.trim();
+                while let Some(rest) = ["export ", "override ", "private "]
+                    .iter()
+                    .find_map(|m| specific.strip_prefix(m))
+                {
+                    specific = rest.trim_start();
+                }
+                if let Some((name, _, _)) = assignment(specific) {
+                    settable(&name)?;
+                    self.mk.vars.insert(name.clone(), None);
+                    self.defined.insert(name);
+                    current = None;
+                    continue;
+                }
+                let (prereqs, inline) = match prereqs.split_once(';') {
+                    Some((p, r)) => (p, Some(r.trim().to_string())),
+                    None => (prereqs, None),
+                };
+                let prereqs: Vec<String> = prereqs
+                    .split_whitespace()
+                    .filter(|p| *p != "|")
+                    .map(str::to_string)
+                    .collect();
+                for t in &targets {
+                    if self.mk.first_target.is_none() && !t.starts_with('.') && !t.contains('%') {
+                        self.mk.first_target = Some(t.clone());
+                    }
+                    self.mk.rules.entry(t.clone()).or_default().push(Rule {
+                        prerequisites: prereqs.clone(),
+                        recipe: inline.clone().into_iter().collect(),
+                    });
+                }
+                current = Some(targets);
+                continue;
             }
-            let value = value.trim().to_string();
-            let known = conditional == 0 && op != "!=" && !defined.contains(&name);
-            // `?=` keeps a value from the environment, which is Keel's own allowlisted one.
-            let entry = match (op.as_str(), mk.vars.get(&name).cloned().flatten()) {
-                ("+=", Some(old)) => Some(format!("{old} {value}")),
-                ("+=", None) => None,
-                ("?=", Some(old)) => Some(old),
-                _ if known => Some(value),
-                _ => None,
-            };
-            if op != "+=" {
-                defined.insert(name.clone());
+            // A line that is neither (`$(X)`, `$(foo …)`): make expands it and reads the result
+            // as makefile text. Only messages are known to read as nothing.
+            if body.starts_with('$')
+                && !["$(info ", "$(warning ", "$(error "]
+                    .iter()
+                    .any(|m| body.starts_with(m))
+            {
+                return Err(format!(
+                    "it has a line make expands into makefile text (`{}`)",
+                    body.chars().take(60).collect::<String>()
+                ));
             }
-            mk.vars
-                .insert(name, if conditional > 0 { None } else { entry });
             current = None;
-            continue;
         }
-        if let Some((targets, prereqs)) = rule_head(body) {
-            let targets: Vec<String> = targets.split_whitespace().map(str::to_string).collect();
-            let (prereqs, inline) = match prereqs.split_once(';') {
-                Some((p, r)) => (p, Some(r.trim().to_string())),
-                None => (prereqs, None),
-            };
-            let prereqs: Vec<String> = prereqs
-                .split_whitespace()
-                .filter(|p| *p != "|")
-                .map(str::to_string)
-                .collect();
-            for t in &targets {
-                if mk.first_target.is_none() && !t.starts_with('.') && !t.contains('%') {
-                    mk.first_target = Some(t.clone());
-                }
-                mk.rules.entry(t.clone()).or_default().push(Rule {
-                    prerequisites: prereqs.clone(),
-                    recipe: inline.clone().into_iter().collect(),
-                });
-            }
-            current = Some(targets);
-            continue;
-        }
-        current = None;
+        Ok(())
     }
-    Ok(mk)
+
+    fn assign(&mut self, name: String, op: &str, value: &str) -> Result<(), Unreadable> {
+        settable(&name)?;
+        if matches!(name.as_str(), "MAKEFLAGS" | "GNUMAKEFLAGS")
+            && let Some(flag) = value.split_whitespace().find(|w| {
+                !QUIET_FLAGS.contains(w) && !w.starts_with("-j") && !w.starts_with("--jobs")
+            })
+        {
+            return Err(format!(
+                "it sets `MAKEFLAGS` to `{flag}`, which may change which files make reads or what it runs"
+            ));
+        }
+        let known = self.conditional == 0 && op != "!=" && !self.defined.contains(&name);
+        // `?=` keeps a value from the environment, which is Keel's own allowlisted one.
+        let entry = match (op, self.mk.vars.get(&name).cloned().flatten()) {
+            ("+=", Some(old)) => Some(format!("{old} {value}")),
+            ("+=", None) => None,
+            ("?=", Some(old)) => Some(old),
+            _ if known => Some(value.to_string()),
+            _ => None,
+        };
+        if op != "+=" {
+            self.defined.insert(name.clone());
+        }
+        let entry = if self.conditional > 0 { None } else { entry };
+        self.mk.vars.insert(name, entry);
+        Ok(())
+    }
+
+    /// `include NAMES` (`required`) or `-include`/`sinclude NAMES`: each read in place.
+    fn include(&mut self, names: &str, required: bool, depth: usize) -> Result<(), Unreadable> {
+        if depth >= MAX_INCLUDE_DEPTH {
+            return Err(format!("its includes nest deeper than {MAX_INCLUDE_DEPTH}"));
+        }
+        let expanded = expand(&self.mk, names, "", &[], 0);
+        if expanded.contains(UNKNOWN_VALUE) || expanded.contains(['*', '?', '[']) {
+            return Err(format!(
+                "it includes `{names}`, a makefile named only when make runs"
+            ));
+        }
+        for name in expanded.split_whitespace() {
+            self.read_files.push(name.to_string());
+            match (self.read)(name)? {
+                Some(text) => self.parse(&text, depth + 1)?,
+                None if required => {
+                    return Err(format!(
+                        "it includes `{name}`, which does not exist (make tries to build it)"
+                    ));
+                }
+                // Looked for and recorded so: creating it ends an approval of this judgement.
+                None => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Joins backslash-continued lines (a recipe keeps its leading tab).
@@ -249,21 +484,66 @@ fn logical_lines(text: &str) -> Vec<String> {
     out
 }
 
-/// `NAME = value`, `:=`, `::=`, `?=`, `+=`, `!=` (no `:` of a rule before the operator).
+/// Whether a makefile may set the variable `name` and still be judged: not one that changes
+/// how recipes run or what make reads, and not a name make computes (`$(A)FLAGS` may be
+/// `.SHELLFLAGS`: red-team pass 7, R7-12).
+fn settable(name: &str) -> Result<(), Unreadable> {
+    if name.contains('$') {
+        return Err(format!(
+            "it sets a variable named only when make runs (`{name}`)"
+        ));
+    }
+    if matches!(
+        name,
+        "SHELL" | ".SHELLFLAGS" | ".RECIPEPREFIX" | ".EXTRA_PREREQS"
+    ) {
+        return Err(format!("it sets `{name}`, which changes how recipes run"));
+    }
+    Ok(())
+}
+
+/// `NAME = value`, `:=`, `::=`, `?=`, `+=`, `!=`: the first `=` or `:` outside a reference
+/// decides (a `:` not followed by `=` makes a rule). The name may hold references (the
+/// caller refuses those: [`settable`]).
 fn assignment(line: &str) -> Option<(String, String, String)> {
-    for op in ["::=", ":=", "?=", "+=", "!=", "="] {
-        if let Some((name, value)) = line.split_once(op) {
-            let name = name.trim();
-            if !name.is_empty()
-                && !name.contains(':')
-                && !name.contains(char::is_whitespace)
-                && !name.contains('$')
-            {
-                return Some((name.to_string(), op.to_string(), value.to_string()));
+    let bytes = line.as_bytes();
+    let mut level = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'(' | b'{' if i > 0 && bytes[i - 1] == b'$' => level += 1,
+            b'(' | b'{' if level > 0 => level += 1,
+            b')' | b'}' if level > 0 => level -= 1,
+            b':' if level == 0 => {
+                let op = if line[i..].starts_with("::=") {
+                    "::="
+                } else if line[i..].starts_with(":=") {
+                    ":="
+                } else {
+                    return None;
+                };
+                return named(&line[..i], op, &line[i + op.len()..]);
             }
+            b'=' if level == 0 => {
+                let (at, op) = match i.checked_sub(1).map(|k| bytes[k]) {
+                    Some(b'?') => (i - 1, "?="),
+                    Some(b'+') => (i - 1, "+="),
+                    Some(b'!') => (i - 1, "!="),
+                    _ => (i, "="),
+                };
+                return named(&line[..at], op, &line[i + 1..]);
+            }
+            _ => {}
         }
+        i += 1;
     }
     None
+}
+
+fn named(name: &str, op: &str, value: &str) -> Option<(String, String, String)> {
+    let name = name.trim();
+    (!name.is_empty() && !name.contains(char::is_whitespace))
+        .then(|| (name.to_string(), op.to_string(), value.to_string()))
 }
 
 /// `targets: prerequisites` (also `::`), not an assignment.
@@ -375,7 +655,10 @@ mod tests {
 
     fn run(text: &str, targets: &[&str]) -> Result<Recipes, Unreadable> {
         let t: Vec<String> = targets.iter().map(|s| s.to_string()).collect();
-        recipes(text, &t, &[])
+        let mut read = |name: &str| -> Result<Option<String>, String> {
+            Ok((name == "Makefile").then(|| text.to_string()))
+        };
+        recipes(&["Makefile".into()], true, &t, &[], &mut read)
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod disk;
 pub mod exec;
 pub mod git_programs;
 mod hidden;
+pub mod judged;
 mod lint;
 pub mod lookup;
 mod makefile;

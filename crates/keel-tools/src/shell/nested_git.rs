@@ -193,10 +193,13 @@ const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
 /// beside it when entries counted alone); the `bool` is true when that stopped the search.
 /// Also collects into `specials` every [`READ_BY_GIT`] entry that is neither a regular file
 /// nor a symlink (git does not follow those), and every directory that cannot be listed even
-/// after its owner's read bit is put back.
+/// after its owner's read bit is put back, into `tool_configs` every entry that may be a
+/// hook tool's configuration read in any directory ([`crate::sandbox::may_be_discovered`]),
+/// and into `python` what it met of Python's (virtual environments, bytecode).
 fn find_entries(
     root: &Path,
     specials: &mut Vec<PathBuf>,
+    tool_configs: &mut Vec<PathBuf>,
     python: &mut super::venv_startup::Seen,
 ) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
@@ -253,6 +256,9 @@ fn find_entries(
                 found.push(entry.path());
                 continue;
             }
+            if crate::sandbox::may_be_discovered(&name) {
+                tool_configs.push(entry.path());
+            }
             if name == ".keel" && dir == root {
                 continue;
             }
@@ -268,16 +274,26 @@ fn find_entries(
 /// created or changed whose configuration or hooks run a program is renamed out of git's
 /// sight. Returns what was moved (empty: nothing to report).
 pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Quarantined> {
-    quarantine_in(workspace, since, false, &mut Default::default()).0
+    quarantine_in(
+        workspace,
+        since,
+        false,
+        &mut Vec::new(),
+        &mut Default::default(),
+    )
+    .0
 }
 
 /// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
-/// `bool` is true when the workspace was too large to search whole. What the walk met of
-/// Python's (virtual environments, bytecode) goes into `python`.
+/// `bool` is true when the workspace was too large to search whole. Collects into
+/// `tool_configs` the entries that may be a hook tool's configuration (for
+/// [`super::git_programs::discovered_after`]), and into `python` what the walk met of
+/// Python's (virtual environments, bytecode).
 fn quarantine_in(
     workspace: &Path,
     since: SystemTime,
     skip_top: bool,
+    tool_configs: &mut Vec<PathBuf>,
     python: &mut super::venv_startup::Seen,
 ) -> (Vec<Quarantined>, bool) {
     // A second of slack: file systems with coarse timestamps.
@@ -285,7 +301,7 @@ fn quarantine_in(
     let mut out = Vec::new();
     let top = workspace.join(".git");
     let mut specials = Vec::new();
-    let (found, incomplete) = find_entries(workspace, &mut specials, python);
+    let (found, incomplete) = find_entries(workspace, &mut specials, tool_configs, python);
     // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
     // later snapshot (and the user's `git status`) waits on it.
     for special in specials {
@@ -507,9 +523,21 @@ impl Watch {
         let still_sealed = self.sealed_top.is_some_and(|id| {
             std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
         });
+        let mut tool_configs = Vec::new();
         let mut python = super::venv_startup::Seen::default();
-        let repos = quarantine_in(&self.root, self.since, still_sealed, &mut python);
-        let programs = self.programs.after(&self.root, self.since, self.confined);
+        let repos = quarantine_in(
+            &self.root,
+            self.since,
+            still_sealed,
+            &mut tool_configs,
+            &mut python,
+        );
+        let mut programs = self.programs.after(&self.root, self.since, self.confined);
+        // Hook tools' configuration in any directory (lint-staged's): what the command
+        // created or changed (R6-9).
+        let more =
+            super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
+        programs.extend(more);
         let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
         (repos, programs, startup)
     }

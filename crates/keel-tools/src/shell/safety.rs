@@ -246,6 +246,11 @@ impl Analyzer<'_> {
             reasons,
             commands: self.commands,
             words: self.words,
+            absent: self
+                .project
+                .as_ref()
+                .map(|p| p.absent.clone())
+                .unwrap_or_default(),
             sources: self.project.map(|p| p.sources).unwrap_or_default(),
             runs_inline_code: self.inline_code,
         }

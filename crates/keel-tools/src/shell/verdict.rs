@@ -63,6 +63,11 @@ pub struct Analysis {
     /// The project files a test run's judgement read ([`CommandSafety::classify_test_run`]).
     #[serde(skip)]
     pub sources: Vec<Source>,
+    /// Project files the judgement looked for and did not find (a `GNUmakefile` make would
+    /// prefer, an optional include): part of the fingerprint, so one appearing later ends an
+    /// approval (R6-14).
+    #[serde(skip)]
+    pub absent: Vec<std::path::PathBuf>,
     /// An interpreter runs code given inline (`python3 -c "import gen; gen.main()"`, `node -e`),
     /// a module (`python3 -m pkg`) or code piped in: what it loads from the workspace
     /// (`import gen`) is named nowhere Keel can fingerprint, so a caller remembering an
@@ -86,10 +91,12 @@ impl Analysis {
             .find(|entry| self.rule_match(entry) == RuleMatch::Yes)
     }
 
-    /// A short hash of the project files the judgement read (`None` when it read none): a
-    /// caller that remembers an approval keys it with this, so a changed script asks again.
+    /// A short hash of the project files the judgement read, and of those it looked for and
+    /// did not find (`None` when it read none): a caller that remembers an approval keys it
+    /// with this, so a changed script — or a new file the program would read first — asks
+    /// again.
     pub fn sources_fingerprint(&self) -> Option<String> {
-        if self.sources.is_empty() {
+        if self.sources.is_empty() && self.absent.is_empty() {
             return None;
         }
         let mut text = String::new();
@@ -101,10 +108,33 @@ impl Analysis {
                 s.hash
             ));
         }
+        for path in &self.absent {
+            text.push_str(&format!("{}\0absent\n", path.display()));
+        }
         Some(format!(
             "{:08x}",
             keel_protocol::fnv1a(text.as_bytes()) as u32
         ))
+    }
+
+    /// What a person is shown beside the command about the project files it was judged by:
+    /// ` [reads package.json (scripts.test); #1a2b3c4d]` (` [#1a2b3c4d]` when it found none of
+    /// the files it looked for); empty when it looked for none.
+    pub fn sources_note(&self) -> String {
+        let Some(fp) = self.sources_fingerprint() else {
+            return String::new();
+        };
+        let files: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| format!("{} ({})", s.path.display(), s.what))
+            .collect();
+        let files: String = files.join(", ").chars().take(200).collect();
+        if files.is_empty() {
+            format!(" [#{fp}]")
+        } else {
+            format!(" [reads {files}; #{fp}]")
+        }
     }
 
     /// How the rule `rule` (a word prefix, `"git push"`) matches the line's simple commands,

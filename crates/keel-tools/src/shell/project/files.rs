@@ -28,6 +28,10 @@ pub(crate) struct Project {
     /// Where the command runs; `None` once a `cd` went somewhere not known.
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) sources: Vec<Source>,
+    /// Files the judgement looked for that were not there (relative to the workspace root):
+    /// one appearing later changes what runs (a `GNUmakefile` make prefers, an optional
+    /// include), so they are part of the fingerprint too (R6-14).
+    pub(crate) absent: Vec<PathBuf>,
     reads: usize,
     /// A test run (`run_tests`): test runners count as its work.
     pub(crate) test_run: bool,
@@ -42,6 +46,7 @@ impl Project {
             dir: keel_fs::beneath::DirHandle::open(&root).ok(),
             root,
             sources: Vec::new(),
+            absent: Vec::new(),
             reads: 0,
             test_run,
         }
@@ -106,7 +111,7 @@ impl Project {
             Err(
                 keel_fs::beneath::ResolveError::NotADirectory(_)
                 | keel_fs::beneath::ResolveError::Dangling,
-            ) => return Ok(None),
+            ) => return Ok(self.not_there(rel)),
             Err(e) => {
                 return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
             }
@@ -114,7 +119,7 @@ impl Project {
         let rel = target.rel().to_path_buf();
         let info = match target.info() {
             Ok(Some(info)) => info,
-            Ok(None) => return Ok(None),
+            Ok(None) => return Ok(self.not_there(rel)),
             Err(e) => {
                 return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
             }
@@ -149,6 +154,14 @@ impl Project {
 }
 
 impl Project {
+    /// Records `rel` as looked for and not there.
+    fn not_there(&mut self, rel: PathBuf) -> Option<String> {
+        if !self.absent.contains(&rel) {
+            self.absent.push(rel);
+        }
+        None
+    }
+
     /// What is at `path` (absolute, inside the workspace), beneath the open workspace and
     /// without following a final link; `None` when nothing is there or it is outside.
     pub(crate) fn kind(&self, path: &Path) -> Option<keel_fs::beneath::FileKind> {

@@ -317,28 +317,62 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
     true
 }
 
-/// `make [-s] [-k] [-jN] [VAR=value] [target…]`: the recipes the Makefile gives them.
+/// `make [options] [VAR=value] [target…]`: the recipes its makefiles give the targets, read
+/// from every makefile make reads (`-f` each, or the first of `GNUmakefile`, `makefile`,
+/// `Makefile`; each include), in the directory `-C` names. Each file read, and each looked
+/// for and not there, is in the judgement's fingerprint (R6-14). What make would read that
+/// cannot be named here (`-I` search directories, an option Keel does not follow, an include
+/// named at run time) makes the line unknown, and its approval lapses when workspace code
+/// changes, as inline code's does.
 fn make(a: &mut Analyzer, args: &[Word]) -> bool {
     let mut targets = Vec::new();
     let mut overrides = Vec::new();
-    let mut file: Option<String> = None;
+    let mut files: Vec<String> = Vec::new();
+    let mut dir: Option<String> = None;
+    let mut unfollowed: Option<String> = None;
     let mut i = 0;
     while let Some(w) = args.get(i) {
+        i += 1;
         let Some(v) = w.value() else {
-            a.flag(
-                Unknown,
-                format!("`make {}` is not known before it runs", w.source),
-            );
-            return true;
+            unfollowed.get_or_insert(format!("`make {}` is not known before it runs", w.source));
+            continue;
         };
-        match v {
-            "-f" | "--file" | "--makefile" => {
-                match args.get(i + 1).and_then(Word::value) {
-                    Some(f) => file = Some(f.to_string()),
-                    None => return false,
-                }
+        let next = args.get(i).and_then(Word::value);
+        // An option's value: attached (`-fx`, `--file=x`) or the next word.
+        let mut value = |short: &str, long: &[&str]| -> Option<Option<String>> {
+            if v == short || long.contains(&v) {
                 i += 1;
+                return Some(next.map(str::to_string));
             }
+            if let Some(rest) = v
+                .strip_prefix(short)
+                .filter(|r| !r.is_empty() && !v.starts_with("--"))
+            {
+                return Some(Some(rest.to_string()));
+            }
+            long.iter()
+                .find_map(|l| v.strip_prefix(&format!("{l}=")))
+                .map(|rest| Some(rest.to_string()))
+        };
+        if let Some(f) = value("-f", &["--file", "--makefile"]) {
+            match f {
+                Some(f) => files.push(f),
+                None => {
+                    unfollowed.get_or_insert("`make -f` names no file".into());
+                }
+            }
+            continue;
+        }
+        if let Some(d) = value("-C", &["--directory"]) {
+            match (d, &dir) {
+                (Some(d), None) => dir = Some(d),
+                _ => {
+                    unfollowed.get_or_insert("`make -C` more than once".into());
+                }
+            }
+            continue;
+        }
+        match v {
             "-s"
             | "--silent"
             | "--quiet"
@@ -348,49 +382,58 @@ fn make(a: &mut Analyzer, args: &[Word]) -> bool {
             | "-w"
             | "--print-directory"
             | "-B"
-            | "--always-make" => {}
-            _ if v.starts_with("-j") || v.starts_with("--jobs") => {}
-            _ if v.starts_with('-') => return false,
+            | "--always-make"
+            | "-r"
+            | "--no-builtin-rules"
+            | "-R"
+            | "--no-builtin-variables" => {}
+            "-j" | "-l" => {
+                // `-j 4`: a number is the option's value, not a target.
+                if next.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                    i += 1;
+                }
+            }
+            _ if v.starts_with("-j")
+                || v.starts_with("--jobs")
+                || v.starts_with("-l")
+                || v.starts_with("--load-average") => {}
+            _ if v.starts_with('-') => {
+                unfollowed.get_or_insert(format!(
+                    "`make {v}`: Keel does not follow what this option makes make read or run"
+                ));
+            }
             _ => match v.split_once('=') {
                 Some((name, value)) => overrides.push((name.to_string(), value.to_string())),
                 None => targets.push(v.to_string()),
             },
         }
-        i += 1;
     }
     let Some(project) = a.project.as_mut() else {
         return false;
-    };
-    let names: Vec<String> = match file {
-        Some(f) => vec![f],
-        None => ["GNUmakefile", "makefile", "Makefile"]
-            .map(String::from)
-            .to_vec(),
     };
     let what = if targets.is_empty() {
         "the default target".to_string()
     } else {
         format!("target {}", targets.join(" "))
     };
-    let mut text = None;
-    for n in &names {
-        match project.read(n, &what) {
-            Ok(Some(t)) => {
-                text = Some(t);
-                break;
-            }
-            Ok(None) => {}
-            Err(why) => {
-                a.flag(Unknown, format!("`make`: {why}"));
-                return true;
-            }
-        }
+    let saved = project.cwd.clone();
+    if let Some(d) = &dir {
+        project.cd(Some(d.as_str()));
     }
-    let Some(text) = text else {
-        a.flag(Unknown, "`make` finds no Makefile here".into());
-        return true;
+    let defaults = files.is_empty();
+    let names: Vec<String> = if defaults {
+        ["GNUmakefile", "makefile", "Makefile"]
+            .map(String::from)
+            .to_vec()
+    } else {
+        files
     };
-    match super::makefile::recipes(&text, &targets, &overrides) {
+    let judged = {
+        let mut read = |name: &str| project.read(name, &what);
+        super::makefile::recipes(&names, defaults, &targets, &overrides, &mut read)
+    };
+    project.cwd = saved;
+    match judged {
         Ok(r) => {
             for call in &r.shell_calls {
                 judge_script(a, call);
@@ -408,7 +451,14 @@ fn make(a: &mut Analyzer, args: &[Word]) -> bool {
                 );
             }
         }
-        Err(why) => a.flag(Unknown, format!("the Makefile cannot be judged: {why}")),
+        Err(why) => {
+            a.flag(Unknown, format!("the Makefile cannot be judged: {why}"));
+            a.inline_code = true;
+        }
+    }
+    if let Some(why) = unfollowed {
+        a.flag(Unknown, why);
+        a.inline_code = true;
     }
     true
 }

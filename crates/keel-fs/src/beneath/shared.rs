@@ -1,0 +1,90 @@
+//! One workspace handle for a whole session (issue 33). A one-turn `keel run` used to open
+//! its workspace 12 times — the tools' workspace, the attached files, rules, the rules hook,
+//! the constitution, skills, `.mcp.json`, the prompt, the index's ignore rules, walker and
+//! state directory — and each open listed the ~190 protected stores and looked at every one
+//! of them again to build the same [`super::Fence`]: ~0.75M instructions and ~190 `statx`
+//! per open, most of what `keel run` did before its first request.
+//!
+//! A front end that knows its session's workspace opens it once and shares it
+//! ([`super::DirHandle::share`]); while the returned [`Shared`] guard lives,
+//! [`super::DirHandle::open`] of that same directory returns a clone of the shared handle —
+//! the same open descriptor and the same fence — instead of opening and fencing anew.
+//!
+//! Every handle still refuses every protected store: the fence is the one the tools' own
+//! workspace handle always used for the whole session (computed when it was opened). A shared
+//! handle is given out only while nothing its fence was built from has changed:
+//! - the directory at that path is still the one that was opened (device and inode), so a
+//!   workspace renamed away and replaced is opened afresh;
+//! - no path was registered as Keel's own since ([`crate::stores::register_keel_path`]: a
+//!   session database inside the workspace registered after the share is fenced at the next
+//!   open), and the environment variables the store list is built from
+//!   ([`crate::stores::fingerprint`]) are the same.
+
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::DirHandle;
+
+/// One shared handle.
+struct Entry {
+    token: u64,
+    /// Device and inode of the directory when it was shared.
+    id: (u64, u64),
+    /// [`crate::stores::fingerprint`] when it was shared.
+    inputs: u64,
+    handle: DirHandle,
+}
+
+/// The handles shared in this process (a front end shares one; a server none).
+static SHARED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// While alive, opening the shared directory again yields the shared handle
+/// ([`DirHandle::share`]). Dropping it ends the sharing; handles already given out stay open.
+#[derive(Debug)]
+#[must_use = "the handle is shared only while the guard lives"]
+pub struct Shared {
+    token: u64,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let mut list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|e| e.token != self.token);
+    }
+}
+
+pub(super) fn share(handle: &DirHandle) -> Shared {
+    let token = NEXT.fetch_add(1, Ordering::Relaxed);
+    // A handle that cannot be identified is simply not shared.
+    if let Ok(st) = rustix::fs::fstat(handle.fd.as_fd()) {
+        let mut list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        list.push(Entry {
+            token,
+            id: (st.st_dev, st.st_ino),
+            inputs: crate::stores::fingerprint(),
+            handle: handle.clone(),
+        });
+    }
+    Shared { token }
+}
+
+/// The shared handle of the directory at `canonical`, when one is shared and still good.
+pub(super) fn find(canonical: &Path) -> Option<DirHandle> {
+    let handle = {
+        let list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if list.is_empty() {
+            return None;
+        }
+        let inputs = crate::stores::fingerprint();
+        list.iter()
+            .rev()
+            .find(|e| e.handle.path == canonical && e.inputs == inputs)
+            .map(|e| (e.id, e.handle.clone()))
+    };
+    let (id, handle) = handle?;
+    let st = rustix::fs::stat(canonical).ok()?;
+    ((st.st_dev, st.st_ino) == id).then_some(handle)
+}
