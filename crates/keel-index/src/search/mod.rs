@@ -11,7 +11,8 @@
 //! the file, line span, symbol, a short snippet read from the file, and why it matched.
 //! [`Ranking::Bm25`] ranks by chunk-body BM25 alone (the baseline the benchmarks compare to).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use globset::GlobMatcher;
 use rusqlite::params;
@@ -141,6 +142,13 @@ const MAX_SNIPPET_LINES: usize = 3;
 const MAX_SYMBOL_HIT_LINES: usize = 40;
 const MAX_SNIPPET_CHARS: usize = 160;
 
+/// The rows of the message catalogs (`Index::catalogs`).
+#[derive(Debug)]
+pub(crate) struct Catalogs {
+    files: HashSet<i64>,
+    chunks: HashSet<i64>,
+}
+
 /// A location being scored.
 #[derive(Debug, Clone)]
 struct Cand {
@@ -208,15 +216,25 @@ impl Index {
                         "bm25(0.0, 1.0, 0.0)",
                         fetch,
                         &filter,
+                        &HashSet::new(),
                         &mut cands,
                     )?;
                 }
             }
             Ranking::Hybrid => {
+                let catalogs = self.catalogs()?;
                 let selective = self.selective_words(&terms)?;
                 let phrases = text_phrases(&terms, &selective);
                 if !phrases.is_empty() {
-                    text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
+                    text_candidates(
+                        conn,
+                        &phrases,
+                        CHUNK_WEIGHTS,
+                        fetch,
+                        &filter,
+                        &catalogs.chunks,
+                        &mut cands,
+                    )?;
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
@@ -263,13 +281,20 @@ impl Index {
                                 CHUNK_WEIGHTS,
                                 fetch,
                                 &filter,
+                                &catalogs.chunks,
                                 &mut body,
                             )?;
                         }
                         let files = if file_phrases.is_empty() {
                             Vec::new()
                         } else {
-                            file_text_scores(conn, &file_phrases, FILE_TEXT_CANDIDATES, &filter)?
+                            file_text_scores(
+                                conn,
+                                &file_phrases,
+                                FILE_TEXT_CANDIDATES,
+                                &filter,
+                                &catalogs.files,
+                            )?
                         };
                         Ok::<_, IndexError>((body, files))
                     };
@@ -618,6 +643,44 @@ impl Index {
         if let Ok(mut cache) = self.df_cache.lock() {
             cache.clear();
         }
+        if let Ok(mut cache) = self.catalogs.lock() {
+            *cache = None;
+        }
+    }
+
+    /// The index's message catalogs (cached until the index changes): gettext `.po`/`.pot`
+    /// files hold every user-visible message of the project once per language, so a short
+    /// description's words match dozens of them before the source that says it.
+    fn catalogs(&self) -> Result<Arc<Catalogs>, IndexError> {
+        if let Some(c) = self.catalogs.lock().ok().and_then(|c| c.clone()) {
+            return Ok(c);
+        }
+        let mut files = HashSet::new();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, name FROM files WHERE name LIKE '%.po' OR name LIKE '%.pot'",
+        )?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
+            let (id, name) = row?;
+            if crate::pathrole::is_message_catalog(&name) {
+                files.insert(id);
+            }
+        }
+        let mut chunks = HashSet::new();
+        if !files.is_empty() {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT id FROM chunks WHERE file_id = ?1")?;
+            for f in &files {
+                for id in stmt.query_map([f], |r| r.get::<_, i64>(0))? {
+                    chunks.insert(id?);
+                }
+            }
+        }
+        let c = Arc::new(Catalogs { files, chunks });
+        if let Ok(mut cache) = self.catalogs.lock() {
+            *cache = Some(c.clone());
+        }
+        Ok(c)
     }
 
     /// How far whole-file BM25 is trusted (0–1): its word statistics say little over a
