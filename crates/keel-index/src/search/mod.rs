@@ -12,7 +12,6 @@
 //! [`Ranking::Bm25`] ranks by chunk-body BM25 alone (the baseline the benchmarks compare to).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use globset::GlobMatcher;
 use rusqlite::params;
@@ -23,6 +22,7 @@ use crate::terms::{QueryTerms, fts_or, fts_phrases};
 use crate::{Index, IndexError};
 
 mod bm25;
+mod catalogs;
 mod config_keys;
 mod definitions;
 mod evidence;
@@ -33,6 +33,7 @@ mod runtime;
 mod signals;
 mod snippet;
 
+pub(crate) use catalogs::Catalogs;
 use evidence::{Evidence, gather};
 use report::Report;
 use signals::*;
@@ -141,13 +142,6 @@ const MAX_SNIPPET_LINES: usize = 3;
 /// Longest span a symbol hit reports (larger definitions are shown by their head).
 const MAX_SYMBOL_HIT_LINES: usize = 40;
 const MAX_SNIPPET_CHARS: usize = 160;
-
-/// The rows of the message catalogs (`Index::catalogs`).
-#[derive(Debug)]
-pub(crate) struct Catalogs {
-    files: HashSet<i64>,
-    chunks: HashSet<i64>,
-}
 
 /// A location being scored.
 #[derive(Debug, Clone)]
@@ -646,41 +640,6 @@ impl Index {
         if let Ok(mut cache) = self.catalogs.lock() {
             *cache = None;
         }
-    }
-
-    /// The index's message catalogs (cached until the index changes): gettext `.po`/`.pot`
-    /// files hold every user-visible message of the project once per language, so a short
-    /// description's words match dozens of them before the source that says it.
-    fn catalogs(&self) -> Result<Arc<Catalogs>, IndexError> {
-        if let Some(c) = self.catalogs.lock().ok().and_then(|c| c.clone()) {
-            return Ok(c);
-        }
-        let mut files = HashSet::new();
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, name FROM files WHERE name LIKE '%.po' OR name LIKE '%.pot'",
-        )?;
-        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
-            let (id, name) = row?;
-            if crate::pathrole::is_message_catalog(&name) {
-                files.insert(id);
-            }
-        }
-        let mut chunks = HashSet::new();
-        if !files.is_empty() {
-            let mut stmt = self
-                .conn
-                .prepare_cached("SELECT id FROM chunks WHERE file_id = ?1")?;
-            for f in &files {
-                for id in stmt.query_map([f], |r| r.get::<_, i64>(0))? {
-                    chunks.insert(id?);
-                }
-            }
-        }
-        let c = Arc::new(Catalogs { files, chunks });
-        if let Ok(mut cache) = self.catalogs.lock() {
-            *cache = Some(c.clone());
-        }
-        Ok(c)
     }
 
     /// How far whole-file BM25 is trusted (0–1): its word statistics say little over a
