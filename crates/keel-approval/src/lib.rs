@@ -288,9 +288,30 @@ impl ApprovalRules {
         }
         let allow = hits(&self.allow);
         let read_only = analysis.as_ref().is_some_and(|a| a.is_read_only());
+        // Whether the line reads with no rule vouching for any of it (`git status`, not `npm
+        // test` whose runner a rule vouched for): such a line runs in the read-only lane even
+        // when a rule allows it — a repository's `core.fsmonitor` behind `git status` must
+        // not write (red-team pass 7, R7-24) — unless the policy lets everything write.
+        let reads_alone = || {
+            command.is_some_and(|c| match workspace {
+                Some(ws) => CommandSafety::new()
+                    .classify_in_project(c, ws.root())
+                    .is_read_only(),
+                None => CommandSafety::new().classify(c).is_read_only(),
+            })
+        };
         // A prefix rule vouched for its commands; the rest of the line only reads.
         if allow.whole_tool || (allow.yes.is_some() && read_only) {
-            return (Verdict::Allow, summary);
+            let lane = !allow.whole_tool
+                && read_only
+                && self.policy != ApprovalPolicy::Never
+                && reads_alone();
+            let verdict = if lane {
+                Verdict::AllowReadOnly
+            } else {
+                Verdict::Allow
+            };
+            return (verdict, summary);
         }
         if self.policy == ApprovalPolicy::Never {
             return (Verdict::Allow, summary);
@@ -299,18 +320,17 @@ impl ApprovalRules {
         if ask.yes.is_some() || ask.maybe.is_some() {
             return (Verdict::Ask, summary);
         }
-        // A command allowed only because the analyser rated it read-only runs read-only:
-        // no user rule or `[shell] allow` entry vouched for it, and the policy does not let
-        // it write. (`run_tests` keeps its workspace-write sandbox: tests build and write
-        // caches.)
-        let lane = command.is_some()
-            && analysis.as_ref().is_some_and(|a| {
-                a.is_read_only()
-                    && !self
-                        .vouched
-                        .iter()
-                        .any(|p| a.rule_match(p) == RuleMatch::Yes)
-            });
+        // A command allowed because it reads runs read-only: the policy does not let it write,
+        // and a `[shell] allow` entry vouches for a program, not for writing (a line that
+        // reads only because the entry vouched for its test runner writes). `run_tests`
+        // whose command only reads runs read-only too (its tool judges that: R7-25).
+        let lane = read_only
+            && (self.vouched.iter().all(|p| {
+                analysis
+                    .as_ref()
+                    .is_none_or(|a| a.rule_match(p) != RuleMatch::Yes)
+            }) || reads_alone());
+        let lane = command.is_some() && lane;
         let risky = deletes
             || match analysis.map(|a| a.class) {
                 Some(SafetyClass::ReadOnly) => false,

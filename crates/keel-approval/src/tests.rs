@@ -85,8 +85,15 @@ fn only_a_command_allowed_because_it_reads_runs_read_only() {
             verdict(&rules(policy, &[], &[], &[]), &ls),
             Verdict::AllowReadOnly
         );
+        // A rule vouches for the program, not for writing: a line that reads on its own still
+        // runs in the lane (red-team pass 7, R7-24: `run_command:git status` let a
+        // repository's fsmonitor delete src/).
         let ruled = rules(policy, &["run_command:ls"], &[], &[]);
-        assert_eq!(verdict(&ruled, &ls), Verdict::Allow, "a rule: with writes");
+        assert_eq!(
+            verdict(&ruled, &ls),
+            Verdict::AllowReadOnly,
+            "a rule: still the lane"
+        );
         let whole = rules(policy, &["run_command"], &[], &[]);
         assert_eq!(verdict(&whole, &ls), Verdict::Allow);
         let config = ApprovalConfig {
@@ -97,7 +104,7 @@ fn only_a_command_allowed_because_it_reads_runs_read_only() {
         assert_eq!(
             vouched.judge(&lint, &tools).0,
             Verdict::Allow,
-            "[shell] allow is the user's word"
+            "[shell] allow is the user's word for what its program does"
         );
         assert_eq!(vouched.judge(&ls, &tools).0, Verdict::AllowReadOnly);
     }
@@ -244,13 +251,15 @@ fn an_allow_rule_matches_only_when_every_command_of_the_line_is_covered() {
         &[],
     );
     for ok in [
-        "git status",
-        "git status --short",
         "cargo test -p x 2>&1 | tail -20",
         "git status && cargo test",
         "timeout 600 cargo test",
     ] {
         assert_eq!(verdict(&r, &run(ok)), Verdict::Allow, "{ok}");
+    }
+    // Lines that read on their own run in the read-only lane, rule or not (R7-24).
+    for reads in ["git status", "git status --short"] {
+        assert_eq!(verdict(&r, &run(reads)), Verdict::AllowReadOnly, "{reads}");
     }
     for asks in [
         "git status; rm -rf src",

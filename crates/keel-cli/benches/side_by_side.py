@@ -9,6 +9,11 @@ Interleaved runs, medians:
     `update_plan` call) minus a 1-turn session, divided by N-1: what the loop, its hooks, the
     event store and the tool path add per model request (the scripted provider answers at once).
 
+  * `keel --version`: the process alone (parse the command line, print, exit).
+
+Each figure is given as median and p90; the per-call one also as the median and p90 of the
+runs' own (long - short) / (N-1), so one slow run shows.
+
 Usage: side_by_side.py BASELINE_KEEL CANDIDATE_KEEL [RUNS] [TURNS]
 Run it under /work/wt/quiet.sh on a shared machine; build both binaries first (release).
 """
@@ -62,6 +67,17 @@ def session(keel, tmp, i, script_path):
     return time.perf_counter() - t
 
 
+def version(keel):
+    t = time.perf_counter()
+    subprocess.run([keel, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def p90(v):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(0.9 * (len(v) - 1))))]
+
+
 def main():
     base, cand = sys.argv[1], sys.argv[2]
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 15
@@ -70,20 +86,27 @@ def main():
     short, long_ = os.path.join(tmp, "short.yaml"), os.path.join(tmp, "long.yaml")
     open(short, "w").write(script(1))
     open(long_, "w").write(script(turns))
-    res = {b: {"fr": [], "short": [], "long": []} for b in (base, cand)}
+    res = {b: {"fr": [], "short": [], "long": [], "version": []} for b in (base, cand)}
     n = 0
     for _ in range(runs):
         for b in (base, cand):
             n += 1
+            res[b]["version"].append(version(b))
             res[b]["fr"].append(first_request(b, tmp, n))
             res[b]["short"].append(session(b, tmp, n, short))
             res[b]["long"].append(session(b, tmp, -n, long_))
     shutil.rmtree(tmp, ignore_errors=True)
     print("side by side, median of %d interleaved runs each (%d-turn session for the per-call figure)" % (runs, turns))
     for label, b in (("baseline ", base), ("candidate", cand)):
-        fr = statistics.median(res[b]["fr"]) * 1000
-        per = (statistics.median(res[b]["long"]) - statistics.median(res[b]["short"])) / (turns - 1) * 1000
+        r = res[b]
+        fr = statistics.median(r["fr"]) * 1000
+        per = (statistics.median(r["long"]) - statistics.median(r["short"])) / (turns - 1) * 1000
         print("  %s  launch -> first request %7.2f ms   harness per model call %6.3f ms   (%s)" % (label, fr, per, b))
+        pairs = [(lg - sh) / (turns - 1) * 1000 for lg, sh in zip(r["long"], r["short"])]
+        print("             first request p50/p90 %.2f / %.2f ms   per call (per run) p50/p90 %.3f / %.3f ms"
+              "   --version p50/p90 %.2f / %.2f ms" % (
+                  fr, p90(r["fr"]) * 1000, statistics.median(pairs), p90(pairs),
+                  statistics.median(r["version"]) * 1000, p90(r["version"]) * 1000))
 
 
 if __name__ == "__main__":

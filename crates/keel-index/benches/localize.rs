@@ -23,7 +23,8 @@
 //! definitions the patch edits (`localize/defs.rs`) against Keel's definition results
 //! (`kind: symbol`) and definition-level BM25. Figures are summed per issues file (its stem),
 //! so a held-out file is reported apart from the development ones. `--cache DIR` keeps each
-//! tree's index between runs; `--defs-only` skips the baselines.
+//! tree's index between runs (`--index-only` builds them and searches nothing); `--defs-only`
+//! skips the baselines.
 //!
 //! `--issues FILE` may be given more than once (absolute paths: the bench runs in the crate
 //! directory); without it the bench reads `dev_issues.jsonl`. `--dump FILE` writes each
@@ -194,6 +195,7 @@ fn main() {
     let mut dump_defs: Option<std::fs::File> = None;
     let mut cache: Option<PathBuf> = None;
     let mut defs_only = false;
+    let mut index_only = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--issues" => issue_files.push(args.next().map(PathBuf::from).unwrap()),
@@ -207,6 +209,9 @@ fn main() {
             "--cache" => cache = args.next().map(PathBuf::from),
             // Function-level figures of Keel only (no baselines, no file ranking).
             "--defs-only" => defs_only = true,
+            // Builds (or refreshes) each tree's index in `--cache` and searches nothing: a
+            // held-out set's indexes can be made ahead of its one search.
+            "--index-only" => index_only = true,
             _ => {}
         }
     }
@@ -276,6 +281,9 @@ fn main() {
         };
         let mut idx = Index::open_at(&root, &db, IndexSettings::default()).unwrap();
         idx.refresh(&NoProgress).unwrap();
+        if index_only {
+            continue;
+        }
         let conn = rusqlite::Connection::open(&db).unwrap();
         let mut stmt = conn
             .prepare("SELECT path FROM files ORDER BY path")

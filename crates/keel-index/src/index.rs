@@ -115,6 +115,9 @@ pub struct Index {
     /// A second connection for reading, opened by the first search that reads on two
     /// threads.
     pub(crate) reader: std::sync::Mutex<Option<Connection>>,
+    /// The rows of the message catalogs' chunks and files (`.po`, `.pot`), which the
+    /// full-text passes leave out; cleared when the index changes.
+    pub(crate) catalogs: std::sync::Mutex<Option<std::sync::Arc<crate::search::Catalogs>>>,
 }
 
 impl std::fmt::Debug for Index {
@@ -163,6 +166,7 @@ impl Index {
             walker,
             df_cache: std::sync::Mutex::new(std::collections::HashMap::new()),
             reader: std::sync::Mutex::new(None),
+            catalogs: std::sync::Mutex::new(None),
         })
     }
 

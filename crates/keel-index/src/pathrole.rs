@@ -37,8 +37,10 @@ impl PathRole {
             "thirdparty",
             "node_modules",
             "external",
+            "externals",
             "extern",
-        ]) {
+        ]) || vendored_packages(dirs)
+        {
             return PathRole::Vendored;
         }
         if name.ends_with("_pb2.py")
@@ -107,6 +109,7 @@ impl PathRole {
             "asv_bench",
         ]) || matches!(ext, "md" | "rst" | "txt" | "adoc")
             || is_project_record(name)
+            || is_message_catalog(name)
         {
             return PathRole::Docs;
         }
@@ -165,6 +168,19 @@ impl PathRole {
             PathRole::Data => "data or config",
         }
     }
+}
+
+/// Other projects copied into a package's `packages/` directory
+/// (`requests/packages/urllib3/…`); a top-level `packages/` holds a monorepo's own packages.
+fn vendored_packages(dirs: &[&str]) -> bool {
+    dirs.iter().skip(1).any(|d| *d == "packages")
+}
+
+/// A gettext message catalog (`sphinx.po`, `django.pot`): the project's user-visible
+/// messages again, once per language.
+pub fn is_message_catalog(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".po") || lower.ends_with(".pot")
 }
 
 /// A project's record kept beside its code under a bare conventional name (`CHANGES`,

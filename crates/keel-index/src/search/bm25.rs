@@ -10,7 +10,7 @@
 //! So the rank of the OR query is the sum, in phrase order, of each phrase's rank queried
 //! alone — the same number to the bit — at a cost linear in the occurrences.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, params};
 
@@ -20,13 +20,14 @@ use crate::IndexError;
 /// optionally behind a column filter), each with the rank FTS5 gives it for the OR of them
 /// (`rank`: negative BM25, best lowest; `weights`, a `bm25(…)` call, sets the columns'
 /// weights), best first, down to the `want`-th row's rank with the rows tied with it
-/// (equal ranks in row-id order).
+/// (equal ranks in row-id order). Rows in `skip` are left out before the cut.
 pub(super) fn ranked_or(
     conn: &Connection,
     table: &str,
     phrases: &[String],
     weights: Option<&str>,
     want: usize,
+    skip: &HashSet<i64>,
 ) -> Result<Vec<(f64, i64)>, IndexError> {
     let sql = match weights {
         Some(_) => {
@@ -44,6 +45,9 @@ pub(super) fn ranked_or(
         };
         while let Some(r) = rows.next()? {
             let rowid: i64 = r.get(0)?;
+            if skip.contains(&rowid) {
+                continue;
+            }
             let rank: f64 = r.get(1)?;
             *score.entry(rowid).or_insert(0.0) += -rank;
         }
@@ -119,7 +123,7 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
             assert_eq!(expected.len(), 5, "{expected:?}");
-            let got = ranked_or(&conn, "t", &phrases, weights, 100).unwrap();
+            let got = ranked_or(&conn, "t", &phrases, weights, 100, &HashSet::new()).unwrap();
             let bits = |v: &[(f64, i64)]| {
                 v.iter()
                     .map(|(s, id)| (s.to_bits(), *id))
@@ -127,7 +131,7 @@ mod tests {
             };
             assert_eq!(bits(&got), bits(&expected));
             // The best two, and every row tied with the second.
-            let top = ranked_or(&conn, "t", &phrases, weights, 2).unwrap();
+            let top = ranked_or(&conn, "t", &phrases, weights, 2, &HashSet::new()).unwrap();
             assert_eq!(bits(&top), bits(&expected[..2]));
         }
     }

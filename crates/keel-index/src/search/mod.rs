@@ -11,7 +11,7 @@
 //! the file, line span, symbol, a short snippet read from the file, and why it matched.
 //! [`Ranking::Bm25`] ranks by chunk-body BM25 alone (the baseline the benchmarks compare to).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use globset::GlobMatcher;
 use rusqlite::params;
@@ -22,6 +22,7 @@ use crate::terms::{QueryTerms, fts_or, fts_phrases};
 use crate::{Index, IndexError};
 
 mod bm25;
+mod catalogs;
 mod config_keys;
 mod definitions;
 mod evidence;
@@ -32,6 +33,7 @@ mod runtime;
 mod signals;
 mod snippet;
 
+pub(crate) use catalogs::Catalogs;
 use evidence::{Evidence, gather};
 use report::Report;
 use signals::*;
@@ -208,15 +210,25 @@ impl Index {
                         "bm25(0.0, 1.0, 0.0)",
                         fetch,
                         &filter,
+                        &HashSet::new(),
                         &mut cands,
                     )?;
                 }
             }
             Ranking::Hybrid => {
+                let catalogs = self.catalogs()?;
                 let selective = self.selective_words(&terms)?;
                 let phrases = text_phrases(&terms, &selective);
                 if !phrases.is_empty() {
-                    text_candidates(conn, &phrases, CHUNK_WEIGHTS, fetch, &filter, &mut cands)?;
+                    text_candidates(
+                        conn,
+                        &phrases,
+                        CHUNK_WEIGHTS,
+                        fetch,
+                        &filter,
+                        &catalogs.chunks,
+                        &mut cands,
+                    )?;
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
@@ -263,13 +275,20 @@ impl Index {
                                 CHUNK_WEIGHTS,
                                 fetch,
                                 &filter,
+                                &catalogs.chunks,
                                 &mut body,
                             )?;
                         }
                         let files = if file_phrases.is_empty() {
                             Vec::new()
                         } else {
-                            file_text_scores(conn, &file_phrases, FILE_TEXT_CANDIDATES, &filter)?
+                            file_text_scores(
+                                conn,
+                                &file_phrases,
+                                FILE_TEXT_CANDIDATES,
+                                &filter,
+                                &catalogs.files,
+                            )?
                         };
                         Ok::<_, IndexError>((body, files))
                     };
@@ -617,6 +636,9 @@ impl Index {
     pub(crate) fn forget_frequencies(&self) {
         if let Ok(mut cache) = self.df_cache.lock() {
             cache.clear();
+        }
+        if let Ok(mut cache) = self.catalogs.lock() {
+            *cache = None;
         }
     }
 

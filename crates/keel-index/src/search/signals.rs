@@ -2,7 +2,7 @@
 //! graph's boost around the strongest hits.
 
 use crate::defterms::stem;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -11,16 +11,17 @@ use super::*;
 use crate::terms::{fts_or, split_identifier};
 
 /// BM25 chunk candidates for the OR of `phrases` (FTS5 phrase expressions), scores
-/// normalised to the best (1.0).
+/// normalised to the best (1.0). Chunks in `skip` are not candidates.
 pub(super) fn text_candidates(
     conn: &Connection,
     phrases: &[String],
     weights: &str,
     fetch: usize,
     filter: &dyn Fn(&str) -> bool,
+    skip: &HashSet<i64>,
     out: &mut Vec<Cand>,
 ) -> Result<(), IndexError> {
-    let ranked = ranked_or(conn, "chunks_fts", phrases, Some(weights), fetch)?;
+    let ranked = ranked_or(conn, "chunks_fts", phrases, Some(weights), fetch, skip)?;
     let mut chunk = conn.prepare_cached(
         "SELECT c.file_id, f.path, c.start_line, c.end_line, c.symbol, c.kind
          FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id = ?1",
@@ -75,8 +76,9 @@ pub(super) fn file_text_scores(
     phrases: &[String],
     fetch: usize,
     filter: &dyn Fn(&str) -> bool,
+    skip: &HashSet<i64>,
 ) -> Result<Vec<(i64, String, f64)>, IndexError> {
-    let ranked = ranked_or(conn, "files_fts", phrases, None, fetch)?;
+    let ranked = ranked_or(conn, "files_fts", phrases, None, fetch, skip)?;
     let mut file = conn.prepare_cached("SELECT path FROM files WHERE id = ?1")?;
     let mut rows: Vec<(f64, i64, String)> = Vec::with_capacity(ranked.len());
     for (rank, id) in ranked {

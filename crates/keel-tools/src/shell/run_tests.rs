@@ -13,9 +13,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::ShellSettings;
 use super::exec::{self, Ending, ExecRequest};
 use super::testing::{summarize, test_command_for};
+use super::{CommandSafety, ShellSettings};
 use crate::sandbox::{self, SandboxPolicy};
 use crate::{PlannedCommand, ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool, Workspace};
 
@@ -107,9 +107,16 @@ impl TypedTool for RunTests {
     async fn run(&self, args: RunTestsArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let test = self.test_command(&args, &ctx.workspace)?;
         // Tests build and write caches: they run under the workspace-write sandbox even in a
-        // read-only phase (whether run_tests may run at all is the phase policy's call).
+        // read-only phase (whether run_tests may run at all is the phase policy's call). A
+        // test command that only reads (a project's `test_command = "git status"`) needs no
+        // writes and runs read-only, without the network: what a repository's git
+        // configuration runs behind it must not write (red-team pass 7, R7-25).
+        let reads = CommandSafety::new()
+            .classify_test_run(&test.command, &test.cwd, ctx.workspace.root())
+            .is_read_only();
         let policy = match ctx.sandbox {
             SandboxPolicy::Off => SandboxPolicy::Off,
+            _ if reads => self.settings.policy_for(SandboxPolicy::ReadOnly),
             _ => self.settings.policy_for(SandboxPolicy::WorkspaceWrite),
         };
         let mut req = ExecRequest::with_roots(
@@ -122,6 +129,9 @@ impl TypedTool for RunTests {
             // Judged by the command it resolves to before it runs (the approval policy).
             self.settings.approved_roots(ctx),
         );
+        if reads {
+            req.roots.network = false;
+        }
         req.timeout = self.settings.test_timeout;
         req.approved = ctx.approved;
         req.policy = policy;

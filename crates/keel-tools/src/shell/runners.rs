@@ -475,12 +475,73 @@ fn cargo_config_programs(text: &str) -> Vec<Result<String, String>> {
         }
     };
     let mut out = Vec::new();
+    // `rustflags` that make rustc run or load a program: a linker, link arguments, a codegen
+    // backend, unstable options (red-team pass 7, R7-15).
+    let flags_run = |v: &toml::Value| -> Option<String> {
+        let words: Vec<String> = match v {
+            toml::Value::String(s) => s.split_whitespace().map(str::to_string).collect(),
+            toml::Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str())
+                .map(str::to_string)
+                .collect(),
+            _ => return Some("rustflags Keel cannot read".into()),
+        };
+        let joined = words.join(" ");
+        [
+            "linker",
+            "link-arg",
+            "link-args",
+            "codegen-backend",
+            "-Z",
+            "-L",
+            "-l",
+        ]
+        .iter()
+        .find(|w| joined.contains(**w))
+        .map(|w| {
+            format!("rustflags holding `{w}` make rustc run or load what the repository names")
+        })
+    };
+    let mut sections: Vec<&toml::Table> = Vec::new();
     if let Some(targets) = table.get("target").and_then(|t| t.as_table()) {
         for t in targets.values() {
             if let Some(r) = t.get("runner") {
                 out.push(as_command(r));
             }
+            if let Some(t) = t.as_table() {
+                sections.push(t);
+            }
         }
+    }
+    if let Some(host) = table.get("host").and_then(|t| t.as_table()) {
+        sections.push(host);
+    }
+    if let Some(build) = table.get("build").and_then(|t| t.as_table()) {
+        sections.push(build);
+    }
+    for t in sections {
+        // The linker and archiver cargo has rustc run: judged as the commands they are.
+        for key in ["linker", "ar"] {
+            if let Some(v) = t.get(key) {
+                out.push(as_command(v).map(|c| format!("{c} -o ./target/out")));
+            }
+        }
+        for key in ["rustflags", "rustdocflags"] {
+            if let Some(why) = t.get(key).and_then(flags_run) {
+                out.push(Err(why));
+            }
+        }
+    }
+    // `[env]` reaches every program cargo runs (`LD_PRELOAD`, `RUSTC_WRAPPER`).
+    if table
+        .get("env")
+        .and_then(|e| e.as_table())
+        .is_some_and(|e| !e.is_empty())
+    {
+        out.push(Err(
+            "its `[env]` sets variables for every program Cargo runs".into(),
+        ));
     }
     if let Some(build) = table.get("build").and_then(|b| b.as_table()) {
         for key in [

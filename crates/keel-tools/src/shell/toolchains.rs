@@ -355,8 +355,21 @@ fn formatter(a: &mut Analyzer, program: &str, args: &[Word]) {
         "black" => has_option(args, &[], &["--check", "--diff"]),
         _ => has_option(args, &['c'], &["--check", "--diff", "--check-only"]),
     };
+    // prettier loads its configuration, found from each file it formats upward
+    // (`prettier.config.js`, `.prettierrc.mjs`), and the plugins it names: JavaScript of the
+    // repository, run by a command that writes (red-team pass 7, R7-16).
+    let loads_code = program == "prettier"
+        && (!has_option(args, &[], &["--no-config"])
+            || args
+                .iter()
+                .any(|w| w.value().is_none_or(|v| v.starts_with("--plugin"))));
     if checks || only_help(args) {
         a.read_only(program);
+    } else if loads_code {
+        a.flag(
+            Unknown,
+            "`prettier` loads the project's configuration and plugins (JavaScript it runs) before it rewrites files".into(),
+        );
     } else {
         a.flag(WritesWorkspace, format!("`{program}` rewrites files"));
     }

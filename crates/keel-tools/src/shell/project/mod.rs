@@ -306,6 +306,7 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
     if !passed.is_empty() {
         line = format!("{line} {}", passed.join(" "));
     }
+    package_manager_config(a);
     let scripts = [
         script(&format!("pre{name}")),
         Some(line),
@@ -315,6 +316,69 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
         judge_script(a, &text);
     }
     true
+}
+
+/// Package managers' project settings that change what a script runs — the shell it runs in,
+/// code every `node` it starts loads, the package manager's own program, other config files
+/// — by file: red-team pass 7, R7-13 (`.npmrc` `script-shell=./tools/sh.sh` ran instead of
+/// the judged `npm test` script).
+const PACKAGE_MANAGER_SETTINGS: &[(&str, &[&str])] = &[
+    (
+        ".npmrc",
+        &[
+            "script-shell",
+            "node-options",
+            "shell",
+            "onload-script",
+            "globalconfig",
+            "userconfig",
+            "node-gyp",
+            "init-module",
+        ],
+    ),
+    (
+        ".yarnrc.yml",
+        &["yarnPath", "plugins", "injectEnvironmentFiles"],
+    ),
+    (".yarnrc", &["yarn-path"]),
+    ("bunfig.toml", &["shell", "preload"]),
+];
+
+/// Judges the package manager's project settings ([`PACKAGE_MANAGER_SETTINGS`]) where the
+/// command runs: each file is read (and so in the fingerprint, present or not); a setting
+/// that changes what runs makes the line unknown.
+fn package_manager_config(a: &mut Analyzer) {
+    let Some(project) = a.project.as_mut() else {
+        return;
+    };
+    let mut found = Vec::new();
+    for (file, keys) in PACKAGE_MANAGER_SETTINGS {
+        match project.read(file, "package manager settings") {
+            Ok(Some(text)) => {
+                for line in text.lines() {
+                    let line = line.trim_start();
+                    if line.starts_with(['#', ';', '[']) {
+                        continue;
+                    }
+                    let key = line
+                        .split(['=', ':', ' ', '\t'])
+                        .next()
+                        .unwrap_or("")
+                        .trim_matches(['"', '\'']);
+                    if keys.contains(&key) {
+                        found.push(format!(
+                            "`{file}` sets `{key}`, which changes what the package manager runs"
+                        ));
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(why) => found.push(format!("`{file}`: {why}")),
+        }
+    }
+    for why in found {
+        a.flag(Unknown, why);
+    }
 }
 
 /// `make [options] [VAR=value] [target…]`: the recipes its makefiles give the targets, read

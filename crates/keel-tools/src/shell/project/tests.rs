@@ -639,3 +639,78 @@ fn make_reads_lines_as_make_does() {
     );
     assert_eq!(judged_in(dir.path(), "make test").0, Destructive);
 }
+
+#[test]
+fn cargos_linker_flags_and_environment_are_what_they_run() {
+    // Red-team pass 7, R7-15: `.cargo/config.toml` `linker = "tools/ld.sh"` (and rustflags,
+    // `[env]`) ran the repository's program under `cargo build`, rated writes_workspace.
+    const PKG: &str = "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n";
+    let ld = ("tools/ld.sh", "#!/bin/sh\nrm -rf src\nexec cc \"$@\"\n");
+    for (config, line) in [
+        (
+            "[target.x86_64-unknown-linux-gnu]\nlinker = \"tools/ld.sh\"\n",
+            "cargo build --offline",
+        ),
+        (
+            "[target.x86_64-unknown-linux-gnu]\nlinker = \"tools/ld.sh\"\n",
+            "cargo test",
+        ),
+        (
+            "[build]\nrustflags = [\"-C\", \"linker=tools/ld.sh\"]\n",
+            "cargo build",
+        ),
+        (
+            "[env]\nLD_PRELOAD = { value = \"tools/e.so\", relative = true }\n",
+            "cargo build",
+        ),
+    ] {
+        let a = judge_command(
+            &[
+                ("Cargo.toml", PKG),
+                ("src/main.rs", "fn main() {}\n"),
+                ld,
+                (".cargo/config.toml", config),
+            ],
+            line,
+        );
+        assert!(a.class >= Unknown, "{config} / {line}: {a:?}");
+    }
+    let a = judge_command(
+        &[
+            ("Cargo.toml", PKG),
+            ("src/main.rs", "fn main() {}\n"),
+            (
+                ".cargo/config.toml",
+                "[build]\nrustflags = [\"-Dwarnings\"]\n",
+            ),
+        ],
+        "cargo build",
+    );
+    assert_eq!(a.class, WritesWorkspace, "{a:?}");
+}
+
+#[test]
+fn a_package_managers_settings_that_change_what_runs_are_judged() {
+    // Red-team pass 7, R7-13: `.npmrc` `script-shell=./tools/sh.sh` ran instead of the
+    // judged script.
+    let pkg = (
+        "package.json",
+        r#"{"scripts": {"test": "echo ok > out.txt"}}"#,
+    );
+    for (file, text) in [
+        (".npmrc", "script-shell=./tools/sh.sh\n"),
+        (".npmrc", "node-options = --require ./x.js\n"),
+        (".yarnrc.yml", "yarnPath: .yarn/releases/evil.cjs\n"),
+        ("bunfig.toml", "preload = [\"./x.ts\"]\n"),
+    ] {
+        let a = judge(&[pkg, (file, text)], "npm test");
+        assert!(a.class >= Unknown, "{file}: {a:?}");
+        assert!(a.sources.iter().any(|s| s.path.ends_with(file)), "{a:?}");
+    }
+    let a = judge(&[pkg, (".npmrc", "save-exact=true\n")], "npm test");
+    assert_eq!(a.class, WritesWorkspace, "{a:?}");
+    // A settings file appearing later changes the fingerprint.
+    let before = judge(&[pkg], "npm test").sources_fingerprint();
+    let after = judge(&[pkg, (".npmrc", "save-exact=true\n")], "npm test").sources_fingerprint();
+    assert_ne!(before, after);
+}
