@@ -51,6 +51,11 @@ pub enum PathError {
          list_files or grep and a pattern, then name each one)"
     )]
     GlobPattern(String),
+    #[error(
+        "`{path}` holds a control character ({code}); file names are plain text, so the file \
+         tools neither create nor look up such a name: send the path without it"
+    )]
+    ControlChar { path: String, code: String },
     #[error("cannot open the workspace `{path}`: {reason}")]
     Root { path: String, reason: String },
     #[error("cannot inspect `{path}`: {reason}")]
@@ -83,6 +88,21 @@ pub fn looks_like_glob(rel: &str) -> bool {
     let class = inside('[', ']').any(|body| body.starts_with(['!', '^']) || ranges(body));
     let set = inside('{', '}').any(|body| body.contains(',') || body.contains(".."));
     class || set
+}
+
+/// The first control character in `rel` (a newline, a tab, a carriage return, an escape
+/// sequence's `ESC`, DEL or a C1 control), if any. NUL is refused earlier, for every path.
+pub fn control_char(rel: &str) -> Option<char> {
+    rel.chars().find(|c| c.is_control())
+}
+
+/// The refusal for a path holding a control character, the path shown escaped (`\n`,
+/// `\x1b`) so the message itself is one plain line.
+fn control_char_error(rel: &str, c: char) -> PathError {
+    PathError::ControlChar {
+        path: crate::text::escape_name(rel).into_owned(),
+        code: format!("U+{:04X}", c as u32),
+    }
 }
 
 /// The directory the agent works in, held open: every path is resolved beneath this handle
@@ -167,10 +187,27 @@ impl Workspace {
     /// Like [`Self::locate`], for a path the agent wants to write, create, move or delete:
     /// refused when it is or lies under a protected path (checked on the resolved path, so an
     /// alias of `.git` is refused too), or when it holds a glob pattern and no file of that
-    /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`).
+    /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`), or
+    /// when it holds a control character and no entry of that exact name exists (a model's
+    /// `notes\n.md` or an escape sequence would otherwise become a file name that fakes lines
+    /// in every listing and terminal).
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = self.locate(rel)?;
         self.check_writable(rel, found)
+    }
+
+    /// Like [`Self::locate`], for a path the model names to read or list: a path holding a
+    /// control character is refused with the reason (rather than "not found") unless an
+    /// entry of that exact name exists — names with control characters come from elsewhere,
+    /// never from the file tools.
+    pub fn locate_named(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let found = self.locate(rel)?;
+        if let Some(c) = control_char(rel)
+            && std::fs::symlink_metadata(found.abs()).is_err()
+        {
+            return Err(control_char_error(rel, c));
+        }
+        Ok(found)
     }
 
     /// Like [`Self::locate_entry`] (a final symlink is the entry itself), for an entry the
@@ -204,8 +241,13 @@ impl Workspace {
                 key: named.key,
             });
         }
-        if looks_like_glob(rel) && std::fs::symlink_metadata(found.abs()).is_err() {
-            return Err(PathError::GlobPattern(rel.to_string()));
+        let glob = looks_like_glob(rel);
+        let control = control_char(rel);
+        if (glob || control.is_some()) && std::fs::symlink_metadata(found.abs()).is_err() {
+            return Err(match control {
+                Some(c) => control_char_error(rel, c),
+                None => PathError::GlobPattern(rel.to_string()),
+            });
         }
         Ok(found)
     }
