@@ -301,6 +301,13 @@ async fn control_characters_in_paths_are_refused_with_the_reason() {
             "U+0007",
         ),
         (&ReadFile, json!({"path": "calc.py\u{85}"}), "U+0085"),
+        // Through a file as if it were a directory: the reason, not "cannot inspect" + the
+        // raw name (a SmolLM2 path with a paragraph of prose in it).
+        (
+            &ReadFile,
+            json!({"path": "calc.py/x\n```\n\nI was asked to make the steps readable"}),
+            "U+000A",
+        ),
         (&ListFiles, json!({"path": "src\u{1b}"}), "U+001B"),
     ];
     for (tool, args, code) in attempts {
@@ -346,6 +353,66 @@ async fn control_characters_in_paths_are_refused_with_the_reason() {
     .unwrap();
     assert_eq!(
         std::fs::read_to_string(f.dir.path().join("odd\nname.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+/// SmolLM2 on a real server sent `create_file {"path": "{file_path}"}` and got a file named
+/// `{file_path}`: an unfilled template placeholder is refused by the writing tools (nothing is
+/// created), unless a file by that exact name exists; cookiecutter's double braces are names.
+#[tokio::test]
+async fn template_placeholders_are_refused_as_file_names() {
+    let f = F::new();
+    for path in [
+        "{file_path}",
+        "src/{module_name}.py",
+        "{filename}",
+        "<path>",
+        "docs/<file name>.md",
+    ] {
+        let err = f
+            .call(&CreateFile, json!({"path": path, "content": "x\n"}))
+            .await
+            .expect_err(path);
+        assert!(err.contains("template placeholder"), "{path}: {err}");
+    }
+    let names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "nothing was created: {names:?}");
+    // Short brace names are names (`{x}.txt`, a route's `{id}`); a brace set is still a
+    // glob; double braces are a template directory's real name.
+    f.call(
+        &CreateFile,
+        json!({"path": "api/{id}/index.js", "content": "x\n"}),
+    )
+    .await
+    .unwrap();
+    let err = f
+        .call(&CreateFile, json!({"path": "{a,b}.rs", "content": "x\n"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("glob pattern"), "{err}");
+    f.call(
+        &CreateFile,
+        json!({"path": "{{cookiecutter.project_slug}}/setup.py", "content": "x = 1\n"}),
+    )
+    .await
+    .unwrap();
+    // A file really named so can be edited.
+    std::fs::write(f.dir.path().join("{id}.txt"), "one\n").unwrap();
+    f.call(&ReadFile, json!({"path": "{id}.txt"}))
+        .await
+        .unwrap();
+    f.call(
+        &EditFile::default(),
+        json!({"path": "{id}.txt", "edits": [{"search": "one", "replace": "two"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("{id}.txt")).unwrap(),
         "two\n"
     );
 }
