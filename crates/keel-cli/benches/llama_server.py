@@ -93,7 +93,7 @@ class Log:
             return len(self.items)
 
 
-def proxy(upstream, log):
+def proxy(upstream, log, port=0):
     """A threaded pass-through HTTP proxy to 127.0.0.1:upstream["port"] (a restarted server
     gets a new port behind the same proxy address); returns its port."""
 
@@ -161,7 +161,7 @@ def proxy(upstream, log):
     class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         daemon_threads = True
 
-    srv = Server(("127.0.0.1", 0), Handler)
+    srv = Server(("127.0.0.1", port), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv.server_address[1]
 
@@ -439,6 +439,13 @@ def main():
         "--baseline-runs", type=int, default=None,
         help="at most this many baseline runs per --runs (default: as many as keel's)",
     )
+    ap.add_argument(
+        "--homes",
+        help="keep each binary's KEEL_HOME here (home-keel, home-base) instead of a scratch "
+        "directory, so what Keel learned about the server carries over to a later bench run; "
+        "use with --proxy-port (what Keel learns is keyed by the base URL)",
+    )
+    ap.add_argument("--proxy-port", type=int, default=0, help="the proxy's port (default: any)")
     a = ap.parse_args()
     models = {}
     for m in a.model:
@@ -446,7 +453,8 @@ def main():
         path, _, fmt = rest.partition(":")
         models[name] = (path, fmt or None)
     scratch = tempfile.mkdtemp(prefix="keel-llama-bench-")
-    homes = {"keel": os.path.join(scratch, "home-keel"), "baseline": os.path.join(scratch, "home-base")}
+    where = a.homes or scratch
+    homes = {"keel": os.path.join(where, "home-keel"), "baseline": os.path.join(where, "home-base")}
     binaries = {"keel": os.path.abspath(a.keel), "baseline": os.path.abspath(a.baseline)}
     results = []
     out = open(a.out, "a")
@@ -457,12 +465,16 @@ def main():
         proc, upstream_port = start_server(a.python, path, fmt, server_log, a.threads)
         upstream = {"port": upstream_port}
         log = Log()
-        port = proxy(upstream, log)
+        port = proxy(upstream, log, a.proxy_port)
         print(f"== {model} ({os.path.basename(path)}, chat format {fmt or 'from the GGUF'}), mode {mode}, {n} runs per binary", flush=True)
         try:
             for i in range(int(n)):
                 for who in ("keel", "baseline"):
                     if who == "baseline" and a.baseline_runs is not None and i >= a.baseline_runs:
+                        continue
+                    if who == "baseline" and not os.path.exists(binaries[who]):
+                        # A baseline still being built joins the alternation once it exists.
+                        print(f"  baseline #{i+1:<2} skipped: {binaries[who]} does not exist yet", flush=True)
                         continue
                     before = len(log)
                     keep = None

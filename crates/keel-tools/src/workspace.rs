@@ -51,6 +51,16 @@ pub enum PathError {
          list_files or grep and a pattern, then name each one)"
     )]
     GlobPattern(String),
+    #[error(
+        "`{path}` holds a control character ({code}); file names are plain text, so the file \
+         tools neither create nor look up such a name: send the path without it"
+    )]
+    ControlChar { path: String, code: String },
+    #[error(
+        "`{path}` holds `{placeholder}`, a template placeholder, not a file name; put the real \
+         name in its place (one exact path such as `src/lib.rs`; list_files shows what exists)"
+    )]
+    Placeholder { path: String, placeholder: String },
     #[error("cannot open the workspace `{path}`: {reason}")]
     Root { path: String, reason: String },
     #[error("cannot inspect `{path}`: {reason}")]
@@ -83,6 +93,49 @@ pub fn looks_like_glob(rel: &str) -> bool {
     let class = inside('[', ']').any(|body| body.starts_with(['!', '^']) || ranges(body));
     let set = inside('{', '}').any(|body| body.contains(',') || body.contains(".."));
     class || set
+}
+
+/// The first unfilled template placeholder in `rel`, if any: `<word>`, or a variable name in
+/// single braces — snake case or five letters and more (a model's `{file_path}`, which
+/// otherwise became a file of that name). Short brace names (`{x}.txt`, a route's `{id}`),
+/// double braces (`{{cookiecutter.name}}`) and brace sets (`{a,b}`, a glob) are names.
+pub fn placeholder(rel: &str) -> Option<&str> {
+    let word = |w: &str, angle: bool| {
+        w.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || (angle && matches!(c, ' ' | '-')))
+            && (angle || w.contains('_') || w.len() >= 5)
+    };
+    for (open, close, angle) in [('{', '}', false), ('<', '>', true)] {
+        for (i, _) in rel.match_indices(open) {
+            let rest = &rel[i + 1..];
+            let Some(end) = rest.find(close) else {
+                continue;
+            };
+            let doubled = rel[..i].ends_with(open) || rest[end + 1..].starts_with(close);
+            if !doubled && word(&rest[..end], angle) {
+                return Some(&rel[i..i + end + 2]);
+            }
+        }
+    }
+    None
+}
+
+/// The first control character in `rel` (a newline, a tab, a carriage return, an escape
+/// sequence's `ESC`, DEL or a C1 control), if any. NUL is refused earlier, for every path.
+pub fn control_char(rel: &str) -> Option<char> {
+    rel.chars().find(|c| c.is_control())
+}
+
+/// The refusal for a path holding a control character, the path shown escaped (`\n`,
+/// `\x1b`) so the message itself is one plain line.
+fn control_char_error(rel: &str, c: char) -> PathError {
+    PathError::ControlChar {
+        path: crate::text::escape_name(rel).into_owned(),
+        code: format!("U+{:04X}", c as u32),
+    }
 }
 
 /// The directory the agent works in, held open: every path is resolved beneath this handle
@@ -167,16 +220,33 @@ impl Workspace {
     /// Like [`Self::locate`], for a path the agent wants to write, create, move or delete:
     /// refused when it is or lies under a protected path (checked on the resolved path, so an
     /// alias of `.git` is refused too), or when it holds a glob pattern and no file of that
-    /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`).
+    /// exact name exists (`src/**/*.rs` would otherwise create a directory named `**`), or
+    /// when it holds a control character and no entry of that exact name exists (a model's
+    /// `notes\n.md` or an escape sequence would otherwise become a file name that fakes lines
+    /// in every listing and terminal).
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
-        let found = self.locate(rel)?;
+        let found = unless_control(rel, self.locate(rel))?;
         self.check_writable(rel, found)
+    }
+
+    /// Like [`Self::locate`], for a path the model names to read or list: a path holding a
+    /// control character is refused with the reason (rather than "not found") unless an
+    /// entry of that exact name exists — names with control characters come from elsewhere,
+    /// never from the file tools.
+    pub fn locate_named(&self, rel: &str) -> Result<ResolvedPath, PathError> {
+        let found = unless_control(rel, self.locate(rel))?;
+        if let Some(c) = control_char(rel)
+            && std::fs::symlink_metadata(found.abs()).is_err()
+        {
+            return Err(control_char_error(rel, c));
+        }
+        Ok(found)
     }
 
     /// Like [`Self::locate_entry`] (a final symlink is the entry itself), for an entry the
     /// agent wants to delete: refused like [`Self::locate_writable`].
     pub fn locate_entry_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
-        let found = self.locate_entry(rel)?;
+        let found = unless_control(rel, self.locate_entry(rel))?;
         self.check_writable(rel, found)
     }
 
@@ -204,8 +274,20 @@ impl Workspace {
                 key: named.key,
             });
         }
-        if looks_like_glob(rel) && std::fs::symlink_metadata(found.abs()).is_err() {
-            return Err(PathError::GlobPattern(rel.to_string()));
+        let glob = looks_like_glob(rel);
+        let control = control_char(rel);
+        let stub = placeholder(rel);
+        if (glob || control.is_some() || stub.is_some())
+            && std::fs::symlink_metadata(found.abs()).is_err()
+        {
+            return Err(match (control, stub) {
+                (Some(c), _) => control_char_error(rel, c),
+                (None, Some(stub)) => PathError::Placeholder {
+                    path: rel.to_string(),
+                    placeholder: stub.to_string(),
+                },
+                (None, None) => PathError::GlobPattern(rel.to_string()),
+            });
         }
         Ok(found)
     }
@@ -250,6 +332,19 @@ impl Workspace {
                 .join("/"),
             Err(_) => abs.display().to_string(),
         }
+    }
+}
+
+/// A path holding a control character that could not be resolved is refused for that reason:
+/// "cannot inspect `a` + newline + …" would echo the raw name and say less (a SmolLM2
+/// `read_file` path with a reply's worth of prose in it).
+fn unless_control(
+    rel: &str,
+    found: Result<ResolvedPath, PathError>,
+) -> Result<ResolvedPath, PathError> {
+    match (found, control_char(rel)) {
+        (Err(_), Some(c)) => Err(control_char_error(rel, c)),
+        (found, _) => found,
     }
 }
 

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use keel_tools::builtin::{ApplyPatch, CreateFile, EditFile, Grep, ListFiles, ReadFile};
+use keel_tools::builtin::{
+    ApplyPatch, CreateFile, EditFile, Grep, InsertLines, ListFiles, ReadFile,
+};
 use keel_tools::{Tool, ToolContext, ToolError, Workspace};
 use serde_json::json;
 
@@ -251,6 +253,168 @@ async fn glob_patterns_are_refused_as_file_names_by_the_writing_tools() {
     .await
     .unwrap();
     assert!(f.dir.path().join("app/[id]/page.tsx").is_file());
+}
+
+/// A weak model's path with a newline, a tab or an escape sequence in it (`notes\n.md`, a
+/// copied `\x1b[31m`) is refused by every path-taking file tool with the reason, shown
+/// escaped: nothing is created, and reading says why instead of "not found". A file really
+/// named so (it came from elsewhere) can still be read and edited.
+#[tokio::test]
+async fn control_characters_in_paths_are_refused_with_the_reason() {
+    let f = F::new();
+    std::fs::write(f.dir.path().join("calc.py"), "x = 1\n").unwrap();
+    let edit = EditFile::default();
+    let attempts: Vec<(&dyn Tool, serde_json::Value, &str)> = vec![
+        (
+            &CreateFile,
+            json!({"path": "notes\n.md", "content": "x\n"}),
+            "U+000A",
+        ),
+        (
+            &CreateFile,
+            json!({"path": "src/\u{1b}[31mred.rs", "content": "x\n"}),
+            "U+001B",
+        ),
+        (
+            &CreateFile,
+            json!({"path": "a\tb.txt", "content": "x\n"}),
+            "U+0009",
+        ),
+        (
+            &CreateFile,
+            json!({"path": "dir\r/x.txt", "content": "x\n"}),
+            "U+000D",
+        ),
+        (
+            &edit,
+            json!({"path": "calc.py\n", "edits": [{"search": "x", "replace": "y"}]}),
+            "U+000A",
+        ),
+        (
+            &InsertLines,
+            json!({"path": "calc.py\u{7f}", "after_line": 1, "text": "y = 2"}),
+            "U+007F",
+        ),
+        (
+            &ApplyPatch,
+            json!({"patch": "*** Begin Patch\n*** Add File: lib/x\u{7}.py\n+x = 1\n*** End Patch\n"}),
+            "U+0007",
+        ),
+        (&ReadFile, json!({"path": "calc.py\u{85}"}), "U+0085"),
+        // Through a file as if it were a directory: the reason, not "cannot inspect" + the
+        // raw name (a SmolLM2 path with a paragraph of prose in it).
+        (
+            &ReadFile,
+            json!({"path": "calc.py/x\n```\n\nI was asked to make the steps readable"}),
+            "U+000A",
+        ),
+        (&ListFiles, json!({"path": "src\u{1b}"}), "U+001B"),
+    ];
+    for (tool, args, code) in attempts {
+        let err = f
+            .call(tool, args.clone())
+            .await
+            .expect_err(&format!("{} {args} must be refused", tool.name()));
+        assert!(
+            err.contains("control character") && err.contains(code),
+            "{}: {err}",
+            tool.name()
+        );
+        assert!(
+            !err.chars().any(|c| c.is_control() && c != '\n'),
+            "the refusal shows the path escaped: {err:?}"
+        );
+        // The path cannot fake lines: the reason is on the first one.
+        assert!(
+            err.lines().next().unwrap().contains("control character"),
+            "{err:?}"
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [".git", ".keel", "calc.py"], "nothing was created");
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("calc.py")).unwrap(),
+        "x = 1\n"
+    );
+    // A file really named so can be read and edited.
+    std::fs::write(f.dir.path().join("odd\nname.txt"), "one\n").unwrap();
+    f.call(&ReadFile, json!({"path": "odd\nname.txt"}))
+        .await
+        .unwrap();
+    f.call(
+        &edit,
+        json!({"path": "odd\nname.txt", "edits": [{"search": "one", "replace": "two"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("odd\nname.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+/// SmolLM2 on a real server sent `create_file {"path": "{file_path}"}` and got a file named
+/// `{file_path}`: an unfilled template placeholder is refused by the writing tools (nothing is
+/// created), unless a file by that exact name exists; cookiecutter's double braces are names.
+#[tokio::test]
+async fn template_placeholders_are_refused_as_file_names() {
+    let f = F::new();
+    for path in [
+        "{file_path}",
+        "src/{module_name}.py",
+        "{filename}",
+        "<path>",
+        "docs/<file name>.md",
+    ] {
+        let err = f
+            .call(&CreateFile, json!({"path": path, "content": "x\n"}))
+            .await
+            .expect_err(path);
+        assert!(err.contains("template placeholder"), "{path}: {err}");
+    }
+    let names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "nothing was created: {names:?}");
+    // Short brace names are names (`{x}.txt`, a route's `{id}`); a brace set is still a
+    // glob; double braces are a template directory's real name.
+    f.call(
+        &CreateFile,
+        json!({"path": "api/{id}/index.js", "content": "x\n"}),
+    )
+    .await
+    .unwrap();
+    let err = f
+        .call(&CreateFile, json!({"path": "{a,b}.rs", "content": "x\n"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("glob pattern"), "{err}");
+    f.call(
+        &CreateFile,
+        json!({"path": "{{cookiecutter.project_slug}}/setup.py", "content": "x = 1\n"}),
+    )
+    .await
+    .unwrap();
+    // A file really named so can be edited.
+    std::fs::write(f.dir.path().join("{id}.txt"), "one\n").unwrap();
+    f.call(&ReadFile, json!({"path": "{id}.txt"}))
+        .await
+        .unwrap();
+    f.call(
+        &EditFile::default(),
+        json!({"path": "{id}.txt", "edits": [{"search": "one", "replace": "two"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("{id}.txt")).unwrap(),
+        "two\n"
+    );
 }
 
 #[tokio::test]

@@ -165,14 +165,45 @@ const REFUSED_STRING_CHARS: usize = 80;
 /// A refused or failed call's arguments: every string over [`MAX_OLD_ARGUMENT_CHARS`], and
 /// when the arguments are that long together, every string over [`REFUSED_STRING_CHARS`] (a
 /// SmolLM2 garbage call of two 290-character strings stayed whole in the protected tail and
-/// its run ended `context_overflow`).
+/// its run ended `context_overflow`) — and if they are still that long (many short strings:
+/// a SmolLM2 `edit_file` of eight garbage edits, 1,444 characters the server counted as ~700
+/// tokens, ended a real run `context_overflow` in the same way), every list or object in
+/// them over [`REFUSED_STRING_CHARS`] becomes one line saying how large it was.
 fn shrink_refused_arguments(value: &mut Value) -> bool {
-    let limit = if value.to_string().chars().count() > MAX_OLD_ARGUMENT_CHARS {
-        REFUSED_STRING_CHARS
-    } else {
-        MAX_OLD_ARGUMENT_CHARS
+    let long = |v: &Value| v.to_string().chars().count() > MAX_OLD_ARGUMENT_CHARS;
+    if !long(value) {
+        return shrink_strings_over(value, MAX_OLD_ARGUMENT_CHARS);
+    }
+    let mut changed = shrink_strings_over(value, REFUSED_STRING_CHARS);
+    if long(value) {
+        changed |= collapse_large_parts(value);
+    }
+    changed
+}
+
+/// Replaces each list or object inside `value` (the arguments' top level, or `value` itself
+/// when it is a list) longer than [`REFUSED_STRING_CHARS`] with `[compacted: N items, M
+/// chars]`; the short fields beside them (a path) stay.
+fn collapse_large_parts(value: &mut Value) -> bool {
+    let collapse = |v: &mut Value| {
+        let items = match v {
+            Value::Array(a) => a.len(),
+            Value::Object(o) => o.len(),
+            _ => return false,
+        };
+        let chars = v.to_string().chars().count();
+        if chars <= REFUSED_STRING_CHARS {
+            return false;
+        }
+        *v = Value::String(format!("[compacted: {items} items, {chars} chars]"));
+        true
     };
-    shrink_strings_over(value, limit)
+    match value {
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |changed, v| collapse(v) | changed),
+        other => collapse(other),
+    }
 }
 
 fn shrink_strings_over(value: &mut Value, limit: usize) -> bool {
@@ -600,6 +631,38 @@ pub(crate) mod tests {
             panic!()
         };
         assert!(input.to_string().len() < 150, "{input}");
+    }
+
+    /// The real run's call: eight edits of short garbage strings, 1,444 characters in all,
+    /// kept whole in the protected tail of a 2,048-token window (`context_overflow`).
+    #[test]
+    fn a_refused_call_of_many_short_strings_is_shrunk_to_its_short_fields() {
+        let edits: Vec<Value> = (0..8)
+            .map(|i| json!({"search": format!("/temp\nsrc.main-{i}\\s+i:k8M4YKTgN0IxJ1Cb"), "replace": "&#9;, \n   [key] : \n"}))
+            .collect();
+        let input = json!({"path": "src/main.rs", "edits": edits});
+        assert!(input.to_string().len() > 600, "{input}");
+        let mut m = vec![
+            Message::user_text("task"),
+            assistant_call("a", "edit_file", input, ""),
+            result("a", "`src/main.rs` does not exist; use create_file", true),
+        ];
+        assert!(shrink_refused_calls(&mut m, 1));
+        let ContentBlock::ToolUse { input, .. } = &m[1].content[0] else {
+            panic!()
+        };
+        assert!(input.to_string().len() < 120, "{input}");
+        assert_eq!(
+            input["path"], "src/main.rs",
+            "the short field stays: {input}"
+        );
+        assert!(
+            input["edits"]
+                .as_str()
+                .is_some_and(|s| s.contains("8 items")),
+            "{input}"
+        );
+        assert!(!shrink_refused_calls(&mut m, 1), "idempotent");
     }
 
     #[test]

@@ -206,7 +206,7 @@ impl TypedTool for GitDiff {
     async fn run(&self, args: GitDiffArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let rel = match args.path.as_deref() {
             Some(p) => {
-                let resolved = ctx.workspace.resolve(p)?;
+                let resolved = ctx.workspace.locate_named(p)?.abs();
                 Some(ctx.workspace.relative(&resolved))
             }
             None => None,

@@ -61,7 +61,7 @@ impl TypedTool for ListFiles {
 
     async fn run(&self, args: ListFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let rel = args.path.clone().unwrap_or_default();
-        let dir = ctx.workspace.locate(&rel)?;
+        let dir = ctx.workspace.locate_named(&rel)?;
         let ws = ctx.workspace.clone();
         let matcher = match &args.pattern {
             Some(p) => Some(PatternFilter::new(p)?),

@@ -68,7 +68,7 @@ impl TypedTool for ReadFile {
     }
 
     async fn run(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let target = ctx.workspace.locate(&args.path)?;
+        let target = ctx.workspace.locate_named(&args.path)?;
         let rel = target.rel_string();
         let reads = ctx.reads.clone();
         blocking(move || {

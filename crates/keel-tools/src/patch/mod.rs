@@ -347,7 +347,8 @@ fn resolve(
         .locate_writable(path)
         .map_err(|e| PatchError::File {
             op,
-            path: path.to_string(),
+            // Shown escaped: a name with a control character must not fake lines.
+            path: crate::text::escape_name(path).into_owned(),
             message: e.to_string(),
         })?;
     if target.is_root() {

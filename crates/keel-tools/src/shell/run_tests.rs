@@ -58,7 +58,7 @@ impl RunTests {
             .filter(|p| !p.is_empty())
         {
             Some(p) => {
-                let abs = workspace.resolve(p)?;
+                let abs = workspace.locate_named(p)?.abs();
                 if !abs.exists() {
                     return Err(ToolError::model(format!(
                         "`{p}` does not exist; give a test file or directory, or omit `path`"
