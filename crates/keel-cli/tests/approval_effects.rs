@@ -263,9 +263,15 @@ fn a_command_allowed_because_it_reads_cannot_write() {
         println!("SKIPPED a_command_allowed_because_it_reads_cannot_write: git is not installed");
         return;
     }
-    for nobody in users() {
+    // Also when a user rule allows the reading command (red-team pass 7, R7-24), and when
+    // the project's test command is that reading line, run by `run_tests` (R7-25).
+    for (nobody, ruled) in users().into_iter().flat_map(|n| [(n, false), (n, true)]) {
         for policy in ["untrusted", "on-request"] {
             let env = Env::new();
+            if ruled {
+                env.user_config("[approval]\nallow = [\"run_command:git status\"]\n");
+                env.config("[shell]\ntest_command = \"git status --short\"\n");
+            }
             let git = |args: &[&str]| {
                 let out = Command::new("git")
                     .args(["-c", "user.email=t@t", "-c", "user.name=t"])
@@ -295,15 +301,23 @@ fn a_command_allowed_because_it_reads_cannot_write() {
             std::fs::write(&lib, text).unwrap();
             git(&["config", "core.fsmonitor", "./hook.sh"]);
             git(&["config", "diff.evil.textconv", "./conv.sh"]);
-            let calls = [
-                ("status", "git status --short"),
-                ("diff", "git diff src/lib.rs"),
-                ("again", "git status --short"),
-                ("list", "ls"),
+            let mut calls = vec![
+                ("status", "run_command", command("git status --short")),
+                ("diff", "run_command", command("git diff src/lib.rs")),
+                ("again", "run_command", command("git status --short")),
+                ("list", "run_command", command("ls")),
             ];
-            let out = run_commands(&env, nobody, policy, &calls);
+            if ruled {
+                calls.push(("tests", "run_tests", "{}".to_string()));
+            }
+            let out = run(&env, nobody, policy, &crate::script(&calls));
             let r = results(&out);
-            let who = if nobody { "uid 65534" } else { "this user" };
+            let who = match (nobody, ruled) {
+                (true, false) => "uid 65534",
+                (false, false) => "this user",
+                (true, true) => "uid 65534, with a rule and a test command",
+                (false, true) => "this user, with a rule and a test command",
+            };
             assert!(
                 env.work.join("README.md").exists(),
                 "{who}, {policy}: README.md survives: {r:?}"

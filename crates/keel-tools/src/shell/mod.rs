@@ -30,6 +30,7 @@ mod run_tests;
 mod runners;
 mod safety;
 mod scripts;
+mod store_links;
 pub mod testing;
 mod toolchains;
 mod venv_startup;

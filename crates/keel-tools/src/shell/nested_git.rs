@@ -444,14 +444,19 @@ pub(crate) struct Watch {
     /// Whether a person approved the command ([`super::exec::ExecRequest::approved`]): what
     /// it installs into a workspace virtual environment stays ([`super::venv_startup`]).
     approved: bool,
+    /// Links on the way to protected stores inside the writable trees, as they were
+    /// ([`super::store_links`]).
+    links: super::store_links::StoreLinks,
 }
 
 /// What [`Watch::check`] found: the repositories moved (and whether the search was cut
-/// short), the program paths moved, the virtual environments' startup files moved.
+/// short), the program paths moved, the virtual environments' startup files moved, the
+/// store links put back.
 type Checked = (
     (Vec<Quarantined>, bool),
     Vec<super::git_programs::Moved>,
     Vec<super::venv_startup::Moved>,
+    Vec<String>,
 );
 
 impl Watch {
@@ -469,6 +474,10 @@ impl Watch {
             .filter(std::fs::Metadata::is_dir)
             .map(|m| (m.dev(), m.ino()));
         let programs = super::git_programs::Before::note(&root);
+        let links = super::store_links::StoreLinks::note(
+            &req.roots.for_policy(req.policy),
+            &req.roots.hidden,
+        );
         Some(Self {
             root,
             since: SystemTime::now(),
@@ -476,6 +485,7 @@ impl Watch {
             programs,
             confined,
             approved: req.approved,
+            links,
         })
     }
 
@@ -502,6 +512,7 @@ impl Watch {
             confined: self.confined,
             approved: self.approved,
             programs: self.programs.entries(),
+            links: self.links.entries(),
         }
     }
 
@@ -514,6 +525,7 @@ impl Watch {
             programs: super::git_programs::Before::from_entries(e.programs),
             confined: e.confined,
             approved: e.approved,
+            links: super::store_links::StoreLinks::from_entries(e.links),
         }
     }
 
@@ -539,11 +551,12 @@ impl Watch {
             super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
         programs.extend(more);
         let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
-        (repos, programs, startup)
+        let relinked = self.links.restore();
+        (repos, programs, startup, relinked)
     }
 
     fn report(checked: Checked) -> Option<String> {
-        let (moved, programs, startup) = checked;
+        let (moved, programs, startup, relinked) = checked;
         let (moved, incomplete) = moved;
         let mut text = report(&moved);
         for p in [
@@ -556,6 +569,12 @@ impl Watch {
             text = Some(match text {
                 Some(t) => format!("{t}\n{p}"),
                 None => p,
+            });
+        }
+        if let Some(r) = super::store_links::report(&relinked) {
+            text = Some(match text {
+                Some(t) => format!("{t}\n{r}"),
+                None => r,
             });
         }
         if incomplete {

@@ -274,6 +274,10 @@ pub(crate) struct Entry {
     pub approved: bool,
     /// The program paths before the command: (path bytes, key, is a tree, existed).
     pub programs: Vec<(Vec<u8>, String, bool, bool)>,
+    /// The links on the way to protected stores: (tree, link, target), as path bytes
+    /// ([`super::store_links`]).
+    #[serde(default)]
+    pub links: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
 }
 
 pub(crate) fn path_bytes(p: &Path) -> Vec<u8> {

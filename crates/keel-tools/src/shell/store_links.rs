@@ -1,0 +1,228 @@
+//! Symlinks on the way to a protected store inside a tree a command may write (red-team pass
+//! 7, R7-28 and R7-29). In a workspace that holds the home, a dotfile manager's
+//! `~/.config/keel -> dotfiles/keel` or `~/.ssh -> dotfiles/ssh` is covered where it leads —
+//! the sandbox mounts on the link's target — but the link itself is an entry of a writable
+//! directory: `mv .config/keel x && ln -s ../evil .config/keel` re-pointed Keel's
+//! configuration (`sandbox = false` for every later session), and `~/.ssh` to a directory
+//! holding an ssh `config` with a `ProxyCommand` or an `authorized_keys`. A mount cannot sit
+//! on a link, so after every command that could write, each such link is compared with what
+//! it was before; one that changed is put back and what the command left there is moved aside
+//! and reported. Checked in the one command runner ([`super::exec::run`], through
+//! [`super::nested_git::Watch`]), so every runner gets it.
+
+use std::path::PathBuf;
+
+/// One link noted before a command: where it is, the tree it lies in, where it pointed.
+#[derive(Debug, Clone)]
+struct Noted {
+    root: PathBuf,
+    link: PathBuf,
+    target: PathBuf,
+}
+
+/// The links on the way to every protected store that lies inside a writable tree, as they
+/// were before a command.
+#[derive(Debug, Default)]
+pub(crate) struct StoreLinks(Vec<Noted>);
+
+impl StoreLinks {
+    /// Notes, for every store of Keel's own and every path in `hidden` (the user's secret
+    /// stores) that lies strictly inside one of `writable`, the first symlink on the way from
+    /// that tree to the store (the store itself included). An ordinary workspace holds no
+    /// store: a few path comparisons.
+    pub(crate) fn note(writable: &[PathBuf], hidden: &[PathBuf]) -> Self {
+        let env = &keel_fs::stores::process_env;
+        let mut stores: Vec<PathBuf> = keel_fs::stores::always(env)
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        stores.extend(hidden.iter().cloned());
+        let mut out: Vec<Noted> = Vec::new();
+        for store in stores.iter().filter(|s| s.is_absolute()) {
+            for root in writable
+                .iter()
+                .filter(|w| store.starts_with(w) && store != *w)
+            {
+                let Ok(rel) = store.strip_prefix(root) else {
+                    continue;
+                };
+                let mut at = root.clone();
+                for part in rel.components() {
+                    at.push(part);
+                    let Ok(meta) = std::fs::symlink_metadata(&at) else {
+                        break;
+                    };
+                    if meta.file_type().is_symlink() {
+                        if let Ok(target) = std::fs::read_link(&at)
+                            && !out.iter().any(|n| n.link == at)
+                        {
+                            out.push(Noted {
+                                root: root.clone(),
+                                link: at.clone(),
+                                target,
+                            });
+                        }
+                        break;
+                    }
+                    if !meta.is_dir() {
+                        break;
+                    }
+                }
+            }
+        }
+        Self(out)
+    }
+
+    /// What the journal keeps ([`super::pending`]): (tree, link, target) as path bytes.
+    pub(crate) fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+        use super::pending::path_bytes;
+        self.0
+            .iter()
+            .map(|n| {
+                (
+                    path_bytes(&n.root),
+                    path_bytes(&n.link),
+                    path_bytes(&n.target),
+                )
+            })
+            .collect()
+    }
+
+    /// The links a journal entry kept.
+    pub(crate) fn from_entries(entries: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> Self {
+        use super::pending::bytes_path;
+        Self(
+            entries
+                .into_iter()
+                .map(|(root, link, target)| Noted {
+                    root: bytes_path(&root),
+                    link: bytes_path(&link),
+                    target: bytes_path(&target),
+                })
+                .collect(),
+        )
+    }
+
+    /// After the command: every noted link that no longer points where it did is put back;
+    /// what stood in its place is renamed aside. One line per link, for the command's result.
+    pub(crate) fn restore(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in &self.0 {
+            if std::fs::read_link(&n.link).is_ok_and(|t| t == n.target) {
+                continue;
+            }
+            out.push(match put_back(n) {
+                Ok(None) => format!(
+                    "`{}` (a link to a protected store) was removed; Keel put it back (-> `{}`)",
+                    n.link.display(),
+                    n.target.display()
+                ),
+                Ok(Some(moved)) => format!(
+                    "`{}` (a link to a protected store) was re-pointed; Keel put it back (-> `{}`) and moved what the command left to `{}`",
+                    n.link.display(),
+                    n.target.display(),
+                    moved.display()
+                ),
+                Err(e) => format!(
+                    "`{}` (a link to a protected store) was changed and Keel could not put it back ({e}); do not run Keel or ssh from this home before checking it: it should point to `{}`",
+                    n.link.display(),
+                    n.target.display()
+                ),
+            });
+        }
+        out
+    }
+}
+
+/// Renames what now stands at the link's place aside (beneath the tree's open handle) and
+/// makes the link again; the new name of what was moved, if anything was there.
+fn put_back(n: &Noted) -> std::io::Result<Option<PathBuf>> {
+    let rel = n
+        .link
+        .strip_prefix(&n.root)
+        .map_err(|_| std::io::Error::other("the link left its tree"))?;
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(std::io::Error::other("no parent directory"));
+    };
+    let tree = keel_fs::beneath::DirHandle::open(&n.root)?;
+    let dir = tree
+        .subdir(parent)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut moved = None;
+    if rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mut aside = name.to_os_string();
+        aside.push(format!(".relinked-by-keel-{nanos}"));
+        rustix::fs::renameat(dir.fd(), name, dir.fd(), aside.as_os_str())?;
+        moved = Some(n.link.with_file_name(aside));
+    }
+    rustix::fs::symlinkat(n.target.as_os_str(), dir.fd(), name)?;
+    Ok(moved)
+}
+
+/// The report for the command's result, when a link was put back.
+pub(crate) fn report(lines: &[String]) -> Option<String> {
+    (!lines.is_empty()).then(|| {
+        let mut text = String::from(
+            "keel: the command changed a link on the way to Keel's own configuration or data or to a secret store; a later session or program would have read the command's files there:",
+        );
+        for l in lines {
+            text.push_str("\n- ");
+            text.push_str(l);
+        }
+        text
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_re_pointed_store_link_is_put_back() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.join("dotfiles/ssh")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("dotfiles/ssh", home.join(".ssh"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = home.join(".ssh");
+        let links = StoreLinks::note(std::slice::from_ref(&home), std::slice::from_ref(&store));
+        assert_eq!(links.0.len(), 1, "{links:?}");
+        // Unchanged: nothing to say.
+        assert!(links.restore().is_empty());
+        // Re-pointed to the command's own directory.
+        std::fs::create_dir_all(home.join("evil")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(home.join(".ssh"), home.join(".ssh-old")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("evil", home.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+        let said = links.restore();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("put it back"), "{said:?}");
+        assert_eq!(
+            std::fs::read_link(home.join(".ssh")).unwrap_or_else(|e| panic!("{e}")),
+            PathBuf::from("dotfiles/ssh")
+        );
+        // Replaced by a directory, then removed: put back each time.
+        std::fs::remove_file(home.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(home.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(links.restore().len(), 1);
+        assert!(std::fs::read_link(home.join(".ssh")).is_ok());
+        std::fs::remove_file(home.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(links.restore()[0].contains("was removed"));
+        assert!(std::fs::read_link(home.join(".ssh")).is_ok());
+        // A store outside every writable tree, or a real directory, notes nothing.
+        let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            StoreLinks::note(&[other.path().to_path_buf()], &[store.clone()])
+                .0
+                .is_empty()
+        );
+        std::fs::create_dir_all(home.join("real/.aws")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            StoreLinks::note(&[home.join("real")], &[home.join("real/.aws")])
+                .0
+                .is_empty()
+        );
+    }
+}
