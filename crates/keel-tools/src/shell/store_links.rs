@@ -214,7 +214,7 @@ mod tests {
         // A store outside every writable tree, or a real directory, notes nothing.
         let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         assert!(
-            StoreLinks::note(&[other.path().to_path_buf()], &[store.clone()])
+            StoreLinks::note(&[other.path().to_path_buf()], std::slice::from_ref(&store))
                 .0
                 .is_empty()
         );
