@@ -10,6 +10,7 @@ mod objects;
 mod purge;
 mod restore;
 pub(crate) mod staging;
+mod unconfined;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -420,10 +421,10 @@ impl Git {
 
     /// Runs a git command that reads and writes only the repository (objects, refs, Keel's
     /// index) and returns its output, or an error with its stderr. Unconfined, so it must never
-    /// open a work-tree file: [`repository_only`] refuses anything else (those run confined:
+    /// open a work-tree file: [`unconfined::repository_only`] refuses anything else (those run confined:
     /// [`Git::run_in_work_tree`]).
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Output, SnapshotError> {
-        if !repository_only(args) {
+        if !unconfined::repository_only(args) {
             return Err(self.fail(
                 args,
                 "reads the work tree, so it runs only inside the sandbox (a bug in Keel)".into(),
@@ -477,7 +478,7 @@ impl Git {
                     let mut c = self.command_from(self.driver_overrides()?, &settings, args)?;
                     c.env("GIT_OBJECT_DIRECTORY", objects).env(
                         "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                        alternate_entry(&self.common_dir.join("objects")),
+                        objects::alternate_entry(&self.common_dir.join("objects")),
                     );
                     c
                 }
@@ -758,25 +759,6 @@ pub(super) enum Confined<'a> {
     Checkout,
 }
 
-/// `dir` as one entry of `GIT_ALTERNATE_OBJECT_DIRECTORIES` (git splits the list at `:` and
-/// reads an entry starting with `"` as a C-quoted string).
-fn alternate_entry(dir: &Path) -> std::ffi::OsString {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let bytes = dir.as_os_str().as_bytes();
-    if !bytes.iter().any(|b| matches!(b, b':' | b'"' | b'\\')) {
-        return dir.as_os_str().to_os_string();
-    }
-    let mut out = vec![b'"'];
-    for b in bytes {
-        if matches!(b, b'"' | b'\\') {
-            out.push(b'\\');
-        }
-        out.push(*b);
-    }
-    out.push(b'"');
-    std::ffi::OsString::from_vec(out)
-}
-
 /// Runs `run`, retrying a few times while another git holds the index lock.
 fn retry_locked(run: impl Fn() -> Result<Output, SnapshotError>) -> Result<Output, SnapshotError> {
     let mut attempt = 0;
@@ -791,54 +773,6 @@ fn retry_locked(run: impl Fn() -> Result<Output, SnapshotError>) -> Result<Outpu
             other => return other,
         }
     }
-}
-
-/// Whether `args` name a git command that opens no work-tree file, so Keel may run it
-/// unconfined ([`Git::run`]): it reads and writes only objects, refs, the configuration and
-/// Keel's index (`diff` here only ever compares two trees). Anything else — `add`, `status`,
-/// a `diff` against the work tree, `checkout-index` (it reads the work tree's `.gitattributes`
-/// — a FIFO there, encodings, filters — and writes through its directories, which a command
-/// may swap for links) — runs inside the sandbox ([`Git::run_in_work_tree`]), where a symlink
-/// swapped in by a command reaches no more than that command could (red-team pass 4, R4-7).
-fn repository_only(args: &[&str]) -> bool {
-    let has = |flag: &str| args.contains(&flag);
-    match args.first().copied() {
-        Some(
-            "rev-parse" | "config" | "write-tree" | "commit-tree" | "update-ref" | "for-each-ref"
-            | "rev-list" | "repack",
-        ) => true,
-        Some("ls-files") => {
-            has("--cached")
-                && ![
-                    "-m",
-                    "-o",
-                    "-d",
-                    "-s",
-                    "--modified",
-                    "--others",
-                    "--deleted",
-                    "--stage",
-                ]
-                .iter()
-                .any(|f| has(f))
-        }
-        Some("update-index") => has("--index-info") && !has("--refresh") && !has("--add"),
-        Some("rm") => has("--cached"),
-        // Keel's own bytes (a manifest), never a work-tree file nor its attributes.
-        Some("hash-object") => has("--stdin") && has("--no-filters") && !has("--path"),
-        // Tree to tree: a revision on each side, so git opens nothing in the work tree.
-        Some("diff") => !has("--cached") && !has("--no-index") && diff_revisions(args) == 2,
-        _ => false,
-    }
-}
-
-/// How many non-option arguments `git diff` gets before `--`.
-fn diff_revisions(args: &[&str]) -> usize {
-    args.iter()
-        .skip(1)
-        .take_while(|a| **a != "--")
-        .filter(|a| !a.starts_with('-'))
-        .count()
 }
 
 fn as_strs(args: &[String]) -> Vec<&str> {

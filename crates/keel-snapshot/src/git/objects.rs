@@ -247,3 +247,22 @@ impl Git {
         Ok(c)
     }
 }
+
+/// `dir` as one entry of `GIT_ALTERNATE_OBJECT_DIRECTORIES` (git splits the list at `:` and
+/// reads an entry starting with `"` as a C-quoted string).
+pub(super) fn alternate_entry(dir: &Path) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = dir.as_os_str().as_bytes();
+    if !bytes.iter().any(|b| matches!(b, b':' | b'"' | b'\\')) {
+        return dir.as_os_str().to_os_string();
+    }
+    let mut out = vec![b'"'];
+    for b in bytes {
+        if matches!(b, b'"' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(*b);
+    }
+    out.push(b'"');
+    std::ffi::OsString::from_vec(out)
+}
