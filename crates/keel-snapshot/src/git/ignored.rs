@@ -99,6 +99,7 @@ impl Git {
     }
 
     /// The store's key (32 random bytes, made once).
+    #[allow(clippy::disallowed_methods)] // /dev/urandom is not a project file
     fn key(store: &DirHandle, path: &Path) -> Result<Vec<u8>, SnapshotError> {
         let at = store
             .resolve_literal(Path::new("key"))

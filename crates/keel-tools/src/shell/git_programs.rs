@@ -287,6 +287,7 @@ pub(super) fn rename_aside(
 }
 
 /// `base` with 16 random hex digits added.
+#[allow(clippy::disallowed_methods)] // not a project file: the kernel's random source
 fn random_name(base: &std::ffi::OsStr) -> std::ffi::OsString {
     use std::io::Read;
     let mut bytes = [0u8; 8];

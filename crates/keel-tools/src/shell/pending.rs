@@ -250,6 +250,7 @@ fn owner(name: &str) -> Option<(u32, u64)> {
 }
 
 /// The start time (clock ticks after boot) of process `pid`: field 22 of `/proc/<pid>/stat`.
+#[allow(clippy::disallowed_methods)] // not a project file: the kernel's process table
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
