@@ -150,12 +150,11 @@ fn put_back(n: &Noted) -> std::io::Result<Option<PathBuf>> {
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut moved = None;
     if rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let mut aside = name.to_os_string();
-        aside.push(format!(".relinked-by-keel-{nanos}"));
-        rustix::fs::renameat(dir.fd(), name, dir.fd(), aside.as_os_str())?;
+        // The quarantine's own rename: a free name even when the command took the usual ones.
+        let mut base = name.to_os_string();
+        base.push(".relinked-by-keel");
+        let aside = super::git_programs::rename_aside(&dir, name, &base)
+            .ok_or_else(|| std::io::Error::other("no free name to move it aside"))?;
         moved = Some(n.link.with_file_name(aside));
     }
     rustix::fs::symlinkat(n.target.as_os_str(), dir.fd(), name)?;
