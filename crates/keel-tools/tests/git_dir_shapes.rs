@@ -143,31 +143,4 @@ async fn scenario(ws: &Path) {
     assert!(!outside.exists(), "the planted alias ran");
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn git_directories_split_or_hidden_are_found_and_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
-
-#[test]
-fn git_directories_split_or_hidden_are_found_and_refused_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child(
-            "git_directories_split_or_hidden_are_found_and_refused_as_nobody",
-            false,
-        );
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
+nobody::user_and_nobody!(async scenario: git_directories_split_or_hidden_are_found_and_refused, git_directories_split_or_hidden_are_found_and_refused_as_nobody);

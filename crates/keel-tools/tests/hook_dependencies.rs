@@ -176,34 +176,7 @@ async fn scenario(ws: &Path) {
     );
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn what_a_hook_loads_from_the_work_tree_is_read_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
-
-#[test]
-fn what_a_hook_loads_from_the_work_tree_is_read_only_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child(
-            "what_a_hook_loads_from_the_work_tree_is_read_only_as_nobody",
-            false,
-        );
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
+nobody::user_and_nobody!(async scenario: what_a_hook_loads_from_the_work_tree_is_read_only, what_a_hook_loads_from_the_work_tree_is_read_only_as_nobody);
 
 /// Red-team pass 6, R6-9: lint-staged reads its configuration in every directory of the work
 /// tree (`git ls-files --cached --others --exclude-standard -- ':(glob)**/.lintstagedrc.json'`
@@ -345,24 +318,4 @@ async fn nested_configuration(ws: &Path) {
     );
 }
 
-#[test]
-fn hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(nested_configuration(&ws));
-}
-
-#[test]
-fn hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child(
-            "hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools_as_nobody",
-            false,
-        );
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(nested_configuration(&ws));
-}
+nobody::user_and_nobody!(async nested_configuration: hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools, hook_tool_configuration_at_any_depth_is_kept_from_commands_and_file_tools_as_nobody);

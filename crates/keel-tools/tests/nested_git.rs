@@ -7,6 +7,7 @@
 
 #[path = "shared/nobody.rs"]
 mod nobody;
+use nobody::runtime;
 
 use std::path::Path;
 
@@ -199,34 +200,7 @@ async fn scenario(ws: &Path) {
     assert!(!outside.exists(), "the planted fsmonitor ran");
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn planted_nested_repositories_are_refused_or_quarantined() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
-
-#[test]
-fn planted_nested_repositories_are_refused_or_quarantined_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child(
-            "planted_nested_repositories_are_refused_or_quarantined_as_nobody",
-            false,
-        );
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
+nobody::user_and_nobody!(async scenario: planted_nested_repositories_are_refused_or_quarantined, planted_nested_repositories_are_refused_or_quarantined_as_nobody);
 
 /// Red-team pass 4, R4-1: each repository hid its program from Keel's own config parser or
 /// used a key its denylist did not name; all four ran at the user's next `git status`,

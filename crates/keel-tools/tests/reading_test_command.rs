@@ -69,31 +69,4 @@ async fn scenario(ws: &Path) {
     );
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn a_test_command_that_only_reads_runs_read_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
-
-#[test]
-fn a_test_command_that_only_reads_runs_read_only_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child(
-            "a_test_command_that_only_reads_runs_read_only_as_nobody",
-            false,
-        );
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    runtime().block_on(scenario(&ws));
-}
+nobody::user_and_nobody!(async scenario: a_test_command_that_only_reads_runs_read_only, a_test_command_that_only_reads_runs_read_only_as_nobody);

@@ -197,43 +197,6 @@ fn bytecode_scenario(ws: &Path) {
     assert!(!canary.exists(), "the planted bytecode ran");
 }
 
-#[test]
-fn bytecode_a_command_writes_is_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    bytecode_scenario(&ws);
-}
+nobody::user_and_nobody!(bytecode_scenario: bytecode_a_command_writes_is_removed, bytecode_a_command_writes_is_removed_as_nobody);
 
-#[test]
-fn bytecode_a_command_writes_is_removed_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child("bytecode_a_command_writes_is_removed_as_nobody", false);
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    bytecode_scenario(&ws);
-}
-
-#[test]
-fn a_command_cannot_leave_code_a_virtualenv_runs_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    scenario(&ws);
-}
-
-#[test]
-fn a_command_cannot_leave_code_a_virtualenv_runs_at_start_as_nobody() {
-    let Some(dir) = nobody::child_dir() else {
-        nobody::run_child(
-            "a_command_cannot_leave_code_a_virtualenv_runs_at_start_as_nobody",
-            false,
-        );
-        return;
-    };
-    let ws = dir.join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    scenario(&ws);
-}
+nobody::user_and_nobody!(scenario: a_command_cannot_leave_code_a_virtualenv_runs_at_start, a_command_cannot_leave_code_a_virtualenv_runs_at_start_as_nobody);

@@ -136,3 +136,50 @@ macro_rules! as_both {
         }
     }};
 }
+
+/// A current-thread runtime for a test's async scenario.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Two tests of one scenario, each in a fresh empty directory `ws`: `$test` as whoever runs the
+/// tests, `$as_nobody` as uid 65534 (a child; see `run_child`). `async` scenarios run on
+/// [`runtime`].
+#[allow(unused_macros)]
+macro_rules! user_and_nobody {
+    (async $scenario:ident: $test:ident, $as_nobody:ident) => {
+        $crate::nobody::user_and_nobody!(@pair $test, $as_nobody, |ws| {
+            $crate::nobody::runtime().block_on($scenario(ws))
+        });
+    };
+    ($scenario:ident: $test:ident, $as_nobody:ident) => {
+        $crate::nobody::user_and_nobody!(@pair $test, $as_nobody, |ws| $scenario(ws));
+    };
+    (@pair $test:ident, $as_nobody:ident, $run:expr) => {
+        #[test]
+        fn $test() {
+            let dir = tempfile::tempdir().unwrap();
+            let ws = dir.path().join("ws");
+            std::fs::create_dir(&ws).unwrap();
+            let run: fn(&std::path::Path) = $run;
+            run(&ws);
+        }
+
+        #[test]
+        fn $as_nobody() {
+            let Some(dir) = $crate::nobody::child_dir() else {
+                $crate::nobody::run_child(stringify!($as_nobody), false);
+                return;
+            };
+            let ws = dir.join("ws");
+            std::fs::create_dir(&ws).unwrap();
+            let run: fn(&std::path::Path) = $run;
+            run(&ws);
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use user_and_nobody;
