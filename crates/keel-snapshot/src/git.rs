@@ -339,7 +339,9 @@ impl Git {
         let mut all = neutralisers(&out.stdout);
         // Objects Keel writes hold the content of files the user may keep private (a 0600
         // `secrets.env`, a force-added ignored `.env`): written owner-only (0400 files, 0700
-        // new directories), unless the repository sets its own sharing (red-team pass 5, R5-9).
+        // new directories), unless the repository sets its own sharing (red-team pass 5, R5-9);
+        // then the new objects of private files are made owner-only after they are written
+        // (`Git::owner_only`, R7-17).
         let shared = out
             .stdout
             .split(|b| *b == 0)

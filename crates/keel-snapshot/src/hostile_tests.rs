@@ -419,8 +419,22 @@ fn drivers_the_attributes_name_are_blanked_before_any_config_defines_them() {
 /// written owner-only.
 #[test]
 fn a_private_files_content_is_not_left_readable_by_others() {
+    private_content_stays_private(false);
+}
+
+/// Red-team pass 7, R7-17: a shipped `core.sharedRepository = world` had Keel write the 0600
+/// file's content as a 0444 object.
+#[test]
+fn a_shipped_shared_repository_does_not_publish_a_private_file() {
+    private_content_stays_private(true);
+}
+
+fn private_content_stays_private(shared_world: bool) {
     use std::os::unix::fs::PermissionsExt;
     let h = setup(true);
+    if shared_world {
+        config(&h, "core.sharedRepository", "world");
+    }
     let secret = h.ws.join("secrets.env");
     std::fs::write(&secret, "DB_PASSWORD=s3cret\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();

@@ -23,8 +23,12 @@ fn undo_keeps_modes(ws: &Path) {
     std::fs::write(ws.join(".gitignore"), ".env\n").unwrap();
     std::fs::write(ws.join("README.md"), "# readme\n").unwrap();
     private(&ws.join("config.ini"), "password = 1\n", 0o600);
+    private(&ws.join("deploy.key"), "KEY\n", 0o600);
     if ws.join(".git").exists() {
-        git(ws, &["add", ".gitignore", "README.md", "config.ini"]);
+        git(
+            ws,
+            &["add", ".gitignore", "README.md", "config.ini", "deploy.key"],
+        );
         git(ws, &["commit", "-qm", "init"]);
     }
     private(&ws.join(".env"), "TOKEN=secret\n", 0o600);
@@ -35,7 +39,20 @@ fn undo_keeps_modes(ws: &Path) {
     std::fs::remove_file(ws.join(".env")).unwrap();
     std::fs::write(ws.join("config.ini"), "password = 2\n").unwrap();
     std::fs::write(ws.join("notes.txt"), "changed\n").unwrap();
-    snaps.take("sess-1", 1, Some(&s0)).unwrap();
+    let s1 = snaps.take("sess-1", 1, Some(&s0)).unwrap();
+    // R7-8: a tracked file nothing changed until a later turn deletes it.
+    std::fs::remove_file(ws.join("deploy.key")).unwrap();
+    snaps.take("sess-1", 2, Some(&s1)).unwrap();
+    let report = snaps.undo("sess-1", Some(1)).unwrap();
+    assert!(
+        report.changes.recreated.contains(&"deploy.key".to_string()),
+        "{report:?}"
+    );
+    assert_eq!(
+        mode(&ws.join("deploy.key")),
+        0o600,
+        "the recreated tracked file nothing had changed"
+    );
     let report = snaps.undo("sess-1", Some(0)).unwrap();
     assert!(
         report.changes.recreated.contains(&".env".to_string()),

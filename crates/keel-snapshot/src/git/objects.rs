@@ -171,12 +171,12 @@ impl Git {
 
     /// Moves the objects the staging git wrote into the repository, each under the name its
     /// content hashes to (see the module documentation). Nothing to do when it wrote none.
-    pub(super) fn absorb(&self, staged: &StagingObjects) -> Result<(), SnapshotError> {
+    pub(super) fn absorb(&self, staged: &StagingObjects) -> Result<Vec<String>, SnapshotError> {
         // An `info/alternates` there would have git look elsewhere for what it cannot find.
         let _ = remove_any(&staged.path().join("info"));
         let ids = staged.ids(|| self.packed_ids(staged))?;
         if ids.is_empty() {
-            return Ok(());
+            return Ok(ids);
         }
         let overrides = self.driver_overrides()?;
         let args = [
@@ -206,7 +206,43 @@ impl Git {
                 ));
             }
         }
-        Ok(())
+        Ok(ids)
+    }
+
+    /// Makes the loose objects `ids` in the repository owner-only (0400) where they are
+    /// readable by others: the blobs of files the user keeps private, written under a
+    /// repository that sets its own `core.sharedRepository` (red-team pass 7, R7-17: a shipped
+    /// `world` left a 0600 file's content in a 0444 object). Only regular files this user
+    /// owns, reached without following a link; best effort (a failure leaves the object as
+    /// git made it).
+    pub(super) fn owner_only(&self, ids: &[String]) {
+        use rustix::fs::{Mode, OFlags, fchmod, fstat, openat};
+        let objects = self.common_dir.join("objects");
+        let me = rustix::process::geteuid();
+        for id in ids {
+            let (Some(dir), Some(name)) = (id.get(..2), id.get(2..)) else {
+                continue;
+            };
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let Ok(parent) =
+                rustix::fs::open(objects.join(dir), flags | OFlags::DIRECTORY, Mode::empty())
+            else {
+                continue;
+            };
+            let Ok(fd) = openat(&parent, name, flags | OFlags::NONBLOCK, Mode::empty()) else {
+                continue;
+            };
+            let Ok(st) = fstat(&fd) else {
+                continue;
+            };
+            let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+            if kind == rustix::fs::FileType::RegularFile
+                && st.st_uid == me.as_raw()
+                && st.st_mode & 0o077 != 0
+            {
+                let _ = fchmod(&fd, Mode::from_raw_mode(0o400));
+            }
+        }
     }
 
     /// The ids of the objects in the staging directory's packs.

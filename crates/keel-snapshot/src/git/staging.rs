@@ -165,8 +165,17 @@ impl Git {
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .collect();
         left_out.sort();
-        self.absorb(&objects)?;
+        let private = self.private_blobs(&modes)?;
+        let moved = self.absorb(&objects)?;
         drop(objects);
+        if !private.is_empty() {
+            let moved: std::collections::HashSet<&String> = moved.iter().collect();
+            let new: Vec<String> = private
+                .into_iter()
+                .filter(|id| moved.contains(id))
+                .collect();
+            self.owner_only(&new);
+        }
         let tree = self.stdout(&["write-tree"])?;
         modes.sort();
         modes.dedup();
@@ -238,6 +247,8 @@ impl Git {
         let mut args: Vec<String> = [
             "ls-files",
             "-z",
+            "-t",
+            "--cached",
             "--others",
             "--modified",
             "--exclude-standard",
@@ -252,7 +263,24 @@ impl Git {
         let mut refused: Vec<Vec<u8>> = Vec::new();
         // What `git add` would read, by size (for the snapshot's total budget).
         let mut read: Vec<(u64, Vec<u8>)> = Vec::new();
-        for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+        for entry in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+            // `-t`: a status letter and a space before each path. Tracked files are listed
+            // (`H`, `S`) only for their mode (red-team pass 7, R7-8: a tracked 0600 file the
+            // model deleted came back 0644, as no snapshot had noted it).
+            let (tag, rel) = match entry {
+                [tag, b' ', rel @ ..] if !rel.is_empty() => (*tag, rel),
+                _ => continue,
+            };
+            if matches!(tag, b'H' | b'S') {
+                if let Ok(m) =
+                    std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)))
+                    && m.file_type().is_file()
+                    && super::modes::is_private(m.permissions().mode())
+                {
+                    modes.push((rel.to_vec(), m.permissions().mode() & 0o7777));
+                }
+                continue;
+            }
             if let Some(dir) = rel.strip_suffix(b"/") {
                 nested.push(dir.to_vec());
                 continue;
@@ -286,6 +314,42 @@ impl Git {
             list.dedup();
         }
         Ok((big, nested, refused))
+    }
+}
+
+impl Git {
+    /// The blob ids Keel's index holds for the private files `modes` names (see
+    /// [`Git::owner_only`]).
+    fn private_blobs(&self, modes: &[(Vec<u8>, u32)]) -> Result<Vec<String>, SnapshotError> {
+        if modes.is_empty() || !self.index.is_file() {
+            return Ok(Vec::new());
+        }
+        let private: std::collections::HashSet<&[u8]> =
+            modes.iter().map(|(p, _)| p.as_slice()).collect();
+        // `--format` needs git 2.38; an older git leaves the objects as it wrote them.
+        let Ok(out) = self.run(
+            &[
+                "ls-files",
+                "--cached",
+                "-z",
+                "--format=%(objectname) %(path)",
+            ],
+            None,
+        ) else {
+            return Ok(Vec::new());
+        };
+        Ok(out
+            .stdout
+            .split(|b| *b == 0)
+            .filter_map(|e| {
+                let (id, path) = e.split_at_checked(e.iter().position(|b| *b == b' ')?)?;
+                let id = std::str::from_utf8(id).ok()?;
+                (private.contains(path.get(1..)?)
+                    && id.len() >= 40
+                    && id.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| id.to_string())
+            })
+            .collect())
     }
 }
 
