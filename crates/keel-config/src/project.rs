@@ -30,6 +30,11 @@ pub enum ProjectRule {
     Subset,
     /// A list the project may only lengthen: its entries are added to the lower layers'.
     Superset,
+    /// [`ProjectRule::Superset`] of paths to hide from commands, each under the user's home
+    /// (`~/…`, no `.`/`..` step) and holding no directory of `PATH`: a project hides more of
+    /// the user's secrets, never the system or the tools commands run (red-team pass 7,
+    /// R7-26: `hide = ["/usr/bin"]` made every command fail).
+    HiddenPaths,
     /// A value from a scale, strictest first: the project may only pick one at least as strict.
     Ordered(&'static [&'static str]),
     /// A budget, cap, timeout or thread count the project may only lower: a value above the
@@ -126,7 +131,7 @@ pub const PROJECT_RULES: &[(&str, ProjectRule)] = &[
     ("shell.allow", ProjectRule::Subset),
     ("shell.deny", ProjectRule::Superset),
     // Secret stores hidden from commands: a project may hide more, never uncover one.
-    ("shell.hide", ProjectRule::Superset),
+    ("shell.hide", ProjectRule::HiddenPaths),
     ("shell.lint.enabled", ProjectRule::Bool { strict: false }),
     ("shell.lint.timeout_secs", AT_MOST),
     // Approval: a project may ask more and deny more, never allow more.
@@ -507,23 +512,36 @@ fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
                 )
             }
         }
+        ProjectRule::HiddenPaths => {
+            let Value::Array(asked) = &value else {
+                return Verdict::Keep(value); // a type error: validation names it
+            };
+            if let Some(why) = over_bound(asked) {
+                return Verdict::Drop(why);
+            }
+            let (kept, refused): (Vec<Value>, Vec<Value>) = asked
+                .iter()
+                .cloned()
+                .partition(|v| v.as_str().is_some_and(project_may_hide));
+            match judge(ProjectRule::Superset, below, Value::Array(kept)) {
+                Verdict::Keep(all) if !refused.is_empty() => Verdict::Narrowed(
+                    all,
+                    format!(
+                        "entries {} are ignored: a project's config may hide only paths under your home (`~/…`) that hold no directory of PATH",
+                        list(&refused)
+                    ),
+                ),
+                other => other,
+            }
+        }
         ProjectRule::Superset => {
             // Each entry costs every command or run (a `shell.hide` entry is a mount per
             // command, a `verify.commands` entry a gate run, a rule a check of every call):
             // a repository's list is bounded like its constitution (R6-16).
-            if let Value::Array(asked) = &value {
-                let text: usize = asked.iter().map(|v| v.to_string().len()).sum();
-                if asked.len() > MAX_PROJECT_ENTRIES {
-                    return Verdict::Drop(format!(
-                        "is ignored: it lists {} entries, and a project's config may add at most {MAX_PROJECT_ENTRIES} to a list (each costs every command or run)",
-                        asked.len()
-                    ));
-                }
-                if text > MAX_PROJECT_TEXT {
-                    return Verdict::Drop(format!(
-                        "is ignored: its entries hold {text} bytes of text, and a project's config may add at most {MAX_PROJECT_TEXT} to a list"
-                    ));
-                }
+            if let Value::Array(asked) = &value
+                && let Some(why) = over_bound(asked)
+            {
+                return Verdict::Drop(why);
             }
             let (Some(Value::Array(base)), Value::Array(asked)) = (below, &value) else {
                 return Verdict::Keep(value);
@@ -574,6 +592,38 @@ fn judge(rule: ProjectRule, below: Option<&Value>, value: Value) -> Verdict {
             }
         }
     }
+}
+
+/// Why a project's list `asked` is too long to apply ([`MAX_PROJECT_ENTRIES`],
+/// [`MAX_PROJECT_TEXT`]), if it is.
+fn over_bound(asked: &[Value]) -> Option<String> {
+    let text: usize = asked.iter().map(|v| v.to_string().len()).sum();
+    if asked.len() > MAX_PROJECT_ENTRIES {
+        return Some(format!(
+            "is ignored: it lists {} entries, and a project's config may add at most {MAX_PROJECT_ENTRIES} to a list (each costs every command or run)",
+            asked.len()
+        ));
+    }
+    (text > MAX_PROJECT_TEXT).then(|| format!(
+        "is ignored: its entries hold {text} bytes of text, and a project's config may add at most {MAX_PROJECT_TEXT} to a list"
+    ))
+}
+
+/// Whether a project's `shell.hide` entry may stand ([`ProjectRule::HiddenPaths`]).
+fn project_may_hide(entry: &str) -> bool {
+    let Some(rel) = entry.strip_prefix("~/") else {
+        return false;
+    };
+    let steps: Vec<&str> = rel.split('/').filter(|c| !c.is_empty()).collect();
+    if steps.is_empty() || steps.iter().any(|c| matches!(*c, "." | "..")) {
+        return false;
+    }
+    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        return true;
+    };
+    let hidden = std::path::Path::new(&home).join(steps.join("/"));
+    std::env::var_os("PATH")
+        .is_none_or(|path| !std::env::split_paths(&path).any(|dir| dir.starts_with(&hidden)))
 }
 
 fn list(values: &[Value]) -> String {

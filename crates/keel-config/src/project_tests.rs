@@ -442,3 +442,50 @@ fn a_project_list_that_would_cost_every_command_is_refused_with_a_clear_warning(
         Value::Array(vec!["~/.ssh".into(), "~/.aws".into()])
     );
 }
+
+#[test]
+fn a_project_may_hide_more_of_the_users_secrets_but_not_the_system_or_the_tools() {
+    // Red-team pass 7, R7-26: `hide = ["/usr/lib/x86_64-linux-gnu", "/usr/bin"]` (two
+    // entries, within the bound) made every command fail to start.
+    let lower = table("[shell]\nhide = [\"~/.ssh\"]\n");
+    let home = std::env::var("HOME").unwrap_or_default();
+    let on_path = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .find_map(|d| d.strip_prefix(&home).ok().map(|r| r.display().to_string()))
+        })
+        .filter(|r| !r.is_empty());
+    let mut entries = vec![
+        "\"/usr/bin\"".to_string(),
+        "\"/usr/lib/x86_64-linux-gnu\"".to_string(),
+        "\"~/\"".to_string(),
+        "\"~/../../usr/bin\"".to_string(),
+        "\"~/.vault-token\"".to_string(),
+    ];
+    if let Some(rel) = &on_path {
+        entries.push(format!("\"~/{rel}\""));
+    }
+    let mut project = table(&format!("[shell]\nhide = [{}]\n", entries.join(", ")));
+    let warnings = restrict(
+        &lower,
+        &mut project,
+        "/p/.keel/config.toml",
+        &nothing_accepted,
+    );
+    let said = warnings
+        .iter()
+        .find(|w| w.key == "shell.hide")
+        .map(|w| w.to_string())
+        .unwrap_or_default();
+    assert!(
+        said.contains("`/usr/bin`")
+            && said.contains("`~/../../usr/bin`")
+            && said.contains("under your home"),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        project["shell"]["hide"],
+        Value::Array(vec!["~/.ssh".into(), "~/.vault-token".into()]),
+        "only the entry under home that holds no PATH directory is added"
+    );
+}
