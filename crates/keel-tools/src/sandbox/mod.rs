@@ -55,6 +55,7 @@ mod limits;
 mod mounts;
 mod privileges;
 mod roots;
+pub(crate) use roots::links_on_the_way;
 mod rules;
 mod seccomp;
 mod spawn;
@@ -284,6 +285,18 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
         &writable,
         hidden.dirs.iter().chain(&hidden.files),
     ));
+    // The real directories on the way to each link met resolving a store (a dotfile
+    // manager's `~/.config/keel -> ../dotfiles/keel`): pinned, so the link cannot be moved
+    // away with its parent (red-team pass 8, R8-1); the runner puts a re-pointed link back.
+    let links: Vec<PathBuf> = keel_fs::stores::always(&keel_fs::stores::process_env)
+        .into_iter()
+        .map(|s| s.path)
+        .chain(roots.hidden.iter().cloned())
+        .filter(|s| s.is_absolute() && s.symlink_metadata().is_ok())
+        .flat_map(|s| roots::links_on_the_way(&s))
+        .map(|(link, _)| link)
+        .collect();
+    anchors.extend(roots::chains_below(&writable, links.iter()));
     anchors.sort();
     anchors.dedup();
     mounts::View {

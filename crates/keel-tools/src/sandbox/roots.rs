@@ -377,6 +377,71 @@ pub fn is_protected(workspace: &Path, path: &Path, extra: &[PathBuf]) -> bool {
             .any(|p| rel.starts_with(p) || path.starts_with(p))
 }
 
+/// The most links followed while resolving one path (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Every symlink met while resolving the absolute `path` as the kernel would (each with the
+/// text it holds, in the order met): links inside an earlier link's target included, a
+/// relative target resolved from the link's directory, `..` taken physically. Stops at the
+/// first missing component or after [`MAX_LINKS`] links.
+pub(crate) fn links_on_the_way(path: &Path) -> Vec<(PathBuf, PathBuf)> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let mut out = Vec::new();
+    let mut pending: VecDeque<std::ffi::OsString> = VecDeque::new();
+    let push_all = |pending: &mut VecDeque<std::ffi::OsString>, p: &Path, front: bool| {
+        let parts: Vec<std::ffi::OsString> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        if front {
+            for part in parts.into_iter().rev() {
+                pending.push_front(part);
+            }
+        } else {
+            pending.extend(parts);
+        }
+    };
+    if !path.is_absolute() {
+        return out;
+    }
+    push_all(&mut pending, path, false);
+    let mut at = PathBuf::from("/");
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&part);
+        let Ok(meta) = std::fs::symlink_metadata(&next) else {
+            break;
+        };
+        if meta.file_type().is_symlink() {
+            let Ok(target) = std::fs::read_link(&next) else {
+                break;
+            };
+            if out.len() >= MAX_LINKS {
+                break;
+            }
+            if target.is_absolute() {
+                at = PathBuf::from("/");
+            }
+            push_all(&mut pending, &target, true);
+            out.push((next, target));
+            continue;
+        }
+        if !meta.is_dir() && !pending.is_empty() {
+            break;
+        }
+        at = next;
+    }
+    out
+}
+
 /// The existing real directories strictly between a writable tree and each path below it:
 /// the chain that must be pinned (bind-mounted onto itself, so it cannot be renamed or
 /// removed) for a mount on that path to stay where Keel reads it.

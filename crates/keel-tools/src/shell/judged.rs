@@ -131,7 +131,25 @@ pub(crate) async fn hold_for(req: &super::exec::ExecRequest) -> std::io::Result<
         _ => None,
     };
     let writes = req.policy != crate::sandbox::SandboxPolicy::ReadOnly;
-    hold(root, &req.cwd, line, writes, req.timeout, &req.cancel).await
+    // A tree holding a link on the way to a protected store (a home workspace with dotfile
+    // links): a writing command runs alone, so none notes a link another has re-pointed and
+    // puts that back at its end (red-team pass 8, R8-2).
+    let alone = writes
+        && !super::store_links::StoreLinks::note(
+            &req.roots.for_policy(req.policy),
+            &req.roots.hidden,
+        )
+        .is_empty();
+    hold(
+        root,
+        &req.cwd,
+        line,
+        writes,
+        alone,
+        req.timeout,
+        &req.cancel,
+    )
+    .await
 }
 
 /// The shared hold of a file tool's write in `root` (while the tool runs).
@@ -140,14 +158,15 @@ pub(crate) async fn hold_for_write(root: &Path) -> Hold {
 }
 
 /// Before the runner starts `line` in `cwd` (in `root`, which it may write when `writes`):
-/// takes the workspace's lock — exclusively when a judgement let this line run, after which
-/// its files are checked against that judgement — waiting at most `wait` (or until
-/// `cancel`). `Err`: why it must not start.
+/// takes the workspace's lock — exclusively when a judgement let this line run (after which
+/// its files are checked against that judgement) or when `alone` — waiting at most `wait`
+/// (or until `cancel`). `Err`: why it must not start.
 pub(crate) async fn hold(
     root: &Path,
     cwd: &Path,
     line: Option<&str>,
     writes: bool,
+    alone: bool,
     wait: Duration,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> std::io::Result<Hold> {
@@ -169,7 +188,7 @@ pub(crate) async fn hold(
     };
     let hold = tokio::select! {
         h = async {
-            if judged {
+            if judged || alone {
                 Hold::Exclusive(l.write_owned().await)
             } else {
                 Hold::Shared(l.read_owned().await)
@@ -262,6 +281,7 @@ mod tests {
                 root,
                 Some("make test"),
                 true,
+                false,
                 Duration::from_secs(5),
                 &cancel,
             )
@@ -311,19 +331,36 @@ mod tests {
         let writer = hold_for_write(&root).await;
         let_run(run);
         let short = Duration::from_millis(200);
-        let e = hold(&root, &root, Some("sh build.sh"), true, short, &cancel).await;
+        let e = hold(
+            &root,
+            &root,
+            Some("sh build.sh"),
+            true,
+            false,
+            short,
+            &cancel,
+        )
+        .await;
         assert!(e.is_err(), "started beside a writer");
         drop(writer);
-        let held = hold(&root, &root, Some("sh build.sh"), true, short, &cancel)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let held = hold(
+            &root,
+            &root,
+            Some("sh build.sh"),
+            true,
+            false,
+            short,
+            &cancel,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(held, Hold::Exclusive(_)));
         // While it runs, another command that may write waits.
-        let other = hold(&root, &root, Some("touch x"), true, short, &cancel).await;
+        let other = hold(&root, &root, Some("touch x"), true, false, short, &cancel).await;
         assert!(other.is_err(), "ran beside a judged command");
         drop(held);
         assert!(
-            hold(&root, &root, Some("touch x"), true, short, &cancel)
+            hold(&root, &root, Some("touch x"), true, false, short, &cancel)
                 .await
                 .is_ok()
         );

@@ -27,9 +27,11 @@ pub(crate) struct StoreLinks(Vec<Noted>);
 
 impl StoreLinks {
     /// Notes, for every store of Keel's own and every path in `hidden` (the user's secret
-    /// stores) that lies strictly inside one of `writable`, the first symlink on the way from
-    /// that tree to the store (the store itself included). An ordinary workspace holds no
-    /// store: a few path comparisons.
+    /// stores) that exists, every symlink met while resolving it as a program would — links
+    /// reached through an earlier link's target included, relative ones resolved from where
+    /// they stand — that lies strictly inside one of `writable` (red-team pass 8, R8-1: only
+    /// the first link was noted; `~/dotfiles -> src/dotfiles` further on was re-pointed). An
+    /// ordinary workspace holds none: one `lstat` per store that exists.
     pub(crate) fn note(writable: &[PathBuf], hidden: &[PathBuf]) -> Self {
         let env = &keel_fs::stores::process_env;
         let mut stores: Vec<PathBuf> = keel_fs::stores::always(env)
@@ -38,39 +40,33 @@ impl StoreLinks {
             .collect();
         stores.extend(hidden.iter().cloned());
         let mut out: Vec<Noted> = Vec::new();
+        if writable.is_empty() {
+            return Self(out);
+        }
         for store in stores.iter().filter(|s| s.is_absolute()) {
-            for root in writable
-                .iter()
-                .filter(|w| store.starts_with(w) && store != *w)
-            {
-                let Ok(rel) = store.strip_prefix(root) else {
+            if std::fs::symlink_metadata(store).is_err() {
+                continue;
+            }
+            for (link, target) in crate::sandbox::links_on_the_way(store) {
+                let Some(root) = writable.iter().find(|w| link.starts_with(w) && link != **w)
+                else {
                     continue;
                 };
-                let mut at = root.clone();
-                for part in rel.components() {
-                    at.push(part);
-                    let Ok(meta) = std::fs::symlink_metadata(&at) else {
-                        break;
-                    };
-                    if meta.file_type().is_symlink() {
-                        if let Ok(target) = std::fs::read_link(&at)
-                            && !out.iter().any(|n| n.link == at)
-                        {
-                            out.push(Noted {
-                                root: root.clone(),
-                                link: at.clone(),
-                                target,
-                            });
-                        }
-                        break;
-                    }
-                    if !meta.is_dir() {
-                        break;
-                    }
+                if !out.iter().any(|n| n.link == link) {
+                    out.push(Noted {
+                        root: root.clone(),
+                        link,
+                        target,
+                    });
                 }
             }
         }
         Self(out)
+    }
+
+    /// Whether no link was noted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// What the journal keeps ([`super::pending`]): (tree, link, target) as path bytes.
