@@ -115,6 +115,33 @@ pub const SECRET_STORES: &[&str] = &[
     "~/.mysql_history",
     "~/.node_repl_history",
     "~/.local/share/atuin",
+    // Red-team pass 8, R8-8: other coding agents' and AI tools' logins, mail, chat and wallet
+    // keys, more CLI tokens.
+    "~/.local/share/opencode/auth.json",
+    "~/.config/io.datasette.llm/keys.json",
+    "~/.continue",
+    "~/.aider.conf.yml",
+    "~/.config/goose",
+    "~/.codeium",
+    "~/.config/Code/User/globalStorage",
+    "~/.config/Cursor/User/globalStorage",
+    "~/.ollama/id_ed25519",
+    "~/.config/solana/id.json",
+    "~/.ethereum/keystore",
+    "~/.sui/sui_config/sui.keystore",
+    "~/.thunderbird",
+    "~/.config/Signal",
+    "~/.config/discord",
+    "~/.config/Slack",
+    "~/.msmtprc",
+    "~/.config/msmtp",
+    "~/.mbsyncrc",
+    "~/.circleci/cli.yml",
+    "~/.sentryclirc",
+    "~/.config/tea",
+    "~/.arcrc",
+    "~/.wakatime.cfg",
+    "~/.config/filezilla",
 ];
 
 /// Stores an environment variable moves (read from Keel's own environment): the variable, and
