@@ -197,3 +197,32 @@ fn an_overlapping_command_cannot_put_back_a_re_pointed_link() {
     );
     assert_eq!(next_config(&home), "# mine\n", "{a}\n{b}");
 }
+
+#[test]
+fn a_directory_a_link_walks_through_stays_where_it_is() {
+    // Red-team pass 8, R8-20: `../x/..` in the link's text walks through the real directory
+    // `x`; replaced by a link, it re-routed the unchanged link to the command's directory.
+    let Some(home) = home_for(
+        "a_directory_a_link_walks_through_stays_where_it_is",
+        |home| {
+            std::fs::create_dir_all(home.join("dotfiles/keel")).unwrap();
+            std::fs::write(home.join("dotfiles/keel/config.toml"), "# mine\n").unwrap();
+            std::fs::create_dir_all(home.join("x")).unwrap();
+            std::fs::create_dir_all(home.join(".config")).unwrap();
+            symlink("../x/../dotfiles/keel", home.join(".config/keel")).unwrap();
+        },
+    ) else {
+        return;
+    };
+    let out = run(
+        &home,
+        &format!(
+            "{EVIL} && mkdir -p a/b a/dotfiles && mv evil a/dotfiles/keel && mv x x-old && ln -s a/b x"
+        ),
+    );
+    assert_eq!(next_config(&home), "# mine\n", "{out}");
+    assert!(
+        home.join("x").symlink_metadata().is_ok_and(|m| m.is_dir()),
+        "{out}"
+    );
+}

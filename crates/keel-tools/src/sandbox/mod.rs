@@ -288,15 +288,26 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     // The real directories on the way to each link met resolving a store (a dotfile
     // manager's `~/.config/keel -> ../dotfiles/keel`): pinned, so the link cannot be moved
     // away with its parent (red-team pass 8, R8-1); the runner puts a re-pointed link back.
-    let links: Vec<PathBuf> = keel_fs::stores::always(&keel_fs::stores::process_env)
+    // Every real directory such a resolution walks through is pinned too (R8-20: a link's
+    // `../x/..` through a directory `x` the command replaced by a link).
+    let (mut links, mut dirs) = (Vec::new(), Vec::new());
+    for store in keel_fs::stores::always(&keel_fs::stores::process_env)
         .into_iter()
         .map(|s| s.path)
         .chain(roots.hidden.iter().cloned())
         .filter(|s| s.is_absolute() && s.symlink_metadata().is_ok())
-        .flat_map(|s| roots::links_on_the_way(&s))
-        .map(|(link, _)| link)
-        .collect();
+    {
+        let (l, d) = roots::resolution_of(&store);
+        if !l.is_empty() {
+            links.extend(l.into_iter().map(|(link, _)| link));
+            dirs.extend(d);
+        }
+    }
     anchors.extend(roots::chains_below(&writable, links.iter()));
+    anchors.extend(
+        dirs.into_iter()
+            .filter(|d| writable.iter().any(|w| d.starts_with(w) && d != w)),
+    );
     anchors.sort();
     anchors.dedup();
     mounts::View {

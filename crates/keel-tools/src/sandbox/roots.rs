@@ -385,6 +385,17 @@ const MAX_LINKS: usize = 40;
 /// relative target resolved from the link's directory, `..` taken physically. Stops at the
 /// first missing component or after [`MAX_LINKS`] links.
 pub(crate) fn links_on_the_way(path: &Path) -> Vec<(PathBuf, PathBuf)> {
+    resolve(path).0
+}
+
+/// [`links_on_the_way`], and every real directory the resolution walked through (a link's
+/// `../x/..` included: red-team pass 8, R8-20), each once, in the order met.
+pub(crate) fn resolution_of(path: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>) {
+    resolve(path)
+}
+
+fn resolve(path: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>) {
+    let mut dirs: Vec<PathBuf> = Vec::new();
     use std::collections::VecDeque;
     use std::path::Component;
     let mut out = Vec::new();
@@ -407,7 +418,7 @@ pub(crate) fn links_on_the_way(path: &Path) -> Vec<(PathBuf, PathBuf)> {
         }
     };
     if !path.is_absolute() {
-        return out;
+        return (out, dirs);
     }
     push_all(&mut pending, path, false);
     let mut at = PathBuf::from("/");
@@ -437,9 +448,12 @@ pub(crate) fn links_on_the_way(path: &Path) -> Vec<(PathBuf, PathBuf)> {
         if !meta.is_dir() && !pending.is_empty() {
             break;
         }
+        if meta.is_dir() && !dirs.contains(&next) {
+            dirs.push(next.clone());
+        }
         at = next;
     }
-    out
+    (out, dirs)
 }
 
 /// The existing real directories strictly between a writable tree and each path below it:
