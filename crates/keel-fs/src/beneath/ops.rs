@@ -99,7 +99,8 @@ impl FileInfo {
         ))
     }
 
-    fn same_file(&self, other: &FileInfo) -> bool {
+    /// The same file (device and inode): a hard link or the end of a symlink.
+    pub fn same_file(&self, other: &FileInfo) -> bool {
         self.dev == other.dev && self.ino == other.ino
     }
 }

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod git_programs;
 mod hidden;
 pub mod judged;
+mod line_writes;
 mod lint;
 pub mod lookup;
 mod makefile;

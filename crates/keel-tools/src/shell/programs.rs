@@ -534,7 +534,7 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
                 "rsync" => "copies files",
                 _ => "writes files",
             };
-            a.flag(WritesWorkspace, format!("`{program}` {what}"));
+            a.flag_operand_writes(program, &ops, format!("`{program}` {what}"));
         }
     }
 }

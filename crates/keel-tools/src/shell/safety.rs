@@ -103,6 +103,7 @@ impl CommandSafety {
             project,
             substitution: 0,
             inline_code: false,
+            naming: false,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -169,6 +170,8 @@ pub(crate) struct Analyzer<'s> {
     /// An interpreter got code Keel cannot read as a file: inline (`python3 -c`, `node -e`),
     /// a module (`python3 -m`) or piped in ([`Analysis::runs_inline_code`]).
     pub(crate) inline_code: bool,
+    /// The finding being flagged is a write whose paths were logged ([`super::line_writes`]).
+    pub(crate) naming: bool,
 }
 
 /// Node kinds that are statements (run something).
@@ -195,6 +198,10 @@ const STATEMENTS: &[&str] = &[
 
 impl Analyzer<'_> {
     pub(crate) fn flag(&mut self, class: SafetyClass, reason: String) {
+        // What may write is logged even when vouched for: it still writes (R7-30).
+        if class != SafetyClass::ReadOnly && !self.naming {
+            self.log_unnamed_write();
+        }
         if self.vouched {
             return;
         }
@@ -219,6 +226,8 @@ impl Analyzer<'_> {
                 "a `cd` leaves the workspace, so its writes land outside it".into(),
             ));
         }
+        let stale = self.stale_findings();
+        self.findings.extend(stale);
         let class = self
             .findings
             .iter()
@@ -298,7 +307,11 @@ impl Analyzer<'_> {
         }
         // A nested script (`sh -c`) is another shell: its variables are its own.
         let outer = std::mem::replace(&mut self.vars, super::arith::fixed_variables(root, src));
-        self.children(root, src, &Stdin::Inherited);
+        if super::line_writes::has_background(root) {
+            self.walk_parts(root, src, &Stdin::Inherited);
+        } else {
+            self.children(root, src, &Stdin::Inherited);
+        }
         self.vars = outer;
         self.vouched = vouched;
         self.depth -= 1;
@@ -351,6 +364,19 @@ impl Analyzer<'_> {
             );
         }
         let kind = node.kind();
+        if super::line_writes::has_background(node) {
+            // Its parts run at once (R7-30).
+            return self.walk_parts(node, src, stdin);
+        }
+        if super::line_writes::is_loop(kind) {
+            // Its body runs again after its own writes (R7-30).
+            let start = self.project.as_ref().map(|p| p.positions());
+            self.statement(node, src, stdin);
+            if let (Some(p), Some(start)) = (self.project.as_mut(), start) {
+                p.check_since(start);
+            }
+            return;
+        }
         if STATEMENTS.contains(&kind) {
             self.statement(node, src, stdin);
             return;
@@ -393,14 +419,7 @@ impl Analyzer<'_> {
     fn statement(&mut self, node: Node, src: &str, stdin: &Stdin) {
         match node.kind() {
             "command" => self.command(node, src, stdin),
-            "pipeline" => {
-                let mut cursor = node.walk();
-                let parts: Vec<Node> = node.named_children(&mut cursor).collect();
-                for (i, part) in parts.into_iter().enumerate() {
-                    let s = if i == 0 { stdin.clone() } else { Stdin::Pipe };
-                    self.any(part, src, &s);
-                }
-            }
+            "pipeline" => self.walk_parts(node, src, stdin),
             "redirected_statement" => self.redirected(node, src, stdin),
             "function_definition" => {
                 if let Some(name) = node.child_by_field_name("name") {
@@ -565,9 +584,10 @@ impl Analyzer<'_> {
             scope => scope,
         };
         match scope {
-            PathScope::Inside | PathScope::Temp => self.flag(
+            PathScope::Inside | PathScope::Temp => self.flag_writes(
                 SafetyClass::WritesWorkspace,
                 format!("{how} writes `{path}`"),
+                std::slice::from_ref(target),
             ),
             PathScope::Outside => self.flag(
                 SafetyClass::Destructive,
@@ -614,7 +634,7 @@ impl Analyzer<'_> {
     pub(crate) fn simple_command(&mut self, words: &[Word], stdin: &Stdin) {
         // A command run by a vouched one (a wrapper's payload) is judged on its own.
         let outer = std::mem::replace(&mut self.vouched, false);
-        self.judge_simple_command(words, stdin);
+        self.in_order(words, |a| a.judge_simple_command(words, stdin));
         self.vouched = outer;
     }
 

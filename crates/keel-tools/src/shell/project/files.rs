@@ -35,6 +35,8 @@ pub(crate) struct Project {
     reads: usize,
     /// A test run (`run_tests`): test runners count as its work.
     pub(crate) test_run: bool,
+    /// What the line writes before the files it is judged by are read (R7-30).
+    pub(crate) line: super::super::line_writes::LineWrites,
 }
 
 impl Project {
@@ -49,6 +51,7 @@ impl Project {
             absent: Vec::new(),
             reads: 0,
             test_run,
+            line: Default::default(),
         }
     }
 
@@ -105,13 +108,17 @@ impl Project {
             Some(d) => d,
             None => return Err(Refused("the workspace cannot be opened".into())),
         };
+        let named = rel.clone();
         let target = match dir.resolve(&rel) {
             Ok(t) => t,
             Err(keel_fs::beneath::ResolveError::Escape { .. }) => return Err(outside()),
             Err(
                 keel_fs::beneath::ResolveError::NotADirectory(_)
                 | keel_fs::beneath::ResolveError::Dangling,
-            ) => return Ok(self.not_there(rel)),
+            ) => {
+                self.judged_read(named, rel.clone(), None);
+                return Ok(self.not_there(rel));
+            }
             Err(e) => {
                 return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
             }
@@ -119,11 +126,15 @@ impl Project {
         let rel = target.rel().to_path_buf();
         let info = match target.info() {
             Ok(Some(info)) => info,
-            Ok(None) => return Ok(self.not_there(rel)),
+            Ok(None) => {
+                self.judged_read(named, rel.clone(), None);
+                return Ok(self.not_there(rel));
+            }
             Err(e) => {
                 return Err(Refused(format!("`{}` cannot be read: {e}", rel.display())));
             }
         };
+        self.judged_read(named, rel.clone(), Some(info));
         info.check_regular()
             .map_err(|e| Refused(format!("`{}`: {e}", rel.display())))?;
         if info.len > MAX_FILE_BYTES {
@@ -160,6 +171,17 @@ impl Project {
             self.absent.push(rel);
         }
         None
+    }
+
+    /// Where the workspace path `rel` leads now (links followed) and what is there; `None`
+    /// when it leads outside or cannot be resolved.
+    pub(crate) fn resolve_existing(
+        &self,
+        rel: &Path,
+    ) -> Option<(PathBuf, Option<keel_fs::beneath::FileInfo>)> {
+        let found = self.dir.as_ref()?.resolve(rel).ok()?;
+        let info = found.info().ok().flatten();
+        Some((found.rel().to_path_buf(), info))
     }
 
     /// What is at `path` (absolute, inside the workspace), beneath the open workspace and

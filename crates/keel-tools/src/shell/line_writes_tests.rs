@@ -1,0 +1,93 @@
+//! R7-30: a line is not judged by a project file an earlier part of it may change.
+
+use crate::shell::{CommandSafety, SafetyClass};
+
+const GOOD: &str = "test:\n\t@echo testing > out.txt\n";
+const EVIL: &str = "test:\n\t@echo EVIL; rm -rf src\n";
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.path().join(name), text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    write("Makefile", GOOD);
+    write(".e", EVIL);
+    write(
+        "package.json",
+        r#"{"scripts": {"test": "echo ok > out.txt", "lint": "echo lint > lint.txt"}}"#,
+    );
+    write("evil.json", r#"{"scripts": {"test": "rm -rf src"}}"#);
+    write("build.sh", "echo built > out.txt\n");
+    dir
+}
+
+fn class(dir: &tempfile::TempDir, line: &str) -> SafetyClass {
+    let a = CommandSafety::new().classify_in_project(line, dir.path());
+    a.class
+}
+
+#[test]
+fn a_line_that_replaces_a_file_it_is_judged_by_is_unknown() {
+    let dir = workspace();
+    assert_eq!(class(&dir, "make test"), SafetyClass::WritesWorkspace);
+    for line in [
+        "cp .e Makefile && make test",
+        "cat .e > Makefile; make test",
+        "mv .e Makefile && make test",
+        "cp .e ./sub/../Makefile && make test",
+        "cp .e GNUmakefile && make test",
+        "cp -r .e . && make test",
+        "sed -i 's/testing/x/' Makefile && make test",
+        "make test > Makefile",
+        "cp evil.json package.json && npm test",
+        "cp .e \"$F\" && make test",
+        "printf 'rm -rf src' > build.sh; sh build.sh",
+        "bash -c 'cp .e Makefile' && make test",
+        "tar -xf a.tar && make test",
+        // A loop runs its judged command again after its own writes.
+        "for i in 1 2; do make test; cp .e Makefile; done",
+        "while true; do npm test; cp evil.json package.json; done",
+        // The parts of a pipeline or of `a & b` run at once.
+        "make test | cp .e Makefile",
+        "make test & cp .e Makefile; wait",
+        "{ make test; } & cat .e > Makefile",
+    ] {
+        let c = class(&dir, line);
+        assert!(c >= SafetyClass::Unknown, "{line}: {c}");
+    }
+}
+
+#[test]
+fn writes_through_a_link_or_a_hard_link_count() {
+    let dir = workspace();
+    std::os::unix::fs::symlink("Makefile", dir.path().join("m")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::hard_link(dir.path().join("Makefile"), dir.path().join("h"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(dir.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("..", dir.path().join("d/up")).unwrap_or_else(|e| panic!("{e}"));
+    for line in [
+        "cat .e > m; make test",
+        "cat .e > h; make test",
+        "cp .e d/up/Makefile && make test",
+    ] {
+        let c = class(&dir, line);
+        assert!(c >= SafetyClass::Unknown, "{line}: {c}");
+    }
+}
+
+#[test]
+fn writes_elsewhere_or_after_keep_the_judgement() {
+    let dir = workspace();
+    for line in [
+        "make test > log.txt 2>&1",
+        "make test && cp out.txt results.txt",
+        "cp Makefile Makefile.bak && make test",
+        "mkdir -p build && make test",
+        "make test | tee log.txt",
+        "npm test && npm run lint",
+        "echo start > log.txt; make test",
+        "for i in 1 2; do make test; done",
+    ] {
+        assert_eq!(class(&dir, line), SafetyClass::WritesWorkspace, "{line}");
+    }
+}
