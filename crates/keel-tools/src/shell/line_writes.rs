@@ -217,12 +217,18 @@ impl Analyzer<'_> {
     pub(crate) fn walk_parts(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let pipeline = node.kind() == "pipeline";
         let mut ranges = Vec::new();
-        for (i, part) in named(node).into_iter().enumerate() {
+        let parts = named(node);
+        for (i, part) in parts.iter().copied().enumerate() {
             let before = self.project.as_ref().map(Project::positions);
-            let s = if pipeline && i > 0 {
-                Stdin::Pipe
-            } else {
-                stdin.clone()
+            let s = match i.checked_sub(1).map(|p| parts[p]) {
+                // `cat /dev/null | tee f`: nothing comes down the pipe (R7-14).
+                Some(prev)
+                    if pipeline && super::removals::writes_nothing(&src[prev.byte_range()]) =>
+                {
+                    Stdin::Text(Some(String::new()))
+                }
+                Some(_) if pipeline => Stdin::Pipe,
+                _ => stdin.clone(),
             };
             self.any(part, src, &s);
             let after = self.project.as_ref().map(Project::positions);

@@ -25,6 +25,7 @@ pub mod pending;
 mod programs;
 mod project;
 mod redirects;
+mod removals;
 mod rules;
 mod run_command;
 mod run_tests;

@@ -109,6 +109,8 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             format!("`{program}` applies a patch another command produced; it can revert uncommitted changes"),
         );
     }
+    // What removes data or moves it out of the workspace (R7-14).
+    super::removals::judge(a, program, args, stdin);
     if is_interpreter(program) {
         return interpreter(a, program, args, stdin);
     }
@@ -509,9 +511,7 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
             ops.push(Word::lit(d));
         }
     }
-    if let Some(why) = bulk_overwrite(program, args, &ops) {
-        a.flag(Destructive, why);
-    }
+    super::removals::overwrites(a, program, args, &ops);
     let outside = ops.iter().find(|w| {
         w.value()
             .is_some_and(|p| path_scope(p) == PathScope::Outside)
@@ -536,74 +536,6 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
             };
             a.flag_operand_writes(program, &ops, format!("`{program}` {what}"));
         }
-    }
-}
-
-/// Why a copy or move replaces existing files wholesale (red-team B17), if it does: an
-/// explicitly forced one (`-f`, `--remove-destination`), a recursive copy of a directory's
-/// contents over another (`cp -r DIR/. dst`, `cp -rT DIR dst`) or onto the workspace itself
-/// (`dst` = `.`), rsync deleting what its source lacks. `-n`/`--no-clobber`/`--update=none`
-/// (`rsync --ignore-existing`) keep existing files: an ordinary write then.
-fn bulk_overwrite(program: &str, args: &[Word], ops: &[Word]) -> Option<String> {
-    let text = |w: &Word| w.value().map(str::to_string);
-    let words: Vec<String> = args.iter().filter_map(text).collect();
-    let long = |names: &[&str]| {
-        words.iter().any(|w| {
-            names
-                .iter()
-                .any(|n| w == n || w.starts_with(&format!("{n}=")))
-        })
-    };
-    match program {
-        "cp" | "mv" => {
-            let keeps = has_option(args, &['n'], &["--no-clobber"])
-                || words
-                    .iter()
-                    .any(|w| w == "--update=none" || w == "--update=none-fail");
-            if keeps {
-                return None;
-            }
-            if has_option(args, &['f'], &["--force"]) || long(&["--remove-destination"]) {
-                return Some(format!("`{program} -f` overwrites existing files"));
-            }
-            let recursive = program == "mv"
-                || has_option(args, &['r', 'R', 'a'], &["--recursive", "--archive"]);
-            let contents = ops.iter().rev().skip(1).any(|w| {
-                w.value()
-                    .is_some_and(|p| p.ends_with("/.") || p.ends_with("/*") || p == "*")
-            });
-            let onto_root = ops
-                .last()
-                .and_then(Word::value)
-                .is_some_and(|d| matches!(d, "." | "./"));
-            let no_target = has_option(args, &['T'], &["--no-target-directory"]);
-            (recursive && ops.len() >= 2 && (contents || no_target || onto_root))
-                .then(|| format!("`{program}` copies a directory's contents over existing files"))
-        }
-        "rsync" => {
-            if words.iter().any(|w| w == "--ignore-existing") {
-                return None;
-            }
-            let deletes = words
-                .iter()
-                .any(|w| w.starts_with("--del") || w == "--remove-source-files");
-            let onto_root = ops
-                .last()
-                .and_then(Word::value)
-                .is_some_and(|d| matches!(d, "." | "./"));
-            if deletes {
-                Some("`rsync --delete` removes files the source does not have".into())
-            } else {
-                onto_root.then(|| "`rsync` copies over the workspace's own files".into())
-            }
-        }
-        "ln" if has_option(args, &['f'], &["--force"]) => {
-            Some("`ln -f` replaces existing files with links".into())
-        }
-        "patch" if has_option(args, &['R'], &["--reverse"]) => {
-            Some("`patch -R` reverts changes in the files it names".into())
-        }
-        _ => None,
     }
 }
 

@@ -11,11 +11,12 @@ impl Analyzer<'_> {
     pub(crate) fn redirected(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut body_stdin = stdin.clone();
         let mut body = None;
-        // `: > f`, `true > f`, a bare `> f`: the redirection only empties its target.
+        // `: > f`, `true > f`, `printf '' > f`, a bare `> f`: the redirection only empties
+        // its target (R7-14).
         let only_empties = super::safety::children_with_fields(node)
             .into_iter()
             .find(|(field, _)| *field == Some("body"))
-            .is_none_or(|(_, b)| matches!(src[b.byte_range()].trim(), ":" | "true"));
+            .is_none_or(|(_, b)| super::removals::writes_nothing(&src[b.byte_range()]));
         for (field, child) in super::safety::children_with_fields(node) {
             if !child.is_named() {
                 continue;
@@ -36,7 +37,7 @@ impl Analyzer<'_> {
                 "file_redirect" => {
                     let op = redirect_operator(child, src);
                     if op.starts_with('<') {
-                        body_stdin = Stdin::File;
+                        body_stdin = super::removals::input_from(child, src);
                     }
                     if only_empties && matches!(op.as_str(), ">" | ">|" | "&>") {
                         self.truncation(child, src);

@@ -620,7 +620,7 @@ impl Analyzer<'_> {
                 }
                 (_, "file_redirect") => {
                     if redirect_operator(child, src).starts_with('<') {
-                        stdin = Stdin::File;
+                        stdin = super::removals::input_from(child, src);
                     }
                     self.file_redirect(child, src);
                 }

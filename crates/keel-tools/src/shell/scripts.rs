@@ -167,16 +167,55 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
             "`sed -i` with a script deleting every line empties the files".into(),
         );
     }
+    if in_place && quiet(args) {
+        // In place, `-n` keeps only what the script prints (R7-14).
+        a.flag(
+            Destructive,
+            "`sed -n -i` keeps only the lines the script prints and discards the rest".into(),
+        );
+    }
     for s in scripts {
         judge_sed_script(a, s);
     }
     a.read_only("sed");
 }
 
-/// A sed script that deletes every line (`d`, `1,$d`): in place, it empties the files.
+/// A sed script that deletes every line (`d`, `1,$d`, `/^/d`, `/./d`): in place, it empties
+/// the files (R7-14).
 fn deletes_every_line(script: &str) -> bool {
     let t: String = script.chars().filter(|c| !c.is_whitespace()).collect();
-    matches!(t.as_str(), "d" | "1,$d" | "0,$d" | "D" | "1,$D")
+    let Some(address) = t.strip_suffix('d').or_else(|| t.strip_suffix('D')) else {
+        return false;
+    };
+    matches!(
+        address,
+        "" | "1,$"
+            | "0,$"
+            | "/^/"
+            | "/$/"
+            | "/./"
+            | "/.*/"
+            | "/^.*/"
+            | "/^.*$/"
+            | "/.*$/"
+            | "$!"
+            | "1!"
+    ) || (address.starts_with('/') && address.ends_with("/!") && address.len() > 3)
+}
+
+/// `-n`, `--quiet`, `--silent`, or `n` in a short-option cluster before an option that takes
+/// the rest of the word (`-ni`, not `-in`, whose `n` is `-i`'s backup suffix).
+fn quiet(args: &[Word]) -> bool {
+    args.iter().filter_map(Word::value).any(|v| {
+        if v.starts_with("--") {
+            return v == "--quiet" || v == "--silent";
+        }
+        v.starts_with('-')
+            && v[1..]
+                .chars()
+                .take_while(|c| !matches!(c, 'i' | 'e' | 'f' | 'l'))
+                .any(|c| c == 'n')
+    })
 }
 
 /// Accepts sed scripts made of print/delete/substitute/… commands only; `w`, `W`, `e`, `r`,
