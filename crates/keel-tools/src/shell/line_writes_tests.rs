@@ -91,3 +91,49 @@ fn writes_elsewhere_or_after_keep_the_judgement() {
         assert_eq!(class(&dir, line), SafetyClass::WritesWorkspace, "{line}");
     }
 }
+
+/// R8-7: options and command-line variables that change what npm or make run the judged
+/// script or recipe through.
+#[test]
+fn options_that_change_what_runs_the_script_are_unknown() {
+    let dir = workspace();
+    for line in [
+        "npm test --script-shell=tools/sh.sh",
+        "npm --script-shell tools/sh.sh test",
+        "npm --node-options='--require ./tools/x.js' test",
+        "npm test --userconfig tools/npmrc",
+        "npm run lint --globalconfig=x",
+        "npm test $OPTS",
+        "make test SHELL=tools/sh.sh",
+        "make test .SHELLFLAGS=-c",
+        "make test MAKEFLAGS=-fevil.mk",
+        "make test MAKEFILES=evil.mk",
+    ] {
+        let c = class(&dir, line);
+        assert!(c >= SafetyClass::Unknown, "{line}: {c}");
+    }
+    for line in [
+        "npm test",
+        "npm test --silent",
+        "npm -s test",
+        "npm test -- --watch=false",
+        "npm run lint --if-present",
+        "make test V=1",
+        "make -s test",
+    ] {
+        assert_eq!(class(&dir, line), SafetyClass::WritesWorkspace, "{line}");
+    }
+}
+
+#[test]
+fn a_command_line_variable_wins_over_the_makefiles_own() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("Makefile"),
+        "CMD = echo ok > out.txt\nINC ?=\ntest:\n\t@$(CMD)\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(class(&dir, "make test"), SafetyClass::WritesWorkspace);
+    let c = class(&dir, "make test CMD='rm -rf src'");
+    assert!(c >= SafetyClass::Unknown, "{c}");
+}

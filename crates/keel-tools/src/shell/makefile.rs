@@ -102,8 +102,21 @@ pub(crate) fn recipes(
         read,
         read_files: Vec::new(),
         shell_calls: Vec::new(),
+        fixed: HashSet::new(),
     };
     p.mk.vars.insert("MAKE".into(), Some("make".into()));
+    // Command-line variables hold before any makefile is read, and win over its assignments
+    // (red-team pass 8, R8-7: `make test SHELL=tools/sh.sh`).
+    for (name, value) in overrides {
+        settable(name)?;
+        if matches!(name.as_str(), "MAKEFLAGS" | "GNUMAKEFLAGS" | "MAKEFILES") {
+            return Err(format!(
+                "`{name}` set on the command line changes what make reads or runs"
+            ));
+        }
+        p.mk.vars.insert(name.clone(), Some(value.clone()));
+        p.fixed.insert(name.clone());
+    }
     let mut found = false;
     for f in files {
         match (p.read)(f)? {
@@ -132,11 +145,8 @@ pub(crate) fn recipes(
             ));
         }
     }
-    let mut mk = p.mk;
+    let mk = p.mk;
     let shell_calls = p.shell_calls;
-    for (name, value) in overrides {
-        mk.vars.insert(name.clone(), Some(value.clone()));
-    }
     let goals: Vec<String> = if targets.is_empty() {
         match mk
             .vars
@@ -256,6 +266,9 @@ struct Parser<'p, 'r> {
     /// Every makefile make reads or tries to (included ones too, found or not).
     read_files: Vec<String>,
     shell_calls: Vec<String>,
+    /// Variables set on the command line (`make test V=1`): a makefile's own assignment of
+    /// one does not count (or, with `override`, does): its value is not known (R8-7).
+    fixed: HashSet<String>,
 }
 
 impl Parser<'_, '_> {
@@ -411,6 +424,13 @@ impl Parser<'_, '_> {
 
     fn assign(&mut self, name: String, op: &str, value: &str) -> Result<(), Unreadable> {
         settable(&name)?;
+        if self.fixed.contains(&name) {
+            // The command line's value stands, unless an `override` (not told apart here).
+            if op != "?=" {
+                self.mk.vars.insert(name, None);
+            }
+            return Ok(());
+        }
         if matches!(name.as_str(), "MAKEFLAGS" | "GNUMAKEFLAGS")
             && let Some(flag) = value.split_whitespace().find(|w| {
                 !QUIET_FLAGS.contains(w) && !w.starts_with("-j") && !w.starts_with("--jobs")

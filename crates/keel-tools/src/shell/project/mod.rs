@@ -246,6 +246,29 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
     if program == "bun" && first == "test" {
         return false;
     }
+    // npm's options before the script's `--` are its configuration (`--script-shell`,
+    // `--node-options`, `--userconfig`), not the script's arguments (R8-7).
+    let npm_options_end = if program == "npm" {
+        args[rest_at..]
+            .iter()
+            .position(|w| w.is("--"))
+            .map_or(args.len(), |k| rest_at + k)
+    } else {
+        sub_at
+    };
+    if let Some(w) = args[..npm_options_end]
+        .iter()
+        .find(|w| w.could_be_option() && !harmless_package_option(w))
+    {
+        a.flag(
+            Unknown,
+            format!(
+                "`{program} {}`: an option that may change what the script runs through",
+                w.source
+            ),
+        );
+        return true;
+    }
     let Some(project) = a.project.as_mut() else {
         return false;
     };
@@ -294,7 +317,7 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
     // What follows the script's name (after a `--`) is appended to its command line.
     let mut passed: Vec<String> = Vec::new();
     for (k, w) in args.iter().enumerate().skip(rest_at) {
-        if k == rest_at && w.is("--") {
+        if (k == rest_at || k == npm_options_end) && w.is("--") {
             continue;
         }
         passed.push(match w.value() {
@@ -316,6 +339,30 @@ fn package_script(a: &mut Analyzer, program: &str, args: &[Word]) -> bool {
         judge_script(a, &text);
     }
     true
+}
+
+/// Package-manager options that change only what is printed.
+fn harmless_package_option(w: &Word) -> bool {
+    w.value().is_some_and(|v| {
+        matches!(
+            v,
+            "-s" | "--silent"
+                | "-q"
+                | "--quiet"
+                | "-d"
+                | "--verbose"
+                | "--if-present"
+                | "--color"
+                | "--no-color"
+                | "--no-progress"
+                | "--no-audit"
+                | "--no-fund"
+                | "--loglevel=silent"
+                | "--loglevel=error"
+                | "--loglevel=warn"
+                | "--loglevel=info"
+        )
+    })
 }
 
 /// Package managers' project settings that change what a script runs — the shell it runs in,
