@@ -36,6 +36,13 @@ const SKIPPED_DIRS: &[&str] = &[
     ".next",
 ];
 
+/// Directories still passed over when looking for code an interpreter may load: version
+/// control, Rust's build output and caches. Dependency trees and virtual environments are
+/// looked into: an interpreter loads them first (a `.pth` in the activated `.venv`'s
+/// site-packages, `sitecustomize.py`, `node_modules/dep/index.js`, the venv's `bin/python3`:
+/// red-team pass 7, R7-22).
+const SKIPPED_FOR_CODE: &[&str] = &[".git", "target", ".mypy_cache", ".pytest_cache"];
+
 /// Entries looked at before the scan gives up (a huge tree: nothing is reported).
 const MAX_ENTRIES: usize = 200_000;
 
@@ -87,9 +94,14 @@ fn is_test_code(dir: &str, name: &str) -> bool {
 }
 
 /// Whether an interpreter may load the file `name` as code: the one list approvals bound to code
-/// share ([`keel_tools::trust::loads_as_code`]: sources, bytecode, archives on an import path).
-fn is_code(_dir: &str, name: &str) -> bool {
+/// share ([`keel_tools::trust::loads_as_code`]: sources, bytecode, archives on an import path),
+/// a virtual environment's `pyvenv.cfg`, and every program in a `bin` directory (`.venv/bin/
+/// python3` comes first on an activated PATH; `node_modules/.bin/*`): R7-22.
+fn is_code(dir: &str, name: &str) -> bool {
+    let last = dir.rsplit('/').next().unwrap_or(dir);
     keel_tools::trust::loads_as_code(name)
+        || name == "pyvenv.cfg"
+        || matches!(last, "bin" | ".bin" | "Scripts")
 }
 
 /// The files a test run loads by convention whose status changed at or after `since`, with a
@@ -140,15 +152,20 @@ fn changed_where(
         }
         let name = e.name().to_string_lossy();
         if e.is_dir() {
-            let skipped =
-                SKIPPED_DIRS.contains(&name.as_ref()) && !(into_bytecode && name == BYTECODE_DIR);
+            let skipped = if into_bytecode {
+                SKIPPED_FOR_CODE.contains(&name.as_ref())
+            } else {
+                SKIPPED_DIRS.contains(&name.as_ref())
+            };
             return if skipped {
                 Visit::Skip
             } else {
                 Visit::Continue
             };
         }
-        if e.kind == FileKind::File
+        // A link counts when code is looked for: a re-pointed `.venv/bin/python3`.
+        let file = e.kind == FileKind::File || (into_bytecode && e.kind == FileKind::Symlink);
+        if file
             && let Some(rel) = e.rel_str()
         {
             let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
@@ -284,5 +301,49 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let (files, _) = code_changed_since(&ws, since).unwrap_or_default();
         assert_eq!(files, ["__pycache__/util.cpython-311.pyc"]);
+    }
+
+    /// Red-team pass 7, R7-22: what the interpreter loads first from the workspace — a `.pth`
+    /// or `sitecustomize.py` in the activated `.venv`, a dependency's code in `node_modules`,
+    /// the venv's `python3` itself — counts as changed code for a remembered approval.
+    #[test]
+    fn what_an_interpreter_loads_at_startup_counts_as_changed_code() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = |rel: &str| dir.path().join(rel);
+        let site = ".venv/lib/python3.11/site-packages";
+        for d in [site, ".venv/bin", "node_modules/dep", "node_modules/.bin", "target/debug"] {
+            std::fs::create_dir_all(p(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(p("gen.py"), "print(1)\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p("node_modules/dep/index.js"), "module.exports = 1\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/usr/bin/python3", p(".venv/bin/python3"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ws = Workspace::new(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let since = SystemTime::now();
+        assert_eq!(code_changed_since(&ws, since), None);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Build output is still passed over.
+        std::fs::write(p("target/debug/x.js"), "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code_changed_since(&ws, since), None);
+        std::fs::write(p(&format!("{site}/zz.pth")), "import shutil\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p("node_modules/dep/index.js"), "require('fs').rmSync('src')\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(p(".venv/bin/python3")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/bin/sh", p(".venv/bin/python3"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p("node_modules/.bin/jest"), "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+        let (files, _) = code_changed_since(&ws, since).unwrap_or_default();
+        assert_eq!(
+            files,
+            [
+                ".venv/bin/python3",
+                &format!("{site}/zz.pth"),
+                "node_modules/.bin/jest",
+                "node_modules/dep/index.js",
+            ]
+        );
     }
 }
