@@ -165,9 +165,7 @@ fn changed_where(
         }
         // A link counts when code is looked for: a re-pointed `.venv/bin/python3`.
         let file = e.kind == FileKind::File || (into_bytecode && e.kind == FileKind::Symlink);
-        if file
-            && let Some(rel) = e.rel_str()
-        {
+        if file && let Some(rel) = e.rel_str() {
             let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
             if wanted(dir, &name) {
                 candidates.push(rel.to_string());
@@ -311,7 +309,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let p = |rel: &str| dir.path().join(rel);
         let site = ".venv/lib/python3.11/site-packages";
-        for d in [site, ".venv/bin", "node_modules/dep", "node_modules/.bin", "target/debug"] {
+        for d in [
+            site,
+            ".venv/bin",
+            "node_modules/dep",
+            "node_modules/.bin",
+            "target/debug",
+        ] {
             std::fs::create_dir_all(p(d)).unwrap_or_else(|e| panic!("{e}"));
         }
         std::fs::write(p("gen.py"), "print(1)\n").unwrap_or_else(|e| panic!("{e}"));
@@ -329,12 +333,16 @@ mod tests {
         assert_eq!(code_changed_since(&ws, since), None);
         std::fs::write(p(&format!("{site}/zz.pth")), "import shutil\n")
             .unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(p("node_modules/dep/index.js"), "require('fs').rmSync('src')\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            p("node_modules/dep/index.js"),
+            "require('fs').rmSync('src')\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         std::fs::remove_file(p(".venv/bin/python3")).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink("/bin/sh", p(".venv/bin/python3"))
             .unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(p("node_modules/.bin/jest"), "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p("node_modules/.bin/jest"), "#!/bin/sh\n")
+            .unwrap_or_else(|e| panic!("{e}"));
         let (files, _) = code_changed_since(&ws, since).unwrap_or_default();
         assert_eq!(
             files,
