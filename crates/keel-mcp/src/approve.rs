@@ -223,8 +223,9 @@ pub fn definition_hash(def: &ServerDef) -> String {
 /// value, whole and split at `=`, `:` and whitespace (`--config=x.json`,
 /// `PYTHONPATH=./lib:./src`, `NODE_OPTIONS=--require ./hook.js`). A name is a workspace file
 /// when, relative to the workspace or absolute, it is inside the workspace or resolves
-/// (through symlinks) to a file inside it. Directories are left out. A named FIFO, device or
-/// unreadable file is an error: Keel cannot vouch for it.
+/// (through symlinks) to a file inside it. A directory stands for its entry points
+/// ([`entry_points`]). A named FIFO, device or unreadable file is an error: Keel cannot vouch
+/// for it.
 pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, String> {
     let ws = workspace
         .canonicalize()
@@ -279,6 +280,19 @@ pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, 
             }
         }
     }
+    // A directory runs its entry points (`python3 tools` runs `tools/__main__.py`, `node
+    // dir` its package.json `main` or `index.js`): those count as named (red-team pass 8,
+    // R8-18: `python3 tools` was approved with no file covered).
+    let dirs: Vec<PathBuf> = candidates
+        .iter()
+        .filter(|p| {
+            p.is_dir() && (p.starts_with(&ws) || p.canonicalize().is_ok_and(|r| r.starts_with(&ws)))
+        })
+        .cloned()
+        .collect();
+    for dir in dirs {
+        candidates.extend(entry_points(&ws, &dir));
+    }
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for path in candidates {
         let Ok(meta) = path.symlink_metadata() else {
@@ -316,6 +330,60 @@ pub fn named_files(workspace: &Path, def: &ServerDef) -> Result<Vec<NamedFile>, 
         .into_iter()
         .map(|(path, sha256)| NamedFile { path, sha256 })
         .collect())
+}
+
+/// The files an interpreter runs when given the directory `dir`: Python's `__main__.py` and
+/// `__init__.py`, Node's and Deno's entry files, and what `package.json` names as `main`,
+/// `module` or `bin`.
+fn entry_points(ws: &Path, dir: &Path) -> Vec<PathBuf> {
+    const ENTRIES: &[&str] = &[
+        "__main__.py",
+        "__init__.py",
+        "main.py",
+        "pyproject.toml",
+        "package.json",
+        "index.js",
+        "index.mjs",
+        "index.cjs",
+        "index.ts",
+        "main.js",
+        "main.ts",
+        "mod.ts",
+        "deno.json",
+        "deno.jsonc",
+    ];
+    let mut out: Vec<PathBuf> = ENTRIES.iter().map(|e| dir.join(e)).collect();
+    // Read beneath the workspace like any project file (no link out, no FIFO, bounded).
+    let text = dir.strip_prefix(ws).ok().and_then(|rel| {
+        keel_tools::project::ProjectDir::open(ws)
+            .ok()?
+            .read(
+                rel.join("package.json").to_str()?,
+                keel_tools::project::CONFIG_LIMIT,
+            )
+            .ok()
+            .flatten()
+    });
+    if let Some(json) = text.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()) {
+        let mut named: Vec<&str> = Vec::new();
+        for key in ["main", "module"] {
+            named.extend(json.get(key).and_then(serde_json::Value::as_str));
+        }
+        match json.get("bin") {
+            Some(serde_json::Value::String(b)) => named.push(b),
+            Some(serde_json::Value::Object(m)) => {
+                named.extend(m.values().filter_map(serde_json::Value::as_str).take(16));
+            }
+            _ => {}
+        }
+        out.extend(
+            named
+                .into_iter()
+                .filter(|n| !n.is_empty() && !Path::new(n).is_absolute())
+                .map(|n| dir.join(n)),
+        );
+    }
+    out
 }
 
 /// The modules `-m MODULE` / `-mMODULE` name among a Python command's arguments (before the
@@ -395,6 +463,47 @@ mod tests {
         assert_eq!(
             names(&["-m", "pkg.sub"]),
             ["pkg/__init__.py", "pkg/sub/__main__.py"]
+        );
+    }
+
+    #[test]
+    fn a_directory_the_server_runs_is_covered_by_its_entry_points() {
+        // Red-team pass 8, R8-18: `python3 tools` runs `tools/__main__.py`, and was approved
+        // with no file covered.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("tools")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(ws.join("srv/bin")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/__main__.py"), "print('ok')\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            ws.join("srv/package.json"),
+            r#"{"name": "s", "bin": {"s": "bin/s.js"}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("srv/bin/s.js"), "1\n").unwrap_or_else(|e| panic!("{e}"));
+        let py = project_def(&ws, "python3", &["tools"]);
+        let names: Vec<String> = named_files(&ws, &py)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(names, ["tools/__main__.py"]);
+        let node = project_def(&ws, "node", &["srv"]);
+        let names: Vec<String> = named_files(&ws, &node)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(names, ["srv/bin/s.js", "srv/package.json"]);
+        let data = dir.path().join("data");
+        let mut a = Approvals::load(&data);
+        a.approve(&ws, &py, false).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("tools/__main__.py"), "import os\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.check(&ws, &py),
+            Approval::Changed("tools/__main__.py".into())
         );
     }
 
