@@ -499,8 +499,8 @@ pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
 }
 
 /// The user's Keel data directory when the environment names one (`KEEL_HOME`,
-/// `XDG_DATA_HOME` or `HOME`); `None` rather than [`data_dir`]'s `.keel` in the current
-/// directory, for what must never land in a workspace (learned server facts).
+/// `XDG_DATA_HOME` or `HOME`); `None` rather than [`data_dir`]'s fallback, for what is only
+/// kept where the user set things up (learned server facts).
 pub fn user_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     ["KEEL_HOME", "XDG_DATA_HOME", "HOME"]
         .iter()
@@ -509,7 +509,10 @@ pub fn user_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 }
 
 /// Keel's data directory: `$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else
-/// `~/.local/share/keel`, else `.keel` in the current directory.
+/// `~/.local/share/keel` — with `HOME` unset, the account's home from the password database,
+/// else `keel-<uid>` in the temporary directory. Never the current directory (red-team pass 8,
+/// R8-23: with `HOME` unset it was `./.keel` in the workspace, where the model read the live
+/// server token and a repository could ship the session database).
 pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     if let Some(p) = env("KEEL_HOME").filter(|s| !s.is_empty()) {
         return PathBuf::from(p);
@@ -517,9 +520,18 @@ pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     if let Some(x) = env("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
         return PathBuf::from(x).join("keel");
     }
-    match env("HOME") {
-        Some(h) => PathBuf::from(h).join(".local").join("share").join("keel"),
-        None => PathBuf::from(".keel"),
+    let home = env("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(keel_tools::stores::passwd_home)
+        .filter(|h| h.is_absolute() && h != std::path::Path::new("/"));
+    match home {
+        Some(h) => h.join(".local").join("share").join("keel"),
+        None => {
+            use std::os::unix::fs::MetadataExt;
+            let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+            std::env::temp_dir().join(format!("keel-{uid}"))
+        }
     }
 }
 

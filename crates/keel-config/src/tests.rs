@@ -331,3 +331,23 @@ fn index_section_is_checked() {
         assert!(e.to_string().contains(want), "{e}");
     }
 }
+
+#[test]
+fn with_no_home_in_the_environment_the_data_dir_is_never_the_current_directory() {
+    // Red-team pass 8, R8-23: `./.keel` held the server token the model then read.
+    let dir = crate::data_dir(&|_| None);
+    assert!(dir.is_absolute(), "{}", dir.display());
+    let cwd = std::env::current_dir().unwrap_or_default();
+    assert!(
+        !dir.starts_with(&cwd) || cwd == std::path::Path::new("/"),
+        "{}",
+        dir.display()
+    );
+    if let Some(home) = keel_tools::stores::passwd_home() {
+        assert_eq!(dir, home.join(".local/share/keel"));
+    }
+    assert_eq!(
+        crate::data_dir(&|k| (k == "HOME").then(|| "/h".to_string())),
+        std::path::PathBuf::from("/h/.local/share/keel")
+    );
+}
