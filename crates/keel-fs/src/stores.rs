@@ -142,6 +142,14 @@ pub const SECRET_STORES: &[&str] = &[
     "~/.arcrc",
     "~/.wakatime.cfg",
     "~/.config/filezilla",
+    "~/.config/helm/repositories.yaml",
+    "~/.config/pypoetry/auth.toml",
+    "~/.local/share/uv/credentials",
+    "~/.terraformrc",
+    "~/.railway/config.json",
+    "~/.expo/state.json",
+    "~/.ivy2/.credentials",
+    "~/.passwd-s3fs",
 ];
 
 /// Stores an environment variable moves (read from Keel's own environment): the variable, and
