@@ -156,11 +156,21 @@ impl Constitution {
 
     /// The protected paths that are plain paths (no glob characters), for the file tools'
     /// and the kernel sandbox's read-only lists.
+    /// A glob that stands for a whole directory (`dir/**`, `dir/**/*`) counts as `dir`
+    /// (red-team pass 8, R8-16: `db/migrations/**` was left to the file tools, and a command
+    /// rewrote `db/migrations/001.sql` after `mv db x`).
     pub fn plain_protected(&self) -> Vec<std::path::PathBuf> {
         self.protected_paths
             .iter()
-            .filter(|p| !p.contains(['*', '?', '[', '{']))
-            .map(|p| std::path::PathBuf::from(p.trim_start_matches("./").trim_end_matches('/')))
+            .filter_map(|p| {
+                let p = p.trim_start_matches("./");
+                let p = p
+                    .strip_suffix("/**/*")
+                    .or_else(|| p.strip_suffix("/**"))
+                    .unwrap_or(p);
+                (!p.contains(['*', '?', '[', '{']) && !p.trim_end_matches('/').is_empty())
+                    .then(|| std::path::PathBuf::from(p.trim_end_matches('/')))
+            })
             .collect()
     }
 
@@ -351,6 +361,20 @@ mod tests {
         assert!(e.contains("20000 bytes"), "{e}");
         let fine: Vec<String> = (0..200).map(|i| format!("p/{i}/f")).collect();
         assert!(Constitution::parse(&json!({ "protected_paths": fine }).to_string()).is_ok());
+    }
+
+    #[test]
+    fn a_glob_for_a_whole_directory_is_protected_as_that_directory() {
+        let c = Constitution::parse(
+            r#"{"protected_paths": ["docs/api/", "db/migrations/**", "secrets/**/*", "**/*.lock", "src/*.gen.rs", "README.md"]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let plain: Vec<String> = c
+            .plain_protected()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(plain, ["docs/api", "db/migrations", "secrets", "README.md"]);
     }
 
     #[test]
