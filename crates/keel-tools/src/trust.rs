@@ -200,6 +200,14 @@ pub fn loads_as_code(name: &str) -> bool {
         .is_some_and(|(stem, ext)| !stem.is_empty() && CODE_EXTENSIONS.contains(&ext))
 }
 
+/// The first 64 bits of SHA-256 of `bytes`.
+pub fn sha256_u64(bytes: &[u8]) -> u64 {
+    let digest = Sha256::digest(bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
 /// SHA-256 of `bytes`, as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))

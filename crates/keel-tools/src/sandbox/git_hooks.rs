@@ -104,7 +104,16 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) -> usize {
         let Some(text) = r.read(&path, MAX_HOOK_TEXT) else {
             continue;
         };
-        for word in path_words(&text) {
+        // What it names as a shell reads it: variables it sets, redirections, `python -m`,
+        // `node -r` (R7-18).
+        let words = super::hook_words::hook_words(&text);
+        for tail in &words.behind_unknown {
+            // Behind a variable the text does not fix: every file of that name.
+            for abs in super::hook_words::files_named(&top, tail).0 {
+                r.add(&abs, &key);
+            }
+        }
+        for word in &words.paths {
             let word = strip_top_variable(word);
             if let Some(abs) = Reader::resolve(&top, word) {
                 if abs.is_dir() {

@@ -26,11 +26,6 @@ use std::sync::Mutex;
 
 use keel_fs::project::ProjectDir;
 
-/// How deep includes are followed (git itself stops at 10).
-const MAX_DEPTH: usize = 10;
-/// The most config files read per workspace.
-const MAX_FILES: usize = 32;
-
 /// A working-tree path git reads or runs because of the repository's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitConfigPath {
@@ -132,7 +127,8 @@ static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 /// start — pre-commit's `.pre-commit-config.yaml`, lefthook's `lefthook.yml` — and the
 /// programs those name). Paths that do not exist yet are listed too: the file tools refuse
 /// them, and the command runner quarantines one a command creates
-/// ([`crate::shell::nested_git`]). Empty when no repository holds the workspace.
+/// ([`crate::shell::nested_git`]). The repositories below the workspace's top count the same
+/// ([`super::git_repos`], R7-20).
 pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
     cached(workspace).0
 }
@@ -362,99 +358,31 @@ fn read_paths(
         }
         cur = d.parent();
     }
-    let Some(repo) = repo else {
-        return (Vec::new(), gits, Vec::new(), false);
-    };
     let mut r = Reader {
         dir: ProjectDir::open(&ws).ok(),
-        ws,
-        top: repo.top.clone(),
+        top: repo.as_ref().map_or_else(|| ws.clone(), |p| p.top.clone()),
+        ws: ws.clone(),
         files: Vec::new(),
         found: Vec::new(),
         named_dirs: Vec::new(),
     };
-    let mut queue: Vec<(PathBuf, usize)> = Vec::new();
-    let mut git_dirs = vec![repo.git_dir.clone()];
-    // A linked worktree's repository keeps `config` and `hooks` in its common directory.
-    if let Some(common) = r
-        .read(&repo.git_dir.join("commondir"), 4096)
-        .and_then(|c| Reader::resolve(&repo.git_dir, c.trim()))
-    {
-        git_dirs.push(common);
+    // The user's own git and tool configuration, when the workspace holds it (a home
+    // workspace): git reads it in every repository of the user's (R8-5).
+    super::git_repos::user_files(&mut r, user_configs);
+    let mut runs_programs = false;
+    if let Some(repo) = &repo {
+        runs_programs |= super::git_repos::read_repository(&mut r, repo, user_configs);
     }
-    for g in &git_dirs {
-        queue.push((g.join("config"), 0));
-        queue.push((g.join("config.worktree"), 0));
+    // The repositories below it, each with its own hooks and configuration (R7-20).
+    let mut nested_gits = Vec::new();
+    let (nested, _cut) = super::git_repos::nested_repositories(&ws, &mut nested_gits);
+    gits.extend(nested_gits.into_iter().map(|g| {
+        let s = identity(&g);
+        (g, s)
+    }));
+    for n in &nested {
+        runs_programs |= super::git_repos::read_repository(&mut r, n, user_configs);
     }
-    queue.extend(user_configs.iter().map(|f| (f.clone(), 0)));
-    let mut hooks_dirs: Vec<(PathBuf, String)> = Vec::new();
-    let mut read = 0usize;
-    while let Some((file, depth)) = queue.pop() {
-        read += 1;
-        if read > MAX_FILES {
-            break;
-        }
-        let Some(text) = r.read(&file, crate::git_config::MAX_CONFIG) else {
-            continue;
-        };
-        let Ok(entries) = crate::git_config::entries(text.as_bytes()) else {
-            continue;
-        };
-        let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let top = r.top.clone();
-        for (key, value) in entries {
-            let key = key.to_ascii_lowercase();
-            let is_include =
-                key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
-            if is_include {
-                let Some(target) = Reader::resolve(&base, &value) else {
-                    continue;
-                };
-                r.add(&target, &key);
-                if depth + 1 < MAX_DEPTH && !queue.iter().any(|(f, _)| *f == target) {
-                    queue.push((target, depth + 1));
-                }
-            } else if key == "core.hookspath" {
-                // Relative to the top of the work tree, where hooks run.
-                if let Some(hooks) = Reader::resolve(&top, &value) {
-                    // husky 9: `.husky/_` holds stubs that run the scripts in `.husky`.
-                    let dir = if hooks.file_name().is_some_and(|n| n == "_") {
-                        hooks
-                            .parent()
-                            .map(Path::to_path_buf)
-                            .unwrap_or(hooks.clone())
-                    } else {
-                        hooks.clone()
-                    };
-                    r.add(&dir, &key);
-                    hooks_dirs.push((hooks, key.clone()));
-                }
-            } else if !crate::git_config::harmless(&key, &value) {
-                for word in path_words(&value) {
-                    if let Some(p) = Reader::resolve(&top, word) {
-                        r.add(&p, &key);
-                    }
-                }
-            }
-        }
-    }
-    // `.git/hooks` too when `core.hooksPath` is set: the user may unset it, and a hook
-    // manager installed there still names its configuration.
-    for g in git_dirs.iter().rev() {
-        hooks_dirs.push((g.join("hooks"), "hook".to_string()));
-    }
-    let mut hooks = 0;
-    for (dir, _) in &hooks_dirs {
-        hooks += super::git_hooks::read_hooks(&mut r, dir);
-    }
-    // What those programs load as a whole: `node_modules`, a virtual environment (R5-16).
-    let runs_programs = hooks > 0
-        || r.found.iter().any(|p| {
-            !(p.key == "include.path"
-                || p.key.starts_with("includeif.")
-                || p.key == "core.hookspath")
-        });
-    super::git_tool_trees::add_tool_trees(&mut r, runs_programs);
     let mut found = r.found;
     found.sort_by(|a, b| a.path.cmp(&b.path));
     (r.files, gits, found, runs_programs)
@@ -519,6 +447,29 @@ mod tests {
             .into_iter()
             .map(|p| (p.path.display().to_string(), p.key))
             .collect()
+    }
+
+    /// Red-team pass 8, R8-5: in a home workspace the user's `~/.gitconfig` and XDG git
+    /// directory are workspace files; git reads them in every repository of the user's, so
+    /// they are listed (present or not), with or without a repository holding the home.
+    #[test]
+    fn the_users_git_configuration_in_the_workspace_is_listed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let user = [home.join(".config/git/config"), home.join(".gitconfig")];
+        for with_repo in [false, true] {
+            if with_repo {
+                std::fs::create_dir_all(home.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+            }
+            let got = found(&home, &user);
+            for path in [".gitconfig", ".config/git", ".config/git/config"] {
+                assert!(
+                    got.iter()
+                        .any(|(p, k)| p == path && k.contains("the user's own")),
+                    "{path} (repository: {with_repo}): {got:?}"
+                );
+            }
+        }
     }
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -237,6 +237,43 @@ pub fn may_be_discovered(name: &std::ffi::OsStr) -> bool {
             })
 }
 
+/// The hook tools' configuration files in every directory of the work tree at `root` (those
+/// read at any depth: lint-staged's), found by name as lint-staged itself finds them — `git
+/// ls-files --cached --others --exclude-standard` with their names — for when the runner's
+/// walk after a command stopped at its bound (red-team pass 7, R7-31: 101,000 directories
+/// made first hid `packages/a/.lintstagedrc.json`). `None`: git could not list them.
+pub(crate) fn every_dir_configs_by_name(root: &Path) -> Option<Vec<PathBuf>> {
+    let mut cmd = crate::safe_git::in_repository(root, &[]).ok()?;
+    cmd.args([
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+        "--",
+    ]);
+    for t in HOOK_TOOLS.iter().filter(|t| t.reach == Reach::EveryDir) {
+        for stem in t.rc.iter().chain(t.config) {
+            cmd.arg(format!(":(glob)**/{stem}*"));
+        }
+    }
+    for m in MANIFESTS {
+        cmd.arg(format!(":(glob)**/{m}"));
+    }
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(
+        out.stdout
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| std::str::from_utf8(s).ok())
+            .map(|s| root.join(s))
+            .collect(),
+    )
+}
+
 /// Adds the trees and tool files above to `r`. `runs_programs`: the user's git runs a
 /// work-tree program here (an installed hook, or a program its configuration names).
 pub(super) fn add_tool_trees(r: &mut Reader, runs_programs: bool) {
@@ -419,6 +456,50 @@ mod tests {
                 "{path} listed: {got:?}"
             );
         }
+    }
+
+    /// Red-team pass 7, R7-31: when the walk after a command stops at its bound, lint-staged's
+    /// configuration is found by name the way lint-staged finds it (tracked or untracked, not
+    /// ignored), at any depth.
+    #[test]
+    fn hook_tool_configuration_is_found_by_name_at_any_depth() {
+        if !crate::fixtures::have_git() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let init = crate::safe_git::bare()
+            .current_dir(&ws)
+            .args(["init", "-q"])
+            .status();
+        assert!(init.is_ok_and(|s| s.success()));
+        for (rel, text) in [
+            ("packages/a/.lintstagedrc.json", "{}"),
+            ("deep/er/lint-staged.config.mjs", ""),
+            ("deep/package.json", "{}"),
+            ("ignored/.lintstagedrc", "{}"),
+            (".gitignore", "ignored/\n"),
+            ("src/a.js", ""),
+        ] {
+            let p = ws.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap_or(&ws)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut got: Vec<String> = every_dir_configs_by_name(&ws)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.strip_prefix(&ws).ok())
+            .map(|p| p.display().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "deep/er/lint-staged.config.mjs",
+                "deep/package.json",
+                "packages/a/.lintstagedrc.json"
+            ]
+        );
     }
 
     #[test]

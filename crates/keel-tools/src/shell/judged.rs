@@ -33,7 +33,7 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use super::Analysis;
 
-/// A file a judgement read (its FNV-1a 64 content hash) or looked for and did not find
+/// A file a judgement read (its content hash, 64 bits of SHA-256) or looked for and did not find
 /// (`None`), workspace-relative.
 pub type JudgedFile = (PathBuf, Option<u64>);
 

@@ -137,3 +137,13 @@ fn a_command_line_variable_wins_over_the_makefiles_own() {
     let c = class(&dir, "make test CMD='rm -rf src'");
     assert!(c >= SafetyClass::Unknown, "{c}");
 }
+
+/// R8-13: a remembered approval is keyed by the judged files' digest; it was 32 bits of FNV
+/// over FNV-64 file hashes, forged by brute force over a comment in the Makefile.
+#[test]
+fn a_judgement_is_remembered_by_a_collision_resistant_digest() {
+    let dir = workspace();
+    let a = CommandSafety::new().classify_in_project("make test", dir.path());
+    assert_eq!(a.sources_fingerprint().unwrap_or_default().len(), 16);
+    assert_eq!(a.sources[0].hash, crate::trust::sha256_u64(GOOD.as_bytes()));
+}

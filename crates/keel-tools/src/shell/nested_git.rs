@@ -544,6 +544,12 @@ impl Watch {
             &mut tool_configs,
             &mut python,
         );
+        if repos.1 {
+            // The walk stopped at its bound: the hook tools' configuration it may not have
+            // reached is looked for by name (R7-31).
+            let by_name = crate::sandbox::every_dir_configs_by_name(&self.root);
+            tool_configs.extend(by_name.unwrap_or_default());
+        }
         let mut programs = self.programs.after(&self.root, self.since, self.confined);
         // Hook tools' configuration in any directory (lint-staged's): what the command
         // created or changed (R6-9).
@@ -579,7 +585,7 @@ impl Watch {
         }
         if incomplete {
             let note = format!(
-                "keel: the tree this command could write holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories it may have planted beyond them were not looked for. Do not run git in directories this session created without checking their `.git/config`."
+                "keel: the tree this command could write holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories it may have planted beyond them were not looked for (hook tools' configuration was, by name). Do not run git in directories this session created without checking their `.git/config`."
             );
             text = Some(match text {
                 Some(t) => format!("{t}\n{note}"),

@@ -15,7 +15,7 @@ pub struct Source {
     pub path: PathBuf,
     /// What in it was used (`scripts.test`, `target test`, `addopts`).
     pub what: String,
-    /// FNV-1a 64 of the whole file.
+    /// The first 64 bits of SHA-256 of the whole file.
     pub hash: u64,
 }
 
@@ -151,7 +151,9 @@ impl Project {
                 Refused(format!("`{}`: {e}", rel.display()))
             }
         })?;
-        let hash = keel_protocol::fnv1a(&bytes);
+        // The first 64 bits of SHA-256: what approvals and the spawn check compare (R8-13;
+        // FNV-1a has easy second preimages).
+        let hash = crate::trust::sha256_u64(&bytes);
         let Ok(text) = String::from_utf8(bytes) else {
             return Err(ReadFailure::NotText);
         };

@@ -1,0 +1,210 @@
+//! Red-team pass 7, R7-18 and R7-20: what the user's hooks run, read as a shell reads the
+//! hook, and in every repository of the workspace.
+//!
+//! - R7-18: a hook naming its scripts through a variable it sets (`TOOLS=tools; sh
+//!   $TOOLS/f.sh`), a redirection (`exec 3<tools/g.sh`), a module (`python3 -m tools.m`) or
+//!   behind a variable it does not fix left them writable; the model rewrote them and the
+//!   user's next commit ran them unconfined.
+//! - R7-20: a repository below the workspace's top (a vendored clone with its own
+//!   `core.hooksPath`, or the repositories of a workspace that is none itself) had no hook
+//!   protection at all.
+//!
+//! Now those files are read-only to the file tools and to commands (a missing one a command
+//! creates is moved aside) — as root and as uid 65534.
+
+// Tests start programs of their own (git): allowed here, outside Keel's one spawn path.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+#[path = "shared/nobody.rs"]
+mod nobody;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use keel_tools::shell::{self, LintSettings, ShellSettings};
+use keel_tools::{ToolContext, ToolError, ToolRegistry, Workspace, builtin};
+use serde_json::json;
+
+fn git_available() -> bool {
+    std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn write(ws: &Path, rel: &str, text: &str, exec: bool) {
+    let path = ws.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    if exec {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "u")
+        .env("GIT_AUTHOR_EMAIL", "u@example.com")
+        .env("GIT_COMMITTER_NAME", "u")
+        .env("GIT_COMMITTER_EMAIL", "u@example.com")
+        .output()
+        .unwrap()
+}
+
+fn tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    tools
+}
+
+async fn refused(tools: &ToolRegistry, ctx: &ToolContext, path: &str) {
+    let _ = tools.execute("read_file", json!({"path": path}), ctx).await;
+    let r = tools
+        .execute(
+            "create_file",
+            json!({"path": path, "content": "#!/bin/sh\necho RAN\n", "overwrite": true}),
+            ctx,
+        )
+        .await;
+    assert!(
+        matches!(&r, Err(ToolError::Model(m)) if m.contains("read-only")),
+        "{path}: {r:?}"
+    );
+}
+
+async fn hook_words(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let canary = ws.parent().unwrap().join("outside-canary");
+    assert!(git(ws, &["init", "-q"]).status.success());
+    write(
+        ws,
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\n\
+         TOOLS=tools; sh $TOOLS/f.sh\n\
+         exec 3<tools/g.sh; sh <&3\n\
+         python3 -m tools.m 2>/dev/null || true\n\
+         sh \"$(dirname \"$0\")/../../lib/u.sh\"\n",
+        true,
+    );
+    for f in ["tools/f.sh", "tools/g.sh", "lib/u.sh"] {
+        write(ws, f, "true\n", false);
+    }
+    write(ws, "tools/m.py", "pass\n", false);
+    write(ws, "README.md", "hi\n", false);
+    assert!(git(ws, &["add", "README.md"]).status.success());
+    let first = git(ws, &["commit", "-q", "-m", "first"]);
+    assert!(first.status.success(), "{first:?}");
+
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let tools = tools();
+    for path in [
+        "tools/f.sh",
+        "tools/g.sh",
+        "tools/m.py",
+        "tools/__init__.py",
+        "lib/u.sh",
+    ] {
+        refused(&tools, &ctx, path).await;
+    }
+    let c = canary.display();
+    let cmd = format!(
+        "for f in tools/f.sh tools/g.sh lib/u.sh; do echo 'echo RAN >> {c}' > $f; done; echo 'open(\"{c}\", \"a\").write(\"RAN\")' > tools/m.py; echo done"
+    );
+    let _ = tools
+        .execute("run_command", json!({"command": cmd}), &ctx)
+        .await;
+    // The user's own git afterwards, outside any sandbox: nothing the model wrote runs.
+    let _ = git(ws, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    assert!(
+        !canary.exists(),
+        "ran at the user's git commit: {:?}",
+        std::fs::read_to_string(&canary)
+    );
+    // Other files stay writable.
+    let r = tools
+        .execute(
+            "create_file",
+            json!({"path": "src/a.sh", "content": "x\n"}),
+            &ctx,
+        )
+        .await;
+    assert!(r.is_ok(), "{r:?}");
+}
+
+nobody::user_and_nobody!(async hook_words: scripts_a_hook_names_through_variables_redirections_and_modules_are_read_only, scripts_a_hook_names_through_variables_redirections_and_modules_are_read_only_as_nobody);
+
+async fn nested_repositories(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let canary = ws.parent().unwrap().join("outside-canary");
+    // The workspace is no repository; it holds two: `a` with husky's `.husky`, and a clone
+    // in `vendor/lib` whose hooks directory does not exist yet.
+    let a = ws.join("a");
+    let lib = ws.join("vendor/lib");
+    for (repo, hooks) in [(&a, ".husky"), (&lib, "hooks")] {
+        std::fs::create_dir_all(repo).unwrap();
+        assert!(git(repo, &["init", "-q"]).status.success());
+        assert!(
+            git(repo, &["config", "core.hooksPath", hooks])
+                .status
+                .success()
+        );
+        write(repo, "README.md", "hi\n", false);
+        assert!(git(repo, &["add", "README.md"]).status.success());
+        let first = git(repo, &["commit", "-q", "-m", "first"]);
+        assert!(first.status.success(), "{first:?}");
+    }
+    write(
+        &a,
+        ".husky/pre-commit",
+        "#!/bin/sh\nsh scripts/check.sh\n",
+        true,
+    );
+    write(&a, "scripts/check.sh", "true\n", false);
+
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let tools = tools();
+    for path in [
+        "a/.husky/pre-commit",
+        "a/scripts/check.sh",
+        "vendor/lib/hooks/pre-commit",
+    ] {
+        refused(&tools, &ctx, path).await;
+    }
+    let c = canary.display();
+    let cmd = format!(
+        "mkdir -p vendor/lib/hooks && printf '#!/bin/sh\\necho RAN >> {c}\\n' > vendor/lib/hooks/pre-commit && chmod +x vendor/lib/hooks/pre-commit; echo 'echo RAN >> {c}' >> a/.husky/pre-commit; echo done"
+    );
+    let _ = tools
+        .execute("run_command", json!({"command": cmd}), &ctx)
+        .await;
+    for repo in [&a, &lib] {
+        let _ = git(repo, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    }
+    assert!(
+        !canary.exists(),
+        "ran at the user's git commit: {:?}",
+        std::fs::read_to_string(&canary)
+    );
+}
+
+nobody::user_and_nobody!(async nested_repositories: every_repository_in_the_workspace_keeps_its_hooks, every_repository_in_the_workspace_keeps_its_hooks_as_nobody);
