@@ -510,7 +510,8 @@ pub fn user_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 
 /// Keel's data directory: `$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else
 /// `~/.local/share/keel` — with `HOME` unset, the account's home from the password database,
-/// else `keel-<uid>` in the temporary directory. Never the current directory (red-team pass 8,
+/// else a private `keel-<uid>` in the temporary directory ([`private_temp_dir`]). Never the
+/// current directory (red-team pass 8,
 /// R8-23: with `HOME` unset it was `./.keel` in the workspace, where the model read the live
 /// server token and a repository could ship the session database).
 pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
@@ -527,12 +528,44 @@ pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
         .filter(|h| h.is_absolute() && h != std::path::Path::new("/"));
     match home {
         Some(h) => h.join(".local").join("share").join("keel"),
-        None => {
-            use std::os::unix::fs::MetadataExt;
-            let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
-            std::env::temp_dir().join(format!("keel-{uid}"))
-        }
+        None => private_temp_dir(),
     }
+}
+
+/// `keel-<uid>` in the temporary directory when it is a directory of this user's that no one
+/// else may enter (made so when missing), else a fresh private one for this process (red-team
+/// pass 8, R8-25: another local user planted `/tmp/keel-<uid>` as a link to a 0777 directory
+/// and Keel created its database there). Once per process.
+fn private_temp_dir() -> PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
+        let tmp = std::env::temp_dir();
+        let private = |p: &std::path::Path| {
+            std::fs::symlink_metadata(p)
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+        };
+        let shared = tmp.join(format!("keel-{uid}"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&shared);
+        if private(&shared) {
+            return shared;
+        }
+        for n in 0..64u32 {
+            let fresh = tmp.join(format!("keel-{uid}-{}-{n}", std::process::id()));
+            if std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&fresh)
+                .is_ok()
+                && private(&fresh)
+            {
+                return fresh;
+            }
+        }
+        // Nowhere private: a path that cannot be created, so storing fails with its name.
+        PathBuf::from("/proc/keel-no-private-data-dir")
+    })
+    .clone()
 }
 
 #[cfg(test)]

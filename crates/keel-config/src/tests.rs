@@ -351,3 +351,12 @@ fn with_no_home_in_the_environment_the_data_dir_is_never_the_current_directory()
         std::path::PathBuf::from("/h/.local/share/keel")
     );
 }
+
+#[test]
+fn the_temporary_data_dir_is_private_or_fresh() {
+    // Red-team pass 8, R8-25: a planted `/tmp/keel-<uid>` link to another user's directory.
+    use std::os::unix::fs::MetadataExt;
+    let dir = crate::private_temp_dir();
+    let m = std::fs::symlink_metadata(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    assert!(m.is_dir() && m.mode() & 0o077 == 0, "{}", dir.display());
+}

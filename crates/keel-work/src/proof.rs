@@ -158,7 +158,7 @@ pub fn diff_files(before: &FileSnapshot, after: &FileSnapshot) -> Vec<FileChange
 }
 
 fn line_stats(old: &str, new: &str) -> (usize, usize) {
-    let diff = similar::TextDiff::from_lines(old, new);
+    let diff = keel_tools::edit::line_diff(old, new);
     let (mut added, mut removed) = (0, 0);
     for change in diff.iter_all_changes() {
         match change.tag() {

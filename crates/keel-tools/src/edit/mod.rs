@@ -538,12 +538,34 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
     if old == new {
         return String::new();
     }
-    similar::TextDiff::from_lines(old, new)
+    let (before, after) = (old.lines().count(), new.lines().count());
+    if before.saturating_add(after) > DIFF_MAX_LINES {
+        return format!(
+            "--- a/{path}\n+++ b/{path}\n(no line diff: {before} lines replaced by {after}, more than {DIFF_MAX_LINES} in all)\n"
+        );
+    }
+    line_diff(old, new)
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{path}"), &format!("b/{path}"))
         .to_string()
 }
+
+/// The most lines (old and new together) a display diff is computed for.
+pub const DIFF_MAX_LINES: usize = 20_000;
+
+/// A line diff that gives up on the shortest edit after [`DIFF_DEADLINE`] (still a correct
+/// diff, perhaps a longer one): Myers' algorithm is quadratic in the worst case, and a
+/// 200,000-line file overwritten with one line kept Keel busy for minutes (red-team pass 8,
+/// R8-24).
+pub fn line_diff<'a>(old: &'a str, new: &'a str) -> similar::TextDiff<'a, 'a, 'a, str> {
+    similar::TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(old, new)
+}
+
+/// How long a line diff may look for the shortest edit.
+pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[cfg(test)]
 mod tests;

@@ -581,3 +581,27 @@ fn a_long_near_miss_in_a_big_file_answers_quickly_and_changes_nothing() {
         "    let value_6 = compute_value(input_6, 6) + offset;\n    changed();\n    let value_11"
     ));
 }
+
+#[test]
+fn a_display_diff_is_bounded_in_time_and_size() {
+    // Red-team pass 8, R8-24: overwriting a 200,000-line file with one line kept Keel in
+    // Myers' algorithm for minutes.
+    let big: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
+    let t = std::time::Instant::now();
+    let d = unified_diff("big.txt", &big, "x\n");
+    assert!(d.contains("200000 lines replaced by 1"), "{d}");
+    // Under the line cap, the worst case for the shortest edit (no line in common, reordered)
+    // gives up on minimality after the deadline and still answers a correct diff.
+    let old: String = (1..=9_000).map(|i| format!("a{i}\n")).collect();
+    let new: String = (1..=9_000)
+        .rev()
+        .map(|i| format!("a{}\n", i * 7 % 9_001))
+        .collect();
+    let d = unified_diff("f.txt", &old, &new);
+    assert!(d.starts_with("--- a/f.txt"), "{}", &d[..d.len().min(200)]);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
+}
