@@ -162,6 +162,43 @@ pub fn path_words(path: &str) -> String {
     out
 }
 
+/// Capitalised plain words (`Emit`, `Support`: one capital, then lowercase letters) whose
+/// every occurrence opens a sentence of prose — the text's first word, or a word after one
+/// ending in `.`, `:`, `!` or `?`, or a line's first — outside code spans.
+fn sentence_capitals(query: &str) -> BTreeSet<&str> {
+    let mut opening = BTreeSet::new();
+    let mut elsewhere = BTreeSet::new();
+    let mut in_code = false;
+    for line in query.lines() {
+        let mut starts = true;
+        for raw in line.split_whitespace() {
+            let ticks = raw.matches('`').count();
+            let coded = in_code || raw.starts_with('`');
+            if ticks % 2 == 1 {
+                in_code = !in_code;
+            }
+            let core = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_'));
+            for part in core.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                let mut chars = part.chars();
+                let capital = part.len() > 1
+                    && chars.next().is_some_and(|c| c.is_ascii_uppercase())
+                    && chars.all(|c| c.is_ascii_lowercase());
+                if !capital {
+                    continue;
+                }
+                if starts && !coded && core == part {
+                    opening.insert(part);
+                } else {
+                    elsewhere.insert(part);
+                }
+            }
+            starts = raw.ends_with(['.', ':', '!', '?']) && !in_code;
+        }
+    }
+    opening.retain(|w| !elsewhere.contains(w));
+    opening
+}
+
 /// What a search query asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryTerms {
@@ -176,6 +213,10 @@ pub struct QueryTerms {
     /// The words of each multi-word identifier (`select_related` → select, related), to
     /// search as phrases: far more selective than their words one by one.
     pub phrases: Vec<Vec<String>>,
+    /// Identifiers that are only a capitalised plain word opening a sentence of prose
+    /// (`Emit a warning …`, `Support the …`): English, not a name, unless the project has a
+    /// definition spelled exactly so.
+    pub sentence_capitals: Vec<String>,
 }
 
 impl QueryTerms {
@@ -234,6 +275,7 @@ impl QueryTerms {
                 }
                 let split = split_identifier(part);
                 let is_ident = part.chars().all(|c| c.is_alphanumeric() || c == '_')
+                    && part.chars().any(|c| c.is_alphanumeric())
                     && part
                         .chars()
                         .next()
@@ -260,6 +302,13 @@ impl QueryTerms {
         if terms.identifiers.is_empty() && terms.words.len() == 1 {
             terms.identifiers.push(terms.words[0].clone());
         }
+        let capitals = sentence_capitals(query);
+        terms.sentence_capitals = terms
+            .identifiers
+            .iter()
+            .filter(|i| capitals.contains(i.as_str()))
+            .cloned()
+            .collect();
         terms
     }
 
@@ -363,6 +412,21 @@ mod tests {
             path_words("src/HttpClient.ts"),
             "src httpclient http client ts "
         );
+    }
+
+    #[test]
+    fn capitals_opening_a_sentence_are_prose() {
+        let q = QueryTerms::parse("Emit a warning if toctree holds duplicates. Support `Matrix`");
+        assert_eq!(q.sentence_capitals, ["Emit", "Support"]);
+        assert!(q.identifiers.iter().any(|i| i == "Matrix"));
+        // A name used as a name somewhere in the text, inside a larger token, or mid-sentence.
+        let q = QueryTerms::parse("Matrix fails. Matrix([[1]]).col_insert() and the Python domain");
+        assert!(q.sentence_capitals.is_empty());
+        let q = QueryTerms::parse("Python domain broken\nPython 3.12: `Literal` is wrong");
+        assert_eq!(q.sentence_capitals, ["Python"]);
+        // An rST link's trailing underscore is not an identifier.
+        let q = QueryTerms::parse("the `officially recommended`_ suffix");
+        assert!(q.identifiers.is_empty());
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod config_keys;
 mod definitions;
 mod evidence;
 mod forwarding;
+mod recall;
 mod registry;
 pub mod report;
 mod runtime;
@@ -197,6 +198,8 @@ impl Index {
         let mut path_scores: HashMap<i64, (f64, String)> = HashMap::new();
         let mut evidence = Evidence::default();
         let mut files_read = FileLines::new();
+        // Whole-file BM25's best files, best first (file results only).
+        let mut by_text: Vec<(i64, String)> = Vec::new();
         match q.ranking {
             Ranking::Bm25 => {
                 let phrases: Vec<String> = fts_phrases(&all_terms.words)
@@ -231,6 +234,9 @@ impl Index {
                     )?;
                 }
                 symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
+                if !long && q.kind == SearchKind::File {
+                    by_text = recall::text_files(conn, &terms.words, &filter, &catalogs.files)?;
+                }
                 path_candidates(conn, &terms, &filter, &mut path_scores)?;
                 // Names a registry gives its entries (`use-yield-from`, `W0511`), not
                 // already read as config keys.
@@ -333,6 +339,12 @@ impl Index {
                     }
                     cands.extend(body);
                     cands.extend(std::mem::take(&mut evidence.locations));
+                    if q.kind == SearchKind::File {
+                        by_text = file_text
+                            .iter()
+                            .map(|(id, p, _)| (*id, p.clone()))
+                            .collect();
+                    }
                     for (fid, path, s) in file_text {
                         evidence.add_text(fid, &path, s, trust);
                     }
@@ -433,6 +445,9 @@ impl Index {
                 .then_with(|| a.1.path.cmp(&b.1.path))
                 .then(a.1.start.cmp(&b.1.start))
         });
+        if q.kind == SearchKind::File && hybrid {
+            recall::files_tail(&mut scored, &by_text);
+        }
         scored.truncate(limit);
         let words = &all_terms.words;
         let mut out = Vec::with_capacity(scored.len());
@@ -582,7 +597,13 @@ fn named_definitions(report: &Report, terms: &QueryTerms) -> std::collections::B
         .iter()
         .chain(&report.block_identifiers)
         .chain(report.frames.iter().filter_map(|f| f.function.as_ref()))
-        .chain(&terms.identifiers)
+        // `Emit a warning …`: a capitalised word opening a sentence names no definition.
+        .chain(
+            terms
+                .identifiers
+                .iter()
+                .filter(|i| !terms.sentence_capitals.contains(i)),
+        )
         .filter(|n| !(n.starts_with("__") && n.ends_with("__")))
         .map(|n| n.to_lowercase())
         .collect()

@@ -364,9 +364,11 @@ impl Report {
     /// full-text pass).
     pub fn focus_text(&self) -> String {
         let mut out = self.title.clone();
+        // In backticks: names, not the words of a sentence (`QueryTerms::sentence_capitals`).
         for i in &self.span_identifiers {
-            out.push(' ');
+            out.push_str(" `");
             out.push_str(i);
+            out.push('`');
         }
         for e in self.errors.iter().take(4) {
             out.push('\n');

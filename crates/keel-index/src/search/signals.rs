@@ -102,6 +102,10 @@ pub(super) fn file_text_scores(
         .collect())
 }
 
+/// A capitalised word opening a sentence (`Emit a warning …`) matching a definition of
+/// another spelling (`emit`): mostly English, so a fraction of a name match.
+const SENTENCE_CAPITAL: f64 = 0.4;
+
 /// The most rows a ranked lookup reads to take in every row tied at its cut.
 const TIE_CAP: usize = 5_000;
 
@@ -198,13 +202,20 @@ pub(super) fn symbol_candidates(
     ))?;
     for ident in &terms.identifiers {
         let lower = ident.to_lowercase();
+        let capital = terms.sentence_capitals.contains(ident);
         for row in exact.query_map([&lower], read)? {
             let row = row?;
             let case_exact = row.6 == *ident;
-            let score = if case_exact { 1.0 } else { 0.9 };
+            // `Emit a warning …` names no `emit`: a capitalised word opening a sentence
+            // counts only in full for a definition spelled exactly so.
+            let score = match (case_exact, capital) {
+                (true, _) => 1.0,
+                (false, false) => 0.9,
+                (false, true) => SENTENCE_CAPITAL,
+            };
             push(row, score, format!("name is `{ident}`"));
         }
-        if lower.chars().count() >= 4 {
+        if lower.chars().count() >= 4 && !capital {
             let hi = format!("{lower}\u{10FFFF}");
             let last: String = nth_name
                 .query_row(params![lower, hi], |r| r.get(0))
