@@ -621,9 +621,23 @@ fn project_may_hide(entry: &str) -> bool {
     let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
         return true;
     };
-    let hidden = std::path::Path::new(&home).join(steps.join("/"));
-    std::env::var_os("PATH")
-        .is_none_or(|path| !std::env::split_paths(&path).any(|dir| dir.starts_with(&hidden)))
+    let home = std::path::Path::new(&home);
+    let hidden = home.join(steps.join("/"));
+    // Where it really is (a link in the home to `/usr/bin`: red-team pass 8, on R7-26).
+    let real = hidden.canonicalize().ok();
+    if let (Some(real), Ok(real_home)) = (&real, home.canonicalize())
+        && !real.starts_with(&real_home)
+    {
+        return false;
+    }
+    std::env::var_os("PATH").is_none_or(|path| {
+        !std::env::split_paths(&path).any(|dir| {
+            dir.starts_with(&hidden)
+                || real.as_ref().is_some_and(|r| {
+                    dir.starts_with(r) || dir.canonicalize().is_ok_and(|d| d.starts_with(r))
+                })
+        })
+    })
 }
 
 fn list(values: &[Value]) -> String {

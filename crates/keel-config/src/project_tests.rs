@@ -488,4 +488,23 @@ fn a_project_may_hide_more_of_the_users_secrets_but_not_the_system_or_the_tools(
         Value::Array(vec!["~/.ssh".into(), "~/.vault-token".into()]),
         "only the entry under home that holds no PATH directory is added"
     );
+    // A name under the home that is a link out of it (`~/sysbin -> /usr/bin`).
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        let name = format!(".keel-test-link-{}", std::process::id());
+        let link = home.join(&name);
+        if std::os::unix::fs::symlink("/usr/bin", &link).is_ok() {
+            let mut project = table(&format!("[shell]\nhide = [\"~/{name}\"]\n"));
+            let warnings = restrict(
+                &lower,
+                &mut project,
+                "/p/.keel/config.toml",
+                &nothing_accepted,
+            );
+            let _ = std::fs::remove_file(&link);
+            assert!(
+                warnings.iter().any(|w| w.key == "shell.hide"),
+                "a link out of the home was accepted: {project:?}"
+            );
+        }
+    }
 }
