@@ -175,6 +175,11 @@ const USER_TOOL_FILES: &[&str] = &[
     ".config/husky/init.sh",
     ".huskyrc",
     ".bundle/config",
+    // rustup reads a toolchain file in every parent directory; cargo its home's config.
+    "rust-toolchain.toml",
+    "rust-toolchain",
+    ".cargo/config.toml",
+    ".cargo/config",
 ];
 
 /// Lists the user's git configuration files `user_configs` (and the XDG `git` directory

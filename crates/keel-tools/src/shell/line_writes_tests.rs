@@ -147,3 +147,16 @@ fn a_judgement_is_remembered_by_a_collision_resistant_digest() {
     assert_eq!(a.sources_fingerprint().unwrap_or_default().len(), 16);
     assert_eq!(a.sources[0].hash, crate::trust::sha256_u64(GOOD.as_bytes()));
 }
+
+/// R8-7 (the `.npmrc` form): `workspace=a` in the project's `.npmrc` makes `npm test` run
+/// another package's script than the root one judged.
+#[test]
+fn an_npmrc_that_picks_another_packages_script_is_unknown() {
+    let dir = workspace();
+    for setting in ["workspace=a", "workspaces=true", "prefix=pkgs/a"] {
+        std::fs::write(dir.path().join(".npmrc"), format!("{setting}\n"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let c = class(&dir, "npm test");
+        assert!(c >= SafetyClass::Unknown, "{setting}: {c}");
+    }
+}

@@ -381,6 +381,12 @@ const PACKAGE_MANAGER_SETTINGS: &[(&str, &[&str])] = &[
             "userconfig",
             "node-gyp",
             "init-module",
+            // Which package's script runs (R8-7: `workspace=a` ran pkgs/a's test script
+            // while the root's was judged).
+            "workspace",
+            "workspaces",
+            "include-workspace-root",
+            "prefix",
         ],
     ),
     (
