@@ -27,6 +27,12 @@ if ! runuser -u keelpg -- "$keel_pg_bin/pg_ctl" -D "$keel_pg_dir/data" status >/
     return 1
   fi
 fi
+# A cluster recovering from an unclean stop (or starting on a loaded machine) answers "the
+# database system is starting up" for a while after pg_ctl's own wait: wait for it (5 min).
+for _ in $(seq 1 300); do
+  "$keel_pg_bin/pg_isready" -q -h 127.0.0.1 -p "$keel_pg_port" && break
+  sleep 1
+done
 if ! psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = 'keel_test'" | grep -q 1; then
   psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -qc "CREATE DATABASE keel_test" >/dev/null
