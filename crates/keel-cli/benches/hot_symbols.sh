@@ -12,7 +12,10 @@
 # callgrind (valgrind): `keel --version`, the scripted demo session of benches/startup.rs, and a
 # run against a local OpenAI-compatible mock server (Python, one canned reply), the sandbox
 # helper included. Every function any of them executed goes into the list, in mangled form, in
-# the order callgrind first reports it. Re-run it after a compiler or dependency upgrade:
+# the order callgrind first reports it; ThinLTO's `.llvm.<hash>` suffix, which changes with
+# ordinary commits, is written as `.llvm.*` (build.rs matches such functions whatever the hash).
+# Re-run it after a compiler or dependency upgrade, a dependency added to a Keel crate (a
+# legacy-mangled name's hash covers its crate's dependencies), or renamed functions:
 # names the list has and a build does not are skipped, so a stale list only loses its effect
 # (benches/startup_compare.py shows peak RSS). The next plain `cargo build --release` links
 # `keel` again, ordered and stripped.
@@ -103,10 +106,12 @@ for path in sorted(glob.glob(os.path.join(work, "cg.*")), key=os.path.getmtime):
         if m.group(1) == "fn" and obj and os.path.realpath(obj) == binary:
             # A recursive call is reported as `name'2`, `name'3` …
             name = re.sub(r"'\d+$", "", names.get(m.group(2), ""))
+            # ThinLTO's `.llvm.<hash of the module>` changes whenever the module does: the
+            # list marks the function `.llvm.*` instead (build.rs places it by a linker script).
+            name = re.sub(r"\.llvm\.\d+$", ".llvm.*", name)
             if name and name not in seen and not name.startswith(("0x", "(")):
                 seen.add(name)
                 order.append(name)
 with open(out, "w") as f:
     f.write("".join(n + "\n" for n in order))
-print(f"hot_symbols: {len(order)} functions written to {out}")
 PY

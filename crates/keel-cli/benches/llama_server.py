@@ -323,6 +323,8 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
     # Calls, repairs and malformed calls, from Keel's own events: a repaired call has one or
     # more `tool_repaired` events; a call Keel could not repair gets an error result saying so.
     calls, repaired, malformed, protocol = 0, set(), 0, 0
+    # Repeated reads the loop guard answered with their earlier result instead of running.
+    answered = 0
     # plan_exec: the phases reached, and whether delivery came after a change and a passing
     # test run (the last one before it).
     phases, changed, passing, delivery_ok = [], False, None, None
@@ -346,6 +348,10 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
                 delivery_ok = changed and bool(passing)
         if ev.get("type") == "tool_repaired":
             repaired.add(ev.get("call_id"))
+        if ev.get("type") == "tool_result" and str(ev.get("content", "")).startswith(
+            "[keel: not run again"
+        ):
+            answered += 1
         if ev.get("type") == "tool_result" and ev.get("is_error") and str(
             ev.get("content", "")
         ).startswith("the arguments are not valid JSON"):
@@ -376,12 +382,32 @@ def run_once(binary, home, port, model_name, mode, max_iter, timeout, server_log
         "calls": calls,
         "repaired": len(repaired),
         "malformed_errors": malformed,
+        "repeats_answered": answered,
         "protocol_errors": protocol,
         "phases": phases,
         "delivery_ok": delivery_ok,
         "stderr_tail": err.strip().splitlines()[-1][:160] if err.strip() else "",
         "log_start": log_start,
     }
+
+
+# --pid-file: the running server's PID is listed there while it runs (a shared machine's
+# measurement script pauses the processes listed in such a file).
+PID_FILE = None
+
+
+def note_pid(pid, running):
+    if not PID_FILE:
+        return
+    try:
+        with open(PID_FILE) as f:
+            lines = [l for l in f.read().split() if l != str(pid)]
+    except OSError:
+        lines = []
+    if running:
+        lines.append(str(pid))
+    with open(PID_FILE, "w") as f:
+        f.write("".join(l + "\n" for l in lines))
 
 
 def stop_server(proc):
@@ -391,6 +417,7 @@ def stop_server(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    note_pid(proc.pid, False)
 
 
 def start_server(python, path, chat_format, log_path, threads):
@@ -403,6 +430,7 @@ def start_server(python, path, chat_format, log_path, threads):
     # Appended to: a restarted server's lines follow the old ones (runs read it by offset).
     log = open(log_path, "ab")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    note_pid(proc.pid, True)
     deadline = time.time() + 300
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -415,6 +443,7 @@ def start_server(python, path, chat_format, log_path, threads):
         except OSError:
             time.sleep(1)
     proc.kill()
+    note_pid(proc.pid, False)
     raise SystemExit(f"the server did not start in 300 s; see {log_path}")
 
 
@@ -446,7 +475,13 @@ def main():
         "use with --proxy-port (what Keel learns is keyed by the base URL)",
     )
     ap.add_argument("--proxy-port", type=int, default=0, help="the proxy's port (default: any)")
+    ap.add_argument(
+        "--pid-file",
+        help="list the server's PID in this file while it runs (one a line; removed when it stops)",
+    )
     a = ap.parse_args()
+    global PID_FILE
+    PID_FILE = a.pid_file
     models = {}
     for m in a.model:
         name, rest = m.split("=", 1)
@@ -504,7 +539,7 @@ def main():
                         f"  {who:<8} #{i+1:<2} {r['end']:<16} {r['reason'][:28]:<28} {r['wall']:6.0f} s"
                         f"  req {r['requests']:>2} wasted {r['wasted']:>2} err {r['errors']}"
                         f" proto {r['protocol_errors']}  calls {r['calls']:>2} repaired {r['repaired']}"
-                        f" malformed {r['malformed_errors']}"
+                        f" malformed {r['malformed_errors']} repeats answered {r['repeats_answered']}"
                         f"  floor {r['floor_sent']}/{r['floor_refused']} refused"
                         f"  tool results seen {r['tool_results_seen']}/{r['tool_results_sent']}"
                         f"  first {r['first_bytes']} B/{r['first_prompt']} tok  check {'pass' if r['check'] else 'fail'}"
@@ -532,6 +567,7 @@ def main():
             f" protocol errors (llm_failure) {sum(r['protocol_errors'] for r in rs)};"
             f" calls {sum(r['calls'] for r in rs)}, repaired {sum(r['repaired'] for r in rs)},"
             f" malformed returned as errors {sum(r['malformed_errors'] for r in rs)};"
+            f" repeats answered {sum(r['repeats_answered'] for r in rs)};"
             f" sent with the smallest reply (256) {sum(r['floor_sent'] for r in rs)},"
             f" of them refused by the server {sum(r['floor_refused'] for r in rs)};"
             f" tool results seen {sum(r['tool_results_seen'] for r in rs)} of {sum(r['tool_results_sent'] for r in rs)};"

@@ -229,6 +229,47 @@ turns:
     );
 }
 
+/// SmolLM2's real-server runs (eighth session, default runs 2 and 6): `list_files`, an
+/// `edit_file` whose search text matched nothing (or a `create_file` of a file that exists),
+/// `list_files` again — the second listing ran as if the failed write had changed something.
+/// A failed file write changes nothing: the repeat is answered with the first listing.
+#[tokio::test]
+async fn a_failed_write_between_two_reads_is_no_change() {
+    let h = Harness::new(
+        r#"
+turns:
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: edit_file, arguments: {path: "src/lib.rs", edits: [{search: "true", replace: "string"}]}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: "src/lib.rs", content: "]["}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - tool_calls: [{name: create_file, arguments: {path: "notes.md", content: "n\n"}}]
+  - tool_calls: [{name: list_files, arguments: {}}]
+  - text: "Added notes.md."
+"#,
+    );
+    h.write("src/lib.rs", "pub fn one() -> i32 { 1 }\n");
+    let out = h.run("add notes.md").await;
+    assert_eq!(out.status, SessionStatus::Completed, "{:?}", out.error);
+    let results = h.tool_results();
+    assert!(
+        results[1].1 && results[3].1,
+        "both writes failed: {results:?}"
+    );
+    for i in [2, 4] {
+        assert!(
+            results[i].2.starts_with(
+                "[keel: not run again: you already made this exact `list_files` call at step 1"
+            ),
+            "{i}: {results:?}"
+        );
+    }
+    assert!(
+        !results[6].2.contains("[keel: not run again") && results[6].2.contains("notes.md"),
+        "a write that succeeded makes the listing run again: {results:?}"
+    );
+}
+
 /// Answering repeats has a limit: six in a row, and the run is a loop after all.
 #[tokio::test]
 async fn endless_repeats_are_a_loop_after_six_answers() {

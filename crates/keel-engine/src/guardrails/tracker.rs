@@ -114,8 +114,13 @@ impl TrackerHook {
                         .guard
                         .remember(call, cx.iteration, &out.content, out.is_error);
                 }
-            } else if effect != Some(ToolEffect::Control) {
-                // A write, a command, an external tool: the workspace may have changed.
+            } else if effect != Some(ToolEffect::Control)
+                && !(effect == Some(ToolEffect::WritesFiles) && out.is_error)
+            {
+                // A write, a command, an external tool: the workspace may have changed. A file
+                // tool that failed changed nothing (each writes all or nothing): SmolLM2's
+                // failed `edit_file` between two `list_files` made the second run again
+                // instead of being answered with the first.
                 state.guard.invalidate();
             }
         }
