@@ -14,20 +14,36 @@ mod nobody;
 use std::path::Path;
 use std::time::Duration;
 
+use keel_tools::sandbox::SandboxPolicy;
 use keel_tools::shell;
 
 const SITE: &str = ".venv/lib/python3.11/site-packages";
 
 fn run(ws: &Path, cmd: &str, approved: bool) -> Option<String> {
+    run_with(ws, cmd, approved, SandboxPolicy::WorkspaceWrite)
+}
+
+/// Without the kernel sandbox (`shell.sandbox = false`, or a kernel without it): the
+/// environment is not read-only then, and the check after the command is what is left.
+fn run_unconfined(ws: &Path, cmd: &str, approved: bool) -> Option<String> {
+    run_with(ws, cmd, approved, SandboxPolicy::Off)
+}
+
+fn run_with(ws: &Path, cmd: &str, approved: bool, policy: SandboxPolicy) -> Option<String> {
+    let out = exec(ws, cmd, approved, policy);
+    assert!(out.success(), "{cmd}: {}", out.combined_text());
+    out.quarantined
+}
+
+fn exec(ws: &Path, cmd: &str, approved: bool, policy: SandboxPolicy) -> shell::exec::ExecOutput {
     let mut req = shell::exec::ExecRequest::new(vec!["sh".into(), "-c".into(), cmd.into()], ws);
     req.approved = approved;
+    req.policy = policy;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let out = runtime.block_on(shell::exec::run(req)).unwrap();
-    assert!(out.success(), "{cmd}: {}", out.combined_text());
-    out.quarantined
+    runtime.block_on(shell::exec::run(req)).unwrap()
 }
 
 /// A virtual environment as `python -m venv` and an earlier install left it, older than the
@@ -49,16 +65,23 @@ fn scenario(ws: &Path) {
     venv(ws);
     let site = ws.join(SITE);
     let canary = ws.join("canary");
-    // What the red team planted, and its other forms.
-    let report = run(
-        ws,
-        &format!(
-            "printf 'import os; open(\"{}\", \"w\")\\n' > {SITE}/evil.pth && echo 'import os' > {SITE}/sitecustomize.py && echo 'X = 2' > {SITE}/_virtualenv.py && printf '#!/bin/sh\\necho pwned\\n' > .venv/bin/pytest && echo '# evil' >> .venv/bin/activate",
-            canary.display()
-        ),
-        false,
-    )
-    .expect("nothing was reported");
+    let plant = format!(
+        "printf 'import os; open(\"{}\", \"w\")\\n' > {SITE}/evil.pth && echo 'import os' > {SITE}/sitecustomize.py && echo 'X = 2' > {SITE}/_virtualenv.py && printf '#!/bin/sh\\necho pwned\\n' > .venv/bin/pytest && echo '# evil' >> .venv/bin/activate",
+        canary.display()
+    );
+    // Confined, nobody approving: the environment is read-only to the command
+    // ([`keel_tools::shell`]'s dependency trees, R7-10).
+    if keel_tools::sandbox::is_available() {
+        let out = exec(ws, &plant, false, SandboxPolicy::WorkspaceWrite);
+        assert!(!out.success(), "{}", out.combined_text());
+        assert!(!site.join("evil.pth").exists());
+        assert_eq!(
+            std::fs::read_to_string(site.join("_virtualenv.py")).unwrap(),
+            "X = 1\n"
+        );
+    }
+    // Unconfined: what the red team planted, and its other forms, moved aside after.
+    let report = run_unconfined(ws, &plant, false).expect("nothing was reported");
     for planted in [
         format!("{SITE}/evil.pth"),
         format!("{SITE}/sitecustomize.py"),
@@ -104,7 +127,7 @@ fn scenario(ws: &Path) {
     // Bytecode of a startup module written while the command runs is removed (Python may
     // load it without reading the source; it compiles the source again); the module stays.
     std::thread::sleep(Duration::from_millis(1_200));
-    let report = run(
+    let report = run_unconfined(
         ws,
         &format!(
             "mkdir -p {SITE}/__pycache__ && echo bytecode > {SITE}/__pycache__/__editable___pkg_finder.cpython-311.pyc"

@@ -189,11 +189,22 @@ impl WritableRoots {
 
     /// [`Self::anchors`] of `protected` (what [`Self::protected_paths`] returned: it reads the
     /// repository's git config, so a caller that has it already passes it on).
+    ///
+    /// A protected path reached through a link is mounted where the link leads, so the chain to its
+    /// target is pinned too (red-team pass 7, R7-27: under `.husky -> tools/hooks`, `mv tools
+    /// t2 && mkdir -p tools/hooks` would have carried the read-only mount away with `t2` and
+    /// left `.husky` leading to the command's directory). The link itself cannot carry a
+    /// mount; [`crate::shell`]'s runner puts it back when a command re-points it.
     pub(super) fn anchors_of(&self, protected: &[PathBuf]) -> Vec<PathBuf> {
-        match &self.workspace {
-            Some(w) => chains_below(std::slice::from_ref(w), protected.iter()),
-            None => Vec::new(),
-        }
+        let Some(w) = &self.workspace else {
+            return Vec::new();
+        };
+        // Any link on the way counts (`cfg -> dotcfg` with `cfg/hooks` protected).
+        let resolved: Vec<PathBuf> = protected
+            .iter()
+            .filter_map(|p| p.canonicalize().ok().filter(|c| c != p))
+            .collect();
+        chains_below(std::slice::from_ref(w), protected.iter().chain(&resolved))
     }
 
     /// Creates the workspace's `.keel/` (empty) when it has none, so the read-only mount of

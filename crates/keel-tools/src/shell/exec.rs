@@ -504,11 +504,15 @@ async fn start(req: &ExecRequest, piped_stdin: bool) -> std::io::Result<Started>
 }
 
 /// Runs the request to completion, timeout or cancellation.
-pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
+pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // The workspace's lock, held until the post-command checks are done (declared first, so
     // dropped last); a line the approval gate judged starts only with the files it was
     // judged by (red-team pass 6, R6-15).
     let _hold = super::judged::hold_for(&req).await?;
+    // Installed dependencies are read-only to a command nobody approved: the kernel keeps
+    // the code the user's own tools run later ([`super::dependency_trees`], R7-10).
+    let trees = read_only_trees(&req);
+    req.roots.protected.extend(trees.iter().cloned());
     // What the command may write is checked afterwards for planted git repositories: here, in
     // the one runner, so no caller can skip it (red-team pass 4, R4-2).
     // Declared first so it is dropped last: when the call is dropped mid-run (the turn
@@ -517,7 +521,7 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
     // Registered before the command starts, so every way it ends — Keel's exit and death
     // included — still runs them ([`super::pending`]).
     let mut watch =
-        ChecksOnDrop(super::nested_git::Watch::before(&req).map(super::pending::register));
+        ChecksOnDrop(super::nested_git::Watch::before(&req, &trees).map(super::pending::register));
     let Started {
         mut confined,
         sandboxed,
@@ -580,7 +584,15 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
             sandbox::limit_note(req.roots.limits, &text, killed)
         })
         .flatten();
-    let limit_note = disk_note.or(limit_note);
+    let limit_note = disk_note.or(limit_note).or_else(|| {
+        let ws = req.roots.workspace.as_deref()?;
+        (ending != Ending::Exited(0))
+            .then(|| {
+                let text = format!("{}\n{}", stdout.text(), stderr.text());
+                super::dependency_trees::note(ws, &trees, &text)
+            })
+            .flatten()
+    });
     let quarantined = match watch.0.take() {
         Some(t) => t.finish().await,
         None => None,
@@ -594,6 +606,21 @@ pub async fn run(req: ExecRequest) -> std::io::Result<ExecOutput> {
         limit_note,
         quarantined,
     })
+}
+
+/// The dependency trees kept read-only for `req`: none when a person approved it, when it
+/// may not write the workspace, or when no kernel sandbox confines it.
+fn read_only_trees(req: &ExecRequest) -> Vec<PathBuf> {
+    match &req.roots.workspace {
+        Some(ws)
+            if !req.approved
+                && req.policy == SandboxPolicy::WorkspaceWrite
+                && sandbox::is_available() =>
+        {
+            super::dependency_trees::read_only_trees(ws)
+        }
+        _ => Vec::new(),
+    }
 }
 
 async fn capture<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> Captured {

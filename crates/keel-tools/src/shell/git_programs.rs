@@ -53,6 +53,12 @@ impl Before {
         Self { paths }
     }
 
+    /// The program paths, absolute (beneath `workspace`): the links on the way to them are
+    /// noted too ([`super::store_links`], R7-27).
+    pub(crate) fn absolute(&self, workspace: &Path) -> Vec<PathBuf> {
+        self.paths.iter().map(|(p, ..)| workspace.join(p)).collect()
+    }
+
     /// The journal's form ([`super::pending`]): (path bytes, key, is a tree, existed).
     pub(crate) fn entries(&self) -> Vec<(Vec<u8>, String, bool, bool)> {
         self.paths
@@ -105,10 +111,11 @@ impl Before {
                 Some(true) if tree => false,
                 // Mounted read-only while it ran, unless nothing confined it.
                 Some(true) => !confined && changed_below(&abs, since),
-                None if tree => {
-                    std::fs::symlink_metadata(&abs).is_ok_and(|m| changed_since(&m, since))
-                }
-                None => changed_below(&abs, since),
+                // A path that joined the list during the command was protected by nothing
+                // while it ran, and its age says nothing: a directory the model filled in an
+                // earlier command, moved or linked into place now (`mv x frontend`, with the
+                // hook's `cd frontend`), keeps its old times (red-team pass 7, R7-27).
+                None => true,
             };
             if !suspect {
                 continue;

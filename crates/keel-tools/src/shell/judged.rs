@@ -134,10 +134,15 @@ pub(crate) async fn hold_for(req: &super::exec::ExecRequest) -> std::io::Result<
     // A tree holding a link on the way to a protected store (a home workspace with dotfile
     // links): a writing command runs alone, so none notes a link another has re-pointed and
     // puts that back at its end (red-team pass 8, R8-2).
+    // The links on the way to the program paths the user's git runs count too (R7-27).
     let alone = writes
         && !super::store_links::StoreLinks::note(
             &req.roots.for_policy(req.policy),
             &req.roots.hidden,
+            &crate::sandbox::git_config_paths(root)
+                .into_iter()
+                .map(|p| root.join(p.path))
+                .collect::<Vec<_>>(),
         )
         .is_empty();
     hold(

@@ -8,6 +8,7 @@
 //! the [`crate::ToolContext`].
 
 mod arith;
+mod dependency_trees;
 pub mod disk;
 pub mod exec;
 pub mod git_programs;

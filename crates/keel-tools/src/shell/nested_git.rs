@@ -195,12 +195,15 @@ const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
 /// nor a symlink (git does not follow those), and every directory that cannot be listed even
 /// after its owner's read bit is put back, into `tool_configs` every entry that may be a
 /// hook tool's configuration read in any directory ([`crate::sandbox::may_be_discovered`]),
-/// and into `python` what it met of Python's (virtual environments, bytecode).
+/// and into `python` what it met of Python's (virtual environments, bytecode). The trees in
+/// `walk.skip` (dependency trees that were read-only while the command ran: it cannot have
+/// changed them) are not entered; every dependency tree met is noted in `walk.trees`.
 fn find_entries(
     root: &Path,
     specials: &mut Vec<PathBuf>,
     tool_configs: &mut Vec<PathBuf>,
     python: &mut super::venv_startup::Seen,
+    walk: &mut Trees,
 ) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -237,6 +240,13 @@ fn find_entries(
         if holds("pyvenv.cfg") {
             python.venvs.push(dir.clone());
         }
+        if dir != root
+            && dir
+                .file_name()
+                .is_some_and(|n| super::dependency_trees::is_tree(n, holds))
+        {
+            walk.trees.push(dir.clone());
+        }
         // A git directory by content is still searched below: `vendor/HEAD`, `vendor/objects`,
         // `vendor/refs` once hid a repository planted at `vendor/lib/.git` from this search.
         if crate::sandbox::is_git_dir_by_names(holds) {
@@ -263,7 +273,12 @@ fn find_entries(
                 continue;
             }
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(entry.path());
+                let path = entry.path();
+                if walk.skip.contains(&path) {
+                    walk.trees.push(path);
+                } else {
+                    stack.push(path);
+                }
             }
         }
     }
@@ -280,8 +295,17 @@ pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Q
         false,
         &mut Vec::new(),
         &mut Default::default(),
+        &mut Trees::default(),
     )
     .0
+}
+
+/// The dependency trees of one walk ([`super::dependency_trees`]): those not entered, and
+/// every one met.
+#[derive(Debug, Default)]
+struct Trees {
+    skip: Vec<PathBuf>,
+    trees: Vec<PathBuf>,
 }
 
 /// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
@@ -295,13 +319,14 @@ fn quarantine_in(
     skip_top: bool,
     tool_configs: &mut Vec<PathBuf>,
     python: &mut super::venv_startup::Seen,
+    walk: &mut Trees,
 ) -> (Vec<Quarantined>, bool) {
     // A second of slack: file systems with coarse timestamps.
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out = Vec::new();
     let top = workspace.join(".git");
     let mut specials = Vec::new();
-    let (found, incomplete) = find_entries(workspace, &mut specials, tool_configs, python);
+    let (found, incomplete) = find_entries(workspace, &mut specials, tool_configs, python, walk);
     // A FIFO or device where git reads its ignore or attribute rules: moved away, or every
     // later snapshot (and the user's `git status`) waits on it.
     for special in specials {
@@ -447,6 +472,9 @@ pub(crate) struct Watch {
     /// Links on the way to protected stores inside the writable trees, as they were
     /// ([`super::store_links`]).
     links: super::store_links::StoreLinks,
+    /// Dependency trees that were read-only while the command ran
+    /// ([`super::dependency_trees`]): not walked after it.
+    trees: Vec<PathBuf>,
 }
 
 /// What [`Watch::check`] found: the repositories moved (and whether the search was cut
@@ -461,7 +489,7 @@ type Checked = (
 
 impl Watch {
     /// Before a run of `req`: `None` when it cannot write (read-only) or names no tree.
-    pub(crate) fn before(req: &super::exec::ExecRequest) -> Option<Self> {
+    pub(crate) fn before(req: &super::exec::ExecRequest, trees: &[PathBuf]) -> Option<Self> {
         use crate::sandbox::{GitProtection, SandboxPolicy};
         if req.policy == SandboxPolicy::ReadOnly {
             return None;
@@ -477,6 +505,7 @@ impl Watch {
         let links = super::store_links::StoreLinks::note(
             &req.roots.for_policy(req.policy),
             &req.roots.hidden,
+            &programs.absolute(&root),
         );
         Some(Self {
             root,
@@ -486,6 +515,7 @@ impl Watch {
             confined,
             approved: req.approved,
             links,
+            trees: trees.to_vec(),
         })
     }
 
@@ -513,6 +543,11 @@ impl Watch {
             approved: self.approved,
             programs: self.programs.entries(),
             links: self.links.entries(),
+            trees: self
+                .trees
+                .iter()
+                .map(|t| super::pending::path_bytes(t))
+                .collect(),
         }
     }
 
@@ -526,6 +561,11 @@ impl Watch {
             confined: e.confined,
             approved: e.approved,
             links: super::store_links::StoreLinks::from_entries(e.links),
+            trees: e
+                .trees
+                .iter()
+                .map(|t| super::pending::bytes_path(t))
+                .collect(),
         }
     }
 
@@ -535,20 +575,29 @@ impl Watch {
         let still_sealed = self.sealed_top.is_some_and(|id| {
             std::fs::symlink_metadata(&top).is_ok_and(|m| (m.dev(), m.ino()) == id)
         });
+        // Links first: what the paths lead to is judged as the user's git will see it.
+        let relinked = self.links.restore();
         let mut tool_configs = Vec::new();
         let mut python = super::venv_startup::Seen::default();
+        let mut walk = Trees {
+            skip: self.trees,
+            trees: Vec::new(),
+        };
         let repos = quarantine_in(
             &self.root,
             self.since,
             still_sealed,
             &mut tool_configs,
             &mut python,
+            &mut walk,
         );
         if repos.1 {
             // The walk stopped at its bound: the hook tools' configuration it may not have
             // reached is looked for by name (R7-31).
             let by_name = crate::sandbox::every_dir_configs_by_name(&self.root);
             tool_configs.extend(by_name.unwrap_or_default());
+        } else {
+            super::dependency_trees::remember(&self.root, walk.trees);
         }
         let mut programs = self.programs.after(&self.root, self.since, self.confined);
         // Hook tools' configuration in any directory (lint-staged's): what the command
@@ -557,7 +606,6 @@ impl Watch {
             super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
         programs.extend(more);
         let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
-        let relinked = self.links.restore();
         (repos, programs, startup, relinked)
     }
 

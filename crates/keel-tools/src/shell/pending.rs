@@ -279,6 +279,10 @@ pub(crate) struct Entry {
     /// ([`super::store_links`]).
     #[serde(default)]
     pub links: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+    /// The dependency trees that were read-only while it ran, as path bytes
+    /// ([`super::dependency_trees`]).
+    #[serde(default)]
+    pub trees: Vec<Vec<u8>>,
 }
 
 pub(crate) fn path_bytes(p: &Path) -> Vec<u8> {

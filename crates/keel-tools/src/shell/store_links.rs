@@ -9,6 +9,13 @@
 //! it was before; one that changed is put back and what the command left there is moved aside
 //! and reported. Checked in the one command runner ([`super::exec::run`], through
 //! [`super::nested_git::Watch`]), so every runner gets it.
+//!
+//! The same holds for the work-tree programs the user's git runs (red-team pass 7, R7-27): a
+//! hooks directory reached through a link (`core.hooksPath = .husky`, `.husky -> tools/hooks`)
+//! was read-only at its target only, and `mv .husky old && ln -s docs/hooks .husky` pointed
+//! the user's next `git commit` at a directory the model had filled in an earlier command. The
+//! runner notes the links on the way to every such program path too
+//! ([`super::git_programs::Before::absolute`]) and puts a re-pointed one back.
 
 use std::path::PathBuf;
 
@@ -26,19 +33,21 @@ struct Noted {
 pub(crate) struct StoreLinks(Vec<Noted>);
 
 impl StoreLinks {
-    /// Notes, for every store of Keel's own and every path in `hidden` (the user's secret
-    /// stores) that exists, every symlink met while resolving it as a program would — links
-    /// reached through an earlier link's target included, relative ones resolved from where
-    /// they stand — that lies strictly inside one of `writable` (red-team pass 8, R8-1: only
-    /// the first link was noted; `~/dotfiles -> src/dotfiles` further on was re-pointed). An
-    /// ordinary workspace holds none: one `lstat` per store that exists.
-    pub(crate) fn note(writable: &[PathBuf], hidden: &[PathBuf]) -> Self {
+    /// Notes, for every store of Keel's own, every path in `hidden` (the user's secret
+    /// stores) and every path in `programs` (absolute: what the user's git runs from the work
+    /// tree, R7-27) that exists, every symlink met while resolving it as a program would —
+    /// links reached through an earlier link's target included, relative ones resolved from
+    /// where they stand — that lies strictly inside one of `writable` (red-team pass 8, R8-1:
+    /// only the first link was noted; `~/dotfiles -> src/dotfiles` further on was re-pointed).
+    /// An ordinary workspace holds none: one `lstat` per store that exists.
+    pub(crate) fn note(writable: &[PathBuf], hidden: &[PathBuf], programs: &[PathBuf]) -> Self {
         let env = &keel_fs::stores::process_env;
         let mut stores: Vec<PathBuf> = keel_fs::stores::always(env)
             .into_iter()
             .map(|s| s.path)
             .collect();
         stores.extend(hidden.iter().cloned());
+        stores.extend(programs.iter().cloned());
         let mut out: Vec<Noted> = Vec::new();
         if writable.is_empty() {
             return Self(out);
@@ -109,18 +118,18 @@ impl StoreLinks {
             }
             out.push(match put_back(n) {
                 Ok(None) => format!(
-                    "`{}` (a link to a protected store) was removed; Keel put it back (-> `{}`)",
+                    "`{}` (a link to a protected path) was removed; Keel put it back (-> `{}`)",
                     n.link.display(),
                     n.target.display()
                 ),
                 Ok(Some(moved)) => format!(
-                    "`{}` (a link to a protected store) was re-pointed; Keel put it back (-> `{}`) and moved what the command left to `{}`",
+                    "`{}` (a link to a protected path) was re-pointed; Keel put it back (-> `{}`) and moved what the command left to `{}`",
                     n.link.display(),
                     n.target.display(),
                     moved.display()
                 ),
                 Err(e) => format!(
-                    "`{}` (a link to a protected store) was changed and Keel could not put it back ({e}); do not run Keel or ssh from this home before checking it: it should point to `{}`",
+                    "`{}` (a link to a protected path) was changed and Keel could not put it back ({e}); do not run Keel, ssh or git here before checking it: it should point to `{}`",
                     n.link.display(),
                     n.target.display()
                 ),
@@ -161,7 +170,7 @@ fn put_back(n: &Noted) -> std::io::Result<Option<PathBuf>> {
 pub(crate) fn report(lines: &[String]) -> Option<String> {
     (!lines.is_empty()).then(|| {
         let mut text = String::from(
-            "keel: the command changed a link on the way to Keel's own configuration or data or to a secret store; a later session or program would have read the command's files there:",
+            "keel: the command changed a link on the way to Keel's own configuration or data, a secret store, or a program the user's git runs (hooks); a later session, ssh or git would have read or run the command's files there:",
         );
         for l in lines {
             text.push_str("\n- ");
@@ -183,7 +192,11 @@ mod tests {
         std::os::unix::fs::symlink("dotfiles/ssh", home.join(".ssh"))
             .unwrap_or_else(|e| panic!("{e}"));
         let store = home.join(".ssh");
-        let links = StoreLinks::note(std::slice::from_ref(&home), std::slice::from_ref(&store));
+        let links = StoreLinks::note(
+            std::slice::from_ref(&home),
+            std::slice::from_ref(&store),
+            &[],
+        );
         assert_eq!(links.0.len(), 1, "{links:?}");
         // Unchanged: nothing to say.
         assert!(links.restore().is_empty());
@@ -209,13 +222,17 @@ mod tests {
         // A store outside every writable tree, or a real directory, notes nothing.
         let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         assert!(
-            StoreLinks::note(&[other.path().to_path_buf()], std::slice::from_ref(&store))
-                .0
-                .is_empty()
+            StoreLinks::note(
+                &[other.path().to_path_buf()],
+                std::slice::from_ref(&store),
+                &[]
+            )
+            .0
+            .is_empty()
         );
         std::fs::create_dir_all(home.join("real/.aws")).unwrap_or_else(|e| panic!("{e}"));
         assert!(
-            StoreLinks::note(&[home.join("real")], &[home.join("real/.aws")])
+            StoreLinks::note(&[home.join("real")], &[home.join("real/.aws")], &[])
                 .0
                 .is_empty()
         );

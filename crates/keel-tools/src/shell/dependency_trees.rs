@@ -1,0 +1,214 @@
+//! Dependency trees: code the user's own tools run later, that no diff shows (red-team pass 7,
+//! R7-10 and R7-1's rest). `node_modules` and virtual environments are git-ignored, so a
+//! command that rewrote `node_modules/tinytest/bin/cli.js` or appended a line to
+//! `.venv/lib/python3.11/site-packages/pip/__init__.py` left `git status` clean, and the
+//! user's next `npm test` or `python -m pip` ran it unconfined. A check per file name (`.pth`,
+//! `sitecustomize`) cannot close that: every module in such a tree is code somebody runs.
+//!
+//! So the kernel keeps them: for every command nobody approved
+//! ([`super::exec::ExecRequest::approved`]), each dependency tree of the workspace is mounted
+//! read-only for the command, with the chain of directories leading to it pinned (it cannot be
+//! renamed or removed either) — the same mounts as `.git` and the protected paths get. A
+//! command cannot change installed code; an install the user approved (asked and allowed, or
+//! typed in `keel chat`'s `!`) writes as before. Trees a command creates where there were
+//! none are new installs, judged as before ([`super::venv_startup`]'s startup files), and
+//! read-only from the next command on.
+//!
+//! Trees: every outermost `node_modules`, every virtual environment (a directory holding
+//! `pyvenv.cfg`, whatever its name), and at the top of the workspace `.tox`, `.nox`,
+//! `.direnv` and Yarn's `.yarn`. Which exist is looked up cheaply before each command (the
+//! top level: one directory listing) and remembered from the runner's post-command walk,
+//! which sees the whole tree anyway (and need not enter a tree that was read-only). The first
+//! command in a workspace walks it once to find nested trees (a monorepo's
+//! `packages/*/node_modules`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The most trees mounted read-only per command (each is a mount; a bigger monorepo gets the
+/// first ones, outermost first, and the rest are walked after the command as before).
+const MAX_TREES: usize = 64;
+/// The most directories the first discovery walk reads.
+const MAX_DIRS: usize = 20_000;
+/// Tree names looked for at the top of the workspace (besides `node_modules` and virtual
+/// environments): tox's and nox's environments, direnv's layouts, Yarn's cache and plug-ins.
+const TOP_TREES: &[&str] = &["node_modules", ".tox", ".nox", ".direnv", ".yarn"];
+
+/// The trees each workspace held at its last walk.
+static KNOWN: Mutex<BTreeMap<PathBuf, Vec<PathBuf>>> = Mutex::new(BTreeMap::new());
+
+fn known() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Vec<PathBuf>>> {
+    KNOWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a directory named `name` whose entries `holds` is the root of a dependency tree
+/// (away from the workspace's top, where [`TOP_TREES`] also count).
+pub(crate) fn is_tree(name: &std::ffi::OsStr, holds: impl Fn(&str) -> bool) -> bool {
+    name == "node_modules" || holds("pyvenv.cfg")
+}
+
+/// The trees to keep read-only for a command in `workspace` (absolute, existing real
+/// directories, outermost only, at most [`MAX_TREES`]).
+pub(crate) fn read_only_trees(workspace: &Path) -> Vec<PathBuf> {
+    let remembered = known().get(workspace).cloned();
+    let mut out = match remembered {
+        Some(k) => k,
+        None => {
+            let found = discover(workspace);
+            known().insert(workspace.to_path_buf(), found.clone());
+            found
+        }
+    };
+    // Trees made since the last walk (the user's `npm install` in another terminal).
+    out.extend(top_level(workspace));
+    outermost(out)
+}
+
+/// Notes the trees the runner's walk found in `workspace` (and those it did not enter).
+pub(crate) fn remember(workspace: &Path, trees: Vec<PathBuf>) {
+    known().insert(workspace.to_path_buf(), outermost(trees));
+}
+
+/// Existing real directories only, no tree inside another, sorted, at most [`MAX_TREES`].
+fn outermost(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
+    trees.retain(|t| t.symlink_metadata().is_ok_and(|m| m.is_dir()));
+    trees.sort();
+    trees.dedup();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for t in trees {
+        if !out.iter().any(|o| t.starts_with(o)) {
+            out.push(t);
+        }
+    }
+    // Shallowest first when some must be left out.
+    out.sort_by_key(|p| p.components().count());
+    out.truncate(MAX_TREES);
+    out.sort();
+    out
+}
+
+/// The trees at the top of `workspace`: [`TOP_TREES`] and the directories holding
+/// `pyvenv.cfg`.
+fn top_level(workspace: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(workspace) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let name = e.file_name();
+        if TOP_TREES.iter().any(|t| name == *t)
+            || (name != ".git" && e.path().join("pyvenv.cfg").symlink_metadata().is_ok())
+        {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+/// The trees anywhere in `workspace` (bounded; `.git` and `.keel` not entered).
+fn discover(workspace: &Path) -> Vec<PathBuf> {
+    let mut out = top_level(workspace);
+    let mut stack: Vec<PathBuf> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(workspace) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if e.file_type().is_ok_and(|t| t.is_dir())
+                && name != ".git"
+                && name != ".keel"
+                && !out.contains(&e.path())
+            {
+                stack.push(e.path());
+            }
+        }
+    }
+    let mut dirs = 0usize;
+    while let Some(dir) = stack.pop() {
+        dirs += 1;
+        if dirs > MAX_DIRS {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name();
+            if name.eq_ignore_ascii_case(".git") {
+                continue;
+            }
+            let path = e.path();
+            if is_tree(&name, |n| path.join(n).symlink_metadata().is_ok()) {
+                out.push(path);
+            } else {
+                stack.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// The note for a command that failed writing into a read-only tree, for the user and the
+/// model.
+pub(crate) fn note(workspace: &Path, trees: &[PathBuf], output: &str) -> Option<String> {
+    if trees.is_empty()
+        || !(output.contains("Read-only file system")
+            || output.contains("EROFS")
+            || output.contains("read-only file system"))
+    {
+        return None;
+    }
+    let names: Vec<String> = trees
+        .iter()
+        .take(5)
+        .map(|t| {
+            t.strip_prefix(workspace)
+                .map_or_else(|_| t.display().to_string(), |r| r.display().to_string())
+        })
+        .collect();
+    Some(format!(
+        "keel: installed dependencies ({}) are read-only to commands nobody approved: code there runs later through the user's own tools (npm test, python, pip) without showing in any diff. Ask the user to approve the install command (or to run it), or work without writing there.",
+        names.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trees_are_found_at_the_top_and_nested_outermost_only() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        for d in [
+            "node_modules/a/node_modules/b",
+            "packages/p/node_modules/x",
+            "env1/lib",
+            "src/deep/venv2/lib",
+            ".git/node_modules",
+        ] {
+            std::fs::create_dir_all(ws.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(ws.join("env1/pyvenv.cfg"), "").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("src/deep/venv2/pyvenv.cfg"), "").unwrap_or_else(|e| panic!("{e}"));
+        let got = read_only_trees(ws);
+        let want: Vec<PathBuf> = [
+            "env1",
+            "node_modules",
+            "packages/p/node_modules",
+            "src/deep/venv2",
+        ]
+        .iter()
+        .map(|p| ws.join(p))
+        .collect();
+        assert_eq!(got, want);
+        // Remembered: a tree found later at the top joins without another walk.
+        std::fs::create_dir_all(ws.join(".tox/py311")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(read_only_trees(ws).contains(&ws.join(".tox")));
+    }
+}
