@@ -19,6 +19,9 @@ use keel_tools::shell::{self, LintSettings, ShellSettings, classify};
 use keel_tools::{ToolContext, ToolRegistry, Workspace};
 
 const RUNS: u32 = 200;
+/// Runs in the workspace holding installed dependencies, and its `node_modules` packages.
+const DEPS_RUNS: u32 = 40;
+const PACKAGES: usize = 1_500;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -154,6 +157,61 @@ fn main() {
         }
         let tool_call = median(tool_runs);
         let plain_bash = median(bash_runs);
+
+        // The same in a workspace holding installed dependencies: a `node_modules` of
+        // PACKAGES packages (about 18 files each) and a virtual environment, as a JavaScript
+        // or Python project has. Every command that may write is followed by the runner's walk
+        // of what it could write (red-team pass 7, R7-10: these trees are code too).
+        let deps = tempfile::tempdir().unwrap();
+        let deps_root = deps.path().to_path_buf();
+        std::fs::create_dir_all(deps_root.join(".git")).unwrap();
+        let mut files = 0usize;
+        for p in 0..PACKAGES {
+            let pkg = deps_root.join(format!("node_modules/pkg{p}"));
+            std::fs::create_dir_all(pkg.join("lib")).unwrap();
+            std::fs::write(pkg.join("package.json"), "{}").unwrap();
+            std::fs::write(pkg.join("index.js"), "module.exports = 1;\n").unwrap();
+            for f in 0..16 {
+                std::fs::write(pkg.join(format!("lib/m{f}.js")), "exports.x = 1;\n").unwrap();
+            }
+            files += 18;
+        }
+        let site = deps_root.join(".venv/lib/python3.11/site-packages");
+        for p in 0..200 {
+            let pkg = site.join(format!("mod{p}"));
+            std::fs::create_dir_all(&pkg).unwrap();
+            for f in 0..10 {
+                std::fs::write(pkg.join(format!("m{f}.py")), "x = 1\n").unwrap();
+            }
+            files += 10;
+        }
+        std::fs::write(deps_root.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        let deps_ctx = ToolContext::new(Workspace::new(&deps_root).unwrap());
+        let mut deps_runs = Vec::new();
+        let mut deps_bash = Vec::new();
+        for i in 0..DEPS_RUNS + 3 {
+            let start = Instant::now();
+            let out = tools
+                .execute("run_command", serde_json::json!({"command": "true"}), &deps_ctx)
+                .await
+                .unwrap();
+            let tool = start.elapsed();
+            assert!(out.content.starts_with("exit code: 0"), "{}", out.content);
+            let start = Instant::now();
+            let s = tokio::process::Command::new("bash")
+                .args(["-c", "true"])
+                .status()
+                .await
+                .unwrap();
+            let bash = start.elapsed();
+            assert!(s.success());
+            if i >= 3 {
+                deps_runs.push(tool);
+                deps_bash.push(bash);
+            }
+        }
+        let deps_call = median(deps_runs);
+        let deps_plain = median(deps_bash);
         let ratio = |d: Duration| d.as_secs_f64() / plain.as_secs_f64();
         println!("baseline: spawn `true` plainly            {plain:>10.1?}   1.00x");
         println!(
@@ -184,6 +242,10 @@ fn main() {
             "run_command `true` end to end (median)    {tool_call:>10.1?}   {:.2}x ({:.2}x of plain bash -c, same runs)",
             ratio(tool_call),
             tool_call.as_secs_f64() / plain_bash.as_secs_f64()
+        );
+        println!(
+            "with installed dependencies ({files} files): plain `bash -c true` {deps_plain:.1?}, run_command `true` {deps_call:.1?}   {:.2}x of plain bash -c, same runs",
+            deps_call.as_secs_f64() / deps_plain.as_secs_f64()
         );
     });
 }

@@ -1,8 +1,11 @@
 //! The runner's post-command checks run however Keel itself ends while a command runs
 //! (red-team pass 6, R6-7's rest): SIGHUP (the terminal closed) and SIGTERM (`kill`) end every
 //! running command and run its check before Keel goes; SIGKILL leaves a journal entry in
-//! Keel's data directory that the next Keel process checks when it loads its configuration.
-//! Before, each of them left the planted `core.fsmonitor` for the user's next `git status`.
+//! Keel's data directory, which Keel's watchdog process checks the moment Keel is gone
+//! (red-team pass 7, R7-3's rest: the user's commit before the next start ran the plant), and
+//! failing that (the watchdog killed too) the next Keel process when it loads its
+//! configuration. Before, each of them left the planted `core.fsmonitor` for the user's next
+//! `git status`.
 //! "Keel" here is this test binary run again as a child ([`fake_keel`]), running one
 //! planting command through the one runner. As root and as uid 65534.
 
@@ -57,6 +60,30 @@ fn have_git() -> bool {
 /// Starts the fake Keel in `dir`, waits until its command planted the repository, sends
 /// `signal` and waits for the fake Keel to end.
 fn plant_and_kill(dir: &Path, signal: rustix::process::Signal) {
+    plant_and_kill_with(dir, signal, false);
+}
+
+/// The watchdog process of the Keel `pid` (its child running `--watch-pending`).
+fn watchdog_of(pid: u32) -> Option<rustix::process::Pid> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(pid) && String::from_utf8_lossy(&cmdline).contains("--watch-pending") {
+            return rustix::process::Pid::from_raw(child);
+        }
+    }
+    None
+}
+
+/// [`plant_and_kill`]; with `watchdog_too`, Keel's watchdog gets SIGKILL first.
+fn plant_and_kill_with(dir: &Path, signal: rustix::process::Signal, watchdog_too: bool) {
     std::fs::create_dir(dir.join("ws")).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "fake_keel", "--nocapture", "--test-threads=1"])
@@ -82,6 +109,11 @@ fn plant_and_kill(dir: &Path, signal: rustix::process::Signal) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    let watchdog = watchdog_of(child.id());
+    assert!(watchdog.is_some(), "Keel started no watchdog");
+    if watchdog_too && let Some(w) = watchdog {
+        rustix::process::kill_process(w, rustix::process::Signal::KILL).unwrap();
+    }
     rustix::process::kill_process(pid, signal).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {
@@ -136,6 +168,26 @@ fn on_sigkill(dir: &Path) {
         return;
     }
     plant_and_kill(dir, rustix::process::Signal::KILL);
+    // Keel's watchdog runs the check as soon as Keel is gone, before any next start.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dir.join("ws/vendor/lib/.git").exists() || journal_entries(dir) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the watchdog did not check the killed Keel's command (journal entries: {})",
+            journal_entries(dir)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(dir.join("ws/vendor/lib/.git-quarantined-by-keel").is_dir());
+    fsmonitor_never_runs(dir);
+    assert!(shell::pending::replay(&dir.join("data").join(shell::pending::DIR)).is_empty());
+}
+
+fn on_sigkill_of_keel_and_watchdog(dir: &Path) {
+    if !have_git() {
+        return;
+    }
+    plant_and_kill_with(dir, rustix::process::Signal::KILL, true);
     // Nothing of a Keel killed outright runs: the journal holds the check.
     assert!(dir.join("ws/vendor/lib/.git").exists());
     assert_eq!(
@@ -195,7 +247,12 @@ both!(
     |d: &Path| on_exit_signal(d, rustix::process::Signal::TERM)
 );
 both!(
-    after_sigkill_the_next_keel_runs_the_check,
-    after_sigkill_the_next_keel_runs_the_check_as_nobody,
+    after_sigkill_the_watchdog_runs_the_check,
+    after_sigkill_the_watchdog_runs_the_check_as_nobody,
     on_sigkill
+);
+both!(
+    after_sigkill_of_the_watchdog_too_the_next_keel_runs_the_check,
+    after_sigkill_of_the_watchdog_too_the_next_keel_runs_the_check_as_nobody,
+    on_sigkill_of_keel_and_watchdog
 );

@@ -364,6 +364,35 @@ fn probe_one(helper: &Path) -> Result<HelperSupport, String> {
     })
 }
 
+/// The argument (after [`HELPER_ARG`]) that makes the helper Keel's pending-checks watchdog
+/// ([`crate::shell::pending`]).
+pub(crate) const WATCH_ARG: &str = "--watch-pending";
+
+/// Starts Keel's pending-checks watchdog: `<helper> __keel-sandbox-exec --watch-pending
+/// <args…>` with `stdin` as its standard input (the read end of a pipe only Keel writes to),
+/// in a process group of its own, with an empty environment. Not waited for: it outlives Keel
+/// by design.
+pub(crate) fn spawn_watchdog(args: &[OsString], stdin: std::io::PipeReader) -> io::Result<()> {
+    let programs = helper_programs().map_err(io::Error::other)?;
+    let program = programs
+        .first()
+        .ok_or_else(|| io::Error::other("no sandbox helper"))?;
+    use std::os::unix::process::CommandExt;
+    // Keel's own helper binary, which runs no repository content: it waits for Keel to end
+    // and then runs Keel's own checks.
+    #[allow(clippy::disallowed_methods)]
+    let mut cmd = std::process::Command::new(program);
+    cmd.arg(HELPER_ARG)
+        .arg(WATCH_ARG)
+        .args(args)
+        .env_clear()
+        .current_dir("/")
+        .stdin(std::process::Stdio::from(stdin))
+        .stdout(std::process::Stdio::null())
+        .process_group(0);
+    cmd.spawn().map(drop)
+}
+
 /// The helper's `main`: call it first thing when `argv[1]` is [`HELPER_ARG`] (a dedicated
 /// helper binary may call it unconditionally). Returns the command's exit code (or ends the
 /// process by the command's signal).
@@ -387,6 +416,7 @@ pub fn helper_main() -> ExitCode {
             },
             None => fail(2, "usage: keel-sandbox-exec --probe DIR".into()),
         },
+        Some(WATCH_ARG) => crate::shell::pending::watchdog_main(&args[1..]),
         Some("--") if args.len() > 1 => {
             let Some(text) = std::env::var_os(POLICY_ENV) else {
                 return fail(

@@ -19,6 +19,13 @@
 //!   commands, so the model cannot forge or remove an entry — and removed once the check ran.
 //!   The next Keel process that loads its configuration ([`open`]) runs every entry whose
 //!   process is gone, and says what it moved.
+//! - **A watchdog** closes the window between a Keel killed outright and the next start
+//!   (red-team pass 7, R7-3's rest: the user's `git commit` in between ran the planted hook).
+//!   With the first journaled command Keel starts one small process of its own (the sandbox
+//!   helper in [`watchdog_main`]'s mode: no repository content runs), in its own session,
+//!   blocked on a pipe only Keel holds open. However Keel ends, the kernel closes the pipe; the
+//!   watchdog then runs that Keel's remaining entries at once — its commands died with it (a
+//!   parent-death signal) — and prints what it moved. A Keel that ended normally left none.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -63,7 +70,13 @@ pub(crate) struct Ticket(u64);
 pub(crate) fn register(watch: Watch) -> Ticket {
     on_exit_signals();
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let file = journal_dir().and_then(|dir| write_entry(&dir, id, &watch));
+    let file = journal_dir().and_then(|dir| {
+        let file = write_entry(&dir, id, &watch);
+        if file.is_some() {
+            ensure_watchdog(&dir);
+        }
+        file
+    });
     live().insert(
         id,
         Live {
@@ -206,8 +219,75 @@ fn journal_dir() -> Option<PathBuf> {
     JOURNAL.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// The write end of the watchdog's pipe, held open until this process ends (`None`: no
+/// watchdog could be started; the next start replays instead).
+static WATCHDOG: std::sync::OnceLock<Option<std::io::PipeWriter>> = std::sync::OnceLock::new();
+
+/// Starts the watchdog for this process's entries in `dir`, once.
+fn ensure_watchdog(dir: &Path) {
+    WATCHDOG.get_or_init(|| {
+        let pid = std::process::id();
+        let start = start_time(pid)?;
+        let (read, write) = std::io::pipe().ok()?;
+        let args = [
+            dir.as_os_str().to_os_string(),
+            pid.to_string().into(),
+            start.to_string().into(),
+        ];
+        crate::sandbox::spawn_watchdog(&args, read).ok()?;
+        Some(write)
+    });
+}
+
+/// The watchdog ([`crate::sandbox::helper_main`] with `--watch-pending DIR PID START`): leaves
+/// Keel's session (the terminal's Ctrl-C and hang-up are Keel's), waits until Keel's end
+/// closes its standard input, then runs Keel's entries left in `DIR` and prints their
+/// reports.
+pub fn watchdog_main(args: &[std::ffi::OsString]) -> std::process::ExitCode {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT};
+    let _ = rustix::process::setsid();
+    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGHUP, SIGINT, SIGQUIT] {
+        let _ = signal_hook::flag::register(sig, ignored.clone());
+    }
+    let (Some(dir), Some(pid), Some(start)) = (
+        args.first().map(PathBuf::from),
+        args.get(1)
+            .and_then(|a| a.to_str())
+            .and_then(|a| a.parse::<u32>().ok()),
+        args.get(2)
+            .and_then(|a| a.to_str())
+            .and_then(|a| a.parse::<u64>().ok()),
+    ) else {
+        eprintln!("keel: usage: --watch-pending DIR PID START (started by Keel)");
+        return std::process::ExitCode::from(2);
+    };
+    let mut buf = [0u8; 64];
+    let mut stdin = std::io::stdin().lock();
+    loop {
+        match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    // Keel's commands get SIGKILL when it dies: let the kernel finish them.
+    std::thread::sleep(Duration::from_millis(100));
+    for report in replay_owned(&dir, Some((pid, start))) {
+        eprintln!("{report}");
+    }
+    std::process::ExitCode::SUCCESS
+}
+
 /// Runs every entry in `dir` whose process is gone; their reports.
 pub fn replay(dir: &Path) -> Vec<String> {
+    replay_owned(dir, None)
+}
+
+/// [`replay`]; with `owner`, only that process's entries — known to be gone (its pipe
+/// closed), even while it is not yet reaped.
+fn replay_owned(dir: &Path, owner_only: Option<(u32, u64)>) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -217,8 +297,11 @@ pub fn replay(dir: &Path) -> Vec<String> {
         let Some((pid, start)) = owner(&name.to_string_lossy()) else {
             continue;
         };
-        if alive(pid, start) {
-            continue;
+        match owner_only {
+            Some(o) if o != (pid, start) => continue,
+            Some(_) => {}
+            None if alive(pid, start) => continue,
+            None => {}
         }
         let path = entry.path();
         let watch = read_entry(&path);
