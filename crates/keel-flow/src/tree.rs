@@ -226,7 +226,11 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
             None => {
                 let target = match ws.locate_entry_writable(path) {
                     Ok(t) => t,
-                    Err(e @ (PathError::Protected(_) | PathError::GitRuns { .. })) => {
+                    Err(
+                        e @ (PathError::Protected(_)
+                        | PathError::GitRuns { .. }
+                        | PathError::DependencyTree { .. }),
+                    ) => {
                         return Err(format!("refusing to delete `{path}`: {e}"));
                     }
                     // Through a link out or a file: nothing of ours to delete.

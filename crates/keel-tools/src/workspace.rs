@@ -41,6 +41,13 @@ pub enum PathError {
         key: String,
     },
     #[error(
+        "`{path}` is read-only to the agent: it lies in installed dependencies (`{tree}`), code \
+         the user's own tools (`npm test`, `python`, `pip`) run later without it showing in any \
+         diff. Change the project's own files; if a dependency must change, ask the user to \
+         install it"
+    )]
+    DependencyTree { path: String, tree: String },
+    #[error(
         "`{path}` cannot be used: {reason}; it is neither read nor changed for the agent (the \
          user's secret stores and Keel's own files are off limits even inside the workspace)"
     )]
@@ -264,6 +271,14 @@ impl Workspace {
             || self.inside_git_dir(found.rel())
         {
             return Err(PathError::Protected(rel.to_string()));
+        }
+        // Installed dependencies: read-only to commands nobody approved, and to the file
+        // tools (red-team pass 8, R8-9: `create_file .venv/lib/python3.11/site-packages/zz.pth`).
+        if let Some(tree) = crate::shell::dependency_tree_of(&self.root, found.rel()) {
+            return Err(PathError::DependencyTree {
+                path: rel.to_string(),
+                tree: tree.display().to_string(),
+            });
         }
         // What the repository's git config names as configuration or a program (pass 2, R14;
         // pass 4, R4-3: `core.hooksPath = .husky`).

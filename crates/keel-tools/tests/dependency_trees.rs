@@ -111,6 +111,67 @@ fn scenario(ws: &Path) {
     assert_eq!(read(ws, "web/node_modules/x/index.js"), "1\n");
 }
 
+/// Red-team pass 8, R8-9: the file tools wrote `.pth`, `sitecustomize.py` (and, by
+/// `apply_patch`, another `.pth`) into the ignored `.venv`, unasked; the user's next `python`
+/// ran them. They refuse every path in a dependency tree.
+fn file_tools_scenario(ws: &Path) {
+    use keel_tools::{ToolContext, ToolError, ToolRegistry, Workspace, builtin};
+    write(ws, ".venv/pyvenv.cfg", "home = /usr/bin\n");
+    write(ws, PIP, "# pip\n");
+    write(ws, CLI, "console.log('tests ok')\n");
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let site = ".venv/lib/python3.11/site-packages";
+    for (tool, args) in [
+        (
+            "create_file",
+            serde_json::json!({"path": format!("{site}/zz.pth"), "content": "import os\n"}),
+        ),
+        (
+            "create_file",
+            serde_json::json!({"path": format!("{site}/sitecustomize.py"), "content": "import os\n"}),
+        ),
+        (
+            "create_file",
+            serde_json::json!({"path": CLI, "content": "require('fs')\n", "overwrite": true}),
+        ),
+        (
+            "apply_patch",
+            serde_json::json!({"patch": format!("*** Begin Patch\n*** Add File: {site}/yy.pth\n+import os\n*** End Patch\n")}),
+        ),
+    ] {
+        let r = rt.block_on(tools.execute(tool, args.clone(), &ctx));
+        assert!(
+            matches!(&r, Err(ToolError::Model(m)) if m.contains("installed dependencies")),
+            "{tool} {args}: {r:?}"
+        );
+    }
+    for planted in ["zz.pth", "sitecustomize.py", "yy.pth"] {
+        assert!(!ws.join(site).join(planted).exists(), "{planted}");
+    }
+    assert_eq!(read(ws, CLI), "console.log('tests ok')\n");
+    // The project's own files are written as before.
+    let r = rt.block_on(tools.execute(
+        "create_file",
+        serde_json::json!({"path": "src/app.py", "content": "x = 1\n"}),
+        &ctx,
+    ));
+    assert!(r.is_ok(), "{r:?}");
+}
+
+#[test]
+fn the_file_tools_do_not_write_installed_dependencies() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    file_tools_scenario(&ws);
+}
+
 #[test]
 fn a_command_cannot_change_installed_dependencies() {
     let dir = tempfile::tempdir().unwrap();

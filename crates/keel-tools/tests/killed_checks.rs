@@ -256,3 +256,48 @@ both!(
     after_sigkill_of_the_watchdog_too_the_next_keel_runs_the_check_as_nobody,
     on_sigkill_of_keel_and_watchdog
 );
+
+/// Red-team pass 8, R8-15: a forged journal entry (written through a re-pointed data
+/// directory) named a file outside every workspace as a "link to put back" and another as a
+/// program path that appeared; the replay replaced the first by a link of the forger's choice.
+/// A replay acts only on what a note could have made: links on the way to a store, program
+/// paths the workspace's git configuration names.
+#[test]
+fn a_forged_journal_entry_moves_nothing() {
+    if std::env::var_os(FAKE_KEEL).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().canonicalize().unwrap().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("victim.txt"), "mine\n").unwrap();
+    std::fs::write(outside.join("victim2.txt"), "mine\n").unwrap();
+    let journal = dir.path().join("data").join(shell::pending::DIR);
+    std::fs::create_dir_all(&journal).unwrap();
+    let bytes = |p: &Path| serde_json::json!(p.as_os_str().as_encoded_bytes());
+    let entry = serde_json::json!({
+        "root": bytes(&outside),
+        "since_secs": 1,
+        "since_nanos": 0,
+        "sealed_top": null,
+        "confined": true,
+        "programs": [[bytes(Path::new("victim2.txt")), "core.hookspath", false, false]],
+        "links": [[bytes(&outside), bytes(&outside.join("victim.txt")), bytes(Path::new("/tmp/EVIL-TARGET"))]],
+    });
+    std::fs::write(journal.join("999999-1-1.json"), entry.to_string()).unwrap();
+    let _ = shell::pending::replay(&journal);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(
+        !std::fs::symlink_metadata(outside.join("victim.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim2.txt")).unwrap(),
+        "mine\n"
+    );
+}

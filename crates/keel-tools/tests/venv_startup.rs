@@ -223,3 +223,19 @@ fn bytecode_scenario(ws: &Path) {
 nobody::user_and_nobody!(bytecode_scenario: bytecode_a_command_writes_is_removed, bytecode_a_command_writes_is_removed_as_nobody);
 
 nobody::user_and_nobody!(scenario: a_command_cannot_leave_code_a_virtualenv_runs_at_start, a_command_cannot_leave_code_a_virtualenv_runs_at_start_as_nobody);
+
+/// Red-team pass 8, R8-10: padding `lib/` with directories (only 16 were looked at) hid a
+/// `.pth` planted in `lib/python3.11/site-packages`. An environment larger than the check's
+/// bounds is made inert instead: its `pyvenv.cfg` is moved aside.
+fn padded_scenario(ws: &Path) {
+    let report = run(
+        ws,
+        "mkdir -p env3/bin env3/lib/python3.11/site-packages && echo 'home = /usr/bin' > env3/pyvenv.cfg && for i in $(seq 1 40); do mkdir -p env3/lib/python0-$i; done && echo 'import os' > env3/lib/python3.11/site-packages/zz.pth",
+        false,
+    )
+    .expect("nothing was reported");
+    assert!(!ws.join("env3/pyvenv.cfg").exists(), "{report}");
+    assert!(report.contains("env3/pyvenv.cfg"), "{report}");
+}
+
+nobody::user_and_nobody!(padded_scenario: a_padded_environment_is_made_inert, a_padded_environment_is_made_inert_as_nobody);

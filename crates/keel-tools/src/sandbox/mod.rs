@@ -57,7 +57,7 @@ mod limits;
 mod mounts;
 mod privileges;
 mod roots;
-pub(crate) use roots::links_on_the_way;
+pub(crate) use roots::{links_on_the_way, resolution_of};
 mod rules;
 mod seccomp;
 mod spawn;

@@ -153,6 +153,33 @@ fn discover(workspace: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The dependency tree `rel` (workspace-relative) lies in, if any (workspace-relative): a
+/// `node_modules` on the way, a directory on the way holding `pyvenv.cfg`, or one of
+/// [`TOP_TREES`] at the top. For the file tools, which refuse to write there.
+pub(crate) fn tree_of(workspace: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut at = PathBuf::new();
+    for (i, c) in rel.components().enumerate() {
+        let std::path::Component::Normal(name) = c else {
+            return None;
+        };
+        at.push(name);
+        if (i == 0 && TOP_TREES.iter().any(|t| name == *t)) || name == "node_modules" {
+            return Some(at);
+        }
+        // Only directories on the way (not the file itself) can be an environment.
+        if at.as_path() != rel
+            && workspace
+                .join(&at)
+                .join("pyvenv.cfg")
+                .symlink_metadata()
+                .is_ok()
+        {
+            return Some(at);
+        }
+    }
+    None
+}
+
 /// The note for a command that failed writing into a read-only tree, for the user and the
 /// model.
 pub(crate) fn note(workspace: &Path, trees: &[PathBuf], output: &str) -> Option<String> {
@@ -207,6 +234,16 @@ mod tests {
         .map(|p| ws.join(p))
         .collect();
         assert_eq!(got, want);
+        assert_eq!(
+            tree_of(ws, Path::new("env1/lib/python3.11/site-packages/zz.pth")),
+            Some(PathBuf::from("env1"))
+        );
+        assert_eq!(
+            tree_of(ws, Path::new("packages/p/node_modules/x/index.js")),
+            Some(PathBuf::from("packages/p/node_modules"))
+        );
+        assert_eq!(tree_of(ws, Path::new("src/app.py")), None);
+        assert_eq!(tree_of(ws, Path::new("env1")), None);
         // Remembered: a tree found later at the top joins without another walk.
         std::fs::create_dir_all(ws.join(".tox/py311")).unwrap_or_else(|e| panic!("{e}"));
         assert!(read_only_trees(ws).contains(&ws.join(".tox")));

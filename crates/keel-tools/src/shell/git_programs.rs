@@ -67,12 +67,21 @@ impl Before {
             .collect()
     }
 
-    /// [`Self::entries`] read back.
-    pub(crate) fn from_entries(entries: Vec<(Vec<u8>, String, bool, bool)>) -> Self {
+    /// [`Self::entries`] read back, for `workspace`: only paths its git configuration names
+    /// now (red-team pass 8, R8-15: a forged entry could have named any file to rename aside).
+    pub(crate) fn from_entries(
+        entries: Vec<(Vec<u8>, String, bool, bool)>,
+        workspace: &Path,
+    ) -> Self {
+        let listed: Vec<PathBuf> = crate::sandbox::git_config_paths(workspace)
+            .into_iter()
+            .map(|p| p.path)
+            .collect();
         Self {
             paths: entries
                 .into_iter()
                 .map(|(p, k, t, e)| (super::pending::bytes_path(&p), k, t, e))
+                .filter(|(p, ..)| listed.contains(p))
                 .collect(),
         }
     }

@@ -45,6 +45,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use dependency_trees::tree_of as dependency_tree_of;
 pub use lint::{AutoLint, LintSettings};
 pub use run_command::{RunCommand, RunCommandArgs};
 pub use run_tests::{RunTests, RunTestsArgs};

@@ -553,14 +553,15 @@ impl Watch {
 
     /// The check a journal entry describes.
     pub(crate) fn from_entry(e: super::pending::Entry) -> Self {
+        let root = super::pending::bytes_path(&e.root);
         Self {
-            root: super::pending::bytes_path(&e.root),
+            root: root.clone(),
             since: SystemTime::UNIX_EPOCH + Duration::new(e.since_secs, e.since_nanos),
             sealed_top: e.sealed_top,
-            programs: super::git_programs::Before::from_entries(e.programs),
+            programs: super::git_programs::Before::from_entries(e.programs, &root),
             confined: e.confined,
             approved: e.approved,
-            links: super::store_links::StoreLinks::from_entries(e.links),
+            links: super::store_links::StoreLinks::from_entries(e.links, &root),
             trees: e
                 .trees
                 .iter()

@@ -17,7 +17,7 @@
 //! runner notes the links on the way to every such program path too
 //! ([`super::git_programs::Before::absolute`]) and puts a re-pointed one back.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One link noted before a command: where it is, the tree it lies in, where it pointed.
 #[derive(Debug, Clone)]
@@ -93,9 +93,36 @@ impl StoreLinks {
             .collect()
     }
 
-    /// The links a journal entry kept.
-    pub(crate) fn from_entries(entries: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> Self {
+    /// The links a journal entry of a command in `workspace` kept — only those a note could
+    /// have made (red-team pass 8, R8-15: a forged entry named a file outside every
+    /// workspace, and the replay replaced it by a link of the forger's choosing): strictly
+    /// inside the entry's tree, which lies inside the workspace or holds it, and on the way
+    /// to one of Keel's stores, the default secret stores or a program path the workspace's
+    /// git configuration names (a link there now, a directory the resolution walks, or the
+    /// store's own path).
+    pub(crate) fn from_entries(
+        entries: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+        workspace: &Path,
+    ) -> Self {
         use super::pending::bytes_path;
+        let env = &keel_fs::stores::process_env;
+        let mut stores: Vec<PathBuf> = keel_fs::stores::always(env)
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        stores.extend(crate::sandbox::secret_stores());
+        stores.extend(
+            crate::sandbox::git_config_paths(workspace)
+                .into_iter()
+                .map(|p| workspace.join(p.path)),
+        );
+        let mut on_the_way: Vec<PathBuf> = Vec::new();
+        for store in stores.iter().filter(|s| s.is_absolute()) {
+            let (links, dirs) = crate::sandbox::resolution_of(store);
+            on_the_way.extend(links.into_iter().map(|(l, _)| l));
+            on_the_way.extend(dirs);
+            on_the_way.extend(store.ancestors().map(Path::to_path_buf));
+        }
         Self(
             entries
                 .into_iter()
@@ -103,6 +130,13 @@ impl StoreLinks {
                     root: bytes_path(&root),
                     link: bytes_path(&link),
                     target: bytes_path(&target),
+                })
+                .filter(|n| {
+                    n.root.is_absolute()
+                        && (n.root.starts_with(workspace) || workspace.starts_with(&n.root))
+                        && n.link.starts_with(&n.root)
+                        && n.link != n.root
+                        && on_the_way.contains(&n.link)
                 })
                 .collect(),
         )

@@ -41,6 +41,9 @@ const MAX_PTH: u64 = 64 * 1024;
 pub(crate) struct Seen {
     pub(crate) venvs: Vec<PathBuf>,
     bytecode: Vec<PathBuf>,
+    /// More bytecode files than are kept were met (red-team pass 8, R8-10: 350,000 padding
+    /// files hid a planted one): said in the report, never silent.
+    bytecode_truncated: bool,
 }
 
 impl Seen {
@@ -50,9 +53,12 @@ impl Seen {
         let b = name.as_encoded_bytes();
         if (b.ends_with(b".pyc") || b.ends_with(b".pyo"))
             && entry.file_type().is_ok_and(|t| t.is_file())
-            && self.bytecode.len() < MAX_ENTRIES * 5
         {
-            self.bytecode.push(entry.path());
+            if self.bytecode.len() < MAX_ENTRIES * 5 {
+                self.bytecode.push(entry.path());
+            } else {
+                self.bytecode_truncated = true;
+            }
         }
     }
 }
@@ -142,14 +148,19 @@ fn changed_below(path: &Path, since: SystemTime) -> bool {
     false
 }
 
-/// `lib*/python*/` of the environment at `venv`, and their `site-packages`.
-fn site_dirs(venv: &Path) -> Vec<PathBuf> {
+/// `lib*/python*/` of the environment at `venv`, and their `site-packages`; `*truncated` set
+/// when there were more than [`MAX_SITE_DIRS`] to look at.
+fn site_dirs(venv: &Path, truncated: &mut bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for lib in ["lib", "lib64", "Lib"] {
         let Ok(entries) = std::fs::read_dir(venv.join(lib)) else {
             continue;
         };
-        for e in entries.flatten().take(MAX_SITE_DIRS) {
+        let entries: Vec<_> = entries.flatten().collect();
+        if entries.len() > MAX_SITE_DIRS {
+            *truncated = true;
+        }
+        for e in entries.into_iter().take(MAX_SITE_DIRS) {
             let name = e.file_name();
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             if is_dir && name.to_string_lossy().starts_with("python") {
@@ -200,14 +211,19 @@ fn read_small(path: &Path) -> String {
 }
 
 /// The startup files of the environment at `venv` (see the module's doc). Bytecode written
-/// since `since` is removed apart ([`remove_new_bytecode`]).
-fn startup_files(venv: &Path, since: SystemTime) -> Vec<PathBuf> {
+/// since `since` is removed apart ([`remove_new_bytecode`]). `*truncated` is set when the
+/// environment held more than the bounds let this look at.
+fn startup_files(venv: &Path, since: SystemTime, truncated: &mut bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for site in site_dirs(venv) {
+    for site in site_dirs(venv, truncated) {
         let Ok(entries) = std::fs::read_dir(&site) else {
             continue;
         };
-        let entries: Vec<_> = entries.flatten().take(MAX_ENTRIES).collect();
+        let mut entries: Vec<_> = entries.flatten().take(MAX_ENTRIES + 1).collect();
+        if entries.len() > MAX_ENTRIES {
+            *truncated = true;
+            entries.truncate(MAX_ENTRIES);
+        }
         let mut modules: Vec<String> = vec!["sitecustomize".into(), "usercustomize".into()];
         for e in &entries {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -269,8 +285,42 @@ pub(crate) fn check(
             moved_to: String::new(),
         })
         .collect();
+    if seen.bytecode_truncated {
+        out.push(Moved {
+            path: format!(
+                "(more than {} bytecode files: not all were checked; delete the `*.pyc` files this session wrote before running Python here)",
+                MAX_ENTRIES * 5
+            ),
+            moved_to: "(NOT checked)".to_string(),
+        });
+    }
     for venv in &seen.venvs {
-        for file in startup_files(venv, since) {
+        let mut truncated = false;
+        let files = startup_files(venv, since, &mut truncated);
+        if truncated {
+            // Bounds must not hide a plant (red-team pass 8, R8-10: 300 padding directories
+            // in `lib/`, or 60,000 files in `site-packages`, hid a `.pth`): an environment
+            // too large to look through whole is made inert — without its `pyvenv.cfg` its
+            // `python` no longer reads its `site-packages`.
+            let cfg = venv.join("pyvenv.cfg");
+            if let Ok(rel) = cfg.strip_prefix(workspace) {
+                let moved_to = super::git_programs::quarantine(workspace, rel).map_or_else(
+                    || "(COULD NOT be moved: remove the environment)".to_string(),
+                    |to| {
+                        format!(
+                            "{} (the environment holds more than Keel looks through; recreate it)",
+                            to.display()
+                        )
+                    },
+                );
+                out.push(Moved {
+                    path: rel.display().to_string(),
+                    moved_to,
+                });
+            }
+            continue;
+        }
+        for file in files {
             if !changed_below(&file, since) {
                 continue;
             }
@@ -299,6 +349,13 @@ pub fn report(moved: &[Moved]) -> Option<String> {
         "keel: the command created or changed files that Python runs without reading them in the diff (a virtual environment's `.pth` files, `sitecustomize`, what they import, its `bin/` programs; bytecode); nobody approved that command, so Keel moved them out of Python's way:",
     );
     for m in moved {
+        if m.path.starts_with('(') {
+            text.push_str(&format!(
+                "\n- {}",
+                m.path.trim_matches(|c| c == '(' || c == ')')
+            ));
+            continue;
+        }
         if m.moved_to.is_empty() {
             text.push_str(&format!(
                 "\n- `{}` removed (Python bytecode, which Python may run instead of its source without reading the source; it compiles the source again)",
