@@ -14,8 +14,9 @@ Interleaved runs, medians:
 Each figure is given as median and p90; the per-call one also as the median and p90 of the
 runs' own (long - short) / (N-1), so one slow run shows.
 
-Usage: side_by_side.py BASELINE_KEEL CANDIDATE_KEEL [RUNS] [TURNS]
-Run it under /work/wt/quiet.sh on a shared machine; build both binaries first (release).
+Usage: side_by_side.py BASELINE_KEEL CANDIDATE_KEEL [MORE_KEEL...] [RUNS] [TURNS]
+(every argument that is a number is RUNS, then TURNS; the others are binaries, all interleaved).
+Run it under /work/wt/quiet.sh on a shared machine; build the binaries first (release).
 """
 import os, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -79,17 +80,20 @@ def p90(v):
 
 
 def main():
-    base, cand = sys.argv[1], sys.argv[2]
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 15
-    turns = int(sys.argv[4]) if len(sys.argv) > 4 else 60
+    bins = [a for a in sys.argv[1:] if not a.isdigit()]
+    nums = [int(a) for a in sys.argv[1:] if a.isdigit()]
+    assert len(bins) >= 2, __doc__
+    base = bins[0]
+    runs = nums[0] if len(nums) > 0 else 15
+    turns = nums[1] if len(nums) > 1 else 60
     tmp = tempfile.mkdtemp(prefix="keel-sbs-")
     short, long_ = os.path.join(tmp, "short.yaml"), os.path.join(tmp, "long.yaml")
     open(short, "w").write(script(1))
     open(long_, "w").write(script(turns))
-    res = {b: {"fr": [], "short": [], "long": [], "version": []} for b in (base, cand)}
+    res = {b: {"fr": [], "short": [], "long": [], "version": []} for b in bins}
     n = 0
     for _ in range(runs):
-        for b in (base, cand):
+        for b in bins:
             n += 1
             res[b]["version"].append(version(b))
             res[b]["fr"].append(first_request(b, tmp, n))
@@ -97,11 +101,18 @@ def main():
             res[b]["long"].append(session(b, tmp, -n, long_))
     shutil.rmtree(tmp, ignore_errors=True)
     print("side by side, median of %d interleaved runs each (%d-turn session for the per-call figure)" % (runs, turns))
-    for label, b in (("baseline ", base), ("candidate", cand)):
+    labels = ["baseline "] + ["candidate" if len(bins) == 2 else "cand. %d   " % i for i in range(1, len(bins))]
+    for label, b in zip(labels, bins):
         r = res[b]
         fr = statistics.median(r["fr"]) * 1000
         per = (statistics.median(r["long"]) - statistics.median(r["short"])) / (turns - 1) * 1000
-        print("  %s  launch -> first request %7.2f ms   harness per model call %6.3f ms   (%s)" % (label, fr, per, b))
+        ratio = ""
+        if b != base:
+            rb = res[base]
+            ratio = "   ratio to baseline: first request %.2f, per call %.2f" % (
+                fr / (statistics.median(rb["fr"]) * 1000),
+                per / ((statistics.median(rb["long"]) - statistics.median(rb["short"])) / (turns - 1) * 1000))
+        print("  %s  launch -> first request %7.2f ms   harness per model call %6.3f ms   (%s)%s" % (label, fr, per, b, ratio))
         pairs = [(lg - sh) / (turns - 1) * 1000 for lg, sh in zip(r["long"], r["short"])]
         print("             first request p50/p90 %.2f / %.2f ms   per call (per run) p50/p90 %.3f / %.3f ms"
               "   --version p50/p90 %.2f / %.2f ms" % (

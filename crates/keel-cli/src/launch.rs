@@ -73,6 +73,10 @@ pub struct Launch {
     pub config: Config,
     pub store: Arc<SqliteStore>,
     pub builder: SessionBuilder,
+    /// The workspace (as first named) opened and shared while the configuration was read
+    /// ([`setup::load_config_shared`]): keep it alive to reuse that handle and its fence for
+    /// the session ([`share_workspace`]); dropping it ends the sharing.
+    pub shared: Option<keel_fs::beneath::Shared>,
 }
 
 impl Launch {
@@ -88,7 +92,7 @@ impl Launch {
         resume: Resume,
     ) -> anyhow::Result<Self> {
         let mut workspace = workspace;
-        let mut config = setup::load_config(&workspace, flags.layer())?;
+        let (mut config, shared) = setup::load_config_shared(&workspace, flags.layer())?;
         let mut store = setup::open_store(&config)?;
         let resumed = match resume {
             Resume::New => None,
@@ -122,6 +126,7 @@ impl Launch {
             config,
             store,
             builder,
+            shared,
         })
     }
 }
@@ -129,7 +134,8 @@ impl Launch {
 /// Shares one handle of `workspace` while the guard lives (`DirHandle::share`): every later
 /// open of it in this process — configuration, instructions, tools, index — reuses that handle
 /// and its protected-store fence instead of fencing again. `None` when it cannot be opened
-/// (each open then fails or succeeds on its own, as without sharing).
+/// (each open then fails or succeeds on its own, as without sharing). While [`Launch`]'s own
+/// guard lives, this is that handle, its fence holding the session's store registered since.
 pub fn share_workspace(workspace: &std::path::Path) -> Option<keel_fs::beneath::Shared> {
     keel_fs::beneath::DirHandle::open(workspace)
         .ok()

@@ -45,6 +45,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         config,
         store,
         builder,
+        shared: _config_read,
         ..
     } = Launch::open(
         here,
@@ -52,10 +53,12 @@ pub fn execute(args: RunArgs) -> anyhow::Result<u8> {
         launch::overrides(&args.llm, args.mode, args.max_iterations),
         Resume::from_flags(args.resume.as_deref(), args.cont),
     )?;
-    // One workspace handle for the whole run: the attached files, the configuration's
+    // One workspace handle for the whole run: the configuration, the attached files, the
     // instructions, the tools, the index and the rules hook all open the workspace, and each
-    // open would list and look at every protected store again (issue 33). Shared after the
-    // session's store is registered as Keel's own (`Launch::open`), so its fence holds it.
+    // open would list and look at every protected store again (issue 33). The handle the
+    // configuration was read through (`Launch::open`), its fence now also holding the
+    // session's store, registered as Keel's own since; opened afresh when a resumed session
+    // runs elsewhere.
     let _shared = launch::share_workspace(&workspace);
     let resumed = resumed.map(|r| r.id);
     let (task, attached) = input::attach_mentioned_files(&task, &workspace)?;

@@ -70,6 +70,31 @@ fn home_notice(workspace: &Path) -> Option<String> {
 
 /// Loads the layered configuration for `workspace` with `overrides` from flags on top.
 pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config> {
+    check_earlier_commands();
+    read_config(workspace, overrides)
+}
+
+/// [`load_config`] with the workspace opened once and shared (`DirHandle::share`) between
+/// the check of earlier commands and the configuration's read: the configuration, and every
+/// later open of the workspace while the guard lives, use that handle and its
+/// protected-store fence (issue 33: the stores are looked at once per `keel run`, not once
+/// for the configuration and again for the session). The guard is `None` when the workspace
+/// cannot be opened.
+pub fn load_config_shared(
+    workspace: &Path,
+    overrides: Layer,
+) -> anyhow::Result<(Config, Option<keel_fs::beneath::Shared>)> {
+    check_earlier_commands();
+    // After the check: a store link an earlier command re-pointed is put back first, so the
+    // fence is built from where the stores really are.
+    let shared = keel_fs::beneath::DirHandle::open(workspace)
+        .ok()
+        .map(|h| h.share());
+    Ok((read_config(workspace, overrides)?, shared))
+}
+
+/// What earlier sessions left to check, before anything is read from a workspace.
+fn check_earlier_commands() {
     // Directories earlier sessions' commands could write are never trusted for the programs
     // Keel starts unconfined; this session's are added (red-team pass 4, R4-5).
     if let Some(data) = keel_config::user_data_dir(&env_var) {
@@ -79,6 +104,9 @@ pub fn load_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config>
             tell!("{report}");
         }
     }
+}
+
+fn read_config(workspace: &Path, overrides: Layer) -> anyhow::Result<Config> {
     let user = keel_config::user_config_path(&env_var);
     let config = Config::load(user.as_deref(), workspace, std::env::vars(), overrides)
         .map_err(|e| usage(e.to_string()))?;

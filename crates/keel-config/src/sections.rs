@@ -358,13 +358,16 @@ pub struct ShellConfig {
 
 impl Default for ShellConfig {
     fn default() -> Self {
-        let tools = keel_tools::shell::ShellSettings::default();
+        // The tools' defaults, without building `ShellSettings::default()`: that expands
+        // the default hidden stores (the homes canonicalised), which this section keeps as
+        // its own `hide` list (issue 33: ~25 `readlink`s before the first request).
+        use keel_tools::shell as tools;
         Self {
             enabled: true,
-            deny: tools.deny,
+            deny: tools::DEFAULT_DENY.iter().map(|s| s.to_string()).collect(),
             allow: Vec::new(),
-            timeout_secs: tools.default_timeout.as_secs(),
-            max_timeout_secs: tools.max_timeout.as_secs(),
+            timeout_secs: tools::DEFAULT_TIMEOUT.as_secs(),
+            max_timeout_secs: tools::MAX_TIMEOUT.as_secs(),
             sandbox: true,
             network: false,
             writable: keel_tools::shell::DEFAULT_WRITABLE
@@ -377,7 +380,7 @@ impl Default for ShellConfig {
                 .collect(),
             env_keep: Vec::new(),
             test_command: None,
-            test_timeout_secs: tools.test_timeout.as_secs(),
+            test_timeout_secs: tools::TEST_TIMEOUT.as_secs(),
             max_processes: keel_tools::sandbox::DEFAULT_MAX_PROCESSES,
             max_memory_mb: None,
             lint: LintConfig::default(),
@@ -440,11 +443,7 @@ impl ShellConfig {
             network: self.network,
             protected: Vec::new(),
             writable,
-            hide: self
-                .hide
-                .iter()
-                .flat_map(|p| keel_tools::sandbox::expand_hidden(p))
-                .collect(),
+            hide: keel_tools::sandbox::expand_hidden_all(&self.hide),
             env_keep: self.env_keep.clone(),
             test_command: self.test_command.clone().filter(|c| !c.trim().is_empty()),
             test_timeout: Duration::from_secs(self.test_timeout_secs),

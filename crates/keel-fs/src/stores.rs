@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+mod absent;
 mod hardlinks;
 mod links;
 pub use hardlinks::MAX_SEARCH as MAX_LINK_SEARCH;
@@ -227,27 +228,58 @@ static KEEL_PATHS: RwLock<Vec<PathBuf>> = RwLock::new(Vec::new());
 /// checkout directory — to the protected stores of this process. Relative paths are made
 /// absolute against the current directory.
 pub fn register_keel_path(path: &Path) {
-    add(&KEEL_PATHS, path);
+    register_keel_paths(&[path]);
 }
 
-fn add(list: &RwLock<Vec<PathBuf>>, path: &Path) {
-    let mut path = if path.is_absolute() {
+/// [`register_keel_path`] of several paths (a database and its `-wal`, `-shm`, `-journal`):
+/// a directory they share is canonicalised once.
+pub fn register_keel_paths<P: AsRef<Path>>(paths: &[P]) {
+    let mut parents: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+    for path in paths {
+        if let Some(path) = canonical_name(path.as_ref(), &mut parents) {
+            add(&KEEL_PATHS, path);
+        }
+    }
+}
+
+/// `path` named canonically (the form a workspace root has), through its parent when the
+/// path itself does not exist yet; relative paths are made absolute against the current
+/// directory. `parents`: the parents canonicalised so far.
+fn canonical_name(path: &Path, parents: &mut Vec<(PathBuf, Option<PathBuf>)>) -> Option<PathBuf> {
+    let path = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        match std::env::current_dir() {
-            Ok(cwd) => cwd.join(path),
-            Err(_) => return,
+        std::env::current_dir().ok()?.join(path)
+    };
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Some(path.canonicalize().unwrap_or(path));
+    };
+    let known = parents
+        .iter()
+        .find(|(p, _)| p == parent)
+        .map(|(_, c)| c.clone());
+    let canonical_parent = match known {
+        Some(c) => c,
+        None => {
+            let c = parent.canonicalize().ok();
+            parents.push((parent.to_path_buf(), c.clone()));
+            c
         }
     };
-    // Named canonically (the form a workspace root has), through its parent when the path
-    // itself does not exist yet.
-    if let Ok(c) = path.canonicalize() {
-        path = c;
-    } else if let (Some(parent), Some(name)) = (path.parent(), path.file_name())
-        && let Ok(c) = parent.canonicalize()
-    {
-        path = c.join(name);
-    }
+    let Some(canonical_parent) = canonical_parent else {
+        // A parent that cannot be resolved: neither can the path (kept as given).
+        return Some(path.canonicalize().unwrap_or(path));
+    };
+    // What `canonicalize` of the whole path gives: the parent's canonical form and the name,
+    // unless the name is a link (then where it leads, when it leads anywhere).
+    let at = canonical_parent.join(name);
+    Some(match at.symlink_metadata() {
+        Ok(m) if m.file_type().is_symlink() => at.canonicalize().unwrap_or(at),
+        _ => at,
+    })
+}
+
+fn add(list: &RwLock<Vec<PathBuf>>, path: PathBuf) {
     if let Ok(mut l) = list.write()
         && !l.contains(&path)
     {
@@ -259,6 +291,45 @@ fn add(list: &RwLock<Vec<PathBuf>>, path: &Path) {
 /// Paths registered so far ([`register_keel_path`]): part of [`fingerprint`].
 static REGISTERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// How many paths were registered so far ([`register_keel_path`]; they are only ever added).
+pub fn registered_count() -> usize {
+    KEEL_PATHS.read().map(|l| l.len()).unwrap_or(usize::MAX)
+}
+
+/// The paths registered after the first `from` ([`registered_count`]), as Keel's stores, and
+/// the count they bring it to.
+pub fn registered_since(from: usize) -> (Vec<Store>, usize) {
+    match KEEL_PATHS.read() {
+        Ok(l) => (
+            l.iter()
+                .skip(from)
+                .map(|path| Store {
+                    path: path.clone(),
+                    kind: StoreKind::Keel,
+                })
+                .collect(),
+            l.len(),
+        ),
+        Err(_) => (Vec::new(), usize::MAX),
+    }
+}
+
+/// [`fingerprint`] without the registered paths: the environment variables the store list is
+/// built from. While it is unchanged, the list differs from an earlier one only by the paths
+/// registered since ([`registered_since`]).
+pub fn environment_fingerprint() -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let vars = ENV_READ
+        .iter()
+        .copied()
+        .chain(RELOCATED.iter().map(|(v, _)| *v));
+    for var in vars {
+        std::env::var_os(var).hash(&mut h);
+    }
+    h.finish()
+}
+
 /// What [`protected`] (with this process's environment) is built from, as one number: the
 /// registered paths' count and the environment variables it reads. Equal fingerprints give
 /// the same list, so a fence built from it still holds (a shared workspace handle,
@@ -269,13 +340,7 @@ pub fn fingerprint() -> u64 {
     REGISTERED
         .load(std::sync::atomic::Ordering::SeqCst)
         .hash(&mut h);
-    let vars = ENV_READ
-        .iter()
-        .copied()
-        .chain(RELOCATED.iter().map(|(v, _)| *v));
-    for var in vars {
-        std::env::var_os(var).hash(&mut h);
-    }
+    environment_fingerprint().hash(&mut h);
     h.finish()
 }
 
@@ -359,6 +424,20 @@ fn lookup_passwd_home() -> Option<PathBuf> {
 /// name nothing.
 pub fn expand(entry: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     expand_in(entry, &Bases::new(homes(env), env))
+}
+
+/// [`expand`] of every entry of a list, in order, with the homes and XDG directories looked
+/// up once for the whole list (each lookup canonicalises the homes: ~80 entries of
+/// `shell.hide` expanded one by one were ~400 `readlink`s before the first request, issue 33).
+pub fn expand_all<S: AsRef<str>>(
+    entries: &[S],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<PathBuf> {
+    let bases = Bases::new(homes(env), env);
+    entries
+        .iter()
+        .flat_map(|e| expand_in(e.as_ref(), &bases))
+        .collect()
 }
 
 /// Where `~/…` entries expand: the homes, and the XDG directories that move some of them
@@ -445,7 +524,11 @@ pub fn relocated(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
 /// user configuration directory (`$XDG_CONFIG_HOME/keel`, `~/.config/keel`), plus the paths
 /// registered with [`register_keel_path`]. Absolute paths only.
 pub fn keel_paths(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let homes = homes(env);
+    keel_paths_in(env, &homes(env))
+}
+
+/// [`keel_paths`] with the homes already looked up.
+fn keel_paths_in(env: &dyn Fn(&str) -> Option<String>, homes: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     out.extend(
         absolute_var(env, "KEEL_HOME")
@@ -454,7 +537,7 @@ pub fn keel_paths(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     );
     out.extend(absolute_var(env, "XDG_DATA_HOME").map(|x| x.join("keel")));
     out.extend(absolute_var(env, "XDG_CONFIG_HOME").map(|x| x.join("keel")));
-    for h in &homes {
+    for h in homes {
         out.push(h.join(".local/share/keel"));
         out.push(h.join(".config/keel"));
     }
@@ -472,11 +555,12 @@ pub fn keel_paths(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
 /// and configuration directories and `~/.ssh` (what `ssh-keygen` would create); the file
 /// tools refuse all stores by name whether they exist or not.
 pub fn dirs_worth_creating(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = homes(env).iter().map(|h| h.join(".ssh")).collect();
+    let homes = homes(env);
+    let mut out: Vec<PathBuf> = homes.iter().map(|h| h.join(".ssh")).collect();
     out.extend(absolute_var(env, "KEEL_HOME"));
     out.extend(absolute_var(env, "XDG_DATA_HOME").map(|x| x.join("keel")));
     out.extend(absolute_var(env, "XDG_CONFIG_HOME").map(|x| x.join("keel")));
-    for h in homes(env) {
+    for h in homes {
         out.push(h.join(".local/share/keel"));
         out.push(h.join(".config/keel"));
     }
@@ -496,7 +580,7 @@ pub fn protected(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
             kind: StoreKind::Secret,
         })
         .collect();
-    out.extend(always(env));
+    out.extend(always_in(env, &bases.homes));
     out
 }
 
@@ -504,6 +588,11 @@ pub fn protected(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
 /// stores environment variables move ([`relocated`]). The sandbox hides these and the
 /// request's own `shell.hide` list (by default [`secret_stores`]).
 pub fn always(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
+    always_in(env, &homes(env))
+}
+
+/// [`always`] with the homes already looked up.
+fn always_in(env: &dyn Fn(&str) -> Option<String>, homes: &[PathBuf]) -> Vec<Store> {
     let mut out: Vec<Store> = relocated(env)
         .into_iter()
         .map(|path| Store {
@@ -511,7 +600,7 @@ pub fn always(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
             kind: StoreKind::Secret,
         })
         .collect();
-    out.extend(keel_paths(env).into_iter().map(|path| Store {
+    out.extend(keel_paths_in(env, homes).into_iter().map(|path| Store {
         path,
         kind: StoreKind::Keel,
     }));
@@ -525,8 +614,12 @@ pub fn always(env: &dyn Fn(&str) -> Option<String>) -> Vec<Store> {
 /// Cheap when none does: only candidates are resolved (homes and `$KEEL_HOME` reached through
 /// a symlink are listed by both names already).
 pub fn beneath(root: &Path) -> Vec<(PathBuf, Store)> {
+    beneath_among(root, protected(&process_env))
+}
+
+/// [`beneath`] among the stores `all` only.
+pub fn beneath_among(root: &Path, all: Vec<Store>) -> Vec<(PathBuf, Store)> {
     let mut out = Vec::new();
-    let all = protected(&process_env);
     for t in link_targets(&all).targets {
         if let Ok(rel) = t.target.strip_prefix(root)
             && !rel.as_os_str().is_empty()

@@ -45,13 +45,30 @@ fn opens_reuse_the_shared_handle_only_while_its_fence_still_holds() {
     let other = open(tmp.path());
     assert_ne!(other.fd().as_raw_fd(), first.fd().as_raw_fd());
 
-    // A path of Keel's own registered after the share: the next open fences it.
+    // A path of Keel's own registered after the share (a session database named by the
+    // configuration read through the shared handle): the next open is the shared handle with
+    // that path added to its fence.
     register_keel_path(&root.join("netrc"));
     let later = open(&root);
-    assert_ne!(later.fd().as_raw_fd(), first.fd().as_raw_fd());
+    assert_eq!(later.fd().as_raw_fd(), first.fd().as_raw_fd());
     assert!(refused(&later, "netrc"));
     assert!(refused(&later, "ssh/id_ed25519"));
+    assert!(later.resolve(Path::new("README.md")).is_ok());
+    // By identity too: a hard link to it elsewhere in the workspace is refused.
+    std::fs::hard_link(root.join("netrc"), root.join("copy")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(refused(&open(&root), "copy"));
+    std::fs::remove_file(root.join("copy")).unwrap_or_else(|e| panic!("{e}"));
     drop(guard);
+
+    // A handle opened before a registration and shared after it: the path is added too.
+    let early = open(&root);
+    register_keel_path(&root.join("README.md"));
+    let _early_guard = early.share();
+    let via = open(&root);
+    assert_eq!(via.fd().as_raw_fd(), early.fd().as_raw_fd());
+    assert!(refused(&via, "README.md"));
+    assert!(refused(&via, "netrc"));
+    drop(_early_guard);
 
     // Shared again (with both stores), then the workspace is replaced by another directory
     // of the same name: that one is opened and fenced afresh.
@@ -64,12 +81,7 @@ fn opens_reuse_the_shared_handle_only_while_its_fence_still_holds() {
     let replaced = open(&root);
     assert_ne!(replaced.fd().as_raw_fd(), second.fd().as_raw_fd());
     assert!(refused(&replaced, "ssh/id_ed25519"));
-    assert!(matches!(
-        replaced
-            .resolve(Path::new("README.md"))
-            .map(|r| r.info().ok().flatten().is_some()),
-        Ok(false)
-    ));
+    assert!(refused(&replaced, "README.md"));
 }
 
 #[test]

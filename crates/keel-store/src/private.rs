@@ -36,9 +36,10 @@ pub fn tighten_private_dir(dir: &Path) -> io::Result<()> {
 /// its companions become protected stores of this process ([`keel_fs::stores`]): hidden from
 /// every command, refused by the file tools — wherever `store.path` puts them.
 pub(crate) fn prepare_database_file(path: &Path) -> io::Result<()> {
-    for file in std::iter::once(path.to_path_buf()).chain(companions(path)) {
-        keel_fs::stores::register_keel_path(&file);
-    }
+    let files: Vec<PathBuf> = std::iter::once(path.to_path_buf())
+        .chain(companions(path))
+        .collect();
+    keel_fs::stores::register_keel_paths(&files);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;

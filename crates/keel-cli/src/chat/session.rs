@@ -59,6 +59,8 @@ impl Chat {
             config,
             store: sqlite,
             builder,
+            // A chat outlives its first session: each opens the workspace afresh.
+            shared: _,
         } = Launch::open(
             setup::workspace_dir(args.common.workspace.as_deref())?,
             args.common.workspace.is_some(),

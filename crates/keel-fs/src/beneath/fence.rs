@@ -72,22 +72,49 @@ fn id_of(st: &rustix::fs::Stat) -> (u64, u64) {
 impl Fence {
     /// The stores beneath `root` (canonical), identified by the open `root_fd`.
     pub(crate) fn for_root(root: &Path, root_fd: &OwnedFd) -> Self {
-        let found = stores::beneath(root);
-        if found.is_empty() {
-            return Self::default();
+        Self::default().with(root, root_fd, stores::beneath(root))
+    }
+
+    /// This fence and the stores among `more` that lie beneath `root` (the same root and
+    /// `root_fd` it was built for): a shared handle's fence after a path was registered as
+    /// Keel's own ([`stores::register_keel_path`]), without looking at every other store again.
+    pub(crate) fn and_stores(
+        &self,
+        root: &Path,
+        root_fd: &OwnedFd,
+        more: Vec<stores::Store>,
+    ) -> Self {
+        if more.is_empty() {
+            return self.clone();
         }
-        let mut entries = Vec::new();
+        self.clone()
+            .with(root, root_fd, stores::beneath_among(root, more))
+    }
+
+    fn with(
+        mut self,
+        root: &Path,
+        root_fd: &OwnedFd,
+        found: Vec<(PathBuf, stores::Store)>,
+    ) -> Self {
+        let mut added = false;
         for (rel, store) in found {
+            if self.entries.iter().any(|e| e.rel.as_ref() == Some(&rel)) {
+                continue;
+            }
             let id = rustix::fs::stat(root.join(&rel)).ok().map(|st| id_of(&st));
-            entries.push(Entry {
+            self.entries.push(Entry {
                 kind: store.kind,
                 rel: Some(rel),
                 store: store.path,
                 id,
             });
+            added = true;
         }
-        let root = rustix::fs::fstat(root_fd).ok().map(|st| id_of(&st));
-        Self { entries, root }
+        if added && self.root.is_none() {
+            self.root = rustix::fs::fstat(root_fd).ok().map(|st| id_of(&st));
+        }
+        self
     }
 
     /// The same stores seen from `sub` (a directory beneath the root, relative to it, opened

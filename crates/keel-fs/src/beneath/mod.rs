@@ -69,6 +69,9 @@ pub struct DirHandle {
     path: PathBuf,
     /// The protected stores beneath it (usually none): never resolved into, never listed.
     fence: Arc<Fence>,
+    /// [`crate::stores::registered_count`] before the fence was built: the registered paths
+    /// it holds for certain (a shared handle adds later ones, [`shared`]).
+    registered: usize,
 }
 
 /// Why a path could not be resolved beneath the handle.
@@ -109,20 +112,22 @@ impl DirHandle {
             return Ok(shared);
         }
         let fd = open_dir_at(rustix::fs::CWD, canonical.as_os_str(), OFlags::empty())?;
+        let registered = crate::stores::registered_count();
         let fence = Fence::for_root(&canonical, &fd);
         Ok(Self {
             fd: Arc::new(fd),
             path: canonical,
             fence: Arc::new(fence),
+            registered,
         })
     }
 
     /// Shares this handle: while the guard lives, [`Self::open`] of the same directory in this
     /// process returns it (the same descriptor and protected-store fence) instead of opening
     /// and fencing again — for a front end's session, whose configuration, instructions,
-    /// tools and index each open the workspace ([`shared`]). Share a handle opened after the
-    /// session's own paths are registered ([`crate::stores::register_keel_path`]); one
-    /// registered later ends the sharing anyway.
+    /// tools and index each open the workspace ([`shared`]). A path registered as Keel's own
+    /// after the handle was opened ([`crate::stores::register_keel_path`]: the session's
+    /// database) is added to the shared handle's fence before it is given out again.
     pub fn share(&self) -> Shared {
         shared::share(self)
     }
@@ -251,6 +256,7 @@ impl DirHandle {
             fd: Arc::new(fd),
             path: found.abs(),
             fence: Arc::new(fence),
+            registered: self.registered,
         })
     }
 

@@ -15,10 +15,17 @@
 //! handle is given out only while nothing its fence was built from has changed:
 //! - the directory at that path is still the one that was opened (device and inode), so a
 //!   workspace renamed away and replaced is opened afresh;
-//! - no path was registered as Keel's own since ([`crate::stores::register_keel_path`]: a
-//!   session database inside the workspace registered after the share is fenced at the next
-//!   open), and the environment variables the store list is built from
-//!   ([`crate::stores::fingerprint`]) are the same.
+//! - the environment variables the store list is built from
+//!   ([`crate::stores::environment_fingerprint`]) are the same;
+//! - a path registered as Keel's own since ([`crate::stores::register_keel_path`]: the
+//!   session database, named by the configuration read through the shared handle) is added to
+//!   the shared handle's fence at the next open — its link targets and identity looked at
+//!   then, as a fresh open would — before the handle is given out.
+//!
+//! `keel run` shares its workspace before it reads the configuration (right after the
+//! commands an earlier Keel could not check are checked, keel-tools' `shell::pending`, so the
+//! fence is built from where the stores really are): the stores are looked at once per run,
+//! not once for the configuration and again for the session.
 
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -32,8 +39,10 @@ struct Entry {
     token: u64,
     /// Device and inode of the directory when it was shared.
     id: (u64, u64),
-    /// [`crate::stores::fingerprint`] when it was shared.
-    inputs: u64,
+    /// [`crate::stores::environment_fingerprint`] when it was shared.
+    env: u64,
+    /// [`crate::stores::registered_count`] its fence covers.
+    registered: usize,
     handle: DirHandle,
 }
 
@@ -61,10 +70,13 @@ pub(super) fn share(handle: &DirHandle) -> Shared {
     // A handle that cannot be identified is simply not shared.
     if let Ok(st) = rustix::fs::fstat(handle.fd.as_fd()) {
         let mut list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        // The fence was built from the stores registered by now (or fewer: opened earlier).
+        // A handle shared later than it was opened may miss some: added at the next `find`.
         list.push(Entry {
             token,
             id: (st.st_dev, st.st_ino),
-            inputs: crate::stores::fingerprint(),
+            env: crate::stores::environment_fingerprint(),
+            registered: handle.registered,
             handle: handle.clone(),
         });
     }
@@ -74,17 +86,33 @@ pub(super) fn share(handle: &DirHandle) -> Shared {
 /// The shared handle of the directory at `canonical`, when one is shared and still good.
 pub(super) fn find(canonical: &Path) -> Option<DirHandle> {
     let handle = {
-        let list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
         if list.is_empty() {
             return None;
         }
-        let inputs = crate::stores::fingerprint();
-        list.iter()
+        let env = crate::stores::environment_fingerprint();
+        let entry = list
+            .iter_mut()
             .rev()
-            .find(|e| e.handle.path == canonical && e.inputs == inputs)
-            .map(|e| (e.id, e.handle.clone()))
+            .find(|e| e.handle.path == canonical && e.env == env)?;
+        if entry.registered != crate::stores::registered_count() {
+            let (more, now) = crate::stores::registered_since(entry.registered);
+            if now < entry.registered || now == usize::MAX {
+                return None;
+            }
+            let h = &entry.handle;
+            let fence = h.fence.and_stores(&h.path, &h.fd, more);
+            entry.handle = DirHandle {
+                fd: h.fd.clone(),
+                path: h.path.clone(),
+                fence: std::sync::Arc::new(fence),
+                registered: now,
+            };
+            entry.registered = now;
+        }
+        (entry.id, entry.handle.clone())
     };
-    let (id, handle) = handle?;
+    let (id, handle) = handle;
     let st = rustix::fs::stat(canonical).ok()?;
     ((st.st_dev, st.st_ino) == id).then_some(handle)
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::absent::Absent;
 use super::hardlinks::{self, Linked};
 use super::{Store, StoreKind};
 
@@ -58,8 +59,11 @@ struct Seen {
 
 /// The stamp of `path` itself (a link is not followed).
 fn stamp(path: &Path) -> Option<Stamp> {
-    let m = std::fs::symlink_metadata(path).ok()?;
-    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
+    std::fs::symlink_metadata(path).ok().map(|m| stamp_of(&m))
+}
+
+fn stamp_of(m: &std::fs::Metadata) -> Stamp {
+    (m.dev(), m.ino(), m.mtime(), m.mtime_nsec())
 }
 
 /// One store's walk, kept while the store and every directory it read are unchanged.
@@ -105,12 +109,14 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
     let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = guard.get_or_insert_with(HashMap::new);
     let mut linked: Vec<Linked> = Vec::new();
-    // Where other names are looked for: the homes, and the directory holding each store with
-    // such a file (`~` for `~/.ssh`, `/srv/keys` for `$GOOGLE_APPLICATION_CREDENTIALS`).
-    let mut roots = super::homes(&super::process_env);
+    // Where other names are looked for: the homes (added below, only when a file has other
+    // names), and the directory holding each store with such a file (`~` for `~/.ssh`,
+    // `/srv/keys` for `$GOOGLE_APPLICATION_CREDENTIALS`).
+    let mut roots: Vec<PathBuf> = Vec::new();
+    let mut absent = Absent::for_stores(stores);
     for s in stores {
         let budget = MAX_ENTRIES.saturating_sub(used);
-        let walked = cached_walk(cache, s, budget);
+        let walked = cached_walk(cache, s, budget, &mut absent);
         used += walked.entries;
         out.truncated |= walked.truncated;
         out.targets.extend(walked.targets);
@@ -127,6 +133,7 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
     }
     drop(guard);
     if !linked.is_empty() {
+        roots.splice(0..0, super::homes(&super::process_env));
         let names = hardlinks::other_names(&linked, &roots);
         for (link, other, kind) in names.found {
             // Covers land on the real place.
@@ -146,8 +153,21 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
 }
 
 /// `store`'s walk from `cache` while it is still good, else walked now (and kept).
-fn cached_walk(cache: &mut HashMap<Store, Cached>, store: &Store, budget: usize) -> Walked {
-    let now = stamp(&store.path);
+fn cached_walk(
+    cache: &mut HashMap<Store, Cached>,
+    store: &Store,
+    budget: usize,
+    absent: &mut Absent,
+) -> Walked {
+    // One `lstat` per store and use: it tells the cache whether the store changed, and a
+    // walk starts from it — unless a listing of the directory holding it (with many other
+    // stores) already showed it missing.
+    let lmeta = if absent.missing(&store.path) {
+        None
+    } else {
+        store.path.symlink_metadata().ok()
+    };
+    let now = lmeta.as_ref().map(stamp_of);
     if let Some(c) = cache.get_mut(store)
         && c.stamp == now
         && (!c.walked.truncated || c.budget == budget)
@@ -158,7 +178,10 @@ fn cached_walk(cache: &mut HashMap<Store, Cached>, store: &Store, budget: usize)
         c.checked = Instant::now();
         return c.walked.clone();
     }
-    let (walked, seen) = walk_one(store, budget);
+    let (walked, seen) = match &lmeta {
+        Some(lmeta) => walk_one(store, lmeta, budget),
+        None => (Walked::default(), Vec::new()),
+    };
     if cache.len() >= MAX_CACHED && !cache.contains_key(store) {
         cache.clear();
     }
@@ -200,7 +223,10 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
     let mut all_seen = Vec::new();
     let mut used = 0usize;
     for s in stores {
-        let (walked, seen) = walk_one(s, MAX_ENTRIES.saturating_sub(used));
+        let Ok(lmeta) = s.path.symlink_metadata() else {
+            continue;
+        };
+        let (walked, seen) = walk_one(s, &lmeta, MAX_ENTRIES.saturating_sub(used));
         used += walked.entries;
         out.truncated |= walked.truncated;
         out.targets.extend(walked.targets);
@@ -211,17 +237,15 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
     (out, all_seen)
 }
 
-/// One store's walk, reading at most `budget` directory entries.
-fn walk_one(s: &Store, budget: usize) -> (Walked, Vec<Seen>) {
+/// One store's walk (`lmeta`: the store path's own metadata, a link not followed), reading
+/// at most `budget` directory entries.
+fn walk_one(s: &Store, lmeta: &std::fs::Metadata, budget: usize) -> (Walked, Vec<Seen>) {
     let mut out = Walked::default();
     let mut seen: Vec<Seen> = Vec::new();
     let mut visited: Vec<(u64, u64)> = Vec::new();
     // (directory to read, its depth, the store root it counts under)
     let mut queue: Vec<(PathBuf, usize, PathBuf)> = Vec::new();
     let kind = s.kind;
-    let Ok(lmeta) = s.path.symlink_metadata() else {
-        return (out, seen);
-    };
     let Ok(canonical) = s.path.canonicalize() else {
         return (out, seen);
     };

@@ -80,9 +80,9 @@ pub use limits::{
     pid_max_per_namespace,
 };
 pub use roots::{
-    GIT_DIR_MARKERS, HiddenView, SECRET_STORES, WritableRoots, expand_hidden, expand_home,
-    is_git_dir_beneath, is_git_dir_by_names, is_protected, link_targets_to_cover, secret_stores,
-    too_wide_to_cover,
+    GIT_DIR_MARKERS, HiddenView, SECRET_STORES, WritableRoots, expand_hidden, expand_hidden_all,
+    expand_home, is_git_dir_beneath, is_git_dir_by_names, is_protected, link_targets_to_cover,
+    secret_stores, too_wide_to_cover,
 };
 pub use spawn::{ConfinedChild, NamespaceKeeper, spawn_command};
 

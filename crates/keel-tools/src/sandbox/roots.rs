@@ -20,6 +20,12 @@ pub fn expand_hidden(entry: &str) -> Vec<PathBuf> {
     keel_fs::stores::expand(entry, &keel_fs::stores::process_env)
 }
 
+/// Every entry of a `shell.hide` list expanded ([`expand_hidden`]), in order, with the homes
+/// looked up once for the list.
+pub fn expand_hidden_all<S: AsRef<str>>(entries: &[S]) -> Vec<PathBuf> {
+    keel_fs::stores::expand_all(entries, &keel_fs::stores::process_env)
+}
+
 /// What a command's view hides (see [`WritableRoots::hidden_view`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HiddenView {

@@ -59,6 +59,13 @@ pub const DEFAULT_DENY: &[&str] = &[
     "sudo", "su", "doas", "shutdown", "reboot", "halt", "poweroff",
 ];
 
+/// A command's timeout unless it asks for another (`[shell] timeout_secs`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest timeout a command may ask for (`[shell] max_timeout_secs`).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+/// The test command's timeout (`[shell] test_timeout_secs`).
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Directories writable in the workspace-write sandbox besides the workspace and the command's
 /// private temp dir: none unless configured (`[shell] writable`, e.g. `~/.cargo/registry`).
 pub const DEFAULT_WRITABLE: &[&str] = &[];
@@ -99,8 +106,8 @@ impl Default for ShellSettings {
         Self {
             deny: DEFAULT_DENY.iter().map(|s| s.to_string()).collect(),
             allow: Vec::new(),
-            default_timeout: Duration::from_secs(60),
-            max_timeout: Duration::from_secs(300),
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: MAX_TIMEOUT,
             sandbox: true,
             network: false,
             protected: Vec::new(),
@@ -111,7 +118,7 @@ impl Default for ShellSettings {
             hide: crate::sandbox::secret_stores(),
             env_keep: Vec::new(),
             test_command: None,
-            test_timeout: Duration::from_secs(300),
+            test_timeout: TEST_TIMEOUT,
             limits: crate::sandbox::Limits::default(),
         }
     }
