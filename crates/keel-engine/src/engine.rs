@@ -61,6 +61,9 @@ pub struct Engine {
     /// Instruction files left out of the system prompt because they must not be read (a
     /// symlink out of the workspace, a FIFO or device, too large), one message each.
     pub(crate) project_notes: Vec<String>,
+    /// What the user should know about how the project's settings are held (a bound the
+    /// constitution's protected globs reached), one message each.
+    pub(crate) setup_notes: Vec<String>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -203,15 +206,17 @@ impl EngineBuilder {
         let store = self
             .store
             .ok_or_else(|| EngineError::Setup("no session store configured".into()))?;
-        // The constitution's plain protected paths also feed the file tools' and the kernel
-        // sandbox's read-only lists (globs are enforced before a tool runs).
+        // The constitution's protected paths, and the files its globs match now, feed the file
+        // tools' and the kernel sandbox's read-only lists (globs are also checked before a
+        // tool runs).
         let constitution = keel_knowledge::constitution::Constitution::load(&self.workspace)?;
-        let workspace =
-            Workspace::new(&self.workspace)?.with_protected(constitution.plain_protected());
+        let workspace = Workspace::new(&self.workspace)?;
+        let protected = constitution.protected_files(workspace.handle());
+        let workspace = workspace.with_protected(protected.paths.clone());
         let index = Arc::new(SharedIndex::new(self.config.index.settings()));
         let mut tools = self
             .tools
-            .unwrap_or_else(|| default_tools(&self.config, &constitution, &index));
+            .unwrap_or_else(|| default_tools(&self.config, &protected.paths, &index));
         let skills = keel_knowledge::skills::discover(
             workspace.root(),
             keel_knowledge::rules::user_config_dir().as_deref(),
@@ -302,6 +307,7 @@ impl EngineBuilder {
             agent_scope: None,
             mcp,
             project_notes,
+            setup_notes: protected.notes,
         })
     }
 }
@@ -336,7 +342,7 @@ pub struct RunOptions {
 /// The built-in tools a session gets from `config` (file, search and shell tools).
 fn default_tools(
     config: &Config,
-    constitution: &keel_knowledge::constitution::Constitution,
+    protected: &[std::path::PathBuf],
     index: &Arc<SharedIndex>,
 ) -> ToolRegistry {
     let mut r = ToolRegistry::new();
@@ -350,7 +356,7 @@ fn default_tools(
     }
     if config.shell.enabled {
         let mut settings = config.shell.tool_settings();
-        settings.protected.extend(constitution.plain_protected());
+        settings.protected.extend(protected.iter().cloned());
         keel_tools::shell::register(&mut r, settings, config.shell.lint_settings());
     }
     r
@@ -394,7 +400,8 @@ pub fn first_request_tools(
 ) -> Result<Vec<keel_protocol::ToolSpec>, EngineError> {
     let constitution = keel_knowledge::constitution::Constitution::load(workspace)?;
     let index = Arc::new(SharedIndex::new(config.index.settings()));
-    let mut tools = default_tools(config, &constitution, &index);
+    // Which paths are read-only does not change the schemas: the plain ones are enough here.
+    let mut tools = default_tools(config, &constitution.plain_protected(), &index);
     let skills = keel_knowledge::skills::discover(
         workspace,
         keel_knowledge::rules::user_config_dir().as_deref(),
@@ -456,6 +463,12 @@ impl Engine {
     /// device, over the size limit — one message each, naming the file and what to do.
     pub fn project_notes(&self) -> &[String] {
         &self.project_notes
+    }
+
+    /// What the user should know about how the project's settings are held (a bound the
+    /// constitution's protected globs reached), one message each.
+    pub fn setup_notes(&self) -> &[String] {
+        &self.setup_notes
     }
 
     /// The session's MCP servers (`None` when none is defined).

@@ -49,7 +49,16 @@ pub struct Constitution {
     pub required_gates: Vec<String>,
     pub conventions: Vec<String>,
     globs: Option<GlobSet>,
+    /// The globs that do not stand for a whole directory (`config/*.yml`, `**/*.sql`): the
+    /// files they match are looked up at start ([`Constitution::protected_files`]).
+    file_globs: Option<GlobSet>,
+    /// The literal directory each of those globs starts with (`config` for `config/*.yml`;
+    /// none for `**/*.sql`).
+    file_glob_dirs: Vec<std::path::PathBuf>,
 }
+
+mod protect;
+pub use protect::{MAX_PROTECTED_MATCHES, MAX_PROTECTED_WALK, Protected};
 
 fn error(message: String) -> ConfigError {
     ConfigError {
@@ -137,6 +146,8 @@ impl Constitution {
             )));
         }
         let mut builder = GlobSetBuilder::new();
+        let mut files = GlobSetBuilder::new();
+        let mut any_file_glob = false;
         for (i, p) in c.protected_paths.iter().enumerate() {
             if p.starts_with('/') || p.split('/').any(|s| s == "..") {
                 return Err(error(format!(
@@ -147,10 +158,23 @@ impl Constitution {
                 let glob = Glob::new(p).map_err(|e| {
                     error(format!("`protected_paths[{i}]` is not a valid glob: {e}"))
                 })?;
-                builder.add(glob);
+                builder.add(glob.clone());
+                if whole_dir(p).is_none() {
+                    files.add(glob);
+                    any_file_glob = true;
+                    let literal: std::path::PathBuf = p
+                        .trim_start_matches("./")
+                        .split('/')
+                        .take_while(|s| !s.contains(['*', '?', '[', '{']))
+                        .collect();
+                    if !literal.as_os_str().is_empty() {
+                        c.file_glob_dirs.push(literal);
+                    }
+                }
             }
         }
         c.globs = builder.build().ok();
+        c.file_globs = any_file_glob.then(|| files.build().ok()).flatten();
         Ok(c)
     }
 
@@ -162,15 +186,7 @@ impl Constitution {
     pub fn plain_protected(&self) -> Vec<std::path::PathBuf> {
         self.protected_paths
             .iter()
-            .filter_map(|p| {
-                let p = p.trim_start_matches("./");
-                let p = p
-                    .strip_suffix("/**/*")
-                    .or_else(|| p.strip_suffix("/**"))
-                    .unwrap_or(p);
-                (!p.contains(['*', '?', '[', '{']) && !p.trim_end_matches('/').is_empty())
-                    .then(|| std::path::PathBuf::from(p.trim_end_matches('/')))
-            })
+            .filter_map(|p| whole_dir(p).map(std::path::PathBuf::from))
             .collect()
     }
 
@@ -284,6 +300,18 @@ impl Constitution {
 }
 
 /// `needle` occurs in `haystack` on word boundaries (both whitespace-squeezed).
+/// The path a protected entry stands for as a whole, when it is one: a plain path, or a glob
+/// for a whole directory (`dir/**`, `dir/**/*` stand for `dir`). `None` for other globs.
+fn whole_dir(p: &str) -> Option<&str> {
+    let p = p.trim_start_matches("./");
+    let p = p
+        .strip_suffix("/**/*")
+        .or_else(|| p.strip_suffix("/**"))
+        .unwrap_or(p)
+        .trim_end_matches('/');
+    (!p.contains(['*', '?', '[', '{']) && !p.is_empty()).then_some(p)
+}
+
 fn contains_words(haystack: &str, needle: &str) -> bool {
     let needle = needle.split_whitespace().collect::<Vec<_>>().join(" ");
     if needle.is_empty() {

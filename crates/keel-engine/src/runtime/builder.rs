@@ -267,6 +267,9 @@ impl SessionBuilder {
         for note in engine.project_notes() {
             (self.warn)(&format!("{note} (left out of the model's instructions)"));
         }
+        for note in engine.setup_notes() {
+            (self.warn)(note);
+        }
         // MCP servers that did not start, unreadable `.mcp.json` files, skipped schemas.
         for w in engine
             .mcp()
