@@ -41,12 +41,18 @@ pub enum PathError {
         key: String,
     },
     #[error(
-        "`{path}` is read-only to the agent: it lies in installed dependencies (`{tree}`), code \
-         the user's own tools (`npm test`, `python`, `pip`) run later without it showing in any \
+        "`{path}` is read-only to the agent: it lies in installed dependencies or build output \
+         (`{tree}`), code the user's own tools (`npm test`, `python`, `cargo test`) run later without it showing in any \
          diff. Change the project's own files; if a dependency must change, ask the user to \
          install it"
     )]
     DependencyTree { path: String, tree: String },
+    #[error(
+        "`{path}` is not written by the file tools: {reason}, so the user's own tools would \
+         load it without any diff showing it. Change the source the tools build it from; if \
+         this file is needed, ask the user to build or install it"
+    )]
+    LoadedUnseen { path: String, reason: String },
     #[error(
         "`{path}` cannot be used: {reason}; it is neither read nor changed for the agent (the \
          user's secret stores and Keel's own files are off limits even inside the workspace)"
@@ -233,7 +239,16 @@ impl Workspace {
     /// in every listing and terminal).
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = unless_control(rel, self.locate(rel))?;
-        self.check_writable(rel, found)
+        let found = self.check_writable(rel, found)?;
+        // What the user's tools load unseen: bytecode, native modules, package metadata, a
+        // test file in an ignored directory (red-team pass 8, R8-4, R8-6).
+        if let Some(reason) = crate::shell::refused_for_file_tools(&self.root, found.rel()) {
+            return Err(PathError::LoadedUnseen {
+                path: rel.to_string(),
+                reason,
+            });
+        }
+        Ok(found)
     }
 
     /// Like [`Self::locate`], for a path the model names to read or list: a path holding a

@@ -15,8 +15,11 @@
 //! read-only from the next command on.
 //!
 //! Trees: every outermost `node_modules`, every virtual environment (a directory holding
-//! `pyvenv.cfg`, whatever its name), and at the top of the workspace `.tox`, `.nox`,
-//! `.direnv` and Yarn's `.yarn`. Which exist is looked up cheaply before each command (the
+//! `pyvenv.cfg`, whatever its name), every Cargo profile directory (`target/debug`: red-team
+//! pass 8, R8-4 — the user's `cargo test` runs the test binary there again while its
+//! fingerprints look fresh; such a command's Cargo builds into
+//! [`super::loaded_code::KEEL_TARGET`] instead), and at the top of the workspace `.tox`,
+//! `.nox`, `.direnv` and Yarn's `.yarn`. Which exist is looked up cheaply before each command (the
 //! top level: one directory listing) and remembered from the runner's post-command walk,
 //! which sees the whole tree anyway (and need not enter a tree that was read-only). The first
 //! command in a workspace walks it once to find nested trees (a monorepo's
@@ -42,10 +45,26 @@ fn known() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Vec<PathBuf>>> {
     KNOWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether a directory named `name` whose entries `holds` is the root of a dependency tree
-/// (away from the workspace's top, where [`TOP_TREES`] also count).
-pub(crate) fn is_tree(name: &std::ffi::OsStr, holds: impl Fn(&str) -> bool) -> bool {
-    name == "node_modules" || holds("pyvenv.cfg")
+/// Whether the directory `path` of `workspace`, whose entries `holds`, is the root of a
+/// dependency tree (away from the workspace's top, where [`TOP_TREES`] also count).
+pub(crate) fn is_tree(workspace: &Path, path: &Path, holds: impl Fn(&str) -> bool) -> bool {
+    path.file_name().is_some_and(|n| n == "node_modules")
+        || holds("pyvenv.cfg")
+        || is_cargo_profile(workspace, path, holds)
+}
+
+/// Whether the directory `path`, whose entries `holds`, is a Cargo profile directory
+/// (`target/debug`: its `.fingerprint` and `deps`) the user's own `cargo` reuses — any but
+/// those under [`super::loaded_code::KEEL_TARGET`] (red-team pass 8, R8-4: a rewritten
+/// `target/debug/deps/<test binary>` ran at the user's next `cargo test`).
+pub(crate) fn is_cargo_profile(
+    workspace: &Path,
+    path: &Path,
+    holds: impl Fn(&str) -> bool,
+) -> bool {
+    holds(".fingerprint")
+        && holds("deps")
+        && !path.starts_with(workspace.join(super::loaded_code::KEEL_TARGET))
 }
 
 /// The trees to keep read-only for a command in `workspace` (absolute, existing real
@@ -106,6 +125,19 @@ fn top_level(workspace: &Path) -> Vec<PathBuf> {
             out.push(e.path());
         }
     }
+    // Cargo's profile directories (`target/debug`, `target/release`, …).
+    if let Ok(entries) = std::fs::read_dir(workspace.join("target")) {
+        for e in entries.flatten() {
+            let path = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir())
+                && is_cargo_profile(workspace, &path, |n| {
+                    path.join(n).symlink_metadata().is_ok()
+                })
+            {
+                out.push(path);
+            }
+        }
+    }
     out
 }
 
@@ -143,7 +175,9 @@ fn discover(workspace: &Path) -> Vec<PathBuf> {
                 continue;
             }
             let path = e.path();
-            if is_tree(&name, |n| path.join(n).symlink_metadata().is_ok()) {
+            if is_tree(workspace, &path, |n| {
+                path.join(n).symlink_metadata().is_ok()
+            }) {
                 out.push(path);
             } else {
                 stack.push(path);
@@ -166,13 +200,11 @@ pub(crate) fn tree_of(workspace: &Path, rel: &Path) -> Option<PathBuf> {
         if (i == 0 && TOP_TREES.iter().any(|t| name == *t)) || name == "node_modules" {
             return Some(at);
         }
-        // Only directories on the way (not the file itself) can be an environment.
-        if at.as_path() != rel
-            && workspace
-                .join(&at)
-                .join("pyvenv.cfg")
-                .symlink_metadata()
-                .is_ok()
+        // Only directories on the way (not the file itself) can be an environment or a
+        // Cargo profile directory.
+        let dir = workspace.join(&at);
+        let holds = |n: &str| dir.join(n).symlink_metadata().is_ok();
+        if at.as_path() != rel && (holds("pyvenv.cfg") || is_cargo_profile(workspace, &dir, holds))
         {
             return Some(at);
         }
@@ -199,7 +231,7 @@ pub(crate) fn note(workspace: &Path, trees: &[PathBuf], output: &str) -> Option<
         })
         .collect();
     Some(format!(
-        "keel: installed dependencies ({}) are read-only to commands nobody approved: code there runs later through the user's own tools (npm test, python, pip) without showing in any diff. Ask the user to approve the install command (or to run it), or work without writing there.",
+        "keel: installed dependencies and build output ({}) are read-only to commands nobody approved: code there runs later through the user's own tools (npm test, python, pip, cargo test) without showing in any diff (such a command's Cargo builds into `target/keel`). Ask the user to approve the install command (or to run it), or work without writing there.",
         names.join(", ")
     ))
 }

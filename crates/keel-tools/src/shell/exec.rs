@@ -513,6 +513,13 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // the code the user's own tools run later ([`super::dependency_trees`], R7-10).
     let trees = read_only_trees(&req);
     req.roots.protected.extend(trees.iter().cloned());
+    // Its Cargo builds where the user's `cargo` never reuses them (R8-4); the user's own
+    // setting, if any, still wins.
+    if let Some(ws) = unapproved_workspace(&req) {
+        let dir = ws.join(super::loaded_code::KEEL_TARGET);
+        req.env_set
+            .insert(0, ("CARGO_TARGET_DIR".into(), dir.display().to_string()));
+    }
     // What the command may write is checked afterwards for planted git repositories: here, in
     // the one runner, so no caller can skip it (red-team pass 4, R4-2).
     // Declared first so it is dropped last: when the call is dropped mid-run (the turn
@@ -611,16 +618,14 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
 /// The dependency trees kept read-only for `req`: none when a person approved it, when it
 /// may not write the workspace, or when no kernel sandbox confines it.
 fn read_only_trees(req: &ExecRequest) -> Vec<PathBuf> {
-    match &req.roots.workspace {
-        Some(ws)
-            if !req.approved
-                && req.policy == SandboxPolicy::WorkspaceWrite
-                && sandbox::is_available() =>
-        {
-            super::dependency_trees::read_only_trees(ws)
-        }
-        _ => Vec::new(),
-    }
+    unapproved_workspace(req).map_or_else(Vec::new, super::dependency_trees::read_only_trees)
+}
+
+/// The workspace a command nobody approved may write, confined by the kernel.
+fn unapproved_workspace(req: &ExecRequest) -> Option<&Path> {
+    req.roots.workspace.as_deref().filter(|_| {
+        !req.approved && req.policy == SandboxPolicy::WorkspaceWrite && sandbox::is_available()
+    })
 }
 
 async fn capture<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> Captured {

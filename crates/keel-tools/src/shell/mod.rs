@@ -16,6 +16,7 @@ mod hidden;
 pub mod judged;
 mod line_writes;
 mod lint;
+mod loaded_code;
 pub mod lookup;
 mod makefile;
 mod missing;
@@ -47,6 +48,7 @@ use std::time::Duration;
 
 pub(crate) use dependency_trees::tree_of as dependency_tree_of;
 pub use lint::{AutoLint, LintSettings};
+pub(crate) use loaded_code::refused_for_file_tools;
 pub use run_command::{RunCommand, RunCommandArgs};
 pub use run_tests::{RunTests, RunTestsArgs};
 pub use safety::{Analysis, CommandSafety, RuleMatch, SafetyClass, Source, classify};

@@ -240,12 +240,12 @@ fn find_entries(
         if holds("pyvenv.cfg") {
             python.venvs.push(dir.clone());
         }
-        if dir != root
-            && dir
-                .file_name()
-                .is_some_and(|n| super::dependency_trees::is_tree(n, holds))
-        {
+        if dir != root && super::dependency_trees::is_tree(root, &dir, holds) {
             walk.trees.push(dir.clone());
+        }
+        // A Cargo profile directory the command could write (R8-4).
+        if super::dependency_trees::is_cargo_profile(root, &dir, holds) {
+            python.cargo.push(dir.clone());
         }
         // A git directory by content is still searched below: `vendor/HEAD`, `vendor/objects`,
         // `vendor/refs` once hid a repository planted at `vendor/lib/.git` from this search.
@@ -254,7 +254,7 @@ fn find_entries(
         }
         for entry in entries {
             let name = entry.file_name();
-            python.note(&entry);
+            python.note(&dir, &entry);
             if READ_BY_GIT.iter().any(|n| name == *n)
                 && entry
                     .file_type()
@@ -485,6 +485,7 @@ type Checked = (
     Vec<super::git_programs::Moved>,
     Vec<super::venv_startup::Moved>,
     Vec<String>,
+    Vec<super::loaded_code::Moved>,
 );
 
 impl Watch {
@@ -607,16 +608,22 @@ impl Watch {
             super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
         programs.extend(more);
         let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
-        (repos, programs, startup, relinked)
+        let loaded = if self.approved {
+            Vec::new()
+        } else {
+            loaded_after(&self.root, &python, self.since)
+        };
+        (repos, programs, startup, relinked, loaded)
     }
 
     fn report(checked: Checked) -> Option<String> {
-        let (moved, programs, startup, relinked) = checked;
+        let (moved, programs, startup, relinked, loaded) = checked;
         let (moved, incomplete) = moved;
         let mut text = report(&moved);
         for p in [
             super::git_programs::report(&programs),
             super::venv_startup::report(&startup),
+            super::loaded_code::report(&loaded),
         ]
         .into_iter()
         .flatten()
@@ -643,6 +650,23 @@ impl Watch {
         }
         text
     }
+}
+
+/// What a writer nobody approved that started at `since` left of the files the loaders take
+/// ([`super::loaded_code`]), moved out of their way: those the walk met in `python`.
+fn loaded_after(
+    root: &Path,
+    python: &super::venv_startup::Seen,
+    since: SystemTime,
+) -> Vec<super::loaded_code::Moved> {
+    let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
+    // Virtual environments and Cargo's output have their own rules; what Keel's own Cargo
+    // target holds is never the user's tools' to load.
+    let mut skip: Vec<PathBuf> = python.venvs.iter().chain(&python.cargo).cloned().collect();
+    skip.push(root.join(super::loaded_code::KEEL_TARGET));
+    let mut out = super::loaded_code::check(root, &python.code, &skip, since);
+    out.extend(super::loaded_code::check_cargo(root, &python.cargo, since));
+    out
 }
 
 /// The report of what was quarantined, for the command's result (and so the user's view).

@@ -24,7 +24,8 @@
 //! reading its source (an "unchecked-hash" one in `__pycache__`, a sourceless `pytest.pyc` at
 //! the root), and `__pycache__` / `*.py[cod]` are ignored, so no diff shows it. Commands run
 //! with `PYTHONDONTWRITEBYTECODE=1` (Python itself writes none into the tree), and every
-//! `*.pyc` / `*.pyo` the command wrote is removed — a cache: Python compiles the source again.
+//! `*.pyc` / `*.pyo` the command wrote is removed — a cache: Python compiles the source again
+//! ([`super::loaded_code`], with the other files the loaders take).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -36,57 +37,24 @@ const MAX_ENTRIES: usize = 20_000;
 /// The largest `.pth` read for the module names it imports.
 const MAX_PTH: u64 = 64 * 1024;
 
-/// What the runner's walk met of Python's: virtual environments, and bytecode files.
+/// What the runner's walk met of Python's and the test runners': virtual environments, Cargo's
+/// profile directories, and the files the loaders take ([`super::loaded_code`]).
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     pub(crate) venvs: Vec<PathBuf>,
-    bytecode: Vec<PathBuf>,
-    /// More bytecode files than are kept were met (red-team pass 8, R8-10: 350,000 padding
-    /// files hid a planted one): said in the report, never silent.
-    bytecode_truncated: bool,
+    pub(crate) cargo: Vec<PathBuf>,
+    pub(crate) code: super::loaded_code::Found,
 }
 
 impl Seen {
-    /// Notes `entry` when it is a bytecode file (`*.pyc`, `*.pyo`), by name only.
-    pub(crate) fn note(&mut self, entry: &std::fs::DirEntry) {
-        let name = entry.file_name();
-        let b = name.as_encoded_bytes();
-        if (b.ends_with(b".pyc") || b.ends_with(b".pyo"))
-            && entry.file_type().is_ok_and(|t| t.is_file())
-        {
-            if self.bytecode.len() < MAX_ENTRIES * 5 {
-                self.bytecode.push(entry.path());
-            } else {
-                self.bytecode_truncated = true;
-            }
-        }
+    /// Notes `entry` of the directory `dir` when it is a file the loaders take, by name.
+    pub(crate) fn note(&mut self, dir: &Path, entry: &std::fs::DirEntry) {
+        self.code.note(dir, entry);
     }
-}
-
-/// Removes the bytecode in `seen` written since `since` (red-team pass 7, R7-2: an
-/// "unchecked-hash" `src/__pycache__/app.cpython-311.pyc` replaced a tracked module for the
-/// user's next `import app`, and a sourceless `pytest.pyc` at the root ran at the user's next
-/// `python3 -m pytest` — `__pycache__` and `*.py[cod]` are ignored, so no diff showed them).
-/// Commands run with `PYTHONDONTWRITEBYTECODE=1`, so Python itself writes none there; one that
-/// appeared was written on purpose (or by a tool that compiles: it is a cache, Python compiles
-/// the source again). Returns the workspace-relative paths removed.
-fn remove_new_bytecode(workspace: &Path, seen: &Seen, since: SystemTime) -> Vec<String> {
-    let mut out = Vec::new();
-    for path in &seen.bytecode {
-        let changed =
-            std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && changed_since(&m, since));
-        if changed
-            && let Ok(rel) = path.strip_prefix(workspace)
-            && remove_beneath(workspace, rel)
-        {
-            out.push(rel.display().to_string());
-        }
-    }
-    out
 }
 
 /// Removes the file `rel` within its open parent, beneath the workspace handle.
-fn remove_beneath(workspace: &Path, rel: &Path) -> bool {
+pub(super) fn remove_beneath(workspace: &Path, rel: &Path) -> bool {
     let Ok(ws) = keel_fs::beneath::DirHandle::open(workspace) else {
         return false;
     };
@@ -97,7 +65,7 @@ fn remove_beneath(workspace: &Path, rel: &Path) -> bool {
         .is_ok_and(|dir| rustix::fs::unlinkat(dir.fd(), name, rustix::fs::AtFlags::empty()).is_ok())
 }
 
-/// One startup file moved aside (`moved_to` empty: bytecode removed).
+/// One startup file moved aside.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {
     /// Workspace-relative.
@@ -105,7 +73,7 @@ pub struct Moved {
     pub moved_to: String,
 }
 
-fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
+pub(super) fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
     let ctime = SystemTime::UNIX_EPOCH
         + Duration::new(
             u64::try_from(meta.ctime()).unwrap_or(0),
@@ -116,7 +84,7 @@ fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
 
 /// Whether a file at or below `path` (a module, or a package: three levels, bounded) changed
 /// since `since`. Directories themselves do not count, nor `__pycache__` (bytecode is judged
-/// apart: [`remove_new_bytecode`]).
+/// apart: [`super::loaded_code`]).
 fn changed_below(path: &Path, since: SystemTime) -> bool {
     let mut stack = vec![(path.to_path_buf(), 0usize)];
     let mut looked = 0usize;
@@ -211,7 +179,7 @@ fn read_small(path: &Path) -> String {
 }
 
 /// The startup files of the environment at `venv` (see the module's doc). Bytecode written
-/// since `since` is removed apart ([`remove_new_bytecode`]). `*truncated` is set when the
+/// since `since` is removed apart ([`super::loaded_code`]). `*truncated` is set when the
 /// environment held more than the bounds let this look at.
 fn startup_files(venv: &Path, since: SystemTime, truncated: &mut bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -278,22 +246,7 @@ pub(crate) fn check(
         return Vec::new();
     }
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
-    let mut out: Vec<Moved> = remove_new_bytecode(workspace, seen, since)
-        .into_iter()
-        .map(|path| Moved {
-            path,
-            moved_to: String::new(),
-        })
-        .collect();
-    if seen.bytecode_truncated {
-        out.push(Moved {
-            path: format!(
-                "(more than {} bytecode files: not all were checked; delete the `*.pyc` files this session wrote before running Python here)",
-                MAX_ENTRIES * 5
-            ),
-            moved_to: "(NOT checked)".to_string(),
-        });
-    }
+    let mut out: Vec<Moved> = Vec::new();
     for venv in &seen.venvs {
         let mut truncated = false;
         let files = startup_files(venv, since, &mut truncated);
@@ -346,7 +299,7 @@ pub fn report(moved: &[Moved]) -> Option<String> {
         return None;
     }
     let mut text = String::from(
-        "keel: the command created or changed files that Python runs without reading them in the diff (a virtual environment's `.pth` files, `sitecustomize`, what they import, its `bin/` programs; bytecode); nobody approved that command, so Keel moved them out of Python's way:",
+        "keel: the command created or changed files that Python runs without reading them in the diff (a virtual environment's `.pth` files, `sitecustomize`, what they import, its `bin/` programs); nobody approved that command, so Keel moved them out of Python's way:",
     );
     for m in moved {
         if m.path.starts_with('(') {
@@ -356,14 +309,7 @@ pub fn report(moved: &[Moved]) -> Option<String> {
             ));
             continue;
         }
-        if m.moved_to.is_empty() {
-            text.push_str(&format!(
-                "\n- `{}` removed (Python bytecode, which Python may run instead of its source without reading the source; it compiles the source again)",
-                m.path
-            ));
-        } else {
-            text.push_str(&format!("\n- `{}` moved to `{}`", m.path, m.moved_to));
-        }
+        text.push_str(&format!("\n- `{}` moved to `{}`", m.path, m.moved_to));
     }
     text.push_str("\nIf the environment needs them (an editable `pip install -e .`, a new package's command), ask the user to approve the install command or to run it themselves.");
     Some(text)

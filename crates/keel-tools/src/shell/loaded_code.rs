@@ -1,0 +1,378 @@
+//! Code the user's own tools load from places no diff shows (red-team passes 7 and 8: R7-2,
+//! R8-4, R8-6, R8-22). One shape: a command nobody approved (or a file tool) writes a file
+//! that a later `python3 -m pytest`, `pytest`, `cargo test` of the user's runs — unconfined —
+//! in a place `git status` does not show (ignored, or unreviewable bytes):
+//!
+//! - **bytecode** (`*.pyc`, `*.pyo`): Python may run it without reading its source (R7-2);
+//!   a symlink of that name to a blob of another name counts too (R8-22);
+//! - **native extension modules** (`pluggy.so`, `x.cpython-311-x86_64-linux-gnu.so`,
+//!   `x.abi3.so`, `x.pyd`): the import system prefers them to a `.py`, and `-m` puts the
+//!   working directory first on `sys.path` (R8-6);
+//! - **packaging metadata** (`*.egg-info` / `*.dist-info`): `importlib.metadata` finds it in
+//!   any `sys.path` directory, and pytest loads every `[pytest11]` entry point it declares
+//!   (R8-4 a, c);
+//! - **test files the runners collect** (`conftest.py`, `test_*.py`, `*_test.py`,
+//!   `*.test.js`/`*.spec.ts`…, `*_test.go`) in an *ignored* directory: plain `pytest` or
+//!   `jest` collects `data/conftest.py` though git does not show it (R8-4 e). A test file the
+//!   diff shows is the user's to review, and stays;
+//! - **Cargo's build output** (`target/debug/deps/<test binary>`, reused by the user's
+//!   `cargo test` while its fingerprints look fresh: R8-4 b, d): kept apart by the kernel —
+//!   see [`super::dependency_trees`] (a profile directory is read-only to a command nobody
+//!   approved, whose Cargo builds into [`KEEL_TARGET`] instead).
+//!
+//! After a command nobody approved, what of these it created or changed is moved out of the
+//! loaders' way (bytecode removed: a cache) and reported; the file tools refuse to write them
+//! ([`refused_for_file_tools`]); a restore from a snapshot is checked the same way.
+//! Virtual environments and Cargo's profile directories are left to their own rules.
+
+use std::path::{Path, PathBuf};
+
+/// Where a command nobody approved builds with Cargo (`CARGO_TARGET_DIR`, workspace-relative):
+/// never a directory the user's own `cargo` reuses outputs from.
+pub(crate) const KEEL_TARGET: &str = "target/keel";
+
+/// What a file is to the loaders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Bytecode,
+    Native,
+    Metadata,
+    TestFile,
+    /// A Cargo profile directory (`target/debug`) a command nobody approved built into.
+    CargoOutput,
+}
+
+fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// What the entry named `name`, in a directory named `parent`, is to the loaders (by name).
+pub(crate) fn kind(parent: &str, name: &str) -> Option<Kind> {
+    if name.ends_with(".pyc") || name.ends_with(".pyo") {
+        return Some(Kind::Bytecode);
+    }
+    if name.ends_with(".so") || name.ends_with(".pyd") {
+        // Importable names only: `<module>.so`, `<module>.<tag>.so` (Cargo's
+        // `libserde_derive-0123.so` is none).
+        return is_identifier(name.split('.').next().unwrap_or("")).then_some(Kind::Native);
+    }
+    if name.ends_with(".egg-info")
+        || name.ends_with(".dist-info")
+        || ((parent.ends_with(".egg-info") || parent.ends_with(".dist-info"))
+            && name == "entry_points.txt")
+    {
+        return Some(Kind::Metadata);
+    }
+    is_test_file(name).then_some(Kind::TestFile)
+}
+
+fn is_test_file(name: &str) -> bool {
+    if let Some(stem) = name.strip_suffix(".py") {
+        return stem == "conftest" || stem.starts_with("test_") || stem.ends_with("_test");
+    }
+    if name.ends_with("_test.go") {
+        return true;
+    }
+    let Some((stem, ext)) = name.rsplit_once('.') else {
+        return false;
+    };
+    ["js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx"].contains(&ext)
+        && (stem.ends_with(".test") || stem.ends_with(".spec"))
+}
+
+/// What Python's and the test runners' files the runner's walk met.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    entries: Vec<(PathBuf, Kind)>,
+    /// More were met than are kept: said in the report, never silent (R8-10).
+    pub(crate) truncated: bool,
+}
+
+/// The most entries kept per walk.
+const MAX_KEPT: usize = 100_000;
+
+impl Found {
+    /// Notes `entry` (in the directory `dir`) when its name is one the loaders take: a
+    /// regular file, a symlink (followed by the loader: R8-22), or a metadata directory.
+    pub(crate) fn note(&mut self, dir: &Path, entry: &std::fs::DirEntry) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            return;
+        };
+        let parent = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let Some(kind) = kind(parent, name) else {
+            return;
+        };
+        let Ok(t) = entry.file_type() else {
+            return;
+        };
+        // A metadata directory is judged by its `entry_points.txt` (met inside), unless it is
+        // a link (to a directory elsewhere holding one).
+        let wanted = t.is_file() || t.is_symlink();
+        if !wanted {
+            return;
+        }
+        if self.entries.len() < MAX_KEPT {
+            self.entries.push((entry.path(), kind));
+        } else {
+            self.truncated = true;
+        }
+    }
+}
+
+/// One file moved out of the loaders' way (`moved_to` empty: removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Moved {
+    pub(crate) path: String,
+    pub(crate) moved_to: String,
+    pub(crate) kind: Kind,
+}
+
+/// The workspace-relative paths of `rels` git ignores in `workspace` (none outside a
+/// repository, or when git cannot tell: then nothing is taken for hidden).
+pub(crate) fn ignored(workspace: &Path, rels: &[PathBuf]) -> Vec<PathBuf> {
+    use std::io::Write;
+    if rels.is_empty() {
+        return Vec::new();
+    }
+    let Ok(mut git) = crate::safe_git::in_repository(workspace, &[]) else {
+        return Vec::new();
+    };
+    git.args(["check-ignore", "-z", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let Ok(mut child) = git.spawn() else {
+        return Vec::new();
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut input = Vec::new();
+        for r in rels {
+            input.extend_from_slice(r.as_os_str().as_encoded_bytes());
+            input.push(0);
+        }
+        let _ = stdin.write_all(&input);
+    }
+    let Ok(out) = child.wait_with_output() else {
+        return Vec::new();
+    };
+    out.stdout
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
+        .filter(|p| rels.contains(p))
+        .collect()
+}
+
+/// After a writer nobody approved that started at `since` (slack already taken off): moves
+/// what of `found` it created or changed out of the loaders' way, except inside `skip`
+/// (virtual environments and Cargo's profile directories, judged by their own rules).
+pub(crate) fn check(
+    workspace: &Path,
+    found: &Found,
+    skip: &[PathBuf],
+    since: std::time::SystemTime,
+) -> Vec<Moved> {
+    let mut changed: Vec<(PathBuf, Kind)> = Vec::new();
+    for (path, kind) in &found.entries {
+        if *kind != Kind::Bytecode && skip.iter().any(|s| path.starts_with(s)) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        if !super::venv_startup::changed_since(&meta, since) {
+            continue;
+        }
+        if let Ok(rel) = path.strip_prefix(workspace) {
+            changed.push((rel.to_path_buf(), *kind));
+        }
+    }
+    // Test files only where git does not show them.
+    let tests: Vec<PathBuf> = changed
+        .iter()
+        .filter(|(_, k)| *k == Kind::TestFile)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let hidden = ignored(workspace, &tests);
+    let mut out = Vec::new();
+    for (rel, kind) in changed {
+        if kind == Kind::TestFile && !hidden.contains(&rel) {
+            continue;
+        }
+        out.push(move_aside(workspace, &rel, kind));
+    }
+    if found.truncated {
+        out.push(Moved {
+            path: format!(
+                "(more than {MAX_KEPT} bytecode, native-module and test files: not all were checked; delete those this session wrote before running Python or the tests here)"
+            ),
+            moved_to: "(NOT checked)".to_string(),
+            kind: Kind::Bytecode,
+        });
+    }
+    out
+}
+
+/// Removes bytecode (a cache), renames anything else aside; a failure is said.
+fn move_aside(workspace: &Path, rel: &Path, kind: Kind) -> Moved {
+    let path = rel.display().to_string();
+    if kind == Kind::Bytecode {
+        if super::venv_startup::remove_beneath(workspace, rel) {
+            return Moved {
+                path,
+                moved_to: String::new(),
+                kind,
+            };
+        }
+        return Moved {
+            path,
+            moved_to: "(COULD NOT be removed: delete it)".to_string(),
+            kind,
+        };
+    }
+    let moved_to = super::git_programs::quarantine(workspace, rel).map_or_else(
+        || "(COULD NOT be moved: remove it)".to_string(),
+        |to| to.display().to_string(),
+    );
+    Moved {
+        path,
+        moved_to,
+        kind,
+    }
+}
+
+/// The report line for one file.
+pub(crate) fn line(m: &Moved) -> String {
+    if m.path.starts_with('(') {
+        return format!("\n- {}", m.path.trim_matches(|c| c == '(' || c == ')'));
+    }
+    let what = match m.kind {
+        Kind::Bytecode => "Python bytecode, which Python may run instead of its source",
+        Kind::Native => "a native extension module, which Python imports before a `.py`",
+        Kind::Metadata => {
+            "package metadata, whose entry points pytest and other tools load as plug-ins"
+        }
+        Kind::TestFile => "a test file in a directory git ignores, which the test runner collects",
+        Kind::CargoOutput => {
+            "Cargo's build output, which the user's `cargo test` runs again while it looks fresh"
+        }
+    };
+    if m.moved_to.is_empty() {
+        format!(
+            "\n- `{}` removed ({what}; it compiles the source again)",
+            m.path
+        )
+    } else {
+        format!("\n- `{}` moved to `{}` ({what})", m.path, m.moved_to)
+    }
+}
+
+/// After a command nobody approved: each Cargo profile directory in `cargo` outside
+/// [`KEEL_TARGET`] that it built into (one that was read-only while it ran is not met) is
+/// moved aside — the user's `cargo` rebuilds it.
+pub(crate) fn check_cargo(
+    workspace: &Path,
+    cargo: &[PathBuf],
+    since: std::time::SystemTime,
+) -> Vec<Moved> {
+    let changed = |p: &Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| super::venv_startup::changed_since(&m, since))
+    };
+    let mut out = Vec::new();
+    for dir in cargo {
+        if [dir.clone(), dir.join(".fingerprint"), dir.join("deps")]
+            .iter()
+            .any(|p| changed(p))
+            && let Ok(rel) = dir.strip_prefix(workspace)
+        {
+            out.push(move_aside(workspace, rel, Kind::CargoOutput));
+        }
+    }
+    out
+}
+
+/// The report of what was moved, for the command's result.
+pub(crate) fn report(moved: &[Moved]) -> Option<String> {
+    if moved.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "keel: the command created or changed files that Python, Cargo or the test runner load without the diff showing them; nobody approved that command, so Keel moved them out of the loaders' way:",
+    );
+    for m in moved {
+        text.push_str(&line(m));
+    }
+    text.push_str(&format!("\nCommands nobody approved build with Cargo into `{KEEL_TARGET}`. If the files are needed (an in-place build of an extension module, `pip install -e .`), ask the user to approve that command or to run it themselves."));
+    Some(text)
+}
+
+/// Why the file tools refuse to write `rel` (workspace-relative) in `workspace`: it is a file
+/// the loaders take that no diff shows (see the module's doc), or it lies in Cargo's build
+/// output. `None`: it may be written.
+pub(crate) fn refused_for_file_tools(workspace: &Path, rel: &Path) -> Option<String> {
+    let mut parent = "";
+    for c in rel.components() {
+        let std::path::Component::Normal(name) = c else {
+            continue;
+        };
+        let name = name.to_str().unwrap_or_default();
+        match kind(parent, name) {
+            Some(Kind::Bytecode) => {
+                return Some("Python bytecode runs in place of its source".to_string());
+            }
+            Some(Kind::Native) => {
+                return Some("a native module is imported before the `.py` it shadows".into());
+            }
+            Some(Kind::Metadata) => {
+                return Some(
+                    "package metadata declares the plug-ins pytest and other tools load".into(),
+                );
+            }
+            Some(Kind::TestFile)
+                if c.as_os_str() == rel.file_name().unwrap_or_default()
+                    && !ignored(workspace, &[rel.to_path_buf()]).is_empty() =>
+            {
+                return Some(
+                    "it is a test file the test runner collects, in a path git ignores (the diff would not show it)"
+                        .into(),
+                );
+            }
+            _ => {}
+        }
+        parent = name;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_loaders_take() {
+        assert_eq!(kind("", "pytest.pyc"), Some(Kind::Bytecode));
+        assert_eq!(kind("", "pluggy.so"), Some(Kind::Native));
+        assert_eq!(
+            kind("", "x.cpython-311-x86_64-linux-gnu.so"),
+            Some(Kind::Native)
+        );
+        assert_eq!(kind("", "x.abi3.so"), Some(Kind::Native));
+        assert_eq!(kind("", "x.pyd"), Some(Kind::Native));
+        assert_eq!(kind("deps", "libserde_derive-0123abcd.so"), None);
+        assert_eq!(
+            kind("pwn.egg-info", "entry_points.txt"),
+            Some(Kind::Metadata)
+        );
+        assert_eq!(kind("", "pwn.dist-info"), Some(Kind::Metadata));
+        assert_eq!(kind("", "entry_points.txt"), None);
+        assert_eq!(kind("data", "conftest.py"), Some(Kind::TestFile));
+        assert_eq!(kind("data", "test_a.py"), Some(Kind::TestFile));
+        assert_eq!(kind("data", "a.spec.ts"), Some(Kind::TestFile));
+        assert_eq!(kind("data", "a_test.go"), Some(Kind::TestFile));
+        assert_eq!(kind("src", "app.py"), None);
+        assert_eq!(kind("src", "contest.js"), None);
+    }
+}
