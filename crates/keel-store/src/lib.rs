@@ -27,7 +27,7 @@ pub mod work;
 use keel_protocol::{Event, Message, SessionStatus, Usage};
 use serde::{Deserialize, Serialize};
 
-pub use lease::{LEASE_TTL_MS, RunLease, lease_holder};
+pub use lease::{LEASE_TTL_MS, RunLease, holder_is_gone, lease_holder};
 
 /// For [`delegate_store!`]'s paths.
 #[doc(hidden)]
@@ -163,9 +163,10 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Not expired yet (by this machine's clock).
+    /// Not expired yet (by this machine's clock), and its holder's process, when it ran on
+    /// this machine, is still there.
     pub fn is_live(&self) -> bool {
-        self.expires_at > now_ms()
+        self.expires_at > now_ms() && !lease::holder_is_gone(&self.holder)
     }
 }
 
@@ -184,9 +185,10 @@ pub struct WorkspaceLease {
 }
 
 impl WorkspaceLease {
-    /// Not expired yet (by this machine's clock).
+    /// Not expired yet (by this machine's clock), and its holder's process, when it ran on
+    /// this machine, is still there.
     pub fn is_live(&self) -> bool {
-        self.expires_at > now_ms()
+        self.expires_at > now_ms() && !lease::holder_is_gone(&self.holder)
     }
 }
 
