@@ -226,3 +226,28 @@ fn a_directory_a_link_walks_through_stays_where_it_is() {
         "{out}"
     );
 }
+
+/// A home workspace without `~/.aws` or `~/.kube`: a command that creates their configuration
+/// with a program in it (`credential_process`, a kubeconfig `exec` plugin) — run by the
+/// user's next `aws` or `kubectl` anywhere, unconfined — has it moved aside (red-team pass 9,
+/// R9-6; the stores are covered only when they exist).
+#[test]
+fn a_command_cannot_plant_cloud_tools_configuration_in_a_home() {
+    let Some(home) = home_for(
+        "a_command_cannot_plant_cloud_tools_configuration_in_a_home",
+        |home| std::fs::write(home.join("notes.txt"), "mine\n").unwrap(),
+    ) else {
+        return;
+    };
+    let out = run(
+        &home,
+        "mkdir -p .aws .kube .gradle/init.d && printf '[default]\\ncredential_process = sh -c \"touch /tmp/pwned\"\\n' > .aws/config \
+         && echo 'users: [{name: u, user: {exec: {command: sh}}}]' > .kube/config \
+         && echo 'println \"x\"' > .gradle/init.d/a.gradle && echo ok",
+    );
+    assert!(out.contains("ok"), "the command did not run: {out}");
+    for planted in [".aws/config", ".kube/config", ".gradle/init.d/a.gradle"] {
+        assert!(!home.join(planted).exists(), "{planted} stayed: {out}");
+    }
+    assert!(out.contains("quarantined-by-keel"), "{out}");
+}

@@ -249,11 +249,35 @@ fn changed_below(abs: &Path, since: SystemTime) -> bool {
 pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
     let ws = keel_fs::beneath::DirHandle::open(workspace).ok()?;
     let parent = rel.parent().unwrap_or(Path::new(""));
-    let dir = ws.subdir(parent).ok()?;
     let name = rel.file_name()?;
     let mut base = name.to_os_string();
     base.push(SUFFIX);
-    rename_aside(&dir, name, &base).map(|to| parent.join(to))
+    match ws.subdir(parent) {
+        Ok(dir) => rename_aside(dir.fd(), name, &base),
+        // Beneath a store the handle refuses to enter (a home workspace's `~/.aws`, absent
+        // when the command started: R9-6): the directory reached with no link followed.
+        Err(keel_fs::beneath::ResolveError::Protected(_)) => {
+            let dir = open_literal(ws.fd(), parent)?;
+            rename_aside(std::os::fd::AsFd::as_fd(&dir), name, &base)
+        }
+        Err(_) => None,
+    }
+    .map(|to| parent.join(to))
+}
+
+/// The directory `rel` beneath `root`, each component opened from its parent with
+/// `O_NOFOLLOW` (no symlink on the way, so nothing outside `root`).
+fn open_literal(root: std::os::fd::BorrowedFd<'_>, rel: &Path) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::openat(root, ".", flags, Mode::empty()).ok()?;
+    for c in rel.components() {
+        let std::path::Component::Normal(n) = c else {
+            return None;
+        };
+        dir = rustix::fs::openat(&dir, n, flags, Mode::empty()).ok()?;
+    }
+    Some(dir)
 }
 
 /// Renames `from` in the open directory `dir` to the first free name of `base`, `base-1`, …
@@ -265,12 +289,12 @@ pub(super) fn quarantine(workspace: &Path, rel: &Path) -> Option<PathBuf> {
 /// owner's write bit back (it is the user's own workspace) before a second try. A `None` is
 /// reported by the caller as a failure, never skipped.
 pub(super) fn rename_aside(
-    dir: &keel_fs::beneath::DirHandle,
+    dir: std::os::fd::BorrowedFd<'_>,
     from: &std::ffi::OsStr,
     base: &std::ffi::OsStr,
 ) -> Option<std::ffi::OsString> {
     let free = |to: &std::ffi::OsStr| {
-        rustix::fs::statat(dir.fd(), to, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_err()
+        rustix::fs::statat(dir, to, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_err()
     };
     let mut names = (0..100).map(|n| {
         let mut to = base.to_os_string();
@@ -282,19 +306,19 @@ pub(super) fn rename_aside(
     let to = names
         .find(|to| free(to))
         .or_else(|| (0..8).map(|_| random_name(base)).find(|to| free(to)))?;
-    match rustix::fs::renameat(dir.fd(), from, dir.fd(), to.as_os_str()) {
+    match rustix::fs::renameat(dir, from, dir, to.as_os_str()) {
         Ok(()) => Some(to),
         Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
-            let mode = rustix::fs::fstat(dir.fd()).ok()?.st_mode;
+            let mode = rustix::fs::fstat(dir).ok()?.st_mode;
             let wanted = rustix::fs::Mode::from_raw_mode(mode | 0o700);
             // An `O_PATH` descriptor (a directory left unreadable too) takes no `fchmod`: its
             // `/proc/self/fd` link names the same directory.
-            if rustix::fs::fchmod(dir.fd(), wanted).is_err() {
+            if rustix::fs::fchmod(dir, wanted).is_err() {
                 use std::os::fd::AsRawFd;
-                let link = format!("/proc/self/fd/{}", dir.fd().as_raw_fd());
+                let link = format!("/proc/self/fd/{}", dir.as_raw_fd());
                 rustix::fs::chmod(link.as_str(), wanted).ok()?;
             }
-            rustix::fs::renameat(dir.fd(), from, dir.fd(), to.as_os_str())
+            rustix::fs::renameat(dir, from, dir, to.as_os_str())
                 .ok()
                 .map(|()| to)
         }
@@ -322,12 +346,12 @@ pub fn report(moved: &[Moved]) -> Option<String> {
         return None;
     }
     let mut text = String::from(
-        "keel: the command created files that the user's own git would run outside the sandbox (hooks, hook-manager configuration, programs git's configuration names); Keel moved them out of git's way:",
+        "keel: the command created files that the user's own git or tools would run outside the sandbox (hooks, hook-manager configuration, programs git's configuration names, tools' own configuration); Keel moved them out of the way:",
     );
     for m in moved {
         if m.moved_to.is_empty() {
             text.push_str(&format!(
-                "\n- `{}` ({}) COULD NOT be moved: the user must remove it before running git here",
+                "\n- `{}` ({}) COULD NOT be moved: the user must remove it before running git or that tool here",
                 m.path, m.key
             ));
             continue;

@@ -445,7 +445,7 @@ fn quarantine(workspace: &Path, git: &Path) -> Option<PathBuf> {
         let dir = ws.subdir(rel_parent).ok()?;
         (parent, dir, git.file_name()?, QUARANTINE_NAME)
     };
-    super::git_programs::rename_aside(&dir, from, std::ffi::OsStr::new(base))
+    super::git_programs::rename_aside(dir.fd(), from, std::ffi::OsStr::new(base))
         .map(|name| parent.join(name))
 }
 

@@ -192,7 +192,7 @@ fn put_back(n: &Noted) -> std::io::Result<Option<PathBuf>> {
         // The quarantine's own rename: a free name even when the command took the usual ones.
         let mut base = name.to_os_string();
         base.push(".relinked-by-keel");
-        let aside = super::git_programs::rename_aside(&dir, name, &base)
+        let aside = super::git_programs::rename_aside(dir.fd(), name, &base)
             .ok_or_else(|| std::io::Error::other("no free name to move it aside"))?;
         moved = Some(n.link.with_file_name(aside));
     }
