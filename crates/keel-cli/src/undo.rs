@@ -204,6 +204,9 @@ fn print_left_alone(out: &mut impl Write, c: &keel_snapshot::RestoreReport) -> s
             "  left alone {f} (never recorded: larger than [snapshots] max_file_mb, or a name git refuses; not restored)"
         )?;
     }
+    if let Some(checked) = &c.checked {
+        writeln!(out, "{checked}")?;
+    }
     Ok(())
 }
 

@@ -310,6 +310,8 @@ mod modes_tests;
 #[cfg(test)]
 mod race_tests;
 #[cfg(test)]
+mod restore_checks_tests;
+#[cfg(test)]
 mod size_tests;
 #[cfg(test)]
 mod staging_tests;

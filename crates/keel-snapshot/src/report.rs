@@ -35,6 +35,10 @@ pub struct RestoreReport {
     /// content is in no snapshot, so nothing replaced or removed them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_alone: Vec<String>,
+    /// What the post-command checks moved aside of what the restore wrote (red-team pass 8,
+    /// R8-3: bytecode, a planted repository the checks had removed once): their report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<String>,
 }
 
 impl RestoreReport {

@@ -75,6 +75,9 @@ impl Git {
             return Err(self.fail(&["rev-parse", commit], "no snapshot repository yet".into()));
         }
         self.check_layout()?;
+        // A restore is a writer nobody approved: what it writes back is checked as a
+        // command's writes are (red-team pass 8, R8-3).
+        let watch = keel_tools::shell::nested_git::RestoreWatch::before(&self.workspace);
         let target = self.stdout(&["rev-parse", "--verify", &format!("{commit}^{{commit}}")])?;
         let current = match current {
             Some(staged) => staged.clone(),
@@ -220,6 +223,9 @@ impl Git {
         report.left_alone.dedup();
         report.recreated.sort();
         report.removed.sort();
+        report.checked = watch
+            .check_and_report()
+            .map(|r| format!("After the restore, checked as a command nobody approved:\n{r}"));
         Ok(report)
     }
 

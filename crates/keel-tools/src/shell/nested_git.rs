@@ -81,6 +81,15 @@ fn touched(git: &Path, since: SystemTime) -> bool {
         return changed_since(&meta, since);
     }
     let changed = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m, since));
+    // A work-tree directory that is a git directory by what it holds becomes one again when
+    // its `HEAD` comes back (red-team pass 8, R8-3: a restore, or a command's `mv`, put back
+    // the `HEAD` the check had moved aside beside an unchanged `commondir`).
+    let by_content = !git
+        .file_name()
+        .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
+    if by_content && changed(&git.join("HEAD")) {
+        return true;
+    }
     if config_files(git).iter().any(|p| changed(p))
         || ["commondir", "info/attributes", "hooks", "worktrees"]
             .iter()
@@ -649,6 +658,41 @@ impl Watch {
             });
         }
         text
+    }
+}
+
+/// A restore from a snapshot (`keel undo`, redo, a checkpoint's rollback), checked as a writer
+/// nobody approved (red-team pass 8, R8-3): a snapshot taken while a command ran captured
+/// what the post-command checks then removed — a `pytest.pyc`, a planted `src/HEAD` with its
+/// `commondir` — and the restore wrote it back. Noted before the restore, checked after it:
+/// the same walk and checks as after a command.
+#[derive(Debug)]
+pub struct RestoreWatch(Watch);
+
+impl RestoreWatch {
+    /// Before restoring into `workspace`.
+    pub fn before(workspace: &Path) -> Self {
+        // The root's own `.git` is not the restore's to change (snapshots leave it out).
+        let sealed_top = std::fs::symlink_metadata(workspace.join(".git"))
+            .ok()
+            .filter(std::fs::Metadata::is_dir)
+            .map(|m| (m.dev(), m.ino()));
+        Self(Watch {
+            root: workspace.to_path_buf(),
+            since: SystemTime::now(),
+            sealed_top,
+            programs: super::git_programs::Before::note(workspace),
+            confined: false,
+            approved: false,
+            links: super::store_links::StoreLinks::default(),
+            trees: Vec::new(),
+        })
+    }
+
+    /// After the restore: what it wrote that the checks move aside, and the report (`None`:
+    /// nothing).
+    pub fn check_and_report(self) -> Option<String> {
+        self.0.check_and_report()
     }
 }
 
