@@ -23,6 +23,7 @@ use std::path::Path;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use keel_protocol::ToolCall;
 use keel_tools::project::{CONFIG_LIMIT, ProjectDir};
+use keel_tools::shell::RuleMatch;
 use serde_json::Value;
 
 use keel_config::ConfigError;
@@ -223,6 +224,21 @@ impl Constitution {
 
     /// Why `call` may not run under this constitution, or `None`.
     pub fn check_call(&self, call: &ToolCall) -> Option<String> {
+        self.check_call_in(call, None)
+    }
+
+    /// Why `call` may not run under this constitution, or `None`; with the workspace `root`,
+    /// a command is judged with the scripts it runs read (`sh x.sh`, `npm test`, `make
+    /// deploy`), so a forbidden command inside one is refused too.
+    ///
+    /// A forbidden command is matched against the simple commands the line runs, as the
+    /// shell will see them (red-team pass 8, R8-26): quotes and escapes removed (`c\url`),
+    /// through wrappers (`env`, `command`, `exec`, `nice`, `timeout`, `xargs`, `sh -c`, a
+    /// function), past global options (`git -c a=b push`), and options by meaning (`rm -r -f`
+    /// is `rm -rf`). A line whose commands are not all known before it runs — a variable or
+    /// a substitution as a command name, `eval "$x"`, code given to an interpreter that names
+    /// the command — is refused where a forbidden command could hide in it.
+    pub fn check_call_in(&self, call: &ToolCall, root: Option<&Path>) -> Option<String> {
         if self.is_empty() {
             return None;
         }
@@ -241,17 +257,27 @@ impl Constitution {
         if COMMAND_TOOLS.contains(&call.name.as_str())
             && let Some(command) = call.arguments.get("command").and_then(Value::as_str)
         {
-            let squeezed = command.split_whitespace().collect::<Vec<_>>().join(" ");
-            if let Some(f) = self
-                .forbidden_commands
-                .iter()
-                .find(|f| contains_words(&squeezed, f))
-            {
-                return Some(format!(
-                    "not run: `{f}` is a forbidden command in the repository constitution ({CONSTITUTION_FILE}, forbidden_commands); do the task without it, or tell the user it is needed."
-                ));
+            let safety = keel_tools::shell::CommandSafety::new();
+            let analysis = match root {
+                Some(root) => safety.classify_in_project(command, root),
+                None => safety.classify(command),
+            };
+            for f in &self.forbidden_commands {
+                match analysis.rule_match(f) {
+                    RuleMatch::Yes => {
+                        return Some(format!(
+                            "not run: `{f}` is a forbidden command in the repository constitution ({CONSTITUTION_FILE}, forbidden_commands); do the task without it, or tell the user it is needed."
+                        ));
+                    }
+                    RuleMatch::Maybe => {
+                        return Some(format!(
+                            "not run: this command may run `{f}`, a forbidden command in the repository constitution ({CONSTITUTION_FILE}, forbidden_commands): a command of it is not known before it runs (a variable or substitution as a command name, `eval`, code given to a program). Write the commands it runs as plain words, without `{f}`."
+                        ));
+                    }
+                    RuleMatch::No => {}
+                }
             }
-            if !keel_tools::shell::classify(command).is_read_only()
+            if !analysis.is_read_only()
                 && let Some((word, entry)) = self.protected_in_command(command)
             {
                 return Some(refuse(&word, &entry));
@@ -299,7 +325,6 @@ impl Constitution {
     }
 }
 
-/// `needle` occurs in `haystack` on word boundaries (both whitespace-squeezed).
 /// The path a protected entry stands for as a whole, when it is one: a plain path, or a glob
 /// for a whole directory (`dir/**`, `dir/**/*` stand for `dir`). `None` for other globs.
 fn whole_dir(p: &str) -> Option<&str> {
@@ -310,20 +335,6 @@ fn whole_dir(p: &str) -> Option<&str> {
         .unwrap_or(p)
         .trim_end_matches('/');
     (!p.contains(['*', '?', '[', '{']) && !p.is_empty()).then_some(p)
-}
-
-fn contains_words(haystack: &str, needle: &str) -> bool {
-    let needle = needle.split_whitespace().collect::<Vec<_>>().join(" ");
-    if needle.is_empty() {
-        return false;
-    }
-    haystack.match_indices(&needle).any(|(i, _)| {
-        let before = haystack[..i].chars().next_back();
-        let after = haystack[i + needle.len()..].chars().next();
-        let boundary =
-            |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
-        boundary(before) && boundary(after)
-    })
 }
 
 #[cfg(test)]
@@ -445,6 +456,76 @@ mod tests {
         assert!(run("cat migrations/001.sql").is_none());
         assert!(run("cargo test").is_none());
         assert!(run("git push-helper").is_none());
+    }
+
+    #[test]
+    fn forbidden_commands_are_matched_as_the_shell_runs_them() {
+        // Red-team pass 8, R8-26: each RAN under `["curl", "git push", "rm -rf"]`.
+        let c = Constitution::parse(r#"{"forbidden_commands": ["curl", "git push", "rm -rf"]}"#)
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        let run = |cmd: &str| c.check_call(&call("run_command", json!({"command": cmd})));
+        for cmd in [
+            "c\\url --version",
+            "git -c a.b=c push --dry-run nowhere",
+            "rm -r -f src",
+            "rm -fr src",
+            "rm --recursive --force src",
+            "\"curl\" x",
+            "env curl x",
+            "command curl x",
+            "exec curl x",
+            "nice -n 5 curl x",
+            "timeout 5 curl x",
+            "echo u | xargs curl",
+            "sh -c 'cu\"rl\" x'",
+            "/usr/bin/curl x",
+            "f() { curl x; }; f",
+        ] {
+            let why = run(cmd).unwrap_or_default();
+            assert!(why.contains("forbidden"), "{cmd}: {why:?}");
+        }
+        // What the parser cannot see through may hide one.
+        for cmd in [
+            "$(echo curl) x",
+            "`echo curl` x",
+            "eval \"$X\"",
+            "$CMD x",
+            "cu$@rl x",
+            "sh -c \"$X\"",
+            "python3 -c \"import os; os.system('curl x')\"",
+        ] {
+            let why = run(cmd).unwrap_or_default();
+            assert!(why.contains("may run"), "{cmd}: {why:?}");
+        }
+        // Words that are not commands are not refused.
+        for cmd in [
+            "grep -rn curl src",
+            "echo 'do not git push'",
+            "rm -r build",
+            "git pull",
+            "cargo test",
+        ] {
+            assert_eq!(run(cmd), None, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn a_forbidden_command_inside_a_script_the_line_runs_is_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("up.sh"), "#!/bin/sh\ncurl -s x\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("ok.sh"), "#!/bin/sh\necho fine\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let c = Constitution::parse(r#"{"forbidden_commands": ["curl"]}"#)
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        let run = |cmd: &str| {
+            c.check_call_in(
+                &call("run_command", json!({"command": cmd})),
+                Some(dir.path()),
+            )
+        };
+        assert!(run("sh up.sh").is_some());
+        assert_eq!(run("sh ok.sh"), None);
     }
 
     #[test]

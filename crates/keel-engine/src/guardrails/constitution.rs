@@ -1,6 +1,7 @@
 //! The constitution's forbidden calls as a hook: a call the repository's
 //! `.keel/constitution.json` forbids is refused before it runs (`keel_knowledge::constitution`).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -11,11 +12,16 @@ use keel_knowledge::constitution::Constitution;
 
 pub(crate) struct ConstitutionHook {
     constitution: Arc<Constitution>,
+    /// The workspace: a command's scripts are read to see what it runs.
+    root: PathBuf,
 }
 
 impl ConstitutionHook {
-    pub(crate) fn new(constitution: Arc<Constitution>) -> Self {
-        Self { constitution }
+    pub(crate) fn new(constitution: Arc<Constitution>, root: &Path) -> Self {
+        Self {
+            constitution,
+            root: root.to_path_buf(),
+        }
     }
 }
 
@@ -29,7 +35,7 @@ impl Hook for ConstitutionHook {
         _cx: &'a HookContext,
         call: &'a ToolCall,
     ) -> BoxFuture<'a, HookAction> {
-        let verdict = match self.constitution.check_call(call) {
+        let verdict = match self.constitution.check_call_in(call, Some(&self.root)) {
             Some(why) => HookAction::Deny(why),
             None => HookAction::Continue,
         };

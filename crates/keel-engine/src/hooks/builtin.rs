@@ -127,7 +127,12 @@ pub(crate) fn standard(phases: bool, custom: &[Arc<dyn Hook>]) -> Vec<Slot> {
             ))
         }),
         Slot::Guardrail(|e, _| Arc::new(SkillsHook::new(e.skills.clone(), e.workspace.root()))),
-        Slot::Guardrail(|e, _| Arc::new(ConstitutionHook::new(e.constitution.clone()))),
+        Slot::Guardrail(|e, _| {
+            Arc::new(ConstitutionHook::new(
+                e.constitution.clone(),
+                e.workspace.root(),
+            ))
+        }),
     ];
     if phases {
         slots.push(Slot::Guardrail(|e, o| match &e.phase_policy {

@@ -28,6 +28,7 @@ mod programs;
 mod project;
 mod redirects;
 mod removals;
+mod rule_options;
 mod rules;
 mod run_command;
 mod run_tests;

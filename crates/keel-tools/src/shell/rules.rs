@@ -38,35 +38,69 @@ pub(crate) fn rule_words(rule: &str) -> Option<Vec<String>> {
 /// between the program and the rule's next word do not hide it: `git -c a=b push`,
 /// `git --no-pager push` and `git -C . push` match `git push` (Yes, for programs whose global
 /// options Keel knows); for other programs a word after an option may be that option's value,
-/// so `npm --prefix x publish` *may* match `npm publish` (Maybe: a person decides).
+/// so `npm --prefix x publish` *may* match `npm publish` (Maybe: a person decides). The rule's
+/// words from its first option on are compared by meaning, not spelling
+/// ([`super::rule_options`]): `rm -r -f src`, `rm -fr src` and `rm --recursive --force src`
+/// match `rm -rf`.
 pub(crate) fn prefix_match(rule: &[String], words: &[Word]) -> RuleMatch {
-    let direct = prefix_match_at(rule, words);
-    if direct != RuleMatch::No || rule.len() < 2 {
-        return direct;
+    let (head, tail) = super::rule_options::split_at_options(rule);
+    let program = words
+        .first()
+        .and_then(|w| w.value())
+        .map(program_name)
+        .unwrap_or_default();
+    let mut best = RuleMatch::No;
+    for (found, end, certain) in head_matches(head, words) {
+        let found = match found {
+            RuleMatch::Yes if !tail.is_empty() => {
+                super::rule_options::tail_match(program, tail, words.get(end..).unwrap_or(&[]))
+            }
+            other => other,
+        };
+        let found = match found {
+            RuleMatch::Yes if !certain => RuleMatch::Maybe,
+            other => other,
+        };
+        match found {
+            RuleMatch::Yes => return RuleMatch::Yes,
+            RuleMatch::Maybe => best = RuleMatch::Maybe,
+            RuleMatch::No => {}
+        }
     }
-    if prefix_match_at(&rule[..1], words) != RuleMatch::Yes {
-        return RuleMatch::No;
+    best
+}
+
+/// Where `words` may start with the rule's leading words `head` (program and subcommands):
+/// each a match, the index just past the matched words, and whether a match is certain (not
+/// for a program whose options Keel does not know: a word after one may be its value).
+fn head_matches(head: &[String], words: &[Word]) -> Vec<(RuleMatch, usize, bool)> {
+    let direct = prefix_match_at(head, words);
+    if direct != RuleMatch::No || head.len() < 2 {
+        return vec![(direct, head.len(), true)];
+    }
+    if prefix_match_at(&head[..1], words) != RuleMatch::Yes {
+        return vec![(RuleMatch::No, 0, true)];
     }
     let program = words.first().and_then(|w| w.value()).map(program_name);
     let rest = &words[1..];
+    let at = |start: Option<usize>, certain: bool| match start {
+        Some(s) => (
+            prefix_match_at_words(&head[1..], &rest[s..]),
+            1 + s + head.len() - 1,
+            certain,
+        ),
+        None => (RuleMatch::Maybe, 0, certain),
+    };
     match program.and_then(global_value_options) {
-        Some(takes_value) => match after_global_options(rest, |o| takes_value.contains(&o)) {
-            Some(start) => prefix_match_at_words(&rule[1..], &rest[start..]),
-            None => RuleMatch::Maybe,
-        },
-        None => {
-            // Options of a program Keel does not know: each might or might not take a value.
-            let plain = after_global_options(rest, |_| false);
-            let valued = after_global_options(rest, |o| !o.contains('='));
-            let hit = |start: Option<usize>| match start {
-                Some(s) => prefix_match_at_words(&rule[1..], &rest[s..]),
-                None => RuleMatch::Maybe,
-            };
-            match (hit(plain), hit(valued)) {
-                (RuleMatch::No, RuleMatch::No) => RuleMatch::No,
-                _ => RuleMatch::Maybe,
-            }
-        }
+        Some(takes_value) => vec![at(
+            after_global_options(rest, |o| takes_value.contains(&o)),
+            true,
+        )],
+        // Options of a program Keel does not know: each might or might not take a value.
+        None => vec![
+            at(after_global_options(rest, |_| false), false),
+            at(after_global_options(rest, |o| !o.contains('=')), false),
+        ],
     }
 }
 
@@ -192,8 +226,9 @@ pub(crate) fn match_any(rule: &str, commands: &[Vec<Word>]) -> RuleMatch {
 }
 
 /// [`RuleMatch::Maybe`] when the rule's words follow a later word of a simple command (a
-/// program may run its arguments as a command: `taskset 1 rm f`, `setpriv rm f`) or start a
-/// word of several words (`script -qc "rm f"`, `su -c 'git push'`); else No.
+/// program may run its arguments as a command: `taskset 1 rm f`, `setpriv rm f`) or start
+/// within a word of several words (`script -qc "rm f"`, `su -c 'git push'`,
+/// `python3 -c "os.system('curl x')"`); else No.
 pub(crate) fn match_as_payload(rule: &str, commands: &[Vec<Word>]) -> RuleMatch {
     let Some(rule) = rule_words(rule) else {
         return RuleMatch::No;
@@ -203,10 +238,17 @@ pub(crate) fn match_as_payload(rule: &str, commands: &[Vec<Word>]) -> RuleMatch 
             if i > 0 && prefix_match(&rule, &words[i..]) != RuleMatch::No {
                 return RuleMatch::Maybe;
             }
-            let Some(text) = w.value().filter(|t| t.contains(char::is_whitespace)) else {
+            // Code given inline names its commands between quotes and brackets too
+            // (`os.system('curl x')`, `run(["git", "push"])`).
+            let separator = |c: char| c.is_whitespace() || "'\"`;()[]{},|&<>".contains(c);
+            let Some(text) = w.value().filter(|t| t.contains(separator)) else {
                 continue;
             };
-            let inner: Vec<Word> = text.split_whitespace().map(Word::lit).collect();
+            let inner: Vec<Word> = text
+                .split(separator)
+                .filter(|t| !t.is_empty())
+                .map(Word::lit)
+                .collect();
             if (0..inner.len()).any(|k| prefix_match(&rule, &inner[k..]) != RuleMatch::No) {
                 return RuleMatch::Maybe;
             }
@@ -329,6 +371,67 @@ mod tests {
         );
         assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
         assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);
+    }
+
+    #[test]
+    fn rule_options_match_by_meaning_not_spelling() {
+        // Red-team pass 8, R8-26: `rm -r -f src` and `rm -fr src` ran under a rule `rm -rf`.
+        let c = |cmd: &str| crate::shell::classify(cmd);
+        for cmd in [
+            "rm -rf src",
+            "rm -r -f src",
+            "rm -fr src",
+            "rm -Rf src",
+            "rm src -r -f",
+            "rm --recursive --force src",
+            "rm --rec --for src",
+            "rm -r -v --force src",
+            "command rm -f -r src",
+            "find . -name x -exec rm -r -f {} +",
+            "sh -c 'rm -fr src'",
+        ] {
+            assert_eq!(c(cmd).rule_match("rm -rf"), RuleMatch::Yes, "{cmd}");
+        }
+        for cmd in ["rm -r src", "rm -f x", "rm -- -rf", "rm -i src"] {
+            assert_eq!(c(cmd).rule_match("rm -rf"), RuleMatch::No, "{cmd}");
+        }
+        assert_eq!(c("rm $FLAGS src").rule_match("rm -rf"), RuleMatch::Maybe);
+        assert_eq!(c("ls | xargs rm -r").rule_match("rm -rf"), RuleMatch::Maybe);
+        for cmd in [
+            "git push --force origin main",
+            "git push -f origin main",
+            "git -c a.b=c push origin main -f",
+            "git push --forc origin",
+        ] {
+            assert_eq!(
+                c(cmd).rule_match("git push --force"),
+                RuleMatch::Yes,
+                "{cmd}"
+            );
+        }
+        assert_eq!(
+            c("git push origin main").rule_match("git push --force"),
+            RuleMatch::No
+        );
+        assert_eq!(
+            c("git push --force-with-lease origin").rule_match("git push --force"),
+            RuleMatch::No
+        );
+        assert_eq!(
+            c("git push -f upstream").rule_match("git push --force origin"),
+            RuleMatch::No
+        );
+        assert_eq!(
+            c("git push upstream -f origin").rule_match("git push --force origin"),
+            RuleMatch::Yes
+        );
+        // Code given inline names the command between quotes and brackets.
+        for cmd in [
+            "python3 -c \"import os;os.system('curl x')\"",
+            "python3 -c 'import subprocess; subprocess.run([\"curl\", \"x\"])'",
+        ] {
+            assert_eq!(c(cmd).rule_match("curl"), RuleMatch::Maybe, "{cmd}");
+        }
     }
 
     #[test]
