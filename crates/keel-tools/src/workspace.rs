@@ -54,6 +54,12 @@ pub enum PathError {
     )]
     LoadedUnseen { path: String, reason: String },
     #[error(
+        "`{path}` is the user's own configuration at the top of their home (`{home}`), which \
+         their shell and tools read in every directory: the agent does not change it. Tell the \
+         user what should change there and why"
+    )]
+    UserConfig { path: String, home: String },
+    #[error(
         "`{path}` cannot be used: {reason}; it is neither read nor changed for the agent (the \
          user's secret stores and Keel's own files are off limits even inside the workspace)"
     )]
@@ -240,6 +246,15 @@ impl Workspace {
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = unless_control(rel, self.locate(rel))?;
         let found = self.check_writable(rel, found)?;
+        // By the name given (a dotfile link, `~/.vimrc -> dotfiles/vimrc`) and where it leads.
+        if let Some(home) = crate::shell::refused_in_home(&self.root, Path::new(rel))
+            .or_else(|| crate::shell::refused_in_home(&self.root, found.rel()))
+        {
+            return Err(PathError::UserConfig {
+                path: rel.to_string(),
+                home,
+            });
+        }
         // What the user's tools load unseen: bytecode, native modules, package metadata, a
         // test file in an ignored directory (red-team pass 8, R8-4, R8-6).
         if let Some(reason) = crate::shell::refused_for_file_tools(&self.root, found.rel()) {
@@ -269,7 +284,17 @@ impl Workspace {
     /// agent wants to delete: refused like [`Self::locate_writable`].
     pub fn locate_entry_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = unless_control(rel, self.locate_entry(rel))?;
-        self.check_writable(rel, found)
+        let found = self.check_writable(rel, found)?;
+        // By the name given (a dotfile link, `~/.vimrc -> dotfiles/vimrc`) and where it leads.
+        if let Some(home) = crate::shell::refused_in_home(&self.root, Path::new(rel))
+            .or_else(|| crate::shell::refused_in_home(&self.root, found.rel()))
+        {
+            return Err(PathError::UserConfig {
+                path: rel.to_string(),
+                home,
+            });
+        }
+        Ok(found)
     }
 
     /// Like [`Self::locate`], but no symlink may redirect the path (see

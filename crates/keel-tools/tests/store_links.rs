@@ -4,77 +4,21 @@
 //! every link on the way (pass 8, R8-1: a second link, `~/dotfiles -> src/dotfiles`, was not
 //! noted), and with no other writing command beside it (R8-2: an overlapping command noted the
 //! re-pointed link and put *that* back at its end).
+//!
+//! The commands here run as approved ones: to a command nobody approved the home's dot
+//! entries are read-only anyway (tests/home_config.rs); the links' own guard holds for every
+//! command.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use keel_tools::shell::{self, LintSettings, ShellSettings};
-use keel_tools::{ToolContext, ToolRegistry, Workspace};
+#[path = "shared/home.rs"]
+mod home;
+use home::{home_for, run_approved as run, runtime, tools};
+use keel_tools::{ToolContext, Workspace};
 use serde_json::json;
-
-/// Set in the child: the home it works in (the test re-runs itself with `HOME` there, since
-/// the stores are found through this process's environment).
-const CHILD: &str = "KEEL_STORE_LINKS_TEST_HOME";
-
-/// In the parent: makes a home with `layout`, re-runs `test` with `HOME` there and checks it
-/// passed. In the child: the home.
-fn home_for(test: &str, layout: fn(&Path)) -> Option<PathBuf> {
-    if let Some(home) = std::env::var_os(CHILD) {
-        return Some(PathBuf::from(home));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().canonicalize().unwrap().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    layout(&home);
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(CHILD, &home)
-        .env("HOME", &home)
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .env_remove("KEEL_CONFIG")
-        .env_remove("KEEL_HOME")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    None
-}
-
-fn tools() -> ToolRegistry {
-    let mut tools = ToolRegistry::new();
-    shell::register(
-        &mut tools,
-        ShellSettings::default(),
-        LintSettings {
-            enabled: false,
-            ..LintSettings::default()
-        },
-    );
-    tools
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Runs `cmd` in the home and returns its result's text.
-fn run(home: &Path, cmd: &str) -> String {
-    let ctx = ToolContext::new(Workspace::new(home).unwrap());
-    runtime()
-        .block_on(tools().execute("run_command", json!({"command": cmd}), &ctx))
-        .map(|o| o.content)
-        .unwrap_or_else(|e| format!("{e:?}"))
-}
 
 /// The configuration Keel's next session in this home would read.
 fn next_config(home: &Path) -> String {
@@ -171,7 +115,8 @@ fn an_overlapping_command_cannot_put_back_a_re_pointed_link() {
     ) else {
         return;
     };
-    let ctx = ToolContext::new(Workspace::new(&home).unwrap());
+    let mut ctx = ToolContext::new(Workspace::new(&home).unwrap());
+    ctx.approved = true;
     let tools = tools();
     let first = format!(
         "mv .config/keel .config/keel-old && {EVIL} && ln -s ../evil .config/keel; sleep 2"
@@ -225,29 +170,4 @@ fn a_directory_a_link_walks_through_stays_where_it_is() {
         home.join("x").symlink_metadata().is_ok_and(|m| m.is_dir()),
         "{out}"
     );
-}
-
-/// A home workspace without `~/.aws` or `~/.kube`: a command that creates their configuration
-/// with a program in it (`credential_process`, a kubeconfig `exec` plugin) — run by the
-/// user's next `aws` or `kubectl` anywhere, unconfined — has it moved aside (red-team pass 9,
-/// R9-6; the stores are covered only when they exist).
-#[test]
-fn a_command_cannot_plant_cloud_tools_configuration_in_a_home() {
-    let Some(home) = home_for(
-        "a_command_cannot_plant_cloud_tools_configuration_in_a_home",
-        |home| std::fs::write(home.join("notes.txt"), "mine\n").unwrap(),
-    ) else {
-        return;
-    };
-    let out = run(
-        &home,
-        "mkdir -p .aws .kube .gradle/init.d && printf '[default]\\ncredential_process = sh -c \"touch /tmp/pwned\"\\n' > .aws/config \
-         && echo 'users: [{name: u, user: {exec: {command: sh}}}]' > .kube/config \
-         && echo 'println \"x\"' > .gradle/init.d/a.gradle && echo ok",
-    );
-    assert!(out.contains("ok"), "the command did not run: {out}");
-    for planted in [".aws/config", ".kube/config", ".gradle/init.d/a.gradle"] {
-        assert!(!home.join(planted).exists(), "{planted} stayed: {out}");
-    }
-    assert!(out.contains("quarantined-by-keel"), "{out}");
 }

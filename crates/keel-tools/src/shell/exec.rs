@@ -513,6 +513,15 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // the code the user's own tools run later ([`super::dependency_trees`], R7-10).
     let trees = read_only_trees(&req);
     req.roots.protected.extend(trees.iter().cloned());
+    // So is the user's own configuration at the top of a home the workspace holds, with its
+    // caches moved to the command's private temporary directory ([`super::home_dots`]).
+    let home_dots = unapproved_workspace(&req).and_then(super::home_dots::Before::note);
+    if let Some(ws) = home_dots.as_ref().and(unapproved_workspace(&req)) {
+        let dots = super::home_dots::read_only(ws, &req.roots.hidden);
+        req.roots.protected.extend(dots);
+        req.env_in_tmp
+            .push(("XDG_CACHE_HOME".into(), ".cache".into()));
+    }
     // Its Cargo builds where the user's `cargo` never reuses them (R8-4); the user's own
     // setting, if any, still wins.
     if let Some(ws) = unapproved_workspace(&req) {
@@ -603,6 +612,13 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     let quarantined = match watch.0.take() {
         Some(t) => t.finish().await,
         None => None,
+    };
+    let quarantined = match (
+        quarantined,
+        home_dots.and_then(super::home_dots::Before::check),
+    ) {
+        (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
+        (a, b) => a.or(b),
     };
     Ok(ExecOutput {
         ending,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// The suffix a quarantined program path gets (a number is added when taken).
-const SUFFIX: &str = ".quarantined-by-keel";
+pub(super) const SUFFIX: &str = ".quarantined-by-keel";
 /// The most entries looked at below one path when checking for changes.
 const MAX_LOOK: usize = 2_000;
 

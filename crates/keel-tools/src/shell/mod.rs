@@ -13,6 +13,7 @@ pub mod disk;
 pub mod exec;
 pub mod git_programs;
 mod hidden;
+mod home_dots;
 pub mod judged;
 mod line_writes;
 mod lint;
@@ -48,6 +49,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use dependency_trees::tree_of as dependency_tree_of;
+pub(crate) use home_dots::refused as refused_in_home;
 pub use lint::{AutoLint, LintSettings};
 pub(crate) use loaded_code::refused_for_file_tools;
 pub use run_command::{RunCommand, RunCommandArgs};

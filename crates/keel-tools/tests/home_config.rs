@@ -1,0 +1,111 @@
+//! A workspace that holds the user's home: the dot entries at its top (`~/.bashrc`,
+//! `~/.config`, `~/.local`, `~/.mavenrc`, `~/.aws/config`) are the user's own configuration,
+//! read by their shell and tools in every directory. A command nobody approved cannot change
+//! them, a new one it creates is moved aside, a dotfile link it re-points is put back, and the
+//! file tools refuse them (red-team passes 8 and 9: R8-5, R9-5, R9-6).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use keel_tools::{PathError, Workspace};
+
+#[path = "shared/home.rs"]
+mod home;
+use home::{home_for, run};
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
+    let Some(home) = home_for(
+        "the_users_own_configuration_is_read_only_to_commands_nobody_approved",
+        |home| {
+            write(&home.join(".bashrc"), "# mine\n");
+            write(&home.join(".config/app/settings"), "x\n");
+            std::fs::create_dir_all(home.join(".local/lib/python3.11/site-packages")).unwrap();
+            write(&home.join("dotfiles/vimrc"), "set nu\n");
+            write(&home.join("dotfiles/other"), "evil\n");
+            symlink("dotfiles/vimrc", home.join(".vimrc")).unwrap();
+            write(&home.join("notes.txt"), "notes\n");
+        },
+    ) else {
+        return;
+    };
+    let out = run(
+        &home,
+        "echo evil >> .bashrc; echo evil > .config/app/settings; \
+         echo 'import os' > .local/lib/python3.11/site-packages/zz.pth; \
+         echo 'touch /tmp/pwned' > .mavenrc; ln -sfn dotfiles/other .vimrc; \
+         echo mine >> notes.txt; echo ok",
+    );
+    assert!(out.contains("ok"), "the command did not run: {out}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# mine\n",
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".config/app/settings")).unwrap(),
+        "x\n",
+        "{out}"
+    );
+    assert!(
+        !home
+            .join(".local/lib/python3.11/site-packages/zz.pth")
+            .exists(),
+        "{out}"
+    );
+    assert!(!home.join(".mavenrc").exists(), "{out}");
+    assert_eq!(
+        std::fs::read_link(home.join(".vimrc")).unwrap(),
+        PathBuf::from("dotfiles/vimrc"),
+        "{out}"
+    );
+    assert!(out.contains("Keel undid it"), "{out}");
+    // The rest of the home is the workspace as ever.
+    assert_eq!(
+        std::fs::read_to_string(home.join("notes.txt")).unwrap(),
+        "notes\nmine\n",
+        "{out}"
+    );
+    // The file tools refuse the same places.
+    let ws = Workspace::new(&home).unwrap();
+    for rel in [".mavenrc", ".bashrc", ".config/app/settings", ".vimrc"] {
+        assert!(
+            matches!(ws.locate_writable(rel), Err(PathError::UserConfig { .. })),
+            "{rel}"
+        );
+    }
+    assert!(ws.locate_writable("notes.txt").is_ok());
+    assert!(ws.locate_writable("src/.hidden/x").is_ok());
+}
+
+/// A home workspace without `~/.aws` or `~/.kube`: a command that creates their configuration
+/// with a program in it (`credential_process`, a kubeconfig `exec` plugin) — run by the
+/// user's next `aws` or `kubectl` anywhere, unconfined — has it moved aside (red-team pass 9,
+/// R9-6; the stores are covered only when they exist).
+#[test]
+fn a_command_cannot_plant_cloud_tools_configuration_in_a_home() {
+    let Some(home) = home_for(
+        "a_command_cannot_plant_cloud_tools_configuration_in_a_home",
+        |home| std::fs::write(home.join("notes.txt"), "mine\n").unwrap(),
+    ) else {
+        return;
+    };
+    let out = run(
+        &home,
+        "mkdir -p .aws .kube .gradle/init.d && printf '[default]\\ncredential_process = sh -c \"touch /tmp/pwned\"\\n' > .aws/config \
+         && echo 'users: [{name: u, user: {exec: {command: sh}}}]' > .kube/config \
+         && echo 'println \"x\"' > .gradle/init.d/a.gradle && echo ok",
+    );
+    assert!(out.contains("ok"), "the command did not run: {out}");
+    for planted in [".aws/config", ".kube/config", ".gradle/init.d/a.gradle"] {
+        assert!(!home.join(planted).exists(), "{planted} stayed: {out}");
+    }
+    assert!(out.contains("quarantined-by-keel"), "{out}");
+}
