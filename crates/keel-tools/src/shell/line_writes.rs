@@ -61,6 +61,9 @@ pub(crate) struct LineWrites {
     reads: Vec<Read>,
     /// The files read after a write that may have changed them.
     pub(crate) stale: Vec<PathBuf>,
+    /// Existing files the line writes over that no snapshot records, and why
+    /// ([`super::unrecorded`]).
+    pub(crate) lost: Vec<String>,
 }
 
 impl LineWrites {
@@ -104,8 +107,9 @@ impl Project {
         self.line.log.push(Written::Anything);
     }
 
-    /// The line may write `path` (as written, relative to where that part runs).
-    pub(crate) fn wrote_path(&mut self, path: &str) {
+    /// The line may write `path` (as written, relative to where that part runs); `keeps`:
+    /// the write keeps what the file holds (an append, a mode change).
+    pub(crate) fn wrote_path(&mut self, path: &str, keeps: bool) {
         if super::safety::is_sink(path) {
             return;
         }
@@ -132,6 +136,13 @@ impl Project {
             Some((real, id)) => (Some(real), id),
             None => (None, None),
         };
+        if let (false, Some(real), Some(info)) = (keeps, &real, &id)
+            && info.kind == keel_fs::beneath::FileKind::File
+            && let Some(why) = self.unrecorded(real, info.len)
+            && !self.line.lost.contains(&why)
+        {
+            self.line.lost.push(why);
+        }
         self.line.log.push(Written::Path { rel, real, id });
     }
 
@@ -192,7 +203,7 @@ impl Analyzer<'_> {
         };
         for w in paths {
             match w.value() {
-                Some(v) if !w.glob => p.wrote_path(v),
+                Some(v) if !w.glob => p.wrote_path(v, self.keeps_content),
                 _ => p.wrote_anything(),
             }
         }
@@ -270,24 +281,30 @@ impl Analyzer<'_> {
         }
     }
 
-    /// The findings for the project files read after a write that may have changed them.
+    /// The findings for the project files read after a write that may have changed them,
+    /// and for the writes over files no snapshot records ([`super::unrecorded`]).
     pub(crate) fn stale_findings(&self) -> Vec<(super::SafetyClass, String)> {
         let Some(p) = self.project.as_ref() else {
             return Vec::new();
         };
-        p.line
-            .stale
-            .iter()
-            .map(|f| {
-                (
-                    super::SafetyClass::Unknown,
-                    format!(
-                        "an earlier part of the line may change `{}`, which a later part is judged by",
-                        f.display()
-                    ),
-                )
-            })
-            .collect()
+        let stale = p.line.stale.iter().map(|f| {
+            (
+                super::SafetyClass::Unknown,
+                format!(
+                    "an earlier part of the line may change `{}`, which a later part is judged by",
+                    f.display()
+                ),
+            )
+        });
+        let lost = p.line.lost.iter().map(|why| {
+            (
+                super::SafetyClass::Destructive,
+                format!(
+                    "writes over {why}: no snapshot holds it, so `keel undo` cannot bring it back"
+                ),
+            )
+        });
+        stale.chain(lost).collect()
     }
 }
 
@@ -297,8 +314,13 @@ impl Analyzer<'_> {
     pub(crate) fn flag_operand_writes(&mut self, program: &str, ops: &[Word], reason: String) {
         let class = super::SafetyClass::WritesWorkspace;
         match program {
-            "mkdir" | "touch" | "mv" | "chmod" | "chown" | "chgrp" | "setfacl" | "chattr"
-            | "mkfifo" | "sponge" | "dos2unix" | "unix2dos" => self.flag_writes(class, reason, ops),
+            // What they do to an existing file keeps its content.
+            "mkdir" | "touch" | "chmod" | "chown" | "chgrp" | "setfacl" | "chattr" | "mkfifo" => {
+                let keeps = std::mem::replace(&mut self.keeps_content, true);
+                self.flag_writes(class, reason, ops);
+                self.keeps_content = keeps;
+            }
+            "mv" | "sponge" | "dos2unix" | "unix2dos" => self.flag_writes(class, reason, ops),
             "cp" | "install" | "ln" | "rsync" if !ops.is_empty() => {
                 self.flag_writes(class, reason, &ops[ops.len() - 1..])
             }

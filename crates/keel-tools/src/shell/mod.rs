@@ -39,6 +39,7 @@ mod scripts;
 mod store_links;
 pub mod testing;
 mod toolchains;
+mod unrecorded;
 mod venv_startup;
 mod verdict;
 mod words;

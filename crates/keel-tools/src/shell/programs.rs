@@ -234,9 +234,12 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
         }
         "tee" => {
             let files = positionals(args, &[]);
+            let appends = super::options::has_option(args, &['a'], &["--append"]);
+            let keeps = std::mem::replace(&mut a.keeps_content, appends);
             for f in &files {
                 a.write_target(f, "`tee`");
             }
+            a.keeps_content = keeps;
             a.read_only("tee");
         }
         "dd" => {

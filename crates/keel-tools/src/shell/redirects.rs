@@ -10,19 +10,34 @@ use super::words::resolve;
 impl Analyzer<'_> {
     pub(crate) fn redirected(&mut self, node: Node, src: &str, stdin: &Stdin) {
         let mut body_stdin = stdin.clone();
-        let mut body = None;
-        // `: > f`, `true > f`, `printf '' > f`, a bare `> f`: the redirection only empties
-        // its target (R7-14).
-        let only_empties = super::safety::children_with_fields(node)
+        let mut body = super::safety::children_with_fields(node)
             .into_iter()
             .find(|(field, _)| *field == Some("body"))
-            .is_none_or(|(_, b)| super::removals::writes_nothing(&src[b.byte_range()]));
-        for (field, child) in super::safety::children_with_fields(node) {
-            if !child.is_named() {
-                continue;
+            .map(|(_, b)| b);
+        // `cd data && echo x > r.csv` parses as one redirection of the whole list, but bash
+        // gives it to the last command only: the earlier ones run first (their `cd` decides
+        // where the target is).
+        while let Some(list) = body.filter(|b| {
+            b.kind() == "list"
+                && !super::line_writes::has_background(*b)
+                && b.named_child_count() > 1
+        }) {
+            let mut cursor = list.walk();
+            let kids: Vec<Node> = list.named_children(&mut cursor).collect();
+            let (last, first) = kids
+                .split_last()
+                .map_or((None, &[][..]), |(l, f)| (Some(*l), f));
+            for k in first {
+                self.any(*k, src, stdin);
             }
-            if field == Some("body") {
-                body = Some(child);
+            body = last;
+        }
+        // `: > f`, `true > f`, `printf '' > f`, a bare `> f`: the redirection only empties
+        // its target (R7-14).
+        let only_empties =
+            body.is_none_or(|b| super::removals::writes_nothing(&src[b.byte_range()]));
+        for (field, child) in super::safety::children_with_fields(node) {
+            if !child.is_named() || field == Some("body") {
                 continue;
             }
             match child.kind() {
@@ -141,7 +156,10 @@ impl Analyzer<'_> {
             Some(d) => {
                 let w = resolve(*d, src);
                 let how = format!("redirection `{op}`");
+                let appends = matches!(op.as_str(), ">>" | "&>>");
+                let keeps = std::mem::replace(&mut self.keeps_content, appends);
                 self.write_target(&w, &how);
+                self.keeps_content = keeps;
             }
             None => self.flag(
                 SafetyClass::Unknown,

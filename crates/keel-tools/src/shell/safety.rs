@@ -104,6 +104,7 @@ impl CommandSafety {
             substitution: 0,
             inline_code: false,
             naming: false,
+            keeps_content: false,
         };
         if command.trim().is_empty() {
             a.flag(SafetyClass::Unknown, "the command is empty".into());
@@ -172,6 +173,9 @@ pub(crate) struct Analyzer<'s> {
     pub(crate) inline_code: bool,
     /// The finding being flagged is a write whose paths were logged ([`super::line_writes`]).
     pub(crate) naming: bool,
+    /// The write being logged keeps what the file holds (`>>`, `tee -a`, `chmod`):
+    /// [`super::unrecorded`].
+    pub(crate) keeps_content: bool,
 }
 
 /// Node kinds that are statements (run something).

@@ -37,6 +37,8 @@ pub(crate) struct Project {
     pub(crate) test_run: bool,
     /// What the line writes before the files it is judged by are read (R7-30).
     pub(crate) line: super::super::line_writes::LineWrites,
+    /// The ignore rules read so far, by directory ([`super::super::unrecorded`]).
+    pub(crate) ignores: std::collections::HashMap<PathBuf, Option<ignore::gitignore::Gitignore>>,
 }
 
 impl Project {
@@ -52,6 +54,7 @@ impl Project {
             reads: 0,
             test_run,
             line: Default::default(),
+            ignores: Default::default(),
         }
     }
 
@@ -173,6 +176,17 @@ impl Project {
             self.absent.push(rel);
         }
         None
+    }
+
+    /// The regular file `rel` (a workspace path, links followed beneath the workspace), at
+    /// most `limit` bytes, without recording it as a source; `None` when it is not there or
+    /// cannot be read.
+    pub(crate) fn read_quietly(&self, rel: &Path, limit: u64) -> Option<Vec<u8>> {
+        let target = self.dir.as_ref()?.resolve(rel).ok()?;
+        let info = target.info().ok()??;
+        info.check_regular().ok()?;
+        (info.len <= limit).then_some(())?;
+        target.read_bounded(limit).ok()
     }
 
     /// Where the workspace path `rel` leads now (links followed) and what is there; `None`
