@@ -7,7 +7,7 @@
 //! `three` as lines matches a file that separates them with `\r`, and each line keeps its own
 //! ending when written back.
 
-use similar::{Algorithm, DiffOp, capture_diff_slices};
+use similar::DiffOp;
 
 const BOM: &str = "\u{FEFF}";
 
@@ -159,7 +159,7 @@ impl Document {
                 let old: Vec<&str> = self.text.split_inclusive('\n').collect();
                 let new: Vec<&str> = new_text.split_inclusive('\n').collect();
                 let mut new_eols = vec![*dominant; new.len()];
-                for op in capture_diff_slices(Algorithm::Myers, &old, &new) {
+                for op in super::bounded_ops(&old, &new) {
                     if let DiffOp::Equal {
                         old_index,
                         new_index,
@@ -290,5 +290,27 @@ mod tests {
     fn refuses_binary_and_non_utf8() {
         assert_eq!(Document::decode(b"a\0b"), Err(DecodeError::Binary));
         assert_eq!(Document::decode(b"caf\xE9\n"), Err(DecodeError::NotUtf8(3)));
+    }
+
+    #[test]
+    fn a_large_mixed_file_is_encoded_within_the_diff_deadline() {
+        // Alternating endings, every line replaced: the worst case for Myers' algorithm (a
+        // 40,000-line file kept edit_file busy for minutes: red-team pass 9, R9-10).
+        let raw: String = (0..40_000)
+            .map(|i| format!("a{i}{}", if i % 2 == 0 { "\n" } else { "\r\n" }))
+            .collect();
+        let doc = Document::decode(raw.as_bytes()).unwrap();
+        let edited: String = (0..40_000).map(|i| format!("b{i}\n")).collect();
+        let started = std::time::Instant::now();
+        let out = doc.encode(&edited);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 40_000);
+        // Unchanged lines still keep their own endings in a small file.
+        let doc = Document::decode(b"a\r\nb\nc\r\n").unwrap();
+        assert_eq!(doc.encode("a\nx\nc\n"), b"a\r\nx\r\nc\r\n");
     }
 }

@@ -564,6 +564,24 @@ pub fn line_diff<'a>(old: &'a str, new: &'a str) -> similar::TextDiff<'a, 'a, 'a
         .diff_lines(old, new)
 }
 
+/// The edit operations between two sequences of lines (or line keys), by Myers' algorithm
+/// with the same deadline as [`line_diff`]: past it the result is still correct (every
+/// `Equal` run is equal), only perhaps longer. Every alignment the edit tools compute goes
+/// through here — a mixed-line-ending file's endings, a fuzzy edit's merge — so no file's size
+/// or shape keeps a tool call busy (red-team pass 9, R9-10: a 40,000-line file with mixed
+/// endings kept `edit_file` in Myers' algorithm for minutes).
+pub(crate) fn bounded_ops<T: Eq + std::hash::Hash + Ord>(
+    old: &[T],
+    new: &[T],
+) -> Vec<similar::DiffOp> {
+    similar::capture_diff_slices_deadline(
+        similar::Algorithm::Myers,
+        old,
+        new,
+        Some(std::time::Instant::now() + DIFF_DEADLINE),
+    )
+}
+
 /// How long a line diff may look for the shortest edit.
 pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
 

@@ -155,7 +155,7 @@ pub(crate) fn closest_at(file: &Lines<'_>, search: &[&str], found: LineMatch) ->
         .map(|l| matching::key(MatchLevel::IndentationAgnostic, l))
         .collect();
     let mut differences = Vec::new();
-    for op in similar::capture_diff_slices(similar::Algorithm::Myers, &search_keys, &region_keys) {
+    for op in super::bounded_ops(&search_keys, &region_keys) {
         let (tag, old, new) = op.as_tag_tuple();
         if tag == similar::DiffTag::Equal {
             continue;
