@@ -109,3 +109,44 @@ fn a_command_cannot_plant_cloud_tools_configuration_in_a_home() {
     }
     assert!(out.contains("quarantined-by-keel"), "{out}");
 }
+
+/// Credentials in the user's git configuration are not readable by commands: they see a copy
+/// without them, and git keeps working with the rest (red-team pass 9, R9-12).
+#[test]
+fn commands_see_the_users_git_configuration_without_its_credentials() {
+    let Some(home) = home_for(
+        "commands_see_the_users_git_configuration_without_its_credentials",
+        |home| {
+            write(
+                &home.join(".gitconfig"),
+                "[user]\n\tname = Ada Lovelace\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n[github]\n\ttoken = ghp_0123456789\n",
+            );
+            write(
+                &home.join(".config/git/config"),
+                "[url \"https://oauth2:glpat-abcdef@gitlab.com/\"]\n\tinsteadOf = https://gitlab.com/\n",
+            );
+            std::fs::create_dir_all(home.join("proj")).unwrap();
+        },
+    ) else {
+        return;
+    };
+    let out = run(
+        &home.join("proj"),
+        "cat ~/.gitconfig ~/.config/git/config; git config --global --get user.name || echo no-git",
+    );
+    for secret in ["c2VjcmV0LXRva2Vu", "ghp_0123456789", "glpat-abcdef"] {
+        assert!(!out.contains(secret), "{secret} leaked: {out}");
+    }
+    assert!(out.contains("name = Ada Lovelace"), "{out}");
+    assert!(out.contains("https://gitlab.com/"), "{out}");
+    assert!(
+        out.contains("no-git") || out.matches("Ada Lovelace").count() == 2,
+        "{out}"
+    );
+    // The files themselves are untouched.
+    assert!(
+        std::fs::read_to_string(home.join(".gitconfig"))
+            .unwrap()
+            .contains("ghp_0123456789")
+    );
+}

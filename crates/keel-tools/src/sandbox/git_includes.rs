@@ -165,7 +165,7 @@ fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool) {
 }
 
 /// The user's and the system's git configuration files, as the user's git finds them.
-fn user_config_files() -> Vec<PathBuf> {
+pub(super) fn user_config_files() -> Vec<PathBuf> {
     let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let mut out = Vec::new();
     if let Some(global) = env("GIT_CONFIG_GLOBAL") {

@@ -237,6 +237,13 @@ impl HelperPolicy {
                 out.push_str(&format!("{key} {}\n", hex(p.as_os_str().as_bytes())));
             }
         }
+        for (file, shown) in &self.view.replaced_files {
+            out.push_str(&format!(
+                "replaced_file {}:{}\n",
+                hex(file.as_os_str().as_bytes()),
+                hex(shown.as_os_str().as_bytes())
+            ));
+        }
         out
     }
 
@@ -271,6 +278,15 @@ impl HelperPolicy {
                 "anchor" => p.view.anchors.push(path()?),
                 "hidden" => p.view.hidden.push(path()?),
                 "hidden_file" => p.view.hidden_files.push(path()?),
+                "replaced_file" => {
+                    let (a, b) = value.split_once(':').ok_or_else(bad)?;
+                    let one = |h: &str| {
+                        unhex(h)
+                            .map(|b| PathBuf::from(OsString::from_vec(b)))
+                            .ok_or_else(bad)
+                    };
+                    p.view.replaced_files.push((one(a)?, one(b)?));
+                }
                 "carve" => p.view.carve.push(path()?),
                 "writable" => p.writable.push(path()?),
                 "own_env" => {
@@ -510,6 +526,7 @@ mod tests {
                 anchors: vec![PathBuf::from("/w/a")],
                 hidden: vec![PathBuf::from(OsString::from_vec(vec![b'/', 0xff, b'x']))],
                 hidden_files: vec![PathBuf::from("/c.toml")],
+                replaced_files: vec![(PathBuf::from("/g"), PathBuf::from("/t/g"))],
                 carve: vec![PathBuf::from("/data/checkouts/a")],
                 proc_fs: true,
                 dev: true,

@@ -47,6 +47,7 @@ pub mod fds;
 mod git_hooks;
 mod git_includes;
 mod git_repos;
+mod git_secrets;
 mod git_tool_trees;
 pub(crate) use git_includes::hook_tool_config_of;
 pub(crate) use git_tool_trees::{every_dir_configs_by_name, may_be_discovered};
@@ -313,11 +314,30 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     );
     anchors.sort();
     anchors.dedup();
+    // The user's git configuration without its credentials (R9-12): a scrubbed copy in the
+    // command's private temporary directory stands in for each file that holds one.
+    let mut hidden_files = hidden.files;
+    let replaced_files = match &roots.private_tmp {
+        Some(tmp) => {
+            let (replaced, unreadable) = git_secrets::replacements(tmp);
+            for f in unreadable {
+                if !hidden_files.contains(&f) {
+                    hidden_files.push(f);
+                }
+            }
+            replaced
+                .into_iter()
+                .filter(|(f, _)| !hidden_files.contains(f))
+                .collect()
+        }
+        None => Vec::new(),
+    };
     mounts::View {
         protected,
         anchors,
         hidden: hidden.dirs,
-        hidden_files: hidden.files,
+        hidden_files,
+        replaced_files,
         carve: hidden.carve,
         proc_fs: proc_fs && s.isolation.fresh_proc,
         dev: s.isolation.minimal_dev,

@@ -35,6 +35,9 @@ pub(super) struct View {
     pub hidden: Vec<PathBuf>,
     /// Files covered by an empty read-only file.
     pub hidden_files: Vec<PathBuf>,
+    /// Files covered, read-only, by another file: `(file, what it shows)` (the user's git
+    /// configuration without its credentials).
+    pub replaced_files: Vec<(PathBuf, PathBuf)>,
     /// Directories inside hidden ones put back at their places on top of the cover (the
     /// workspace and writable trees).
     pub carve: Vec<PathBuf>,
@@ -174,6 +177,13 @@ mod imp {
         }
         for file in &view.hidden_files {
             if let Err(e) = bind(Path::new("/dev/null"), file, true, "hide")
+                && !gone(file)
+            {
+                return Err(e);
+            }
+        }
+        for (file, shown) in &view.replaced_files {
+            if let Err(e) = bind(shown, file, true, "replace")
                 && !gone(file)
             {
                 return Err(e);
