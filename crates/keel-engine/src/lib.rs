@@ -25,7 +25,6 @@ mod guardrails;
 pub mod hooks;
 pub mod mcp;
 pub mod phase;
-pub mod process;
 mod run;
 pub mod runtime;
 mod session;

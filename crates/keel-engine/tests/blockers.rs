@@ -9,8 +9,14 @@ use std::sync::Arc;
 
 use common::*;
 use futures::future::BoxFuture;
+use keel_engine::blockers::{
+    BlockerSource, ambiguity_blocker, answers_text, credentials_blocker, new_blocker_id,
+    requested_question,
+};
 use keel_engine::{RunOptions, UserPrompt};
+use keel_protocol::ToolDetails;
 use keel_protocol::{EventKind, SessionStatus};
+use keel_store::BlockerRecord;
 use keel_store::{BlockerStatus, NewSession, Store};
 use keel_tools::{Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde_json::{Value, json};
@@ -223,4 +229,88 @@ async fn resume_refuses_sessions_it_cannot_continue() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("no session matches `nope`"), "{e}");
+}
+
+// What raises a blocker, read alone: credential failures in a command's output, a final
+// answer that asks for clarification, the typed request; how answers are handed back.
+
+#[test]
+fn credential_failures_are_blockers() {
+    for out in [
+        "Error: OPENAI_API_KEY environment variable is not set",
+        "error: api key missing for the staging service",
+        "git@github.com: Permission denied (publickey).",
+        "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
+        "HTTP 401: authentication required",
+        "Missing credentials for the registry",
+    ] {
+        let b = credentials_blocker("run_command", &format!("running…\n{out}\n"))
+            .unwrap_or_else(|| panic!("no blocker for {out:?}"));
+        assert_eq!(b.source, BlockerSource::Pattern);
+        assert!(b.question.contains(out.trim()), "{}", b.question);
+    }
+    for out in [
+        "test result: FAILED. 3 passed; 1 failed",
+        "error[E0308]: mismatched types",
+        "the key was not found in the map",
+    ] {
+        assert!(credentials_blocker("run_command", out).is_none(), "{out}");
+    }
+}
+
+#[test]
+fn clarification_requests_are_blockers_and_answers_are_not() {
+    let b = ambiguity_blocker(
+        "The task says \"the parser\" but there are two. Could you clarify which one you mean?",
+    );
+    assert!(b.is_some_and(|b| b.question.contains("two")));
+    assert!(ambiguity_blocker("I cannot proceed without the database schema.").is_some());
+    assert!(ambiguity_blocker("Done: added the test; all 12 tests pass.").is_none());
+    assert!(ambiguity_blocker("Fixed the off-by-one in the parser.").is_none());
+}
+
+#[test]
+fn questions_come_from_the_typed_blocker_request() {
+    let ask = |question: &str, context: Option<&str>| ToolDetails {
+        blocker: Some(keel_protocol::BlockerRequest {
+            question: question.into(),
+            context: context.map(str::to_string),
+        }),
+        ..ToolDetails::default()
+    };
+    assert_eq!(
+        requested_question(&ask(" Which DB? ", Some(""))),
+        Some(("Which DB?".to_string(), None))
+    );
+    assert_eq!(
+        requested_question(&ask("Which DB?", Some(" both exist "))),
+        Some(("Which DB?".to_string(), Some("both exist".to_string())))
+    );
+    assert_eq!(requested_question(&ask("  ", None)), None);
+    assert_eq!(requested_question(&ToolDetails::default()), None);
+}
+
+#[test]
+fn answers_read_as_questions_and_answers() {
+    let rec = |id: &str, answer: Option<&str>| BlockerRecord {
+        id: id.into(),
+        session_id: "s".into(),
+        question: "Which database?".into(),
+        source: "model".into(),
+        evidence: vec![],
+        status: BlockerStatus::Answered,
+        answer: answer.map(str::to_string),
+        created_at: 0,
+        answered_at: None,
+    };
+    let text =
+        answers_text(&[rec("blk-1", Some("Postgres 16")), rec("blk-2", None)]).unwrap_or_default();
+    assert!(
+        text.contains("Q (blk-1): Which database?\nA: Postgres 16"),
+        "{text}"
+    );
+    assert!(!text.contains("blk-2"));
+    assert_eq!(answers_text(&[rec("blk-2", None)]), None);
+    assert!(new_blocker_id().starts_with("blk-"));
+    assert_eq!(new_blocker_id().len(), 12);
 }

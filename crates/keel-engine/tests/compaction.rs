@@ -8,8 +8,11 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use keel_engine::compaction::ContextBudget;
+use keel_llm::tokens::TokenScale;
 use keel_llm::tokens::estimate_request;
 use keel_protocol::{ContentBlock, EventKind, SessionStatus};
+use keel_protocol::{Message, Usage};
 use keel_store::Store;
 
 const TASK: &str = "Survey every module and write notes for each step";
@@ -298,4 +301,99 @@ async fn a_summary_larger_than_what_it_replaces_is_dropped() {
             "request {n} carries the dropped summary"
         );
     }
+}
+
+// The context budget alone: its threshold, its calibration on reported usage and on the
+// provider's own scale, and what an overflow teaches it.
+
+#[test]
+fn the_budget_calibrates_on_reported_usage() {
+    let mut b = ContextBudget::new(10_000, 0.85);
+    assert_eq!(b.threshold_tokens(), 8_500);
+    assert_eq!(b.target_tokens(), 5_100);
+    let msg = Message::user_text("x".repeat(400));
+    let raw = b.message_tokens(&msg);
+    b.observe(
+        1_000,
+        &Usage {
+            input_tokens: 2_000,
+            cache_read_tokens: 500,
+            ..Usage::default()
+        },
+    );
+    assert_eq!(
+        b.message_tokens(&msg),
+        raw * 2,
+        "cached tokens are part of the input"
+    );
+    b.observe(1_000, &Usage::default());
+    assert_eq!(b.message_tokens(&msg), raw * 2, "no report: keep the ratio");
+}
+
+#[test]
+fn a_small_window_compacts_before_the_request_leaves_no_room_for_a_reply() {
+    // 85% of 2,048 (1,740) would leave keel-llm's smallest reply no room: it sends a
+    // request over 1,629 tokens (with its tenth: 1,792) only with a 256-token reply.
+    assert_eq!(ContextBudget::new(2_048, 0.85).threshold_tokens(), 1_529);
+    assert_eq!(ContextBudget::new(4_096, 0.85).threshold_tokens(), 3_390);
+    // From about 6,000 tokens the configured share comes first, as before.
+    assert_eq!(ContextBudget::new(8_192, 0.85).threshold_tokens(), 6_963);
+    assert_eq!(
+        ContextBudget::new(128_000, 0.85).threshold_tokens(),
+        108_800
+    );
+}
+
+#[test]
+fn with_the_providers_scale_the_budget_measures_what_the_provider_measures() {
+    let msgs = [Message::user_text("x".repeat(4_000))];
+    let scale = TokenScale {
+        per_mille: 1_400,
+        allowance: 128,
+    };
+    let mut b = ContextBudget::new(2_048, 0.85);
+    // A usage ratio measured before: the provider's scale replaces it.
+    b.observe(
+        1_000,
+        &Usage {
+            input_tokens: 800,
+            ..Usage::default()
+        },
+    );
+    b.set_scale(Some(scale));
+    assert_eq!(
+        b.request_tokens("", &[], &msgs),
+        scale.request("", &[], &msgs)
+    );
+    // Reported usage does not move it: the provider calibrated on it.
+    b.observe(
+        1_000,
+        &Usage {
+            input_tokens: 700,
+            ..Usage::default()
+        },
+    );
+    assert_eq!(
+        b.request_tokens("", &[], &msgs),
+        scale.request("", &[], &msgs)
+    );
+    // A context at the threshold leaves the reply more than the provider's smallest one (256
+    // tokens), with its safety tenth.
+    let t = b.threshold_tokens();
+    assert!(2_048 - TokenScale::with_margin(t) > 256);
+}
+
+#[test]
+fn an_overflow_with_a_known_window_raises_the_estimate_not_shrinks_the_window() {
+    let msg = Message::user_text("x".repeat(4_000));
+    let mut b = ContextBudget::new(2_048, 0.85);
+    let raw = b.message_tokens(&msg);
+    b.learn_overflow(Some(2_048), 1_024);
+    assert_eq!(b.window, 2_048);
+    assert_eq!(b.message_tokens(&msg), raw * 2);
+    // Without a reported window it shrinks to what did not fit.
+    let mut b = ContextBudget::new(128_000, 0.85);
+    b.learn_overflow(None, 30_000);
+    assert_eq!(b.window, 30_000);
+    assert_eq!(b.message_tokens(&msg), raw);
 }

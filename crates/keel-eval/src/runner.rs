@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::suite::{EvalTask, Suite};
 use crate::workspace;
-use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
+use keel_tools::shell::harness::{CommandSpec, run_command_with_timeout};
 
 /// How a suite runs.
 #[derive(Debug, Clone)]

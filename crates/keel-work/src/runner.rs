@@ -29,11 +29,11 @@ use crate::proof::{self, GateRun, Proof};
 use keel_config::ApprovalPolicy;
 use keel_engine::approval::{ApprovalGate, ApprovalRules, Verdict};
 use keel_engine::gates::ProjectGates;
-use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_engine::runtime::{OpAck, SessionBuilder, SessionHandle, SessionOverrides};
 use keel_engine::verify::GateDetector;
 use keel_engine::{Engine, EngineError, EventSink};
 use keel_tools::sandbox::SandboxPolicy;
+use keel_tools::shell::harness::{CommandSpec, run_command_with_timeout};
 
 /// How one task's run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

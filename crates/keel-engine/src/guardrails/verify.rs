@@ -21,12 +21,12 @@ use tokio_util::sync::CancellationToken;
 use super::lock;
 use crate::ending::Failure;
 use crate::hooks::{Hook, HookAction, HookContext, HookEnd, ToolResultView};
-use crate::process::{CommandSpec, run_command_with_timeout};
 use crate::verify::{
     EVENT_OUTPUT_CHARS, Gate, GatePlan, GateResult, feedback, gate_line, sandbox_cause,
 };
 use crate::{Emitter, EngineError};
 use keel_approval::ApprovalGate;
+use keel_tools::shell::harness::{CommandSpec, run_command_with_timeout};
 
 /// A correction round in progress: what the model was asked to fix.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@
 //! `rollback_completed`, `rollback_failed`).
 //!
 //! The commands come from the user's configuration and run through the one command runner
-//! ([`crate::process`]: the kernel sandbox, allowlisted environment, timeout, process-group
+//! ([`keel_tools::shell::harness`]: the kernel sandbox, allowlisted environment, timeout, process-group
 //! kill), not through the model's shell tool and its phase restrictions.
 
 use std::path::Path;
@@ -17,9 +17,9 @@ use std::time::Duration;
 use keel_protocol::EventKind;
 use tokio_util::sync::CancellationToken;
 
-use crate::process::{CommandSpec, run_command_with_timeout};
 use crate::{Emitter, EngineError};
 use keel_phase::Phase;
+use keel_tools::shell::harness::{CommandSpec, run_command_with_timeout};
 
 /// Characters of a command's output kept in its event.
 const OUTPUT_CHARS: usize = 4_000;
@@ -179,123 +179,4 @@ pub async fn after_phase_failure(
         })
         .await?;
     Ok(RollbackOutcome::RolledBack)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::CollectingSink;
-    use keel_store::{NewSession, SqliteStore, Store};
-
-    async fn outcome(
-        validation: Option<&str>,
-        rollback: Option<&str>,
-    ) -> (RollbackOutcome, Vec<&'static str>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let store = Arc::new(SqliteStore::open_in_memory().unwrap_or_else(|e| panic!("{e}")));
-        store
-            .create_session(&NewSession {
-                id: "s".into(),
-                workspace: "/w".into(),
-                task: "t".into(),
-                provider: "p".into(),
-                model: "m".into(),
-                mode: "plan_exec".into(),
-                base_url: String::new(),
-                script: String::new(),
-                repo: None,
-            })
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let sink = CollectingSink::new();
-        let emitter = Emitter::new("s".into(), store, vec![sink.clone()]);
-        let shell = keel_tools::shell::ShellSettings::default();
-        let plan = RollbackPlan {
-            phase: Phase::Building,
-            validation_command: validation,
-            rollback_command: rollback,
-            cwd: dir.path(),
-            timeout: Duration::from_secs(20),
-            shell: &shell,
-        };
-        let out = after_phase_failure(&plan, &emitter, &CancellationToken::new())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        (out, sink.types(), dir)
-    }
-
-    #[tokio::test]
-    async fn no_commands_saves_the_checkpoint() {
-        let (out, events, _d) = outcome(None, None).await;
-        assert_eq!(out, RollbackOutcome::NotConfigured);
-        assert!(out.saves_checkpoint());
-        assert!(events.is_empty());
-    }
-
-    #[tokio::test]
-    async fn passing_validation_needs_no_rollback() {
-        let (out, events, dir) = outcome(Some("true"), Some("touch rolled-back")).await;
-        assert_eq!(out, RollbackOutcome::ValidationPassed);
-        assert!(out.saves_checkpoint());
-        assert_eq!(events, ["phase_validation"]);
-        assert!(!dir.path().join("rolled-back").exists(), "no rollback ran");
-    }
-
-    #[tokio::test]
-    async fn failing_validation_without_rollback_still_saves() {
-        let (out, events, _d) = outcome(Some("false"), None).await;
-        assert_eq!(out, RollbackOutcome::NoRollback);
-        assert!(out.saves_checkpoint());
-        assert_eq!(events, ["phase_validation"]);
-    }
-
-    #[tokio::test]
-    async fn a_successful_rollback_is_validated_then_saved() {
-        // Validation passes only once the rollback created the marker.
-        let (out, events, dir) = outcome(Some("test -e ok"), Some("touch ok")).await;
-        assert_eq!(out, RollbackOutcome::RolledBack);
-        assert!(out.saves_checkpoint());
-        assert_eq!(
-            events,
-            [
-                "phase_validation",
-                "rollback_started",
-                "phase_validation",
-                "rollback_completed"
-            ]
-        );
-        assert!(dir.path().join("ok").exists());
-    }
-
-    #[tokio::test]
-    async fn a_failing_rollback_is_not_saved() {
-        let (out, events, _d) = outcome(Some("false"), Some("exit 3")).await;
-        let RollbackOutcome::RollbackFailed(why) = &out else {
-            panic!("expected a failed rollback, got {out:?}");
-        };
-        assert!(why.contains("exit code 3"), "{why}");
-        assert!(!out.saves_checkpoint());
-        assert_eq!(
-            events,
-            ["phase_validation", "rollback_started", "rollback_failed"]
-        );
-    }
-
-    #[tokio::test]
-    async fn validation_still_failing_after_rollback_is_not_saved() {
-        let (out, events, _d) = outcome(Some("false"), Some("true")).await;
-        assert!(matches!(out, RollbackOutcome::RollbackFailed(ref w) if w.contains("still fails")));
-        assert!(!out.saves_checkpoint());
-        assert_eq!(
-            events,
-            [
-                "phase_validation",
-                "rollback_started",
-                "phase_validation",
-                "rollback_failed"
-            ]
-        );
-    }
 }

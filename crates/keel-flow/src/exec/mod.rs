@@ -19,9 +19,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use keel_engine::approval::ApprovalRules;
-use keel_engine::process::{CommandSpec, run_command_with_timeout};
 use keel_tools::build_dirs::BuildDirs;
 use keel_tools::shell::ShellSettings;
+use keel_tools::shell::harness::{CommandSpec, run_command_with_timeout};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 

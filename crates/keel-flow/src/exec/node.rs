@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use futures::future::BoxFuture;
-use keel_engine::process::{CommandSpec, run_command_with_timeout};
+use keel_tools::shell::harness::{CommandSpec, run_command_with_timeout};
 use tokio_util::sync::CancellationToken;
 
 use super::agent::AgentRequest;

@@ -12,6 +12,7 @@ mod dependency_trees;
 pub mod disk;
 pub mod exec;
 pub mod git_programs;
+pub mod harness;
 mod hidden;
 mod home_dots;
 pub mod judged;
