@@ -107,8 +107,18 @@ impl DirHandle {
     /// symlink is fine).
     /// While a handle of the directory is shared ([`Self::share`]), that handle.
     pub fn open(path: &Path) -> std::io::Result<Self> {
+        // A path spelled as a shared handle's (canonical) one is that handle when the
+        // directory there is still the one that was shared (`find` compares device and
+        // inode): no need to canonicalise it first, one `readlink` per component.
+        if path.is_absolute()
+            && let Some(shared) = shared::find(path)
+        {
+            return Ok(shared);
+        }
         let canonical = path.canonicalize()?;
-        if let Some(shared) = shared::find(&canonical) {
+        if canonical != path
+            && let Some(shared) = shared::find(&canonical)
+        {
             return Ok(shared);
         }
         let fd = open_dir_at(rustix::fs::CWD, canonical.as_os_str(), OFlags::empty())?;

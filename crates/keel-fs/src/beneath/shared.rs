@@ -14,7 +14,9 @@
 //! workspace handle always used for the whole session (computed when it was opened). A shared
 //! handle is given out only while nothing its fence was built from has changed:
 //! - the directory at that path is still the one that was opened (device and inode), so a
-//!   workspace renamed away and replaced is opened afresh;
+//!   workspace renamed away and replaced is opened afresh; a path spelled exactly as the
+//!   shared handle's canonical path is compared so before it is canonicalised, any other
+//!   spelling after;
 //! - the environment variables the store list is built from
 //!   ([`crate::stores::environment_fingerprint`]) are the same;
 //! - a path registered as Keel's own since ([`crate::stores::register_keel_path`]: the
@@ -83,7 +85,8 @@ pub(super) fn share(handle: &DirHandle) -> Shared {
     Shared { token }
 }
 
-/// The shared handle of the directory at `canonical`, when one is shared and still good.
+/// The shared handle of the directory at `canonical` (a shared handle's canonical path, or
+/// the same spelling of it), when one is shared and still good.
 pub(super) fn find(canonical: &Path) -> Option<DirHandle> {
     let handle = {
         let mut list = SHARED.lock().unwrap_or_else(|e| e.into_inner());
