@@ -145,12 +145,13 @@ fn scenario(ws: &Path) {
         "bytecode Python may load instead of the source stayed"
     );
 
-    // A new environment's programs are what `python -m venv` writes: left alone.
-    let report = run(
-        ws,
-        "mkdir -p env2/bin env2/lib/python3.11/site-packages && echo 'home = /usr/bin' > env2/pyvenv.cfg && printf '#!/bin/sh\\n' > env2/bin/python",
-        false,
-    );
+    // A new environment made by a command nobody approved is moved aside whole (red-team
+    // pass 9, R9-2: the user's `python3 -m venv` adopts what is there); an approved one stays.
+    let make = "mkdir -p env2/bin env2/lib/python3.11/site-packages && echo 'home = /usr/bin' > env2/pyvenv.cfg && printf '#!/bin/sh\\n' > env2/bin/python";
+    let report = run(ws, make, false).expect("nothing was reported");
+    assert!(!ws.join("env2").exists(), "{report}");
+    assert!(ws.join("env2.quarantined-by-keel/bin/python").exists());
+    let report = run(ws, make, true);
     assert!(report.is_none(), "{report:?}");
     assert!(ws.join("env2/bin/python").exists());
 }
@@ -235,7 +236,7 @@ fn padded_scenario(ws: &Path) {
     )
     .expect("nothing was reported");
     assert!(!ws.join("env3/pyvenv.cfg").exists(), "{report}");
-    assert!(report.contains("env3/pyvenv.cfg"), "{report}");
+    assert!(report.contains("env3"), "{report}");
 }
 
 nobody::user_and_nobody!(padded_scenario: a_padded_environment_is_made_inert, a_padded_environment_is_made_inert_as_nobody);

@@ -29,25 +29,42 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// The most trees mounted read-only per command (each is a mount; a bigger monorepo gets the
-/// first ones, outermost first, and the rest are walked after the command as before).
-const MAX_TREES: usize = 64;
-/// The most directories the first discovery walk reads.
-const MAX_DIRS: usize = 20_000;
+/// The most trees mounted read-only per command (each is a mount). Past it the list is
+/// incomplete, and a command nobody approved runs read-only (red-team pass 9, R9-1: 71 decoy
+/// `pyvenv.cfg` directories pushed the real `node_modules` and `.venv` off a silent cut).
+const MAX_TREES: usize = 128;
+/// The most directories the first discovery walk reads (the runner's walk after a command
+/// reads as many); past it the list is incomplete, as above (R9-1's 20,001 padding
+/// directories hid `backend/.venv`).
+const MAX_DIRS: usize = 100_000;
 /// Tree names looked for at the top of the workspace (besides `node_modules` and virtual
 /// environments): tox's and nox's environments, direnv's layouts, Yarn's cache and plug-ins.
 const TOP_TREES: &[&str] = &["node_modules", ".tox", ".nox", ".direnv", ".yarn"];
 
 /// The trees each workspace held at its last walk.
-static KNOWN: Mutex<BTreeMap<PathBuf, Vec<PathBuf>>> = Mutex::new(BTreeMap::new());
+static KNOWN: Mutex<BTreeMap<PathBuf, Known>> = Mutex::new(BTreeMap::new());
 
-fn known() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Vec<PathBuf>>> {
+/// The trees found, and whether that was all of them.
+type Known = (Vec<PathBuf>, bool);
+
+fn known() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Known>> {
     KNOWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `path` is a tree Keel moved aside (`.venv.quarantined-by-keel`): no tool of the
+/// user's loads it, and counting it would let a command's decoys fill the list (R9-1).
+fn quarantined(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.contains(".quarantined-by-keel"))
 }
 
 /// Whether the directory `path` of `workspace`, whose entries `holds`, is the root of a
 /// dependency tree (away from the workspace's top, where [`TOP_TREES`] also count).
 pub(crate) fn is_tree(workspace: &Path, path: &Path, holds: impl Fn(&str) -> bool) -> bool {
+    if quarantined(path) {
+        return false;
+    }
     path.file_name().is_some_and(|n| n == "node_modules")
         || holds("pyvenv.cfg")
         || is_cargo_profile(workspace, path, holds)
@@ -68,10 +85,11 @@ pub(crate) fn is_cargo_profile(
 }
 
 /// The trees to keep read-only for a command in `workspace` (absolute, existing real
-/// directories, outermost only, at most [`MAX_TREES`]).
-pub(crate) fn read_only_trees(workspace: &Path) -> Vec<PathBuf> {
+/// directories, outermost only, at most [`MAX_TREES`]), and whether they are all of them
+/// (`false`: a bound cut the search or the list — never silent: the caller fails closed).
+pub(crate) fn read_only_trees(workspace: &Path) -> (Vec<PathBuf>, bool) {
     let remembered = known().get(workspace).cloned();
-    let mut out = match remembered {
+    let (mut out, complete) = match remembered {
         Some(k) => k,
         None => {
             let found = discover(workspace);
@@ -81,16 +99,40 @@ pub(crate) fn read_only_trees(workspace: &Path) -> Vec<PathBuf> {
     };
     // Trees made since the last walk (the user's `npm install` in another terminal).
     out.extend(top_level(workspace));
-    outermost(out)
+    let (out, all) = outermost(out);
+    (out, complete && all)
 }
 
 /// Notes the trees the runner's walk found in `workspace` (and those it did not enter).
 pub(crate) fn remember(workspace: &Path, trees: Vec<PathBuf>) {
-    known().insert(workspace.to_path_buf(), outermost(trees));
+    let (trees, all) = outermost(trees);
+    known().insert(workspace.to_path_buf(), (trees, all));
 }
 
-/// Existing real directories only, no tree inside another, sorted, at most [`MAX_TREES`].
-fn outermost(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
+/// The root of the environment whose site directory is `dir` (`<root>/lib/python3.11/
+/// site-packages`, `<root>/Lib/site-packages`), by names alone: an environment whose
+/// `pyvenv.cfg` is not there yet is one too (red-team pass 9, R9-2: a `.pth` planted in
+/// `.venv/lib/python3.11/site-packages` before any environment existed was kept by the
+/// user's `python3 -m venv .venv`).
+pub(crate) fn site_root(dir: &Path) -> Option<PathBuf> {
+    let mut up = dir.ancestors().skip(1);
+    if dir.file_name()? != "site-packages" {
+        return None;
+    }
+    let parent = up.next()?;
+    let name = parent.file_name()?.to_str()?;
+    if name == "Lib" {
+        return up.next().map(Path::to_path_buf);
+    }
+    let lib = up.next()?.file_name()?.to_str()?;
+    (name.starts_with("python") && ["lib", "lib64", "Lib"].contains(&lib))
+        .then(|| up.next().map(Path::to_path_buf))
+        .flatten()
+}
+
+/// Existing real directories only, no tree inside another, sorted, at most [`MAX_TREES`]
+/// (`false`: more were left out).
+fn outermost(mut trees: Vec<PathBuf>) -> (Vec<PathBuf>, bool) {
     trees.retain(|t| t.symlink_metadata().is_ok_and(|m| m.is_dir()));
     trees.sort();
     trees.dedup();
@@ -100,11 +142,12 @@ fn outermost(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
             out.push(t);
         }
     }
+    let all = out.len() <= MAX_TREES;
     // Shallowest first when some must be left out.
     out.sort_by_key(|p| p.components().count());
     out.truncate(MAX_TREES);
     out.sort();
-    out
+    (out, all)
 }
 
 /// The trees at the top of `workspace`: [`TOP_TREES`] and the directories holding
@@ -119,6 +162,9 @@ fn top_level(workspace: &Path) -> Vec<PathBuf> {
             continue;
         }
         let name = e.file_name();
+        if quarantined(&e.path()) {
+            continue;
+        }
         if TOP_TREES.iter().any(|t| name == *t)
             || (name != ".git" && e.path().join("pyvenv.cfg").symlink_metadata().is_ok())
         {
@@ -141,8 +187,9 @@ fn top_level(workspace: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The trees anywhere in `workspace` (bounded; `.git` and `.keel` not entered).
-fn discover(workspace: &Path) -> Vec<PathBuf> {
+/// The trees anywhere in `workspace` (bounded; `.git` and `.keel` not entered), and whether
+/// the search was whole.
+fn discover(workspace: &Path) -> (Vec<PathBuf>, bool) {
     let mut out = top_level(workspace);
     let mut stack: Vec<PathBuf> = Vec::new();
     if let Ok(entries) = std::fs::read_dir(workspace) {
@@ -161,7 +208,7 @@ fn discover(workspace: &Path) -> Vec<PathBuf> {
     while let Some(dir) = stack.pop() {
         dirs += 1;
         if dirs > MAX_DIRS {
-            break;
+            return (out, false);
         }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -179,12 +226,14 @@ fn discover(workspace: &Path) -> Vec<PathBuf> {
                 path.join(n).symlink_metadata().is_ok()
             }) {
                 out.push(path);
+            } else if let Some(root) = site_root(&path).filter(|r| r != workspace) {
+                out.push(root);
             } else {
                 stack.push(path);
             }
         }
     }
-    out
+    (out, true)
 }
 
 /// The dependency tree `rel` (workspace-relative) lies in, if any (workspace-relative): a
@@ -200,6 +249,14 @@ pub(crate) fn tree_of(workspace: &Path, rel: &Path) -> Option<PathBuf> {
         if (i == 0 && TOP_TREES.iter().any(|t| name == *t)) || name == "node_modules" {
             return Some(at);
         }
+        // A site directory's shape makes an environment before its `pyvenv.cfg` exists
+        // (R9-2).
+        if at.as_path() != rel
+            && let Some(root) = site_root(&at)
+            && !root.as_os_str().is_empty()
+        {
+            return Some(root);
+        }
         // Only directories on the way (not the file itself) can be an environment or a
         // Cargo profile directory.
         let dir = workspace.join(&at);
@@ -210,6 +267,14 @@ pub(crate) fn tree_of(workspace: &Path, rel: &Path) -> Option<PathBuf> {
         }
     }
     None
+}
+
+/// The note for a command run read-only because the workspace holds more dependency trees
+/// (or directories) than Keel keeps read-only per command.
+pub(crate) fn incomplete_note() -> String {
+    format!(
+        "keel: this workspace holds more installed-dependency trees (node_modules, virtual environments, Cargo build output) than the {MAX_TREES} Keel keeps read-only per command, or more than {MAX_DIRS} directories to look through for them; so commands nobody approved run with the workspace read-only here. Ask the user to approve commands that must write, or to remove stray copies (directories holding a pyvenv.cfg, node_modules)."
+    )
 }
 
 /// The note for a command that failed writing into a read-only tree, for the user and the
@@ -255,7 +320,8 @@ mod tests {
         }
         std::fs::write(ws.join("env1/pyvenv.cfg"), "").unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(ws.join("src/deep/venv2/pyvenv.cfg"), "").unwrap_or_else(|e| panic!("{e}"));
-        let got = read_only_trees(ws);
+        let (got, complete) = read_only_trees(ws);
+        assert!(complete);
         let want: Vec<PathBuf> = [
             "env1",
             "node_modules",
@@ -278,6 +344,15 @@ mod tests {
         assert_eq!(tree_of(ws, Path::new("env1")), None);
         // Remembered: a tree found later at the top joins without another walk.
         std::fs::create_dir_all(ws.join(".tox/py311")).unwrap_or_else(|e| panic!("{e}"));
-        assert!(read_only_trees(ws).contains(&ws.join(".tox")));
+        assert!(read_only_trees(ws).0.contains(&ws.join(".tox")));
+        // Before its `pyvenv.cfg` exists, an environment's site directory is one (R9-2).
+        assert_eq!(
+            tree_of(ws, Path::new(".venv9/lib/python3.11/site-packages/zz.pth")),
+            Some(PathBuf::from(".venv9"))
+        );
+        assert_eq!(
+            tree_of(ws, Path::new("w/Lib/site-packages/zz.pth")),
+            Some(PathBuf::from("w"))
+        );
     }
 }

@@ -511,8 +511,15 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     let _hold = super::judged::hold_for(&req).await?;
     // Installed dependencies are read-only to a command nobody approved: the kernel keeps
     // the code the user's own tools run later ([`super::dependency_trees`], R7-10).
-    let trees = read_only_trees(&req);
+    let (trees, complete) = read_only_trees(&req);
     req.roots.protected.extend(trees.iter().cloned());
+    // Trees a bound left out cannot be kept: the command runs read-only, and is told why
+    // (red-team pass 9, R9-1: decoys pushed the real trees off a silent cut).
+    let mut trees_note = None;
+    if !complete {
+        req.policy = SandboxPolicy::ReadOnly;
+        trees_note = Some(super::dependency_trees::incomplete_note());
+    }
     // So is the user's own configuration at the top of a home the workspace holds, with its
     // caches moved to the command's private temporary directory ([`super::home_dots`]).
     let home_dots = unapproved_workspace(&req).and_then(super::home_dots::Before::note);
@@ -600,7 +607,7 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
             sandbox::limit_note(req.roots.limits, &text, killed)
         })
         .flatten();
-    let limit_note = disk_note.or(limit_note).or_else(|| {
+    let limit_note = trees_note.or(disk_note).or(limit_note).or_else(|| {
         let ws = req.roots.workspace.as_deref()?;
         (ending != Ending::Exited(0))
             .then(|| {
@@ -633,8 +640,11 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
 
 /// The dependency trees kept read-only for `req`: none when a person approved it, when it
 /// may not write the workspace, or when no kernel sandbox confines it.
-fn read_only_trees(req: &ExecRequest) -> Vec<PathBuf> {
-    unapproved_workspace(req).map_or_else(Vec::new, super::dependency_trees::read_only_trees)
+fn read_only_trees(req: &ExecRequest) -> (Vec<PathBuf>, bool) {
+    unapproved_workspace(req).map_or_else(
+        || (Vec::new(), true),
+        super::dependency_trees::read_only_trees,
+    )
 }
 
 /// The workspace a command nobody approved may write, confined by the kernel.

@@ -40,6 +40,8 @@ pub(crate) enum Kind {
     TestFile,
     /// A Cargo profile directory (`target/debug`) a command nobody approved built into.
     CargoOutput,
+    /// A dependency tree (`node_modules`, a virtual environment) such a command created.
+    NewTree,
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -259,6 +261,9 @@ pub(crate) fn line(m: &Moved) -> String {
         Kind::CargoOutput => {
             "Cargo's build output, which the user's `cargo test` runs again while it looks fresh"
         }
+        Kind::NewTree => {
+            "installed dependencies made by a command nobody approved, which the user's `npm install` or `python3 -m venv` would adopt as they are"
+        }
     };
     if m.moved_to.is_empty() {
         format!(
@@ -292,6 +297,71 @@ pub(crate) fn check_cargo(
         }
     }
     out
+}
+
+/// After a command nobody approved that started at `since`: each
+/// outermost dependency tree of `walked` (trees that were not read-only while it ran) that
+/// the command created is moved aside (red-team pass 9, R9-2: a `.pth` in a
+/// `.venv/lib/python3.11/site-packages` made before any environment, kept by the user's
+/// `python3 -m venv .venv`; a fresh `node_modules` with npm's hidden lockfile, kept by the
+/// user's `npm install`). Created: born since `since` (the file system's birth time; its
+/// change time where there is none). Cargo's profile directories have their own rule.
+pub(crate) fn check_new_trees(
+    workspace: &Path,
+    walked: &[PathBuf],
+    since: std::time::SystemTime,
+) -> Vec<Moved> {
+    let mut trees: Vec<&PathBuf> = walked
+        .iter()
+        .filter(|t| !t.starts_with(workspace.join(KEEL_TARGET)))
+        .filter(|t| {
+            !super::dependency_trees::is_cargo_profile(workspace, t, |n| {
+                t.join(n).symlink_metadata().is_ok()
+            })
+        })
+        .collect();
+    trees.sort();
+    trees.dedup();
+    let mut out: Vec<Moved> = Vec::new();
+    let mut moved: Vec<&PathBuf> = Vec::new();
+    for tree in trees {
+        if moved.iter().any(|m| tree.starts_with(m)) || !born_since(tree, since) {
+            continue;
+        }
+        if let Ok(rel) = tree.strip_prefix(workspace)
+            && !rel.as_os_str().is_empty()
+        {
+            out.push(move_aside(workspace, rel, Kind::NewTree));
+            moved.push(tree);
+        }
+    }
+    out
+}
+
+/// Whether `path` was created at or after `since` (birth time; change time without one).
+fn born_since(path: &Path, since: std::time::SystemTime) -> bool {
+    use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
+    let Ok(st) = statx(
+        CWD,
+        path,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BTIME | StatxFlags::CTIME,
+    ) else {
+        return false;
+    };
+    // Birth times are fine-grained (a tree the user made just before the command is not
+    // taken for its own); change times get the usual second of slack.
+    let (ts, since) = if st.stx_mask & StatxFlags::BTIME.bits() != 0 {
+        (st.stx_btime, since)
+    } else {
+        let slack = since
+            .checked_sub(std::time::Duration::from_secs(1))
+            .unwrap_or(since);
+        (st.stx_ctime, slack)
+    };
+    let at = std::time::SystemTime::UNIX_EPOCH
+        + std::time::Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), ts.tv_nsec);
+    at >= since
 }
 
 /// The report of what was moved, for the command's result.

@@ -251,6 +251,15 @@ fn find_entries(
         }
         if dir != root && super::dependency_trees::is_tree(root, &dir, holds) {
             walk.trees.push(dir.clone());
+            walk.walked.push(dir.clone());
+        }
+        // An environment by its site directory's shape alone (R9-2).
+        if let Some(env) = super::dependency_trees::site_root(&dir)
+            && env != root
+            && env.starts_with(root)
+        {
+            walk.trees.push(env.clone());
+            walk.walked.push(env);
         }
         // A Cargo profile directory the command could write (R8-4).
         if super::dependency_trees::is_cargo_profile(root, &dir, holds) {
@@ -315,6 +324,8 @@ pub fn quarantine_new_repositories(workspace: &Path, since: SystemTime) -> Vec<Q
 struct Trees {
     skip: Vec<PathBuf>,
     trees: Vec<PathBuf>,
+    /// The trees met and entered: they were not read-only while the command ran.
+    walked: Vec<PathBuf>,
 }
 
 /// [`quarantine_new_repositories`], leaving the root's own `.git` alone when `skip_top`; the
@@ -593,6 +604,7 @@ impl Watch {
         let mut walk = Trees {
             skip: self.trees,
             trees: Vec::new(),
+            walked: Vec::new(),
         };
         let repos = quarantine_in(
             &self.root,
@@ -602,6 +614,13 @@ impl Watch {
             &mut python,
             &mut walk,
         );
+        // Trees the command created go first (and before the list is remembered): what is
+        // in them is not judged file by file.
+        let mut loaded = if self.approved {
+            Vec::new()
+        } else {
+            super::loaded_code::check_new_trees(&self.root, &walk.walked, self.since)
+        };
         if repos.1 {
             // The walk stopped at its bound: the hook tools' configuration it may not have
             // reached is looked for by name (R7-31).
@@ -617,11 +636,9 @@ impl Watch {
             super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
         programs.extend(more);
         let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
-        let loaded = if self.approved {
-            Vec::new()
-        } else {
-            loaded_after(&self.root, &python, self.since)
-        };
+        if !self.approved {
+            loaded.extend(loaded_after(&self.root, &python, self.since));
+        }
         (repos, programs, startup, relinked, loaded)
     }
 
