@@ -192,6 +192,11 @@ pub(crate) fn vouches(rule: &[String], words: &[Word]) -> bool {
     if words.len() < rule.len() || words.iter().any(|w| !w.literal) {
         return false;
     }
+    // A rule covers a command by what it does: options after the rule's words that make it
+    // run another program or load other code are not covered (R8-11).
+    if swaps_program(words, rule.len()) {
+        return false;
+    }
     rule.iter().zip(words).enumerate().all(|(i, (want, w))| {
         if i == 0 {
             let name = if w.text.contains('/') {
@@ -206,6 +211,125 @@ pub(crate) fn vouches(rule: &[String], words: &[Word]) -> bool {
         } else {
             w.text == *want
         }
+    })
+}
+
+/// Options that make a program run another program or load code it names, beyond what its
+/// command does without them: `(program or python module, short letters, long options)`.
+/// A short letter also counts inside a cluster (`-qp plug`) and with its value attached
+/// (`-ptools.plug`); a long option with `=value` too.
+const PROGRAM_SWAPS: &[(&str, &str, &[&str])] = &[
+    // `--config target.*.linker=…`, `build.rustc-wrapper=…`, `-Z` unstable flags.
+    ("cargo", "Z", &["--config"]),
+    // A plug-in module, another ini file (its addopts), another root or conftest bound,
+    // an ini override (`-o addopts=-p x`), a debugger class imported by name.
+    (
+        "pytest",
+        "pco",
+        &[
+            "--config-file",
+            "--rootdir",
+            "--override-ini",
+            "--confcutdir",
+            "--pdbcls",
+            "--inifile",
+        ],
+    ),
+    // `go test -exec prog`, `-toolexec prog`, an overlay replacing source files.
+    (
+        "go",
+        "",
+        &[
+            "-exec",
+            "-toolexec",
+            "--exec",
+            "--toolexec",
+            "-overlay",
+            "--overlay",
+        ],
+    ),
+    // A module preloaded by name.
+    (
+        "node",
+        "r",
+        &["--require", "--import", "--loader", "--experimental-loader"],
+    ),
+    // Another shell, node options, another npm configuration or package.
+    (
+        "npm",
+        "C",
+        &[
+            "--script-shell",
+            "--node-options",
+            "--userconfig",
+            "--globalconfig",
+            "--prefix",
+        ],
+    ),
+    // Another makefile, code evaluated, another include directory, another directory.
+    (
+        "make",
+        "fEIC",
+        &[
+            "--file",
+            "--makefile",
+            "--eval",
+            "--include-dir",
+            "--directory",
+        ],
+    ),
+];
+
+/// Whether the words of a command after its first `covered` (a rule's) hold an option that
+/// swaps the program it runs ([`PROGRAM_SWAPS`]); for make, any variable override
+/// (`SHELL=…`, `CC=…`) does.
+fn swaps_program(words: &[Word], covered: usize) -> bool {
+    let Some(program) = words.first().and_then(Word::value).map(program_name) else {
+        return false;
+    };
+    // `python3 -m pytest`: the module's options.
+    let (key, from) = match words.get(1).zip(words.get(2)) {
+        Some((m, module)) if program.starts_with("python") && m.is("-m") => {
+            (module.text.as_str(), 3)
+        }
+        _ => (program, 1),
+    };
+    let key = if key == "py.test" { "pytest" } else { key };
+    let Some((_, short, long)) = PROGRAM_SWAPS.iter().find(|(p, _, _)| *p == key) else {
+        return false;
+    };
+    let rest = words.get(covered.max(from)..).unwrap_or(&[]);
+    let mut after_dashdash = false;
+    rest.iter().enumerate().any(|(i, w)| {
+        let t = w.text.as_str();
+        if after_dashdash || t == "--" {
+            after_dashdash = true;
+            return false;
+        }
+        if key == "make" && !t.starts_with('-') && t.contains('=') {
+            return true;
+        }
+        if let Some(name) = t.strip_prefix("--") {
+            let name = name.split('=').next().unwrap_or(name);
+            return long.iter().any(|l| l.trim_start_matches('-') == name);
+        }
+        if long.contains(&t.split('=').next().unwrap_or(t)) {
+            return true;
+        }
+        let Some(cluster) = t.strip_prefix('-') else {
+            return false;
+        };
+        // `-p no:cacheprovider` / `-pno:x` only turns a plug-in off.
+        let disables = |rest: &str| rest.starts_with("no:");
+        cluster.char_indices().any(|(at, c)| {
+            short.contains(c)
+                && !(key == "pytest"
+                    && c == 'p'
+                    && match &cluster[at + 1..] {
+                        "" => rest.get(i + 1).is_some_and(|n| disables(&n.text)),
+                        attached => disables(attached),
+                    })
+        })
     })
 }
 
@@ -312,6 +436,61 @@ mod tests {
             allow(
                 &["cargo test", "git status"],
                 "cargo test 2>&1 | tail -5 && git status"
+            ),
+            ReadOnly
+        );
+    }
+
+    #[test]
+    fn an_allow_rule_does_not_cover_options_that_swap_the_program() {
+        // Red-team pass 8, R8-11: these ran under allow rules for `cargo test` and
+        // `python3 -m pytest`; each is `unknown` (or asked) without the rule.
+        use crate::shell::SafetyClass::*;
+        let rules = &[
+            "cargo test",
+            "python3 -m pytest",
+            "pytest",
+            "go test",
+            "npm test",
+            "make test",
+            "node scripts/t.js",
+        ];
+        for cmd in [
+            "cargo test --offline --config 'target.x86_64-unknown-linux-gnu.linker=\"tools/ld.sh\"'",
+            "cargo test --config=build.rustc-wrapper=tools/w.sh",
+            "cargo test -Zbuild-std",
+            "python3 -m pytest -q -p tools.plug",
+            "python3 -m pytest -ptools.plug",
+            "python3 -m pytest -qp tools.plug",
+            "python3 -m pytest --rootdir other",
+            "python3 -m pytest -c other.ini",
+            "python3 -m pytest -o addopts=-ptools.plug",
+            "pytest --pdbcls=tools.dbg:D",
+            "go test -exec tools/run ./...",
+            "npm test --script-shell=tools/sh.sh",
+            "make test SHELL=tools/sh.sh",
+            "make test -f other.mk",
+            "node scripts/t.js --require ./tools/x.js",
+        ] {
+            assert_ne!(allow(rules, cmd), ReadOnly, "{cmd}");
+        }
+        for cmd in [
+            "cargo test",
+            "cargo test -p keel-tools --lib rules -- --nocapture",
+            "python3 -m pytest -q tests/test_a.py -k 'not slow'",
+            "python3 -m pytest -p no:cacheprovider",
+            "pytest -x tests",
+            "go test ./...",
+            "make test",
+            "cargo test -- --config",
+        ] {
+            assert_eq!(allow(rules, cmd), ReadOnly, "{cmd}");
+        }
+        // The rule's own words are what the user approved.
+        assert_eq!(
+            allow(
+                &["cargo test --config net.offline=true"],
+                "cargo test --config net.offline=true"
             ),
             ReadOnly
         );
