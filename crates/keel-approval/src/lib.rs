@@ -26,6 +26,7 @@ mod patch_plan;
 mod shown;
 mod test_code;
 
+pub use shown::displayed;
 use shown::{describe, describe_planned, fingerprint};
 
 use keel_config::{ApprovalConfig, ApprovalPolicy, Config};
@@ -630,7 +631,9 @@ impl ApprovalGate {
         if !self.interactive {
             let reason = format!(
                 "this run has nobody to approve it: the approval policy is {}; `{}` ({}) needs approval. Rerun with --approval never to allow it, or do without it",
-                self.rules.policy, what.summary, what.class
+                self.rules.policy,
+                displayed(&what.summary),
+                what.class
             );
             emitter
                 .emit(EventKind::ApprovalResolved {
@@ -651,9 +654,9 @@ impl ApprovalGate {
             .emit(EventKind::ApprovalRequested {
                 call_id: call.id.clone(),
                 tool: what.tool.clone(),
-                summary: what.summary.clone(),
+                summary: displayed(&what.summary),
                 class: what.class.clone(),
-                reason: what.reason.clone(),
+                reason: displayed(&what.reason),
             })
             .await?;
         let decision = tokio::select! {

@@ -116,3 +116,31 @@ pub(crate) fn fingerprint(args: &serde_json::Value) -> String {
     hex.truncate(16);
     hex
 }
+
+/// `text` as a person is shown it in an approval request, wherever it is displayed (the
+/// terminal, the web UI, the REST API): control characters, bidi controls and marks, and
+/// zero-width characters written as `<U+XXXX>` / caret notation, so a command cannot reorder
+/// or hide what it asks for (red-team pass 9, R9-15: `rm -rf src #\u{202e} …` reached the
+/// web UI raw). The remembered approval keeps the text as it is.
+pub fn displayed(text: &str) -> String {
+    keel_tools::text::visible(text)
+        .chars()
+        .fold(String::with_capacity(text.len()), |mut out, c| {
+            if matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{061c}' | '\u{feff}') {
+                out.push_str(&format!("<U+{:04X}>", c as u32));
+            } else {
+                out.push(c);
+            }
+            out
+        })
+}
+
+#[cfg(test)]
+mod displayed_tests {
+    #[test]
+    fn what_a_person_is_asked_cannot_be_reordered_or_hidden() {
+        let asked = super::displayed("rm -rf src #\u{202e} cod eht daer\u{200b}\u{1b}[2K");
+        assert_eq!(asked, "rm -rf src #<U+202E> cod eht daer<U+200B>^[[2K");
+        assert_eq!(super::displayed("cargo test -p keel"), "cargo test -p keel");
+    }
+}
