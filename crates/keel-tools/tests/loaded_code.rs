@@ -58,7 +58,8 @@ fn python_scenario(ws: &Path) {
         && printf '[pytest11]\\npwn = build.pwnplug\\n' > pwn.egg-info/entry_points.txt \
         && printf 'not an ELF' > pluggy.so && printf 'not an ELF' > iniconfig.cpython-311-x86_64-linux-gnu.so \
         && printf 'blob' > data/blob.bin && ln -s data/blob.bin pytest.pyc \
-        && printf 'def test_b():\\n    assert True\\n' > tests/test_b.py";
+        && printf 'def test_b():\\n    assert True\\n' > tests/test_b.py \
+        && cp payload.txt data/test-smoke.js && mkdir -p data/test && cp payload.txt data/test/y.js";
     let out = exec(ws, plant, false);
     assert!(out.success(), "{}", out.combined_text());
     let report = out.quarantined.unwrap_or_default();
@@ -68,6 +69,8 @@ fn python_scenario(ws: &Path) {
         "pluggy.so",
         "iniconfig.cpython-311-x86_64-linux-gnu.so",
         "pytest.pyc",
+        "data/test-smoke.js",
+        "data/test/y.js",
     ] {
         assert!(
             std::fs::symlink_metadata(ws.join(planted)).is_err(),
@@ -161,6 +164,15 @@ fn cargo_scenario(ws: &Path) {
         ws.join("target/keel/debug/deps/demo-1").exists(),
         "{report}"
     );
+    // A link that makes Keel's own target the user's profile directory (R9-8): moved aside.
+    let out = exec(ws, "ln -s keel/debug target/release", false);
+    assert!(out.success(), "{}", out.combined_text());
+    let report = out.quarantined.unwrap_or_default();
+    assert!(
+        std::fs::symlink_metadata(ws.join("target/release")).is_err(),
+        "{report}"
+    );
+    assert!(report.contains("target/release"), "{report}");
     // The model's own `cargo test` still works: it builds into Keel's target.
     if exec(ws, "cargo --version", false).success() {
         write(

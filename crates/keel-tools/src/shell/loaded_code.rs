@@ -80,14 +80,35 @@ fn is_test_file(name: &str) -> bool {
     let Some((stem, ext)) = name.rsplit_once('.') else {
         return false;
     };
-    ["js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx"].contains(&ext)
-        && (stem.ends_with(".test") || stem.ends_with(".spec"))
+    // jest's and vitest's `*.test.*` / `*.spec.*`; `node --test`'s `test-*`, `*-test`,
+    // `*_test`, `test` (red-team pass 9, R9-14).
+    JS.contains(&ext)
+        && (stem.ends_with(".test")
+            || stem.ends_with(".spec")
+            || stem.starts_with("test-")
+            || stem.ends_with("-test")
+            || stem.ends_with("_test")
+            || stem == "test")
+}
+
+/// The script extensions the JavaScript test runners load.
+const JS: &[&str] = &["js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx"];
+
+/// Whether a script named `name` lies in a directory the JavaScript runners collect whole
+/// (`node --test`: any `test/`; jest: any `__tests__/`), given the directories on its way.
+fn in_test_dir<'a>(mut dirs: impl Iterator<Item = &'a std::ffi::OsStr>, name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, ext)| JS.contains(&ext))
+        && dirs.any(|d| d == "test" || d == "__tests__")
 }
 
 /// What Python's and the test runners' files the runner's walk met.
 #[derive(Debug, Default)]
 pub(crate) struct Found {
     entries: Vec<(PathBuf, Kind)>,
+    /// Every symlink met (R9-8: `target/debug -> keel/debug` made Keel's own Cargo output
+    /// the user's).
+    links: Vec<PathBuf>,
     /// More were met than are kept: said in the report, never silent (R8-10).
     pub(crate) truncated: bool,
 }
@@ -99,12 +120,23 @@ impl Found {
     /// Notes `entry` (in the directory `dir`) when its name is one the loaders take: a
     /// regular file, a symlink (followed by the loader: R8-22), or a metadata directory.
     pub(crate) fn note(&mut self, dir: &Path, entry: &std::fs::DirEntry) {
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            if self.links.len() < MAX_KEPT {
+                self.links.push(entry.path());
+            } else {
+                self.truncated = true;
+            }
+        }
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
             return;
         };
         let parent = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let Some(kind) = kind(parent, name) else {
+        let by_dir = || {
+            let dirs = dir.components().map(|c| c.as_os_str());
+            in_test_dir(dirs, name).then_some(Kind::TestFile)
+        };
+        let Some(kind) = kind(parent, name).or_else(by_dir) else {
             return;
         };
         let Ok(t) = entry.file_type() else {
@@ -364,6 +396,56 @@ fn born_since(path: &Path, since: std::time::SystemTime) -> bool {
     at >= since
 }
 
+/// After a command nobody approved: each symlink of `found` it created or changed that leads
+/// into [`KEEL_TARGET`] is moved aside (red-team pass 9, R9-8: `ln -s keel/debug
+/// target/debug` gave the user's `cargo test` a test binary the model had rewritten).
+pub(crate) fn check_links(
+    workspace: &Path,
+    found: &Found,
+    since: std::time::SystemTime,
+) -> Vec<Moved> {
+    let keel = workspace.join(KEEL_TARGET);
+    let keel_real = std::fs::canonicalize(&keel).ok();
+    let mut out = Vec::new();
+    for link in &found.links {
+        let Ok(meta) = std::fs::symlink_metadata(link) else {
+            continue;
+        };
+        if !meta.file_type().is_symlink() || !super::venv_startup::changed_since(&meta, since) {
+            continue;
+        }
+        let Ok(to) = std::fs::read_link(link) else {
+            continue;
+        };
+        let lexical = lexical(&link.parent().unwrap_or(workspace).join(to));
+        let real = std::fs::canonicalize(link).ok();
+        let into = lexical.starts_with(&keel)
+            || real
+                .as_ref()
+                .zip(keel_real.as_ref())
+                .is_some_and(|(r, k)| r.starts_with(k));
+        if into && let Ok(rel) = link.strip_prefix(workspace) {
+            out.push(move_aside(workspace, rel, Kind::CargoOutput));
+        }
+    }
+    out
+}
+
+/// `path` with `.` and `..` taken out by name.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The report of what was moved, for the command's result.
 pub(crate) fn report(moved: &[Moved]) -> Option<String> {
     if moved.is_empty() {
@@ -401,9 +483,10 @@ pub(crate) fn refused_for_file_tools(workspace: &Path, rel: &Path) -> Option<Str
                     "package metadata declares the plug-ins pytest and other tools load".into(),
                 );
             }
-            Some(Kind::TestFile)
-                if c.as_os_str() == rel.file_name().unwrap_or_default()
-                    && !ignored(workspace, &[rel.to_path_buf()]).is_empty() =>
+            _ if c.as_os_str() == rel.file_name().unwrap_or_default()
+                && (kind(parent, name) == Some(Kind::TestFile)
+                    || in_test_dir(rel.components().map(|c| c.as_os_str()), name))
+                && !ignored(workspace, &[rel.to_path_buf()]).is_empty() =>
             {
                 return Some(
                     "it is a test file the test runner collects, in a path git ignores (the diff would not show it)"
@@ -444,5 +527,11 @@ mod tests {
         assert_eq!(kind("data", "a_test.go"), Some(Kind::TestFile));
         assert_eq!(kind("src", "app.py"), None);
         assert_eq!(kind("src", "contest.js"), None);
+        for name in ["test-smoke.js", "x_test.js", "x-test.mjs", "test.cjs"] {
+            assert_eq!(kind("data", name), Some(Kind::TestFile), "{name}");
+        }
+        let dirs = [std::ffi::OsStr::new("data"), std::ffi::OsStr::new("test")];
+        assert!(in_test_dir(dirs.into_iter(), "y.js"));
+        assert!(!in_test_dir(dirs.into_iter(), "y.txt"));
     }
 }

@@ -727,6 +727,7 @@ fn loaded_after(
     skip.push(root.join(super::loaded_code::KEEL_TARGET));
     let mut out = super::loaded_code::check(root, &python.code, &skip, since);
     out.extend(super::loaded_code::check_cargo(root, &python.cargo, since));
+    out.extend(super::loaded_code::check_links(root, &python.code, since));
     out
 }
 
