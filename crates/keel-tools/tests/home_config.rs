@@ -31,6 +31,9 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
             write(&home.join("dotfiles/vimrc"), "set nu\n");
             write(&home.join("dotfiles/other"), "evil\n");
             symlink("dotfiles/vimrc", home.join(".vimrc")).unwrap();
+            // A stow-style link: its target is what the user's shell reads.
+            write(&home.join("dotfiles/profile"), "# profile\n");
+            symlink("dotfiles/profile", home.join(".profile")).unwrap();
             write(&home.join("notes.txt"), "notes\n");
         },
     ) else {
@@ -41,6 +44,7 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
         "echo evil >> .bashrc; echo evil > .config/app/settings; \
          echo 'import os' > .local/lib/python3.11/site-packages/zz.pth; \
          echo 'touch /tmp/pwned' > .mavenrc; ln -sfn dotfiles/other .vimrc; \
+         echo evil >> dotfiles/profile; echo evil >> .profile; echo x > .terraformrc; \
          echo mine >> notes.txt; echo ok",
     );
     assert!(out.contains("ok"), "the command did not run: {out}");
@@ -61,6 +65,16 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
         "{out}"
     );
     assert!(!home.join(".mavenrc").exists(), "{out}");
+    assert!(!home.join(".terraformrc").exists(), "{out}");
+    assert!(
+        home.join("quarantined-by-keel/.mavenrc-0").exists(),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("dotfiles/profile")).unwrap(),
+        "# profile\n",
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_link(home.join(".vimrc")).unwrap(),
         PathBuf::from("dotfiles/vimrc"),
@@ -75,7 +89,13 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
     );
     // The file tools refuse the same places.
     let ws = Workspace::new(&home).unwrap();
-    for rel in [".mavenrc", ".bashrc", ".config/app/settings", ".vimrc"] {
+    for rel in [
+        ".mavenrc",
+        ".bashrc",
+        ".config/app/settings",
+        ".vimrc",
+        "dotfiles/profile",
+    ] {
         assert!(
             matches!(ws.locate_writable(rel), Err(PathError::UserConfig { .. })),
             "{rel}"

@@ -524,7 +524,8 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // caches moved to the command's private temporary directory ([`super::home_dots`]).
     let home_dots = unapproved_workspace(&req).and_then(super::home_dots::Before::note);
     if let Some(ws) = home_dots.as_ref().and(unapproved_workspace(&req)) {
-        let dots = super::home_dots::read_only(ws, &req.roots.hidden);
+        let dots =
+            super::home_dots::read_only(ws, &req.roots.hidden).map_err(std::io::Error::other)?;
         req.roots.protected.extend(dots);
         req.env_in_tmp
             .push(("XDG_CACHE_HOME".into(), ".cache".into()));

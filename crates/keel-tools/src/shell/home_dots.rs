@@ -25,9 +25,13 @@ use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-/// The most dot entries mounted read-only for one command (each is a mount); past it, the
-/// rest are only checked after the command.
-const MAX_MOUNTS: usize = 200;
+/// The most dot entries mounted read-only for one command (each is a mount); a home with more
+/// gets no unapproved writing command at all (red-team pass 9: 211 decoys left `~/.profile`
+/// writable under a bound of 200).
+const MAX_MOUNTS: usize = 1_000;
+/// Where what a command created at the top of a home is moved: one directory, not a new dot
+/// entry each (which would count towards [`MAX_MOUNTS`]).
+const QUARANTINE_DIR: &str = "quarantined-by-keel";
 /// Entries of a home read at most, before and after a command.
 const MAX_ENTRIES: usize = 20_000;
 
@@ -43,37 +47,28 @@ pub(crate) fn homes_in(ws: &Path) -> Vec<PathBuf> {
 type Entries = BTreeMap<OsString, Option<PathBuf>>;
 
 /// The dot entries at the top of `home` (at most [`MAX_ENTRIES`] entries read): name → link
-/// target for a symlink, `None` otherwise. `None` when the home cannot be listed.
+/// target for a symlink, `None` otherwise. `None` when the home cannot be listed. Listed by
+/// name, not through a workspace handle: a handle's walk passes the secret stores over, and a
+/// store created where there was none (`~/.terraformrc`) is a new dot entry like any other.
 fn dot_entries(home: &Path) -> Option<(Entries, bool)> {
-    let dir = keel_fs::beneath::DirHandle::open(home).ok()?;
     let mut out = Entries::new();
     let mut complete = true;
-    let mut seen = 0usize;
-    let walked = dir.walk_sorted(
-        Path::new(""),
-        keel_fs::walk::WalkOptions { max_depth: Some(1) },
-        |e| {
-            seen += 1;
-            if seen > MAX_ENTRIES {
-                complete = false;
-                return keel_fs::walk::Visit::Stop;
-            }
-            let name = e.name();
-            if is_dot(name) {
-                let link = (e.kind == keel_fs::beneath::FileKind::Symlink)
-                    .then(|| rustix::fs::readlinkat(dir.fd(), name, Vec::new()).ok())
-                    .flatten()
-                    .map(|t| {
-                        PathBuf::from(<OsString as std::os::unix::ffi::OsStringExt>::from_vec(
-                            t.into_bytes(),
-                        ))
-                    });
-                out.insert(name.to_os_string(), link);
-            }
-            keel_fs::walk::Visit::Skip
-        },
-    );
-    walked.ok()?;
+    for (seen, e) in std::fs::read_dir(home).ok()?.enumerate() {
+        if seen >= MAX_ENTRIES {
+            complete = false;
+            break;
+        }
+        let Ok(e) = e else { continue };
+        let name = e.file_name();
+        if is_dot(&name) {
+            let link = e
+                .file_type()
+                .is_ok_and(|t| t.is_symlink())
+                .then(|| std::fs::read_link(e.path()).ok())
+                .flatten();
+            out.insert(name, link);
+        }
+    }
     Some((out, complete))
 }
 
@@ -87,8 +82,8 @@ fn is_dot(name: &std::ffi::OsStr) -> bool {
 /// The dot entries to mount read-only for a command nobody approved in `ws`: every existing
 /// real directory or file at the top of each home `ws` holds (not symlinks — a mount would
 /// land on the target — and not `hidden`, the stores already covered), at most
-/// [`MAX_MOUNTS`].
-pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
+/// [`MAX_MOUNTS`] (past it, why the command must not run).
+pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for home in homes_in(ws) {
         let Some((entries, _)) = dot_entries(&home) else {
@@ -96,16 +91,32 @@ pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
         };
         for (name, link) in entries {
             let path = home.join(&name);
-            if link.is_some() || hidden.iter().any(|h| path.starts_with(h)) {
+            if hidden.iter().any(|h| path.starts_with(h)) {
                 continue;
             }
-            if (home == ws && (name == ".git" || name == ".keel")) || out.len() == MAX_MOUNTS {
+            // A dotfile manager's link (`~/.bashrc -> dotfiles/bashrc`): the mount lands on
+            // its target, which is what the user's shell reads; one leading out of the
+            // workspace is not writable anyway.
+            if link.is_some()
+                && !std::fs::canonicalize(&path).is_ok_and(|t| t.starts_with(ws) && t != ws)
+            {
                 continue;
+            }
+            if home == ws && (name == ".git" || name == ".keel") {
+                continue;
+            }
+            if out.len() == MAX_MOUNTS {
+                return Err(format!(
+                    "the home `{}` holds more than {MAX_MOUNTS} dot entries, more than Keel can \
+                     hold read-only for a command nobody approved; it was not run. Ask the user to \
+                     approve it, or work in a project directory instead of the home",
+                    home.display()
+                ));
             }
             out.push(path);
         }
     }
-    out
+    Ok(out)
 }
 
 /// What the tops of the homes in a workspace held before a command.
@@ -158,9 +169,11 @@ impl Before {
                 }
                 {
                     {
-                        let mut base = name.clone();
-                        base.push(super::git_programs::SUFFIX);
-                        let aside = super::git_programs::rename_aside(fd.as_fd(), name, &base);
+                        let aside = to_quarantine(fd.as_fd(), name).or_else(|| {
+                            let mut base = name.clone();
+                            base.push(super::git_programs::SUFFIX);
+                            super::git_programs::rename_aside(fd.as_fd(), name, &base)
+                        });
                         let restored = match (was, &aside) {
                             (Some(Some(target)), Some(_)) => {
                                 rustix::fs::symlinkat(target.as_path(), fd, name.as_os_str())
@@ -210,6 +223,29 @@ impl Before {
     }
 }
 
+/// Moves the entry `name` of the home open as `home` into its [`QUARANTINE_DIR`] (made 0700
+/// when missing; never through a link), under a free name; the path it got, relative to the
+/// home. `None` when that cannot be done (the caller renames it in place instead).
+fn to_quarantine(home: std::os::fd::BorrowedFd<'_>, name: &std::ffi::OsStr) -> Option<OsString> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    let _ = rustix::fs::mkdirat(home, QUARANTINE_DIR, Mode::from_raw_mode(0o700));
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let q = rustix::fs::openat(home, QUARANTINE_DIR, flags, Mode::empty()).ok()?;
+    for n in 0..1000 {
+        let mut to = name.to_os_string();
+        to.push(format!("-{n}"));
+        if rustix::fs::statat(&q, to.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+            continue;
+        }
+        rustix::fs::renameat(home, name, &q, to.as_os_str()).ok()?;
+        let mut shown = OsString::from(QUARANTINE_DIR);
+        shown.push("/");
+        shown.push(&to);
+        return Some(shown);
+    }
+    None
+}
+
 /// Why the file tools do not write `rel` (relative to the workspace `root`): it lies in a dot
 /// entry at the top of a home the workspace holds. `None`: it may be written.
 pub(crate) fn refused(root: &Path, rel: &Path) -> Option<String> {
@@ -221,6 +257,22 @@ pub(crate) fn refused(root: &Path, rel: &Path) -> Option<String> {
             && is_dot(first)
         {
             return Some(home.display().to_string());
+        }
+    }
+    // Where a dot entry's link leads (`~/.bashrc -> dotfiles/bashrc`) is what the user's
+    // shell reads.
+    let path = root.join(rel);
+    for home in homes_in(root) {
+        let Some((entries, _)) = dot_entries(&home) else {
+            continue;
+        };
+        for (name, link) in entries {
+            if link.is_some()
+                && std::fs::canonicalize(home.join(&name))
+                    .is_ok_and(|t| t.starts_with(root) && path.starts_with(&t))
+            {
+                return Some(home.display().to_string());
+            }
         }
     }
     None
