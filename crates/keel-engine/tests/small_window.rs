@@ -353,17 +353,18 @@ async fn tiny_window_run(learned: bool, per_mille: Option<u64>) {
         .filter(|(p, _)| *p >= tiny_server::WINDOW)
         .count();
     assert_eq!(refused, usize::from(!learned), "{sizes:?}");
-    // The run compacted, with summaries a 2,048-token window can hold: a sixteenth of it at
-    // most, not 1,500 tokens.
-    let summaries: Vec<u64> = requests
+    // The run compacted, and the summary of the earlier steps was written by rules, not asked
+    // of a model this small (its summaries were garbage, and each was one more request that
+    // re-read the steps without the prompt cache — the request a real run timed out in).
+    let summary_requests = requests
         .iter()
-        .map(|r| r.json())
-        .filter(|b| b.get("tools").is_none())
-        .map(|b| b["max_tokens"].as_u64().unwrap_or(u64::MAX))
-        .collect();
+        .filter(|r| r.json().get("tools").is_none())
+        .count();
+    assert_eq!(summary_requests, 0, "no summary asked of the model");
+    let last = &requests.last().unwrap().body;
     assert!(
-        !summaries.is_empty() && summaries.iter().all(|&m| m <= 128),
-        "{summaries:?}"
+        last.contains("<earlier-work>") && last.contains(".md → ok: read_file "),
+        "the earlier steps, summarised by rules, reach the model: {last}"
     );
     // The refused garbage call does not travel whole in the last request.
     let last = &requests.last().unwrap().body;

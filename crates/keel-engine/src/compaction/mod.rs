@@ -39,8 +39,12 @@ pub use stages::{
     drop_dead_ends, earlier_work_block, kept_calls, result_summary, shrink_refused_calls,
     tail_start, tail_start_keeping,
 };
-pub use summary::{SUMMARY_PROMPT, Summarizer, render_for_summary, rule_based_summary};
-pub(crate) use summary::{ask_for_summary, fit_summary_input, summary_max_tokens};
+pub use summary::{
+    SUMMARY_PROMPT, Summarizer, render_for_summary, rule_based_summary, rule_based_summary_within,
+};
+pub(crate) use summary::{
+    ask_for_summary, fit_summary_input, summaries_by_rules, summary_max_tokens,
+};
 
 /// The window assumed when neither the configuration nor the provider knows it.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;

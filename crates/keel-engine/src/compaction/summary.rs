@@ -18,6 +18,18 @@ const SUMMARY_MAX_TOKENS: u32 = 1_500;
 /// takes minutes to write one).
 const SUMMARY_WINDOW_SHARE: u64 = 16;
 
+/// A main model with a window this small or smaller does not write summaries: rules do
+/// ([`rule_based_summary_within`]). On the raw llama.cpp server SmolLM2-135M's (2,048 tokens)
+/// were garbage that grew the context they were meant to shrink, and each cost one more
+/// request that re-read its excerpt under another system prompt (no prompt cache): 304 s on
+/// the loaded machine, the request a run timed out in.
+const RULES_ONLY_WINDOW: u64 = 2_048;
+
+/// Whether a main model with a `window`-token context leaves its summaries to rules.
+pub(crate) fn summaries_by_rules(window: u64) -> bool {
+    window <= RULES_ONLY_WINDOW
+}
+
 /// The output budget of a summary for a main model with a `window`-token context.
 pub(crate) fn summary_max_tokens(window: u64) -> u32 {
     let share = (window / SUMMARY_WINDOW_SHARE).max(128);
@@ -112,6 +124,16 @@ pub fn render_for_summary(previous: Option<&str>, region: &[Message]) -> String 
 
 /// A summary built by rules alone, for when no model can write one.
 pub fn rule_based_summary(previous: Option<&str>, region: &[Message]) -> String {
+    rule_based_summary_within(previous, region, usize::MAX)
+}
+
+/// [`rule_based_summary`] in at most about `max_chars` characters: the newest steps that fit
+/// (with a line counting the ones left out) after at most a third of it of the previous summary.
+pub fn rule_based_summary_within(
+    previous: Option<&str>,
+    region: &[Message],
+    max_chars: usize,
+) -> String {
     let calls = calls_by_id(region);
     let mut lines = Vec::new();
     for m in region {
@@ -152,9 +174,27 @@ pub fn rule_based_summary(previous: Option<&str>, region: &[Message]) -> String 
     const MAX_LINES: usize = 40;
     let mut out = String::new();
     if let Some(p) = previous {
-        let p: String = p.trim().chars().take(1_500).collect();
+        let p: String = p.trim().chars().take(1_500.min(max_chars / 3)).collect();
         out.push_str(&p);
         out.push('\n');
+    }
+    // The newest lines that fit what is left (a line of its own says how many were left out).
+    let room = max_chars.saturating_sub(out.chars().count() + 40);
+    let mut used = 0;
+    let fitting = lines
+        .iter()
+        .rev()
+        .take_while(|l| {
+            used += l.chars().count() + 1;
+            used <= room
+        })
+        .count();
+    if fitting < lines.len() && fitting < MAX_LINES {
+        out.push_str(&format!(
+            "- ({} earlier steps omitted)\n",
+            lines.len() - fitting
+        ));
+        lines.drain(..lines.len() - fitting);
     }
     if lines.len() > MAX_LINES {
         out.push_str(&format!(
@@ -234,5 +274,24 @@ mod tests {
         let input = render_for_summary(None, &m[1..5]);
         assert!(input.contains("[tool call] read_file {\"path\":\"src/f0.rs\"}"));
         assert!(input.contains("[read_file result, ok]"));
+    }
+
+    #[test]
+    fn a_small_window_summarises_by_rules_within_a_model_summarys_size() {
+        assert!(summaries_by_rules(2_048) && summaries_by_rules(1_024));
+        assert!(!summaries_by_rules(3_500) && !summaries_by_rules(128_000));
+        let m = session();
+        let whole = rule_based_summary(Some("Earlier: listed files."), &m[1..]);
+        let max = whole.chars().count() / 2;
+        let s = rule_based_summary_within(Some("Earlier: listed files."), &m[1..], max);
+        assert!(
+            s.chars().count() <= max,
+            "{} > {max}: {s}",
+            s.chars().count()
+        );
+        // The newest steps are kept, the omitted ones counted.
+        assert!(s.contains("earlier steps omitted"), "{s}");
+        let newest = whole.lines().last().unwrap_or_default();
+        assert!(s.ends_with(newest), "{s}");
     }
 }

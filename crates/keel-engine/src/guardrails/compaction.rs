@@ -19,8 +19,8 @@ use super::lock;
 use crate::compaction::{
     Carry, Compacted, Compaction, Summarizer, apply_summary, ask_for_summary, clear_tool_results,
     drop_dead_ends, earlier_work_block, fit_summary_input, has_block, kept_calls,
-    render_for_summary, rule_based_summary, shrink_refused_calls, summary_max_tokens,
-    tail_start_keeping,
+    render_for_summary, rule_based_summary, rule_based_summary_within, shrink_refused_calls,
+    summaries_by_rules, summary_max_tokens, tail_start_keeping,
 };
 use crate::ending::Interrupt;
 use crate::hooks::{Hook, HookAction, HookContext};
@@ -194,6 +194,12 @@ impl CompactionHook {
             if let Some(text) = text {
                 return Ok((text, Summarizer::Auxiliary));
             }
+        }
+        if summaries_by_rules(cx.window.budget.window) {
+            // Four characters a token: the size a model's summary would be allowed.
+            let max_chars = usize::try_from(max_tokens).unwrap_or(usize::MAX) * 4;
+            let summary = rule_based_summary_within(previous, region, max_chars);
+            return Ok((summary, Summarizer::RuleBased));
         }
         let (text, usage) =
             ask_for_summary(self.main.as_ref(), input, max_tokens, &self.cancel).await?;
