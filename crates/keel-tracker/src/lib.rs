@@ -5,9 +5,10 @@
 //!   the same file fails 3 times, or more than 5 fix attempts fail in total. It also keeps the
 //!   errors not yet resolved, which compaction must never drop.
 //! - [`LoopGuard`] answers a workspace read made again with nothing changed since (also
-//!   alternating A, B, A, B) with its earlier result and a note instead of running it again,
-//!   and stops a run only after [`REPEAT_ANSWER_LIMIT`] such repeats in a row, or the same
-//!   other call (a command) 3 times in a row: a loop is not progress.
+//!   alternating A, B, A, B) with its earlier result and a note naming the next step instead
+//!   of running it again, and stops a run once [`IGNORED_ANSWER_LIMIT`] such answers went
+//!   unused (no new successful call or change since), or after the same other call (a
+//!   command) 3 times in a row: a loop is not progress.
 //! - [`Progress`] tells whether recent iterations did anything new, so that running out of
 //!   iterations can end `blocked` (resumable) instead of failed.
 //!
@@ -249,8 +250,12 @@ pub const REPEATABLE_TOOLS: &[&str] = &[
 /// Iterations looked back at to decide whether a run that hit its iteration cap was still
 /// progressing.
 pub const PROGRESS_WINDOW: u32 = 5;
-/// Repeats in a row answered with earlier results before the run is called a loop.
-pub const REPEAT_ANSWER_LIMIT: u32 = 6;
+/// Repeats answered with earlier results, with no new successful call or change since the
+/// first of them, before the run stops (a blocker naming the loop). Each answer named the
+/// exact next step; a model that ignored it this often will not take it: SmolLM2-135M listed
+/// the files again after every answer, between failed reads, until the iteration cap (6 in a
+/// row never came, the failed reads in between broke every row).
+pub const IGNORED_ANSWER_LIMIT: u32 = 3;
 /// Characters of a result kept to answer a repeat (a longer one runs again).
 const REMEMBERED_CHARS: usize = 200_000;
 
@@ -279,8 +284,8 @@ pub struct LoopGuard {
     earlier: std::collections::HashMap<String, Earlier>,
     /// The keys of the latest calls, newest last (at most four).
     recent: std::collections::VecDeque<String>,
-    /// Calls in a row answered with earlier results.
-    answered_in_a_row: u32,
+    /// Calls answered with earlier results since the run last did something new.
+    answered_since_progress: u32,
 }
 
 impl LoopGuard {
@@ -313,7 +318,13 @@ impl LoopGuard {
     /// Something may have changed in the workspace: no earlier result answers a repeat.
     pub fn invalidate(&mut self) {
         self.earlier.clear();
-        self.answered_in_a_row = 0;
+        self.answered_since_progress = 0;
+    }
+
+    /// The run did something new (a successful call it had not made before): the answers so
+    /// far were not ignored.
+    pub fn progressed(&mut self) {
+        self.answered_since_progress = 0;
     }
 
     /// Notes a call about to be made, for the alternation check.
@@ -335,7 +346,6 @@ impl LoopGuard {
             return;
         }
         let key = call_key(call);
-        self.answered_in_a_row = 0;
         self.push_recent(key.clone());
         if content.len() <= REMEMBERED_CHARS {
             self.earlier.insert(
@@ -351,7 +361,7 @@ impl LoopGuard {
 
     /// The answer to a repeated call (see [`Self::is_repeat`]): its earlier result with a
     /// note naming the `next` step ([`next_step`]). `Err` with a description of the loop once
-    /// [`REPEAT_ANSWER_LIMIT`] repeats in a row were answered so.
+    /// [`IGNORED_ANSWER_LIMIT`] repeats were answered so with nothing new done since.
     pub fn answer_repeat(
         &mut self,
         call: &ToolCall,
@@ -359,27 +369,31 @@ impl LoopGuard {
     ) -> Option<Result<RepeatAnswer, String>> {
         let key = call_key(call);
         let earlier = self.earlier.get(&key)?.clone();
-        self.answered_in_a_row += 1;
-        if self.answered_in_a_row >= REPEAT_ANSWER_LIMIT {
+        self.answered_since_progress += 1;
+        if self.answered_since_progress >= IGNORED_ANSWER_LIMIT {
             return Some(Err(format!(
-                "the model made {} calls in a row that it had already made, with nothing changed in between (each was answered with its earlier result)",
-                self.answered_in_a_row
+                "the model made {} calls it had already made, with nothing changed and nothing new done since the first (`{}` the last); each was answered with its earlier result and the step to take next ({next}), and the model did not take it",
+                self.answered_since_progress, call.name
             )));
         }
         // A, B, A: going back and forth.
         let n = self.recent.len();
         let alternating = n >= 2 && self.recent[n - 2] == key && self.recent[n - 1] != key;
         let other = alternating.then(|| {
-            self.recent[n - 1]
-                .split('{')
-                .next()
-                .unwrap_or("")
-                .to_string()
+            let other = &self.recent[n - 1];
+            let name = other.split('{').next().unwrap_or("");
+            // `list_files` and `list_files {"path": …}`: name the other call whole.
+            if name == call.name {
+                let args: String = other[name.len()..].chars().take(120).collect();
+                format!("`{name}` with {args} as arguments")
+            } else {
+                format!("`{name}`")
+            }
         });
         self.push_recent(key);
         let why = match other {
             Some(other) => format!(
-                "you are going back and forth between `{}` and `{other}`, and nothing has changed since step {}",
+                "you are going back and forth between `{}` and {other}, and nothing has changed since step {}",
                 call.name, earlier.iteration
             ),
             None => format!(
@@ -418,11 +432,13 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Records a successful call made during `iteration`.
-    pub fn record_success(&mut self, call: &ToolCall, iteration: u32) {
-        if self.seen.insert(call_key(call)) {
+    /// Records a successful call made during `iteration`; whether it was new.
+    pub fn record_success(&mut self, call: &ToolCall, iteration: u32) -> bool {
+        let new = self.seen.insert(call_key(call));
+        if new {
             self.last_novel = Some(iteration);
         }
+        new
     }
 
     /// Whether one of the last `window` iterations (up to `iteration`) made a new successful
@@ -620,16 +636,44 @@ mod tests {
         // A change forgets every earlier result.
         g.invalidate();
         assert!(!g.is_repeat(&a) && g.answer_repeat(&a, next_step(None)).is_none());
-        // Too many repeats in a row is a loop after all.
+        // Answers the model keeps ignoring end the run, however the repeats are spread: a
+        // failed read in between (remembered, not new) does not start the count again.
         g.remember(&a, 4, "a\n", false);
-        let verdicts: Vec<bool> = (0..REPEAT_ANSWER_LIMIT)
-            .map(|_| matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))))
-            .collect();
-        assert_eq!(
-            verdicts.iter().filter(|ok| **ok).count() as u32,
-            REPEAT_ANSWER_LIMIT - 1
+        assert!(matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))));
+        g.remember(&b, 5, "no such file", true);
+        assert!(matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))));
+        let Some(Err(looping)) = g.answer_repeat(&a, "read calc.py") else {
+            panic!("the third ignored answer ends the run")
+        };
+        assert!(looping.contains("3 calls it had already made"), "{looping}");
+        assert!(looping.contains("read calc.py"), "{looping}");
+        // Something new in between: the answers were used.
+        g.invalidate();
+        g.remember(&a, 6, "a\n", false);
+        assert!(matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))));
+        assert!(matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))));
+        g.progressed();
+        assert!(matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))));
+        assert!(matches!(g.answer_repeat(&a, next_step(None)), Some(Ok(_))));
+    }
+
+    #[test]
+    fn going_back_and_forth_between_two_calls_of_one_tool_names_both() {
+        let mut g = LoopGuard::default();
+        let a = call("list_files", json!({}));
+        let b = call("list_files", json!({"path": "src"}));
+        g.remember(&a, 1, "x\n", false);
+        g.remember(&b, 2, "no such directory", true);
+        let Some(Ok(answer)) = g.answer_repeat(&a, next_step(None)) else {
+            panic!("answered")
+        };
+        assert!(
+            answer.content.contains(
+                "back and forth between `list_files` and `list_files` with {\"path\":\"src\"} as arguments"
+            ),
+            "{}",
+            answer.content
         );
-        assert!(!verdicts[verdicts.len() - 1]);
     }
 
     #[test]

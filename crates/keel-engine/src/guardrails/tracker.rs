@@ -1,12 +1,14 @@
 //! The loop guard, the fix tracker and the progress meter as a hook (`keel_tracker` holds
 //! their data structures): a workspace read made again with nothing changed since is answered
-//! with its earlier result; any other call made [`IDENTICAL_CALL_LIMIT`] times in a row ends
-//! the attempt (`loop_detected`); failed attempts are counted by error signature and file and
+//! with its earlier result and the step to take next — and once [`IGNORED_ANSWER_LIMIT`] such
+//! answers went unused, the run stops with a blocker that says so; any other call made
+//! [`IDENTICAL_CALL_LIMIT`] times in a row ends the attempt (`loop_detected`); failed attempts are counted by error signature and file and
 //! escalate to a blocker; a command that fails for missing credentials is a blocker at once;
 //! new successful calls are progress (a run out of steps while progressing is blocked, not
 //! failed).
 //!
 //! [`IDENTICAL_CALL_LIMIT`]: keel_tracker::IDENTICAL_CALL_LIMIT
+//! [`IGNORED_ANSWER_LIMIT`]: keel_tracker::IGNORED_ANSWER_LIMIT
 
 use std::sync::{Arc, Mutex};
 
@@ -74,8 +76,10 @@ impl TrackerHook {
     }
 
     /// The loop guard: a repeated workspace read is let through to be answered with its
-    /// earlier result ([`Hook::run_tool`]) — unless too many repeats in a row were answered
-    /// so; any other call made 3 times in a row ends the attempt.
+    /// earlier result ([`Hook::run_tool`]) — unless the answers so far went unused: then a
+    /// blocker names the loop (a model that does not take the step each answer named will
+    /// not take it on the next request either; a person, or a stronger model, decides). Any
+    /// other call made 3 times in a row ends the attempt.
     fn loop_check(&self, cx: &HookContext, call: &ToolCall) -> HookAction {
         let mut state = lock(&self.state);
         let looping = if state.guard.is_repeat(call) {
@@ -86,7 +90,18 @@ impl TrackerHook {
                     state.repeat_answer = Some((call.id.clone(), answer));
                     return HookAction::Continue;
                 }
-                Some(Err(looping)) => looping,
+                Some(Err(ignored)) => {
+                    return HookAction::End(HookEnd::blocked(
+                        BlockerDraft {
+                            question: format!(
+                                "I am stuck in a loop: {ignored}. How should I proceed? (Guidance, or a stronger model: this one may not read tool results.)"
+                            ),
+                            source: BlockerSource::FixTracker,
+                            evidence: vec![format!("not run: {ignored}")],
+                        },
+                        "the run paused: the model repeats calls whose answers it does not use",
+                    ));
+                }
             }
         } else {
             match state.guard.check(call) {
@@ -151,7 +166,9 @@ impl TrackerHook {
                 }
                 let target = call_target(call);
                 state.tracker.record_success(&call.name, target.as_deref());
-                state.progress.record_success(call, cx.iteration);
+                if state.progress.record_success(call, cx.iteration) {
+                    state.guard.progressed();
+                }
                 HookAction::Continue
             }
         };
