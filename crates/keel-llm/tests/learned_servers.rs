@@ -763,3 +763,65 @@ async fn a_request_within_the_safety_margin_is_sent_with_the_smallest_reply() {
     assert!(matches!(err, LlmError::ContextLength { .. }), "{err:?}");
     assert_eq!(server.requests().len(), 1);
 }
+
+/// The largest scale a server ever showed is remembered, and one request of a weak model's
+/// garbage (random characters the tokenizer cuts finely) can set it far above what its
+/// requests count: a real SmolLM2 run ended `context_overflow` on a request refused unsent as
+/// about 2,065 tokens, with 1.63 server tokens per estimated one remembered, where the run's
+/// requests had counted 1.02 (the real prompt was about 1,450). A request that fits by the
+/// scale of this run's latest request is sent, with the smallest reply, and the server decides.
+#[tokio::test]
+async fn a_request_that_fits_by_this_runs_own_counts_is_sent_despite_an_outlier_scale() {
+    // Counts as Keel estimates, plus the template's preamble: about 1.0–1.2 per estimated token.
+    let server = MockServer::with_handler(|req: &Recorded, _| {
+        let body = req.json();
+        let prompt = 128 + req.body.len() as u64 / 4;
+        let limit = body["max_tokens"].as_u64().unwrap_or(0);
+        if prompt + limit > 2048 {
+            MockReply::error(400, overflow(2048, prompt, limit))
+        } else {
+            MockReply::json(whole_reply("ok", prompt))
+        }
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    keel_llm::learned::ServerMemory::open(Some(home.path()), &base, "smollm2").learn(|f, now| {
+        f.context_window = Some(keel_llm::learned::Fact {
+            value: 2048,
+            learned_at: now,
+        });
+        f.tokens_per_mille = Some(keel_llm::learned::Fact {
+            value: 1628,
+            learned_at: now,
+        });
+    });
+    // About 1,300 estimated tokens: 2,325 by the remembered scale (no room), about 1,600 by
+    // what this server counts.
+    let mut text = String::new();
+    let large = loop {
+        let r = ChatRequest {
+            max_tokens: Some(1000),
+            ..simple_request(&text)
+        };
+        if keel_llm::tokens::estimate_request(&r.system, &r.tools, &r.messages) >= 1300 {
+            break r;
+        }
+        text.push_str("word ");
+    };
+    // Before any request of this run was counted, the remembered scale is all Keel knows.
+    let fresh = learning(&base, home.path());
+    let err = events(fresh.as_ref(), &large).await.unwrap_err();
+    assert!(matches!(err, LlmError::ContextLength { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 0);
+    // A run whose first request was counted at about its estimate.
+    let p = learning(&base, home.path());
+    events(p.as_ref(), &simple_request(&"word ".repeat(300)))
+        .await
+        .unwrap();
+    events(p.as_ref(), &large).await.unwrap();
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2, "the large request was sent");
+    assert_eq!(sent[1].json()["max_tokens"], 256);
+}

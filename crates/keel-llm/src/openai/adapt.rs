@@ -124,6 +124,8 @@ pub(crate) struct Adaptive {
     /// reported (in thousandths; its tokenizer may cut finer or coarser than four bytes a
     /// token); 0 until one was reported.
     per_mille: std::sync::atomic::AtomicU64,
+    /// The scale of the latest request the server reported, in this process (0: none yet).
+    recent_per_mille: std::sync::atomic::AtomicU64,
     /// Whether the tools were judged (once per process).
     tools_judged: AtomicBool,
     notices: Mutex<Vec<String>>,
@@ -156,6 +158,7 @@ impl Adaptive {
                     .tokens_per_mille
                     .map_or(0, |f| f.value.clamp(MIN_PER_MILLE, MAX_PER_MILLE)),
             ),
+            recent_per_mille: std::sync::atomic::AtomicU64::new(0),
             tools_judged: AtomicBool::new(facts.tools_dropped.is_some()),
             notices: Mutex::new(notices),
             judges,
@@ -238,6 +241,7 @@ impl Adaptive {
         if scale < 1000 && !large {
             return;
         }
+        self.recent_per_mille.store(scale, Ordering::Relaxed);
         let known = self.per_mille.fetch_max(scale, Ordering::Relaxed);
         if known == 0 || scale > known + known / 20 {
             self.memory.learn(|f, now| {
@@ -320,7 +324,19 @@ impl Adaptive {
             // decides (its refusal states the prompt's real size, which Keel learns from).
             // SmolLM2 runs ended `context_overflow` on requests refused at ~1,815 estimated
             // tokens whose real prompts were ~1,350, with nothing left to compact.
-            if learned.is_none() || window.saturating_sub(scaled) >= u64::from(floor) {
+            // The same when the request fits by the scale of this run's latest request: the
+            // largest scale ever seen is kept (an estimate must not fall short), and one
+            // request of a weak model's garbage can set it far above what its requests count
+            // (1.63 remembered, 1.02 counted: a 1,450-token request refused as 2,065).
+            let recent = match self.recent_per_mille.load(Ordering::Relaxed) {
+                0 => scaled,
+                per_mille => TokenScale {
+                    per_mille,
+                    ..self.scale()
+                }
+                .request(&request.system, &request.tools, &request.messages),
+            };
+            if learned.is_none() || window.saturating_sub(scaled.min(recent)) >= u64::from(floor) {
                 return Ok(Some(floor));
             }
             return Err(LlmError::ContextLength {
