@@ -15,6 +15,13 @@
 //! version, a renamed function, or a crate whose dependencies changed: a legacy-mangled name's
 //! own hash covers its crate's `-C metadata`); what is not listed keeps the linker's order.
 //!
+//! The names of Keel's own crates carry a hash of the crate's dependency graph (a legacy-mangled
+//! name's `17h…E`, a v0 name's crate disambiguator): a dependency added or upgraded renames
+//! every function above it, and the list silently loses its effect (aee1b52 added rustix to
+//! keel-snapshot: peak RSS back from 15 to 27 MiB). The list's first line therefore records what
+//! it was recorded for — a fingerprint of `Cargo.lock` and the compiler's version — and a release
+//! build whose fingerprint differs warns, naming the script that re-records it.
+//!
 //! The release binary's symbol table is dropped here, at its link (`--strip-all`), not by the
 //! profile's `strip`: a profile setting is part of every crate's `-C metadata`, so a build with
 //! symbols for recording the list (`KEEL_KEEP_SYMBOLS=1`) would mangle every name differently
@@ -67,6 +74,9 @@ fn main() {
         );
         println!("cargo:rustc-link-arg-bin=keel=-Wl,--no-warn-symbol-ordering");
         println!("cargo:rustc-link-arg-bin=keel=-Wl,-T,{}", script.display());
+        if let Some(warning) = staleness(&list, &env("CARGO_MANIFEST_DIR"), &env("RUSTC")) {
+            println!("cargo:warning={warning}");
+        }
     }
     // The binary is built for this machine (`cargo install`): packed relocations need the
     // glibc that runs it to read them.
@@ -98,7 +108,8 @@ fn layout_files(
     let text = std::fs::read_to_string(list).ok()?;
     let mut order = String::new();
     let mut script = String::from("SECTIONS {\n  .text.hot : {\n");
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+    // `#` starts a comment line (the header); no mangled name starts with it.
+    for line in (text.lines().map(str::trim)).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (name, promoted) = match line.strip_suffix(".llvm.*") {
             Some(name) => (name, true),
             None => (line, false),
@@ -118,6 +129,68 @@ fn layout_files(
     std::fs::write(&order_path, order).ok()?;
     std::fs::write(&script_path, script).ok()?;
     Some((order_path, script_path))
+}
+
+/// The header line of the list: `# recorded for: <fingerprint>` (see [`fingerprint`]).
+const RECORDED_FOR: &str = "# recorded for: ";
+
+/// FNV-1a (64 bits) of `Cargo.lock`'s bytes, a newline and the compiler's `rustc -V` line,
+/// in hexadecimal. `benches/hot_symbols.sh` computes the same when it records the list.
+pub(crate) fn fingerprint(lock: &[u8], rustc_version: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in lock
+        .iter()
+        .chain(b"\n")
+        .chain(rustc_version.trim().as_bytes())
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// Why the list at `list` may no longer name this build's functions: it was recorded for
+/// another `Cargo.lock` or compiler (or before the header existed). `None` when it matches, or
+/// when there is no lock file to compare (a packaged crate) or the compiler cannot be asked.
+fn staleness(list: &std::path::Path, manifest_dir: &str, rustc: &str) -> Option<String> {
+    let lock_path = std::path::Path::new(manifest_dir).join("../../Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock_path.display());
+    // Keel's own build inputs (its list and lock file), not a project's files.
+    #[allow(clippy::disallowed_methods)]
+    let (text, lock) = (
+        std::fs::read_to_string(list).ok()?,
+        std::fs::read(&lock_path).ok()?,
+    );
+    let version = rustc_version(if rustc.is_empty() { "rustc" } else { rustc })?;
+    stale_reason(&text, &fingerprint(&lock, &version))
+}
+
+/// The warning for a list whose header does not name `current` (see [`staleness`]).
+pub(crate) fn stale_reason(list_text: &str, current: &str) -> Option<String> {
+    let recorded = list_text
+        .lines()
+        .next()
+        .and_then(|l| l.trim().strip_prefix(RECORDED_FOR))
+        .map(str::trim);
+    if recorded == Some(current) {
+        return None;
+    }
+    let was = recorded.map_or("a list without the header".to_string(), |r| {
+        format!("fingerprint {r}")
+    });
+    Some(format!(
+        "crates/keel-cli/hot-symbols.txt was recorded for another Cargo.lock or compiler ({was}, this build {current}): a changed dependency renames the functions it lists, and without their layout a one-shot run's peak RSS grows by ~10 MiB. Re-record it: KEEL_KEEP_SYMBOLS=1 cargo build --release -p keel-cli, then KEEL_BIN=target/release/keel crates/keel-cli/benches/hot_symbols.sh"
+    ))
+}
+
+/// The compiler's `rustc -V` line.
+// A build script asking the build machine's compiler, not Keel starting a process.
+#[allow(clippy::disallowed_methods)]
+fn rustc_version(rustc: &str) -> Option<String> {
+    let out = std::process::Command::new(rustc).arg("-V").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Whether this machine's glibc is 2.36 or later (`getconf GNU_LIBC_VERSION`: "glibc 2.36").

@@ -17,7 +17,8 @@
 # Re-run it after a compiler or dependency upgrade, a dependency added to a Keel crate (a
 # legacy-mangled name's hash covers its crate's dependencies), or renamed functions:
 # names the list has and a build does not are skipped, so a stale list only loses its effect
-# (benches/startup_compare.py shows peak RSS). The next plain `cargo build --release` links
+# (benches/startup_compare.py shows peak RSS). The list's first line is a fingerprint of Cargo.lock
+# and `rustc -V` at recording time; a release build with another one warns (build.rs). The next plain `cargo build --release` links
 # `keel` again, ordered and stripped.
 set -euo pipefail
 repo=$(git rev-parse --show-toplevel)
@@ -74,9 +75,17 @@ cg "$bin" run --json --provider openai --model m --base-url "http://127.0.0.1:$(
     --workspace "$work/demo2" "say hello"
 
 # Every function executed in a keel process (not git's or python's), first-reported first.
-python3 - "$bin" "$work" crates/keel-cli/hot-symbols.txt <<'PY'
+python3 - "$bin" "$work" crates/keel-cli/hot-symbols.txt "$("${RUSTC:-rustc}" -V)" <<'PY'
 import glob, os, re, sys
-binary, work, out = os.path.realpath(sys.argv[1]), sys.argv[2], sys.argv[3]
+binary, work, out, rustc_version = os.path.realpath(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+
+def fingerprint(lock, version):
+    """build.rs's `fingerprint`: FNV-1a 64 of Cargo.lock, a newline and `rustc -V`."""
+    h = 0xcbf29ce484222325
+    for b in lock + b"\n" + version.strip().encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
 seen, order = set(), []
 for path in sorted(glob.glob(os.path.join(work, "cg.*")), key=os.path.getmtime):
     text = open(path, errors="replace").read()
@@ -112,6 +121,8 @@ for path in sorted(glob.glob(os.path.join(work, "cg.*")), key=os.path.getmtime):
             if name and name not in seen and not name.startswith(("0x", "(")):
                 seen.add(name)
                 order.append(name)
+with open("Cargo.lock", "rb") as f:
+    header = "# recorded for: " + fingerprint(f.read(), rustc_version)
 with open(out, "w") as f:
-    f.write("".join(n + "\n" for n in order))
+    f.write(header + "\n" + "".join(n + "\n" for n in order))
 PY
