@@ -42,3 +42,18 @@ fn a_list_recorded_for_another_dependency_graph_warns_and_names_the_way_to_re_re
     // A list from before the header.
     assert!(build::stale_reason("_ZN4keel4main17h0123456789abcdefE\n", "x").is_some());
 }
+
+#[test]
+fn the_committed_list_says_what_it_was_recorded_for() {
+    let list = include_str!("../hot-symbols.txt");
+    let header = list.lines().next().unwrap_or_default();
+    let fingerprint = header.strip_prefix("# recorded for: ").unwrap_or_default();
+    assert!(
+        fingerprint.len() == 16 && fingerprint.chars().all(|c| c.is_ascii_hexdigit()),
+        "hot-symbols.txt starts with `# recorded for: <fingerprint>`, not {header:?}"
+    );
+    assert!(
+        list.lines().count() > 1_000,
+        "the list names the hot functions"
+    );
+}
