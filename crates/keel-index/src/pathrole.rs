@@ -10,7 +10,8 @@ pub enum PathRole {
     Test,
     /// Data and projects the tests run on (`tests/fixtures/`, `testdata/`, `tests/roots/`).
     Fixture,
-    /// Third-party code copied in (`vendor/`, `third_party/`, `node_modules/`, `_vendor/`).
+    /// Third-party code copied in (`vendor/`, `third_party/`, `node_modules/`, `_vendor/`,
+    /// a web library under its release's name: `jquery-3.5.1.js`).
     Vendored,
     /// Generated code (`*_pb2.py`, `*.pb.go`, `*.generated.ts`, `*.min.js`).
     Generated,
@@ -40,6 +41,7 @@ impl PathRole {
             "externals",
             "extern",
         ]) || vendored_packages(dirs)
+            || versioned_asset(name)
         {
             return PathRole::Vendored;
         }
@@ -170,6 +172,26 @@ impl PathRole {
     }
 }
 
+/// A web library copied in at a release, its version in its name (`jquery-3.5.1.js`,
+/// `underscore-1.13.1.min.js`, `bootstrap-4.0.0.css`).
+fn versioned_asset(name: &str) -> bool {
+    let Some(stem) = [".min.js", ".js", ".min.css", ".css", ".mjs"]
+        .iter()
+        .find_map(|e| name.strip_suffix(e))
+    else {
+        return false;
+    };
+    let Some((_, version)) = stem.rsplit_once(['-', '_']) else {
+        return false;
+    };
+    let version = version.strip_prefix('v').unwrap_or(version);
+    let parts: Vec<&str> = version.split('.').collect();
+    parts.len() >= 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Other projects copied into a package's `packages/` directory
 /// (`requests/packages/urllib3/…`); a top-level `packages/` holds a monorepo's own packages.
 fn vendored_packages(dirs: &[&str]) -> bool {
@@ -246,6 +268,11 @@ mod tests {
             (".mailmap", Docs),
             ("pkg/history.py", Source),
             ("pkg/changes/diff.py", Source),
+            ("sphinx/themes/basic/static/jquery-3.5.1.js", Vendored),
+            ("static/underscore-1.13.1.min.js", Vendored),
+            ("web/bootstrap_v4.0.css", Vendored),
+            ("web/app-main.js", Source),
+            ("web/app-1.js", Source),
         ] {
             assert_eq!(PathRole::of(path), want, "{path}");
         }

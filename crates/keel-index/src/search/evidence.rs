@@ -557,7 +557,7 @@ const MODULE_SUFFIXES: &[&str] = &[
     ".java",
 ];
 
-fn dotted(
+pub(super) fn dotted(
     conn: &Connection,
     report: &Report,
     filter: &dyn Fn(&str) -> bool,

@@ -14,11 +14,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use globset::GlobMatcher;
-use rusqlite::params;
 use serde::Serialize;
 
 use crate::pathrole::PathRole;
-use crate::terms::{QueryTerms, fts_or, fts_phrases};
+use crate::terms::{QueryTerms, fts_phrases};
 use crate::{Index, IndexError};
 
 mod bm25;
@@ -33,12 +32,14 @@ pub mod report;
 mod runtime;
 mod signals;
 mod snippet;
+mod words;
 
 pub(crate) use catalogs::Catalogs;
 use evidence::{Evidence, gather};
 use report::Report;
 use signals::*;
 use snippet::*;
+use words::{file_words, text_phrases};
 
 /// What to search for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -121,6 +122,8 @@ const W_TEXT: f64 = 1.0;
 const W_SYMBOL: f64 = 1.1;
 const W_PATH: f64 = 0.5;
 const W_GRAPH: f64 = 0.35;
+/// The graph's weight for a one-line query (its best files are less sure).
+const W_GRAPH_SHORT: f64 = 0.175;
 /// Full-text matches of a long report's whole text (prose and snippets included).
 const W_BODY: f64 = 0.5;
 /// Whole-file BM25 of a long report's words: a file's share of the best file's BM25 adds
@@ -222,133 +225,172 @@ impl Index {
                 let catalogs = self.catalogs()?;
                 let selective = self.selective_words(&terms)?;
                 let phrases = text_phrases(&terms, &selective);
-                if !phrases.is_empty() {
-                    text_candidates(
-                        conn,
-                        &phrases,
-                        CHUNK_WEIGHTS,
-                        fetch,
-                        &filter,
-                        &catalogs.chunks,
-                        &mut cands,
-                    )?;
-                }
-                symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
-                if !long && q.kind == SearchKind::File {
-                    by_text = recall::text_files(conn, &terms.words, &filter, &catalogs.files)?;
-                }
-                path_candidates(conn, &terms, &filter, &mut path_scores)?;
-                // Names a registry gives its entries (`use-yield-from`, `W0511`), not
-                // already read as config keys.
-                let registry_names: Vec<String> = registry::names(&q.text)
-                    .into_iter()
-                    .filter(|n| {
-                        let k = n.replace('-', "_").to_lowercase();
-                        !report
-                            .config_keys
-                            .iter()
-                            .any(|c| c.name.replace('-', "_").to_lowercase() == k)
-                    })
-                    .collect();
-                if !long && !registry_names.is_empty() {
-                    registry::matches(
-                        conn,
-                        &self.root,
-                        &mut files_read,
-                        &registry_names,
-                        &filter,
-                        &mut evidence,
-                    )?;
-                    cands.extend(std::mem::take(&mut evidence.locations));
-                }
-                if long {
-                    let body_words = self.selective_words(&all_terms)?;
-                    // The chunk pass scores every chunk holding any of its words: the
-                    // rarest few carry its ranking and keep it fast on long reports.
-                    let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
-                    let chunk_phrases = fts_phrases(&chunk_words);
-                    let file_phrases = fts_phrases(&file_words(&body_words, &all_terms));
-                    let trust = self.file_text_trust()?;
-                    // The two full-text passes read the index on a second connection while
-                    // this one gathers the structural evidence (both only read).
-                    let text_passes = |conn: &rusqlite::Connection| {
-                        let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
-                        let mut body = Vec::new();
-                        if !chunk_phrases.is_empty() {
-                            text_candidates(
-                                conn,
-                                &chunk_phrases,
-                                CHUNK_WEIGHTS,
-                                fetch,
-                                &filter,
-                                &catalogs.chunks,
-                                &mut body,
-                            )?;
-                        }
-                        let files = if file_phrases.is_empty() {
-                            Vec::new()
-                        } else {
-                            file_text_scores(
-                                conn,
-                                &file_phrases,
-                                FILE_TEXT_CANDIDATES,
-                                &filter,
-                                &catalogs.files,
-                            )?
-                        };
-                        Ok::<_, IndexError>((body, files))
-                    };
-                    let mut gather_evidence = || {
-                        let mut ev = gather(
+                // The focus words' chunk pass; a long report's runs on a reading connection
+                // of its own while the rest of the search goes on (its results come first
+                // all the same).
+                let focus_pass = |conn: &rusqlite::Connection| {
+                    let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
+                    let mut out = Vec::new();
+                    if !phrases.is_empty() {
+                        text_candidates(
                             conn,
-                            &self.root,
-                            &mut files_read,
-                            &report,
-                            &all_terms.paths,
+                            &phrases,
+                            CHUNK_WEIGHTS,
+                            fetch,
                             &filter,
+                            &catalogs.chunks,
+                            &mut out,
                         )?;
+                    }
+                    Ok::<_, IndexError>(out)
+                };
+                let focus_reader = if long && !phrases.is_empty() {
+                    self.take_reader()
+                } else {
+                    None
+                };
+                std::thread::scope(|scope| {
+                    let focus = match focus_reader {
+                        Some(other) => Some(scope.spawn(move || (focus_pass(&other), other))),
+                        None => {
+                            cands = focus_pass(conn)?;
+                            None
+                        }
+                    };
+                    symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
+                    if !long && q.kind == SearchKind::File {
+                        by_text = recall::text_files(conn, &terms.words, &filter, &catalogs.files)?;
+                    }
+                    path_candidates(conn, &terms, &filter, &mut path_scores)?;
+                    // Names a registry gives its entries (`use-yield-from`, `W0511`), not
+                    // already read as config keys.
+                    let registry_names: Vec<String> = registry::names(&q.text)
+                        .into_iter()
+                        .filter(|n| {
+                            let k = n.replace('-', "_").to_lowercase();
+                            !report
+                                .config_keys
+                                .iter()
+                                .any(|c| c.name.replace('-', "_").to_lowercase() == k)
+                        })
+                        .collect();
+                    // A title's dotted names (`sphinx.ext.linkcode`, `io.fits.Card`) name modules
+                    // as a report's do.
+                    if !long {
+                        evidence::dotted(conn, &report, &filter, &mut evidence)?;
+                        cands.extend(std::mem::take(&mut evidence.locations));
+                    }
+                    if !long && !registry_names.is_empty() {
                         registry::matches(
                             conn,
                             &self.root,
                             &mut files_read,
                             &registry_names,
                             &filter,
-                            &mut ev,
+                            &mut evidence,
                         )?;
-                        Ok::<_, IndexError>(ev)
-                    };
-                    let (passes, gathered) = match self.take_reader() {
-                        Some(other) => std::thread::scope(|s| {
-                            let passes = s.spawn(|| {
-                                let passes = text_passes(&other);
-                                (passes, other)
-                            });
-                            let gathered = gather_evidence();
-                            let (passes, other) = passes
-                                .join()
-                                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                            self.put_reader(other);
-                            (passes, gathered)
-                        }),
-                        None => (text_passes(conn), gather_evidence()),
-                    };
-                    let (mut body, file_text) = passes?;
-                    evidence = gathered?;
-                    for c in &mut body {
-                        c.text *= W_BODY;
+                        cands.extend(std::mem::take(&mut evidence.locations));
                     }
-                    cands.extend(body);
-                    cands.extend(std::mem::take(&mut evidence.locations));
-                    if q.kind == SearchKind::File {
-                        by_text = file_text
-                            .iter()
-                            .map(|(id, p, _)| (*id, p.clone()))
-                            .collect();
+                    if long {
+                        let body_words = self.selective_words(&all_terms)?;
+                        // The chunk pass scores every chunk holding any of its words: the
+                        // rarest few carry its ranking and keep it fast on long reports.
+                        let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
+                        let chunk_phrases = fts_phrases(&chunk_words);
+                        let file_phrases = fts_phrases(&file_words(&body_words, &all_terms));
+                        let trust = self.file_text_trust()?;
+                        // The two full-text passes read the index on a second connection while
+                        // this one gathers the structural evidence (both only read).
+                        let text_passes = |conn: &rusqlite::Connection| {
+                            let filter =
+                                |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
+                            let mut body = Vec::new();
+                            if !chunk_phrases.is_empty() {
+                                text_candidates(
+                                    conn,
+                                    &chunk_phrases,
+                                    CHUNK_WEIGHTS,
+                                    fetch,
+                                    &filter,
+                                    &catalogs.chunks,
+                                    &mut body,
+                                )?;
+                            }
+                            let files = if file_phrases.is_empty() {
+                                Vec::new()
+                            } else {
+                                file_text_scores(
+                                    conn,
+                                    &file_phrases,
+                                    FILE_TEXT_CANDIDATES,
+                                    &filter,
+                                    &catalogs.files,
+                                )?
+                            };
+                            Ok::<_, IndexError>((body, files))
+                        };
+                        let mut gather_evidence = || {
+                            let mut ev = gather(
+                                conn,
+                                &self.root,
+                                &mut files_read,
+                                &report,
+                                &all_terms.paths,
+                                &filter,
+                            )?;
+                            registry::matches(
+                                conn,
+                                &self.root,
+                                &mut files_read,
+                                &registry_names,
+                                &filter,
+                                &mut ev,
+                            )?;
+                            Ok::<_, IndexError>(ev)
+                        };
+                        let (passes, gathered) = match self.take_reader() {
+                            Some(other) => std::thread::scope(|s| {
+                                let passes = s.spawn(|| {
+                                    let passes = text_passes(&other);
+                                    (passes, other)
+                                });
+                                let gathered = gather_evidence();
+                                let (passes, other) = passes
+                                    .join()
+                                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                                self.put_reader(other);
+                                (passes, gathered)
+                            }),
+                            None => (text_passes(conn), gather_evidence()),
+                        };
+                        let (mut body, file_text) = passes?;
+                        evidence = gathered?;
+                        for c in &mut body {
+                            c.text *= W_BODY;
+                        }
+                        cands.extend(body);
+                        cands.extend(std::mem::take(&mut evidence.locations));
+                        if q.kind == SearchKind::File {
+                            by_text = file_text
+                                .iter()
+                                .map(|(id, p, _)| (*id, p.clone()))
+                                .collect();
+                        }
+                        for (fid, path, s) in file_text {
+                            evidence.add_text(fid, &path, s, trust);
+                        }
                     }
-                    for (fid, path, s) in file_text {
-                        evidence.add_text(fid, &path, s, trust);
+                    if let Some(focus) = focus {
+                        let (found, other) = focus
+                            .join()
+                            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                        self.put_reader(other);
+                        let mut all = found?;
+                        all.append(&mut cands);
+                        cands = all;
                     }
-                }
+                    Ok::<_, IndexError>(())
+                })?;
             }
         }
         let mut hits = merge(cands);
@@ -398,7 +440,16 @@ impl Index {
             })
             .collect();
         if q.ranking == Ranking::Hybrid {
-            graph_boost(conn, &mut scored, q.kind == SearchKind::File, &filter)?;
+            // A short query's best files are a guess more often than a report's: the files
+            // they import or are imported by gain less from them.
+            let graph_weight = if long { W_GRAPH } else { W_GRAPH_SHORT };
+            graph_boost(
+                conn,
+                &mut scored,
+                q.kind == SearchKind::File,
+                &filter,
+                graph_weight,
+            )?;
         }
         // A report or a many-word description asks which definition to open: definitions
         // are ranked with their file's evidence (`definitions.rs`).
@@ -588,6 +639,8 @@ const DEF_QUERY_WORDS: usize = 4;
 /// the development sets: 24 kept every file and definition figure (or raised it) and halved
 /// that pass's cost on 2,000-file trees.
 const BODY_CHUNK_WORDS: usize = 24;
+/// Reading connections kept besides the index's own (a long report reads on three threads).
+const MAX_READERS: usize = 2;
 
 /// The names a query gives for definitions (lowercase): the report's code-span, snippet and
 /// traceback names, or a short query's identifiers; dunder names left out.
@@ -607,175 +660,6 @@ fn named_definitions(report: &Report, terms: &QueryTerms) -> std::collections::B
         .filter(|n| !(n.starts_with("__") && n.ends_with("__")))
         .map(|n| n.to_lowercase())
         .collect()
-}
-
-/// A word in more chunks than this share of the index is left out of a query that has
-/// rarer words: it barely moves BM25 but costs a score for every chunk holding it.
-const COMMON_SHARE: usize = 1_000;
-/// …but a word is never common below this many chunks.
-const COMMON_MIN: usize = 2_000;
-
-impl Index {
-    /// Chunks holding `word`, counted up to `cap` (cached until the index changes).
-    fn frequency(&self, word: &str, cap: usize) -> Result<usize, IndexError> {
-        if let Ok(cache) = self.df_cache.lock()
-            && let Some(n) = cache.get(word)
-        {
-            return Ok(*n);
-        }
-        let Some(q) = fts_or(&[word.to_string()]) else {
-            return Ok(0);
-        };
-        let n: i64 = self.conn.prepare_cached(
-            "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?1 LIMIT ?2)",
-        )?
-        .query_row(params![q, cap as i64], |r| r.get(0))?;
-        let n = n.max(0) as usize;
-        if let Ok(mut cache) = self.df_cache.lock() {
-            cache.insert(word.to_string(), n);
-        }
-        Ok(n)
-    }
-
-    /// The second (read) connection, opened on first use, for one search to use on another
-    /// thread ([`Index::put_reader`] gives it back); `None` when it cannot be opened (the
-    /// search then reads on one connection).
-    fn take_reader(&self) -> Option<rusqlite::Connection> {
-        let mut slot = self.reader.lock().ok()?;
-        match slot.take() {
-            Some(c) => Some(c),
-            None => crate::store::open_reader(&self.db_path).ok(),
-        }
-    }
-
-    fn put_reader(&self, conn: rusqlite::Connection) {
-        if let Ok(mut slot) = self.reader.lock() {
-            *slot = Some(conn);
-        }
-    }
-
-    pub(crate) fn forget_frequencies(&self) {
-        if let Ok(mut cache) = self.df_cache.lock() {
-            cache.clear();
-        }
-        if let Ok(mut cache) = self.catalogs.lock() {
-            *cache = None;
-        }
-    }
-
-    /// How far whole-file BM25 is trusted (0–1): its word statistics say little over a
-    /// handful of files (every word is "common" in five), and fully from
-    /// [`FILE_TEXT_FULL_AT`] files on.
-    fn file_text_trust(&self) -> Result<f64, IndexError> {
-        let n = self.cached_count("\u{0}files", "SELECT COUNT(*) FROM files")?;
-        let (lo, hi) = FILE_TEXT_FULL_AT;
-        Ok(((n as f64 - lo) / (hi - lo)).clamp(0.0, 1.0))
-    }
-
-    /// A `SELECT COUNT(*)` answer, cached until the index changes.
-    fn cached_count(&self, key: &str, sql: &str) -> Result<usize, IndexError> {
-        if let Some(n) = self.df_cache.lock().ok().and_then(|c| c.get(key).copied()) {
-            return Ok(n);
-        }
-        let n: i64 = self.conn.query_row(sql, [], |r| r.get(0))?;
-        let n = n.max(0) as usize;
-        if let Ok(mut cache) = self.df_cache.lock() {
-            cache.insert(key.into(), n);
-        }
-        Ok(n)
-    }
-
-    /// The inverse document frequency (over chunks) of each word, for definition-level BM25.
-    fn idf(&self, words: &[String]) -> Result<definitions::Idf, IndexError> {
-        let total = self
-            .cached_count("\u{0}total", "SELECT COUNT(*) FROM chunks")?
-            .max(1);
-        let common = (total / COMMON_SHARE).max(COMMON_MIN);
-        let mut df = HashMap::new();
-        for w in words {
-            df.insert(w.clone(), self.frequency(w, common + 1)?);
-        }
-        Ok(definitions::Idf::new(
-            words,
-            &|w| df.get(w).copied().unwrap_or(0),
-            total,
-        ))
-    }
-
-    /// The `n` rarest of `words` (fewer chunks holding them first; ties in word order).
-    fn rarest(&self, words: &[String], n: usize) -> Result<Vec<String>, IndexError> {
-        if words.len() <= n {
-            return Ok(words.to_vec());
-        }
-        let total = self
-            .cached_count("\u{0}total", "SELECT COUNT(*) FROM chunks")?
-            .max(1);
-        let common = (total / COMMON_SHARE).max(COMMON_MIN);
-        let mut counted = Vec::with_capacity(words.len());
-        for (i, w) in words.iter().enumerate() {
-            counted.push((self.frequency(w, common + 1)?, i));
-        }
-        counted.sort();
-        Ok(counted
-            .into_iter()
-            .take(n)
-            .map(|(_, i)| words[i].clone())
-            .collect())
-    }
-
-    /// The query words worth a full-text lookup: all but the very common ones, or (when all
-    /// are common) the two rarest.
-    fn selective_words(&self, terms: &QueryTerms) -> Result<Vec<String>, IndexError> {
-        let total = self
-            .cached_count("\u{0}total", "SELECT COUNT(*) FROM chunks")?
-            .max(1);
-        let common = (total / COMMON_SHARE).max(COMMON_MIN);
-        let mut counted = Vec::with_capacity(terms.words.len());
-        for w in &terms.words {
-            counted.push((self.frequency(w, common + 1)?, w.clone()));
-        }
-        let mut rare: Vec<String> = counted
-            .iter()
-            .filter(|(n, _)| *n <= common)
-            .map(|(_, w)| w.clone())
-            .collect();
-        if rare.is_empty() {
-            counted.sort();
-            rare = counted.into_iter().take(2).map(|(_, w)| w).collect();
-        }
-        Ok(rare)
-    }
-}
-
-/// The phrases of the chunk candidates' full-text lookup (their OR): identifiers as
-/// phrases, other selective words one by one.
-fn text_phrases(terms: &QueryTerms, selective: &[String]) -> Vec<String> {
-    let mut parts: Vec<String> = terms
-        .phrases
-        .iter()
-        .map(|p| crate::terms::fts_phrase(&p.join(" ")))
-        .collect();
-    let in_phrase = |w: &String| terms.phrases.iter().any(|p| p.contains(w));
-    let singles: Vec<String> = selective
-        .iter()
-        .filter(|w| !in_phrase(w))
-        .cloned()
-        .collect();
-    parts.extend(fts_phrases(&singles));
-    parts
-}
-
-/// The words of a whole-file lookup: the selective words plus the report's snake-case
-/// identifiers whole (`update_item`: that table keeps them as one token).
-fn file_words(words: &[String], terms: &QueryTerms) -> Vec<String> {
-    let mut out = words.to_vec();
-    for ident in &terms.identifiers {
-        let lower = ident.to_lowercase();
-        if lower.contains('_') && !out.contains(&lower) {
-            out.push(lower);
-        }
-    }
-    out
 }
 
 fn compile_glob(g: &str) -> Result<GlobMatcher, IndexError> {

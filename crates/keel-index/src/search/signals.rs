@@ -396,12 +396,14 @@ pub(super) fn merge(mut cands: Vec<Cand>) -> Vec<Cand> {
 }
 
 /// Boosts locations in files linked by imports to the strongest files; for file searches,
-/// adds linked files that did not match on their own.
+/// adds linked files that did not match on their own. A linked file gains `weight` times its
+/// strongest link's score relative to the best file's.
 pub(super) fn graph_boost(
     conn: &Connection,
     scored: &mut Vec<(f64, Cand)>,
     add_files: bool,
     filter: &dyn Fn(&str) -> bool,
+    weight: f64,
 ) -> Result<(), IndexError> {
     let mut best: HashMap<i64, (f64, String)> = HashMap::new();
     for (s, c) in scored.iter() {
@@ -454,7 +456,7 @@ pub(super) fn graph_boost(
     }
     for (s, c) in scored.iter_mut() {
         if let Some((b, _, why)) = boost.get(&c.file_id) {
-            *s += b * W_GRAPH;
+            *s += b * weight;
             c.why.push(why.clone());
         }
     }
@@ -462,7 +464,7 @@ pub(super) fn graph_boost(
         for (fid, (b, path, why)) in boost {
             if !best.contains_key(&fid) && filter(&path) {
                 scored.push((
-                    b * W_GRAPH * 0.8,
+                    b * weight * 0.8,
                     Cand {
                         file_id: fid,
                         path,
