@@ -112,9 +112,9 @@ pub struct Index {
     /// Chunk document frequencies of query words (capped), and the chunk count; cleared when
     /// the index changes.
     pub(crate) df_cache: std::sync::Mutex<std::collections::HashMap<String, usize>>,
-    /// Further connections for reading, opened by the first search that reads on several
-    /// threads and kept for the next.
-    pub(crate) readers: std::sync::Mutex<Vec<Connection>>,
+    /// A second connection for reading, opened by the first search that reads on two
+    /// threads.
+    pub(crate) reader: std::sync::Mutex<Option<Connection>>,
     /// The rows of the message catalogs' chunks and files (`.po`, `.pot`), which the
     /// full-text passes leave out; cleared when the index changes.
     pub(crate) catalogs: std::sync::Mutex<Option<std::sync::Arc<crate::search::Catalogs>>>,
@@ -165,7 +165,7 @@ impl Index {
             conn,
             walker,
             df_cache: std::sync::Mutex::new(std::collections::HashMap::new()),
-            readers: std::sync::Mutex::new(Vec::new()),
+            reader: std::sync::Mutex::new(None),
             catalogs: std::sync::Mutex::new(None),
         })
     }

@@ -225,172 +225,139 @@ impl Index {
                 let catalogs = self.catalogs()?;
                 let selective = self.selective_words(&terms)?;
                 let phrases = text_phrases(&terms, &selective);
-                // The focus words' chunk pass; a long report's runs on a reading connection
-                // of its own while the rest of the search goes on (its results come first
-                // all the same).
-                let focus_pass = |conn: &rusqlite::Connection| {
-                    let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
-                    let mut out = Vec::new();
-                    if !phrases.is_empty() {
-                        text_candidates(
-                            conn,
-                            &phrases,
-                            CHUNK_WEIGHTS,
-                            fetch,
-                            &filter,
-                            &catalogs.chunks,
-                            &mut out,
-                        )?;
-                    }
-                    Ok::<_, IndexError>(out)
-                };
-                let focus_reader = if long && !phrases.is_empty() {
-                    self.take_reader()
-                } else {
-                    None
-                };
-                std::thread::scope(|scope| {
-                    let focus = match focus_reader {
-                        Some(other) => Some(scope.spawn(move || (focus_pass(&other), other))),
-                        None => {
-                            cands = focus_pass(conn)?;
-                            None
+                if !phrases.is_empty() {
+                    text_candidates(
+                        conn,
+                        &phrases,
+                        CHUNK_WEIGHTS,
+                        fetch,
+                        &filter,
+                        &catalogs.chunks,
+                        &mut cands,
+                    )?;
+                }
+                symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
+                if !long && q.kind == SearchKind::File {
+                    by_text = recall::text_files(conn, &terms.words, &filter, &catalogs.files)?;
+                }
+                path_candidates(conn, &terms, &filter, &mut path_scores)?;
+                // Names a registry gives its entries (`use-yield-from`, `W0511`), not
+                // already read as config keys.
+                let registry_names: Vec<String> = registry::names(&q.text)
+                    .into_iter()
+                    .filter(|n| {
+                        let k = n.replace('-', "_").to_lowercase();
+                        !report
+                            .config_keys
+                            .iter()
+                            .any(|c| c.name.replace('-', "_").to_lowercase() == k)
+                    })
+                    .collect();
+                // A title's dotted names (`sphinx.ext.linkcode`, `io.fits.Card`) name modules
+                // as a report's do.
+                if !long {
+                    evidence::dotted(conn, &report, &filter, &mut evidence)?;
+                    cands.extend(std::mem::take(&mut evidence.locations));
+                }
+                if !long && !registry_names.is_empty() {
+                    registry::matches(
+                        conn,
+                        &self.root,
+                        &mut files_read,
+                        &registry_names,
+                        &filter,
+                        &mut evidence,
+                    )?;
+                    cands.extend(std::mem::take(&mut evidence.locations));
+                }
+                if long {
+                    let body_words = self.selective_words(&all_terms)?;
+                    // The chunk pass scores every chunk holding any of its words: the
+                    // rarest few carry its ranking and keep it fast on long reports.
+                    let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
+                    let chunk_phrases = fts_phrases(&chunk_words);
+                    let file_phrases = fts_phrases(&file_words(&body_words, &all_terms));
+                    let trust = self.file_text_trust()?;
+                    // The two full-text passes read the index on a second connection while
+                    // this one gathers the structural evidence (both only read).
+                    let text_passes = |conn: &rusqlite::Connection| {
+                        let filter = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
+                        let mut body = Vec::new();
+                        if !chunk_phrases.is_empty() {
+                            text_candidates(
+                                conn,
+                                &chunk_phrases,
+                                CHUNK_WEIGHTS,
+                                fetch,
+                                &filter,
+                                &catalogs.chunks,
+                                &mut body,
+                            )?;
                         }
+                        let files = if file_phrases.is_empty() {
+                            Vec::new()
+                        } else {
+                            file_text_scores(
+                                conn,
+                                &file_phrases,
+                                FILE_TEXT_CANDIDATES,
+                                &filter,
+                                &catalogs.files,
+                            )?
+                        };
+                        Ok::<_, IndexError>((body, files))
                     };
-                    symbol_candidates(conn, &terms, &selective, &filter, &mut cands)?;
-                    if !long && q.kind == SearchKind::File {
-                        by_text = recall::text_files(conn, &terms.words, &filter, &catalogs.files)?;
-                    }
-                    path_candidates(conn, &terms, &filter, &mut path_scores)?;
-                    // Names a registry gives its entries (`use-yield-from`, `W0511`), not
-                    // already read as config keys.
-                    let registry_names: Vec<String> = registry::names(&q.text)
-                        .into_iter()
-                        .filter(|n| {
-                            let k = n.replace('-', "_").to_lowercase();
-                            !report
-                                .config_keys
-                                .iter()
-                                .any(|c| c.name.replace('-', "_").to_lowercase() == k)
-                        })
-                        .collect();
-                    // A title's dotted names (`sphinx.ext.linkcode`, `io.fits.Card`) name modules
-                    // as a report's do.
-                    if !long {
-                        evidence::dotted(conn, &report, &filter, &mut evidence)?;
-                        cands.extend(std::mem::take(&mut evidence.locations));
-                    }
-                    if !long && !registry_names.is_empty() {
+                    let mut gather_evidence = || {
+                        let mut ev = gather(
+                            conn,
+                            &self.root,
+                            &mut files_read,
+                            &report,
+                            &all_terms.paths,
+                            &filter,
+                        )?;
                         registry::matches(
                             conn,
                             &self.root,
                             &mut files_read,
                             &registry_names,
                             &filter,
-                            &mut evidence,
+                            &mut ev,
                         )?;
-                        cands.extend(std::mem::take(&mut evidence.locations));
+                        Ok::<_, IndexError>(ev)
+                    };
+                    let (passes, gathered) = match self.take_reader() {
+                        Some(other) => std::thread::scope(|s| {
+                            let passes = s.spawn(|| {
+                                let passes = text_passes(&other);
+                                (passes, other)
+                            });
+                            let gathered = gather_evidence();
+                            let (passes, other) = passes
+                                .join()
+                                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                            self.put_reader(other);
+                            (passes, gathered)
+                        }),
+                        None => (text_passes(conn), gather_evidence()),
+                    };
+                    let (mut body, file_text) = passes?;
+                    evidence = gathered?;
+                    for c in &mut body {
+                        c.text *= W_BODY;
                     }
-                    if long {
-                        let body_words = self.selective_words(&all_terms)?;
-                        // The chunk pass scores every chunk holding any of its words: the
-                        // rarest few carry its ranking and keep it fast on long reports.
-                        let chunk_words = self.rarest(&body_words, BODY_CHUNK_WORDS)?;
-                        let chunk_phrases = fts_phrases(&chunk_words);
-                        let file_phrases = fts_phrases(&file_words(&body_words, &all_terms));
-                        let trust = self.file_text_trust()?;
-                        // The two full-text passes read the index on a second connection while
-                        // this one gathers the structural evidence (both only read).
-                        let text_passes = |conn: &rusqlite::Connection| {
-                            let filter =
-                                |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
-                            let mut body = Vec::new();
-                            if !chunk_phrases.is_empty() {
-                                text_candidates(
-                                    conn,
-                                    &chunk_phrases,
-                                    CHUNK_WEIGHTS,
-                                    fetch,
-                                    &filter,
-                                    &catalogs.chunks,
-                                    &mut body,
-                                )?;
-                            }
-                            let files = if file_phrases.is_empty() {
-                                Vec::new()
-                            } else {
-                                file_text_scores(
-                                    conn,
-                                    &file_phrases,
-                                    FILE_TEXT_CANDIDATES,
-                                    &filter,
-                                    &catalogs.files,
-                                )?
-                            };
-                            Ok::<_, IndexError>((body, files))
-                        };
-                        let mut gather_evidence = || {
-                            let mut ev = gather(
-                                conn,
-                                &self.root,
-                                &mut files_read,
-                                &report,
-                                &all_terms.paths,
-                                &filter,
-                            )?;
-                            registry::matches(
-                                conn,
-                                &self.root,
-                                &mut files_read,
-                                &registry_names,
-                                &filter,
-                                &mut ev,
-                            )?;
-                            Ok::<_, IndexError>(ev)
-                        };
-                        let (passes, gathered) = match self.take_reader() {
-                            Some(other) => std::thread::scope(|s| {
-                                let passes = s.spawn(|| {
-                                    let passes = text_passes(&other);
-                                    (passes, other)
-                                });
-                                let gathered = gather_evidence();
-                                let (passes, other) = passes
-                                    .join()
-                                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                                self.put_reader(other);
-                                (passes, gathered)
-                            }),
-                            None => (text_passes(conn), gather_evidence()),
-                        };
-                        let (mut body, file_text) = passes?;
-                        evidence = gathered?;
-                        for c in &mut body {
-                            c.text *= W_BODY;
-                        }
-                        cands.extend(body);
-                        cands.extend(std::mem::take(&mut evidence.locations));
-                        if q.kind == SearchKind::File {
-                            by_text = file_text
-                                .iter()
-                                .map(|(id, p, _)| (*id, p.clone()))
-                                .collect();
-                        }
-                        for (fid, path, s) in file_text {
-                            evidence.add_text(fid, &path, s, trust);
-                        }
+                    cands.extend(body);
+                    cands.extend(std::mem::take(&mut evidence.locations));
+                    if q.kind == SearchKind::File {
+                        by_text = file_text
+                            .iter()
+                            .map(|(id, p, _)| (*id, p.clone()))
+                            .collect();
                     }
-                    if let Some(focus) = focus {
-                        let (found, other) = focus
-                            .join()
-                            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                        self.put_reader(other);
-                        let mut all = found?;
-                        all.append(&mut cands);
-                        cands = all;
+                    for (fid, path, s) in file_text {
+                        evidence.add_text(fid, &path, s, trust);
                     }
-                    Ok::<_, IndexError>(())
-                })?;
+                }
             }
         }
         let mut hits = merge(cands);
@@ -639,8 +606,6 @@ const DEF_QUERY_WORDS: usize = 4;
 /// the development sets: 24 kept every file and definition figure (or raised it) and halved
 /// that pass's cost on 2,000-file trees.
 const BODY_CHUNK_WORDS: usize = 24;
-/// Reading connections kept besides the index's own (a long report reads on three threads).
-const MAX_READERS: usize = 2;
 
 /// The names a query gives for definitions (lowercase): the report's code-span, snippet and
 /// traceback names, or a short query's identifiers; dunder names left out.

@@ -1,12 +1,12 @@
 //! The words of a query as the index sees them: how many chunks hold each (cached until the
 //! index changes), which are selective enough for a full-text lookup, the rarest few, their
-//! inverse document frequencies, and the reading connections a search borrows.
+//! inverse document frequencies, and the second reading connection a search borrows.
 
 use std::collections::HashMap;
 
 use rusqlite::params;
 
-use super::{FILE_TEXT_FULL_AT, MAX_READERS, definitions};
+use super::{FILE_TEXT_FULL_AT, definitions};
 use crate::terms::{QueryTerms, fts_or, fts_phrases};
 use crate::{Index, IndexError};
 
@@ -42,17 +42,15 @@ impl Index {
     /// thread ([`Index::put_reader`] gives it back); `None` when it cannot be opened (the
     /// search then reads on one connection).
     pub(super) fn take_reader(&self) -> Option<rusqlite::Connection> {
-        let mut pool = self.readers.lock().ok()?;
-        match pool.pop() {
+        let mut slot = self.reader.lock().ok()?;
+        match slot.take() {
             Some(c) => Some(c),
             None => crate::store::open_reader(&self.db_path).ok(),
         }
     }
     pub(super) fn put_reader(&self, conn: rusqlite::Connection) {
-        if let Ok(mut pool) = self.readers.lock()
-            && pool.len() < MAX_READERS
-        {
-            pool.push(conn);
+        if let Ok(mut slot) = self.reader.lock() {
+            *slot = Some(conn);
         }
     }
     pub(crate) fn forget_frequencies(&self) {
