@@ -139,7 +139,11 @@ fn commands_see_the_users_git_configuration_without_its_credentials() {
         |home| {
             write(
                 &home.join(".gitconfig"),
-                "[user]\n\tname = Ada Lovelace\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n[github]\n\ttoken = ghp_0123456789\n",
+                "[user]\n\tname = Ada Lovelace\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n[github]\n\ttoken = ghp_0123456789\n[include]\n\tpath = .gitsecrets\n",
+            );
+            write(
+                &home.join(".gitsecrets"),
+                "[sendemail]\n\tsmtpPass = hunter2-included\n",
             );
             write(
                 &home.join(".config/git/config"),
@@ -152,9 +156,14 @@ fn commands_see_the_users_git_configuration_without_its_credentials() {
     };
     let out = run(
         &home.join("proj"),
-        "cat ~/.gitconfig ~/.config/git/config; git config --global --get user.name || echo no-git",
+        "cat ~/.gitconfig ~/.config/git/config ~/.gitsecrets; git config --global --get user.name || echo no-git",
     );
-    for secret in ["c2VjcmV0LXRva2Vu", "ghp_0123456789", "glpat-abcdef"] {
+    for secret in [
+        "c2VjcmV0LXRva2Vu",
+        "ghp_0123456789",
+        "glpat-abcdef",
+        "hunter2-included",
+    ] {
         assert!(!out.contains(secret), "{secret} leaked: {out}");
     }
     assert!(out.contains("name = Ada Lovelace"), "{out}");

@@ -36,10 +36,17 @@ const SECRET_KEYS: &[&str] = &[
 /// temporary directory) — and the files to hide whole (unreadable or too large).
 pub(super) fn replacements(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>) {
     let (mut replaced, mut hidden) = (Vec::new(), Vec::new());
-    for (n, file) in super::git_includes::user_config_files()
+    // The user's files, and the files they include (a token is often kept apart in one).
+    let mut queue: Vec<(PathBuf, usize)> = super::git_includes::user_config_files()
         .into_iter()
-        .enumerate()
-    {
+        .map(|f| (f, 0))
+        .collect();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    while let Some((file, depth)) = queue.pop() {
+        if seen.contains(&file) || seen.len() >= MAX_FILES {
+            continue;
+        }
+        seen.push(file.clone());
         let Ok(meta) = std::fs::metadata(&file) else {
             continue;
         };
@@ -59,10 +66,14 @@ pub(super) fn replacements(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>
                 continue;
             }
         };
+        if depth < MAX_DEPTH {
+            let base = file.parent().unwrap_or(Path::new("/"));
+            queue.extend(includes(&text, base).into_iter().map(|f| (f, depth + 1)));
+        }
         let Some(scrubbed) = scrub(&text) else {
             continue;
         };
-        let copy = dir.join(format!(".keel-gitconfig-{n}"));
+        let copy = dir.join(format!(".keel-gitconfig-{}", seen.len()));
         if std::fs::write(&copy, scrubbed).is_ok() {
             replaced.push((file, copy));
         } else {
@@ -70,6 +81,45 @@ pub(super) fn replacements(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>
         }
     }
     (replaced, hidden)
+}
+
+/// The most configuration files looked at (the user's and what they include).
+const MAX_FILES: usize = 16;
+/// How deep includes are followed.
+const MAX_DEPTH: usize = 5;
+
+/// The files `text` includes (`[include]` / `[includeIf …]` `path`), resolved as git does:
+/// `~/` from the home, relative paths from `base` (the including file's directory).
+fn includes(text: &str, base: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut in_include = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let head = t.to_ascii_lowercase();
+            in_include = head.starts_with("[include]") || head.starts_with("[includeif");
+            continue;
+        }
+        if !in_include {
+            continue;
+        }
+        let Some((key, value)) = t.split_once('=') else {
+            continue;
+        };
+        if !key.trim().eq_ignore_ascii_case("path") {
+            continue;
+        }
+        let value = value.trim().trim_matches('"');
+        let path = match value.strip_prefix("~/") {
+            Some(rest) => match std::env::var_os("HOME") {
+                Some(h) => PathBuf::from(h).join(rest),
+                None => continue,
+            },
+            None => base.join(value),
+        };
+        out.push(path);
+    }
+    out
 }
 
 /// `text` without its credentials; `None` when it holds none.
@@ -97,14 +147,15 @@ pub(super) fn scrub(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Whether the line `key = value` (or a bare `key`) sets a credential-holding key.
+/// Whether the line `key = value` (or a bare `key`) sets a credential-holding key: one of
+/// [`SECRET_KEYS`], any key naming a password, token or secret (`sendemail.smtpPass`), or a
+/// credential helper given inline as a shell snippet (`helper = "!f() { echo password=…; }; f"`).
 fn is_secret_key(line: &str) -> bool {
-    let key = line
-        .split(['=', ' ', '\t'])
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
+    let (key, value) = line.split_once('=').unwrap_or((line, ""));
+    let key = key.trim().to_ascii_lowercase();
     SECRET_KEYS.contains(&key.as_str())
+        || ["pass", "token", "secret"].iter().any(|w| key.contains(w))
+        || (key == "helper" && value.trim().trim_start_matches('"').starts_with('!'))
 }
 
 /// `line` with the `user:password@` part of every `http://` / `https://` URL removed.
@@ -152,7 +203,9 @@ mod tests {
             [url \"https://oauth2:glpat-secret@gitlab.com/\"]\n\tinsteadOf = https://gitlab.com/\n\
             [remote \"origin\"]\n\turl = https://ada:pw@example.com/r.git\n\
             [alias]\n\tco = checkout\n\
-            [hub]\n\tOAuthToken = long \\\n\tcontinued\n\tprotocol = https\n";
+            [hub]\n\tOAuthToken = long \\\n\tcontinued\n\tprotocol = https\n\
+            [sendemail]\n\tsmtpPass = hunter2\n\tsmtpServer = mail.example.com\n\
+            [credential]\n\thelper = \"!f() { echo password=inline-secret; }; f\"\n\thelper = cache\n";
         let out = scrub(text).unwrap();
         for secret in [
             "eC1hY2Nlc3M",
@@ -171,12 +224,29 @@ mod tests {
             "url = https://example.com/r.git",
             "co = checkout",
             "protocol = https",
+            "smtpServer = mail.example.com",
+            "helper = cache",
         ] {
             assert!(out.contains(kept), "{kept} missing from {out}");
         }
         assert_eq!(
             scrub("[user]\n\tname = Ada\n[url \"ssh://git@host/\"]\n"),
             None
+        );
+    }
+
+    #[test]
+    fn included_files_are_found_where_git_finds_them() {
+        let got = includes(
+            "[user]\n\tpath = no\n[include]\n\tpath = secrets.inc\n[includeIf \"gitdir:~/w/\"]\n\tpath = \"/etc/x.inc\"\n",
+            Path::new("/home/u"),
+        );
+        assert_eq!(
+            got,
+            [
+                PathBuf::from("/home/u/secrets.inc"),
+                PathBuf::from("/etc/x.inc")
+            ]
         );
     }
 }
