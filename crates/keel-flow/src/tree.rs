@@ -203,13 +203,14 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
                 // What the file tools may not write, a flow's copy may not bring in: the
                 // branch worked in a copy without `.git`, where `.husky/pre-commit` (named by
                 // the real workspace's `core.hooksPath`) was an ordinary file (red-team pass 6,
-                // R6-10). A name with glob or control characters or braces is fine here: it came from a
+                // R6-10). A name with glob, control or quote characters or braces is fine here: it came from a
                 // real file.
                 let target = match ws.locate_writable(path) {
                     Err(
                         PathError::GlobPattern(_)
                         | PathError::ControlChar { .. }
-                        | PathError::Placeholder { .. },
+                        | PathError::Placeholder { .. }
+                        | PathError::StrayQuote(_),
                     ) => ws.locate(path),
                     other => other,
                 }

@@ -71,6 +71,11 @@ pub enum PathError {
     )]
     GlobPattern(String),
     #[error(
+        "`{0}` has a quote character at the start or end of a name: a quote from the \
+         arguments' encoding (`&#34;`, `\\\"`), not part of a file name; send the path without it"
+    )]
+    StrayQuote(String),
+    #[error(
         "`{path}` holds a control character ({code}); file names are plain text, so the file \
          tools neither create nor look up such a name: send the path without it"
     )]
@@ -89,6 +94,13 @@ pub enum PathError {
 /// Whether `rel` reads as a glob pattern rather than a file name: it holds `*` or `?`, a
 /// bracket class with a range or a negation (`[0-9]`, `[!x]`, `[^x]`), or a brace set
 /// (`{a,b}`, `{1..3}`). Plain bracketed names such as the web-route files `[id].tsx` or
+/// Whether a name in `rel` starts or ends with a quote (`"`, `'`, a backquote): what is left
+/// of a quoted or escaped argument (issue 34: an `&#34;`-decoded path made `src/lib.rs"`).
+fn stray_quote(rel: &str) -> bool {
+    rel.split('/')
+        .any(|name| name.starts_with(['"', '\'', '`']) || name.ends_with(['"', '\'', '`']))
+}
+
 /// `[...slug]` are names, not patterns.
 pub fn looks_like_glob(rel: &str) -> bool {
     if rel.contains(['*', '?']) {
@@ -332,7 +344,8 @@ impl Workspace {
         let glob = looks_like_glob(rel);
         let control = control_char(rel);
         let stub = placeholder(rel);
-        if (glob || control.is_some() || stub.is_some())
+        let quoted = stray_quote(rel);
+        if (glob || control.is_some() || stub.is_some() || quoted)
             && std::fs::symlink_metadata(found.abs()).is_err()
         {
             return Err(match (control, stub) {
@@ -341,6 +354,7 @@ impl Workspace {
                     path: rel.to_string(),
                     placeholder: stub.to_string(),
                 },
+                (None, None) if quoted => PathError::StrayQuote(rel.to_string()),
                 (None, None) => PathError::GlobPattern(rel.to_string()),
             });
         }
@@ -547,6 +561,16 @@ mod tests {
         assert!(ws.locate_writable("notgit/config").is_ok());
         let ws = ws.with_protected(vec![PathBuf::from("CONSTITUTION.md")]);
         assert!(ws.locate_writable("CONSTITUTION.md").is_err());
+    }
+
+    #[test]
+    fn names_with_a_stray_quote_are_not_created() {
+        let (_dir, ws) = ws();
+        for rel in ["src/lib.rs\"", "\"src/lib.rs", "'notes.md'", "a/`b`"] {
+            let e = ws.locate_writable(rel).err();
+            assert!(matches!(e, Some(PathError::StrayQuote(_))), "{rel}: {e:?}");
+        }
+        assert!(ws.locate_writable("it's.md").is_ok());
     }
 
     #[test]
