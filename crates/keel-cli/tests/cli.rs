@@ -90,7 +90,8 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
     assert_eq!(blocker["source"], "budget");
 
     // Looping instead: the same two reads over and over are answered with their earlier
-    // results, and six such answers in a row are a loop: a failure (exit 1).
+    // results; three such answers that go unused, with nothing new done since, stop the run
+    // with a blocker naming the loop (exit 3), before the iteration cap.
     let env = Env::new();
     let mut turns = String::from("turns:\n");
     for i in 0..30 {
@@ -112,11 +113,23 @@ fn iteration_cap_on_a_progressing_run_exits_3_and_resumes() {
         .arg("cycle")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     let events = json_lines(&out.stdout);
     assert_eq!(events.last().unwrap()["type"], "turn_finished");
-    assert_eq!(events[events.len() - 2]["status"], "failed");
-    assert_eq!(events[events.len() - 3]["error_code"], "loop_detected");
+    assert_eq!(events[events.len() - 2]["status"], "blocked");
+    let blocker = &events[events.len() - 3];
+    assert_eq!(blocker["type"], "blocker");
+    assert!(
+        blocker["question"]
+            .as_str()
+            .is_some_and(|q| q.contains("loop") && q.contains("read_file")),
+        "{blocker}"
+    );
+    assert!(
+        events[events.len() - 2]["iterations"].as_u64() < Some(8),
+        "{}",
+        events[events.len() - 2]
+    );
 }
 
 #[test]
