@@ -81,6 +81,9 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
         "{out}"
     );
     assert!(out.contains("Keel undid it"), "{out}");
+    // What Keel itself made to cover a missing store stays where it is.
+    assert!(home.join(".ssh").is_dir(), "{out}");
+    assert!(!out.contains(".ssh-0"), "{out}");
     // The rest of the home is the workspace as ever.
     assert_eq!(
         std::fs::read_to_string(home.join("notes.txt")).unwrap(),

@@ -167,6 +167,15 @@ impl Before {
                 if was == Some(now) {
                     continue;
                 }
+                // What Keel itself made so the sandbox can cover it (`~/.ssh`, `~/.config/keel`
+                // when missing), and the workspace's own `.git` / `.keel`.
+                if was.is_none()
+                    && now.is_none()
+                    && ((*home == self.ws && (name == ".git" || name == ".keel"))
+                        || only_keel_made(&show, &keel_made(), 0))
+                {
+                    continue;
+                }
                 {
                     {
                         let aside = to_quarantine(fd.as_fd(), name).or_else(|| {
@@ -221,6 +230,32 @@ impl Before {
             )
         })
     }
+}
+
+/// The directories Keel creates (empty, 0700) so the sandbox can cover them.
+fn keel_made() -> Vec<PathBuf> {
+    keel_fs::stores::dirs_worth_creating(&keel_fs::stores::process_env)
+}
+
+/// Whether the directory `path` holds nothing but the way to directories of `made`, which
+/// are empty (what Keel made, not what a command put there).
+fn only_keel_made(path: &Path, made: &[PathBuf], depth: usize) -> bool {
+    if depth > 8 || !made.iter().any(|m| m.starts_with(path)) {
+        return false;
+    }
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return false;
+    };
+    let entries: Vec<_> = entries.flatten().collect();
+    if made.iter().any(|m| m == path) {
+        return entries.is_empty();
+    }
+    entries
+        .iter()
+        .all(|e| only_keel_made(&e.path(), made, depth + 1))
 }
 
 /// Moves the entry `name` of the home open as `home` into its [`QUARANTINE_DIR`] (made 0700
