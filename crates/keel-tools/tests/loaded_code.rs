@@ -186,8 +186,12 @@ fn cargo_scenario(ws: &Path) {
         assert!(ws.join("target/keel/debug/deps").is_dir());
         assert!(!ws.join("target/release").exists());
     } else {
-        assert!(std::env::var_os("CI").is_none(), "CI has cargo");
-        println!("SKIPPED (cargo part): cargo is not installed");
+        // CI installs cargo for root; uid 65534 may not reach a root-owned toolchain.
+        assert!(
+            std::env::var_os("CI").is_none() || !nobody::is_root(),
+            "CI has cargo"
+        );
+        println!("SKIPPED (cargo part): cargo is not installed or not reachable by this user");
     }
 }
 
