@@ -370,6 +370,10 @@ pub(crate) fn check_new_trees(
     out
 }
 
+/// How far behind the real-time clock the kernel's file time stamps may be (its coarse
+/// clock advances once a tick: 10 ms at HZ=100), with room to spare.
+const COARSE_TICK: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Whether `path` was created at or after `since` (birth time; change time without one).
 fn born_since(path: &Path, since: std::time::SystemTime) -> bool {
     use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
@@ -382,9 +386,15 @@ fn born_since(path: &Path, since: std::time::SystemTime) -> bool {
         return false;
     };
     // Birth times are fine-grained (a tree the user made just before the command is not
-    // taken for its own); change times get the usual second of slack.
+    // taken for its own), but the kernel stamps them from its coarse clock, up to a tick
+    // behind the clock `since` was read from: a tree the command made in its first
+    // milliseconds had looked older than the command. Change times get the usual second of
+    // slack.
     let (ts, since) = if st.stx_mask & StatxFlags::BTIME.bits() != 0 {
-        (st.stx_btime, since)
+        (
+            st.stx_btime,
+            since.checked_sub(COARSE_TICK).unwrap_or(since),
+        )
     } else {
         let slack = since
             .checked_sub(std::time::Duration::from_secs(1))
