@@ -56,6 +56,8 @@ pub struct Constitution {
     /// The literal directory each of those globs starts with (`config` for `config/*.yml`;
     /// none for `**/*.sql`).
     file_glob_dirs: Vec<std::path::PathBuf>,
+    /// Whether one of those globs has no literal directory (`**/*.sql`: anywhere).
+    file_glob_anywhere: bool,
 }
 
 mod protect;
@@ -168,7 +170,9 @@ impl Constitution {
                         .split('/')
                         .take_while(|s| !s.contains(['*', '?', '[', '{']))
                         .collect();
-                    if !literal.as_os_str().is_empty() {
+                    if literal.as_os_str().is_empty() {
+                        c.file_glob_anywhere = true;
+                    } else {
                         c.file_glob_dirs.push(literal);
                     }
                 }

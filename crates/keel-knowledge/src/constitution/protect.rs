@@ -8,11 +8,14 @@
 //! rewrote a protected file (red-team pass 8, R8-16). So the files such globs match are
 //! looked up once, when the session is built, and each is protected as a plain path.
 //!
-//! The look-up is a walk beneath the workspace handle (no link followed) with two bounds;
-//! past either, the globs' literal directories (`config` for `config/*.yml`) are protected
-//! whole instead, and a note says what is held and how to say it better. A glob with no
-//! literal directory (`**/*.sql`) past the bounds keeps only what was found: the note names
-//! it.
+//! The look-up is a walk beneath the workspace handle (no link followed), and no bound drops
+//! a match silently (red-team pass 9: past 256 matches, `**/*.sql`'s other files stayed
+//! writable). Each match is a mount, so more than [`MAX_PROTECTED_MATCHES`] are held as the
+//! fewest directories that hold them all (the deepest lifted first: `seed/` for 300
+//! `seed/s*.sql`), and a note names them. A walk cut at [`MAX_PROTECTED_WALK`] entries holds
+//! each glob's literal directory (`config` for `config/*.yml`) whole, and for a glob with
+//! none (`**/*.sql`) the whole workspace: commands cannot write it until the constitution
+//! says what it protects more narrowly. The note says which.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -68,11 +71,11 @@ impl Constitution {
         };
         let mut seen = 0usize;
         let mut found = Vec::new();
-        let mut bound = None;
+        let mut cut = None;
         let walked = root.walk_sorted(Path::new(""), WalkOptions::default(), |e| {
             seen += 1;
             if seen > max_walk {
-                bound = Some(format!("the workspace has more than {max_walk} entries"));
+                cut = Some(format!("the workspace has more than {max_walk} entries"));
                 return Visit::Stop;
             }
             if e.is_dir() {
@@ -82,47 +85,105 @@ impl Constitution {
                 return Visit::Continue;
             }
             if e.is_file() && globs.is_match(&e.rel) {
-                if found.len() == max_matches {
-                    bound = Some(format!("they match more than {max_matches} files"));
-                    return Visit::Stop;
-                }
                 found.push(e.rel.clone());
             }
             Visit::Continue
         });
         if let Err(e) = walked {
-            bound = Some(format!("the workspace could not be listed ({e})"));
+            cut = Some(format!("the workspace could not be listed ({e})"));
         }
-        for f in found {
-            if !out.paths.iter().any(|p| f.starts_with(p)) {
-                out.paths.push(f);
-            }
+        let matched = found.len();
+        let held = fewest_holding(found, max_matches);
+        if held.len() < matched {
+            let whole = if held.iter().any(|d| d.as_os_str().is_empty()) {
+                "the whole workspace".to_string()
+            } else {
+                format!("every file in {}", listed(&held))
+            };
+            out.notes.push(format!(
+                "constitution: the protected globs match {matched} files, more than the \
+                 {max_matches} held one by one; {whole} is read-only to commands. Protect \
+                 directories (`dir/**`) to say exactly what is protected"
+            ));
         }
-        if let Some(why) = bound {
-            let dirs = &self.file_glob_dirs;
-            for d in dirs {
-                if !out.paths.iter().any(|p| d.starts_with(p)) {
-                    out.paths.push(d.clone());
-                }
+        add(&mut out.paths, held);
+        if let Some(why) = cut {
+            let mut whole = self.file_glob_dirs.clone();
+            if self.file_glob_anywhere {
+                // A glob for files anywhere could match any file not looked at.
+                whole = vec![PathBuf::new()];
             }
-            let held = if dirs.is_empty() {
-                "only the files found so far are read-only to commands".to_string()
+            let held = if whole.iter().any(|d| d.as_os_str().is_empty()) {
+                "the whole workspace is read-only to commands".to_string()
             } else {
                 format!(
                     "{} {} read-only to commands as a whole",
-                    dirs.iter()
-                        .map(|d| format!("`{}`", d.display()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    if dirs.len() == 1 { "is" } else { "are" }
+                    listed(&whole),
+                    if whole.len() == 1 { "is" } else { "are" }
                 )
             };
+            add(&mut out.paths, whole);
             out.notes.push(format!(
                 "constitution: the protected globs were not looked up to the end ({why}); {held}. \
-                 Protect a directory (`dir/**`) or fewer files to say exactly what is protected"
+                 Protect directories (`dir/**`) or name the files to say exactly what is protected"
             ));
         }
         out
+    }
+}
+
+/// Adds each of `more` not already held (by itself or a directory above it).
+fn add(paths: &mut Vec<PathBuf>, more: Vec<PathBuf>) {
+    for p in more {
+        if !paths.iter().any(|h| p.starts_with(h)) {
+            paths.push(p);
+        }
+    }
+}
+
+/// `paths` as a short list for a note.
+fn listed(paths: &[PathBuf]) -> String {
+    let mut names: Vec<String> = paths
+        .iter()
+        .take(5)
+        .map(|d| format!("`{}`", d.display()))
+        .collect();
+    if paths.len() > 5 {
+        names.push(format!("and {} more", paths.len() - 5));
+    }
+    names.join(", ")
+}
+
+/// At most `max` paths that hold every one of `paths` (themselves or a directory above): the
+/// deepest are replaced by their directories until few enough remain; the empty path (the
+/// workspace) when even the top level is too many.
+fn fewest_holding(mut paths: Vec<PathBuf>, max: usize) -> Vec<PathBuf> {
+    loop {
+        paths.sort();
+        paths.dedup();
+        let mut outer: Vec<PathBuf> = Vec::with_capacity(paths.len());
+        for p in paths {
+            if !outer.last().is_some_and(|o| p.starts_with(o)) {
+                outer.push(p);
+            }
+        }
+        paths = outer;
+        if paths.len() <= max {
+            return paths;
+        }
+        let deepest = paths
+            .iter()
+            .map(|p| p.components().count())
+            .max()
+            .unwrap_or(0);
+        if deepest <= 1 {
+            return vec![PathBuf::new()];
+        }
+        for p in &mut paths {
+            if p.components().count() == deepest {
+                p.pop();
+            }
+        }
     }
 }
 
@@ -167,12 +228,44 @@ mod tests {
     }
 
     #[test]
-    fn past_the_bounds_the_globs_directories_are_protected_whole_and_a_note_says_so() {
-        let (_d, h) = tree(&["config/a.yml", "config/b.yml", "config/c.yml", "s/1.sql"]);
+    fn past_the_bounds_directories_are_held_whole_and_a_note_says_so() {
+        let (_d, h) = tree(&[
+            "config/a.yml",
+            "config/b.yml",
+            "config/c.yml",
+            "seed/1.sql",
+            "seed/2.sql",
+            "seed/3.sql",
+            "db/x.sql",
+        ]);
+        // More matches than held one by one: the fewest directories that hold them.
         let c = Constitution::parse(r#"{"protected_paths": ["config/*.yml"]}"#).unwrap();
         let p = c.protected_files_bounded(&h, 1_000, 2);
-        assert_eq!(paths(&p), ["config/a.yml", "config/b.yml", "config"]);
-        assert!(p.notes[0].contains("more than 2 files"), "{:?}", p.notes);
+        assert_eq!(paths(&p), ["config"]);
+        assert!(p.notes[0].contains("match 3 files"), "{:?}", p.notes);
+        assert!(p.notes[0].contains("`config`"), "{:?}", p.notes);
+        let c = Constitution::parse(r#"{"protected_paths": ["**/*.sql"]}"#).unwrap();
+        let p = c.protected_files_bounded(&h, 1_000, 2);
+        assert_eq!(paths(&p), ["db", "seed"]);
+        let (_e, deep) = tree(&["top.sql", "a/b/c/1.sql", "a/b/c/2.sql"]);
+        let p = c.protected_files_bounded(&deep, 1_000, 2);
+        assert_eq!(
+            paths(&p),
+            ["a/b/c", "top.sql"],
+            "the deepest are lifted first"
+        );
+        let p = c.protected_files_bounded(&h, 1_000, 1);
+        assert_eq!(paths(&p), [""], "past the top level: the workspace");
+        assert!(
+            p.notes[0].contains("the whole workspace is"),
+            "{:?}",
+            p.notes
+        );
+        // A cut walk: the glob's literal directory whole; a glob for anywhere, everything.
+        let c = Constitution::parse(r#"{"protected_paths": ["config/*.yml"]}"#).unwrap();
+        let p = c.protected_files_bounded(&h, 3, 10);
+        assert!(paths(&p).contains(&"config".to_string()), "{:?}", p.paths);
+        assert!(p.notes[0].contains("more than 3 entries"), "{:?}", p.notes);
         assert!(
             p.notes[0].contains("`config` is read-only"),
             "{:?}",
@@ -180,11 +273,7 @@ mod tests {
         );
         let c = Constitution::parse(r#"{"protected_paths": ["**/*.sql"]}"#).unwrap();
         let p = c.protected_files_bounded(&h, 3, 10);
-        assert!(p.notes[0].contains("more than 3 entries"), "{:?}", p.notes);
-        assert!(
-            p.notes[0].contains("only the files found so far"),
-            "{:?}",
-            p.notes
-        );
+        assert_eq!(paths(&p), [""]);
+        assert!(p.notes[0].contains("the whole workspace"), "{:?}", p.notes);
     }
 }
