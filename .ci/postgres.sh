@@ -33,6 +33,15 @@ for _ in $(seq 1 300); do
   "$keel_pg_bin/pg_isready" -q -h 127.0.0.1 -p "$keel_pg_port" && break
   sleep 1
 done
+# Test databases earlier runs left behind (a test that failed or was killed does not drop
+# its own): they made the cluster's recovery after an unclean stop take minutes. One in use
+# (no FORCE) is left alone.
+psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -tAc \
+    "SELECT datname FROM pg_database WHERE datname LIKE 'keel\_%' AND datname <> 'keel_test'" \
+  | while read -r db; do
+      [ -n "$db" ] && psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -qc \
+        "DROP DATABASE IF EXISTS \"$db\"" >/dev/null 2>&1 || true
+    done
 if ! psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = 'keel_test'" | grep -q 1; then
   psql -h 127.0.0.1 -p "$keel_pg_port" -U keelpg -d postgres -qc "CREATE DATABASE keel_test" >/dev/null
