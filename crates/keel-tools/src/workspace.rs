@@ -259,8 +259,8 @@ impl Workspace {
         let found = unless_control(rel, self.locate(rel))?;
         let found = self.check_writable(rel, found)?;
         // By the name given (a dotfile link, `~/.vimrc -> dotfiles/vimrc`) and where it leads.
-        if let Some(home) = crate::shell::refused_in_home(&self.root, Path::new(rel))
-            .or_else(|| crate::shell::refused_in_home(&self.root, found.rel()))
+        if let Some(home) =
+            crate::shell::refused_in_home(&self.root, &[Path::new(rel), found.rel()])
         {
             return Err(PathError::UserConfig {
                 path: rel.to_string(),
@@ -298,8 +298,8 @@ impl Workspace {
         let found = unless_control(rel, self.locate_entry(rel))?;
         let found = self.check_writable(rel, found)?;
         // By the name given (a dotfile link, `~/.vimrc -> dotfiles/vimrc`) and where it leads.
-        if let Some(home) = crate::shell::refused_in_home(&self.root, Path::new(rel))
-            .or_else(|| crate::shell::refused_in_home(&self.root, found.rel()))
+        if let Some(home) =
+            crate::shell::refused_in_home(&self.root, &[Path::new(rel), found.rel()])
         {
             return Err(PathError::UserConfig {
                 path: rel.to_string(),

@@ -13,7 +13,7 @@ use keel_tools::{PathError, Workspace};
 
 #[path = "shared/home.rs"]
 mod home;
-use home::{home_for, run};
+use home::{home_for, home_with_path, run};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -181,4 +181,82 @@ fn commands_see_the_users_git_configuration_without_its_credentials() {
             .unwrap()
             .contains("ghp_0123456789")
     );
+}
+
+/// What else the user's shell reads as code in a home workspace (red-team pass 10): files a
+/// dotfile manager's link BELOW the top leads to (`~/.config/bash -> ../dotfiles/bash`,
+/// sourced by `~/.bashrc`: R10-4), `~/bin` (on PATH by the stock `~/.profile`) and a `PATH`
+/// directory that does not exist yet (R10-5), and dot entries past 20,000 plain files at the
+/// home's top (R10-1: a listing cut had left `~/.profile` writable).
+#[test]
+fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
+    let Some(home) = home_with_path(
+        "a_command_cannot_reach_what_the_users_shell_runs_from_a_home",
+        |home| {
+            write(&home.join("dotfiles/bash/aliases.sh"), "alias l=ls\n");
+            std::fs::create_dir_all(home.join(".config")).unwrap();
+            symlink("../dotfiles/bash", home.join(".config/bash")).unwrap();
+            write(&home.join(".profile"), "# profile\n");
+            write(&home.join("bin/tool"), "#!/bin/sh\n");
+            write(&home.join("notes.txt"), "notes\n");
+            // Plain files first, then the dot entries: a listing cut at 20,000 missed them.
+            for i in 0..30_000 {
+                std::fs::File::create(home.join(format!("f{i:05}"))).unwrap();
+            }
+            std::fs::create_dir_all(home.join(".local/lib/python3.11/site-packages")).unwrap();
+        },
+        &["go/bin"],
+    ) else {
+        return;
+    };
+    let out = run(
+        &home,
+        "echo evil >> dotfiles/bash/aliases.sh; echo evil > dotfiles/bash/zz.sh; \
+         printf '#!/bin/sh\\n' > bin/git; echo evil >> .profile; \
+         echo 'import os' > .local/lib/python3.11/site-packages/zz.pth; \
+         mkdir -p go/bin && printf '#!/bin/sh\\n' > go/bin/git; \
+         echo mine >> notes.txt; echo ok",
+    );
+    assert!(out.contains("ok"), "the command did not run: {out}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("dotfiles/bash/aliases.sh")).unwrap(),
+        "alias l=ls\n",
+        "{out}"
+    );
+    assert!(!home.join("dotfiles/bash/zz.sh").exists(), "{out}");
+    assert!(!home.join("bin/git").exists(), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".profile")).unwrap(),
+        "# profile\n",
+        "{out}"
+    );
+    assert!(
+        !home
+            .join(".local/lib/python3.11/site-packages/zz.pth")
+            .exists(),
+        "{out}"
+    );
+    assert!(!home.join("go/bin/git").exists(), "{out}");
+    assert!(out.contains("on the user's PATH"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("notes.txt")).unwrap(),
+        "notes\nmine\n",
+        "{out}"
+    );
+    // A `~/bin` a command makes where there was none is moved aside too.
+    std::fs::rename(home.join("bin"), home.join("old-bin")).unwrap();
+    let out = run(
+        &home,
+        "mkdir bin && printf '#!/bin/sh\\n' > bin/git; echo ok",
+    );
+    assert!(!home.join("bin").exists(), "{out}");
+    // The file tools refuse the same places.
+    let ws = Workspace::new(&home).unwrap();
+    for rel in ["dotfiles/bash/zy.sh", "bin/python3", "go/bin/x"] {
+        assert!(
+            matches!(ws.locate_writable(rel), Err(PathError::UserConfig { .. })),
+            "{rel}"
+        );
+    }
+    assert!(ws.locate_writable("dotfiles/README").is_ok());
 }

@@ -524,9 +524,14 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // caches moved to the command's private temporary directory ([`super::home_dots`]).
     let home_dots = unapproved_workspace(&req).and_then(super::home_dots::Before::note);
     if let Some(ws) = home_dots.as_ref().and(unapproved_workspace(&req)) {
-        let dots =
+        let held =
             super::home_dots::read_only(ws, &req.roots.hidden).map_err(std::io::Error::other)?;
-        req.roots.protected.extend(dots);
+        req.roots.protected.extend(held.paths);
+        // What a bound left out cannot be held: the command runs read-only (R10-1).
+        if let Some(why) = held.cut {
+            req.policy = SandboxPolicy::ReadOnly;
+            trees_note.get_or_insert_with(|| super::home_dots::cut_note(&why));
+        }
         req.env_in_tmp
             .push(("XDG_CACHE_HOME".into(), ".cache".into()));
     }

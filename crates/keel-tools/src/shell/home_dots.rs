@@ -17,6 +17,14 @@
 //!   not on the link);
 //! - the file tools refuse to write there ([`refused`]).
 //!
+//! The same holds for what else the user's shell runs from the home: `~/bin` (put on `PATH`
+//! by Debian's and Ubuntu's stock `~/.profile` once it exists) and every directory of Keel's
+//! own `PATH` inside the home (`~/go/bin`), existing or not yet (red-team pass 10, R10-5), and
+//! for the targets in the workspace of the links beneath the held entries
+//! (`~/.config/bash -> ../dotfiles/bash`, a dotfile manager's usual layout: R10-4). No bound
+//! drops an entry silently (R10-1: 60,000 plain files had pushed `~/.profile` past a listing
+//! cut): past one, the command runs with the workspace read-only and is told why.
+//!
 //! A command the user approved (asked and allowed, `!` in `keel chat`) writes as before. The
 //! rest of the home — projects, documents — is workspace content as ever.
 
@@ -32,8 +40,33 @@ const MAX_MOUNTS: usize = 1_000;
 /// Where what a command created at the top of a home is moved: one directory, not a new dot
 /// entry each (which would count towards [`MAX_MOUNTS`]).
 const QUARANTINE_DIR: &str = "quarantined-by-keel";
-/// Entries of a home read at most, before and after a command.
-const MAX_ENTRIES: usize = 20_000;
+/// Entries (of any name) of a home's top read at most, before and after a command; past it
+/// the command runs read-only.
+const MAX_LISTED: usize = 1_000_000;
+/// Entries looked through beneath the held entries for links into the workspace; past it
+/// the command runs read-only.
+const MAX_LINK_WALK: usize = 100_000;
+/// Beneath a home, directories not looked through for links: caches and package stores
+/// (held read-only with their entry; a link in them is not the user's configuration).
+const NOT_WALKED: &[&str] = &[
+    ".cache",
+    ".npm",
+    ".cargo/registry",
+    ".cargo/git",
+    ".rustup",
+    ".m2/repository",
+    ".gradle/caches",
+    ".local/share/Trash",
+    ".vscode-server",
+    ".vscode/extensions",
+    ".pyenv/versions",
+    ".nvm/versions",
+];
+/// Names of directories not looked through anywhere beneath a home's held entries.
+const NOT_WALKED_NAMES: &[&str] = &[".git", "node_modules", "__pycache__", "site-packages"];
+/// Names at the top of a home, other than dot entries, that the user's shell runs programs
+/// from: `~/bin` is on `PATH` by Debian's and Ubuntu's stock `~/.profile` once it exists.
+const CODE_NAMES: &[&str] = &["bin"];
 
 /// The user's homes that `ws` holds: the workspace is the home or lies above it.
 pub(crate) fn homes_in(ws: &Path) -> Vec<PathBuf> {
@@ -46,21 +79,23 @@ pub(crate) fn homes_in(ws: &Path) -> Vec<PathBuf> {
 /// A top-level entry of a home: its name, and where it points when it is a symlink.
 type Entries = BTreeMap<OsString, Option<PathBuf>>;
 
-/// The dot entries at the top of `home` (at most [`MAX_ENTRIES`] entries read): name → link
-/// target for a symlink, `None` otherwise. `None` when the home cannot be listed. Listed by
-/// name, not through a workspace handle: a handle's walk passes the secret stores over, and a
-/// store created where there was none (`~/.terraformrc`) is a new dot entry like any other.
+/// The held entries at the top of `home` (dot entries and [`CODE_NAMES`]; at most
+/// [`MAX_LISTED`] entries of any name read): name → link target for a symlink, `None`
+/// otherwise; and whether the listing was whole. `None` when the home cannot be listed.
+/// Listed by name, not through a workspace handle: a handle's walk passes the secret stores
+/// over, and a store created where there was none (`~/.terraformrc`) is a new dot entry like
+/// any other.
 fn dot_entries(home: &Path) -> Option<(Entries, bool)> {
     let mut out = Entries::new();
     let mut complete = true;
     for (seen, e) in std::fs::read_dir(home).ok()?.enumerate() {
-        if seen >= MAX_ENTRIES {
+        if seen >= MAX_LISTED {
             complete = false;
             break;
         }
         let Ok(e) = e else { continue };
         let name = e.file_name();
-        if is_dot(&name) {
+        if is_dot(&name) || CODE_NAMES.iter().any(|c| name == *c) {
             let link = e
                 .file_type()
                 .is_ok_and(|t| t.is_symlink())
@@ -72,6 +107,108 @@ fn dot_entries(home: &Path) -> Option<(Entries, bool)> {
     Some((out, complete))
 }
 
+/// The directories of Keel's own `PATH` inside `home`, other than beneath a held entry (those
+/// are held with it): the user's shell runs programs from them, and one that does not exist
+/// yet is on the way as soon as a command makes it.
+fn path_dirs(home: &Path) -> Vec<PathBuf> {
+    let Some(path) = keel_fs::stores::process_env("PATH") else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| d.is_absolute() && d.starts_with(home) && d != home)
+        .filter(|d| {
+            d.strip_prefix(home)
+                .ok()
+                .and_then(|r| r.components().next())
+                .is_some_and(|c| {
+                    let n = c.as_os_str();
+                    !is_dot(n) && !CODE_NAMES.iter().any(|c| n == *c)
+                })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The shallowest directory on the way to `dir` (beneath `home`) that does not exist;
+/// `None` when `dir` exists.
+fn first_missing(home: &Path, dir: &Path) -> Option<PathBuf> {
+    let rel = dir.strip_prefix(home).ok()?;
+    let mut at = home.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        if at.symlink_metadata().is_err() {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// The targets inside `ws` of links at and beneath the held entries of `home` (a dotfile
+/// manager's `~/.bashrc -> dotfiles/bashrc`, `~/.config/bash -> ../dotfiles/bash`): the
+/// user's tools read them through the links. Links are not followed while looking; a target
+/// is looked through too. `Err`: why the look was cut.
+fn link_targets(
+    home: &Path,
+    ws: &Path,
+    entries: &Entries,
+    hidden: &[PathBuf],
+) -> Result<Vec<PathBuf>, String> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut stack: Vec<PathBuf> = Vec::new();
+    let mut seen = 0usize;
+    let skipped = |p: &Path| {
+        hidden.iter().any(|h| p.starts_with(h))
+            || NOT_WALKED.iter().any(|n| p == home.join(n))
+            || p.file_name()
+                .is_some_and(|n| NOT_WALKED_NAMES.iter().any(|w| n == *w))
+    };
+    // A link's target in the workspace is held, and looked through in turn.
+    let target_of = |link: &Path, out: &mut Vec<PathBuf>, stack: &mut Vec<PathBuf>| {
+        if let Ok(t) = std::fs::canonicalize(link)
+            && t.starts_with(ws)
+            && t != ws
+            && !out.iter().any(|o| t.starts_with(o))
+        {
+            if t.is_dir() {
+                stack.push(t.clone());
+            }
+            out.push(t);
+        }
+    };
+    for (name, link) in entries {
+        let path = home.join(name);
+        if link.is_some() {
+            target_of(&path, &mut out, &mut stack);
+        } else if !skipped(&path) {
+            stack.push(path);
+        }
+    }
+    while let Some(dir) = stack.pop() {
+        let Ok(list) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in list.flatten() {
+            seen += 1;
+            if seen > MAX_LINK_WALK {
+                return Err(format!(
+                    "the configuration in the home `{}` holds more than {MAX_LINK_WALK} entries to look through for links into the workspace",
+                    home.display()
+                ));
+            }
+            let Ok(t) = e.file_type() else { continue };
+            let path = e.path();
+            if t.is_symlink() {
+                target_of(&path, &mut out, &mut stack);
+            } else if t.is_dir() && !skipped(&path) {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A name the user's tools treat as their own configuration: it starts with a dot (but is
 /// not `.` or `..`). `.git` and `.keel` at the workspace's top are held read-only anyway.
 fn is_dot(name: &std::ffi::OsStr) -> bool {
@@ -79,44 +216,65 @@ fn is_dot(name: &std::ffi::OsStr) -> bool {
     b.first() == Some(&b'.') && b != b"." && b != b".."
 }
 
-/// The dot entries to mount read-only for a command nobody approved in `ws`: every existing
-/// real directory or file at the top of each home `ws` holds (not symlinks — a mount would
-/// land on the target — and not `hidden`, the stores already covered), at most
-/// [`MAX_MOUNTS`] (past it, why the command must not run).
-pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
+/// What a command nobody approved in `ws` finds read-only: every existing real dot entry (and
+/// [`CODE_NAMES`] entry) at the top of each home `ws` holds (not symlinks — a mount would
+/// land on the target — and not `hidden`, the stores already covered), the existing
+/// [`path_dirs`], and the targets in the workspace of the links at and beneath them; and,
+/// when a bound cut the look, why the command must run read-only.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) cut: Option<String>,
+}
+
+/// [`Held`] for `ws`. `Err`: more than [`MAX_MOUNTS`] entries, why the command must not run.
+pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Result<Held, String> {
+    let mut out = Held::default();
     for home in homes_in(ws) {
-        let Some((entries, _)) = dot_entries(&home) else {
+        let Some((entries, complete)) = dot_entries(&home) else {
             continue;
         };
-        for (name, link) in entries {
-            let path = home.join(&name);
-            if hidden.iter().any(|h| path.starts_with(h)) {
-                continue;
-            }
-            // A dotfile manager's link (`~/.bashrc -> dotfiles/bashrc`): the mount lands on
-            // its target, which is what the user's shell reads; one leading out of the
-            // workspace is not writable anyway.
-            if link.is_some()
-                && !std::fs::canonicalize(&path).is_ok_and(|t| t.starts_with(ws) && t != ws)
-            {
+        if !complete {
+            out.cut = Some(format!(
+                "the home `{}` holds more than {MAX_LISTED} entries at its top",
+                home.display()
+            ));
+        }
+        for (name, link) in &entries {
+            let path = home.join(name);
+            if link.is_some() || hidden.iter().any(|h| path.starts_with(h)) {
                 continue;
             }
             if home == ws && (name == ".git" || name == ".keel") {
                 continue;
             }
-            if out.len() == MAX_MOUNTS {
-                return Err(format!(
-                    "the home `{}` holds more than {MAX_MOUNTS} dot entries, more than Keel can \
-                     hold read-only for a command nobody approved; it was not run. Ask the user to \
-                     approve it, or work in a project directory instead of the home",
-                    home.display()
-                ));
-            }
-            out.push(path);
+            out.paths.push(path);
+        }
+        out.paths
+            .extend(path_dirs(&home).into_iter().filter(|d| d.is_dir()));
+        match link_targets(&home, ws, &entries, hidden) {
+            Ok(targets) => out.paths.extend(targets),
+            Err(why) => out.cut = Some(why),
+        }
+        if out.paths.len() > MAX_MOUNTS {
+            return Err(format!(
+                "the home `{}` holds more than {MAX_MOUNTS} dot entries, more than Keel can \
+                 hold read-only for a command nobody approved; it was not run. Ask the user to \
+                 approve it, or work in a project directory instead of the home",
+                home.display()
+            ));
         }
     }
+    out.paths.sort();
+    out.paths.dedup();
     Ok(out)
+}
+
+/// What the command is told when a bound cut the look at the home ([`Held::cut`]).
+pub(crate) fn cut_note(why: &str) -> String {
+    format!(
+        "keel: {why}, more than Keel can hold read-only piece by piece for a command nobody approved; so this command ran with the workspace read-only. Ask the user to approve commands that must write, or to work in a project directory instead of the home."
+    )
 }
 
 /// What the tops of the homes in a workspace held before a command.
@@ -124,6 +282,9 @@ pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Result<Vec<PathBuf>, S
 pub(crate) struct Before {
     ws: PathBuf,
     homes: Vec<(PathBuf, Entries)>,
+    /// The shallowest missing directory on the way to each [`path_dirs`] entry that did not
+    /// exist.
+    missing: Vec<PathBuf>,
 }
 
 impl Before {
@@ -133,10 +294,60 @@ impl Before {
             .into_iter()
             .filter_map(|h| dot_entries(&h).map(|(e, _)| (h, e)))
             .collect();
+        let mut missing: Vec<PathBuf> = homes
+            .iter()
+            .flat_map(|(h, _)| {
+                path_dirs(h)
+                    .into_iter()
+                    .filter_map(|d| first_missing(h, &d))
+            })
+            .collect();
+        missing.sort();
+        missing.dedup();
         (!homes.is_empty()).then(|| Self {
             ws: ws.to_path_buf(),
             homes,
+            missing,
         })
+    }
+
+    /// Moves aside each directory on the way to a `PATH` directory that the command made
+    /// (`~/go` or `~/go/bin` where Keel's `PATH` names `~/go/bin`); report lines.
+    fn check_path_dirs(&self, lines: &mut Vec<String>) {
+        for made in &self.missing {
+            if made.symlink_metadata().is_err() {
+                continue;
+            }
+            let (Some(parent), Some(name)) = (made.parent(), made.file_name()) else {
+                continue;
+            };
+            let moved = keel_fs::beneath::DirHandle::open(&self.ws)
+                .ok()
+                .and_then(|ws| {
+                    let rel = parent.strip_prefix(&self.ws).ok()?;
+                    if rel.as_os_str().is_empty() {
+                        Some(ws)
+                    } else {
+                        ws.subdir(rel).ok()
+                    }
+                })
+                .and_then(|dir| {
+                    let mut base = name.to_os_string();
+                    base.push(super::git_programs::SUFFIX);
+                    super::git_programs::rename_aside(dir.fd(), name, &base)
+                });
+            lines.push(match moved {
+                Some(to) => format!(
+                    "- `{}` (a directory on the user's PATH) moved to `{}`",
+                    made.display(),
+                    parent.join(to).display()
+                ),
+                None => format!(
+                    "- `{}` (a directory on the user's PATH) COULD NOT be moved: the user must remove it",
+                    made.display()
+                ),
+            });
+        }
     }
 
     /// After the command: moves aside every dot entry it created at a home's top and puts
@@ -223,6 +434,7 @@ impl Before {
                 }
             }
         }
+        self.check_path_dirs(&mut lines);
         (!lines.is_empty()).then(|| {
             format!(
                 "keel: the command changed the user's own configuration at the top of their home, which their shell and tools read in every directory; Keel undid it:\n{}\nDo not create or change these; tell the user what should change and why.",
@@ -281,33 +493,42 @@ fn to_quarantine(home: std::os::fd::BorrowedFd<'_>, name: &std::ffi::OsStr) -> O
     None
 }
 
-/// Why the file tools do not write `rel` (relative to the workspace `root`): it lies in a dot
-/// entry at the top of a home the workspace holds. `None`: it may be written.
-pub(crate) fn refused(root: &Path, rel: &Path) -> Option<String> {
-    for home in homes_in(root) {
-        let Ok(in_home) = root.join(rel).strip_prefix(&home).map(Path::to_path_buf) else {
-            continue;
-        };
-        if let Some(std::path::Component::Normal(first)) = in_home.components().next()
-            && is_dot(first)
-        {
-            return Some(home.display().to_string());
-        }
+/// Why the file tools do not write `rels` (each relative to the workspace `root`: the name
+/// given and where it leads): one lies in what a command nobody approved finds read-only in
+/// a home the workspace holds ([`read_only`]: the dot entries, `~/bin`, the `PATH`
+/// directories, the targets of the links beneath them), or that could not be looked up to the
+/// end. `None`: they may be written.
+pub(crate) fn refused(root: &Path, rels: &[&Path]) -> Option<String> {
+    let homes = homes_in(root);
+    if homes.is_empty() {
+        return None;
     }
-    // Where a dot entry's link leads (`~/.bashrc -> dotfiles/bashrc`) is what the user's
-    // shell reads.
-    let path = root.join(rel);
-    for home in homes_in(root) {
-        let Some((entries, _)) = dot_entries(&home) else {
-            continue;
-        };
-        for (name, link) in entries {
-            if link.is_some()
-                && std::fs::canonicalize(home.join(&name))
-                    .is_ok_and(|t| t.starts_with(root) && path.starts_with(&t))
+    let paths: Vec<PathBuf> = rels.iter().map(|r| root.join(r)).collect();
+    for home in &homes {
+        for path in &paths {
+            let Ok(in_home) = path.strip_prefix(home) else {
+                continue;
+            };
+            if let Some(std::path::Component::Normal(first)) = in_home.components().next()
+                && (is_dot(first) || CODE_NAMES.iter().any(|c| first == *c))
             {
                 return Some(home.display().to_string());
             }
+            if path_dirs(home).iter().any(|d| path.starts_with(d)) {
+                return Some(home.display().to_string());
+            }
+        }
+    }
+    let held = match read_only(root, &[]) {
+        Ok(held) if held.cut.is_none() => held.paths,
+        // Past a bound, nothing in the home is written by the file tools either.
+        _ => return homes.first().map(|h| h.display().to_string()),
+    };
+    for path in &paths {
+        if held.iter().any(|h| path.starts_with(h))
+            && let Some(home) = homes.iter().find(|h| path.starts_with(h))
+        {
+            return Some(home.display().to_string());
         }
     }
     None

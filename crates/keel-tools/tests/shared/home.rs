@@ -17,6 +17,11 @@ const CHILD: &str = "KEEL_STORE_LINKS_TEST_HOME";
 /// In the parent: makes a home with `layout`, re-runs `test` with `HOME` there and checks it
 /// passed. In the child: the home.
 pub fn home_for(test: &str, layout: fn(&Path)) -> Option<PathBuf> {
+    home_with_path(test, layout, &[])
+}
+
+/// [`home_for`], with `on_path` (relative to the home) at the front of the child's `PATH`.
+pub fn home_with_path(test: &str, layout: fn(&Path), on_path: &[&str]) -> Option<PathBuf> {
     if let Some(home) = std::env::var_os(CHILD) {
         return Some(PathBuf::from(home));
     }
@@ -24,10 +29,15 @@ pub fn home_for(test: &str, layout: fn(&Path)) -> Option<PathBuf> {
     let home = dir.path().canonicalize().unwrap().join("home");
     std::fs::create_dir_all(&home).unwrap();
     layout(&home);
+    let mut path: Vec<PathBuf> = on_path.iter().map(|d| home.join(d)).collect();
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture"])
         .env(CHILD, &home)
         .env("HOME", &home)
+        .env("PATH", std::env::join_paths(path).unwrap())
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
         .env_remove("KEEL_CONFIG")
