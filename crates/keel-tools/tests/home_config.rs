@@ -142,7 +142,17 @@ fn commands_see_the_users_git_configuration_without_its_credentials() {
         |home| {
             write(
                 &home.join(".gitconfig"),
-                "[user]\n\tname = Ada Lovelace\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n[github]\n\ttoken = ghp_0123456789\n[include]\n\tpath = .gitsecrets\n",
+                "[user]\n\tname = Ada Lovelace\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n[github]\n\ttoken = ghp_0123456789\n[include]\n\tpath = .gitsecrets\n\
+                 [http \"https://example.com/\"] extraheader = AUTHORIZATION: basic U0FNRUxJTkU=\n\
+                 [credential \"https://bitbucket.org\"]\n\thelper = store --file ~/.config/mycreds\n",
+            );
+            write(
+                &home.join(".config/mycreds"),
+                "https://u:STORESECRET5@bitbucket.org\n",
+            );
+            write(
+                &home.join(".gitcookies"),
+                "example.com\tFALSE\t/\tTRUE\t0\to\tCOOKIESECRET6\n",
             );
             write(
                 &home.join(".gitsecrets"),
@@ -159,9 +169,12 @@ fn commands_see_the_users_git_configuration_without_its_credentials() {
     };
     let out = run(
         &home.join("proj"),
-        "cat ~/.gitconfig ~/.config/git/config ~/.gitsecrets; git config --global --get user.name || echo no-git",
+        "cat ~/.gitconfig ~/.config/git/config ~/.gitsecrets ~/.config/mycreds ~/.gitcookies; git config --global --get user.name || echo no-git",
     );
     for secret in [
+        "U0FNRUxJTkU",
+        "STORESECRET5",
+        "COOKIESECRET6",
         "c2VjcmV0LXRva2Vu",
         "ghp_0123456789",
         "glpat-abcdef",

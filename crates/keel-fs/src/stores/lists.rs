@@ -127,6 +127,15 @@ pub const SECRET_STORES: &[&str] = &[
     "~/.expo/state.json",
     "~/.ivy2/.credentials",
     "~/.passwd-s3fs",
+    // Red-team pass 10, R10-2 (and R9-12's list of the same class): git's cookie file
+    // (googlesource, Gerrit), Subversion's cached passwords, yarn 1's `_authToken`, curl's and
+    // wget's `header`/`user`/`password` settings, conda's channel tokens.
+    "~/.gitcookies",
+    "~/.subversion/auth",
+    "~/.yarnrc",
+    "~/.curlrc",
+    "~/.wgetrc",
+    "~/.condarc",
 ];
 
 /// Stores an environment variable moves (read from Keel's own environment): the variable, and

@@ -6,8 +6,12 @@
 //! stores (`~/.git-credentials`) are hidden; the configuration cannot be — git inside the
 //! sandbox needs the user's name, aliases and settings. So each command sees a copy without
 //! the secrets, bind-mounted read-only over the original: lines whose key names a credential
-//! are left out (with the lines that continue them), and the user-and-password part of every
-//! `http(s)://` URL is dropped wherever it stands (a section's name included).
+//! are left out (with the lines that continue them; a key on its section's line, `[http
+//! "https://github.com/"] extraheader = …`, is one too: red-team pass 10, R10-2), and the
+//! user-and-password part of every `http(s)://` URL is dropped wherever it stands (a section's
+//! name included). The files the configuration names as credential material — a `store`
+//! helper's `--file`, `http.cookieFile`, `http.sslKey`, an `ssh -i` key in `core.sshCommand` —
+//! are hidden like the stores (R10-2: `store --file ~/.config/mycreds` was readable).
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +74,11 @@ pub(super) fn replacements(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>
             let base = file.parent().unwrap_or(Path::new("/"));
             queue.extend(includes(&text, base).into_iter().map(|f| (f, depth + 1)));
         }
+        for named in credential_files(&text) {
+            if named.is_file() && !hidden.contains(&named) {
+                hidden.push(named);
+            }
+        }
         let Some(scrubbed) = scrub(&text) else {
             continue;
         };
@@ -98,12 +107,12 @@ fn includes(text: &str, base: &Path) -> Vec<PathBuf> {
         if t.starts_with('[') {
             let head = t.to_ascii_lowercase();
             in_include = head.starts_with("[include]") || head.starts_with("[includeif");
-            continue;
         }
         if !in_include {
             continue;
         }
-        let Some((key, value)) = t.split_once('=') else {
+        // The key may follow the header on its line.
+        let Some((key, value)) = key_line(t).and_then(|k| k.split_once('=')) else {
             continue;
         };
         if !key.trim().eq_ignore_ascii_case("path") {
@@ -122,6 +131,87 @@ fn includes(text: &str, base: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// `value` as a path git reads: `~/` from the home; only absolute paths otherwise (a
+/// relative one depends on where git runs).
+fn config_path(value: &str) -> Option<PathBuf> {
+    let value = value.trim().trim_matches('"');
+    match value.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
+        None => Some(PathBuf::from(value)).filter(|p| p.is_absolute()),
+    }
+}
+
+/// The files `text` names as credential material: a `store` helper's `--file` (`helper =
+/// store --file ~/.config/mycreds`), `cookieFile`, `sslKey`, and the `-i` key of an
+/// `sshCommand`. Keys on a section's line count as well.
+fn credential_files(text: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((key, value)) = key_line(line).and_then(|k| k.split_once('=')) else {
+            continue;
+        };
+        let key = key.trim().to_ascii_lowercase();
+        let value = value.trim().trim_matches('"');
+        let words: Vec<&str> = value.split_whitespace().collect();
+        match key.as_str() {
+            "cookiefile" | "sslkey" => out.extend(config_path(value)),
+            "helper" if words.first() == Some(&"store") => {
+                for (i, w) in words.iter().enumerate() {
+                    if let Some(f) = w.strip_prefix("--file=") {
+                        out.extend(config_path(f));
+                    } else if *w == "--file" {
+                        out.extend(words.get(i + 1).and_then(|f| config_path(f)));
+                    }
+                }
+            }
+            "sshcommand" => {
+                for (i, w) in words.iter().enumerate() {
+                    if *w == "-i" {
+                        out.extend(words.get(i + 1).and_then(|f| config_path(f)));
+                    } else if let Some(f) = w.strip_prefix("-i").filter(|f| !f.is_empty()) {
+                        out.extend(config_path(f));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The `key = value` part of a configuration line: the line itself, or what follows the
+/// section header on the same line (`[http "…"] extraheader = …`); `None` for a bare header
+/// or a comment.
+fn key_line(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    if t.starts_with('#') || t.starts_with(';') {
+        return None;
+    }
+    let rest = if t.starts_with('[') {
+        t[header_len(t)?..].trim_start()
+    } else {
+        t
+    };
+    (!rest.is_empty() && !rest.starts_with('#') && !rest.starts_with(';')).then_some(rest)
+}
+
+/// The length of the section header `t` starts with (`[http "https://x/"]`), quotes
+/// respected; `None` when it does not close.
+fn header_len(t: &str) -> Option<usize> {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in t.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ']' if !quoted => return Some(i + 1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// `text` without its credentials; `None` when it holds none.
 pub(super) fn scrub(text: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len());
@@ -138,6 +228,17 @@ pub(super) fn scrub(text: &str) -> Option<String> {
         if !trimmed.starts_with('[') && is_secret_key(trimmed) {
             changed = true;
             dropping = body.ends_with('\\');
+            continue;
+        }
+        // A credential on its section's line: the header stays, the key goes.
+        if trimmed.starts_with('[')
+            && let Some(end) = header_len(trimmed)
+            && key_line(trimmed).is_some_and(is_secret_key)
+        {
+            changed = true;
+            dropping = body.ends_with('\\');
+            out.push_str(&without_userinfo(&trimmed[..end]));
+            out.push('\n');
             continue;
         }
         let cleaned = without_userinfo(line);
@@ -235,17 +336,52 @@ mod tests {
         );
     }
 
+    /// Red-team pass 10, R10-2: git accepts a key on its section's line.
+    #[test]
+    fn a_credential_on_its_sections_line_is_left_out() {
+        let text = "[http \"https://github.com/\"] extraheader = AUTHORIZATION: basic U0FNRUxJTkU=\n\
+            [user] name = Ada\n[core]\n\teditor = vim\n";
+        let out = scrub(text).unwrap();
+        assert!(!out.contains("U0FNRUxJTkU"), "{out}");
+        assert!(out.contains("[http \"https://github.com/\"]\n"), "{out}");
+        assert!(out.contains("[user] name = Ada"), "{out}");
+        assert!(out.contains("editor = vim"), "{out}");
+        assert_eq!(scrub("[user] name = Ada\n"), None);
+    }
+
+    #[test]
+    fn the_files_the_configuration_names_as_credentials_are_found() {
+        let text = "[credential \"https://bitbucket.org\"]\n\thelper = store --file /srv/creds\n\
+            [credential] helper = store --file=/srv/creds2\n\
+            [credential]\n\thelper = cache --timeout 60\n\
+            [http]\n\tcookieFile = /srv/cookies\n\tsslKey = \"/srv/key.pem\"\n\tsslCert = /srv/cert.pem\n\
+            [core]\n\tsshCommand = ssh -i /srv/id_deploy -o IdentitiesOnly=yes\n\
+            [http] cookieFile = relative/cookies\n";
+        assert_eq!(
+            credential_files(text),
+            [
+                "/srv/creds",
+                "/srv/creds2",
+                "/srv/cookies",
+                "/srv/key.pem",
+                "/srv/id_deploy"
+            ]
+            .map(PathBuf::from)
+        );
+    }
+
     #[test]
     fn included_files_are_found_where_git_finds_them() {
         let got = includes(
-            "[user]\n\tpath = no\n[include]\n\tpath = secrets.inc\n[includeIf \"gitdir:~/w/\"]\n\tpath = \"/etc/x.inc\"\n",
+            "[user]\n\tpath = no\n[include]\n\tpath = secrets.inc\n[includeIf \"gitdir:~/w/\"]\n\tpath = \"/etc/x.inc\"\n[include] path = same-line.inc\n",
             Path::new("/home/u"),
         );
         assert_eq!(
             got,
             [
                 PathBuf::from("/home/u/secrets.inc"),
-                PathBuf::from("/etc/x.inc")
+                PathBuf::from("/etc/x.inc"),
+                PathBuf::from("/home/u/same-line.inc")
             ]
         );
     }
