@@ -509,6 +509,9 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // dropped last); a line the approval gate judged starts only with the files it was
     // judged by (red-team pass 6, R6-15).
     let _hold = super::judged::hold_for(&req).await?;
+    // What the command makes is told from what was there by the clock file time stamps come
+    // from; the command starts once it has moved past this mark ([`super::file_clock`]).
+    let mark = super::file_clock::Mark::now();
     // Installed dependencies are read-only to a command nobody approved: the kernel keeps
     // the code the user's own tools run later ([`super::dependency_trees`], R7-10).
     let (trees, complete) = read_only_trees(&req);
@@ -549,8 +552,12 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     // the checks still run (red-team pass 6, R6-7: a planted `core.fsmonitor` stayed).
     // Registered before the command starts, so every way it ends — Keel's exit and death
     // included — still runs them ([`super::pending`]).
-    let mut watch =
-        ChecksOnDrop(super::nested_git::Watch::before(&req, &trees).map(super::pending::register));
+    let mut watch = ChecksOnDrop(
+        super::nested_git::Watch::before(&req, &trees, mark.time()).map(super::pending::register),
+    );
+    if watch.0.is_some() {
+        mark.wait_past().await;
+    }
     let Started {
         mut confined,
         sandboxed,

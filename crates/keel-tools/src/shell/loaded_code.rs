@@ -370,11 +370,7 @@ pub(crate) fn check_new_trees(
     out
 }
 
-/// How far behind the real-time clock the kernel's file time stamps may be (its coarse
-/// clock advances once a tick: 10 ms at HZ=100), with room to spare.
-const COARSE_TICK: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// Whether `path` was created at or after `since` (birth time; change time without one).
+/// Whether `path` was created after `since` (birth time; change time without one).
 fn born_since(path: &Path, since: std::time::SystemTime) -> bool {
     use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
     let Ok(st) = statx(
@@ -385,25 +381,22 @@ fn born_since(path: &Path, since: std::time::SystemTime) -> bool {
     ) else {
         return false;
     };
-    // Birth times are fine-grained (a tree the user made just before the command is not
-    // taken for its own), but the kernel stamps them from its coarse clock, up to a tick
-    // behind the clock `since` was read from: a tree the command made in its first
-    // milliseconds had looked older than the command. Change times get the usual second of
-    // slack.
-    let (ts, since) = if st.stx_mask & StatxFlags::BTIME.bits() != 0 {
-        (
-            st.stx_btime,
-            since.checked_sub(COARSE_TICK).unwrap_or(since),
-        )
+    let time = |ts: rustix::fs::StatxTimestamp| {
+        std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), ts.tv_nsec)
+    };
+    // Birth times are exact against `since`, a mark of the clock they are stamped from that
+    // the command started after ([`super::file_clock`]): a tree the user made just before the
+    // command is stamped at or before it, one the command made, after. Change times get the
+    // usual second of slack.
+    if st.stx_mask & StatxFlags::BTIME.bits() != 0 {
+        time(st.stx_btime) > since
     } else {
         let slack = since
             .checked_sub(std::time::Duration::from_secs(1))
             .unwrap_or(since);
-        (st.stx_ctime, slack)
-    };
-    let at = std::time::SystemTime::UNIX_EPOCH
-        + std::time::Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), ts.tv_nsec);
-    at >= since
+        time(st.stx_ctime) >= slack
+    }
 }
 
 /// After a command nobody approved: each symlink of `found` it created or changed that leads

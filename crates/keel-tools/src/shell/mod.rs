@@ -11,6 +11,7 @@ mod arith;
 mod dependency_trees;
 pub mod disk;
 pub mod exec;
+mod file_clock;
 pub mod git_programs;
 pub mod harness;
 mod hidden;

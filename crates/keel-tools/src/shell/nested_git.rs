@@ -509,8 +509,13 @@ type Checked = (
 );
 
 impl Watch {
-    /// Before a run of `req`: `None` when it cannot write (read-only) or names no tree.
-    pub(crate) fn before(req: &super::exec::ExecRequest, trees: &[PathBuf]) -> Option<Self> {
+    /// Before a run of `req`, from `since` (a mark of the clock file time stamps come from:
+    /// [`super::file_clock`]): `None` when it cannot write (read-only) or names no tree.
+    pub(crate) fn before(
+        req: &super::exec::ExecRequest,
+        trees: &[PathBuf],
+        since: SystemTime,
+    ) -> Option<Self> {
         use crate::sandbox::{GitProtection, SandboxPolicy};
         if req.policy == SandboxPolicy::ReadOnly {
             return None;
@@ -530,7 +535,7 @@ impl Watch {
         );
         Some(Self {
             root,
-            since: SystemTime::now(),
+            since,
             sealed_top,
             programs,
             confined,
