@@ -273,3 +273,61 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
     }
     assert!(ws.locate_writable("dotfiles/README").is_ok());
 }
+
+/// The workspace repository's own configuration: `actions/checkout` leaves the job's token as
+/// `http.https://github.com/.extraheader`, a token clone leaves it in `remote.origin.url`.
+/// Commands and `read_file` see it without them (red-team pass 10, R10-10).
+#[test]
+fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "config",
+        "--local",
+        "http.https://github.com/.extraheader",
+        "AUTHORIZATION: basic TE9DQUxSRVBPU0VDUkVU",
+    ]);
+    git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://x-access-token:URLSECRET9@github.com/o/r.git",
+    ]);
+    let out = run(
+        &ws,
+        "cat .git/config; git config --local --list; git remote -v",
+    );
+    for secret in ["TE9DQUxSRVBPU0VDUkVU", "URLSECRET9"] {
+        assert!(!out.contains(secret), "{secret} leaked: {out}");
+    }
+    assert!(out.contains("https://github.com/o/r.git"), "{out}");
+    let mut tools = keel_tools::ToolRegistry::new();
+    keel_tools::builtin::register_defaults(&mut tools);
+    let read = home::runtime()
+        .block_on(tools.execute(
+            "read_file",
+            serde_json::json!({"path": ".git/config"}),
+            &keel_tools::ToolContext::new(Workspace::new(&ws).unwrap()),
+        ))
+        .map(|o| o.content)
+        .unwrap_or_else(|e| format!("{e:?}"));
+    for secret in ["TE9DQUxSRVBPU0VDUkVU", "URLSECRET9"] {
+        assert!(!read.contains(secret), "{secret} leaked: {read}");
+    }
+    assert!(read.contains("[remote \"origin\"]"), "{read}");
+    // The file itself is untouched.
+    assert!(
+        std::fs::read_to_string(ws.join(".git/config"))
+            .unwrap()
+            .contains("URLSECRET9")
+    );
+}

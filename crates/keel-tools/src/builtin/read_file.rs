@@ -90,6 +90,14 @@ impl TypedTool for ReadFile {
             }
             let bytes = target.read().map_err(|e| not_readable(&rel, &e))?;
             reads.record(&target.abs(), &bytes);
+            // A repository's git configuration without its credentials (red-team pass 10,
+            // R10-10), as commands see it.
+            if crate::sandbox::git_secrets::is_repository_config(&rel)
+                && let Some(clean) =
+                    crate::sandbox::git_secrets::scrub(&String::from_utf8_lossy(&bytes))
+            {
+                return render(&rel, clean.as_bytes(), &args);
+            }
             render(&rel, &bytes, &args)
         })
         .await

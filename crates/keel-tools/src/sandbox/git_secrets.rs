@@ -35,14 +35,21 @@ const SECRET_KEYS: &[&str] = &[
     "privatetoken",
 ];
 
-/// What a command is shown in place of the user's git configuration files: `(file, copy)` for
-/// each that holds a credential — the copy written into `dir` (the command's private
-/// temporary directory) — and the files to hide whole (unreadable or too large).
-pub(super) fn replacements(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>) {
+/// What a command is shown in place of the user's git configuration files and those of the
+/// `workspace`'s repository: `(file, copy)` for each that holds a credential — the copy
+/// written into `dir` (the command's private temporary directory) — and the files to hide
+/// whole (unreadable or too large).
+pub(super) fn replacements(
+    dir: &Path,
+    workspace: Option<&Path>,
+) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>) {
     let (mut replaced, mut hidden) = (Vec::new(), Vec::new());
-    // The user's files, and the files they include (a token is often kept apart in one).
+    // The user's files, and the files they include (a token is often kept apart in one); the
+    // repository's own (red-team pass 10, R10-10: `actions/checkout` leaves the job's token
+    // as `http.https://github.com/.extraheader` in `.git/config`).
     let mut queue: Vec<(PathBuf, usize)> = super::git_includes::user_config_files()
         .into_iter()
+        .chain(workspace.map(repository_config_files).unwrap_or_default())
         .map(|f| (f, 0))
         .collect();
     let mut seen: Vec<PathBuf> = Vec::new();
@@ -92,8 +99,50 @@ pub(super) fn replacements(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>
     (replaced, hidden)
 }
 
-/// The most configuration files looked at (the user's and what they include).
-const MAX_FILES: usize = 16;
+/// The most configuration files looked at (the user's, the repository's and what they
+/// include).
+const MAX_FILES: usize = 32;
+
+/// The configuration files of the repository at `workspace` (`.git/config`,
+/// `config.worktree`, and its submodules' under `.git/modules`, bounded).
+fn repository_config_files(workspace: &Path) -> Vec<PathBuf> {
+    let git = workspace.join(".git");
+    if !git.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        return Vec::new();
+    }
+    let mut out = vec![git.join("config"), git.join("config.worktree")];
+    let mut stack = vec![(git.join("modules"), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten().take(64) {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || out.len() >= MAX_FILES / 2 {
+                continue;
+            }
+            let path = e.path();
+            if path.join("config").is_file() {
+                out.push(path.join("config"));
+            }
+            if depth < 3 {
+                stack.push((path.join("modules"), depth + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Whether the workspace-relative `rel` names a git configuration file of a repository
+/// (`.git/config`, `.git/config.worktree`, `.git/modules/…/config`): the file tools show it
+/// [`scrub`]bed.
+pub(crate) fn is_repository_config(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let Some(last) = parts.last() else {
+        return false;
+    };
+    (*last == "config" || *last == "config.worktree")
+        && parts[..parts.len() - 1].iter().any(|p| *p == ".git")
+}
 /// How deep includes are followed.
 const MAX_DEPTH: usize = 5;
 
@@ -213,7 +262,7 @@ fn header_len(t: &str) -> Option<usize> {
 }
 
 /// `text` without its credentials; `None` when it holds none.
-pub(super) fn scrub(text: &str) -> Option<String> {
+pub(crate) fn scrub(text: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len());
     let mut changed = false;
     let mut dropping = false;

@@ -47,7 +47,7 @@ pub mod fds;
 mod git_hooks;
 mod git_includes;
 mod git_repos;
-mod git_secrets;
+pub(crate) mod git_secrets;
 mod git_tool_trees;
 pub(crate) use git_includes::hook_tool_config_of;
 pub(crate) use git_tool_trees::{every_dir_configs_by_name, may_be_discovered};
@@ -319,7 +319,7 @@ fn view_for(policy: SandboxPolicy, roots: &WritableRoots, proc_fs: bool) -> moun
     let mut hidden_files = hidden.files;
     let replaced_files = match &roots.private_tmp {
         Some(tmp) => {
-            let (replaced, unreadable) = git_secrets::replacements(tmp);
+            let (replaced, unreadable) = git_secrets::replacements(tmp, roots.workspace.as_deref());
             for f in unreadable {
                 if !hidden_files.contains(&f) {
                     hidden_files.push(f);
