@@ -141,7 +141,7 @@ pub(crate) fn is_repository_config(rel: &str) -> bool {
         return false;
     };
     (*last == "config" || *last == "config.worktree")
-        && parts[..parts.len() - 1].iter().any(|p| *p == ".git")
+        && parts[..parts.len() - 1].contains(&".git")
 }
 /// How deep includes are followed.
 const MAX_DEPTH: usize = 5;
