@@ -140,8 +140,7 @@ pub(crate) fn is_repository_config(rel: &str) -> bool {
     let Some(last) = parts.last() else {
         return false;
     };
-    (*last == "config" || *last == "config.worktree")
-        && parts[..parts.len() - 1].contains(&".git")
+    (*last == "config" || *last == "config.worktree") && parts[..parts.len() - 1].contains(&".git")
 }
 /// How deep includes are followed.
 const MAX_DEPTH: usize = 5;
