@@ -26,6 +26,10 @@ const MAX_LOOK: usize = 2_000;
 pub(crate) struct Before {
     /// (path, key, is a tree of installed code, existed)
     paths: Vec<(PathBuf, String, bool, bool)>,
+    /// For a writer nothing confines (a restore): what each existing path that is not a tree
+    /// looked like ([`fingerprint`]), so that what changed is told by identity, not by times
+    /// — a file the user had edited just before `keel undo` was taken for the restore's.
+    prints: Vec<Option<u64>>,
 }
 
 /// One program path moved out of git's way.
@@ -41,16 +45,25 @@ pub struct Moved {
 }
 
 impl Before {
-    /// Notes the configured program paths of `workspace` and which exist.
-    pub(crate) fn note(workspace: &Path) -> Self {
-        let paths = crate::sandbox::git_config_paths(workspace)
+    /// Notes the configured program paths of `workspace` and which exist; with `prints`
+    /// (a writer nothing confines), what each existing one looks like.
+    pub(crate) fn note(workspace: &Path, prints: bool) -> Self {
+        let paths: Vec<(PathBuf, String, bool, bool)> = crate::sandbox::git_config_paths(workspace)
             .into_iter()
             .map(|p| {
                 let exists = std::fs::symlink_metadata(workspace.join(&p.path)).is_ok();
                 (p.path, p.key, p.tree, exists)
             })
             .collect();
-        Self { paths }
+        let prints = paths
+            .iter()
+            .map(|(p, _, tree, exists)| {
+                (prints && *exists && !tree)
+                    .then(|| fingerprint(&workspace.join(p)))
+                    .flatten()
+            })
+            .collect();
+        Self { paths, prints }
     }
 
     /// The program paths, absolute (beneath `workspace`): the links on the way to them are
@@ -77,13 +90,13 @@ impl Before {
             .into_iter()
             .map(|p| p.path)
             .collect();
-        Self {
-            paths: entries
-                .into_iter()
-                .map(|(p, k, t, e)| (super::pending::bytes_path(&p), k, t, e))
-                .filter(|(p, ..)| listed.contains(p))
-                .collect(),
-        }
+        let paths: Vec<_> = entries
+            .into_iter()
+            .map(|(p, k, t, e)| (super::pending::bytes_path(&p), k, t, e))
+            .filter(|(p, ..)| listed.contains(p))
+            .collect();
+        let prints = vec![None; paths.len()];
+        Self { paths, prints }
     }
 
     /// After a command that started at `since`: moves every configured program path that
@@ -92,20 +105,23 @@ impl Before {
     /// the command created can name more).
     pub(crate) fn after(self, workspace: &Path, since: SystemTime, confined: bool) -> Vec<Moved> {
         let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
-        // (path, key, tree, existed before: `None` when not known before — not protected then)
-        let mut all: Vec<(PathBuf, String, bool, Option<bool>)> = self
+        // (path, key, tree, existed before: `None` when not known before — not protected
+        // then, what it looked like)
+        type Entry = (PathBuf, String, bool, Option<bool>, Option<u64>);
+        let mut all: Vec<Entry> = self
             .paths
             .into_iter()
-            .map(|(p, k, t, e)| (p, k, t, Some(e)))
+            .zip(self.prints.into_iter().chain(std::iter::repeat(None)))
+            .map(|((p, k, t, e), print)| (p, k, t, Some(e), print))
             .collect();
         for p in crate::sandbox::git_config_paths(workspace) {
-            if !all.iter().any(|(q, _, _, _)| *q == p.path) {
-                all.push((p.path, p.key, p.tree, None));
+            if !all.iter().any(|(q, ..)| *q == p.path) {
+                all.push((p.path, p.key, p.tree, None, None));
             }
         }
         all.sort_by(|a, b| a.0.cmp(&b.0));
         let mut out: Vec<Moved> = Vec::new();
-        for (rel, key, tree, existed) in all {
+        for (rel, key, tree, existed, print) in all {
             if out.iter().any(|m| rel.starts_with(&m.moved_from)) {
                 continue;
             }
@@ -118,8 +134,15 @@ impl Before {
                 // A tree of installed code (`node_modules`) is too large to look through after
                 // every command; it was read-only while it ran. Unconfined, nothing was.
                 Some(true) if tree => false,
-                // Mounted read-only while it ran, unless nothing confined it.
-                Some(true) => !confined && changed_below(&abs, since),
+                // Mounted read-only while it ran, unless nothing confined it: then changed
+                // by what it looks like, where that was noted.
+                Some(true) => {
+                    !confined
+                        && match print {
+                            Some(before) => fingerprint(&abs) != Some(before),
+                            None => changed_below(&abs, since),
+                        }
+                }
                 // A path that joined the list during the command was protected by nothing
                 // while it ran, and its age says nothing: a directory the model filled in an
                 // earlier command, moved or linked into place now (`mv x frontend`, with the
@@ -220,6 +243,44 @@ fn changed_since(meta: &std::fs::Metadata, since: SystemTime) -> bool {
 }
 
 /// Whether anything at or below `abs` (two directory levels, bounded) changed since `since`.
+/// What `abs` and the entries below it (two levels, at most [`MAX_LOOK`]) look like: a hash
+/// of each one's name, inode, size, mode and times. `None` when there are more.
+fn fingerprint(abs: &Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut stack = vec![(abs.to_path_buf(), 0usize)];
+    let mut looked = 0usize;
+    while let Some((p, depth)) = stack.pop() {
+        looked += 1;
+        if looked > MAX_LOOK {
+            return None;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        p.hash(&mut h);
+        (
+            meta.ino(),
+            meta.size(),
+            meta.mode(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        )
+            .hash(&mut h);
+        if meta.is_dir()
+            && depth < 2
+            && let Ok(entries) = std::fs::read_dir(&p)
+        {
+            let mut below: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            below.sort();
+            stack.extend(below.into_iter().rev().map(|e| (e, depth + 1)));
+        }
+    }
+    Some(h.finish())
+}
+
 fn changed_below(abs: &Path, since: SystemTime) -> bool {
     let mut stack = vec![(abs.to_path_buf(), 0usize)];
     let mut looked = 0usize;

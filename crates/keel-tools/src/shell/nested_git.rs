@@ -527,7 +527,7 @@ impl Watch {
             .flatten()
             .filter(std::fs::Metadata::is_dir)
             .map(|m| (m.dev(), m.ino()));
-        let programs = super::git_programs::Before::note(&root);
+        let programs = super::git_programs::Before::note(&root, !confined);
         let links = super::store_links::StoreLinks::note(
             &req.roots.for_policy(req.policy),
             &req.roots.hidden,
@@ -703,7 +703,7 @@ impl RestoreWatch {
             root: workspace.to_path_buf(),
             since: SystemTime::now(),
             sealed_top,
-            programs: super::git_programs::Before::note(workspace),
+            programs: super::git_programs::Before::note(workspace, true),
             confined: false,
             approved: false,
             links: super::store_links::StoreLinks::default(),
