@@ -302,11 +302,28 @@ fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
         "origin",
         "https://x-access-token:URLSECRET9@github.com/o/r.git",
     ]);
+    // A nested clone with a token in its remote (R10-25).
+    std::fs::create_dir_all(ws.join("vendor/lib")).unwrap();
+    let nested = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws.join("vendor/lib"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    nested(&["init", "-q"]);
+    nested(&[
+        "remote",
+        "add",
+        "origin",
+        "https://x-access-token:NESTEDSECRET19@github.com/o/lib.git",
+    ]);
     let out = run(
         &ws,
-        "cat .git/config; git config --local --list; git remote -v",
+        "cat .git/config vendor/lib/.git/config; git config --local --list; git remote -v; git -C vendor/lib remote -v",
     );
-    for secret in ["TE9DQUxSRVBPU0VDUkVU", "URLSECRET9"] {
+    for secret in ["TE9DQUxSRVBPU0VDUkVU", "URLSECRET9", "NESTEDSECRET19"] {
         assert!(!out.contains(secret), "{secret} leaked: {out}");
     }
     assert!(out.contains("https://github.com/o/r.git"), "{out}");

@@ -133,6 +133,29 @@ pub fn git_config_paths(workspace: &Path) -> Vec<GitConfigPath> {
     cached(workspace).0
 }
 
+/// The git configuration files of the repositories `workspace` is in or holds (its own, a
+/// linked worktree's common directory, nested repositories', submodules'): each `config` or
+/// `config.worktree` read for [`git_config_paths`] that lies in a git directory.
+pub(super) fn repository_config_files(workspace: &Path) -> Vec<PathBuf> {
+    let _ = cached(workspace);
+    let Ok(cache) = CACHE.lock() else {
+        return Vec::new();
+    };
+    let Some(c) = cache.iter().find(|c| c.workspace == workspace) else {
+        return Vec::new();
+    };
+    c.files
+        .iter()
+        .map(|(f, _)| f)
+        .filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n == "config" || n == "config.worktree")
+                && f.parent().is_some_and(|d| d.join("HEAD").is_file())
+        })
+        .cloned()
+        .collect()
+}
+
 /// [`git_config_paths`], and whether the user's git runs a work-tree program.
 fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool) {
     if let Ok(cache) = CACHE.lock()

@@ -50,6 +50,12 @@ pub(super) fn replacements(
     let mut queue: Vec<(PathBuf, usize)> = super::git_includes::user_config_files()
         .into_iter()
         .chain(workspace.map(repository_config_files).unwrap_or_default())
+        // A linked worktree's common directory, nested repositories, submodules (R10-25).
+        .chain(
+            workspace
+                .map(super::git_includes::repository_config_files)
+                .unwrap_or_default(),
+        )
         .map(|f| (f, 0))
         .collect();
     let mut seen: Vec<PathBuf> = Vec::new();
@@ -81,7 +87,7 @@ pub(super) fn replacements(
             let base = file.parent().unwrap_or(Path::new("/"));
             queue.extend(includes(&text, base).into_iter().map(|f| (f, depth + 1)));
         }
-        for named in credential_files(&text) {
+        for named in credential_files(&text, workspace) {
             if named.is_file() && !hidden.contains(&named) {
                 hidden.push(named);
             }
@@ -189,39 +195,89 @@ fn config_path(value: &str) -> Option<PathBuf> {
     }
 }
 
-/// The files `text` names as credential material: a `store` helper's `--file` (`helper =
-/// store --file ~/.config/mycreds`), `cookieFile`, `sslKey`, and the `-i` key of an
-/// `sshCommand`. Keys on a section's line count as well.
-fn credential_files(text: &str) -> Vec<PathBuf> {
+/// Sections whose values name programs git runs, or files it reads, for ordinary work (a
+/// `diff.external`, a clean/smudge filter, an alias): not credential material.
+const PROGRAM_SECTIONS: &[&str] = &[
+    "filter",
+    "diff",
+    "difftool",
+    "merge",
+    "mergetool",
+    "pager",
+    "alias",
+    "include",
+    "includeif",
+];
+/// Keys (`section.key`) whose file values are not credential material.
+const KEPT_KEYS: &[&str] = &[
+    "core.editor",
+    "core.pager",
+    "core.fsmonitor",
+    "core.hookspath",
+    "core.excludesfile",
+    "core.attributesfile",
+    "core.worktree",
+    "sequence.editor",
+    "commit.template",
+    "init.templatedir",
+    "blame.ignorerevsfile",
+    "gpg.program",
+    "gpg.ssh.program",
+    "gpg.x509.program",
+    "gpg.ssh.allowedsignersfile",
+    "http.sslcainfo",
+    "http.sslcapath",
+    "web.browser",
+];
+/// Where a named file is the system's, not the user's.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/nix", "/snap", "/proc", "/sys",
+    "/dev",
+];
+
+/// The files `text` names that may be credential material, by default: every existing file
+/// a value names (`~/…` or absolute, anywhere in the value: `store --file ~/creds`,
+/// `-oIdentityFile=~/keys/deploy`, `signingKey = ~/keys/git_signing`, `askPass`,
+/// `sslCert`, a custom helper's arguments and the helper itself) outside the system
+/// directories and the `workspace`, unless its key is one git needs for ordinary work
+/// ([`PROGRAM_SECTIONS`], [`KEPT_KEYS`]). A list of credential keys kept missing git's other
+/// ways to name a key (red-team pass 10, R10-2, R10-24). Keys on a section's line count too.
+fn credential_files(text: &str, workspace: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    let mut section = String::new();
     for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[')
+            && let Some(end) = header_len(t)
+        {
+            section = t[1..end - 1]
+                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+        }
         let Some((key, value)) = key_line(line).and_then(|k| k.split_once('=')) else {
             continue;
         };
-        let key = key.trim().to_ascii_lowercase();
-        let value = value.trim().trim_matches('"');
-        let words: Vec<&str> = value.split_whitespace().collect();
-        match key.as_str() {
-            "cookiefile" | "sslkey" => out.extend(config_path(value)),
-            "helper" if words.first() == Some(&"store") => {
-                for (i, w) in words.iter().enumerate() {
-                    if let Some(f) = w.strip_prefix("--file=") {
-                        out.extend(config_path(f));
-                    } else if *w == "--file" {
-                        out.extend(words.get(i + 1).and_then(|f| config_path(f)));
-                    }
-                }
+        let key = format!("{section}.{}", key.trim().to_ascii_lowercase());
+        if PROGRAM_SECTIONS.contains(&section.as_str()) || KEPT_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        for word in value.split_whitespace() {
+            let word = word.trim_matches(|c| c == '"' || c == '\'');
+            let Some(at) = word.find("~/").or_else(|| word.find('/')) else {
+                continue;
+            };
+            let Some(path) = config_path(&word[at..]) else {
+                continue;
+            };
+            if path.is_file()
+                && !SYSTEM_DIRS.iter().any(|d| path.starts_with(d))
+                && !workspace.is_some_and(|w| path.starts_with(w))
+                && !out.contains(&path)
+            {
+                out.push(path);
             }
-            "sshcommand" => {
-                for (i, w) in words.iter().enumerate() {
-                    if *w == "-i" {
-                        out.extend(words.get(i + 1).and_then(|f| config_path(f)));
-                    } else if let Some(f) = w.strip_prefix("-i").filter(|f| !f.is_empty()) {
-                        out.extend(config_path(f));
-                    }
-                }
-            }
-            _ => {}
         }
     }
     out
@@ -399,22 +455,58 @@ mod tests {
 
     #[test]
     fn the_files_the_configuration_names_as_credentials_are_found() {
-        let text = "[credential \"https://bitbucket.org\"]\n\thelper = store --file /srv/creds\n\
-            [credential] helper = store --file=/srv/creds2\n\
-            [credential]\n\thelper = cache --timeout 60\n\
-            [http]\n\tcookieFile = /srv/cookies\n\tsslKey = \"/srv/key.pem\"\n\tsslCert = /srv/cert.pem\n\
-            [core]\n\tsshCommand = ssh -i /srv/id_deploy -o IdentitiesOnly=yes\n\
-            [http] cookieFile = relative/cookies\n";
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        for f in [
+            "creds",
+            "creds2",
+            "cookies",
+            "key.pem",
+            "id_deploy",
+            "id2",
+            "signing",
+            "askpass",
+            "helper",
+            "custom",
+            "difftool",
+            "ws/inside",
+        ] {
+            std::fs::create_dir_all(d.join(f).parent().unwrap()).unwrap();
+            std::fs::write(d.join(f), "x").unwrap();
+        }
+        let d = d.display();
+        let text = format!(
+            "[credential \"https://bitbucket.org\"]\n\thelper = store --file {d}/creds\n\
+            [credential] helper = store --file={d}/creds2\n\
+            [credential \"https://x\"]\n\thelper = {d}/helper --file {d}/custom\n\
+            [http]\n\tcookieFile = {d}/cookies\n\tsslCert = \"{d}/key.pem\"\n\
+            [core]\n\tsshCommand = ssh -i {d}/id_deploy -oIdentityFile={d}/id2\n\
+            \taskPass = {d}/askpass\n\teditor = {d}/askpass\n\
+            [user]\n\tsigningKey = {d}/signing\n\
+            [diff]\n\texternal = {d}/difftool\n\
+            [http] cookieFile = {d}/ws/inside\n\
+            [http] cookieFile = /etc/hostname\n\
+            [http] cookieFile = {d}/missing\n"
+        );
+        let got = credential_files(&text, Some(&dir.path().canonicalize().unwrap().join("ws")));
+        let names: Vec<String> = got
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(
-            credential_files(text),
+            names,
             [
-                "/srv/creds",
-                "/srv/creds2",
-                "/srv/cookies",
-                "/srv/key.pem",
-                "/srv/id_deploy"
+                "creds",
+                "creds2",
+                "helper",
+                "custom",
+                "cookies",
+                "key.pem",
+                "id_deploy",
+                "id2",
+                "askpass",
+                "signing"
             ]
-            .map(PathBuf::from)
         );
     }
 
