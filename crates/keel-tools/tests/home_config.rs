@@ -211,6 +211,7 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
             symlink("../dotfiles/bash", home.join(".config/bash")).unwrap();
             write(&home.join(".profile"), "# profile\n");
             write(&home.join("bin/tool"), "#!/bin/sh\n");
+            std::fs::create_dir_all(home.join("perl5/lib/perl5")).unwrap();
             write(&home.join("notes.txt"), "notes\n");
             // Plain files first, then the dot entries: a listing cut at 20,000 missed them.
             for i in 0..30_000 {
@@ -218,7 +219,7 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
             }
             std::fs::create_dir_all(home.join(".local/lib/python3.11/site-packages")).unwrap();
         },
-        &["go/bin"],
+        &["tools/bin"],
     ) else {
         return;
     };
@@ -227,7 +228,8 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
         "echo evil >> dotfiles/bash/aliases.sh; echo evil > dotfiles/bash/zz.sh; \
          printf '#!/bin/sh\\n' > bin/git; echo evil >> .profile; \
          echo 'import os' > .local/lib/python3.11/site-packages/zz.pth; \
-         mkdir -p go/bin && printf '#!/bin/sh\\n' > go/bin/git; \
+         mkdir -p tools/bin && printf '#!/bin/sh\\n' > tools/bin/git; \
+         printf 'package strict; 1;' > perl5/lib/perl5/strict.pm; \
          echo mine >> notes.txt; echo ok",
     );
     assert!(out.contains("ok"), "the command did not run: {out}");
@@ -249,7 +251,8 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
             .exists(),
         "{out}"
     );
-    assert!(!home.join("go/bin/git").exists(), "{out}");
+    assert!(!home.join("tools/bin/git").exists(), "{out}");
+    assert!(!home.join("perl5/lib/perl5/strict.pm").exists(), "{out}");
     assert!(out.contains("on the user's PATH"), "{out}");
     assert_eq!(
         std::fs::read_to_string(home.join("notes.txt")).unwrap(),
@@ -265,7 +268,12 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
     assert!(!home.join("bin").exists(), "{out}");
     // The file tools refuse the same places.
     let ws = Workspace::new(&home).unwrap();
-    for rel in ["dotfiles/bash/zy.sh", "bin/python3", "go/bin/x"] {
+    for rel in [
+        "dotfiles/bash/zy.sh",
+        "bin/python3",
+        "tools/bin/x",
+        "perl5/lib/perl5/x.pm",
+    ] {
         assert!(
             matches!(ws.locate_writable(rel), Err(PathError::UserConfig { .. })),
             "{rel}"
@@ -347,4 +355,32 @@ fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
             .unwrap()
             .contains("URLSECRET9")
     );
+}
+
+/// A dotfile hard-linked into the workspace (`~/.bashrc` = `~/dotfiles/bashrc`): a mount holds
+/// one name, so a command nobody approved runs read-only, and the file tools refuse the other
+/// name (red-team pass 10, R10-17).
+#[test]
+fn a_hard_linked_dotfile_is_not_written_by_its_other_name() {
+    let Some(home) = home_for(
+        "a_hard_linked_dotfile_is_not_written_by_its_other_name",
+        |home| {
+            write(&home.join("dotfiles/bashrc"), "# mine\n");
+            std::fs::hard_link(home.join("dotfiles/bashrc"), home.join(".bashrc")).unwrap();
+        },
+    ) else {
+        return;
+    };
+    let out = run(&home, "echo evil >> dotfiles/bashrc; echo ok");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# mine\n",
+        "{out}"
+    );
+    assert!(out.contains("hard links"), "{out}");
+    let ws = Workspace::new(&home).unwrap();
+    assert!(matches!(
+        ws.locate_writable("dotfiles/bashrc"),
+        Err(PathError::UserConfig { .. })
+    ));
 }

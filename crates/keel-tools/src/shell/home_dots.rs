@@ -31,6 +31,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The most dot entries mounted read-only for one command (each is a mount); a home with more
@@ -64,9 +65,32 @@ const NOT_WALKED: &[&str] = &[
 ];
 /// Names of directories not looked through anywhere beneath a home's held entries.
 const NOT_WALKED_NAMES: &[&str] = &[".git", "node_modules", "__pycache__", "site-packages"];
-/// Names at the top of a home, other than dot entries, that the user's shell runs programs
-/// from: `~/bin` is on `PATH` by Debian's and Ubuntu's stock `~/.profile` once it exists.
-const CODE_NAMES: &[&str] = &["bin"];
+/// Names at the top of a home, other than dot entries, that the user's shell and tools run
+/// or load code from without any setting: `~/bin` is on `PATH` by Debian's and Ubuntu's stock
+/// `~/.profile` once it exists; `~/perl5` is local::lib's default, `~/go` Go's `GOPATH`
+/// (its `bin`, and the module cache every `go build` compiles), `~/R` R's user library
+/// (red-team pass 10, R10-18).
+const CODE_NAMES: &[&str] = &["bin", "perl5", "go", "R"];
+/// The environment variables (of Keel's own environment) that list directories the user's
+/// tools run or load code from: each one inside a home is held like a dot entry (R10-18:
+/// `PERL5LIB`'s `~/perl5/lib/perl5/strict.pm`).
+const SEARCH_PATHS: &[&str] = &[
+    "PATH",
+    "PERL5LIB",
+    "PERLLIB",
+    "PYTHONPATH",
+    "NODE_PATH",
+    "GOPATH",
+    "GOBIN",
+    "GOMODCACHE",
+    "R_LIBS",
+    "R_LIBS_USER",
+    "GEM_HOME",
+    "GEM_PATH",
+    "CLASSPATH",
+    "LD_LIBRARY_PATH",
+    "MANPATH",
+];
 
 /// The user's homes that `ws` holds: the workspace is the home or lies above it.
 pub(crate) fn homes_in(ws: &Path) -> Vec<PathBuf> {
@@ -107,14 +131,15 @@ fn dot_entries(home: &Path) -> Option<(Entries, bool)> {
     Some((out, complete))
 }
 
-/// The directories of Keel's own `PATH` inside `home`, other than beneath a held entry (those
-/// are held with it): the user's shell runs programs from them, and one that does not exist
-/// yet is on the way as soon as a command makes it.
+/// The directories of Keel's own `PATH` and other search paths ([`SEARCH_PATHS`]) inside
+/// `home`, other than beneath a held entry (those are held with it): the user's shell and
+/// tools run or load code from them, and one that does not exist yet is on the way as soon
+/// as a command makes it.
 fn path_dirs(home: &Path) -> Vec<PathBuf> {
-    let Some(path) = keel_fs::stores::process_env("PATH") else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = std::env::split_paths(&path)
+    let mut out: Vec<PathBuf> = SEARCH_PATHS
+        .iter()
+        .filter_map(|v| keel_fs::stores::process_env(v))
+        .flat_map(|list| std::env::split_paths(&list).collect::<Vec<_>>())
         .filter(|d| d.is_absolute() && d.starts_with(home) && d != home)
         .filter(|d| {
             d.strip_prefix(home)
@@ -247,6 +272,14 @@ pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Result<Held, String> {
             }
             if home == ws && (name == ".git" || name == ".keel") {
                 continue;
+            }
+            // A mount holds one name of a file; another name of it (a hard link, `~/.bashrc`
+            // = `~/dotfiles/bashrc`) would stay writable (R10-17).
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.nlink() > 1) {
+                out.cut = Some(format!(
+                    "`{}` has other names (hard links) that cannot be held read-only",
+                    path.display()
+                ));
             }
             out.paths.push(path);
         }
@@ -504,6 +537,13 @@ pub(crate) fn refused(root: &Path, rels: &[&Path]) -> Option<String> {
         return None;
     }
     let paths: Vec<PathBuf> = rels.iter().map(|r| root.join(r)).collect();
+    // A file with other names (a hard link of `~/.bashrc`) may be one of them (R10-17).
+    if paths
+        .iter()
+        .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.nlink() > 1))
+    {
+        return homes.first().map(|h| h.display().to_string());
+    }
     for home in &homes {
         for path in &paths {
             let Ok(in_home) = path.strip_prefix(home) else {
