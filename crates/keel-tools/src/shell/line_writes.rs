@@ -42,6 +42,16 @@ enum Written {
     },
 }
 
+/// Where a path a line writes lies.
+pub(crate) enum Target {
+    /// In the workspace (relative to its root).
+    Rel(PathBuf),
+    /// Outside it (judged elsewhere).
+    Outside,
+    /// Not known before the line runs.
+    Unknown,
+}
+
 /// A project file a judgement read or looked for.
 #[derive(Debug, Clone)]
 struct Read {
@@ -64,6 +74,9 @@ pub(crate) struct LineWrites {
     /// Existing files the line writes over that no snapshot records, and why
     /// ([`super::unrecorded`]).
     pub(crate) lost: Vec<String>,
+    /// The starting points of the `find` whose `-exec` command is being judged (`None`: one
+    /// not known before it runs): where its `{}` may lead ([`super::unrecorded::FOUND`]).
+    pub(crate) found_roots: Option<Vec<Option<String>>>,
 }
 
 impl LineWrites {
@@ -110,11 +123,51 @@ impl Project {
     /// The line may write `path` (as written, relative to where that part runs); `keeps`:
     /// the write keeps what the file holds (an append, a mode change).
     pub(crate) fn wrote_path(&mut self, path: &str, keeps: bool) {
+        if path == super::unrecorded::FOUND {
+            return self.wrote_found(keeps);
+        }
+        self.wrote(path, keeps, false);
+    }
+
+    /// Logs a write of `path`; `beneath`: it may overwrite any file below it too (a recursive
+    /// copy into it, a `find DIR -exec` writer): [`super::unrecorded`].
+    pub(crate) fn wrote(&mut self, path: &str, keeps: bool, beneath: bool) {
         if super::safety::is_sink(path) {
             return;
         }
+        let rel = match self.target(path) {
+            Target::Rel(rel) => rel,
+            Target::Outside => return,
+            Target::Unknown => return self.wrote_anything(),
+        };
+        let (real, id) = match self.resolve_existing(&rel) {
+            Some((real, id)) => (Some(real), id),
+            None => (None, None),
+        };
+        if let (false, Some(real), Some(info)) = (keeps, &real, &id) {
+            let why = match info.kind {
+                keel_fs::beneath::FileKind::File => self.unrecorded(real, info.len),
+                keel_fs::beneath::FileKind::Dir if beneath => self.unrecorded_beneath(real),
+                _ => None,
+            };
+            if let Some(why) = why.filter(|w| !self.line.lost.contains(w)) {
+                self.line.lost.push(why);
+            }
+        }
+        self.line.log.push(Written::Path { rel, real, id });
+    }
+
+    /// Notes that the line loses `why` (a write it cannot name under an ignored directory).
+    pub(crate) fn lost(&mut self, why: String) {
+        if !self.line.lost.contains(&why) {
+            self.line.lost.push(why);
+        }
+    }
+
+    /// Where `path` (as written, relative to where that part runs) lies.
+    pub(crate) fn target(&self, path: &str) -> Target {
         let Some(cwd) = self.cwd.clone() else {
-            return self.wrote_anything();
+            return Target::Unknown;
         };
         let mut abs = keel_fs::lexical_normalize(&cwd.join(path));
         if !abs.starts_with(&self.root) {
@@ -123,27 +176,18 @@ impl Project {
                 Some(parent) if parent.starts_with(&self.root) => {
                     abs = parent.join(abs.file_name().unwrap_or_default());
                 }
-                Some(_) => return,
-                None if abs.starts_with("/tmp") || abs.starts_with("/var/tmp") => return,
-                None => return self.wrote_anything(),
+                Some(_) => return Target::Outside,
+                None if abs.starts_with("/tmp") || abs.starts_with("/var/tmp") => {
+                    return Target::Outside;
+                }
+                None => return Target::Unknown,
             }
         }
-        let rel = abs
-            .strip_prefix(&self.root)
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        let (real, id) = match self.resolve_existing(&rel) {
-            Some((real, id)) => (Some(real), id),
-            None => (None, None),
-        };
-        if let (false, Some(real), Some(info)) = (keeps, &real, &id)
-            && info.kind == keel_fs::beneath::FileKind::File
-            && let Some(why) = self.unrecorded(real, info.len)
-            && !self.line.lost.contains(&why)
-        {
-            self.line.lost.push(why);
-        }
-        self.line.log.push(Written::Path { rel, real, id });
+        Target::Rel(
+            abs.strip_prefix(&self.root)
+                .map(PathBuf::from)
+                .unwrap_or_default(),
+        )
     }
 
     /// A simple command starts being judged: what it reads is judged after the writes so far.
@@ -320,8 +364,12 @@ impl Analyzer<'_> {
                 self.flag_writes(class, reason, ops);
                 self.keeps_content = keeps;
             }
-            "mv" | "sponge" | "dos2unix" | "unix2dos" => self.flag_writes(class, reason, ops),
+            "mv" | "sponge" | "dos2unix" | "unix2dos" => {
+                self.copies_into(program, ops);
+                self.flag_writes(class, reason, ops)
+            }
             "cp" | "install" | "ln" | "rsync" if !ops.is_empty() => {
+                self.copies_into(program, ops);
                 self.flag_writes(class, reason, &ops[ops.len() - 1..])
             }
             _ => self.flag(class, reason),

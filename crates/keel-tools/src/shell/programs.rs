@@ -109,8 +109,9 @@ pub(crate) fn judge(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             format!("`{program}` applies a patch another command produced; it can revert uncommitted changes"),
         );
     }
-    // What removes data or moves it out of the workspace (R7-14).
+    // What removes data or moves it out of the workspace (R7-14); what a patch changes.
     super::removals::judge(a, program, args, stdin);
+    a.patch_writes(program, args, stdin);
     if is_interpreter(program) {
         return interpreter(a, program, args, stdin);
     }

@@ -45,7 +45,8 @@ pub(crate) fn input_from(node: tree_sitter::Node, src: &str) -> Stdin {
         .map(|d| super::words::resolve(d, src));
     match target {
         Some(w) if w.is("/dev/null") => Stdin::Text(Some(String::new())),
-        _ => Stdin::File,
+        Some(w) => Stdin::File(w.value().map(str::to_string)),
+        None => Stdin::File(None),
     }
 }
 

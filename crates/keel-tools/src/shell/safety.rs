@@ -139,8 +139,8 @@ pub(crate) enum Stdin {
     Pipe,
     /// A here-document or here-string; its text when literal.
     Text(Option<String>),
-    /// A file.
-    File,
+    /// A file (its path when literal: a patch `patch` reads).
+    File(Option<String>),
 }
 
 pub(crate) struct Analyzer<'s> {

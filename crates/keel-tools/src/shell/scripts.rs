@@ -52,6 +52,7 @@ use SafetyClass::{Destructive, Network, Unknown, WritesWorkspace};
 
 pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
     let mut scripts: Vec<&Word> = Vec::new();
+    let mut files: Vec<Word> = Vec::new();
     let mut explicit_script = false;
     let mut operands = 0;
     let mut i = 0;
@@ -69,6 +70,8 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
                     Unknown,
                     format!("the sed script `{}` is not known", w.source),
                 );
+            } else {
+                files.push(w.clone());
             }
             operands += 1;
             i += 1;
@@ -139,6 +142,8 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
         } else {
             if !explicit_script && operands == 0 {
                 scripts.push(w);
+            } else {
+                files.push(w.clone());
             }
             operands += 1;
         }
@@ -166,6 +171,12 @@ pub(crate) fn sed(a: &mut Analyzer, args: &[Word]) {
             Destructive,
             "`sed -i` with a script deleting every line empties the files".into(),
         );
+    }
+    if in_place {
+        // Each file is rewritten: one no snapshot records is lost (R7-14's rest).
+        let keeps = std::mem::replace(&mut a.keeps_content, false);
+        a.log_writes(&files);
+        a.keeps_content = keeps;
     }
     if in_place && quiet(args) {
         // In place, `-n` keeps only what the script prints (R7-14).

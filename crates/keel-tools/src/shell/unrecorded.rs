@@ -17,6 +17,14 @@
 //! output), while the judgement already sees each named write; what it cannot name is
 //! `unknown` and asked anyway.
 //!
+//! Writers that reach files they do not name count the same (red-team pass 8, R7-14's rest):
+//! `sed -i` on its operands, a copy into a directory (`cp -r src data` writes `data/src/…`:
+//! every file below it is checked), a `find DIR -exec cp … {}` writer (every file below each
+//! starting point), `patch` and `git apply` (the files the patch names, read from it; a
+//! patch Keel cannot read may write anything). A writer whose targets cannot be named —
+//! the `find` starts somewhere not known, more files below than Keel looks at — is taken to
+//! reach an unrecorded file when one might be there.
+//!
 //! "Ignored" is the repository's own rules as Keel's snapshot git reads them: `.gitignore`
 //! files from the workspace root down and `.git/info/exclude` (the snapshot's git reads no
 //! global configuration, so no `core.excludesFile`). A force-added tracked file under an
@@ -27,12 +35,25 @@ use std::path::{Path, PathBuf};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
+use super::options::positionals;
 use super::project::Project;
+use super::safety::Stdin;
+use super::words::Word;
 
 /// The largest ignored file a snapshot records (`keel-snapshot`'s `IGNORED_MAX_BYTES`).
 pub(crate) const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
 /// The longest ignore file read.
 const IGNORE_FILE_LIMIT: u64 = 256 * 1024;
+/// The most entries looked at below a directory a writer reaches as a whole.
+const MAX_BENEATH: usize = 20_000;
+/// The longest patch read for the files it names.
+const PATCH_LIMIT: u64 = 4 * 1024 * 1024;
+/// The most files taken from one patch.
+const MAX_PATCH_FILES: usize = 256;
+
+/// What `find -exec`'s `{}` stands for while its command is judged: a file below one of the
+/// starting points ([`super::line_writes::LineWrites::found_roots`]).
+pub(crate) const FOUND: &str = "./\u{1}found-by-find";
 
 impl Project {
     /// Why no snapshot records the workspace file `rel` (a regular file of `len` bytes), or
@@ -63,6 +84,90 @@ impl Project {
             });
         }
         None
+    }
+
+    /// Why some file below the workspace directory `rel` is one no snapshot records (the
+    /// first met), or `None` when none is; looked at without following links, at most
+    /// [`MAX_BENEATH`] entries (past that: "not known", which counts as lost).
+    pub(crate) fn unrecorded_beneath(&mut self, rel: &Path) -> Option<String> {
+        let mut stack = vec![rel.to_path_buf()];
+        let mut seen = 0usize;
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(self.root.join(&dir)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                seen += 1;
+                if seen > MAX_BENEATH {
+                    return Some(format!(
+                        "the files below `{}/` (more than {MAX_BENEATH}: Keel did not look at them all, and ignored ones may be among them)",
+                        rel.display()
+                    ));
+                }
+                let name = e.file_name();
+                if name == ".git" || name == ".keel" {
+                    continue;
+                }
+                let Ok(kind) = e.file_type() else { continue };
+                let child = dir.join(&name);
+                if kind.is_dir() {
+                    stack.push(child);
+                } else if kind.is_file() {
+                    let len = e.metadata().map_or(0, |m| m.len());
+                    if let Some(why) = self.unrecorded(&child, len) {
+                        return Some(format!("{why} (reached through `{}/`)", rel.display()));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// `find -exec`'s `{}` written ([`FOUND`]): every file below each starting point.
+    pub(crate) fn wrote_found(&mut self, keeps: bool) {
+        let roots = self.line.found_roots.clone().unwrap_or_default();
+        if keeps {
+            return self.wrote_anything();
+        }
+        for root in roots {
+            match root {
+                Some(r) => self.wrote(&r, false, true),
+                None => {
+                    self.lost(
+                        "the files a `find` starting somewhere not known before it runs finds"
+                            .into(),
+                    );
+                    self.wrote_anything();
+                }
+            }
+        }
+    }
+
+    /// Whether `path` (as written) is an existing directory of the workspace.
+    fn is_dir(&self, path: &str) -> bool {
+        match self.target(path) {
+            super::line_writes::Target::Rel(rel) => self
+                .resolve_existing(&rel)
+                .and_then(|(_, info)| info)
+                .is_some_and(|i| i.kind == keel_fs::beneath::FileKind::Dir),
+            _ => false,
+        }
+    }
+
+    /// Reads the patch `path` (as written; in the workspace or the user's own file).
+    fn read_patch(&self, path: &str) -> Option<String> {
+        match self.target(path) {
+            super::line_writes::Target::Rel(rel) => self
+                .read_quietly(&rel, PATCH_LIMIT)
+                .map(|b| String::from_utf8_lossy(&b).into_owned()),
+            super::line_writes::Target::Outside => {
+                let abs = self.cwd.as_ref()?.join(path);
+                keel_fs::project::read_user_file(&abs, PATCH_LIMIT)
+                    .ok()
+                    .flatten()
+            }
+            super::line_writes::Target::Unknown => None,
+        }
     }
 
     /// Whether `path` (in the workspace directory `parent`) is ignored: the `.gitignore`
@@ -105,6 +210,237 @@ impl Project {
         }
         self.ignores.get(dir).and_then(Option::as_ref)
     }
+}
+
+impl super::safety::Analyzer<'_> {
+    /// A copy or move of `ops` (the last one the destination) into an existing directory
+    /// writes `DEST/<name of each source>`, and a recursive copy everything below it
+    /// (`cp -r src data` over an ignored `data/src/app.py`): those are checked too.
+    pub(crate) fn copies_into(&mut self, program: &str, ops: &[Word]) {
+        let Some(p) = self.project.as_mut() else {
+            return;
+        };
+        let Some((dest, sources)) = ops.split_last() else {
+            return;
+        };
+        let Some(dest) = dest.value().filter(|d| p.is_dir(d)) else {
+            return;
+        };
+        for src in sources {
+            let Some(v) = src.value() else { continue };
+            // `rsync src/ dst`: the source's contents go into the destination itself.
+            let into = if program == "rsync" && v.ends_with('/') {
+                dest.to_string()
+            } else {
+                let name = Path::new(v.trim_end_matches('/'))
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned());
+                let Some(name) = name else { continue };
+                format!("{}/{name}", dest.trim_end_matches('/'))
+            };
+            p.wrote(&into, false, true);
+        }
+    }
+
+    /// The files `patch` or `git apply` (`program args`, input `stdin`) changes, from the
+    /// patch when it can be read: each existing one is a write over it. A patch that cannot
+    /// be read may name any file.
+    pub(crate) fn patch_writes(&mut self, program: &str, args: &[Word], stdin: &Stdin) {
+        if self.project.is_none() {
+            return;
+        }
+        let values = |w: &Word| w.value().map(str::to_string);
+        let words: Vec<Option<String>> = args.iter().map(values).collect();
+        let has = |names: &[&str]| words.iter().flatten().any(|w| names.contains(&w.as_str()));
+        if has(&[
+            "--check",
+            "--stat",
+            "--numstat",
+            "--summary",
+            "--dry-run",
+            "--help",
+            "--cached",
+        ]) {
+            return;
+        }
+        let (args, git) = if program == "git" {
+            match words.iter().position(|w| w.as_deref() == Some("apply")) {
+                Some(i) => (&args[i + 1..], true),
+                None => return,
+            }
+        } else if program == "patch" {
+            (args, false)
+        } else {
+            return;
+        };
+        let with_value: &[&str] = if git {
+            &["-C", "--exclude", "--include", "--directory", "-p"]
+        } else {
+            &[
+                "-i",
+                "--input",
+                "-o",
+                "--output",
+                "-p",
+                "--strip",
+                "-d",
+                "--directory",
+                "-D",
+                "--ifdef",
+                "-r",
+                "--reject-file",
+                "-B",
+                "--prefix",
+                "-Y",
+                "--basename-prefix",
+                "-z",
+                "--suffix",
+                "-F",
+                "--fuzz",
+                "-V",
+                "--version-control",
+                "-g",
+                "--get",
+            ]
+        };
+        let ops = positionals(args, with_value);
+        let option = |short: &str, long: &str| -> Option<Option<String>> {
+            for (i, w) in args.iter().enumerate() {
+                let Some(v) = w.value() else { continue };
+                if v == short || v == long {
+                    return Some(args.get(i + 1).and_then(Word::value).map(str::to_string));
+                }
+                if let Some(rest) = v.strip_prefix(&format!("{long}=")) {
+                    return Some(Some(rest.to_string()));
+                }
+                if !short.is_empty()
+                    && v.len() > short.len()
+                    && v.starts_with(short)
+                    && !v.starts_with("--")
+                {
+                    return Some(Some(v[short.len()..].to_string()));
+                }
+            }
+            None
+        };
+        if !git && option("-o", "--output").is_some() {
+            // The output file is written instead (judged as a write target elsewhere).
+            return;
+        }
+        let strip: Option<usize> = match option("-p", if git { "" } else { "--strip" }) {
+            Some(Some(n)) => n.parse().ok(),
+            Some(None) => None,
+            None => git.then_some(1),
+        };
+        let dir = option(if git { "" } else { "-d" }, "--directory").flatten();
+        let mut patches: Vec<PatchFrom> = Vec::new();
+        if !git && let Some(first) = ops.first() {
+            // `patch FILE [PATCH]`: FILE is what it changes.
+            let keeps = std::mem::replace(&mut self.keeps_content, false);
+            self.log_writes(std::slice::from_ref(*first));
+            self.keeps_content = keeps;
+            return;
+        }
+        if git {
+            patches.extend(ops.iter().map(|w| PatchFrom::file(w.value())));
+        } else if let Some(i) = option("-i", "--input") {
+            patches.push(PatchFrom::file(i.as_deref()));
+        }
+        if patches.is_empty() {
+            patches.push(match stdin {
+                Stdin::File(f) => PatchFrom::file(f.as_deref()),
+                Stdin::Text(Some(t)) => PatchFrom::Text(t.clone()),
+                _ => PatchFrom::Unknown,
+            });
+        }
+        let Some(p) = self.project.as_mut() else {
+            return;
+        };
+        for patch in patches {
+            let text = match &patch {
+                PatchFrom::Text(t) => Some(t.clone()),
+                PatchFrom::Path(path) => p.read_patch(path),
+                PatchFrom::Unknown => None,
+            };
+            let Some(text) = text else {
+                p.lost(format!(
+                    "the files the patch {} names (Keel could not read it)",
+                    match &patch {
+                        PatchFrom::Path(f) => format!("`{f}`"),
+                        _ => "on its input".to_string(),
+                    }
+                ));
+                p.wrote_anything();
+                continue;
+            };
+            for name in patched_files(&text) {
+                let parts: Vec<&str> = name.split('/').filter(|c| !c.is_empty()).collect();
+                let mut candidates: Vec<String> = match strip {
+                    Some(n) => vec![parts.get(n..).unwrap_or(&[]).join("/")],
+                    // GNU patch without `-p`: the name as given, or its last component.
+                    None => vec![
+                        parts.join("/"),
+                        parts.get(1..).unwrap_or(&[]).join("/"),
+                        parts.last().map_or(String::new(), |l| l.to_string()),
+                    ],
+                };
+                candidates.retain(|c| !c.is_empty());
+                candidates.dedup();
+                for c in candidates {
+                    let c = match &dir {
+                        Some(d) => format!("{}/{c}", d.trim_end_matches('/')),
+                        None => c,
+                    };
+                    p.wrote(&c, false, false);
+                }
+            }
+        }
+    }
+}
+
+/// Where a patch comes from.
+enum PatchFrom {
+    /// A file (as written).
+    Path(String),
+    /// A here-document or here-string.
+    Text(String),
+    /// Not known before the line runs.
+    Unknown,
+}
+
+impl PatchFrom {
+    fn file(path: Option<&str>) -> Self {
+        path.map_or(Self::Unknown, |p| Self::Path(p.to_string()))
+    }
+}
+
+/// The file names a unified or git patch names (`--- a/x`, `+++ b/x`, `diff --git a/x b/x`),
+/// at most [`MAX_PATCH_FILES`].
+fn patched_files(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let names: Vec<&str> = if let Some(rest) = line.strip_prefix("diff --git ") {
+            rest.split_whitespace().collect()
+        } else if let Some(rest) = line
+            .strip_prefix("--- ")
+            .or_else(|| line.strip_prefix("+++ "))
+            .or_else(|| line.strip_prefix("*** "))
+        {
+            rest.split('\t').next().into_iter().map(str::trim).collect()
+        } else {
+            continue;
+        };
+        for n in names {
+            let n = n.trim_matches('"');
+            if n != "/dev/null" && !n.is_empty() && !out.iter().any(|o| o == n) {
+                out.push(n.to_string());
+            }
+        }
+        if out.len() >= MAX_PATCH_FILES {
+            break;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -162,6 +498,69 @@ mod tests {
                 "{cmd}: {:?}",
                 a.reasons
             );
+        }
+    }
+
+    /// Red-team pass 8/9, R7-14's rest: writers that reach an unrecorded file without naming
+    /// it as their last operand ran unasked and overwrote the only copy.
+    #[test]
+    fn every_writer_that_reaches_an_unrecorded_file_is_asked_about() {
+        let ws = workspace();
+        let ws = ws.path();
+        let w = |p: &str, text: &str| {
+            let path = ws.join(p);
+            std::fs::create_dir_all(path.parent().unwrap_or(ws)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+        };
+        w("src/app.py", "print(1)\n");
+        w("data/src/app.py", "model\n");
+        w("data/README.md", "old\n");
+        w(
+            "p.diff",
+            "--- a/data/r.csv\n+++ b/data/r.csv\n@@ -1,2 +1,2 @@\n-a,b\n+x,y\n 1,2\n",
+        );
+        w(
+            "q.diff",
+            "diff --git a/src/notes.txt b/src/notes.txt\n--- a/src/notes.txt\n+++ b/src/notes.txt\n@@ -1 +1 @@\n-notes\n+n\n",
+        );
+        let mut wrong = Vec::new();
+        for cmd in [
+            "sed -i 's/.*/x/' data/r.csv",
+            "sed -i -e s/a/b/ data/r.csv",
+            "sed --in-place=.bak -e s/a/b/ src/notes.txt data/sub/s.csv",
+            "cp -r src data",
+            "cp README.md data",
+            "rsync -a src/ data/src",
+            "find data -type f -exec cp README.md {} \\;",
+            "find . -name '*.csv' -exec sed -i s/a/b/ {} +",
+            "find $D -type f -exec cp README.md {} \\;",
+            "patch data/r.csv < p.diff",
+            "patch -p1 < p.diff",
+            "patch -p1 -i p.diff",
+            "git apply --unsafe-paths p.diff",
+            "git apply p.diff",
+            "git apply < /nonexistent/x.diff",
+        ] {
+            let a = CommandSafety::new().classify_in_project(cmd, ws);
+            if a.class != SafetyClass::Destructive
+                || !a.reasons.iter().any(|r| r.contains("no snapshot"))
+            {
+                wrong.push(format!("{cmd}: {:?} {:?}", a.class, a.reasons));
+            }
+        }
+        assert!(wrong.is_empty(), "not asked:\n{}", wrong.join("\n"));
+        // Writers that reach only recorded files stay writes.
+        for cmd in [
+            "sed -i s/a/b/ src/notes.txt",
+            "cp -r src lib",
+            "find src -type f -exec sed -i s/a/b/ {} +",
+            "find data -type f -exec chmod 600 {} +",
+            "git apply q.diff",
+            "patch -p1 < q.diff",
+            "git apply --check p.diff",
+        ] {
+            let a = CommandSafety::new().classify_in_project(cmd, ws);
+            assert_ne!(a.class, SafetyClass::Destructive, "{cmd}: {:?}", a.reasons);
         }
     }
 

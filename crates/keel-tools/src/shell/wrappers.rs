@@ -214,6 +214,19 @@ pub(crate) fn xargs(a: &mut Analyzer, args: &[Word]) {
 }
 
 pub(crate) fn find(a: &mut Analyzer, args: &[Word]) {
+    // The starting points: the operands before the expression (`.` when none); what `{}`
+    // may be in an `-exec` command ([`super::unrecorded::FOUND`]).
+    let mut roots: Vec<Option<String>> = args
+        .iter()
+        .take_while(|w| {
+            w.value()
+                .is_none_or(|v| !(v.starts_with('-') || matches!(v, "(" | ")" | "!" | ",")))
+        })
+        .map(|w| w.value().map(str::to_string))
+        .collect();
+    if roots.is_empty() {
+        roots.push(Some(".".to_string()));
+    }
     let mut i = 0;
     while let Some(w) = args.get(i) {
         match w.value() {
@@ -226,7 +239,7 @@ pub(crate) fn find(a: &mut Analyzer, args: &[Word]) {
                         break;
                     }
                     cmd.push(if w.is("{}") {
-                        Word::lit("./found")
+                        Word::lit(super::unrecorded::FOUND)
                     } else {
                         w.clone()
                     });
@@ -235,7 +248,14 @@ pub(crate) fn find(a: &mut Analyzer, args: &[Word]) {
                 if cmd.is_empty() {
                     a.flag(Unknown, format!("`find {op}` without a command"));
                 } else {
+                    let outer = a
+                        .project
+                        .as_mut()
+                        .map(|p| p.line.found_roots.replace(roots.clone()));
                     a.simple_command(&cmd, &Stdin::Inherited);
+                    if let (Some(p), Some(outer)) = (a.project.as_mut(), outer) {
+                        p.line.found_roots = outer;
+                    }
                 }
             }
             Some(op @ ("-fls" | "-fprint" | "-fprint0" | "-fprintf")) => {
@@ -324,7 +344,7 @@ pub(crate) fn shell(a: &mut Analyzer, program: &str, args: &[Word], stdin: &Stdi
             a.script(&code);
         }
         Stdin::Pipe => a.flag(Unknown, format!("code is piped into `{program}`")),
-        Stdin::Text(None) | Stdin::File => a.flag(
+        Stdin::Text(None) | Stdin::File(_) => a.flag(
             Unknown,
             format!("`{program}` runs code from its input, which is not known"),
         ),
