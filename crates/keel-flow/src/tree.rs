@@ -230,7 +230,8 @@ pub fn apply(root: &Path, changes: &Changes, source: Option<&Path>) -> Result<()
                     Err(
                         e @ (PathError::Protected(_)
                         | PathError::GitRuns { .. }
-                        | PathError::DependencyTree { .. }),
+                        | PathError::DependencyTree { .. }
+                        | PathError::GitReachUnknown { .. }),
                     ) => {
                         return Err(format!("refusing to delete `{path}`: {e}"));
                     }

@@ -40,6 +40,8 @@ pub enum PathError {
         named: String,
         key: String,
     },
+    #[error("`{path}` is not written by the file tools: {reason}")]
+    GitReachUnknown { path: String, reason: String },
     #[error(
         "`{path}` is read-only to the agent: it lies in installed dependencies or build output \
          (`{tree}`), code the user's own tools (`npm test`, `python`, `cargo test`) run later without it showing in any \
@@ -339,6 +341,14 @@ impl Workspace {
                 path: rel.to_string(),
                 named: named.path.display().to_string(),
                 key: named.key,
+            });
+        }
+        // Past the bound of the search for repositories below the workspace, any file may
+        // be one a repository's git runs (red-team pass 9, R9-3).
+        if let Some(reason) = crate::sandbox::search_cut(&self.root) {
+            return Err(PathError::GitReachUnknown {
+                path: rel.to_string(),
+                reason,
             });
         }
         let glob = looks_like_glob(rel);

@@ -208,3 +208,52 @@ async fn nested_repositories(ws: &Path) {
 }
 
 nobody::user_and_nobody!(async nested_repositories: every_repository_in_the_workspace_keeps_its_hooks, every_repository_in_the_workspace_keeps_its_hooks_as_nobody);
+
+/// Red-team pass 9, R9-3: the search for repositories below the workspace has a bound, and
+/// past it (decoy repositories sorted first) a vendored clone's `core.hooksPath` went unread:
+/// `create_file vendor/lib/hooks/pre-commit` was written and a command planted it, and the
+/// user's `git commit` there ran it. A cut search now means "not known": the file tools
+/// refuse, and a command nobody approved runs read-only and is told why.
+async fn past_the_search_bound(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let canary = ws.parent().unwrap().join("outside-canary");
+    let lib = ws.join("vendor/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    assert!(git(&lib, &["init", "-q"]).status.success());
+    assert!(
+        git(&lib, &["config", "core.hooksPath", "hooks"])
+            .status
+            .success()
+    );
+    write(&lib, "README.md", "hi\n", false);
+    assert!(git(&lib, &["add", "README.md"]).status.success());
+    assert!(git(&lib, &["commit", "-q", "-m", "first"]).status.success());
+    // More decoy repositories than Keel reads, sorted before `vendor`.
+    for i in 0..130 {
+        std::fs::create_dir_all(ws.join(format!("d{i:03}/.git"))).unwrap();
+    }
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let tools = tools();
+    refused(&tools, &ctx, "vendor/lib/hooks/pre-commit").await;
+    let c = canary.display();
+    let cmd = format!(
+        "mkdir -p vendor/lib/hooks && printf '#!/bin/sh\\necho RAN >> {c}\\n' > vendor/lib/hooks/pre-commit && chmod +x vendor/lib/hooks/pre-commit; echo done"
+    );
+    let out = tools
+        .execute("run_command", json!({"command": cmd}), &ctx)
+        .await;
+    let text = format!("{out:?}");
+    assert!(text.contains("git repositories below its top"), "{text}");
+    let _ = git(&lib, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    assert!(
+        !canary.exists(),
+        "ran at the user's git commit: {:?}",
+        std::fs::read_to_string(&canary)
+    );
+}
+
+nobody::user_and_nobody!(async past_the_search_bound: a_cut_search_for_repositories_fails_closed, a_cut_search_for_repositories_fails_closed_as_nobody);

@@ -54,7 +54,7 @@ pub fn git_included_files(workspace: &Path) -> Vec<PathBuf> {
 /// before writing, and quarantine one a write made so; the command runner looks for them
 /// after every command ([`crate::shell::nested_git`]).
 pub fn git_config_path_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath> {
-    let (paths, runs_programs) = cached(workspace);
+    let (paths, runs_programs, _) = cached(workspace);
     if let Some(p) = paths.into_iter().find(|p| rel.starts_with(&p.path)) {
         return Some(p);
     }
@@ -68,7 +68,7 @@ pub fn git_config_path_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath>
 /// that looks in every directory would read it, while the user's git runs a work-tree program
 /// ([`git_config_path_of`]'s second half): what the runner's walk after a command checks.
 pub(crate) fn hook_tool_config_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath> {
-    let (paths, runs_programs) = cached(workspace);
+    let (paths, runs_programs, _) = cached(workspace);
     if !runs_programs || paths.iter().any(|p| rel.starts_with(&p.path)) {
         return None;
     }
@@ -112,6 +112,8 @@ struct Cached {
     runs_programs: bool,
     /// Read too soon after a change to be kept ([`recent`]).
     racy: bool,
+    /// The search for repositories below the workspace stopped at a bound.
+    cut: bool,
 }
 
 static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
@@ -156,17 +158,37 @@ pub(super) fn repository_config_files(workspace: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// [`git_config_paths`], and whether the user's git runs a work-tree program.
-fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool) {
+/// Why [`git_config_paths`] may not name everything the user's git runs in `workspace`: the
+/// search for the repositories below it stopped at a bound (more directories or repositories
+/// than Keel looks through; red-team pass 9, R9-3). `None`: the list is whole. The file tools
+/// then refuse to write, and commands nobody approved run with the workspace read-only — a
+/// cut search never means "no more repositories".
+pub fn search_cut(workspace: &Path) -> Option<String> {
+    cached(workspace).2.then(|| {
+        format!(
+            "this workspace holds more than {} directories or {} git repositories below its \
+             top, more than Keel looks through for the hooks and programs each repository's git \
+             runs (a vendored clone's `core.hooksPath`); so the agent does not change files \
+             here, and commands nobody approved run read-only. Ask the user to approve commands \
+             that must write, or to open Keel on a smaller directory (or remove stray copies)",
+            super::git_repos::MAX_NESTED_DIRS,
+            super::git_repos::MAX_NESTED
+        )
+    })
+}
+
+/// [`git_config_paths`], whether the user's git runs a work-tree program, and whether the
+/// search for repositories was cut.
+fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool, bool) {
     if let Ok(cache) = CACHE.lock()
         && let Some(c) = cache.iter().find(|c| c.workspace == workspace)
         && !c.racy
         && c.files.iter().all(|(f, s)| stamp(f) == *s)
         && c.gits.iter().all(|(f, s)| identity(f) == *s)
     {
-        return (c.paths.clone(), c.runs_programs);
+        return (c.paths.clone(), c.runs_programs, c.cut);
     }
-    let (files, gits, paths, runs_programs) = read_paths(workspace, &user_config_files());
+    let (files, gits, paths, runs_programs, cut) = read_paths(workspace, &user_config_files());
     // A file changed within the last seconds may change again within the same timestamp
     // tick, unseen (git's "racily clean" entries): such an answer is not kept.
     let racy = files.iter().any(|(_, s)| s.is_some_and(recent));
@@ -182,9 +204,10 @@ fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool) {
             paths: paths.clone(),
             runs_programs,
             racy,
+            cut,
         });
     }
-    (paths, runs_programs)
+    (paths, runs_programs, cut)
 }
 
 /// The user's and the system's git configuration files, as the user's git finds them.
@@ -362,10 +385,11 @@ fn read_paths(
     Vec<(PathBuf, Option<(u64, u64)>)>,
     Vec<GitConfigPath>,
     bool,
+    bool,
 ) {
     let mut gits = Vec::new();
     let Ok(ws) = workspace.canonicalize() else {
-        return (Vec::new(), gits, Vec::new(), false);
+        return (Vec::new(), gits, Vec::new(), false, false);
     };
     // The repository holding the workspace: every `.git` looked for is stamped, so one
     // appearing (or going) is seen.
@@ -398,7 +422,7 @@ fn read_paths(
     }
     // The repositories below it, each with its own hooks and configuration (R7-20).
     let mut nested_gits = Vec::new();
-    let (nested, _cut) = super::git_repos::nested_repositories(&ws, &mut nested_gits);
+    let (nested, cut) = super::git_repos::nested_repositories(&ws, &mut nested_gits);
     gits.extend(nested_gits.into_iter().map(|g| {
         let s = identity(&g);
         (g, s)
@@ -408,7 +432,7 @@ fn read_paths(
     }
     let mut found = r.found;
     found.sort_by(|a, b| a.path.cmp(&b.path));
-    (r.files, gits, found, runs_programs)
+    (r.files, gits, found, runs_programs, cut)
 }
 
 /// The words of a program-naming value that are paths (hold a `/`): `python3

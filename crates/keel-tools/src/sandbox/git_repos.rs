@@ -15,18 +15,23 @@ use super::git_includes::{Reader, path_words};
 const MAX_DEPTH: usize = 10;
 /// The most config files read per repository.
 const MAX_FILES: usize = 32;
-/// The most directories looked through for repositories below the workspace's top.
-pub(super) const MAX_NESTED_DIRS: usize = 20_000;
+/// The most directories looked through for repositories below the workspace's top (as many
+/// as the dependency-tree discovery reads). Past it, or past [`MAX_NESTED`], the list is not
+/// whole, and that is never silent (red-team pass 9, R9-3: 20,001 padding directories or 64
+/// decoy repositories hid a vendored clone's `core.hooksPath`):
+/// [`super::git_includes::search_cut`] makes the file tools refuse and commands nobody
+/// approved run read-only.
+pub(super) const MAX_NESTED_DIRS: usize = 100_000;
 /// The most repositories below the top read.
-const MAX_NESTED: usize = 64;
+pub(super) const MAX_NESTED: usize = 128;
 /// Directories not looked into for repositories: git's own, and installed dependency trees
 /// and build output (a hook of theirs is not the user's repository).
-const NOT_SEARCHED: &[&str] = &[".git", "node_modules", "target", ".venv", "venv"];
+const NOT_SEARCHED: &[&str] = &[".git", ".keel", "node_modules", "target", ".venv", "venv"];
 
 /// The repositories below `ws` (not the one holding it): each directory holding a `.git`
 /// that is a work tree's own; the `.git` entries looked at are pushed to `gits` (their
 /// identity tells the cache when one goes or is replaced). The second value: the search
-/// stopped at [`MAX_NESTED_DIRS`] before the end.
+/// stopped at [`MAX_NESTED_DIRS`] or [`MAX_NESTED`] before the end.
 pub(super) fn nested_repositories(
     ws: &Path,
     gits: &mut Vec<PathBuf>,
@@ -56,7 +61,9 @@ pub(super) fn nested_repositories(
                 }
                 continue;
             }
-            if NOT_SEARCHED.iter().any(|n| name == *n) {
+            if NOT_SEARCHED.iter().any(|n| name == *n)
+                || name.to_string_lossy().contains(".quarantined-by-keel")
+            {
                 continue;
             }
             if e.file_type().is_ok_and(|t| t.is_dir()) {

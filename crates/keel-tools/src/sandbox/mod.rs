@@ -71,7 +71,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 pub use describe::{describe_enforcement, describe_support};
-pub use git_includes::{GitConfigPath, git_config_path_of, git_config_paths, git_included_files};
+pub use git_includes::{
+    GitConfigPath, git_config_path_of, git_config_paths, git_included_files, search_cut,
+};
 pub(crate) use helper::spawn_watchdog;
 pub use helper::{
     HELPER_ARG, HELPER_BIN, HELPER_ENV, POLICY_ENV, helper_main, use_current_exe_as_helper,

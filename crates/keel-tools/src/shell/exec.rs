@@ -523,6 +523,14 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
         req.policy = SandboxPolicy::ReadOnly;
         trees_note = Some(super::dependency_trees::incomplete_note());
     }
+    // Likewise when the search for the repositories below the workspace (whose hooks and
+    // configured programs the user's git runs) stopped at its bound (red-team pass 9, R9-3).
+    if let Some(ws) = unapproved_workspace(&req)
+        && let Some(why) = sandbox::search_cut(ws)
+    {
+        req.policy = SandboxPolicy::ReadOnly;
+        trees_note = Some(format!("keel: {why}."));
+    }
     // So is the user's own configuration at the top of a home the workspace holds, with its
     // caches moved to the command's private temporary directory ([`super::home_dots`]).
     let home_dots = unapproved_workspace(&req).and_then(super::home_dots::Before::note);
