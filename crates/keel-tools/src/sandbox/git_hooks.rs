@@ -113,16 +113,50 @@ pub(super) fn read_hooks(r: &mut Reader, dir: &Path) -> usize {
                 r.add(&abs, &key);
             }
         }
+        // Relative paths from the top, and from each directory the hook changes into.
+        let mut bases = vec![top.clone()];
+        for d in &words.cd_dirs {
+            if let Some(abs) = Reader::resolve(&top, d)
+                && abs.starts_with(&top)
+                && !bases.contains(&abs)
+            {
+                bases.push(abs);
+            }
+        }
         for word in &words.paths {
             let word = strip_top_variable(word);
-            if let Some(abs) = Reader::resolve(&top, word) {
+            for (b, base) in bases.iter().enumerate() {
+                // Absolute and top-variable forms once.
+                if b > 0 && (word.starts_with('/') || word.starts_with('~')) {
+                    continue;
+                }
+                let Some(abs) = Reader::resolve(base, word) else {
+                    continue;
+                };
                 if abs.is_dir() {
                     // Its JavaScript tooling is protected ([`super::git_tool_trees`]).
                     r.named_dirs.push(abs);
-                } else {
+                } else if b == 0 || std::fs::symlink_metadata(&abs).is_ok() {
                     r.add(&abs, &key);
                 }
             }
+        }
+        // Directories whose every file runs (a glob's, `run-parts`'s): protected whole,
+        // present or not (R9-4).
+        for d in &words.dirs {
+            for base in &bases {
+                if let Some(abs) = Reader::resolve(base, strip_top_variable(d)) {
+                    r.add(&abs, &format!("{key} runs every file in it"));
+                }
+            }
+        }
+        // Inline code (`python3 -c`, `node -e`): what its language loads, from the top.
+        for lang in &words.inline {
+            r.add_reach(
+                &top,
+                lang,
+                &format!("{key} runs inline code that may load any such file"),
+            );
         }
         // `npx lint-staged` (husky's default hook), `pnpm exec`, `bunx`, `yarn`: the program
         // in the work tree's `node_modules/.bin`, its link target and that package's directory

@@ -54,9 +54,21 @@ pub fn git_included_files(workspace: &Path) -> Vec<PathBuf> {
 /// before writing, and quarantine one a write made so; the command runner looks for them
 /// after every command ([`crate::shell::nested_git`]).
 pub fn git_config_path_of(workspace: &Path, rel: &Path) -> Option<GitConfigPath> {
-    let (paths, runs_programs, _) = cached(workspace);
+    let (paths, runs_programs, _, reach) = cached_all(workspace);
     if let Some(p) = paths.into_iter().find(|p| rel.starts_with(&p.path)) {
         return Some(p);
+    }
+    // What a hook's inline code may load (R9-4).
+    let ext = rel.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if let Some(r) = reach
+        .iter()
+        .find(|r| rel.starts_with(&r.dir) && r.extensions.contains(&ext))
+    {
+        return Some(GitConfigPath {
+            path: rel.to_path_buf(),
+            key: r.key.clone(),
+            tree: false,
+        });
     }
     if !runs_programs {
         return None;
@@ -114,6 +126,7 @@ struct Cached {
     racy: bool,
     /// The search for repositories below the workspace stopped at a bound.
     cut: bool,
+    reach: Vec<Reach>,
 }
 
 static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
@@ -180,15 +193,22 @@ pub fn search_cut(workspace: &Path) -> Option<String> {
 /// [`git_config_paths`], whether the user's git runs a work-tree program, and whether the
 /// search for repositories was cut.
 fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool, bool) {
+    let (paths, runs, cut, _) = cached_all(workspace);
+    (paths, runs, cut)
+}
+
+/// [`cached`], and what hooks' inline code may load.
+fn cached_all(workspace: &Path) -> (Vec<GitConfigPath>, bool, bool, Vec<Reach>) {
     if let Ok(cache) = CACHE.lock()
         && let Some(c) = cache.iter().find(|c| c.workspace == workspace)
         && !c.racy
         && c.files.iter().all(|(f, s)| stamp(f) == *s)
         && c.gits.iter().all(|(f, s)| identity(f) == *s)
     {
-        return (c.paths.clone(), c.runs_programs, c.cut);
+        return (c.paths.clone(), c.runs_programs, c.cut, c.reach.clone());
     }
-    let (files, gits, paths, runs_programs, cut) = read_paths(workspace, &user_config_files());
+    let (files, gits, paths, runs_programs, cut, reach) =
+        read_paths(workspace, &user_config_files());
     // A file changed within the last seconds may change again within the same timestamp
     // tick, unseen (git's "racily clean" entries): such an answer is not kept.
     let racy = files.iter().any(|(_, s)| s.is_some_and(recent));
@@ -205,9 +225,10 @@ fn cached(workspace: &Path) -> (Vec<GitConfigPath>, bool, bool) {
             runs_programs,
             racy,
             cut,
+            reach: reach.clone(),
         });
     }
-    (paths, runs_programs, cut)
+    (paths, runs_programs, cut, reach)
 }
 
 /// The user's and the system's git configuration files, as the user's git finds them.
@@ -263,6 +284,19 @@ pub(super) struct Reader {
     pub(super) found: Vec<GitConfigPath>,
     /// Existing directories a hook's text names (`cd frontend && npx lint-staged`).
     pub(super) named_dirs: Vec<PathBuf>,
+    /// What inline code a hook runs may load ([`Reach`]).
+    pub(super) reach: Vec<Reach>,
+}
+
+/// Files a hook's inline code (`python3 -c '…'`, `node -e '…'`) may load: every file with
+/// one of `extensions` below `dir` (workspace-relative; empty: the top). The reader does not
+/// resolve what such code imports, so it counts them all (red-team pass 9, R9-4). Refused to
+/// the file tools; not on the mounted list (that would be every source file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Reach {
+    dir: PathBuf,
+    extensions: &'static [&'static str],
+    key: String,
 }
 
 impl Reader {
@@ -279,6 +313,25 @@ impl Reader {
                 self.dir.as_ref()?.read(rel, limit).ok().flatten()
             }
             Err(_) => keel_fs::project::read_user_file(abs, limit).ok().flatten(),
+        }
+    }
+
+    /// Records that inline code a hook runs may load any file with one of `extensions` below
+    /// `abs` ([`Reach`]).
+    pub(super) fn add_reach(&mut self, abs: &Path, extensions: &'static [&'static str], key: &str) {
+        let dir = match abs.strip_prefix(&self.ws) {
+            Ok(rel) => rel.to_path_buf(),
+            // The hook's top lies above the workspace: all of the workspace.
+            Err(_) if self.ws.starts_with(abs) => PathBuf::new(),
+            Err(_) => return,
+        };
+        let reach = Reach {
+            dir,
+            extensions,
+            key: key.to_string(),
+        };
+        if !self.reach.contains(&reach) {
+            self.reach.push(reach);
         }
     }
 
@@ -386,10 +439,11 @@ fn read_paths(
     Vec<GitConfigPath>,
     bool,
     bool,
+    Vec<Reach>,
 ) {
     let mut gits = Vec::new();
     let Ok(ws) = workspace.canonicalize() else {
-        return (Vec::new(), gits, Vec::new(), false, false);
+        return (Vec::new(), gits, Vec::new(), false, false, Vec::new());
     };
     // The repository holding the workspace: every `.git` looked for is stamped, so one
     // appearing (or going) is seen.
@@ -412,6 +466,7 @@ fn read_paths(
         files: Vec::new(),
         found: Vec::new(),
         named_dirs: Vec::new(),
+        reach: Vec::new(),
     };
     // The user's own git and tool configuration, when the workspace holds it (a home
     // workspace): git reads it in every repository of the user's (R8-5).
@@ -432,7 +487,7 @@ fn read_paths(
     }
     let mut found = r.found;
     found.sort_by(|a, b| a.path.cmp(&b.path));
-    (r.files, gits, found, runs_programs, cut)
+    (r.files, gits, found, runs_programs, cut, r.reach)
 }
 
 /// The words of a program-naming value that are paths (hold a `/`): `python3

@@ -26,6 +26,38 @@ pub(super) struct HookWords {
     pub(super) paths: Vec<String>,
     /// Names of files behind a variable the text does not fix (`f.sh`, `tools/f.sh`).
     pub(super) behind_unknown: Vec<String>,
+    /// Directories whose files the hook runs without naming them: a glob's directory (`for
+    /// f in scripts/hooks.d/*`), `run-parts DIR` (red-team pass 9, R9-4). Each is protected
+    /// whole: a file added there runs too.
+    pub(super) dirs: Vec<String>,
+    /// Directories the hook changes into (`cd frontend && tools/x.sh` runs
+    /// `frontend/tools/x.sh`): its relative paths are taken from there too.
+    pub(super) cd_dirs: Vec<String>,
+    /// The languages whose inline code the hook runs (`python3 -c '…'`, `node -e '…'`): the
+    /// file extensions that code could load from the top — the reader does not resolve
+    /// what inline code imports, so every such file counts (R9-4).
+    pub(super) inline: Vec<&'static [&'static str]>,
+}
+
+/// What inline Python code may import from the top (namespace packages make any directory
+/// importable).
+const PYTHON_CODE: &[&str] = &["py"];
+/// What inline JavaScript may `require`/`import`.
+const NODE_CODE: &[&str] = &["js", "cjs", "mjs", "json", "node", "ts", "mts", "cts"];
+/// What inline Ruby may `require`.
+const RUBY_CODE: &[&str] = &["rb"];
+/// What inline Perl may `require`/`use`.
+const PERL_CODE: &[&str] = &["pl", "pm"];
+
+/// The directory part of a glob word before its first component with a wildcard
+/// (`scripts/hooks.d/*` → `scripts/hooks.d`; `*.sh` → the top, `""`).
+fn glob_dir(word: &str) -> Option<String> {
+    if !word.contains(['*', '?', '[']) {
+        return None;
+    }
+    let parts: Vec<&str> = word.split('/').collect();
+    let first = parts.iter().position(|c| c.contains(['*', '?', '[']))?;
+    Some(parts[..first].join("/"))
 }
 
 fn is_name(s: &str) -> bool {
@@ -145,8 +177,19 @@ pub(super) fn hook_words(text: &str) -> HookWords {
             out.paths.push(p);
         }
     };
+    let inline = |out: &mut HookWords, lang: &'static [&'static str]| {
+        if !out.inline.contains(&lang) {
+            out.inline.push(lang);
+        }
+    };
     for (i, tok) in tokens.iter().enumerate() {
         let value = tok.rsplit_once('=').map_or(tok.as_str(), |(_, v)| v);
+        // A glob: every file of its directory (a new one included) runs (R9-4).
+        if let Some(dir) = glob_dir(value).filter(|d| !d.contains('$') && !d.is_empty())
+            && !out.dirs.contains(&dir)
+        {
+            out.dirs.push(dir);
+        }
         if value.contains('/') {
             push(&mut out, value.to_string());
             if unknown_variable(value)
@@ -173,7 +216,10 @@ pub(super) fn hook_words(text: &str) -> HookWords {
                 match next(k) {
                     // Options that take the next word.
                     Some("-X" | "-W" | "-Q") => k += 1,
-                    Some("-c") => break,
+                    Some("-c") => {
+                        inline(&mut out, PYTHON_CODE);
+                        break;
+                    }
                     Some("-m") => {
                         if let Some(m) = next(k + 1) {
                             module_files(m).into_iter().for_each(|p| push(&mut out, p));
@@ -208,6 +254,13 @@ pub(super) fn hook_words(text: &str) -> HookWords {
                     "--loader",
                     "--experimental-loader",
                 ];
+                if matches!(w, "-e" | "--eval" | "-p" | "--print")
+                    || w.starts_with("--eval=")
+                    || w.starts_with("--print=")
+                {
+                    inline(&mut out, NODE_CODE);
+                    break;
+                }
                 if preload.contains(&w) {
                     if let Some(x) = next(k + 1) {
                         preload_files(x).into_iter().for_each(|p| push(&mut out, p));
@@ -223,6 +276,36 @@ pub(super) fn hook_words(text: &str) -> HookWords {
                     break;
                 }
             }
+        }
+        if matches!(program, "ruby" | "perl")
+            && (1..4)
+                .filter_map(next)
+                .take_while(|w| w.starts_with('-'))
+                .any(|w| matches!(w, "-e" | "-E") || w.starts_with("-e"))
+        {
+            inline(
+                &mut out,
+                if program == "ruby" {
+                    RUBY_CODE
+                } else {
+                    PERL_CODE
+                },
+            );
+        }
+        // `run-parts [opts] DIR`: every program in DIR.
+        if program == "run-parts"
+            && let Some(dir) = (1..8)
+                .filter_map(next)
+                .find(|w| !w.starts_with('-') && !w.contains('$'))
+            && !out.dirs.iter().any(|d| d == dir)
+        {
+            out.dirs.push(dir.trim_end_matches('/').to_string());
+        }
+        if matches!(program, "cd" | "pushd")
+            && let Some(dir) = next(1).filter(|w| !w.starts_with('-') && !w.contains('$'))
+            && !out.cd_dirs.iter().any(|d| d == dir)
+        {
+            out.cd_dirs.push(dir.trim_end_matches('/').to_string());
         }
         // `sh check.sh`, `. lib.sh`, `source lib.sh`, `exec tool.sh`: a file at the top.
         if matches!(
