@@ -459,7 +459,9 @@ mod tests {
         assert!(run("git  push origin main").is_some_and(|m| m.contains("forbidden")));
         assert!(run("cat migrations/001.sql").is_none());
         assert!(run("cargo test").is_none());
-        assert!(run("git push-helper").is_none());
+        // Not git's own command: an alias (or `git-push-helper`) may be `git push` (R8-26).
+        assert!(run("git push-helper").is_some_and(|m| m.contains("may run")));
+        assert!(run("git status").is_none());
     }
 
     #[test]
@@ -484,6 +486,10 @@ mod tests {
             "sh -c 'cu\"rl\" x'",
             "/usr/bin/curl x",
             "f() { curl x; }; f",
+            // R8-26's rest: an alias the line defines, push's plumbing.
+            "git -c alias.p=push p",
+            "git send-pack origin main",
+            "git http-push https://example.com/r.git main",
         ] {
             let why = run(cmd).unwrap_or_default();
             assert!(why.contains("forbidden"), "{cmd}: {why:?}");
@@ -497,6 +503,10 @@ mod tests {
             "cu$@rl x",
             "sh -c \"$X\"",
             "python3 -c \"import os; os.system('curl x')\"",
+            // An alias from the environment or the configuration: may be `git push`.
+            "git -c alias.p='!git push' p",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.q GIT_CONFIG_VALUE_0=push git q",
+            "git p",
         ] {
             let why = run(cmd).unwrap_or_default();
             assert!(why.contains("may run"), "{cmd}: {why:?}");

@@ -12,6 +12,7 @@ mod dependency_trees;
 pub mod disk;
 pub mod exec;
 mod file_clock;
+mod git_aliases;
 pub mod git_programs;
 pub mod harness;
 mod hidden;

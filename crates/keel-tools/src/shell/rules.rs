@@ -92,10 +92,25 @@ fn head_matches(head: &[String], words: &[Word]) -> Vec<(RuleMatch, usize, bool)
         None => (RuleMatch::Maybe, 0, certain),
     };
     match program.and_then(global_value_options) {
-        Some(takes_value) => vec![at(
-            after_global_options(rest, |o| takes_value.contains(&o)),
-            true,
-        )],
+        Some(takes_value) => {
+            let start = after_global_options(rest, |o| takes_value.contains(&o));
+            // `git WORD`: an alias or push's plumbing may be the rule's command (R8-26).
+            if program == Some("git")
+                && let Some(s) = start
+                && let Some(sub) = rest.get(s).and_then(Word::value)
+            {
+                let end = 1 + s + head.len() - 1;
+                match super::git_aliases::stands_for(sub, &head[1], &rest[..s]) {
+                    Some(true) if sub != head[1] => {
+                        let found = prefix_match_at_words(&head[2..], &rest[s + 1..]);
+                        return vec![(found, end, true)];
+                    }
+                    None => return vec![(RuleMatch::Maybe, end, true)],
+                    _ => {}
+                }
+            }
+            vec![at(start, true)]
+        }
         // Options of a program Keel does not know: each might or might not take a value.
         None => vec![
             at(after_global_options(rest, |_| false), false),
@@ -548,7 +563,34 @@ mod tests {
             c("npm --prefix x install").rule_match("npm publish"),
             RuleMatch::No
         );
-        assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::No);
+        assert_eq!(c("git pushx").rule_match("git push"), RuleMatch::Maybe);
+        // Red-team pass 8, R8-26's rest: aliases and push's plumbing reach `git push`.
+        for cmd in [
+            "git -c alias.p=push p",
+            "git -c alias.p=push -c alias.q=p q origin",
+            "git send-pack origin main",
+            "git http-push https://example.com/r.git main",
+        ] {
+            assert_eq!(c(cmd).rule_match("git push"), RuleMatch::Yes, "{cmd}");
+        }
+        for cmd in [
+            "git -c alias.p='!git push' p",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.q GIT_CONFIG_VALUE_0=push git q",
+            "git p",
+            "git -c $a p",
+            "git remote-https origin https://example.com/r.git",
+        ] {
+            assert_eq!(c(cmd).rule_match("git push"), RuleMatch::Maybe, "{cmd}");
+        }
+        // Git's own other commands are not `git push`.
+        for cmd in [
+            "git -c alias.p=status p",
+            "git log",
+            "git status",
+            "git remote -v",
+        ] {
+            assert_eq!(c(cmd).rule_match("git push"), RuleMatch::No, "{cmd}");
+        }
         assert_eq!(c("ls").rule_match("rm"), RuleMatch::No);
     }
 
