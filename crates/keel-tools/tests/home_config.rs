@@ -367,6 +367,8 @@ fn a_hard_linked_dotfile_is_not_written_by_its_other_name() {
         |home| {
             write(&home.join("dotfiles/bashrc"), "# mine\n");
             std::fs::hard_link(home.join("dotfiles/bashrc"), home.join(".bashrc")).unwrap();
+            // A dangling link: its target is read as soon as it exists.
+            symlink("dotfiles/bash/aliases", home.join(".bash_aliases")).unwrap();
         },
     ) else {
         return;
@@ -381,6 +383,21 @@ fn a_hard_linked_dotfile_is_not_written_by_its_other_name() {
     let ws = Workspace::new(&home).unwrap();
     assert!(matches!(
         ws.locate_writable("dotfiles/bashrc"),
+        Err(PathError::UserConfig { .. })
+    ));
+    // Where the dangling link leads is not made by a command nor by the file tools (R10-17).
+    std::fs::remove_file(home.join(".bashrc")).unwrap();
+    let out = run(
+        &home,
+        "mkdir -p dotfiles/bash && echo evil > dotfiles/bash/aliases; echo ok",
+    );
+    assert!(!home.join("dotfiles/bash/aliases").exists(), "{out}");
+    assert!(
+        out.contains("where their configuration's link leads"),
+        "{out}"
+    );
+    assert!(matches!(
+        ws.locate_writable("dotfiles/bash/aliases"),
         Err(PathError::UserConfig { .. })
     ));
 }

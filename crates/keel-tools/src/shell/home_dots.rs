@@ -179,8 +179,11 @@ fn link_targets(
     ws: &Path,
     entries: &Entries,
     hidden: &[PathBuf],
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
     let mut out: Vec<PathBuf> = Vec::new();
+    // Where a dangling link leads: the shallowest missing directory or file on the way, which
+    // a command must not make (the user's tools read it as soon as it exists: R10-17).
+    let mut dangling: Vec<PathBuf> = Vec::new();
     let mut stack: Vec<PathBuf> = Vec::new();
     let mut seen = 0usize;
     let skipped = |p: &Path| {
@@ -190,16 +193,25 @@ fn link_targets(
                 .is_some_and(|n| NOT_WALKED_NAMES.iter().any(|w| n == *w))
     };
     // A link's target in the workspace is held, and looked through in turn.
-    let target_of = |link: &Path, out: &mut Vec<PathBuf>, stack: &mut Vec<PathBuf>| {
-        if let Ok(t) = std::fs::canonicalize(link)
-            && t.starts_with(ws)
-            && t != ws
-            && !out.iter().any(|o| t.starts_with(o))
-        {
-            if t.is_dir() {
-                stack.push(t.clone());
+    let mut target_of = |link: &Path, out: &mut Vec<PathBuf>, stack: &mut Vec<PathBuf>| {
+        match std::fs::canonicalize(link) {
+            Ok(t) => {
+                if t.starts_with(ws) && t != ws && !out.iter().any(|o| t.starts_with(o)) {
+                    if t.is_dir() {
+                        stack.push(t.clone());
+                    }
+                    out.push(t);
+                }
             }
-            out.push(t);
+            Err(_) => {
+                if let Some(missing) = lexical_target(link)
+                    .filter(|t| t.starts_with(ws))
+                    .and_then(|t| first_missing(ws, &t))
+                    && !dangling.contains(&missing)
+                {
+                    dangling.push(missing);
+                }
+            }
         }
     };
     for (name, link) in entries {
@@ -231,7 +243,31 @@ fn link_targets(
             }
         }
     }
-    Ok(out)
+    Ok((out, dangling))
+}
+
+/// Where the link `link` leads, whether or not that exists: the longest existing part of
+/// the way resolved, the rest as written. `None` when the rest holds `..`.
+fn lexical_target(link: &Path) -> Option<PathBuf> {
+    let to = std::fs::read_link(link).ok()?;
+    let joined = if to.is_absolute() {
+        to
+    } else {
+        link.parent()?.join(to)
+    };
+    let mut rest = Vec::new();
+    let mut cur = joined.as_path();
+    loop {
+        if let Ok(real) = cur.canonicalize() {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return Some(out);
+        }
+        rest.push(cur.file_name()?.to_os_string());
+        cur = cur.parent()?;
+    }
 }
 
 /// A name the user's tools treat as their own configuration: it starts with a dot (but is
@@ -249,6 +285,8 @@ fn is_dot(name: &std::ffi::OsStr) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     pub(crate) paths: Vec<PathBuf>,
+    /// What does not exist yet but is read as soon as it does (where dangling links lead).
+    pub(crate) pending: Vec<PathBuf>,
     pub(crate) cut: Option<String>,
 }
 
@@ -286,7 +324,10 @@ pub(crate) fn read_only(ws: &Path, hidden: &[PathBuf]) -> Result<Held, String> {
         out.paths
             .extend(path_dirs(&home).into_iter().filter(|d| d.is_dir()));
         match link_targets(&home, ws, &entries, hidden) {
-            Ok(targets) => out.paths.extend(targets),
+            Ok((targets, dangling)) => {
+                out.paths.extend(targets);
+                out.pending.extend(dangling);
+            }
             Err(why) => out.cut = Some(why),
         }
         if out.paths.len() > MAX_MOUNTS {
@@ -335,6 +376,12 @@ impl Before {
                     .filter_map(|d| first_missing(h, &d))
             })
             .collect();
+        // Where the dangling links lead (R10-17).
+        for (h, entries) in &homes {
+            if let Ok((_, dangling)) = link_targets(h, ws, entries, &[]) {
+                missing.extend(dangling);
+            }
+        }
         missing.sort();
         missing.dedup();
         (!homes.is_empty()).then(|| Self {
@@ -371,12 +418,12 @@ impl Before {
                 });
             lines.push(match moved {
                 Some(to) => format!(
-                    "- `{}` (a directory on the user's PATH) moved to `{}`",
+                    "- `{}` (on the user's PATH, or where their configuration's link leads) moved to `{}`",
                     made.display(),
                     parent.join(to).display()
                 ),
                 None => format!(
-                    "- `{}` (a directory on the user's PATH) COULD NOT be moved: the user must remove it",
+                    "- `{}` (on the user's PATH, or where their configuration's link leads) COULD NOT be moved: the user must remove it",
                     made.display()
                 ),
             });
@@ -560,7 +607,7 @@ pub(crate) fn refused(root: &Path, rels: &[&Path]) -> Option<String> {
         }
     }
     let held = match read_only(root, &[]) {
-        Ok(held) if held.cut.is_none() => held.paths,
+        Ok(held) if held.cut.is_none() => [held.paths, held.pending].concat(),
         // Past a bound, nothing in the home is written by the file tools either.
         _ => return homes.first().map(|h| h.display().to_string()),
     };
