@@ -387,6 +387,21 @@ fn a_hard_linked_dotfile_is_not_written_by_its_other_name() {
     ));
     // Where the dangling link leads is not made by a command nor by the file tools (R10-17).
     std::fs::remove_file(home.join(".bashrc")).unwrap();
+    // A hard link beneath a held directory (R10-29): the command runs read-only.
+    write(&home.join("dotfiles/aliases.sh"), "# aliases\n");
+    std::fs::create_dir_all(home.join(".config/bash")).unwrap();
+    std::fs::hard_link(
+        home.join("dotfiles/aliases.sh"),
+        home.join(".config/bash/aliases.sh"),
+    )
+    .unwrap();
+    let out = run(&home, "echo evil >> dotfiles/aliases.sh; echo ok");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".config/bash/aliases.sh")).unwrap(),
+        "# aliases\n",
+        "{out}"
+    );
+    std::fs::remove_file(home.join(".config/bash/aliases.sh")).unwrap();
     let out = run(
         &home,
         "mkdir -p dotfiles/bash && echo evil > dotfiles/bash/aliases; echo ok",

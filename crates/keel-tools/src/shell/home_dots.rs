@@ -240,6 +240,12 @@ fn link_targets(
                 target_of(&path, &mut out, &mut stack);
             } else if t.is_dir() && !skipped(&path) {
                 stack.push(path);
+            } else if t.is_file() && e.metadata().is_ok_and(|m| m.nlink() > 1) {
+                // Another name of it may be workspace content (R10-29).
+                return Err(format!(
+                    "`{}` has other names (hard links) that cannot be held read-only",
+                    path.display()
+                ));
             }
         }
     }
