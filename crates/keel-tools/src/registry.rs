@@ -300,6 +300,19 @@ impl ToolRegistry {
             }
             output.content.push_str(&note);
         }
+        // What a write made hidden from the user's review (a `.gitignore` ignoring itself and
+        // the package written before it: R9-7) is moved aside.
+        if tool.effect() == ToolEffect::WritesFiles
+            && let Some(note) = crate::shell::session_hidden::after_file_write(
+                ctx.workspace.root(),
+                &written_paths(&output),
+            )
+        {
+            if !output.content.is_empty() {
+                output.content.push_str("\n\n");
+            }
+            output.content.push_str(&note);
+        }
         if tool.effect() == ToolEffect::WritesFiles
             && let Some(hook) = &self.post_write
         {

@@ -272,6 +272,19 @@ fn a_forged_journal_entry_moves_nothing() {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("victim.txt"), "mine\n").unwrap();
     std::fs::write(outside.join("victim2.txt"), "mine\n").unwrap();
+    // A repository outside every workspace whose configuration runs a program (the user's
+    // own): a replay walking the forged root renamed its `.git`.
+    let repo_ok = have_git()
+        && Command::new("git")
+            .args(["init", "-q", "repo"])
+            .current_dir(&outside)
+            .status()
+            .is_ok_and(|s| s.success())
+        && Command::new("git")
+            .args(["-C", "repo", "config", "core.fsmonitor", "true"])
+            .current_dir(&outside)
+            .status()
+            .is_ok_and(|s| s.success());
     let journal = dir.path().join("data").join(shell::pending::DIR);
     std::fs::create_dir_all(&journal).unwrap();
     let bytes = |p: &Path| serde_json::json!(p.as_os_str().as_encoded_bytes());
@@ -299,5 +312,66 @@ fn a_forged_journal_entry_moves_nothing() {
     assert_eq!(
         std::fs::read_to_string(outside.join("victim2.txt")).unwrap(),
         "mine\n"
+    );
+    if repo_ok {
+        assert!(
+            outside.join("repo/.git").is_dir(),
+            "the user's repository was renamed"
+        );
+    }
+}
+
+/// A forged entry for a recorded workspace cannot reach back before its own file: with
+/// `since` at 1970, a repository older than the entry by more than the slack stays.
+#[test]
+fn a_journal_entry_reaches_back_no_further_than_its_file() {
+    if std::env::var_os(FAKE_KEEL).is_some() || !have_git() {
+        assert!(
+            std::env::var_os("CI").is_none() || std::env::var_os(FAKE_KEEL).is_some(),
+            "CI needs git"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let git = |args: &[&str]| {
+        assert!(
+            Command::new("git")
+                .args(args)
+                .current_dir(&ws)
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    git(&["init", "-q", "old"]);
+    git(&["-C", "old", "config", "core.fsmonitor", "true"]);
+    // Past the entry's slack (2 s) and the walk's own second.
+    std::thread::sleep(Duration::from_millis(3_500));
+    let data = dir.path().join("data");
+    let journal = data.join(shell::pending::DIR);
+    std::fs::create_dir_all(&journal).unwrap();
+    let mut record = ws.as_os_str().as_encoded_bytes().to_vec();
+    record.push(b'\n');
+    std::fs::write(data.join("command-writable-dirs"), record).unwrap();
+    let bytes = |p: &Path| serde_json::json!(p.as_os_str().as_encoded_bytes());
+    let entry = serde_json::json!({
+        "root": bytes(&ws),
+        "since_secs": 1,
+        "since_nanos": 0,
+        "sealed_top": null,
+        "confined": true,
+        "programs": [],
+        "links": [],
+    });
+    std::fs::write(journal.join("999999-1-1.json"), entry.to_string()).unwrap();
+    git(&["init", "-q", "new"]);
+    git(&["-C", "new", "config", "core.fsmonitor", "true"]);
+    let reports = shell::pending::replay(&journal);
+    assert!(ws.join("old/.git").is_dir(), "{reports:?}");
+    assert!(
+        !ws.join("new/.git").exists(),
+        "a recorded root's entry still runs: {reports:?}"
     );
 }

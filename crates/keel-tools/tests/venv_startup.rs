@@ -240,3 +240,46 @@ fn padded_scenario(ws: &Path) {
 }
 
 nobody::user_and_nobody!(padded_scenario: a_padded_environment_is_made_inert, a_padded_environment_is_made_inert_as_nobody);
+
+/// A padded environment made inert is not adopted by the user's re-creation of it (red-team
+/// pass 8, R8-10's rest): `python3 -m venv env5` over the inert directory had kept the planted
+/// `.pth` of its old `site-packages`.
+fn recreated_scenario(ws: &Path) {
+    let python = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip", "env5"])
+        .current_dir(ws)
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs python3 with venv"
+        );
+        println!("SKIPPED: python3 -m venv is not available");
+        return;
+    }
+    std::fs::write(ws.join(".gitignore"), "env5/\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1_200));
+    let canary = ws.parent().unwrap().join("venv-canary");
+    let plant = format!(
+        "for i in $(seq 1 40); do mkdir -p env5/lib/python0-$i; done && for d in env5/lib/python3*/site-packages; do echo 'import os; open({:?}, \"w\")' > $d/zz.pth; done",
+        canary.display().to_string()
+    );
+    let report = run_unconfined(ws, &plant, false).expect("nothing was reported");
+    assert!(!ws.join("env5/pyvenv.cfg").exists(), "{report}");
+    assert!(report.contains("--clear"), "{report}");
+    // The user re-creates it as plainly as possible, then runs it.
+    let ok = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip", "env5"])
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let ok = std::process::Command::new(ws.join("env5/bin/python"))
+        .args(["-c", "pass"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    assert!(!canary.exists(), "the planted .pth ran: {report}");
+}
+
+nobody::user_and_nobody!(recreated_scenario: an_inert_environment_recreated_runs_nothing_planted, an_inert_environment_recreated_runs_nothing_planted_as_nobody);

@@ -41,9 +41,14 @@ pub struct ExecRequest {
     /// caches that must not land in the workspace.
     pub env_in_tmp: Vec<(String, String)>,
     pub cancel: CancellationToken,
-    /// A person approved this exact command (asked and allowed, or typed it): what it
-    /// installs into a workspace virtual environment is an approved effect and stays. Without
-    /// it, the startup files a command writes there are moved aside ([`super::venv_startup`]).
+    /// A person approved this exact command's writes to installed code (asked and allowed
+    /// with a prompt that named them, or typed the command): the dependency trees are not
+    /// read-only to it, and what it installs into a workspace virtual environment, the
+    /// loaded code and new trees it leaves, stay. Without it, the startup files a command
+    /// writes there are moved aside ([`super::venv_startup`]). A "yes" to a prompt that gave
+    /// another reason does not set it (red-team pass 9, R9-13: the approval hook notes only
+    /// approvals whose prompt said so). Hook paths and the session's hidden code
+    /// ([`super::session_hidden`], for what earlier writers made) are judged either way.
     pub approved: bool,
     /// The most bytes the command may take from a file system it writes (`None`: the reserve
     /// rule of [`super::disk`]; a test's small bound otherwise).

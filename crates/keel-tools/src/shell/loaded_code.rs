@@ -42,6 +42,16 @@ pub(crate) enum Kind {
     CargoOutput,
     /// A dependency tree (`node_modules`, a virtual environment) such a command created.
     NewTree,
+    /// A `.gitignore` / `.gitattributes` git does not show ([`super::session_hidden`]).
+    Hiding,
+    /// A `.gitattributes` that marks files `-diff` / `binary`.
+    Blinding,
+    /// A Python module on `sys.path[0]` of a `python3 -m …` run from the root.
+    Importable,
+    /// A tool's configuration that runs programs (`.cargo/config.toml`).
+    ToolConfig,
+    /// A file the user's `make` reads (an `include` / `-include` of a makefile).
+    MakeFragment,
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -111,12 +121,65 @@ pub(crate) struct Found {
     links: Vec<PathBuf>,
     /// More were met than are kept: said in the report, never silent (R8-10).
     pub(crate) truncated: bool,
+    /// The workspace walked, when known: what lies at its top is judged by place too.
+    pub(crate) root: Option<PathBuf>,
+    /// Entries whose place and name may make them hidden code ([`super::session_hidden`]).
+    session: Vec<PathBuf>,
+    /// The makefiles met ([`super::session_hidden`] reads what they include).
+    makefiles: Vec<PathBuf>,
 }
 
 /// The most entries kept per walk.
 const MAX_KEPT: usize = 100_000;
 
 impl Found {
+    /// Entries the session's hiddenness check judges ([`super::session_hidden::kind`]).
+    pub(crate) fn session_candidates(&self) -> impl Iterator<Item = &PathBuf> {
+        self.session.iter()
+    }
+
+    /// The makefiles met.
+    pub(crate) fn makefiles(&self) -> &[PathBuf] {
+        &self.makefiles
+    }
+
+    /// Notes `name` of `dir` for the session's hiddenness check, by a cheap look at its name
+    /// and place first.
+    fn note_session(&mut self, dir: &Path, name: &str, parent: &str, is_file: bool) {
+        if !is_file {
+            return;
+        }
+        let at_top = self.root.as_deref() == Some(dir);
+        if matches!(name, "Makefile" | "makefile" | "GNUmakefile") {
+            if self.makefiles.len() < 64 {
+                self.makefiles.push(dir.join(name));
+            }
+            return;
+        }
+        let maybe = super::session_hidden::is_rule_file(name)
+            || (name.ends_with(".py")
+                && (at_top || name == "__init__.py" || name == "conftest.py"))
+            || matches!(parent, ".cargo" | ".mvn" | ".devcontainer" | ".vscode")
+            || matches!(name, ".devcontainer.json" | ".envrc")
+            || is_test_file(name);
+        if !maybe {
+            return;
+        }
+        let Some(root) = &self.root else {
+            return;
+        };
+        let Ok(rel) = dir.join(name).strip_prefix(root).map(Path::to_path_buf) else {
+            return;
+        };
+        if super::session_hidden::kind(&rel).is_some() {
+            if self.session.len() < MAX_KEPT {
+                self.session.push(root.join(rel));
+            } else {
+                self.truncated = true;
+            }
+        }
+    }
+
     /// Notes `entry` (in the directory `dir`) when its name is one the loaders take: a
     /// regular file, a symlink (followed by the loader: R8-22), or a metadata directory.
     pub(crate) fn note(&mut self, dir: &Path, entry: &std::fs::DirEntry) {
@@ -132,6 +195,10 @@ impl Found {
             return;
         };
         let parent = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let is_file = entry
+            .file_type()
+            .is_ok_and(|t| t.is_file() || t.is_symlink());
+        self.note_session(dir, name, parent, is_file);
         let by_dir = || {
             let dirs = dir.components().map(|c| c.as_os_str());
             in_test_dir(dirs, name).then_some(Kind::TestFile)
@@ -251,7 +318,7 @@ pub(crate) fn check(
 }
 
 /// Removes bytecode (a cache), renames anything else aside; a failure is said.
-fn move_aside(workspace: &Path, rel: &Path, kind: Kind) -> Moved {
+pub(super) fn move_aside(workspace: &Path, rel: &Path, kind: Kind) -> Moved {
     let path = rel.display().to_string();
     if kind == Kind::Bytecode {
         if super::venv_startup::remove_beneath(workspace, rel) {
@@ -295,6 +362,21 @@ pub(crate) fn line(m: &Moved) -> String {
         }
         Kind::NewTree => {
             "installed dependencies made by a command nobody approved, which the user's `npm install` or `python3 -m venv` would adopt as they are"
+        }
+        Kind::Hiding => {
+            "a rule file git does not show, which hides files (and itself) from `git status` and the diff"
+        }
+        Kind::Blinding => {
+            "it marks files `-diff`/`binary`, so the user's `git diff` would not show their changes"
+        }
+        Kind::Importable => {
+            "Python code git does not show, imported by a `python3 -m …` run from the workspace before the installed module of that name"
+        }
+        Kind::ToolConfig => {
+            "a tool's configuration git does not show, which can make the user's `cargo`, `mvn`, editor or shell run programs"
+        }
+        Kind::MakeFragment => {
+            "a file the user's `make` reads (an `include`), which git does not show"
         }
     };
     if m.moved_to.is_empty() {
@@ -435,7 +517,7 @@ pub(crate) fn check_links(
 }
 
 /// `path` with `.` and `..` taken out by name.
-fn lexical(path: &Path) -> PathBuf {
+pub(super) fn lexical(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -455,7 +537,7 @@ pub(crate) fn report(moved: &[Moved]) -> Option<String> {
         return None;
     }
     let mut text = String::from(
-        "keel: the command created or changed files that Python, Cargo or the test runner load without the diff showing them; nobody approved that command, so Keel moved them out of the loaders' way:",
+        "keel: this command (or an earlier one, or a file tool, this session) created or changed files that Python, Cargo, make or the test runner load without the diff showing them; nobody approved that, so Keel moved them out of the loaders' way:",
     );
     for m in moved {
         text.push_str(&line(m));
@@ -468,6 +550,17 @@ pub(crate) fn report(moved: &[Moved]) -> Option<String> {
 /// the loaders take that no diff shows (see the module's doc), or it lies in Cargo's build
 /// output. `None`: it may be written.
 pub(crate) fn refused_for_file_tools(workspace: &Path, rel: &Path) -> Option<String> {
+    // Code on `sys.path[0]` or a tool's configuration, where git does not show it (R9-7).
+    if matches!(
+        super::session_hidden::kind(rel),
+        Some(Kind::Importable | Kind::ToolConfig)
+    ) && !ignored(workspace, &[rel.to_path_buf()]).is_empty()
+    {
+        return Some(
+            "it is code or tool configuration the user's tools load, in a path git ignores (the diff would not show it)"
+                .into(),
+        );
+    }
     let mut parent = "";
     for c in rel.components() {
         let std::path::Component::Normal(name) = c else {

@@ -90,6 +90,24 @@ pub fn keep_record(data_dir: &Path) {
     record::append(&now);
 }
 
+/// Whether `dir` is one Keel itself recorded as a directory commands could write (a
+/// workspace, a `shell.writable` tree): marked in this process, or in the record of the data
+/// directory `data_dir` — exactly, not anything below it. The journal of pending checks acts
+/// only on such a root (red-team pass 8, R8-15: a forged entry named a directory outside every
+/// workspace).
+pub fn is_recorded(data_dir: &Path, dir: &Path) -> bool {
+    if !dir.is_absolute() {
+        return false;
+    }
+    let real = lenient_canonical(dir);
+    let marked = UNTRUSTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .1
+        .contains(&real);
+    marked || record::read(&data_dir.join(record::FILE)).contains(&real)
+}
+
 /// The record behind [`keep_record`]: one canonical directory per line in
 /// `<data dir>/command-writable-dirs` (0600), appended to; past [`record::COMPACT_AT`] bytes the
 /// directories that no longer exist are dropped (nothing can be planted in a directory that
@@ -174,7 +192,7 @@ mod record {
         out
     }
 
-    fn read(file: &Path) -> Vec<PathBuf> {
+    pub(super) fn read(file: &Path) -> Vec<PathBuf> {
         use std::io::Read;
         let mut o = std::fs::OpenOptions::new();
         o.read(true);

@@ -634,9 +634,51 @@ fn reference(mk: &Makefile, name: &str, target: &str, prereqs: &[String], depth:
         "^" | "+" => return prereqs.join(" "),
         _ => {}
     }
+    // A substitution reference, `$(OBJS:.o=.d)` / `$(SRC:%.c=build/%.d)`: each word of the
+    // variable's value with the suffix (or pattern) replaced (an include of generated
+    // dependency files is the usual use).
+    if let Some((var, subst)) = name.split_once(':')
+        && let Some((from, to)) = subst.split_once('=')
+        && !var.is_empty()
+        && !var.contains(['$', '(', '{', ' '])
+        && !subst.contains('$')
+    {
+        let value = reference(mk, var, target, prereqs, depth);
+        if value.contains(UNKNOWN_VALUE) {
+            return UNKNOWN_VALUE.into();
+        }
+        let (from, to) = if from.contains('%') {
+            (from.to_string(), to.to_string())
+        } else {
+            (format!("%{from}"), format!("%{to}"))
+        };
+        return value
+            .split_whitespace()
+            .map(|w| substitute(w, &from, &to))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     match mk.vars.get(name) {
         Some(Some(value)) => expand(mk, value, target, prereqs, depth + 1),
         _ => UNKNOWN_VALUE.into(),
+    }
+}
+
+/// `$(patsubst from,to,word)` for one word (`from`, `to` holding one `%` each, or none).
+fn substitute(word: &str, from: &str, to: &str) -> String {
+    let Some((pre, post)) = from.split_once('%') else {
+        return if word == from {
+            to.to_string()
+        } else {
+            word.to_string()
+        };
+    };
+    match word
+        .strip_prefix(pre)
+        .and_then(|rest| rest.strip_suffix(post))
+    {
+        Some(stem) => to.replacen('%', stem, 1),
+        None => word.to_string(),
     }
 }
 
@@ -712,5 +754,17 @@ mod tests {
             run("test:\n\techo a \\\n\t  && rm x\n", &["test"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.lines.len(), 1);
         assert!(r.lines[0].contains("rm x"));
+    }
+
+    #[test]
+    fn substitution_references_expand() {
+        let mk = "OBJS := build/a.o build/b.o\nSRC := x.c\ntest:\n\techo $(OBJS:.o=.d) $(SRC:%.c=build/%.d) $(NOPE:.o=.d)\n";
+        let r = run(mk, &["test"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            r.lines,
+            [format!(
+                "echo build/a.d build/b.d build/x.d {UNKNOWN_VALUE}"
+            )]
+        );
     }
 }

@@ -39,6 +39,7 @@ mod run_tests;
 mod runners;
 mod safety;
 mod scripts;
+pub mod session_hidden;
 mod store_links;
 pub mod testing;
 mod toolchains;

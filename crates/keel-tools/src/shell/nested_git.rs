@@ -606,6 +606,7 @@ impl Watch {
         let relinked = self.links.restore();
         let mut tool_configs = Vec::new();
         let mut python = super::venv_startup::Seen::default();
+        python.code.root = Some(self.root.clone());
         let mut walk = Trees {
             skip: self.trees,
             trees: Vec::new(),
@@ -644,6 +645,15 @@ impl Watch {
         if !self.approved {
             loaded.extend(loaded_after(&self.root, &python, self.since));
         }
+        // What the session made that git does not show now, whichever command hid it (R9-7).
+        let slack = self.since.checked_sub(Duration::from_secs(1));
+        let hidden = super::session_hidden::check(
+            &self.root,
+            &python.code,
+            slack.unwrap_or(self.since),
+            !self.approved,
+        );
+        loaded.extend(hidden);
         (repos, programs, startup, relinked, loaded)
     }
 

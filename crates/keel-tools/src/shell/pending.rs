@@ -41,6 +41,8 @@ use super::nested_git::Watch;
 pub const DIR: &str = "pending-checks";
 /// The most of one entry read (an entry lists the program paths of one workspace).
 const MAX_ENTRY: u64 = 4 * 1024 * 1024;
+/// How long before its entry file a check's `since` may lie.
+const ENTRY_SLACK: Duration = Duration::from_secs(2);
 /// The most entries replayed by one process start.
 const MAX_REPLAY: usize = 1_000;
 const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
@@ -212,6 +214,8 @@ pub fn open(data_dir: &Path) -> Vec<String> {
         }
         *slot = Some(dir.clone());
     }
+    // The roots of this process's entries are recorded where a replay looks them up.
+    super::lookup::keep_record(data_dir);
     replay(&dir)
 }
 
@@ -312,6 +316,14 @@ fn replay_owned(dir: &Path, owner_only: Option<(u32, u64)>) -> Vec<String> {
         let Some(watch) = watch else {
             continue;
         };
+        // Only a root Keel recorded as a workspace (R8-15): a forged entry's root outside
+        // every workspace is not walked, nothing in it renamed.
+        let known = dir
+            .parent()
+            .is_some_and(|data| super::lookup::is_recorded(data, watch.root()));
+        if !known {
+            continue;
+        }
         let root = watch.root().display().to_string();
         if let Some(report) = watch.check_and_report() {
             out.push(format!(
@@ -416,9 +428,22 @@ fn read_entry(path: &Path) -> Option<Watch> {
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         return None;
     }
+    let written = f.metadata().ok()?.created().ok();
+    let changed = std::os::unix::fs::MetadataExt::ctime(&f.metadata().ok()?);
     let mut bytes = Vec::new();
     f.take(MAX_ENTRY).read_to_end(&mut bytes).ok()?;
-    let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+    let mut entry: Entry = serde_json::from_slice(&bytes).ok()?;
+    // The entry is written just after its `since` was read: a `since` long before the file
+    // itself (a forged one, R8-15: every file of the tree "changed since") is taken no earlier
+    // than a little before the file was made.
+    let made = written.unwrap_or_else(|| {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(changed).unwrap_or(0))
+    });
+    let earliest = made.checked_sub(ENTRY_SLACK).unwrap_or(made);
+    let since = SystemTime::UNIX_EPOCH + Duration::new(entry.since_secs, entry.since_nanos);
+    if since < earliest {
+        (entry.since_secs, entry.since_nanos) = since_parts(earliest);
+    }
     Some(Watch::from_entry(entry))
 }
 

@@ -249,20 +249,29 @@ pub(crate) fn check(
     let mut out: Vec<Moved> = Vec::new();
     for venv in &seen.venvs {
         let mut truncated = false;
-        let files = startup_files(venv, since, &mut truncated);
+        let mut files = startup_files(venv, since, &mut truncated);
         if truncated {
             // Bounds must not hide a plant (red-team pass 8, R8-10: 300 padding directories
             // in `lib/`, or 60,000 files in `site-packages`, hid a `.pth`): an environment
             // too large to look through whole is made inert — without its `pyvenv.cfg` its
-            // `python` no longer reads its `site-packages`.
-            let cfg = venv.join("pyvenv.cfg");
-            if let Ok(rel) = cfg.strip_prefix(workspace) {
+            // `python` no longer reads its `site-packages` — and its `lib` directories go
+            // too, with whatever startup file they hide: the user's `python3 -m venv` over the
+            // directory had kept them (R8-10's rest).
+            for name in ["pyvenv.cfg", "lib", "lib64", "Lib"] {
+                let path = venv.join(name);
+                if std::fs::symlink_metadata(&path).is_err() {
+                    continue;
+                }
+                let Ok(rel) = path.strip_prefix(workspace) else {
+                    continue;
+                };
                 let moved_to = super::git_programs::quarantine(workspace, rel).map_or_else(
                     || "(COULD NOT be moved: remove the environment)".to_string(),
                     |to| {
                         format!(
-                            "{} (the environment holds more than Keel looks through; recreate it)",
-                            to.display()
+                            "{} (the environment holds more than Keel looks through; recreate it with `python3 -m venv --clear {}`)",
+                            to.display(),
+                            venv.strip_prefix(workspace).unwrap_or(venv).display()
                         )
                     },
                 );
@@ -271,7 +280,9 @@ pub(crate) fn check(
                     moved_to,
                 });
             }
-            continue;
+            // Its programs are still judged one by one.
+            let bins = [venv.join("bin"), venv.join("Scripts")];
+            files.retain(|f| bins.iter().any(|b| f.starts_with(b)));
         }
         for file in files {
             if !changed_below(&file, since) {

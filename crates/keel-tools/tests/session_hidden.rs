@@ -1,0 +1,190 @@
+//! Code hidden from the user's review by a rule file, judged for the session (red-team pass 9,
+//! R9-7 a–e, R9-11). Each form was one command nobody approved (or two file-tool writes),
+//! `git status` clean after it, and ran unconfined at the user's next `python3 -m pytest`,
+//! `cargo test` or `make test`: a shadow package with a `.gitignore` of `*`, a visible
+//! conftest hidden by a later command's `.gitignore`, a `.gitattributes` making a rewrite
+//! "Binary files differ", a hidden `.cargo/config.toml`, an ignored `build/main.d` the
+//! Makefile `-include`s. As root and as uid 65534.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+#[path = "shared/nobody.rs"]
+mod nobody;
+
+use std::path::Path;
+use std::time::Duration;
+
+use keel_tools::shell::{self, LintSettings, ShellSettings};
+use keel_tools::{ToolContext, ToolRegistry, Workspace, builtin};
+use serde_json::json;
+
+fn exec(ws: &Path, cmd: &str) -> (bool, String) {
+    let req = shell::exec::ExecRequest::new(vec!["sh".into(), "-c".into(), cmd.into()], ws);
+    let out = nobody::runtime().block_on(shell::exec::run(req)).unwrap();
+    (
+        out.success(),
+        format!(
+            "{}{}",
+            out.combined_text(),
+            out.quarantined.unwrap_or_default()
+        ),
+    )
+}
+
+fn write(ws: &Path, rel: &str, text: &str) {
+    let p = ws.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn git(ws: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn gone(ws: &Path, rel: &str, report: &str) {
+    assert!(
+        std::fs::symlink_metadata(ws.join(rel)).is_err(),
+        "{rel} stayed: {report}"
+    );
+    assert!(report.contains(rel), "{rel} not said: {report}");
+}
+
+fn scenario(ws: &Path) {
+    write(ws, ".gitignore", "build/\n");
+    write(ws, "tests/test_a.py", "def test_a():\n    assert True\n");
+    write(ws, "src/app.py", "print('app')\n");
+    write(
+        ws,
+        "Makefile",
+        "OBJS := build/main.o\n-include $(OBJS:.o=.d)\ntest:\n\t@echo tests ok\n",
+    );
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "."]);
+    git(ws, &["commit", "-qm", "init"]);
+    std::thread::sleep(Duration::from_millis(1_200));
+
+    // (a) A shadow package that ignores itself.
+    let (ok, report) = exec(
+        ws,
+        "mkdir -p iniconfig && echo '*' > iniconfig/.gitignore && echo 'import os' > iniconfig/__init__.py",
+    );
+    assert!(ok, "{report}");
+    gone(ws, "iniconfig/__init__.py", &report);
+    gone(ws, "iniconfig/.gitignore", &report);
+
+    // (b) A test file the diff shows stays; a later command's rule that hides it does not
+    // make it the user's to run unseen.
+    let (ok, report) = exec(ws, "mkdir -p data2 && echo 'import os' > data2/conftest.py");
+    assert!(ok, "{report}");
+    assert!(ws.join("data2/conftest.py").exists(), "{report}");
+    std::thread::sleep(Duration::from_millis(1_200));
+    let (ok, report) = exec(ws, "echo '*' > data2/.gitignore");
+    assert!(ok, "{report}");
+    gone(ws, "data2/conftest.py", &report);
+
+    // (c) Review blinding: the rewrite's diff shows again.
+    let (ok, report) = exec(
+        ws,
+        "printf '.gitignore\\n.gitattributes\\n' > src/.gitignore && printf 'app.py -diff\\n' > src/.gitattributes && echo 'import os; os.system(\"id\")' > src/app.py",
+    );
+    assert!(ok, "{report}");
+    gone(ws, "src/.gitattributes", &report);
+    gone(ws, "src/.gitignore", &report);
+    let diff = git(ws, &["diff", "src/app.py"]);
+    assert!(diff.contains("os.system"), "{diff}");
+
+    // (d) A tool's configuration that runs programs.
+    let (ok, report) = exec(
+        ws,
+        "mkdir -p .cargo && echo '*' > .cargo/.gitignore && printf '[target.x]\\nrunner = \"sh\"\\n' > .cargo/config.toml",
+    );
+    assert!(ok, "{report}");
+    gone(ws, ".cargo/config.toml", &report);
+
+    // R9-11: an ignored fragment the user's `make` includes.
+    let canary = ws.parent().unwrap().join("make-canary");
+    let plant = format!(
+        "mkdir -p build && printf 'build/main.o: src/app.py\\n$(shell touch {})\\n' > build/main.d",
+        canary.display()
+    );
+    let (ok, report) = exec(ws, &plant);
+    assert!(ok, "{report}");
+    gone(ws, "build/main.d", &report);
+    match std::process::Command::new("make")
+        .args(["-s", "test"])
+        .current_dir(ws)
+        .output()
+    {
+        Ok(o) => {
+            assert!(o.status.success(), "{o:?}");
+            assert!(!canary.exists(), "the planted fragment ran");
+        }
+        Err(_) => {
+            assert!(std::env::var_os("CI").is_none(), "CI needs make");
+            println!("SKIPPED (make part): make is not installed");
+        }
+    }
+    // An ignored file nobody includes stays (build output is the build's).
+    let (ok, report) = exec(ws, "mkdir -p build && echo x > build/out.txt");
+    assert!(ok, "{report}");
+    assert!(ws.join("build/out.txt").exists(), "{report}");
+
+    // (e) The file tools alone.
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let mut notes = String::new();
+    for (path, content) in [
+        ("data3/conftest.py", "import os\n"),
+        ("data3/.gitignore", "*\n"),
+        ("pluggy/__init__.py", "import os\n"),
+        ("pluggy/.gitignore", "*\n"),
+    ] {
+        let out = nobody::runtime()
+            .block_on(tools.execute(
+                "create_file",
+                json!({"path": path, "content": content}),
+                &ctx,
+            ))
+            .unwrap();
+        notes.push_str(&out.content);
+    }
+    for rel in [
+        "data3/conftest.py",
+        "data3/.gitignore",
+        "pluggy/__init__.py",
+        "pluggy/.gitignore",
+    ] {
+        gone(ws, rel, &notes);
+    }
+    // Written where git ignores it already: refused.
+    let r = nobody::runtime().block_on(tools.execute(
+        "create_file",
+        json!({"path": "build/__init__.py", "content": "import os\n"}),
+        &ctx,
+    ));
+    assert!(r.is_err(), "{r:?}");
+    assert!(!ws.join("build/__init__.py").exists());
+    // Nothing the session made is left that git does not show.
+    let hidden = git(ws, &["status", "--porcelain", "--ignored"]);
+    for line in hidden.lines().filter(|l| l.starts_with("!!")) {
+        assert!(line == "!! build/", "{hidden}");
+    }
+}
+
+nobody::user_and_nobody!(scenario: code_hidden_by_a_rule_file_is_moved_aside, code_hidden_by_a_rule_file_is_moved_aside_as_nobody);
