@@ -105,10 +105,17 @@ fn scenario(ws: &Path) {
     // A tree made by the user since (their own `npm install` in another terminal) is kept too.
     write(ws, "tools/venv9/pyvenv.cfg", "home = /usr/bin\n");
     write(ws, "web/node_modules/x/index.js", "1\n");
-    run(ws, "true", false);
+    // Made before the command by more than the kernel's coarse clock tick (the slack a
+    // tree's birth time is given: one made within it is taken for the command's).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (_, first) = run(ws, "true", false);
     let (ok, out) = run(ws, "echo evil > web/node_modules/x/index.js", false);
-    assert!(!ok, "{out}");
-    assert_eq!(read(ws, "web/node_modules/x/index.js"), "1\n");
+    assert!(!ok, "{first}\n{out}");
+    assert_eq!(
+        read(ws, "web/node_modules/x/index.js"),
+        "1\n",
+        "{first}\n{out}"
+    );
 }
 
 /// Red-team pass 8, R8-9: the file tools wrote `.pth`, `sitecustomize.py` (and, by

@@ -164,3 +164,29 @@ fn the_file_tools_do_not_plant_an_environment_before_it_exists() {
     );
     assert!(!ws.join(SITE).join("zz.pth").exists());
 }
+
+/// A tree made across two commands (red-team pass 10, R10-3): `.venv/lib/python3.11` in the
+/// first (no tree yet), its `site-packages/zz.pth` in the second, more than a second later.
+fn across_commands_scenario(ws: &Path) {
+    write(ws, ".gitignore", ".venv/\n");
+    let (ok, out) = run(ws, "mkdir -p .venv/lib/python3.11", false);
+    assert!(ok, "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(1_300));
+    let (ok, out) = run(
+        ws,
+        &format!("mkdir -p {SITE} && echo 'import os' > {SITE}/zz.pth"),
+        false,
+    );
+    assert!(ok, "{out}");
+    assert!(!ws.join(SITE).join("zz.pth").exists(), "{out}");
+    assert!(ws.join(".venv.quarantined-by-keel").exists(), "{out}");
+    // A tree the user made meanwhile, which the next command does not touch, stays.
+    write(ws, "env2/lib/python3.11/site-packages/ok.txt", "x");
+    write(ws, "env2/pyvenv.cfg", "home = /usr/bin\n");
+    std::thread::sleep(std::time::Duration::from_millis(1_300));
+    let (ok, out) = run(ws, "echo hi > notes.txt", false);
+    assert!(ok, "{out}");
+    assert!(ws.join("env2/pyvenv.cfg").exists(), "{out}");
+}
+
+nobody::user_and_nobody!(across_commands_scenario: a_tree_made_across_commands_is_moved_aside, a_tree_made_across_commands_is_moved_aside_as_nobody);

@@ -11,6 +11,7 @@
 #[path = "shared/nobody.rs"]
 mod nobody;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -188,3 +189,31 @@ fn scenario(ws: &Path) {
 }
 
 nobody::user_and_nobody!(scenario: code_hidden_by_a_rule_file_is_moved_aside, code_hidden_by_a_rule_file_is_moved_aside_as_nobody);
+
+/// Configuration git does not show, which the user's tools read (red-team pass 10: R10-9 a
+/// `NODE_OPTIONS` appended to an ignored `.env`, R10-12 an ignored `.npmrc` with
+/// `script-shell`, R10-11 a `pip.conf` in a directory that is not an environment yet), and a
+/// plug-in declared under a name that is not UTF-8 (R10-7).
+fn configs_scenario(ws: &Path) {
+    write(ws, ".gitignore", ".env\n.npmrc\n.venv/\n*.egg-info/\n");
+    write(ws, ".env", "PORT=3000\n");
+    write(ws, "package.json", "{}\n");
+    git(ws, &["init", "-q"]);
+    std::thread::sleep(Duration::from_millis(1_200));
+    let (ok, report) = exec(
+        ws,
+        "echo 'NODE_OPTIONS=\"--require ./data/h.js\"' >> .env && printf 'script-shell=./data/sh\\n' > .npmrc && mkdir -p .venv && printf '[global]\\nindex-url = http://127.0.0.1:9/\\n' > .venv/pip.conf && mkdir -p \"$(printf 'zz\\377.egg-info')\" && printf '[pytest11]\\nx = y\\n' > \"$(printf 'zz\\377.egg-info')/entry_points.txt\"",
+    );
+    assert!(ok, "{report}");
+    gone(ws, ".env", &report);
+    assert!(ws.join(".env.quarantined-by-keel").exists(), "{report}");
+    gone(ws, ".npmrc", &report);
+    gone(ws, ".venv/pip.conf", &report);
+    let odd = std::ffi::OsStr::from_bytes(b"zz\xff.egg-info");
+    assert!(
+        std::fs::symlink_metadata(ws.join(odd).join("entry_points.txt")).is_err(),
+        "{report}"
+    );
+}
+
+nobody::user_and_nobody!(configs_scenario: configuration_git_does_not_show_is_moved_aside, configuration_git_does_not_show_is_moved_aside_as_nobody);

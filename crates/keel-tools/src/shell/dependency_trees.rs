@@ -103,6 +103,11 @@ pub(crate) fn read_only_trees(workspace: &Path) -> (Vec<PathBuf>, bool) {
     (out, complete && all)
 }
 
+/// The trees noted for `workspace` by the last walk or search (`None`: none yet).
+pub(crate) fn remembered(workspace: &Path) -> Option<Vec<PathBuf>> {
+    known().get(workspace).map(|(trees, _)| trees.clone())
+}
+
 /// Notes the trees the runner's walk found in `workspace` (and those it did not enter).
 pub(crate) fn remember(workspace: &Path, trees: Vec<PathBuf>) {
     let (trees, all) = outermost(trees);

@@ -25,6 +25,7 @@
 //! ([`refused_for_file_tools`]); a restore from a snapshot is checked the same way.
 //! Virtual environments and Cargo's profile directories are left to their own rules.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Where a command nobody approved builds with Cargo (`CARGO_TARGET_DIR`, workspace-relative):
@@ -145,22 +146,31 @@ impl Found {
 
     /// Notes `name` of `dir` for the session's hiddenness check, by a cheap look at its name
     /// and place first.
-    fn note_session(&mut self, dir: &Path, name: &str, parent: &str, is_file: bool) {
-        if !is_file {
-            return;
-        }
+    fn note_session(&mut self, dir: &Path, path: PathBuf, name: &str, parent: &str) {
         let at_top = self.root.as_deref() == Some(dir);
-        if matches!(name, "Makefile" | "makefile" | "GNUmakefile") {
-            if self.makefiles.len() < 64 {
-                self.makefiles.push(dir.join(name));
-            }
-            return;
+        if matches!(name, "Makefile" | "makefile" | "GNUmakefile") && self.makefiles.len() < 64 {
+            self.makefiles.push(path.clone());
         }
+        // A cheap look at the name first: most entries are none of these.
         let maybe = super::session_hidden::is_rule_file(name)
-            || (name.ends_with(".py")
-                && (at_top || name == "__init__.py" || name == "conftest.py"))
+            || (name.ends_with(".py") && (at_top || name == "__init__.py"))
             || matches!(parent, ".cargo" | ".mvn" | ".devcontainer" | ".vscode")
-            || matches!(name, ".devcontainer.json" | ".envrc")
+            || name.starts_with(".env")
+            || [
+                "rc",
+                "rc.yml",
+                ".json",
+                ".conf",
+                ".ini",
+                ".cfg",
+                ".toml",
+                ".properties",
+                ".gradle",
+                ".cjs",
+                "akefile",
+            ]
+            .iter()
+            .any(|s| name.ends_with(s))
             || is_test_file(name);
         if !maybe {
             return;
@@ -168,7 +178,7 @@ impl Found {
         let Some(root) = &self.root else {
             return;
         };
-        let Ok(rel) = dir.join(name).strip_prefix(root).map(Path::to_path_buf) else {
+        let Ok(rel) = path.strip_prefix(root).map(Path::to_path_buf) else {
             return;
         };
         if super::session_hidden::kind(&rel).is_some() {
@@ -190,15 +200,22 @@ impl Found {
                 self.truncated = true;
             }
         }
+        // Names that are not UTF-8 are judged by what they say (red-team pass 10, R10-7:
+        // `zz\377.egg-info/entry_points.txt` was skipped, and pytest loaded its plug-in).
         let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            return;
-        };
-        let parent = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let is_file = entry
+        let name = name.to_string_lossy();
+        let name = name.as_ref();
+        let parent = dir
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        let parent = parent.as_ref();
+        if entry
             .file_type()
-            .is_ok_and(|t| t.is_file() || t.is_symlink());
-        self.note_session(dir, name, parent, is_file);
+            .is_ok_and(|t| t.is_file() || t.is_symlink())
+        {
+            self.note_session(dir, entry.path(), name, parent);
+        }
         let by_dir = || {
             let dirs = dir.components().map(|c| c.as_os_str());
             in_test_dir(dirs, name).then_some(Kind::TestFile)
@@ -262,7 +279,8 @@ pub(crate) fn ignored(workspace: &Path, rels: &[PathBuf]) -> Vec<PathBuf> {
     out.stdout
         .split(|b| *b == 0)
         .filter(|s| !s.is_empty())
-        .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
+        // Byte for byte: a name that is not UTF-8 is still found (R10-7).
+        .map(|s| PathBuf::from(std::ffi::OsStr::from_bytes(s)))
         .filter(|p| rels.contains(p))
         .collect()
 }
@@ -420,9 +438,15 @@ pub(crate) fn check_cargo(
 /// `python3 -m venv .venv`; a fresh `node_modules` with npm's hidden lockfile, kept by the
 /// user's `npm install`). Created: born since `since` (the file system's birth time; its
 /// change time where there is none). Cargo's profile directories have their own rule.
+///
+/// A tree made across commands counts too (red-team pass 10, R10-3: `mkdir -p
+/// .venv/lib/python3.11` in one command, not a tree yet, then `site-packages/zz.pth` in the
+/// next): one that was no tree at the last walk (`known`: the trees it noted) and that this
+/// command changed (its directories, three levels down, or its `pyvenv.cfg`).
 pub(crate) fn check_new_trees(
     workspace: &Path,
     walked: &[PathBuf],
+    known: Option<&[PathBuf]>,
     since: std::time::SystemTime,
 ) -> Vec<Moved> {
     let mut trees: Vec<&PathBuf> = walked
@@ -439,7 +463,11 @@ pub(crate) fn check_new_trees(
     let mut out: Vec<Moved> = Vec::new();
     let mut moved: Vec<&PathBuf> = Vec::new();
     for tree in trees {
-        if moved.iter().any(|m| tree.starts_with(m)) || !born_since(tree, since) {
+        let became = || {
+            known.is_some_and(|k| !k.iter().any(|t| tree.starts_with(t)))
+                && touched_since(tree, since)
+        };
+        if moved.iter().any(|m| tree.starts_with(m)) || !(born_since(tree, since) || became()) {
             continue;
         }
         if let Ok(rel) = tree.strip_prefix(workspace)
@@ -450,6 +478,47 @@ pub(crate) fn check_new_trees(
         }
     }
     out
+}
+
+/// Whether the virtual environment `tree` (by its shape) was changed after `since` (a mark of
+/// the clock file time stamps come from, which the command started after: a tree the user made
+/// a moment before is not the command's) where it is one: its `pyvenv.cfg`, its `lib*`
+/// directories, their `python*` directories and those's `site-packages`. A `lib` holding more
+/// than 10,000 entries counts as changed. Other trees: no.
+fn touched_since(tree: &Path, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let changed = |p: &Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| {
+            let ctime = std::time::SystemTime::UNIX_EPOCH
+                + std::time::Duration::new(
+                    u64::try_from(m.ctime()).unwrap_or(0),
+                    u32::try_from(m.ctime_nsec()).unwrap_or(0),
+                );
+            ctime > since
+        })
+    };
+    if changed(&tree.join("pyvenv.cfg")) {
+        return true;
+    }
+    for lib in ["lib", "lib64", "Lib"].map(|l| tree.join(l)) {
+        let Ok(entries) = std::fs::read_dir(&lib) else {
+            continue;
+        };
+        if changed(&lib) || changed(&lib.join("site-packages")) {
+            return true;
+        }
+        for (n, e) in entries.flatten().enumerate() {
+            if n >= 10_000 {
+                return true;
+            }
+            if e.file_name().to_string_lossy().starts_with("python")
+                && (changed(&e.path()) || changed(&e.path().join("site-packages")))
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Whether `path` was created after `since` (birth time; change time without one).

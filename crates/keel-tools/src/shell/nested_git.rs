@@ -625,7 +625,13 @@ impl Watch {
         let mut loaded = if self.approved {
             Vec::new()
         } else {
-            super::loaded_code::check_new_trees(&self.root, &walk.walked, self.since)
+            let known = super::dependency_trees::remembered(&self.root);
+            super::loaded_code::check_new_trees(
+                &self.root,
+                &walk.walked,
+                known.as_deref(),
+                self.since,
+            )
         };
         if repos.1 {
             // The walk stopped at its bound: the hook tools' configuration it may not have
@@ -647,9 +653,13 @@ impl Watch {
         }
         // What the session made that git does not show now, whichever command hid it (R9-7).
         let slack = self.since.checked_sub(Duration::from_secs(1));
+        let mut skip: Vec<PathBuf> = walk.walked.iter().chain(&walk.skip).cloned().collect();
+        skip.extend(python.venvs.iter().chain(&python.cargo).cloned());
+        skip.push(self.root.join(super::loaded_code::KEEL_TARGET));
         let hidden = super::session_hidden::check(
             &self.root,
             &python.code,
+            &skip,
             slack.unwrap_or(self.since),
             !self.approved,
         );

@@ -34,6 +34,36 @@ const MAX_REMEMBERED: usize = 100_000;
 const MAX_MAKEFILES: usize = 32;
 const MAX_MAKEFILE: u64 = 1024 * 1024;
 
+/// Configuration files, by name in any directory, that make the user's tools run programs or
+/// fetch code from elsewhere: the package managers' (`.npmrc`'s `script-shell`: R10-12; a
+/// virtual environment's `pip.conf` `index-url`, kept by `python3 -m venv`: R10-11), the
+/// test runners', the debuggers' and build tools'.
+const TOOL_CONFIGS: &[&str] = &[
+    ".devcontainer.json",
+    ".envrc",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    "bunfig.toml",
+    ".bunfig.toml",
+    "pip.conf",
+    "pip.ini",
+    ".pdbrc",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "package.json",
+    "gradle.properties",
+    "local.properties",
+    "init.gradle",
+    ".mavenrc",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+];
+
 /// What the session's writers nobody approved made, per workspace root.
 static MADE: Mutex<BTreeMap<PathBuf, BTreeMap<PathBuf, Kind>>> = Mutex::new(BTreeMap::new());
 
@@ -94,8 +124,10 @@ pub(crate) fn kind(rel: &Path) -> Option<Kind> {
                 ".vscode",
                 "tasks.json" | "settings.json" | "launch.json" | "extensions.json"
             )
-            | (_, ".devcontainer.json" | ".envrc")
-    );
+    ) || TOOL_CONFIGS.contains(&name)
+        // dotenv files: `node --env-file=.env` takes `NODE_OPTIONS` from one (R10-9).
+        || name == ".env"
+        || name.starts_with(".env.");
     if tool_config {
         return Some(Kind::ToolConfig);
     }
@@ -159,12 +191,14 @@ fn make_reads(root: &Path, makefiles: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// After a command that started at `since` (slack already taken off), in `root`: what of
-/// the walk's `found` it created or changed is remembered when `unapproved`; then everything
+/// the walk's `found` it created or changed (outside the trees `skip`) is remembered when
+/// `unapproved`; then everything
 /// the session made that git ignores now is moved aside, and every `.gitattributes` this
 /// command changed that blinds diffs.
 pub(crate) fn check(
     root: &Path,
     found: &super::loaded_code::Found,
+    skip: &[PathBuf],
     since: SystemTime,
     unapproved: bool,
 ) -> Vec<Moved> {
@@ -177,6 +211,9 @@ pub(crate) fn check(
         };
         let mut mine: Vec<(PathBuf, Kind)> = found
             .session_candidates()
+            // Dependency trees (and Cargo's output) have their own rules: an install's
+            // hundreds of `package.json` are not configuration the user's tools read.
+            .filter(|p| !skip.iter().any(|s| p.starts_with(s)))
             .filter_map(|p| p.strip_prefix(root).ok())
             .filter_map(|rel| kind(rel).map(|k| (rel.to_path_buf(), k)))
             .filter(|(rel, _)| changed(rel))
@@ -286,6 +323,9 @@ mod tests {
             Some(Kind::ToolConfig)
         );
         assert_eq!(kind(Path::new("data/conftest.py")), Some(Kind::TestFile));
+        for config in [".env", ".env.local", "frontend/.npmrc", ".venv/pip.conf"] {
+            assert_eq!(kind(Path::new(config)), Some(Kind::ToolConfig), "{config}");
+        }
         assert!(blinds_diffs("app.py -diff\n"));
         assert!(blinds_diffs("*.py binary\n"));
         assert!(!blinds_diffs("*.sh text eol=lf\n# x -diff\n"));
