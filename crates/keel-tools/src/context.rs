@@ -26,10 +26,9 @@ pub struct ToolContext {
     /// [`SandboxPolicy::ReadOnly`]: `run_command` then refuses commands the analyser does not
     /// judge read-only and runs the rest under the read-only kernel sandbox.
     pub sandbox: SandboxPolicy,
-    /// A person approved this call as it is, with a prompt that named its writes to installed
-    /// code: what its command installs into a workspace virtual environment stays
-    /// ([`crate::shell::exec::ExecRequest::approved`]; [`note_approved`] is called only for such
-    /// an approval).
+    /// A person approved this call as it is: what its command installs into a workspace
+    /// virtual environment stays ([`crate::shell::exec::ExecRequest::approved`], which the
+    /// runners set only when that approval covered writes to installed code: R9-13).
     pub approved: bool,
 }
 
@@ -37,11 +36,7 @@ pub struct ToolContext {
 /// takes the note when it runs the call ([`ToolContext::approved`]).
 static APPROVED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
-/// Notes that a person approved call `call_id` of `session`, with a prompt that named the
-/// command's writes to installed code (dependency trees, a virtual environment, files the
-/// loaders take): the runner's exemptions for those follow ([`ToolContext::approved`]). The
-/// approval hook does not call it for a "yes" to a prompt that gave another reason
-/// (red-team pass 9, R9-13).
+/// Notes that a person approved call `call_id` of `session`.
 pub fn note_approved(session: &str, call_id: &str) {
     let mut all = APPROVED.lock().unwrap_or_else(|e| e.into_inner());
     // Notes of calls that never ran (a later refusal) are dropped past a bound.

@@ -51,6 +51,32 @@ fn scenario(ws: &Path) {
     let out = runtime.block_on(shell::exec::run(req)).unwrap();
     assert!(out.success(), "{}", out.combined_text());
     assert!(out.limit_note.is_none());
+
+    // Inodes too (red-team pass 10, R10-8): empty files, no bytes to speak of.
+    let mut req = shell::exec::ExecRequest::new(
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "mkdir -p many && cd many && seq 1 300000 | xargs touch && echo finished".into(),
+        ],
+        ws,
+    );
+    req.inode_allowance = Some(2_000);
+    req.timeout = std::time::Duration::from_secs(120);
+    let out = runtime.block_on(shell::exec::run(req)).unwrap();
+    let note = out.limit_note.clone().unwrap_or_default();
+    if note.is_empty() && out.success() {
+        // A file system that does not count inodes (then none are watched).
+        let counted = rustix::fs::statvfs(ws).is_ok_and(|s| s.f_files > 0);
+        assert!(!counted, "300,000 files were made unstopped");
+        println!("SKIPPED (inode part): the file system does not count inodes");
+        return;
+    }
+    assert!(!out.success(), "{}", out.combined_text());
+    assert!(!out.stdout.text().contains("finished"));
+    assert!(note.contains("inodes"), "{note:?}");
+    let made = std::fs::read_dir(ws.join("many")).map_or(0, |d| d.count());
+    assert!(made < 300_000, "all {made} files were made");
 }
 
 #[test]

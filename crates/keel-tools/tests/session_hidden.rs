@@ -217,3 +217,45 @@ fn configs_scenario(ws: &Path) {
 }
 
 nobody::user_and_nobody!(configs_scenario: configuration_git_does_not_show_is_moved_aside, configuration_git_does_not_show_is_moved_aside_as_nobody);
+
+/// Build outputs make reuses by time stamp (red-team pass 10, R10-6): in a fresh clone, one
+/// command made `build/main.o` (and could make `app`); the user's `make test` linked and ran
+/// them without compiling the source.
+fn outputs_scenario(ws: &Path) {
+    write(ws, ".gitignore", "build/\napp\n");
+    write(ws, "src/main.sh", "echo tests ok\n");
+    write(
+        ws,
+        "Makefile",
+        "app: build/main.o\n\tcp build/main.o app\nbuild/main.o: src/main.sh\n\tmkdir -p build && cp src/main.sh build/main.o\ntest: app\n\t@sh ./app\n",
+    );
+    git(ws, &["init", "-q"]);
+    std::thread::sleep(Duration::from_millis(1_200));
+    let canary = ws.parent().unwrap().join("outputs-canary");
+    let plant = format!(
+        "mkdir -p build && echo 'touch {}; echo tests ok' > build/main.o && cp build/main.o app && mkdir -p out && echo x > out/lib.class",
+        canary.display()
+    );
+    let (ok, report) = exec(ws, &plant);
+    assert!(ok, "{report}");
+    gone(ws, "build/main.o", &report);
+    gone(ws, "app", &report);
+    // Not ignored: the diff shows it, it stays.
+    assert!(ws.join("out/lib.class").exists(), "{report}");
+    match std::process::Command::new("make")
+        .args(["-s", "test"])
+        .current_dir(ws)
+        .output()
+    {
+        Ok(o) => {
+            assert!(o.status.success(), "{o:?}");
+            assert!(!canary.exists(), "the planted output ran");
+        }
+        Err(_) => {
+            assert!(std::env::var_os("CI").is_none(), "CI needs make");
+            println!("SKIPPED (make part): make is not installed");
+        }
+    }
+}
+
+nobody::user_and_nobody!(outputs_scenario: build_outputs_git_does_not_show_are_moved_aside, build_outputs_git_does_not_show_are_moved_aside_as_nobody);

@@ -7,6 +7,11 @@
 //! system or 1 GiB, whichever is more — but never more than half of what was free when the
 //! command started (a disk already nearly full still lets a command write half of what is left).
 //! The command's result says which file system and how much was left.
+//!
+//! Free **inodes** are watched the same way (red-team pass 10, R10-8: empty files took every
+//! inode of the file system with most of its bytes still free, and every later write — the
+//! store's, the file tools', the user's — failed): the reserve is 5% of the file system's
+//! inodes or 100,000, never more than half of those free at the start.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,10 +21,14 @@ const EVERY: Duration = Duration::from_millis(250);
 /// The least reserve kept on a file system.
 const MIN_RESERVE: u64 = 1024 * 1024 * 1024;
 
-/// The file systems a command may write, each with the free space it must leave.
+/// The least reserve of inodes kept on a file system.
+const MIN_INODES: u64 = 100_000;
+
+/// The file systems a command may write, each with the free space and the free inodes it must
+/// leave.
 #[derive(Debug, Default)]
 pub(crate) struct DiskWatch {
-    watched: Vec<(PathBuf, u64)>,
+    watched: Vec<(PathBuf, u64, u64)>,
 }
 
 fn free_and_total(path: &Path) -> Option<(u64, u64, u64)> {
@@ -32,6 +41,12 @@ fn free_and_total(path: &Path) -> Option<(u64, u64, u64)> {
     ))
 }
 
+/// Free inodes (for an unprivileged writer) and all of them; `(0, 0)` where the file system
+/// does not count them (a `tmpfs` may not: then they are not watched).
+fn inodes(path: &Path) -> (u64, u64) {
+    rustix::fs::statvfs(path).map_or((0, 0), |st| (st.f_favail, st.f_files))
+}
+
 /// The bytes an unprivileged writer may still put on the file system holding `path`.
 pub fn free_bytes(path: &Path) -> Option<u64> {
     free_and_total(path).map(|(free, _, _)| free)
@@ -40,7 +55,12 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
 impl DiskWatch {
     /// Notes the free space of the file systems holding `paths` now. `allowance`: the most
     /// bytes the command may take from each (a test's small bound); `None`: the reserve rule.
-    pub(crate) fn new(paths: &[PathBuf], allowance: Option<u64>) -> Self {
+    /// `inode_allowance`: likewise for inodes.
+    pub(crate) fn new(
+        paths: &[PathBuf],
+        allowance: Option<u64>,
+        inode_allowance: Option<u64>,
+    ) -> Self {
         let mut seen = Vec::new();
         let mut watched = Vec::new();
         for p in paths {
@@ -55,7 +75,12 @@ impl DiskWatch {
                 Some(a) => free.saturating_sub(a),
                 None => MIN_RESERVE.max(total / 20).min(free / 2),
             };
-            watched.push((p.clone(), reserve));
+            let (free_inodes, all_inodes) = inodes(p);
+            let inode_reserve = match inode_allowance {
+                Some(a) => free_inodes.saturating_sub(a),
+                None => MIN_INODES.max(all_inodes / 20).min(free_inodes / 2),
+            };
+            watched.push((p.clone(), reserve, inode_reserve));
         }
         Self { watched }
     }
@@ -68,10 +93,17 @@ impl DiskWatch {
         }
         loop {
             tokio::time::sleep(EVERY).await;
-            for (path, reserve) in &self.watched {
+            for (path, reserve, inode_reserve) in &self.watched {
                 let Some((free, _, _)) = free_and_total(path) else {
                     continue;
                 };
+                let (free_inodes, all_inodes) = inodes(path);
+                if all_inodes > 0 && free_inodes < *inode_reserve {
+                    return format!(
+                        "keel: the command was stopped: it created files on the file system holding {} until only {free_inodes} inodes (files) were left free (Keel keeps {inode_reserve} free there for everything else). Create fewer files, and remove those it made.",
+                        path.display(),
+                    );
+                }
                 if free < *reserve {
                     return format!(
                         "keel: the command was stopped: it filled the file system holding {} until only {} MiB were left free (Keel keeps {} MiB free there for everything else). Write less, or write large outputs elsewhere and say so to the user.",

@@ -46,13 +46,15 @@ pub struct ExecRequest {
     /// read-only to it, and what it installs into a workspace virtual environment, the
     /// loaded code and new trees it leaves, stay. Without it, the startup files a command
     /// writes there are moved aside ([`super::venv_startup`]). A "yes" to a prompt that gave
-    /// another reason does not set it (red-team pass 9, R9-13: the approval hook notes only
-    /// approvals whose prompt said so). Hook paths and the session's hidden code
+    /// another reason does not set it (red-team pass 9, R9-13: the runners set it only when
+    /// the approved line changes installed code). Hook paths and the session's hidden code
     /// ([`super::session_hidden`], for what earlier writers made) are judged either way.
     pub approved: bool,
     /// The most bytes the command may take from a file system it writes (`None`: the reserve
     /// rule of [`super::disk`]; a test's small bound otherwise).
     pub disk_allowance: Option<u64>,
+    /// Likewise for the inodes (files) it may take (`None`: the reserve rule).
+    pub inode_allowance: Option<u64>,
 }
 
 impl ExecRequest {
@@ -82,6 +84,7 @@ impl ExecRequest {
             cancel: CancellationToken::new(),
             approved: false,
             disk_allowance: None,
+            inode_allowance: None,
         }
     }
 }
@@ -592,7 +595,7 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
         writable.extend(req.roots.workspace.iter().cloned());
         writable.extend(req.roots.extra.iter().cloned());
     }
-    let disk = super::disk::DiskWatch::new(&writable, req.disk_allowance);
+    let disk = super::disk::DiskWatch::new(&writable, req.disk_allowance, req.inode_allowance);
     let mut disk_note = None;
 
     let ending = tokio::select! {

@@ -53,6 +53,9 @@ pub(crate) enum Kind {
     ToolConfig,
     /// A file the user's `make` reads (an `include` / `-include` of a makefile).
     MakeFragment,
+    /// A build output the user's build tool reuses while it looks up to date (`build/main.o`,
+    /// a makefile's target, `target/classes/*.class`).
+    BuildOutput,
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -168,6 +171,18 @@ impl Found {
                 ".gradle",
                 ".cjs",
                 "akefile",
+            ]
+            .iter()
+            .any(|s| name.ends_with(s))
+            || [
+                ".o",
+                ".obj",
+                ".a",
+                ".class",
+                ".jar",
+                ".tsbuildinfo",
+                ".gch",
+                ".pch",
             ]
             .iter()
             .any(|s| name.ends_with(s))
@@ -395,6 +410,9 @@ pub(crate) fn line(m: &Moved) -> String {
         }
         Kind::MakeFragment => {
             "a file the user's `make` reads (an `include`), which git does not show"
+        }
+        Kind::BuildOutput => {
+            "a build output git does not show, which the user's `make` or build tool would reuse as up to date instead of building it from the source (it builds it again)"
         }
     };
     if m.moved_to.is_empty() {

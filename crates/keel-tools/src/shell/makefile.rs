@@ -62,6 +62,9 @@ pub(crate) struct Recipes {
     /// Targets asked for that have no rule (make fails, or builds a file by its built-in
     /// rules).
     pub missing: Vec<String>,
+    /// Every target the makefiles name by itself (no pattern, no special target): the files
+    /// make builds, and reuses while they look newer than what they are made from.
+    pub targets: Vec<String>,
 }
 
 struct Rule {
@@ -165,6 +168,12 @@ pub(crate) fn recipes(
         lines: Vec::new(),
         shell_calls,
         missing: Vec::new(),
+        targets: mk
+            .rules
+            .keys()
+            .filter(|t| *t != ANY_TARGET && !t.contains('%') && !t.starts_with('.'))
+            .cloned()
+            .collect(),
     };
     let mut seen = HashSet::new();
     for goal in &goals {

@@ -64,6 +64,10 @@ const TOOL_CONFIGS: &[&str] = &[
     "GNUmakefile",
 ];
 
+/// The extensions of build outputs make, javac/Maven/Gradle and `tsc -b` reuse while they look
+/// up to date.
+const BUILD_OUTPUTS: &[&str] = &["o", "obj", "a", "class", "jar", "tsbuildinfo", "gch", "pch"];
+
 /// What the session's writers nobody approved made, per workspace root.
 static MADE: Mutex<BTreeMap<PathBuf, BTreeMap<PathBuf, Kind>>> = Mutex::new(BTreeMap::new());
 
@@ -112,6 +116,13 @@ pub(crate) fn kind(rel: &Path) -> Option<Kind> {
     if is_rule_file(name) {
         return Some(Kind::Hiding);
     }
+    // Build outputs the build tools reuse by time stamp (R10-6): objects, archives, classes,
+    // TypeScript's build info.
+    if let Some((_, ext)) = name.rsplit_once('.')
+        && BUILD_OUTPUTS.contains(&ext)
+    {
+        return Some(Kind::BuildOutput);
+    }
     if (depth == 1 && name.ends_with(".py")) || (depth == 2 && name == "__init__.py") {
         return Some(Kind::Importable);
     }
@@ -156,10 +167,12 @@ fn read(path: &Path) -> Option<String> {
 }
 
 /// The files (workspace-relative, existing, inside the workspace) the makefiles `makefiles`
-/// read when the user runs `make` in their directories: each makefile's includes, found by
-/// the Makefile judge's reader.
-fn make_reads(root: &Path, makefiles: &[PathBuf]) -> Vec<PathBuf> {
+/// read when the user runs `make` in their directories — each makefile's includes, found by
+/// the Makefile judge's reader — and, apart, the files they build (their rules' targets:
+/// make reuses one that looks newer than its sources, R10-6).
+fn make_files(root: &Path, makefiles: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut out = Vec::new();
+    let mut built = Vec::new();
     for mk in makefiles.iter().take(MAX_MAKEFILES) {
         let Some(dir) = mk.parent() else {
             continue;
@@ -177,7 +190,16 @@ fn make_reads(root: &Path, makefiles: &[PathBuf]) -> Vec<PathBuf> {
             Ok(read(&path))
         };
         // The parse may stop at what it cannot judge; the files read until then count.
-        let _ = super::makefile::recipes(&[name.to_string()], false, &[], &[], &mut reader);
+        let parsed = super::makefile::recipes(&[name.to_string()], false, &[], &[], &mut reader);
+        for target in parsed.map(|r| r.targets).unwrap_or_default() {
+            let path = super::loaded_code::lexical(&dir.join(&target));
+            if let Ok(rel) = path.strip_prefix(root)
+                && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+                && !built.iter().any(|r| r == rel)
+            {
+                built.push(rel.to_path_buf());
+            }
+        }
         for path in asked.into_iter().skip(1) {
             if let Ok(rel) = path.strip_prefix(root)
                 && std::fs::symlink_metadata(&path).is_ok()
@@ -187,7 +209,7 @@ fn make_reads(root: &Path, makefiles: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
-    out
+    (out, built)
 }
 
 /// After a command that started at `since` (slack already taken off), in `root`: what of
@@ -218,12 +240,19 @@ pub(crate) fn check(
             .filter_map(|rel| kind(rel).map(|k| (rel.to_path_buf(), k)))
             .filter(|(rel, _)| changed(rel))
             .collect();
+        let (reads, built) = make_files(root, found.makefiles());
         mine.extend(
-            make_reads(root, found.makefiles())
+            reads
                 .into_iter()
                 .filter(|rel| changed(rel))
                 .map(|rel| (rel, Kind::MakeFragment)),
         );
+        let outputs: Vec<(PathBuf, Kind)> = built
+            .into_iter()
+            .filter(|rel| changed(rel) && !mine.iter().any(|(r, _)| r == rel))
+            .map(|rel| (rel, Kind::BuildOutput))
+            .collect();
+        mine.extend(outputs);
         for (rel, _) in mine.iter().filter(|(r, k)| {
             *k == Kind::Hiding && r.file_name().is_some_and(|n| n == ".gitattributes")
         }) {
@@ -333,6 +362,7 @@ mod tests {
 
     #[test]
     fn make_reads_its_includes() {
+        assert_eq!(kind(Path::new("build/main.o")), Some(Kind::BuildOutput));
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::write(
@@ -343,7 +373,7 @@ mod tests {
         std::fs::create_dir(root.join("build")).unwrap();
         std::fs::write(root.join("build/main.d"), "x: y\n").unwrap();
         std::fs::write(root.join("local.mk"), "A := 1\n").unwrap();
-        let reads = make_reads(root, &[root.join("Makefile")]);
+        let (reads, _) = make_files(root, &[root.join("Makefile")]);
         assert!(reads.contains(&PathBuf::from("build/main.d")), "{reads:?}");
         assert!(reads.contains(&PathBuf::from("local.mk")), "{reads:?}");
     }
