@@ -107,6 +107,20 @@ impl Constitution {
             ));
         }
         add(&mut out.paths, held);
+        // A protected path, or a glob's directory, reached through a link in the workspace
+        // (`sql -> data/sql`) is held by its real name too: the file tools compare names, and
+        // the look-up follows no link, so `sql/*.sql` matched nothing (red-team pass 10,
+        // R10-13).
+        let ws = root.path();
+        let linked = |rel: &Path| -> Option<PathBuf> {
+            let real = ws.join(rel).canonicalize().ok()?;
+            let ws_real = ws.canonicalize().ok()?;
+            let inside = real.strip_prefix(&ws_real).ok()?.to_path_buf();
+            (inside != rel && !inside.as_os_str().is_empty()).then_some(inside)
+        };
+        let mut real_names: Vec<PathBuf> = out.paths.iter().filter_map(|p| linked(p)).collect();
+        real_names.extend(self.file_glob_dirs.iter().filter_map(|d| linked(d)));
+        add(&mut out.paths, real_names);
         if let Some(why) = cut {
             let mut whole = self.file_glob_dirs.clone();
             if self.file_glob_anywhere {
@@ -225,6 +239,17 @@ mod tests {
         // Without file globs nothing is read.
         let plain = Constitution::parse(r#"{"protected_paths": ["docs/"]}"#).unwrap();
         assert_eq!(paths(&plain.protected_files(&h)), ["docs"]);
+    }
+
+    /// Red-team pass 10, R10-13: `sql -> data/sql`; `data/sql/a.sql` is the protected file.
+    #[test]
+    fn a_protected_path_through_a_link_is_held_by_its_real_name_too() {
+        let (d, h) = tree(&["data/sql/a.sql", "docs/x.md"]);
+        std::os::unix::fs::symlink("data/sql", d.path().join("sql")).unwrap();
+        std::os::unix::fs::symlink("docs/x.md", d.path().join("x.md")).unwrap();
+        let c = Constitution::parse(r#"{"protected_paths": ["sql/*.sql", "x.md"]}"#).unwrap();
+        let p = c.protected_files(&h);
+        assert_eq!(paths(&p), ["x.md", "docs/x.md", "data/sql"]);
     }
 
     #[test]
