@@ -233,8 +233,10 @@ impl Index {
         let mut changes = Changes::default();
         changes.stats.files = found.len();
         if jobs.is_empty() && deleted.is_empty() && !interrupted {
+            crate::fts_merge::after_refresh(&self.conn, 0, found.len(), false)?;
             return Ok(changes.stats);
         }
+        let built = interrupted || states.is_empty();
         store::set_meta(&self.conn, "state", "building")?;
         {
             let tx = self.conn.transaction()?;
@@ -248,10 +250,12 @@ impl Index {
         self.write_parallel(jobs, progress, &mut changes)?;
         progress.phase(Phase::Linking);
         let tx = self.conn.transaction()?;
-        changes.resolve(&tx, interrupted || states.is_empty())?;
+        changes.resolve(&tx, built)?;
         store::set_meta(&tx, "state", "ready")?;
         store::set_meta(&tx, "generation", &now_ns().to_string())?;
         tx.commit()?;
+        let written = changes.stats.indexed + changes.stats.removed;
+        crate::fts_merge::after_refresh(&self.conn, written, found.len(), built)?;
         self.forget_frequencies();
         Ok(changes.stats)
     }
@@ -390,6 +394,7 @@ impl Index {
         if changes.stats.changed() {
             changes.resolve(&tx, false)?;
             store::set_meta(&tx, "generation", &now_ns().to_string())?;
+            crate::fts_merge::count_writes(&tx, changes.stats.indexed + changes.stats.removed)?;
         }
         tx.commit()?;
         if changes.stats.changed() {

@@ -17,6 +17,7 @@ mod build;
 pub mod chunk;
 pub mod codemap;
 pub mod defterms;
+mod fts_merge;
 pub mod grep;
 pub mod ignore_rules;
 pub mod imports;

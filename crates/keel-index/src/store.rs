@@ -116,6 +116,9 @@ const TABLES: &[&str] = &[
     "import_keys",
 ];
 
+/// How long a connection waits for another's write lock.
+pub(crate) const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A second connection to an open index database, for reading only (a search reads on two
 /// at once). Never through a symlink, like [`open`].
 pub fn open_reader(path: &Path) -> Result<Connection, IndexError> {
@@ -123,7 +126,7 @@ pub fn open_reader(path: &Path) -> Result<Connection, IndexError> {
         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
         | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| IndexError::open(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "cache_size", -32_000)?;
     conn.pragma_update(None, "trusted_schema", "OFF")?;
     Ok(conn)
@@ -134,7 +137,7 @@ pub fn open(path: &Path) -> Result<Connection, IndexError> {
     // Never through a symlink (a shipped `.keel/index.db` linked to another database).
     let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| IndexError::open(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "cache_size", -32_000)?;

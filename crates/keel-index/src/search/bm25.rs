@@ -11,6 +11,7 @@
 //! alone — the same number to the bit — at a cost linear in the occurrences.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use rusqlite::{Connection, params};
 
@@ -37,7 +38,8 @@ pub(super) fn ranked_or(
     };
     let mut stmt = conn.prepare_cached(&sql)?;
     // Each row's BM25, summed phrase by phrase in the OR's phrase order (as FTS5 sums it).
-    let mut score: HashMap<i64, f64> = HashMap::new();
+    // Rows in `skip` are summed too and dropped once, after: a row's sum is its own.
+    let mut score: HashMap<i64, f64, BuildHasherDefault<RowIdHasher>> = HashMap::default();
     for phrase in phrases {
         let mut rows = match weights {
             Some(w) => stmt.query(params![phrase, w])?,
@@ -45,14 +47,15 @@ pub(super) fn ranked_or(
         };
         while let Some(r) = rows.next()? {
             let rowid: i64 = r.get(0)?;
-            if skip.contains(&rowid) {
-                continue;
-            }
             let rank: f64 = r.get(1)?;
             *score.entry(rowid).or_insert(0.0) += -rank;
         }
     }
-    let mut ranked: Vec<(f64, i64)> = score.into_iter().map(|(id, s)| (-s, id)).collect();
+    let mut ranked: Vec<(f64, i64)> = score
+        .into_iter()
+        .filter(|(id, _)| !skip.contains(id))
+        .map(|(id, s)| (-s, id))
+        .collect();
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let want = want.max(1);
     if ranked.len() > want {
@@ -60,6 +63,28 @@ pub(super) fn ranked_or(
         ranked.retain(|r| r.0 <= cut);
     }
     Ok(ranked)
+}
+
+/// Hashes a row id with one multiplication (row ids are the index's own integers, and the
+/// map's order is never used: the rows are sorted after).
+#[derive(Default)]
+struct RowIdHasher(u64);
+
+impl Hasher for RowIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_i64(&mut self, n: i64) {
+        self.0 = (n as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(26);
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! miss, the fixed file is usually one whole-file BM25 (the report's words over each source
 //! file as a whole) ranks near its top — a different view of the same words. A few of those
 //! files, not already among the first [`KEEP`], take the places after them, so a reader (or
-//! an agent) going down the first twenty meets them; the head is untouched.
+//! an agent) going down the first twenty meets them. In the first [`HEAD`] places only
+//! whole-file BM25's best source file may come in, and only before a file that is not
+//! source (a test, a page of docs).
 
 use std::collections::HashSet;
 
@@ -20,6 +22,9 @@ use crate::terms::fts_phrases;
 pub(super) const KEEP: usize = 12;
 /// How many of whole-file BM25's best source files may follow them.
 pub(super) const FROM_TEXT: usize = 8;
+/// The places where whole-file BM25's best source file goes before a file that is not
+/// source.
+const HEAD: usize = 5;
 
 /// Whole-file BM25's best files for `words` (a short query's: a report's come with its
 /// full-text pass), best first.
@@ -41,8 +46,56 @@ pub(super) fn text_files(
     )
 }
 
+/// Whole-file BM25's best source file, when the ranking's first [`HEAD`] hold it not but
+/// hold a test, a document or another file that is not source: it takes the place of the
+/// first such file (which moves down one). The ranking's head is its evidence's; a test or
+/// a page of docs there is rarely what a report asks to change, and whole-file BM25's first
+/// pick often is.
+fn head_source(scored: &mut Vec<(f64, Cand)>, by_text: &[(i64, String)]) {
+    let Some((id, path)) = by_text
+        .iter()
+        .find(|(_, path)| PathRole::of(path) == PathRole::Source)
+    else {
+        return;
+    };
+    let head = scored.len().min(HEAD);
+    if scored[..head].iter().any(|(_, c)| c.file_id == *id) {
+        return;
+    }
+    let Some(at) = scored[..head]
+        .iter()
+        .position(|(_, c)| PathRole::of(&c.path) != PathRole::Source)
+    else {
+        return;
+    };
+    let mut c = match scored.iter().position(|(_, c)| c.file_id == *id) {
+        Some(k) => scored.remove(k).1,
+        None => Cand {
+            file_id: *id,
+            path: path.to_string(),
+            start: 1,
+            end: 1,
+            symbol: None,
+            kind: None,
+            text: 0.0,
+            sym: 0.0,
+            bonus: 0.0,
+            why: Vec::new(),
+        },
+    };
+    c.why.push("whole-file BM25's best source file".into());
+    let hi = if at == 0 {
+        scored[0].0 + 1.0
+    } else {
+        scored[at - 1].0
+    };
+    let lo = scored[at].0;
+    scored.insert(at, ((hi + lo) / 2.0, c));
+}
+
 /// [`text_tail`] for file results.
 pub(super) fn files_tail(scored: &mut Vec<(f64, Cand)>, by_text: &[(i64, String)]) {
+    head_source(scored, by_text);
     text_tail(
         scored,
         by_text,
@@ -143,6 +196,87 @@ mod tests {
             r.windows(2).all(|w| w[0].0 >= w[1].0),
             "still sorted by score"
         );
+    }
+
+    fn cands(paths: &[&str]) -> Vec<(f64, Cand)> {
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let c = Cand {
+                    file_id: i as i64,
+                    path: (*p).to_string(),
+                    start: 1,
+                    end: 1,
+                    symbol: None,
+                    kind: None,
+                    text: 0.0,
+                    sym: 0.0,
+                    bonus: 0.0,
+                    why: Vec::new(),
+                };
+                (10.0 - i as f64, c)
+            })
+            .collect()
+    }
+
+    fn paths(r: &[(f64, Cand)]) -> Vec<&str> {
+        r.iter().map(|(_, c)| c.path.as_str()).collect()
+    }
+
+    #[test]
+    fn text_best_source_file_goes_before_a_test_or_doc_in_the_head() {
+        let mut r = cands(&[
+            "a.py",
+            "docs/usage.rst",
+            "tests/test_a.py",
+            "b.py",
+            "c.py",
+            "d.py",
+            "e.py",
+        ]);
+        let by_text = vec![(9, "tests/test_x.py".to_string()), (6, "e.py".to_string())];
+        head_source(&mut r, &by_text);
+        assert_eq!(
+            paths(&r),
+            [
+                "a.py",
+                "e.py",
+                "docs/usage.rst",
+                "tests/test_a.py",
+                "b.py",
+                "c.py",
+                "d.py"
+            ]
+        );
+        assert!(
+            r.windows(2).all(|w| w[0].0 >= w[1].0),
+            "still sorted by score"
+        );
+        // Not ranked at all: added.
+        let mut r = cands(&["a.py", "tests/test_a.py", "b.py"]);
+        head_source(&mut r, &[(7, "x.py".to_string())]);
+        assert_eq!(paths(&r), ["a.py", "x.py", "tests/test_a.py", "b.py"]);
+    }
+
+    #[test]
+    fn a_head_of_source_files_or_holding_the_text_best_is_left_alone() {
+        let names = [
+            "a.py",
+            "b.py",
+            "c.py",
+            "d.py",
+            "e.py",
+            "tests/test_a.py",
+            "f.py",
+        ];
+        let mut r = cands(&names);
+        head_source(&mut r, &[(6, "f.py".to_string())]);
+        assert_eq!(paths(&r), names);
+        let names = ["a.py", "tests/test_a.py", "f.py"];
+        let mut r = cands(&names);
+        head_source(&mut r, &[(2, "f.py".to_string())]);
+        assert_eq!(paths(&r), names);
     }
 
     #[test]
