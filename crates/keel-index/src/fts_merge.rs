@@ -61,7 +61,8 @@ fn merge(conn: &Connection) -> Result<(), IndexError> {
 /// After a full refresh that rewrote or dropped `written` files of `files` (`built`: the
 /// refresh built the index, or finished an interrupted build): merges the full-text tables
 /// when that is due, else counts the files. A refresh that changed nothing passes 0 and
-/// merges an index built before merging existed.
+/// merges an index built before merging existed. A merge that fails (a full disk) is rolled
+/// back and tried again at a later refresh: the index stays whole, only slower to search.
 pub(crate) fn after_refresh(
     conn: &Connection,
     written: usize,
@@ -70,7 +71,12 @@ pub(crate) fn after_refresh(
 ) -> Result<(), IndexError> {
     let before = unmerged(conn)?;
     if built || due(before, written, files) {
-        return merge(conn);
+        if merge(conn).is_err() && written > 0 {
+            let n = before.unwrap_or(0).saturating_add(written);
+            // Best effort too: the count only decides when to try again.
+            let _ = store::set_meta(conn, KEY, &n.to_string());
+        }
+        return Ok(());
     }
     if written > 0 {
         let n = before.unwrap_or(0).saturating_add(written);
