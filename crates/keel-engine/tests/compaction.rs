@@ -397,3 +397,65 @@ fn an_overflow_with_a_known_window_raises_the_estimate_not_shrinks_the_window() 
     assert_eq!(b.window, 30_000);
     assert_eq!(b.message_tokens(&msg), raw);
 }
+
+/// The raw server's real plan_exec run 2 ended `context_overflow`: SmolLM2 called `read_file`
+/// with a garbage path of three lines (170 characters: short enough for the usual stages to
+/// keep it whole) and got a 750-byte error quoting it, in the protected tail; the request after
+/// it did not fit the 2,048-token window even after a forced compaction. The forced compaction's
+/// last resort keeps only short arguments and the error's key line of every failed call, the
+/// tail's included; the task and successful calls stay as they are.
+#[test]
+fn the_last_resort_shrinks_every_failed_call_and_keeps_the_task() {
+    use keel_engine::compaction::shrink_failed_calls;
+    let garbage = "/tmp/keel-llama-dif5fd4l\nmath.py\nThis is a math. This is the code for this function, which does what it's supposed to do. &#816f%07A2B@CDAABAAAAAAABBBBBBBBBBBBBBBBBBBBBBBAE\n";
+    let error = format!(
+        "`{}` holds a control character (U+000A); file names are plain text, so the file tools never name a file with one. Call read_file again with the path exactly as list_files shows it. {}",
+        garbage.escape_debug(),
+        "The workspace holds: README.md, calc.py, test_calc.py. ".repeat(6)
+    );
+    let task = Message::user_text("fix the bug in calc.py: add(2, 3) must return 5");
+    let call = |id: &str, path: &str| Message {
+        role: keel_protocol::Role::Assistant,
+        content: vec![ContentBlock::ToolUse {
+            id: id.into(),
+            name: "read_file".into(),
+            input: serde_json::json!({ "path": path }),
+        }],
+    };
+    let result = |id: &str, content: &str, is_error: bool| Message {
+        role: keel_protocol::Role::User,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: id.into(),
+            content: content.into(),
+            is_error,
+        }],
+    };
+    let calc = "def add(a, b):\n    return a - b\n".repeat(12);
+    let mut messages = vec![
+        task.clone(),
+        call("c1", "calc.py"),
+        result("c1", &calc, false),
+        call("c2", garbage),
+        result("c2", &error, true),
+    ];
+    let failed_before = serde_json::to_string(&messages[3..]).unwrap().len();
+    assert!(shrink_failed_calls(&mut messages));
+    assert_eq!(messages[0], task, "the task stays byte for byte");
+    assert_eq!(messages[1], call("c1", "calc.py"));
+    assert_eq!(
+        messages[2],
+        result("c1", &calc, false),
+        "a successful read stays"
+    );
+    let text = serde_json::to_string(&messages[3..]).unwrap();
+    assert!(
+        !text.contains("supposed to do"),
+        "the garbage path is gone: {text}"
+    );
+    assert!(text.contains("read_file"), "{text}");
+    assert!(
+        text.len() * 2 < failed_before,
+        "the failed call is less than half its {failed_before} bytes: {text}"
+    );
+    assert!(!shrink_failed_calls(&mut messages), "idempotent");
+}

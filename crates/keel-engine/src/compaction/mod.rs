@@ -20,10 +20,12 @@
 //! modified, the unresolved errors, the user's later messages and the notes of dropped steps.
 //! The byte-stable head (system prompt and tool catalog) is never touched.
 
+mod last_resort;
 mod on_demand;
 mod stages;
 mod summary;
 
+pub use last_resort::shrink_failed_calls;
 pub use on_demand::CompactReport;
 pub(crate) use on_demand::{CHECKPOINT_PREFIX, compact_session, working_context};
 

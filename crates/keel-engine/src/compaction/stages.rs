@@ -22,7 +22,7 @@ const WINDOW_PER_KEPT_CALL: u64 = 1_600;
 pub const FULL_TAIL_WINDOW: u64 = WINDOW_PER_KEPT_CALL * KEEP_LAST_TOOL_CALLS as u64;
 
 /// Tool results shorter than this stay as they are.
-const MIN_RESULT_CHARS_TO_CLEAR: usize = 300;
+pub(crate) const MIN_RESULT_CHARS_TO_CLEAR: usize = 300;
 /// String arguments longer than this are shrunk in old tool calls.
 const MAX_OLD_ARGUMENT_CHARS: usize = 400;
 /// Characters of a call's target (its path, its command) a one-line summary repeats.
@@ -160,7 +160,7 @@ fn shrink_long_strings(value: &mut Value) -> bool {
 }
 
 /// Strings longer than this in a refused call's arguments that are long as a whole.
-const REFUSED_STRING_CHARS: usize = 80;
+pub(crate) const REFUSED_STRING_CHARS: usize = 80;
 
 /// A refused or failed call's arguments: every string over [`MAX_OLD_ARGUMENT_CHARS`], and
 /// when the arguments are that long together, every string over [`REFUSED_STRING_CHARS`] (a
@@ -206,7 +206,7 @@ fn collapse_large_parts(value: &mut Value) -> bool {
     }
 }
 
-fn shrink_strings_over(value: &mut Value, limit: usize) -> bool {
+pub(crate) fn shrink_strings_over(value: &mut Value, limit: usize) -> bool {
     match value {
         Value::String(s) if s.chars().count() > limit => {
             *s = format!(

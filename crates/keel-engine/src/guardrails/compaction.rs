@@ -19,8 +19,8 @@ use super::lock;
 use crate::compaction::{
     Carry, Compacted, Compaction, Summarizer, apply_summary, ask_for_summary, clear_tool_results,
     drop_dead_ends, earlier_work_block, fit_summary_input, has_block, kept_calls,
-    render_for_summary, rule_based_summary, rule_based_summary_within, shrink_refused_calls,
-    summaries_by_rules, summary_max_tokens, tail_start_keeping,
+    render_for_summary, rule_based_summary, rule_based_summary_within, shrink_failed_calls,
+    shrink_refused_calls, summaries_by_rules, summary_max_tokens, tail_start_keeping,
 };
 use crate::ending::Interrupt;
 use crate::hooks::{Hook, HookAction, HookContext};
@@ -104,7 +104,10 @@ impl CompactionHook {
         let keep = kept_calls(window.budget.window);
         let mut tail = tail_start_keeping(messages, keep);
         let cleared = clear_tool_results(messages.as_mut_slice(), tail);
-        if shrink_refused_calls(messages.as_mut_slice(), tail) | cleared {
+        // Forced (the request was refused as too large, or the user asked): every failed
+        // call is shrunk, the protected tail's too, whatever its size.
+        let last_resort = force && shrink_failed_calls(messages.as_mut_slice());
+        if shrink_refused_calls(messages.as_mut_slice(), tail) | cleared | last_resort {
             stages.push("clear_tool_results".to_string());
         }
         if window.tokens(messages) > target {
