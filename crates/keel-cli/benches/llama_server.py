@@ -493,14 +493,16 @@ def main():
     binaries = {"keel": os.path.abspath(a.keel), "baseline": os.path.abspath(a.baseline)}
     results = []
     out = open(a.out, "a")
+    # One proxy, one address, for every --runs: what Keel learns is keyed by the base URL, so
+    # plan_exec runs after default ones start with what those learned (and --proxy-port is
+    # bound once).
+    upstream, log = {"port": None}, Log()
+    port = proxy(upstream, log, a.proxy_port)
     for spec in a.runs:
         model, mode, n = spec.split(":")
         path, fmt = models[model]
         server_log = os.path.join(scratch, f"server-{model}.log")
-        proc, upstream_port = start_server(a.python, path, fmt, server_log, a.threads)
-        upstream = {"port": upstream_port}
-        log = Log()
-        port = proxy(upstream, log, a.proxy_port)
+        proc, upstream["port"] = start_server(a.python, path, fmt, server_log, a.threads)
         print(f"== {model} ({os.path.basename(path)}, chat format {fmt or 'from the GGUF'}), mode {mode}, {n} runs per binary", flush=True)
         try:
             for i in range(int(n)):
