@@ -329,3 +329,53 @@ fn approving_shows_first_and_approves_only_what_was_shown() {
     assert!(ok.contains("Approved."), "{ok}");
     assert!(!stdout(&env, &["mcp", "list"]).contains("NOT APPROVED"));
 }
+
+/// Issue 34: an MCP server still starting when `keel run` finishes (its handshake never comes)
+/// does not outlive the run — it used to be left running for 0.5–1 s after Keel exited.
+#[test]
+fn a_server_still_starting_does_not_outlive_keel_run() {
+    let env = Env::new();
+    // A marker no other process has: the server is `sleep` with this duration.
+    let marker = format!("97{}.5", std::process::id());
+    env.user_config(&format!(
+        "[mcp.servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"exec sleep {marker}\"]\n"
+    ));
+    let script = env.script(
+        "one.yaml",
+        "turns:\n  - text: \"done\"\n    delay_ms: 1500\n",
+    );
+    let server_alive = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let dir = entry.path();
+            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            // A zombie (killed, not yet reaped) counts as gone.
+            cmdline == format!("sleep\0{marker}\0").into_bytes() && !stat.contains(") Z ")
+        })
+    };
+    let mut child = env
+        .keel()
+        .args(["run", "--provider", "scripted", "--json", "--script"])
+        .arg(&script)
+        .arg("say hello")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut seen = false;
+    while !seen && t0.elapsed() < std::time::Duration::from_secs(20) {
+        seen = server_alive();
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(seen, "the MCP server never started during the run");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        !server_alive(),
+        "the still-starting MCP server outlived `keel run`"
+    );
+}
