@@ -289,14 +289,7 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
 fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().canonicalize().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&ws)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
+    let git = |args: &[&str]| home::git(&ws, args);
     git(&["init", "-q"]);
     git(&[
         "config",
@@ -312,14 +305,7 @@ fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
     ]);
     // A nested clone with a token in its remote (R10-25).
     std::fs::create_dir_all(ws.join("vendor/lib")).unwrap();
-    let nested = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(ws.join("vendor/lib"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
+    let nested = |args: &[&str]| home::git(&ws.join("vendor/lib"), args);
     nested(&["init", "-q"]);
     nested(&[
         "remote",

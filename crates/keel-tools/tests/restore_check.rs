@@ -7,18 +7,14 @@
 
 use keel_tools::shell::nested_git::RestoreWatch;
 
+#[path = "shared/home.rs"]
+mod home;
+
 #[test]
 fn a_hook_the_user_edited_just_before_a_restore_stays() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().canonicalize().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&ws)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
+    let git = |args: &[&str]| home::git(&ws, args);
     git(&["init", "-q"]);
     git(&["config", "core.hooksPath", ".githooks"]);
     let hook = ws.join(".githooks/pre-commit");

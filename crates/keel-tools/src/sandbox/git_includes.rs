@@ -412,7 +412,7 @@ fn normal(p: &Path) -> Option<PathBuf> {
 }
 
 /// `p` with its longest existing prefix canonicalised (the rest appended as it is).
-fn canonical_prefix(p: &Path) -> Option<PathBuf> {
+pub(crate) fn canonical_prefix(p: &Path) -> Option<PathBuf> {
     let mut rest = Vec::new();
     let mut cur = p;
     loop {

@@ -49,7 +49,7 @@ mod git_includes;
 mod git_repos;
 pub(crate) mod git_secrets;
 mod git_tool_trees;
-pub(crate) use git_includes::hook_tool_config_of;
+pub(crate) use git_includes::{canonical_prefix, hook_tool_config_of};
 pub(crate) use git_tool_trees::{every_dir_configs_by_name, may_be_discovered};
 mod helper;
 mod hook_words;

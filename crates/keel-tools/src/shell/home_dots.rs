@@ -261,19 +261,7 @@ fn lexical_target(link: &Path) -> Option<PathBuf> {
     } else {
         link.parent()?.join(to)
     };
-    let mut rest = Vec::new();
-    let mut cur = joined.as_path();
-    loop {
-        if let Ok(real) = cur.canonicalize() {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return Some(out);
-        }
-        rest.push(cur.file_name()?.to_os_string());
-        cur = cur.parent()?;
-    }
+    crate::sandbox::canonical_prefix(&joined)
 }
 
 /// A name the user's tools treat as their own configuration: it starts with a dot (but is

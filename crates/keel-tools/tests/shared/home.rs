@@ -92,3 +92,13 @@ fn run_as(home: &Path, cmd: &str, approved: bool) -> String {
         .map(|o| o.content)
         .unwrap_or_else(|e| format!("{e:?}"))
 }
+
+/// Runs `git args` in `dir` (test set-up) and checks it worked.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
