@@ -46,7 +46,7 @@ pub fn workspace_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
     // No program Keel starts (git, the shell, the user's editor and servers) is looked up in
     // the workspace (red-team R23).
-    keel_tools::shell::lookup::distrust(&canonical);
+    keel_tools::shell::lookup::distrust_canonical(&canonical);
     Ok(canonical)
 }
 

@@ -518,10 +518,33 @@ impl Pathspecs {
     }
 }
 
-/// `path` and, when a symlink leads to it (`/home/u` → `/data/u`), its canonical form.
+/// `path` (a home, `$KEEL_HOME`) and, when a symlink leads to it (`/home/u` → `/data/u`), its
+/// canonical form. Looked up once per process and path: every store list is built from the
+/// homes, and each list canonicalised them again — one `readlink` per component, ~30 before
+/// the first request (issue 33). The form found at the first lookup (at start) serves this
+/// process's own lists; the stores beneath them are still looked at afresh for each list, and
+/// a handle's fence still checks what it opens by device and inode.
 fn with_canonical(path: PathBuf) -> Vec<PathBuf> {
-    match path.canonicalize() {
-        Ok(c) if c != path => vec![path, c],
+    static KNOWN: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let canonical = match known.iter().find(|(p, _)| *p == path) {
+        Some((_, c)) => Some(c.clone()),
+        None => {
+            // Only what exists is kept: a `$KEEL_HOME` made later (the first session creates
+            // it) is looked up again until it resolves.
+            let c = path.canonicalize().ok();
+            if let Some(c) = &c {
+                // A handful of homes per process; bounded all the same.
+                if known.len() >= 64 {
+                    known.clear();
+                }
+                known.push((path.clone(), c.clone()));
+            }
+            c
+        }
+    };
+    match canonical {
+        Some(c) if c != path => vec![path, c],
         _ => vec![path],
     }
 }

@@ -114,9 +114,10 @@ pub fn link_targets(stores: &[Store]) -> LinkTargets {
     // `/srv/keys` for `$GOOGLE_APPLICATION_CREDENTIALS`).
     let mut roots: Vec<PathBuf> = Vec::new();
     let mut absent = Absent::for_stores(stores);
+    let mut parents = Parents::default();
     for s in stores {
         let budget = MAX_ENTRIES.saturating_sub(used);
-        let walked = cached_walk(cache, s, budget, &mut absent);
+        let walked = cached_walk(cache, s, budget, &mut absent, &mut parents);
         used += walked.entries;
         out.truncated |= walked.truncated;
         out.targets.extend(walked.targets);
@@ -158,6 +159,7 @@ fn cached_walk(
     store: &Store,
     budget: usize,
     absent: &mut Absent,
+    parents: &mut Parents,
 ) -> Walked {
     // One `lstat` per store and use: it tells the cache whether the store changed, and a
     // walk starts from it — unless a listing of the directory holding it (with many other
@@ -179,7 +181,7 @@ fn cached_walk(
         return c.walked.clone();
     }
     let (walked, seen) = match &lmeta {
-        Some(lmeta) => walk_one(store, lmeta, budget),
+        Some(lmeta) => walk_one(store, lmeta, budget, parents),
         None => (Walked::default(), Vec::new()),
     };
     if cache.len() >= MAX_CACHED && !cache.contains_key(store) {
@@ -226,7 +228,12 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
         let Ok(lmeta) = s.path.symlink_metadata() else {
             continue;
         };
-        let (walked, seen) = walk_one(s, &lmeta, MAX_ENTRIES.saturating_sub(used));
+        let (walked, seen) = walk_one(
+            s,
+            &lmeta,
+            MAX_ENTRIES.saturating_sub(used),
+            &mut Parents::default(),
+        );
         used += walked.entries;
         out.truncated |= walked.truncated;
         out.targets.extend(walked.targets);
@@ -237,20 +244,55 @@ fn walk(stores: &[Store]) -> (LinkTargets, Vec<Seen>) {
     (out, all_seen)
 }
 
+/// The canonical forms of the directories holding the stores, found once per list: most
+/// stores that exist share a few (`~`, `~/.config`, `~/.local/share`), and canonicalising
+/// each store whole read every component again (issue 33).
+#[derive(Default)]
+struct Parents(HashMap<PathBuf, Option<PathBuf>>);
+
+impl Parents {
+    /// `path` canonical, given its own metadata `lmeta` (a link not followed): a store that is
+    /// not a link is its canonical parent and its name; a link is resolved whole.
+    fn canonical(&mut self, path: &Path, lmeta: &std::fs::Metadata) -> Option<PathBuf> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return path.canonicalize().ok();
+        };
+        if lmeta.file_type().is_symlink() || !path.is_absolute() {
+            return path.canonicalize().ok();
+        }
+        let c = self
+            .0
+            .entry(parent.to_path_buf())
+            .or_insert_with(|| parent.canonicalize().ok());
+        c.as_ref().map(|c| c.join(name))
+    }
+}
+
 /// One store's walk (`lmeta`: the store path's own metadata, a link not followed), reading
 /// at most `budget` directory entries.
-fn walk_one(s: &Store, lmeta: &std::fs::Metadata, budget: usize) -> (Walked, Vec<Seen>) {
+fn walk_one(
+    s: &Store,
+    lmeta: &std::fs::Metadata,
+    budget: usize,
+    parents: &mut Parents,
+) -> (Walked, Vec<Seen>) {
     let mut out = Walked::default();
     let mut seen: Vec<Seen> = Vec::new();
     let mut visited: Vec<(u64, u64)> = Vec::new();
     // (directory to read, its depth, the store root it counts under)
     let mut queue: Vec<(PathBuf, usize, PathBuf)> = Vec::new();
     let kind = s.kind;
-    let Ok(canonical) = s.path.canonicalize() else {
+    let Some(canonical) = parents.canonical(&s.path, lmeta) else {
         return (out, seen);
     };
-    let Ok(meta) = std::fs::metadata(&canonical) else {
-        return (out, seen);
+    // A store that is not a link is what `lmeta` describes already.
+    let meta = if lmeta.file_type().is_symlink() {
+        match std::fs::metadata(&canonical) {
+            Ok(m) => m,
+            Err(_) => return (out, seen),
+        }
+    } else {
+        lmeta.clone()
     };
     if lmeta.file_type().is_symlink() && (meta.is_dir() || meta.is_file()) {
         out.targets.push(LinkTarget {
@@ -268,8 +310,14 @@ fn walk_one(s: &Store, lmeta: &std::fs::Metadata, budget: usize) -> (Walked, Vec
     while i < queue.len() {
         let (dir, depth, root) = queue[i].clone();
         i += 1;
-        let Ok(dmeta) = std::fs::symlink_metadata(&dir) else {
-            continue;
+        // The store's own directory was looked at just now (not a link: `meta`).
+        let dmeta = if i == 1 && !lmeta.file_type().is_symlink() {
+            meta.clone()
+        } else {
+            match std::fs::symlink_metadata(&dir) {
+                Ok(m) => m,
+                Err(_) => continue,
+            }
         };
         if visited.contains(&(dmeta.dev(), dmeta.ino())) {
             continue;

@@ -33,22 +33,47 @@ use std::sync::Mutex;
 /// counter bumped whenever one is added.
 static UNTRUSTED: Mutex<(u64, Vec<PathBuf>)> = Mutex::new((0, Vec::new()));
 
+/// Recorded directories ([`keep_record`]) marked as recorded but not canonicalised yet: that
+/// is done when the list is first read ([`settle`]), by the first program lookup — not before
+/// a session's first request, where the record (every workspace an earlier session used, one
+/// `readlink` per component of each) was most of what `keel run` did (issue 33).
+static UNSETTLED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Marks the recorded directories not canonicalised yet ([`UNSETTLED`]) with their canonical
+/// forms, before the untrusted list is read.
+fn settle() {
+    // Held while marking: a lookup on another thread waits until every form is in.
+    let mut pending = UNSETTLED.lock().unwrap_or_else(|e| e.into_inner());
+    for d in std::mem::take(&mut *pending) {
+        mark(&d, None);
+    }
+}
+
 /// Marks `dir` (and everything below it) as a place programs are never looked up in: a
 /// workspace, or a directory commands may write. Cheap when already marked. Once
 /// [`keep_record`] was called, a newly marked directory is also added to the record, so later
 /// sessions never trust it either.
 pub fn distrust(dir: &Path) {
-    if let Some(real) = mark(dir) {
+    if let Some(real) = mark(dir, None) {
         record::append(&[real]);
     }
 }
 
-/// Marks `dir` in this process; `Some(canonical)` when it was not marked yet.
-fn mark(dir: &Path) -> Option<PathBuf> {
+/// [`distrust`] of a directory the caller canonicalised just now (the CLI's workspace):
+/// not canonicalised again, one `readlink` per component (issue 33).
+pub fn distrust_canonical(dir: &Path) {
+    if let Some(real) = mark(dir, Some(dir)) {
+        record::append(&[real]);
+    }
+}
+
+/// Marks `dir` (`canonical`: its canonical form when the caller has it) in this process;
+/// `Some(canonical)` when it was not marked yet.
+fn mark(dir: &Path, canonical: Option<&Path>) -> Option<PathBuf> {
     if !dir.is_absolute() {
         return None;
     }
-    let real = lenient_canonical(dir);
+    let real = canonical.map_or_else(|| lenient_canonical(dir), Path::to_path_buf);
     let mut guard = UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner());
     let (generation, dirs) = &mut *guard;
     let mut added = false;
@@ -76,8 +101,14 @@ pub fn keep_record(data_dir: &Path) {
     let Some(recorded) = record::open(data_dir) else {
         return;
     };
+    // As recorded now (the record holds canonical forms); canonicalised again when the list
+    // is first read ([`settle`]): a recorded directory reached through a new link still counts.
+    UNSETTLED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(recorded.iter().cloned());
     for d in &recorded {
-        mark(d);
+        mark(d, Some(d));
     }
     let now: Vec<PathBuf> = UNTRUSTED
         .lock()
@@ -238,6 +269,7 @@ mod record {
 }
 
 fn generation() -> u64 {
+    settle();
     UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner()).0
 }
 
@@ -264,6 +296,7 @@ fn lenient_canonical(path: &Path) -> PathBuf {
 /// Whether `path` lies in an untrusted directory: one registered with [`distrust`], one of
 /// `also`, or a command's private temp directory.
 pub fn is_untrusted(path: &Path, also: &[&Path]) -> bool {
+    settle();
     let real = lenient_canonical(path);
     let within = |root: &Path| {
         path.starts_with(root) || real.starts_with(root) || {
@@ -406,6 +439,27 @@ mod tests {
         ])
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(trusted_dirs(&path, &[&ws]), vec![bin]);
+    }
+
+    #[test]
+    fn a_recorded_directory_reached_through_a_new_link_is_still_untrusted() {
+        // The record is read at start but canonicalised only at the first lookup (issue 33):
+        // an earlier session's workspace moved and linked from where it was still counts.
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = root.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let moved = root.join("moved");
+        std::fs::create_dir_all(moved.join(".venv/bin")).unwrap_or_else(|e| panic!("{e}"));
+        let old = root.join("old");
+        std::os::unix::fs::symlink(&moved, &old).unwrap_or_else(|e| panic!("{e}"));
+        let data = root.join("data");
+        std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(data.join(record::FILE), format!("{}\n", old.display()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        keep_record(&data);
+        assert!(is_untrusted(&moved.join(".venv/bin"), &[]));
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!is_untrusted(&bin, &[]));
     }
 
     #[test]
