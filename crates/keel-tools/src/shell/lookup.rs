@@ -130,6 +130,7 @@ pub fn is_recorded(data_dir: &Path, dir: &Path) -> bool {
     if !dir.is_absolute() {
         return false;
     }
+    settle();
     let real = lenient_canonical(dir);
     let marked = UNTRUSTED
         .lock()
