@@ -259,3 +259,26 @@ fn outputs_scenario(ws: &Path) {
 }
 
 nobody::user_and_nobody!(outputs_scenario: build_outputs_git_does_not_show_are_moved_aside, build_outputs_git_does_not_show_are_moved_aside_as_nobody);
+
+/// Hidden by moving its directory (red-team pass 10, R10-15: a visible `pkg/conftest.py`, then
+/// `mv pkg data/pkg` into an ignored directory — the file's own times do not change), and
+/// unittest's `test*.py` (R10-14: `data/testutils.py` in an ignored package).
+fn moved_scenario(ws: &Path) {
+    write(ws, ".gitignore", "data/\n");
+    git(ws, &["init", "-q"]);
+    let (ok, report) = exec(ws, "mkdir -p pkg && echo 'import os' > pkg/conftest.py");
+    assert!(ok, "{report}");
+    assert!(ws.join("pkg/conftest.py").exists(), "{report}");
+    std::thread::sleep(Duration::from_millis(1_200));
+    let (ok, report) = exec(ws, "mkdir -p data && mv pkg data/pkg");
+    assert!(ok, "{report}");
+    gone(ws, "data/pkg/conftest.py", &report);
+    let (ok, report) = exec(
+        ws,
+        "touch data/__init__.py && echo 'import os' > data/testutils.py",
+    );
+    assert!(ok, "{report}");
+    gone(ws, "data/testutils.py", &report);
+}
+
+nobody::user_and_nobody!(moved_scenario: a_file_hidden_by_moving_its_directory_is_moved_aside, a_file_hidden_by_moving_its_directory_is_moved_aside_as_nobody);

@@ -86,7 +86,8 @@ pub(crate) fn kind(parent: &str, name: &str) -> Option<Kind> {
 
 fn is_test_file(name: &str) -> bool {
     if let Some(stem) = name.strip_suffix(".py") {
-        return stem == "conftest" || stem.starts_with("test_") || stem.ends_with("_test");
+        // unittest's (and Django's) discovery takes `test*.py` (R10-14: `testutils.py`).
+        return stem == "conftest" || stem.starts_with("test") || stem.ends_with("_test");
     }
     if name.ends_with("_test.go") {
         return true;

@@ -21,7 +21,7 @@
 //! - a `.gitattributes` such a writer left that marks files `-diff` or `binary` is moved
 //!   aside whether git shows it or not (it blinds the review of other files' diffs).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -75,12 +75,36 @@ fn made() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, BTreeMap<PathBuf, 
     MADE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The files of [`MADE`] by identity (device, inode), per workspace root: one the session made
+/// is still its own after a rename of a directory above it, which changes no time stamp of the
+/// file itself (red-team pass 10, R10-15: a visible `pkg/conftest.py`, then `mv pkg data/pkg`
+/// into an ignored directory).
+static MADE_IDS: Mutex<BTreeMap<PathBuf, BTreeSet<(u64, u64)>>> = Mutex::new(BTreeMap::new());
+
+fn made_ids() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, BTreeSet<(u64, u64)>>> {
+    MADE_IDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn id_of(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// Remembers `rels` (workspace-relative) as made by the session in `root`; `false` when the
 /// bound was reached.
 fn remember(root: &Path, rels: impl IntoIterator<Item = (PathBuf, Kind)>) -> bool {
     let mut all = made();
     let mine = all.entry(root.to_path_buf()).or_default();
+    let mut ids = made_ids();
+    let my_ids = ids.entry(root.to_path_buf()).or_default();
     for (rel, kind) in rels {
+        if my_ids.len() < MAX_REMEMBERED
+            && let Some(id) = id_of(&root.join(&rel))
+        {
+            my_ids.insert(id);
+        }
         if mine.len() >= MAX_REMEMBERED && !mine.contains_key(&rel) {
             return false;
         }
@@ -231,6 +255,11 @@ pub(crate) fn check(
             std::fs::symlink_metadata(root.join(rel))
                 .is_ok_and(|m| super::venv_startup::changed_since(&m, since))
         };
+        // Or one the session made before, met at a new path (R10-15).
+        let ours: BTreeSet<(u64, u64)> = made_ids().get(root).cloned().unwrap_or_default();
+        let changed_or_ours = |rel: &Path| {
+            changed(rel) || id_of(&root.join(rel)).is_some_and(|id| ours.contains(&id))
+        };
         let mut mine: Vec<(PathBuf, Kind)> = found
             .session_candidates()
             // Dependency trees (and Cargo's output) have their own rules: an install's
@@ -238,7 +267,7 @@ pub(crate) fn check(
             .filter(|p| !skip.iter().any(|s| p.starts_with(s)))
             .filter_map(|p| p.strip_prefix(root).ok())
             .filter_map(|rel| kind(rel).map(|k| (rel.to_path_buf(), k)))
-            .filter(|(rel, _)| changed(rel))
+            .filter(|(rel, _)| changed_or_ours(rel))
             .collect();
         let (reads, built) = make_files(root, found.makefiles());
         mine.extend(
