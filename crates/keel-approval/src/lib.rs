@@ -209,7 +209,9 @@ impl ApprovalRules {
             },
         };
         let reason = match (&analysis, effect) {
-            (Some(a), _) => a.reasons.first().cloned().unwrap_or_default(),
+            // What the approval would let it change among installed dependencies is always
+            // shown: only then does a yes lift their protections (red-team pass 9, R9-13).
+            (Some(a), _) => with_installs(a.reasons.first().cloned().unwrap_or_default(), a),
             (None, _) if deletes => "deletes files in the workspace".into(),
             (None, Some(ToolEffect::WritesFiles)) => "writes files in the workspace".into(),
             (None, Some(ToolEffect::RunsCommands)) => {
@@ -719,6 +721,25 @@ impl ApprovalGate {
 /// A mutex's guard, whatever a panicking holder left.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `reason` with what the line changes among installed dependencies
+/// ([`keel_tools::shell::Analysis::changes_installed`]) added, at most three named.
+fn with_installs(reason: String, a: &keel_tools::shell::Analysis) -> String {
+    let list = &a.changes_installed;
+    if list.is_empty() {
+        return reason;
+    }
+    let mut shown: Vec<String> = list.iter().take(3).cloned().collect();
+    if list.len() > 3 {
+        shown.push(format!("and {} more", list.len() - 3));
+    }
+    let what = format!("changes installed dependencies: {}", shown.join(", "));
+    if reason.is_empty() {
+        what
+    } else {
+        format!("{reason}; {what}")
+    }
 }
 
 #[cfg(test)]

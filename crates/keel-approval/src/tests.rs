@@ -482,3 +482,42 @@ fn a_file_tool_is_shown_and_remembered_by_the_file_it_writes() {
         direct.summary
     );
 }
+
+/// Red-team pass 9, R9-13: `make test` was asked about for "`python3 tools/gen.py` runs a
+/// program", and the yes exempted the whole command from the dependency-tree rules, so a
+/// recipe line writing `.venv/…/zz.pth` rode along. The prompt now says what the line changes
+/// among installed dependencies (only then does a yes lift those rules).
+#[test]
+fn the_prompt_says_when_a_line_changes_installed_dependencies() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = dir.path();
+    let w = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap_or(root)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+    };
+    w(".venv/pyvenv.cfg", "home = /usr/bin\n");
+    w("tools/gen.py", "print(1)\n");
+    w(
+        "Makefile",
+        "test:\n\tpython3 tools/gen.py\n\t@echo x > .venv/lib/python3.11/site-packages/zz.pth\n",
+    );
+    let ws = Workspace::new(root).unwrap_or_else(|e| panic!("{e}"));
+    let tools = registry();
+    let on = rules(ApprovalPolicy::OnRequest, &[], &[], &[]);
+    let make = call("run_command", json!({"command": "make test"}));
+    let (v, what) = on.judge_in(&make, &tools, Some(&ws));
+    assert_eq!(v, Verdict::Ask, "{what:?}");
+    assert!(
+        what.reason.contains("changes installed dependencies") && what.reason.contains("zz.pth"),
+        "{}",
+        what.reason
+    );
+    // A line that changes none says nothing of the kind.
+    let (_, what) = on.judge_in(
+        &call("run_command", json!({"command": "rm -rf build"})),
+        &tools,
+        Some(&ws),
+    );
+    assert!(!what.reason.contains("installed"), "{}", what.reason);
+}

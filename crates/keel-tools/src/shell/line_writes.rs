@@ -190,6 +190,20 @@ impl Project {
         )
     }
 
+    /// The writes the line names inside a dependency tree ([`super::installs`]).
+    pub(crate) fn tree_writes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for w in &self.line.log {
+            if let Written::Path { rel, .. } = w
+                && let Some(what) = super::installs::tree_write(&self.root, rel)
+                && !out.contains(&what)
+            {
+                out.push(what);
+            }
+        }
+        out
+    }
+
     /// A simple command starts being judged: what it reads is judged after the writes so far.
     pub(crate) fn command_starts(&mut self) {
         self.line.marks.push(self.line.log.len());

@@ -17,6 +17,7 @@ pub mod git_programs;
 pub mod harness;
 mod hidden;
 mod home_dots;
+mod installs;
 pub mod judged;
 mod line_writes;
 mod lint;

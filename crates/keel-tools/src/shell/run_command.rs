@@ -92,7 +92,14 @@ impl TypedTool for RunCommand {
         req.policy = policy;
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();
-        req.approved = ctx.approved;
+        // A person's yes lifts the dependency-tree protections only when the prompt said the
+        // line changes installed dependencies (R9-13); otherwise they hold as for any command.
+        req.approved = ctx.approved
+            && !self
+                .safety
+                .classify_in_project(command, ctx.workspace.root())
+                .changes_installed
+                .is_empty();
         let out = exec::run(req)
             .await
             .map_err(|e| ToolError::model(format!("the command could not start: {e}")))?;

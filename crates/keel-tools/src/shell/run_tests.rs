@@ -133,7 +133,13 @@ impl TypedTool for RunTests {
             req.roots.network = false;
         }
         req.timeout = self.settings.test_timeout;
-        req.approved = ctx.approved;
+        // As for run_command: only an approval of a line that changes installed
+        // dependencies lifts their protections (R9-13).
+        req.approved = ctx.approved
+            && !CommandSafety::new()
+                .classify_test_run(&test.command, &test.cwd, ctx.workspace.root())
+                .changes_installed
+                .is_empty();
         req.policy = policy;
         req.env_keep = self.settings.env_keep.clone();
         req.cancel = ctx.cancel.clone();

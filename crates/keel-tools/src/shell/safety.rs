@@ -254,6 +254,15 @@ impl Analyzer<'_> {
                 format!("only reads: {}", programs.join(", "))
             });
         }
+        let mut changes_installed: Vec<String> = self
+            .words
+            .iter()
+            .filter_map(|w| super::installs::installer(w))
+            .collect();
+        if let Some(p) = self.project.as_ref() {
+            changes_installed.extend(p.tree_writes());
+        }
+        changes_installed.dedup();
         Analysis {
             class,
             reasons,
@@ -264,6 +273,7 @@ impl Analyzer<'_> {
                 .as_ref()
                 .map(|p| p.absent.clone())
                 .unwrap_or_default(),
+            changes_installed,
             sources: self.project.map(|p| p.sources).unwrap_or_default(),
             runs_inline_code: self.inline_code,
         }

@@ -75,6 +75,13 @@ pub struct Analysis {
     /// pass 6, R6-5).
     #[serde(skip)]
     pub runs_inline_code: bool,
+    /// What the line changes among the workspace's installed dependencies: a package
+    /// manager's install (`` `pip install -e .` ``), and each write it names inside a
+    /// dependency tree (`` writes `.venv/…/zz.pth` ``). A person's approval lifts the
+    /// dependency-tree protections for the command only when this is not empty — and the
+    /// approval prompt's reason then says so (red-team pass 9, R9-13).
+    #[serde(skip)]
+    pub changes_installed: Vec<String>,
 }
 
 impl Analysis {
