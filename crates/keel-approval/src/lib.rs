@@ -734,7 +734,10 @@ fn with_installs(reason: String, a: &keel_tools::shell::Analysis) -> String {
     if list.len() > 3 {
         shown.push(format!("and {} more", list.len() - 3));
     }
-    let what = format!("changes installed dependencies: {}", shown.join(", "));
+    let what = format!(
+        "changes installed dependencies or the user's own configuration: {}",
+        shown.join(", ")
+    );
     if reason.is_empty() {
         what
     } else {

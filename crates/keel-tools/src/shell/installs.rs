@@ -72,7 +72,16 @@ fn is_pip_install(rest: &[&str]) -> bool {
 }
 
 /// The write of `rel` (workspace-relative) the line names, when it lies in a dependency tree.
+/// Also a write of the user's own configuration in a home the workspace holds (a dot entry,
+/// `~/bin`: [`super::home_dots`]), which an approval likewise makes writable.
 pub(crate) fn tree_write(workspace: &Path, rel: &Path) -> Option<String> {
-    super::dependency_trees::tree_of(workspace, rel)
-        .map(|tree| format!("writes `{}` (in `{}`)", rel.display(), tree.display()))
+    if let Some(tree) = super::dependency_trees::tree_of(workspace, rel) {
+        return Some(format!(
+            "writes `{}` (in `{}`)",
+            rel.display(),
+            tree.display()
+        ));
+    }
+    super::home_dots::refused(workspace, &[rel])
+        .map(|_| format!("writes `{}` (the user's own configuration)", rel.display()))
 }
