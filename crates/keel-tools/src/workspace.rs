@@ -62,6 +62,12 @@ pub enum PathError {
     )]
     UserConfig { path: String, home: String },
     #[error(
+        "`{path}` is not replaced or edited by the file tools: {reason}, so no snapshot holds \
+         it and `keel undo` could not bring it back. If it must change, do it with a command \
+         (the user is asked first) or ask the user"
+    )]
+    Unrecorded { path: String, reason: String },
+    #[error(
         "`{path}` cannot be used: {reason}; it is neither read nor changed for the agent (the \
          user's secret stores and Keel's own files are off limits even inside the workspace)"
     )]
@@ -267,6 +273,13 @@ impl Workspace {
             return Err(PathError::UserConfig {
                 path: rel.to_string(),
                 home,
+            });
+        }
+        // The only copy of a file no snapshot records (R10-21).
+        if let Some(reason) = crate::shell::unrecorded_for_file_tools(&self.root, found.rel()) {
+            return Err(PathError::Unrecorded {
+                path: rel.to_string(),
+                reason,
             });
         }
         // What the user's tools load unseen: bytecode, native modules, package metadata, a

@@ -62,6 +62,7 @@ pub use run_command::{RunCommand, RunCommandArgs};
 pub use run_tests::{RunTests, RunTestsArgs};
 pub use safety::{Analysis, CommandSafety, RuleMatch, SafetyClass, Source, classify};
 pub use testing::{TestCommand, TestRunner, TestSummary, detect_test_command};
+pub(crate) use unrecorded::refused_for_file_tools as unrecorded_for_file_tools;
 
 use crate::ToolRegistry;
 

@@ -55,6 +55,18 @@ const MAX_PATCH_FILES: usize = 256;
 /// starting points ([`super::line_writes::LineWrites::found_roots`]).
 pub(crate) const FOUND: &str = "./\u{1}found-by-find";
 
+/// Why the file tools do not replace or edit the existing workspace file `rel`: no snapshot
+/// records it, so `keel undo` could not bring it back (red-team pass 10, R10-21: `create_file`
+/// overwrote the user's ignored `data/r.csv` unasked, where `echo x > data/r.csv` is asked).
+/// `None`: it may be written (new, or recorded).
+pub(crate) fn refused_for_file_tools(root: &Path, rel: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(root.join(rel)).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    Project::new(root, root, false).unrecorded(rel, meta.len())
+}
+
 impl Project {
     /// Why no snapshot records the workspace file `rel` (a regular file of `len` bytes), or
     /// `None` when one does.
