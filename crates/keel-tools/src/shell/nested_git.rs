@@ -489,6 +489,11 @@ pub(crate) struct Watch {
     /// Whether a person approved the command ([`super::exec::ExecRequest::approved`]): what
     /// it installs into a workspace virtual environment stays ([`super::venv_startup`]).
     approved: bool,
+    /// A restore (undo, redo, a checkpoint), not a command: what it writes back is the
+    /// snapshot's content, so the files it restores are not taken for files the session made
+    /// and hid (`keel undo` of the user's ignored `.env` had it moved aside as tool
+    /// configuration git does not show).
+    restore: bool,
     /// Links on the way to protected stores inside the writable trees, as they were
     /// ([`super::store_links`]).
     links: super::store_links::StoreLinks,
@@ -540,6 +545,7 @@ impl Watch {
             programs,
             confined,
             approved: req.approved,
+            restore: false,
             links,
             trees: trees.to_vec(),
         })
@@ -587,6 +593,7 @@ impl Watch {
             programs: super::git_programs::Before::from_entries(e.programs, &root),
             confined: e.confined,
             approved: e.approved,
+            restore: false,
             links: super::store_links::StoreLinks::from_entries(e.links, &root),
             trees: e
                 .trees
@@ -661,7 +668,7 @@ impl Watch {
             &python.code,
             &skip,
             slack.unwrap_or(self.since),
-            !self.approved,
+            !self.approved && !self.restore,
         );
         loaded.extend(hidden);
         (repos, programs, startup, relinked, loaded)
@@ -726,6 +733,7 @@ impl RestoreWatch {
             programs: super::git_programs::Before::note(workspace, true),
             confined: false,
             approved: false,
+            restore: true,
             links: super::store_links::StoreLinks::default(),
             trees: Vec::new(),
         })
