@@ -14,6 +14,8 @@
 # helper included. Every function any of them executed goes into the list, in mangled form, in
 # the order callgrind first reports it; ThinLTO's `.llvm.<hash>` suffix, which changes with
 # ordinary commits, is written as `.llvm.*` (build.rs matches such functions whatever the hash).
+# Then run benches/hot_symbols_refine.py: valgrind 3.19 does not know openat2, landlock, seccomp or
+# pidfd_open, so the paths a real run takes are not recorded here (it adds them from page faults).
 # Re-run it after a compiler or dependency upgrade, a dependency added to a Keel crate (a
 # legacy-mangled name's hash covers its crate's dependencies), or renamed functions:
 # names the list has and a build does not are skipped, so a stale list only loses its effect
