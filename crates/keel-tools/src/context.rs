@@ -32,32 +32,6 @@ pub struct ToolContext {
     pub approved: bool,
 }
 
-/// Calls a person approved, by session and call id: the approval hook notes them, the run
-/// takes the note when it runs the call ([`ToolContext::approved`]).
-static APPROVED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
-/// Notes that a person approved call `call_id` of `session`.
-pub fn note_approved(session: &str, call_id: &str) {
-    let mut all = APPROVED.lock().unwrap_or_else(|e| e.into_inner());
-    // Notes of calls that never ran (a later refusal) are dropped past a bound.
-    if all.len() > 1_000 {
-        all.remove(0);
-    }
-    all.push((session.to_string(), call_id.to_string()));
-}
-
-/// Takes the note of [`note_approved`]: whether a person approved call `call_id` of `session`.
-pub fn take_approved(session: &str, call_id: &str) -> bool {
-    let mut all = APPROVED.lock().unwrap_or_else(|e| e.into_inner());
-    match all.iter().position(|(s, c)| s == session && c == call_id) {
-        Some(i) => {
-            all.remove(i);
-            true
-        }
-        None => false,
-    }
-}
-
 impl ToolContext {
     /// A context for `workspace` with fresh session state and the default output budget.
     pub fn new(workspace: Workspace) -> Self {

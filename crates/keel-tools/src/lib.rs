@@ -41,7 +41,7 @@ pub mod trust;
 mod workspace;
 
 pub use catalog::{Repair, Resolved, ToolState, resolve_call};
-pub use context::{FileStamp, ReadTracker, ToolContext, note_approved, take_approved};
+pub use context::{FileStamp, ReadTracker, ToolContext};
 pub use late::{LateTool, LateTools};
 pub use registry::{PostWriteHook, ToolRegistry};
 pub use schema::schema_for;

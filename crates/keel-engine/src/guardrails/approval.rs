@@ -89,7 +89,7 @@ impl Hook for ApprovalHook {
             if matches!(verdict, Ok(Ok(_)))
                 && events.approved.load(std::sync::atomic::Ordering::Relaxed)
             {
-                keel_tools::note_approved(&cx.session_id, &call.id);
+                cx.person_approved();
             }
             match verdict {
                 Ok(Ok(CommandAccess::Write)) => HookAction::Continue,

@@ -34,7 +34,8 @@ pub(crate) type Stop = Option<(Ending, &'static str)>;
 /// What happens to a tool call before it runs.
 pub(crate) enum Dispatch {
     /// Run it; commands it starts get this access (the read-only sandbox in read-only phases).
-    Run(CommandAccess),
+    /// `true`: a person approved this very call as it is ([`keel_tools::ToolContext::approved`]).
+    Run(CommandAccess, bool),
     /// Do not run it; tell the model why (a policy refusal the loop survives).
     Refuse(String),
     /// Do not run it and end the attempt (`why` tells the calls after it); the model reads

@@ -161,6 +161,9 @@ pub(crate) struct Fault(Arc<Mutex<Reported>>);
 struct Reported {
     interrupt: Option<Interrupt>,
     spent: Usage,
+    /// At `before_tool`: a person approved this very call (the approval hook saw the
+    /// answer). Carried to the call's own run and nowhere else (red-team pass 10, R10-23).
+    person_approved: bool,
 }
 
 impl std::fmt::Debug for Fault {
@@ -199,6 +202,18 @@ impl HookContext {
         if reported.interrupt.is_none() {
             reported.interrupt = Some(interrupt);
         }
+    }
+
+    /// At `before_tool`: a person approved the call being judged. Only the engine's own
+    /// approval hook says so; the call then runs with what such an approval lifts
+    /// ([`keel_tools::ToolContext::approved`]), and the word goes with that call alone.
+    pub(crate) fn person_approved(&self) {
+        self.fault.reported().person_approved = true;
+    }
+
+    /// Whether the hook said [`HookContext::person_approved`] (the word is taken).
+    pub(crate) fn take_person_approved(&self) -> bool {
+        std::mem::take(&mut self.fault.reported().person_approved)
     }
 
     /// Model usage the hook spent on the run's behalf (it counts for the session).

@@ -130,16 +130,21 @@ impl Run<'_> {
     pub(crate) async fn before_tool(&mut self, call: &ToolCall) -> Result<Dispatch, EngineError> {
         let hooks = self.hooks.clone();
         let mut access = CommandAccess::Write;
+        // A person's yes to this call travels with it to its run, and only there: no list of
+        // approved call ids outlives a call that ends before it runs (a cancel, an error) for
+        // a later call with the same model-chosen id to take (red-team pass 10, R10-23).
+        let mut approved = false;
         for h in hooks.iter() {
             let cx = self.hook_context();
             let action = h.before_tool(&cx, call).await;
+            approved |= cx.take_person_approved();
             self.settled(&cx)?;
             let verdict = match action {
                 HookAction::Continue
                 | HookAction::Note(_)
                 | HookAction::Replace(_)
                 | HookAction::Compact(_) => None,
-                HookAction::RunReadOnly => Some(Dispatch::Run(CommandAccess::ReadOnly)),
+                HookAction::RunReadOnly => Some(Dispatch::Run(CommandAccess::ReadOnly, false)),
                 HookAction::Deny(msg) => Some(Dispatch::Refuse(msg)),
                 HookAction::Stop(q) => Some(Dispatch::Stop(
                     hook_stop(h.name(), q.clone()),
@@ -151,12 +156,14 @@ impl Run<'_> {
             match verdict {
                 None => {}
                 // A hook may only narrow the access (the phase's, then approval's lane).
-                Some(Dispatch::Run(CommandAccess::ReadOnly)) => access = CommandAccess::ReadOnly,
-                Some(Dispatch::Run(CommandAccess::Write)) => {}
+                Some(Dispatch::Run(CommandAccess::ReadOnly, _)) => {
+                    access = CommandAccess::ReadOnly;
+                }
+                Some(Dispatch::Run(CommandAccess::Write, _)) => {}
                 Some(other) => return Ok(other),
             }
         }
-        Ok(Dispatch::Run(access))
+        Ok(Dispatch::Run(access, approved))
     }
 
     /// A call the run answers itself (`advance_phase`, the skill tool), if a hook owns it.

@@ -398,11 +398,13 @@ impl<'a> Run<'a> {
     /// Runs an allowed call: a call a hook owns (`advance_phase`, the skill tool) and
     /// `read_result` are the run's own; any other is first shown to the hooks' `before_run`
     /// (the turn's snapshot before its first write).
-    /// `agents_changed`: set when subagents the call waited for changed the workspace.
+    /// `approved`: a person approved this very call. `agents_changed`: set when subagents
+    /// the call waited for changed the workspace.
     async fn dispatch(
         &mut self,
         call: &ToolCall,
         access: CommandAccess,
+        approved: bool,
         agents_changed: &mut bool,
     ) -> Result<Result<Result<ToolOutput, ToolError>, String>, EngineError> {
         if let Some(result) = self.hook_tool(call).await? {
@@ -421,7 +423,7 @@ impl<'a> Run<'a> {
         Ok(tokio::select! {
             biased;
             _ = self.ctx.cancel.cancelled() => Ok(Err(ToolError::model("cancelled by the user while running"))),
-            r = self.execute(call, access) => r,
+            r = self.execute(call, access, approved) => r,
         })
     }
 
@@ -441,13 +443,15 @@ impl<'a> Run<'a> {
     }
 
     /// Runs a tool, turning a panic inside it into an internal error instead of a crash.
+    /// `approved`: a person approved this very call ([`keel_tools::ToolContext::approved`]).
     async fn execute(
         &self,
         call: &ToolCall,
         access: CommandAccess,
+        approved: bool,
     ) -> Result<Result<ToolOutput, ToolError>, String> {
         let mut ctx = self.context_for(access);
-        ctx.approved = keel_tools::take_approved(self.emitter.session_id(), &call.id);
+        ctx.approved = approved;
         let run = self
             .engine
             .tools
@@ -586,9 +590,12 @@ impl<'a> Run<'a> {
             }
         } else {
             match self.before_tool(call).await? {
-                Dispatch::Run(access) => {
+                Dispatch::Run(access, approved) => {
                     ran_with = Some(access);
-                    match self.dispatch(call, access, &mut agents_changed).await? {
+                    match self
+                        .dispatch(call, access, approved, &mut agents_changed)
+                        .await?
+                    {
                         Ok(r) => r,
                         Err(panic) => {
                             let failure = Failure::new(
