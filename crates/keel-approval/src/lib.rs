@@ -170,12 +170,10 @@ impl ApprovalRules {
         let analysis = match (command, &planned) {
             (Some(c), _) => Some(match workspace {
                 // Scripts the line runs (`npm test`, `make lint`) are read and judged.
-                Some(ws) => self.safety.classify_in_project(c, ws.root()),
+                Some(ws) => self.safety.classify_in_project(c, ws),
                 None => self.safety.classify(c),
             }),
-            (None, Some((p, ws))) => {
-                Some(self.safety.classify_test_run(&p.command, &p.cwd, ws.root()))
-            }
+            (None, Some((p, ws))) => Some(self.safety.classify_test_run(&p.command, &p.cwd, *ws)),
             (None, None) => None,
         };
         let patch = (call.name == "apply_patch")
@@ -298,7 +296,7 @@ impl ApprovalRules {
         let reads_alone = || {
             command.is_some_and(|c| match workspace {
                 Some(ws) => CommandSafety::new()
-                    .classify_in_project(c, ws.root())
+                    .classify_in_project(c, ws)
                     .is_read_only(),
                 None => CommandSafety::new().classify(c).is_read_only(),
             })

@@ -164,7 +164,7 @@ impl Default for SnapshotsConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
-            max_file_mb: 100,
+            max_file_mb: keel_tools::recorded::DEFAULT_MAX_FILE_MB,
         }
     }
 }

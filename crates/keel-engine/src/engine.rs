@@ -212,7 +212,11 @@ impl EngineBuilder {
         let constitution = keel_knowledge::constitution::Constitution::load(&self.workspace)?;
         let workspace = Workspace::new(&self.workspace)?;
         let protected = constitution.protected_files(workspace.handle());
-        let workspace = workspace.with_protected(protected.paths.clone());
+        // The snapshots' size bound reaches the checks that keep the agent from destroying a
+        // file no snapshot records (R10-20) through the workspace, and the snapshots from it.
+        let workspace = workspace
+            .with_protected(protected.paths.clone())
+            .with_snapshot_max_file_mb(self.config.snapshots.max_file_mb);
         let index = Arc::new(SharedIndex::new(self.config.index.settings()));
         let mut tools = self
             .tools
@@ -284,7 +288,7 @@ impl EngineBuilder {
         });
         let snapshots = self.config.snapshots.enabled.then(|| {
             LazySnapshots::new(workspace.root(), self.config.snapshots.build_dirs())
-                .with_max_file_mb(self.config.snapshots.max_file_mb)
+                .with_max_file_mb(workspace.snapshot_max_file_mb())
         });
         Ok(Engine {
             provider,

@@ -47,7 +47,7 @@ const MAX_BUILD_DIRS_FILE: u64 = 64 * 1024;
 /// any front end leaves alone what the snapshot left out.
 const MAX_FILE_FILE: &str = "keel-max-file-mb";
 /// `[snapshots] max_file_mb` when neither the caller nor the repository says.
-pub const DEFAULT_MAX_FILE_MB: u64 = 100;
+pub const DEFAULT_MAX_FILE_MB: u64 = keel_tools::recorded::DEFAULT_MAX_FILE_MB;
 
 /// A recorded snapshot commit, its tree, and the files left out of it for their size.
 pub(super) struct Recorded {
@@ -237,7 +237,7 @@ impl Git {
                 .and_then(|t| t.trim().parse().ok())
                 .unwrap_or(DEFAULT_MAX_FILE_MB)
         });
-        (mb > 0).then(|| mb.saturating_mul(1024 * 1024))
+        keel_tools::recorded::max_file_bytes(mb)
     }
 
     /// Writes the settings files an undo from any front end follows — the build directories'

@@ -30,6 +30,7 @@ pub mod fs;
 pub mod git_config;
 pub mod late;
 pub mod patch;
+pub mod recorded;
 mod registry;
 pub mod safe_git;
 pub mod sandbox;

@@ -186,11 +186,17 @@ pub struct Workspace {
     dir: DirHandle,
     /// Paths (relative to the root) read-only besides `.git` and `.keel`.
     protected: Vec<PathBuf>,
+    /// The size bound of the files this workspace's snapshots record, in MiB (0: none): the
+    /// user's `[snapshots] max_file_mb`, which the engine gives the snapshots too
+    /// ([`crate::recorded`]).
+    snapshot_max_file_mb: u64,
 }
 
 impl PartialEq for Workspace {
     fn eq(&self, other: &Self) -> bool {
-        self.root == other.root && self.protected == other.protected
+        self.root == other.root
+            && self.protected == other.protected
+            && self.snapshot_max_file_mb == other.snapshot_max_file_mb
     }
 }
 
@@ -219,6 +225,7 @@ impl Workspace {
             root: dir.path().to_path_buf(),
             dir,
             protected: Vec::new(),
+            snapshot_max_file_mb: crate::recorded::DEFAULT_MAX_FILE_MB,
         })
     }
 
@@ -227,6 +234,20 @@ impl Workspace {
     pub fn with_protected(mut self, paths: Vec<PathBuf>) -> Self {
         self.protected = paths;
         self
+    }
+
+    /// The same workspace with snapshots recording files of at most `mb` MiB (0: no bound;
+    /// [`crate::recorded::DEFAULT_MAX_FILE_MB`] unless set): a larger file is one `keel undo`
+    /// could not bring back, so the file tools do not replace it and a command writing over
+    /// it is asked about (R10-20). The engine sets the user's `[snapshots] max_file_mb`.
+    pub fn with_snapshot_max_file_mb(mut self, mb: u64) -> Self {
+        self.snapshot_max_file_mb = mb;
+        self
+    }
+
+    /// The size bound of the files this workspace's snapshots record, in MiB (0: none).
+    pub fn snapshot_max_file_mb(&self) -> u64 {
+        self.snapshot_max_file_mb
     }
 
     /// The canonical root directory.
@@ -276,7 +297,7 @@ impl Workspace {
             });
         }
         // The only copy of a file no snapshot records (R10-21).
-        if let Some(reason) = crate::shell::unrecorded_for_file_tools(&self.root, found.rel()) {
+        if let Some(reason) = crate::shell::unrecorded_for_file_tools(self, found.rel()) {
             return Err(PathError::Unrecorded {
                 path: rel.to_string(),
                 reason,

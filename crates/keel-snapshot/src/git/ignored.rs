@@ -32,8 +32,8 @@ use crate::report::RestoreReport;
 pub(crate) const MANIFEST: &str = ".keel/ignored-files";
 /// The side store's directory in Keel's directory of the git directory.
 const STORE: &str = "ignored";
-/// The largest ignored file a snapshot records.
-pub(crate) const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
+/// The largest ignored file a snapshot records (the rule the overwrite checks share).
+pub(crate) use keel_tools::recorded::IGNORED_MAX_BYTES;
 /// The largest manifest read back.
 const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
 

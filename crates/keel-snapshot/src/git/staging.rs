@@ -444,36 +444,9 @@ impl Git {
 /// foresee, and stages again.
 const MAX_REFUSAL_ROUNDS: usize = 8;
 
-/// Whether git may refuse to record the work-tree path `rel` (`git add` then fails as a
-/// whole: "invalid path"): a component that is `.git` in any case, possibly with trailing
-/// dots or spaces or an NTFS stream (`.git::$INDEX_ALLOCATION`), an 8.3 short name (`GIT~1`),
-/// a backslash (`core.protectNTFS`, on by default), or a symlink named like git's own files
-/// (`.gitattributes`, `.gitignore`, `.gitmodules`, `.mailmap`, their short names). A
-/// superset of git's rule: such a path is left out of the snapshot (and named) instead of
-/// taking every later snapshot and `keel undo` away (red-team pass 4, R4-18).
-pub(crate) fn git_refuses(rel: &[u8], symlink: bool) -> bool {
-    if rel.contains(&b'\\') {
-        return true;
-    }
-    let components: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
-    let dotgit = |c: &[u8]| {
-        let lower = c.to_ascii_lowercase();
-        let head = lower.split(|b| *b == b':').next().unwrap_or(&[]);
-        let mut end = head.len();
-        while end > 0 && matches!(head[end - 1], b' ' | b'.') {
-            end -= 1;
-        }
-        &head[..end] == b".git" || lower.starts_with(b"git~")
-    };
-    if components.iter().any(|c| dotgit(c)) {
-        return true;
-    }
-    symlink
-        && components.last().is_some_and(|c| {
-            let lower = c.to_ascii_lowercase();
-            lower.starts_with(b".git") || lower.starts_with(b".mailmap") || lower.contains(&b'~')
-        })
-}
+/// Whether git may refuse to record the work-tree path `rel`: the rule the overwrite checks
+/// share ([`keel_tools::recorded::git_refuses`]).
+pub(crate) use keel_tools::recorded::git_refuses;
 
 /// The path of one file `git add` could not take, from its error: a name it refuses
 /// ("invalid path 'X'"), a file it cannot read ("unable to index file 'X'": `chmod 000` as a

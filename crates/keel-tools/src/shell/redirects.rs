@@ -4,7 +4,7 @@
 
 use tree_sitter::Node;
 
-use super::safety::{Analyzer, SafetyClass, Stdin};
+use super::safety::{Analyzer, SafetyClass};
 use super::words::resolve;
 
 impl Analyzer<'_> {
@@ -212,4 +212,17 @@ pub(crate) fn heredoc_text(node: Node, src: &str) -> Option<String> {
 pub(crate) fn herestring_text(node: Node, src: &str) -> Option<String> {
     let value = node.named_children(&mut node.walk()).last()?;
     resolve(value, src).value().map(str::to_string)
+}
+
+/// Where a simple command's standard input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stdin {
+    /// Inherited (closed when Keel runs it).
+    Inherited,
+    /// The output of another command.
+    Pipe,
+    /// A here-document or here-string; its text when literal.
+    Text(Option<String>),
+    /// A file (its path when literal: a patch `patch` reads).
+    File(Option<String>),
 }

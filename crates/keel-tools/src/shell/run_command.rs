@@ -97,7 +97,7 @@ impl TypedTool for RunCommand {
         req.approved = ctx.approved
             && !self
                 .safety
-                .classify_in_project(command, ctx.workspace.root())
+                .classify_in_project(command, &ctx.workspace)
                 .changes_installed
                 .is_empty();
         let out = exec::run(req)

@@ -112,7 +112,7 @@ impl TypedTool for RunTests {
         // writes and runs read-only, without the network: what a repository's git
         // configuration runs behind it must not write (red-team pass 7, R7-25).
         let reads = CommandSafety::new()
-            .classify_test_run(&test.command, &test.cwd, ctx.workspace.root())
+            .classify_test_run(&test.command, &test.cwd, &ctx.workspace)
             .is_read_only();
         let policy = match ctx.sandbox {
             SandboxPolicy::Off => SandboxPolicy::Off,
@@ -137,7 +137,7 @@ impl TypedTool for RunTests {
         // dependencies lifts their protections (R9-13).
         req.approved = ctx.approved
             && !CommandSafety::new()
-                .classify_test_run(&test.command, &test.cwd, ctx.workspace.root())
+                .classify_test_run(&test.command, &test.cwd, &ctx.workspace)
                 .changes_installed
                 .is_empty();
         req.policy = policy;

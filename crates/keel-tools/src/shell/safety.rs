@@ -14,6 +14,8 @@ use tree_sitter::{Node, Parser};
 
 pub(crate) use super::hidden::is_code_env;
 pub use super::project::Source;
+use super::project::{Project, ProjectRoot};
+pub(crate) use super::redirects::Stdin;
 use super::redirects::{herestring_text, redirect_operator};
 pub use super::rules::RuleMatch;
 pub use super::verdict::{Analysis, SafetyClass};
@@ -70,8 +72,14 @@ impl CommandSafety {
     /// it runs: package.json scripts, Makefile recipes, shell scripts of the project and the
     /// test runners' configuration are read and judged (see [`super::project`]); the files
     /// read are listed in [`Analysis::sources`].
-    pub fn classify_test_run(&self, command: &str, cwd: &Path, root: &Path) -> Analysis {
-        self.classify_with(command, Some(super::project::Project::new(root, cwd, true)))
+    /// `root`: the workspace (its snapshots' size bound counts), or its root path.
+    pub fn classify_test_run<'a>(
+        &self,
+        command: &str,
+        cwd: &Path,
+        root: impl Into<ProjectRoot<'a>>,
+    ) -> Analysis {
+        self.classify_with(command, Some(Project::at(root.into(), cwd, true)))
     }
 
     /// Classifies `command`, run in the workspace `root`, with the project's scripts read:
@@ -79,14 +87,16 @@ impl CommandSafety {
     /// [`Analysis::sources`]), so an allow rule for `npm test` covers the test runner in the
     /// script but not an `rm -rf src` added to it. Test runners themselves stay unknown here
     /// unless an allow rule's command runs them (a test run is [`Self::classify_test_run`]).
-    pub fn classify_in_project(&self, command: &str, root: &Path) -> Analysis {
-        self.classify_with(
-            command,
-            Some(super::project::Project::new(root, root, false)),
-        )
+    pub fn classify_in_project<'a>(
+        &self,
+        command: &str,
+        root: impl Into<ProjectRoot<'a>>,
+    ) -> Analysis {
+        let root = root.into();
+        self.classify_with(command, Some(Project::at(root, root.path(), false)))
     }
 
-    fn classify_with(&self, command: &str, project: Option<super::project::Project>) -> Analysis {
+    fn classify_with(&self, command: &str, project: Option<Project>) -> Analysis {
         let mut a = Analyzer {
             allow: &self.allow,
             findings: Vec::new(),
@@ -128,19 +138,6 @@ pub(crate) fn children_with_fields<'t>(node: Node<'t>) -> Vec<(Option<&'t str>, 
         .enumerate()
         .map(|(i, n)| (node.field_name_for_child(i as u32), n))
         .collect()
-}
-
-/// Where a simple command's standard input comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Stdin {
-    /// Inherited (closed when Keel runs it).
-    Inherited,
-    /// The output of another command.
-    Pipe,
-    /// A here-document or here-string; its text when literal.
-    Text(Option<String>),
-    /// A file (its path when literal: a patch `patch` reads).
-    File(Option<String>),
 }
 
 pub(crate) struct Analyzer<'s> {

@@ -40,8 +40,7 @@ use super::project::Project;
 use super::safety::Stdin;
 use super::words::Word;
 
-/// The largest ignored file a snapshot records (`keel-snapshot`'s `IGNORED_MAX_BYTES`).
-pub(crate) const IGNORED_MAX_BYTES: u64 = 1024 * 1024;
+use crate::recorded::IGNORED_MAX_BYTES;
 /// The longest ignore file read.
 const IGNORE_FILE_LIMIT: u64 = 256 * 1024;
 /// The most entries looked at below a directory a writer reaches as a whole.
@@ -59,18 +58,35 @@ pub(crate) const FOUND: &str = "./\u{1}found-by-find";
 /// records it, so `keel undo` could not bring it back (red-team pass 10, R10-21: `create_file`
 /// overwrote the user's ignored `data/r.csv` unasked, where `echo x > data/r.csv` is asked).
 /// `None`: it may be written (new, or recorded).
-pub(crate) fn refused_for_file_tools(root: &Path, rel: &Path) -> Option<String> {
+pub(crate) fn refused_for_file_tools(ws: &crate::Workspace, rel: &Path) -> Option<String> {
+    let root = ws.root();
     let meta = std::fs::symlink_metadata(root.join(rel)).ok()?;
     if !meta.is_file() {
         return None;
     }
-    Project::new(root, root, false).unrecorded(rel, meta.len())
+    Project::new(root, root, false)
+        .recording(ws.snapshot_max_file_mb())
+        .unrecorded(rel, meta.len())
 }
 
 impl Project {
     /// Why no snapshot records the workspace file `rel` (a regular file of `len` bytes), or
-    /// `None` when one does.
+    /// `None` when one does: the snapshots' own rule ([`crate::recorded`]) — over the size
+    /// bound whatever git thinks of it (R10-20), a name git refuses, in an ignored directory,
+    /// or ignored and over [`IGNORED_MAX_BYTES`].
     pub(crate) fn unrecorded(&mut self, rel: &Path, len: u64) -> Option<String> {
+        if let Some(bound) = self.max_file_bytes
+            && len > bound
+        {
+            return Some(format!(
+                "`{}`, larger than the {} MiB snapshots record (`[snapshots] max_file_mb`)",
+                rel.display(),
+                bound / (1024 * 1024)
+            ));
+        }
+        if crate::recorded::git_refuses(rel.as_os_str().as_encoded_bytes(), false) {
+            return Some(format!("`{}`, a name git does not record", rel.display()));
+        }
         let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
         let mut prefix = PathBuf::new();
         for (i, part) in parts.iter().enumerate() {

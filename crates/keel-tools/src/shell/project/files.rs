@@ -39,6 +39,49 @@ pub(crate) struct Project {
     pub(crate) line: super::super::line_writes::LineWrites,
     /// The ignore rules read so far, by directory ([`super::super::unrecorded`]).
     pub(crate) ignores: std::collections::HashMap<PathBuf, Option<ignore::gitignore::Gitignore>>,
+    /// The size bound of the files the workspace's snapshots record, in bytes (`None`: no
+    /// bound): a write over a larger file destroys what no snapshot holds (R10-20).
+    pub(crate) max_file_bytes: Option<u64>,
+}
+
+/// Where a command is judged: the workspace root, and the size bound of the files its
+/// snapshots record. From a [`crate::Workspace`] (the bound the engine configured: the
+/// user's `[snapshots] max_file_mb`), or from a bare root (the default bound).
+#[derive(Debug, Clone, Copy)]
+pub struct ProjectRoot<'a> {
+    root: &'a Path,
+    max_file_mb: u64,
+}
+
+impl<'a> ProjectRoot<'a> {
+    /// The workspace root.
+    pub fn path(&self) -> &'a Path {
+        self.root
+    }
+}
+
+impl<'a> From<&'a crate::Workspace> for ProjectRoot<'a> {
+    fn from(ws: &'a crate::Workspace) -> Self {
+        Self {
+            root: ws.root(),
+            max_file_mb: ws.snapshot_max_file_mb(),
+        }
+    }
+}
+
+impl<'a> From<&'a Path> for ProjectRoot<'a> {
+    fn from(root: &'a Path) -> Self {
+        Self {
+            root,
+            max_file_mb: crate::recorded::DEFAULT_MAX_FILE_MB,
+        }
+    }
+}
+
+impl<'a> From<&'a PathBuf> for ProjectRoot<'a> {
+    fn from(root: &'a PathBuf) -> Self {
+        root.as_path().into()
+    }
 }
 
 impl Project {
@@ -55,7 +98,19 @@ impl Project {
             test_run,
             line: Default::default(),
             ignores: Default::default(),
+            max_file_bytes: crate::recorded::max_file_bytes(crate::recorded::DEFAULT_MAX_FILE_MB),
         }
+    }
+
+    /// The project of `root` (with its snapshots' size bound), the command run in `cwd`.
+    pub(crate) fn at(root: ProjectRoot<'_>, cwd: &Path, test_run: bool) -> Self {
+        Self::new(root.root, cwd, test_run).recording(root.max_file_mb)
+    }
+
+    /// The same project with snapshots recording files of at most `mb` MiB (0: no bound).
+    pub(crate) fn recording(mut self, mb: u64) -> Self {
+        self.max_file_bytes = crate::recorded::max_file_bytes(mb);
+        self
     }
 
     /// A `cd` in the judged script: followed when it stays inside the workspace.

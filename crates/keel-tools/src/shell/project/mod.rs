@@ -22,7 +22,7 @@ mod tests;
 
 pub(crate) use files::Project;
 use files::ReadFailure;
-pub use files::Source;
+pub use files::{ProjectRoot, Source};
 
 use super::safety::{Analyzer, SafetyClass, Stdin};
 use super::words::Word;
