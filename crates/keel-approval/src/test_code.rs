@@ -37,11 +37,12 @@ const SKIPPED_DIRS: &[&str] = &[
 ];
 
 /// Directories still passed over when looking for code an interpreter may load: version
-/// control, Rust's build output and caches. Dependency trees and virtual environments are
+/// control, Keel's own directory (its snapshots and state, read-only to commands and the file
+/// tools), Rust's build output and caches. Dependency trees and virtual environments are
 /// looked into: an interpreter loads them first (a `.pth` in the activated `.venv`'s
 /// site-packages, `sitecustomize.py`, `node_modules/dep/index.js`, the venv's `bin/python3`:
 /// red-team pass 7, R7-22).
-const SKIPPED_FOR_CODE: &[&str] = &[".git", "target", ".mypy_cache", ".pytest_cache"];
+const SKIPPED_FOR_CODE: &[&str] = &[".git", ".keel", "target", ".mypy_cache", ".pytest_cache"];
 
 /// Entries looked at before the scan gives up (a huge tree: nothing is reported).
 const MAX_ENTRIES: usize = 200_000;
@@ -93,33 +94,30 @@ fn is_test_code(dir: &str, name: &str) -> bool {
         || (dir == ".cargo" && name.starts_with("config"))
 }
 
-/// Whether an interpreter may load the file `name` as code: the one list approvals bound to code
-/// share ([`keel_tools::trust::loads_as_code`]: sources, bytecode, archives on an import path),
-/// a virtual environment's `pyvenv.cfg`, and every program in a `bin` directory (`.venv/bin/
-/// python3` comes first on an activated PATH; `node_modules/.bin/*`): R7-22.
-fn is_code(dir: &str, name: &str) -> bool {
-    let last = dir.rsplit('/').next().unwrap_or(dir);
-    keel_tools::trust::loads_as_code(name)
-        || name == "pyvenv.cfg"
-        || matches!(last, "bin" | ".bin" | "Scripts")
-}
-
 /// The files a test run loads by convention whose status changed at or after `since`, with a
 /// fingerprint of (path, change time, size) of them all; `None` when there is none.
 pub(super) fn changed_since(ws: &Workspace, since: SystemTime) -> Option<(Vec<String>, String)> {
     changed_where(ws, since, false, is_test_code).0
 }
 
-/// The code files of the workspace an interpreter may load (whatever path a script builds to
-/// import them: `sys.path.insert`, `importlib` with a computed name, `require(name)`) whose
-/// status changed at or after `since` (red-team pass 2, R12/R15: a remembered approval of
-/// `python3 gen.py` covered gen.py, not the modules it imports).
+/// The files of the workspace an interpreter may load as code whose status changed at or
+/// after `since` (red-team pass 2, R12/R15: a remembered approval of `python3 gen.py`
+/// covered gen.py, not the modules it imports). That is every file, whatever its name: what
+/// a script loads is decided by a path it may build (`sys.path.insert`, `importlib` with a
+/// computed name, `require(name)`) and by resolution rules that take any name — node's
+/// `require("./helpers")` loads a file named `helpers` before `helpers.js` (and then
+/// `.json`, `.node`, `helpers/index.js`, the `main` a `package.json` names), Python's
+/// `import m` takes `m/__init__.py`, an extension module or bytecode before `m.py`, a `.pth`
+/// runs at startup, `require("./x.txt")` runs a text file as JavaScript. A list of code
+/// names missed the extension-less `test/helpers` (red-team pass 10, R10-19); so no name is
+/// passed over, only the directories in [`SKIPPED_FOR_CODE`], and every program in a `bin`
+/// directory and every link (a re-pointed `.venv/bin/python3`) counts too.
 /// A workspace too large to look through counts as changed.
 pub(super) fn code_changed_since(
     ws: &Workspace,
     since: SystemTime,
 ) -> Option<(Vec<String>, String)> {
-    match changed_where(ws, since, true, is_code) {
+    match changed_where(ws, since, true, |_, _| true) {
         (Some(found), _) => Some(found),
         (None, false) => None,
         (None, true) => Some((
@@ -351,6 +349,50 @@ mod tests {
                 &format!("{site}/zz.pth"),
                 "node_modules/.bin/jest",
                 "node_modules/dep/index.js",
+            ]
+        );
+    }
+
+    /// Red-team pass 10, R10-19: after `npm test` was approved for the session, the model
+    /// created an extension-less `test/helpers`, which node's `require("./helpers")` loads in
+    /// place of the approved `test/helpers.js`: the re-run was not asked. Every file
+    /// resolution may load — any name — counts as changed code; Keel's own `.keel/` does not.
+    #[test]
+    fn a_file_resolution_loads_counts_whatever_its_name() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = |rel: &str| dir.path().join(rel);
+        for d in ["test", "lib/native", "pkg", ".keel/snapshots"] {
+            std::fs::create_dir_all(p(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(p("test/helpers.js"), "module.exports = {}\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p("test/a.test.js"), "require('./helpers')\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ws = Workspace::new(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let since = SystemTime::now();
+        assert_eq!(code_changed_since(&ws, since), None);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for (rel, text) in [
+            (
+                "test/helpers",
+                "require('http').get('http://127.0.0.1:9/')\n",
+            ),
+            ("lib/config.json", "{}\n"),
+            ("lib/native/addon.node", "\x7fELF"),
+            ("pkg/data.txt", "print(1)\n"),
+            (".keel/snapshots/abc", "keel's own\n"),
+        ] {
+            std::fs::write(p(rel), text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let (files, _) = code_changed_since(&ws, since).unwrap_or_default();
+        assert_eq!(
+            files,
+            [
+                "lib/config.json",
+                "lib/native/addon.node",
+                "pkg/data.txt",
+                "test/helpers",
             ]
         );
     }
