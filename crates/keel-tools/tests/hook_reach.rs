@@ -258,6 +258,48 @@ async fn past_the_search_bound(ws: &Path) {
 
 nobody::user_and_nobody!(async past_the_search_bound: a_cut_search_for_repositories_fails_closed, a_cut_search_for_repositories_fails_closed_as_nobody);
 
+/// R9-3 again: a directory of the user's the search may not list (`chmod 311 vendor`, which a
+/// command nobody approved may run) hid the vendored clone below it, which the user can still
+/// enter and commit in: its hooks path was writable to the file tools. A directory that
+/// cannot be listed is not known, so the search counts as cut. (Root lists every directory:
+/// the uid 65534 run is the one that shows it.)
+async fn an_unlisted_directory(ws: &Path) {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git on PATH");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let lib = ws.join("vendor/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    assert!(git(&lib, &["init", "-q"]).status.success());
+    assert!(
+        git(&lib, &["config", "core.hooksPath", "hooks"])
+            .status
+            .success()
+    );
+    write(&lib, "README.md", "hi\n", false);
+    assert!(git(&lib, &["add", "README.md"]).status.success());
+    assert!(git(&lib, &["commit", "-q", "-m", "first"]).status.success());
+    let vendor = ws.join("vendor");
+    std::fs::set_permissions(&vendor, std::fs::Permissions::from_mode(0o311)).unwrap();
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let r = tools()
+        .execute(
+            "create_file",
+            json!({"path": "vendor/lib/hooks/pre-commit", "content": "#!/bin/sh\necho RAN\n"}),
+            &ctx,
+        )
+        .await;
+    std::fs::set_permissions(&vendor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(
+        matches!(&r, Err(ToolError::Model(m)) if m.contains("read-only")),
+        "{r:?}"
+    );
+    assert!(!lib.join("hooks/pre-commit").exists());
+}
+
+nobody::user_and_nobody!(async an_unlisted_directory: a_directory_the_search_may_not_list_fails_closed, a_directory_the_search_may_not_list_fails_closed_as_nobody);
+
 /// Red-team pass 9, R9-4: the hook's text reader missed a glob loop, `run-parts DIR` and
 /// inline `python3 -c` / `node -e` code: the model rewrote what they run (and added a file to
 /// the glob's directory) through the file tools, and the user's `git commit` ran it all. Now a

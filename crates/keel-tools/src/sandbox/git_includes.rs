@@ -180,7 +180,7 @@ pub fn search_cut(workspace: &Path) -> Option<String> {
     cached(workspace).2.then(|| {
         format!(
             "this workspace holds more than {} directories or {} git repositories below its \
-             top, more than Keel looks through for the hooks and programs each repository's git \
+             top, or a directory Keel may not list, so Keel cannot look through them all for the hooks for the hooks and programs each repository's git \
              runs (a vendored clone's `core.hooksPath`); so the agent does not change files \
              here, and commands nobody approved run read-only. Ask the user to approve commands \
              that must write, or to open Keel on a smaller directory (or remove stray copies)",

@@ -44,8 +44,16 @@ pub(super) fn nested_repositories(
         if dirs > MAX_NESTED_DIRS || out.len() >= MAX_NESTED {
             return (out, true);
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // A directory of ours the search may not list (`chmod 311 vendor`, a command
+            // nobody approved can do it) may still be entered by the user, whose `git commit`
+            // in `vendor/lib` runs that repository's hooks: not known, so cut (R9-3). One of
+            // another user's we cannot list, we cannot write below either.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && ours(&dir) => {
+                return (out, true);
+            }
+            Err(_) => continue,
         };
         let mut subdirs = Vec::new();
         for e in entries.flatten() {
@@ -74,6 +82,12 @@ pub(super) fn nested_repositories(
         queue.extend(subdirs.into_iter().rev());
     }
     (out, false)
+}
+
+/// Whether the directory `dir` belongs to the user Keel runs as.
+fn ours(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw())
 }
 
 /// Reads the repository `repo`'s configuration (and `user_configs`, relative to it) and
