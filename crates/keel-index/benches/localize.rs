@@ -196,6 +196,7 @@ fn main() {
     let mut cache: Option<PathBuf> = None;
     let mut defs_only = false;
     let mut index_only = false;
+    let mut dump_depth = 50;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--issues" => issue_files.push(args.next().map(PathBuf::from).unwrap()),
@@ -212,6 +213,10 @@ fn main() {
             // Builds (or refreshes) each tree's index in `--cache` and searches nothing: a
             // held-out set's indexes can be made ahead of its one search.
             "--index-only" => index_only = true,
+            // How many file results `--dump` keeps per issue (default 50; a search returns at
+            // most 200): a list shorter than asked holds every file the search ranked, so a
+            // gold file missing from it was never a candidate.
+            "--dump-depth" => dump_depth = args.next().and_then(|n| n.parse().ok()).unwrap_or(50),
             _ => {}
         }
     }
@@ -264,6 +269,9 @@ fn main() {
     let mut bm25_defs: BTreeMap<String, defs::DefTally> = BTreeMap::new();
     let mut def_times: Vec<Duration> = Vec::new();
     let mut times: Vec<Duration> = Vec::new();
+    // The index's own chunk-body BM25 (`Ranking::Bm25`) on the same query: the latency
+    // baseline of the same run.
+    let mut bm25_times: Vec<Duration> = Vec::new();
     let mut skipped = Vec::new();
     for (tree, list) in &by_tree {
         let root = trees.join(tree);
@@ -325,18 +333,16 @@ fn main() {
             let k: Vec<String> = hits.iter().map(|h| h.path.clone()).collect();
             let kpos = keel.entry(key.clone()).or_default().add(&k, gold);
             q.ranking = Ranking::Bm25;
-            let c: Vec<String> = idx
-                .search(&q)
-                .unwrap()
-                .iter()
-                .map(|h| h.path.clone())
-                .collect();
+            let t = Instant::now();
+            let chunk_hits = idx.search(&q).unwrap();
+            bm25_times.push(t.elapsed());
+            let c: Vec<String> = chunk_hits.iter().map(|h| h.path.clone()).collect();
             chunk_bm25.entry(key.clone()).or_default().add(&c, gold);
             if let Some(f) = dump.as_mut() {
                 use std::io::Write;
                 let mut q50 = SearchQuery::new(issue.query.clone());
                 q50.kind = SearchKind::File;
-                q50.limit = 50;
+                q50.limit = dump_depth;
                 let deep: Vec<serde_json::Value> = idx
                     .search(&q50)
                     .unwrap()
@@ -501,21 +507,29 @@ fn main() {
             println!("{}", sum(&keel_defs, pick).row(&name, "keel"));
             println!("{}", sum(&bm25_defs, pick).row(&name, "definition BM25"));
         }
-        def_times.sort();
-        if let Some(last) = def_times.last() {
-            println!(
-                "\nkeel definition search latency (whole issue text): p50 {:.1} ms, max {:.1} ms",
-                def_times[def_times.len() / 2].as_secs_f64() * 1000.0,
-                last.as_secs_f64() * 1000.0
-            );
+        if let Some(l) = latency(&mut def_times) {
+            println!("\nkeel definition search latency (whole issue text): {l}");
         }
     }
-    times.sort();
-    if !times.is_empty() {
-        println!(
-            "\nkeel search latency (whole issue text, file results): p50 {:.1} ms, max {:.1} ms",
-            times[times.len() / 2].as_secs_f64() * 1000.0,
-            times[times.len() - 1].as_secs_f64() * 1000.0
-        );
+    if let Some(l) = latency(&mut times) {
+        println!("\nkeel search latency (whole issue text, file results): {l}");
     }
+    if let Some(l) = latency(&mut bm25_times) {
+        println!("chunk BM25 search latency (same queries, same index, `Ranking::Bm25`): {l}");
+    }
+}
+
+/// `p50 …, p95 …, max … ms` of `times` (sorted in place), or `None` when empty.
+fn latency(times: &mut [Duration]) -> Option<String> {
+    times.sort();
+    let ms = |i: usize| times[i].as_secs_f64() * 1000.0;
+    let n = times.len();
+    (n > 0).then(|| {
+        format!(
+            "p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms",
+            ms(n / 2),
+            ms(((n * 95).div_ceil(100)).saturating_sub(1).min(n - 1)),
+            ms(n - 1)
+        )
+    })
 }
