@@ -41,31 +41,10 @@ pub fn workspace_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
             dir.display()
         )));
     }
-    if let Some(note) = home_notice(&canonical) {
-        tell!("{note}");
-    }
     // No program Keel starts (git, the shell, the user's editor and servers) is looked up in
     // the workspace (red-team R23).
     keel_tools::shell::lookup::distrust_canonical(&canonical);
     Ok(canonical)
-}
-
-/// A notice when the workspace is the home directory or holds it (`/`, `/home`): the agent
-/// may then read and change everything in it but the protected stores.
-fn home_notice(workspace: &Path) -> Option<String> {
-    let homes = keel_tools::stores::homes(&env_var);
-    let home = homes.iter().find(|h| h.starts_with(workspace))?;
-    let what = if home == workspace {
-        "your home directory".to_string()
-    } else {
-        format!("`{}`, which holds your home directory", workspace.display())
-    };
-    Some(format!(
-        "keel: note: the workspace is {what}: the agent may read and change any file in it \
-         except your secret stores (~/.ssh, ~/.aws, … — see `keel doctor`) and Keel's own \
-         files, which stay out of its reach; start Keel in a project directory to keep it to \
-         that project"
-    ))
 }
 
 /// Loads the layered configuration for `workspace` with `overrides` from flags on top.

@@ -487,11 +487,13 @@ turns:
         .arg("take notes")
         .output()
         .unwrap();
-    assert_exit(&out, 0);
+    // A home workspace is read-only to the agent: nothing changed (exit 4).
+    assert_exit(&out, 4);
+    assert!(!home.join("note.txt").exists() && !home.join("note2.txt").exists());
     let events = json_lines(&out.stdout);
     let dumped = result(&events, "c2");
     assert!(
-        dumped.contains("hits: 0") && dumped.contains("recorded: note.txt"),
+        dumped.contains("hits: 0") && dumped.contains("recorded: README.md"),
         "as {}: a command read the stores out of the snapshots:\n{dumped}",
         runner.who()
     );

@@ -192,3 +192,60 @@ fn snapshots_and_undo_work_through_the_staging_directory() {
     let again = snaps.take("s", 2, Some(&s1)).unwrap();
     assert_eq!(again.tree, s0.tree);
 }
+
+/// A command left a FIFO where a tracked file was (red-team pass 11, R11-10): every undo of
+/// the session failed in `git add`. The FIFO is left out of the snapshot, and the undo brings
+/// back both the file and the session's other edits.
+#[test]
+fn a_fifo_in_place_of_a_file_does_not_stop_undo() {
+    if !git_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    git(&ws, &["init", "-q"]);
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/util.py"), "def util(): pass\n").unwrap();
+    std::fs::write(ws.join("src/app.py"), "print('app')\n").unwrap();
+    git(&ws, &["add", "."]);
+    git(
+        &ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    let snaps = Snapshots::open(&ws).unwrap();
+    let s0 = snaps.take("sess-1", 0, None).unwrap();
+    std::fs::write(ws.join("src/app.py"), "GARBAGE\n").unwrap();
+    std::fs::rename(ws.join("src/util.py"), ws.join("src/u.bak")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        ws.join("src/util.py"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    snaps.take("sess-1", 1, Some(&s0)).unwrap();
+    let report = snaps.undo("sess-1", Some(0));
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/app.py")).unwrap(),
+        "print('app')\n"
+    );
+    assert!(
+        std::fs::symlink_metadata(ws.join("src/util.py"))
+            .unwrap()
+            .is_file()
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/util.py")).unwrap(),
+        "def util(): pass\n"
+    );
+}

@@ -56,11 +56,10 @@ pub enum PathError {
     )]
     LoadedUnseen { path: String, reason: String },
     #[error(
-        "`{path}` is the user's own configuration at the top of their home (`{home}`), which \
-         their shell and tools read in every directory: the agent does not change it. Tell the \
-         user what should change there and why"
+        "`{path}` is not written: {why}. The agent does not change files here: tell the user \
+         what should change and why, or ask them to start keel in the project's own directory"
     )]
-    UserConfig { path: String, home: String },
+    UserConfig { path: String, why: String },
     #[error(
         "`{path}` is not replaced or edited by the file tools: {reason}, so no snapshot holds \
          it and `keel undo` could not bring it back. If it must change, do it with a command \
@@ -287,13 +286,12 @@ impl Workspace {
     pub fn locate_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = unless_control(rel, self.locate(rel))?;
         let found = self.check_writable(rel, found)?;
-        // By the name given (a dotfile link, `~/.vimrc -> dotfiles/vimrc`) and where it leads.
-        if let Some(home) =
-            crate::shell::refused_in_home(&self.root, &[Path::new(rel), found.rel()])
-        {
+        // Nothing in a workspace that holds the user's own configuration (a home, a
+        // dotfiles directory the home loads from).
+        if let Some(why) = crate::shell::refused_in_home(&self.root) {
             return Err(PathError::UserConfig {
                 path: rel.to_string(),
-                home,
+                why,
             });
         }
         // The only copy of a file no snapshot records (R10-21).
@@ -333,13 +331,12 @@ impl Workspace {
     pub fn locate_entry_writable(&self, rel: &str) -> Result<ResolvedPath, PathError> {
         let found = unless_control(rel, self.locate_entry(rel))?;
         let found = self.check_writable(rel, found)?;
-        // By the name given (a dotfile link, `~/.vimrc -> dotfiles/vimrc`) and where it leads.
-        if let Some(home) =
-            crate::shell::refused_in_home(&self.root, &[Path::new(rel), found.rel()])
-        {
+        // Nothing in a workspace that holds the user's own configuration (a home, a
+        // dotfiles directory the home loads from).
+        if let Some(why) = crate::shell::refused_in_home(&self.root) {
             return Err(PathError::UserConfig {
                 path: rel.to_string(),
-                home,
+                why,
             });
         }
         Ok(found)

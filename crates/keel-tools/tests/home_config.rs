@@ -1,8 +1,8 @@
-//! A workspace that holds the user's home: the dot entries at its top (`~/.bashrc`,
-//! `~/.config`, `~/.local`, `~/.mavenrc`, `~/.aws/config`) are the user's own configuration,
-//! read by their shell and tools in every directory. A command nobody approved cannot change
-//! them, a new one it creates is moved aside, a dotfile link it re-points is put back, and the
-//! file tools refuse them (red-team passes 8 and 9: R8-5, R9-5, R9-6).
+//! A workspace that holds the user's own configuration — a home (its `~/.bashrc`, `~/.config`,
+//! `~/.local`, `~/bin`, `~/.aws/config`, …) or a dotfiles directory the home loads from — is
+//! read-only to commands nobody approved and to the file tools; the user's approved commands
+//! write as before (red-team passes 8 to 10: every per-name list of what a home holds was
+//! bypassed, R8-5, R9-5, R9-6, R10-1, R10-4, R10-5, R10-16, R10-17, R10-18, R10-26, R10-29).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
@@ -13,7 +13,7 @@ use keel_tools::{PathError, Workspace};
 
 #[path = "shared/home.rs"]
 mod home;
-use home::{home_for, home_with_path, run};
+use home::{home_for, home_with_path, run, run_approved};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -48,6 +48,7 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
          echo mine >> notes.txt; echo ok",
     );
     assert!(out.contains("ok"), "the command did not run: {out}");
+    assert!(out.contains("read-only here"), "{out}");
     assert_eq!(
         std::fs::read_to_string(home.join(".bashrc")).unwrap(),
         "# mine\n",
@@ -66,10 +67,6 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
     );
     assert!(!home.join(".mavenrc").exists(), "{out}");
     assert!(!home.join(".terraformrc").exists(), "{out}");
-    assert!(
-        home.join("quarantined-by-keel/.mavenrc-0").exists(),
-        "{out}"
-    );
     assert_eq!(
         std::fs::read_to_string(home.join("dotfiles/profile")).unwrap(),
         "# profile\n",
@@ -80,17 +77,13 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
         PathBuf::from("dotfiles/vimrc"),
         "{out}"
     );
-    assert!(out.contains("Keel undid it"), "{out}");
-    // What Keel itself made to cover a missing store stays where it is.
-    assert!(home.join(".ssh").is_dir(), "{out}");
-    assert!(!out.contains(".ssh-0"), "{out}");
-    // The rest of the home is the workspace as ever.
+    // The rest of the home too: nothing is written by a command nobody approved.
     assert_eq!(
         std::fs::read_to_string(home.join("notes.txt")).unwrap(),
-        "notes\nmine\n",
+        "notes\n",
         "{out}"
     );
-    // The file tools refuse the same places.
+    // The file tools write nothing there either, and say how to get out.
     let ws = Workspace::new(&home).unwrap();
     for rel in [
         ".mavenrc",
@@ -98,14 +91,27 @@ fn the_users_own_configuration_is_read_only_to_commands_nobody_approved() {
         ".config/app/settings",
         ".vimrc",
         "dotfiles/profile",
+        "notes.txt",
+        "src/new.rs",
     ] {
+        let got = ws.locate_writable(rel);
         assert!(
-            matches!(ws.locate_writable(rel), Err(PathError::UserConfig { .. })),
-            "{rel}"
+            matches!(got, Err(PathError::UserConfig { .. })),
+            "{rel}: {got:?}"
         );
     }
-    assert!(ws.locate_writable("notes.txt").is_ok());
-    assert!(ws.locate_writable("src/.hidden/x").is_ok());
+    let why = ws.locate_writable("notes.txt").unwrap_err().to_string();
+    assert!(why.contains("start keel in the project"), "{why}");
+    // What the user approved writes as before.
+    let out = run_approved(&home, "echo mine >> notes.txt; echo ok");
+    assert_eq!(
+        std::fs::read_to_string(home.join("notes.txt")).unwrap(),
+        "notes\nmine\n",
+        "{out}"
+    );
+    // The session says so at its start.
+    let warn = keel_tools::shell::user_config::home_warning(&home).unwrap();
+    assert!(warn.contains("holds your home directory"), "{warn}");
 }
 
 /// A home workspace without `~/.aws` or `~/.kube`: a command that creates their configuration
@@ -124,13 +130,13 @@ fn a_command_cannot_plant_cloud_tools_configuration_in_a_home() {
         &home,
         "mkdir -p .aws .kube .gradle/init.d && printf '[default]\\ncredential_process = sh -c \"touch /tmp/pwned\"\\n' > .aws/config \
          && echo 'users: [{name: u, user: {exec: {command: sh}}}]' > .kube/config \
-         && echo 'println \"x\"' > .gradle/init.d/a.gradle && echo ok",
+         && echo 'println \"x\"' > .gradle/init.d/a.gradle; echo ok",
     );
     assert!(out.contains("ok"), "the command did not run: {out}");
     for planted in [".aws/config", ".kube/config", ".gradle/init.d/a.gradle"] {
         assert!(!home.join(planted).exists(), "{planted} stayed: {out}");
     }
-    assert!(out.contains("quarantined-by-keel"), "{out}");
+    assert!(out.contains("read-only here"), "{out}");
 }
 
 /// Credentials in the user's git configuration are not readable by commands: they see a copy
@@ -253,33 +259,25 @@ fn a_command_cannot_reach_what_the_users_shell_runs_from_a_home() {
     );
     assert!(!home.join("tools/bin/git").exists(), "{out}");
     assert!(!home.join("perl5/lib/perl5/strict.pm").exists(), "{out}");
-    assert!(out.contains("on the user's PATH"), "{out}");
+    assert!(out.contains("read-only here"), "{out}");
     assert_eq!(
         std::fs::read_to_string(home.join("notes.txt")).unwrap(),
-        "notes\nmine\n",
+        "notes\n",
         "{out}"
     );
-    // A `~/bin` a command makes where there was none is moved aside too.
-    std::fs::rename(home.join("bin"), home.join("old-bin")).unwrap();
-    let out = run(
-        &home,
-        "mkdir bin && printf '#!/bin/sh\\n' > bin/git; echo ok",
-    );
-    assert!(!home.join("bin").exists(), "{out}");
-    // The file tools refuse the same places.
     let ws = Workspace::new(&home).unwrap();
     for rel in [
         "dotfiles/bash/zy.sh",
         "bin/python3",
         "tools/bin/x",
         "perl5/lib/perl5/x.pm",
+        "dotfiles/README",
     ] {
         assert!(
             matches!(ws.locate_writable(rel), Err(PathError::UserConfig { .. })),
             "{rel}"
         );
     }
-    assert!(ws.locate_writable("dotfiles/README").is_ok());
 }
 
 /// The workspace repository's own configuration: `actions/checkout` leaves the job's token as
@@ -313,11 +311,18 @@ fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
         "origin",
         "https://x-access-token:NESTEDSECRET19@github.com/o/lib.git",
     ]);
+    // git-crypt's key (R10-27).
+    write(&ws.join(".git/git-crypt/keys/default"), "CRYPTKEY27");
     let out = run(
         &ws,
-        "cat .git/config vendor/lib/.git/config; git config --local --list; git remote -v; git -C vendor/lib remote -v",
+        "cat .git/config vendor/lib/.git/config; git config --local --list; git remote -v; git -C vendor/lib remote -v; cat .git/git-crypt/keys/default",
     );
-    for secret in ["TE9DQUxSRVBPU0VDUkVU", "URLSECRET9", "NESTEDSECRET19"] {
+    for secret in [
+        "TE9DQUxSRVBPU0VDUkVU",
+        "URLSECRET9",
+        "NESTEDSECRET19",
+        "CRYPTKEY27",
+    ] {
         assert!(!out.contains(secret), "{secret} leaked: {out}");
     }
     assert!(out.contains("https://github.com/o/r.git"), "{out}");
@@ -334,6 +339,15 @@ fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
     for secret in ["TE9DQUxSRVBPU0VDUkVU", "URLSECRET9"] {
         assert!(!read.contains(secret), "{secret} leaked: {read}");
     }
+    let key = home::runtime()
+        .block_on(tools.execute(
+            "read_file",
+            serde_json::json!({"path": ".git/git-crypt/keys/default"}),
+            &keel_tools::ToolContext::new(Workspace::new(&ws).unwrap()),
+        ))
+        .map(|o| o.content)
+        .unwrap_or_else(|e| format!("{e:?}"));
+    assert!(!key.contains("CRYPTKEY27"), "{key}");
     assert!(read.contains("[remote \"origin\"]"), "{read}");
     // The file itself is untouched.
     assert!(
@@ -343,62 +357,129 @@ fn the_repositorys_own_git_configuration_is_shown_without_its_credentials() {
     );
 }
 
-/// A dotfile hard-linked into the workspace (`~/.bashrc` = `~/dotfiles/bashrc`): a mount holds
-/// one name, so a command nobody approved runs read-only, and the file tools refuse the other
-/// name (red-team pass 10, R10-17).
+/// A dotfiles directory as the workspace (red-team pass 10, R10-16, R10-26, R10-17, R10-29):
+/// the home's configuration loads from it — by a link (`~/.vimrc -> dotfiles/vimrc`, one
+/// below the top, a dangling one), by another name of a file (a hard link), by a start-up
+/// file that sources a file there by path (`. ~/dotfiles/aliases.sh`) or puts a directory
+/// there on `PATH`, by `~/.gitconfig`'s include — so it is read-only to commands nobody
+/// approved and to the file tools. A project the start-up files merely mention (an alias
+/// that `cd`s there) is not.
 #[test]
-fn a_hard_linked_dotfile_is_not_written_by_its_other_name() {
+fn a_directory_the_users_configuration_loads_from_is_read_only() {
     let Some(home) = home_for(
-        "a_hard_linked_dotfile_is_not_written_by_its_other_name",
+        "a_directory_the_users_configuration_loads_from_is_read_only",
         |home| {
-            write(&home.join("dotfiles/bashrc"), "# mine\n");
-            std::fs::hard_link(home.join("dotfiles/bashrc"), home.join(".bashrc")).unwrap();
-            // A dangling link: its target is read as soon as it exists.
-            symlink("dotfiles/bash/aliases", home.join(".bash_aliases")).unwrap();
+            write(&home.join("proj/src.txt"), "code\n");
+            write(
+                &home.join(".bashrc"),
+                "alias p='cd ~/proj'\nexport PROJ=~/proj\n",
+            );
         },
     ) else {
         return;
     };
-    let out = run(&home, "echo evil >> dotfiles/bashrc; echo ok");
-    assert_eq!(
-        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
-        "# mine\n",
-        "{out}"
-    );
-    assert!(out.contains("hard links"), "{out}");
-    let ws = Workspace::new(&home).unwrap();
+    let dotfiles = home.join("dotfiles");
+    type Form = (&'static str, fn(&Path));
+    let forms: &[Form] = &[
+        ("a link at the top", |h| {
+            symlink("dotfiles/vimrc", h.join(".vimrc")).unwrap()
+        }),
+        ("a link below the top", |h| {
+            std::fs::create_dir_all(h.join(".config")).unwrap();
+            symlink("../dotfiles/bash", h.join(".config/bash")).unwrap()
+        }),
+        ("a dangling link", |h| {
+            symlink("dotfiles/not-yet/aliases", h.join(".bash_aliases")).unwrap()
+        }),
+        ("a hard link", |h| {
+            std::fs::hard_link(h.join("dotfiles/vimrc"), h.join(".config/nvim-init")).unwrap()
+        }),
+        ("a sourced file", |h| {
+            write(
+                &h.join(".bashrc"),
+                "alias p='cd ~/proj'\n[ -f ~/dotfiles/aliases.sh ] && . ~/dotfiles/aliases.sh\n",
+            )
+        }),
+        ("a sourced file's source", |h| {
+            write(&h.join(".bashrc"), "source ~/.bash.d/main\n");
+            write(
+                &h.join(".bash.d/main"),
+                "for f in $HOME/dotfiles/rc/*.sh; do . \"$f\"; done\n",
+            )
+        }),
+        ("a PATH directory", |h| {
+            write(
+                &h.join(".profile"),
+                "export PATH=\"$HOME/dotfiles/bin:$PATH\"\n",
+            )
+        }),
+        ("a git include", |h| {
+            write(
+                &h.join(".gitconfig"),
+                "[include]\n\tpath = ~/dotfiles/gitconfig\n",
+            )
+        }),
+    ];
+    for (what, form) in forms {
+        // A fresh dotfiles directory and start-up files for each form.
+        let _ = std::fs::remove_dir_all(&dotfiles);
+        write(&dotfiles.join("vimrc"), "set nu\n");
+        write(&dotfiles.join("aliases.sh"), "alias l=ls\n");
+        for f in [
+            ".vimrc",
+            ".bash_aliases",
+            ".config/bash",
+            ".config/nvim-init",
+            ".profile",
+            ".gitconfig",
+        ] {
+            let _ = std::fs::remove_file(home.join(f));
+        }
+        write(&home.join(".bashrc"), "alias p='cd ~/proj'\n");
+        form(&home);
+        let out = run(
+            &dotfiles,
+            "echo evil >> aliases.sh; echo evil >> vimrc; echo ok",
+        );
+        assert!(out.contains("ok"), "{what}: the command did not run: {out}");
+        assert_eq!(
+            std::fs::read_to_string(dotfiles.join("aliases.sh")).unwrap(),
+            "alias l=ls\n",
+            "{what}: {out}"
+        );
+        assert!(out.contains("read-only here"), "{what}: {out}");
+        let ws = Workspace::new(&dotfiles).unwrap();
+        assert!(
+            matches!(
+                ws.locate_writable("aliases.sh"),
+                Err(PathError::UserConfig { .. })
+            ),
+            "{what}"
+        );
+    }
+    // A workspace inside the configuration itself (`~/.config/nvim`): read-only too; Go's
+    // `~/go/src` projects are the user's projects.
+    write(&home.join(".config/nvim/init.lua"), "-- mine\n");
+    write(&home.join("go/src/example.com/p/main.go"), "package main\n");
+    let nvim = Workspace::new(home.join(".config/nvim")).unwrap();
     assert!(matches!(
-        ws.locate_writable("dotfiles/bashrc"),
+        nvim.locate_writable("init.lua"),
         Err(PathError::UserConfig { .. })
     ));
-    // Where the dangling link leads is not made by a command nor by the file tools (R10-17).
-    std::fs::remove_file(home.join(".bashrc")).unwrap();
-    // A hard link beneath a held directory (R10-29): the command runs read-only.
-    write(&home.join("dotfiles/aliases.sh"), "# aliases\n");
-    std::fs::create_dir_all(home.join(".config/bash")).unwrap();
-    std::fs::hard_link(
-        home.join("dotfiles/aliases.sh"),
-        home.join(".config/bash/aliases.sh"),
-    )
-    .unwrap();
-    let out = run(&home, "echo evil >> dotfiles/aliases.sh; echo ok");
+    let gosrc = Workspace::new(home.join("go/src/example.com/p")).unwrap();
+    assert!(gosrc.locate_writable("main.go").is_ok());
+    // A project the start-up files only mention stays the agent's to change.
+    let out = run(&home.join("proj"), "echo more >> src.txt; echo ok");
     assert_eq!(
-        std::fs::read_to_string(home.join(".config/bash/aliases.sh")).unwrap(),
-        "# aliases\n",
+        std::fs::read_to_string(home.join("proj/src.txt")).unwrap(),
+        "code\nmore\n",
         "{out}"
     );
-    std::fs::remove_file(home.join(".config/bash/aliases.sh")).unwrap();
-    let out = run(
-        &home,
-        "mkdir -p dotfiles/bash && echo evil > dotfiles/bash/aliases; echo ok",
-    );
-    assert!(!home.join("dotfiles/bash/aliases").exists(), "{out}");
+    assert!(!out.contains("read-only here"), "{out}");
     assert!(
-        out.contains("where their configuration's link leads"),
-        "{out}"
+        Workspace::new(home.join("proj"))
+            .unwrap()
+            .locate_writable("src.txt")
+            .is_ok()
     );
-    assert!(matches!(
-        ws.locate_writable("dotfiles/bash/aliases"),
-        Err(PathError::UserConfig { .. })
-    ));
 }

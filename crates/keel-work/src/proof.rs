@@ -342,13 +342,12 @@ fn check_evidence(
             }
         }
         "command" => {
+            // The command itself, not a line that mentions it (red-team pass 11, R11-7:
+            // `echo 'sh tests/test_greet.sh' is fine` had proved the test passed).
             let wanted = what.split_whitespace().collect::<Vec<_>>().join(" ");
-            let ran = commands.iter().any(|c| {
-                c.split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .contains(&wanted)
-            });
+            let ran = commands
+                .iter()
+                .any(|c| c.split_whitespace().collect::<Vec<_>>().join(" ") == wanted);
             if ran && !wanted.is_empty() {
                 (true, format!("the session ran `{wanted}` successfully"))
             } else {
@@ -445,6 +444,15 @@ mod tests {
             &[],
         );
         assert_eq!(none[0].status, "unverified");
+        // A command that only mentions the evidence's command did not run it (R11-7).
+        let echoed = check_criteria(
+            &criteria[..1],
+            "CRITERION 1: met — evidence: command `sh tests/test_greet.sh`",
+            dir.path(),
+            None,
+            &["echo 'sh tests/test_greet.sh' is fine".into()],
+        );
+        assert_eq!(echoed[0].status, "unverified");
     }
 
     #[test]

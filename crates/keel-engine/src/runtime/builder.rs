@@ -270,6 +270,10 @@ impl SessionBuilder {
         for note in engine.setup_notes() {
             (self.warn)(note);
         }
+        // A home as the workspace: read-only to the agent (the way out is named).
+        if let Some(w) = keel_tools::shell::user_config::home_warning(workspace) {
+            (self.warn)(&w);
+        }
         // MCP servers that did not start, unreadable `.mcp.json` files, skipped schemas.
         for w in engine
             .mcp()

@@ -208,11 +208,19 @@ impl Git {
             }
         }
         let (left_out, nested, refused) = self.unstageable(stores, modes)?;
-        if self.index.is_file() && !(stores.is_empty() && left_out.is_empty()) {
+        // What git cannot record goes from the index too: a FIFO where a tracked file was is
+        // then a deleted file, which an undo brings back (R11-10).
+        if self.index.is_file() && !(stores.is_empty() && left_out.is_empty() && refused.is_empty())
+        {
             let drop: Vec<Vec<u8>> = stores
                 .selecting()
                 .map(String::into_bytes)
-                .chain(left_out.iter().map(|p| literal("", p)))
+                .chain(
+                    left_out
+                        .iter()
+                        .chain(refused.iter())
+                        .map(|p| literal("", p)),
+                )
                 .collect();
             self.run_locked(
                 &[
@@ -287,7 +295,14 @@ impl Git {
             }
             let meta = std::fs::symlink_metadata(self.workspace.join(OsStr::from_bytes(rel)));
             let symlink = meta.as_ref().is_ok_and(|m| m.file_type().is_symlink());
-            if git_refuses(rel, symlink) {
+            // A FIFO, socket or device where a file was: git records none of them, and its
+            // `add` failed the whole snapshot — every `keel undo` of the session with it
+            // (red-team pass 11, R11-10). Left out and named, like a name git refuses.
+            let special = meta.as_ref().is_ok_and(|m| {
+                let t = m.file_type();
+                !(t.is_file() || t.is_symlink() || t.is_dir())
+            });
+            if special || git_refuses(rel, symlink) {
                 refused.push(rel.to_vec());
                 continue;
             }

@@ -70,6 +70,12 @@ impl TypedTool for ReadFile {
     async fn run(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let target = ctx.workspace.locate_named(&args.path)?;
         let rel = target.rel_string();
+        // git-crypt's key decrypts the repository's secrets in all its history (R10-27).
+        if crate::sandbox::git_secrets::is_crypt_key(&rel) {
+            return Err(ToolError::model(format!(
+                "`{rel}` is a git-crypt key: the agent does not read it"
+            )));
+        }
         let reads = ctx.reads.clone();
         blocking(move || {
             let info = target

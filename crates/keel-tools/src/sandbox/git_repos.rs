@@ -202,8 +202,8 @@ const USER_TOOL_FILES: &[&str] = &[
     ".cargo/config.toml",
     ".cargo/config",
     // Cloud and developer tools' own configuration (`~/.aws/config`, `~/.kube/config`, …) is
-    // not listed one by one: in a workspace that holds the home, every dot entry at its top
-    // is held by `shell::home_dots` (red-team pass 9, R9-6). Listed here, a file the user
+    // not listed one by one: a workspace that holds the home is read-only to the agent
+    // (`shell::user_config`; red-team pass 9, R9-6). Listed here, a file the user
     // had just edited (a rotated key) looked changed to the check after an undo.
 ];
 

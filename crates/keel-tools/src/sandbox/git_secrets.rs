@@ -58,6 +58,12 @@ pub(super) fn replacements(
         )
         .map(|f| (f, 0))
         .collect();
+    let repo_configs: Vec<PathBuf> = queue.iter().map(|(f, _)| f.clone()).collect();
+    hidden.extend(
+        crypt_keys(&repo_configs)
+            .into_iter()
+            .filter(|k| k.is_file()),
+    );
     let mut seen: Vec<PathBuf> = Vec::new();
     while let Some((file, depth)) = queue.pop() {
         if seen.contains(&file) || seen.len() >= MAX_FILES {
@@ -260,17 +266,16 @@ fn credential_files(text: &str, workspace: Option<&Path>) -> Vec<PathBuf> {
             continue;
         };
         let key = format!("{section}.{}", key.trim().to_ascii_lowercase());
-        if PROGRAM_SECTIONS.contains(&section.as_str()) || KEPT_KEYS.contains(&key.as_str()) {
+        // A shell alias (`!sh ~/bin/gh-pr.sh`) is code the user wrote, often with a token in
+        // the script it runs (red-team pass 10, R10-28): not exempt.
+        let shell_alias =
+            section == "alias" && value.trim_start().trim_start_matches('"').starts_with('!');
+        if (PROGRAM_SECTIONS.contains(&section.as_str()) && !shell_alias)
+            || KEPT_KEYS.contains(&key.as_str())
+        {
             continue;
         }
-        for word in value.split_whitespace() {
-            let word = word.trim_matches(|c| c == '"' || c == '\'');
-            let Some(at) = word.find("~/").or_else(|| word.find('/')) else {
-                continue;
-            };
-            let Some(path) = config_path(&word[at..]) else {
-                continue;
-            };
+        for path in value_paths(value) {
             if path.is_file()
                 && !SYSTEM_DIRS.iter().any(|d| path.starts_with(d))
                 && !workspace.is_some_and(|w| path.starts_with(w))
@@ -281,6 +286,93 @@ fn credential_files(text: &str, workspace: Option<&Path>) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The paths a configuration value names, written the ways shells write them (red-team pass
+/// 10, R10-28): `~/…`, `$HOME/…`, `${HOME}/…` or absolute; inside shell code
+/// (`!f() { cat ~/keys/tok; }`), after `=` (`-oIdentityFile=~/k`), and quoted with spaces
+/// (`--file "~/my creds"`).
+fn value_paths(value: &str) -> Vec<PathBuf> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let value = if home.is_empty() {
+        value.to_string()
+    } else {
+        value.replace("${HOME}", &home).replace("$HOME", &home)
+    };
+    let mut words: Vec<&str> = Vec::new();
+    // Quoted stretches whole (a path with a space) …
+    for quote in ['"', '\''] {
+        words.extend(value.split(quote).skip(1).step_by(2));
+    }
+    // … and every word between shell punctuation.
+    words.extend(
+        value
+            .split(|c: char| {
+                c.is_whitespace()
+                    || matches!(
+                        c,
+                        '"' | '\''
+                            | ';'
+                            | '('
+                            | ')'
+                            | '{'
+                            | '}'
+                            | '|'
+                            | '&'
+                            | '<'
+                            | '>'
+                            | '`'
+                            | '='
+                            | ','
+                    )
+            })
+            .filter(|w| !w.is_empty()),
+    );
+    let mut out: Vec<PathBuf> = Vec::new();
+    for word in words {
+        let Some(at) = word.find("~/").or_else(|| word.find('/')) else {
+            continue;
+        };
+        if let Some(path) = config_path(&word[at..])
+            && !out.contains(&path)
+        {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The key files of git-crypt in the git directories of `configs` (a repository's config
+/// files): a long-lived key that decrypts the repository's secrets in all its history
+/// (red-team pass 10, R10-27).
+fn crypt_keys(configs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in configs.iter().filter_map(|c| c.parent()) {
+        let Ok(entries) = std::fs::read_dir(dir.join("git-crypt/keys")) else {
+            continue;
+        };
+        for e in entries.flatten().take(64) {
+            let path = e.path();
+            match std::fs::read_dir(&path) {
+                // git-crypt keeps `keys/<name>` as a file, or a directory of versions.
+                Ok(inner) => out.extend(inner.flatten().take(64).map(|i| i.path())),
+                Err(_) => out.push(path),
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether the workspace-relative `rel` lies in a repository's git-crypt key store
+/// (`.git/git-crypt/`, `.git/modules/…/git-crypt/`): the file tools do not read it.
+pub(crate) fn is_crypt_key(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    parts
+        .iter()
+        .position(|p| *p == ".git")
+        .is_some_and(|at| parts[at + 1..].contains(&"git-crypt"))
 }
 
 /// The `key = value` part of a configuration line: the line itself, or what follows the
@@ -451,6 +543,44 @@ mod tests {
         assert!(out.contains("[user] name = Ada"), "{out}");
         assert!(out.contains("editor = vim"), "{out}");
         assert_eq!(scrub("[user] name = Ada\n"), None);
+    }
+
+    #[test]
+    fn paths_are_read_as_shells_write_them() {
+        let home = std::env::var("HOME").unwrap_or_default();
+        if home.is_empty() {
+            return;
+        }
+        let got = value_paths("ssh -i $HOME/keys/x -o IdentityFile=${HOME}/keys/y");
+        assert_eq!(
+            got,
+            [
+                PathBuf::from(format!("{home}/keys/x")),
+                PathBuf::from(format!("{home}/keys/y"))
+            ]
+        );
+        let got = value_paths("\"!f() { echo password=$(cat ~/keys/tok); }; f\"");
+        assert!(
+            got.contains(&PathBuf::from(format!("{home}/keys/tok"))),
+            "{got:?}"
+        );
+        let got = value_paths("store --file \"/srv/my creds\"");
+        assert!(got.contains(&PathBuf::from("/srv/my creds")), "{got:?}");
+        // A shell alias's script is not exempt; a plain alias's words are not paths.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().canonicalize().unwrap().join("gh-pr.sh");
+        std::fs::write(&script, "GITHUB_TOKEN=x gh pr create\n").unwrap();
+        let text = format!(
+            "[alias]\n\tpr = !sh {}\n\tlg = log --graph\n\tdt = difftool {}\n",
+            script.display(),
+            script.display()
+        );
+        assert_eq!(credential_files(&text, None), [script]);
+        assert!(is_crypt_key(".git/git-crypt/keys/default"));
+        assert!(is_crypt_key(
+            "vendor/x/.git/modules/m/git-crypt/keys/default/0/1.key"
+        ));
+        assert!(!is_crypt_key("docs/git-crypt/keys.md"));
     }
 
     #[test]

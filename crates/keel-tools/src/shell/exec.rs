@@ -539,18 +539,14 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
         req.policy = SandboxPolicy::ReadOnly;
         trees_note = Some(format!("keel: {why}."));
     }
-    // So is the user's own configuration at the top of a home the workspace holds, with its
-    // caches moved to the command's private temporary directory ([`super::home_dots`]).
-    let home_dots = unapproved_workspace(&req).and_then(super::home_dots::Before::note);
-    if let Some(ws) = home_dots.as_ref().and(unapproved_workspace(&req)) {
-        let held =
-            super::home_dots::read_only(ws, &req.roots.hidden).map_err(std::io::Error::other)?;
-        req.roots.protected.extend(held.paths);
-        // What a bound left out cannot be held: the command runs read-only (R10-1).
-        if let Some(why) = held.cut {
-            req.policy = SandboxPolicy::ReadOnly;
-            trees_note.get_or_insert_with(|| super::home_dots::cut_note(&why));
-        }
+    // A workspace that holds the user's own configuration (a home, a dotfiles directory the
+    // home loads from) is read-only to a command nobody approved ([`super::user_config`]);
+    // caches go to the command's private temporary directory, so tools that keep one work.
+    if let Some(ws) = unapproved_workspace(&req)
+        && let Some(why) = super::user_config::holds(ws)
+    {
+        req.policy = SandboxPolicy::ReadOnly;
+        trees_note.get_or_insert_with(|| super::user_config::read_only_note(&why));
         req.env_in_tmp
             .push(("XDG_CACHE_HOME".into(), ".cache".into()));
     }
@@ -648,13 +644,6 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
     let quarantined = match watch.0.take() {
         Some(t) => t.finish().await,
         None => None,
-    };
-    let quarantined = match (
-        quarantined,
-        home_dots.and_then(super::home_dots::Before::check),
-    ) {
-        (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
-        (a, b) => a.or(b),
     };
     Ok(ExecOutput {
         ending,

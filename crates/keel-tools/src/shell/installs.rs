@@ -72,8 +72,8 @@ fn is_pip_install(rest: &[&str]) -> bool {
 }
 
 /// The write of `rel` (workspace-relative) the line names, when it lies in a dependency tree.
-/// Also a write of the user's own configuration in a home the workspace holds (a dot entry,
-/// `~/bin`: [`super::home_dots`]), which an approval likewise makes writable.
+/// Also any write in a workspace that holds the user's own configuration (a home, a dotfiles
+/// directory: [`super::user_config`]), which an approval likewise makes writable.
 pub(crate) fn tree_write(workspace: &Path, rel: &Path) -> Option<String> {
     if let Some(tree) = super::dependency_trees::tree_of(workspace, rel) {
         return Some(format!(
@@ -82,6 +82,6 @@ pub(crate) fn tree_write(workspace: &Path, rel: &Path) -> Option<String> {
             tree.display()
         ));
     }
-    super::home_dots::refused(workspace, &[rel])
+    super::user_config::refused(workspace)
         .map(|_| format!("writes `{}` (the user's own configuration)", rel.display()))
 }

@@ -16,7 +16,6 @@ mod git_aliases;
 pub mod git_programs;
 pub mod harness;
 mod hidden;
-mod home_dots;
 mod installs;
 pub mod judged;
 mod line_writes;
@@ -45,6 +44,7 @@ mod store_links;
 pub mod testing;
 mod toolchains;
 mod unrecorded;
+pub mod user_config;
 mod venv_startup;
 mod verdict;
 mod words;
@@ -55,7 +55,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use dependency_trees::tree_of as dependency_tree_of;
-pub(crate) use home_dots::refused as refused_in_home;
 pub use lint::{AutoLint, LintSettings};
 pub(crate) use loaded_code::refused_for_file_tools;
 pub use run_command::{RunCommand, RunCommandArgs};
@@ -63,6 +62,7 @@ pub use run_tests::{RunTests, RunTestsArgs};
 pub use safety::{Analysis, CommandSafety, RuleMatch, SafetyClass, Source, classify};
 pub use testing::{TestCommand, TestRunner, TestSummary, detect_test_command};
 pub(crate) use unrecorded::refused_for_file_tools as unrecorded_for_file_tools;
+pub(crate) use user_config::refused as refused_in_home;
 
 use crate::ToolRegistry;
 
