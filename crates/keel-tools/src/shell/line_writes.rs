@@ -77,6 +77,10 @@ pub(crate) struct LineWrites {
     /// The starting points of the `find` whose `-exec` command is being judged (`None`: one
     /// not known before it runs): where its `{}` may lead ([`super::unrecorded::FOUND`]).
     pub(crate) found_roots: Option<Vec<Option<String>>>,
+    /// Names an earlier part of the line gives existing content — a link, a rename — and
+    /// where that content is when the line is judged (workspace-relative both):
+    /// [`super::unrecorded`], R11-1.
+    pub(crate) aliases: Vec<(PathBuf, PathBuf)>,
 }
 
 impl LineWrites {
@@ -145,16 +149,33 @@ impl Project {
             None => (None, None),
         };
         if let (false, Some(real), Some(info)) = (keeps, &real, &id) {
-            let why = match info.kind {
-                keel_fs::beneath::FileKind::File => self.unrecorded(real, info.len),
-                keel_fs::beneath::FileKind::Dir if beneath => self.unrecorded_beneath(real),
-                _ => None,
-            };
+            let why = self.unrecorded_at(real, info, beneath);
             if let Some(why) = why.filter(|w| !self.line.lost.contains(w)) {
                 self.line.lost.push(why);
             }
         }
+        if !keeps {
+            self.wrote_through_aliases(&rel, beneath);
+        }
         self.line.log.push(Written::Path { rel, real, id });
+    }
+
+    /// The line may write what bash expands the unquoted pattern `pattern` to (`> data/f1.cs?`,
+    /// `cp a data/f*`): each existing match is written (R11-6); with none, bash keeps the text.
+    pub(crate) fn wrote_glob(&mut self, pattern: &str, keeps: bool) {
+        if let Some(cwd) = self.cwd.clone() {
+            let found = super::glob_targets::expand(&cwd, pattern);
+            if !keeps && found.len() > super::glob_targets::MAX_MATCHES {
+                self.lost(format!(
+                    "the files `{pattern}` matches (more than {} of them)",
+                    super::glob_targets::MAX_MATCHES
+                ));
+            }
+            for m in found {
+                self.wrote(&m.to_string_lossy(), keeps, false);
+            }
+        }
+        self.wrote_anything();
     }
 
     /// Notes that the line loses `why` (a write it cannot name under an ignored directory).
@@ -262,7 +283,8 @@ impl Analyzer<'_> {
         for w in paths {
             match w.value() {
                 Some(v) if !w.glob => p.wrote_path(v, self.keeps_content),
-                _ => p.wrote_anything(),
+                Some(v) => p.wrote_glob(v, self.keeps_content),
+                None => p.wrote_anything(),
             }
         }
     }

@@ -160,3 +160,49 @@ fn an_npmrc_that_picks_another_packages_script_is_unknown() {
         assert!(c >= SafetyClass::Unknown, "{setting}: {c}");
     }
 }
+
+/// Red-team pass 11, R11-6: bash expands a glob in a written path (`> data/f10.cs?`, `cp …
+/// data/f2.cs?`, `cd dat? && > f1.csv`) to the one existing file; the overwrite check took
+/// the text literally (a new file) and the user's ignored, never-recorded data was lost.
+#[test]
+fn a_glob_in_a_written_path_is_judged_by_what_it_matches() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap_or(dir.path())).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    write(".gitignore", "data/\n");
+    write("README.md", "readme\n");
+    for i in 1..=12 {
+        write(&format!("data/f{i}.csv"), "precious\n");
+    }
+    let mut wrong = Vec::new();
+    for line in [
+        "echo GONE > data/f10.csv",
+        "echo GONE > data/f10.cs?",
+        "echo GONE > data/f11.c*",
+        "echo GONE > data/[f]12.csv",
+        "sort -o data/f1.cs? README.md",
+        "cp README.md data/f2.cs?",
+        "cat README.md | tee data/f3.c*",
+        "cd dat? && echo GONE > f1.csv",
+        "pushd d*a >/dev/null; echo GONE > f3.csv",
+    ] {
+        let a = CommandSafety::new().classify_in_project(line, dir.path());
+        if a.class != SafetyClass::Destructive {
+            wrong.push(format!("{line}: {:?} {:?}", a.class, a.reasons));
+        }
+    }
+    assert!(wrong.is_empty(), "not asked:\n{}", wrong.join("\n"));
+    // A pattern that matches nothing is a new file; an append keeps the content.
+    for line in ["echo x > new*.txt", "echo x >> data/f1.cs?"] {
+        assert_eq!(class_in(&dir, line), SafetyClass::WritesWorkspace, "{line}");
+    }
+}
+
+fn class_in(dir: &tempfile::TempDir, line: &str) -> SafetyClass {
+    CommandSafety::new()
+        .classify_in_project(line, dir.path())
+        .class
+}

@@ -14,6 +14,7 @@ pub mod exec;
 mod file_clock;
 mod git_aliases;
 pub mod git_programs;
+mod glob_targets;
 pub mod harness;
 mod hidden;
 mod installs;

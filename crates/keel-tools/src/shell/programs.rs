@@ -541,6 +541,8 @@ fn writer(a: &mut Analyzer, program: &str, args: &[Word]) {
             a.flag_operand_writes(program, &ops, format!("`{program}` {what}"));
         }
     }
+    // After its own writes: the names it makes reach what they lead to from now on.
+    a.names_content(program, args, &ops);
 }
 
 fn network(a: &mut Analyzer, program: &str, args: &[Word]) {

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
+use super::line_writes::Target;
 use super::options::positionals;
 use super::project::Project;
 use super::safety::Stdin;
@@ -112,6 +113,67 @@ impl Project {
             });
         }
         None
+    }
+
+    /// Why what is at `real` (found as `info`) holds content no snapshot records: the file,
+    /// or (`beneath`: a writer that reaches into a directory) any file below the directory.
+    pub(crate) fn unrecorded_at(
+        &mut self,
+        real: &Path,
+        info: &keel_fs::beneath::FileInfo,
+        beneath: bool,
+    ) -> Option<String> {
+        match info.kind {
+            keel_fs::beneath::FileKind::File => self.unrecorded(real, info.len),
+            keel_fs::beneath::FileKind::Dir if beneath => self.unrecorded_beneath(real),
+            _ => None,
+        }
+    }
+
+    /// Notes that an earlier part of the line names existing content `source` (as written)
+    /// `name` (as written): a link or a rename. Each is kept as where it leads when the line
+    /// is judged, through the names noted before it (`ln -s data/r.csv a && ln -s a b`).
+    pub(crate) fn alias(&mut self, name: &str, source: &str) {
+        let (Target::Rel(name), Target::Rel(source)) = (self.target(name), self.target(source))
+        else {
+            return;
+        };
+        let source = self.through_aliases(&source).unwrap_or(source);
+        if name != source && !self.line.aliases.contains(&(name.clone(), source.clone())) {
+            self.line.aliases.push((name, source));
+        }
+    }
+
+    /// Where the workspace path `rel` leads through a name the line gave existing content, if
+    /// it lies below one (the latest first).
+    fn through_aliases(&self, rel: &Path) -> Option<PathBuf> {
+        self.line.aliases.iter().rev().find_map(|(name, source)| {
+            let rest = rel.strip_prefix(name).ok()?;
+            Some(if rest.as_os_str().is_empty() {
+                source.clone()
+            } else {
+                source.join(rest)
+            })
+        })
+    }
+
+    /// A write of the workspace path `rel` through a name an earlier part of the line gave
+    /// content no snapshot records (red-team pass 11, R11-1: `ln data/r.csv notes.csv && echo
+    /// x > notes.csv` truncated the ignored `data/r.csv`; `notes.csv` did not exist when the
+    /// line was judged).
+    pub(crate) fn wrote_through_aliases(&mut self, rel: &Path, beneath: bool) {
+        let Some(through) = self.through_aliases(rel) else {
+            return;
+        };
+        let Some((real, Some(info))) = self.resolve_existing(&through) else {
+            return;
+        };
+        if let Some(why) = self.unrecorded_at(&real, &info, beneath) {
+            self.lost(format!(
+                "{why}, reached through `{}`, which the line makes lead there",
+                rel.display()
+            ));
+        }
     }
 
     /// Why some file below the workspace directory `rel` is one no snapshot records (the
@@ -241,6 +303,62 @@ impl Project {
 }
 
 impl super::safety::Analyzer<'_> {
+    /// The names `ln`, `cp -l`/`cp -s` and `mv` (`program args`, operands `ops`, the last
+    /// one where they go) give existing content: a later write of the line through one
+    /// reaches that content ([`Project::alias`], R11-1). A copy is content of its own.
+    pub(crate) fn names_content(&mut self, program: &str, args: &[Word], ops: &[Word]) {
+        let has = |short: char, long: &str| {
+            args.iter().filter_map(Word::value).any(|v| {
+                v == long || (v.starts_with('-') && !v.starts_with("--") && v[1..].contains(short))
+            })
+        };
+        let symbolic = match program {
+            "ln" => has('s', "--symbolic"),
+            "cp" if has('l', "--link") => false,
+            "cp" if has('s', "--symbolic-link") => true,
+            "mv" => false,
+            _ => return,
+        };
+        let Some(p) = self.project.as_mut() else {
+            return;
+        };
+        let Some((last, rest)) = ops.split_last() else {
+            return;
+        };
+        // `ln SRC`: the link is made where the command runs, under the source's name.
+        let (dest, sources) = if rest.is_empty() && program == "ln" {
+            (Some("."), ops)
+        } else {
+            (last.value(), rest)
+        };
+        let Some(dest) = dest else {
+            // Where the new names go is not known: a write may reach any of the sources.
+            for src in sources.iter().filter_map(Word::value) {
+                p.lost(format!(
+                    "`{src}`, which the line links or moves to a name not known before it runs"
+                ))
+            }
+            return;
+        };
+        let into = sources.len() > 1 || p.is_dir(dest) || dest == ".";
+        for src in sources.iter().filter_map(Word::value) {
+            let base = Path::new(src.trim_end_matches('/')).file_name();
+            let name = match (into, base) {
+                (true, Some(b)) => {
+                    format!("{}/{}", dest.trim_end_matches('/'), b.to_string_lossy())
+                }
+                (true, None) => continue,
+                (false, _) => dest.to_string(),
+            };
+            p.alias(&name, src);
+            // A symbolic link's text is read from the link's own directory.
+            if symbolic && !src.starts_with('/') {
+                let dir = Path::new(&name).parent().unwrap_or(Path::new(""));
+                p.alias(&name, &dir.join(src).to_string_lossy());
+            }
+        }
+    }
+
     /// A copy or move of `ops` (the last one the destination) into an existing directory
     /// writes `DEST/<name of each source>`, and a recursive copy everything below it
     /// (`cp -r src data` over an ignored `data/src/app.py`): those are checked too.
@@ -619,5 +737,51 @@ mod tests {
             );
         }
         assert_eq!(class(ws, "cat data/r.csv"), SafetyClass::ReadOnly);
+    }
+
+    /// Red-team pass 11, R11-1: a name the line itself makes lead to unrecorded content —
+    /// a hard or symbolic link, a rename — and then writes through: at judge time the name
+    /// did not exist, so `ln data/r.csv notes.csv && echo x > notes.csv` ran unasked and the
+    /// ignored `data/r.csv` was gone (undo removed `notes.csv` only).
+    #[test]
+    fn a_write_through_a_name_the_line_gives_unrecorded_content_is_asked_about() {
+        let ws = workspace();
+        let ws = ws.path();
+        let mut wrong = Vec::new();
+        for cmd in [
+            "ln data/r.csv notes.csv && echo x > notes.csv",
+            "ln -s data/r.csv o2.csv && echo y > o2.csv",
+            "ln -sf ../data/r.csv src/l.csv && echo y > src/l.csv",
+            "cd src && ln -s ../data/r.csv l && echo x > l",
+            "ln -s data d2 && sed -i s/a/b/ d2/r.csv",
+            "cp -al data d2 && echo x > d2/r.csv",
+            "ln -s data/r.csv a && ln -s a b && echo x > b",
+            "ln data/r.csv && echo x > r.csv",
+            "mv data d2 && echo x > d2/r.csv",
+            "ln -t src data/r.csv && cp README.md src/r.csv",
+        ] {
+            let a = CommandSafety::new().classify_in_project(cmd, ws);
+            if a.class != SafetyClass::Destructive
+                || !a.reasons.iter().any(|r| r.contains("no snapshot"))
+            {
+                wrong.push(format!("{cmd}: {:?} {:?}", a.class, a.reasons));
+            }
+        }
+        assert!(wrong.is_empty(), "not asked:\n{}", wrong.join("\n"));
+        // A copy is content of its own; a link to a recorded file, an append, a link alone.
+        for cmd in [
+            "cp data/r.csv notes.csv && echo x > notes.csv",
+            "ln -s README.md r && echo x > r",
+            "ln data/r.csv notes.csv && echo x >> notes.csv",
+            "ln -s data/r.csv o2.csv",
+        ] {
+            let a = CommandSafety::new().classify_in_project(cmd, ws);
+            assert_eq!(
+                a.class,
+                SafetyClass::WritesWorkspace,
+                "{cmd}: {:?}",
+                a.reasons
+            );
+        }
     }
 }

@@ -115,6 +115,24 @@ impl Project {
 
     /// A `cd` in the judged script: followed when it stays inside the workspace.
     pub(crate) fn cd(&mut self, dir: Option<&str>) {
+        // `cd dat?`: where bash's expansion leads when it leads to one directory (R11-6).
+        if let (Some(d), Some(cwd)) = (dir, &self.cwd)
+            && super::super::glob_targets::has_glob(d)
+        {
+            let found: Vec<PathBuf> = super::super::glob_targets::expand(cwd, d)
+                .into_iter()
+                .filter(|p| p.is_dir())
+                .collect();
+            self.cwd = match found.as_slice() {
+                [one] => {
+                    Some(keel_fs::lexical_normalize(one)).filter(|n| n.starts_with(&self.root))
+                }
+                [] => Some(keel_fs::lexical_normalize(&cwd.join(d)))
+                    .filter(|n| n.starts_with(&self.root)),
+                _ => None,
+            };
+            return;
+        }
         self.cwd = match (dir, &self.cwd) {
             (Some(d), Some(cwd)) if !d.starts_with(['/', '~']) && d != "-" => {
                 let next = keel_fs::lexical_normalize(&cwd.join(d));
