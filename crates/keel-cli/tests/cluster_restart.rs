@@ -171,7 +171,14 @@ async fn a_database_restart_mid_run_loses_no_job_and_no_event() {
     for (w, (id, other)) in watchers.into_iter().zip(&ids) {
         let events = w.await.unwrap();
         let last = events.last().unwrap();
-        assert_eq!(last["status"], "completed", "session {id}: {last}");
+        let seen: Vec<String> = events
+            .iter()
+            .map(|e| format!("{} {} {}", e["seq"], e["type"], e["run_id"]))
+            .collect();
+        assert_eq!(
+            last["status"], "completed",
+            "session {id}: {last}; {seen:#?}"
+        );
         let (other, id) = (other.clone(), id.clone());
         tokio::task::spawn_blocking(move || assert_exactly_once(&other, &id, &events))
             .await

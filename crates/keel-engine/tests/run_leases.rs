@@ -189,3 +189,60 @@ async fn a_second_session_in_a_busy_workspace_is_refused_with_the_first_ones_id(
     };
     assert_eq!(t.finished().await.status, SessionStatus::Completed);
 }
+
+/// A run waiting for its workspace does not take the workspace lease of a run that only lost
+/// the store for a while: an expired lease there holds until the waiting run has seen it
+/// unrenewed for a lease's time-to-live, so its holder, back, renews it and keeps the
+/// workspace (CI: after a PostgreSQL restart a queued turn took the workspace the moment the
+/// database answered, and the live turn there ended `cancelled`).
+#[tokio::test]
+async fn a_waiting_run_leaves_an_expired_workspace_lease_to_a_holder_that_renews_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    std::fs::write(dir.path().join("s.yaml"), SCRIPT).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("keel.db")).unwrap());
+    let builder =
+        SessionBuilder::isolated(store.clone()).adjust(Arc::new(|c: &mut keel_engine::Config| {
+            c.index.codemap_tokens = 0;
+            c.snapshots.enabled = false;
+            c.store.lease_ttl_secs = 5;
+        }));
+    let overrides = SessionOverrides {
+        script: Some(dir.path().join("s.yaml")),
+        ..SessionOverrides::default()
+    };
+    // Another run's lease of the workspace (a live process: this one), expired already — as
+    // every lease is when the database comes back after a restart.
+    let key = ws.display().to_string();
+    let other = keel_store::lease_holder("r-cut-off");
+    assert!(
+        store
+            .acquire_workspace_lease(&key, "other-session", &other, 1)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let holder = || async { store.workspace_lease(&key).await.unwrap().unwrap().holder };
+    let engine = Arc::new(builder.engine(&ws, &overrides).unwrap());
+    let (waiting, _) = SessionHandle::create(engine, vec![]).await.unwrap();
+    let waiting = waiting.wait_for_workspace();
+    let OpAck::Turn(turn) = waiting.submit(Op::user_message("after you")).await.unwrap() else {
+        panic!("no turn")
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(holder().await, other, "an expired lease was taken at once");
+    // Its holder is back and renews it: still its own.
+    assert!(
+        store
+            .renew_workspace_lease(&key, &other, 60_000)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(holder().await, other);
+    // Released at the end of its turn: the waiting run goes on.
+    store.release_workspace_lease(&key, &other).await.unwrap();
+    assert_eq!(turn.finished().await.status, SessionStatus::Completed);
+}

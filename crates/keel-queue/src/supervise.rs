@@ -88,11 +88,15 @@ pub async fn run_worker(
     let listener = tokio::spawn(controls.clone().run(listening.clone()));
     let _stop_listening = listening.clone().drop_guard();
     // A turn's run lease is renewed every heartbeat and lives three of them, like the worker
-    // itself; expired, it is taken once it stayed unrenewed for a heartbeat and a half second
-    // more. A worker killed with -9 loses its job and its session in about five seconds.
-    let builder = builder.lease_ttl_secs(3 * options.heartbeat.as_secs().max(1));
+    // itself; expired, it is taken once it stayed unrenewed for three more, as this worker
+    // sees it: a holder cut off by a database outage renews it within about a heartbeat of
+    // the database's return, on a loaded machine later (CI, load ~15: a grace of 1.5 s took
+    // a live turn's session, which ended `cancelled`). A worker killed with -9 on this machine
+    // gives its session up at once (its process is gone); elsewhere in about six seconds.
+    let ttl = 3 * options.heartbeat.max(Duration::from_secs(1));
+    let builder = builder.lease_ttl_secs(ttl.as_secs());
     let state = State::new(builder, stats.clone(), concurrency, controls)
-        .with_lease_grace(options.heartbeat + Duration::from_millis(500))
+        .with_lease_grace(ttl)
         .with_checkouts(Checkouts::new(&options.checkout_dir, options.git_timeout));
     let outage = Outage::new(stats, true);
     // Checks the backoff settings once, before anything runs.

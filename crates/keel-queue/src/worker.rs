@@ -41,7 +41,7 @@ pub struct WorkerOptions {
 
 impl WorkerOptions {
     /// Defaults for this process: one turn at a time, a 1 s heartbeat (a worker killed with -9
-    /// is found dead, and its turn taken over, within about five seconds), 8 retries.
+    /// is found dead, and its turn taken over, within about six seconds), 8 retries.
     pub fn new() -> Self {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
@@ -76,27 +76,6 @@ const MAX_LEASE_WAIT: Duration = Duration::from_secs(300);
 /// default; a worker uses two of its heartbeats): a run that could not renew it while the
 /// database was away renews it as soon as the database is back, within one renewal interval.
 const LEASE_GRACE: Duration = Duration::from_secs(10);
-
-/// Whether `lease` still holds its session for this worker's purposes: live, or expired but
-/// not yet seen unrenewed for `grace` by this worker (`expired` remembers since when).
-fn held(
-    lease: &keel_store::Lease,
-    expired: &mut Option<(u64, tokio::time::Instant)>,
-    grace: Duration,
-) -> bool {
-    if lease.is_live() {
-        *expired = None;
-        return true;
-    }
-    match expired {
-        // The same expired lease, watched for `grace`: its holder is gone.
-        Some((at, since)) if *at == lease.expires_at => since.elapsed() < grace,
-        _ => {
-            *expired = Some((lease.expires_at, tokio::time::Instant::now()));
-            true
-        }
-    }
-}
 
 /// What a worker is doing (its health endpoint shows it).
 #[derive(Debug, Default)]
@@ -308,7 +287,7 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
     // database outage while this job was handed back, or a dead worker whose lease has not
     // expired yet. Wait while its lease is renewed (bounded), then look again.
     let waiting_since = tokio::time::Instant::now();
-    let mut expired = None;
+    let mut watch = keel_store::ExpiryWatch::new(state.lease_grace);
     let (record, events) = loop {
         let record = store.get_session(&job.session_id).await?;
         // An earlier attempt may have finished the turn and died before reporting it.
@@ -322,8 +301,17 @@ async fn turn(job: &TurnJob, state: &State) -> Result<Outcome, BoxDynError> {
         let Some(lease) = record
             .lease
             .as_ref()
-            .filter(|l| held(l, &mut expired, state.lease_grace))
+            .filter(|l| watch.holds(&l.holder, l.expires_at))
         else {
+            // Said, so a session taken from a run that was only cut off shows in the logs.
+            if let Some(lease) = &record.lease {
+                crate::notice::tell!(
+                    "keel worker: session {}: its run lease ({}) expired and stayed unrenewed for {} ms; taking the session over",
+                    record.id,
+                    lease.holder,
+                    state.lease_grace.as_millis()
+                );
+            }
             break (record, events);
         };
         if waiting_since.elapsed() > MAX_LEASE_WAIT {
@@ -515,44 +503,6 @@ impl TurnEnd for Publish {
 mod tests {
     use super::*;
     use keel_protocol::Event;
-
-    fn lease(expires_at: u64) -> keel_store::Lease {
-        keel_store::Lease {
-            holder: "host:1:r-1".into(),
-            expires_at,
-        }
-    }
-
-    fn now_ms() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
-    }
-
-    #[test]
-    fn an_expired_lease_is_taken_once_it_stays_unrenewed_for_the_grace() {
-        let grace = Duration::from_millis(300);
-        let wait = |ms| std::thread::sleep(Duration::from_millis(ms));
-        let mut expired = None;
-        // A live lease holds, however long it is watched.
-        assert!(held(&lease(now_ms() + 60_000), &mut expired, grace));
-        // Expired long ago (a killed worker's): held only until this worker watched it for the
-        // grace, not for a fixed time after its expiry.
-        let dead = lease(now_ms() - 60_000);
-        assert!(held(&dead, &mut expired, grace));
-        wait(100);
-        assert!(held(&dead, &mut expired, grace));
-        wait(250);
-        assert!(!held(&dead, &mut expired, grace), "taken after the grace");
-        // Renewed meanwhile (its holder had lost the database): watched afresh.
-        let mut expired = None;
-        assert!(held(&lease(now_ms() - 5_000), &mut expired, grace));
-        wait(250);
-        let renewed = lease(now_ms() - 1);
-        assert!(held(&renewed, &mut expired, grace));
-        wait(250);
-        assert!(held(&renewed, &mut expired, grace));
-    }
 
     fn event(kind: EventKind) -> Event {
         Event {

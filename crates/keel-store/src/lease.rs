@@ -53,6 +53,49 @@ pub fn holder_is_gone(holder: &str) -> bool {
         && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Another holder's lease, watched by a run that waits for it before it is taken over: a
+/// holder only cut off from the store (a database outage, a stalled machine) renews its lease
+/// as soon as it can, so an expired lease still holds until this watcher has seen it unrenewed
+/// — the same holder and expiry — for `grace`, counted from this watcher's first look at it
+/// (not from the expiry: after an outage every lease has long expired, and a waiting run's
+/// first look comes as soon as the store answers, before its holder's renewal may; CI: a turn
+/// waiting for the workspace took the workspace lease of a live run the moment a restarted
+/// PostgreSQL answered, and that run ended `cancelled`). A holder whose process is gone gives
+/// way at once ([`holder_is_gone`]).
+#[derive(Debug)]
+pub struct ExpiryWatch {
+    grace: Duration,
+    seen: Option<(String, u64, tokio::time::Instant)>,
+}
+
+impl ExpiryWatch {
+    /// A watch taking an expired lease once it stayed unrenewed for `grace`.
+    pub fn new(grace: Duration) -> Self {
+        Self { grace, seen: None }
+    }
+
+    /// Whether the lease of `holder` expiring at `expires_at` (Unix ms) still holds its key
+    /// for this watcher: live, or expired and not yet seen unrenewed for the grace.
+    pub fn holds(&mut self, holder: &str, expires_at: u64) -> bool {
+        if holder_is_gone(holder) {
+            return false;
+        }
+        if expires_at > crate::now_ms() {
+            self.seen = None;
+            return true;
+        }
+        match &self.seen {
+            Some((h, at, since)) if h == holder && *at == expires_at => {
+                since.elapsed() < self.grace
+            }
+            _ => {
+                self.seen = Some((holder.to_string(), expires_at, tokio::time::Instant::now()));
+                true
+            }
+        }
+    }
+}
+
 /// A held run lease with its heartbeat. Release it with [`RunLease::release`]; dropping it
 /// stops the heartbeat, so the lease expires after its time-to-live.
 pub struct RunLease {
@@ -149,6 +192,23 @@ impl RunLease {
         }
     }
 
+    /// [`RunLease::claim_workspace`] for a run that waits for its workspace: another run's
+    /// expired lease there is taken only once `watch` has seen it unrenewed for its grace
+    /// ([`ExpiryWatch`]); until then it counts as held (`Err(lease)`).
+    pub async fn claim_workspace_watching(
+        &self,
+        workspace: &str,
+        watch: &mut ExpiryWatch,
+    ) -> Result<Result<(), WorkspaceLease>, StoreError> {
+        if let Some(other) = self.store.workspace_lease(workspace).await?
+            && other.holder != self.holder
+            && watch.holds(&other.holder, other.expires_at)
+        {
+            return Ok(Err(other));
+        }
+        self.claim_workspace(workspace).await
+    }
+
     /// The holder name.
     pub fn holder(&self) -> &str {
         &self.holder
@@ -176,6 +236,16 @@ impl Drop for RunLease {
 }
 
 /// Renews the lease every third of its time-to-live until aborted or the lease is lost.
+///
+/// A renewal is not waited for beyond one interval: while the database is away a store call
+/// waits for a connection and retries with growing pauses (a PostgreSQL store: up to 2 s
+/// apart, for a minute), so a renewal sent during an outage may return seconds after the
+/// database is back — and a worker that finds the lease expired takes the session over once
+/// it has stayed unrenewed for its grace (CI: a turn ended `cancelled` after a PostgreSQL
+/// restart at load ~15). So a renewal still running after one interval gets a fresh one
+/// beside it (the older one goes on: a store that is only slow still answers it; at most
+/// [`RENEWALS`] at once, the oldest dropped), and the lease is renewed within about one
+/// interval of the database's return.
 async fn beat(
     store: Arc<dyn Store>,
     session_id: String,
@@ -185,26 +255,70 @@ async fn beat(
     lost: CancellationToken,
 ) {
     let every = Duration::from_millis((ttl_ms / 3).max(20));
+    let mut renewals = tokio::task::JoinSet::new();
+    let mut running = std::collections::VecDeque::new();
+    let mut pause = every;
     loop {
-        tokio::time::sleep(every).await;
+        tokio::time::sleep(pause).await;
+        while running.len() >= RENEWALS {
+            if let Some(oldest) = running.pop_front() {
+                tokio::task::AbortHandle::abort(&oldest);
+            }
+        }
         let ws = workspace.lock().ok().and_then(|w| w.clone());
-        let kept = match store.renew_lease(&session_id, &holder, ttl_ms).await {
-            Ok(true) => match &ws {
-                Some(ws) => store.renew_workspace_lease(ws, &holder, ttl_ms).await,
-                None => Ok(true),
-            },
-            other => other,
+        running.push_back(renewals.spawn(renew(
+            store.clone(),
+            session_id.clone(),
+            holder.clone(),
+            ttl_ms,
+            ws,
+        )));
+        let Ok(done) = tokio::time::timeout(every, renewals.join_next_with_id()).await else {
+            // Still waiting for the store: another renewal now.
+            pause = Duration::ZERO;
+            continue;
         };
-        match kept {
-            Ok(true) => {}
-            Ok(false) => {
+        pause = every;
+        let Some(done) = done else { continue };
+        let id = match &done {
+            Ok((id, _)) => *id,
+            Err(e) => e.id(),
+        };
+        running.retain(|h| h.id() != id);
+        match done {
+            Ok((_, Ok(true))) => {
+                renewals.abort_all();
+                running.clear();
+            }
+            Ok((_, Ok(false))) => {
                 lost.cancel();
                 return;
             }
-            // The store is unreachable for now: try again at the next beat; if it stays
-            // away, the lease expires and the run's next write fails on its own.
-            Err(_) => {}
+            // The store is unreachable for now (or the renewal was dropped): try again at the
+            // next beat; if it stays away, the lease expires and the run's next write fails on
+            // its own.
+            Ok((_, Err(_))) | Err(_) => {}
         }
+    }
+}
+
+/// How many renewals of one lease may wait for the store at once.
+const RENEWALS: usize = 2;
+
+/// One renewal of the run's lease and, with it, its workspace's.
+async fn renew(
+    store: Arc<dyn Store>,
+    session_id: String,
+    holder: String,
+    ttl_ms: u64,
+    workspace: Option<String>,
+) -> Result<bool, StoreError> {
+    match store.renew_lease(&session_id, &holder, ttl_ms).await {
+        Ok(true) => match &workspace {
+            Some(ws) => store.renew_workspace_lease(ws, &holder, ttl_ms).await,
+            None => Ok(true),
+        },
+        other => other,
     }
 }
 

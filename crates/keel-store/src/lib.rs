@@ -27,7 +27,7 @@ pub mod work;
 use keel_protocol::{Event, Message, SessionStatus, Usage};
 use serde::{Deserialize, Serialize};
 
-pub use lease::{LEASE_TTL_MS, RunLease, holder_is_gone, lease_holder};
+pub use lease::{ExpiryWatch, LEASE_TTL_MS, RunLease, holder_is_gone, lease_holder};
 
 /// For [`delegate_store!`]'s paths.
 #[doc(hidden)]

@@ -239,3 +239,135 @@ async fn a_released_lease_is_free_at_once_and_a_lost_one_cancels_its_run() {
         .expect("the lost lease cancels the run");
     drop(lease);
 }
+
+/// A store whose lease renewals stall while `down` is set, as `PgStore`'s do while PostgreSQL
+/// restarts: a renewal sent during the outage waits for a connection and retries with growing
+/// pauses, so it returns well after the database is back (here: `STALL` after).
+struct Restarting {
+    inner: SqliteStore,
+    down: Arc<std::sync::atomic::AtomicBool>,
+    /// When each renewal that went through was made.
+    renewed: Arc<std::sync::Mutex<Vec<Instant>>>,
+}
+
+const STALL: Duration = Duration::from_secs(30);
+
+impl Store for Restarting {
+    keel_store::delegate_store!(inner;
+        create_session update_session set_session_task set_session_model delete_session
+        append_event append_message list_sessions get_session events messages last_seq
+        create_blocker list_blockers get_blocker answer_blocker mark_blockers_delivered
+        memory_entries save_result stored_results acquire_lease release_lease lease
+        acquire_workspace_lease renew_workspace_lease release_workspace_lease workspace_lease
+    );
+    fn renew_lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl_ms: u64,
+    ) -> keel_store::StoreFuture<'a, bool> {
+        use std::sync::atomic::Ordering;
+        Box::pin(async move {
+            if self.down.load(Ordering::SeqCst) {
+                while self.down.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                tokio::time::sleep(STALL).await;
+            }
+            let kept = self.inner.renew_lease(session_id, holder, ttl_ms).await;
+            self.renewed.lock().unwrap().push(Instant::now());
+            kept
+        })
+    }
+}
+
+/// A database outage longer than the lease's time-to-live: the holder renews its lease as soon
+/// as the database is back — within one renewal interval, not when a renewal sent during the
+/// outage finally returns — so a worker that finds the lease expired and waits out its grace
+/// (the lease's time-to-live) before taking the session over never takes a live run's
+/// session (CI: a turn ended `cancelled` after a PostgreSQL restart at load ~15, its session
+/// taken over by another worker while its own renewal was still in the store's retries).
+#[tokio::test]
+async fn a_holder_renews_its_lease_as_soon_as_the_database_is_back() {
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renewed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let store = Restarting {
+        inner: SqliteStore::open_in_memory().unwrap(),
+        down: down.clone(),
+        renewed: renewed.clone(),
+    };
+    store.create_session(&new_session()).await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let lost = CancellationToken::new();
+    let ttl = Duration::from_millis(600);
+    let lease = RunLease::acquire(
+        store.clone(),
+        SESSION,
+        "a".into(),
+        ttl.as_millis() as u64,
+        lost.clone(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    down.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Down for longer than the lease lives.
+    tokio::time::sleep(ttl * 3).await;
+    let back = Instant::now();
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let limit = Duration::from_secs(10);
+    loop {
+        let after = renewed.lock().unwrap().iter().any(|t| *t >= back);
+        if after {
+            break;
+        }
+        assert!(
+            back.elapsed() < limit,
+            "the lease was not renewed within {limit:?} of the database's return (a renewal \
+             sent during the outage held the heartbeat)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("renewed {:?} after the database was back", back.elapsed());
+    assert!(store.lease(SESSION).await.unwrap().unwrap().is_live());
+    assert!(!lost.is_cancelled());
+    drop(lease);
+}
+
+#[test]
+fn an_expired_lease_is_taken_once_it_stays_unrenewed_for_the_grace() {
+    let now = keel_store::now_ms;
+    let grace = Duration::from_millis(300);
+    let wait = |ms| std::thread::sleep(Duration::from_millis(ms));
+    // A holder elsewhere (its process cannot be looked at).
+    let holder = "elsewhere:1:r-1";
+    let mut watch = keel_store::ExpiryWatch::new(grace);
+    // A live lease holds, however long it is watched.
+    assert!(watch.holds(holder, now() + 60_000));
+    // Expired long ago (a killed worker's): held only until this watcher watched it for the
+    // grace, not for a fixed time after its expiry.
+    let dead = now() - 60_000;
+    assert!(watch.holds(holder, dead));
+    wait(100);
+    assert!(watch.holds(holder, dead));
+    wait(250);
+    assert!(!watch.holds(holder, dead), "taken after the grace");
+    // Renewed meanwhile (its holder had lost the database): watched afresh.
+    let mut watch = keel_store::ExpiryWatch::new(grace);
+    assert!(watch.holds(holder, now() - 5_000));
+    wait(250);
+    let renewed = now() - 1;
+    assert!(watch.holds(holder, renewed));
+    wait(100);
+    assert!(
+        watch.holds(holder, renewed),
+        "a new expiry starts a new watch"
+    );
+    // A holder on this machine whose process is gone gives way at once.
+    let gone = format!(
+        "{}:{}:r-1",
+        keel_store::lease_holder("x").split(':').next().unwrap(),
+        u32::MAX - 1
+    );
+    assert!(!keel_store::ExpiryWatch::new(grace).holds(&gone, now() - 1));
+}

@@ -3,7 +3,7 @@
 //! workspace's), the check that a stored session is not running, the files it wrote.
 
 use keel_protocol::SessionStatus;
-use keel_store::{RunLease, SessionRecord, lease_holder};
+use keel_store::{ExpiryWatch, RunLease, SessionRecord, lease_holder};
 use keel_tools::ToolContext;
 
 use crate::EngineError;
@@ -43,7 +43,10 @@ const WORKSPACE_POLL: std::time::Duration = std::time::Duration::from_millis(250
 /// Takes the run lease of `session_id` for this run (its heartbeat runs until released); a
 /// live lease of another run means the session is busy. Then, unless the run shares its
 /// workspace ([`RunOptions::shared_workspace`]), the workspace's lease: another session's live
-/// run there means the workspace is busy. Losing either later cancels the run.
+/// run there means the workspace is busy. Losing either later cancels the run. A run that
+/// waits for its workspace takes another run's expired lease there only once it stayed
+/// unrenewed for a lease's time-to-live ([`ExpiryWatch`]: its holder may only have lost the
+/// store for a while).
 pub(crate) async fn take_lease(
     engine: &Engine,
     session_id: &str,
@@ -53,11 +56,12 @@ pub(crate) async fn take_lease(
         .run_id
         .clone()
         .unwrap_or_else(crate::time::new_run_id);
+    let ttl_ms = engine.config.store.lease_ttl_secs.max(1) * 1000;
     let taken = RunLease::acquire(
         engine.store.clone(),
         session_id,
         lease_holder(&run),
-        engine.config.store.lease_ttl_secs.max(1) * 1000,
+        ttl_ms,
         options.cancel.clone(),
     )
     .await?;
@@ -65,8 +69,14 @@ pub(crate) async fn take_lease(
         Some(lease) if options.shared_workspace => Ok(lease),
         Some(lease) => {
             let workspace = engine.workspace.root().display().to_string();
+            let mut watch = ExpiryWatch::new(std::time::Duration::from_millis(ttl_ms));
             loop {
-                match lease.claim_workspace(&workspace).await {
+                let claimed = if options.wait_for_workspace {
+                    lease.claim_workspace_watching(&workspace, &mut watch).await
+                } else {
+                    lease.claim_workspace(&workspace).await
+                };
+                match claimed {
                     Ok(Ok(())) => return Ok(lease),
                     Ok(Err(_)) if options.wait_for_workspace => {
                         tokio::select! {
