@@ -53,11 +53,15 @@ fn config(servers: &[(&str, keel_mcp::ServerConfig)]) -> Config {
     config
 }
 
-/// The scripted provider, noting when each request arrived.
+/// The scripted provider, noting when each request arrived and, for the first, how the
+/// session's MCP servers stood at that moment.
 #[derive(Clone)]
 struct Timed {
     inner: ScriptedProvider,
     at: Arc<Mutex<Vec<Instant>>>,
+    hub: Arc<Mutex<Option<Arc<keel_mcp::Hub>>>>,
+    /// (server, status) when the first request went out.
+    at_first: Arc<Mutex<Vec<(String, keel_mcp::Status)>>>,
 }
 
 impl Timed {
@@ -65,7 +69,16 @@ impl Timed {
         Self {
             inner: ScriptedProvider::from_yaml(script).unwrap(),
             at: Arc::default(),
+            hub: Arc::default(),
+            at_first: Arc::default(),
         }
+    }
+
+    /// The status of `server` when the first request went out.
+    fn status_at_first(&self, server: &str) -> Option<keel_mcp::Status> {
+        let at_first = self.at_first.lock().unwrap();
+        let found = at_first.iter().find(|(name, _)| name == server);
+        found.map(|(_, status)| status.clone())
     }
 
     fn first_at(&self) -> Instant {
@@ -82,7 +95,18 @@ impl Provider for Timed {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<EventStream, LlmError>> {
-        self.at.lock().unwrap().push(Instant::now());
+        let mut at = self.at.lock().unwrap();
+        if at.is_empty()
+            && let Some(hub) = self.hub.lock().unwrap().as_ref()
+        {
+            *self.at_first.lock().unwrap() = hub
+                .entries()
+                .into_iter()
+                .map(|e| (e.name, e.status))
+                .collect();
+        }
+        at.push(Instant::now());
+        drop(at);
         self.inner.stream(request)
     }
 }
@@ -107,6 +131,7 @@ async fn run(
         .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
         .build()
         .unwrap();
+    *provider.hub.lock().unwrap() = engine.mcp().map(|m| m.hub.clone());
     if ready_first && let Some(mcp) = engine.mcp() {
         for e in mcp.hub.entries() {
             mcp.hub.wait_for_server(&e.name).await;
@@ -202,10 +227,23 @@ async fn an_active_server_is_waited_for_and_its_schemas_are_in_the_head() {
     let script = "turns:\n  - text: ok\n";
     let cfg = config(&[("act", server(1, true)), ("other", server(20, false))]);
     let (provider, first, _) = run(cfg, dir.path(), script, false).await;
-    // Waits for the active server only (1 s and its start), not for the deferred one (20 s).
+    // Waits for the active server (its 1 s sleep and its start), and only for it: the
+    // deferred one (a 20 s sleep) was still starting when the request went out. Not a bound
+    // on the time: each server's start is a Python interpreter importing the MCP SDK, ~1 s
+    // of CPU that took 17 s on a loaded 2-core machine (CI, load ~15).
+    assert!(first >= Duration::from_secs(1), "{first:?}");
     assert!(
-        first >= Duration::from_secs(1) && first < Duration::from_secs(15),
-        "{first:?}"
+        matches!(
+            provider.status_at_first("act"),
+            Some(keel_mcp::Status::Ready { .. })
+        ),
+        "{:?}",
+        provider.status_at_first("act")
+    );
+    assert_eq!(
+        provider.status_at_first("other"),
+        Some(keel_mcp::Status::Starting),
+        "the first request waited for the deferred server ({first:?})"
     );
     let names: Vec<String> = provider.inner.requests()[0]
         .tools
