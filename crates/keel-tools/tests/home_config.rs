@@ -372,7 +372,7 @@ fn a_directory_the_users_configuration_loads_from_is_read_only() {
             write(&home.join("proj/src.txt"), "code\n");
             write(
                 &home.join(".bashrc"),
-                "alias p='cd ~/proj'\nexport PROJ=~/proj\n",
+                "alias p='cd ~/proj'\n",
             );
         },
     ) else {
@@ -413,6 +413,22 @@ fn a_directory_the_users_configuration_loads_from_is_read_only() {
                 "export PATH=\"$HOME/dotfiles/bin:$PATH\"\n",
             )
         }),
+        ("an eval of a file's text", |h| {
+            write(
+                &h.join(".bashrc"),
+                "DOT=\"$HOME/dotfiles\"\neval \"$(cat $DOT/aliases.sh)\"\n",
+            )
+        }),
+        ("ssh's Include", |h| {
+            write(&h.join(".ssh/config"), "Include ~/dotfiles/*.conf\n")
+        }),
+        ("a user-site .pth line", |h| {
+            let site = h.join(".local/lib/python3.11/site-packages");
+            write(
+                &site.join("mine.pth"),
+                &format!("{}\n", h.join("dotfiles").display()),
+            )
+        }),
         ("a git include", |h| {
             write(
                 &h.join(".gitconfig"),
@@ -426,6 +442,8 @@ fn a_directory_the_users_configuration_loads_from_is_read_only() {
         write(&dotfiles.join("vimrc"), "set nu\n");
         write(&dotfiles.join("aliases.sh"), "alias l=ls\n");
         for f in [
+            ".ssh/config",
+            ".local/lib/python3.11/site-packages/mine.pth",
             ".vimrc",
             ".bash_aliases",
             ".config/bash",

@@ -11,9 +11,9 @@
 //!   configuration (`~/.config/nvim`, `~/bin`; not Go's `~/go/src` projects), and
 //! - a workspace the **home's configuration loads from** (a dotfiles directory: a link at or
 //!   beneath the home's dot entries, `~/bin`, `~/perl5`, `~/go` or `~/R` leads into it; a file
-//!   there has another name in the workspace; `~/.bashrc` and the other start-up files
-//!   source a file there or put a directory there on a search path; `~/.gitconfig` includes
-//!   one — R10-16, R10-26)
+//!   there has another name in the workspace; `~/.bashrc`, the other start-up files and the
+//!   user site's `.pth` files name a path there in any syntax but as a `cd` target —
+//!   R10-16, R10-26, R11-14)
 //!
 //! is read-only to every command nobody approved ([`super::exec::ExecRequest::approved`]:
 //! the kernel sandbox mounts the workspace read-only) and to the file tools ([`refused`]).
@@ -82,46 +82,18 @@ const START_FILES: &[&str] = &[
     ".vimrc",
     ".tmux.conf",
     ".inputrc",
+    ".ssh/config",
+    ".vim/vimrc",
+    ".config/nvim/init.vim",
+    ".config/nvim/init.lua",
+    ".config/tmux/tmux.conf",
+    ".pam_environment",
+    ".xprofile",
+    ".xinitrc",
+    ".config/starship.toml",
 ];
-/// The environment variables whose directories the user's tools run or load code from.
-const SEARCH_PATHS: &[&str] = &[
-    "PATH",
-    "PERL5LIB",
-    "PERLLIB",
-    "PYTHONPATH",
-    "NODE_PATH",
-    "GOPATH",
-    "GOBIN",
-    "R_LIBS",
-    "R_LIBS_USER",
-    "GEM_HOME",
-    "GEM_PATH",
-    "CLASSPATH",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "BASH_ENV",
-    "ENV",
-    "ZDOTDIR",
-    "PYTHONSTARTUP",
-];
-/// Words after which a start-up file names a file it loads.
-const LOADERS: &[&str] = &[".", "source", "source-file", "fish_add_path", "so"];
-/// Keys of git's (and other tools') configuration whose values name programs or hook
-/// directories: a path in the value is loaded.
-const PROGRAM_KEYS: &[&str] = &[
-    "hookspath",
-    "fsmonitor",
-    "sshcommand",
-    "helper",
-    "editor",
-    "pager",
-    "askpass",
-    "textconv",
-    "command",
-    "clean",
-    "smudge",
-    "process",
-];
+/// Words after which a path is only a place to go, not something loaded.
+const GOES_TO: &[&str] = &["cd", "pushd", "z", "j"];
 /// Start-up files read at most (those they source included), and bytes of each.
 const MAX_START_FILES: usize = 64;
 const MAX_START_BYTES: u64 = 1 << 20;
@@ -350,10 +322,15 @@ fn other_names_in(ws: &Path, names: &HashSet<(u64, u64)>) -> Option<(PathBuf, Pa
     None
 }
 
-/// Why the start-up files of `home` load from `ws`: a file they source (followed, bounded)
-/// or a directory they put on a search path lies there.
+/// Why the start-up files of `home` load from `ws`: one of them — or a file they name, or a
+/// Python user-site `.pth` file — names a path there. Any mention counts, whatever the
+/// syntax around it (`source`, `eval "$(cat …)"`, `source <(…)`, a variable, an alias, a
+/// `PROMPT_COMMAND`, ssh's `Include`, vim's `runtimepath`, `XDG_CONFIG_HOME=…`): following
+/// each syntax kept missing one (red-team pass 11, R11-14). Only the target of `cd` (an
+/// alias that goes to a project) does not.
 fn start_files_reach(home: &Path, ws: &Path) -> Option<String> {
     let mut queue: Vec<PathBuf> = START_FILES.iter().map(|f| home.join(f)).collect();
+    queue.extend(user_site_pth(home));
     let mut read = 0usize;
     let mut done: HashSet<PathBuf> = HashSet::new();
     while let Some(file) = queue.pop() {
@@ -367,17 +344,41 @@ fn start_files_reach(home: &Path, ws: &Path) -> Option<String> {
         for named in loaded_paths(&text, home) {
             if leads_into(&named, ws) {
                 return Some(format!(
-                    "the user's start-up file `{}` loads `{}` from this workspace",
+                    "the user's start-up file `{}` names `{}` in this workspace",
                     file.display(),
                     named.display()
                 ));
             }
-            if named.is_file() {
+            // A file of the home it names is read in turn (what `.bashrc` sources).
+            if named.starts_with(home) && named.is_file() {
                 queue.push(named);
             }
         }
     }
     None
+}
+
+/// The `.pth` files of the home's Python user sites: each line is a directory Python adds to
+/// its path, and a line starting with `import` runs.
+fn user_site_pth(home: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(libs) = std::fs::read_dir(home.join(".local/lib")) else {
+        return out;
+    };
+    for lib in libs.flatten().take(16) {
+        let Ok(files) = std::fs::read_dir(lib.path().join("site-packages")) else {
+            continue;
+        };
+        out.extend(
+            files
+                .flatten()
+                .take(4096)
+                .map(|f| f.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pth"))
+                .take(16),
+        );
+    }
+    out
 }
 
 /// A regular file's text, when it is at most [`MAX_START_BYTES`] (a FIFO or a device is not
@@ -392,72 +393,89 @@ fn read_small(path: &Path) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-/// The paths a start-up file's text loads or searches: the word after a loader (`.`,
-/// `source`, tmux's `source-file`, fish's `fish_add_path`), git's `path = …` (includes), and
-/// each directory of a search-path assignment (`export PATH="$HOME/dotfiles/bin:$PATH"`,
-/// fish's `set -x PATH …`), with `~`, `$HOME` and `${HOME}` expanded and relative paths taken
-/// from the home. A glob keeps the part before it.
+/// Every path a start-up file's text names: each word written as a path (`~/…`, `$HOME/…`,
+/// `${HOME}/…`, absolute, or through a variable the file set to one), between any shell or
+/// configuration punctuation — except the word after `cd` and its kin. A glob keeps the part
+/// before it.
 fn loaded_paths(text: &str, home: &Path) -> Vec<PathBuf> {
+    let mut vars: Vec<(String, String)> = Vec::new();
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim();
-        if line.starts_with('#') || line.starts_with(';') || line.starts_with('"') {
+        if line.starts_with('#') || line.starts_with(';') || line.starts_with("--") {
             continue;
         }
-        let words: Vec<&str> = line
-            .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '`'))
-            .filter(|w| !w.is_empty())
-            .collect();
-        for (i, w) in words.iter().enumerate() {
-            if LOADERS.contains(w) {
-                if let Some(next) = words.get(i + 1) {
-                    out.extend(expand(next, home));
-                }
-            } else if *w == "path" && words.get(i + 1) == Some(&"=") {
-                if let Some(next) = words.get(i + 2) {
-                    out.extend(expand(next, home));
-                }
-            } else if let Some(rest) = w.strip_prefix("path=") {
-                out.extend(expand(rest, home));
-            } else if i == 0 && *w == "for" && words.get(2) == Some(&"in") {
-                // A loop over files in a start-up file loads them (`for f in ~/rc.d/*.sh`).
-                for part in words[3..].iter().take_while(|p| **p != "do") {
-                    out.extend(expand(part, home));
-                }
-            } else if i == 0
-                && words.get(1) == Some(&"=")
-                && PROGRAM_KEYS
-                    .iter()
-                    .any(|k| w.to_ascii_lowercase().ends_with(k))
-            {
-                for part in words[2..].iter().filter(|p| looks_like_path(p)) {
-                    out.extend(expand(part, home));
-                }
-            } else if let Some((var, value)) = w.split_once('=')
-                && SEARCH_PATHS.contains(&var)
-            {
-                for part in value.split(':') {
-                    out.extend(expand(part, home));
-                }
-            } else if SEARCH_PATHS.contains(w)
-                && i > 0
-                && matches!(words[i - 1], "-x" | "-gx" | "-Ux" | "set")
-            {
-                for part in &words[i + 1..] {
-                    out.extend(expand(part, home));
-                }
-            }
+        for part in line.split(';') {
+            statement(part.trim(), home, &mut vars, &mut out);
         }
     }
     out
 }
 
-/// Whether a word of a value is written as a path (not a program looked up on `PATH`).
+/// One statement of a start-up file: the paths it names go to `out`, a variable it sets to
+/// a path to `vars`.
+fn statement(line: &str, home: &Path, vars: &mut Vec<(String, String)>, out: &mut Vec<PathBuf>) {
+    {
+        // Variables the file sets to a path (`DOT="$HOME/d"`), used later as `$DOT/x`.
+        let mut line = line.to_string();
+        for (name, value) in vars.iter() {
+            line = line
+                .replace(&format!("${{{name}}}"), value)
+                .replace(&format!("${name}"), value);
+        }
+        let words: Vec<&str> = line
+            .split(|c: char| {
+                c.is_whitespace()
+                    || matches!(
+                        c,
+                        ';' | '&'
+                            | '|'
+                            | '('
+                            | ')'
+                            | '`'
+                            | '"'
+                            | '\''
+                            | '<'
+                            | '>'
+                            | '='
+                            | ':'
+                            | ','
+                            | '+'
+                            | '['
+                            | ']'
+                            | '{'
+                            | '}'
+                    )
+            })
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 && GOES_TO.contains(&words[i - 1]) {
+                continue;
+            }
+            if looks_like_path(w) || w.starts_with('$') {
+                out.extend(expand(w, home));
+            }
+        }
+        // `NAME=path` (also `export NAME=path`) sets a variable later lines may use.
+        let assignment = line.strip_prefix("export ").unwrap_or(&line);
+        if let Some((name, value)) = assignment.split_once('=')
+            && !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+            if let Some(p) = expand(value, home) {
+                vars.push((name.to_string(), p.to_string_lossy().into_owned()));
+            }
+        }
+    }
+}
+
+/// Whether a word is written as a path (not a program looked up on `PATH`).
 fn looks_like_path(word: &str) -> bool {
-    let w = word.trim_matches(|c| matches!(c, '"' | '\''));
-    ["~", "/", "$HOME", "${HOME}", "./", "../"]
+    ["~", "/", "$HOME", "${HOME}"]
         .iter()
-        .any(|p| w.starts_with(p))
+        .any(|p| word.starts_with(p))
 }
 
 /// A word of a start-up file as the path it names: quotes stripped, `~`, `$HOME` and
@@ -476,15 +494,10 @@ fn expand(word: &str, home: &Path) -> Option<PathBuf> {
     let cut = w
         .find(['*', '?', '[', '$', '{'])
         .map_or(w.as_str(), |at| &w[..at]);
-    if cut.is_empty() || cut.starts_with('-') {
+    if cut.is_empty() || cut.starts_with('-') || !cut.starts_with('/') {
         return None;
     }
-    let p = Path::new(cut);
-    Some(if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        home.join(p)
-    })
+    Some(PathBuf::from(cut))
 }
 
 /// Why the file tools do not write in the workspace `root`: it holds the user's own
@@ -517,9 +530,17 @@ mod tests {
                     # . ~/commented\n\
                     [include]\n\tpath = ~/dotfiles/gitconfig\n\
                     set -gx PATH ~/fishbin $PATH\n\
-                    for f in ~/rc.d/*.sh; do\n\
                     \thooksPath = ~/dotfiles/hooks\n\
-                    \teditor = vim\n";
+                    DOT=\"$HOME/d1\"; . \"$DOT/bashrc.local\"\n\
+                    eval \"$(cat ~/d2/aliases)\"\n\
+                    source <(cat ~/d3/x.sh)\n\
+                    Include ~/d5/*.conf\n\
+                    set runtimepath+=~/d6/vim\n\
+                    export XDG_CONFIG_HOME=\"$HOME/d10/config\"\n\
+                    alias gs='~/d11/bin/gs'\n\
+                    PROMPT_COMMAND='~/d12/prompt'\n\
+                    eval \"$(~/d13/bin/init bash)\"\n\
+                    /h/d7\n";
         let got = loaded_paths(text, home);
         for want in [
             "/h/dotfiles/bashrc",
@@ -529,14 +550,24 @@ mod tests {
             "/h/fishbin",
             "/h/rc.d/",
             "/h/dotfiles/hooks",
+            "/h/d1/bashrc.local",
+            "/h/d2/aliases",
+            "/h/d3/x.sh",
+            "/h/d5/",
+            "/h/d6/vim",
+            "/h/d7",
+            "/h/d10/config",
+            "/h/d11/bin/gs",
+            "/h/d12/prompt",
+            "/h/d13/bin/init",
         ] {
             assert!(got.contains(&PathBuf::from(want)), "{want}: {got:?}");
         }
+        // Where an alias only goes, and what is commented out, load nothing.
         assert!(!got.iter().any(|p| p.starts_with("/h/projects")), "{got:?}");
         assert!(
             !got.iter().any(|p| p.starts_with("/h/commented")),
             "{got:?}"
         );
-        assert!(!got.iter().any(|p| p.ends_with("vim")), "{got:?}");
     }
 }
