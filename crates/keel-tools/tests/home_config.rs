@@ -370,10 +370,7 @@ fn a_directory_the_users_configuration_loads_from_is_read_only() {
         "a_directory_the_users_configuration_loads_from_is_read_only",
         |home| {
             write(&home.join("proj/src.txt"), "code\n");
-            write(
-                &home.join(".bashrc"),
-                "alias p='cd ~/proj'\n",
-            );
+            write(&home.join(".bashrc"), "alias p='cd ~/proj'\n");
         },
     ) else {
         return;
