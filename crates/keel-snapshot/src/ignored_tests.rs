@@ -78,3 +78,76 @@ fn a_mirror_push_sends_no_ignored_file_and_undo_still_restores_it() {
     snaps.restore(&replaced).unwrap();
     assert!(!ws.join(".env").exists());
 }
+
+/// Red-team pass 8, R8-19: `keel sessions rm` removed a session's refs but every copy of its
+/// ignored files stayed in the side store (a rotated `.env` too). Forgetting a session drops
+/// the copies no remaining snapshot names; another session's stay, and its undo still works.
+#[test]
+fn forgetting_a_session_drops_the_ignored_copies_only_it_kept() {
+    if !git_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs git");
+        println!("SKIPPED: git is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    git(&ws, &["init", "-q"]);
+    std::fs::write(ws.join(".gitignore"), ".env\n").unwrap();
+    git(&ws, &["add", ".gitignore"]);
+    git(&ws, &["commit", "-qm", "init"]);
+    let snaps = Snapshots::open(&ws).unwrap();
+    std::fs::write(ws.join(".env"), "OLD_SECRET=rotated-away-1\n").unwrap();
+    snaps.take("gone", 0, None).unwrap();
+    std::fs::write(ws.join(".env"), "NEW_SECRET=kept-2\n").unwrap();
+    snaps.take("kept", 0, None).unwrap();
+    let store = ws
+        .join(".git/keel")
+        .read_dir()
+        .unwrap()
+        .flatten()
+        .fold(Vec::new(), |mut v, e| {
+            v.push(e.path());
+            v
+        });
+    // The side store is somewhere under `.git/keel`; every copy there is made old (past the
+    // grace a snapshot being taken has).
+    let mut copies = Vec::new();
+    let mut stack = store;
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(p.read_dir().unwrap().flatten().map(|e| e.path()));
+        } else if p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("f-") || n.starts_with("m-"))
+        {
+            let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+            copies.push(p);
+        }
+    }
+    let holds = |text: &str| {
+        copies
+            .iter()
+            .any(|p| std::fs::read(p).is_ok_and(|b| String::from_utf8_lossy(&b).contains(text)))
+    };
+    assert!(holds("rotated-away-1") && holds("kept-2"), "{copies:?}");
+    snaps.forget("gone").unwrap();
+    assert!(
+        !holds("rotated-away-1"),
+        "the forgotten session's copy stayed"
+    );
+    assert!(holds("kept-2"), "the other session's copy went");
+    std::fs::remove_file(ws.join(".env")).unwrap();
+    snaps.undo("kept", Some(0)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".env")).unwrap(),
+        "NEW_SECRET=kept-2\n"
+    );
+}

@@ -18,6 +18,8 @@ impl Snapshots {
             );
         }
         self.git.delete_refs(&names)?;
+        // And the ignored files' copies only those snapshots kept (R8-19).
+        self.git.sweep_ignored()?;
         Ok(names.len())
     }
 }

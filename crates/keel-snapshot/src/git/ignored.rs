@@ -164,7 +164,22 @@ impl Git {
             let at = store
                 .resolve_literal(Path::new(&format!("f-{name}")))
                 .map_err(|e| io("open", &store_path, std::io::Error::other(e.to_string())))?;
-            if !matches!(at.info(), Ok(Some(_))) {
+            if matches!(at.info(), Ok(Some(_))) {
+                // Its time stamp says a snapshot uses it now, which the sweep's grace keeps.
+                let now = rustix::fs::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: rustix::fs::UTIME_NOW,
+                };
+                let _ = rustix::fs::utimensat(
+                    store.fd(),
+                    format!("f-{name}").as_str(),
+                    &rustix::fs::Timestamps {
+                        last_access: now,
+                        last_modification: now,
+                    },
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                );
+            } else {
                 at.write_atomic(&bytes, WriteMode::Replace, Some(0o600))
                     .map_err(|e| io("write", &store_path, e))?;
             }
@@ -262,6 +277,72 @@ impl Git {
             }
         }
         Ok(())
+    }
+}
+
+/// Copies in the side store younger than this are kept by [`Git::sweep_ignored`]: a snapshot
+/// being taken writes its files before its ref exists.
+const SWEEP_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl Git {
+    /// Drops what the side store keeps for no snapshot any more (red-team pass 8, R8-19: after
+    /// `keel sessions rm` every version of every small ignored file — a rotated `.env` too —
+    /// stayed in the repository's directory): every manifest copy (`m-<id>`) that no ref of
+    /// Keel's reaches, and every file copy (`f-<key>`) that no kept manifest names. Copies
+    /// written in the last [`SWEEP_GRACE`] stay. Returns how many copies were removed.
+    pub(crate) fn sweep_ignored(&self) -> Result<usize, SnapshotError> {
+        if !self.ignored_aside() || !self.stage_dir.join(STORE).is_dir() {
+            return Ok(0);
+        }
+        let out = self.run(&["rev-list", "--objects", "--glob=refs/keel/*"], None)?;
+        let manifests: std::collections::BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, path)| path.ends_with(MANIFEST))
+            .map(|(id, _)| format!("m-{id}"))
+            .collect();
+        let store = self.store()?;
+        let store_path = self.stage_dir.join(STORE);
+        let mut keys = std::collections::BTreeSet::new();
+        for m in &manifests {
+            let Ok(text) = store
+                .resolve_literal(Path::new(m))
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|at| at.read_bounded(MAX_MANIFEST))
+            else {
+                continue;
+            };
+            keys.extend(
+                parse(&String::from_utf8_lossy(&text))
+                    .into_values()
+                    .map(|e| format!("f-{}", e.key)),
+            );
+        }
+        let entries = std::fs::read_dir(&store_path).map_err(|e| io("list", &store_path, e))?;
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            let dead = (name.starts_with("m-") && !manifests.contains(name))
+                || (name.starts_with("f-") && !keys.contains(name));
+            let young = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age < SWEEP_GRACE);
+            if dead
+                && !young
+                && store
+                    .resolve_literal(Path::new(name))
+                    .is_ok_and(|at| at.remove_file().is_ok())
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 }
 
