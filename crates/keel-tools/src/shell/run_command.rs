@@ -161,7 +161,12 @@ pub(crate) fn render(out: &ExecOutput, timeout: Duration, budget: usize) -> Stri
     };
     let (so, se) = (out.stdout.total_bytes(), out.stderr.total_bytes());
     if so == 0 && se == 0 {
-        return format!("{status} (no output)");
+        // Why a limit or a guard stopped it is said all the same (red-team pass 11, R11-2:
+        // a command the disk guard killed read as a bare "killed by signal 9").
+        return match &out.limit_note {
+            Some(note) => format!("{status} (no output)\n{note}"),
+            None => format!("{status} (no output)"),
+        };
     }
     let budget = budget.saturating_sub(status.len() + 20).max(200);
     let (stdout_budget, stderr_budget) = if so == 0 {
@@ -248,5 +253,26 @@ impl ShellSettings {
             limits: self.limits,
             visible: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_command_without_output_says_why() {
+        let out = ExecOutput {
+            ending: Ending::Signalled(9),
+            stdout: Default::default(),
+            stderr: Default::default(),
+            duration: Duration::from_secs(1),
+            sandboxed: true,
+            limit_note: Some("keel: the command was stopped: it created files".into()),
+            quarantined: None,
+        };
+        let text = render(&out, Duration::from_secs(60), 10_000);
+        assert!(text.starts_with("killed by signal 9 (no output)"), "{text}");
+        assert!(text.contains("the command was stopped"), "{text}");
     }
 }
