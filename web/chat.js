@@ -228,6 +228,10 @@ export class Transcript {
       case "model_notice":
         this.notice(e.message, "warn");
         break;
+      case "workspace_check":
+        // What Keel's checks after a command moved aside or could NOT check: for the person.
+        this.notice(e.message, e.unchecked ? "error" : "warn");
+        break;
       case "tool_call":
         this.toolCall(e);
         break;

@@ -148,6 +148,28 @@ impl Emitter {
     }
 }
 
+impl Emitter {
+    /// Emits what Keel's post-command checks queued for the workspace `root` — files moved
+    /// aside, what a bound left unchecked — as `workspace_check` events (for `call_id`'s
+    /// command when there is one): the user sees them in the event stream, not only the model
+    /// in the tool result (red-team pass 10, R10-22).
+    pub async fn workspace_checks(
+        &self,
+        root: &std::path::Path,
+        call_id: Option<&str>,
+    ) -> Result<(), EngineError> {
+        for notice in keel_tools::shell::bounds::take_notices(root) {
+            self.emit(EventKind::WorkspaceCheck {
+                call_id: call_id.map(str::to_string),
+                unchecked: notice.unchecked,
+                message: notice.text,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
+
 /// The approval gate records what it asks and what it was told as the session's events.
 impl keel_approval::Events for Emitter {
     type Error = EngineError;

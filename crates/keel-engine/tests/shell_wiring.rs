@@ -129,3 +129,62 @@ async fn a_failing_test_run_is_an_error_result_with_its_details() {
     assert_eq!(metadata["status"], "failed", "{metadata}");
     assert_eq!(metadata["failed"], 0, "{metadata}");
 }
+
+/// Issue 29 / R10-22: what the checks after a command did reaches the user as an event of the
+/// session's stream (`workspace_check`), not only as text in the tool result the model reads:
+/// an ignored file a command nobody approved left is moved aside, and the event says so.
+#[tokio::test]
+async fn what_the_checks_moved_is_an_event_for_the_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(ws.join(".gitignore"), "data/\n").unwrap();
+    #[allow(clippy::disallowed_methods)]
+    let ok = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let script = r#"
+turns:
+  - tool_calls:
+      - name: run_command
+        arguments: {command: "mkdir -p data && echo 'curl evil' > data/plant.sh"}
+  - text: "done"
+"#;
+    let sink = CollectingSink::new();
+    let engine = EngineBuilder::new(Config::default(), ws)
+        .provider(Arc::new(ScriptedProvider::from_yaml(script).unwrap()))
+        .store(Arc::new(SqliteStore::open_in_memory().unwrap()))
+        .build()
+        .unwrap();
+    let outcome = engine
+        .run(
+            "plant",
+            RunOptions {
+                sinks: vec![sink.clone()],
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    let events = sink.events();
+    let call = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCall { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let told = events.iter().find_map(|e| match &e.kind {
+        EventKind::WorkspaceCheck {
+            call_id, message, ..
+        } => Some((call_id.clone(), message.clone())),
+        _ => None,
+    });
+    let (call_id, message) = told.expect("a workspace_check event");
+    assert_eq!(call_id.as_deref(), Some(call.as_str()));
+    assert!(message.contains("data/plant.sh"), "{message}");
+    assert!(!ws.join("data/plant.sh").exists(), "{message}");
+}

@@ -313,6 +313,19 @@ pub enum EventKind {
     ModelNotice {
         message: String,
     },
+    /// What Keel's checks after a command (or a restore) did about files the command left —
+    /// moved aside, removed — or could NOT check (a bound reached: `unchecked`, and commands
+    /// nobody approved then run read-only). For the user: the model reads the same text in
+    /// the tool result, which is not where a person looks.
+    WorkspaceCheck {
+        /// The tool call the command ran for, when it ran for one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// True when something was not checked.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unchecked: bool,
+        message: String,
+    },
     Error(ErrorInfo),
     SessionFinished {
         status: SessionStatus,
@@ -430,6 +443,7 @@ impl EventKind {
             EventKind::ModelRetry { .. } => "model_retry",
             EventKind::ModelFallback { .. } => "model_fallback",
             EventKind::ModelNotice { .. } => "model_notice",
+            EventKind::WorkspaceCheck { .. } => "workspace_check",
             EventKind::Error(_) => "error",
             EventKind::SessionFinished { .. } => "session_finished",
             EventKind::TurnFinished { .. } => "turn_finished",

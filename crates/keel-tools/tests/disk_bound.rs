@@ -1,7 +1,7 @@
 //! A command cannot fill the disk (red-team pass 6, R6-8): the runner stops a command once a
 //! file system it writes falls below its reserve, and the result says why. The test gives the
 //! command a 32 MiB allowance (the reserve rule itself would need a nearly full disk) and has
-//! it write 4 GiB. As root and as uid 65534.
+//! it write 4 GiB; likewise for inodes and for the machine's memory. As root and as uid 65534.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
@@ -51,6 +51,24 @@ fn scenario(ws: &Path) {
     let out = runtime.block_on(shell::exec::run(req)).unwrap();
     assert!(out.success(), "{}", out.combined_text());
     assert!(out.limit_note.is_none());
+
+    // Memory too (red-team pass 8, R8-14): one command holding 1 GiB of the machine's memory
+    // with a 256 MiB allowance is stopped (the whole tree is counted, not one process).
+    let mut req = shell::exec::ExecRequest::new(
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "dd if=/dev/zero of=/dev/null bs=1G count=200 2>/dev/null; echo finished".into(),
+        ],
+        ws,
+    );
+    req.memory_allowance = Some(256 * 1024 * 1024);
+    req.timeout = std::time::Duration::from_secs(120);
+    let out = runtime.block_on(shell::exec::run(req)).unwrap();
+    assert!(!out.success(), "{}", out.combined_text());
+    assert!(!out.stdout.text().contains("finished"));
+    let note = out.limit_note.clone().unwrap_or_default();
+    assert!(note.contains("memory available"), "{note:?}");
 
     // Inodes too (red-team pass 10, R10-8): empty files, no bytes to speak of.
     let mut req = shell::exec::ExecRequest::new(

@@ -244,3 +244,51 @@ fn the_file_tools_do_not_write_code_loaded_unseen() {
     ));
     assert!(r.is_ok(), "{r:?}");
 }
+
+/// Red-team pass 10, R10-22: past the walk's bound (100,000 loaders' files kept) the check
+/// stopped and only the model was told. 100,002 visible decoy `*_test.py` and an ignored
+/// `data/conftest.py` in one command nobody approved: the plant is moved aside all the same
+/// (git's listing of every untracked file, judged by name), and the user is told — a notice
+/// queued for the session's event stream, not only the tool result.
+fn past_the_bound(ws: &Path) {
+    git_repo(ws, "data/\n");
+    std::thread::sleep(Duration::from_millis(1_200));
+    let _ = shell::bounds::take_notices(ws);
+    let plant = "mkdir -p aaa data && touch aaa/x{000000..050000}_test.py \
+        && touch aaa/y{000000..050000}_test.py && echo 'open(\"/tmp/x\", \"w\")' > data/conftest.py";
+    let mut req = shell::exec::ExecRequest::new(
+        vec![
+            shell::exec::shell_program().into_os_string(),
+            "-c".into(),
+            plant.into(),
+        ],
+        ws,
+    );
+    req.timeout = Duration::from_secs(300);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = runtime.block_on(shell::exec::run(req)).unwrap();
+    assert!(out.success(), "{}", out.combined_text());
+    let report = out.quarantined.clone().unwrap_or_default();
+    assert!(
+        std::fs::symlink_metadata(ws.join("data/conftest.py")).is_err(),
+        "the plant stayed live: {report}"
+    );
+    assert!(
+        ws.join("data/conftest.py.quarantined-by-keel").exists(),
+        "{report}"
+    );
+    // The visible decoys are the user's to review: they stay.
+    assert!(ws.join("aaa/x000000_test.py").exists(), "{report}");
+    let notices = shell::bounds::take_notices(ws);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.text.contains("reached its bound") && n.text.contains("data/conftest.py")),
+        "the user is told: {notices:?}"
+    );
+}
+
+nobody::user_and_nobody!(past_the_bound: past_the_walks_bound_a_plant_is_still_moved_and_told, past_the_walks_bound_a_plant_is_still_moved_and_told_as_nobody);

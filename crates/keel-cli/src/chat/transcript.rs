@@ -488,6 +488,7 @@ impl Transcript {
                         EventKind::ModelRetry { .. }
                         | EventKind::ModelFallback { .. }
                         | EventKind::ModelNotice { .. }
+                        | EventKind::WorkspaceCheck { .. }
                         | EventKind::Recovery { .. }
                         | EventKind::PhaseViolation { .. }
                         | EventKind::SnapshotFailed { .. } => Level::Warn,

@@ -576,6 +576,16 @@ impl Human {
                 close(&mut out, st);
                 out.push_str(&format!("{}! {message}{}\n", s.yellow, s.reset));
             }
+            EventKind::WorkspaceCheck {
+                unchecked, message, ..
+            } => {
+                close(&mut out, st);
+                let color = if *unchecked { s.red } else { s.yellow };
+                for (i, line) in message.lines().enumerate() {
+                    let mark = if i == 0 { "!" } else { " " };
+                    out.push_str(&format!("    {color}{mark} {line}{}\n", s.reset));
+                }
+            }
             EventKind::ModelFallback { from, to, message } => {
                 close(&mut out, st);
                 out.push_str(&format!(

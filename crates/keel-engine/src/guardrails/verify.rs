@@ -256,6 +256,7 @@ impl VerifyHook {
                     required: result.required,
                 })
                 .await?;
+            events.workspace_checks(root, None).await?;
             results.push(result);
         }
         let failed: Vec<&GateResult> = results.iter().filter(|r| !r.passed).collect();

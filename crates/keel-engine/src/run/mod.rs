@@ -537,6 +537,9 @@ impl<'a> Run<'a> {
                     metadata: out.metadata,
                 })
                 .await?;
+            self.emitter
+                .workspace_checks(self.ctx.workspace.root(), Some(&call.id))
+                .await?;
             blocks.push(ContentBlock::ToolResult {
                 tool_use_id: call.id.clone(),
                 content,

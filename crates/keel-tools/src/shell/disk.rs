@@ -12,6 +12,14 @@
 //! inode of the file system with most of its bytes still free, and every later write — the
 //! store's, the file tools', the user's — failed): the reserve is 5% of the file system's
 //! inodes or 100,000, never more than half of those free at the start.
+//!
+//! And the machine's **memory** (red-team pass 8, R8-14: the per-process `RLIMIT_DATA` is half
+//! the machine; two processes of one command — or a `cargo` reading a config linked to
+//! `/dev/zero` — took most of it, and the kernel's OOM killer then picks among the user's
+//! programs): the command is stopped when the memory the kernel says is available
+//! (`MemAvailable`) falls below 5% of the machine or 512 MiB, whichever is more — never more
+//! than half of what was available when it started. One rule for the command's whole tree,
+//! whatever its processes, namespaces or user; no cgroup needed.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,11 +32,34 @@ const MIN_RESERVE: u64 = 1024 * 1024 * 1024;
 /// The least reserve of inodes kept on a file system.
 const MIN_INODES: u64 = 100_000;
 
+/// The least memory kept available on the machine.
+const MIN_MEMORY: u64 = 512 * 1024 * 1024;
+
+/// The machine's available and total memory in bytes (`/proc/meminfo`), when known.
+fn memory() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map(|kb| kb.saturating_mul(1024))
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
+}
+
 /// The file systems a command may write, each with the free space and the free inodes it must
 /// leave.
 #[derive(Debug, Default)]
 pub(crate) struct DiskWatch {
     watched: Vec<(PathBuf, u64, u64)>,
+    /// The memory to keep available on the machine (bytes), when it can be read.
+    memory_reserve: Option<u64>,
 }
 
 fn free_and_total(path: &Path) -> Option<(u64, u64, u64)> {
@@ -60,6 +91,7 @@ impl DiskWatch {
         paths: &[PathBuf],
         allowance: Option<u64>,
         inode_allowance: Option<u64>,
+        memory_allowance: Option<u64>,
     ) -> Self {
         let mut seen = Vec::new();
         let mut watched = Vec::new();
@@ -82,17 +114,34 @@ impl DiskWatch {
             };
             watched.push((p.clone(), reserve, inode_reserve));
         }
-        Self { watched }
+        let memory_reserve = memory().map(|(available, total)| match memory_allowance {
+            Some(a) => available.saturating_sub(a),
+            None => MIN_MEMORY.max(total / 20).min(available / 2),
+        });
+        Self {
+            watched,
+            memory_reserve,
+        }
     }
 
     /// Resolves when a watched file system's free space falls below its reserve, with the
     /// note for the command's result; never when nothing is watched.
     pub(crate) async fn exhausted(&self) -> String {
-        if self.watched.is_empty() {
+        if self.watched.is_empty() && self.memory_reserve.is_none() {
             return std::future::pending().await;
         }
         loop {
             tokio::time::sleep(EVERY).await;
+            if let Some(reserve) = self.memory_reserve
+                && let Some((available, _)) = memory()
+                && available < reserve
+            {
+                return format!(
+                    "keel: the command was stopped: while it ran, the memory available on this machine fell to {} MiB (Keel keeps {} MiB available for everything else). Use less memory (fewer parallel jobs, smaller inputs), or ask the user to run it.",
+                    available / (1024 * 1024),
+                    reserve / (1024 * 1024)
+                );
+            }
             for (path, reserve, inode_reserve) in &self.watched {
                 let Some((free, _, _)) = free_and_total(path) else {
                     continue;

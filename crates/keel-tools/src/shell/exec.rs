@@ -55,6 +55,8 @@ pub struct ExecRequest {
     pub disk_allowance: Option<u64>,
     /// Likewise for the inodes (files) it may take (`None`: the reserve rule).
     pub inode_allowance: Option<u64>,
+    /// Likewise for the machine's available memory it may take (`None`: the reserve rule).
+    pub memory_allowance: Option<u64>,
 }
 
 impl ExecRequest {
@@ -85,6 +87,7 @@ impl ExecRequest {
             approved: false,
             disk_allowance: None,
             inode_allowance: None,
+            memory_allowance: None,
         }
     }
 }
@@ -295,48 +298,8 @@ pub fn scrubbed_env(keep: &[String]) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-/// Toolchain homes that commands get when Keel's `HOME` does not hold them (a fresh or
-/// temporary `HOME`, as in CI or a container): rustup's proxies (`cargo`, `rustc`) look for
-/// their toolchains in `$RUSTUP_HOME`, default `~/.rustup`, and try to create it when it is
-/// missing — which fails under the sandbox (`HOME` is not writable) and finds no toolchain
-/// outside it. When `RUSTUP_HOME`/`CARGO_HOME` are unset and `~/.rustup`/`~/.cargo` do not
-/// exist, they point at the installation the `cargo` on `PATH` belongs to
-/// (`…/.cargo/bin/rustup` → `CARGO_HOME=…/.cargo`, `RUSTUP_HOME=…/.rustup`). Empty when nothing
-/// needs setting. `keel doctor` reports it.
-pub fn toolchain_homes() -> &'static [(&'static str, PathBuf)] {
-    static HOMES: std::sync::OnceLock<Vec<(&'static str, PathBuf)>> = std::sync::OnceLock::new();
-    HOMES.get_or_init(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let missing = |var: &str, dir: &str| {
-            std::env::var_os(var).is_none() && !home.as_ref().is_some_and(|h| h.join(dir).is_dir())
-        };
-        let mut out = Vec::new();
-        // Only a rustup installation (`rustup` beside `cargo` in `<CARGO_HOME>/bin`): a
-        // system cargo (`/usr/bin/cargo`) needs no home of its own.
-        let Some(bin) = find_program("rustup").and_then(|p| p.parent().map(Path::to_path_buf))
-        else {
-            return out;
-        };
-        let Some(cargo_home) = bin
-            .parent()
-            .filter(|_| bin.ends_with("bin") && bin.join("cargo").exists())
-        else {
-            return out;
-        };
-        if missing("CARGO_HOME", ".cargo") {
-            out.push(("CARGO_HOME", cargo_home.to_path_buf()));
-        }
-        if missing("RUSTUP_HOME", ".rustup")
-            && let Some(rustup_home) = cargo_home.parent().map(|p| p.join(".rustup"))
-            && rustup_home.join("toolchains").is_dir()
-        {
-            out.push(("RUSTUP_HOME", rustup_home));
-        }
-        out
-    })
-}
-
 pub use super::lookup::{find_program, on_path};
+pub use super::toolchain_homes::toolchain_homes;
 
 /// The shell commands run in: bash (whose grammar the analyser parses), else `sh`; found in
 /// trusted `PATH` directories only (see [`super::lookup`]), again after each newly distrusted
@@ -539,6 +502,24 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
         req.policy = SandboxPolicy::ReadOnly;
         trees_note = Some(format!("keel: {why}."));
     }
+    // And when an earlier command's check could not look at everything it could have
+    // changed: what nobody looked at is not added to unseen (R10-22, [`super::bounds`]).
+    if let Some(ws) = unapproved_workspace(&req)
+        && let Some(why) = super::bounds::held(ws)
+    {
+        req.policy = SandboxPolicy::ReadOnly;
+        trees_note = Some(why);
+    }
+    // A command run read-only for a bound is said to the user, not only to the model.
+    if let (Some(note), Some(ws)) = (&trees_note, req.roots.workspace.as_deref()) {
+        super::bounds::tell(
+            ws,
+            super::bounds::Notice {
+                unchecked: true,
+                text: note.clone(),
+            },
+        );
+    }
     // A workspace that holds the user's own configuration (a home, a dotfiles directory the
     // home loads from) is read-only to a command nobody approved ([`super::user_config`]);
     // caches go to the command's private temporary directory, so tools that keep one work.
@@ -591,7 +572,12 @@ pub async fn run(mut req: ExecRequest) -> std::io::Result<ExecOutput> {
         writable.extend(req.roots.workspace.iter().cloned());
         writable.extend(req.roots.extra.iter().cloned());
     }
-    let disk = super::disk::DiskWatch::new(&writable, req.disk_allowance, req.inode_allowance);
+    let disk = super::disk::DiskWatch::new(
+        &writable,
+        req.disk_allowance,
+        req.inode_allowance,
+        req.memory_allowance,
+    );
     let mut disk_note = None;
 
     let ending = tokio::select! {

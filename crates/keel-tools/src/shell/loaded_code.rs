@@ -25,7 +25,6 @@
 //! ([`refused_for_file_tools`]); a restore from a snapshot is checked the same way.
 //! Virtual environments and Cargo's profile directories are left to their own rules.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Where a command nobody approved builds with Cargo (`CARGO_TARGET_DIR`, workspace-relative):
@@ -56,6 +55,37 @@ pub(crate) enum Kind {
     /// A build output the user's build tool reuses while it looks up to date (`build/main.o`,
     /// a makefile's target, `target/classes/*.class`).
     BuildOutput,
+    /// Any other file git does not show, made or changed by a writer nobody approved (the
+    /// session's default-deny: [`super::session_hidden`]).
+    Unreviewed,
+}
+
+impl Kind {
+    const ALL: [Kind; 13] = [
+        Kind::Bytecode,
+        Kind::Native,
+        Kind::Metadata,
+        Kind::TestFile,
+        Kind::CargoOutput,
+        Kind::NewTree,
+        Kind::Hiding,
+        Kind::Blinding,
+        Kind::Importable,
+        Kind::ToolConfig,
+        Kind::MakeFragment,
+        Kind::BuildOutput,
+        Kind::Unreviewed,
+    ];
+
+    /// A number for the kind, kept on disk ([`super::session_hidden`]).
+    pub(crate) fn code(self) -> usize {
+        Self::ALL.iter().position(|k| *k == self).unwrap_or(0)
+    }
+
+    /// The kind of [`Self::code`].
+    pub(crate) fn from_code(code: usize) -> Option<Self> {
+        Self::ALL.get(code).copied()
+    }
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -132,12 +162,25 @@ pub(crate) struct Found {
     session: Vec<PathBuf>,
     /// The makefiles met ([`super::session_hidden`] reads what they include).
     makefiles: Vec<PathBuf>,
+    /// When set, every file (and symlink) met that changed since then is noted in `changed`:
+    /// the session's default-deny for what git does not show ([`super::session_hidden`]).
+    pub(crate) since: Option<std::time::SystemTime>,
+    changed: Vec<PathBuf>,
 }
 
 /// The most entries kept per walk.
-const MAX_KEPT: usize = 100_000;
+pub(crate) const MAX_KEPT: usize = 100_000;
 
 impl Found {
+    /// An empty walk of `root` noting what changed since `since`.
+    pub(crate) fn changed_in(root: &Path, since: std::time::SystemTime) -> Self {
+        Self {
+            root: Some(root.to_path_buf()),
+            since: Some(since),
+            ..Self::default()
+        }
+    }
+
     /// Entries the session's hiddenness check judges ([`super::session_hidden::kind`]).
     pub(crate) fn session_candidates(&self) -> impl Iterator<Item = &PathBuf> {
         self.session.iter()
@@ -146,6 +189,11 @@ impl Found {
     /// The makefiles met.
     pub(crate) fn makefiles(&self) -> &[PathBuf] {
         &self.makefiles
+    }
+
+    /// The files (and symlinks) met that changed since [`Self::since`].
+    pub(crate) fn changed_files(&self) -> &[PathBuf] {
+        &self.changed
     }
 
     /// Notes `name` of `dir` for the session's hiddenness check, by a cheap look at its name
@@ -209,16 +257,31 @@ impl Found {
     /// Notes `entry` (in the directory `dir`) when its name is one the loaders take: a
     /// regular file, a symlink (followed by the loader: R8-22), or a metadata directory.
     pub(crate) fn note(&mut self, dir: &Path, entry: &std::fs::DirEntry) {
-        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+        let Ok(t) = entry.file_type() else {
+            return;
+        };
+        self.note_path(dir, entry.path(), &entry.file_name(), t, None);
+    }
+
+    /// [`Self::note`] for `path` (named `name`, in `dir`), of type `t` (and its metadata when
+    /// known).
+    pub(crate) fn note_path(
+        &mut self,
+        dir: &Path,
+        path: PathBuf,
+        name: &std::ffi::OsStr,
+        t: std::fs::FileType,
+        meta: Option<&std::fs::Metadata>,
+    ) {
+        if t.is_symlink() {
             if self.links.len() < MAX_KEPT {
-                self.links.push(entry.path());
+                self.links.push(path.clone());
             } else {
                 self.truncated = true;
             }
         }
         // Names that are not UTF-8 are judged by what they say (red-team pass 10, R10-7:
         // `zz\377.egg-info/entry_points.txt` was skipped, and pytest loaded its plug-in).
-        let name = entry.file_name();
         let name = name.to_string_lossy();
         let name = name.as_ref();
         let parent = dir
@@ -226,12 +289,26 @@ impl Found {
             .map(|n| n.to_string_lossy())
             .unwrap_or_default();
         let parent = parent.as_ref();
-        if entry
-            .file_type()
-            .is_ok_and(|t| t.is_file() || t.is_symlink())
-        {
-            self.note_session(dir, entry.path(), name, parent);
+        // A metadata directory is judged by its `entry_points.txt` (met inside), unless it is
+        // a link (to a directory elsewhere holding one).
+        if !(t.is_file() || t.is_symlink()) {
+            return;
         }
+        if let Some(since) = self.since {
+            let changed = match meta {
+                Some(m) => super::venv_startup::changed_since(m, since),
+                None => std::fs::symlink_metadata(&path)
+                    .is_ok_and(|m| super::venv_startup::changed_since(&m, since)),
+            };
+            if changed {
+                if self.changed.len() < MAX_KEPT {
+                    self.changed.push(path.clone());
+                } else {
+                    self.truncated = true;
+                }
+            }
+        }
+        self.note_session(dir, path.clone(), name, parent);
         let by_dir = || {
             let dirs = dir.components().map(|c| c.as_os_str());
             in_test_dir(dirs, name).then_some(Kind::TestFile)
@@ -239,17 +316,8 @@ impl Found {
         let Some(kind) = kind(parent, name).or_else(by_dir) else {
             return;
         };
-        let Ok(t) = entry.file_type() else {
-            return;
-        };
-        // A metadata directory is judged by its `entry_points.txt` (met inside), unless it is
-        // a link (to a directory elsewhere holding one).
-        let wanted = t.is_file() || t.is_symlink();
-        if !wanted {
-            return;
-        }
         if self.entries.len() < MAX_KEPT {
-            self.entries.push((entry.path(), kind));
+            self.entries.push((path, kind));
         } else {
             self.truncated = true;
         }
@@ -264,42 +332,7 @@ pub(crate) struct Moved {
     pub(crate) kind: Kind,
 }
 
-/// The workspace-relative paths of `rels` git ignores in `workspace` (none outside a
-/// repository, or when git cannot tell: then nothing is taken for hidden).
-pub(crate) fn ignored(workspace: &Path, rels: &[PathBuf]) -> Vec<PathBuf> {
-    use std::io::Write;
-    if rels.is_empty() {
-        return Vec::new();
-    }
-    let Ok(mut git) = crate::safe_git::in_repository(workspace, &[]) else {
-        return Vec::new();
-    };
-    git.args(["check-ignore", "-z", "--stdin"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let Ok(mut child) = git.spawn() else {
-        return Vec::new();
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let mut input = Vec::new();
-        for r in rels {
-            input.extend_from_slice(r.as_os_str().as_encoded_bytes());
-            input.push(0);
-        }
-        let _ = stdin.write_all(&input);
-    }
-    let Ok(out) = child.wait_with_output() else {
-        return Vec::new();
-    };
-    out.stdout
-        .split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        // Byte for byte: a name that is not UTF-8 is still found (R10-7).
-        .map(|s| PathBuf::from(std::ffi::OsStr::from_bytes(s)))
-        .filter(|p| rels.contains(p))
-        .collect()
-}
+pub(crate) use super::git_view::{ignored, nearest_repo};
 
 /// After a writer nobody approved that started at `since` (slack already taken off): moves
 /// what of `found` it created or changed out of the loaders' way, except inside `skip`
@@ -339,15 +372,26 @@ pub(crate) fn check(
         }
         out.push(move_aside(workspace, &rel, kind));
     }
-    if found.truncated {
-        out.push(Moved {
-            path: format!(
-                "(more than {MAX_KEPT} bytecode, native-module and test files: not all were checked; delete those this session wrote before running Python or the tests here)"
-            ),
-            moved_to: "(NOT checked)".to_string(),
-            kind: Kind::Bytecode,
-        });
-    }
+    out
+}
+
+/// What a writer nobody approved that started at `since` left of the files the loaders take
+/// ([`super::loaded_code`]), moved out of their way: those the walk met in `python`.
+pub(crate) fn loaded_after(
+    root: &Path,
+    python: &super::venv_startup::Seen,
+    since: std::time::SystemTime,
+) -> Vec<Moved> {
+    let since = since
+        .checked_sub(std::time::Duration::from_secs(1))
+        .unwrap_or(since);
+    // Virtual environments and Cargo's output have their own rules; what Keel's own Cargo
+    // target holds is never the user's tools' to load.
+    let mut skip: Vec<PathBuf> = python.venvs.iter().chain(&python.cargo).cloned().collect();
+    skip.push(root.join(KEEL_TARGET));
+    let mut out = check(root, &python.code, &skip, since);
+    out.extend(check_cargo(root, &python.cargo, since));
+    out.extend(check_links(root, &python.code, since));
     out
 }
 
@@ -411,6 +455,9 @@ pub(crate) fn line(m: &Moved) -> String {
         }
         Kind::MakeFragment => {
             "a file the user's `make` reads (an `include`), which git does not show"
+        }
+        Kind::Unreviewed => {
+            "a file git does not show (ignored), made or changed by a command nobody approved: nobody reviews it, so it does not stay where the project's tools may read or run it"
         }
         Kind::BuildOutput => {
             "a build output git does not show, which the user's `make` or build tool would reuse as up to date instead of building it from the source (it builds it again)"
@@ -619,6 +666,9 @@ pub(super) fn lexical(path: &Path) -> PathBuf {
     out
 }
 
+/// The most files a report names one by one.
+const MAX_LINES: usize = 200;
+
 /// The report of what was moved, for the command's result.
 pub(crate) fn report(moved: &[Moved]) -> Option<String> {
     if moved.is_empty() {
@@ -627,8 +677,14 @@ pub(crate) fn report(moved: &[Moved]) -> Option<String> {
     let mut text = String::from(
         "keel: this command (or an earlier one, or a file tool, this session) created or changed files that Python, Cargo, make or the test runner load without the diff showing them; nobody approved that, so Keel moved them out of the loaders' way:",
     );
-    for m in moved {
+    for m in moved.iter().take(MAX_LINES) {
         text.push_str(&line(m));
+    }
+    if moved.len() > MAX_LINES {
+        text.push_str(&format!(
+            "\n- and {} more (their names end in `.quarantined-by-keel`)",
+            moved.len() - MAX_LINES
+        ));
     }
     text.push_str(&format!("\nCommands nobody approved build with Cargo into `{KEEL_TARGET}`. If the files are needed (an in-place build of an extension module, `pip install -e .`), ask the user to approve that command or to run it themselves."));
     Some(text)

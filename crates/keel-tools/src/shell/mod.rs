@@ -8,12 +8,14 @@
 //! the [`crate::ToolContext`].
 
 mod arith;
+pub mod bounds;
 mod dependency_trees;
 pub mod disk;
 pub mod exec;
 mod file_clock;
 mod git_aliases;
 pub mod git_programs;
+mod git_view;
 mod glob_targets;
 pub mod harness;
 mod hidden;
@@ -21,6 +23,7 @@ mod installs;
 pub mod judged;
 mod line_writes;
 mod lint;
+mod listing;
 mod loaded_code;
 pub mod lookup;
 mod makefile;
@@ -43,6 +46,7 @@ mod scripts;
 pub mod session_hidden;
 mod store_links;
 pub mod testing;
+mod toolchain_homes;
 mod toolchains;
 mod unrecorded;
 pub mod user_config;

@@ -502,15 +502,16 @@ pub(crate) struct Watch {
     trees: Vec<PathBuf>,
 }
 
-/// What [`Watch::check`] found: the repositories moved (and whether the search was cut
-/// short), the program paths moved, the virtual environments' startup files moved, the
-/// store links put back.
+/// What [`Watch::check`] found: the repositories moved, the program paths moved, the
+/// virtual environments' startup files moved, the store links put back, the loaded code moved,
+/// and what a bound left unchecked ([`super::bounds`]).
 type Checked = (
-    (Vec<Quarantined>, bool),
+    Vec<Quarantined>,
     Vec<super::git_programs::Moved>,
     Vec<super::venv_startup::Moved>,
     Vec<String>,
     Vec<super::loaded_code::Moved>,
+    Vec<super::bounds::Cut>,
 );
 
 impl Watch {
@@ -555,7 +556,22 @@ impl Watch {
     /// and returns the report for its result. Run once per command, by whoever claims it
     /// first ([`super::pending`]: the call, a dropped call, Keel's exit, the next start).
     pub(crate) fn check_and_report(self) -> Option<String> {
-        Self::report(self.check())
+        let root = self.root.clone();
+        let checked = self.check();
+        // Fails closed and is told to the user, whoever runs the check ([`super::bounds`]).
+        super::bounds::settle(&root, &checked.5);
+        let unchecked = checked.5.iter().any(|c| c.covered.is_none());
+        let report = Self::report(checked);
+        if let Some(text) = &report {
+            super::bounds::tell(
+                &root,
+                super::bounds::Notice {
+                    unchecked,
+                    text: text.clone(),
+                },
+            );
+        }
+        report
     }
 
     /// The tree the command could write.
@@ -614,6 +630,11 @@ impl Watch {
         let mut tool_configs = Vec::new();
         let mut python = super::venv_startup::Seen::default();
         python.code.root = Some(self.root.clone());
+        // Every file the command changed, for the session's default-deny: by the mark of the
+        // file clock the command started after ([`super::file_clock`]), no slack.
+        if !self.approved && !self.restore {
+            python.code.since = Some(self.since);
+        }
         let mut walk = Trees {
             skip: self.trees,
             trees: Vec::new(),
@@ -627,6 +648,14 @@ impl Watch {
             &mut python,
             &mut walk,
         );
+        let (repos, walk_cut) = repos;
+        let mut cuts = Vec::new();
+        if walk_cut {
+            cuts.push(super::bounds::Cut::new(
+                "planted repositories",
+                format!("the tree holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories planted beyond them were not looked for (hook tools' configuration was, by name) — do not run git in directories this session created without checking their `.git/config`"),
+            ));
+        }
         // Trees the command created go first (and before the list is remembered): what is
         // in them is not judged file by file.
         let mut loaded = if self.approved {
@@ -640,7 +669,7 @@ impl Watch {
                 self.since,
             )
         };
-        if repos.1 {
+        if walk_cut {
             // The walk stopped at its bound: the hook tools' configuration it may not have
             // reached is looked for by name (R7-31).
             let by_name = crate::sandbox::every_dir_configs_by_name(&self.root);
@@ -654,16 +683,33 @@ impl Watch {
         let more =
             super::git_programs::discovered_after(&self.root, self.since, &tool_configs, &programs);
         programs.extend(more);
-        let startup = super::venv_startup::check(&self.root, &python, self.since, self.approved);
+        let (startup, venv_cuts) =
+            super::venv_startup::check(&self.root, &python, self.since, self.approved);
+        cuts.extend(venv_cuts);
         if !self.approved {
-            loaded.extend(loaded_after(&self.root, &python, self.since));
+            loaded.extend(super::loaded_code::loaded_after(
+                &self.root, &python, self.since,
+            ));
         }
         // What the session made that git does not show now, whichever command hid it (R9-7).
         let slack = self.since.checked_sub(Duration::from_secs(1));
         let mut skip: Vec<PathBuf> = walk.walked.iter().chain(&walk.skip).cloned().collect();
         skip.extend(python.venvs.iter().chain(&python.cargo).cloned());
         skip.push(self.root.join(super::loaded_code::KEEL_TARGET));
-        let hidden = super::session_hidden::check(
+        // Past the walk's bounds, git's listing of every untracked file (R10-22).
+        if !self.approved
+            && let Some((moved, cut)) = super::listing::past_the_bounds(
+                &self.root,
+                &python.code,
+                walk_cut,
+                &skip,
+                slack.unwrap_or(self.since),
+            )
+        {
+            loaded.extend(moved);
+            cuts.push(cut);
+        }
+        let (hidden, hidden_cut) = super::session_hidden::check(
             &self.root,
             &python.code,
             &skip,
@@ -671,42 +717,24 @@ impl Watch {
             !self.approved && !self.restore,
         );
         loaded.extend(hidden);
-        (repos, programs, startup, relinked, loaded)
+        cuts.extend(hidden_cut);
+        (repos, programs, startup, relinked, loaded, cuts)
     }
 
     fn report(checked: Checked) -> Option<String> {
-        let (moved, programs, startup, relinked, loaded) = checked;
-        let (moved, incomplete) = moved;
-        let mut text = report(&moved);
-        for p in [
+        let (moved, programs, startup, relinked, loaded, cuts) = checked;
+        let parts: Vec<String> = [
+            report(&moved),
             super::git_programs::report(&programs),
             super::venv_startup::report(&startup),
             super::loaded_code::report(&loaded),
+            super::store_links::report(&relinked),
+            super::bounds::report(&cuts),
         ]
         .into_iter()
         .flatten()
-        {
-            text = Some(match text {
-                Some(t) => format!("{t}\n{p}"),
-                None => p,
-            });
-        }
-        if let Some(r) = super::store_links::report(&relinked) {
-            text = Some(match text {
-                Some(t) => format!("{t}\n{r}"),
-                None => r,
-            });
-        }
-        if incomplete {
-            let note = format!(
-                "keel: the tree this command could write holds more than {MAX_DIRS} directories (or {MAX_ENTRIES} entries); git repositories it may have planted beyond them were not looked for (hook tools' configuration was, by name). Do not run git in directories this session created without checking their `.git/config`."
-            );
-            text = Some(match text {
-                Some(t) => format!("{t}\n{note}"),
-                None => note,
-            });
-        }
-        text
+        .collect();
+        (!parts.is_empty()).then(|| parts.join("\n"))
     }
 }
 
@@ -744,24 +772,6 @@ impl RestoreWatch {
     pub fn check_and_report(self) -> Option<String> {
         self.0.check_and_report()
     }
-}
-
-/// What a writer nobody approved that started at `since` left of the files the loaders take
-/// ([`super::loaded_code`]), moved out of their way: those the walk met in `python`.
-fn loaded_after(
-    root: &Path,
-    python: &super::venv_startup::Seen,
-    since: SystemTime,
-) -> Vec<super::loaded_code::Moved> {
-    let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
-    // Virtual environments and Cargo's output have their own rules; what Keel's own Cargo
-    // target holds is never the user's tools' to load.
-    let mut skip: Vec<PathBuf> = python.venvs.iter().chain(&python.cargo).cloned().collect();
-    skip.push(root.join(super::loaded_code::KEEL_TARGET));
-    let mut out = super::loaded_code::check(root, &python.code, &skip, since);
-    out.extend(super::loaded_code::check_cargo(root, &python.cargo, since));
-    out.extend(super::loaded_code::check_links(root, &python.code, since));
-    out
 }
 
 /// The report of what was quarantined, for the command's result (and so the user's view).

@@ -223,6 +223,11 @@ fn journal_dir() -> Option<PathBuf> {
     JOURNAL.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// Keel's data directory, once [`open`] named it (`None` before, and in tests that never do).
+pub(crate) fn data_dir() -> Option<PathBuf> {
+    journal_dir().and_then(|j| j.parent().map(Path::to_path_buf))
+}
+
 /// The write end of the watchdog's pipe, held open until this process ends (`None`: no
 /// watchdog could be started; the next start replays instead).
 static WATCHDOG: std::sync::OnceLock<Option<std::io::PipeWriter>> = std::sync::OnceLock::new();

@@ -19,7 +19,15 @@
 //!   Makefile judge's own reader: [`super::makefile`]), and `.gitignore` / `.gitattributes`
 //!   themselves (a rule file git does not show hides its own effect);
 //! - a `.gitattributes` such a writer left that marks files `-diff` or `binary` is moved
-//!   aside whether git shows it or not (it blinds the review of other files' diffs).
+//!   aside whether git shows it or not (it blinds the review of other files' diffs);
+//! - **default-deny** (issue 29): every *other* file such a command created or changed is
+//!   remembered and judged the same way — what git does not show at the end of a command is
+//!   moved aside, whatever its kind, unless it is the project's own build output
+//!   ([`own_output`]: a tool's self-declared cache under the name the tool gives it, Cargo's
+//!   `Cargo.lock`) or lies in a tree with a rule of its own (dependency trees, virtual
+//!   environments, Cargo's profile directories and Keel's own Cargo target; bytecode is
+//!   removed). A list of dangerous kinds misses the next tool (every per-name list did); this
+//!   one names what may stay.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -92,9 +100,120 @@ fn id_of(path: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// Where the memory of `root` is kept between Keel's processes: in Keel's data directory (a
+/// store no command can write), one file per workspace (red-team pass 11, R11-3: a visible
+/// `pkg/conftest.py` left by one `keel run` and moved into an ignored directory by the next
+/// was never judged again — the memory was this process's). `None` before the data directory
+/// is known.
+fn kept_at(root: &Path) -> Option<PathBuf> {
+    let dir = super::pending::data_dir()?;
+    let name = crate::trust::sha256_hex(root.as_os_str().as_encoded_bytes());
+    Some(dir.join("session-made").join(name))
+}
+
+/// Workspaces whose kept memory this process has read.
+static LOADED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// Reads the memory kept for `root` by earlier processes into this one's, once.
+fn load(root: &Path) {
+    {
+        let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+        if !loaded.insert(root.to_path_buf()) {
+            return;
+        }
+    }
+    let Some(path) = kept_at(root) else {
+        return;
+    };
+    let Ok(text) = std::fs::read(&path) else {
+        return;
+    };
+    let mut all = made();
+    let mine = all.entry(root.to_path_buf()).or_default();
+    let mut ids = made_ids();
+    let my_ids = ids.entry(root.to_path_buf()).or_default();
+    for line in text.split(|b| *b == b'\n') {
+        let text = String::from_utf8_lossy(line);
+        let mut parts = text.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("p"), Some(code), Some(hex)) => {
+                let kind = code.parse().ok().and_then(Kind::from_code);
+                if let (Some(kind), Some(bytes)) = (kind, unhex(hex))
+                    && mine.len() < MAX_REMEMBERED
+                {
+                    let rel = PathBuf::from(
+                        <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(bytes),
+                    );
+                    mine.entry(rel).or_insert(kind);
+                }
+            }
+            (Some("i"), Some(dev), Some(ino)) => {
+                if let (Ok(dev), Ok(ino)) = (dev.parse(), ino.parse())
+                    && my_ids.len() < MAX_REMEMBERED
+                {
+                    my_ids.insert((dev, ino));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Writes this process's memory of `root` where the next process reads it.
+fn save(root: &Path) {
+    let Some(path) = kept_at(root) else {
+        return;
+    };
+    let mut text = Vec::new();
+    if let Some(mine) = made().get(root) {
+        for (rel, kind) in mine {
+            text.extend_from_slice(format!("p {} ", kind.code()).as_bytes());
+            text.extend_from_slice(hex(rel.as_os_str().as_encoded_bytes()).as_bytes());
+            text.push(b'\n');
+        }
+    }
+    if let Some(ids) = made_ids().get(root) {
+        for (dev, ino) in ids {
+            text.extend_from_slice(format!("i {dev} {ino}\n").as_bytes());
+        }
+    }
+    let Some(dir) = path.parent() else {
+        return;
+    };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, &text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect()
+}
+
 /// Remembers `rels` (workspace-relative) as made by the session in `root`; `false` when the
 /// bound was reached.
 fn remember(root: &Path, rels: impl IntoIterator<Item = (PathBuf, Kind)>) -> bool {
+    let full = !remember_here(root, rels);
+    save(root);
+    !full
+}
+
+/// [`remember`] in this process's memory only.
+fn remember_here(root: &Path, rels: impl IntoIterator<Item = (PathBuf, Kind)>) -> bool {
+    load(root);
     let mut all = made();
     let mine = all.entry(root.to_path_buf()).or_default();
     let mut ids = made_ids();
@@ -115,12 +234,73 @@ fn remember(root: &Path, rels: impl IntoIterator<Item = (PathBuf, Kind)>) -> boo
 
 /// What the session made in `root` that still exists.
 fn remembered(root: &Path) -> Vec<(PathBuf, Kind)> {
+    load(root);
     let mut all = made();
     let Some(mine) = all.get_mut(root) else {
         return Vec::new();
     };
     mine.retain(|rel, _| std::fs::symlink_metadata(root.join(rel)).is_ok());
     mine.iter().map(|(r, k)| (r.clone(), *k)).collect()
+}
+
+/// The tools' caches that declare themselves one (a `CACHEDIR.TAG` with the Cache Directory
+/// Tagging signature), by the name each tool gives its cache: what the tool keeps there it
+/// reads back as data (test ids, type-check results, lint results), never as code.
+const TAGGED_CACHES: &[&str] = &[".pytest_cache", ".mypy_cache", ".ruff_cache"];
+
+/// The Cache Directory Tagging signature a `CACHEDIR.TAG` starts with.
+const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+
+/// Whether the workspace-relative `rel` is the project's own build output, which the
+/// session's default-deny leaves where it is: inside a tool's self-declared cache under the
+/// name that tool gives it ([`TAGGED_CACHES`]), or Cargo's `Cargo.lock` beside its
+/// `Cargo.toml` (a library crate's is often ignored; it names versions of what `Cargo.toml`
+/// declares, with their checksums). Keel's own Cargo target, dependency trees, virtual
+/// environments and Cargo's profile directories have rules of their own, and bytecode is
+/// removed by its own ([`super::loaded_code`]); the kinds above are judged in any place.
+pub(crate) fn own_output(root: &Path, rel: &Path) -> bool {
+    let Some(name) = rel.file_name() else {
+        return false;
+    };
+    if name == "Cargo.lock" {
+        return std::fs::symlink_metadata(root.join(rel).with_file_name("Cargo.toml"))
+            .is_ok_and(|m| m.is_file());
+    }
+    let mut dir = root.to_path_buf();
+    let mut comps = rel.components().peekable();
+    while let Some(c) = comps.next() {
+        if comps.peek().is_none() {
+            break;
+        }
+        dir.push(c);
+        if TAGGED_CACHES.iter().any(|t| c.as_os_str() == *t) {
+            // A regular file, read beneath its directory (never a FIFO or a link out).
+            let tagged = keel_fs::project::read_in_dir(&dir.join("CACHEDIR.TAG"), 4096)
+                .ok()
+                .flatten()
+                .is_some_and(|t| t.as_bytes().starts_with(CACHEDIR_SIGNATURE));
+            return tagged && std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+        }
+    }
+    false
+}
+
+/// Whether a repository governs `root`, so that "what git does not show" means something
+/// there: `root` is a work tree, or a directory of one its rules do not ignore. A workspace in
+/// an ignored directory of another repository (a scratch directory under `target/`), or in
+/// none, is shown by no git at all: the default-deny does not apply there (Keel's own
+/// snapshots record it; the kinds above are still judged) — but it does inside the
+/// repositories below it (a folder of clones).
+pub(crate) fn governed(root: &Path) -> bool {
+    let Ok(mut git) = crate::safe_git::in_repository(root, &[]) else {
+        return false;
+    };
+    git.args(["check-ignore", "-q", "."])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // 1: not ignored; 0: ignored; 128: no repository.
+    git.status().is_ok_and(|s| s.code() == Some(1))
 }
 
 /// Whether `name` is a file of git's rules that hide files or their diffs.
@@ -247,7 +427,7 @@ pub(crate) fn check(
     skip: &[PathBuf],
     since: SystemTime,
     unapproved: bool,
-) -> Vec<Moved> {
+) -> (Vec<Moved>, Option<super::bounds::Cut>) {
     let mut out = Vec::new();
     let mut full = false;
     if unapproved {
@@ -255,7 +435,9 @@ pub(crate) fn check(
             std::fs::symlink_metadata(root.join(rel))
                 .is_ok_and(|m| super::venv_startup::changed_since(&m, since))
         };
-        // Or one the session made before, met at a new path (R10-15).
+        // Or one the session made before, met at a new path (R10-15) — in this process or an
+        // earlier one (R11-3).
+        load(root);
         let ours: BTreeSet<(u64, u64)> = made_ids().get(root).cloned().unwrap_or_default();
         let changed_or_ours = |rel: &Path| {
             changed(rel) || id_of(&root.join(rel)).is_some_and(|id| ours.contains(&id))
@@ -282,6 +464,26 @@ pub(crate) fn check(
             .map(|rel| (rel, Kind::BuildOutput))
             .collect();
         mine.extend(outputs);
+        // Every other file it created or changed: the default is that what git does not show
+        // does not stay (see the module's doc), unless it is the project's own build output.
+        let known: BTreeSet<PathBuf> = mine.iter().map(|(r, _)| r.clone()).collect();
+        let mut rest: Vec<(PathBuf, Kind)> = found
+            .changed_files()
+            .iter()
+            .filter(|p| !skip.iter().any(|s| p.starts_with(s)))
+            .filter_map(|p| p.strip_prefix(root).ok())
+            .filter(|rel| !known.contains(*rel) && kind(rel).is_none())
+            .filter(|rel| !own_output(root, rel))
+            .map(|rel| (rel.to_path_buf(), Kind::Unreviewed))
+            .collect();
+        // Where a repository shows what changes: the workspace's own, or one below it.
+        if !rest.is_empty() && !governed(root) {
+            let mut cache = std::collections::HashMap::new();
+            rest.retain(|(rel, _)| {
+                super::loaded_code::nearest_repo(root, rel, &mut cache).is_some()
+            });
+        }
+        mine.extend(rest);
         for (rel, _) in mine.iter().filter(|(r, k)| {
             *k == Kind::Hiding && r.file_name().is_some_and(|n| n == ".gitattributes")
         }) {
@@ -292,14 +494,13 @@ pub(crate) fn check(
         full = !remember(root, mine);
     }
     out.extend(hidden_now(root));
-    if full {
-        out.push(Moved {
-            path: format!("(more than {MAX_REMEMBERED} files this session made that git could hide: those past the bound are not checked; review `git status --ignored` before running the project's tools)"),
-            moved_to: "(NOT checked)".into(),
-            kind: Kind::Hiding,
-        });
-    }
-    out
+    let cut = full.then(|| {
+        super::bounds::Cut::new(
+            "files the session made that git could hide",
+            format!("more than {MAX_REMEMBERED}: those past the bound are not remembered, so a later rule that hides them is not seen"),
+        )
+    });
+    (out, cut)
 }
 
 /// Everything the session made in `root` that git ignores now, moved aside.
@@ -321,7 +522,20 @@ fn hidden_now(root: &Path) -> Vec<Moved> {
             mine.remove(Path::new(&m.path));
         }
     }
+    drop(all);
+    if !out.is_empty() {
+        save(root);
+    }
     out
+}
+
+/// Forgets this process's memory of every workspace, as a new process starts with (what is
+/// kept in Keel's data directory stays): for tests of the memory across processes.
+#[doc(hidden)]
+pub fn forget_in_process() {
+    made().clear();
+    made_ids().clear();
+    LOADED.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 /// After a file tool wrote `written` (workspace-relative): what of it is of the kinds above

@@ -241,16 +241,27 @@ pub(crate) fn check(
     seen: &Seen,
     since: SystemTime,
     approved: bool,
-) -> Vec<Moved> {
+) -> (Vec<Moved>, Vec<super::bounds::Cut>) {
     if approved {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let since = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
     let mut out: Vec<Moved> = Vec::new();
+    let mut cuts = Vec::new();
     for venv in &seen.venvs {
         let mut truncated = false;
         let mut files = startup_files(venv, since, &mut truncated);
         if truncated {
+            cuts.push(
+                super::bounds::Cut::new(
+                    "virtual environment startup files",
+                    format!(
+                        "`{}` holds more site directories or entries than Keel looks through",
+                        venv.strip_prefix(workspace).unwrap_or(venv).display()
+                    ),
+                )
+                .covered("the environment was made inert (its `pyvenv.cfg` and `lib` moved aside)"),
+            );
             // Bounds must not hide a plant (red-team pass 8, R8-10: 300 padding directories
             // in `lib/`, or 60,000 files in `site-packages`, hid a `.pth`): an environment
             // too large to look through whole is made inert — without its `pyvenv.cfg` its
@@ -301,7 +312,7 @@ pub(crate) fn check(
             });
         }
     }
-    out
+    (out, cuts)
 }
 
 /// The report of what was moved, for the command's result.
