@@ -392,6 +392,12 @@ pub fn is_protected(workspace: &Path, path: &Path, extra: &[PathBuf]) -> bool {
         || extra
             .iter()
             .any(|p| rel.starts_with(p) || path.starts_with(p))
+        // By its real name too: `sql/a.sql` protected, `sql -> data/sql`, the file tools
+        // asked for `data/sql/a.sql` (red-team pass 11, R10-13 rest).
+        || extra.iter().any(|p| {
+            let abs = workspace.join(p);
+            super::canonical_prefix(&abs).is_some_and(|real| real != abs && path.starts_with(&real))
+        })
 }
 
 /// The most links followed while resolving one path (the kernel's own limit).
@@ -609,5 +615,23 @@ mod tests {
         assert_eq!(v.carve, vec![ws.clone()], "{v:?}");
         let at = |p: &PathBuf| v.dirs.iter().position(|d| d == p);
         assert!(at(&data) < at(&inner), "outer covers first: {v:?}");
+    }
+}
+
+#[cfg(test)]
+mod protected_link_tests {
+    use super::*;
+
+    #[test]
+    fn a_protected_path_is_protected_by_its_real_name() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(ws.join("data/sql")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("data/sql/a.sql"), "x").unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("data/sql", ws.join("sql")).unwrap_or_else(|e| panic!("{e}"));
+        let protected = [PathBuf::from("sql/a.sql")];
+        assert!(is_protected(&ws, &ws.join("data/sql/a.sql"), &protected));
+        assert!(!is_protected(&ws, &ws.join("data/sql/b.sql"), &protected));
+        assert!(is_protected(&ws, &ws.join("sql/a.sql"), &protected));
     }
 }
