@@ -12,7 +12,9 @@ mod nobody;
 use std::path::Path;
 use std::time::Duration;
 
-use keel_tools::shell;
+use keel_tools::shell::{self, LintSettings, ShellSettings};
+use keel_tools::{ToolContext, ToolRegistry, Workspace, builtin};
+use serde_json::json;
 
 struct Ran {
     ok: bool,
@@ -226,3 +228,41 @@ fn clones(ws: &Path) {
 }
 
 nobody::user_and_nobody!(clones: a_folder_of_clones_is_judged_by_each_clone, a_folder_of_clones_is_judged_by_each_clone_as_nobody);
+
+/// Red-team pass 11, R11-5: the file tools are a writer nobody approved too — `create_file
+/// build/main.d` (an ignored file the Makefile `-include`s) stayed. What they write where git
+/// does not show it is moved aside like a command's; what git shows stays.
+fn file_tools(ws: &Path) {
+    git_init(ws, "build/\n");
+    write(ws, "Makefile", "-include build/main.d\ntest:\n\t@echo ok\n");
+    let ctx = ToolContext::new(Workspace::new(ws).unwrap());
+    let mut tools = ToolRegistry::new();
+    builtin::register_defaults(&mut tools);
+    shell::register(
+        &mut tools,
+        ShellSettings::default(),
+        LintSettings {
+            enabled: false,
+            ..LintSettings::default()
+        },
+    );
+    let mut notes = String::new();
+    for (path, content) in [
+        ("build/main.d", "$(shell touch pwned)\n"),
+        ("src/keep.c", "int main(void) { return 0; }\n"),
+    ] {
+        let out = nobody::runtime()
+            .block_on(tools.execute(
+                "create_file",
+                json!({"path": path, "content": content}),
+                &ctx,
+            ))
+            .unwrap();
+        notes.push_str(&out.content);
+    }
+    assert!(!ws.join("build/main.d").exists(), "{notes}");
+    assert!(notes.contains("build/main.d"), "{notes}");
+    assert!(ws.join("src/keep.c").exists(), "{notes}");
+}
+
+nobody::user_and_nobody!(file_tools: what_the_file_tools_write_unseen_is_moved_aside, what_the_file_tools_write_unseen_is_moved_aside_as_nobody);

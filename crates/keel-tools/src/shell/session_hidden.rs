@@ -538,18 +538,32 @@ pub fn forget_in_process() {
     LOADED.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
-/// After a file tool wrote `written` (workspace-relative): what of it is of the kinds above
-/// is remembered, and when a rule file was among it, what the session made that git now
-/// ignores (and a `.gitattributes` that blinds diffs) is moved aside. The note for the
+/// After a file tool wrote `written` (workspace-relative): what of it is of the kinds above,
+/// or any other file where a repository shows the workspace (the default-deny), is
+/// remembered, and when a rule file or such a file was among it, what the session made that
+/// git now ignores (and a `.gitattributes` that blinds diffs) is moved aside. The note for the
 /// tool's result, or `None`.
 pub fn after_file_write(root: &Path, written: &[String]) -> Option<String> {
     let mut mine = Vec::new();
     let mut out = Vec::new();
     let mut rules = false;
+    // The file tools are a writer nobody approved too: what they write that git does not show
+    // goes, whatever its kind (red-team pass 11, R11-5: `create_file build/main.d`, a file the
+    // Makefile `-include`s, stayed), where a repository shows the workspace.
+    let mut governs = None;
+    let mut repos = std::collections::HashMap::new();
     for rel in written {
         let rel = Path::new(rel.trim_start_matches("./"));
-        let Some(k) = kind(rel) else {
-            continue;
+        let k = match kind(rel) {
+            Some(k) => k,
+            None if !own_output(root, rel)
+                && (*governs.get_or_insert_with(|| governed(root))
+                    || super::loaded_code::nearest_repo(root, rel, &mut repos).is_some()) =>
+            {
+                rules = true;
+                Kind::Unreviewed
+            }
+            None => continue,
         };
         if k == Kind::Hiding {
             rules = true;
