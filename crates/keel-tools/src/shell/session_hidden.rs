@@ -125,6 +125,8 @@ fn load(root: &Path) {
     let Some(path) = kept_at(root) else {
         return;
     };
+    // Keel's own record in its data directory (bytes: names need not be UTF-8).
+    #[allow(clippy::disallowed_methods)]
     let Ok(text) = std::fs::read(&path) else {
         return;
     };

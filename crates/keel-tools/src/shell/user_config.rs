@@ -384,13 +384,9 @@ fn user_site_pth(home: &Path) -> Vec<PathBuf> {
 /// A regular file's text, when it is at most [`MAX_START_BYTES`] (a FIFO or a device is not
 /// read).
 fn read_small(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_START_BYTES {
-        return None;
-    }
-    std::fs::read(path)
+    keel_fs::project::read_user_file(path, MAX_START_BYTES)
         .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .flatten()
 }
 
 /// Every path a start-up file's text names: each word written as a path (`~/…`, `$HOME/…`,
