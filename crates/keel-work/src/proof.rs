@@ -342,12 +342,19 @@ fn check_evidence(
             }
         }
         "command" => {
-            // The command itself, not a line that mentions it (red-team pass 11, R11-7:
-            // `echo 'sh tests/test_greet.sh' is fine` had proved the test passed).
-            let wanted = what.split_whitespace().collect::<Vec<_>>().join(" ");
-            let ran = commands
-                .iter()
-                .any(|c| c.split_whitespace().collect::<Vec<_>>().join(" ") == wanted);
+            // The command itself (with arguments: `sh bye.sh Ada` for `sh bye.sh`), run as a
+            // statement of the line, not a line that only mentions it (red-team pass 11,
+            // R11-7: `echo 'sh tests/test_greet.sh' is fine` had proved the test passed).
+            let want: Vec<&str> = what.split_whitespace().collect();
+            let wanted = want.join(" ");
+            let ran = commands.iter().any(|c| {
+                c.split(['\n', ';'])
+                    .flat_map(|s| s.split("&&"))
+                    .any(|statement| {
+                        let words: Vec<&str> = statement.split_whitespace().collect();
+                        !want.is_empty() && words.starts_with(&want)
+                    })
+            });
             if ran && !wanted.is_empty() {
                 (true, format!("the session ran `{wanted}` successfully"))
             } else {
@@ -453,6 +460,20 @@ mod tests {
             &["echo 'sh tests/test_greet.sh' is fine".into()],
         );
         assert_eq!(echoed[0].status, "unverified");
+        // The command with its arguments, or after `cd`, did run it.
+        for ran in [
+            "sh tests/test_greet.sh -v",
+            "cd . && sh tests/test_greet.sh",
+        ] {
+            let got = check_criteria(
+                &criteria[..1],
+                "CRITERION 1: met — evidence: command `sh tests/test_greet.sh`",
+                dir.path(),
+                None,
+                &[ran.into()],
+            );
+            assert_eq!(got[0].status, "met", "{ran}");
+        }
     }
 
     #[test]
