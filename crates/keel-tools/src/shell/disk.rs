@@ -4,14 +4,15 @@
 //! runs, the runner looks at the free space of every file system it can write (the workspace,
 //! its private temp dir — often a `tmpfs`, that is memory — and `shell.writable` trees) four
 //! times a second, and stops the command when one falls below its **reserve**: 5% of the file
-//! system or 1 GiB, whichever is more — but never more than half of what was free when the
-//! command started (a disk already nearly full still lets a command write half of what is left).
+//! system or 1 GiB, whichever is more — but never more than half of what was free when Keel
+//! first watched that file system (a disk already nearly full still lets commands write half of
+//! what was left; not half again per command, R11-9).
 //! The command's result says which file system and how much was left.
 //!
 //! Free **inodes** are watched the same way (red-team pass 10, R10-8: empty files took every
 //! inode of the file system with most of its bytes still free, and every later write — the
 //! store's, the file tools', the user's — failed): the reserve is 5% of the file system's
-//! inodes or 100,000, never more than half of those free at the start.
+//! inodes or 100,000, never more than half of those free when Keel first watched it.
 //!
 //! And the machine's **memory** (red-team pass 8, R8-14: the per-process `RLIMIT_DATA` is half
 //! the machine; two processes of one command — or a `cargo` reading a config linked to
@@ -85,6 +86,27 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
     free_and_total(path).map(|(free, _, _)| free)
 }
 
+/// The reserve of a file system of `total` (bytes or inodes) of which `first_free` were free
+/// when Keel first watched it: 5% or `least`, whichever is more, never more than half of
+/// `first_free`.
+fn reserve_of(least: u64, total: u64, first_free: u64) -> u64 {
+    least.max(total / 20).min(first_free / 2)
+}
+
+/// What was free (bytes, inodes) on the file system `fsid` when this process first watched
+/// it; `free` and `inodes` when that is now.
+fn first_seen(fsid: u64, free: u64, inodes: u64) -> (u64, u64) {
+    static FIRST: std::sync::Mutex<Vec<(u64, u64, u64)>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut first) = FIRST.lock() else {
+        return (free, inodes);
+    };
+    if let Some((_, f, i)) = first.iter().find(|(id, _, _)| *id == fsid) {
+        return (*f, *i);
+    }
+    first.push((fsid, free, inodes));
+    (free, inodes)
+}
+
 impl DiskWatch {
     /// Notes the free space of the file systems holding `paths` now. `allowance`: the most
     /// bytes the command may take from each (a test's small bound); `None`: the reserve rule.
@@ -105,14 +127,18 @@ impl DiskWatch {
                 continue;
             }
             seen.push(fsid);
+            let (free_inodes, all_inodes) = inodes(p);
+            // Half of what was free when Keel first watched this file system, not when this
+            // command started: halving per command let seven commands fill a disk to 0
+            // (red-team pass 11, R11-9).
+            let (first_free, first_inodes) = first_seen(fsid, free, free_inodes);
             let reserve = match allowance {
                 Some(a) => free.saturating_sub(a),
-                None => MIN_RESERVE.max(total / 20).min(free / 2),
+                None => reserve_of(MIN_RESERVE, total, first_free),
             };
-            let (free_inodes, all_inodes) = inodes(p);
             let inode_reserve = match inode_allowance {
                 Some(a) => free_inodes.saturating_sub(a),
-                None => MIN_INODES.max(all_inodes / 20).min(free_inodes / 2),
+                None => reserve_of(MIN_INODES, all_inodes, first_inodes),
             };
             watched.push((p.clone(), reserve, inode_reserve));
         }
@@ -165,5 +191,26 @@ impl DiskWatch {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod reserve_tests {
+    use super::*;
+
+    /// Seven commands that each write down to the reserve leave half of what was free at the
+    /// first, not 0 (R11-9: 113, 55, 27, 16, 5, 5, 13 MiB filled a 230 MiB disk).
+    #[test]
+    fn commands_one_after_another_never_take_the_reserve() {
+        let mib = 1024 * 1024;
+        let (total, first) = (230 * mib, 220 * mib);
+        let mut free = first;
+        for _ in 0..7 {
+            let floor = reserve_of(MIN_RESERVE, total, first);
+            free = free.min(floor);
+        }
+        assert_eq!(free, 110 * mib);
+        assert_eq!(first_seen(u64::MAX - 7, 10, 20), (10, 20));
+        assert_eq!(first_seen(u64::MAX - 7, 4, 5), (10, 20));
     }
 }
