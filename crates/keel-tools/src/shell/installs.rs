@@ -82,6 +82,6 @@ pub(crate) fn tree_write(workspace: &Path, rel: &Path) -> Option<String> {
             tree.display()
         ));
     }
-    super::user_config::refused(workspace)
+    super::user_config::holds(workspace)
         .map(|_| format!("writes `{}` (the user's own configuration)", rel.display()))
 }

@@ -67,7 +67,7 @@ pub use run_tests::{RunTests, RunTestsArgs};
 pub use safety::{Analysis, CommandSafety, RuleMatch, SafetyClass, Source, classify};
 pub use testing::{TestCommand, TestRunner, TestSummary, detect_test_command};
 pub(crate) use unrecorded::refused_for_file_tools as unrecorded_for_file_tools;
-pub(crate) use user_config::refused as refused_in_home;
+pub(crate) use user_config::holds as refused_in_home;
 
 use crate::ToolRegistry;
 

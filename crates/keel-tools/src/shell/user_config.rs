@@ -16,7 +16,7 @@
 //!   R10-16, R10-26, R11-14)
 //!
 //! is read-only to every command nobody approved ([`super::exec::ExecRequest::approved`]:
-//! the kernel sandbox mounts the workspace read-only) and to the file tools ([`refused`]).
+//! the kernel sandbox mounts the workspace read-only) and to the file tools ([`holds`]).
 //! The user's own commands (`!` in `keel chat`) and commands they approved write as before.
 //! Keel says so when the session starts in a home ([`holds_home`]), and the note names the
 //! way out: start Keel in the project's own directory.
@@ -411,58 +411,56 @@ fn loaded_paths(text: &str, home: &Path) -> Vec<PathBuf> {
 /// One statement of a start-up file: the paths it names go to `out`, a variable it sets to
 /// a path to `vars`.
 fn statement(line: &str, home: &Path, vars: &mut Vec<(String, String)>, out: &mut Vec<PathBuf>) {
+    // Variables the file sets to a path (`DOT="$HOME/d"`), used later as `$DOT/x`.
+    let mut line = line.to_string();
+    for (name, value) in vars.iter() {
+        line = line
+            .replace(&format!("${{{name}}}"), value)
+            .replace(&format!("${name}"), value);
+    }
+    let words: Vec<&str> = line
+        .split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ';' | '&'
+                        | '|'
+                        | '('
+                        | ')'
+                        | '`'
+                        | '"'
+                        | '\''
+                        | '<'
+                        | '>'
+                        | '='
+                        | ':'
+                        | ','
+                        | '+'
+                        | '['
+                        | ']'
+                        | '{'
+                        | '}'
+                )
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 && GOES_TO.contains(&words[i - 1]) {
+            continue;
+        }
+        if looks_like_path(w) || w.starts_with('$') {
+            out.extend(expand(w, home));
+        }
+    }
+    // `NAME=path` (also `export NAME=path`) sets a variable later lines may use.
+    let assignment = line.strip_prefix("export ").unwrap_or(&line);
+    if let Some((name, value)) = assignment.split_once('=')
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     {
-        // Variables the file sets to a path (`DOT="$HOME/d"`), used later as `$DOT/x`.
-        let mut line = line.to_string();
-        for (name, value) in vars.iter() {
-            line = line
-                .replace(&format!("${{{name}}}"), value)
-                .replace(&format!("${name}"), value);
-        }
-        let words: Vec<&str> = line
-            .split(|c: char| {
-                c.is_whitespace()
-                    || matches!(
-                        c,
-                        ';' | '&'
-                            | '|'
-                            | '('
-                            | ')'
-                            | '`'
-                            | '"'
-                            | '\''
-                            | '<'
-                            | '>'
-                            | '='
-                            | ':'
-                            | ','
-                            | '+'
-                            | '['
-                            | ']'
-                            | '{'
-                            | '}'
-                    )
-            })
-            .filter(|w| !w.is_empty())
-            .collect();
-        for (i, w) in words.iter().enumerate() {
-            if i > 0 && GOES_TO.contains(&words[i - 1]) {
-                continue;
-            }
-            if looks_like_path(w) || w.starts_with('$') {
-                out.extend(expand(w, home));
-            }
-        }
-        // `NAME=path` (also `export NAME=path`) sets a variable later lines may use.
-        let assignment = line.strip_prefix("export ").unwrap_or(&line);
-        if let Some((name, value)) = assignment.split_once('=')
-            && !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-            if let Some(p) = expand(value, home) {
-                vars.push((name.to_string(), p.to_string_lossy().into_owned()));
-            }
+        let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+        if let Some(p) = expand(value, home) {
+            vars.push((name.to_string(), p.to_string_lossy().into_owned()));
         }
     }
 }
@@ -494,12 +492,6 @@ fn expand(word: &str, home: &Path) -> Option<PathBuf> {
         return None;
     }
     Some(PathBuf::from(cut))
-}
-
-/// Why the file tools do not write in the workspace `root`: it holds the user's own
-/// configuration ([`holds`]). `None`: they may write (other rules still apply).
-pub(crate) fn refused(root: &Path) -> Option<String> {
-    holds(root)
 }
 
 /// The note a command nobody approved gets in such a workspace.
